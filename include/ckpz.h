@@ -1,0 +1,248 @@
+/* ckpz.h — the one public header of libckpz.
+ *
+ * libckpz compresses deep-learning checkpoints (safetensors, NumPy .npy, raw tensor
+ * dumps) losslessly into a chunked, checksummed, seekable container (doc/format.md)
+ * and restores the original file byte for byte. Everything a program needs is here:
+ * the CLI, the benchmark and the bindings use this header only.
+ *
+ * Conventions: every symbol is prefixed ckpz_/CKPZ_; contexts are opaque, created and
+ * freed by the caller (free accepts NULL); functions return a ckpz_error (0 = success)
+ * and leave a human-readable message, naming the chunk and tensor where known, in the
+ * context (ckpz_ctx_message). Parameters live in a struct that starts with its own size
+ * so that it can grow without breaking callers built against an older header.
+ *
+ * Not guaranteed: the compressed bytes for a given input may change between versions
+ * (the format version guarantees that older files stay readable, not that new ones
+ * are identical); a context is not safe to use from two threads at once.
+ */
+#ifndef CKPZ_H
+#define CKPZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define CKPZ_API
+#else
+#define CKPZ_API __attribute__((visibility("default")))
+#endif
+
+#define CKPZ_VERSION_MAJOR 0
+#define CKPZ_VERSION_MINOR 1
+#define CKPZ_VERSION_PATCH 0
+#define CKPZ_VERSION_NUMBER (CKPZ_VERSION_MAJOR * 10000 + CKPZ_VERSION_MINOR * 100 + CKPZ_VERSION_PATCH)
+#define CKPZ_VERSION_STRING "0.1.0"
+
+/* Runtime version of the linked library (may differ from the header's). */
+CKPZ_API unsigned ckpz_version_number(void);
+CKPZ_API const char *ckpz_version_string(void);
+
+/* ---- errors ---------------------------------------------------------------------- */
+/* The numbers are fixed: new codes are only ever appended. */
+#define CKPZ_ERROR_LIST(X)                                                   \
+    X(CKPZ_OK, 0, "no error")                                                \
+    X(CKPZ_ERR_PARAM, 1, "invalid parameter")                                \
+    X(CKPZ_ERR_NOMEM, 2, "out of memory")                                    \
+    X(CKPZ_ERR_READ, 3, "read error")                                        \
+    X(CKPZ_ERR_WRITE, 4, "write error")                                      \
+    X(CKPZ_ERR_NOT_CKPZ, 5, "not a ckpz file")                               \
+    X(CKPZ_ERR_VERSION, 6, "unsupported format version or reserved field")   \
+    X(CKPZ_ERR_TRUNCATED, 7, "truncated ckpz file")                          \
+    X(CKPZ_ERR_CHECKSUM, 8, "checksum mismatch")                             \
+    X(CKPZ_ERR_CORRUPT, 9, "corrupt data")                                   \
+    X(CKPZ_ERR_LIMIT, 10, "size exceeds the memory limit")                   \
+    X(CKPZ_ERR_NOT_FOUND, 11, "no such tensor")                              \
+    X(CKPZ_ERR_INPUT, 12, "input does not match the requested format")       \
+    X(CKPZ_ERR_ABORTED, 13, "aborted by the caller")                         \
+    X(CKPZ_ERR_INTERNAL, 14, "internal error")
+
+typedef enum {
+#define CKPZ_X_ENUM(name, num, text) name = num,
+    CKPZ_ERROR_LIST(CKPZ_X_ENUM)
+#undef CKPZ_X_ENUM
+} ckpz_error;
+
+/* Static text for a code; never NULL. */
+CKPZ_API const char *ckpz_error_name(ckpz_error code);
+
+/* ---- element types --------------------------------------------------------------- */
+/* Stored in the container: the numbers are fixed. */
+typedef enum {
+    CKPZ_DTYPE_NONE = 0, /* opaque bytes (headers, padding, unknown data) */
+    CKPZ_DTYPE_BF16 = 1,
+    CKPZ_DTYPE_F16 = 2,
+    CKPZ_DTYPE_F32 = 3,
+    CKPZ_DTYPE_F64 = 4,
+    CKPZ_DTYPE_F8E4M3 = 5,
+    CKPZ_DTYPE_F8E5M2 = 6,
+    CKPZ_DTYPE_I8 = 7,
+    CKPZ_DTYPE_I16 = 8,
+    CKPZ_DTYPE_I32 = 9,
+    CKPZ_DTYPE_I64 = 10,
+    CKPZ_DTYPE_U8 = 11,
+    CKPZ_DTYPE_U16 = 12,
+    CKPZ_DTYPE_U32 = 13,
+    CKPZ_DTYPE_U64 = 14,
+    CKPZ_DTYPE_BOOL = 15,
+    CKPZ_DTYPE_COUNT_ /* not a type */
+} ckpz_dtype;
+
+/* "bf16", "f32", ... ("bytes" for NONE, NULL for out-of-range values). */
+CKPZ_API const char *ckpz_dtype_name(ckpz_dtype t);
+/* Parses the element type names above (also "bfloat16", "float32", "fp16", ...);
+ * CKPZ_DTYPE_NONE if the name is not an element type (including "bytes"). */
+CKPZ_API ckpz_dtype ckpz_dtype_from_name(const char *name);
+/* Bytes per element; 1 for NONE. */
+CKPZ_API unsigned ckpz_dtype_size(ckpz_dtype t);
+
+/* ---- input formats ----------------------------------------------------------------- */
+typedef enum {
+    CKPZ_INPUT_AUTO = 0,        /* detect from the first bytes; unknown = raw opaque */
+    CKPZ_INPUT_RAW = 1,         /* one tensor of params.raw_dtype, or opaque bytes */
+    CKPZ_INPUT_SAFETENSORS = 2,
+    CKPZ_INPUT_NPY = 3
+} ckpz_input_format;
+
+CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);
+
+/* ---- parameters -------------------------------------------------------------------- */
+#define CKPZ_LEVEL_MIN 1
+#define CKPZ_LEVEL_MAX 9
+#define CKPZ_LEVEL_DEFAULT 3
+#define CKPZ_CHUNK_MIN (64u << 10)
+#define CKPZ_CHUNK_MAX (16u << 20)
+#define CKPZ_SIZE_UNKNOWN UINT64_MAX
+
+/* Progress callback: bytes of original data done so far and the total
+ * (CKPZ_SIZE_UNKNOWN when not known). Return non-zero to abort (CKPZ_ERR_ABORTED). */
+typedef int (*ckpz_progress_fn)(void *opaque, uint64_t done, uint64_t total);
+
+typedef struct ckpz_params {
+    size_t struct_size;        /* set by ckpz_params_init: sizeof(ckpz_params) */
+    int level;                 /* CKPZ_LEVEL_MIN..MAX */
+    int threads;               /* worker threads; 0 = all cores */
+    size_t chunk_size;         /* bytes; 0 = default; CKPZ_CHUNK_MIN..CKPZ_CHUNK_MAX */
+    ckpz_input_format format;  /* input format for compression */
+    ckpz_dtype raw_dtype;      /* element type for CKPZ_INPUT_RAW (NONE = opaque) */
+    size_t mem_limit;          /* cap on any single allocation driven by file contents
+                                  (index, chunk buffers); 0 = default (1 GiB) */
+    ckpz_progress_fn progress; /* may be NULL */
+    void *progress_opaque;
+} ckpz_params;
+
+/* Fills defaults. Always call it before setting fields. */
+CKPZ_API void ckpz_params_init(ckpz_params *p);
+
+/* ---- context --------------------------------------------------------------------- */
+typedef struct ckpz_ctx ckpz_ctx;
+
+CKPZ_API ckpz_ctx *ckpz_ctx_create(void);
+CKPZ_API void ckpz_ctx_free(ckpz_ctx *ctx);
+/* The message of the last failed call on ctx ("" if none). Valid until the next call. */
+CKPZ_API const char *ckpz_ctx_message(const ckpz_ctx *ctx);
+
+/* ---- I/O callbacks ------------------------------------------------------------------- */
+/* Every callback (read, write, pread, progress) is called from the thread that called
+ * the library function, one call at a time; worker threads never call them. */
+/* Reads up to n bytes; returns the count (0 at end of input) or -1 on error. */
+typedef ptrdiff_t (*ckpz_read_fn)(void *opaque, void *buf, size_t n);
+/* Writes all n bytes; returns 0 on success, -1 on error. */
+typedef int (*ckpz_write_fn)(void *opaque, const void *buf, size_t n);
+/* Reads exactly n bytes at offset off; returns 0 on success, -1 on error or short read. */
+typedef int (*ckpz_pread_fn)(void *opaque, void *buf, size_t n, uint64_t off);
+
+/* Statistics of one compression or decompression. */
+typedef struct ckpz_stats {
+    uint64_t original_bytes;   /* bytes of the original file */
+    uint64_t compressed_bytes; /* bytes of the .ckpz file */
+    uint64_t tensor_bytes;     /* original bytes that belong to tensors */
+    uint64_t tensors;          /* tensor segments */
+    uint64_t chunks;
+    ckpz_input_format format;  /* detected input format */
+} ckpz_stats;
+
+/* ---- streaming compression / decompression ----------------------------------------- */
+/* Compresses everything `rd` yields into a ckpz stream given to `wr`. size_hint is the
+ * input size if known (CKPZ_SIZE_UNKNOWN otherwise; it is only used for progress and
+ * to bound the format probe). Work runs on params->threads threads; writing overlaps
+ * compression and memory stays bounded by a few chunks per thread. stats may be NULL. */
+CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params,
+                                         ckpz_read_fn rd, void *rd_opaque, uint64_t size_hint,
+                                         ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
+
+/* Decodes a ckpz stream read sequentially from `rd` and writes the original to `wr`.
+ * Every chunk's checksum is verified before it is decoded, and the whole content's
+ * checksum at the end. wr may be NULL: everything is verified and nothing is written
+ * (ckpz -t). On error, some output may already have been written: callers writing to a
+ * file must write to a temporary name. Uses params->threads, mem_limit and progress. */
+CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params,
+                                           ckpz_read_fn rd, void *rd_opaque,
+                                           ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
+
+/* ---- one-shot, in memory ----------------------------------------------------------- */
+/* Compresses src into a buffer allocated by the library (*dst, *dst_size); release it
+ * with ckpz_free. */
+CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
+                                         const void *src, size_t src_size,
+                                         void **dst, size_t *dst_size);
+/* Decompresses a whole ckpz file in memory into dst, which must hold exactly the
+ * original size (ckpz_original_size tells it). */
+CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
+                                           const void *src, size_t src_size,
+                                           void *dst, size_t dst_size);
+/* Original size recorded in a complete ckpz file held in memory. */
+CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size,
+                                       uint64_t *size);
+CKPZ_API void ckpz_free(void *p);
+
+/* ---- random access: list and extract ------------------------------------------------- */
+typedef struct ckpz_archive ckpz_archive;
+
+/* One entry of the tensor index: a tensor or a run of opaque bytes. */
+typedef struct ckpz_entry {
+    const char *name;       /* tensor name; "" for opaque bytes */
+    ckpz_dtype dtype;       /* CKPZ_DTYPE_NONE for opaque bytes */
+    uint32_t ndim;
+    const uint64_t *shape;  /* ndim values */
+    uint64_t offset;        /* byte offset in the original file */
+    uint64_t length;        /* bytes in the original file */
+    uint64_t compressed;    /* bytes its chunks take in the ckpz file */
+    uint64_t chunks;
+} ckpz_entry;
+
+typedef struct ckpz_archive_info {
+    unsigned format_version;
+    ckpz_input_format format; /* the original file's format */
+    uint64_t original_size;
+    uint64_t compressed_size;
+    uint32_t chunk_size;
+    uint32_t content_checksum; /* CRC-32C of the original file */
+    uint64_t entries;
+    uint64_t chunks;
+} ckpz_archive_info;
+
+/* Opens a complete ckpz file for random access through `pr` (file_size bytes): checks
+ * the header, trailer and index (and their checksums); chunks are read on demand. */
+CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
+                                      ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
+                                      ckpz_archive **out);
+CKPZ_API void ckpz_archive_close(ckpz_archive *a);
+CKPZ_API void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
+/* Entry i (0-based, < info.entries); the strings and arrays live as long as `a`. */
+CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e);
+/* Index of the first tensor named `name` (opaque entries are skipped, so "" finds a
+ * tensor whose name is empty), or CKPZ_ERR_NOT_FOUND. */
+CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *name,
+                                      uint64_t *index);
+/* Decodes entry i alone (its original bytes) to `wr`, verifying its chunks. */
+CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i,
+                                         ckpz_write_fn wr, void *wr_opaque);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPZ_H */

@@ -1,0 +1,85 @@
+/* buffer.c — the one-shot in-memory calls, as thin adapters over the streaming paths
+ * (memory reader, growing or fixed memory writer), so there is one implementation of
+ * compression and one of decompression. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "container/container.h"
+
+typedef struct memrd {
+    const uint8_t *p;
+    size_t n, pos;
+} memrd;
+
+static ptrdiff_t mem_read(void *v, void *buf, size_t n)
+{
+    memrd *m = v;
+    if (n > m->n - m->pos) n = m->n - m->pos;
+    memcpy(buf, m->p + m->pos, n);
+    m->pos += n;
+    return (ptrdiff_t)n;
+}
+
+typedef struct memwr {
+    uint8_t *p;
+    size_t n, cap;
+    int fixed;
+} memwr;
+
+static int mem_write(void *v, const void *buf, size_t n)
+{
+    memwr *m = v;
+    if (n > m->cap - m->n) {
+        if (m->fixed) return -1;
+        size_t cap = m->cap * 2 > m->n + n ? m->cap * 2 : m->n + n;
+        uint8_t *q = realloc(m->p, cap);
+        if (!q) return -1;
+        m->p = q;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->n, buf, n);
+    m->n += n;
+    return 0;
+}
+
+ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
+                                void **dst, size_t *dst_size)
+{
+    memrd r = {src, src_size, 0};
+    memwr w = {malloc(src_size / 2 + 4096), 0, src_size / 2 + 4096, 0};
+    *dst = NULL;
+    *dst_size = 0;
+    if (!w.p) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    ckpz_error err = ckpz_compress_stream(ctx, params, mem_read, &r, src_size, mem_write, &w, NULL);
+    if (err) {
+        free(w.p);
+        return err;
+    }
+    *dst = w.p;
+    *dst_size = w.n;
+    return CKPZ_OK;
+}
+
+ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
+                                  void *dst, size_t dst_size)
+{
+    memrd r = {src, src_size, 0};
+    memwr w = {dst, 0, dst_size, 1};
+    ckpz_error err = ckpz_decompress_stream(ctx, params, mem_read, &r, mem_write, &w, NULL);
+    if (err == CKPZ_ERR_WRITE) return ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer too small");
+    if (!err && w.n != dst_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer larger than the original");
+    return err;
+}
+
+ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size, uint64_t *size)
+{
+    ctx_clear(ctx);
+    ctr_trailer t;
+    ctr_header h;
+    if (src_size < 8 || memcmp(src, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
+    if (src_size < CTR_HEADER_SIZE + CTR_TRAILER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated");
+    ckpz_error err = ctr_header_read(ctx, src, &h);
+    if (!err) err = ctr_trailer_read(ctx, (const uint8_t *)src + src_size - CTR_TRAILER_SIZE, src_size, &t);
+    if (!err) *size = t.original_size;
+    return err;
+}

@@ -1,0 +1,37 @@
+/* chunker.h — second stage: cut the input into independent chunks.
+ *
+ * Walks the segment list from formats/ over the input stream and yields, in file
+ * order, "an entry begins" events (one per tensor, and one per non-empty run of opaque
+ * bytes) and chunks of at most chunk_size bytes that never straddle two entries, so each
+ * chunk has one dtype and can be coded alone. The bytes read to recognise the format are
+ * replayed first; nothing is read twice. A segment the input ends inside is cut short
+ * (its entry records the length actually present); segments past the end are dropped.
+ */
+#ifndef CKPZ_CHUNKER_H
+#define CKPZ_CHUNKER_H
+
+#include "formats/formats.h"
+
+typedef struct chunker {
+    ckpz_read_fn rd;
+    void *rd_opaque;
+    const uint8_t *prefix;
+    size_t prefix_len, prefix_pos;
+    const fmt_list *segs;
+    size_t seg;           /* current segment */
+    uint64_t seg_left;    /* bytes left in it (FMT_LEN_OPEN: until EOF) */
+    int in_seg, eof;
+    size_t chunk_size;
+    uint64_t consumed;    /* input bytes handed out so far */
+} chunker;
+
+typedef enum { CH_END = 0, CH_DATA = 1, CH_ERROR = -1 } ch_event;
+
+void chunker_init(chunker *ch, const fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
+                  const uint8_t *prefix, size_t prefix_len);
+/* CH_DATA: buf (chunk_size bytes) holds the next *len bytes. If they begin a new entry,
+ * *seg is its segment (else NULL); *len is 0 only for an empty tensor's entry.
+ * CH_ERROR: the read callback failed. */
+ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg);
+
+#endif

@@ -1,0 +1,101 @@
+/* codec.c — see codec.h. The payload starts with one 8-byte descriptor per plane
+ * (codec, reserved, encoded length) followed by the planes' encoded bytes in order;
+ * plane sizes are not stored because the transform derives them from the chunk's
+ * original length. */
+#include "codec.h"
+
+#include <stdio.h>
+
+#include "common/bytes.h"
+#include "common/crc32c.h"
+#include "transforms/planes.h"
+
+size_t chunk_frame_bound(size_t n)
+{
+    size_t worst = 0;
+    for (size_t e = 1; e <= 8; e *= 2) {
+        size_t b = e * ent_bound(n / e) + ent_bound(e - 1);
+        if (b > worst) worst = b;
+    }
+    return CTR_FRAME_SIZE + XF_MAX_PLANES * CTR_PLANE_DESC + worst;
+}
+
+size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                    uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+{
+    ctr_chunk h = {0};
+    size_t sizes[XF_MAX_PLANES];
+    xf_choose(dtype, &h.xf, &h.esize);
+    unsigned np = xf_plane_sizes(h.xf, h.esize, n, sizes);
+    const uint8_t *src = raw;
+    if (h.xf != XF_NONE) {
+        xf_split(h.xf, h.esize, raw, n, planes);
+        src = planes;
+    }
+    uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + np * CTR_PLANE_DESC;
+    for (unsigned i = 0; i < np; i++) {
+        uint8_t codec;
+        size_t len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level,
+                                xf_plane_hint(h.xf, h.esize, dtype, i), &codec);
+        uint8_t *d = payload + i * CTR_PLANE_DESC;
+        d[0] = codec;
+        d[1] = d[2] = d[3] = 0;
+        st32(d + 4, (uint32_t)len);
+        src += sizes[i];
+        dst += len;
+    }
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.payload_len = (uint32_t)(dst - payload);
+    h.nplanes = (uint8_t)np;
+    h.raw_crc = crc32c(0, raw, n);
+    h.payload_crc = crc32c(0, payload, h.payload_len);
+    ctr_chunk_write(out, &h);
+    *raw_crc = h.raw_crc;
+    return CTR_FRAME_SIZE + h.payload_len;
+}
+
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload, uint8_t *planes, uint8_t *out,
+                        char *why, size_t whylen)
+{
+    if (crc32c(0, payload, h->payload_len) != h->payload_crc) {
+        snprintf(why, whylen, "compressed data checksum mismatch");
+        return CKPZ_ERR_CHECKSUM;
+    }
+    size_t sizes[XF_MAX_PLANES];
+    unsigned np = xf_plane_sizes(h->xf, h->esize, h->raw_len, sizes);
+    if (np == 0 || np != h->nplanes) {
+        snprintf(why, whylen, "invalid transform %u/%u with %u planes", h->xf, h->esize, h->nplanes);
+        return CKPZ_ERR_CORRUPT;
+    }
+    size_t pos = (size_t)np * CTR_PLANE_DESC;
+    uint8_t *dst = h->xf == XF_NONE ? out : planes;
+    for (unsigned i = 0; i < np; i++) {
+        const uint8_t *d = payload + i * CTR_PLANE_DESC;
+        uint32_t len = ld32(d + 4);
+        if (d[1] | d[2] | d[3]) {
+            snprintf(why, whylen, "plane %u: reserved bytes set", i);
+            return CKPZ_ERR_VERSION;
+        }
+        if (len > h->payload_len - pos) {
+            snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, len);
+            return CKPZ_ERR_CORRUPT;
+        }
+        if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, sizes[i]) != 0) {
+            snprintf(why, whylen, "plane %u (%s): corrupt coded data", i, ent_codec_name(d[0]));
+            return CKPZ_ERR_CORRUPT;
+        }
+        pos += len;
+        dst += sizes[i];
+    }
+    if (pos != h->payload_len) {
+        snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
+        return CKPZ_ERR_CORRUPT;
+    }
+    if (h->xf != XF_NONE) xf_merge(h->xf, h->esize, planes, h->raw_len, out);
+    if (crc32c(0, out, h->raw_len) != h->raw_crc) {
+        snprintf(why, whylen, "decoded data checksum mismatch");
+        return CKPZ_ERR_CHECKSUM;
+    }
+    return CKPZ_OK;
+}

@@ -1,0 +1,24 @@
+/* codec.h — one chunk through transforms/ and entropy/, shared by the compressor,
+ * the streaming decompressor and the random-access reader. */
+#ifndef CKPZ_CODEC_H
+#define CKPZ_CODEC_H
+
+#include "container/container.h"
+#include "entropy/entropy.h"
+
+/* Largest frame (header + payload) for a chunk of n original bytes. */
+size_t chunk_frame_bound(size_t n);
+
+/* Codes n bytes of dtype into out (chunk_frame_bound(n) bytes): frame header then
+ * payload. planes is scratch of n bytes. Returns the frame length and the CRC of the
+ * original bytes. */
+size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                    uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+
+/* Verifies the payload checksum, decodes into out (h->raw_len bytes) using planes
+ * (h->raw_len bytes of scratch) and verifies the original bytes' checksum. On failure
+ * returns an error code and writes the reason to why. */
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload, uint8_t *planes, uint8_t *out,
+                        char *why, size_t whylen);
+
+#endif

@@ -1,0 +1,83 @@
+/* context.c — version, error names, the context and parameter defaults. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ctx.h"
+
+unsigned ckpz_version_number(void) { return CKPZ_VERSION_NUMBER; }
+const char *ckpz_version_string(void) { return CKPZ_VERSION_STRING; }
+
+const char *ckpz_error_name(ckpz_error code)
+{
+    switch (code) {
+#define CKPZ_X_CASE(name, num, text) \
+    case name: return text;
+        CKPZ_ERROR_LIST(CKPZ_X_CASE)
+#undef CKPZ_X_CASE
+    }
+    return "unknown error code";
+}
+
+ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
+void ckpz_ctx_free(ckpz_ctx *ctx) { free(ctx); }
+const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }
+void ckpz_free(void *p) { free(p); }
+
+void ctx_clear(ckpz_ctx *ctx)
+{
+    if (ctx) ctx->msg[0] = 0;
+}
+
+ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
+{
+    if (ctx && !ctx->msg[0]) { /* the first, innermost message is the informative one */
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void ckpz_params_init(ckpz_params *p)
+{
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->level = CKPZ_LEVEL_DEFAULT;
+    p->format = CKPZ_INPUT_AUTO;
+    p->raw_dtype = CKPZ_DTYPE_NONE;
+}
+
+ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out)
+{
+    ckpz_params_init(out);
+    if (in) {
+        if (in->struct_size < offsetof(ckpz_params, progress_opaque) + sizeof(void *) ||
+            in->struct_size > sizeof *out)
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_params not initialised with ckpz_params_init");
+        memcpy(out, in, in->struct_size);
+        out->struct_size = sizeof *out;
+    }
+    if (out->level < CKPZ_LEVEL_MIN || out->level > CKPZ_LEVEL_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "level %d out of range %d..%d", out->level, CKPZ_LEVEL_MIN,
+                        CKPZ_LEVEL_MAX);
+    if (out->threads < 0) return ctx_fail(ctx, CKPZ_ERR_PARAM, "negative thread count");
+    if (out->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        out->threads = n > 0 ? (int)n : 1;
+    }
+    if (out->threads > 256) out->threads = 256;
+    if (out->chunk_size == 0) out->chunk_size = CKPZ_DEFAULT_CHUNK;
+    if (out->chunk_size < CKPZ_CHUNK_MIN || out->chunk_size > CKPZ_CHUNK_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk size %zu out of range %u..%u", out->chunk_size,
+                        CKPZ_CHUNK_MIN, CKPZ_CHUNK_MAX);
+    out->chunk_size &= ~(size_t)7; /* a whole number of elements of every dtype */
+    if ((unsigned)out->format > CKPZ_INPUT_NPY) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
+    if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
+    if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
+    return CKPZ_OK;
+}

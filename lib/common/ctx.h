@@ -1,0 +1,24 @@
+/* ctx.h — the library context (errors with context) shared by every stage. A failing
+ * call records one message naming what failed (file section, chunk, tensor) so that the
+ * CLI can print it as is; codes stay the fixed public enum. */
+#ifndef CKPZ_CTX_H
+#define CKPZ_CTX_H
+
+#include "ckpz.h"
+
+struct ckpz_ctx {
+    char msg[512];
+};
+
+/* Records the message (printf format) and returns code, for `return ctx_fail(...)`. */
+ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ctx_clear(ckpz_ctx *ctx);
+
+/* Effective parameters: defaults filled in, values clamped or rejected. */
+ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out);
+
+#define CKPZ_DEFAULT_CHUNK (256u << 10)
+#define CKPZ_DEFAULT_MEM_LIMIT ((size_t)1 << 30)
+
+#endif

@@ -1,0 +1,144 @@
+/* pipeline.c — see pipeline.h. One mutex guards a ring of job slots; workers take the
+ * oldest queued slot, the caller waits on the oldest slot's completion. Jobs are coarse
+ * (a chunk of 64 KiB or more), so one lock is not a bottleneck. */
+#include "pipeline.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { SLOT_QUEUED, SLOT_RUNNING, SLOT_DONE };
+
+struct pipeline {
+    pthread_mutex_t mu;
+    pthread_cond_t work;  /* a job was queued, or stop */
+    pthread_cond_t done;  /* a job finished */
+    pthread_t *threads;
+    int workers, stop;
+    size_t depth, head, count, next_queued; /* ring: [head, head+count) submitted, unretired */
+    void **job;
+    int *state;
+    pipeline_fn fn;
+    void *arg;
+};
+
+struct worker_arg {
+    pipeline *p;
+    int id;
+};
+
+static void *worker_main(void *v)
+{
+    struct worker_arg *wa = v;
+    pipeline *p = wa->p;
+    int id = wa->id;
+    free(wa);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->next_queued == p->head + p->count) pthread_cond_wait(&p->work, &p->mu);
+        if (p->next_queued == p->head + p->count) break; /* stop, nothing queued */
+        size_t slot = p->next_queued++ % p->depth;
+        p->state[slot] = SLOT_RUNNING;
+        void *job = p->job[slot];
+        pthread_mutex_unlock(&p->mu);
+        p->fn(job, id, p->arg);
+        pthread_mutex_lock(&p->mu);
+        p->state[slot] = SLOT_DONE;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+pipeline *pipeline_create(int workers, size_t depth, pipeline_fn fn, void *arg)
+{
+    if (depth == 0) depth = 1;
+    pipeline *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->job = calloc(depth, sizeof *p->job);
+    p->state = calloc(depth, sizeof *p->state);
+    p->threads = workers > 0 ? calloc((size_t)workers, sizeof *p->threads) : NULL;
+    if (!p->job || !p->state || (workers > 0 && !p->threads)) goto fail;
+    p->depth = depth;
+    p->fn = fn;
+    p->arg = arg;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    for (int i = 0; i < workers; i++) {
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (!wa || (wa->p = p, wa->id = i, pthread_create(&p->threads[i], NULL, worker_main, wa) != 0)) {
+            free(wa);
+            p->workers = i;
+            pipeline_destroy(p);
+            return NULL;
+        }
+        p->workers = i + 1;
+    }
+    return p;
+fail:
+    free(p->job);
+    free(p->state);
+    free(p->threads);
+    free(p);
+    return NULL;
+}
+
+void pipeline_submit(pipeline *p, void *job)
+{
+    if (p->workers == 0) {
+        p->fn(job, 0, p->arg);
+        size_t slot = (p->head + p->count) % p->depth;
+        p->job[slot] = job;
+        p->state[slot] = SLOT_DONE;
+        p->count++;
+        p->next_queued++;
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    size_t slot = (p->head + p->count) % p->depth;
+    p->job[slot] = job;
+    p->state[slot] = SLOT_QUEUED;
+    p->count++;
+    pthread_cond_signal(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void *pipeline_retire(pipeline *p)
+{
+    if (p->count == 0) return NULL;
+    if (p->workers == 0) {
+        void *job = p->job[p->head % p->depth];
+        p->head++;
+        p->count--;
+        return job;
+    }
+    pthread_mutex_lock(&p->mu);
+    size_t slot = p->head % p->depth;
+    while (p->state[slot] != SLOT_DONE) pthread_cond_wait(&p->done, &p->mu);
+    void *job = p->job[slot];
+    p->head++;
+    p->count--;
+    pthread_mutex_unlock(&p->mu);
+    return job;
+}
+
+size_t pipeline_pending(const pipeline *p) { return p->count; }
+
+void pipeline_destroy(pipeline *p)
+{
+    if (!p) return;
+    if (p->workers > 0 || p->threads) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->work);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->workers; i++) pthread_join(p->threads[i], NULL);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->work);
+        pthread_cond_destroy(&p->done);
+    }
+    free(p->job);
+    free(p->state);
+    free(p->threads);
+    free(p);
+}

@@ -1,0 +1,27 @@
+/* pipeline.h — an ordered parallel map: jobs are submitted in order, run on a fixed set
+ * of worker threads in any order, and retired in submission order. Compression and
+ * decompression both use it the same way: the calling thread reads the next input,
+ * submits it, and when `depth` jobs are in flight retires the oldest and writes its
+ * output, so reading, coding and writing overlap while memory stays bounded by depth
+ * job buffers. With zero workers, jobs run inline on the calling thread at submission
+ * (the one-thread path costs no locking or thread switches). */
+#ifndef CKPZ_PIPELINE_H
+#define CKPZ_PIPELINE_H
+
+#include <stddef.h>
+
+typedef struct pipeline pipeline;
+/* Runs one job on worker `worker` (0..workers-1, or 0 inline). */
+typedef void (*pipeline_fn)(void *job, int worker, void *arg);
+
+/* NULL on allocation or thread creation failure. */
+pipeline *pipeline_create(int workers, size_t depth, pipeline_fn fn, void *arg);
+/* Queues a job; the caller must first retire one if pipeline_pending() == depth. */
+void pipeline_submit(pipeline *p, void *job);
+/* Waits for the oldest unretired job and returns it; NULL if none are pending. */
+void *pipeline_retire(pipeline *p);
+size_t pipeline_pending(const pipeline *p);
+/* Waits for running jobs, stops the workers. Accepts NULL. */
+void pipeline_destroy(pipeline *p);
+
+#endif

@@ -1,0 +1,270 @@
+/* compress.c — the compression path, wiring the stages: formats/ describe the input,
+ * the chunker cuts it, workers run each chunk through transforms/ and entropy/
+ * (codec.c), and the calling thread writes frames in order and finally the index and
+ * trailer (container/). The calling thread alternates between reading the next chunk
+ * and writing finished ones, so input, coding and output overlap; at most `depth`
+ * chunks are in memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunker.h"
+#include "codec.h"
+#include "common/crc32c.h"
+#include "common/pipeline.h"
+
+typedef struct cjob {
+    int new_entry;  /* an entry frame precedes this chunk */
+    uint32_t entry;
+    ckpz_dtype dtype;
+    uint8_t *raw;
+    size_t raw_len; /* 0: an empty tensor's entry, no chunk */
+    uint8_t *out;
+    size_t out_len;
+    uint32_t raw_crc;
+} cjob;
+
+typedef struct workers_state {
+    int level;
+    ent_ctx **ec;     /* one per worker */
+    uint8_t **planes; /* one per worker, chunk_size bytes */
+} workers_state;
+
+static void compress_job(void *v, int worker, void *arg)
+{
+    cjob *j = v;
+    workers_state *ws = arg;
+    if (j->raw_len)
+        j->out_len = chunk_encode(ws->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len,
+                                  ws->planes[worker], j->out, &j->raw_crc);
+}
+
+/* What the calling thread keeps while writing: output position, index tables, the
+ * running content checksum. */
+typedef struct writer {
+    ckpz_ctx *ctx;
+    const ckpz_params *p;
+    uint64_t size_hint;
+    ckpz_write_fn wr;
+    void *opaque;
+    uint64_t pos, original;
+    uint32_t content_crc;
+    ctr_entry *e;
+    size_t ne, cap_e;
+    ctr_chunkrec *c;
+    size_t nc, cap_c;
+} writer;
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static ckpz_error put(writer *w, const void *p, size_t n)
+{
+    if (n && w->wr(w->opaque, p, n) != 0)
+        return ctx_fail(w->ctx, CKPZ_ERR_WRITE, "write error after %llu bytes of output", (unsigned long long)w->pos);
+    w->pos += n;
+    return CKPZ_OK;
+}
+
+/* Writes a finished job: its entry frame if it starts an entry, then its chunk frame. */
+static ckpz_error emit(writer *w, cjob *j)
+{
+    ckpz_error err;
+    if (j->new_entry) {
+        uint8_t buf[8 + 40 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM + 4];
+        const ctr_entry *e = &w->e[j->entry];
+        ctr_entry_frame_write(buf, e);
+        if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
+    }
+    if (j->raw_len) {
+        if (grow((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
+            return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+        w->c[w->nc++] = (ctr_chunkrec){w->pos, (uint32_t)j->raw_len, (uint32_t)j->out_len};
+        if ((err = put(w, j->out, j->out_len))) return err;
+        w->content_crc = crc32c_combine(w->content_crc, j->raw_crc, j->raw_len);
+        w->original += j->raw_len;
+        if (w->p->progress && w->p->progress(w->p->progress_opaque, w->original, w->size_hint))
+            return ctx_fail(w->ctx, CKPZ_ERR_ABORTED, "aborted");
+    }
+    return CKPZ_OK;
+}
+
+/* Reads the smallest prefix the format readers need and describes the input. */
+static ckpz_error probe(ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *opq, uint64_t size_hint,
+                        uint8_t **prefix, size_t *plen, fmt_list *segs)
+{
+    size_t want = 64u << 10, have = 0, cap = 0;
+    uint8_t *buf = NULL;
+    int eof = 0;
+    for (;;) {
+        if (want > cap) {
+            uint8_t *nb = realloc(buf, want);
+            if (!nb) {
+                free(buf);
+                return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the input header");
+            }
+            buf = nb;
+            cap = want;
+        }
+        while (have < want && !eof) {
+            ptrdiff_t r = rd(opq, buf + have, want - have);
+            if (r < 0) {
+                free(buf);
+                return ctx_fail(ctx, CKPZ_ERR_READ, "read error");
+            }
+            if (r == 0) eof = 1;
+            have += (size_t)r;
+        }
+        size_t need = 0;
+        char why[256] = "";
+        fmt_status s = fmt_describe(buf, have, eof ? have : size_hint, p->format, p->raw_dtype, segs, &need, why,
+                                    sizeof why);
+        if (s == FMT_DONE) break;
+        if (s == FMT_ERROR) {
+            free(buf);
+            return ctx_fail(ctx, CKPZ_ERR_INPUT, "input is not valid %s: %s", ckpz_input_format_name(p->format),
+                            why[0] ? why : "unrecognised");
+        }
+        if (need <= have || need > FMT_PROBE_MAX || eof) {
+            free(buf);
+            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
+        }
+        want = need;
+    }
+    *prefix = buf;
+    *plen = have;
+    return CKPZ_OK;
+}
+
+ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
+                                uint64_t size_hint, ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats)
+{
+    ctx_clear(ctx);
+    ckpz_params p;
+    ckpz_error err = params_resolve(ctx, params, &p);
+    if (err) return err;
+    if (!rd || !wr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
+
+    uint8_t *prefix = NULL, *idx = NULL;
+    size_t plen = 0;
+    fmt_list segs = {0};
+    if ((err = probe(ctx, &p, rd, rd_opaque, size_hint, &prefix, &plen, &segs))) return err;
+
+    int workers = p.threads > 1 ? p.threads : 0;
+    size_t depth = workers ? (size_t)workers * 3 : 1, used_jobs = 0;
+    int nscratch = workers ? workers : 1;
+    size_t fbound = chunk_frame_bound(p.chunk_size);
+    workers_state ws = {p.level, calloc((size_t)nscratch, sizeof(ent_ctx *)),
+                        calloc((size_t)nscratch, sizeof(uint8_t *))};
+    cjob *jobs = calloc(depth, sizeof *jobs), *j;
+    pipeline *pl = NULL;
+    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0};
+    uint64_t tensor_bytes = 0, tensors = 0, chunks_submitted = 0;
+
+    if (!ws.ec || !ws.planes || !jobs) goto nomem;
+    for (int i = 0; i < nscratch; i++)
+        if (!(ws.ec[i] = ent_ctx_create()) || !(ws.planes[i] = malloc(p.chunk_size))) goto nomem;
+    if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
+
+    uint8_t hdr[CTR_HEADER_SIZE];
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format});
+    if ((err = put(&w, hdr, sizeof hdr))) goto fail;
+
+    chunker ch;
+    chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque, prefix, plen);
+    for (;;) {
+        if (used_jobs < depth) {
+            j = &jobs[used_jobs++];
+            if (!(j->raw = malloc(p.chunk_size)) || !(j->out = malloc(fbound))) goto nomem;
+        } else {
+            j = pipeline_retire(pl);
+            if ((err = emit(&w, j))) goto fail;
+        }
+        const fmt_segment *s;
+        size_t n;
+        ch_event ev = chunker_next(&ch, j->raw, &n, &s);
+        if (ev == CH_ERROR) {
+            err = ctx_fail(ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)ch.consumed);
+            goto fail;
+        }
+        if (ev == CH_END) break;
+        j->new_entry = s != NULL;
+        if (s) {
+            if (grow((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e)) goto nomem;
+            if (w.ne >= UINT32_MAX) {
+                err = ctx_fail(ctx, CKPZ_ERR_LIMIT, "more than 2^32 entries");
+                goto fail;
+            }
+            ctr_entry *e = &w.e[w.ne++];
+            memset(e, 0, sizeof *e);
+            e->dtype = (uint8_t)s->dtype;
+            e->name = s->name ? s->name : "";
+            size_t nl = strlen(e->name);
+            e->name_len = (uint16_t)(nl > CTR_MAX_NAME ? CTR_MAX_NAME : nl);
+            e->ndim = s->ndim <= CTR_MAX_NDIM ? s->ndim : 0;
+            e->shape = e->ndim ? s->shape : NULL;
+            e->offset = ch.consumed - n;
+            e->first_chunk = chunks_submitted;
+            if (s->dtype != CKPZ_DTYPE_NONE) tensors++;
+        }
+        ctr_entry *e = &w.e[w.ne - 1];
+        j->entry = (uint32_t)(w.ne - 1);
+        j->dtype = (ckpz_dtype)e->dtype;
+        j->raw_len = n;
+        if (n) {
+            e->length += n;
+            e->nchunks++;
+            chunks_submitted++;
+            if (e->dtype != CKPZ_DTYPE_NONE) tensor_bytes += n;
+        }
+        pipeline_submit(pl, j);
+    }
+    while ((j = pipeline_retire(pl)))
+        if ((err = emit(&w, j))) goto fail;
+
+    size_t isz = ctr_index_size(w.e, w.ne, w.nc);
+    if (!(idx = malloc(isz))) goto nomem;
+    ctr_index_write(idx, w.e, w.ne, w.c, w.nc);
+    uint8_t trb[CTR_TRAILER_SIZE];
+    ctr_trailer_write(trb, &(ctr_trailer){w.pos, isz, w.original, w.content_crc, crc32c(0, idx, isz)});
+    if ((err = put(&w, idx, isz)) || (err = put(&w, trb, sizeof trb))) goto fail;
+    if (stats) {
+        stats->original_bytes = w.original;
+        stats->compressed_bytes = w.pos;
+        stats->tensor_bytes = tensor_bytes;
+        stats->tensors = tensors;
+        stats->chunks = w.nc;
+        stats->format = segs.format;
+    }
+    goto done;
+nomem:
+    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+fail:
+done:
+    pipeline_destroy(pl);
+    for (size_t i = 0; jobs && i < depth; i++) {
+        free(jobs[i].raw);
+        free(jobs[i].out);
+    }
+    free(jobs);
+    for (int i = 0; i < nscratch; i++) {
+        if (ws.ec) ent_ctx_free(ws.ec[i]);
+        if (ws.planes) free(ws.planes[i]);
+    }
+    free(ws.ec);
+    free(ws.planes);
+    free(w.e); /* names and shapes belong to segs */
+    free(w.c);
+    free(idx);
+    free(prefix);
+    fmt_list_free(&segs);
+    return err;
+}

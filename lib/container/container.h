@@ -1,0 +1,101 @@
+/* container.h — last stage: the on-disk layout of a .ckpz file (doc/format.md).
+ *
+ * Everything that turns container structures into bytes or back lives here, so the
+ * format has one implementation of each field. Readers validate as they parse: magic,
+ * checksums, reserved fields (must be zero), and every length against the bytes that
+ * remain and the caller's memory limit, before anything is allocated or decoded.
+ */
+#ifndef CKPZ_CONTAINER_H
+#define CKPZ_CONTAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ctx.h"
+
+#define CTR_VERSION 1
+#define CTR_HEADER_SIZE 32
+#define CTR_FRAME_SIZE 32   /* chunk frame header */
+#define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
+#define CTR_TRAILER_SIZE 40
+#define CTR_CHUNK_REC 16    /* seek-table record */
+#define CTR_MAX_NDIM 64
+#define CTR_MAX_NAME 65535
+
+extern const uint8_t ctr_magic[8];
+/* Four-byte tags that start each section, read as little-endian u32. */
+#define CTR_TAG_ENTRY 0x4e454b43u /* "CKEN" */
+#define CTR_TAG_CHUNK 0x48434b43u /* "CKCH" */
+#define CTR_TAG_INDEX 0x58494b43u /* "CKIX" */
+#define CTR_TAG_TRAILER 0x52544b43u /* "CKTR" */
+
+typedef struct ctr_header {
+    uint32_t chunk_size;
+    uint8_t format; /* ckpz_input_format of the original */
+} ctr_header;
+
+typedef struct ctr_chunk {
+    uint32_t entry;       /* index of the entry the chunk belongs to */
+    uint32_t raw_len;     /* original bytes, 1..chunk_size */
+    uint32_t payload_len; /* bytes after the frame header */
+    uint8_t xf, esize, nplanes;
+    uint32_t raw_crc;     /* CRC-32C of the original bytes */
+    uint32_t payload_crc; /* CRC-32C of the payload */
+} ctr_chunk;
+
+typedef struct ctr_entry {
+    uint8_t dtype;
+    uint16_t name_len;
+    uint32_t ndim;
+    char *name;       /* NUL-terminated, owned */
+    uint64_t *shape;  /* owned */
+    uint64_t offset;  /* in the original */
+    uint64_t length;  /* index form only */
+    uint64_t first_chunk, nchunks; /* index form only */
+} ctr_entry;
+
+typedef struct ctr_chunkrec {
+    uint64_t frame_offset; /* of the frame header in the .ckpz file */
+    uint32_t raw_len;
+    uint32_t frame_len;    /* header + payload */
+} ctr_chunkrec;
+
+typedef struct ctr_trailer {
+    uint64_t index_offset, index_len, original_size;
+    uint32_t content_crc, index_crc;
+} ctr_trailer;
+
+void ctr_header_write(uint8_t *out, const ctr_header *h);
+ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h);
+
+void ctr_chunk_write(uint8_t *out, const ctr_chunk *c);
+/* Checks tag, header CRC, reserved bytes, 0 < raw_len <= chunk_size, plane count and
+ * payload_len <= max_payload (the caller's bound for the coders in use). */
+ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
+                          uint64_t chunk_no, ctr_chunk *c);
+
+/* Entry record: the stream form (in an entry frame) or the index form (with length
+ * and chunk range). */
+size_t ctr_entry_size(const ctr_entry *e, int index_form);
+void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
+/* Parses one record from p[0..avail); allocates name and shape; *used = bytes read. */
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, ctr_entry *e,
+                          size_t *used);
+void ctr_entry_clear(ctr_entry *e);
+
+/* Entry frame: tag, body length, body (stream form), CRC. Returns bytes written. */
+size_t ctr_entry_frame_size(const ctr_entry *e);
+void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e);
+
+/* Index section: tag, counts, entries (index form), seek table. */
+size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
+void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
+/* Parses and cross-checks an index (its CRC already verified by the caller). */
+ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, ctr_entry **entries, size_t *ne,
+                          ctr_chunkrec **chunks, size_t *nc);
+
+void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
+ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);
+
+#endif

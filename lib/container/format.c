@@ -1,0 +1,298 @@
+/* format.c — serialisation and validation of every container structure (see
+ * doc/format.md for the byte layout; the two must change together). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/crc32c.h"
+#include "container/container.h"
+
+const uint8_t ctr_magic[8] = {0x89, 'C', 'K', 'P', 'Z', '\r', '\n', 0x1a};
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* ---- file header ---- */
+void ctr_header_write(uint8_t *out, const ctr_header *h)
+{
+    memset(out, 0, CTR_HEADER_SIZE);
+    memcpy(out, ctr_magic, 8);
+    st16(out + 8, CTR_VERSION);
+    st16(out + 10, 0); /* flags: none defined */
+    st32(out + 12, h->chunk_size);
+    out[16] = h->format;
+    st32(out + 28, crc32c(0, out, 28));
+}
+
+ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
+{
+    if (memcmp(in, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file (bad magic)");
+    if (crc32c(0, in, 28) != ld32(in + 28)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "file header checksum mismatch");
+    unsigned v = ld16(in + 8);
+    if (v != CTR_VERSION)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads version %u)",
+                        v, CTR_VERSION);
+    if (ld16(in + 10) != 0 || !all_zero(in + 17, 11))
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header has reserved flags or fields set");
+    h->chunk_size = ld32(in + 12);
+    h->format = in[16];
+    if (h->chunk_size < CKPZ_CHUNK_MIN || h->chunk_size > CKPZ_CHUNK_MAX || (h->chunk_size & 7))
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "file header: invalid chunk size %u", h->chunk_size);
+    if (h->format > CKPZ_INPUT_NPY)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header: unknown input format %u", h->format);
+    return CKPZ_OK;
+}
+
+/* ---- chunk frame header ---- */
+void ctr_chunk_write(uint8_t *out, const ctr_chunk *c)
+{
+    st32(out, CTR_TAG_CHUNK);
+    st32(out + 4, c->entry);
+    st32(out + 8, c->raw_len);
+    st32(out + 12, c->payload_len);
+    out[16] = c->xf;
+    out[17] = c->esize;
+    out[18] = c->nplanes;
+    out[19] = 0;
+    st32(out + 20, c->raw_crc);
+    st32(out + 24, c->payload_crc);
+    st32(out + 28, crc32c(0, out, 28));
+}
+
+ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
+                          uint64_t chunk_no, ctr_chunk *c)
+{
+    if (ld32(in) != CTR_TAG_CHUNK)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: frame tag missing", (unsigned long long)chunk_no);
+    if (crc32c(0, in, 28) != ld32(in + 28))
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "chunk %llu: frame header checksum mismatch",
+                        (unsigned long long)chunk_no);
+    c->entry = ld32(in + 4);
+    c->raw_len = ld32(in + 8);
+    c->payload_len = ld32(in + 12);
+    c->xf = in[16];
+    c->esize = in[17];
+    c->nplanes = in[18];
+    c->raw_crc = ld32(in + 20);
+    c->payload_crc = ld32(in + 24);
+    if (in[19] != 0)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "chunk %llu: reserved byte set", (unsigned long long)chunk_no);
+    if (c->raw_len == 0 || c->raw_len > chunk_size || c->payload_len > max_payload || c->nplanes == 0 ||
+        (size_t)c->nplanes * CTR_PLANE_DESC > c->payload_len)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: invalid sizes (original %u, payload %u, planes %u)",
+                        (unsigned long long)chunk_no, c->raw_len, c->payload_len, c->nplanes);
+    return CKPZ_OK;
+}
+
+/* ---- entry records ---- */
+size_t ctr_entry_size(const ctr_entry *e, int index_form)
+{
+    return 16 + (index_form ? 24 : 0) + (size_t)e->name_len + 8 * (size_t)e->ndim;
+}
+
+void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
+{
+    out[0] = e->dtype;
+    out[1] = 0;
+    st16(out + 2, e->name_len);
+    st32(out + 4, e->ndim);
+    st64(out + 8, e->offset);
+    uint8_t *p = out + 16;
+    if (index_form) {
+        st64(p, e->length);
+        st64(p + 8, e->first_chunk);
+        st64(p + 16, e->nchunks);
+        p += 24;
+    }
+    memcpy(p, e->name, e->name_len);
+    p += e->name_len;
+    for (uint32_t i = 0; i < e->ndim; i++, p += 8) st64(p, e->shape[i]);
+}
+
+void ctr_entry_clear(ctr_entry *e)
+{
+    free(e->name);
+    free(e->shape);
+    memset(e, 0, sizeof *e);
+}
+
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, ctr_entry *e,
+                          size_t *used)
+{
+    memset(e, 0, sizeof *e);
+    size_t fixed = 16 + (index_form ? 24 : 0);
+    if (avail < fixed) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
+    e->dtype = p[0];
+    e->name_len = ld16(p + 2);
+    e->ndim = ld32(p + 4);
+    e->offset = ld64(p + 8);
+    if (p[1] != 0) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved byte set");
+    if (e->dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
+    if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
+    if (index_form) {
+        e->length = ld64(p + 16);
+        e->first_chunk = ld64(p + 24);
+        e->nchunks = ld64(p + 32);
+    }
+    size_t need = fixed + e->name_len + 8 * (size_t)e->ndim;
+    if (avail < need) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
+    e->name = malloc((size_t)e->name_len + 1);
+    e->shape = malloc(8 * (size_t)e->ndim + 1);
+    if (!e->name || !e->shape) {
+        ctr_entry_clear(e);
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry record");
+    }
+    memcpy(e->name, p + fixed, e->name_len);
+    e->name[e->name_len] = 0;
+    for (uint32_t i = 0; i < e->ndim; i++) e->shape[i] = ld64(p + fixed + e->name_len + 8 * (size_t)i);
+    *used = need;
+    return CKPZ_OK;
+}
+
+/* ---- entry frame ---- */
+size_t ctr_entry_frame_size(const ctr_entry *e) { return 8 + ctr_entry_size(e, 0) + 4; }
+
+void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e)
+{
+    size_t body = ctr_entry_size(e, 0);
+    st32(out, CTR_TAG_ENTRY);
+    st32(out + 4, (uint32_t)body);
+    ctr_entry_write(out + 8, e, 0);
+    st32(out + 8 + body, crc32c(0, out, 8 + body));
+}
+
+/* ---- index ---- */
+size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc)
+{
+    size_t n = 24 + nc * CTR_CHUNK_REC;
+    for (size_t i = 0; i < ne; i++) n += ctr_entry_size(&e[i], 1);
+    return n;
+}
+
+void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc)
+{
+    st32(out, CTR_TAG_INDEX);
+    st32(out + 4, 0);
+    st64(out + 8, ne);
+    st64(out + 16, nc);
+    uint8_t *p = out + 24;
+    for (size_t i = 0; i < ne; i++) {
+        ctr_entry_write(p, &e[i], 1);
+        p += ctr_entry_size(&e[i], 1);
+    }
+    for (size_t i = 0; i < nc; i++, p += CTR_CHUNK_REC) {
+        st64(p, c[i].frame_offset);
+        st32(p + 8, c[i].raw_len);
+        st32(p + 12, c[i].frame_len);
+    }
+}
+
+ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, ctr_entry **entries, size_t *ne,
+                          ctr_chunkrec **chunks, size_t *nc)
+{
+    *entries = NULL;
+    *chunks = NULL;
+    *ne = *nc = 0;
+    if (len < 24 || ld32(p) != CTR_TAG_INDEX) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: tag missing");
+    if (ld32(p + 4) != 0) return ctx_fail(ctx, CKPZ_ERR_VERSION, "index: reserved field set");
+    uint64_t e_n = ld64(p + 8), c_n = ld64(p + 16);
+    /* Each entry takes at least 40 bytes and each chunk 16: bound counts by the length. */
+    if (e_n > len / 40 || c_n > len / CTR_CHUNK_REC || e_n * 40 + c_n * CTR_CHUNK_REC > len - 24)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: %llu entries and %llu chunks do not fit in %zu bytes",
+                        (unsigned long long)e_n, (unsigned long long)c_n, len);
+    if (e_n * sizeof(ctr_entry) > mem_limit || c_n * sizeof(ctr_chunkrec) > mem_limit)
+        return ctx_fail(ctx, CKPZ_ERR_LIMIT, "index: too many entries or chunks for the memory limit");
+    ctr_entry *e = calloc(e_n ? e_n : 1, sizeof *e);
+    ctr_chunkrec *c = malloc((c_n ? c_n : 1) * sizeof *c);
+    if (!e || !c) {
+        free(e);
+        free(c);
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the index");
+    }
+    ckpz_error err = CKPZ_OK;
+    size_t pos = 24, i;
+    uint64_t at = 0, next_chunk = 0;
+    for (i = 0; i < e_n; i++) {
+        size_t used;
+        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, &e[i], &used))) goto fail;
+        pos += used;
+        /* Entries tile the original in order, and own consecutive chunk ranges. */
+        if (e[i].offset != at || e[i].length > original_size - at || e[i].first_chunk != next_chunk ||
+            e[i].nchunks > c_n - next_chunk || (e[i].length == 0) != (e[i].nchunks == 0)) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%s') is inconsistent", i, e[i].name);
+            i++;
+            goto fail;
+        }
+        at += e[i].length;
+        next_chunk += e[i].nchunks;
+    }
+    if (at != original_size || next_chunk != c_n || len - pos != c_n * CTR_CHUNK_REC) {
+        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entries do not cover the original exactly");
+        goto fail;
+    }
+    uint64_t frame_at = CTR_HEADER_SIZE;
+    for (size_t k = 0; k < c_n; k++, pos += CTR_CHUNK_REC) {
+        c[k].frame_offset = ld64(p + pos);
+        c[k].raw_len = ld32(p + pos + 8);
+        c[k].frame_len = ld32(p + pos + 12);
+        if (c[k].frame_offset < frame_at || c[k].frame_len < CTR_FRAME_SIZE || c[k].raw_len == 0 ||
+            c[k].frame_offset > index_offset || c[k].frame_len > index_offset - c[k].frame_offset) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: seek table record %zu is out of range", k);
+            goto fail;
+        }
+        frame_at = c[k].frame_offset + c[k].frame_len;
+    }
+    /* Chunk lengths must add up to each entry's length. */
+    for (size_t k = 0; k < e_n; k++) {
+        uint64_t sum = 0;
+        for (uint64_t j = 0; j < e[k].nchunks; j++) sum += c[e[k].first_chunk + j].raw_len;
+        if (sum != e[k].length) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: chunks of entry %zu ('%s') do not add up", k, e[k].name);
+            goto fail;
+        }
+    }
+    *entries = e;
+    *ne = e_n;
+    *chunks = c;
+    *nc = c_n;
+    return CKPZ_OK;
+fail:
+    for (size_t k = 0; k < i && k < e_n; k++) ctr_entry_clear(&e[k]);
+    if (i < e_n) ctr_entry_clear(&e[i]);
+    free(e);
+    free(c);
+    return err;
+}
+
+/* ---- trailer ---- */
+void ctr_trailer_write(uint8_t *out, const ctr_trailer *t)
+{
+    st64(out, t->index_offset);
+    st64(out + 8, t->index_len);
+    st64(out + 16, t->original_size);
+    st32(out + 24, t->content_crc);
+    st32(out + 28, t->index_crc);
+    st32(out + 32, CTR_TAG_TRAILER);
+    st32(out + 36, crc32c(0, out, 36));
+}
+
+ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t)
+{
+    if (ld32(in + 32) != CTR_TAG_TRAILER) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "trailer missing (file truncated?)");
+    if (crc32c(0, in, 36) != ld32(in + 36)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "trailer checksum mismatch");
+    t->index_offset = ld64(in);
+    t->index_len = ld64(in + 8);
+    t->original_size = ld64(in + 16);
+    t->content_crc = ld32(in + 24);
+    t->index_crc = ld32(in + 28);
+    if (t->index_offset < CTR_HEADER_SIZE || t->index_len < 24 || file_size < CTR_TRAILER_SIZE ||
+        t->index_offset > file_size - CTR_TRAILER_SIZE ||
+        t->index_len != file_size - CTR_TRAILER_SIZE - t->index_offset)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "trailer: index position does not match the file size");
+    return CKPZ_OK;
+}

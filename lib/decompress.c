@@ -1,0 +1,312 @@
+/* decompress.c — the streaming decompression path: reads a .ckpz stream front to back
+ * (so it works from a pipe), hands each chunk frame to a worker that verifies its
+ * checksum and decodes it (codec.c), and writes the original bytes in order. At the end
+ * the index and trailer are read and cross-checked against what the stream held, and
+ * the whole content's checksum is compared. Nothing is decoded before its checksum is
+ * verified; every length is checked against the limits before memory is reserved. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "common/bytes.h"
+#include "common/crc32c.h"
+#include "common/pipeline.h"
+
+typedef struct djob {
+    ctr_chunk h;
+    uint64_t chunk_no;
+    uint32_t entry;
+    uint8_t *payload, *raw;
+    ckpz_error err;
+    char why[160];
+} djob;
+
+typedef struct dworkers {
+    ent_ctx **ec;
+    uint8_t **planes;
+} dworkers;
+
+static void decompress_job(void *v, int worker, void *arg)
+{
+    djob *j = v;
+    dworkers *dw = arg;
+    j->why[0] = 0;
+    j->err = chunk_decode(dw->ec[worker], &j->h, j->payload, dw->planes[worker], j->raw, j->why, sizeof j->why);
+}
+
+typedef struct dstate {
+    ckpz_ctx *ctx;
+    const ckpz_params *p;
+    ckpz_read_fn rd;
+    void *rd_opaque;
+    ckpz_write_fn wr;
+    void *wr_opaque;
+    uint64_t in_pos;      /* bytes of the .ckpz consumed */
+    uint64_t original;    /* bytes restored */
+    uint32_t content_crc;
+    ctr_entry *e;         /* entries seen in the stream */
+    size_t ne, cap_e;
+    ctr_chunkrec *c;      /* chunks seen, to check the seek table */
+    size_t nc, cap_c;
+} dstate;
+
+static const char *entry_name(const dstate *d, uint32_t i)
+{
+    if (i >= d->ne) return "?";
+    return d->e[i].name_len ? d->e[i].name : "(opaque bytes)";
+}
+
+/* Reads exactly n bytes; a short read is a truncated stream. */
+static ckpz_error read_exact(dstate *d, void *buf, size_t n, const char *what)
+{
+    size_t got = 0;
+    while (got < n) {
+        ptrdiff_t r = d->rd(d->rd_opaque, (uint8_t *)buf + got, n - got);
+        if (r < 0) return ctx_fail(d->ctx, CKPZ_ERR_READ, "read error in %s", what);
+        if (r == 0)
+            return ctx_fail(d->ctx, CKPZ_ERR_TRUNCATED, "file is truncated: it ends inside %s (at byte %llu)", what,
+                            (unsigned long long)(d->in_pos + got));
+        got += (size_t)r;
+    }
+    d->in_pos += n;
+    return CKPZ_OK;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t n = *cap ? *cap * 2 : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static ckpz_error retire(dstate *d, djob *j)
+{
+    if (j->err)
+        return ctx_fail(d->ctx, j->err, "chunk %llu (tensor '%s', bytes %llu..%llu of the original): %s",
+                        (unsigned long long)j->chunk_no, entry_name(d, j->entry), (unsigned long long)d->original,
+                        (unsigned long long)(d->original + j->h.raw_len), j->why);
+    if (d->wr && d->wr(d->wr_opaque, j->raw, j->h.raw_len) != 0)
+        return ctx_fail(d->ctx, CKPZ_ERR_WRITE, "write error at byte %llu of the output",
+                        (unsigned long long)d->original);
+    d->content_crc = crc32c_combine(d->content_crc, j->h.raw_crc, j->h.raw_len);
+    d->original += j->h.raw_len;
+    if (d->p->progress && d->p->progress(d->p->progress_opaque, d->original, CKPZ_SIZE_UNKNOWN))
+        return ctx_fail(d->ctx, CKPZ_ERR_ABORTED, "aborted");
+    return CKPZ_OK;
+}
+
+/* Reads the index and trailer that follow the last frame and checks that they describe
+ * exactly the stream that was decoded. */
+static ckpz_error finish(dstate *d)
+{
+    ckpz_ctx *ctx = d->ctx;
+    uint64_t index_offset = d->in_pos - 4;
+    size_t cap = 1 << 16, len = 4;
+    uint8_t *buf = malloc(cap);
+    if (!buf) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    st32(buf, CTR_TAG_INDEX);
+    for (;;) { /* the index runs to the end of the stream; its size is bounded */
+        if (len == cap) {
+            if (cap >= d->p->mem_limit) {
+                free(buf);
+                return ctx_fail(ctx, CKPZ_ERR_LIMIT, "index larger than the memory limit");
+            }
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ptrdiff_t r = d->rd(d->rd_opaque, buf + len, cap - len);
+        if (r < 0) {
+            free(buf);
+            return ctx_fail(ctx, CKPZ_ERR_READ, "read error in the index");
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    d->in_pos += len - 4;
+    ckpz_error err;
+    ctr_trailer t;
+    ctr_entry *e = NULL;
+    ctr_chunkrec *c = NULL;
+    size_t ne = 0, nc = 0;
+    if (len < 24 + CTR_TRAILER_SIZE) {
+        err = ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated: index or trailer missing");
+        goto out;
+    }
+    if ((err = ctr_trailer_read(ctx, buf + len - CTR_TRAILER_SIZE, index_offset + len, &t))) goto out;
+    if (t.index_offset != index_offset || crc32c(0, buf, (size_t)t.index_len) != t.index_crc) {
+        err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "index checksum mismatch");
+        goto out;
+    }
+    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit, &e,
+                              &ne, &c, &nc)))
+        goto out;
+    int same = t.original_size == d->original && ne == d->ne && nc == d->nc;
+    for (size_t i = 0; same && i < nc; i++)
+        same = c[i].frame_offset == d->c[i].frame_offset && c[i].raw_len == d->c[i].raw_len &&
+               c[i].frame_len == d->c[i].frame_len;
+    for (size_t i = 0; same && i < ne; i++)
+        same = e[i].offset == d->e[i].offset && e[i].dtype == d->e[i].dtype && e[i].ndim == d->e[i].ndim &&
+               e[i].name_len == d->e[i].name_len && !memcmp(e[i].name, d->e[i].name, e[i].name_len);
+    if (!same) {
+        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index does not match the chunks in the file");
+        goto out;
+    }
+    if (t.content_crc != d->content_crc) {
+        err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "content checksum mismatch (expected %08x, got %08x)", t.content_crc,
+                       d->content_crc);
+        goto out;
+    }
+out:
+    for (size_t i = 0; i < ne; i++) ctr_entry_clear(&e[i]);
+    free(e);
+    free(c);
+    free(buf);
+    return err;
+}
+
+ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
+                                  ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats)
+{
+    ctx_clear(ctx);
+    ckpz_params p;
+    ckpz_error err = params_resolve(ctx, params, &p);
+    if (err) return err;
+    if (!rd) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
+
+    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0};
+    uint8_t hb[CTR_HEADER_SIZE];
+    ctr_header h;
+    ptrdiff_t got = 0;
+    while (got < CTR_HEADER_SIZE) { /* an empty or tiny input is "not ckpz", not "truncated" */
+        ptrdiff_t r = rd(rd_opaque, hb + got, CTR_HEADER_SIZE - (size_t)got);
+        if (r < 0) return ctx_fail(ctx, CKPZ_ERR_READ, "read error");
+        if (r == 0) break;
+        got += r;
+    }
+    if (got < 8 || memcmp(hb, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
+    if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
+    d.in_pos = CTR_HEADER_SIZE;
+    if ((err = ctr_header_read(ctx, hb, &h))) return err;
+
+    int workers = p.threads > 1 ? p.threads : 0;
+    size_t depth = workers ? (size_t)workers * 3 : 1, used_jobs = 0;
+    int nscratch = workers ? workers : 1;
+    size_t max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
+    if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
+        return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
+                        h.chunk_size, p.mem_limit);
+    dworkers dw = {calloc((size_t)nscratch, sizeof(ent_ctx *)), calloc((size_t)nscratch, sizeof(uint8_t *))};
+    djob *jobs = calloc(depth, sizeof *jobs), *j;
+    pipeline *pl = NULL;
+    uint64_t chunk_no = 0;
+    if (!dw.ec || !dw.planes || !jobs) goto nomem;
+    for (int i = 0; i < nscratch; i++)
+        if (!(dw.ec[i] = ent_ctx_create()) || !(dw.planes[i] = malloc(h.chunk_size))) goto nomem;
+    if (!(pl = pipeline_create(workers, depth, decompress_job, &dw))) goto nomem;
+
+    for (;;) {
+        uint8_t fb[CTR_FRAME_SIZE];
+        if ((err = read_exact(&d, fb, 4, "a frame tag"))) goto fail;
+        uint32_t tag = ld32(fb);
+        if (tag == CTR_TAG_INDEX) break;
+        if (tag == CTR_TAG_ENTRY) {
+            uint8_t lb[4], body[40 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM + 4];
+            if ((err = read_exact(&d, lb, 4, "an entry frame"))) goto fail;
+            uint32_t blen = ld32(lb);
+            if (blen < 16 || blen > sizeof body - 4) {
+                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: invalid length %u", d.ne,
+                               (unsigned long long)(d.in_pos - 8), blen);
+                goto fail;
+            }
+            if ((err = read_exact(&d, body, blen + 4, "an entry frame"))) goto fail;
+            uint32_t crc = crc32c(crc32c(crc32c(0, fb, 4), lb, 4), body, blen);
+            if (crc != ld32(body + blen)) {
+                err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu at byte %llu: checksum mismatch", d.ne,
+                               (unsigned long long)(d.in_pos - blen - 12));
+                goto fail;
+            }
+            if (grow((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
+            size_t used;
+            if ((err = ctr_entry_read(ctx, body, blen, 0, &d.e[d.ne], &used))) goto fail;
+            d.ne++;
+            if (used != blen) {
+                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: length mismatch", d.ne - 1);
+                goto fail;
+            }
+            continue;
+        }
+        if (tag != CTR_TAG_CHUNK) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unknown frame tag at byte %llu (after chunk %llu)",
+                           (unsigned long long)(d.in_pos - 4), (unsigned long long)chunk_no);
+            goto fail;
+        }
+        uint64_t frame_at = d.in_pos - 4;
+        if ((err = read_exact(&d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) goto fail;
+        if (used_jobs < depth) {
+            j = &jobs[used_jobs++];
+            if (!(j->payload = malloc(max_payload)) || !(j->raw = malloc(h.chunk_size))) goto nomem;
+        } else {
+            j = pipeline_retire(pl);
+            if ((err = retire(&d, j))) goto fail;
+        }
+        ctr_chunk *c = &j->h;
+        if ((err = ctr_chunk_read(ctx, fb, h.chunk_size, max_payload, chunk_no, c))) goto fail;
+        if (d.ne == 0 || c->entry != d.ne - 1) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: belongs to entry %u, expected %zu",
+                           (unsigned long long)chunk_no, c->entry, d.ne ? d.ne - 1 : 0);
+            goto fail;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "chunk %llu", (unsigned long long)chunk_no);
+        if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;
+        if (grow((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
+        d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
+        j->chunk_no = chunk_no++;
+        j->entry = c->entry;
+        pipeline_submit(pl, j);
+    }
+    while ((j = pipeline_retire(pl)))
+        if ((err = retire(&d, j))) goto fail;
+    if ((err = finish(&d))) goto fail;
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->original_bytes = d.original;
+        stats->compressed_bytes = d.in_pos;
+        stats->chunks = d.nc;
+        stats->format = (ckpz_input_format)h.format;
+        for (size_t i = 0; i < d.ne; i++)
+            if (d.e[i].dtype != CKPZ_DTYPE_NONE) stats->tensors++;
+    }
+    goto done;
+nomem:
+    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+fail:
+done:
+    pipeline_destroy(pl);
+    for (size_t i = 0; jobs && i < depth; i++) {
+        free(jobs[i].payload);
+        free(jobs[i].raw);
+    }
+    free(jobs);
+    for (int i = 0; i < nscratch; i++) {
+        if (dw.ec) ent_ctx_free(dw.ec[i]);
+        if (dw.planes) free(dw.planes[i]);
+    }
+    free(dw.ec);
+    free(dw.planes);
+    for (size_t i = 0; i < d.ne; i++) ctr_entry_clear(&d.e[i]);
+    free(d.e);
+    free(d.c);
+    return err;
+}

@@ -1,0 +1,126 @@
+/* ent_internal.h — shared pieces of the entropy stage that are not part of its API.
+ *
+ * The codecs live in separate files (rans0.c, rans1.c, zstd_backend.c, select.c) but
+ * share one per-thread context so that no coder allocates in its hot path, and they
+ * share the rANS parameters and the frequency-table format, which is why those are
+ * defined once here. ent_encode_with() lets tests and benches force one codec; it is
+ * internal because the container only ever needs the selector's choice.
+ */
+#ifndef CKPZ_ENT_INTERNAL_H
+#define CKPZ_ENT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "entropy.h"
+
+/* 12-bit probabilities keep the decode table at 16 KiB (fits L1 beside the data) and
+ * let a 32-bit state with 16-bit renormalisation need at most one refill per symbol. */
+#define RANS_BITS 12u
+#define RANS_M (1u << RANS_BITS)
+#define RANS_L (1u << 16)
+/* Interleaved states. Order-1 uses 32 lanes. Order-0 uses 32 or, for planes of
+ * 128 KiB and more, 64: the AVX2 decoder is latency-bound (table load -> multiply ->
+ * refill per 8-lane vector), and eight vectors in flight decode ~30% faster than four,
+ * worth 128 more bytes of final states only on larger planes. */
+#define RANS_N 32u
+#define RANS0_NMAX 64u
+#define RANS0_BIG_PLANE (128u * 1024u)
+
+/* Encoder view of one symbol: division replaced by a 64-bit reciprocal, exact because
+ * the state is < 2^32 and frequencies are < 2^12 (see rans_common.c). */
+typedef struct {
+    uint64_t rcp;
+    uint32_t xmax;
+    uint16_t bias; /* cum, or cum + M - 1 for f == 1: < 2^13 */
+    uint16_t cmpl; /* M - f */
+} rans_esym;
+
+struct ent_ctx {
+    uint8_t *scratch; /* encoder output staging, grown to the largest plane seen */
+    size_t scratch_cap;
+    uint32_t *bhist; /* per-sub-block histograms of the plane being encoded */
+    size_t bhist_cap;
+    const uint8_t *bhist_src; /* plane whose block histograms bhist holds, if any */
+    size_t bhist_n;
+    int bhist_shift;
+    uint32_t *o1cnt;    /* 256 x 256 order-1 counts */
+    uint32_t *o1dtab;   /* up to 257 decode tables for order-1 */
+    rans_esym *o1etab;  /* up to 257 encode tables for order-1 */
+    void *zc, *zd;      /* zstd contexts, created on first use */
+    uint8_t *cand; /* second candidate's output while the first sits in dst */
+    size_t cand_cap;
+    uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */
+    uint32_t dtab[RANS_M];
+    rans_esym etab[256];
+    uint32_t vtab[256][4]; /* vector encoder rows (rans0.c) */
+    uint32_t st[RANS0_NMAX];
+};
+
+int ent_grow(void **buf, size_t *cap, size_t need);
+/* log2 of the order-0 sub-block size for a level and plane size. */
+int rans0_base_shift(int level, size_t n);
+
+/* Grows c->scratch to at least n bytes; returns NULL on allocation failure. */
+uint8_t *ent_scratch(ent_ctx *c, size_t n);
+
+/* Frequency tables: freq[256] with a sum of RANS_M, each entry < RANS_M. */
+void rans_normalize(const uint32_t *cnt, uint16_t *freq);
+size_t rans_table_write(const uint16_t *freq, uint8_t *out); /* <= 2 + 2*255 bytes */
+int rans_table_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
+size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate */
+void rans_build_esym(const uint16_t *freq, rans_esym *e);
+void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
+/* Ideal coded bits of a histogram under its own distribution. */
+double ent_bits(const uint32_t *cnt, uint64_t total);
+void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
+
+/* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                    int level);
+int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
+int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+/* Estimated order-1 size in bytes (counts its tables); fills c->o1cnt and the plan
+ * in c->o1own. sampled: from a quarter of the plane, for deciding only. */
+double rans1_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist0,
+                      int sampled);
+size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                   int level);
+int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+void zstd_free_ctx(ent_ctx *c);
+
+/* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
+ * it, like the selector; *codec says what was written. */
+size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
+                       uint8_t *dst, size_t cap, int level, uint8_t *codec);
+
+
+/* Tests set this to check that the scalar decoders agree with the SIMD ones. */
+extern int ent_force_scalar;
+/* 1 when the AVX2 decode loops may run on this CPU. */
+int ent_use_avx2(void);
+
+static inline void ent_put16(uint8_t *p, uint16_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 2);
+#else
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+#endif
+}
+
+static inline uint64_t ent_mulhi64_32(uint32_t x, uint64_t m)
+{
+#if defined(__SIZEOF_INT128__)
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * m) >> 64);
+#else
+    uint64_t hi = (uint64_t)x * (m >> 32), lo = (uint64_t)x * (uint32_t)m;
+    return (hi + (lo >> 32)) >> 32;
+#endif
+}
+
+#endif

@@ -1,0 +1,55 @@
+/* entropy.h — fourth stage of the data path: code one byte plane of one chunk.
+ *
+ * A plane is a run of bytes with one statistical role (the exponents of a chunk of
+ * floats, a mantissa byte, the high bytes of integers, opaque header bytes). ent_encode
+ * picks the cheapest codec for it from measured or closely estimated sizes, so random
+ * mantissa planes are stored without spending coder time, and returns the codec id that
+ * the container records. ent_decode treats its input as hostile: it never reads or
+ * writes outside the given buffers and reports corrupt input instead of crashing.
+ */
+#ifndef CKPZ_ENTROPY_H
+#define CKPZ_ENTROPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Codec ids are stored in the container: the numbers are fixed. */
+enum ent_codec {
+    ENT_STORED = 0, /* bytes as they are */
+    ENT_CONST = 1,  /* one byte value repeated n times (payload: the byte) */
+    ENT_RANS0 = 2,  /* order-0 rANS */
+    ENT_RANS1 = 3,  /* order-1 rANS (context: previous byte of the plane) */
+    ENT_ZSTD = 4,   /* zstd frame */
+    ENT_CODEC_COUNT_
+};
+
+/* What the plane holds; a hint for which codecs are worth trying. */
+enum ent_hint {
+    ENT_HINT_OPAQUE = 0,   /* headers, unknown bytes: zstd territory */
+    ENT_HINT_EXPONENT = 1, /* float exponent plane: skewed, order-1 may pay */
+    ENT_HINT_MANTISSA = 2, /* float mantissa bytes: mostly near-random */
+    ENT_HINT_INT = 3       /* integer bytes: runs, small values */
+};
+
+typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */
+
+ent_ctx *ent_ctx_create(void);
+void ent_ctx_free(ent_ctx *c);
+
+/* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
+size_t ent_bound(size_t n);
+
+/* Encodes src[0..n) into dst (capacity >= ent_bound(n)) with the cheapest codec the
+ * level allows (1 = fastest .. 9 = smallest). Returns the encoded size and sets *codec.
+ * Never fails: stored is always possible. n may be 0. */
+size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                  int level, int hint, uint8_t *codec);
+
+/* Decodes exactly n bytes from src[0..srclen) with the given codec.
+ * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes. */
+int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
+               uint8_t *dst, size_t n);
+
+const char *ent_codec_name(uint8_t codec);
+
+#endif

@@ -1,0 +1,205 @@
+/* rans_common.c — what the order-0 and order-1 rANS coders share: histograms, entropy
+ * estimates, frequency normalisation, the compact table format and the encode/decode
+ * symbol tables.
+ *
+ * Tables are sent per sub-block, so their size decides whether adapting pays: a table
+ * is the present symbol range [lo, hi] followed by one 1- or 2-byte varint frequency
+ * per symbol inside it (0 = absent), with the last one implied by the sum. Float
+ * exponent planes use a few dozen adjacent values, so a table is tens of bytes. The
+ * encoder's division is replaced by a multiply with a 64-bit reciprocal: with states
+ * < 2^32 and frequencies < 2^12 the high half of x * ceil(2^64 / f) is exactly x / f,
+ * which keeps scalar output identical on every platform.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ent_internal.h"
+
+void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
+{
+    /* Four sub-histograms break the store-to-load dependency on runs of equal bytes,
+     * which exponent planes are full of. */
+    uint32_t h[4][256];
+    memset(h, 0, sizeof h);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h[0][src[i]]++;
+        h[1][src[i + 1]]++;
+        h[2][src[i + 2]]++;
+        h[3][src[i + 3]]++;
+    }
+    for (; i < n; i++)
+        h[0][src[i]]++;
+    for (int s = 0; s < 256; s++)
+        cnt[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+}
+
+double ent_bits(const uint32_t *cnt, uint64_t total)
+{
+    if (total == 0)
+        return 0.0;
+    double acc = 0.0;
+    for (int s = 0; s < 256; s++)
+        if (cnt[s])
+            acc += (double)cnt[s] * log2((double)cnt[s]);
+    double b = (double)total * log2((double)total) - acc;
+    return b < 0 ? 0 : b;
+}
+
+size_t rans_table_cost(const uint32_t *cnt, uint64_t total)
+{
+    if (total == 0)
+        return 2;
+    int lo = 0, hi = 255;
+    while (lo < 255 && !cnt[lo])
+        lo++;
+    while (hi > lo && !cnt[hi])
+        hi--;
+    size_t bytes = 2;
+    /* A symbol needs two bytes once its scaled frequency reaches 128/4096. */
+    uint64_t big = (total * 127 + RANS_M - 1) / RANS_M;
+    for (int s = lo; s < hi; s++)
+        bytes += 1 + (cnt[s] > big);
+    return bytes;
+}
+
+void rans_normalize(const uint32_t *cnt, uint16_t *freq)
+{
+    uint64_t total = 0;
+    int present = 0, last = 0;
+    for (int s = 0; s < 256; s++) {
+        total += cnt[s];
+        if (cnt[s]) {
+            present++;
+            last = s;
+        }
+    }
+    memset(freq, 0, 256 * sizeof *freq);
+    if (present <= 1) {
+        /* A frequency of RANS_M does not fit the 12-bit table fields; a dummy neighbour
+         * costs 0.0004 bits per symbol. */
+        freq[last] = RANS_M - 1;
+        freq[last ^ 1] = 1;
+        return;
+    }
+    int32_t sum = 0;
+    for (int s = 0; s < 256; s++) {
+        if (!cnt[s])
+            continue;
+        uint32_t f = (uint32_t)(((uint64_t)cnt[s] * RANS_M + total / 2) / total);
+        if (f == 0)
+            f = 1;
+        if (f > RANS_M - 1)
+            f = RANS_M - 1;
+        freq[s] = (uint16_t)f;
+        sum += (int32_t)f;
+    }
+    /* Rounding error goes to the largest symbols, where it costs the least. */
+    while (sum != (int32_t)RANS_M) {
+        int m = -1;
+        for (int s = 0; s < 256; s++)
+            if (freq[s] && (m < 0 || freq[s] > freq[m]) &&
+                (sum > (int32_t)RANS_M ? freq[s] > 1 : freq[s] < RANS_M - 1))
+                m = s;
+        if (m < 0)
+            break; /* unreachable: >= 2 symbols always leave room */
+        int32_t d = (int32_t)RANS_M - sum;
+        if (d < 0 && -d > (int32_t)freq[m] - 1)
+            d = 1 - (int32_t)freq[m];
+        if (d > 0 && d > (int32_t)(RANS_M - 1) - (int32_t)freq[m])
+            d = (int32_t)(RANS_M - 1) - (int32_t)freq[m];
+        freq[m] = (uint16_t)((int32_t)freq[m] + d);
+        sum += d;
+    }
+}
+
+size_t rans_table_write(const uint16_t *freq, uint8_t *out)
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !freq[lo])
+        lo++;
+    while (hi > lo && !freq[hi])
+        hi--;
+    size_t k = 0;
+    out[k++] = (uint8_t)lo;
+    out[k++] = (uint8_t)hi;
+    for (int s = lo; s < hi; s++) {
+        uint32_t f = freq[s];
+        if (f < 128) {
+            out[k++] = (uint8_t)f;
+        } else {
+            out[k++] = (uint8_t)(0x80 | (f & 0x7f));
+            out[k++] = (uint8_t)(f >> 7);
+        }
+    }
+    return k;
+}
+
+int rans_table_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 2)
+        return -1;
+    int lo = p[0], hi = p[1];
+    p += 2;
+    if (lo >= hi) /* one symbol would need frequency RANS_M, never written */
+        return -1;
+    memset(freq, 0, 256 * sizeof *freq);
+    uint32_t sum = 0;
+    for (int s = lo; s < hi; s++) {
+        if (p >= end)
+            return -1;
+        uint32_t f = *p++;
+        if (f & 0x80) {
+            if (p >= end || *p >= (RANS_M >> 7))
+                return -1;
+            f = (f & 0x7f) | ((uint32_t)*p++ << 7);
+            if (f < 128) /* non-canonical: keeps one byte string per table */
+                return -1;
+        }
+        freq[s] = (uint16_t)f;
+        sum += f;
+    }
+    if (sum >= RANS_M || (freq[lo] == 0 && lo < hi) )
+        return -1;
+    freq[hi] = (uint16_t)(RANS_M - sum);
+    if (freq[hi] > RANS_M - 1)
+        return -1;
+    *pp = p;
+    return 0;
+}
+
+void rans_build_esym(const uint16_t *freq, rans_esym *e)
+{
+    uint32_t cum = 0;
+    for (int s = 0; s < 256; s++) {
+        uint32_t f = freq[s];
+        if (f) {
+            e[s].xmax = f << (32 - RANS_BITS); /* ((L >> BITS) << 16) * f */
+            e[s].cmpl = (uint16_t)(RANS_M - f);
+            if (f == 1) {
+                /* ceil(2^64/1) does not fit: with rcp = 2^64-1 the quotient comes out
+                 * as x-1, and the bias absorbs the missing (M-1). */
+                e[s].rcp = UINT64_MAX;
+                e[s].bias = (uint16_t)(cum + RANS_M - 1);
+            } else {
+                e[s].rcp = UINT64_MAX / f + 1;
+                e[s].bias = (uint16_t)cum;
+            }
+        }
+        cum += f;
+    }
+}
+
+void rans_build_dtab(const uint16_t *freq, uint32_t *dtab)
+{
+    /* Entry: symbol | (slot - cum) << 8 | freq << 20, so one load and one
+     * multiply-add advance the state. */
+    uint32_t cum = 0;
+    for (uint32_t s = 0; s < 256; s++) {
+        uint32_t f = freq[s];
+        for (uint32_t k = 0; k < f; k++)
+            dtab[cum + k] = s | (k << 8) | (f << 20);
+        cum += f;
+    }
+}

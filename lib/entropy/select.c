@@ -1,0 +1,265 @@
+/* select.c — the entropy stage's entry points and its per-plane codec choice.
+ *
+ * Choosing must cost far less than coding, so the decision runs on one histogram of
+ * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
+ * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
+ * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
+ * >= 4 (any plane at >= 6), and only coded when its estimate (its larger tables
+ * counted) beats the order-0 result; zstd is tried for opaque and integer planes, and
+ * for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ent_internal.h"
+
+int ent_force_scalar = 0;
+
+int ent_use_avx2(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return !ent_force_scalar && __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+ent_ctx *ent_ctx_create(void)
+{
+    return calloc(1, sizeof(ent_ctx));
+}
+
+void ent_ctx_free(ent_ctx *c)
+{
+    if (!c)
+        return;
+    free(c->scratch);
+    free(c->bhist);
+    free(c->o1cnt);
+    free(c->o1dtab);
+    free(c->o1etab);
+    free(c->cand);
+    zstd_free_ctx(c);
+    free(c);
+}
+
+uint8_t *ent_scratch(ent_ctx *c, size_t n)
+{
+    if (c->scratch_cap < n) {
+        uint8_t *p = realloc(c->scratch, n);
+        if (!p)
+            return NULL;
+        c->scratch = p;
+        c->scratch_cap = n;
+    }
+    return c->scratch;
+}
+
+static uint8_t *cand_buf(ent_ctx *c, size_t n)
+{
+    if (c->cand_cap < n) {
+        uint8_t *p = realloc(c->cand, n);
+        if (!p)
+            return NULL;
+        c->cand = p;
+        c->cand_cap = n;
+    }
+    return c->cand;
+}
+
+size_t ent_bound(size_t n)
+{
+    return n + 16;
+}
+
+const char *ent_codec_name(uint8_t codec)
+{
+    switch (codec) {
+    case ENT_STORED: return "stored";
+    case ENT_CONST: return "const";
+    case ENT_RANS0: return "rans0";
+    case ENT_RANS1: return "rans1";
+    case ENT_ZSTD: return "zstd";
+    default: return "unknown";
+    }
+}
+
+static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint8_t *codec)
+{
+    *codec = ENT_STORED;
+    if (cap < n) /* broken contract (cap < ent_bound): never write past dst */
+        return 0;
+    if (n)
+        memcpy(dst, src, n);
+    return n;
+}
+
+static int is_const(const uint8_t *src, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (src[i] != src[0])
+            return 0;
+    return n > 0;
+}
+
+size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
+                       uint8_t *dst, size_t cap, int level, uint8_t *codec)
+{
+    size_t r = 0;
+    c->bhist_src = NULL;
+    if (n == 0)
+        return store(src, n, dst, cap, codec);
+    switch (want) {
+    case ENT_CONST:
+        if (is_const(src, n) && cap >= 1) {
+            dst[0] = src[0];
+            *codec = ENT_CONST;
+            return 1;
+        }
+        break;
+    case ENT_RANS0: r = rans0_encode(c, src, n, dst, cap, level); break;
+    case ENT_RANS1: {
+        uint32_t h[256];
+        ent_histogram(src, n, h);
+        if (rans1_estimate(c, src, n, h, 0) < 1e300)
+            r = rans1_encode(c, src, n, dst, cap);
+        break;
+    }
+    case ENT_ZSTD: r = zstd_encode(c, src, n, dst, cap, level); break;
+    default: break;
+    }
+    if (r) {
+        *codec = want;
+        return r;
+    }
+    return store(src, n, dst, cap, codec);
+}
+
+size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
+                  int level, int hint, uint8_t *codec)
+{
+    if (n == 0)
+        return store(src, n, dst, cap, codec);
+    if (level < 1)
+        level = 1;
+    uint32_t h[256];
+    if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024) {
+        /* Mostly random: a 1/8 sample (1 KiB of every 8) decides STORED, so these
+         * planes cost one pass over 12% of their bytes; the sample's entropy runs low
+         * by ~0.03 bits, which only makes coding attempts more likely. */
+        uint32_t t[256];
+        memset(h, 0, sizeof h);
+        size_t m = 0;
+        for (size_t o = 0; o + 1024 <= n; o += 8192, m += 1024) {
+            ent_histogram(src + o, 1024, t);
+            for (int s = 0; s < 256; s++)
+                h[s] += t[s];
+        }
+        if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6)
+            return store(src, n, dst, cap, codec);
+    }
+    /* Block histograms once: the plane histogram is their sum, rans0 reuses them. */
+    int sh = rans0_base_shift(level, n);
+    size_t nb = ((n - 1) >> sh) + 1;
+    c->bhist_src = NULL;
+    if (ent_grow((void **)&c->bhist, &c->bhist_cap,
+                 nb * (256 * sizeof(uint32_t) + sizeof(size_t))) == 0) {
+        memset(h, 0, sizeof h);
+        for (size_t b = 0; b < nb; b++) {
+            size_t s0 = b << sh, len = (b + 1 == nb) ? n - s0 : ((size_t)1 << sh);
+            uint32_t *bh = c->bhist + b * 256;
+            ent_histogram(src + s0, len, bh);
+            for (int s = 0; s < 256; s++)
+                h[s] += bh[s];
+        }
+        c->bhist_src = src;
+        c->bhist_n = n;
+        c->bhist_shift = sh;
+    } else {
+        ent_histogram(src, n, h);
+    }
+    int present = 0;
+    for (int s = 0; s < 256; s++)
+        present += h[s] != 0;
+    if (present == 1 && cap >= 1) {
+        c->bhist_src = NULL;
+        dst[0] = src[0];
+        *codec = ENT_CONST;
+        return 1;
+    }
+    double est0 = ent_bits(h, n) / 8;
+    int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6;
+    /* Near-random planes: the best a table coder could save is below ~1.25% of the
+     * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
+    double keep = level >= 6 ? 0.996 : 0.9875;
+    size_t best = n;
+    uint8_t bestc = ENT_STORED;
+    size_t lim = cap < n ? cap : n;
+    if (est0 < keep * (double)n) {
+        size_t r = rans0_encode(c, src, n, dst, lim, level);
+        if (r && r < best) {
+            best = r;
+            bestc = ENT_RANS0;
+        }
+    }
+    /* Order-1 decodes several times slower than order-0 (scalar, serial context
+     * chain per lane) and gained 0-0.5% of file size on the planes measured, so the
+     * default level leaves it out; level 4-5 try it on exponent planes from a sampled
+     * estimate, level >= 6 on any plane with an exact one. */
+    int try_o1 = (hint == ENT_HINT_EXPONENT && level >= 4) ||
+                 (level >= 6 && hint != ENT_HINT_MANTISSA);
+    if (try_o1 && n >= 4096 && (est0 < keep * (double)n || level >= 6)) {
+        int sampled = level < 6;
+        double est1 = rans1_estimate(c, src, n, h, sampled);
+        /* Order-0 actual size vs order-1 estimate: the estimate runs ~0.3% low. */
+        if (est1 * 1.003 < (double)best) {
+            if (sampled)
+                est1 = rans1_estimate(c, src, n, h, 0);
+            uint8_t *cb = est1 * 1.003 < (double)best ? cand_buf(c, n) : NULL;
+            size_t r = cb ? rans1_encode(c, src, n, cb, n) : 0;
+            if (r && r < best) {
+                memcpy(dst, cb, r);
+                best = r;
+                bestc = ENT_RANS1;
+            }
+        }
+    }
+    if (try_zstd) {
+        uint8_t *cb = cand_buf(c, n);
+        size_t r = cb ? zstd_encode(c, src, n, cb, n, level) : 0;
+        if (r && r < best) {
+            memcpy(dst, cb, r);
+            best = r;
+            bestc = ENT_ZSTD;
+        }
+    }
+    c->bhist_src = NULL;
+    if (bestc == ENT_STORED)
+        return store(src, n, dst, cap, codec);
+    *codec = bestc;
+    return best;
+}
+
+int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
+               uint8_t *dst, size_t n)
+{
+    if (!c || (srclen && !src) || (n && !dst))
+        return -1;
+    switch (codec) {
+    case ENT_STORED:
+        if (srclen != n)
+            return -1;
+        if (n)
+            memcpy(dst, src, n);
+        return 0;
+    case ENT_CONST:
+        if (srclen != 1 || n == 0)
+            return -1;
+        memset(dst, src[0], n);
+        return 0;
+    case ENT_RANS0: return rans0_decode(c, src, srclen, dst, n);
+    case ENT_RANS1: return rans1_decode(c, src, srclen, dst, n);
+    case ENT_ZSTD: return zstd_decode(c, src, srclen, dst, n);
+    default: return -1;
+    }
+}

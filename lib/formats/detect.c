@@ -1,0 +1,118 @@
+/* detect.c — fmt_describe: a forced format, or detection (see formats.h).
+ *
+ * AUTO tries safetensors, then .npy; when neither matches, the input is raw: one
+ * tensor of raw_dtype named "data" (when raw_dtype != NONE) or one open opaque
+ * segment. On FMT_DONE after a fallback to raw, why[] holds a note saying why the
+ * readers declined (for verbose output); it is "" otherwise.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats.h"
+
+static void why_set(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (!why || !whylen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+/* Element sizes, indexed by ckpz_dtype (kept here so that this stage needs nothing
+ * but the public enum). */
+static unsigned raw_size(ckpz_dtype t)
+{
+    static const unsigned sz[CKPZ_DTYPE_COUNT_] = {
+        [CKPZ_DTYPE_NONE] = 1,   [CKPZ_DTYPE_BF16] = 2,   [CKPZ_DTYPE_F16] = 2,
+        [CKPZ_DTYPE_F32] = 4,    [CKPZ_DTYPE_F64] = 8,    [CKPZ_DTYPE_F8E4M3] = 1,
+        [CKPZ_DTYPE_F8E5M2] = 1, [CKPZ_DTYPE_I8] = 1,     [CKPZ_DTYPE_I16] = 2,
+        [CKPZ_DTYPE_I32] = 4,    [CKPZ_DTYPE_I64] = 8,    [CKPZ_DTYPE_U8] = 1,
+        [CKPZ_DTYPE_U16] = 2,    [CKPZ_DTYPE_U32] = 4,    [CKPZ_DTYPE_U64] = 8,
+        [CKPZ_DTYPE_BOOL] = 1,
+    };
+    return (unsigned)t < CKPZ_DTYPE_COUNT_ ? sz[t] : 0;
+}
+
+/* Raw input: whole elements form the tensor, a partial element at the end is opaque. */
+static fmt_status describe_raw(uint64_t total, ckpz_dtype dt, fmt_list *out, char *why,
+                               size_t whylen)
+{
+    out->format = CKPZ_INPUT_RAW;
+    int rc = 0;
+    if (dt != CKPZ_DTYPE_NONE) {
+        unsigned esz = raw_size(dt);
+        if (total != CKPZ_SIZE_UNKNOWN) {
+            uint64_t n = total / esz;
+            rc = fmt_push(out, dt, "data", 4, 1, &n, 0, n * esz);
+        } else {
+            /* Size unknown: an open tensor; the consumer handles a partial last element. */
+            rc = fmt_push(out, dt, "data", 4, 0, NULL, 0, FMT_LEN_OPEN);
+        }
+    }
+    if (rc || fmt_finish(out)) {
+        fmt_list_free(out);
+        why_set(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    return FMT_DONE;
+}
+
+fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
+                        ckpz_input_format requested, ckpz_dtype raw_dtype,
+                        fmt_list *out, size_t *need, char *why, size_t whylen)
+{
+    if (need)
+        *need = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    if (!out)
+        return FMT_ERROR;
+    memset(out, 0, sizeof(*out));
+    if (!prefix)
+        len = 0;
+    if (total != CKPZ_SIZE_UNKNOWN && len > total)
+        len = (size_t)total;
+    static const uint8_t none = 0;
+    if (!prefix)
+        prefix = &none; /* readers compare 0 bytes of it */
+    if ((unsigned)raw_dtype >= CKPZ_DTYPE_COUNT_) {
+        why_set(why, whylen, "unknown raw dtype %d", (int)raw_dtype);
+        return FMT_ERROR;
+    }
+
+    switch (requested) {
+    case CKPZ_INPUT_SAFETENSORS:
+        return fmt_safetensors(prefix, len, total, out, need, why, whylen);
+    case CKPZ_INPUT_NPY:
+        return fmt_npy(prefix, len, total, out, need, why, whylen);
+    case CKPZ_INPUT_RAW:
+        return describe_raw(total, raw_dtype, out, why, whylen);
+    case CKPZ_INPUT_AUTO: {
+        char r1[192], r2[192];
+        fmt_status st = fmt_safetensors(prefix, len, total, out, need, r1, sizeof(r1));
+        if (st != FMT_ERROR)
+            return st;
+        if (strcmp(r1, "out of memory") == 0) {
+            why_set(why, whylen, "%s", r1);
+            return FMT_ERROR;
+        }
+        st = fmt_npy(prefix, len, total, out, need, r2, sizeof(r2));
+        if (st != FMT_ERROR)
+            return st;
+        if (strcmp(r2, "out of memory") == 0) {
+            why_set(why, whylen, "%s", r2);
+            return FMT_ERROR;
+        }
+        st = describe_raw(total, raw_dtype, out, why, whylen);
+        if (st == FMT_DONE)
+            why_set(why, whylen, "raw input: not safetensors (%s); not .npy (%s)", r1, r2);
+        return st;
+    }
+    default:
+        why_set(why, whylen, "unknown input format %d", (int)requested);
+        return FMT_ERROR;
+    }
+}

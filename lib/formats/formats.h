@@ -1,0 +1,64 @@
+/* formats.h — first stage of the data path: find the tensors in an input file.
+ *
+ * A format reader looks at a prefix of the input and describes the whole file as an
+ * ordered list of segments that tile it without gaps: tensor data (name, dtype, shape,
+ * byte range) and opaque bytes (headers, JSON, padding, anything not understood). The
+ * list always ends with an open-ended opaque segment, so bytes past what the header
+ * declares (or a file shorter than declared) still round-trip exactly. Readers never
+ * fail on odd input: what they cannot trust becomes opaque bytes.
+ */
+#ifndef CKPZ_FORMATS_H
+#define CKPZ_FORMATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckpz.h"
+
+#define FMT_LEN_OPEN UINT64_MAX   /* segment runs to the end of the input */
+#define FMT_PROBE_MAX (256u << 20) /* largest prefix a reader may ask for */
+
+typedef struct fmt_segment {
+    ckpz_dtype dtype;   /* CKPZ_DTYPE_NONE = opaque bytes */
+    char *name;         /* malloc'd, NUL-terminated; NULL for opaque bytes */
+    uint32_t ndim;
+    uint64_t *shape;    /* malloc'd, ndim values; NULL when ndim == 0 */
+    uint64_t offset;    /* byte offset in the input */
+    uint64_t length;    /* bytes, or FMT_LEN_OPEN (only the last segment) */
+} fmt_segment;
+
+typedef struct fmt_list {
+    ckpz_input_format format; /* what was recognised */
+    fmt_segment *seg;
+    size_t n, cap;
+} fmt_list;
+
+typedef enum { FMT_DONE = 0, FMT_NEED_MORE = 1, FMT_ERROR = -1 } fmt_status;
+
+/* Describes an input from its first `len` bytes (`total` = input size or
+ * CKPZ_SIZE_UNKNOWN; len == total when the whole input is in the prefix).
+ * - FMT_DONE: *out holds the segment list (caller frees with fmt_list_free).
+ * - FMT_NEED_MORE: the reader needs a prefix of *need bytes (> len, <= FMT_PROBE_MAX);
+ *   call again with more bytes (or with len == total at end of input).
+ * - FMT_ERROR: only when the caller forced a format (requested != AUTO) that the input
+ *   does not match, or on allocation failure; a message goes to why[].
+ * raw_dtype applies to CKPZ_INPUT_RAW (and to AUTO when not NONE: a raw dump of that type). */
+fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
+                        ckpz_input_format requested, ckpz_dtype raw_dtype,
+                        fmt_list *out, size_t *need, char *why, size_t whylen);
+
+void fmt_list_free(fmt_list *l);
+
+/* Per-format readers, called by fmt_describe; same contract, except that they
+ * return FMT_ERROR when the input is not theirs (fmt_describe then tries the next). */
+fmt_status fmt_safetensors(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
+                           size_t *need, char *why, size_t whylen);
+fmt_status fmt_npy(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
+                   size_t *need, char *why, size_t whylen);
+
+/* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
+int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
+             uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length);
+/* Appends opaque segments so that the list tiles [0, end) and then an open tail. */
+int fmt_finish(fmt_list *l);
+
+#endif

@@ -1,0 +1,164 @@
+/* list.c — building and finishing segment lists (see formats.h).
+ *
+ * Readers push segments in ascending offset order. fmt_finish turns that into a list
+ * that tiles the input: gaps become opaque segments, adjacent opaque segments are
+ * merged, and the list ends with an open-ended segment. It is defensive: a segment
+ * that starts before the end of the previous one (a reader bug) is trimmed to opaque
+ * bytes or dropped, so the result never covers a byte twice.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+
+static void seg_clear(fmt_segment *s)
+{
+    free(s->name);
+    free(s->shape);
+    s->name = NULL;
+    s->shape = NULL;
+    s->ndim = 0;
+}
+
+static int grow(fmt_list *l, size_t want)
+{
+    if (want <= l->cap)
+        return 0;
+    size_t cap = l->cap ? l->cap : 8;
+    while (cap < want) {
+        if (cap > ((size_t)-1) / 2 / sizeof(fmt_segment))
+            return -1;
+        cap *= 2;
+    }
+    fmt_segment *s = realloc(l->seg, cap * sizeof(*s));
+    if (!s)
+        return -1;
+    l->seg = s;
+    l->cap = cap;
+    return 0;
+}
+
+int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
+             uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length)
+{
+    if (!l || grow(l, l->n + 1))
+        return -1;
+    fmt_segment s;
+    memset(&s, 0, sizeof(s));
+    s.dtype = dtype;
+    s.offset = offset;
+    s.length = length;
+    if (dtype != CKPZ_DTYPE_NONE) {
+        /* A tensor always has a name (possibly empty). */
+        if (!name)
+            name_len = 0;
+        s.name = malloc(name_len + 1);
+        if (!s.name)
+            return -1;
+        if (name_len)
+            memcpy(s.name, name, name_len);
+        s.name[name_len] = '\0';
+        if (ndim && shape) {
+            s.shape = malloc((size_t)ndim * sizeof(uint64_t));
+            if (!s.shape) {
+                free(s.name);
+                return -1;
+            }
+            memcpy(s.shape, shape, (size_t)ndim * sizeof(uint64_t));
+            s.ndim = ndim;
+        }
+    }
+    l->seg[l->n++] = s;
+    return 0;
+}
+
+/* Appends s to the array d (capacity checked by the caller), merging opaque runs. */
+static void append(fmt_segment *d, size_t *n, fmt_segment s)
+{
+    if (s.dtype == CKPZ_DTYPE_NONE && *n > 0) {
+        fmt_segment *p = &d[*n - 1];
+        if (p->dtype == CKPZ_DTYPE_NONE && p->length != FMT_LEN_OPEN) {
+            /* Contiguous by construction. */
+            if (s.length == FMT_LEN_OPEN)
+                p->length = FMT_LEN_OPEN;
+            else
+                p->length += s.length;
+            return;
+        }
+    }
+    d[(*n)++] = s;
+}
+
+static fmt_segment opaque(uint64_t offset, uint64_t length)
+{
+    fmt_segment s;
+    memset(&s, 0, sizeof(s));
+    s.dtype = CKPZ_DTYPE_NONE;
+    s.offset = offset;
+    s.length = length;
+    return s;
+}
+
+int fmt_finish(fmt_list *l)
+{
+    if (!l)
+        return -1;
+    /* Worst case: a gap before every segment plus the open tail. */
+    if (l->n > (((size_t)-1) / sizeof(fmt_segment) - 1) / 2)
+        return -1;
+    size_t cap = 2 * l->n + 1;
+    fmt_segment *d = malloc(cap * sizeof(*d));
+    if (!d)
+        return -1;
+    size_t n = 0, i;
+    uint64_t cur = 0;
+    int open = 0;
+
+    for (i = 0; i < l->n; i++) {
+        fmt_segment s = l->seg[i];
+        if (open) { /* nothing may follow an open segment */
+            seg_clear(&s);
+            continue;
+        }
+        if (s.dtype == CKPZ_DTYPE_NONE)
+            seg_clear(&s);
+        int is_open = s.length == FMT_LEN_OPEN || s.length > UINT64_MAX - s.offset;
+        uint64_t end = is_open ? UINT64_MAX : s.offset + s.length;
+        if (s.offset < cur) {
+            /* Overlaps what is already described: keep only the new bytes, opaque. */
+            seg_clear(&s);
+            if (!is_open && end <= cur)
+                continue;
+            s = opaque(cur, is_open ? FMT_LEN_OPEN : end - cur);
+        } else if (s.offset > cur) {
+            append(d, &n, opaque(cur, s.offset - cur));
+        }
+        if (is_open) {
+            s.length = FMT_LEN_OPEN;
+            open = 1;
+        } else {
+            cur = s.offset + s.length;
+        }
+        if (s.dtype == CKPZ_DTYPE_NONE && s.length == 0)
+            continue; /* empty opaque run: nothing to describe */
+        append(d, &n, s);
+    }
+    if (!open)
+        append(d, &n, opaque(cur, FMT_LEN_OPEN));
+
+    free(l->seg);
+    l->seg = d;
+    l->n = n;
+    l->cap = cap;
+    return 0;
+}
+
+void fmt_list_free(fmt_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->n; i++)
+        seg_clear(&l->seg[i]);
+    free(l->seg);
+    memset(l, 0, sizeof(*l));
+}

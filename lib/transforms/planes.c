@@ -1,0 +1,219 @@
+/* planes.c — byte-plane split and merge (see planes.h). These passes touch every byte
+ * of every chunk twice, so the common float widths (2 and 4 bytes) have SSE2 loops —
+ * baseline on x86-64, no run-time dispatch — that process 16 elements per step; the
+ * portable loops handle other widths, other hosts and the last few elements. */
+#include "planes.h"
+
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "entropy/entropy.h"
+
+void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
+{
+    unsigned s = ckpz_dtype_size(dtype);
+    *esize = (uint8_t)s;
+    switch (dtype) {
+    case CKPZ_DTYPE_BF16:
+    case CKPZ_DTYPE_F16:
+    case CKPZ_DTYPE_F32:
+    case CKPZ_DTYPE_F64: *xf = XF_FLOAT; break;
+    case CKPZ_DTYPE_I16:
+    case CKPZ_DTYPE_I32:
+    case CKPZ_DTYPE_I64:
+    case CKPZ_DTYPE_U16:
+    case CKPZ_DTYPE_U32:
+    case CKPZ_DTYPE_U64: *xf = XF_INT; break;
+    default: *xf = XF_NONE; *esize = 1; break;
+    }
+}
+
+unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
+{
+    if (xf == XF_NONE) {
+        if (esize != 1) return 0;
+        sizes[0] = n;
+        return 1;
+    }
+    if (xf >= XF_COUNT_ || (esize != 2 && esize != 4 && esize != 8)) return 0;
+    size_t elems = n / esize, tail = n % esize;
+    for (unsigned i = 0; i < esize; i++) sizes[i] = elems;
+    if (!tail) return esize;
+    sizes[esize] = tail;
+    return esize + 1u;
+}
+
+int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i)
+{
+    if (i >= esize) return ENT_HINT_OPAQUE; /* tail bytes */
+    switch (xf) {
+    case XF_FLOAT: return i == 0 ? ENT_HINT_EXPONENT : (i == 1 && esize == 8 ? ENT_HINT_EXPONENT : ENT_HINT_MANTISSA);
+    case XF_INT: return ENT_HINT_INT;
+    default:
+        if (dtype == CKPZ_DTYPE_F8E4M3 || dtype == CKPZ_DTYPE_F8E5M2) return ENT_HINT_EXPONENT;
+        if (dtype == CKPZ_DTYPE_NONE) return ENT_HINT_OPAQUE;
+        return ENT_HINT_INT;
+    }
+}
+
+#define SPLIT_LOOP(T, W, ROT)                                            \
+    for (size_t e = 0; e < elems; e++) {                                 \
+        T v;                                                             \
+        memcpy(&v, src + e * W, W);                                      \
+        if (ROT) v = (T)((v << 1) | (v >> (8 * W - 1)));                 \
+        for (unsigned b = 0; b < W; b++)                                 \
+            dst[b * elems + e] = (uint8_t)(v >> (8 * (W - 1 - b)));      \
+    }
+
+#define MERGE_LOOP(T, W, ROT)                                            \
+    for (size_t e = 0; e < elems; e++) {                                 \
+        T v = 0;                                                         \
+        for (unsigned b = 0; b < W; b++)                                 \
+            v |= (T)((T)planes[b * elems + e] << (8 * (W - 1 - b)));     \
+        if (ROT) v = (T)((v >> 1) | (v << (8 * W - 1)));                 \
+        memcpy(dst + e * W, &v, W);                                      \
+    }
+
+#if defined(__SSE2__)
+static inline __m128i rotl16(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_slli_epi16(v, 1), _mm_srli_epi16(v, 15)) : v; }
+static inline __m128i rotr16(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_srli_epi16(v, 1), _mm_slli_epi16(v, 15)) : v; }
+static inline __m128i rotl32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_slli_epi32(v, 1), _mm_srli_epi32(v, 31)) : v; }
+static inline __m128i rotr32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_srli_epi32(v, 1), _mm_slli_epi32(v, 31)) : v; }
+
+/* 16 elements per step; returns how many elements were done. */
+static size_t split2_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int rot)
+{
+    const __m128i lo = _mm_set1_epi16(0xff);
+    size_t e = 0;
+    for (; e + 16 <= elems; e += 16) {
+        __m128i a = rotl16(_mm_loadu_si128((const __m128i *)(src + 2 * e)), rot);
+        __m128i b = rotl16(_mm_loadu_si128((const __m128i *)(src + 2 * e + 16)), rot);
+        _mm_storeu_si128((__m128i *)(dst + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+        _mm_storeu_si128((__m128i *)(dst + elems + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+    }
+    return e;
+}
+
+static size_t merge2_sse2(const uint8_t *planes, size_t elems, uint8_t *dst, int rot)
+{
+    size_t e = 0;
+    for (; e + 16 <= elems; e += 16) {
+        __m128i hi = _mm_loadu_si128((const __m128i *)(planes + e));
+        __m128i lo = _mm_loadu_si128((const __m128i *)(planes + elems + e));
+        _mm_storeu_si128((__m128i *)(dst + 2 * e), rotr16(_mm_unpacklo_epi8(lo, hi), rot));
+        _mm_storeu_si128((__m128i *)(dst + 2 * e + 16), rotr16(_mm_unpackhi_epi8(lo, hi), rot));
+    }
+    return e;
+}
+
+/* Byte k (0 = least significant) of 16 32-bit elements held in four vectors. */
+static inline __m128i byte_of4(__m128i a, __m128i b, __m128i c, __m128i d, int k)
+{
+    const __m128i m = _mm_set1_epi32(0xff);
+    a = _mm_and_si128(_mm_srli_epi32(a, 8 * k), m);
+    b = _mm_and_si128(_mm_srli_epi32(b, 8 * k), m);
+    c = _mm_and_si128(_mm_srli_epi32(c, 8 * k), m);
+    d = _mm_and_si128(_mm_srli_epi32(d, 8 * k), m);
+    return _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
+}
+
+static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int rot)
+{
+    size_t e = 0;
+    for (; e + 16 <= elems; e += 16) {
+        const uint8_t *s = src + 4 * e;
+        __m128i a = rotl32(_mm_loadu_si128((const __m128i *)s), rot);
+        __m128i b = rotl32(_mm_loadu_si128((const __m128i *)(s + 16)), rot);
+        __m128i c = rotl32(_mm_loadu_si128((const __m128i *)(s + 32)), rot);
+        __m128i d = rotl32(_mm_loadu_si128((const __m128i *)(s + 48)), rot);
+        for (int k = 0; k < 4; k++)
+            _mm_storeu_si128((__m128i *)(dst + (size_t)(3 - k) * elems + e), byte_of4(a, b, c, d, k));
+    }
+    return e;
+}
+
+static size_t merge4_sse2(const uint8_t *planes, size_t elems, uint8_t *dst, int rot)
+{
+    size_t e = 0;
+    for (; e + 16 <= elems; e += 16) {
+        __m128i p0 = _mm_loadu_si128((const __m128i *)(planes + e));
+        __m128i p1 = _mm_loadu_si128((const __m128i *)(planes + elems + e));
+        __m128i p2 = _mm_loadu_si128((const __m128i *)(planes + 2 * elems + e));
+        __m128i p3 = _mm_loadu_si128((const __m128i *)(planes + 3 * elems + e));
+        __m128i l0 = _mm_unpacklo_epi8(p3, p2), l1 = _mm_unpackhi_epi8(p3, p2); /* low halves */
+        __m128i h0 = _mm_unpacklo_epi8(p1, p0), h1 = _mm_unpackhi_epi8(p1, p0); /* high halves */
+        uint8_t *d = dst + 4 * e;
+        _mm_storeu_si128((__m128i *)d, rotr32(_mm_unpacklo_epi16(l0, h0), rot));
+        _mm_storeu_si128((__m128i *)(d + 16), rotr32(_mm_unpackhi_epi16(l0, h0), rot));
+        _mm_storeu_si128((__m128i *)(d + 32), rotr32(_mm_unpacklo_epi16(l1, h1), rot));
+        _mm_storeu_si128((__m128i *)(d + 48), rotr32(_mm_unpackhi_epi16(l1, h1), rot));
+    }
+    return e;
+}
+#endif
+
+void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *dst)
+{
+    if (xf == XF_NONE) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t elems = n / esize;
+    int rot = xf == XF_FLOAT;
+#if defined(__SSE2__)
+    if (esize == 2 || esize == 4) {
+        size_t done = esize == 2 ? split2_sse2(src, elems, dst, rot) : split4_sse2(src, elems, dst, rot);
+        /* the rest, element by element, at their places in each plane */
+        for (size_t e = done; e < elems; e++) {
+            uint32_t v = 0;
+            memcpy(&v, src + e * esize, esize);
+            if (rot) v = esize == 2 ? (uint16_t)(v << 1 | v >> 15) : (v << 1 | v >> 31);
+            for (unsigned b = 0; b < esize; b++) dst[b * elems + e] = (uint8_t)(v >> (8 * (esize - 1 - b)));
+        }
+        memcpy(dst + elems * esize, src + elems * esize, n - elems * esize);
+        return;
+    }
+#endif
+    /* The host is little-endian (checked at build time in the container code). */
+    if (esize == 2) {
+        if (rot) { SPLIT_LOOP(uint16_t, 2, 1) } else { SPLIT_LOOP(uint16_t, 2, 0) }
+    } else if (esize == 4) {
+        if (rot) { SPLIT_LOOP(uint32_t, 4, 1) } else { SPLIT_LOOP(uint32_t, 4, 0) }
+    } else {
+        if (rot) { SPLIT_LOOP(uint64_t, 8, 1) } else { SPLIT_LOOP(uint64_t, 8, 0) }
+    }
+    memcpy(dst + elems * esize, src + elems * esize, n - elems * esize);
+}
+
+void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *planes, size_t n, uint8_t *dst)
+{
+    if (xf == XF_NONE) {
+        memcpy(dst, planes, n);
+        return;
+    }
+    size_t elems = n / esize;
+    int rot = xf == XF_FLOAT;
+#if defined(__SSE2__)
+    if (esize == 2 || esize == 4) {
+        size_t done = esize == 2 ? merge2_sse2(planes, elems, dst, rot) : merge4_sse2(planes, elems, dst, rot);
+        for (size_t e = done; e < elems; e++) {
+            uint32_t v = 0;
+            for (unsigned b = 0; b < esize; b++) v |= (uint32_t)planes[b * elems + e] << (8 * (esize - 1 - b));
+            if (rot) v = esize == 2 ? (uint16_t)(v >> 1 | v << 15) : (v >> 1 | v << 31);
+            memcpy(dst + e * esize, &v, esize);
+        }
+        memcpy(dst + elems * esize, planes + elems * esize, n - elems * esize);
+        return;
+    }
+#endif
+    if (esize == 2) {
+        if (rot) { MERGE_LOOP(uint16_t, 2, 1) } else { MERGE_LOOP(uint16_t, 2, 0) }
+    } else if (esize == 4) {
+        if (rot) { MERGE_LOOP(uint32_t, 4, 1) } else { MERGE_LOOP(uint32_t, 4, 0) }
+    } else {
+        if (rot) { MERGE_LOOP(uint64_t, 8, 1) } else { MERGE_LOOP(uint64_t, 8, 0) }
+    }
+    memcpy(dst + elems * esize, planes + elems * esize, n - elems * esize);
+}

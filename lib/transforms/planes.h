@@ -1,0 +1,43 @@
+/* planes.h — third stage: split a chunk of elements into byte planes and back.
+ *
+ * Floats are rotated left by one bit, so the sign moves to the lowest bit and the
+ * exponent becomes the top of the value, then split into bytes most-significant first:
+ * plane 0 is the whole 8-bit exponent for BF16 and FP32 (exponent regrouping), the top
+ * of the exponent for FP64, and the rest are mantissa bytes. One rule serves every
+ * float width. Integers are split most-significant first without rotation (their high
+ * bytes are runs of 0x00/0xFF). Bytes past the last whole element form one extra plane.
+ */
+#ifndef CKPZ_PLANES_H
+#define CKPZ_PLANES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpz.h"
+
+/* Transform ids are stored in chunk records: the numbers are fixed. */
+enum xf_id {
+    XF_NONE = 0,   /* one plane: the bytes as they are */
+    XF_FLOAT = 1,  /* rotate left 1, split MSB first */
+    XF_INT = 2,    /* split MSB first */
+    XF_COUNT_
+};
+
+#define XF_MAX_PLANES 9 /* 8 byte planes + the tail */
+
+/* The transform and element size used for a dtype. */
+void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
+
+/* Number of planes and their sizes for n bytes; returns the plane count, 0 if the
+ * (xf, esize) pair is invalid. sizes[] needs XF_MAX_PLANES entries. */
+unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes);
+
+/* Role of plane i (an ent_hint) for the entropy stage. */
+int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
+
+/* dst must hold n bytes; planes laid out one after another in dst in plane order. */
+void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *dst);
+/* Inverse of xf_split. */
+void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *planes, size_t n, uint8_t *dst);
+
+#endif

@@ -1,0 +1,348 @@
+/* cli.c — main() of the ckpz command: arguments in, one operation out.
+ *
+ * The flags are the ones zstd, xz and gzip users already type (-d -c -k --rm -f -o -T#
+ * -1..-9 -v -q -l -t --), parsed by hand so that short flags combine the way they do
+ * there (-dkf, -T4, -c3) and options may follow file names. Parsing only fills a
+ * fio_prefs and picks an operation; fileio.c does the work on files and bench.c the
+ * in-memory benchmark. A usage error exits with 2 before any file is touched; a failure
+ * on a file exits with 1 after the remaining files were processed.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ckpz.h"
+#include "fileio.h"
+
+typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH } cli_mode;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "Usage: ckpz [OPTIONS] [FILE...]\n"
+        "Compress deep-learning checkpoints losslessly: FILE -> FILE.ckpz, and back with -d.\n"
+        "With no FILE, or when FILE is -, read standard input and write standard output.\n"
+        "\n"
+        "Operations:\n"
+        "  -z, --compress        compress (default)\n"
+        "  -d, --decompress      restore FILE.ckpz -> FILE, byte for byte\n"
+        "  -t, --test            verify FILE.ckpz (every checksum), write nothing\n"
+        "  -l, --list            list the tensors stored in FILE.ckpz\n"
+        "      --extract NAME    write the original bytes of tensor NAME of one FILE.ckpz\n"
+        "                        (to -o OUT, or to standard output)\n"
+        "  -b                    benchmark in memory: ckpz vs zstd -1 and -3 on each FILE\n"
+        "                        (one thread unless -T is given)\n"
+        "  -i#                   seconds per benchmark measurement (default 1; 0 = 3 runs)\n"
+        "\n"
+        "Output:\n"
+        "  -o FILE               write to FILE (one input only)\n"
+        "  -c, --stdout          write to standard output\n"
+        "  -k, --keep            keep the input file (default)\n"
+        "      --rm              remove the input once the output is complete and synced\n"
+        "  -f, --force           overwrite an existing output, write to a terminal,\n"
+        "                        compress a file that already ends in .ckpz\n"
+        "\n"
+        "Compression:\n"
+        "  -1 .. -9              level (default %d)\n"
+        "  -T#, --threads=#      worker threads, 0 = all cores (default 0)\n"
+        "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default: library's)\n"
+        "      --format=FMT      auto, safetensors, npy, raw (default auto)\n"
+        "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
+        "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
+        "      --memory=SIZE     largest allocation a file may ask for (default 1G)\n"
+        "\n"
+        "Messages:\n"
+        "  -v, --verbose         more messages (per-file summary even when not a terminal)\n"
+        "  -q, --quiet           errors only\n"
+        "      --[no-]progress   progress line on stderr (default: if stderr is a terminal)\n"
+        "  -h, --help            this help\n"
+        "  -V, --version         version\n"
+        "  --                    end of options: every later argument is a file name\n"
+        "\n"
+        "Exit status: 0 success, 1 a file failed, 2 usage error.\n",
+        CKPZ_LEVEL_DEFAULT);
+}
+
+/* Prints "ckpz: <message>" and a pointer to -h; returns the usage exit status, 2. */
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("ckpz: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'ckpz -h' for help.\n", stderr);
+    return 2;
+}
+
+/* Whole string as a non-negative decimal number. */
+static int parse_uint(const char *s, unsigned long *out)
+{
+    char *end;
+    unsigned long v;
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* "1M", "256K", "64KiB", "1048576": bytes, or -1. */
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    unsigned long long v, mul = 1;
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno) return -1;
+    if (*end == 'K' || *end == 'k') mul = 1ull << 10;
+    else if (*end == 'M' || *end == 'm') mul = 1ull << 20;
+    else if (*end == 'G' || *end == 'g') mul = 1ull << 30;
+    if (mul > 1) {
+        end++;
+        if (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "ib")) end += strlen(end);
+    } else if (!strcmp(end, "B")) {
+        end++;
+    }
+    if (*end || v > (unsigned long long)SIZE_MAX / mul) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int set_level(fio_prefs *p, unsigned long v)
+{
+    if (v < CKPZ_LEVEL_MIN || v > CKPZ_LEVEL_MAX) {
+        return bad_usage("level must be %d..%d", CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX);
+    }
+    p->level = (int)v;
+    return 0;
+}
+
+static int set_threads(fio_prefs *p, const char *s)
+{
+    unsigned long v;
+    if (parse_uint(s, &v) != 0 || v > 4096)
+        return bad_usage("invalid thread count '%s' (0 = all cores)", s ? s : "");
+    p->threads = (int)v;
+    p->threads_set = 1;
+    return 0;
+}
+
+static int set_chunk(fio_prefs *p, const char *s)
+{
+    size_t v;
+    if (parse_size(s, &v) != 0) return bad_usage("invalid chunk size '%s'", s ? s : "");
+    if (v < CKPZ_CHUNK_MIN || v > CKPZ_CHUNK_MAX)
+        return bad_usage("chunk size must be 64 KiB..16 MiB, not '%s'", s);
+    p->chunk_size = v;
+    return 0;
+}
+
+static int set_format(fio_prefs *p, const char *s, int *format_set)
+{
+    if (!strcmp(s, "auto")) p->format = CKPZ_INPUT_AUTO;
+    else if (!strcmp(s, "safetensors")) p->format = CKPZ_INPUT_SAFETENSORS;
+    else if (!strcmp(s, "npy")) p->format = CKPZ_INPUT_NPY;
+    else if (!strcmp(s, "raw")) p->format = CKPZ_INPUT_RAW;
+    else return bad_usage("unknown format '%s' (auto, safetensors, npy, raw)", s);
+    *format_set = 1;
+    return 0;
+}
+
+static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
+{
+    ckpz_dtype t = ckpz_dtype_from_name(s);
+    /* NONE is a valid answer only for the names of opaque bytes */
+    if (t == CKPZ_DTYPE_NONE && strcmp(s, "bytes") && strcmp(s, "none"))
+        return bad_usage("unknown dtype '%s'", s);
+    p->raw_dtype = t;
+    *dtype_set = 1;
+    return 0;
+}
+
+/* Everything but the file list's allocation, so that every return frees it. */
+static int cli_main(int argc, char **argv, const char **files)
+{
+    fio_prefs p;
+    cli_mode mode = MODE_COMPRESS;
+    const char *extract_name = NULL;
+    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0;
+
+    fio_prefs_init(&p);
+
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (opts_done || a[0] != '-' || a[1] == '\0') {
+            files[nfiles++] = a;
+            continue;
+        }
+        if (a[1] == '-') { /* long option */
+            const char *name = a + 2, *eq = strchr(name, '=');
+            const char *val = eq ? eq + 1 : NULL;
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            int rcopt = 0;
+#define IS(s) (len == strlen(s) && !strncmp(name, s, len))
+/* options with a value take "--opt=V" or "--opt V" */
+#define NEED_VAL()                                                       \
+    do {                                                                 \
+        if (!val) {                                                      \
+            if (i + 1 >= argc) return bad_usage("option '%s' needs a value", a); \
+            val = argv[++i];                                             \
+        }                                                                \
+    } while (0)
+#define NO_VAL()                                                                      \
+    do {                                                                              \
+        if (val) return bad_usage("option '%s' takes no value", a);                   \
+    } while (0)
+            if (len == 0) {
+                opts_done = 1;
+                continue;
+            } else if (IS("compress")) { NO_VAL(); mode = MODE_COMPRESS; }
+            else if (IS("decompress") || IS("uncompress")) { NO_VAL(); mode = MODE_DECOMPRESS; }
+            else if (IS("test")) { NO_VAL(); mode = MODE_TEST; }
+            else if (IS("list")) { NO_VAL(); mode = MODE_LIST; }
+            else if (IS("bench")) { NO_VAL(); mode = MODE_BENCH; }
+            else if (IS("extract")) { NEED_VAL(); mode = MODE_EXTRACT; extract_name = val; }
+            else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
+            else if (IS("output")) { NEED_VAL(); p.out_name = val; }
+            else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }
+            else if (IS("rm")) { NO_VAL(); p.remove_src = 1; }
+            else if (IS("force")) { NO_VAL(); p.force = 1; }
+            else if (IS("verbose")) { NO_VAL(); p.verbosity++; }
+            else if (IS("quiet")) { NO_VAL(); if (p.verbosity > 0) p.verbosity--; }
+            else if (IS("progress")) { NO_VAL(); p.progress = 1; }
+            else if (IS("no-progress")) { NO_VAL(); p.progress = 0; }
+            else if (IS("threads")) { NEED_VAL(); rcopt = set_threads(&p, val); }
+            else if (IS("chunk-size")) { NEED_VAL(); rcopt = set_chunk(&p, val); }
+            else if (IS("format")) { NEED_VAL(); rcopt = set_format(&p, val, &format_set); }
+            else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&p, val, &dtype_set); }
+            else if (IS("memory")) {
+                NEED_VAL();
+                if (parse_size(val, &p.mem_limit) != 0 || p.mem_limit == 0)
+                    return bad_usage("invalid memory limit '%s'", val);
+            }
+            else if (IS("help")) { usage(stdout); return 0; }
+            else if (IS("version")) {
+                NO_VAL();
+                printf("ckpz %s (libckpz %s, zstd %s)\n", CKPZ_VERSION_STRING,
+                       ckpz_version_string(), bench_zstd_version());
+                return 0;
+            } else return bad_usage("unknown option '%s'", a);
+#undef IS
+#undef NEED_VAL
+#undef NO_VAL
+            if (rcopt) return rcopt;
+            continue;
+        }
+        /* a cluster of short options: -dkf, -T4, -3, -o FILE */
+        {
+            const char *s = a + 1;
+            while (*s) {
+                char c = *s;
+                char opt[3] = {'-', c, '\0'};
+                if (c >= '0' && c <= '9') {
+                    unsigned long v = 0;
+                    while (*s >= '0' && *s <= '9') {
+                        if (v < 1000) v = v * 10 + (unsigned long)(*s - '0');
+                        s++;
+                    }
+                    if ((rc = set_level(&p, v)) != 0) return rc;
+                    continue;
+                }
+                s++;
+                switch (c) {
+                case 'z': mode = MODE_COMPRESS; break;
+                case 'd': mode = MODE_DECOMPRESS; break;
+                case 't': mode = MODE_TEST; break;
+                case 'l': mode = MODE_LIST; break;
+                case 'b': mode = MODE_BENCH; break;
+                case 'c': p.to_stdout = 1; break;
+                case 'k': p.remove_src = 0; break;
+                case 'f': p.force = 1; break;
+                case 'v': p.verbosity++; break;
+                case 'q': if (p.verbosity > 0) p.verbosity--; break;
+                case 'h': usage(stdout); return 0;
+                case 'V':
+                    printf("ckpz %s (libckpz %s, zstd %s)\n", CKPZ_VERSION_STRING,
+                           ckpz_version_string(), bench_zstd_version());
+                    return 0;
+                case 'T':
+                case 'i': {
+                    /* the number follows directly (-T4) or is the next argument (-T 4) */
+                    char num[32];
+                    size_t k = 0;
+                    const char *v;
+                    while (*s >= '0' && *s <= '9' && k < sizeof(num) - 1) num[k++] = *s++;
+                    num[k] = '\0';
+                    if (k == 0 && *s == '\0' && i + 1 < argc) v = argv[++i];
+                    else v = num;
+                    if (c == 'T') {
+                        if ((rc = set_threads(&p, v)) != 0) return rc;
+                    } else {
+                        unsigned long sec;
+                        if (parse_uint(v, &sec) != 0 || sec > 3600)
+                            return bad_usage("-i needs a number of seconds, 0..3600");
+                        p.bench_seconds = (double)sec;
+                    }
+                    break;
+                }
+                case 'o':
+                    if (*s) {
+                        p.out_name = s;
+                    } else {
+                        if (i + 1 >= argc) return bad_usage("option '%s' needs a file name", "-o");
+                        p.out_name = argv[++i];
+                    }
+                    s += strlen(s);
+                    break;
+                default:
+                    return bad_usage("unknown option '%s'", opt);
+                }
+            }
+        }
+    }
+
+    if (dtype_set && !format_set) p.format = CKPZ_INPUT_RAW;
+    if (nfiles == 0) {
+        if (mode == MODE_BENCH) return bad_usage("-b needs at least one FILE");
+        files[0] = "-";
+        nfiles = 1;
+    }
+    if (p.out_name && nfiles > 1 && (mode == MODE_COMPRESS || mode == MODE_DECOMPRESS))
+        return bad_usage("-o takes exactly one input file");
+    if (p.to_stdout && nfiles > 1 && mode == MODE_COMPRESS)
+        return bad_usage("-c with several files would write several ckpz streams back to back");
+    if (mode == MODE_EXTRACT && nfiles != 1)
+        return bad_usage("--extract takes exactly one FILE.ckpz");
+
+    fio_install_signal_handlers();
+    switch (mode) {
+    case MODE_COMPRESS: rc = fio_compress_files(&p, files, nfiles); break;
+    case MODE_DECOMPRESS: rc = fio_decompress_files(&p, files, nfiles); break;
+    case MODE_TEST: rc = fio_test_files(&p, files, nfiles); break;
+    case MODE_LIST: rc = fio_list_files(&p, files, nfiles); break;
+    case MODE_EXTRACT: rc = fio_extract(&p, extract_name, files[0]); break;
+    case MODE_BENCH: rc = bench_files(&p, files, nfiles); break;
+    default: rc = 2; break;
+    }
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char **files = malloc(sizeof(*files) * (size_t)(argc > 0 ? argc : 1));
+    int rc;
+    if (!files) {
+        fputs("ckpz: out of memory\n", stderr);
+        return 1;
+    }
+    rc = cli_main(argc, argv, files);
+    free(files);
+    return rc;
+}

@@ -1,0 +1,1111 @@
+/* fileio.c — files, terminals and signals for the ckpz command line.
+ *
+ * libckpz works on read/write/pread callbacks; this file supplies them over file
+ * descriptors with 4 MiB buffers (one syscall per few MiB whatever size the library
+ * asks for) and decides where bytes go. The rules are zstd's: FILE -> FILE.ckpz and
+ * back, "-" or no name means a pipe, binary never goes to a terminal, an existing
+ * output is never overwritten without -f, and the input is never modified. An output
+ * file is written under a temporary name in its own directory (.OUT.tmpXXXXXX) and
+ * renamed into place only after it is complete and closed, so that a reader never sees
+ * half a file under the final name; on error or on SIGINT/SIGTERM/SIGHUP the temporary
+ * file is removed (the handler knows its path). --rm deletes the input only after the
+ * output and its rename are fsync'ed, i.e. durable. Progress and summaries go to stderr.
+ */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FIO_BUF_SIZE (4u << 20)
+
+static int g_display = 2; /* verbosity of the running operation */
+
+void fio_error(const char *fmt, ...)
+{
+    va_list ap;
+    if (g_display < 1) return;
+    fputs("ckpz: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void fio_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fio_warn(const char *fmt, ...)
+{
+    va_list ap;
+    if (g_display < 2) return;
+    fputs("ckpz: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+const char *fio_human(char *buf, size_t len, unsigned long long bytes)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = -1;
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", bytes);
+        return buf;
+    }
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    /* three significant digits, like zstd */
+    if (v >= 100.0) snprintf(buf, len, "%.0f %s", v, units[u]);
+    else if (v >= 10.0) snprintf(buf, len, "%.1f %s", v, units[u]);
+    else snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void fio_prefs_init(fio_prefs *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->level = CKPZ_LEVEL_DEFAULT;
+    p->threads = 0;
+    p->format = CKPZ_INPUT_AUTO;
+    p->raw_dtype = CKPZ_DTYPE_NONE;
+    p->verbosity = 2;
+    p->progress = -1;
+    p->bench_seconds = 1.0;
+}
+
+void fio_params(const fio_prefs *p, ckpz_params *params)
+{
+    ckpz_params_init(params);
+    params->level = p->level;
+    params->threads = p->threads;
+    params->chunk_size = p->chunk_size;
+    params->format = p->format;
+    params->raw_dtype = p->raw_dtype;
+    params->mem_limit = p->mem_limit;
+}
+
+/* ---- signals ---------------------------------------------------------------------- */
+/* The handler may only use async-signal-safe calls: the path lives in a static buffer
+ * that is filled (by mkstemp itself) while the signals are blocked. */
+static char g_tmp_path[PATH_MAX + 32];
+static volatile sig_atomic_t g_tmp_active;
+static volatile sig_atomic_t g_progress_shown;
+
+static void on_signal(int sig)
+{
+    if (g_tmp_active) unlink(g_tmp_path);
+    if (g_progress_shown) {
+        ssize_t r = write(STDERR_FILENO, "\n", 1);
+        (void)r;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void fio_install_signal_handlers(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    size_t i;
+    for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction sa, old;
+        /* nohup'ed runs keep ignoring SIGHUP */
+        if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            continue;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+static void block_signals(sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+static void restore_signals(const sigset_t *old)
+{
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* ---- input ------------------------------------------------------------------------ */
+typedef struct fio_in {
+    const char *name;   /* for messages */
+    int fd;
+    int is_stdin;
+    int regular;
+    struct stat st;
+    uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
+    unsigned char *buf;
+    size_t pos, len;
+    int eof;
+    int err;            /* errno of a failed read */
+} fio_in;
+
+static ptrdiff_t read_full(int fd, void *dst, size_t n, int *err)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)dst + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ptrdiff_t)got;
+}
+
+/* ckpz_read_fn: fills as much of n as the input has; 0 only at the end. */
+static ptrdiff_t in_read(void *opaque, void *dst, size_t n)
+{
+    fio_in *in = opaque;
+    size_t got = 0;
+    while (got < n) {
+        if (in->pos < in->len) {
+            size_t k = in->len - in->pos;
+            if (k > n - got) k = n - got;
+            memcpy((char *)dst + got, in->buf + in->pos, k);
+            in->pos += k;
+            got += k;
+            continue;
+        }
+        if (in->eof) break;
+        if (n - got >= FIO_BUF_SIZE) { /* big request: no copy */
+            ptrdiff_t r = read_full(in->fd, (char *)dst + got, n - got, &in->err);
+            if (r < 0) return -1;
+            if ((size_t)r < n - got) in->eof = 1;
+            got += (size_t)r;
+            break;
+        }
+        {
+            ptrdiff_t r = read_full(in->fd, in->buf, FIO_BUF_SIZE, &in->err);
+            if (r < 0) return -1;
+            in->pos = 0;
+            in->len = (size_t)r;
+            if ((size_t)r < FIO_BUF_SIZE) in->eof = 1;
+        }
+    }
+    return (ptrdiff_t)got;
+}
+
+/* ckpz_pread_fn */
+static int in_pread(void *opaque, void *dst, size_t n, uint64_t off)
+{
+    fio_in *in = opaque;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(in->fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            in->err = errno;
+            return -1;
+        }
+        if (r == 0) return -1; /* short: the library reports truncation */
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Opens name ("-" = stdin). need_regular: random access (list, extract). */
+static int in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular)
+{
+    memset(in, 0, sizeof(*in));
+    in->fd = -1;
+    in->size_hint = CKPZ_SIZE_UNKNOWN;
+    if (strcmp(name, "-") == 0) {
+        in->name = "stdin";
+        in->is_stdin = 1;
+        in->fd = STDIN_FILENO;
+        if (isatty(STDIN_FILENO) && !p->force) {
+            fio_error("stdin is a terminal, aborting (use -f to force)");
+            return -1;
+        }
+    } else {
+        in->name = name;
+        in->fd = open(name, O_RDONLY);
+        if (in->fd < 0) {
+            fio_error("%s: %s", name, strerror(errno));
+            return -1;
+        }
+    }
+    if (fstat(in->fd, &in->st) != 0) {
+        fio_error("%s: %s", in->name, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(in->st.st_mode)) {
+        fio_error("%s: is a directory -- ignored", in->name);
+        goto fail;
+    }
+    in->regular = S_ISREG(in->st.st_mode);
+    if (!in->regular && !in->is_stdin && !S_ISFIFO(in->st.st_mode)) {
+        fio_error("%s: not a regular file -- ignored", in->name);
+        goto fail;
+    }
+    if (need_regular && !in->regular) {
+        fio_error("%s: needs a regular file (random access), not a pipe", in->name);
+        goto fail;
+    }
+    if (in->regular) {
+        off_t cur = in->is_stdin ? lseek(in->fd, 0, SEEK_CUR) : 0;
+        if (cur < 0) cur = 0;
+        in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
+    }
+    if (!need_regular) {
+        in->buf = malloc(FIO_BUF_SIZE);
+        if (!in->buf) {
+            fio_error("%s: out of memory", in->name);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    if (!in->is_stdin && in->fd >= 0) close(in->fd);
+    in->fd = -1;
+    return -1;
+}
+
+static void in_close(fio_in *in)
+{
+    if (!in->is_stdin && in->fd >= 0) close(in->fd);
+    in->fd = -1;
+    free(in->buf);
+    in->buf = NULL;
+}
+
+/* ---- output ----------------------------------------------------------------------- */
+typedef struct fio_out {
+    const char *name;   /* final name, or "stdout" */
+    int fd;
+    int is_stdout;
+    int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
+    int temp;           /* writing g_tmp_path */
+    unsigned char *buf;
+    size_t len;
+    uint64_t bytes;
+    int err;            /* errno of a failed write */
+} fio_out;
+
+static int write_all(int fd, const void *src, size_t n, int *err)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = write(fd, (const char *)src + done, n - done);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static int out_flush(fio_out *o)
+{
+    if (o->len == 0) return 0;
+    if (write_all(o->fd, o->buf, o->len, &o->err) != 0) return -1;
+    o->len = 0;
+    return 0;
+}
+
+/* ckpz_write_fn */
+static int out_write(void *opaque, const void *src, size_t n)
+{
+    fio_out *o = opaque;
+    if (o->err) return -1;
+    o->bytes += n;
+    if (o->len + n > FIO_BUF_SIZE && out_flush(o) != 0) return -1;
+    if (n >= FIO_BUF_SIZE) return write_all(o->fd, src, n, &o->err);
+    memcpy(o->buf + o->len, src, n);
+    o->len += n;
+    return 0;
+}
+
+static mode_t g_umask;
+static int g_umask_known;
+
+static mode_t default_mode(void)
+{
+    if (!g_umask_known) {
+        g_umask = umask(0);
+        umask(g_umask);
+        g_umask_known = 1;
+    }
+    return 0666 & ~g_umask;
+}
+
+/* Opens the output: stdout (name NULL), an existing device, or a temporary file beside
+ * `name`. in_st (may be NULL) guards against writing over the input. */
+static int out_open(fio_out *o, const char *name, const struct stat *in_st, const fio_prefs *p)
+{
+    struct stat st;
+    memset(o, 0, sizeof(*o));
+    o->fd = -1;
+    if (!name) {
+        o->name = "stdout";
+        o->is_stdout = 1;
+        if (isatty(STDOUT_FILENO) && !p->force) {
+            fio_error("stdout is a terminal, aborting (use -f to force)");
+            return -1;
+        }
+        o->fd = STDOUT_FILENO;
+    } else {
+        o->name = name;
+        if (stat(name, &st) == 0) {
+            if (in_st && st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino) {
+                fio_error("%s: output is the input file, aborting", name);
+                return -1;
+            }
+            if (S_ISDIR(st.st_mode)) {
+                fio_error("%s: is a directory", name);
+                return -1;
+            }
+            if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+                o->direct = 1;
+            } else if (!p->force) {
+                fio_error("%s: already exists (use -f to overwrite)", name);
+                return -1;
+            }
+        }
+        if (o->direct) {
+            o->fd = open(name, O_WRONLY);
+            if (o->fd < 0) {
+                fio_error("%s: %s", name, strerror(errno));
+                return -1;
+            }
+        } else {
+            const char *slash = strrchr(name, '/');
+            size_t dirlen = slash ? (size_t)(slash - name) + 1 : 0;
+            const char *base = slash ? slash + 1 : name;
+            sigset_t old;
+            int n;
+            if (dirlen + strlen(base) + 16 > sizeof(g_tmp_path)) {
+                fio_error("%s: file name too long", name);
+                return -1;
+            }
+            block_signals(&old);
+            n = snprintf(g_tmp_path, sizeof(g_tmp_path), "%.*s.%s.tmpXXXXXX", (int)dirlen, name,
+                         base);
+            (void)n;
+            o->fd = mkstemp(g_tmp_path);
+            if (o->fd >= 0) g_tmp_active = 1;
+            restore_signals(&old);
+            if (o->fd < 0) {
+                fio_error("%s: cannot create a temporary file: %s", name, strerror(errno));
+                return -1;
+            }
+            o->temp = 1;
+        }
+    }
+    o->buf = malloc(FIO_BUF_SIZE);
+    if (!o->buf) {
+        fio_error("%s: out of memory", o->name);
+        return -1; /* caller calls out_abort */
+    }
+    return 0;
+}
+
+/* Drops a failed output: the temporary file goes, an existing final file is untouched. */
+static void out_abort(fio_out *o)
+{
+    if (o->temp) {
+        sigset_t old;
+        if (o->fd >= 0) close(o->fd);
+        block_signals(&old);
+        unlink(g_tmp_path);
+        g_tmp_active = 0;
+        restore_signals(&old);
+    } else if (!o->is_stdout && o->fd >= 0) {
+        close(o->fd);
+    }
+    o->fd = -1;
+    o->temp = 0;
+    free(o->buf);
+    o->buf = NULL;
+}
+
+static int fsync_dir_of(const char *name)
+{
+    const char *slash = strrchr(name, '/');
+    char dir[PATH_MAX];
+    int fd, r;
+    if (!slash) strcpy(dir, ".");
+    else if (slash == name) strcpy(dir, "/");
+    else if ((size_t)(slash - name) < sizeof(dir)) {
+        memcpy(dir, name, (size_t)(slash - name));
+        dir[slash - name] = '\0';
+    } else return -1;
+    fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -1;
+    r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/* Finishes the output: flush; for a file: mode and mtime of the input (when it is a
+ * regular file), fsync if durable, close, rename into place (and fsync the directory if
+ * durable). Prints the error itself. */
+static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int durable)
+{
+    if (out_flush(o) != 0) {
+        fio_error("%s: write error: %s", o->name, strerror(o->err));
+        out_abort(o);
+        return -1;
+    }
+    if (o->temp) {
+        struct stat st;
+        sigset_t old;
+        int rc;
+        fchmod(o->fd, in_st ? (in_st->st_mode & 07777 & ~(mode_t)06000) : default_mode());
+        if (in_st) {
+            struct timespec ts[2];
+            ts[0] = in_st->st_atim;
+            ts[1] = in_st->st_mtim;
+            futimens(o->fd, ts);
+        }
+        /* fsync only when the input is about to be deleted (--rm): like zstd and gzip,
+         * a plain run leaves flushing to the kernel rather than wait for the disk */
+        if ((durable && fsync(o->fd) != 0) || close(o->fd) != 0) {
+            int e = errno;
+            o->fd = -1;
+            fio_error("%s: write error: %s", o->name, strerror(e));
+            out_abort(o);
+            return -1;
+        }
+        o->fd = -1;
+        /* the check at open time left a window: look again just before the rename */
+        if (!p->force && lstat(o->name, &st) == 0) {
+            fio_error("%s: appeared while writing; not overwritten (use -f)", o->name);
+            out_abort(o);
+            return -1;
+        }
+        block_signals(&old);
+        rc = rename(g_tmp_path, o->name);
+        if (rc != 0) {
+            int e = errno;
+            unlink(g_tmp_path);
+            g_tmp_active = 0;
+            restore_signals(&old);
+            o->temp = 0;
+            fio_error("%s: cannot rename the temporary file: %s", o->name, strerror(e));
+            free(o->buf);
+            o->buf = NULL;
+            return -1;
+        }
+        g_tmp_active = 0;
+        restore_signals(&old);
+        o->temp = 0;
+        if (durable && fsync_dir_of(o->name) != 0) {
+            fio_error("%s: cannot sync its directory: %s", o->name, strerror(errno));
+            free(o->buf);
+            o->buf = NULL;
+            return -1;
+        }
+    } else if (o->direct) {
+        if (close(o->fd) != 0) {
+            fio_error("%s: write error: %s", o->name, strerror(errno));
+            o->fd = -1;
+            free(o->buf);
+            o->buf = NULL;
+            return -1;
+        }
+        o->fd = -1;
+    }
+    free(o->buf);
+    o->buf = NULL;
+    return 0;
+}
+
+/* ---- progress --------------------------------------------------------------------- */
+/* The library may report progress from any of its threads: a try-lock keeps one
+ * printer at a time and drops updates that would block. */
+typedef struct fio_progress {
+    pthread_mutex_t lock;
+    const char *name;
+    double start, last;
+    int width;          /* characters of the line on screen, to erase it */
+} fio_progress;
+
+static int progress_enabled(const fio_prefs *p)
+{
+    if (p->progress >= 0) return p->progress;
+    return p->verbosity >= 2 && isatty(STDERR_FILENO);
+}
+
+static int on_progress(void *opaque, uint64_t done, uint64_t total)
+{
+    fio_progress *pg = opaque;
+    double t;
+    char line[256], h[32];
+    int n;
+    if (pthread_mutex_trylock(&pg->lock) != 0) return 0;
+    t = now_s();
+    if (t - pg->last < 0.1) {
+        pthread_mutex_unlock(&pg->lock);
+        return 0;
+    }
+    pg->last = t;
+    fio_human(h, sizeof(h), done);
+    if (total != CKPZ_SIZE_UNKNOWN && total > 0)
+        n = snprintf(line, sizeof(line), "%.40s : %5.1f%%  %s  %.1f MB/s", pg->name,
+                     100.0 * (double)done / (double)total, h,
+                     (double)done / 1e6 / (t - pg->start > 1e-9 ? t - pg->start : 1e-9));
+    else
+        n = snprintf(line, sizeof(line), "%.40s : %s  %.1f MB/s", pg->name, h,
+                     (double)done / 1e6 / (t - pg->start > 1e-9 ? t - pg->start : 1e-9));
+    if (n < 0) n = 0;
+    if (n >= (int)sizeof(line)) n = (int)sizeof(line) - 1;
+    fprintf(stderr, "\r%s%*s", line, pg->width > n ? pg->width - n : 0, "");
+    fflush(stderr);
+    if (n > pg->width) pg->width = n;
+    g_progress_shown = 1;
+    pthread_mutex_unlock(&pg->lock);
+    return 0;
+}
+
+static void progress_start(fio_progress *pg, const char *name, const fio_prefs *p,
+                           ckpz_params *params)
+{
+    memset(pg, 0, sizeof(*pg));
+    pthread_mutex_init(&pg->lock, NULL);
+    pg->name = name;
+    pg->start = now_s();
+    pg->last = pg->start; /* first line after 0.1 s: fast files print nothing */
+    if (progress_enabled(p)) {
+        params->progress = on_progress;
+        params->progress_opaque = pg;
+    }
+}
+
+static void progress_end(fio_progress *pg)
+{
+    pthread_mutex_lock(&pg->lock);
+    if (pg->width > 0) {
+        fprintf(stderr, "\r%*s\r", pg->width, "");
+        fflush(stderr);
+    }
+    g_progress_shown = 0;
+    pthread_mutex_unlock(&pg->lock);
+    pthread_mutex_destroy(&pg->lock);
+}
+
+/* ---- one file through the stream API ---------------------------------------------- */
+typedef enum { OP_COMPRESS, OP_DECOMPRESS, OP_TEST } fio_op;
+
+static int show_summary(const fio_prefs *p)
+{
+    return p->verbosity >= 3 || (p->verbosity >= 2 && isatty(STDERR_FILENO));
+}
+
+/* Reason for a failed library call: our errno when the callbacks failed, else the
+ * library's message (which names chunk and tensor). */
+static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out *out)
+{
+    const char *msg = ckpz_ctx_message(ctx);
+    if (in && in->err) fio_error("%s: read error: %s", in->name, strerror(in->err));
+    else if (out && out->err) fio_error("%s: write error: %s", out->name, strerror(out->err));
+    else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
+}
+
+static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src,
+                   const char *dst /* NULL = stdout; ignored by OP_TEST */)
+{
+    fio_in in;
+    fio_out out;
+    ckpz_params params;
+    ckpz_stats stats;
+    fio_progress pg;
+    ckpz_error e;
+    double t0, dt;
+    int has_out = op != OP_TEST;
+
+    memset(&out, 0, sizeof(out));
+    if (in_open(&in, src, p, 0) != 0) return 1;
+    if (has_out && out_open(&out, dst, in.regular && !in.is_stdin ? &in.st : NULL, p) != 0) {
+        out_abort(&out);
+        in_close(&in);
+        return 1;
+    }
+    fio_params(p, &params);
+    memset(&stats, 0, sizeof(stats));
+    progress_start(&pg, in.name, p, &params);
+    t0 = now_s();
+    if (op == OP_COMPRESS)
+        e = ckpz_compress_stream(ctx, &params, in_read, &in, in.size_hint, out_write, &out,
+                                 &stats);
+    else
+        e = ckpz_decompress_stream(ctx, &params, in_read, &in, has_out ? out_write : NULL,
+                                   has_out ? &out : NULL, &stats);
+    dt = now_s() - t0;
+    progress_end(&pg);
+    if (e != CKPZ_OK) {
+        report(ctx, e, &in, has_out ? &out : NULL);
+        if (has_out) out_abort(&out);
+        in_close(&in);
+        return 1;
+    }
+    if (has_out) {
+        int remove_src = p->remove_src && !in.is_stdin && !out.is_stdout && !out.direct;
+        const struct stat *keep = in.regular && !in.is_stdin ? &in.st : NULL;
+        if (out_commit(&out, keep, p, remove_src) != 0) {
+            in_close(&in);
+            return 1;
+        }
+        if (remove_src && unlink(src) != 0) {
+            fio_error("%s: cannot remove: %s", src, strerror(errno));
+            in_close(&in);
+            return 1;
+        }
+    }
+    in_close(&in);
+
+    if (op == OP_TEST) {
+        if (p->verbosity >= 3) {
+            char a[32], b[32];
+            fprintf(stderr, "%s : OK (%s => %s, %.1f MB/s)\n", in.name,
+                    fio_human(a, sizeof(a), stats.compressed_bytes),
+                    fio_human(b, sizeof(b), stats.original_bytes),
+                    (double)stats.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9));
+        } else if (p->verbosity >= 2) {
+            fprintf(stderr, "%s : OK\n", in.name);
+        }
+    } else if (show_summary(p)) {
+        char a[32], b[32];
+        double ratio = stats.compressed_bytes
+                           ? (double)stats.original_bytes / (double)stats.compressed_bytes
+                           : 0.0;
+        double mbs = (double)stats.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9);
+        if (op == OP_COMPRESS)
+            fprintf(stderr, "%s : %.1f%% (%s => %s, %s) %.3fx, %.1f MB/s\n", in.name,
+                    stats.original_bytes
+                        ? 100.0 * (double)stats.compressed_bytes / (double)stats.original_bytes
+                        : 0.0,
+                    fio_human(a, sizeof(a), stats.original_bytes),
+                    fio_human(b, sizeof(b), stats.compressed_bytes), out.name, ratio, mbs);
+        else
+            fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", in.name,
+                    fio_human(a, sizeof(a), stats.compressed_bytes),
+                    fio_human(b, sizeof(b), stats.original_bytes), out.name, ratio, mbs);
+    }
+    return 0;
+}
+
+static int has_suffix(const char *name)
+{
+    size_t n = strlen(name), s = strlen(FIO_SUFFIX);
+    return n >= s && strcmp(name + n - s, FIO_SUFFIX) == 0;
+}
+
+/* Output name for one input: NULL = stdout; *skip set when the file is to be left out. */
+static char *output_name(const fio_prefs *p, fio_op op, const char *src, int *skip, int *fail)
+{
+    char *dst;
+    size_t n = strlen(src);
+    *skip = *fail = 0;
+    if (p->to_stdout || (p->out_name && strcmp(p->out_name, "-") == 0)) return NULL;
+    if (p->out_name) {
+        dst = strdup(p->out_name);
+        if (!dst) {
+            fio_error("%s: out of memory", src);
+            *fail = 1;
+        }
+        return dst;
+    }
+    if (strcmp(src, "-") == 0) return NULL;
+    if (op == OP_COMPRESS) {
+        if (has_suffix(src) && !p->force) {
+            fio_error("%s: already has %s suffix -- ignored (use -f to compress it again)", src,
+                     FIO_SUFFIX);
+            *skip = 1;
+            return NULL;
+        }
+        dst = malloc(n + sizeof(FIO_SUFFIX));
+        if (!dst) {
+            fio_error("%s: out of memory", src);
+            *fail = 1;
+            return NULL;
+        }
+        memcpy(dst, src, n);
+        memcpy(dst + n, FIO_SUFFIX, sizeof(FIO_SUFFIX));
+        return dst;
+    }
+    /* decompress: strip the suffix; the rest must be a name */
+    if (!has_suffix(src) || n == strlen(FIO_SUFFIX) || src[n - strlen(FIO_SUFFIX) - 1] == '/') {
+        fio_error("%s: unknown suffix (expected %s; use -o or -c to name the output)", src,
+                  FIO_SUFFIX);
+        *fail = 1;
+        return NULL;
+    }
+    dst = strdup(src);
+    if (!dst) {
+        fio_error("%s: out of memory", src);
+        *fail = 1;
+        return NULL;
+    }
+    dst[n - strlen(FIO_SUFFIX)] = '\0';
+    return dst;
+}
+
+static int run_files(const fio_prefs *p, fio_op op, const char *const *files, int n)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    int i, failed = 0;
+    g_display = p->verbosity;
+    if (!ctx) {
+        fio_error("out of memory");
+        return 1;
+    }
+    if (p->remove_src && (p->to_stdout || (p->out_name && !strcmp(p->out_name, "-"))))
+        fio_warn("--rm is ignored when writing to stdout");
+    for (i = 0; i < n; i++) {
+        int skip = 0, fail = 0;
+        char *dst = NULL;
+        if (op != OP_TEST) {
+            dst = output_name(p, op, files[i], &skip, &fail);
+            if (skip) {
+                failed = 1;
+                continue;
+            }
+            if (fail) {
+                failed = 1;
+                continue;
+            }
+        }
+        if (run_one(ctx, p, op, files[i], dst) != 0) failed = 1;
+        free(dst);
+    }
+    ckpz_ctx_free(ctx);
+    return failed;
+}
+
+int fio_compress_files(const fio_prefs *p, const char *const *files, int n)
+{
+    return run_files(p, OP_COMPRESS, files, n);
+}
+
+int fio_decompress_files(const fio_prefs *p, const char *const *files, int n)
+{
+    return run_files(p, OP_DECOMPRESS, files, n);
+}
+
+int fio_test_files(const fio_prefs *p, const char *const *files, int n)
+{
+    return run_files(p, OP_TEST, files, n);
+}
+
+/* ---- random access: list and extract ---------------------------------------------- */
+static int archive_open(ckpz_ctx *ctx, const fio_prefs *p, fio_in *in, const char *name,
+                        ckpz_archive **a)
+{
+    ckpz_params params;
+    ckpz_error e;
+    if (in_open(in, name, p, 1) != 0) return -1;
+    fio_params(p, &params);
+    e = ckpz_archive_open(ctx, &params, in_pread, in, in->size_hint, a);
+    if (e != CKPZ_OK) {
+        report(ctx, e, in, NULL);
+        in_close(in);
+        return -1;
+    }
+    return 0;
+}
+
+/* The name as shown by -l: control bytes escaped (a name is data from the file and must
+ * not drive the terminal); "(bytes)" for opaque runs, "(raw)" for the tensor of a raw
+ * input, "" for a tensor whose name is empty. Returns buf, grown as needed, or NULL. */
+static char *display_name(const ckpz_entry *e, int raw_input, char **buf, size_t *cap)
+{
+    const unsigned char *s = (const unsigned char *)(e->name ? e->name : "");
+    size_t need = strlen((const char *)s) * 4 + 16, k = 0;
+    if (need > *cap) {
+        char *nb = realloc(*buf, need);
+        if (!nb) return NULL;
+        *buf = nb;
+        *cap = need;
+    }
+    if (!*s) {
+        strcpy(*buf, e->dtype == CKPZ_DTYPE_NONE ? "(bytes)" : raw_input ? "(raw)" : "\"\"");
+        return *buf;
+    }
+    for (; *s; s++) {
+        if (*s < 0x20 || *s == 0x7f) k += (size_t)sprintf(*buf + k, "\\x%02x", *s);
+        else (*buf)[k++] = (char)*s;
+    }
+    (*buf)[k] = '\0';
+    return *buf;
+}
+
+/* Terminal columns of a UTF-8 string: one per code point, two for the East Asian wide
+ * ranges and emoji (enough to keep the -l columns straight without a locale). */
+static int display_width(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    int w = 0;
+    while (*s) {
+        unsigned cp = *s, extra = 0;
+        if (cp >= 0xf0) { cp &= 0x07; extra = 3; }
+        else if (cp >= 0xe0) { cp &= 0x0f; extra = 2; }
+        else if (cp >= 0xc0) { cp &= 0x1f; extra = 1; }
+        s++;
+        while (extra-- && (*s & 0xc0) == 0x80) cp = (cp << 6) | (*s++ & 0x3f);
+        if ((cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) ||
+            (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+            (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
+            (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1faff) ||
+            (cp >= 0x20000 && cp <= 0x3fffd))
+            w += 2;
+        else
+            w += 1;
+    }
+    return w;
+}
+
+static void format_shape(char *buf, size_t len, const ckpz_entry *e)
+{
+    size_t used = 0;
+    uint32_t d;
+    if (e->dtype == CKPZ_DTYPE_NONE) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    used += (size_t)snprintf(buf, len, "[");
+    for (d = 0; d < e->ndim && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, d ? ", %llu" : "%llu",
+                                 (unsigned long long)e->shape[d]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+    if (used >= len && len > 4) strcpy(buf + len - 4, "..]");
+}
+
+/* "1.531x", or "-" when there is nothing to compare */
+static const char *ratio_str(char *buf, size_t len, uint64_t orig, uint64_t comp)
+{
+    if (!orig || !comp) snprintf(buf, len, "-");
+    else snprintf(buf, len, "%.3fx", (double)orig / (double)comp);
+    return buf;
+}
+
+static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int print_name)
+{
+    fio_in in;
+    ckpz_archive *a = NULL;
+    ckpz_archive_info info;
+    ckpz_entry e;
+    uint64_t i, tensors = 0;
+    int wname = 4, wdtype = 5, wshape = 5, widx = 1, verbose = p->verbosity >= 3;
+    char shape[256], h1[32], h2[32], r[32], *nbuf = NULL;
+    size_t ncap = 0;
+    int raw_input;
+
+    if (archive_open(ctx, p, &in, name, &a) != 0) return 1;
+    ckpz_archive_get_info(a, &info);
+    raw_input = info.format == CKPZ_INPUT_RAW;
+    /* first pass: column widths */
+    for (i = 0; i < info.entries; i++) {
+        int w;
+        if (ckpz_archive_entry(a, i, &e) != CKPZ_OK) {
+            fio_error("%s: cannot read index entry %llu", in.name, (unsigned long long)i);
+            free(nbuf);
+            ckpz_archive_close(a);
+            in_close(&in);
+            return 1;
+        }
+        if (!display_name(&e, raw_input, &nbuf, &ncap)) {
+            fio_error("%s: out of memory", in.name);
+            free(nbuf);
+            ckpz_archive_close(a);
+            in_close(&in);
+            return 1;
+        }
+        if ((w = display_width(nbuf)) > wname) wname = w;
+        if ((w = (int)strlen(ckpz_dtype_name(e.dtype) ? ckpz_dtype_name(e.dtype) : "?")) > wdtype)
+            wdtype = w;
+        format_shape(shape, sizeof(shape), &e);
+        if ((w = (int)strlen(shape)) > wshape) wshape = w;
+        if (e.dtype != CKPZ_DTYPE_NONE) tensors++;
+    }
+    snprintf(shape, sizeof(shape), "%llu", (unsigned long long)info.entries);
+    widx = (int)strlen(shape);
+    if (widx < 1) widx = 1;
+
+    if (print_name) printf("%s:\n", in.name);
+    printf("%*s  %-*s  %-*s  %-*s  %10s  %10s  %7s", widx, "#", wname, "name", wdtype, "dtype",
+           wshape, "shape", "original", "compressed", "ratio");
+    if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
+    printf("\n");
+    for (i = 0; i < info.entries; i++) {
+        const char *dn;
+        ckpz_archive_entry(a, i, &e);
+        dn = ckpz_dtype_name(e.dtype);
+        format_shape(shape, sizeof(shape), &e);
+        display_name(&e, raw_input, &nbuf, &ncap); /* fits: the first pass grew it */
+        printf("%*llu  %s%*s  %-*s  %-*s  %10s  %10s  %7s", widx, (unsigned long long)i,
+               nbuf, wname - display_width(nbuf), "", wdtype, dn ? dn : "?", wshape, shape,
+               fio_human(h1, sizeof(h1), e.length), fio_human(h2, sizeof(h2), e.compressed),
+               ratio_str(r, sizeof(r), e.length, e.compressed));
+        if (verbose)
+            printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset,
+                   (unsigned long long)e.length, (unsigned long long)e.compressed,
+                   (unsigned long long)e.chunks);
+        printf("\n");
+    }
+    {
+        const char *fmt = ckpz_input_format_name(info.format);
+        printf("%*s  %-*s  %10s  %10s  %7s  %llu tensors, %llu chunks, %s, crc32c %08x\n",
+               widx, "", wname + 2 + wdtype + 2 + wshape, "total",
+               fio_human(h1, sizeof(h1), info.original_size),
+               fio_human(h2, sizeof(h2), info.compressed_size),
+               ratio_str(r, sizeof(r), info.original_size, info.compressed_size),
+               (unsigned long long)tensors,
+               (unsigned long long)info.chunks, fmt ? fmt : "?",
+               (unsigned)info.content_checksum);
+        if (verbose)
+            printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n",
+                   info.format_version, fio_human(h1, sizeof(h1), info.chunk_size),
+                   (unsigned long long)info.original_size,
+                   (unsigned long long)info.compressed_size);
+    }
+    free(nbuf);
+    ckpz_archive_close(a);
+    in_close(&in);
+    return 0;
+}
+
+int fio_list_files(const fio_prefs *p, const char *const *files, int n)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    int i, failed = 0;
+    g_display = p->verbosity;
+    if (!ctx) {
+        fio_error("out of memory");
+        return 1;
+    }
+    for (i = 0; i < n; i++) {
+        if (i > 0) printf("\n");
+        if (list_one(ctx, p, files[i], n > 1) != 0) failed = 1;
+        fflush(stdout);
+    }
+    ckpz_ctx_free(ctx);
+    return failed;
+}
+
+int fio_extract(const fio_prefs *p, const char *tensor, const char *file)
+{
+    ckpz_ctx *ctx;
+    fio_in in;
+    fio_out out;
+    ckpz_archive *a = NULL;
+    uint64_t idx;
+    ckpz_error e;
+    const char *dst = NULL;
+    int rc = 1;
+
+    g_display = p->verbosity;
+    if (p->out_name && strcmp(p->out_name, "-") != 0 && !p->to_stdout) dst = p->out_name;
+    ctx = ckpz_ctx_create();
+    if (!ctx) {
+        fio_error("out of memory");
+        return 1;
+    }
+    if (archive_open(ctx, p, &in, file, &a) != 0) goto done_ctx;
+    e = ckpz_archive_find(ctx, a, tensor, &idx);
+    if (e == CKPZ_ERR_NOT_FOUND) {
+        fio_error("%s: no tensor named '%s' (ckpz -l %s lists them)", in.name, tensor, in.name);
+        goto done_archive;
+    }
+    if (e != CKPZ_OK) {
+        report(ctx, e, &in, NULL);
+        goto done_archive;
+    }
+    if (out_open(&out, dst, &in.st, p) != 0) {
+        out_abort(&out);
+        goto done_archive;
+    }
+    e = ckpz_archive_extract(ctx, a, idx, out_write, &out);
+    if (e != CKPZ_OK) {
+        report(ctx, e, &in, &out);
+        out_abort(&out);
+        goto done_archive;
+    }
+    if (out_commit(&out, NULL, p, 0) != 0) goto done_archive;
+    if (p->verbosity >= 3) {
+        char h[32];
+        fprintf(stderr, "%s : %s => %s (%s)\n", in.name, tensor, out.name,
+                fio_human(h, sizeof(h), out.bytes));
+    }
+    rc = 0;
+done_archive:
+    ckpz_archive_close(a);
+    in_close(&in);
+done_ctx:
+    ckpz_ctx_free(ctx);
+    return rc;
+}
+
+int fio_load_file(const char *path, void **data, size_t *size)
+{
+    fio_prefs p;
+    fio_in in;
+    unsigned char *buf = NULL;
+    size_t cap = 0, len = 0;
+    fio_prefs_init(&p);
+    p.verbosity = g_display;
+    if (in_open(&in, path, &p, 0) != 0) return -1;
+    cap = in.size_hint != CKPZ_SIZE_UNKNOWN ? (size_t)in.size_hint + 1 : (64u << 20);
+    for (;;) {
+        ptrdiff_t r;
+        if (len == cap) {
+            unsigned char *nb = realloc(buf, cap * 2);
+            if (!nb) goto nomem;
+            buf = nb;
+            cap *= 2;
+        }
+        if (!buf && !(buf = malloc(cap))) goto nomem;
+        r = in_read(&in, buf + len, cap - len);
+        if (r < 0) {
+            fio_error("%s: read error: %s", in.name, strerror(in.err));
+            free(buf);
+            in_close(&in);
+            return -1;
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    in_close(&in);
+    *data = buf;
+    *size = len;
+    return 0;
+nomem:
+    fio_error("%s: out of memory", in.name);
+    free(buf);
+    in_close(&in);
+    return -1;
+}

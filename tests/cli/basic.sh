@@ -1,0 +1,258 @@
+#!/bin/bash
+# basic.sh — round trips through the ckpz command line are byte-identical, whatever
+# the input (checkpoints, raw dumps of every dtype at odd sizes, empty, one byte) and
+# whichever way the output is named (FILE.ckpz, -o, -c, pipes); the zstd-style flags
+# (-k, --rm, -f, -T#, -1..-9, --chunk-size) do what zstd users expect; bad usage
+# exits with 2.
+source "$(dirname "$0")/common.bash" "$@"
+
+# roundtrip FILE [COMPRESS OPTIONS...]: FILE -> FILE.ckpz -> FILE again, compared
+roundtrip() {
+    local f=$1
+    shift
+    rm -f "$f.ckpz" "$f.back"
+    run 0 "$CKPZ" -q "$@" "$f"
+    exists "$f.ckpz"
+    exists "$f"
+    run 0 "$CKPZ" -q -d -o "$f.back" "$f.ckpz"
+    same_file "$f" "$f.back"
+    rm -f "$f.back"
+}
+
+# --- real and generated checkpoints, default settings, via FILE.ckpz naming both ways
+mkdir ck
+n=0
+while IFS= read -r s; do
+    cp "$s" "ck/$(basename "$s")"
+    f="ck/$(basename "$s")"
+    run 0 "$CKPZ" -q "$f"
+    exists "$f.ckpz"
+    mv "$f" "$f.orig"
+    run 0 "$CKPZ" -q -d "$f.ckpz"
+    exists "$f.ckpz"
+    same_file "$f" "$f.orig"
+    n=$((n + 1))
+done < <(sample_files)
+[ "$n" -ge 2 ] || fail "no sample checkpoints found"
+
+# --- raw dumps of every dtype, sizes that are not multiples of anything
+for dt in bf16 f16 f32 f64 f8e4m3 f8e5m2 i8 i16 i32 i64 u8; do
+    for size in 1 7 1001 65537 300007; do
+        head -c "$size" /dev/urandom >"raw_${dt}_$size"
+        roundtrip "raw_${dt}_$size" --dtype="$dt"
+    done
+done
+# --format=raw without a dtype: opaque bytes
+head -c 200003 /dev/urandom >opaque
+roundtrip opaque --format=raw
+roundtrip opaque --format=auto
+
+# --- empty and one-byte inputs, from files and from pipes
+: >empty
+roundtrip empty
+printf 'x' >one
+roundtrip one
+"$CKPZ" <empty | "$CKPZ" -d >empty.pipe || fail "empty through pipes"
+same_file empty empty.pipe
+printf 'x' | "$CKPZ" | "$CKPZ" -d >one.pipe || fail "one byte through pipes"
+same_file one one.pipe
+
+# a larger file with structure, used below
+big=$(safetensors_files | head -1)
+cp "$big" data
+head -c 3000000 /dev/urandom >>data
+
+# --- -o, -c, stdin -> stdout
+run 0 "$CKPZ" -q -o named.ckpz data
+exists named.ckpz
+absent data.ckpz
+run 0 "$CKPZ" -q -d -o named.out named.ckpz
+same_file data named.out
+run 0 "$CKPZ" -q -c data
+cp "$WORK/.out" c.ckpz
+absent data.ckpz
+run 0 "$CKPZ" -q -d -c c.ckpz
+same_file "$WORK/.out" data
+cat data | "$CKPZ" | "$CKPZ" -d | cmp -s - data || fail "cat data | ckpz | ckpz -d differs"
+ok
+"$CKPZ" - <data >dash.ckpz || fail "ckpz - <data"
+"$CKPZ" -d - <dash.ckpz | cmp -s - data || fail "ckpz -d - differs"
+ok
+"$CKPZ" -d <c.ckpz | cmp -s - data || fail "ckpz -d <c.ckpz differs"
+ok
+# --stdout long form, and -o - meaning stdout
+"$CKPZ" --stdout data | "$CKPZ" -d -o - | cmp -s - data || fail "--stdout / -o -"
+ok
+
+# --- -k is the default, --rm removes the input only on success
+cp data keepme
+run 0 "$CKPZ" -q keepme
+exists keepme
+exists keepme.ckpz
+rm keepme.ckpz
+run 0 "$CKPZ" -q -k keepme
+exists keepme
+cp data gone
+run 0 "$CKPZ" -q --rm gone
+absent gone
+exists gone.ckpz
+run 0 "$CKPZ" -q -d --rm gone.ckpz
+absent gone.ckpz
+same_file gone data
+# a failed decompression with --rm keeps its input
+head -c 100000 /dev/urandom >junk.ckpz
+run 1 "$CKPZ" -q -d --rm junk.ckpz
+exists junk.ckpz
+absent junk
+# --rm with -c is ignored: the input stays
+cp data rmc
+run 0 "$CKPZ" -q --rm -c rmc
+exists rmc
+
+# --- existing output: refused without -f (and left untouched), replaced with -f
+cp data exist
+echo "precious" >exist.ckpz
+cp exist.ckpz exist.ckpz.before
+run 1 "$CKPZ" -q exist
+err_has "exist.ckpz"
+same_file exist.ckpz exist.ckpz.before
+no_temp_files .
+run 1 "$CKPZ" -q -o exist.ckpz exist
+same_file exist.ckpz exist.ckpz.before
+run 0 "$CKPZ" -q -f exist
+run 0 "$CKPZ" -q -d -c exist.ckpz
+same_file "$WORK/.out" exist
+# decompression onto an existing file
+echo "precious" >exist
+cp exist exist.before
+run 1 "$CKPZ" -q -d exist.ckpz
+same_file exist exist.before
+run 0 "$CKPZ" -q -d -f exist.ckpz
+same_file exist data
+# combined short flags
+run 0 "$CKPZ" -dkfq exist.ckpz
+same_file exist data
+exists exist.ckpz
+# output to a device needs no -f
+run 0 "$CKPZ" -q -d -o /dev/null exist.ckpz
+
+# --- threads, levels, chunk sizes: all restorable
+for t in -T1 -T2 -T0 --threads=3; do
+    roundtrip data "$t"
+done
+"$CKPZ" -q -T1 -c data >t1.ckpz || fail "-T1"
+"$CKPZ" -q -T 2 -c data >t2.ckpz || fail "-T 2"
+"$CKPZ" -q -d -c t1.ckpz | cmp -s - data || fail "-T1 output does not restore"
+"$CKPZ" -q -d -c t2.ckpz | cmp -s - data || fail "-T2 output does not restore"
+"$CKPZ" -q -d -T3 -c t1.ckpz | cmp -s - data || fail "-T1 output does not restore with -d -T3"
+ok
+for l in 1 2 3 4 5 6 7 8 9; do
+    roundtrip data "-$l"
+done
+rm -f data.ckpz
+for cs in 64K 64KiB 256k 1M 1MiB 16M 16MiB 65536; do
+    roundtrip data --chunk-size="$cs"
+done
+roundtrip data --chunk-size 128K
+
+# --- several files at once; options after file names
+cp data m1
+cp one m2
+cp empty m3
+run 0 "$CKPZ" m1 m2 m3 -q
+exists m1.ckpz
+exists m2.ckpz
+exists m3.ckpz
+rm m1 m2 m3
+run 0 "$CKPZ" -d -q m1.ckpz m2.ckpz m3.ckpz
+same_file m1 data
+same_file m2 one
+same_file m3 empty
+# "--" ends options: a file named -q
+cp one ./-q
+run 0 "$CKPZ" -- -q
+exists ./-q.ckpz
+rm -f ./-q ./-q.ckpz
+
+# --- suffix rules
+cp data already.ckpz
+run 1 "$CKPZ" already.ckpz
+err_has "already has .ckpz suffix"
+absent already.ckpz.ckpz
+run 0 "$CKPZ" -q -f already.ckpz
+exists already.ckpz.ckpz
+run 1 "$CKPZ" -d data
+err_has "unknown suffix"
+rm -f data.ckpz
+run 0 "$CKPZ" -q data
+mv data.ckpz nosuffix
+run 0 "$CKPZ" -q -d -o nosuffix.out nosuffix
+same_file nosuffix.out data
+
+# --- usage errors exit 2, touching nothing
+run 2 "$CKPZ" -19 data
+err_has "level must be 1..9"
+run 2 "$CKPZ" -0 data
+run 2 "$CKPZ" -10 data
+run 2 "$CKPZ" --chunk-size=1K data
+run 2 "$CKPZ" --chunk-size=32M data
+run 2 "$CKPZ" --chunk-size=12Q data
+run 2 "$CKPZ" --format=zip data
+run 2 "$CKPZ" --dtype=f128 data
+run 2 "$CKPZ" -Tx data
+run 2 "$CKPZ" --bogus data
+run 2 "$CKPZ" -Y data
+run 2 "$CKPZ" -o out m1.ckpz m2.ckpz
+run 2 "$CKPZ" --extract
+absent out
+rm -f data.ckpz
+run 2 "$CKPZ" --rm=1 data
+absent data.ckpz
+
+# --- help and version
+run 0 "$CKPZ" -h
+for opt in -d -c -k --rm -f -o -T -l -t --extract -b -q -v --progress --chunk-size --format --dtype; do
+    out_has -- "$opt"
+done
+run 0 "$CKPZ" --help
+run 0 "$CKPZ" -V
+grep -Eq '^ckpz [0-9]+\.[0-9]+\.[0-9]+ \(libckpz [^,]+, zstd [0-9.]+\)$' "$WORK/.out" ||
+    fail "-V output: $(cat "$WORK/.out")"
+ok
+
+# --- -v prints the one-line summary even when stderr is not a terminal
+run 0 "$CKPZ" -v -f data
+err_has "data.ckpz"
+err_has "%"
+err_has "x,"
+err_has "MB/s"
+run 0 "$CKPZ" -f data
+[ ! -s "$WORK/.err" ] || fail "default verbosity printed to a non-terminal stderr: $(cat "$WORK/.err")"
+ok
+
+# --- on a terminal, the summary shows at the default verbosity, and -q silences it
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+    script -qec "cd $(printf '%q' "$WORK") && $(printf '%q ' "$CKPZ" -f data)" /dev/null </dev/null >tty.log 2>&1 ||
+        fail "ckpz on a terminal failed: $(cat tty.log)"
+    grep -q 'data : .*% (.* => .*, data.ckpz) [0-9.]*x, .* MB/s' tty.log ||
+        fail "no summary on a terminal: $(cat tty.log)"
+    script -qec "cd $(printf '%q' "$WORK") && $(printf '%q ' "$CKPZ" -q -f data)" /dev/null </dev/null >tty.log 2>&1 ||
+        fail "ckpz -q on a terminal failed"
+    [ ! -s tty.log ] || fail "-q printed on a terminal: $(cat tty.log)"
+    ok
+else
+    echo "SKIP: no 'script' tool; terminal summary not checked"
+fi
+
+# --- mode and mtime of the input carry over
+cp data stamped
+chmod 0640 stamped
+touch -d '2020-01-02 03:04:05' stamped
+run 0 "$CKPZ" -q stamped
+[ "$(stat -c %a stamped.ckpz)" = 640 ] || fail "mode not kept: $(stat -c %a stamped.ckpz)"
+[ "$(stat -c %Y stamped.ckpz)" = "$(stat -c %Y stamped)" ] || fail "mtime not kept"
+ok
+
+no_temp_files .
+no_temp_files ck
+echo "basic.sh: $CHECKS checks passed"

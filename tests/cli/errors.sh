@@ -1,0 +1,153 @@
+#!/bin/bash
+# errors.sh — every failure exits 1 with a message that names the file, and leaves no
+# partial output and no temporary file behind: input that is not ckpz, truncated or
+# bit-flipped archives, a missing input, a directory, an output that cannot be
+# written, an existing output (never replaced by a failed run, even with -f), and
+# binary output to a terminal.
+source "$(dirname "$0")/common.bash" "$@"
+
+flip_byte() { # FILE OFFSET: xor the byte at OFFSET with 0x55
+    python3 - "$1" "$2" <<'PYEOF' || fail "flip_byte $1 $2"
+import sys
+p, off = sys.argv[1], int(sys.argv[2])
+with open(p, "r+b") as f:
+    f.seek(off)
+    b = f.read(1)
+    f.seek(off)
+    f.write(bytes([b[0] ^ 0x55]))
+PYEOF
+}
+
+# must_fail_cleanly FILE.ckpz WHAT [LIST]: -t, -d (and -l unless LIST is "list-may-pass":
+# listing reads only the header, index and trailer, so damage inside a chunk is found
+# when the chunk is decoded) exit 1 naming the file; -d leaves no output and no
+# temporary file; an existing output survives a failed -d -f.
+must_fail_cleanly() {
+    local f=$1 what=$2 list=${3:-} base=${1%.ckpz}
+    rm -f "$base"
+    run 1 "$CKPZ" -t "$f"
+    err_has "$f"
+    run 1 "$CKPZ" -d "$f"
+    err_has "$f"
+    absent "$base"
+    no_temp_files .
+    if [ "$list" = list-may-pass ]; then
+        "$CKPZ" -l "$f" >/dev/null 2>&1
+        local rc=$?
+        [ "$rc" -le 1 ] || fail "ckpz -l $f: exit $rc (crash?)"
+    else
+        run 1 "$CKPZ" -l "$f"
+        err_has "$f"
+    fi
+    echo "existing $what" >"$base"
+    cp "$base" existing.before
+    run 1 "$CKPZ" -d -f "$f"
+    same_file "$base" existing.before
+    no_temp_files .
+    rm -f "$base" existing.before
+    # the same bytes through a pipe: exit 1 too
+    run 1 bash -c '"$1" -d <"$2" >/dev/null' _ "$CKPZ" "$f"
+}
+
+sample=$(safetensors_files | head -1)
+[ -n "$sample" ] || fail "no sample checkpoint"
+cp "$sample" good
+head -c 1500000 /dev/urandom >>good
+run 0 "$CKPZ" -q --chunk-size=64K good
+size=$(stat -c %s good.ckpz)
+[ "$size" -gt 1000 ] || fail "good.ckpz is suspiciously small ($size bytes)"
+run 0 "$CKPZ" -t good.ckpz
+err_has "good.ckpz : OK"
+
+# --- not a ckpz file at all
+head -c 100000 /dev/urandom >random.ckpz
+must_fail_cleanly random.ckpz "random"
+printf 'hello, this is text\n' >text.ckpz
+must_fail_cleanly text.ckpz "text"
+: >empty.ckpz
+must_fail_cleanly empty.ckpz "empty"
+cp good notckpz.ckpz
+must_fail_cleanly notckpz.ckpz "a safetensors file"
+
+# --- truncated at several points
+for cut in 1 4 8 16 31 64 $((size / 3)) $((size / 2)) $((size - 100)) $((size - 9)) $((size - 1)); do
+    head -c "$cut" good.ckpz >"cut$cut.ckpz"
+    must_fail_cleanly "cut$cut.ckpz" "truncated at $cut"
+    rm -f "cut$cut.ckpz"
+done
+
+# --- one flipped byte: header, middle, near the end, last byte
+for pos in 0 9 $((size / 2)) $((size / 2 + 777)) $((size - 20)) $((size - 1)); do
+    cp good.ckpz "flip$pos.ckpz"
+    flip_byte "flip$pos.ckpz" "$pos"
+    must_fail_cleanly "flip$pos.ckpz" "flipped at $pos" list-may-pass
+    rm -f "flip$pos.ckpz"
+done
+# the middle flip should be reported as a checksum problem, naming a chunk
+cp good.ckpz mid.ckpz
+flip_byte mid.ckpz $((size / 2))
+run 1 "$CKPZ" -t mid.ckpz
+grep -qiE 'checksum|crc|corrupt' "$WORK/.err" || fail "flipped byte not reported as corruption: $(cat "$WORK/.err")"
+ok
+
+# --- missing input, directory input; the other files are still processed
+run 1 "$CKPZ" nosuchfile
+err_has "nosuchfile"
+absent nosuchfile.ckpz
+mkdir adir
+run 1 "$CKPZ" adir
+err_has "adir"
+absent adir.ckpz
+run 1 "$CKPZ" -d adir
+cp good other
+run 1 "$CKPZ" -q nosuchfile other
+exists other.ckpz
+rm other
+run 1 "$CKPZ" -q -d nosuchfile.ckpz other.ckpz
+same_file other good
+run 1 "$CKPZ" -t nosuchfile.ckpz good.ckpz
+err_has "nosuchfile.ckpz"
+run 1 "$CKPZ" -l nosuchfile.ckpz
+
+# --- outputs that cannot be written
+run 1 "$CKPZ" -o no/such/dir/out.ckpz good
+err_has "no/such/dir/out.ckpz"
+if [ -w /dev/full ]; then
+    run 1 bash -c '"$1" -c "$2" >/dev/full' _ "$CKPZ" good
+    err_has "write error"
+    run 1 "$CKPZ" -o /dev/full good
+    run 1 "$CKPZ" -d -o /dev/full good.ckpz
+else
+    echo "SKIP: /dev/full not writable"
+fi
+no_temp_files .
+
+# --- output must not be the input
+cp good.ckpz self.ckpz
+run 1 "$CKPZ" -d -f -o self.ckpz self.ckpz
+same_file self.ckpz good.ckpz
+
+# --- binary to a terminal is refused (and reading binary from one)
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+    script -qec "$(printf '%q ' "$CKPZ" -c good)" /dev/null </dev/null >tty.log 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "ckpz -c to a terminal: exit $rc, expected 1"
+    grep -q "terminal" tty.log || fail "no terminal message: $(head -c 300 tty.log)"
+    [ "$(stat -c %s tty.log)" -lt 2000 ] || fail "binary went to the terminal"
+    ok
+    script -qec "$(printf '%q ' "$CKPZ" -d -c good.ckpz)" /dev/null </dev/null >tty.log 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "ckpz -d -c to a terminal: exit $rc, expected 1"
+    script -qec "cd $(printf '%q' "$WORK") && $(printf '%q ' "$CKPZ") <good" /dev/null </dev/null >tty.log 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "ckpz <good to a terminal: exit $rc, expected 1"
+    script -qec "$(printf '%q ' "$CKPZ" -d)" /dev/null </dev/null >tty.log 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "ckpz -d reading a terminal: exit $rc, expected 1"
+    ok
+else
+    echo "SKIP: no 'script' tool; terminal refusal not checked"
+fi
+
+no_temp_files .
+echo "errors.sh: $CHECKS checks passed"

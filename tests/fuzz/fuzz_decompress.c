@@ -1,0 +1,212 @@
+/* fuzz_decompress.c — libFuzzer harness for every reader of .ckpz input.
+ *
+ * The input is handed, as a .ckpz file, to:
+ *   - ckpz_decompress_stream in test mode (wr = NULL) and with a writer that discards,
+ *   - ckpz_archive_open over an in-memory pread, then ckpz_archive_extract of every entry
+ *     (and ckpz_archive_find of the first tensor's name),
+ *   - ckpz_original_size,
+ * all with params.mem_limit = 64 MiB and one thread. Nothing may crash, leak, hang or
+ * read out of bounds; a failure must leave a message.
+ *
+ * Random mutations almost never get past the CRC-32C checks, so the same readers run a
+ * second time on a "resealed" copy: the harness walks the documented layout
+ * (doc/format.md) and recomputes every checksum it can (file header, entry frames,
+ * chunk payloads and frame headers, index, trailer). That lets mutated lengths, counts,
+ * transform/plane fields and coded plane data reach the parsers and entropy decoders.
+ *
+ * Build: see tests/fuzz/README.md. The same file is linked into replay_decompress.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpz.h"
+#include "common/crc32c.h"
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, pos, piece;
+} fz_reader;
+
+static ptrdiff_t fz_read(void *v, void *buf, size_t n)
+{
+    fz_reader *r = v;
+    if (r->piece && n > r->piece) n = r->piece;
+    if (n > r->n - r->pos) n = r->n - r->pos;
+    memcpy(buf, r->p + r->pos, n);
+    r->pos += n;
+    return (ptrdiff_t)n;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} fz_file;
+
+static int fz_pread(void *v, void *buf, size_t n, uint64_t off)
+{
+    fz_file *f = v;
+    if (off > f->n || n > f->n - off) return -1;
+    memcpy(buf, f->p + off, n);
+    return 0;
+}
+
+typedef struct {
+    uint64_t bytes;
+} fz_sink;
+
+static int fz_discard(void *v, const void *buf, size_t n)
+{
+    (void)buf;
+    ((fz_sink *)v)->bytes += n;
+    return 0;
+}
+
+static void need_message(ckpz_error e, const ckpz_ctx *ctx, const char *what)
+{
+    if (e != CKPZ_OK && !ckpz_ctx_message(ctx)[0]) {
+        fprintf(stderr, "%s failed with %s but left no message\n", what, ckpz_error_name(e));
+        abort();
+    }
+}
+
+static uint32_t fz_ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void fz_st32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Recomputes the checksums of b in place, following the layout as far as it parses.
+ * Returns 1 if anything changed. */
+static int reseal(uint8_t *b, size_t n)
+{
+    if (n < 32 + 40) return 0;
+    uint8_t *orig_trailer_crc = b + n - 4;
+    uint32_t before = fz_ld32(orig_trailer_crc);
+    int changed = 0;
+    uint32_t c = crc32c(0, b, 28);
+    if (fz_ld32(b + 28) != c) changed = 1, fz_st32(b + 28, c);
+    size_t pos = 32, end = n - 40;
+    while (pos + 4 <= end) {
+        if (!memcmp(b + pos, "CKEN", 4)) {
+            if (pos + 8 > end) break;
+            size_t body = fz_ld32(b + pos + 4);
+            if (body > end - pos - 8 || 4 > end - pos - 8 - body) break;
+            c = crc32c(0, b + pos, 8 + body);
+            if (fz_ld32(b + pos + 8 + body) != c) changed = 1, fz_st32(b + pos + 8 + body, c);
+            pos += 12 + body;
+        } else if (!memcmp(b + pos, "CKCH", 4)) {
+            if (32 > end - pos) break;
+            size_t pl = fz_ld32(b + pos + 12);
+            if (pl > end - pos - 32) break;
+            c = crc32c(0, b + pos + 32, pl);
+            if (fz_ld32(b + pos + 24) != c) changed = 1, fz_st32(b + pos + 24, c);
+            c = crc32c(0, b + pos, 28);
+            if (fz_ld32(b + pos + 28) != c) changed = 1, fz_st32(b + pos + 28, c);
+            pos += 32 + pl;
+        } else {
+            break;
+        }
+    }
+    uint8_t *t = b + n - 40;
+    if (pos + 4 <= end && !memcmp(b + pos, "CKIX", 4)) {
+        /* point the trailer at the index that follows the last frame */
+        for (int i = 0; i < 8; i++) t[i] = (uint8_t)((uint64_t)pos >> (8 * i));
+        for (int i = 0; i < 8; i++) t[8 + i] = (uint8_t)((uint64_t)(end - pos) >> (8 * i));
+        fz_st32(t + 28, crc32c(0, b + pos, end - pos));
+    }
+    memcpy(t + 32, "CKTR", 4);
+    fz_st32(t + 36, crc32c(0, t, 36));
+    if (fz_ld32(t + 36) != before) changed = 1;
+    return changed;
+}
+
+static void run_all(const uint8_t *data, size_t size)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    if (!ctx) return;
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = 1;
+    p.mem_limit = (size_t)64 << 20;
+
+    /* streaming, test mode, in odd pieces */
+    fz_reader r = {data, size, 0, 1021};
+    ckpz_stats st;
+    ckpz_error e = ckpz_decompress_stream(ctx, &p, fz_read, &r, NULL, NULL, &st);
+    need_message(e, ctx, "decompress_stream(wr=NULL)");
+    ckpz_error e_test = e;
+
+    /* streaming into a sink, whole reads */
+    fz_sink sink = {0};
+    r = (fz_reader){data, size, 0, 0};
+    e = ckpz_decompress_stream(ctx, &p, fz_read, &r, fz_discard, &sink, &st);
+    need_message(e, ctx, "decompress_stream");
+    if ((e == CKPZ_OK) != (e_test == CKPZ_OK)) {
+        fprintf(stderr, "test mode and decoding disagree: %s vs %s\n", ckpz_error_name(e_test), ckpz_error_name(e));
+        abort();
+    }
+    if (e == CKPZ_OK && sink.bytes != st.original_bytes) abort();
+
+    /* the size a caller would allocate */
+    uint64_t osz = 0;
+    ckpz_error e_size = ckpz_original_size(ctx, data, size, &osz);
+    need_message(e_size, ctx, "original_size");
+    if (e == CKPZ_OK && (e_size != CKPZ_OK || osz != sink.bytes)) {
+        fprintf(stderr, "decoded %llu bytes but ckpz_original_size says %s/%llu\n", (unsigned long long)sink.bytes,
+                ckpz_error_name(e_size), (unsigned long long)osz);
+        abort();
+    }
+
+    /* random access */
+    fz_file f = {data, size};
+    ckpz_archive *a = NULL;
+    e = ckpz_archive_open(ctx, &p, fz_pread, &f, size, &a);
+    need_message(e, ctx, "archive_open");
+    if (e == CKPZ_OK) {
+        ckpz_archive_info info;
+        ckpz_archive_get_info(a, &info);
+        uint64_t total = 0;
+        int all_ok = 1;
+        for (uint64_t i = 0; i < info.entries; i++) {
+            ckpz_entry en;
+            if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) abort();
+            if (i == 0 && en.name[0]) {
+                uint64_t idx;
+                ckpz_archive_find(ctx, a, en.name, &idx);
+            }
+            fz_sink es = {0};
+            e = ckpz_archive_extract(ctx, a, i, fz_discard, &es);
+            need_message(e, ctx, "archive_extract");
+            if (e == CKPZ_OK && es.bytes != en.length) {
+                fprintf(stderr, "entry %llu: extracted %llu bytes, index says %llu\n", (unsigned long long)i,
+                        (unsigned long long)es.bytes, (unsigned long long)en.length);
+                abort();
+            }
+            all_ok &= e == CKPZ_OK;
+            total += es.bytes;
+        }
+        if (all_ok && total != info.original_size) abort();
+        ckpz_archive_close(a);
+    }
+    ckpz_ctx_free(ctx);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    run_all(data, size);
+    if (size >= 72 && size <= ((size_t)4 << 20)) {
+        uint8_t *copy = malloc(size);
+        if (!copy) return 0;
+        memcpy(copy, data, size);
+        if (reseal(copy, size)) run_all(copy, size);
+        free(copy);
+    }
+    return 0;
+}

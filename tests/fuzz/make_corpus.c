@@ -1,0 +1,181 @@
+/* make_corpus.c — writes the seed corpora of tests/fuzz/corpus/ (not part of the
+ * build; rerun it when the format changes):
+ *   cc -O2 -Iinclude -Ilib tests/fuzz/make_corpus.c build/libckpz.a -lzstd -lpthread -lm -o /tmp/mkc
+ *   /tmp/mkc tests/fuzz/corpus
+ * decompress/: small valid .ckpz files (< 20 KB: safetensors, npy, raw floats and ints
+ * at several levels so that every codec and transform appears, several chunks, an empty
+ * original) and a few damaged copies; roundtrip/: small originals. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpz.h"
+
+static uint64_t s = 0x1234567887654321ull;
+static uint64_t rnd(void)
+{
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+static double gauss(void)
+{
+    double a = ((rnd() >> 11) + 1.0) / 9007199254740993.0, b = (rnd() >> 11) / 9007199254740992.0;
+    return sqrt(-2 * log(a)) * cos(6.283185307179586 * b);
+}
+
+static const char *dir;
+
+static void put(const char *sub, const char *name, const void *p, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static void *ckpz(const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype dt, int level, size_t *zl)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.chunk_size = 65536;
+    p.threads = 1;
+    p.level = level;
+    p.format = fmt;
+    p.raw_dtype = dt;
+    void *z = NULL;
+    if (ckpz_compress_buffer(ctx, &p, src, n, &z, zl)) {
+        fprintf(stderr, "compress: %s\n", ckpz_ctx_message(ctx));
+        exit(1);
+    }
+    ckpz_ctx_free(ctx);
+    if (*zl > 20000) {
+        fprintf(stderr, "seed too large: %zu\n", *zl);
+        exit(1);
+    }
+    return z;
+}
+
+static void seed(const char *name, const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype dt, int level,
+                 int damaged)
+{
+    size_t zl;
+    uint8_t *z = ckpz(src, n, fmt, dt, level, &zl);
+    char nm[256];
+    snprintf(nm, sizeof nm, "%s.ckpz", name);
+    put("decompress", nm, z, zl);
+    if (damaged) {
+        snprintf(nm, sizeof nm, "%s-truncated.ckpz", name);
+        put("decompress", nm, z, zl * 2 / 3);
+        z[zl / 2] ^= 0x10;
+        snprintf(nm, sizeof nm, "%s-bitflip.ckpz", name);
+        put("decompress", nm, z, zl);
+    }
+    ckpz_free(z);
+}
+
+static size_t safetensors(uint8_t *p, size_t na, size_t nb)
+{
+    char json[400];
+    int jl = snprintf(json, sizeof json,
+                      "{\"__metadata__\":{\"format\":\"pt\"},\"w.a\":{\"dtype\":\"BF16\",\"shape\":[%zu],"
+                      "\"data_offsets\":[0,%zu]},\"w.b\":{\"dtype\":\"F32\",\"shape\":[%zu,1],"
+                      "\"data_offsets\":[%zu,%zu]}}",
+                      na, 2 * na, nb, 2 * na, 2 * na + 4 * nb);
+    size_t hl = ((size_t)jl + 7) & ~(size_t)7;
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    memset(p + 8, ' ', hl);
+    memcpy(p + 8, json, (size_t)jl);
+    uint8_t *d = p + 8 + hl;
+    for (size_t i = 0; i < na; i++, d += 2) {
+        float f = (float)(gauss() * 0.02);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        d[0] = (uint8_t)(u >> 16);
+        d[1] = (uint8_t)(u >> 24);
+    }
+    for (size_t i = 0; i < nb; i++, d += 4) {
+        float f = (float)(gauss() * 0.1);
+        memcpy(d, &f, 4);
+    }
+    return 8 + hl + 2 * na + 4 * nb;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) return 2;
+    dir = argv[1];
+    static uint8_t buf[400000];
+    size_t n;
+
+    n = safetensors(buf, 3000, 1500);
+    seed("safetensors-l3", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 1);
+    put("roundtrip", "safetensors", buf, 2000 < n ? 2000 : n);
+    seed("safetensors-l9", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 9, 0);
+
+    /* npy: header + f16 data */
+    const char *hdr = "{'descr': '<f2', 'fortran_order': False, 'shape': (1500,), }";
+    size_t hl = 10 + strlen(hdr) + 1;
+    size_t pad = (64 - hl % 64) % 64;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(hl + pad - 10);
+    buf[9] = (uint8_t)((hl + pad - 10) >> 8);
+    memcpy(buf + 10, hdr, strlen(hdr));
+    memset(buf + 10 + strlen(hdr), ' ', pad);
+    buf[hl + pad - 1] = '\n';
+    for (size_t i = 0; i < 1500; i++) {
+        uint16_t h = (uint16_t)(0x3000 + (int)(gauss() * 200));
+        buf[hl + pad + 2 * i] = (uint8_t)h;
+        buf[hl + pad + 2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    n = hl + pad + 3000;
+    seed("npy-f16", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 6, 1);
+    put("roundtrip", "npy-f16", buf, n);
+
+    /* several chunks of small integers: compresses to a few KB */
+    for (size_t i = 0; i < 160000; i += 4) {
+        int32_t v = (int32_t)(gauss() * 0.7);
+        memcpy(buf + i, &v, 4);
+    }
+    seed("raw-i32-multichunk", buf, 160002, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 3, 1);
+    seed("raw-i32-multichunk-l9", buf, 160000, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9, 0);
+    put("roundtrip", "i32", buf, 1024);
+
+    /* constant planes, and a zstd-friendly opaque text */
+    memset(buf, 0, 200000);
+    seed("zeros-multichunk", buf, 200000, CKPZ_INPUT_RAW, CKPZ_DTYPE_F64, 1, 0);
+    n = 0;
+    while (n < 150000) n += (size_t)sprintf((char *)buf + n, "layer.%zu.weight = %zu;\n", n % 977, n % 13);
+    seed("text-zstd", buf, n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 5, 1);
+    put("roundtrip", "text", buf, 1500);
+
+    /* f32 and bf16 gaussian floats (rans0 / rans1 exponent planes), odd lengths */
+    for (size_t i = 0; i < 4001; i++) {
+        float f = (float)(gauss() * 0.05);
+        memcpy(buf + 4 * i, &f, 4);
+    }
+    seed("raw-f32", buf, 4 * 4001 + 3, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 9, 0);
+    seed("raw-bf16-l9", buf, 9001, CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 9, 0);
+    buf[0] = 0x83; /* dtype 3 (f32), tiled */
+    buf[1] = 8;
+    put("roundtrip", "f32-tiled", buf, 402);
+    buf[0] = 0x01;
+    buf[1] = 2;
+    put("roundtrip", "bf16", buf, 3001);
+
+    /* stored: random bytes; empty original; a tiny one */
+    for (size_t i = 0; i < 3000; i++) buf[i] = (uint8_t)rnd();
+    seed("raw-random", buf, 3000, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1, 0);
+    put("roundtrip", "random", buf, 700);
+    seed("empty", buf, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
+    seed("one-byte", "x", 1, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
+    put("roundtrip", "empty", buf, 0);
+    put("roundtrip", "one-byte", "\x8a", 1);
+    return 0;
+}

@@ -1,0 +1,948 @@
+/* test_corrupt.c — hostile and damaged .ckpz input.
+ *
+ * Builds a few archives with the public API (a safetensors-like file with a BF16 and an
+ * F32 tensor, a raw random buffer, a raw I32 dump, an empty input; 64 KiB chunks so
+ * that there are several), finds every section of each file by walking the documented
+ * layout (doc/format.md), and then damages them:
+ *
+ *   - bit flips in the file header, every entry frame, every chunk frame header, the
+ *     plane descriptors and strided payload positions of every chunk, the index and
+ *     the trailer. A plain flip must be refused by every reader (the archive reader,
+ *     which never reads entry frames, may instead return the exact original bytes).
+ *   - the same flips "resealed": every checksum recomputed at its original place, so
+ *     that the damaged field itself (a length, a count, a reserved byte, a codec id,
+ *     coded data) reaches the parsers and decoders. Those must fail or return exactly
+ *     the original bytes; a reserved field must always fail.
+ *   - truncation at every section boundary and at 200 strided lengths; appended
+ *     garbage; two archives concatenated; foreign inputs; hostile trailers and
+ *     indexes with correct checksums that claim huge sizes and counts.
+ *
+ * Every reader is run: ckpz_decompress_buffer (1 and 2 threads), ckpz_decompress_stream
+ * with wr = NULL (test mode) fed in odd-sized pieces, and ckpz_archive_open + extract of
+ * every entry. No call may crash, every failure must leave a message, and damage inside
+ * a chunk must be reported with the chunk number (and the tensor name for payloads).
+ *
+ * Exit status: 0 if every check passed; each failed check is printed.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <zstd.h>
+
+#include "ckpz.h"
+#include "common/crc32c.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CKPZ_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKPZ_TEST_ASAN 1
+#endif
+#endif
+
+#ifdef CKPZ_TEST_ASAN
+/* Under ASan any allocation above 256 MiB is reported as an error (a hostile header
+ * that makes the library reserve gigabytes fails the test instead of passing). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "max_allocation_size_mb=256"; }
+#endif
+
+/* ---- checks ------------------------------------------------------------------------ */
+static unsigned long n_checks, n_failed;
+static const int verbose = 0;
+
+static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void failf(const char *fmt, ...)
+{
+    n_failed++;
+    if (n_failed > 60) return; /* keep the log readable */
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("FAIL: ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    fflush(stdout);
+}
+
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        n_checks++;                                                                                          \
+        if (!(cond)) failf(__VA_ARGS__);                                                                     \
+    } while (0)
+
+/* ---- little-endian helpers ---------------------------------------------------------- */
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+static void wr32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void wr64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- deterministic data --------------------------------------------------------------- */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void)
+{
+    uint64_t x = rng_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    rng_state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+static double gauss(void)
+{
+    double u1 = ((rng() >> 11) + 1.0) / 9007199254740993.0, u2 = (rng() >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static uint8_t *make_safetensors(size_t na, size_t nb, size_t *len)
+{
+    char json[512];
+    int jl = snprintf(json, sizeof json,
+                      "{\"a\":{\"dtype\":\"BF16\",\"shape\":[%zu],\"data_offsets\":[0,%zu]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}",
+                      na, 2 * na, nb, 2 * na, 2 * na + 4 * nb);
+    size_t hl = ((size_t)jl + 7) & ~(size_t)7;
+    size_t n = 8 + hl + 2 * na + 4 * nb;
+    uint8_t *p = malloc(n);
+    wr64(p, hl);
+    memset(p + 8, ' ', hl);
+    memcpy(p + 8, json, (size_t)jl);
+    uint8_t *d = p + 8 + hl;
+    for (size_t i = 0; i < na; i++, d += 2) {
+        float f = (float)(gauss() * 0.02);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        d[0] = (uint8_t)(u >> 16);
+        d[1] = (uint8_t)(u >> 24);
+    }
+    for (size_t i = 0; i < nb; i++, d += 4) {
+        float f = (float)(gauss() * 0.05);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        wr32(d, u);
+    }
+    *len = n;
+    return p;
+}
+
+/* ---- memory I/O ------------------------------------------------------------------------- */
+typedef struct {
+    const uint8_t *p;
+    size_t n, pos, piece;
+} mreader;
+
+static ptrdiff_t m_read(void *v, void *buf, size_t n)
+{
+    mreader *m = v;
+    if (m->piece && n > m->piece) n = m->piece; /* odd-sized short reads */
+    if (n > m->n - m->pos) n = m->n - m->pos;
+    memcpy(buf, m->p + m->pos, n);
+    m->pos += n;
+    return (ptrdiff_t)n;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} mfile;
+
+static int m_pread(void *v, void *buf, size_t n, uint64_t off)
+{
+    mfile *f = v;
+    if (off > f->n || n > f->n - off) return -1;
+    memcpy(buf, f->p + off, n);
+    return 0;
+}
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int overflow;
+} mwriter;
+
+static int m_write(void *v, const void *buf, size_t n)
+{
+    mwriter *w = v;
+    if (n > w->cap - w->n) {
+        w->overflow = 1;
+        return -1;
+    }
+    memcpy(w->p + w->n, buf, n);
+    w->n += n;
+    return 0;
+}
+
+/* ---- layout of a valid file (doc/format.md) -------------------------------------------------- */
+enum { SEC_HEADER, SEC_ENTRY, SEC_CHUNK, SEC_INDEX, SEC_TRAILER };
+static const char *sec_name[] = {"file header", "entry frame", "chunk frame", "index", "trailer"};
+
+typedef struct {
+    int kind;
+    size_t off, len; /* whole section */
+    size_t body;     /* entry frame: B; chunk: P */
+    long no;         /* entry number or chunk number */
+    long entry;      /* chunk: owning entry */
+    unsigned nplanes;
+} section;
+
+typedef struct {
+    char name[64];
+    int tensor; /* dtype != NONE */
+    uint64_t offset, length;
+} entry_ref;
+
+typedef struct {
+    const char *label;
+    const uint8_t *orig;
+    size_t olen;
+    uint8_t *z;
+    size_t zlen;
+    section sec[256];
+    size_t nsec;
+    entry_ref ent[64];
+    size_t nent;
+    size_t nchunks;
+    unsigned codec_seen[8];
+} sample;
+
+static int parse_layout(sample *s)
+{
+    const uint8_t *z = s->z;
+    size_t n = s->zlen, pos = 32;
+    s->nsec = 0;
+    if (n < 32 + 24 + 40) return -1;
+    s->sec[s->nsec++] = (section){SEC_HEADER, 0, 32, 0, 0, -1, 0};
+    long ne = 0, nc = 0;
+    for (;;) {
+        if (pos + 4 > n - 40 || s->nsec >= 250) return -1;
+        uint32_t tag = rd32(z + pos);
+        if (!memcmp(z + pos, "CKIX", 4)) break;
+        if (!memcmp(z + pos, "CKEN", 4)) {
+            size_t b = rd32(z + pos + 4);
+            s->sec[s->nsec++] = (section){SEC_ENTRY, pos, 12 + b, b, ne++, -1, 0};
+            pos += 12 + b;
+        } else if (!memcmp(z + pos, "CKCH", 4)) {
+            size_t p = rd32(z + pos + 12);
+            unsigned np = z[pos + 18];
+            s->sec[s->nsec++] = (section){SEC_CHUNK, pos, 32 + p, p, nc++, (long)rd32(z + pos + 4), np};
+            for (unsigned i = 0; i < np; i++) {
+                unsigned c = z[pos + 32 + 8 * i];
+                s->codec_seen[c < 8 ? c : 7]++;
+            }
+            pos += 32 + p;
+        } else {
+            (void)tag;
+            return -1;
+        }
+    }
+    s->sec[s->nsec++] = (section){SEC_INDEX, pos, n - 40 - pos, 0, 0, -1, 0};
+    s->sec[s->nsec++] = (section){SEC_TRAILER, n - 40, 40, 0, 0, -1, 0};
+    s->nchunks = (size_t)nc;
+    return 0;
+}
+
+/* Recomputes every checksum of a copy of s->z at the places the valid layout has them. */
+static void reseal(const sample *s, uint8_t *b)
+{
+    for (size_t i = 0; i < s->nsec; i++) {
+        const section *c = &s->sec[i];
+        uint8_t *p = b + c->off;
+        switch (c->kind) {
+        case SEC_HEADER: wr32(p + 28, crc32c(0, p, 28)); break;
+        case SEC_ENTRY: wr32(p + 8 + c->body, crc32c(0, p, 8 + c->body)); break;
+        case SEC_CHUNK:
+            wr32(p + 24, crc32c(0, p + 32, c->body));
+            wr32(p + 28, crc32c(0, p, 28));
+            break;
+        case SEC_INDEX: wr32(b + s->zlen - 40 + 28, crc32c(0, p, c->len)); break;
+        case SEC_TRAILER: wr32(p + 36, crc32c(0, p, 36)); break;
+        }
+    }
+}
+
+/* ---- running every reader on one damaged copy ---------------------------------------- */
+enum { MUST_FAIL = 1, FAIL_OR_SAME = 2 };
+
+typedef struct {
+    int expect;            /* MUST_FAIL or FAIL_OR_SAME */
+    int archive_may_pass;  /* plain flip the archive reader never reads (entry frames) */
+    long chunk;            /* >= 0: the message must name "chunk N" */
+    const char *tensor;    /* non-NULL: the message must also name it */
+    int trunc_codes;       /* only TRUNCATED/NOT_CKPZ/CORRUPT/CHECKSUM accepted */
+    int forbid_nomem;      /* NOMEM means a huge allocation was attempted */
+} expectation;
+
+static int names_chunk(const char *msg, long chunk)
+{
+    char pat[48];
+    int pl = snprintf(pat, sizeof pat, "chunk %ld", chunk);
+    for (const char *q = strstr(msg, pat); q; q = strstr(q + 1, pat))
+        if (q[pl] < '0' || q[pl] > '9') return 1;
+    return 0;
+}
+
+static int trunc_code_ok(ckpz_error e)
+{
+    return e == CKPZ_ERR_TRUNCATED || e == CKPZ_ERR_NOT_CKPZ || e == CKPZ_ERR_CORRUPT || e == CKPZ_ERR_CHECKSUM;
+}
+
+static void check_error(const char *reader, const char *what, ckpz_error e, const char *msg,
+                        const expectation *x, int naming)
+{
+    CHECK(msg && msg[0], "%s: %s: error %d (%s) without a message", what, reader, e, ckpz_error_name(e));
+    if (x->trunc_codes)
+        CHECK(trunc_code_ok(e), "%s: %s: unexpected code %d (%s): %s", what, reader, e, ckpz_error_name(e), msg);
+    if (x->forbid_nomem)
+        CHECK(e != CKPZ_ERR_NOMEM, "%s: %s: CKPZ_ERR_NOMEM (tried a huge allocation?): %s", what, reader, msg);
+    CHECK(e != CKPZ_ERR_INTERNAL && e != CKPZ_ERR_PARAM, "%s: %s: code %d (%s): %s", what, reader, e,
+          ckpz_error_name(e), msg);
+    if (naming && x->chunk >= 0) {
+        CHECK(names_chunk(msg, x->chunk), "%s: %s: message does not name chunk %ld: \"%s\"", what, reader, x->chunk,
+              msg);
+        if (x->tensor) {
+            char q[80];
+            snprintf(q, sizeof q, "'%s'", x->tensor);
+            CHECK(strstr(msg, q) != NULL, "%s: %s: message does not name tensor %s: \"%s\"", what, reader, q, msg);
+        }
+    }
+}
+
+static void run_readers(const sample *s, const uint8_t *b, size_t len, const expectation *x, const char *what,
+                        size_t mem_limit)
+{
+    expectation same;
+    if (len == s->zlen && !memcmp(b, s->z, len) && x->expect == MUST_FAIL) {
+        /* the rewrite happened to reproduce the intact file (e.g. the empty sample) */
+        same = *x;
+        same.expect = FAIL_OR_SAME;
+        x = &same;
+    }
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    uint8_t *dst = malloc(s->olen + 1);
+    int buf_ok[2] = {0, 0};
+
+    /* one-shot buffer, 1 and 2 threads */
+    for (int t = 1; t <= 2; t++) {
+        ckpz_params_init(&p);
+        p.threads = t;
+        p.mem_limit = mem_limit;
+        char reader[40];
+        snprintf(reader, sizeof reader, "decompress_buffer(threads=%d)", t);
+        memset(dst, 0xA5, s->olen + 1);
+        ckpz_error e = ckpz_decompress_buffer(ctx, &p, b, len, dst, s->olen);
+        if (e == CKPZ_OK) {
+            buf_ok[t - 1] = 1;
+            CHECK(x->expect != MUST_FAIL, "%s: %s returned CKPZ_OK", what, reader);
+            CHECK(!memcmp(dst, s->orig, s->olen), "%s: %s returned CKPZ_OK with wrong bytes", what, reader);
+        } else {
+            check_error(reader, what, e, ckpz_ctx_message(ctx), x, 1);
+        }
+    }
+    CHECK(buf_ok[0] == buf_ok[1], "%s: 1 and 2 threads disagree", what);
+
+    /* streaming test mode, fed in odd pieces */
+    {
+        ckpz_params_init(&p);
+        p.threads = 1;
+        p.mem_limit = mem_limit;
+        mreader r = {b, len, 0, 4093};
+        ckpz_stats st;
+        ckpz_error e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, &st);
+        if (e == CKPZ_OK) {
+            CHECK(x->expect != MUST_FAIL, "%s: decompress_stream(wr=NULL) returned CKPZ_OK", what);
+            CHECK(buf_ok[0], "%s: decompress_stream(wr=NULL) OK but decompress_buffer failed", what);
+            CHECK(st.original_bytes == s->olen, "%s: decompress_stream(wr=NULL) OK with %llu bytes, not %zu", what,
+                  (unsigned long long)st.original_bytes, s->olen);
+        } else {
+            check_error("decompress_stream(wr=NULL)", what, e, ckpz_ctx_message(ctx), x, 1);
+            CHECK(!buf_ok[0], "%s: decompress_stream(wr=NULL) failed but decompress_buffer succeeded", what);
+        }
+    }
+
+    /* random access */
+    {
+        ckpz_params_init(&p);
+        p.threads = 1;
+        p.mem_limit = mem_limit;
+        mfile f = {b, len};
+        ckpz_archive *a = NULL;
+        ckpz_error e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+        int any_fail = e != CKPZ_OK;
+        if (e) {
+            check_error("archive_open", what, e, ckpz_ctx_message(ctx), x, 0);
+            CHECK(a == NULL, "%s: archive_open failed but returned an archive", what);
+        } else {
+            ckpz_archive_info info;
+            ckpz_archive_get_info(a, &info);
+            CHECK(info.original_size == s->olen, "%s: archive_open OK with original size %llu, not %zu", what,
+                  (unsigned long long)info.original_size, s->olen);
+            mwriter w = {dst, 0, s->olen + 1, 0};
+            for (uint64_t i = 0; i < info.entries; i++) {
+                ckpz_entry en;
+                if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) {
+                    CHECK(0, "%s: archive_entry(%llu) failed", what, (unsigned long long)i);
+                    continue;
+                }
+                w.n = 0;
+                w.cap = s->olen + 1;
+                e = ckpz_archive_extract(ctx, a, i, m_write, &w);
+                char reader[48];
+                snprintf(reader, sizeof reader, "archive_extract(%llu)", (unsigned long long)i);
+                if (e == CKPZ_OK) {
+                    int same = en.offset <= s->olen && en.length <= s->olen - en.offset && w.n == en.length &&
+                               !memcmp(dst, s->orig + en.offset, w.n);
+                    CHECK(same, "%s: %s returned CKPZ_OK with wrong bytes", what, reader);
+                } else {
+                    any_fail = 1;
+                    check_error(reader, what, e, ckpz_ctx_message(ctx), x, 1);
+                }
+            }
+            ckpz_archive_close(a);
+        }
+        if (x->expect == MUST_FAIL && !x->archive_may_pass)
+            CHECK(any_fail, "%s: archive_open and every archive_extract returned CKPZ_OK", what);
+    }
+    free(dst);
+    ckpz_ctx_free(ctx);
+}
+
+/* ---- the tests ----------------------------------------------------------------------------- */
+static int build_sample(sample *s, const char *label, const uint8_t *orig, size_t olen, ckpz_input_format fmt,
+                        ckpz_dtype dt, int level)
+{
+    memset(s, 0, sizeof *s);
+    s->label = label;
+    s->orig = orig;
+    s->olen = olen;
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.chunk_size = 65536;
+    p.threads = 2;
+    p.level = level;
+    p.format = fmt;
+    p.raw_dtype = dt;
+    void *z = NULL;
+    size_t zl = 0;
+    ckpz_error e = ckpz_compress_buffer(ctx, &p, orig, olen, &z, &zl);
+    CHECK(e == CKPZ_OK, "%s: compress failed: %s: %s", label, ckpz_error_name(e), ckpz_ctx_message(ctx));
+    if (e) {
+        ckpz_ctx_free(ctx);
+        return -1;
+    }
+    s->z = z;
+    s->zlen = zl;
+    /* the intact file must round-trip through every reader */
+    expectation ok = {FAIL_OR_SAME, 0, -1, NULL, 0, 0};
+    uint8_t *dst = malloc(olen + 1);
+    ckpz_params_init(&p);
+    e = ckpz_decompress_buffer(ctx, &p, z, zl, dst, olen);
+    CHECK(e == CKPZ_OK && !memcmp(dst, orig, olen), "%s: intact file does not round-trip: %s", label,
+          ckpz_ctx_message(ctx));
+    free(dst);
+    CHECK(parse_layout(s) == 0, "%s: cannot walk the layout of the intact file", label);
+    mfile f = {s->z, s->zlen};
+    ckpz_archive *a = NULL;
+    e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a);
+    CHECK(e == CKPZ_OK, "%s: cannot open the intact archive: %s", label, ckpz_ctx_message(ctx));
+    if (a) {
+        ckpz_archive_info info;
+        ckpz_archive_get_info(a, &info);
+        CHECK(info.chunks == s->nchunks, "%s: archive has %llu chunks, layout walk found %zu", label,
+              (unsigned long long)info.chunks, s->nchunks);
+        for (uint64_t i = 0; i < info.entries && i < 64; i++) {
+            ckpz_entry en;
+            ckpz_archive_entry(a, i, &en);
+            snprintf(s->ent[i].name, sizeof s->ent[i].name, "%s", en.name);
+            s->ent[i].tensor = en.dtype != CKPZ_DTYPE_NONE;
+            s->ent[i].offset = en.offset;
+            s->ent[i].length = en.length;
+            s->nent = i + 1;
+        }
+        ckpz_archive_close(a);
+    }
+    run_readers(s, s->z, s->zlen, &ok, label, 0);
+    ckpz_ctx_free(ctx);
+    printf("%s: %zu -> %zu bytes, %zu entries, %zu chunks, codecs stored/const/rans0/rans1/zstd = %u/%u/%u/%u/%u\n",
+           label, olen, zl, s->nent, s->nchunks, s->codec_seen[0], s->codec_seen[1], s->codec_seen[2],
+           s->codec_seen[3], s->codec_seen[4]);
+    return 0;
+}
+
+/* Positions to damage in one section, with what the message must name. */
+static void flip_at(const sample *s, const section *c, size_t pos, unsigned bit, int resealed, uint8_t *buf)
+{
+    memcpy(buf, s->z, s->zlen);
+    buf[pos] ^= (uint8_t)(1u << bit);
+    if (resealed) reseal(s, buf);
+    if (resealed && !memcmp(buf, s->z, s->zlen)) return; /* the flip was in a checksum: undone */
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    size_t rel = pos - c->off;
+    if (c->kind == SEC_ENTRY) x.archive_may_pass = 1;
+    if (c->kind == SEC_CHUNK) {
+        x.chunk = c->no;
+        if (rel >= 32 && !resealed && c->entry >= 0 && (size_t)c->entry < s->nent && s->ent[c->entry].tensor)
+            x.tensor = s->ent[c->entry].name;
+    }
+    if (resealed) {
+        x.expect = FAIL_OR_SAME;
+        x.chunk = -1;
+        x.tensor = NULL;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s: %s%s %ld, byte %zu (file offset %zu) bit %u", s->label,
+             resealed ? "resealed flip in " : "flip in ", sec_name[c->kind], c->no, rel, pos, bit);
+    run_readers(s, buf, s->zlen, &x, what, 0);
+}
+
+static void test_flips(const sample *s)
+{
+    uint8_t *buf = malloc(s->zlen);
+    unsigned long before = n_checks;
+    for (int resealed = 0; resealed <= 1; resealed++) {
+        for (size_t i = 0; i < s->nsec; i++) {
+            const section *c = &s->sec[i];
+            size_t all = c->len; /* every byte of small sections */
+            if (c->kind == SEC_CHUNK) all = 32 + 8 * (size_t)c->nplanes; /* header + descriptors */
+            if (c->kind == SEC_INDEX && all > 4096) all = 4096;
+            for (size_t k = 0; k < all && k < c->len; k++)
+                flip_at(s, c, c->off + k, (unsigned)((k * 3 + (size_t)resealed) & 7), resealed, buf);
+            if (c->kind == SEC_CHUNK || (c->kind == SEC_INDEX && c->len > all)) {
+                /* strided positions through the rest */
+                size_t start = all, rest = c->len - all;
+                for (int k = 0; k < 12 && rest; k++) {
+                    size_t at = start + (rest - 1) * (size_t)k / 11;
+                    flip_at(s, c, c->off + at, (unsigned)(k & 7), resealed, buf);
+                }
+                flip_at(s, c, c->off + c->len - 1, 0, resealed, buf);
+            }
+        }
+    }
+    free(buf);
+    printf("%s: bit flips: %lu checks\n", s->label, n_checks - before);
+}
+
+/* Resealed single-byte rewrites of fields that are reserved (must be zero) or that have
+ * a fixed valid set: the decoder must refuse them even though every checksum holds. */
+static void test_reserved(const sample *s)
+{
+    uint8_t *buf = malloc(s->zlen);
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    char what[160];
+    for (size_t i = 0; i < s->nsec; i++) {
+        const section *c = &s->sec[i];
+        size_t fields[24];
+        size_t nf = 0;
+        int archive_may_pass = 0;
+        switch (c->kind) {
+        case SEC_HEADER:
+            fields[nf++] = 8;  /* version */
+            fields[nf++] = 10; /* flags */
+            fields[nf++] = 11;
+            for (size_t k = 17; k < 28; k++) fields[nf++] = k;
+            break;
+        case SEC_ENTRY:
+            fields[nf++] = 8 + 1; /* reserved byte of the record */
+            fields[nf++] = 8 + 0; /* dtype: 0x80 is no dtype */
+            archive_may_pass = 1;
+            break;
+        case SEC_CHUNK:
+            fields[nf++] = 19; /* reserved */
+            fields[nf++] = 16; /* transform */
+            fields[nf++] = 18; /* plane count */
+            for (unsigned pl = 0; pl < c->nplanes && nf < 22; pl++) {
+                fields[nf++] = 32 + 8 * pl + 1; /* descriptor reserved bytes */
+                if (pl == 0) fields[nf++] = 32 + 8 * pl; /* codec id */
+            }
+            break;
+        case SEC_INDEX:
+            fields[nf++] = 4; /* reserved */
+            fields[nf++] = 7;
+            if (c->len > 25) fields[nf++] = 24 + 1; /* first record's reserved byte */
+            break;
+        default: break;
+        }
+        for (size_t k = 0; k < nf; k++) {
+            memcpy(buf, s->z, s->zlen);
+            buf[c->off + fields[k]] ^= 0x80;
+            reseal(s, buf);
+            x.archive_may_pass = archive_may_pass;
+            x.chunk = c->kind == SEC_CHUNK ? c->no : -1;
+            snprintf(what, sizeof what, "%s: resealed reserved/enum field in %s %ld at byte %zu", s->label,
+                     sec_name[c->kind], c->no, fields[k]);
+            run_readers(s, buf, s->zlen, &x, what, 0);
+        }
+    }
+    free(buf);
+}
+
+static void test_truncation(const sample *s)
+{
+    size_t cuts[2048];
+    size_t n = 0;
+    cuts[n++] = 0;
+    cuts[n++] = 1;
+    cuts[n++] = 7;
+    cuts[n++] = 8;
+    cuts[n++] = 31;
+    for (size_t i = 0; i < s->nsec && n < 1900; i++) {
+        const section *c = &s->sec[i];
+        size_t pts[] = {c->off, c->off + 1, c->off + 4, c->off + 8, c->off + c->len / 2, c->off + c->len - 1,
+                        c->off + 16, c->off + 31, c->off + 32, c->off + 40, c->off + c->len - 4};
+        for (size_t k = 0; k < sizeof pts / sizeof *pts; k++)
+            if (pts[k] < s->zlen && pts[k] >= c->off && pts[k] < c->off + c->len) cuts[n++] = pts[k];
+    }
+    size_t step = s->zlen / 200 ? s->zlen / 200 : 1;
+    for (size_t l = 0; l < s->zlen && n < 2040; l += step) cuts[n++] = l;
+    cuts[n++] = s->zlen - 1;
+    expectation x = {MUST_FAIL, 0, -1, NULL, 1, 0};
+    char what[128];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(what, sizeof what, "%s: truncated to %zu of %zu bytes", s->label, cuts[i], s->zlen);
+        run_readers(s, s->z, cuts[i], &x, what, 0);
+        ckpz_ctx *ctx = ckpz_ctx_create();
+        uint64_t osz;
+        ckpz_error e = ckpz_original_size(ctx, s->z, cuts[i], &osz);
+        CHECK(e != CKPZ_OK, "%s: ckpz_original_size returned CKPZ_OK", what);
+        ckpz_ctx_free(ctx);
+    }
+    printf("%s: %zu truncations\n", s->label, n);
+}
+
+static void test_appended(const sample *s, const sample *other)
+{
+    size_t extra = s->zlen + other->zlen + 4096;
+    uint8_t *buf = malloc(s->zlen + extra);
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    char what[160];
+    struct {
+        const char *name;
+        size_t n;
+        int kind;
+    } cases[] = {{"1 zero byte", 1, 0},         {"7 random bytes", 7, 1},       {"40 zero bytes", 40, 0},
+                 {"100 random bytes", 100, 1}, {"a copy of the trailer", 40, 2}, {"index+trailer again", 0, 3},
+                 {"the same file", 0, 4},      {"another ckpz file", 0, 5}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        memcpy(buf, s->z, s->zlen);
+        size_t n = cases[i].n;
+        uint8_t *t = buf + s->zlen;
+        const section *ix = &s->sec[s->nsec - 2];
+        switch (cases[i].kind) {
+        case 0: memset(t, 0, n); break;
+        case 1:
+            for (size_t k = 0; k < n; k++) t[k] = (uint8_t)rng();
+            break;
+        case 2: memcpy(t, s->z + s->zlen - 40, 40); break;
+        case 3:
+            n = ix->len + 40;
+            memcpy(t, s->z + ix->off, n);
+            break;
+        case 4:
+            n = s->zlen;
+            memcpy(t, s->z, n);
+            break;
+        case 5:
+            n = other->zlen;
+            memcpy(t, other->z, n);
+            break;
+        }
+        snprintf(what, sizeof what, "%s: appended %s", s->label, cases[i].name);
+        run_readers(s, buf, s->zlen + n, &x, what, 0);
+    }
+    free(buf);
+}
+
+static void test_foreign(void)
+{
+    uint8_t buf[4096];
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = 1;
+    struct {
+        const char *name;
+        size_t n;
+    } cases[6] = {{"empty input", 0}, {"zstd frame", 0}, {"random bytes", 1000}, {"PNG header", 0},
+                  {"one byte", 1},    {"7 bytes of magic", 7}};
+    uint8_t src[3000];
+    for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k % 17);
+    for (int c = 0; c < 6; c++) {
+        size_t n = cases[c].n;
+        memset(buf, 0, sizeof buf);
+        switch (c) {
+        case 1: n = ZSTD_compress(buf, sizeof buf, src, sizeof src, 3); break;
+        case 2:
+            for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rng();
+            buf[0] = 0x42;
+            break;
+        case 3: {
+            static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,   0,   0,  13,
+                                          'I',  'H', 'D', 'R', 0,    0,    0,    16,   0,   0,   0,  16,
+                                          8,    6,   0,   0,   0,    0x1f, 0xf3, 0xff, 0x61};
+            memcpy(buf, png, sizeof png);
+            n = sizeof png;
+            break;
+        }
+        case 4: buf[0] = 0x89; break;
+        case 5: memcpy(buf, "\x89" "CKPZ\r\n", 7); break;
+        }
+        uint8_t dst[16];
+        ckpz_error e = ckpz_decompress_buffer(ctx, &p, buf, n, dst, sizeof dst);
+        CHECK(e == CKPZ_ERR_NOT_CKPZ, "foreign %s: decompress_buffer: %s", cases[c].name, ckpz_error_name(e));
+        CHECK(ckpz_ctx_message(ctx)[0], "foreign %s: no message", cases[c].name);
+        mreader r = {buf, n, 0, 0};
+        e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+        CHECK(e == CKPZ_ERR_NOT_CKPZ, "foreign %s: decompress_stream: %s", cases[c].name, ckpz_error_name(e));
+        mfile f = {buf, n};
+        ckpz_archive *a = NULL;
+        e = ckpz_archive_open(ctx, &p, m_pread, &f, n, &a);
+        CHECK(e == CKPZ_ERR_NOT_CKPZ && !a, "foreign %s: archive_open: %s", cases[c].name, ckpz_error_name(e));
+        ckpz_archive_close(a);
+        uint64_t osz;
+        e = ckpz_original_size(ctx, buf, n, &osz);
+        CHECK(e == CKPZ_ERR_NOT_CKPZ, "foreign %s: original_size: %s", cases[c].name, ckpz_error_name(e));
+    }
+    ckpz_ctx_free(ctx);
+}
+
+/* Rewrites the trailer fields and recomputes its checksum. */
+static void set_trailer(uint8_t *b, size_t len, int field, uint64_t v)
+{
+    uint8_t *t = b + len - 40;
+    if (field < 3)
+        wr64(t + 8 * field, v);
+    else
+        wr32(t + 24 + 4 * (field - 3), (uint32_t)v);
+    wr32(t + 36, crc32c(0, t, 36));
+}
+
+static void reseal_index(uint8_t *b, size_t len)
+{
+    uint64_t io = rd64(b + len - 40), il = rd64(b + len - 32);
+    set_trailer(b, len, 4, crc32c(0, b + io, (size_t)il));
+}
+
+static void test_hostile(const sample *s)
+{
+    uint8_t *buf = malloc(s->zlen + 64);
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 1};
+    char what[160];
+    const section *ix = &s->sec[s->nsec - 2];
+    uint64_t huge[] = {(uint64_t)1 << 31, (uint64_t)1 << 40, UINT64_MAX, UINT64_MAX - 39, (uint64_t)s->zlen * 1000};
+    for (size_t h = 0; h < sizeof huge / sizeof *huge; h++) {
+        for (int field = 0; field < 3; field++) {
+            static const char *fname[] = {"index offset", "index length", "original size"};
+            for (size_t lim = 0; lim < 2; lim++) {
+                memcpy(buf, s->z, s->zlen);
+                set_trailer(buf, s->zlen, field, huge[h]);
+                snprintf(what, sizeof what, "%s: trailer claims %s %llu (mem_limit %s)", s->label, fname[field],
+                         (unsigned long long)huge[h], lim ? "64 KiB" : "default");
+                run_readers(s, buf, s->zlen, &x, what, lim ? 65536 : 0);
+            }
+        }
+        /* a consistent pair: the "index" starts right after the header and runs to the trailer */
+        memcpy(buf, s->z, s->zlen);
+        set_trailer(buf, s->zlen, 0, 32);
+        set_trailer(buf, s->zlen, 1, s->zlen - 72);
+        reseal_index(buf, s->zlen);
+        snprintf(what, sizeof what, "%s: trailer claims the whole file is the index", s->label);
+        run_readers(s, buf, s->zlen, &x, what, 0);
+        run_readers(s, buf, s->zlen, &x, what, 4096);
+        /* huge counts in a resealed index */
+        for (int which = 0; which < 2; which++) {
+            memcpy(buf, s->z, s->zlen);
+            wr64(buf + ix->off + 8 + 8 * which, huge[h]);
+            reseal_index(buf, s->zlen);
+            snprintf(what, sizeof what, "%s: index claims %llu %s", s->label, (unsigned long long)huge[h],
+                     which ? "chunks" : "entries");
+            run_readers(s, buf, s->zlen, &x, what, 0);
+        }
+    }
+    /* counts that just fit the index length */
+    for (int which = 0; which < 2; which++) {
+        memcpy(buf, s->z, s->zlen);
+        wr64(buf + ix->off + 8 + 8 * which, which ? (ix->len - 24) / 16 : (ix->len - 24) / 40);
+        reseal_index(buf, s->zlen);
+        snprintf(what, sizeof what, "%s: index claims the most %s that fit", s->label, which ? "chunks" : "entries");
+        run_readers(s, buf, s->zlen, &x, what, 0);
+    }
+    /* a seek table record pointing far away / huge frame length */
+    if (s->nchunks) {
+        size_t st = ix->off + ix->len - 16 * s->nchunks;
+        for (int f = 0; f < 3; f++) {
+            memcpy(buf, s->z, s->zlen);
+            if (f == 0) wr64(buf + st, (uint64_t)1 << 50);
+            if (f == 1) wr32(buf + st + 12, 0xFFFFFFF0u);
+            if (f == 2) wr32(buf + st + 8, 0xFFFFFFF0u);
+            reseal_index(buf, s->zlen);
+            snprintf(what, sizeof what, "%s: seek table record 0 rewritten (%d)", s->label, f);
+            run_readers(s, buf, s->zlen, &x, what, 0);
+        }
+    }
+    free(buf);
+}
+
+/* A synthetic file: header + index of n empty entries + trailer, all checksums valid.
+ * It is valid for the random-access reader (an empty original in n empty pieces), so
+ * the memory limit decides; the stream reader saw no entry frames and must refuse it. */
+static void test_many_entries(void)
+{
+    size_t ne = 200000, ilen = 24 + 40 * ne, len = 32 + ilen + 40;
+    uint8_t *b = calloc(1, len);
+    memcpy(b, "\x89" "CKPZ\r\n\x1a", 8);
+    b[8] = 1;
+    wr32(b + 12, 65536);
+    wr32(b + 28, crc32c(0, b, 28));
+    uint8_t *ix = b + 32;
+    memcpy(ix, "CKIX", 4);
+    wr64(ix + 8, ne);
+    uint8_t *t = b + 32 + ilen;
+    wr64(t, 32);
+    wr64(t + 8, ilen);
+    wr32(t + 28, crc32c(0, ix, ilen));
+    memcpy(t + 32, "CKTR", 4);
+    wr32(t + 36, crc32c(0, t, 36));
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = 1;
+    p.mem_limit = 1 << 20;
+    mfile f = {b, len};
+    ckpz_archive *a = NULL;
+    ckpz_error e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+    CHECK(e == CKPZ_ERR_LIMIT, "index of %zu empty entries with mem_limit 1 MiB: archive_open returned %s: %s", ne,
+          ckpz_error_name(e), ckpz_ctx_message(ctx));
+    ckpz_archive_close(a);
+    a = NULL;
+    p.mem_limit = 0;
+    e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+    CHECK(e == CKPZ_OK, "index of %zu empty entries, default mem_limit: archive_open returned %s: %s", ne,
+          ckpz_error_name(e), ckpz_ctx_message(ctx));
+    ckpz_archive_close(a);
+    mreader r = {b, len, 0, 0};
+    e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+    CHECK(e != CKPZ_OK && ckpz_ctx_message(ctx)[0], "index of %zu entries not in the stream: decompress_stream: %s",
+          ne, ckpz_error_name(e));
+    ckpz_ctx_free(ctx);
+    free(b);
+}
+
+/* The chunk size comes from the file header: a file with 16 MiB chunks must not make a
+ * reader with a 1 MiB memory limit reserve chunk buffers beyond it. */
+static void test_chunk_size_limit(const uint8_t *orig, size_t olen)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.chunk_size = CKPZ_CHUNK_MAX;
+    p.threads = 1;
+    void *z = NULL;
+    size_t zl = 0;
+    ckpz_error e = ckpz_compress_buffer(ctx, &p, orig, olen, &z, &zl);
+    CHECK(e == CKPZ_OK, "compress with 16 MiB chunks: %s", ckpz_ctx_message(ctx));
+    if (e) {
+        ckpz_ctx_free(ctx);
+        return;
+    }
+    ckpz_params_init(&p);
+    p.threads = 1;
+    p.mem_limit = 1 << 20;
+    mreader r = {z, zl, 0, 0};
+    e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+    CHECK(e == CKPZ_ERR_LIMIT, "16 MiB chunk size in the header, mem_limit 1 MiB: decompress_stream returned %s (%s)",
+          ckpz_error_name(e), ckpz_ctx_message(ctx));
+    mfile f = {z, zl};
+    ckpz_archive *a = NULL;
+    e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a);
+    if (e == CKPZ_OK) {
+        mwriter w = {NULL, 0, 0, 0};
+        uint8_t *dst = malloc(olen);
+        w.p = dst;
+        w.cap = olen;
+        e = ckpz_archive_extract(ctx, a, 0, m_write, &w);
+        free(dst);
+        ckpz_archive_close(a);
+    }
+    CHECK(e == CKPZ_ERR_LIMIT, "16 MiB chunk size in the header, mem_limit 1 MiB: archive open/extract returned %s (%s)",
+          ckpz_error_name(e), ckpz_ctx_message(ctx));
+    ckpz_free(z);
+    ckpz_ctx_free(ctx);
+}
+
+static void limit_address_space(void)
+{
+#ifndef CKPZ_TEST_ASAN
+    /* Outside ASan: cap the address space at what is mapped now plus 1 GiB, so that a
+     * huge allocation fails (and shows as CKPZ_ERR_NOMEM, which the hostile checks
+     * refuse) instead of quietly succeeding on an overcommitting system. */
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    if (pages) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) == 0) {
+            rlim_t want = (rlim_t)pages * 4096 + ((rlim_t)1 << 30);
+            if (rl.rlim_max == RLIM_INFINITY || want < rl.rlim_max) {
+                rl.rlim_cur = want;
+                setrlimit(RLIMIT_AS, &rl);
+            }
+        }
+    }
+#endif
+}
+
+int main(void)
+{
+    size_t st_len, rnd_len = 300000, i32_len = 200000;
+    uint8_t *st = make_safetensors(110000, 80000, &st_len);
+    uint8_t *rnd = malloc(rnd_len), *i32 = malloc(i32_len);
+    for (size_t k = 0; k < rnd_len; k++) rnd[k] = (uint8_t)(rng() >> 56);
+    for (size_t k = 0; k < i32_len; k += 4) wr32(i32 + k, (uint32_t)(int32_t)(gauss() * 300.0));
+
+    limit_address_space();
+
+    static sample s[4];
+    int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3) == 0;
+    ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1) == 0;
+    ok &= build_sample(&s[2], "raw i32 level 9", i32, i32_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9) == 0;
+    ok &= build_sample(&s[3], "empty", rnd, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3) == 0;
+    if (ok) {
+        CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
+              s[0].nent);
+        for (int k = 0; k < 4; k++) {
+            test_flips(&s[k]);
+            test_reserved(&s[k]);
+            test_truncation(&s[k]);
+            test_appended(&s[k], &s[(k + 1) % 4]);
+            test_hostile(&s[k]);
+        }
+        test_foreign();
+        test_many_entries();
+        test_chunk_size_limit(rnd, rnd_len);
+    }
+    for (int k = 0; k < 4; k++) ckpz_free(s[k].z);
+    free(st);
+    free(rnd);
+    free(i32);
+    if (verbose) printf("done\n");
+    printf("test_corrupt: %lu checks, %lu failed\n", n_checks, n_failed);
+    return n_failed ? 1 : 0;
+}

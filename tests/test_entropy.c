@@ -1,0 +1,279 @@
+/* test_entropy.c — round trips, selector behaviour and hostile input for lib/entropy.
+ *
+ * Every codec is forced on many sizes and distributions (and chosen by the selector
+ * at several levels), the scalar and AVX2 paths must produce identical bytes and
+ * decode each other, and damaged encodings (truncated, bit-flipped, garbage) must be
+ * rejected or at least decoded without touching memory outside the buffers, which
+ * the sanitizer build checks. Exits non-zero on the first class of failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entropy/ent_internal.h"
+#include "entropy/entropy.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                             \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            failures++;                                                              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fprintf(stderr, "\n");                                                   \
+        }                                                                            \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+enum { D_CONST, D_RANDOM, D_SKEW, D_EXPO, D_ALL256, D_RARE, D_RUNS, D_SUCC, D_COUNT };
+static const char *dname[D_COUNT] = {"const", "random", "skewed", "exponent",
+                                     "all256", "rare", "runs", "successor"};
+
+static void fill(uint8_t *b, size_t n, int d)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (d) {
+        case D_CONST: b[i] = 0x7b; break;
+        case D_RANDOM: b[i] = (uint8_t)rnd(); break;
+        case D_SKEW: { /* geometric: most mass on a few symbols */
+            uint32_t r = rnd(), k = 0;
+            while ((r & 1) && k < 40) {
+                r >>= 1;
+                k++;
+            }
+            b[i] = (uint8_t)(k * 7);
+            break;
+        }
+        case D_EXPO: { /* sum of uniforms ~ bell around 0x7a, drifting along the plane */
+            int v = 0;
+            for (int k = 0; k < 4; k++)
+                v += (int)(rnd() % 7);
+            b[i] = (uint8_t)(0x68 + v + (int)((i >> 14) % 3));
+            break;
+        }
+        case D_ALL256: b[i] = (uint8_t)(i < 256 ? i : (rnd() % 5 ? 3 : rnd())); break;
+        case D_RARE: b[i] = (i == n / 2) ? 0x01 : 0x7c; break;
+        case D_RUNS: b[i] = (uint8_t)((i / 97) % 4 * 60); break;
+        case D_SUCC: /* order-1 structure over all 256 contexts: every one earns a table */
+            b[i] = (uint8_t)((i ? b[i - 1] : 0) + 1 + (rnd() % 3 == 0));
+            break;
+        }
+    }
+}
+
+static const uint8_t codecs[] = {ENT_STORED, ENT_CONST, ENT_RANS0, ENT_RANS1, ENT_ZSTD};
+
+static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what)
+{
+    size_t cap = ent_bound(n);
+    uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
+    for (size_t k = 0; k < sizeof codecs; k++) {
+        for (int lv = 1; lv <= 9; lv += 4) {
+            if (codecs[k] == ENT_ZSTD && lv == 9 && n > 70000)
+                continue;
+            uint8_t got = 255;
+            size_t len = ent_encode_with(c, codecs[k], src, n, enc, cap, lv, &got);
+            CHECK(len <= n, "%s n=%zu forced %s: %zu > n", what, n, ent_codec_name(codecs[k]), len);
+            CHECK(got == codecs[k] || got == ENT_STORED, "%s: forced codec reported %d", what, got);
+            int r = ent_decode(c, got, enc, len, dec, n);
+            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0),
+                  "%s n=%zu forced %s level %d: round trip (r=%d)", what, n,
+                  ent_codec_name(got), lv, r);
+            if (n > 0) {
+                r = ent_decode(c, got, enc, len, dec, n - 1);
+                CHECK(r == -1 || got == ENT_CONST, "%s n=%zu %s: accepted wrong n-1", what, n, ent_codec_name(got));
+            }
+        }
+    }
+    static const int levels[] = {1, 3, 9};
+    for (int h = 0; h < 4; h++)
+        for (int li = 0; li < 3; li++) {
+            if (levels[li] == 9 && n > 70000)
+                continue;
+            uint8_t got = 255;
+            size_t len = ent_encode(c, src, n, enc, cap, levels[li], h, &got);
+            CHECK(len <= n + 1, "%s n=%zu selector %zu bytes", what, n, len);
+            CHECK(got < ENT_CODEC_COUNT_, "%s: bad codec id", what);
+            int r = ent_decode(c, got, enc, len, dec, n);
+            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0),
+                  "%s n=%zu selector %s level %d hint %d: round trip", what, n,
+                  ent_codec_name(got), levels[li], h);
+        }
+    free(enc);
+    free(dec);
+}
+
+static void test_roundtrips(ent_ctx *c)
+{
+    static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 100, 257,
+                                   1000, 4095, 4097, 16384, 16385, 65543, 131072, 200001,
+                                   1 << 20};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        uint8_t *b = malloc(n + 1);
+        for (int d = 0; d < D_COUNT; d++) {
+            if (n >= 131072 && (d == D_ALL256 || d == D_RUNS))
+                continue;
+            char what[64];
+            snprintf(what, sizeof what, "%s", dname[d]);
+            fill(b, n, d);
+            roundtrip(c, b, n, what);
+        }
+        free(b);
+    }
+}
+
+static void test_selector(ent_ctx *c)
+{
+    size_t n = 1 << 18;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
+    uint8_t got;
+    fill(b, n, D_RANDOM);
+    for (int h = 0; h < 4; h++) {
+        size_t len = ent_encode(c, b, n, enc, ent_bound(n), 3, h, &got);
+        CHECK(got == ENT_STORED && len == n, "random bytes hint %d: chose %s", h, ent_codec_name(got));
+    }
+    fill(b, n, D_CONST);
+    size_t len = ent_encode(c, b, n, enc, ent_bound(n), 1, ENT_HINT_MANTISSA, &got);
+    CHECK(got == ENT_CONST && len == 1, "constant plane: chose %s (%zu bytes)", ent_codec_name(got), len);
+    fill(b, n, D_EXPO);
+    len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
+    CHECK((got == ENT_RANS0 || got == ENT_RANS1) && len < n * 6 / 10, "exponent plane: %s %zu bytes",
+          ent_codec_name(got), len);
+    fill(b, n, D_RARE);
+    len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
+    CHECK(len < 400 && ent_decode(c, got, enc, len, dec, n) == 0 && memcmp(dec, b, n) == 0,
+          "single rare symbol: %s %zu bytes", ent_codec_name(got), len);
+    CHECK(strcmp(ent_codec_name(ENT_RANS1), "rans1") == 0 && strcmp(ent_codec_name(200), "unknown") == 0,
+          "codec names");
+    CHECK(ent_decode(c, 77, enc, len, dec, n) == -1, "unknown codec accepted");
+    CHECK(ent_decode(c, ENT_CONST, enc, 2, dec, n) == -1, "const with 2 bytes accepted");
+    CHECK(ent_decode(c, ENT_STORED, enc, n - 1, dec, n) == -1, "short stored accepted");
+    free(b);
+    free(enc);
+    free(dec);
+}
+
+/* The AVX2 and scalar paths must write the same stream and read each other's. */
+static void test_simd_parity(ent_ctx *c)
+{
+    if (!ent_use_avx2()) {
+        printf("no AVX2 on this CPU: parity test skipped\n");
+        return;
+    }
+    static const size_t sizes[] = {100, 4097, 40000, 131072 + 77, 700000};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        uint8_t *b = malloc(n), *e1 = malloc(ent_bound(n)), *e2 = malloc(ent_bound(n)),
+                *d = malloc(n);
+        for (int dist = D_SKEW; dist <= D_RARE; dist++) {
+            fill(b, n, dist);
+            uint8_t c1, c2;
+            ent_force_scalar = 0;
+            size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e1, ent_bound(n), 3, &c1);
+            ent_force_scalar = 1;
+            size_t l2 = ent_encode_with(c, ENT_RANS0, b, n, e2, ent_bound(n), 3, &c2);
+            CHECK(l1 == l2 && c1 == c2 && memcmp(e1, e2, l1) == 0,
+                  "scalar and AVX2 encoders differ (%s n=%zu)", dname[dist], n);
+            CHECK(ent_decode(c, c1, e1, l1, d, n) == 0 && memcmp(d, b, n) == 0,
+                  "scalar decode of AVX2 stream (%s n=%zu)", dname[dist], n);
+            ent_force_scalar = 0;
+            CHECK(ent_decode(c, c2, e2, l2, d, n) == 0 && memcmp(d, b, n) == 0,
+                  "AVX2 decode of scalar stream (%s n=%zu)", dname[dist], n);
+        }
+        free(b);
+        free(e1);
+        free(e2);
+        free(d);
+    }
+}
+
+static void test_hostile(ent_ctx *c)
+{
+    size_t n = 40000;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *bad = malloc(ent_bound(n) + 64),
+            *dec = malloc(n);
+    for (int dist = D_SKEW; dist <= D_EXPO; dist++) {
+        fill(b, n, dist);
+        for (size_t k = 0; k < sizeof codecs; k++) {
+            uint8_t got;
+            size_t len = ent_encode_with(c, codecs[k], b, n, enc, ent_bound(n), 3, &got);
+            if (got != codecs[k] || got == ENT_STORED)
+                continue;
+            /* Truncation must be detected by every coded format. */
+            for (size_t cut = 0; cut < len; cut += 1 + cut / 16) {
+                memcpy(bad, enc, cut);
+                for (int sc = 0; sc < 2; sc++) {
+                    ent_force_scalar = sc;
+                    CHECK(ent_decode(c, got, bad, cut, dec, n) == -1,
+                          "%s truncated to %zu of %zu accepted", ent_codec_name(got), cut, len);
+                }
+            }
+            ent_force_scalar = 0;
+            /* Bit flips: any result is fine as long as memory is not touched wrongly
+             * (ASan); most must be caught. */
+            int caught = 0, tries = 0;
+            for (size_t pos = 0; pos < len; pos += 1 + pos / 64, tries++) {
+                memcpy(bad, enc, len);
+                bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
+                caught += ent_decode(c, got, bad, len, dec, n) == -1;
+            }
+            CHECK(caught * 4 >= tries * 3 || got == ENT_ZSTD,
+                  "%s: only %d of %d bit flips detected", ent_codec_name(got), caught, tries);
+            /* Garbage of many lengths. */
+            for (int t = 0; t < 300; t++) {
+                size_t gl = rnd() % (len + 64);
+                for (size_t i = 0; i < gl; i++)
+                    bad[i] = (uint8_t)rnd();
+                if (gl > 2 && (t & 1)) {
+                    bad[0] = enc[0]; /* plausible header */
+                    bad[1] = enc[1];
+                }
+                (void)ent_decode(c, got, bad, gl, dec, n);
+            }
+        }
+    }
+    /* Hand-made bad order-0 tables: sums over M, single symbol, non-canonical varint. */
+    static const uint8_t t1[] = {14, 5, 1, 0x10, 0x11, 0xff, 0x1f};
+    static const uint8_t t2[] = {14, 5, 1, 0x10, 0x10};
+    static const uint8_t t3[] = {14, 5, 1, 0x10, 0x11, 0x85, 0x00};
+    static const uint8_t t4[] = {14, 7, 1, 0x10, 0x11, 0x05};
+    CHECK(ent_decode(c, ENT_RANS0, t1, sizeof t1, dec, 1000) == -1, "table sum > M accepted");
+    CHECK(ent_decode(c, ENT_RANS0, t2, sizeof t2, dec, 1000) == -1, "one-symbol table accepted");
+    CHECK(ent_decode(c, ENT_RANS0, t3, sizeof t3, dec, 1000) == -1, "non-canonical table accepted");
+    CHECK(ent_decode(c, ENT_RANS0, t4, sizeof t4, dec, 1000) == -1, "bad lane count accepted");
+    free(b);
+    free(enc);
+    free(bad);
+    free(dec);
+}
+
+int main(void)
+{
+    ent_ctx *c = ent_ctx_create();
+    if (!c) {
+        fprintf(stderr, "FAIL: ent_ctx_create\n");
+        return 1;
+    }
+    CHECK(ent_bound(1000) >= 1000, "ent_bound");
+    test_roundtrips(c);
+    test_selector(c);
+    test_simd_parity(c);
+    test_hostile(c);
+    ent_ctx_free(c);
+    ent_ctx_free(NULL);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_entropy: all passed\n");
+    return 0;
+}

@@ -1,0 +1,211 @@
+/* test_units.c — unit tests of the stages under the codec: CRC-32C (known vectors and
+ * combination), byte-plane transforms (exact inverse, plane layout), the ordered
+ * pipeline, and container records (round trip, reserved fields rejected). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/crc32c.h"
+#include "common/pipeline.h"
+#include "container/container.h"
+#include "testutil.h"
+#include "transforms/planes.h"
+
+static void test_crc(void)
+{
+    CHECK(crc32c(0, "123456789", 9) == 0xe3069283u); /* the standard check value */
+    CHECK(crc32c(0, "", 0) == 0);
+    uint8_t buf[100000];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)rng();
+    uint32_t whole = crc32c(0, buf, sizeof buf);
+    /* incremental, every split point class, and combination */
+    size_t cuts[] = {0, 1, 7, 8, 4095, 12288, 50000, 99999, 100000};
+    for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+        size_t c = cuts[k];
+        uint32_t a = crc32c(0, buf, c), b = crc32c(0, buf + c, sizeof buf - c);
+        CHECKF(crc32c(a, buf + c, sizeof buf - c) == whole, "incremental at %zu", c);
+        CHECKF(crc32c_combine(a, b, sizeof buf - c) == whole, "combine at %zu", c);
+    }
+    buf[5000] ^= 1;
+    CHECK(crc32c(0, buf, sizeof buf) != whole);
+}
+
+static void test_planes(void)
+{
+    /* BF16 1.0 = 0x3f80: rotl1 = 0x7f00 -> plane0 0x7f (exponent), plane1 0x00 */
+    uint8_t one[2] = {0x80, 0x3f}, out[2], back[2];
+    xf_split(XF_FLOAT, 2, one, 2, out);
+    CHECK(out[0] == 0x7f && out[1] == 0x00);
+    /* -1.0 = 0xbf80: sign goes to the low bit of the last plane */
+    uint8_t mone[2] = {0x80, 0xbf};
+    xf_split(XF_FLOAT, 2, mone, 2, out);
+    CHECK(out[0] == 0x7f && out[1] == 0x01);
+    xf_merge(XF_FLOAT, 2, out, 2, back);
+    CHECK(!memcmp(back, mone, 2));
+    /* FP32 1.0 = 0x3f800000 -> exponent plane 0x7f */
+    uint8_t f1[4] = {0, 0, 0x80, 0x3f}, p4[4];
+    xf_split(XF_FLOAT, 4, f1, 4, p4);
+    CHECK(p4[0] == 0x7f && p4[1] == 0 && p4[2] == 0 && p4[3] == 0);
+
+    size_t n = 10007; /* odd: a tail plane */
+    uint8_t *src = malloc(n), *pl = malloc(n), *dst = malloc(n);
+    for (size_t i = 0; i < n; i++) src[i] = (uint8_t)rng();
+    uint8_t xfs[] = {XF_NONE, XF_FLOAT, XF_FLOAT, XF_FLOAT, XF_INT, XF_INT, XF_INT};
+    uint8_t es[] = {1, 2, 4, 8, 2, 4, 8};
+    for (int k = 0; k < 7; k++) {
+        size_t sizes[XF_MAX_PLANES], sum = 0;
+        unsigned np = xf_plane_sizes(xfs[k], es[k], n, sizes);
+        CHECK(np == (es[k] == 1 ? 1u : es[k] + (n % es[k] ? 1u : 0u)));
+        for (unsigned i = 0; i < np; i++) sum += sizes[i];
+        CHECK(sum == n);
+        xf_split(xfs[k], es[k], src, n, pl);
+        /* against a plain reference of the documented layout */
+        size_t elems = n / es[k];
+        int layout_ok = 1;
+        for (size_t e = 0; e < elems && xfs[k] != XF_NONE; e++) {
+            uint64_t v = 0;
+            for (unsigned b = 0; b < es[k]; b++) v |= (uint64_t)src[e * es[k] + b] << (8 * b);
+            unsigned bits = 8u * es[k];
+            if (xfs[k] == XF_FLOAT) v = ((v << 1) | (v >> (bits - 1))) & (bits == 64 ? ~0ull : ((1ull << bits) - 1));
+            for (unsigned b = 0; b < es[k]; b++)
+                layout_ok &= pl[b * elems + e] == (uint8_t)(v >> (8 * (es[k] - 1 - b)));
+        }
+        CHECKF(layout_ok, "plane layout %u/%u", xfs[k], es[k]);
+        memset(dst, 0, n);
+        xf_merge(xfs[k], es[k], pl, n, dst);
+        CHECKF(!memcmp(src, dst, n), "transform %u/%u", xfs[k], es[k]);
+    }
+    size_t sizes[XF_MAX_PLANES];
+    CHECK(xf_plane_sizes(XF_FLOAT, 3, 100, sizes) == 0);
+    CHECK(xf_plane_sizes(XF_NONE, 2, 100, sizes) == 0);
+    CHECK(xf_plane_sizes(7, 2, 100, sizes) == 0);
+    free(src);
+    free(pl);
+    free(dst);
+}
+
+static void square(void *job, int worker, void *arg)
+{
+    (void)worker;
+    (void)arg;
+    long *v = job;
+    for (volatile int i = 0; i < (int)(rng_state & 1023); i++) {} /* uneven job times */
+    *v = *v * *v;
+}
+
+static void test_pipeline(void)
+{
+    for (int workers = 0; workers <= 4; workers++) {
+        size_t depth = workers ? (size_t)workers * 2 : 1;
+        pipeline *p = pipeline_create(workers, depth, square, NULL);
+        CHECK(p != NULL);
+        long vals[16];
+        long next = 0, expect = 0;
+        int ok = 1;
+        for (int round = 0; round < 200; round++) {
+            long *slot;
+            if (pipeline_pending(p) == depth) {
+                slot = pipeline_retire(p);
+                ok &= *slot == expect * expect;
+                expect++;
+            } else {
+                slot = &vals[pipeline_pending(p)];
+            }
+            *slot = next++;
+            pipeline_submit(p, slot);
+        }
+        long *j;
+        while ((j = pipeline_retire(p))) {
+            ok &= *j == expect * expect;
+            expect++;
+        }
+        CHECKF(ok && expect == next, "pipeline order with %d workers", workers);
+        pipeline_destroy(p);
+    }
+    pipeline_destroy(NULL);
+}
+
+static void test_container(void)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    uint8_t hb[CTR_HEADER_SIZE];
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS}, h2;
+    ctr_header_write(hb, &h);
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format);
+    hb[20] = 1; /* reserved byte, checksum fixed up: must still be refused */
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    ctr_header_write(hb, &h);
+    st16(hb + 8, 2);
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    ctr_header_write(hb, &h);
+    hb[13] ^= 0x10;
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_CHECKSUM);
+    hb[0] = 'x';
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
+
+    uint8_t fb[CTR_FRAME_SIZE];
+    ctr_chunk c = {3, 65536, 40000, 1, 2, 2, 0x1234, 0x5678}, c2;
+    ctr_chunk_write(fb, &c);
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, 0, &c2) == CKPZ_OK && !memcmp(&c, &c2, sizeof c));
+    CHECK(ctr_chunk_read(ctx, fb, 32768, 70000, 0, &c2) == CKPZ_ERR_CORRUPT);  /* raw > chunk size */
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 30000, 0, &c2) == CKPZ_ERR_CORRUPT);  /* payload > bound */
+    fb[19] = 1;
+    st32(fb + 28, crc32c(0, fb, 28));
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, 0, &c2) == CKPZ_ERR_VERSION);
+
+    /* index round trip and consistency checks */
+    uint64_t shape[2] = {4, 8};
+    ctr_entry e[2] = {{.name = "", .length = 100, .nchunks = 1},
+                      {.dtype = 1, .name_len = 1, .ndim = 2, .name = "w", .shape = shape, .offset = 100,
+                       .length = 64, .first_chunk = 1, .nchunks = 1}};
+    ctr_chunkrec cr[2] = {{32, 100, 50}, {100, 64, 60}};
+    size_t isz = ctr_index_size(e, 2, 2);
+    uint8_t *ib = malloc(isz);
+    ctr_index_write(ib, e, 2, cr, 2);
+    ctr_entry *pe;
+    ctr_chunkrec *pc;
+    size_t ne, nc;
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_OK);
+    CHECK(ne == 2 && nc == 2 && !strcmp(pe[1].name, "w") && pe[1].shape[1] == 8 && pc[1].frame_offset == 100);
+    for (size_t i = 0; i < ne; i++) ctr_entry_clear(&pe[i]);
+    free(pe);
+    free(pc);
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 165, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
+    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);  /* frame past index */
+    st64(ib + 8, 1ull << 40); /* entry count */
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
+    free(ib);
+
+    uint8_t tb[CTR_TRAILER_SIZE];
+    ctr_trailer t = {500, 460, 12345, 1, 2}, t2;
+    ctr_trailer_write(tb, &t);
+    CHECK(ctr_trailer_read(ctx, tb, 1000, &t2) == CKPZ_OK && t2.original_size == 12345);
+    CHECK(ctr_trailer_read(ctx, tb, 1001, &t2) == CKPZ_ERR_CORRUPT);
+    tb[3] ^= 1;
+    CHECK(ctr_trailer_read(ctx, tb, 1000, &t2) == CKPZ_ERR_CHECKSUM);
+    ckpz_ctx_free(ctx);
+}
+
+static void test_dtypes(void)
+{
+    CHECK(ckpz_dtype_from_name("bf16") == CKPZ_DTYPE_BF16);
+    CHECK(ckpz_dtype_from_name("Float32") == CKPZ_DTYPE_F32);
+    CHECK(ckpz_dtype_from_name("nonsense") == CKPZ_DTYPE_NONE);
+    CHECK(ckpz_dtype_size(CKPZ_DTYPE_F64) == 8 && ckpz_dtype_size(CKPZ_DTYPE_BF16) == 2);
+    for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++)
+        CHECK(ckpz_dtype_from_name(ckpz_dtype_name((ckpz_dtype)t)) == (ckpz_dtype)t);
+    CHECK(ckpz_dtype_name(CKPZ_DTYPE_COUNT_) == NULL);
+    CHECK(!strcmp(ckpz_error_name(CKPZ_ERR_CHECKSUM), "checksum mismatch"));
+}
+
+int main(void)
+{
+    test_crc();
+    test_planes();
+    test_pipeline();
+    test_container();
+    test_dtypes();
+    return test_summary("test_units");
+}
