@@ -194,7 +194,8 @@ CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *param
 CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
                                            const void *src, size_t src_size,
                                            void *dst, size_t dst_size);
-/* Original size recorded in a complete ckpz file held in memory. */
+/* Original size recorded in a complete ckpz file held in memory. Only the header and
+ * trailer checksums are verified: bound the value before allocating by it. */
 CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size,
                                        uint64_t *size);
 CKPZ_API void ckpz_free(void *p);

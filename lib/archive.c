@@ -117,6 +117,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     ctx_clear(ctx);
     if (i >= a->ne) return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no entry %llu", (unsigned long long)i);
     const ctr_entry *e = &a->e[i];
+    const char *name = e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)";
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     uint8_t *frame = malloc(fbound), *planes = malloc(cs), *raw = malloc(cs);
     ent_ctx *ec = ent_ctx_create();
@@ -132,21 +133,23 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
         char why[160];
         if (r->frame_len > fbound) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu (tensor '%s'): frame too large",
-                           (unsigned long long)cn, e->name);
+                           (unsigned long long)cn, name);
             goto out;
         }
         if (a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "chunk %llu (tensor '%s'): read error", (unsigned long long)cn, e->name);
+            err = ctx_fail(ctx, CKPZ_ERR_READ, "chunk %llu (tensor '%s'): read error", (unsigned long long)cn, name);
             goto out;
         }
-        if ((err = ctr_chunk_read(ctx, frame, (uint32_t)cs, fbound - CTR_FRAME_SIZE, cn, &h))) goto out;
+        char where[160];
+        snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)cn, name);
+        if ((err = ctr_chunk_read(ctx, frame, (uint32_t)cs, fbound - CTR_FRAME_SIZE, where, &h))) goto out;
         if (h.entry != i || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu (tensor '%s'): does not match the seek table",
-                           (unsigned long long)cn, e->name);
+                           (unsigned long long)cn, name);
             goto out;
         }
         if ((err = chunk_decode(ec, &h, frame + CTR_FRAME_SIZE, planes, raw, why, sizeof why))) {
-            err = ctx_fail(ctx, err, "chunk %llu (tensor '%s'): %s", (unsigned long long)cn, e->name, why);
+            err = ctx_fail(ctx, err, "chunk %llu (tensor '%s'): %s", (unsigned long long)cn, name, why);
             goto out;
         }
         if (wr(opaque, raw, h.raw_len) != 0) {

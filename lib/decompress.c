@@ -54,7 +54,7 @@ typedef struct dstate {
 static const char *entry_name(const dstate *d, uint32_t i)
 {
     if (i >= d->ne) return "?";
-    return d->e[i].name_len ? d->e[i].name : "(opaque bytes)";
+    return d->e[i].dtype != CKPZ_DTYPE_NONE ? d->e[i].name : "(opaque bytes)";
 }
 
 /* Reads exactly n bytes; a short read is a truncated stream. */
@@ -88,7 +88,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 static ckpz_error retire(dstate *d, djob *j)
 {
     if (j->err)
-        return ctx_fail(d->ctx, j->err, "chunk %llu (tensor '%s', bytes %llu..%llu of the original): %s",
+        return ctx_fail(d->ctx, j->err, "chunk %llu (tensor '%.100s', bytes %llu..%llu of the original): %s",
                         (unsigned long long)j->chunk_no, entry_name(d, j->entry), (unsigned long long)d->original,
                         (unsigned long long)(d->original + j->h.raw_len), j->why);
     if (d->wr && d->wr(d->wr_opaque, j->raw, j->h.raw_len) != 0)
@@ -157,7 +157,8 @@ static ckpz_error finish(dstate *d)
                c[i].frame_len == d->c[i].frame_len;
     for (size_t i = 0; same && i < ne; i++)
         same = e[i].offset == d->e[i].offset && e[i].dtype == d->e[i].dtype && e[i].ndim == d->e[i].ndim &&
-               e[i].name_len == d->e[i].name_len && !memcmp(e[i].name, d->e[i].name, e[i].name_len);
+               e[i].name_len == d->e[i].name_len && !memcmp(e[i].name, d->e[i].name, e[i].name_len) &&
+               !memcmp(e[i].shape, d->e[i].shape, 8 * (size_t)e[i].ndim);
     if (!same) {
         err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index does not match the chunks in the file");
         goto out;
@@ -261,14 +262,15 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             if ((err = retire(&d, j))) goto fail;
         }
         ctr_chunk *c = &j->h;
-        if ((err = ctr_chunk_read(ctx, fb, h.chunk_size, max_payload, chunk_no, c))) goto fail;
+        char what[160];
+        snprintf(what, sizeof what, "chunk %llu (tensor '%.100s')", (unsigned long long)chunk_no,
+                 entry_name(&d, (uint32_t)(d.ne - 1)));
+        if ((err = ctr_chunk_read(ctx, fb, h.chunk_size, max_payload, what, c))) goto fail;
         if (d.ne == 0 || c->entry != d.ne - 1) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: belongs to entry %u, expected %zu",
-                           (unsigned long long)chunk_no, c->entry, d.ne ? d.ne - 1 : 0);
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c->entry,
+                           d.ne ? d.ne - 1 : 0);
             goto fail;
         }
-        char what[96];
-        snprintf(what, sizeof what, "chunk %llu", (unsigned long long)chunk_no);
         if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;
         if (grow((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
         d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};

@@ -148,12 +148,12 @@ static void test_container(void)
     uint8_t fb[CTR_FRAME_SIZE];
     ctr_chunk c = {3, 65536, 40000, 1, 2, 2, 0x1234, 0x5678}, c2;
     ctr_chunk_write(fb, &c);
-    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, 0, &c2) == CKPZ_OK && !memcmp(&c, &c2, sizeof c));
-    CHECK(ctr_chunk_read(ctx, fb, 32768, 70000, 0, &c2) == CKPZ_ERR_CORRUPT);  /* raw > chunk size */
-    CHECK(ctr_chunk_read(ctx, fb, 65536, 30000, 0, &c2) == CKPZ_ERR_CORRUPT);  /* payload > bound */
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_OK && !memcmp(&c, &c2, sizeof c));
+    CHECK(ctr_chunk_read(ctx, fb, 32768, 70000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);  /* raw > chunk size */
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 30000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);  /* payload > bound */
     fb[19] = 1;
     st32(fb + 28, crc32c(0, fb, 28));
-    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, 0, &c2) == CKPZ_ERR_VERSION);
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_ERR_VERSION);
 
     /* index round trip and consistency checks */
     uint64_t shape[2] = {4, 8};

@@ -69,10 +69,10 @@ void ctr_header_write(uint8_t *out, const ctr_header *h);
 ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h);
 
 void ctr_chunk_write(uint8_t *out, const ctr_chunk *c);
-/* Checks tag, header CRC, reserved bytes, 0 < raw_len <= chunk_size, plane count and
+/* `where` names the chunk in messages ("chunk 7 (tensor 'w')"). Checks tag, header CRC, reserved bytes, 0 < raw_len <= chunk_size, plane count and
  * payload_len <= max_payload (the caller's bound for the coders in use). */
 ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
-                          uint64_t chunk_no, ctr_chunk *c);
+                          const char *where, ctr_chunk *c);
 
 /* Entry record: the stream form (in an entry frame) or the index form (with length
  * and chunk range). */

@@ -64,13 +64,12 @@ void ctr_chunk_write(uint8_t *out, const ctr_chunk *c)
 }
 
 ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
-                          uint64_t chunk_no, ctr_chunk *c)
+                          const char *where, ctr_chunk *c)
 {
     if (ld32(in) != CTR_TAG_CHUNK)
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: frame tag missing", (unsigned long long)chunk_no);
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: frame tag missing", where);
     if (crc32c(0, in, 28) != ld32(in + 28))
-        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "chunk %llu: frame header checksum mismatch",
-                        (unsigned long long)chunk_no);
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "%s: frame header checksum mismatch", where);
     c->entry = ld32(in + 4);
     c->raw_len = ld32(in + 8);
     c->payload_len = ld32(in + 12);
@@ -80,11 +79,11 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
     c->raw_crc = ld32(in + 20);
     c->payload_crc = ld32(in + 24);
     if (in[19] != 0)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "chunk %llu: reserved byte set", (unsigned long long)chunk_no);
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "%s: reserved byte set", where);
     if (c->raw_len == 0 || c->raw_len > chunk_size || c->payload_len > max_payload || c->nplanes == 0 ||
         (size_t)c->nplanes * CTR_PLANE_DESC > c->payload_len)
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu: invalid sizes (original %u, payload %u, planes %u)",
-                        (unsigned long long)chunk_no, c->raw_len, c->payload_len, c->nplanes);
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: invalid sizes (original %u, payload %u, planes %u)", where,
+                        c->raw_len, c->payload_len, c->nplanes);
     return CKPZ_OK;
 }
 
