@@ -7,9 +7,12 @@
  * bytes of framing counted per plane), plane-only and whole-input MB/s (medians of 5),
  * the selector's choices, and, on the same chunks, zstd -1 and htscodecs' 4x16 rANS
  * (exponent plane, order 0 and 1) as yardsticks, so the numbers are comparable within
- * one run. Build (htscodecs optional):
+ * one run. Timings are thread CPU time (the build machines are shared). The
+ * split/join here is plain C: built with -O2 it is slower than the product's
+ * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
  *       lib/entropy/\*.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
+ * ENT_SCALAR=1 in the environment forces the portable (non-AVX2) loops.
  * Usage: entropy_bench FILE bf16|fp16|fp32 [chunk_KiB [level]]
  */
 #include <stdio.h>

@@ -18,7 +18,7 @@ void ctx_clear(ckpz_ctx *ctx);
 /* Effective parameters: defaults filled in, values clamped or rejected. */
 ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out);
 
-#define CKPZ_DEFAULT_CHUNK (256u << 10)
+#define CKPZ_DEFAULT_CHUNK (1u << 20)
 #define CKPZ_DEFAULT_MEM_LIMIT ((size_t)1 << 30)
 
 #endif

@@ -97,9 +97,9 @@ size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
                        uint8_t *dst, size_t cap, int level, uint8_t *codec);
 
 
-/* Tests set this to check that the scalar decoders agree with the SIMD ones. */
+/* Tests and benches set this to run the portable loops instead of the AVX2 ones. */
 extern int ent_force_scalar;
-/* 1 when the AVX2 decode loops may run on this CPU. */
+/* 1 when the AVX2 encode and decode loops may run on this CPU. */
 int ent_use_avx2(void);
 
 static inline void ent_put16(uint8_t *p, uint16_t v)
