@@ -68,7 +68,10 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
         snprintf(why, whylen, "invalid transform %u/%u with %u planes", h->xf, h->esize, h->nplanes);
         return CKPZ_ERR_CORRUPT;
     }
+    /* Planes are decoded into the scratch buffer, except stored ones, which the merge
+     * reads straight from the payload. */
     size_t pos = (size_t)np * CTR_PLANE_DESC;
+    const uint8_t *plane[XF_MAX_PLANES];
     uint8_t *dst = h->xf == XF_NONE ? out : planes;
     for (unsigned i = 0; i < np; i++) {
         const uint8_t *d = payload + i * CTR_PLANE_DESC;
@@ -81,9 +84,13 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
             snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, len);
             return CKPZ_ERR_CORRUPT;
         }
-        if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, sizes[i]) != 0) {
+        if (d[0] == ENT_STORED && h->xf != XF_NONE && len == sizes[i]) {
+            plane[i] = payload + pos;
+        } else if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, sizes[i]) != 0) {
             snprintf(why, whylen, "plane %u (%s): corrupt coded data", i, ent_codec_name(d[0]));
             return CKPZ_ERR_CORRUPT;
+        } else {
+            plane[i] = dst;
         }
         pos += len;
         dst += sizes[i];
@@ -92,7 +99,7 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
         snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
         return CKPZ_ERR_CORRUPT;
     }
-    if (h->xf != XF_NONE) xf_merge(h->xf, h->esize, planes, h->raw_len, out);
+    if (h->xf != XF_NONE) xf_merge(h->xf, h->esize, plane, h->raw_len, out);
     if (crc32c(0, out, h->raw_len) != h->raw_crc) {
         snprintf(why, whylen, "decoded data checksum mismatch");
         return CKPZ_ERR_CHECKSUM;

@@ -40,7 +40,8 @@ static void test_planes(void)
     uint8_t mone[2] = {0x80, 0xbf};
     xf_split(XF_FLOAT, 2, mone, 2, out);
     CHECK(out[0] == 0x7f && out[1] == 0x01);
-    xf_merge(XF_FLOAT, 2, out, 2, back);
+    const uint8_t *op[2] = {out, out + 1};
+    xf_merge(XF_FLOAT, 2, op, 2, back);
     CHECK(!memcmp(back, mone, 2));
     /* FP32 1.0 = 0x3f800000 -> exponent plane 0x7f */
     uint8_t f1[4] = {0, 0, 0x80, 0x3f}, p4[4];
@@ -72,7 +73,14 @@ static void test_planes(void)
         }
         CHECKF(layout_ok, "plane layout %u/%u", xfs[k], es[k]);
         memset(dst, 0, n);
-        xf_merge(xfs[k], es[k], pl, n, dst);
+        const uint8_t *pp[XF_MAX_PLANES];
+        size_t sz2[XF_MAX_PLANES], at = 0;
+        unsigned np2 = xf_plane_sizes(xfs[k], es[k], n, sz2);
+        for (unsigned i = 0; i < np2; i++) {
+            pp[i] = pl + at;
+            at += sz2[i];
+        }
+        xf_merge(xfs[k], es[k], pp, n, dst);
         CHECKF(!memcmp(src, dst, n), "transform %u/%u", xfs[k], es[k]);
     }
     size_t sizes[XF_MAX_PLANES];

@@ -39,31 +39,37 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n)
     return crc;
 }
 
+static uint32_t gf_mul(uint32_t a, uint32_t b);
+static uint32_t x_pow8n(uint64_t n);
+
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n)
 {
     uint64_t c = crc;
-    /* Three independent streams hide the instruction's 3-cycle latency. */
-    if (n >= 3 * 4096) {
-        size_t blk = n / 3 & ~(size_t)7;
-        if (blk > 8192) blk = 8192;
-        while (n >= 3 * blk) {
-            uint64_t c1 = 0, c2 = 0;
-            const uint8_t *p1 = p + blk, *p2 = p + 2 * blk;
-            for (size_t i = 0; i < blk; i += 8) {
-                uint64_t a, b, d;
-                memcpy(&a, p + i, 8);
-                memcpy(&b, p1 + i, 8);
-                memcpy(&d, p2 + i, 8);
-                c = _mm_crc32_u64(c, a);
-                c1 = _mm_crc32_u64(c1, b);
-                c2 = _mm_crc32_u64(c2, d);
-            }
-            c = crc32c_combine(crc32c_combine((uint32_t)c, (uint32_t)c1, blk), (uint32_t)c2, blk);
-            p += 3 * blk;
-            n -= 3 * blk;
+    /* Three independent streams of BLK bytes hide the instruction's 3-cycle latency;
+     * they are joined by multiplying with x^(8*BLK), computed once. */
+    enum { BLK = 8192 };
+    static uint32_t shift;
+    if (n >= 3 * BLK && !__atomic_load_n(&shift, __ATOMIC_ACQUIRE))
+        __atomic_store_n(&shift, x_pow8n(BLK), __ATOMIC_RELEASE);
+    while (n >= 3 * BLK) {
+        uint64_t c1 = 0, c2 = 0;
+        const uint8_t *p1 = p + BLK, *p2 = p + 2 * BLK;
+        for (size_t i = 0; i < BLK; i += 8) {
+            uint64_t a, b, d;
+            memcpy(&a, p + i, 8);
+            memcpy(&b, p1 + i, 8);
+            memcpy(&d, p2 + i, 8);
+            c = _mm_crc32_u64(c, a);
+            c1 = _mm_crc32_u64(c1, b);
+            c2 = _mm_crc32_u64(c2, d);
         }
+        /* c1 and c2 started from 0, not from the running state: append them as raw
+         * CRC states (no pre/post inversion inside this function). */
+        c = gf_mul(shift, gf_mul(shift, (uint32_t)c) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        p += 3 * BLK;
+        n -= 3 * BLK;
     }
     while (n >= 8) {
         uint64_t v;

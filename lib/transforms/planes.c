@@ -58,23 +58,47 @@ int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i)
     }
 }
 
+/* Portable loops over `count` elements; q[b] / p[b] point at each plane's first byte
+ * for these elements. */
 #define SPLIT_LOOP(T, W, ROT)                                            \
-    for (size_t e = 0; e < elems; e++) {                                 \
+    for (size_t e = 0; e < count; e++) {                                 \
         T v;                                                             \
         memcpy(&v, src + e * W, W);                                      \
         if (ROT) v = (T)((v << 1) | (v >> (8 * W - 1)));                 \
         for (unsigned b = 0; b < W; b++)                                 \
-            dst[b * elems + e] = (uint8_t)(v >> (8 * (W - 1 - b)));      \
+            q[b][e] = (uint8_t)(v >> (8 * (W - 1 - b)));                 \
     }
 
 #define MERGE_LOOP(T, W, ROT)                                            \
-    for (size_t e = 0; e < elems; e++) {                                 \
+    for (size_t e = 0; e < count; e++) {                                 \
         T v = 0;                                                         \
         for (unsigned b = 0; b < W; b++)                                 \
-            v |= (T)((T)planes[b * elems + e] << (8 * (W - 1 - b)));     \
+            v |= (T)((T)p[b][e] << (8 * (W - 1 - b)));                   \
         if (ROT) v = (T)((v >> 1) | (v << (8 * W - 1)));                 \
         memcpy(dst + e * W, &v, W);                                      \
     }
+
+static void split_scalar(unsigned esize, int rot, const uint8_t *src, size_t count, uint8_t *const *q)
+{
+    if (esize == 2) {
+        if (rot) { SPLIT_LOOP(uint16_t, 2, 1) } else { SPLIT_LOOP(uint16_t, 2, 0) }
+    } else if (esize == 4) {
+        if (rot) { SPLIT_LOOP(uint32_t, 4, 1) } else { SPLIT_LOOP(uint32_t, 4, 0) }
+    } else {
+        if (rot) { SPLIT_LOOP(uint64_t, 8, 1) } else { SPLIT_LOOP(uint64_t, 8, 0) }
+    }
+}
+
+static void merge_scalar(unsigned esize, int rot, const uint8_t *const *p, size_t count, uint8_t *dst)
+{
+    if (esize == 2) {
+        if (rot) { MERGE_LOOP(uint16_t, 2, 1) } else { MERGE_LOOP(uint16_t, 2, 0) }
+    } else if (esize == 4) {
+        if (rot) { MERGE_LOOP(uint32_t, 4, 1) } else { MERGE_LOOP(uint32_t, 4, 0) }
+    } else {
+        if (rot) { MERGE_LOOP(uint64_t, 8, 1) } else { MERGE_LOOP(uint64_t, 8, 0) }
+    }
+}
 
 #if defined(__SSE2__)
 static inline __m128i rotl16(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_slli_epi16(v, 1), _mm_srli_epi16(v, 15)) : v; }
@@ -96,12 +120,12 @@ static size_t split2_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int ro
     return e;
 }
 
-static size_t merge2_sse2(const uint8_t *planes, size_t elems, uint8_t *dst, int rot)
+static size_t merge2_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
 {
     size_t e = 0;
     for (; e + 16 <= elems; e += 16) {
-        __m128i hi = _mm_loadu_si128((const __m128i *)(planes + e));
-        __m128i lo = _mm_loadu_si128((const __m128i *)(planes + elems + e));
+        __m128i hi = _mm_loadu_si128((const __m128i *)(pl[0] + e));
+        __m128i lo = _mm_loadu_si128((const __m128i *)(pl[1] + e));
         _mm_storeu_si128((__m128i *)(dst + 2 * e), rotr16(_mm_unpacklo_epi8(lo, hi), rot));
         _mm_storeu_si128((__m128i *)(dst + 2 * e + 16), rotr16(_mm_unpackhi_epi8(lo, hi), rot));
     }
@@ -134,14 +158,14 @@ static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int ro
     return e;
 }
 
-static size_t merge4_sse2(const uint8_t *planes, size_t elems, uint8_t *dst, int rot)
+static size_t merge4_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
 {
     size_t e = 0;
     for (; e + 16 <= elems; e += 16) {
-        __m128i p0 = _mm_loadu_si128((const __m128i *)(planes + e));
-        __m128i p1 = _mm_loadu_si128((const __m128i *)(planes + elems + e));
-        __m128i p2 = _mm_loadu_si128((const __m128i *)(planes + 2 * elems + e));
-        __m128i p3 = _mm_loadu_si128((const __m128i *)(planes + 3 * elems + e));
+        __m128i p0 = _mm_loadu_si128((const __m128i *)(pl[0] + e));
+        __m128i p1 = _mm_loadu_si128((const __m128i *)(pl[1] + e));
+        __m128i p2 = _mm_loadu_si128((const __m128i *)(pl[2] + e));
+        __m128i p3 = _mm_loadu_si128((const __m128i *)(pl[3] + e));
         __m128i l0 = _mm_unpacklo_epi8(p3, p2), l1 = _mm_unpackhi_epi8(p3, p2); /* low halves */
         __m128i h0 = _mm_unpacklo_epi8(p1, p0), h1 = _mm_unpackhi_epi8(p1, p0); /* high halves */
         uint8_t *d = dst + 4 * e;
@@ -160,60 +184,32 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
         memcpy(dst, src, n);
         return;
     }
-    size_t elems = n / esize;
+    size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #if defined(__SSE2__)
-    if (esize == 2 || esize == 4) {
-        size_t done = esize == 2 ? split2_sse2(src, elems, dst, rot) : split4_sse2(src, elems, dst, rot);
-        /* the rest, element by element, at their places in each plane */
-        for (size_t e = done; e < elems; e++) {
-            uint32_t v = 0;
-            memcpy(&v, src + e * esize, esize);
-            if (rot) v = esize == 2 ? (uint16_t)(v << 1 | v >> 15) : (v << 1 | v >> 31);
-            for (unsigned b = 0; b < esize; b++) dst[b * elems + e] = (uint8_t)(v >> (8 * (esize - 1 - b)));
-        }
-        memcpy(dst + elems * esize, src + elems * esize, n - elems * esize);
-        return;
-    }
+    if (esize == 2) done = split2_sse2(src, elems, dst, rot);
+    if (esize == 4) done = split4_sse2(src, elems, dst, rot);
 #endif
-    /* The host is little-endian (checked at build time in the container code). */
-    if (esize == 2) {
-        if (rot) { SPLIT_LOOP(uint16_t, 2, 1) } else { SPLIT_LOOP(uint16_t, 2, 0) }
-    } else if (esize == 4) {
-        if (rot) { SPLIT_LOOP(uint32_t, 4, 1) } else { SPLIT_LOOP(uint32_t, 4, 0) }
-    } else {
-        if (rot) { SPLIT_LOOP(uint64_t, 8, 1) } else { SPLIT_LOOP(uint64_t, 8, 0) }
-    }
+    uint8_t *q[8];
+    for (unsigned b = 0; b < esize; b++) q[b] = dst + b * elems + done;
+    split_scalar(esize, rot, src + done * esize, elems - done, q);
     memcpy(dst + elems * esize, src + elems * esize, n - elems * esize);
 }
 
-void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *planes, size_t n, uint8_t *dst)
+void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst)
 {
     if (xf == XF_NONE) {
-        memcpy(dst, planes, n);
+        memcpy(dst, plane[0], n);
         return;
     }
-    size_t elems = n / esize;
+    size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #if defined(__SSE2__)
-    if (esize == 2 || esize == 4) {
-        size_t done = esize == 2 ? merge2_sse2(planes, elems, dst, rot) : merge4_sse2(planes, elems, dst, rot);
-        for (size_t e = done; e < elems; e++) {
-            uint32_t v = 0;
-            for (unsigned b = 0; b < esize; b++) v |= (uint32_t)planes[b * elems + e] << (8 * (esize - 1 - b));
-            if (rot) v = esize == 2 ? (uint16_t)(v >> 1 | v << 15) : (v >> 1 | v << 31);
-            memcpy(dst + e * esize, &v, esize);
-        }
-        memcpy(dst + elems * esize, planes + elems * esize, n - elems * esize);
-        return;
-    }
+    if (esize == 2) done = merge2_sse2(plane, elems, dst, rot);
+    if (esize == 4) done = merge4_sse2(plane, elems, dst, rot);
 #endif
-    if (esize == 2) {
-        if (rot) { MERGE_LOOP(uint16_t, 2, 1) } else { MERGE_LOOP(uint16_t, 2, 0) }
-    } else if (esize == 4) {
-        if (rot) { MERGE_LOOP(uint32_t, 4, 1) } else { MERGE_LOOP(uint32_t, 4, 0) }
-    } else {
-        if (rot) { MERGE_LOOP(uint64_t, 8, 1) } else { MERGE_LOOP(uint64_t, 8, 0) }
-    }
-    memcpy(dst + elems * esize, planes + elems * esize, n - elems * esize);
+    const uint8_t *p[8];
+    for (unsigned b = 0; b < esize; b++) p[b] = plane[b] + done;
+    merge_scalar(esize, rot, p, elems - done, dst + done * esize);
+    if (n % esize) memcpy(dst + elems * esize, plane[esize], n % esize);
 }

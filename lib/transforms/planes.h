@@ -37,7 +37,8 @@ int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
 
 /* dst must hold n bytes; planes laid out one after another in dst in plane order. */
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *dst);
-/* Inverse of xf_split. */
-void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *planes, size_t n, uint8_t *dst);
+/* Inverse of xf_split, reading plane i from plane[i] (the planes need not be adjacent,
+ * so a stored plane is merged straight from the compressed payload). */
+void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst);
 
 #endif
