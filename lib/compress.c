@@ -158,9 +158,9 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     fmt_list segs = {0};
     if ((err = probe(ctx, &p, rd, rd_opaque, size_hint, &prefix, &plen, &segs))) return err;
 
-    int workers = p.threads > 1 ? p.threads : 0;
-    size_t depth = workers ? (size_t)workers * 3 : 1, used_jobs = 0;
-    int nscratch = workers ? workers : 1;
+    int workers = p.threads - 1; /* the calling thread codes too */
+    size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
+    int nscratch = workers + 1;
     size_t fbound = chunk_frame_bound(p.chunk_size);
     workers_state ws = {p.level, calloc((size_t)nscratch, sizeof(ent_ctx *)),
                         calloc((size_t)nscratch, sizeof(uint8_t *))};

@@ -200,9 +200,9 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     d.in_pos = CTR_HEADER_SIZE;
     if ((err = ctr_header_read(ctx, hb, &h))) return err;
 
-    int workers = p.threads > 1 ? p.threads : 0;
-    size_t depth = workers ? (size_t)workers * 3 : 1, used_jobs = 0;
-    int nscratch = workers ? workers : 1;
+    int workers = p.threads - 1; /* the calling thread codes too */
+    size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
+    int nscratch = workers + 1;
     size_t max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
     if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",

@@ -114,7 +114,21 @@ void *pipeline_retire(pipeline *p)
     }
     pthread_mutex_lock(&p->mu);
     size_t slot = p->head % p->depth;
-    while (p->state[slot] != SLOT_DONE) pthread_cond_wait(&p->done, &p->mu);
+    while (p->state[slot] != SLOT_DONE) {
+        /* Rather than sleep, the caller runs a queued job itself, as worker number
+         * `workers`: with N workers, N + 1 threads share the coding work. */
+        if (p->next_queued < p->head + p->count) {
+            size_t s = p->next_queued++ % p->depth;
+            p->state[s] = SLOT_RUNNING;
+            void *job = p->job[s];
+            pthread_mutex_unlock(&p->mu);
+            p->fn(job, p->workers, p->arg);
+            pthread_mutex_lock(&p->mu);
+            p->state[s] = SLOT_DONE;
+            continue;
+        }
+        pthread_cond_wait(&p->done, &p->mu);
+    }
     void *job = p->job[slot];
     p->head++;
     p->count--;

@@ -3,15 +3,18 @@
  * decompression both use it the same way: the calling thread reads the next input,
  * submits it, and when `depth` jobs are in flight retires the oldest and writes its
  * output, so reading, coding and writing overlap while memory stays bounded by depth
- * job buffers. With zero workers, jobs run inline on the calling thread at submission
- * (the one-thread path costs no locking or thread switches). */
+ * job buffers; while it waits it codes queued jobs itself. With zero workers, jobs run
+ * inline on the calling thread at submission (the one-thread path costs no locking or
+ * thread switches). */
 #ifndef CKPZ_PIPELINE_H
 #define CKPZ_PIPELINE_H
 
 #include <stddef.h>
 
 typedef struct pipeline pipeline;
-/* Runs one job on worker `worker` (0..workers-1, or 0 inline). */
+/* Runs one job as worker `worker`: 0..workers-1 for the worker threads, `workers` for the
+ * calling thread, which runs queued jobs while it waits in pipeline_retire (and every
+ * job, inline, when workers == 0). Callers keep workers + 1 sets of scratch. */
 typedef void (*pipeline_fn)(void *job, int worker, void *arg);
 
 /* NULL on allocation or thread creation failure. */
