@@ -2,9 +2,9 @@
  *
  * Tensor scales drift along a checkpoint, so one table per plane leaves ~1.5% on the
  * table; but a table per small block costs tens of bytes. The encoder therefore cuts
- * the plane into base blocks (8-32 KiB by level), counts each, and greedily merges a
- * block into the running segment whenever one shared table is estimated cheaper than
- * two (table bytes included). All segments share one rANS stream: the interleaved
+ * the plane into base blocks (8-32 KiB by level, down to 1 KiB on small planes), counts
+ * each, and greedily merges a block into the running segment whenever one shared table
+ * is estimated cheaper than two (table bytes included). All segments share one rANS stream: the interleaved
  * states simply switch tables at segment boundaries, so adaptation costs only the
  * tables, not a state flush per block.
  *
@@ -39,15 +39,18 @@ static size_t leb_write(uint8_t *out, size_t v)
 static int leb_read(const uint8_t **pp, const uint8_t *end, size_t *v)
 {
     const uint8_t *p = *pp;
-    size_t r = 0;
+    uint64_t r = 0;
     for (int shift = 0; shift < 35; shift += 7) {
         if (p >= end)
             return -1;
         uint8_t b = *p++;
-        r |= (size_t)(b & 0x7f) << shift;
+        r |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
+            /* canonical encodings only: no padding bytes, no bits past 32 */
+            if ((shift && b == 0) || r > UINT32_MAX)
+                return -1;
             *pp = p;
-            *v = r;
+            *v = (size_t)r;
             return 0;
         }
     }

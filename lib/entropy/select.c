@@ -4,7 +4,7 @@
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
  * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
- * >= 4 (any plane at >= 6), and only coded when its estimate (its larger tables
+ * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
  * counted) beats the order-0 result; zstd is tried for opaque and integer planes, and
  * for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
  */

@@ -25,9 +25,11 @@ int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, siz
 {
     if (!c->zd && !(c->zd = ZSTD_createDCtx()))
         return -1;
-    /* A frame that declares another size is corrupt, whatever it would decode to. */
+    /* Exactly one frame, declaring exactly n bytes (the encoder always declares it). */
+    if (ZSTD_findFrameCompressedSize(src, srclen) != srclen)
+        return -1;
     unsigned long long fs = ZSTD_getFrameContentSize(src, srclen);
-    if (fs != ZSTD_CONTENTSIZE_UNKNOWN && fs != (unsigned long long)n)
+    if (fs != (unsigned long long)n)
         return -1;
     size_t r = ZSTD_decompressDCtx((ZSTD_DCtx *)c->zd, dst, n, src, srclen);
     if (ZSTD_isError(r) || r != n)
