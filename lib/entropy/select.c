@@ -5,8 +5,8 @@
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
  * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
  * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
- * counted) beats the order-0 result; zstd is tried for opaque and integer planes, and
- * for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
+ * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
+ * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -188,7 +188,10 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         return 1;
     }
     double est0 = ent_bits(h, n) / 8;
-    int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6;
+    /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
+     * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
+    int zero_heavy = h[0] > n / 2;
+    int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
     double keep = level >= 6 ? 0.996 : 0.9875;
