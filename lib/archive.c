@@ -1,12 +1,16 @@
 /* archive.c — random access to a complete .ckpz file: the trailer at the end locates
  * the index, whose seek table gives every chunk's position, so one tensor is decoded
- * without reading the others (ckpz -l, --extract). */
+ * without reading the others (ckpz -l, --extract), and a file held in memory is restored
+ * with every chunk decoded straight into its place, in parallel and without copies. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive.h"
 #include "codec.h"
+#include "common/bytes.h"
 #include "common/crc32c.h"
+#include "common/pipeline.h"
 
 struct ckpz_archive {
     ckpz_pread_fn pr;
@@ -162,5 +166,177 @@ out:
     free(planes);
     free(raw);
     ent_ctx_free(ec);
+    return err;
+}
+
+/* ---- whole-file restore from memory ---- */
+
+typedef struct memfile {
+    const uint8_t *p;
+    size_t n;
+} memfile;
+
+static int mem_pread(void *v, void *buf, size_t n, uint64_t off)
+{
+    const memfile *m = v;
+    if (off > m->n || n > m->n - off) return -1;
+    memcpy(buf, m->p + off, n);
+    return 0;
+}
+
+typedef struct rjob {
+    uint64_t chunk;
+    const ctr_entry *entry;
+    uint32_t entry_no;
+    uint32_t raw_crc;
+    ckpz_error err;
+    struct ckpz_ctx msg; /* workers must not write the caller's context */
+} rjob;
+
+typedef struct rstate {
+    const ckpz_archive *a;
+    const uint8_t *src;
+    uint8_t *dst;
+    const uint64_t *raw_off;
+    size_t fbound;
+    ent_ctx **ec;
+    uint8_t **planes;
+} rstate;
+
+static void restore_job(void *v, int worker, void *arg)
+{
+    rjob *j = v;
+    const rstate *st = arg;
+    const ctr_chunkrec *r = &st->a->c[j->chunk];
+    const char *name = j->entry->dtype != CKPZ_DTYPE_NONE ? j->entry->name : "(opaque bytes)";
+    char where[160], why[160];
+    ctr_chunk h;
+    snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)j->chunk, name);
+    j->msg.msg[0] = 0;
+    if ((j->err = ctr_chunk_read(&j->msg, st->src + r->frame_offset, st->a->info.chunk_size,
+                                 st->fbound - CTR_FRAME_SIZE, where, &h)))
+        return;
+    if (h.entry != j->entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len) {
+        j->err = ctx_fail(&j->msg, CKPZ_ERR_CORRUPT, "%s: does not match the seek table", where);
+        return;
+    }
+    j->err = chunk_decode(st->ec[worker], &h, st->src + r->frame_offset + CTR_FRAME_SIZE, st->planes[worker],
+                          st->dst + st->raw_off[j->chunk], why, sizeof why);
+    if (j->err) ctx_fail(&j->msg, j->err, "%s: %s", where, why);
+    j->raw_crc = h.raw_crc;
+}
+
+/* The frames must lie in file order exactly as the index says: each entry's frame (equal
+ * to its index record), then its chunks, back to back, up to the index. */
+static ckpz_error check_layout(ckpz_ctx *ctx, const ckpz_archive *a, const uint8_t *src, uint64_t index_offset,
+                               uint64_t *raw_off)
+{
+    uint64_t pos = CTR_HEADER_SIZE, at = 0;
+    for (size_t i = 0; i < a->ne; i++) {
+        const ctr_entry *e = &a->e[i];
+        if (index_offset - pos < 12 || ld32(src + pos) != CTR_TAG_ENTRY)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", i, (unsigned long long)pos);
+        uint32_t blen = ld32(src + pos + 4);
+        if (blen < 16 || blen > index_offset - pos - 12)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: invalid length %u", i, blen);
+        if (crc32c(0, src + pos, 8 + (size_t)blen) != ld32(src + pos + 8 + blen))
+            return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu: checksum mismatch", i);
+        ctr_entry f;
+        size_t used;
+        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, &f, &used);
+        if (err) return err;
+        int same = used == blen && f.offset == e->offset && f.dtype == e->dtype && f.ndim == e->ndim &&
+                   f.name_len == e->name_len && !memcmp(f.name, e->name, f.name_len) &&
+                   !memcmp(f.shape, e->shape, 8 * (size_t)f.ndim);
+        ctr_entry_clear(&f);
+        if (!same) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu does not match the index", i);
+        pos += 12 + (uint64_t)blen;
+        for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
+            if (a->c[k].frame_offset != pos)
+                return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu is not where the index says",
+                                (unsigned long long)k);
+            raw_off[k] = at;
+            at += a->c[k].raw_len;
+            pos += a->c[k].frame_len;
+        }
+    }
+    if (pos != index_offset) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unindexed bytes before the index");
+    return CKPZ_OK;
+}
+
+ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, const uint8_t *src, size_t src_size,
+                                  uint8_t *dst, size_t dst_size)
+{
+    ckpz_params p;
+    ckpz_error err = params_resolve(ctx, params, &p);
+    if (err) return err;
+    memfile m = {src, src_size};
+    ckpz_archive *a;
+    if ((err = ckpz_archive_open(ctx, &p, mem_pread, &m, src_size, &a))) return err;
+    if (a->info.original_size != dst_size) {
+        err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
+                       (unsigned long long)a->info.original_size);
+        ckpz_archive_close(a);
+        return err;
+    }
+    int workers = p.threads - 1, nscratch = workers + 1;
+    size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
+    uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
+    uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
+    rstate st = {a, src, dst, raw_off, chunk_frame_bound(a->info.chunk_size),
+                 calloc((size_t)nscratch, sizeof(ent_ctx *)), calloc((size_t)nscratch, sizeof(uint8_t *))};
+    rjob *jobs = calloc(depth, sizeof *jobs), *j;
+    pipeline *pl = NULL;
+    uint32_t content_crc = 0;
+    uint64_t done = 0;
+    if (!raw_off || !st.ec || !st.planes || !jobs) goto nomem;
+    for (int i = 0; i < nscratch; i++)
+        if (!(st.ec[i] = ent_ctx_create()) || !(st.planes[i] = malloc(a->info.chunk_size))) goto nomem;
+    if ((err = check_layout(ctx, a, src, index_offset, raw_off))) goto out;
+    if (!(pl = pipeline_create(workers, depth, restore_job, &st))) goto nomem;
+    /* Submit chunks in order; retire (oldest first) whenever every job slot is busy, and
+     * at the end until none is pending. */
+    for (uint64_t next = 0, i = 0; next < a->nc || pipeline_pending(pl);) {
+        if (next < a->nc && used < depth) {
+            j = &jobs[used++];
+        } else {
+            j = pipeline_retire(pl);
+            if (j->err) {
+                err = ctx_fail(ctx, j->err, "%s", j->msg.msg);
+                goto out;
+            }
+            uint32_t len = a->c[j->chunk].raw_len;
+            content_crc = crc32c_combine(content_crc, j->raw_crc, len);
+            done += len;
+            if (p.progress && p.progress(p.progress_opaque, done, a->info.original_size)) {
+                err = ctx_fail(ctx, CKPZ_ERR_ABORTED, "aborted");
+                goto out;
+            }
+        }
+        if (next < a->nc) {
+            while (next >= a->e[i].first_chunk + a->e[i].nchunks) i++;
+            j->chunk = next++;
+            j->entry = &a->e[i];
+            j->entry_no = (uint32_t)i;
+            pipeline_submit(pl, j);
+        }
+    }
+    if (content_crc != a->info.content_checksum)
+        err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "content checksum mismatch (expected %08x, got %08x)",
+                       a->info.content_checksum, content_crc);
+    goto out;
+nomem:
+    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+out:
+    pipeline_destroy(pl);
+    for (int i = 0; i < nscratch; i++) {
+        if (st.ec) ent_ctx_free(st.ec[i]);
+        if (st.planes) free(st.planes[i]);
+    }
+    free(st.ec);
+    free(st.planes);
+    free(jobs);
+    free(raw_off);
+    ckpz_archive_close(a);
     return err;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "archive.h"
 #include "container/container.h"
 
 typedef struct memrd {
@@ -63,12 +64,8 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
 ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                   void *dst, size_t dst_size)
 {
-    memrd r = {src, src_size, 0};
-    memwr w = {dst, 0, dst_size, 1};
-    ckpz_error err = ckpz_decompress_stream(ctx, params, mem_read, &r, mem_write, &w, NULL);
-    if (err == CKPZ_ERR_WRITE) return ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer too small");
-    if (!err && w.n != dst_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer larger than the original");
-    return err;
+    ctx_clear(ctx);
+    return archive_restore_memory(ctx, params, src, src_size, dst, dst_size);
 }
 
 ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size, uint64_t *size)

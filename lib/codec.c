@@ -5,10 +5,15 @@
 #include "codec.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "transforms/planes.h"
+
+/* Bytes of original data split (or merged) and checksummed at a time: small enough to
+ * stay in cache between the two passes, a multiple of the CRC's 24 KiB stride. */
+#define SLICE (48u << 10)
 
 size_t chunk_frame_bound(size_t n)
 {
@@ -27,9 +32,29 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     size_t sizes[XF_MAX_PLANES];
     xf_choose(dtype, &h.xf, &h.esize);
     unsigned np = xf_plane_sizes(h.xf, h.esize, n, sizes);
+    /* Split and checksum in slices small enough to stay in cache between the two. */
     const uint8_t *src = raw;
-    if (h.xf != XF_NONE) {
-        xf_split(h.xf, h.esize, raw, n, planes);
+    if (h.xf == XF_NONE) {
+        h.raw_crc = crc32c(0, raw, n);
+    } else {
+        uint8_t *plane[XF_MAX_PLANES];
+        size_t at = 0;
+        for (unsigned i = 0; i < np; i++) {
+            plane[i] = planes + at;
+            at += sizes[i];
+        }
+        size_t elems = n / h.esize, step = SLICE / h.esize;
+        for (size_t e0 = 0; e0 < elems; e0 += step) {
+            size_t cnt = elems - e0 < step ? elems - e0 : step;
+            uint8_t *part[XF_MAX_PLANES];
+            for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
+            xf_split(h.xf, h.esize, raw + e0 * h.esize, cnt * h.esize, part);
+            h.raw_crc = crc32c(h.raw_crc, raw + e0 * h.esize, cnt * h.esize);
+        }
+        if (n % h.esize) {
+            memcpy(plane[h.esize], raw + elems * h.esize, n % h.esize);
+            h.raw_crc = crc32c(h.raw_crc, raw + elems * h.esize, n % h.esize);
+        }
         src = planes;
     }
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + np * CTR_PLANE_DESC;
@@ -48,7 +73,6 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     h.raw_len = (uint32_t)n;
     h.payload_len = (uint32_t)(dst - payload);
     h.nplanes = (uint8_t)np;
-    h.raw_crc = crc32c(0, raw, n);
     h.payload_crc = crc32c(0, payload, h.payload_len);
     ctr_chunk_write(out, &h);
     *raw_crc = h.raw_crc;
@@ -99,8 +123,26 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
         snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
         return CKPZ_ERR_CORRUPT;
     }
-    if (h->xf != XF_NONE) xf_merge(h->xf, h->esize, plane, h->raw_len, out);
-    if (crc32c(0, out, h->raw_len) != h->raw_crc) {
+    uint32_t crc = 0;
+    if (h->xf == XF_NONE) {
+        crc = crc32c(0, out, h->raw_len);
+    } else {
+        /* Merge and checksum in slices small enough to stay in cache between the two. */
+        size_t elems = h->raw_len / h->esize, step = SLICE / h->esize;
+        for (size_t e0 = 0; e0 < elems; e0 += step) {
+            size_t cnt = elems - e0 < step ? elems - e0 : step;
+            const uint8_t *part[XF_MAX_PLANES];
+            for (unsigned b = 0; b < h->esize; b++) part[b] = plane[b] + e0;
+            xf_merge(h->xf, h->esize, part, cnt * h->esize, out + e0 * h->esize);
+            crc = crc32c(crc, out + e0 * h->esize, cnt * h->esize);
+        }
+        size_t tail = h->raw_len - elems * h->esize;
+        if (tail) {
+            memcpy(out + elems * h->esize, plane[h->esize], tail);
+            crc = crc32c(crc, out + elems * h->esize, tail);
+        }
+    }
+    if (crc != h->raw_crc) {
         snprintf(why, whylen, "decoded data checksum mismatch");
         return CKPZ_ERR_CHECKSUM;
     }

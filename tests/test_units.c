@@ -34,18 +34,20 @@ static void test_planes(void)
 {
     /* BF16 1.0 = 0x3f80: rotl1 = 0x7f00 -> plane0 0x7f (exponent), plane1 0x00 */
     uint8_t one[2] = {0x80, 0x3f}, out[2], back[2];
-    xf_split(XF_FLOAT, 2, one, 2, out);
+    uint8_t *const op2[2] = {out, out + 1};
+    xf_split(XF_FLOAT, 2, one, 2, op2);
     CHECK(out[0] == 0x7f && out[1] == 0x00);
     /* -1.0 = 0xbf80: sign goes to the low bit of the last plane */
     uint8_t mone[2] = {0x80, 0xbf};
-    xf_split(XF_FLOAT, 2, mone, 2, out);
+    xf_split(XF_FLOAT, 2, mone, 2, op2);
     CHECK(out[0] == 0x7f && out[1] == 0x01);
     const uint8_t *op[2] = {out, out + 1};
     xf_merge(XF_FLOAT, 2, op, 2, back);
     CHECK(!memcmp(back, mone, 2));
     /* FP32 1.0 = 0x3f800000 -> exponent plane 0x7f */
     uint8_t f1[4] = {0, 0, 0x80, 0x3f}, p4[4];
-    xf_split(XF_FLOAT, 4, f1, 4, p4);
+    uint8_t *const op4[4] = {p4, p4 + 1, p4 + 2, p4 + 3};
+    xf_split(XF_FLOAT, 4, f1, 4, op4);
     CHECK(p4[0] == 0x7f && p4[1] == 0 && p4[2] == 0 && p4[3] == 0);
 
     size_t n = 10007; /* odd: a tail plane */
@@ -59,7 +61,16 @@ static void test_planes(void)
         CHECK(np == (es[k] == 1 ? 1u : es[k] + (n % es[k] ? 1u : 0u)));
         for (unsigned i = 0; i < np; i++) sum += sizes[i];
         CHECK(sum == n);
-        xf_split(xfs[k], es[k], src, n, pl);
+        {
+            uint8_t *sp[XF_MAX_PLANES];
+            size_t ssz[XF_MAX_PLANES], off = 0;
+            unsigned snp = xf_plane_sizes(xfs[k], es[k], n, ssz);
+            for (unsigned i = 0; i < snp; i++) {
+                sp[i] = pl + off;
+                off += ssz[i];
+            }
+            xf_split(xfs[k], es[k], src, n, sp);
+        }
         /* against a plain reference of the documented layout */
         size_t elems = n / es[k];
         int layout_ok = 1;

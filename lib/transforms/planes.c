@@ -107,15 +107,15 @@ static inline __m128i rotl32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm
 static inline __m128i rotr32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_srli_epi32(v, 1), _mm_slli_epi32(v, 31)) : v; }
 
 /* 16 elements per step; returns how many elements were done. */
-static size_t split2_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int rot)
+static size_t split2_sse2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
     const __m128i lo = _mm_set1_epi16(0xff);
     size_t e = 0;
     for (; e + 16 <= elems; e += 16) {
         __m128i a = rotl16(_mm_loadu_si128((const __m128i *)(src + 2 * e)), rot);
         __m128i b = rotl16(_mm_loadu_si128((const __m128i *)(src + 2 * e + 16)), rot);
-        _mm_storeu_si128((__m128i *)(dst + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
-        _mm_storeu_si128((__m128i *)(dst + elems + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+        _mm_storeu_si128((__m128i *)(pl[0] + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+        _mm_storeu_si128((__m128i *)(pl[1] + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
     }
     return e;
 }
@@ -143,7 +143,7 @@ static inline __m128i byte_of4(__m128i a, __m128i b, __m128i c, __m128i d, int k
     return _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
 }
 
-static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int rot)
+static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
     size_t e = 0;
     for (; e + 16 <= elems; e += 16) {
@@ -153,7 +153,7 @@ static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *dst, int ro
         __m128i c = rotl32(_mm_loadu_si128((const __m128i *)(s + 32)), rot);
         __m128i d = rotl32(_mm_loadu_si128((const __m128i *)(s + 48)), rot);
         for (int k = 0; k < 4; k++)
-            _mm_storeu_si128((__m128i *)(dst + (size_t)(3 - k) * elems + e), byte_of4(a, b, c, d, k));
+            _mm_storeu_si128((__m128i *)(pl[3 - k] + e), byte_of4(a, b, c, d, k));
     }
     return e;
 }
@@ -178,22 +178,22 @@ static size_t merge4_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, 
 }
 #endif
 
-void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *dst)
+void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane)
 {
     if (xf == XF_NONE) {
-        memcpy(dst, src, n);
+        memcpy(plane[0], src, n);
         return;
     }
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #if defined(__SSE2__)
-    if (esize == 2) done = split2_sse2(src, elems, dst, rot);
-    if (esize == 4) done = split4_sse2(src, elems, dst, rot);
+    if (esize == 2) done = split2_sse2(src, elems, plane, rot);
+    if (esize == 4) done = split4_sse2(src, elems, plane, rot);
 #endif
     uint8_t *q[8];
-    for (unsigned b = 0; b < esize; b++) q[b] = dst + b * elems + done;
+    for (unsigned b = 0; b < esize; b++) q[b] = plane[b] + done;
     split_scalar(esize, rot, src + done * esize, elems - done, q);
-    memcpy(dst + elems * esize, src + elems * esize, n - elems * esize);
+    if (n % esize) memcpy(plane[esize], src + elems * esize, n % esize);
 }
 
 void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst)

@@ -35,8 +35,8 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes);
 /* Role of plane i (an ent_hint) for the entropy stage. */
 int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
 
-/* dst must hold n bytes; planes laid out one after another in dst in plane order. */
-void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *dst);
+/* Writes plane i of n source bytes to plane[i] (sizes as xf_plane_sizes gives them). */
+void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane);
 /* Inverse of xf_split, reading plane i from plane[i] (the planes need not be adjacent,
  * so a stored plane is merged straight from the compressed payload). */
 void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst);
