@@ -116,56 +116,61 @@ ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *n
     return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no tensor named '%s'", name);
 }
 
+/* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
+ * out. Messages go to msg, naming the chunk and its tensor. */
+static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no,
+                                 const uint8_t *frame, ent_ctx *ec, uint8_t *planes, uint8_t *out,
+                                 uint32_t *raw_crc)
+{
+    const ctr_chunkrec *r = &a->c[k];
+    const ctr_entry *e = &a->e[entry_no];
+    char where[160], why[160];
+    ctr_chunk h;
+    ckpz_error err;
+    snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)k,
+             e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)");
+    size_t fbound = chunk_frame_bound(a->info.chunk_size);
+    if ((err = ctr_chunk_read(msg, frame, a->info.chunk_size, fbound - CTR_FRAME_SIZE, where, &h))) return err;
+    if (h.entry != entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len)
+        return ctx_fail(msg, CKPZ_ERR_CORRUPT, "%s: does not match the seek table", where);
+    if ((err = chunk_decode(ec, &h, frame + CTR_FRAME_SIZE, planes, out, why, sizeof why)))
+        return ctx_fail(msg, err, "%s: %s", where, why);
+    *raw_crc = h.raw_crc;
+    return CKPZ_OK;
+}
+
 ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz_write_fn wr, void *opaque)
 {
     ctx_clear(ctx);
     if (i >= a->ne) return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no entry %llu", (unsigned long long)i);
     const ctr_entry *e = &a->e[i];
-    const char *name = e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)";
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
-    uint8_t *frame = malloc(fbound), *planes = malloc(cs), *raw = malloc(cs);
-    ent_ctx *ec = ent_ctx_create();
+    uint8_t *frame = malloc(fbound), *raw = malloc(cs);
+    chunk_scratch *s = chunk_scratch_create(1, cs);
     ckpz_error err = CKPZ_OK;
-    if (!frame || !planes || !raw || !ec) {
+    if (!frame || !raw || !s) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (uint64_t k = 0; k < e->nchunks; k++) {
-        uint64_t cn = e->first_chunk + k;
-        const ctr_chunkrec *r = &a->c[cn];
-        ctr_chunk h;
-        char why[160];
-        if (r->frame_len > fbound) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu (tensor '%s'): frame too large",
-                           (unsigned long long)cn, name);
+    for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
+        const ctr_chunkrec *r = &a->c[k];
+        uint32_t crc;
+        if (r->frame_len > fbound || a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
+            err = ctx_fail(ctx, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ,
+                           "chunk %llu (tensor '%.100s'): %s", (unsigned long long)k, e->name,
+                           r->frame_len > fbound ? "frame too large" : "read error");
             goto out;
         }
-        if (a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "chunk %llu (tensor '%s'): read error", (unsigned long long)cn, name);
-            goto out;
-        }
-        char where[160];
-        snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)cn, name);
-        if ((err = ctr_chunk_read(ctx, frame, (uint32_t)cs, fbound - CTR_FRAME_SIZE, where, &h))) goto out;
-        if (h.entry != i || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu (tensor '%s'): does not match the seek table",
-                           (unsigned long long)cn, name);
-            goto out;
-        }
-        if ((err = chunk_decode(ec, &h, frame + CTR_FRAME_SIZE, planes, raw, why, sizeof why))) {
-            err = ctx_fail(ctx, err, "chunk %llu (tensor '%s'): %s", (unsigned long long)cn, name, why);
-            goto out;
-        }
-        if (wr(opaque, raw, h.raw_len) != 0) {
+        if ((err = decode_indexed(ctx, a, k, (uint32_t)i, frame, s->ec[0], s->planes[0], raw, &crc))) goto out;
+        if (wr(opaque, raw, r->raw_len) != 0) {
             err = ctx_fail(ctx, CKPZ_ERR_WRITE, "write error");
             goto out;
         }
     }
 out:
     free(frame);
-    free(planes);
     free(raw);
-    ent_ctx_free(ec);
+    chunk_scratch_free(s);
     return err;
 }
 
@@ -186,7 +191,6 @@ static int mem_pread(void *v, void *buf, size_t n, uint64_t off)
 
 typedef struct rjob {
     uint64_t chunk;
-    const ctr_entry *entry;
     uint32_t entry_no;
     uint32_t raw_crc;
     ckpz_error err;
@@ -198,32 +202,17 @@ typedef struct rstate {
     const uint8_t *src;
     uint8_t *dst;
     const uint64_t *raw_off;
-    size_t fbound;
-    ent_ctx **ec;
-    uint8_t **planes;
+    chunk_scratch *scratch;
 } rstate;
 
 static void restore_job(void *v, int worker, void *arg)
 {
     rjob *j = v;
     const rstate *st = arg;
-    const ctr_chunkrec *r = &st->a->c[j->chunk];
-    const char *name = j->entry->dtype != CKPZ_DTYPE_NONE ? j->entry->name : "(opaque bytes)";
-    char where[160], why[160];
-    ctr_chunk h;
-    snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)j->chunk, name);
     j->msg.msg[0] = 0;
-    if ((j->err = ctr_chunk_read(&j->msg, st->src + r->frame_offset, st->a->info.chunk_size,
-                                 st->fbound - CTR_FRAME_SIZE, where, &h)))
-        return;
-    if (h.entry != j->entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len) {
-        j->err = ctx_fail(&j->msg, CKPZ_ERR_CORRUPT, "%s: does not match the seek table", where);
-        return;
-    }
-    j->err = chunk_decode(st->ec[worker], &h, st->src + r->frame_offset + CTR_FRAME_SIZE, st->planes[worker],
-                          st->dst + st->raw_off[j->chunk], why, sizeof why);
-    if (j->err) ctx_fail(&j->msg, j->err, "%s: %s", where, why);
-    j->raw_crc = h.raw_crc;
+    j->err = decode_indexed(&j->msg, st->a, j->chunk, j->entry_no, st->src + st->a->c[j->chunk].frame_offset,
+                            st->scratch->ec[worker], st->scratch->planes[worker], st->dst + st->raw_off[j->chunk],
+                            &j->raw_crc);
 }
 
 /* The frames must lie in file order exactly as the index says: each entry's frame (equal
@@ -279,19 +268,16 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
         ckpz_archive_close(a);
         return err;
     }
-    int workers = p.threads - 1, nscratch = workers + 1;
+    int workers = p.threads - 1;
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
     uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
     uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
-    rstate st = {a, src, dst, raw_off, chunk_frame_bound(a->info.chunk_size),
-                 calloc((size_t)nscratch, sizeof(ent_ctx *)), calloc((size_t)nscratch, sizeof(uint8_t *))};
+    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size)};
     rjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint32_t content_crc = 0;
     uint64_t done = 0;
-    if (!raw_off || !st.ec || !st.planes || !jobs) goto nomem;
-    for (int i = 0; i < nscratch; i++)
-        if (!(st.ec[i] = ent_ctx_create()) || !(st.planes[i] = malloc(a->info.chunk_size))) goto nomem;
+    if (!raw_off || !st.scratch || !jobs) goto nomem;
     if ((err = check_layout(ctx, a, src, index_offset, raw_off))) goto out;
     if (!(pl = pipeline_create(workers, depth, restore_job, &st))) goto nomem;
     /* Submit chunks in order; retire (oldest first) whenever every job slot is busy, and
@@ -316,7 +302,6 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
         if (next < a->nc) {
             while (next >= a->e[i].first_chunk + a->e[i].nchunks) i++;
             j->chunk = next++;
-            j->entry = &a->e[i];
             j->entry_no = (uint32_t)i;
             pipeline_submit(pl, j);
         }
@@ -329,12 +314,7 @@ nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 out:
     pipeline_destroy(pl);
-    for (int i = 0; i < nscratch; i++) {
-        if (st.ec) ent_ctx_free(st.ec[i]);
-        if (st.planes) free(st.planes[i]);
-    }
-    free(st.ec);
-    free(st.planes);
+    chunk_scratch_free(st.scratch);
     free(jobs);
     free(raw_off);
     ckpz_archive_close(a);

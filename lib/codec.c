@@ -5,6 +5,7 @@
 #include "codec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/bytes.h"
@@ -14,6 +15,34 @@
 /* Bytes of original data split (or merged) and checksummed at a time: small enough to
  * stay in cache between the two passes, a multiple of the CRC's 24 KiB stride. */
 #define SLICE (48u << 10)
+
+chunk_scratch *chunk_scratch_create(int n, size_t chunk_size)
+{
+    chunk_scratch *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->n = n;
+    s->ec = calloc((size_t)n, sizeof *s->ec);
+    s->planes = calloc((size_t)n, sizeof *s->planes);
+    if (!s->ec || !s->planes) goto fail;
+    for (int i = 0; i < n; i++)
+        if (!(s->ec[i] = ent_ctx_create()) || !(s->planes[i] = malloc(chunk_size))) goto fail;
+    return s;
+fail:
+    chunk_scratch_free(s);
+    return NULL;
+}
+
+void chunk_scratch_free(chunk_scratch *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) {
+        if (s->ec) ent_ctx_free(s->ec[i]);
+        if (s->planes) free(s->planes[i]);
+    }
+    free(s->ec);
+    free(s->planes);
+    free(s);
+}
 
 size_t chunk_frame_bound(size_t n)
 {

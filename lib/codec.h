@@ -6,6 +6,18 @@
 #include "container/container.h"
 #include "entropy/entropy.h"
 
+/* Per-thread working memory for chunk_encode and chunk_decode: an entropy context and a
+ * chunk-sized plane buffer for each of n threads. */
+typedef struct chunk_scratch {
+    int n;
+    ent_ctx **ec;
+    uint8_t **planes;
+} chunk_scratch;
+
+/* NULL when out of memory. */
+chunk_scratch *chunk_scratch_create(int n, size_t chunk_size);
+void chunk_scratch_free(chunk_scratch *s); /* accepts NULL */
+
 /* Largest frame (header + payload) for a chunk of n original bytes. */
 size_t chunk_frame_bound(size_t n);
 

@@ -10,6 +10,7 @@
 #include "chunker.h"
 #include "codec.h"
 #include "common/crc32c.h"
+#include "common/grow.h"
 #include "common/pipeline.h"
 
 typedef struct cjob {
@@ -25,8 +26,7 @@ typedef struct cjob {
 
 typedef struct workers_state {
     int level;
-    ent_ctx **ec;     /* one per worker */
-    uint8_t **planes; /* one per worker, chunk_size bytes */
+    chunk_scratch *scratch; /* one set per thread that codes */
 } workers_state;
 
 static void compress_job(void *v, int worker, void *arg)
@@ -34,8 +34,8 @@ static void compress_job(void *v, int worker, void *arg)
     cjob *j = v;
     workers_state *ws = arg;
     if (j->raw_len)
-        j->out_len = chunk_encode(ws->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len,
-                                  ws->planes[worker], j->out, &j->raw_crc);
+        j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len,
+                                  ws->scratch->planes[worker], j->out, &j->raw_crc);
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the
@@ -53,18 +53,6 @@ typedef struct writer {
     ctr_chunkrec *c;
     size_t nc, cap_c;
 } writer;
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
 
 static ckpz_error put(writer *w, const void *p, size_t n)
 {
@@ -85,7 +73,7 @@ static ckpz_error emit(writer *w, cjob *j)
         if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
     }
     if (j->raw_len) {
-        if (grow((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
+        if (grow_array((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
             return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
         w->c[w->nc++] = (ctr_chunkrec){w->pos, (uint32_t)j->raw_len, (uint32_t)j->out_len};
         if ((err = put(w, j->out, j->out_len))) return err;
@@ -160,18 +148,14 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
 
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
-    int nscratch = workers + 1;
     size_t fbound = chunk_frame_bound(p.chunk_size);
-    workers_state ws = {p.level, calloc((size_t)nscratch, sizeof(ent_ctx *)),
-                        calloc((size_t)nscratch, sizeof(uint8_t *))};
+    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0};
     uint64_t tensor_bytes = 0, tensors = 0, chunks_submitted = 0;
 
-    if (!ws.ec || !ws.planes || !jobs) goto nomem;
-    for (int i = 0; i < nscratch; i++)
-        if (!(ws.ec[i] = ent_ctx_create()) || !(ws.planes[i] = malloc(p.chunk_size))) goto nomem;
+    if (!ws.scratch || !jobs) goto nomem;
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
@@ -198,7 +182,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         if (ev == CH_END) break;
         j->new_entry = s != NULL;
         if (s) {
-            if (grow((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e)) goto nomem;
+            if (grow_array((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e)) goto nomem;
             if (w.ne >= UINT32_MAX) {
                 err = ctx_fail(ctx, CKPZ_ERR_LIMIT, "more than 2^32 entries");
                 goto fail;
@@ -255,12 +239,7 @@ done:
         free(jobs[i].out);
     }
     free(jobs);
-    for (int i = 0; i < nscratch; i++) {
-        if (ws.ec) ent_ctx_free(ws.ec[i]);
-        if (ws.planes) free(ws.planes[i]);
-    }
-    free(ws.ec);
-    free(ws.planes);
+    chunk_scratch_free(ws.scratch);
     free(w.e); /* names and shapes belong to segs */
     free(w.c);
     free(idx);

@@ -11,6 +11,7 @@
 #include "codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
+#include "common/grow.h"
 #include "common/pipeline.h"
 
 typedef struct djob {
@@ -22,17 +23,12 @@ typedef struct djob {
     char why[160];
 } djob;
 
-typedef struct dworkers {
-    ent_ctx **ec;
-    uint8_t **planes;
-} dworkers;
-
 static void decompress_job(void *v, int worker, void *arg)
 {
     djob *j = v;
-    dworkers *dw = arg;
+    chunk_scratch *s = arg;
     j->why[0] = 0;
-    j->err = chunk_decode(dw->ec[worker], &j->h, j->payload, dw->planes[worker], j->raw, j->why, sizeof j->why);
+    j->err = chunk_decode(s->ec[worker], &j->h, j->payload, s->planes[worker], j->raw, j->why, sizeof j->why);
 }
 
 typedef struct dstate {
@@ -71,18 +67,6 @@ static ckpz_error read_exact(dstate *d, void *buf, size_t n, const char *what)
     }
     d->in_pos += n;
     return CKPZ_OK;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, n * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = n;
-    return 0;
 }
 
 static ckpz_error retire(dstate *d, djob *j)
@@ -202,19 +186,16 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
 
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
-    int nscratch = workers + 1;
     size_t max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
     if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
-    dworkers dw = {calloc((size_t)nscratch, sizeof(ent_ctx *)), calloc((size_t)nscratch, sizeof(uint8_t *))};
+    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size);
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint64_t chunk_no = 0;
-    if (!dw.ec || !dw.planes || !jobs) goto nomem;
-    for (int i = 0; i < nscratch; i++)
-        if (!(dw.ec[i] = ent_ctx_create()) || !(dw.planes[i] = malloc(h.chunk_size))) goto nomem;
-    if (!(pl = pipeline_create(workers, depth, decompress_job, &dw))) goto nomem;
+    if (!scratch || !jobs) goto nomem;
+    if (!(pl = pipeline_create(workers, depth, decompress_job, scratch))) goto nomem;
 
     for (;;) {
         uint8_t fb[CTR_FRAME_SIZE];
@@ -237,7 +218,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
                                (unsigned long long)(d.in_pos - blen - 12));
                 goto fail;
             }
-            if (grow((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
+            if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
             size_t used;
             if ((err = ctr_entry_read(ctx, body, blen, 0, &d.e[d.ne], &used))) goto fail;
             d.ne++;
@@ -272,7 +253,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             goto fail;
         }
         if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;
-        if (grow((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
+        if (grow_array((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
         d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
         j->chunk_no = chunk_no++;
         j->entry = c->entry;
@@ -301,12 +282,7 @@ done:
         free(jobs[i].raw);
     }
     free(jobs);
-    for (int i = 0; i < nscratch; i++) {
-        if (dw.ec) ent_ctx_free(dw.ec[i]);
-        if (dw.planes) free(dw.planes[i]);
-    }
-    free(dw.ec);
-    free(dw.planes);
+    chunk_scratch_free(scratch);
     for (size_t i = 0; i < d.ne; i++) ctr_entry_clear(&d.e[i]);
     free(d.e);
     free(d.c);
