@@ -124,7 +124,7 @@ typedef int (*ckpz_progress_fn)(void *opaque, uint64_t done, uint64_t total);
 typedef struct ckpz_params {
     size_t struct_size;        /* set by ckpz_params_init: sizeof(ckpz_params) */
     int level;                 /* CKPZ_LEVEL_MIN..MAX */
-    int threads;               /* worker threads; 0 = all cores */
+    int threads;               /* threads in all, the calling one included; 0 = all cores */
     size_t chunk_size;         /* bytes; 0 = default; CKPZ_CHUNK_MIN..CKPZ_CHUNK_MAX */
     ckpz_input_format format;  /* input format for compression */
     ckpz_dtype raw_dtype;      /* element type for CKPZ_INPUT_RAW (NONE = opaque) */
