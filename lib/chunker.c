@@ -1,29 +1,38 @@
 /* chunker.c — see chunker.h. */
 #include "chunker.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-void chunker_init(chunker *ch, const fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
-                  const uint8_t *prefix, size_t prefix_len)
+#define AHEAD_MIN (64u << 10) /* bytes offered to a format reader at a resume point */
+
+void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
+                  uint8_t *prefix, size_t prefix_len)
 {
     memset(ch, 0, sizeof *ch);
     ch->rd = rd;
     ch->rd_opaque = rd_opaque;
-    ch->prefix = prefix;
-    ch->prefix_len = prefix_len;
+    ch->ahead = prefix;
+    ch->ahead_len = ch->ahead_cap = prefix_len;
     ch->segs = segs;
     ch->chunk_size = chunk_size;
 }
 
-/* Reads up to n bytes, prefix first; short only at end of input. -1 on error. */
+void chunker_free(chunker *ch)
+{
+    free(ch->ahead);
+    ch->ahead = NULL;
+}
+
+/* Reads up to n bytes, read-ahead bytes first; short only at end of input. */
 static ptrdiff_t read_some(chunker *ch, uint8_t *buf, size_t n)
 {
     size_t got = 0;
-    if (ch->prefix_pos < ch->prefix_len) {
-        size_t k = ch->prefix_len - ch->prefix_pos;
+    if (ch->ahead_pos < ch->ahead_len) {
+        size_t k = ch->ahead_len - ch->ahead_pos;
         if (k > n) k = n;
-        memcpy(buf, ch->prefix + ch->prefix_pos, k);
-        ch->prefix_pos += k;
+        memcpy(buf, ch->ahead + ch->ahead_pos, k);
+        ch->ahead_pos += k;
         got = k;
     }
     while (got < n && !ch->eof) {
@@ -35,11 +44,47 @@ static ptrdiff_t read_some(chunker *ch, uint8_t *buf, size_t n)
     return (ptrdiff_t)got;
 }
 
+/* At a resume segment: gather read-ahead bytes until the format reader has described
+ * what follows. 0, or a ch_event error. */
+static int resume(chunker *ch)
+{
+    size_t want = AHEAD_MIN;
+    for (;;) {
+        /* keep only the unread bytes, at the front */
+        size_t have = ch->ahead_len - ch->ahead_pos;
+        if (ch->ahead_pos) memmove(ch->ahead, ch->ahead + ch->ahead_pos, have);
+        ch->ahead_pos = 0;
+        ch->ahead_len = have;
+        if (want > ch->ahead_cap) {
+            uint8_t *nb = realloc(ch->ahead, want);
+            if (!nb) return CH_NOMEM;
+            ch->ahead = nb;
+            ch->ahead_cap = want;
+        }
+        while (ch->ahead_len < want && !ch->eof) {
+            ptrdiff_t r = ch->rd(ch->rd_opaque, ch->ahead + ch->ahead_len, want - ch->ahead_len);
+            if (r < 0) return CH_ERROR;
+            if (r == 0) ch->eof = 1;
+            ch->ahead_len += (size_t)r;
+        }
+        size_t need = 0;
+        fmt_status s = fmt_resume(ch->segs, ch->ahead, ch->ahead_len, ch->eof, &need);
+        if (s == FMT_DONE) return 0;
+        if (s == FMT_ERROR) return CH_NOMEM; /* fmt_resume fails only on allocation */
+        want = need;
+    }
+}
+
 ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg)
 {
     *seg = NULL;
     for (;;) {
         if (ch->seg >= ch->segs->n) return CH_END;
+        if (!ch->in_seg && ch->segs->seg[ch->seg].resume) {
+            int r = resume(ch); /* replaces this segment; the list may move */
+            if (r) return (ch_event)r;
+            continue;
+        }
         const fmt_segment *s = &ch->segs->seg[ch->seg];
         int first = !ch->in_seg;
         if (first) {
@@ -55,7 +100,7 @@ ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment 
             ch->seg++;
             /* An empty tensor keeps its entry unless the input ended before it; an
              * opaque segment without bytes leaves no trace. */
-            if (first && want == 0 && s->dtype != CKPZ_DTYPE_NONE && !ch->eof) {
+            if (first && want == 0 && s->dtype != CKPZ_DTYPE_NONE && !(ch->eof && ch->ahead_pos == ch->ahead_len)) {
                 *seg = s;
                 *len = 0;
                 return CH_DATA;

@@ -1,11 +1,13 @@
 /* chunker.h — second stage: cut the input into independent chunks.
  *
  * Walks the segment list from formats/ over the input stream and yields, in file
- * order, "an entry begins" events (one per tensor, and one per non-empty run of opaque
- * bytes) and chunks of at most chunk_size bytes that never straddle two entries, so each
- * chunk has one dtype and can be coded alone. The bytes read to recognise the format are
- * replayed first; nothing is read twice. A segment the input ends inside is cut short
- * (its entry records the length actually present); segments past the end are dropped.
+ * order, chunks of at most chunk_size bytes that never straddle two entries (one per
+ * tensor, and one per non-empty run of opaque bytes), so each chunk has one dtype and
+ * can be coded alone. The bytes read to recognise the format are replayed first;
+ * nothing is read twice. When the list ends in a resume segment (zip members), the
+ * chunker reads ahead and lets the format reader describe the next stretch. A segment
+ * the input ends inside is cut short (its entry records the length actually present);
+ * segments past the end are dropped.
  */
 #ifndef CKPZ_CHUNKER_H
 #define CKPZ_CHUNKER_H
@@ -15,9 +17,9 @@
 typedef struct chunker {
     ckpz_read_fn rd;
     void *rd_opaque;
-    const uint8_t *prefix;
-    size_t prefix_len, prefix_pos;
-    const fmt_list *segs;
+    uint8_t *ahead;       /* bytes read but not handed out yet: [ahead_pos, ahead_len) */
+    size_t ahead_len, ahead_pos, ahead_cap;
+    fmt_list *segs;
     size_t seg;           /* current segment */
     uint64_t seg_left;    /* bytes left in it (FMT_LEN_OPEN: until EOF) */
     int in_seg, eof;
@@ -25,13 +27,15 @@ typedef struct chunker {
     uint64_t consumed;    /* input bytes handed out so far */
 } chunker;
 
-typedef enum { CH_END = 0, CH_DATA = 1, CH_ERROR = -1 } ch_event;
+typedef enum { CH_END = 0, CH_DATA = 1, CH_ERROR = -1, CH_NOMEM = -2 } ch_event;
 
-void chunker_init(chunker *ch, const fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
-                  const uint8_t *prefix, size_t prefix_len);
+/* Takes ownership of prefix (malloc'd, prefix_len bytes already read from rd). */
+void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
+                  uint8_t *prefix, size_t prefix_len);
+void chunker_free(chunker *ch);
 /* CH_DATA: buf (chunk_size bytes) holds the next *len bytes. If they begin a new entry,
  * *seg is its segment (else NULL); *len is 0 only for an empty tensor's entry.
- * CH_ERROR: the read callback failed. */
+ * CH_ERROR: the read callback failed. CH_NOMEM: out of memory. */
 ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg);
 
 #endif

@@ -142,6 +142,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     if (!rd || !wr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
 
     uint8_t *prefix = NULL, *idx = NULL;
+    chunker ch = {0};
     size_t plen = 0;
     fmt_list segs = {0};
     if ((err = probe(ctx, &p, rd, rd_opaque, size_hint, &prefix, &plen, &segs))) return err;
@@ -162,8 +163,8 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
 
-    chunker ch;
     chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque, prefix, plen);
+    prefix = NULL; /* the chunker owns it now */
     for (;;) {
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
@@ -179,6 +180,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             err = ctx_fail(ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)ch.consumed);
             goto fail;
         }
+        if (ev == CH_NOMEM) goto nomem;
         if (ev == CH_END) break;
         j->new_entry = s != NULL;
         if (s) {
@@ -244,6 +246,7 @@ done:
     free(w.c);
     free(idx);
     free(prefix);
+    chunker_free(&ch);
     fmt_list_free(&segs);
     return err;
 }

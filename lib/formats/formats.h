@@ -6,6 +6,12 @@
  * list always ends with an open-ended opaque segment, so bytes past what the header
  * declares (or a file shorter than declared) still round-trip exactly. Readers never
  * fail on odd input: what they cannot trust becomes opaque bytes.
+ *
+ * Some formats cannot be described from their start alone: a zip archive (torch.save,
+ * .npz) puts each member's header in front of that member's data, all through the file.
+ * Their readers describe what the prefix shows and end the list with a resume segment
+ * at the next header; when the chunker gets there it calls fmt_resume with the bytes
+ * from that point on, and the reader describes the next stretch the same way.
  */
 #ifndef CKPZ_FORMATS_H
 #define CKPZ_FORMATS_H
@@ -24,15 +30,30 @@ typedef struct fmt_segment {
     uint64_t *shape;    /* malloc'd, ndim values; NULL when ndim == 0 */
     uint64_t offset;    /* byte offset in the input */
     uint64_t length;    /* bytes, or FMT_LEN_OPEN (only the last segment) */
+    int resume;         /* last segment only (opaque, open): describe from here on with
+                           fmt_resume once the bytes are at hand */
 } fmt_segment;
+
+typedef enum { FMT_DONE = 0, FMT_NEED_MORE = 1, FMT_ERROR = -1 } fmt_status;
+
+struct fmt_list;
+/* State a piecewise reader keeps between calls (e.g. the storages a torch pickle named). */
+typedef struct fmt_resumer {
+    /* Pushes segments for the input from byte `at` on, given p[0..len) = the bytes
+     * from there (eof: the input ends at at + len), ending with fmt_push_resume or
+     * nothing (the rest is then opaque). FMT_NEED_MORE with *need > len asks for more
+     * bytes (at most FMT_PROBE_MAX); FMT_ERROR makes the rest of the input opaque. */
+    fmt_status (*resume)(struct fmt_resumer *r, struct fmt_list *l, uint64_t at, const uint8_t *p, size_t len,
+                         int eof, size_t *need);
+    void (*free)(struct fmt_resumer *r);
+} fmt_resumer;
 
 typedef struct fmt_list {
     ckpz_input_format format; /* what was recognised */
     fmt_segment *seg;
     size_t n, cap;
+    fmt_resumer *resumer;     /* set by piecewise readers; freed by fmt_list_free */
 } fmt_list;
-
-typedef enum { FMT_DONE = 0, FMT_NEED_MORE = 1, FMT_ERROR = -1 } fmt_status;
 
 /* Describes an input from its first `len` bytes (`total` = input size or
  * CKPZ_SIZE_UNKNOWN; len == total when the whole input is in the prefix).
@@ -48,6 +69,12 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
 
 void fmt_list_free(fmt_list *l);
 
+/* Continues a list whose last segment is a resume segment (see fmt_resumer), with
+ * p[0..len) = the input from that segment's offset on. FMT_DONE: the resume segment has
+ * been replaced by segments that tile the input from there (ending with another resume
+ * segment or the open tail). FMT_NEED_MORE: call again with *need bytes (or eof). */
+fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t *need);
+
 /* Per-format readers, called by fmt_describe; same contract, except that they
  * return FMT_ERROR when the input is not theirs (fmt_describe then tries the next). */
 fmt_status fmt_safetensors(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
@@ -58,6 +85,8 @@ fmt_status fmt_npy(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
 /* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
              uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length);
+/* Appends the resume segment: the reader wants to look again at `offset`. */
+int fmt_push_resume(fmt_list *l, uint64_t offset);
 /* Appends opaque segments so that the list tiles [0, end) and then an open tail. */
 int fmt_finish(fmt_list *l);
 

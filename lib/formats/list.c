@@ -75,7 +75,7 @@ int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
 /* Appends s to the array d (capacity checked by the caller), merging opaque runs. */
 static void append(fmt_segment *d, size_t *n, fmt_segment s)
 {
-    if (s.dtype == CKPZ_DTYPE_NONE && *n > 0) {
+    if (s.dtype == CKPZ_DTYPE_NONE && !s.resume && *n > 0) {
         fmt_segment *p = &d[*n - 1];
         if (p->dtype == CKPZ_DTYPE_NONE && p->length != FMT_LEN_OPEN) {
             /* Contiguous by construction. */
@@ -99,22 +99,32 @@ static fmt_segment opaque(uint64_t offset, uint64_t length)
     return s;
 }
 
-int fmt_finish(fmt_list *l)
+int fmt_push_resume(fmt_list *l, uint64_t offset)
 {
-    if (!l)
+    if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, offset, FMT_LEN_OPEN))
         return -1;
+    l->seg[l->n - 1].resume = 1;
+    return 0;
+}
+
+/* Normalises segments [first, n), which describe the input from byte `start` on; the
+ * ones before `first` are already final. */
+static int finish_from(fmt_list *l, size_t first, uint64_t start)
+{
     /* Worst case: a gap before every segment plus the open tail. */
     if (l->n > (((size_t)-1) / sizeof(fmt_segment) - 1) / 2)
         return -1;
-    size_t cap = 2 * l->n + 1;
+    size_t cap = first + 2 * (l->n - first) + 1;
     fmt_segment *d = malloc(cap * sizeof(*d));
     if (!d)
         return -1;
-    size_t n = 0, i;
-    uint64_t cur = 0;
+    size_t n = first, i;
+    if (first)
+        memcpy(d, l->seg, first * sizeof(*d));
+    uint64_t cur = start;
     int open = 0;
 
-    for (i = 0; i < l->n; i++) {
+    for (i = first; i < l->n; i++) {
         fmt_segment s = l->seg[i];
         if (open) { /* nothing may follow an open segment */
             seg_clear(&s);
@@ -153,6 +163,32 @@ int fmt_finish(fmt_list *l)
     return 0;
 }
 
+int fmt_finish(fmt_list *l)
+{
+    return l ? finish_from(l, 0, 0) : -1;
+}
+
+fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t *need)
+{
+    if (!l || !l->n || !l->seg[l->n - 1].resume)
+        return FMT_ERROR;
+    size_t first = l->n - 1;
+    uint64_t at = l->seg[first].offset;
+    l->n = first; /* the resume segment owns no memory */
+    fmt_status s = l->resumer ? l->resumer->resume(l->resumer, l, at, p, len, eof, need) : FMT_ERROR;
+    if (s != FMT_DONE) {
+        while (l->n > first)
+            seg_clear(&l->seg[--l->n]);
+        if (s == FMT_NEED_MORE && *need > len && *need <= FMT_PROBE_MAX && !eof)
+            return fmt_push_resume(l, at) ? FMT_ERROR : FMT_NEED_MORE;
+        /* The reader gave up: the rest of the input is opaque. */
+        if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at, FMT_LEN_OPEN))
+            return FMT_ERROR;
+        return FMT_DONE;
+    }
+    return finish_from(l, first, at) ? FMT_ERROR : FMT_DONE;
+}
+
 void fmt_list_free(fmt_list *l)
 {
     if (!l)
@@ -160,5 +196,7 @@ void fmt_list_free(fmt_list *l)
     for (size_t i = 0; i < l->n; i++)
         seg_clear(&l->seg[i]);
     free(l->seg);
+    if (l->resumer && l->resumer->free)
+        l->resumer->free(l->resumer);
     memset(l, 0, sizeof(*l));
 }
