@@ -104,7 +104,9 @@ typedef enum {
     CKPZ_INPUT_AUTO = 0,        /* detect from the first bytes; unknown = raw opaque */
     CKPZ_INPUT_RAW = 1,         /* one tensor of params.raw_dtype, or opaque bytes */
     CKPZ_INPUT_SAFETENSORS = 2,
-    CKPZ_INPUT_NPY = 3
+    CKPZ_INPUT_NPY = 3,
+    CKPZ_INPUT_TORCH = 4,       /* torch.save zip archive (.pt) */
+    CKPZ_INPUT_NPZ = 5          /* NumPy .npz (zip of .npy) */
 } ckpz_input_format;
 
 CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);

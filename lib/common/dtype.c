@@ -53,6 +53,8 @@ const char *ckpz_input_format_name(ckpz_input_format f)
     case CKPZ_INPUT_RAW: return "raw";
     case CKPZ_INPUT_SAFETENSORS: return "safetensors";
     case CKPZ_INPUT_NPY: return "npy";
+    case CKPZ_INPUT_TORCH: return "torch";
+    case CKPZ_INPUT_NPZ: return "npz";
     }
     return "unknown";
 }

@@ -1,6 +1,7 @@
 /* detect.c — fmt_describe: a forced format, or detection (see formats.h).
  *
- * AUTO tries safetensors, then .npy; when neither matches, the input is raw: one
+ * AUTO tries torch.save zip archives and .npz (zip files whose first member is data.pkl
+ * or a .npy file), then safetensors, then .npy; when none matches, the input is raw: one
  * tensor of raw_dtype named "data" (when raw_dtype != NONE) or one open opaque
  * segment. On FMT_DONE after a fallback to raw, why[] holds a note saying why the
  * readers declined (for verbose output); it is "" otherwise.
@@ -88,10 +89,25 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
         return fmt_safetensors(prefix, len, total, out, need, why, whylen);
     case CKPZ_INPUT_NPY:
         return fmt_npy(prefix, len, total, out, need, why, whylen);
+    case CKPZ_INPUT_TORCH:
+        return fmt_torch(prefix, len, total, out, need, why, whylen);
+    case CKPZ_INPUT_NPZ:
+        return fmt_npz(prefix, len, total, out, need, why, whylen);
     case CKPZ_INPUT_RAW:
         return describe_raw(total, raw_dtype, out, why, whylen);
     case CKPZ_INPUT_AUTO: {
         char r1[192], r2[192];
+        if (len >= 4 && prefix[0] == 'P' && prefix[1] == 'K' && prefix[2] == 3 && prefix[3] == 4) {
+            fmt_status zs = fmt_torch(prefix, len, total, out, need, r1, sizeof(r1));
+            if (zs == FMT_ERROR && strcmp(r1, "out of memory") != 0)
+                zs = fmt_npz(prefix, len, total, out, need, r1, sizeof(r1));
+            if (zs != FMT_ERROR)
+                return zs;
+            if (strcmp(r1, "out of memory") == 0) {
+                why_set(why, whylen, "%s", r1);
+                return FMT_ERROR;
+            }
+        }
         fmt_status st = fmt_safetensors(prefix, len, total, out, need, r1, sizeof(r1));
         if (st != FMT_ERROR)
             return st;

@@ -81,6 +81,27 @@ fmt_status fmt_safetensors(const uint8_t *p, size_t len, uint64_t total, fmt_lis
                            size_t *need, char *why, size_t whylen);
 fmt_status fmt_npy(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
                    size_t *need, char *why, size_t whylen);
+/* torch.save zip archives and NumPy .npz: piecewise (see zip.h); FMT_ERROR when the
+ * first zip member is not data.pkl (torch) or a .npy file (npz). */
+fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
+                     size_t *need, char *why, size_t whylen);
+fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out,
+                   size_t *need, char *why, size_t whylen);
+
+/* The .npy header at b[0..len) of a .npy file of `total` bytes (or CKPZ_SIZE_UNKNOWN),
+ * shared by the .npy and .npz readers. FMT_DONE: *info describes it (dtype NONE when the
+ * data is not a tensor this library models or runs past total); FMT_NEED_MORE: *need
+ * bytes are needed; FMT_ERROR: not a .npy header (why[] says why). */
+#define NPY_MAX_NDIM 64
+typedef struct npy_info {
+    ckpz_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[NPY_MAX_NDIM];
+    uint64_t data_off;   /* the header's length: the data starts here */
+    uint64_t nbytes;     /* the data's length (when dtype != NONE) */
+} npy_info;
+fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info,
+                            size_t *need, char *why, size_t whylen);
 
 /* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,

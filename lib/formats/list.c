@@ -175,7 +175,11 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
     size_t first = l->n - 1;
     uint64_t at = l->seg[first].offset;
     l->n = first; /* the resume segment owns no memory */
-    fmt_status s = l->resumer ? l->resumer->resume(l->resumer, l, at, p, len, eof, need) : FMT_ERROR;
+    fmt_status s = l->resumer && !(eof && len == 0) ? l->resumer->resume(l->resumer, l, at, p, len, eof, need)
+                                                    : FMT_ERROR;
+    /* A reader must make progress: a resume point at or before this one would loop. */
+    if (s == FMT_DONE && l->n > first && l->seg[l->n - 1].resume && l->seg[l->n - 1].offset <= at)
+        l->seg[l->n - 1].resume = 0;
     if (s != FMT_DONE) {
         while (l->n > first)
             seg_clear(&l->seg[--l->n]);

@@ -18,7 +18,6 @@
 #include "formats.h"
 
 #define NPY_MAX_DEPTH 32
-#define NPY_MAX_NDIM 64
 
 static void npy_why(char *why, size_t whylen, const char *fmt, ...)
 {
@@ -330,17 +329,14 @@ static int parse_dict(pl *p, npy_hdr *h)
     return 0;
 }
 
-fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
-                   size_t *need, char *why, size_t whylen)
+fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info, size_t *need,
+                            char *why, size_t whylen)
 {
     static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
     if (need)
         *need = 0;
     if (why && whylen)
         why[0] = '\0';
-    if (!out)
-        return FMT_ERROR;
-    memset(out, 0, sizeof(*out));
     if (total != CKPZ_SIZE_UNKNOWN && len > total)
         len = (size_t)total;
 
@@ -445,9 +441,36 @@ fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
     if (tensor && total != CKPZ_SIZE_UNKNOWN && dstart + nbytes > total)
         tensor = 0; /* truncated data: keep it as opaque bytes */
 
+    memset(info, 0, sizeof(*info));
+    info->dtype = tensor ? dt : CKPZ_DTYPE_NONE;
+    info->data_off = dstart;
+    if (tensor) {
+        info->ndim = h.ndim;
+        memcpy(info->shape, h.shape, (size_t)h.ndim * sizeof(uint64_t));
+        info->nbytes = nbytes;
+    }
+    return FMT_DONE;
+}
+
+fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
+                   size_t *need, char *why, size_t whylen)
+{
+    if (need)
+        *need = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    if (!out)
+        return FMT_ERROR;
+    memset(out, 0, sizeof(*out));
+    npy_info info;
+    fmt_status st = npy_parse_header(b, len, total, &info, need, why, whylen);
+    if (st != FMT_DONE)
+        return st;
+
     out->format = CKPZ_INPUT_NPY;
-    if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, dstart) ||
-        (tensor && fmt_push(out, dt, "array", 5, h.ndim, h.shape, dstart, nbytes)) ||
+    if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, info.data_off) ||
+        (info.dtype != CKPZ_DTYPE_NONE &&
+         fmt_push(out, info.dtype, "array", 5, info.ndim, info.shape, info.data_off, info.nbytes)) ||
         fmt_finish(out)) {
         fmt_list_free(out);
         npy_why(why, whylen, "out of memory");

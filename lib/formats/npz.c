@@ -1,0 +1,130 @@
+/* npz.c — the NumPy .npz reader (see formats.h, zip.h).
+ *
+ * np.savez writes a zip of NAME.npy members, stored (np.savez_compressed: deflated).
+ * A stored member's .npy header stays opaque and its array data becomes a tensor named
+ * NAME; deflated members, other members, the central directory and anything not
+ * understood stay opaque. The members are walked piecewise (zip_walk).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "zip.h"
+
+typedef struct npz_state {
+    fmt_resumer base; /* first member */
+    zip_walk_state ws;
+} npz_state;
+
+static void z_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (!why || !whylen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+static int npz_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
+{
+    (void)ctx;
+    if (m->method != 0 || !zip_name_ends(m, ".npy"))
+        return ZIP_CB_OK;
+    npy_info info;
+    size_t nn = 0;
+    size_t avail = m->avail;
+    if (m->size != ZIP_SIZE_UNKNOWN && avail > m->size)
+        avail = (size_t)m->size;
+    fmt_status s = npy_parse_header(m->data, avail, m->size == ZIP_SIZE_UNKNOWN ? CKPZ_SIZE_UNKNOWN : m->size,
+                                    &info, &nn, NULL, 0);
+    if (s == FMT_NEED_MORE) {
+        if (m->eof || nn <= m->avail)
+            return ZIP_CB_OK;
+        *need = nn;
+        return ZIP_CB_NEED;
+    }
+    if (s != FMT_DONE || info.dtype == CKPZ_DTYPE_NONE || info.nbytes > UINT64_MAX - info.data_off)
+        return ZIP_CB_OK;
+    uint64_t len = info.data_off + info.nbytes;
+    if (m->size == ZIP_SIZE_UNKNOWN)
+        m->size = len; /* checked against the data descriptor by the walker */
+    else if (m->size != len)
+        return ZIP_CB_OK;
+    if (fmt_push(l, info.dtype, (const char *)m->name, m->name_len - 4, info.ndim, info.shape,
+                 m->data_off + info.data_off, info.nbytes))
+        return ZIP_CB_NOMEM;
+    return ZIP_CB_OK;
+}
+
+static fmt_status npz_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
+                             size_t *need)
+{
+    npz_state *z = (npz_state *)r;
+    return zip_walk(&z->ws, l, at, p, len, eof, 0, npz_member, NULL, need);
+}
+
+static void npz_free(fmt_resumer *r) { free(r); }
+
+fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
+                   size_t whylen)
+{
+    if (need)
+        *need = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    if (!out)
+        return FMT_ERROR;
+    memset(out, 0, sizeof(*out));
+    if (total != CKPZ_SIZE_UNKNOWN && len > total)
+        len = (size_t)total;
+    int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
+
+    zip_member m;
+    size_t hn = 0;
+    int h = zip_local_header(p, len, 0, &m, &hn);
+    if (h < 0) {
+        z_why(why, whylen, "not a zip archive");
+        return FMT_ERROR;
+    }
+    if (h == 0) {
+        if (eof || hn > FMT_PROBE_MAX) {
+            z_why(why, whylen, "zip header cut short");
+            return FMT_ERROR;
+        }
+        *need = hn;
+        return FMT_NEED_MORE;
+    }
+    if (!zip_name_ends(&m, ".npy")) {
+        z_why(why, whylen, "zip archive whose first member is not a .npy file");
+        return FMT_ERROR;
+    }
+    npz_state *z = calloc(1, sizeof(*z));
+    if (!z) {
+        z_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    z->base.resume = npz_resume;
+    z->base.free = npz_free;
+    out->format = CKPZ_INPUT_NPZ;
+    out->resumer = &z->base;
+    size_t nn = 0;
+    fmt_status s = zip_walk(&z->ws, out, 0, p, len, eof, 0, npz_member, NULL, &nn);
+    if (s == FMT_NEED_MORE) {
+        fmt_list_free(out);
+        if (nn <= len || nn > FMT_PROBE_MAX) { /* cannot happen; be safe */
+            out->format = CKPZ_INPUT_NPZ;
+            return fmt_finish(out) ? FMT_ERROR : FMT_DONE;
+        }
+        *need = nn;
+        return FMT_NEED_MORE;
+    }
+    if (s == FMT_ERROR || fmt_finish(out)) {
+        fmt_list_free(out);
+        z_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    return FMT_DONE;
+}

@@ -1,0 +1,207 @@
+/* torch.c — the torch.save archive reader (see formats.h, zip.h, pickle.h).
+ *
+ * torch.save (since 1.6) writes a stored zip: ARCHIVE/data.pkl first (the pickle of the
+ * object, where each tensor's storage is a persistent id naming its type, key and
+ * element count), then one member ARCHIVE/data/KEY per storage (raw little-endian
+ * bytes, 64-byte aligned), then ARCHIVE/version, ARCHIVE/byteorder,
+ * ARCHIVE/.data/serialization_id, ... and the central directory. torch sets flag bit 3
+ * on every member: the sizes follow each member's data in a data descriptor.
+ *
+ * The reader needs the whole pickle in the prefix; it describes the local header and the
+ * pickle as opaque bytes and then walks the members piecewise (zip_walk): a storage's
+ * data becomes a tensor of the pickle's dtype named after the first tensor using it,
+ * everything else is opaque. A pickle it cannot read leaves the whole file opaque.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "pickle.h"
+#include "zip.h"
+
+typedef struct torch_state {
+    fmt_resumer base; /* first member */
+    zip_walk_state ws;
+    pkl_storages st;
+    char *prefix;     /* "ARCHIVE/" (may be empty) */
+    size_t prefix_len;
+} torch_state;
+
+static void t_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (!why || !whylen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
+
+static unsigned esize(ckpz_dtype t)
+{
+    switch (t) {
+    case CKPZ_DTYPE_BF16: case CKPZ_DTYPE_F16: case CKPZ_DTYPE_I16: case CKPZ_DTYPE_U16: return 2;
+    case CKPZ_DTYPE_F32: case CKPZ_DTYPE_I32: case CKPZ_DTYPE_U32: return 4;
+    case CKPZ_DTYPE_F64: case CKPZ_DTYPE_I64: case CKPZ_DTYPE_U64: return 8;
+    case CKPZ_DTYPE_NONE: return 0;
+    default: return 1;
+    }
+}
+
+static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
+{
+    torch_state *t = ctx;
+    (void)need;
+    size_t pl = t->prefix_len;
+    if (m->method != 0 || m->name_len <= pl + 5 || memcmp(m->name, t->prefix, pl) != 0 ||
+        memcmp(m->name + pl, "data/", 5) != 0)
+        return ZIP_CB_OK;
+    const pkl_storage *s = pkl_find(&t->st, m->name + pl + 5, m->name_len - pl - 5);
+    unsigned esz = s ? esize(s->dtype) : 0;
+    if (!esz || s->numel > UINT64_MAX / esz)
+        return ZIP_CB_OK;
+    uint64_t bytes = s->numel * esz;
+    if (m->size == ZIP_SIZE_UNKNOWN)
+        m->size = bytes; /* checked against the data descriptor by the walker */
+    else if (m->size != bytes)
+        return ZIP_CB_OK;
+    if (fmt_push(l, s->dtype, s->name, strlen(s->name), s->ndim, s->shape, m->data_off, bytes))
+        return ZIP_CB_NOMEM;
+    return ZIP_CB_OK;
+}
+
+static fmt_status torch_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
+                               size_t *need)
+{
+    torch_state *t = (torch_state *)r;
+    return zip_walk(&t->ws, l, at, p, len, eof, 0, torch_member, t, need);
+}
+
+static void torch_free(fmt_resumer *r)
+{
+    torch_state *t = (torch_state *)r;
+    pkl_storages_free(&t->st);
+    free(t->prefix);
+    free(t);
+}
+
+/* Everything opaque (a torch archive this reader cannot follow). */
+static fmt_status all_opaque(fmt_list *out, char *why, size_t whylen, const char *note)
+{
+    out->format = CKPZ_INPUT_TORCH;
+    if (fmt_finish(out)) {
+        fmt_list_free(out);
+        t_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    t_why(why, whylen, "%s", note);
+    return FMT_DONE;
+}
+
+fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
+                     size_t whylen)
+{
+    if (need)
+        *need = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    if (!out)
+        return FMT_ERROR;
+    memset(out, 0, sizeof(*out));
+    if (total != CKPZ_SIZE_UNKNOWN && len > total)
+        len = (size_t)total;
+    int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
+
+    zip_member m;
+    size_t hn = 0;
+    int h = zip_local_header(p, len, 0, &m, &hn);
+    if (h < 0) {
+        t_why(why, whylen, "not a zip archive");
+        return FMT_ERROR;
+    }
+    if (h == 0) {
+        if (eof || hn > FMT_PROBE_MAX) {
+            t_why(why, whylen, "zip header cut short");
+            return FMT_ERROR;
+        }
+        *need = hn;
+        return FMT_NEED_MORE;
+    }
+    if (!zip_name_ends(&m, "data.pkl") || (m.name_len > 8 && m.name[m.name_len - 9] != '/')) {
+        t_why(why, whylen, "zip archive without data.pkl first");
+        return FMT_ERROR;
+    }
+    if (m.method != 0)
+        return all_opaque(out, why, whylen, "torch archive: compressed data.pkl");
+
+    /* The pickle: all of it must be in the prefix. */
+    size_t ds = (size_t)m.data_off, avail = len - ds;
+    if (m.size != ZIP_SIZE_UNKNOWN) {
+        if (m.size > FMT_PROBE_MAX - ds)
+            return all_opaque(out, why, whylen, "torch archive: data.pkl too large");
+        if (avail < m.size) {
+            if (eof)
+                return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+            *need = ds + (size_t)m.size;
+            return FMT_NEED_MORE;
+        }
+        avail = (size_t)m.size;
+    }
+    pkl_storages st;
+    size_t plen = 0;
+    pkl_status ps = pkl_torch_storages(p + ds, avail, &st, &plen);
+    if (ps == PKL_NOMEM) {
+        t_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    if (ps == PKL_NEED) {
+        if (eof || m.size != ZIP_SIZE_UNKNOWN || len >= FMT_PROBE_MAX)
+            return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+        size_t want = len < (FMT_PROBE_MAX / 2) ? 2 * len : FMT_PROBE_MAX;
+        if (want < len + (64u << 10))
+            want = len + (64u << 10) < FMT_PROBE_MAX ? len + (64u << 10) : FMT_PROBE_MAX;
+        *need = want;
+        return FMT_NEED_MORE;
+    }
+    if (ps == PKL_BAD)
+        return all_opaque(out, why, whylen, "torch archive: data.pkl not understood");
+
+    torch_state *t = calloc(1, sizeof(*t));
+    if (!t || !(t->prefix = malloc(m.name_len - 8 + 1))) {
+        free(t);
+        pkl_storages_free(&st);
+        t_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    t->base.resume = torch_resume;
+    t->base.free = torch_free;
+    t->st = st;
+    t->prefix_len = m.name_len - 8;
+    memcpy(t->prefix, m.name, t->prefix_len);
+    t->prefix[t->prefix_len] = '\0';
+    out->format = CKPZ_INPUT_TORCH;
+    out->resumer = &t->base;
+
+    /* The members after the pickle. */
+    uint64_t at;
+    if (m.size == ZIP_SIZE_UNKNOWN) {
+        at = ds + plen;
+        t->ws.desc_pending = 1;
+        t->ws.desc_size = plen;
+        t->ws.desc_method = 0;
+    } else {
+        at = ds + m.size;
+    }
+    fmt_status s = FMT_DONE;
+    size_t nn = 0;
+    if (at <= len)
+        s = zip_walk(&t->ws, out, at, p + at, len - (size_t)at, eof, 1, torch_member, t, &nn);
+    if (s == FMT_ERROR || fmt_finish(out)) {
+        fmt_list_free(out);
+        t_why(why, whylen, "out of memory");
+        return FMT_ERROR;
+    }
+    return FMT_DONE;
+}

@@ -1,0 +1,723 @@
+"""ckpz: lossless compression of deep-learning checkpoints, from Python.
+
+A drop-in for torch.save / torch.load; the swap is two lines::
+
+    import ckpz
+    ckpz.save(state, "ckpt.pt.ckpz")        # instead of torch.save(state, "ckpt.pt")
+    ...
+    state = ckpz.load("ckpt.pt.ckpz")       # instead of torch.load("ckpt.pt")
+
+``ckpz.save`` writes exactly what torch.save writes, compressed by libckpz: ``ckpz -d
+ckpt.pt.ckpz`` (the CLI) gives back a normal ``.pt`` that torch.load reads, byte for
+byte what torch.save would have written. ``ckpz.load`` also reads plain torch.save files.
+
+Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
+``save_arrays`` / ``load_arrays`` (NumPy arrays, as a compressed .npz), ``list`` and
+``info`` (the tensor index of a .ckpz file), and ``Error`` (what libckpz reports).
+
+The package is pure Python over libckpz through ctypes. It looks for the library at,
+in order: the path in the environment variable ``CKPZ_LIBRARY``; ``libckpz.so.0`` or
+``libckpz.so`` in the package's own directory; the path recorded by ``make install``
+(``ckpz/_install.py``); ``<prefix>/lib/libckpz.so.0`` for a package installed in
+``<prefix>/lib/python3/dist-packages``; the repository's ``build/libckpz.so`` when run
+from a checkout (``python/ckpz/../../build``); then the system's search path
+(``ctypes.util.find_library("ckpz")``, ``libckpz.so.0``).
+
+Files are written to a temporary name in the destination's directory and renamed into
+place once complete; on any error (Ctrl-C included) the temporary file is removed and
+an existing destination is left untouched. Tensor bytes go to C without Python-level
+copies, and ``load`` has C decode straight into the buffer torch.load reads from.
+"""
+
+import collections
+import contextlib
+import io
+import mmap
+import os
+import secrets
+import stat
+import threading
+
+from . import _lib
+from ._lib import Error
+
+__all__ = [
+    "save",
+    "load",
+    "compress_file",
+    "decompress_file",
+    "save_arrays",
+    "load_arrays",
+    "list",
+    "info",
+    "Entry",
+    "Info",
+    "Error",
+    "library_version",
+    "LEVEL_DEFAULT",
+]
+
+__version__ = "0.1.0"
+LEVEL_DEFAULT = _lib.LEVEL_DEFAULT
+_MAX_ORIGINAL = 1 << 40  # load() refuses originals over 1 TiB
+
+
+def library_version():
+    """The loaded libckpz's version string, e.g. "0.1.0"."""
+    return _lib.decode(_lib.version_string())
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("ckpz.save/ckpz.load need PyTorch (import torch failed: %s)" % e) from e
+    return torch
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError as e:
+        raise ImportError("ckpz.save_arrays/load_arrays need NumPy (import numpy failed: %s)" % e) from e
+    return numpy
+
+
+@contextlib.contextmanager
+def _output(dst):
+    """A binary file to write dst through: a temporary file in dst's directory, renamed
+    to dst when the block ends normally and removed when it raises (anything, Ctrl-C
+    included). A file object given as dst is used as is."""
+    if not isinstance(dst, (str, bytes, os.PathLike)) and hasattr(dst, "write"):
+        yield dst
+        return
+    dst = os.fsdecode(os.fspath(dst))
+    real = os.path.realpath(dst)  # write through a symlink, as open() would
+    d, base = os.path.split(real)
+    if os.path.isdir(real):
+        raise IsADirectoryError(21, "Is a directory", dst)
+    for _ in range(100):
+        tmp = os.path.join(d, ".%s.%s.tmp" % (base[:200], secrets.token_hex(6)))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError("ckpz: cannot create a temporary file in %s" % d)
+    try:
+        with open(fd, "wb") as f:
+            yield f
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@contextlib.contextmanager
+def _input(src):
+    """A binary file to read src from (a path, opened unbuffered, or a file object)."""
+    if not isinstance(src, (str, bytes, os.PathLike)) and hasattr(src, "read"):
+        yield src
+        return
+    with open(src, "rb", buffering=0) as f:
+        yield f
+
+
+def _regular_size(f):
+    """Bytes left in f if it is a regular file at a known position, else None."""
+    try:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return max(st.st_size - f.tell(), 0)
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+
+
+class _MemReader(io.RawIOBase):
+    """A seekable read-only binary file over a buffer (no copy at construction; each
+    readinto is one copy, straight into the caller's memory: torch.load's storages)."""
+
+    def __init__(self, buf):
+        super().__init__()
+        self._mv = memoryview(buf).cast("B")
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = len(self._mv) + offset
+        else:
+            raise ValueError("invalid whence (%r)" % (whence,))
+        if pos < 0:
+            raise ValueError("negative seek position %d" % pos)
+        self._pos = pos
+        return pos
+
+    def readinto(self, b):
+        with memoryview(b) as out:
+            out = out.cast("B")
+            n = min(len(out), max(len(self._mv) - self._pos, 0))
+            out[:n] = self._mv[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def readall(self):
+        data = bytes(self._mv[self._pos :])
+        self._pos = len(self._mv)
+        return data
+
+    def close(self):
+        if not self.closed:
+            self._mv.release()
+        super().close()
+
+
+class _Restored:
+    """The original bytes of a .ckpz file, decoded into anonymous memory (closed after use)."""
+
+    def __init__(self, mem, size):
+        self._mem = mem
+        self.size = size
+
+    def reader(self):
+        return _MemReader(memoryview(self._mem)[: self.size])
+
+    def close(self):
+        mem, self._mem = self._mem, None
+        if isinstance(mem, mmap.mmap):
+            try:
+                mem.close()
+            except BufferError:  # a view is still alive somewhere: let the GC unmap it
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _alloc(n):
+    """n bytes of writable memory for C to fill: an anonymous mapping, its pages faulted in
+    at once by the kernel where it can (MAP_POPULATE; much cheaper than one fault per page
+    from the decoding threads, or bytearray(n)'s zeroing pass)."""
+    if n <= 0:
+        return bytearray(0)
+    if _POPULATE:
+        try:
+            return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
+        except OSError:
+            pass
+    return mmap.mmap(-1, n)
+
+
+def _read_whole(f, path):
+    """(buffer, size) holding the rest of f; None if f does not start with the ckpz magic
+    (f is then left at its starting position when seekable)."""
+    start = None
+    try:
+        start = f.tell()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pass
+    head = f.read(len(_lib.MAGIC))
+    if head != _lib.MAGIC:
+        if start is not None:
+            f.seek(start)
+        return None
+    size = _regular_size(f)
+    if size is not None and start == 0:
+        # A whole regular file: map it (private, copy-on-write: C only reads it), so the
+        # page cache is read in place instead of copied.
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError):
+            m = None
+        if m is not None:
+            if len(m) != size + len(head) or m[:8] != head:
+                m.close()
+                raise Error(_lib.ERR_READ, "the file changed while being read", path)
+            return m, len(m)
+    if size is not None:
+        size += len(head)
+        buf = _alloc(size)
+        mv = memoryview(buf)
+        try:
+            mv[: len(head)] = head
+            got = len(head)
+            while got < size:
+                r = f.readinto(mv[got:])
+                if not r:
+                    break
+                got += r
+        finally:
+            mv.release()
+        if got != size or f.read(1):
+            raise Error(_lib.ERR_READ, "the file changed size while being read", path)
+        return buf, size
+    data = bytearray(head)
+    while True:
+        piece = f.read(4 << 20)
+        if not piece:
+            break
+        data += piece
+    return data, len(data)
+
+
+def _decompress(src, threads=0):
+    """_Restored with the original bytes of the .ckpz file src (path or binary file), or
+    None if src is not a ckpz file."""
+    with _input(src) as f:
+        got = _read_whole(f, src)
+    if got is None:
+        return None
+    buf, n = got
+    params = _lib.make_params(threads=threads)
+    dst = None
+    try:
+        with _lib.Call(params, src) as call:
+            arr, addr = _lib.address(buf)
+            try:
+                orig = _lib.ctypes.c_uint64()
+                call.check(_lib.original_size(call.ctx, addr, n, _lib.ctypes.byref(orig)))
+                orig = orig.value
+                # The trailer's checksum has been verified, but bound the size before
+                # allocating by it: every chunk costs at least MIN_CHUNK_COST bytes of the
+                # file and holds at most the header's chunk size.
+                chunk = int.from_bytes(bytes(memoryview(buf)[12:16]), "little")
+                bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
+                if orig > bound:
+                    raise Error(
+                        _lib.ERR_LIMIT,
+                        "the file claims an original size of %d bytes, more than a %d-byte "
+                        "ckpz file can hold (limit %d)" % (orig, n, bound),
+                        src,
+                    )
+                dst = _alloc(orig)
+                darr, daddr = _lib.address(dst)
+                try:
+                    call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
+                finally:
+                    del darr
+            finally:
+                del arr
+    except BaseException:
+        if isinstance(dst, mmap.mmap):
+            dst.close()
+        raise
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+    return _Restored(dst, orig)
+
+
+def _compress_stream(read_into, size, dst, level, threads, path):
+    """Compresses what read_into(out_memoryview) -> count (0 at the end) yields into dst
+    (a temporary file renamed into place): compression runs on `threads` threads while
+    the calling thread feeds input and writes output, and memory stays bounded by a
+    few chunks per thread. Returns the ckpz_stats."""
+    params = _lib.make_params(level, threads)
+    stats = _lib.Stats()
+    fed = [0]
+    with _output(dst) as out, _lib.Call(params, path) as call:
+
+        def rd(_o, buf, n):
+            r = read_into(_lib.view_at(buf, n, writable=True)) if n else 0
+            if r is None:
+                raise BlockingIOError("ckpz: the input would block")
+            fed[0] += r
+            return r
+
+        def wr(_o, buf, n):
+            out.write(_lib.view_at(buf, n))
+            return 0
+
+        err = _lib.compress_stream(
+            call.ctx,
+            _lib.ctypes.byref(params),
+            call.guard(_lib.READ_FN, rd, -1),
+            None,
+            _lib.SIZE_UNKNOWN if size is None else size,
+            call.guard(_lib.WRITE_FN, wr, -1),
+            None,
+            _lib.ctypes.byref(stats),
+        )
+        call.check(err)
+        if stats.original_bytes != fed[0]:
+            raise Error(_lib.ERR_INTERNAL, "byte counts disagree (interrupted?)", path)
+    return stats
+
+
+def _compress_memory(view, dst, level, threads, path=None):
+    """Compresses the bytes of `view` into dst; each piece is copied once, straight into
+    the library's chunk buffers."""
+    src = memoryview(view).cast("B")
+    pos = [0]
+
+    def read_into(out):
+        k = min(len(out), len(src) - pos[0])
+        out[:k] = src[pos[0] : pos[0] + k]
+        pos[0] += k
+        return k
+
+    try:
+        _compress_stream(read_into, len(src), dst, level, threads, path)
+    finally:
+        src.release()
+
+
+class _Pipe:
+    """A write-only file that hands what torch.save writes (on a worker thread) to the
+    library's read callback (on the calling thread).
+
+    Large writes (tensor storages) are not copied here: write() waits until the reader
+    has copied the bytes straight into the library's chunk buffers. Small writes (zip
+    headers, the pickle) are staged, up to 1 MiB. abort() makes a waiting or later
+    write() raise, so the writer thread ends when compression fails.
+    """
+
+    _SMALL = 64 << 10
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._small = bytearray()
+        self._small_pos = 0
+        self._big = None
+        self._big_pos = 0
+        self._done = False
+        self._aborted = False
+        self.error = None
+
+    # -- writer side (torch.save's thread) --
+    def writable(self):
+        return True
+
+    def flush(self):
+        pass
+
+    def write(self, b):
+        mv = memoryview(b).cast("B")
+        n = mv.nbytes
+        with self._cond:
+            if n < self._SMALL:
+                while len(self._small) - self._small_pos > (1 << 20) and not self._aborted:
+                    self._cond.wait()
+                if self._aborted:
+                    raise OSError("ckpz: compression stopped")
+                self._small += mv
+            else:
+                if self._aborted:
+                    raise OSError("ckpz: compression stopped")
+                self._big, self._big_pos = mv, 0
+                self._cond.notify_all()
+                while self._big is not None and not self._aborted:
+                    self._cond.wait()
+                if self._aborted:
+                    self._big = None
+                    raise OSError("ckpz: compression stopped")
+            self._cond.notify_all()
+        return n
+
+    def finish(self, error=None):
+        with self._cond:
+            self.error = error
+            self._done = True
+            self._cond.notify_all()
+
+    # -- reader side (the calling thread, inside the library's read callback) --
+    def read_into(self, out):
+        n = len(out)
+        with self._cond:
+            while True:
+                have = len(self._small) - self._small_pos
+                if have:  # staged bytes always precede the pending large write
+                    k = min(n, have)
+                    out[:k] = self._small[self._small_pos : self._small_pos + k]
+                    self._small_pos += k
+                    if self._small_pos == len(self._small):
+                        del self._small[:]
+                        self._small_pos = 0
+                    self._cond.notify_all()
+                    return k
+                if self._big is not None:
+                    k = min(n, self._big.nbytes - self._big_pos)
+                    out[:k] = self._big[self._big_pos : self._big_pos + k]
+                    self._big_pos += k
+                    if self._big_pos == self._big.nbytes:
+                        self._big = None
+                        self._cond.notify_all()
+                    return k
+                if self._done:
+                    if self.error is not None:
+                        raise self.error
+                    return 0
+                self._cond.wait()
+
+    def abort(self):
+        with self._cond:
+            self._aborted = True
+            self._cond.notify_all()
+
+
+# ---- files -----------------------------------------------------------------------------
+
+
+def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0):
+    """Compresses the file src into the .ckpz file dst, like ``ckpz -o dst src``.
+
+    src and dst are paths (or binary file objects). The format (safetensors, .npy,
+    torch.save archive, ...) is detected from the content; anything else is compressed
+    as opaque bytes. level is 1..9 (default 3); threads counts the calling thread, 0 =
+    all cores. Returns the number of bytes written. Raises ckpz.Error on failure and
+    OSError for file errors; dst is written to a temporary name and renamed when done.
+    """
+    with _input(src) as f:
+        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src)
+    return stats.compressed_bytes
+
+
+def decompress_file(src, dst, threads=0):
+    """Restores the original of the .ckpz file src into dst, like ``ckpz -d``.
+
+    Every chunk checksum and the whole content's checksum are verified. Returns the
+    number of bytes written. Raises ckpz.Error (corrupt, truncated, not a ckpz file, ...)
+    or OSError; dst is written to a temporary name and only renamed into place once
+    everything has been verified.
+    """
+    params = _lib.make_params(threads=threads)
+    stats = _lib.Stats()
+    with _input(src) as f, _output(dst) as out, _lib.Call(params, src) as call:
+        wrote = [0]
+
+        def rd(_o, buf, n):
+            if n == 0:
+                return 0
+            r = f.readinto(_lib.view_at(buf, n, writable=True))
+            if r is None:
+                raise BlockingIOError("ckpz: the input would block")
+            return r
+
+        def wr(_o, buf, n):
+            out.write(_lib.view_at(buf, n))
+            wrote[0] += n
+            return 0
+
+        err = _lib.decompress_stream(
+            call.ctx,
+            _lib.ctypes.byref(params),
+            call.guard(_lib.READ_FN, rd, -1),
+            None,
+            call.guard(_lib.WRITE_FN, wr, -1),
+            None,
+            _lib.ctypes.byref(stats),
+        )
+        call.check(err)
+        if stats.original_bytes != wrote[0]:
+            raise Error(_lib.ERR_INTERNAL, "byte counts disagree (interrupted?)", src)
+    return wrote[0]
+
+
+# ---- PyTorch ---------------------------------------------------------------------------
+
+
+def save(obj, path, level=LEVEL_DEFAULT, threads=0):
+    """Saves obj like ``torch.save(obj, path)``, compressed.
+
+    Anything torch.save accepts: state dicts with tensors of any dtype in nested dicts,
+    lists and tuples, shared storages and views, and non-tensor values (step counters,
+    RNG state, scheduler state). CUDA tensors are written from CPU copies, one storage at
+    a time, and keep their device tag exactly as torch.save writes it: ``load`` puts them
+    back on the GPU unless map_location says otherwise. The file holds exactly the bytes
+    torch.save writes (its zip format), compressed; ``ckpz -d`` restores that .pt.
+
+    path is a filename (written to a temporary name, renamed when complete) or a binary
+    file object. level: 1..9 (default 3); threads: 0 = all cores.
+
+    torch.save runs on a helper thread and its writes are compressed as they come: a
+    storage's bytes are copied once, straight into libckpz's chunk buffers, and no
+    uncompressed copy of the whole file is ever held in memory.
+    """
+    torch = _torch()
+    _lib.make_params(level, threads)  # check the options before starting
+    pipe = _Pipe()
+
+    def writer():
+        err = None
+        try:
+            torch.save(obj, pipe)
+        except BaseException as e:
+            err = e
+        pipe.finish(err)
+
+    t = threading.Thread(target=writer, name="ckpz.save", daemon=True)
+    t.start()
+    try:
+        _compress_stream(pipe.read_into, None, path, level, threads, path)
+    finally:
+        pipe.abort()
+        t.join()
+
+
+def load(path, map_location=None, threads=0, **torch_load_args):
+    """Loads what ``save`` wrote, like ``torch.load(path, map_location=map_location)``.
+
+    The file is decoded by libckpz straight into memory that torch.load then reads its
+    storages from; every checksum is verified first. A file that is not a .ckpz (a plain
+    torch.save file) is passed to torch.load as is. Extra keyword arguments go to
+    torch.load. Raises ckpz.Error if the file is corrupt, OSError if it cannot be read.
+    """
+    torch = _torch()
+    restored = _decompress(path, threads)
+    if restored is None:
+        return torch.load(path, map_location=map_location, **torch_load_args)
+    with restored, restored.reader() as r:
+        return torch.load(r, map_location=map_location, **torch_load_args)
+
+
+# ---- NumPy -----------------------------------------------------------------------------
+
+
+def save_arrays(path, *args, level=LEVEL_DEFAULT, threads=0, **arrays):
+    """Saves NumPy arrays like ``numpy.savez(path, *args, **arrays)``, compressed.
+
+    The file holds an uncompressed .npz (``ckpz -d`` restores it; numpy.load reads that);
+    its arrays go through libckpz's tensor path. Positional arrays are named arr_0,
+    arr_1, ... as numpy.savez names them. The keywords level and threads are options,
+    not array names (pass such arrays as ``save_arrays(path, **{...})`` under other
+    names, or positionally).
+    """
+    np = _numpy()
+    buf = io.BytesIO()
+    np.savez(buf, *args, **arrays)
+    view = buf.getbuffer()
+    try:
+        _compress_memory(view, path, level, threads, path)
+    finally:
+        view.release()
+
+
+def load_arrays(path, allow_pickle=False, threads=0):
+    """Loads what ``save_arrays`` wrote: a dict of name -> numpy.ndarray (in memory, not
+    lazy). A plain .npz file (not compressed by ckpz) is read too. allow_pickle is
+    numpy.load's (object arrays); off by default."""
+    np = _numpy()
+    restored = _decompress(path, threads)
+    if restored is None:
+        with _input(path) as f:
+            return _npz_dict(np.load(f, allow_pickle=allow_pickle), path)
+    with restored, restored.reader() as r:
+        return _npz_dict(np.load(r, allow_pickle=allow_pickle), path)
+
+
+def _npz_dict(z, path):
+    if not hasattr(z, "files"):
+        raise ValueError("ckpz.load_arrays: %r holds a single array, not an .npz archive" % (path,))
+    with z:
+        return {k: z[k] for k in z.files}
+
+
+# ---- index -----------------------------------------------------------------------------
+
+Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks")
+Entry.__doc__ = """One entry of a .ckpz file's index: a tensor, or a run of opaque bytes
+(name "", dtype "bytes", shape ()). offset and length locate it in the original file;
+compressed is the bytes its chunks take in the .ckpz file."""
+
+Info = collections.namedtuple(
+    "Info", "format_version format original_size compressed_size chunk_size content_checksum entries chunks"
+)
+Info.__doc__ = """A .ckpz file's summary; format is the original's ("torch", "safetensors",
+"npy", "raw", ...)."""
+
+
+@contextlib.contextmanager
+def _archive(path):
+    with _input(path) as f:
+        try:
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            raise TypeError("ckpz.list/info need a file with a descriptor (a path or an open file)")
+        params = _lib.make_params()
+        with _lib.Call(params, path) as call:
+
+            def pread(_o, buf, n, off):
+                mv = _lib.view_at(buf, n, writable=True)
+                got = 0
+                while got < n:
+                    r = os.preadv(fd, [mv[got:]], off + got)
+                    if r <= 0:
+                        return -1
+                    got += r
+                return 0
+
+            handle = _lib.ctypes.c_void_p()
+            err = _lib.archive_open(
+                call.ctx, _lib.ctypes.byref(params), call.guard(_lib.PREAD_FN, pread, -1), None, size,
+                _lib.ctypes.byref(handle),
+            )
+            call.check(err)
+            try:
+                yield call, handle
+            finally:
+                _lib.archive_close(handle)
+
+
+def _info(handle):
+    i = _lib.ArchiveInfo()
+    _lib.archive_get_info(handle, _lib.ctypes.byref(i))
+    return Info(
+        i.format_version, _lib.decode(_lib.input_format_name(i.format)), i.original_size, i.compressed_size,
+        i.chunk_size, i.content_checksum, i.entries, i.chunks,
+    )
+
+
+def info(path):
+    """Summary of the .ckpz file at path (an Info). Checks the header, trailer and index."""
+    with _archive(path) as (_call, handle):
+        return _info(handle)
+
+
+def list(path):  # noqa: A001 - the name matches `ckpz -l`
+    """The index of the .ckpz file at path: a list of Entry, in file order (tensors with
+    name, dtype such as "f32" or "bf16", shape; opaque runs with name "" and dtype
+    "bytes"). Only the header, trailer and index are read."""
+    out = []
+    with _archive(path) as (call, handle):
+        e = _lib.EntryStruct()
+        for i in range(_info(handle).entries):
+            call.check(_lib.archive_entry(handle, i, _lib.ctypes.byref(e)))
+            out.append(
+                Entry(
+                    _lib.decode(e.name) or "",
+                    _lib.decode(_lib.dtype_name(e.dtype)) or str(e.dtype),
+                    tuple(e.shape[k] for k in range(e.ndim)),
+                    e.offset,
+                    e.length,
+                    e.compressed,
+                    e.chunks,
+                )
+            )
+    return out
