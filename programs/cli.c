@@ -49,7 +49,7 @@ static void usage(FILE *f)
         "  -1 .. -9              level (default %d)\n"
         "  -T#, --threads=#      threads in all, 0 = all cores (default 0)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
-        "      --format=FMT      auto, safetensors, npy, raw (default auto)\n"
+        "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
         "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
         "      --memory=SIZE     largest allocation a file may ask for (default 1G)\n"
@@ -149,8 +149,10 @@ static int set_format(fio_prefs *p, const char *s, int *format_set)
     if (!strcmp(s, "auto")) p->format = CKPZ_INPUT_AUTO;
     else if (!strcmp(s, "safetensors")) p->format = CKPZ_INPUT_SAFETENSORS;
     else if (!strcmp(s, "npy")) p->format = CKPZ_INPUT_NPY;
+    else if (!strcmp(s, "torch")) p->format = CKPZ_INPUT_TORCH;
+    else if (!strcmp(s, "npz")) p->format = CKPZ_INPUT_NPZ;
     else if (!strcmp(s, "raw")) p->format = CKPZ_INPUT_RAW;
-    else return bad_usage("unknown format '%s' (auto, safetensors, npy, raw)", s);
+    else return bad_usage("unknown format '%s' (auto, safetensors, torch, npy, npz, raw)", s);
     *format_set = 1;
     return 0;
 }
