@@ -10,7 +10,6 @@ PyTorch and NumPy are required: without them the run fails (it does not skip), s
 `make test` installs python3-torch and python3-numpy (scripts/install-deps).
 """
 
-import contextlib
 import filecmp
 import io
 import math
@@ -547,8 +546,18 @@ class TestErrors(Case):
         p = self.path("keep.ckpz")
         ckpz.save({"v": 1}, p)
         before = read_bytes(p)
-        with self.assertRaises(Exception):
-            ckpz.save({"bad": lambda: None}, p)  # torch.save cannot pickle a lambda
+        big = torch.randn(400_000)  # written before the failure: compression has started
+        with self.assertRaises((AttributeError, TypeError, __import__("pickle").PicklingError)):
+            ckpz.save({"big": big, "bad": lambda: None}, p)  # torch.save cannot pickle a lambda
+        self.assertEqual(read_bytes(p), before)
+        self.assertEqual(self.leftovers("keep.ckpz"), [])
+
+        class Interrupt:
+            def __reduce__(self):
+                raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            ckpz.save({"big": big, "x": Interrupt()}, p)
         self.assertEqual(read_bytes(p), before)
         self.assertEqual(self.leftovers("keep.ckpz"), [])
 
