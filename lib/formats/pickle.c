@@ -323,8 +323,13 @@ static int set_items(pk *k, uint32_t target, size_t from, size_t to)
 
 static int append_items(pk *k, uint32_t target, size_t from, size_t to)
 {
-    for (size_t i = from; i < to; i++)
-        place(k, k->stack[i], target, K_INDEX, k->o[target].a++);
+    pobj *t = &k->o[target];
+    int counts = t->kind == O_LIST || t->kind == O_OTHER; /* 'a' is the item count only there */
+    for (size_t i = from; i < to; i++) {
+        place(k, k->stack[i], target, counts ? K_INDEX : K_SKIP, counts ? t->a : 0);
+        if (counts)
+            t->a++;
+    }
     return R_OK;
 }
 
