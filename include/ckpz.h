@@ -1,8 +1,8 @@
 /* ckpz.h — the one public header of libckpz.
  *
- * libckpz compresses deep-learning checkpoints (safetensors, NumPy .npy, raw tensor
- * dumps) losslessly into a chunked, checksummed, seekable container (doc/format.md)
- * and restores the original file byte for byte. Everything a program needs is here:
+ * libckpz compresses deep-learning checkpoints (safetensors, torch.save archives, NumPy
+ * .npy/.npz, raw tensor dumps) losslessly into a chunked, checksummed, seekable
+ * container (doc/format.md) and restores the original file byte for byte. Everything a program needs is here:
  * the CLI, the benchmark and the bindings use this header only.
  *
  * Conventions: every symbol is prefixed ckpz_/CKPZ_; contexts are opaque, created and
