@@ -79,7 +79,26 @@ ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment 
 {
     *seg = NULL;
     for (;;) {
-        if (ch->seg >= ch->segs->n) return CH_END;
+        if (ch->seg >= ch->segs->n) {
+            /* The list is used up: the input must be too. If it is not (a reader that
+             * under-described), the rest is kept as opaque bytes, never dropped. */
+            if (ch->ahead_pos == ch->ahead_len && !ch->eof) {
+                ptrdiff_t r = ch->rd(ch->rd_opaque, buf, 1);
+                if (r < 0) return CH_ERROR;
+                if (r == 0) ch->eof = 1;
+                else if (ch->ahead_cap >= 1 || (ch->ahead = malloc(1)) != NULL) {
+                    if (!ch->ahead_cap) ch->ahead_cap = 1;
+                    ch->ahead[0] = buf[0];
+                    ch->ahead_pos = 0;
+                    ch->ahead_len = 1;
+                } else {
+                    return CH_NOMEM;
+                }
+            }
+            if (ch->ahead_pos == ch->ahead_len) return CH_END;
+            if (fmt_push(ch->segs, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, ch->consumed, FMT_LEN_OPEN)) return CH_NOMEM;
+            continue;
+        }
         if (!ch->in_seg && ch->segs->seg[ch->seg].resume) {
             int r = resume(ch); /* replaces this segment; the list may move */
             if (r) return (ch_event)r;

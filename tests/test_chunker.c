@@ -27,6 +27,12 @@ static fmt_status toy_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uin
     int described = 0;
     while (len - pos >= 8) {
         uint64_t h = ld64(p + pos), n = h & ~(1ull << 63);
+        if (h == 0x504f5453ull) /* "STOP": the rest is not described at all */
+            return described ? (fmt_push_resume(l, at + pos) ? FMT_ERROR : FMT_DONE) : FMT_DONE;
+        if (h == 0x424f4c42ull) { /* "BLOB": 8 header + 16 bytes, all opaque, then resume */
+            if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at + pos, 24)) return FMT_ERROR;
+            return fmt_push_resume(l, at + pos + 24) ? FMT_ERROR : FMT_DONE;
+        }
         if ((h >> 63) && len - pos - 8 < n * 4 && !eof) {
             if (described) break; /* resume at this record */
             t->need_more_calls++;
@@ -66,7 +72,7 @@ static void run(size_t step, size_t chunk)
     uint64_t counts[] = {10, 70000, 3, 0, (1ull << 63) | 40000, 5, 250000, 1};
     size_t nrec = sizeof counts / sizeof *counts, total = 0;
     for (size_t i = 0; i < nrec; i++) total += 8 + (size_t)(counts[i] & ~(1ull << 63)) * 4;
-    total += 3; /* trailing garbage */
+    total += 24 + 8 + 40; /* a BLOB record, then STOP and 40 undescribed bytes */
     uint8_t *in = malloc(total), *out = malloc(total + chunk), *buf = malloc(chunk);
     size_t at = 0;
     for (size_t i = 0; i < nrec; i++) {
@@ -76,7 +82,10 @@ static void run(size_t step, size_t chunk)
         for (size_t k = 0; k < n; k++) in[at + k] = (uint8_t)rng();
         at += n;
     }
-    memcpy(in + at, "xyz", 3);
+    st64(in + at, 0x424f4c42ull);
+    memset(in + at + 8, 0xb1, 16);
+    st64(in + at + 24, 0x504f5453ull);
+    memset(in + at + 32, 0x5a, 40);
 
     fmt_list l = {0};
     toy *t = calloc(1, sizeof *t);
@@ -130,8 +139,31 @@ static void run(size_t step, size_t chunk)
     free(buf);
 }
 
+/* A list that stops short of the input (a reader bug) must not lose the rest. */
+static void under_described(void)
+{
+    uint8_t in[30], out[64], buf[65536];
+    for (int i = 0; i < 30; i++) in[i] = (uint8_t)i;
+    fmt_list l = {0};
+    CHECK(fmt_push(&l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, 10) == 0);
+    rd_t r = {in, sizeof in, 0, 4};
+    chunker ch;
+    chunker_init(&ch, &l, sizeof buf, rd_fn, &r, NULL, 0);
+    size_t got = 0, n;
+    const fmt_segment *s;
+    while (chunker_next(&ch, buf, &n, &s) == CH_DATA && got + n <= sizeof out) {
+        memcpy(out + got, buf, n);
+        got += n;
+    }
+    CHECKF(got == sizeof in && !memcmp(in, out, sizeof in), "under-described input: %zu of %zu bytes", got,
+           sizeof in);
+    chunker_free(&ch);
+    fmt_list_free(&l);
+}
+
 int main(void)
 {
+    under_described();
     run(1 << 20, 65536);
     run(4093, 65536);
     run(7, 1 << 20);

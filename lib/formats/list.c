@@ -72,10 +72,11 @@ int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
     return 0;
 }
 
-/* Appends s to the array d (capacity checked by the caller), merging opaque runs. */
-static void append(fmt_segment *d, size_t *n, fmt_segment s)
+/* Appends s to the array d (capacity checked by the caller), merging opaque runs, but
+ * never into d[0..floor): those segments are final (a chunker may be past them). */
+static void append(fmt_segment *d, size_t *n, fmt_segment s, size_t floor)
 {
-    if (s.dtype == CKPZ_DTYPE_NONE && !s.resume && *n > 0) {
+    if (s.dtype == CKPZ_DTYPE_NONE && !s.resume && *n > floor) {
         fmt_segment *p = &d[*n - 1];
         if (p->dtype == CKPZ_DTYPE_NONE && p->length != FMT_LEN_OPEN) {
             /* Contiguous by construction. */
@@ -141,7 +142,7 @@ static int finish_from(fmt_list *l, size_t first, uint64_t start)
                 continue;
             s = opaque(cur, is_open ? FMT_LEN_OPEN : end - cur);
         } else if (s.offset > cur) {
-            append(d, &n, opaque(cur, s.offset - cur));
+            append(d, &n, opaque(cur, s.offset - cur), first);
         }
         if (is_open) {
             s.length = FMT_LEN_OPEN;
@@ -151,10 +152,10 @@ static int finish_from(fmt_list *l, size_t first, uint64_t start)
         }
         if (s.dtype == CKPZ_DTYPE_NONE && s.length == 0)
             continue; /* empty opaque run: nothing to describe */
-        append(d, &n, s);
+        append(d, &n, s, first);
     }
     if (!open)
-        append(d, &n, opaque(cur, FMT_LEN_OPEN));
+        append(d, &n, opaque(cur, FMT_LEN_OPEN), first);
 
     free(l->seg);
     l->seg = d;
