@@ -6,36 +6,10 @@
  * segment. On FMT_DONE after a fallback to raw, why[] holds a note saying why the
  * readers declined (for verbose output); it is "" otherwise.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "formats.h"
-
-static void why_set(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || !whylen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
-
-/* Element sizes, indexed by ckpz_dtype (kept here so that this stage needs nothing
- * but the public enum). */
-static unsigned raw_size(ckpz_dtype t)
-{
-    static const unsigned sz[CKPZ_DTYPE_COUNT_] = {
-        [CKPZ_DTYPE_NONE] = 1,   [CKPZ_DTYPE_BF16] = 2,   [CKPZ_DTYPE_F16] = 2,
-        [CKPZ_DTYPE_F32] = 4,    [CKPZ_DTYPE_F64] = 8,    [CKPZ_DTYPE_F8E4M3] = 1,
-        [CKPZ_DTYPE_F8E5M2] = 1, [CKPZ_DTYPE_I8] = 1,     [CKPZ_DTYPE_I16] = 2,
-        [CKPZ_DTYPE_I32] = 4,    [CKPZ_DTYPE_I64] = 8,    [CKPZ_DTYPE_U8] = 1,
-        [CKPZ_DTYPE_U16] = 2,    [CKPZ_DTYPE_U32] = 4,    [CKPZ_DTYPE_U64] = 8,
-        [CKPZ_DTYPE_BOOL] = 1,
-    };
-    return (unsigned)t < CKPZ_DTYPE_COUNT_ ? sz[t] : 0;
-}
 
 /* Raw input: whole elements form the tensor, a partial element at the end is opaque. */
 static fmt_status describe_raw(uint64_t total, ckpz_dtype dt, fmt_list *out, char *why,
@@ -44,7 +18,7 @@ static fmt_status describe_raw(uint64_t total, ckpz_dtype dt, fmt_list *out, cha
     out->format = CKPZ_INPUT_RAW;
     int rc = 0;
     if (dt != CKPZ_DTYPE_NONE) {
-        unsigned esz = raw_size(dt);
+        unsigned esz = ckpz_dtype_size(dt);
         if (total != CKPZ_SIZE_UNKNOWN) {
             uint64_t n = total / esz;
             rc = fmt_push(out, dt, "data", 4, 1, &n, 0, n * esz);
@@ -55,7 +29,7 @@ static fmt_status describe_raw(uint64_t total, ckpz_dtype dt, fmt_list *out, cha
     }
     if (rc || fmt_finish(out)) {
         fmt_list_free(out);
-        why_set(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     return FMT_DONE;
@@ -80,7 +54,7 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
     if (!prefix)
         prefix = &none; /* readers compare 0 bytes of it */
     if ((unsigned)raw_dtype >= CKPZ_DTYPE_COUNT_) {
-        why_set(why, whylen, "unknown raw dtype %d", (int)raw_dtype);
+        fmt_why(why, whylen, "unknown raw dtype %d", (int)raw_dtype);
         return FMT_ERROR;
     }
 
@@ -104,7 +78,7 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
             if (zs != FMT_ERROR)
                 return zs;
             if (strcmp(r1, "out of memory") == 0) {
-                why_set(why, whylen, "%s", r1);
+                fmt_why(why, whylen, "%s", r1);
                 return FMT_ERROR;
             }
         }
@@ -112,23 +86,23 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
         if (st != FMT_ERROR)
             return st;
         if (strcmp(r1, "out of memory") == 0) {
-            why_set(why, whylen, "%s", r1);
+            fmt_why(why, whylen, "%s", r1);
             return FMT_ERROR;
         }
         st = fmt_npy(prefix, len, total, out, need, r2, sizeof(r2));
         if (st != FMT_ERROR)
             return st;
         if (strcmp(r2, "out of memory") == 0) {
-            why_set(why, whylen, "%s", r2);
+            fmt_why(why, whylen, "%s", r2);
             return FMT_ERROR;
         }
         st = describe_raw(total, raw_dtype, out, why, whylen);
         if (st == FMT_DONE)
-            why_set(why, whylen, "raw input: not safetensors (%s); not .npy (%s)", r1, r2);
+            fmt_why(why, whylen, "raw input: not safetensors (%s); not .npy (%s)", r1, r2);
         return st;
     }
     default:
-        why_set(why, whylen, "unknown input format %d", (int)requested);
+        fmt_why(why, whylen, "unknown input format %d", (int)requested);
         return FMT_ERROR;
     }
 }

@@ -103,6 +103,9 @@ typedef struct npy_info {
 fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info,
                             size_t *need, char *why, size_t whylen);
 
+/* Writes a reason to why[0..whylen) (printf format); accepts NULL or 0. */
+void fmt_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
              uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length);

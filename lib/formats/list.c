@@ -6,10 +6,22 @@
  * that starts before the end of the previous one (a reader bug) is trimmed to opaque
  * bytes or dropped, so the result never covers a byte twice.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
+
+void fmt_why(char *why, size_t whylen, const char *fmt, ...)
+{
+    if (!why || !whylen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+}
 
 static void seg_clear(fmt_segment *s)
 {

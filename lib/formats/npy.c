@@ -10,7 +10,6 @@
  * (big-endian, object, structured, strings, ...) leaves the data as opaque bytes.
  * The tensor's shape is the logical shape as written, also for Fortran-order arrays.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +17,6 @@
 #include "formats.h"
 
 #define NPY_MAX_DEPTH 32
-
-static void npy_why(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || !whylen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 static const struct {
     const char *descr;
@@ -342,12 +331,12 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
 
     size_t k = len < 6 ? len : 6;
     if (memcmp(b, magic, k) != 0) {
-        npy_why(why, whylen, "no .npy magic (\\x93NUMPY)");
+        fmt_why(why, whylen, "no .npy magic (\\x93NUMPY)");
         return FMT_ERROR;
     }
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {
-            npy_why(why, whylen, "file of %llu bytes is too short for a .npy header",
+            fmt_why(why, whylen, "file of %llu bytes is too short for a .npy header",
                     (unsigned long long)total);
             return FMT_ERROR;
         }
@@ -357,13 +346,13 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
     }
     unsigned major = b[6], minor = b[7];
     if (major < 1 || major > 3 || minor != 0) {
-        npy_why(why, whylen, "unsupported .npy version %u.%u", major, minor);
+        fmt_why(why, whylen, "unsupported .npy version %u.%u", major, minor);
         return FMT_ERROR;
     }
     size_t pre = major == 1 ? 10 : 12;
     if (len < pre) {
         if (total != CKPZ_SIZE_UNKNOWN && total < pre) {
-            npy_why(why, whylen, "file of %llu bytes is too short for a .npy header",
+            fmt_why(why, whylen, "file of %llu bytes is too short for a .npy header",
                     (unsigned long long)total);
             return FMT_ERROR;
         }
@@ -376,12 +365,12 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
                                    (uint64_t)b[10] << 16 | (uint64_t)b[11] << 24;
     uint64_t dstart = pre + hl;
     if (total != CKPZ_SIZE_UNKNOWN && dstart > total) {
-        npy_why(why, whylen, ".npy header length %llu exceeds the file size %llu",
+        fmt_why(why, whylen, ".npy header length %llu exceeds the file size %llu",
                 (unsigned long long)hl, (unsigned long long)total);
         return FMT_ERROR;
     }
     if (dstart > FMT_PROBE_MAX) {
-        npy_why(why, whylen, ".npy header length %llu exceeds the limit of %u bytes",
+        fmt_why(why, whylen, ".npy header length %llu exceeds the limit of %u bytes",
                 (unsigned long long)hl, (unsigned)FMT_PROBE_MAX);
         return FMT_ERROR;
     }
@@ -389,7 +378,7 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
     for (size_t j = pre; j < avail; j++) {
         uint8_t c = b[j];
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-            npy_why(why, whylen, ".npy header: control byte 0x%02x at offset %zu", c, j);
+            fmt_why(why, whylen, ".npy header: control byte 0x%02x at offset %zu", c, j);
             return FMT_ERROR;
         }
     }
@@ -403,7 +392,7 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
     npy_hdr h;
     memset(&h, 0, sizeof(h));
     if (parse_dict(&p, &h)) {
-        npy_why(why, whylen, ".npy header: %s at offset %zu", p.err, pre + p.err_at);
+        fmt_why(why, whylen, ".npy header: %s at offset %zu", p.err, pre + p.err_at);
         return FMT_ERROR;
     }
 
@@ -473,7 +462,7 @@ fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
          fmt_push(out, info.dtype, "array", 5, info.ndim, info.shape, info.data_off, info.nbytes)) ||
         fmt_finish(out)) {
         fmt_list_free(out);
-        npy_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     return FMT_DONE;

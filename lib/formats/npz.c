@@ -5,7 +5,6 @@
  * NAME; deflated members, other members, the central directory and anything not
  * understood stay opaque. The members are walked piecewise (zip_walk).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,16 +16,6 @@ typedef struct npz_state {
     fmt_resumer base; /* first member */
     zip_walk_state ws;
 } npz_state;
-
-static void z_why(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || !whylen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 static int npz_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
 {
@@ -83,27 +72,16 @@ fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, 
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;
-    size_t hn = 0;
-    int h = zip_local_header(p, len, 0, &m, &hn);
-    if (h < 0) {
-        z_why(why, whylen, "not a zip archive");
-        return FMT_ERROR;
-    }
-    if (h == 0) {
-        if (eof || hn > FMT_PROBE_MAX) {
-            z_why(why, whylen, "zip header cut short");
-            return FMT_ERROR;
-        }
-        *need = hn;
-        return FMT_NEED_MORE;
-    }
+    fmt_status first = zip_first_member(p, len, total, &m, need, why, whylen);
+    if (first != FMT_DONE)
+        return first;
     if (!zip_name_ends(&m, ".npy")) {
-        z_why(why, whylen, "zip archive whose first member is not a .npy file");
+        fmt_why(why, whylen, "zip archive whose first member is not a .npy file");
         return FMT_ERROR;
     }
     npz_state *z = calloc(1, sizeof(*z));
     if (!z) {
-        z_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     z->base.resume = npz_resume;
@@ -123,7 +101,7 @@ fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, 
     }
     if (s == FMT_ERROR || fmt_finish(out)) {
         fmt_list_free(out);
-        z_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     return FMT_DONE;

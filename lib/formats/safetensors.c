@@ -13,7 +13,6 @@
  * of one entry (unknown dtype, inconsistent size, offsets out of the file, overlap with
  * another entry) only turn that entry's bytes into opaque bytes.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +21,6 @@
 
 #define ST_MAX_DEPTH 64 /* JSON nesting accepted (only 3 levels are meaningful) */
 #define ST_MAX_NDIM 64  /* dimensions of one tensor */
-
-static void st_why(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || !whylen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- dtype table ---------------------------------------------------------------- */
 
@@ -733,7 +722,7 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
 
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {
-            st_why(why, whylen, "file of %llu bytes is too short for a safetensors header",
+            fmt_why(why, whylen, "file of %llu bytes is too short for a safetensors header",
                    (unsigned long long)total);
             return FMT_ERROR;
         }
@@ -745,24 +734,24 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     for (int j = 7; j >= 0; j--)
         n = (n << 8) | b[j];
     if (n < 2) {
-        st_why(why, whylen, "safetensors header length %llu is too small",
+        fmt_why(why, whylen, "safetensors header length %llu is too small",
                (unsigned long long)n);
         return FMT_ERROR;
     }
     if (total != CKPZ_SIZE_UNKNOWN && n > total - 8) {
-        st_why(why, whylen, "safetensors header length %llu exceeds the file size %llu",
+        fmt_why(why, whylen, "safetensors header length %llu exceeds the file size %llu",
                (unsigned long long)n, (unsigned long long)total);
         return FMT_ERROR;
     }
     if (n > FMT_PROBE_MAX - 8) {
-        st_why(why, whylen, "safetensors header length %llu exceeds the limit of %u bytes",
+        fmt_why(why, whylen, "safetensors header length %llu exceeds the limit of %u bytes",
                (unsigned long long)n, (unsigned)(FMT_PROBE_MAX - 8));
         return FMT_ERROR;
     }
     size_t hend = (size_t)(8 + n);
     size_t avail = len < hend ? len : hend;
     if (avail > 8 && b[8] != '{') {
-        st_why(why, whylen, "safetensors header does not start with '{' (byte 0x%02x)",
+        fmt_why(why, whylen, "safetensors header does not start with '{' (byte 0x%02x)",
                b[8]);
         return FMT_ERROR;
     }
@@ -771,7 +760,7 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     for (size_t j = 8; j < avail; j++) {
         uint8_t c = b[j];
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-            st_why(why, whylen, "safetensors header: control byte 0x%02x at offset %zu",
+            fmt_why(why, whylen, "safetensors header: control byte 0x%02x at offset %zu",
                    c, j);
             return FMT_ERROR;
         }
@@ -790,17 +779,17 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     p.total = total;
     fmt_status st = FMT_ERROR;
     if (grow_buf((void **)&p.names, &p.ncap, 1, 1)) {
-        st_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     if (parse_header(&p)) {
         if (p.oom)
-            st_why(why, whylen, "out of memory");
+            fmt_why(why, whylen, "out of memory");
         else if (p.err_at >= p.n)
-            st_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu",
+            fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu",
                    p.err, (size_t)(8 + p.err_at));
         else
-            st_why(why, whylen, "safetensors header: %s at offset %zu", p.err,
+            fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.err,
                    (size_t)(8 + p.err_at));
         goto out;
     }
@@ -808,7 +797,7 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base) || emit(out, &p) ||
         fmt_finish(out)) {
         fmt_list_free(out);
-        st_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         goto out;
     }
     st = FMT_DONE;

@@ -12,7 +12,6 @@
  * data becomes a tensor of the pickle's dtype named after the first tensor using it,
  * everything else is opaque. A pickle it cannot read leaves the whole file opaque.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +28,6 @@ typedef struct torch_state {
     size_t prefix_len;
 } torch_state;
 
-static void t_why(char *why, size_t whylen, const char *fmt, ...)
-{
-    if (!why || !whylen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, whylen, fmt, ap);
-    va_end(ap);
-}
-
-static unsigned esize(ckpz_dtype t)
-{
-    switch (t) {
-    case CKPZ_DTYPE_BF16: case CKPZ_DTYPE_F16: case CKPZ_DTYPE_I16: case CKPZ_DTYPE_U16: return 2;
-    case CKPZ_DTYPE_F32: case CKPZ_DTYPE_I32: case CKPZ_DTYPE_U32: return 4;
-    case CKPZ_DTYPE_F64: case CKPZ_DTYPE_I64: case CKPZ_DTYPE_U64: return 8;
-    case CKPZ_DTYPE_NONE: return 0;
-    default: return 1;
-    }
-}
-
 static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
 {
     torch_state *t = ctx;
@@ -59,7 +37,7 @@ static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
         memcmp(m->name + pl, "data/", 5) != 0)
         return ZIP_CB_OK;
     const pkl_storage *s = pkl_find(&t->st, m->name + pl + 5, m->name_len - pl - 5);
-    unsigned esz = s ? esize(s->dtype) : 0;
+    unsigned esz = s && s->dtype != CKPZ_DTYPE_NONE ? ckpz_dtype_size(s->dtype) : 0;
     if (!esz || s->numel > UINT64_MAX / esz)
         return ZIP_CB_OK;
     uint64_t bytes = s->numel * esz;
@@ -93,10 +71,10 @@ static fmt_status all_opaque(fmt_list *out, char *why, size_t whylen, const char
     out->format = CKPZ_INPUT_TORCH;
     if (fmt_finish(out)) {
         fmt_list_free(out);
-        t_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
-    t_why(why, whylen, "%s", note);
+    fmt_why(why, whylen, "%s", note);
     return FMT_DONE;
 }
 
@@ -115,22 +93,11 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;
-    size_t hn = 0;
-    int h = zip_local_header(p, len, 0, &m, &hn);
-    if (h < 0) {
-        t_why(why, whylen, "not a zip archive");
-        return FMT_ERROR;
-    }
-    if (h == 0) {
-        if (eof || hn > FMT_PROBE_MAX) {
-            t_why(why, whylen, "zip header cut short");
-            return FMT_ERROR;
-        }
-        *need = hn;
-        return FMT_NEED_MORE;
-    }
+    fmt_status first = zip_first_member(p, len, total, &m, need, why, whylen);
+    if (first != FMT_DONE)
+        return first;
     if (!zip_name_ends(&m, "data.pkl") || (m.name_len > 8 && m.name[m.name_len - 9] != '/')) {
-        t_why(why, whylen, "zip archive without data.pkl first");
+        fmt_why(why, whylen, "zip archive without data.pkl first");
         return FMT_ERROR;
     }
     if (m.method != 0)
@@ -153,7 +120,7 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
     size_t plen = 0;
     pkl_status ps = pkl_torch_storages(p + ds, avail, &st, &plen);
     if (ps == PKL_NOMEM) {
-        t_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     if (ps == PKL_NEED) {
@@ -172,7 +139,7 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
     if (!t || !(t->prefix = malloc(m.name_len - 8 + 1))) {
         free(t);
         pkl_storages_free(&st);
-        t_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     t->base.resume = torch_resume;
@@ -200,7 +167,7 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
         s = zip_walk(&t->ws, out, at, p + at, len - (size_t)at, eof, 1, torch_member, t, &nn);
     if (s == FMT_ERROR || fmt_finish(out)) {
         fmt_list_free(out);
-        t_why(why, whylen, "out of memory");
+        fmt_why(why, whylen, "out of memory");
         return FMT_ERROR;
     }
     return FMT_DONE;

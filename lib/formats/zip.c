@@ -226,3 +226,23 @@ done:
     *st = s;
     return FMT_DONE;
 }
+
+fmt_status zip_first_member(const uint8_t *p, size_t len, uint64_t total, zip_member *m, size_t *need, char *why,
+                            size_t whylen)
+{
+    size_t hn = 0;
+    int h = zip_local_header(p, len, 0, m, &hn);
+    if (h < 0) {
+        fmt_why(why, whylen, "not a zip archive");
+        return FMT_ERROR;
+    }
+    if (h == 0) {
+        if ((total != CKPZ_SIZE_UNKNOWN && len >= total) || hn > FMT_PROBE_MAX) {
+            fmt_why(why, whylen, "zip header cut short");
+            return FMT_ERROR;
+        }
+        *need = hn;
+        return FMT_NEED_MORE;
+    }
+    return FMT_DONE;
+}

@@ -68,6 +68,12 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
  * 0: more bytes needed, *need = how many from p; -1: not a local header. */
 int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, size_t *need);
 
+/* The first member of an input whose first len bytes are p (total: the input size or
+ * CKPZ_SIZE_UNKNOWN), for a reader's detection step: FMT_DONE with *m parsed,
+ * FMT_NEED_MORE with *need, or FMT_ERROR with the reason in why. */
+fmt_status zip_first_member(const uint8_t *p, size_t len, uint64_t total, zip_member *m, size_t *need, char *why,
+                            size_t whylen);
+
 /* Does the name end with suffix? */
 int zip_name_ends(const zip_member *m, const char *suffix);
 
