@@ -961,9 +961,18 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
            wshape, "shape", "original", "compressed", "ratio");
     if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
     printf("\n");
+    uint64_t opaque_runs = 0, opaque_len = 0, opaque_comp = 0;
     for (i = 0; i < info.entries; i++) {
         const char *dn;
         ckpz_archive_entry(a, i, &e);
+        /* Opaque runs (headers, zip records, padding) are summed into one line unless -v:
+         * a torch.save archive has one between every two storages. */
+        if (e.dtype == CKPZ_DTYPE_NONE && !verbose && !raw_input) {
+            opaque_runs++;
+            opaque_len += e.length;
+            opaque_comp += e.compressed;
+            continue;
+        }
         dn = ckpz_dtype_name(e.dtype);
         format_shape(shape, sizeof(shape), &e);
         display_name(&e, raw_input, &nbuf, &ncap); /* fits: the first pass grew it */
@@ -976,6 +985,14 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                    (unsigned long long)e.length, (unsigned long long)e.compressed,
                    (unsigned long long)e.chunks);
         printf("\n");
+    }
+    if (opaque_runs) {
+        char what[64];
+        snprintf(what, sizeof(what), "(bytes: %llu run%s)", (unsigned long long)opaque_runs,
+                 opaque_runs == 1 ? "" : "s");
+        printf("%*s  %-*s  %10s  %10s  %7s\n", widx, "", wname + 2 + wdtype + 2 + wshape, what,
+               fio_human(h1, sizeof(h1), opaque_len), fio_human(h2, sizeof(h2), opaque_comp),
+               ratio_str(r, sizeof(r), opaque_len, opaque_comp));
     }
     {
         const char *fmt = ckpz_input_format_name(info.format);
