@@ -34,6 +34,14 @@ asan:
 fuzz:
 	CC=clang $(MAKE) BUILD=build-fuzz CMAKE_FLAGS="-DCKPZ_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" build
 
+# Issue 4's comparison: rebuild the corpus (./corpus, ~5 min) and regenerate
+# BENCHMARKS.md, docs/benchmarks.{csv,svg,md} (~15 min on 2 cores).
+CORPUS ?= corpus
+bench:
+	scripts/install-deps --bench
+	$(MAKE) build
+	bench/run --rebuild --corpus $(CORPUS)
+
 install: build
 	cmake --install $(BUILD)
 
