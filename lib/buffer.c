@@ -1,6 +1,6 @@
-/* buffer.c — the one-shot in-memory calls, as thin adapters over the streaming paths
- * (memory reader, growing or fixed memory writer), so there is one implementation of
- * compression and one of decompression. */
+/* buffer.c — the one-shot in-memory calls. Compression adapts the streaming path (memory
+ * reader, growing memory writer), so there is one implementation of it; decompression
+ * restores through the index straight into the caller's buffer (archive.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,14 +24,12 @@ static ptrdiff_t mem_read(void *v, void *buf, size_t n)
 typedef struct memwr {
     uint8_t *p;
     size_t n, cap;
-    int fixed;
 } memwr;
 
 static int mem_write(void *v, const void *buf, size_t n)
 {
     memwr *m = v;
     if (n > m->cap - m->n) {
-        if (m->fixed) return -1;
         size_t cap = m->cap * 2 > m->n + n ? m->cap * 2 : m->n + n;
         uint8_t *q = realloc(m->p, cap);
         if (!q) return -1;
@@ -47,7 +45,7 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
                                 void **dst, size_t *dst_size)
 {
     memrd r = {src, src_size, 0};
-    memwr w = {malloc(src_size / 2 + 4096), 0, src_size / 2 + 4096, 0};
+    memwr w = {malloc(src_size / 2 + 4096), 0, src_size / 2 + 4096};
     *dst = NULL;
     *dst_size = 0;
     if (!w.p) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");

@@ -39,17 +39,10 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
                         ckpz_input_format requested, ckpz_dtype raw_dtype,
                         fmt_list *out, size_t *need, char *why, size_t whylen)
 {
-    if (need)
-        *need = 0;
-    if (why && whylen)
-        why[0] = '\0';
-    if (!out)
-        return FMT_ERROR;
-    memset(out, 0, sizeof(*out));
     if (!prefix)
         len = 0;
-    if (total != CKPZ_SIZE_UNKNOWN && len > total)
-        len = (size_t)total;
+    if (fmt_begin(out, &len, total, need, why, whylen))
+        return FMT_ERROR;
     static const uint8_t none = 0;
     if (!prefix)
         prefix = &none; /* readers compare 0 bytes of it */

@@ -103,6 +103,10 @@ typedef struct npy_info {
 fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info,
                             size_t *need, char *why, size_t whylen);
 
+/* The common start of every reader: clears *need, why and *out, and clamps *len to
+ * total. Returns -1 (the reader then returns FMT_ERROR) when out is NULL. */
+int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen);
+
 /* Writes a reason to why[0..whylen) (printf format); accepts NULL or 0. */
 void fmt_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "formats.h"
 
 void fmt_why(char *why, size_t whylen, const char *fmt, ...)
@@ -23,6 +24,20 @@ void fmt_why(char *why, size_t whylen, const char *fmt, ...)
     va_end(ap);
 }
 
+int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen)
+{
+    if (need)
+        *need = 0;
+    if (why && whylen)
+        why[0] = '\0';
+    if (!out)
+        return -1;
+    memset(out, 0, sizeof(*out));
+    if (total != CKPZ_SIZE_UNKNOWN && *len > total)
+        *len = (size_t)total;
+    return 0;
+}
+
 static void seg_clear(fmt_segment *s)
 {
     free(s->name);
@@ -32,28 +47,10 @@ static void seg_clear(fmt_segment *s)
     s->ndim = 0;
 }
 
-static int grow(fmt_list *l, size_t want)
-{
-    if (want <= l->cap)
-        return 0;
-    size_t cap = l->cap ? l->cap : 8;
-    while (cap < want) {
-        if (cap > ((size_t)-1) / 2 / sizeof(fmt_segment))
-            return -1;
-        cap *= 2;
-    }
-    fmt_segment *s = realloc(l->seg, cap * sizeof(*s));
-    if (!s)
-        return -1;
-    l->seg = s;
-    l->cap = cap;
-    return 0;
-}
-
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
              uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length)
 {
-    if (!l || grow(l, l->n + 1))
+    if (!l || grow_array((void **)&l->seg, &l->cap, l->n + 1, sizeof(fmt_segment)))
         return -1;
     fmt_segment s;
     memset(&s, 0, sizeof(s));

@@ -444,13 +444,8 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
 fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
                    size_t *need, char *why, size_t whylen)
 {
-    if (need)
-        *need = 0;
-    if (why && whylen)
-        why[0] = '\0';
-    if (!out)
+    if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
-    memset(out, 0, sizeof(*out));
     npy_info info;
     fmt_status st = npy_parse_header(b, len, total, &info, need, why, whylen);
     if (st != FMT_DONE)

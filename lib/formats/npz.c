@@ -60,15 +60,8 @@ static void npz_free(fmt_resumer *r) { free(r); }
 fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
                    size_t whylen)
 {
-    if (need)
-        *need = 0;
-    if (why && whylen)
-        why[0] = '\0';
-    if (!out)
+    if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
-    memset(out, 0, sizeof(*out));
-    if (total != CKPZ_SIZE_UNKNOWN && len > total)
-        len = (size_t)total;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;

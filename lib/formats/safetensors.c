@@ -710,15 +710,8 @@ static int emit(fmt_list *out, jp *p)
 fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
                            size_t *need, char *why, size_t whylen)
 {
-    if (need)
-        *need = 0;
-    if (why && whylen)
-        why[0] = '\0';
-    if (!out)
+    if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
-    memset(out, 0, sizeof(*out));
-    if (total != CKPZ_SIZE_UNKNOWN && len > total)
-        len = (size_t)total;
 
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {
