@@ -58,7 +58,8 @@ CKPZ_API const char *ckpz_version_string(void);
     X(CKPZ_ERR_NOT_FOUND, 11, "no such tensor")                              \
     X(CKPZ_ERR_INPUT, 12, "input does not match the requested format")       \
     X(CKPZ_ERR_ABORTED, 13, "aborted by the caller")                         \
-    X(CKPZ_ERR_INTERNAL, 14, "internal error")
+    X(CKPZ_ERR_INTERNAL, 14, "internal error")                              \
+    X(CKPZ_ERR_BASE, 15, "missing or wrong base checkpoint")
 
 typedef enum {
 #define CKPZ_X_ENUM(name, num, text) name = num,
@@ -134,6 +135,19 @@ typedef struct ckpz_params {
                                   (index, chunk buffers); 0 = default (1 GiB) */
     ckpz_progress_fn progress; /* may be NULL */
     void *progress_opaque;
+    /* Delta coding. Compression: the previous checkpoint's original bytes (NULL = a
+     * stand-alone file). Tensors that match one of the base's by name, dtype and shape,
+     * and opaque runs at the same offset with the same length, are coded against it
+     * (per chunk: a copy when unchanged, else the cheapest of XOR, integer difference
+     * and stand-alone coding); the file records the base's size and checksum, and
+     * restoring it needs the same bytes. Decompression and random access: the base the
+     * file was coded against (ckpz_base_info tells which); it is checked before use. */
+    const void *base;
+    size_t base_size;
+    const char *base_name; /* compression: recorded as a hint to find the base again
+                              (e.g. its file name); may be NULL */
+    uint32_t base_depth;   /* compression: delta files behind the base (0 when the base
+                              is stand-alone); the file records base_depth + 1 */
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */
@@ -202,6 +216,22 @@ CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t sr
                                        uint64_t *size);
 CKPZ_API void ckpz_free(void *p);
 
+/* ---- delta files: what a file needs -------------------------------------------------- */
+#define CKPZ_BASE_NAME_MAX 4096
+typedef struct ckpz_base_info {
+    int needed;        /* 0: a stand-alone file (the other fields are zero) */
+    uint64_t size;     /* bytes of the base's original */
+    uint32_t checksum; /* CRC-32C of the base's original */
+    uint32_t depth;    /* files to restore, this one included, down to a stand-alone one
+                          (1: the base itself is stand-alone) */
+    char name[CKPZ_BASE_NAME_MAX + 1]; /* the hint recorded at compression ("" if none) */
+} ckpz_base_info;
+
+/* Reads what a ckpz file needs from its first n bytes (header and base frame: at most
+ * CKPZ_BASE_PROBE bytes; CKPZ_ERR_TRUNCATED when n is too short for them). */
+#define CKPZ_BASE_PROBE (32 + 12 + 20 + CKPZ_BASE_NAME_MAX)
+CKPZ_API ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info);
+
 /* ---- random access: list and extract ------------------------------------------------- */
 typedef struct ckpz_archive ckpz_archive;
 
@@ -215,6 +245,8 @@ typedef struct ckpz_entry {
     uint64_t length;        /* bytes in the original file */
     uint64_t compressed;    /* bytes its chunks take in the ckpz file */
     uint64_t chunks;
+    int based;              /* coded against the base's bytes at base_offset */
+    uint64_t base_offset;
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {
@@ -229,12 +261,16 @@ typedef struct ckpz_archive_info {
 } ckpz_archive_info;
 
 /* Opens a complete ckpz file for random access through `pr` (file_size bytes): checks
- * the header, trailer and index (and their checksums); chunks are read on demand. */
+ * the header, trailer and index (and their checksums); chunks are read on demand. A
+ * delta file opens without its base (listing needs none); params->base, when given, is
+ * checked here and used by extraction, which fails with CKPZ_ERR_BASE without it. */
 CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
                                       ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
                                       ckpz_archive **out);
 CKPZ_API void ckpz_archive_close(ckpz_archive *a);
 CKPZ_API void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
+/* What the file needs to be restored (needed = 0 for a stand-alone file). */
+CKPZ_API void ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info);
 /* Entry i (0-based, < info.entries); the strings and arrays live as long as `a`. */
 CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e);
 /* Index of the first tensor named `name` (opaque entries are skipped, so "" finds a

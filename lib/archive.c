@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "archive.h"
+#include "base.h"
 #include "codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/pipeline.h"
+#include "transforms/predict.h"
 
 struct ckpz_archive {
     ckpz_pread_fn pr;
@@ -22,6 +24,10 @@ struct ckpz_archive {
     ctr_chunkrec *c;
     size_t nc;
     uint64_t *compressed; /* per entry */
+    uint64_t data_start;  /* offset of the first entry frame */
+    int based;            /* a delta file */
+    ctr_base base;
+    const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
 };
 
 void ckpz_archive_close(ckpz_archive *a)
@@ -71,9 +77,32 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
         err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "index checksum mismatch");
         goto fail;
     }
-    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, &a->e,
-                              &a->ne, &a->c, &a->nc)))
+    a->data_start = CTR_HEADER_SIZE;
+    if ((a->based = h.based)) {
+        uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
+        size_t n = sizeof bb, used;
+        if (n > t.index_offset - CTR_HEADER_SIZE) n = (size_t)(t.index_offset - CTR_HEADER_SIZE);
+        if (pr(opaque, bb, n, CTR_HEADER_SIZE) != 0) {
+            err = ctx_fail(ctx, CKPZ_ERR_READ, "read error in the base frame");
+            goto fail;
+        }
+        if ((err = ctr_base_frame_read(ctx, bb, n, &a->base, &used))) goto fail;
+        a->data_start += used;
+        if (p.base) {
+            if ((err = base_verify(ctx, &a->base, &p))) goto fail;
+            a->base_bytes = p.base;
+        }
+    }
+    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->based,
+                              &a->e, &a->ne, &a->c, &a->nc)))
         goto fail;
+    for (size_t i = 0; i < a->ne; i++) /* a based entry's bytes lie inside the base */
+        if ((a->e[i].flags & CTR_ENTRY_BASED) &&
+            (a->e[i].base_offset > a->base.size || a->e[i].length > a->base.size - a->e[i].base_offset)) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%.100s') refers past the end of the base", i,
+                           a->e[i].name);
+            goto fail;
+        }
     if (!(a->compressed = calloc(a->ne ? a->ne : 1, sizeof *a->compressed))) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto fail;
@@ -83,7 +112,7 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
-    a->info = (ckpz_archive_info){CTR_VERSION, (ckpz_input_format)h.format, t.original_size, file_size,
+    a->info = (ckpz_archive_info){a->based ? CTR_VERSION_DELTA : CTR_VERSION, (ckpz_input_format)h.format, t.original_size, file_size,
                                   h.chunk_size, t.content_crc, a->ne, a->nc};
     free(ib);
     *out = a;
@@ -96,12 +125,17 @@ fail:
 
 void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info) { *info = a->info; }
 
+void ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info)
+{
+    base_info_fill(a->based ? &a->base : NULL, info);
+}
+
 ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
 {
     if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
     const ctr_entry *e = &a->e[i];
     *out = (ckpz_entry){e->name, (ckpz_dtype)e->dtype, e->ndim, e->shape, e->offset, e->length,
-                        a->compressed[i], e->nchunks};
+                        a->compressed[i], e->nchunks, (e->flags & CTR_ENTRY_BASED) != 0, e->base_offset};
     return CKPZ_OK;
 }
 
@@ -116,11 +150,28 @@ ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *n
     return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no tensor named '%s'", name);
 }
 
+/* The base's bytes for the chunk that starts `rel` bytes into entry e (NULL when the
+ * entry has no base); CKPZ_ERR_BASE when the caller gave no base. */
+static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel,
+                             const uint8_t **base)
+{
+    *base = NULL;
+    if (!(e->flags & CTR_ENTRY_BASED)) return CKPZ_OK;
+    if (!a->base_bytes) {
+        ckpz_params p;
+        ckpz_params_init(&p);
+        return base_verify(msg, &a->base, &p); /* the message names the base */
+    }
+    *base = a->base_bytes + e->base_offset + rel; /* in range: checked against the index at open */
+    return CKPZ_OK;
+}
+
 /* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
- * out. Messages go to msg, naming the chunk and its tensor. */
+ * out; *result is out, or the base's bytes for a copy frame. Messages go to msg, naming
+ * the chunk and its tensor. */
 static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no,
-                                 const uint8_t *frame, ent_ctx *ec, uint8_t *planes, uint8_t *out,
-                                 uint32_t *raw_crc)
+                                 const uint8_t *frame, const uint8_t *base, ent_ctx *ec, uint8_t *planes,
+                                 uint8_t *out, const uint8_t **result, uint32_t *raw_crc)
 {
     const ctr_chunkrec *r = &a->c[k];
     const ctr_entry *e = &a->e[entry_no];
@@ -133,8 +184,14 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     if ((err = ctr_chunk_read(msg, frame, a->info.chunk_size, fbound - CTR_FRAME_SIZE, where, &h))) return err;
     if (h.entry != entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len)
         return ctx_fail(msg, CKPZ_ERR_CORRUPT, "%s: does not match the seek table", where);
-    if ((err = chunk_decode(ec, &h, frame + CTR_FRAME_SIZE, planes, out, why, sizeof why)))
-        return ctx_fail(msg, err, "%s: %s", where, why);
+    if (h.pred == PRED_COPY) {
+        err = chunk_copy_check(&h, base, why, sizeof why);
+        *result = base;
+    } else {
+        err = chunk_decode(ec, &h, (ckpz_dtype)e->dtype, frame + CTR_FRAME_SIZE, base, planes, out, why, sizeof why);
+        *result = out;
+    }
+    if (err) return ctx_fail(msg, err, "%s: %s", where, why);
     *raw_crc = h.raw_crc;
     return CKPZ_OK;
 }
@@ -148,12 +205,14 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     uint8_t *frame = malloc(fbound), *raw = malloc(cs);
     chunk_scratch *s = chunk_scratch_create(1, cs);
     ckpz_error err = CKPZ_OK;
+    uint64_t rel = 0;
     if (!frame || !raw || !s) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
         const ctr_chunkrec *r = &a->c[k];
+        const uint8_t *base, *result;
         uint32_t crc;
         if (r->frame_len > fbound || a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
             err = ctx_fail(ctx, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ,
@@ -161,11 +220,14 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
                            r->frame_len > fbound ? "frame too large" : "read error");
             goto out;
         }
-        if ((err = decode_indexed(ctx, a, k, (uint32_t)i, frame, s->ec[0], s->planes[0], raw, &crc))) goto out;
-        if (wr(opaque, raw, r->raw_len) != 0) {
+        if ((err = chunk_base(ctx, a, e, rel, &base)) ||
+            (err = decode_indexed(ctx, a, k, (uint32_t)i, frame, base, s->ec[0], s->planes[0], raw, &result, &crc)))
+            goto out;
+        if (wr(opaque, result, r->raw_len) != 0) {
             err = ctx_fail(ctx, CKPZ_ERR_WRITE, "write error");
             goto out;
         }
+        rel += r->raw_len;
     }
 out:
     free(frame);
@@ -210,9 +272,15 @@ static void restore_job(void *v, int worker, void *arg)
     rjob *j = v;
     const rstate *st = arg;
     j->msg.msg[0] = 0;
-    j->err = decode_indexed(&j->msg, st->a, j->chunk, j->entry_no, st->src + st->a->c[j->chunk].frame_offset,
-                            st->scratch->ec[worker], st->scratch->planes[worker], st->dst + st->raw_off[j->chunk],
-                            &j->raw_crc);
+    const ckpz_archive *a = st->a;
+    const ctr_entry *e = &a->e[j->entry_no];
+    uint8_t *out = st->dst + st->raw_off[j->chunk];
+    const uint8_t *base, *result;
+    j->err = chunk_base(&j->msg, a, e, st->raw_off[j->chunk] - e->offset, &base);
+    if (!j->err)
+        j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, st->src + a->c[j->chunk].frame_offset, base,
+                                st->scratch->ec[worker], st->scratch->planes[worker], out, &result, &j->raw_crc);
+    if (!j->err && result != out) memcpy(out, result, a->c[j->chunk].raw_len);
 }
 
 /* The frames must lie in file order exactly as the index says: each entry's frame (equal
@@ -220,7 +288,7 @@ static void restore_job(void *v, int worker, void *arg)
 static ckpz_error check_layout(ckpz_ctx *ctx, const ckpz_archive *a, const uint8_t *src, uint64_t index_offset,
                                uint64_t *raw_off)
 {
-    uint64_t pos = CTR_HEADER_SIZE, at = 0;
+    uint64_t pos = a->data_start, at = 0;
     for (size_t i = 0; i < a->ne; i++) {
         const ctr_entry *e = &a->e[i];
         if (index_offset - pos < 12 || ld32(src + pos) != CTR_TAG_ENTRY)
@@ -232,9 +300,10 @@ static ckpz_error check_layout(ckpz_ctx *ctx, const ckpz_archive *a, const uint8
             return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu: checksum mismatch", i);
         ctr_entry f;
         size_t used;
-        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, &f, &used);
+        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, a->based, &f, &used);
         if (err) return err;
         int same = used == blen && f.offset == e->offset && f.dtype == e->dtype && f.ndim == e->ndim &&
+                   f.flags == e->flags && f.base_offset == e->base_offset &&
                    f.name_len == e->name_len && !memcmp(f.name, e->name, f.name_len) &&
                    !memcmp(f.shape, e->shape, 8 * (size_t)f.ndim);
         ctr_entry_clear(&f);
@@ -265,6 +334,11 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     if (a->info.original_size != dst_size) {
         err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
                        (unsigned long long)a->info.original_size);
+        ckpz_archive_close(a);
+        return err;
+    }
+    if (a->based && !a->base_bytes) {
+        err = base_verify(ctx, &a->base, &p); /* no base given: the message names the one needed */
         ckpz_archive_close(a);
         return err;
     }

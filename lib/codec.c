@@ -1,7 +1,8 @@
-/* codec.c — see codec.h. The payload starts with one 8-byte descriptor per plane
- * (codec, reserved, encoded length) followed by the planes' encoded bytes in order;
- * plane sizes are not stored because the transform derives them from the chunk's
- * original length. */
+/* codec.c — see codec.h. With a base, a predictor first turns each element into its
+ * residual against the base's element (transforms/predict.h). The payload starts with
+ * one 8-byte descriptor per plane (codec, reserved, encoded length) followed by the
+ * planes' encoded bytes in order; plane sizes are not stored because the transform
+ * derives them from the chunk's original length. */
 #include "codec.h"
 
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "transforms/planes.h"
+#include "transforms/predict.h"
 
 /* Bytes of original data split (or merged) and checksummed at a time: small enough to
  * stay in cache between the two passes, a multiple of the CRC's 24 KiB stride. */
@@ -54,19 +56,26 @@ size_t chunk_frame_bound(size_t n)
     return CTR_FRAME_SIZE + XF_MAX_PLANES * CTR_PLANE_DESC + worst;
 }
 
-size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                    uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+/* Codes the chunk with one predictor. */
+static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                          const uint8_t *base, uint8_t pred, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
 {
     ctr_chunk h = {0};
     size_t sizes[XF_MAX_PLANES];
-    xf_choose(dtype, &h.xf, &h.esize);
+    pred_transform(pred, dtype, &h.xf, &h.esize);
+    h.pred = pred;
     unsigned np = xf_plane_sizes(h.xf, h.esize, n, sizes);
-    /* Split and checksum in slices small enough to stay in cache between the two. */
+    int isf = pred_is_float(dtype);
     const uint8_t *src = raw;
     if (h.xf == XF_NONE) {
         h.raw_crc = crc32c(0, raw, n);
+        if (pred != PRED_NONE) {
+            pred_forward(pred, 1, isf, raw, base, n, planes);
+            src = planes;
+        }
     } else {
-        uint8_t *plane[XF_MAX_PLANES];
+        /* Predict, split and checksum in slices small enough to stay in cache. */
+        uint8_t *plane[XF_MAX_PLANES], res[SLICE];
         size_t at = 0;
         for (unsigned i = 0; i < np; i++) {
             plane[i] = planes + at;
@@ -74,13 +83,18 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
         }
         size_t elems = n / h.esize, step = SLICE / h.esize;
         for (size_t e0 = 0; e0 < elems; e0 += step) {
-            size_t cnt = elems - e0 < step ? elems - e0 : step;
+            size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
+            const uint8_t *x = raw + off;
             uint8_t *part[XF_MAX_PLANES];
             for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
-            xf_split(h.xf, h.esize, raw + e0 * h.esize, cnt * h.esize, part);
-            h.raw_crc = crc32c(h.raw_crc, raw + e0 * h.esize, cnt * h.esize);
+            if (pred != PRED_NONE) {
+                pred_forward(pred, h.esize, isf, x, base + off, len, res);
+                x = res;
+            }
+            xf_split(h.xf, h.esize, x, len, part);
+            h.raw_crc = crc32c(h.raw_crc, raw + off, len);
         }
-        if (n % h.esize) {
+        if (n % h.esize) { /* the tail is kept as it is */
             memcpy(plane[h.esize], raw + elems * h.esize, n % h.esize);
             h.raw_crc = crc32c(h.raw_crc, raw + elems * h.esize, n % h.esize);
         }
@@ -108,9 +122,63 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     return CTR_FRAME_SIZE + h.payload_len;
 }
 
-ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload, uint8_t *planes, uint8_t *out,
-                        char *why, size_t whylen)
+size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
 {
+    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
+    if (level < 7)
+        return encode_with(ec, level, dtype, entry, raw, n, base, pred_choose(dtype, raw, base, n), planes, out,
+                           raw_crc);
+    /* Slow levels code every candidate and keep the smallest (coded again if it was not
+     * the last). */
+    size_t best = SIZE_MAX;
+    uint8_t best_pred = PRED_NONE;
+    for (uint8_t p = PRED_NONE; p <= PRED_DIFF; p++) {
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, planes, out, raw_crc);
+        if (len < best) {
+            best = len;
+            best_pred = p;
+        }
+    }
+    if (best_pred != PRED_DIFF)
+        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, planes, out, raw_crc);
+    return best;
+}
+
+void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out)
+{
+    ctr_chunk h = {0};
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.xf = XF_NONE;
+    h.esize = 1;
+    h.pred = PRED_COPY;
+    h.raw_crc = raw_crc;
+    h.payload_crc = crc32c(0, NULL, 0);
+    ctr_chunk_write(out, &h);
+}
+
+ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, size_t whylen)
+{
+    if (!base) {
+        snprintf(why, whylen, "copy frame in an entry without a base");
+        return CKPZ_ERR_CORRUPT;
+    }
+    if (crc32c(0, base, h->raw_len) != h->raw_crc) {
+        snprintf(why, whylen, "the base's bytes do not match the checksum of the copied data");
+        return CKPZ_ERR_CHECKSUM;
+    }
+    return CKPZ_OK;
+}
+
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
+                        const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
+{
+    if (h->pred != PRED_NONE && (h->pred == PRED_COPY || !base)) {
+        snprintf(why, whylen, "%s predictor in an entry without a base", pred_name(h->pred));
+        return CKPZ_ERR_CORRUPT;
+    }
+    int isf = pred_is_float(dtype);
     if (crc32c(0, payload, h->payload_len) != h->payload_crc) {
         snprintf(why, whylen, "compressed data checksum mismatch");
         return CKPZ_ERR_CHECKSUM;
@@ -154,6 +222,7 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
     }
     uint32_t crc = 0;
     if (h->xf == XF_NONE) {
+        if (h->pred != PRED_NONE) pred_inverse(h->pred, 1, isf, out, base, h->raw_len, out);
         crc = crc32c(0, out, h->raw_len);
     } else {
         /* Merge and checksum in slices small enough to stay in cache between the two. */
@@ -162,8 +231,10 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload,
             size_t cnt = elems - e0 < step ? elems - e0 : step;
             const uint8_t *part[XF_MAX_PLANES];
             for (unsigned b = 0; b < h->esize; b++) part[b] = plane[b] + e0;
-            xf_merge(h->xf, h->esize, part, cnt * h->esize, out + e0 * h->esize);
-            crc = crc32c(crc, out + e0 * h->esize, cnt * h->esize);
+            size_t off = e0 * h->esize, len = cnt * h->esize;
+            xf_merge(h->xf, h->esize, part, len, out + off);
+            if (h->pred != PRED_NONE) pred_inverse(h->pred, h->esize, isf, out + off, base + off, len, out + off);
+            crc = crc32c(crc, out + off, len);
         }
         size_t tail = h->raw_len - elems * h->esize;
         if (tail) {

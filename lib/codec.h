@@ -22,15 +22,27 @@ void chunk_scratch_free(chunk_scratch *s); /* accepts NULL */
 size_t chunk_frame_bound(size_t n);
 
 /* Codes n bytes of dtype into out (chunk_frame_bound(n) bytes): frame header then
- * payload. planes is scratch of n bytes. Returns the frame length and the CRC of the
- * original bytes. */
+ * payload. base: the base's matching n bytes (delta coding: the predictor is chosen
+ * per chunk, by estimate, or at levels >= 7 by coding every candidate), or NULL.
+ * planes is scratch of n bytes. Returns the frame length and the CRC of the original
+ * bytes. */
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                    uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+
+/* Writes a copy frame (PRED_COPY: n bytes equal to the base's, no payload) to out
+ * (CTR_FRAME_SIZE bytes). */
+void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out);
 
 /* Verifies the payload checksum, decodes into out (h->raw_len bytes) using planes
- * (h->raw_len bytes of scratch) and verifies the original bytes' checksum. On failure
- * returns an error code and writes the reason to why. */
-ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, const uint8_t *payload, uint8_t *planes, uint8_t *out,
-                        char *why, size_t whylen);
+ * (h->raw_len bytes of scratch) and verifies the original bytes' checksum. base: the
+ * base's bytes for this chunk when its entry has one, else NULL (a chunk with a
+ * predictor is then corrupt). Copy frames are not decoded here: their bytes are the
+ * base's, checked with chunk_copy_check. On failure returns an error code and writes
+ * the reason to why. */
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
+                        const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen);
+
+/* Checks a copy frame against the base's bytes it stands for (h->raw_len bytes). */
+ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, size_t whylen);
 
 #endif

@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
+#include "formats/match.h"
 
 typedef struct cjob {
     int new_entry;  /* an entry frame precedes this chunk */
@@ -19,6 +20,8 @@ typedef struct cjob {
     ckpz_dtype dtype;
     uint8_t *raw;
     size_t raw_len; /* 0: an empty tensor's entry, no chunk */
+    const uint8_t *base; /* the base's bytes for this chunk, or NULL */
+    int copy;       /* equal to the base's bytes: no frame of its own */
     uint8_t *out;
     size_t out_len;
     uint32_t raw_crc;
@@ -33,9 +36,15 @@ static void compress_job(void *v, int worker, void *arg)
 {
     cjob *j = v;
     workers_state *ws = arg;
-    if (j->raw_len)
-        j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len,
-                                  ws->scratch->planes[worker], j->out, &j->raw_crc);
+    j->copy = 0;
+    if (!j->raw_len) return;
+    if (j->base && !memcmp(j->raw, j->base, j->raw_len)) {
+        j->copy = 1;
+        j->raw_crc = crc32c(0, j->raw, j->raw_len);
+        return;
+    }
+    j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
+                              ws->scratch->planes[worker], j->out, &j->raw_crc);
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the
@@ -52,6 +61,8 @@ typedef struct writer {
     size_t ne, cap_e;
     ctr_chunkrec *c;
     size_t nc, cap_c;
+    uint64_t copy_len; /* a run of chunks equal to the base's, not yet written */
+    uint32_t copy_entry, copy_crc;
 } writer;
 
 static ckpz_error put(writer *w, const void *p, size_t n)
@@ -62,21 +73,50 @@ static ckpz_error put(writer *w, const void *p, size_t n)
     return CKPZ_OK;
 }
 
-/* Writes a finished job: its entry frame if it starts an entry, then its chunk frame. */
+/* Writes a chunk frame of entry `entry` and records it in the seek table. */
+static ckpz_error put_frame(writer *w, uint32_t entry, const uint8_t *frame, size_t len, uint64_t raw_len)
+{
+    if (grow_array((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    w->c[w->nc++] = (ctr_chunkrec){w->pos, (uint32_t)raw_len, (uint32_t)len};
+    w->e[entry].nchunks++;
+    return put(w, frame, len);
+}
+
+/* Writes the pending run of copied chunks as one copy frame. */
+static ckpz_error flush_copy(writer *w)
+{
+    if (!w->copy_len) return CKPZ_OK;
+    uint8_t frame[CTR_FRAME_SIZE];
+    chunk_copy_frame(w->copy_entry, w->copy_len, w->copy_crc, frame);
+    ckpz_error err = put_frame(w, w->copy_entry, frame, sizeof frame, w->copy_len);
+    w->copy_len = 0;
+    w->copy_crc = 0;
+    return err;
+}
+
+/* Writes a finished job: its entry frame if it starts an entry, then its chunk frame.
+ * Consecutive chunks of an entry equal to the base's become one copy frame. */
 static ckpz_error emit(writer *w, cjob *j)
 {
     ckpz_error err;
     if (j->new_entry) {
-        uint8_t buf[8 + 40 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM + 4];
-        const ctr_entry *e = &w->e[j->entry];
+        uint8_t buf[8 + CTR_ENTRY_MAX + 4];
+        if ((err = flush_copy(w))) return err;
+        ctr_entry *e = &w->e[j->entry];
+        e->first_chunk = w->nc;
         ctr_entry_frame_write(buf, e);
         if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
     }
     if (j->raw_len) {
-        if (grow_array((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
-            return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
-        w->c[w->nc++] = (ctr_chunkrec){w->pos, (uint32_t)j->raw_len, (uint32_t)j->out_len};
-        if ((err = put(w, j->out, j->out_len))) return err;
+        if (j->copy) {
+            if (w->copy_len + j->raw_len > UINT32_MAX && (err = flush_copy(w))) return err;
+            w->copy_entry = j->entry;
+            w->copy_crc = crc32c_combine(w->copy_crc, j->raw_crc, j->raw_len);
+            w->copy_len += j->raw_len;
+        } else if ((err = flush_copy(w)) || (err = put_frame(w, j->entry, j->out, j->out_len, j->raw_len))) {
+            return err;
+        }
         w->content_crc = crc32c_combine(w->content_crc, j->raw_crc, j->raw_len);
         w->original += j->raw_len;
         if (w->p->progress && w->p->progress(w->p->progress_opaque, w->original, w->size_hint))
@@ -153,15 +193,27 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
-    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0};
-    uint64_t tensor_bytes = 0, tensors = 0, chunks_submitted = 0;
+    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0};
+    uint64_t tensor_bytes = 0, tensors = 0;
+    base_index bidx = {0};
+    const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
 
     if (!ws.scratch || !jobs) goto nomem;
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format});
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
+    if (p.base) {
+        if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;
+        ctr_base b = {p.base_size, crc32c(0, p.base, p.base_size), p.base_depth + 1, 0, ""};
+        size_t nl = p.base_name ? strlen(p.base_name) : 0;
+        b.name_len = (uint16_t)(nl > CTR_MAX_BASE_NAME ? CTR_MAX_BASE_NAME : nl);
+        memcpy(b.name, p.base_name ? p.base_name : "", b.name_len);
+        uint8_t bf[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
+        ctr_base_frame_write(bf, &b);
+        if ((err = put(&w, bf, ctr_base_frame_size(&b)))) goto fail;
+    }
 
     chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque, prefix, plen);
     prefix = NULL; /* the chunker owns it now */
@@ -198,23 +250,29 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             e->ndim = s->ndim <= CTR_MAX_NDIM ? s->ndim : 0;
             e->shape = e->ndim ? s->shape : NULL;
             e->offset = ch.consumed - n;
-            e->first_chunk = chunks_submitted;
             if (s->dtype != CKPZ_DTYPE_NONE) tensors++;
+            const fmt_segment *m = p.base ? base_index_match(&bidx, s, e->offset) : NULL;
+            entry_base = m ? (const uint8_t *)p.base + m->offset : NULL;
+            if (m) {
+                e->flags = CTR_ENTRY_BASED;
+                e->base_offset = m->offset;
+            }
         }
         ctr_entry *e = &w.e[w.ne - 1];
         j->entry = (uint32_t)(w.ne - 1);
         j->dtype = (ckpz_dtype)e->dtype;
         j->raw_len = n;
+        j->base = entry_base; /* the matched base segment is as long as this one */
         if (n) {
             e->length += n;
-            e->nchunks++;
-            chunks_submitted++;
+            if (entry_base) entry_base += n;
             if (e->dtype != CKPZ_DTYPE_NONE) tensor_bytes += n;
         }
         pipeline_submit(pl, j);
     }
     while ((j = pipeline_retire(pl)))
         if ((err = emit(&w, j))) goto fail;
+    if ((err = flush_copy(&w))) goto fail;
 
     size_t isz = ctr_index_size(w.e, w.ne, w.nc);
     if (!(idx = malloc(isz))) goto nomem;
@@ -242,6 +300,7 @@ done:
     }
     free(jobs);
     chunk_scratch_free(ws.scratch);
+    base_index_free(&bidx);
     free(w.e); /* names and shapes belong to segs */
     free(w.c);
     free(idx);

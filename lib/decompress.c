@@ -8,17 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
+#include "transforms/predict.h"
 
 typedef struct djob {
     ctr_chunk h;
     uint64_t chunk_no;
     uint32_t entry;
+    ckpz_dtype dtype;
     uint8_t *payload, *raw;
+    const uint8_t *base; /* the base's bytes for this chunk, or NULL */
+    const uint8_t *out;  /* the restored bytes: raw, or the base's for a copy frame */
     ckpz_error err;
     char why[160];
 } djob;
@@ -28,7 +33,14 @@ static void decompress_job(void *v, int worker, void *arg)
     djob *j = v;
     chunk_scratch *s = arg;
     j->why[0] = 0;
-    j->err = chunk_decode(s->ec[worker], &j->h, j->payload, s->planes[worker], j->raw, j->why, sizeof j->why);
+    if (j->h.pred == PRED_COPY) {
+        j->out = j->base;
+        j->err = chunk_copy_check(&j->h, j->base, j->why, sizeof j->why);
+    } else {
+        j->out = j->raw;
+        j->err = chunk_decode(s->ec[worker], &j->h, j->dtype, j->payload, j->base, s->planes[worker], j->raw, j->why,
+                              sizeof j->why);
+    }
 }
 
 typedef struct dstate {
@@ -45,6 +57,7 @@ typedef struct dstate {
     size_t ne, cap_e;
     ctr_chunkrec *c;      /* chunks seen, to check the seek table */
     size_t nc, cap_c;
+    int based;            /* the file has a base */
 } dstate;
 
 static const char *entry_name(const dstate *d, uint32_t i)
@@ -75,7 +88,7 @@ static ckpz_error retire(dstate *d, djob *j)
         return ctx_fail(d->ctx, j->err, "chunk %llu (tensor '%.100s', bytes %llu..%llu of the original): %s",
                         (unsigned long long)j->chunk_no, entry_name(d, j->entry), (unsigned long long)d->original,
                         (unsigned long long)(d->original + j->h.raw_len), j->why);
-    if (d->wr && d->wr(d->wr_opaque, j->raw, j->h.raw_len) != 0)
+    if (d->wr && d->wr(d->wr_opaque, j->out, j->h.raw_len) != 0)
         return ctx_fail(d->ctx, CKPZ_ERR_WRITE, "write error at byte %llu of the output",
                         (unsigned long long)d->original);
     d->content_crc = crc32c_combine(d->content_crc, j->h.raw_crc, j->h.raw_len);
@@ -132,8 +145,8 @@ static ckpz_error finish(dstate *d)
         err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "index checksum mismatch");
         goto out;
     }
-    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit, &e,
-                              &ne, &c, &nc)))
+    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit,
+                              d->based, &e, &ne, &c, &nc)))
         goto out;
     int same = t.original_size == d->original && ne == d->ne && nc == d->nc;
     for (size_t i = 0; same && i < nc; i++)
@@ -141,6 +154,7 @@ static ckpz_error finish(dstate *d)
                c[i].frame_len == d->c[i].frame_len;
     for (size_t i = 0; same && i < ne; i++)
         same = e[i].offset == d->e[i].offset && e[i].dtype == d->e[i].dtype && e[i].ndim == d->e[i].ndim &&
+               e[i].flags == d->e[i].flags && e[i].base_offset == d->e[i].base_offset &&
                e[i].name_len == d->e[i].name_len && !memcmp(e[i].name, d->e[i].name, e[i].name_len) &&
                !memcmp(e[i].shape, d->e[i].shape, 8 * (size_t)e[i].ndim);
     if (!same) {
@@ -169,7 +183,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (err) return err;
     if (!rd) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
-    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0};
+    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0};
     uint8_t hb[CTR_HEADER_SIZE];
     ctr_header h;
     ptrdiff_t got = 0;
@@ -183,6 +197,22 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
     d.in_pos = CTR_HEADER_SIZE;
     if ((err = ctr_header_read(ctx, hb, &h))) return err;
+    d.based = h.based;
+    if (h.based) { /* a delta file: check the caller's base before anything else */
+        uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
+        ctr_base b;
+        size_t used;
+        if ((err = read_exact(&d, bb, 8, "the base frame"))) return err;
+        uint32_t blen = ld32(bb + 4);
+        if (ld32(bb) == CTR_TAG_BASE && blen >= CTR_BASE_FIXED && blen <= CTR_BASE_FIXED + CTR_MAX_BASE_NAME &&
+            (err = read_exact(&d, bb + 8, blen + 4, "the base frame")))
+            return err;
+        if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &b, &used)) || (err = base_verify(ctx, &b, &p)))
+            return err;
+    }
+    const uint8_t *base = p.base;
+    const ctr_entry *cur = NULL; /* the entry whose chunks follow */
+    uint64_t cur_pos = 0;        /* bytes of it restored so far */
 
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
@@ -203,7 +233,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
         uint32_t tag = ld32(fb);
         if (tag == CTR_TAG_INDEX) break;
         if (tag == CTR_TAG_ENTRY) {
-            uint8_t lb[4], body[40 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM + 4];
+            uint8_t lb[4], body[CTR_ENTRY_MAX + 4];
             if ((err = read_exact(&d, lb, 4, "an entry frame"))) goto fail;
             uint32_t blen = ld32(lb);
             if (blen < 16 || blen > sizeof body - 4) {
@@ -220,8 +250,9 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             }
             if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
             size_t used;
-            if ((err = ctr_entry_read(ctx, body, blen, 0, &d.e[d.ne], &used))) goto fail;
-            d.ne++;
+            if ((err = ctr_entry_read(ctx, body, blen, 0, h.based, &d.e[d.ne], &used))) goto fail;
+            cur = &d.e[d.ne++];
+            cur_pos = 0;
             if (used != blen) {
                 err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: length mismatch", d.ne - 1);
                 goto fail;
@@ -252,6 +283,17 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
                            d.ne ? d.ne - 1 : 0);
             goto fail;
         }
+        j->base = NULL;
+        if (cur->flags & CTR_ENTRY_BASED) { /* the base's bytes must lie inside the base */
+            if (cur->base_offset > p.base_size || cur_pos > p.base_size - cur->base_offset ||
+                c->raw_len > p.base_size - cur->base_offset - cur_pos) {
+                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: refers past the end of the base", what);
+                goto fail;
+            }
+            j->base = base + cur->base_offset + cur_pos;
+        }
+        cur_pos += c->raw_len;
+        j->dtype = (ckpz_dtype)cur->dtype;
         if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;
         if (grow_array((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
         d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};

@@ -17,7 +17,7 @@
 #include "ckpz.h"
 #include "fileio.h"
 
-typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH } cli_mode;
+typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE } cli_mode;
 
 static void usage(FILE *f)
 {
@@ -36,6 +36,18 @@ static void usage(FILE *f)
         "  -b                    benchmark in memory: ckpz vs zstd -1 and -3 on each FILE\n"
         "                        (one thread unless -T is given)\n"
         "  -i#                   seconds per benchmark measurement (default 1; 0 = 3 runs)\n"
+        "      --rebase          turn each delta FILE.ckpz into a stand-alone file (in its\n"
+        "                        place once complete, or to -o OUT)\n"
+        "\n"
+        "Delta checkpoints:\n"
+        "      --base PREV       code FILE against the previous checkpoint PREV (original\n"
+        "                        or .ckpz): unchanged tensors cost a reference, changed\n"
+        "                        ones the cheapest of XOR, difference or stand-alone coding.\n"
+        "                        Restoring needs the same base: -d/-t/--extract/--rebase\n"
+        "                        take --base PREV, or find the base by its recorded name\n"
+        "                        beside the file; the base is checked by its checksum\n"
+        "      --keyframe-every N  write a stand-alone file instead once the chain behind\n"
+        "                        it would reach N files (bounds restore cost)\n"
         "\n"
         "Output:\n"
         "  -o FILE               write to FILE (one input only)\n"
@@ -211,6 +223,15 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("list")) { NO_VAL(); mode = MODE_LIST; }
             else if (IS("bench")) { NO_VAL(); mode = MODE_BENCH; }
             else if (IS("extract")) { NEED_VAL(); mode = MODE_EXTRACT; extract_name = val; }
+            else if (IS("rebase")) { NO_VAL(); mode = MODE_REBASE; }
+            else if (IS("base")) { NEED_VAL(); p.base_path = val; }
+            else if (IS("keyframe-every")) {
+                unsigned long v;
+                NEED_VAL();
+                if (parse_uint(val, &v) != 0 || v < 1 || v > 1000000)
+                    return bad_usage("--keyframe-every needs a number of files, 1..1000000");
+                p.keyframe_every = (unsigned)v;
+            }
             else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
             else if (IS("output")) { NEED_VAL(); p.out_name = val; }
             else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }
@@ -316,7 +337,7 @@ static int cli_main(int argc, char **argv, const char **files)
         files[0] = "-";
         nfiles = 1;
     }
-    if (p.out_name && nfiles > 1 && (mode == MODE_COMPRESS || mode == MODE_DECOMPRESS))
+    if (p.out_name && nfiles > 1 && (mode == MODE_COMPRESS || mode == MODE_DECOMPRESS || mode == MODE_REBASE))
         return bad_usage("-o takes exactly one input file");
     if (p.to_stdout && nfiles > 1 && mode == MODE_COMPRESS)
         return bad_usage("-c with several files would write several ckpz streams back to back");
@@ -331,6 +352,7 @@ static int cli_main(int argc, char **argv, const char **files)
     case MODE_LIST: rc = fio_list_files(&p, files, nfiles); break;
     case MODE_EXTRACT: rc = fio_extract(&p, extract_name, files[0]); break;
     case MODE_BENCH: rc = bench_files(&p, files, nfiles); break;
+    case MODE_REBASE: rc = fio_rebase_files(&p, files, nfiles); break;
     default: rc = 2; break;
     }
     return rc ? 1 : 0;

@@ -637,7 +637,7 @@ static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out 
 }
 
 static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src,
-                   const char *dst /* NULL = stdout; ignored by OP_TEST */)
+                   const char *dst /* NULL = stdout; ignored by OP_TEST */, const fio_base *base)
 {
     fio_in in;
     fio_out out;
@@ -656,6 +656,12 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
         return 1;
     }
     fio_params(p, &params);
+    if (base && base->path) {
+        params.base = base->data;
+        params.base_size = base->size;
+        params.base_name = fio_base_record_name(base);
+        params.base_depth = base->depth;
+    }
     memset(&stats, 0, sizeof(stats));
     progress_start(&pg, in.name, p, &params);
     t0 = now_s();
@@ -775,14 +781,80 @@ static char *output_name(const fio_prefs *p, fio_op op, const char *src, int *sk
     return dst;
 }
 
+/* The base a delta file needs (none for a stand-alone file or a pipe without --base):
+ * --base, or the name the file recorded, found beside it. Loads it into *cache unless it
+ * is already there. 0, or 1 after printing why. */
+static int base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio_base **out)
+{
+    unsigned char head[CKPZ_BASE_PROBE];
+    size_t hlen = 0;
+    ckpz_base_info info;
+    ckpz_ctx *ctx;
+    char *path = NULL;
+    *out = NULL;
+    if (!strcmp(src, "-")) { /* a pipe cannot be peeked at: --base or nothing */
+        if (!p->base_path) return 0;
+        path = strdup(p->base_path);
+    } else {
+        if (fio_read_head(src, head, sizeof(head), &hlen) != 0) return 0; /* the open reports it */
+        if (!(ctx = ckpz_ctx_create())) {
+            fio_error("out of memory");
+            return 1;
+        }
+        ckpz_error e = ckpz_base_info_read(ctx, head, hlen, &info);
+        ckpz_ctx_free(ctx);
+        if (e != CKPZ_OK || !info.needed) return 0; /* not ours to judge here, or stand-alone */
+        path = p->base_path ? strdup(p->base_path) : fio_base_locate(src, info.name);
+        if (!path) {
+            fio_error("%s: is a delta file: restoring it needs its base (%llu bytes, CRC-32C %08x%s%s%s); "
+                      "name it with --base",
+                      src, (unsigned long long)info.size, (unsigned)info.checksum,
+                      info.name[0] ? ", written as '" : "", info.name, info.name[0] ? "'" : "");
+            return 1;
+        }
+    }
+    if (!path) {
+        fio_error("out of memory");
+        return 1;
+    }
+    if (!cache->path || strcmp(cache->path, path)) {
+        fio_base_free(cache);
+        if (fio_base_load(p, path, cache) != 0) {
+            free(path);
+            return 1;
+        }
+        if (p->verbosity >= 3) fprintf(stderr, "%s : base %s\n", src, path);
+    }
+    free(path);
+    *out = cache;
+    return 0;
+}
+
 static int run_files(const fio_prefs *p, fio_op op, const char *const *files, int n)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
+    fio_base cache;
+    const fio_base *base = NULL;
     int i, failed = 0;
     g_display = p->verbosity;
+    memset(&cache, 0, sizeof(cache));
     if (!ctx) {
         fio_error("out of memory");
         return 1;
+    }
+    if (op == OP_COMPRESS && p->base_path) {
+        if (fio_base_load(p, p->base_path, &cache) != 0) {
+            ckpz_ctx_free(ctx);
+            return 1;
+        }
+        base = &cache;
+        if (p->keyframe_every && cache.depth + 1 >= p->keyframe_every) {
+            if (p->verbosity >= 3)
+                fprintf(stderr, "ckpz: keyframe: %s is %u delta file%s deep, --keyframe-every %u: "
+                        "writing stand-alone files\n", p->base_path, (unsigned)cache.depth,
+                        cache.depth == 1 ? "" : "s", p->keyframe_every);
+            base = NULL;
+        }
     }
     if (p->remove_src && (p->to_stdout || (p->out_name && !strcmp(p->out_name, "-"))))
         fio_warn("--rm is ignored when writing to stdout");
@@ -800,9 +872,11 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
                 continue;
             }
         }
-        if (run_one(ctx, p, op, files[i], dst) != 0) failed = 1;
+        if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
+        else if (run_one(ctx, p, op, files[i], dst, base) != 0) failed = 1;
         free(dst);
     }
+    fio_base_free(&cache);
     ckpz_ctx_free(ctx);
     return failed;
 }
@@ -824,12 +898,16 @@ int fio_test_files(const fio_prefs *p, const char *const *files, int n)
 
 /* ---- random access: list and extract ---------------------------------------------- */
 static int archive_open(ckpz_ctx *ctx, const fio_prefs *p, fio_in *in, const char *name,
-                        ckpz_archive **a)
+                        const fio_base *base, ckpz_archive **a)
 {
     ckpz_params params;
     ckpz_error e;
     if (in_open(in, name, p, 1) != 0) return -1;
     fio_params(p, &params);
+    if (base) {
+        params.base = base->data;
+        params.base_size = base->size;
+    }
     e = ckpz_archive_open(ctx, &params, in_pread, in, in->size_hint, a);
     if (e != CKPZ_OK) {
         report(ctx, e, in, NULL);
@@ -925,7 +1003,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     size_t ncap = 0;
     int raw_input;
 
-    if (archive_open(ctx, p, &in, name, &a) != 0) return 1;
+    if (archive_open(ctx, p, &in, name, NULL, &a) != 0) return 1;
     ckpz_archive_get_info(a, &info);
     raw_input = info.format == CKPZ_INPUT_RAW;
     /* first pass: column widths */
@@ -1010,6 +1088,26 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                    (unsigned long long)info.original_size,
                    (unsigned long long)info.compressed_size);
     }
+    {
+        ckpz_base_info bi;
+        ckpz_archive_get_base(a, &bi);
+        if (bi.needed) {
+            uint64_t based = 0;
+            for (i = 0; i < info.entries; i++)
+                if (ckpz_archive_entry(a, i, &e) == CKPZ_OK && e.based) based++;
+            /* the recorded name is data from the file: print it escaped */
+            ckpz_entry shown;
+            memset(&shown, 0, sizeof(shown));
+            shown.name = bi.name;
+            shown.dtype = CKPZ_DTYPE_F32;
+            display_name(&shown, 0, &nbuf, &ncap);
+            printf("depends on: %s (%llu bytes, crc32c %08x); %llu of %llu entries coded against it; "
+                   "restoring takes %u delta file%s\n",
+                   nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
+                   (unsigned)bi.checksum, (unsigned long long)based, (unsigned long long)info.entries,
+                   (unsigned)bi.depth, bi.depth == 1 ? "" : "s");
+        }
+    }
     free(nbuf);
     ckpz_archive_close(a);
     in_close(&in);
@@ -1044,15 +1142,18 @@ int fio_extract(const fio_prefs *p, const char *tensor, const char *file)
     ckpz_error e;
     const char *dst = NULL;
     int rc = 1;
+    fio_base cache;
+    const fio_base *base = NULL;
 
     g_display = p->verbosity;
+    memset(&cache, 0, sizeof(cache));
     if (p->out_name && strcmp(p->out_name, "-") != 0 && !p->to_stdout) dst = p->out_name;
     ctx = ckpz_ctx_create();
     if (!ctx) {
         fio_error("out of memory");
         return 1;
     }
-    if (archive_open(ctx, p, &in, file, &a) != 0) goto done_ctx;
+    if (base_for(p, file, &cache, &base) != 0 || archive_open(ctx, p, &in, file, base, &a) != 0) goto done_ctx;
     e = ckpz_archive_find(ctx, a, tensor, &idx);
     if (e == CKPZ_ERR_NOT_FOUND) {
         fio_error("%s: no tensor named '%s' (ckpz -l %s lists them)", in.name, tensor, in.name);
@@ -1083,6 +1184,7 @@ done_archive:
     ckpz_archive_close(a);
     in_close(&in);
 done_ctx:
+    fio_base_free(&cache);
     ckpz_ctx_free(ctx);
     return rc;
 }
@@ -1125,4 +1227,109 @@ nomem:
     free(buf);
     in_close(&in);
     return -1;
+}
+
+/* ---- --rebase ---------------------------------------------------------------------- */
+typedef struct memsrc {
+    const unsigned char *p;
+    size_t n, pos;
+} memsrc;
+
+static ptrdiff_t mem_read(void *opaque, void *dst, size_t n)
+{
+    memsrc *m = opaque;
+    if (n > m->n - m->pos) n = m->n - m->pos;
+    memcpy(dst, m->p + m->pos, n);
+    m->pos += n;
+    return (ptrdiff_t)n;
+}
+
+/* Restores a delta file with its base and writes it again stand-alone, at the level and
+ * with the chunk size asked for; the output replaces the input only after it is complete
+ * (-o writes elsewhere and keeps the input). */
+static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_base *cache)
+{
+    const fio_base *base = NULL;
+    void *packed = NULL, *orig = NULL;
+    size_t packed_size = 0;
+    uint64_t orig_size = 0;
+    ckpz_params params;
+    ckpz_base_info bi;
+    ckpz_stats stats;
+    fio_out out;
+    fio_prefs wp = *p;
+    struct stat st;
+    const char *dst = p->out_name ? p->out_name : src;
+    int rc = 1;
+
+    if (!strcmp(src, "-") || stat(src, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fio_error("%s: --rebase needs a regular .ckpz file", src);
+        return 1;
+    }
+    if (base_for(p, src, cache, &base) != 0 || fio_load_file(src, &packed, &packed_size) != 0) return 1;
+    if (ckpz_base_info_read(ctx, packed, packed_size, &bi) != CKPZ_OK ||
+        ckpz_original_size(ctx, packed, packed_size, &orig_size) != CKPZ_OK) {
+        fio_error("%s: %s", src, ckpz_ctx_message(ctx));
+        goto out;
+    }
+    if (!bi.needed && !p->out_name) {
+        if (p->verbosity >= 2) fprintf(stderr, "%s : already stand-alone, left as it is\n", src);
+        rc = 0;
+        goto out;
+    }
+    if (orig_size > (uint64_t)SIZE_MAX / 2 || !(orig = malloc(orig_size ? (size_t)orig_size : 1))) {
+        fio_error("%s: cannot hold its %llu restored bytes in memory", src, (unsigned long long)orig_size);
+        goto out;
+    }
+    fio_params(p, &params);
+    if (base) {
+        params.base = base->data;
+        params.base_size = base->size;
+    }
+    if (ckpz_decompress_buffer(ctx, &params, packed, packed_size, orig, (size_t)orig_size) != CKPZ_OK) {
+        fio_error("%s: %s", src, ckpz_ctx_message(ctx));
+        goto out;
+    }
+    fio_params(p, &params); /* stand-alone */
+    if (!p->out_name) wp.force = 1; /* replacing the input is the point */
+    if (out_open(&out, strcmp(dst, "-") ? dst : NULL, p->out_name ? &st : NULL, &wp) != 0) {
+        out_abort(&out);
+        goto out;
+    }
+    memsrc m = {orig, (size_t)orig_size, 0};
+    ckpz_error e = ckpz_compress_stream(ctx, &params, mem_read, &m, orig_size, out_write, &out, &stats);
+    if (e != CKPZ_OK) {
+        fio_error("%s: %s", src, ckpz_ctx_message(ctx));
+        out_abort(&out);
+        goto out;
+    }
+    if (out_commit(&out, &st, &wp, 0) != 0) goto out;
+    if (p->verbosity >= 2)
+        fprintf(stderr, "%s : stand-alone now (%s, %.3fx) -> %s\n", src,
+                fio_human((char[32]){0}, 32, stats.compressed_bytes),
+                stats.compressed_bytes ? (double)stats.original_bytes / (double)stats.compressed_bytes : 0.0,
+                out.name);
+    rc = 0;
+out:
+    free(orig);
+    free(packed);
+    return rc;
+}
+
+int fio_rebase_files(const fio_prefs *p, const char *const *files, int n)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    fio_base cache;
+    int i, failed = 0;
+    g_display = p->verbosity;
+    memset(&cache, 0, sizeof(cache));
+    if (!ctx) {
+        fio_error("out of memory");
+        return 1;
+    }
+    for (i = 0; i < n; i++)
+        if (rebase_one(ctx, p, files[i], &cache) != 0) failed = 1;
+    fio_base_free(&cache);
+    ckpz_ctx_free(ctx);
+    return failed;
 }

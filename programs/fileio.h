@@ -28,6 +28,8 @@ typedef struct fio_prefs {
     int verbosity;             /* 0 silent, 1 errors, 2 default, 3+ -v */
     int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
     double bench_seconds;      /* -i#: time per benchmark measurement */
+    const char *base_path;     /* --base, or NULL */
+    unsigned keyframe_every;   /* --keyframe-every: 0 = no limit on chains */
 } fio_prefs;
 
 void fio_prefs_init(fio_prefs *p);
@@ -44,6 +46,28 @@ int fio_decompress_files(const fio_prefs *p, const char *const *files, int n);
 int fio_test_files(const fio_prefs *p, const char *const *files, int n);
 int fio_list_files(const fio_prefs *p, const char *const *files, int n);
 int fio_extract(const fio_prefs *p, const char *tensor, const char *file);
+/* --rebase: each delta FILE.ckpz becomes a stand-alone one (to -o, or in its place). */
+int fio_rebase_files(const fio_prefs *p, const char *const *files, int n);
+
+/* ---- bases of delta files (basefile.c) ---- */
+typedef struct fio_base {
+    char *path;       /* as named */
+    void *data;       /* the base's original bytes */
+    size_t size;
+    int mapped;
+    uint32_t depth;   /* delta files behind these bytes: 0 for a stand-alone file */
+} fio_base;
+/* Loads the base named path: an original file, or a .ckpz restored (through its own
+ * chain, found beside it). Prints its errors; 0 or -1. */
+int fio_base_load(const fio_prefs *p, const char *path, fio_base *b);
+void fio_base_free(fio_base *b); /* accepts a zeroed base */
+/* The name recorded in files coded against b: its file name without directories. */
+const char *fio_base_record_name(const fio_base *b);
+/* The file a delta file's recorded base name refers to: the name, or the name plus
+ * .ckpz, beside `referrer`; malloc'd, or NULL when there is none. */
+char *fio_base_locate(const char *referrer, const char *recorded);
+/* Reads up to cap bytes from the start of path; 0, or -1 with errno. */
+int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len);
 
 /* Reads a whole regular file (or "-") into malloc'd memory; prints the error itself. */
 int fio_load_file(const char *path, void **data, size_t *size);

@@ -9,7 +9,9 @@
 #include "common/pipeline.h"
 #include "container/container.h"
 #include "testutil.h"
+#include "codec.h"
 #include "transforms/planes.h"
+#include "transforms/predict.h"
 
 static void test_crc(void)
 {
@@ -148,7 +150,7 @@ static void test_container(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS}, h2;
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0}, h2;
     ctr_header_write(hb, &h);
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format);
     hb[20] = 1; /* reserved byte, checksum fixed up: must still be refused */
@@ -163,16 +165,52 @@ static void test_container(void)
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_CHECKSUM);
     hb[0] = 'x';
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
+    /* a delta file: version 2 with flag 1, then the base frame */
+    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1};
+    ctr_header_write(hb, &hd);
+    CHECK(ld16(hb + 8) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
+    st16(hb + 10, 3); /* an unknown flag */
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    st16(hb + 8, 3); /* a later version */
+    st16(hb + 10, 1);
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    {
+        ctr_base b = {123456789, 0xdeadbeef, 3, 9, "step9.pt"}, b2;
+        uint8_t bf[12 + CTR_BASE_FIXED + 16];
+        size_t used;
+        b.name_len = 8;
+        ctr_base_frame_write(bf, &b);
+        CHECK(ctr_base_frame_size(&b) == 40);
+        CHECK(ctr_base_frame_read(ctx, bf, sizeof bf, &b2, &used) == CKPZ_OK && used == 40 && b2.size == b.size &&
+              b2.crc == b.crc && b2.depth == 3 && !strcmp(b2.name, "step9.pt"));
+        CHECK(ctr_base_frame_read(ctx, bf, 39, &b2, &used) == CKPZ_ERR_TRUNCATED);
+        bf[20] ^= 1;
+        CHECK(ctr_base_frame_read(ctx, bf, sizeof bf, &b2, &used) == CKPZ_ERR_CHECKSUM);
+        bf[20] ^= 1;
+        st32(bf + 20, 0); /* depth 0 is not a delta */
+        st32(bf + 36, crc32c(0, bf, 36));
+        CHECK(ctr_base_frame_read(ctx, bf, sizeof bf, &b2, &used) == CKPZ_ERR_CORRUPT);
+    }
 
     uint8_t fb[CTR_FRAME_SIZE];
-    ctr_chunk c = {3, 65536, 40000, 1, 2, 2, 0x1234, 0x5678}, c2;
+    ctr_chunk c = {.entry = 3, .raw_len = 65536, .payload_len = 40000, .xf = 1, .esize = 2, .nplanes = 2,
+                   .raw_crc = 0x1234, .payload_crc = 0x5678}, c2;
     ctr_chunk_write(fb, &c);
     CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_OK && !memcmp(&c, &c2, sizeof c));
     CHECK(ctr_chunk_read(ctx, fb, 32768, 70000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);  /* raw > chunk size */
     CHECK(ctr_chunk_read(ctx, fb, 65536, 30000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);  /* payload > bound */
-    fb[19] = 1;
+    fb[19] = 9; /* an unknown predictor */
     st32(fb + 28, crc32c(0, fb, 28));
     CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_ERR_VERSION);
+    /* a copy frame may cover more than a chunk, but carries nothing */
+    chunk_copy_frame(5, 3u << 20, 0xabcd, fb);
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_OK && c2.pred == PRED_COPY &&
+          c2.raw_len == 3u << 20 && c2.payload_len == 0 && c2.entry == 5);
+    fb[18] = 1; /* with a plane */
+    st32(fb + 28, crc32c(0, fb, 28));
+    CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);
 
     /* index round trip and consistency checks */
     uint64_t shape[2] = {4, 8};
@@ -186,15 +224,15 @@ static void test_container(void)
     ctr_entry *pe;
     ctr_chunkrec *pc;
     size_t ne, nc;
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_OK);
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_OK);
     CHECK(ne == 2 && nc == 2 && !strcmp(pe[1].name, "w") && pe[1].shape[1] == 8 && pc[1].frame_offset == 100);
     for (size_t i = 0; i < ne; i++) ctr_entry_clear(&pe[i]);
     free(pe);
     free(pc);
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 165, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
-    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);  /* frame past index */
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 165, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
+    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);  /* frame past index */
     st64(ib + 8, 1ull << 40); /* entry count */
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
+    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
     free(ib);
 
     uint8_t tb[CTR_TRAILER_SIZE];

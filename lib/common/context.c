@@ -79,5 +79,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
     if ((unsigned)out->format > CKPZ_INPUT_NPZ) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
     if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
+    if (!out->base && out->base_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base size given without a base");
+    if (out->base_depth >= UINT32_MAX - 1) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base depth out of range");
     return CKPZ_OK;
 }

@@ -13,7 +13,8 @@
 
 #include "common/ctx.h"
 
-#define CTR_VERSION 1
+#define CTR_VERSION 1       /* stand-alone files */
+#define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -21,9 +22,12 @@
 #define CTR_CHUNK_REC 16    /* seek-table record */
 #define CTR_MAX_NDIM 64
 #define CTR_MAX_NAME 65535
+/* Largest entry record (index form with a base offset). */
+#define CTR_ENTRY_MAX (48 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM)
 
 extern const uint8_t ctr_magic[8];
 /* Four-byte tags that start each section, read as little-endian u32. */
+#define CTR_TAG_BASE 0x53424b43u  /* "CKBS" */
 #define CTR_TAG_ENTRY 0x4e454b43u /* "CKEN" */
 #define CTR_TAG_CHUNK 0x48434b43u /* "CKCH" */
 #define CTR_TAG_INDEX 0x58494b43u /* "CKIX" */
@@ -32,24 +36,40 @@ extern const uint8_t ctr_magic[8];
 typedef struct ctr_header {
     uint32_t chunk_size;
     uint8_t format; /* ckpz_input_format of the original */
+    uint8_t based;  /* a base frame follows (version 2) */
 } ctr_header;
+
+/* Base frame: what a delta file needs to be restored. */
+#define CTR_BASE_FIXED 20
+#define CTR_MAX_BASE_NAME 4096
+typedef struct ctr_base {
+    uint64_t size;     /* bytes of the base's original */
+    uint32_t crc;      /* CRC-32C of the base's original */
+    uint32_t depth;    /* delta files from this one down to a stand-alone file: 1 + the base's */
+    uint16_t name_len;
+    char name[CTR_MAX_BASE_NAME + 1]; /* the base's file name when this file was written: a hint */
+} ctr_base;
 
 typedef struct ctr_chunk {
     uint32_t entry;       /* index of the entry the chunk belongs to */
     uint32_t raw_len;     /* original bytes, 1..chunk_size */
     uint32_t payload_len; /* bytes after the frame header */
     uint8_t xf, esize, nplanes;
+    uint8_t pred;         /* predictor against the base (transforms/predict.h); 0 = none */
     uint32_t raw_crc;     /* CRC-32C of the original bytes */
     uint32_t payload_crc; /* CRC-32C of the payload */
 } ctr_chunk;
 
+#define CTR_ENTRY_BASED 1 /* entry flag: coded against the base's bytes at base_offset */
 typedef struct ctr_entry {
     uint8_t dtype;
+    uint8_t flags;
     uint16_t name_len;
     uint32_t ndim;
     char *name;       /* NUL-terminated, owned */
     uint64_t *shape;  /* owned */
     uint64_t offset;  /* in the original */
+    uint64_t base_offset; /* of the matching bytes in the base's original (CTR_ENTRY_BASED) */
     uint64_t length;  /* index form only */
     uint64_t first_chunk, nchunks; /* index form only */
 } ctr_entry;
@@ -68,9 +88,19 @@ typedef struct ctr_trailer {
 void ctr_header_write(uint8_t *out, const ctr_header *h);
 ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h);
 
+/* Base frame: tag, body length, body, CRC. */
+size_t ctr_base_frame_size(const ctr_base *b);
+void ctr_base_frame_write(uint8_t *out, const ctr_base *b);
+/* Parses a whole base frame from in[0..avail); *used = its length. CKPZ_ERR_TRUNCATED
+ * when avail is too short to hold it. */
+ckpz_error ctr_base_frame_read(ckpz_ctx *ctx, const uint8_t *in, size_t avail, ctr_base *b, size_t *used);
+
 void ctr_chunk_write(uint8_t *out, const ctr_chunk *c);
-/* `where` names the chunk in messages ("chunk 7 (tensor 'w')"). Checks tag, header CRC, reserved bytes, 0 < raw_len <= chunk_size, plane count and
- * payload_len <= max_payload (the caller's bound for the coders in use). */
+/* `where` names the chunk in messages ("chunk 7 (tensor 'w')"). Checks tag, header CRC,
+ * 0 < raw_len <= chunk_size, plane count and payload_len <= max_payload (the caller's
+ * bound for the coders in use); a copy frame (PRED_COPY) has no planes and no payload
+ * and may cover more than chunk_size bytes. Whether the chunk's entry has a base (a
+ * predictor needs one) is the caller's to check. */
 ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
                           const char *where, ctr_chunk *c);
 
@@ -78,9 +108,10 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
  * and chunk range). */
 size_t ctr_entry_size(const ctr_entry *e, int index_form);
 void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
-/* Parses one record from p[0..avail); allocates name and shape; *used = bytes read. */
-ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, ctr_entry *e,
-                          size_t *used);
+/* Parses one record from p[0..avail); allocates name and shape; *used = bytes read.
+ * based_file: the file has a base (else the entry flags must be zero). */
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, int based_file,
+                          ctr_entry *e, size_t *used);
 void ctr_entry_clear(ctr_entry *e);
 
 /* Entry frame: tag, body length, body (stream form), CRC. Returns bytes written. */
@@ -92,8 +123,8 @@ size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
 void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
 /* Parses and cross-checks an index (its CRC already verified by the caller). */
 ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, ctr_entry **entries, size_t *ne,
-                          ctr_chunkrec **chunks, size_t *nc);
+                          uint64_t original_size, size_t mem_limit, int based_file, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
 ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);

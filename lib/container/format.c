@@ -6,6 +6,8 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "container/container.h"
+#include "transforms/planes.h"
+#include "transforms/predict.h"
 
 const uint8_t ctr_magic[8] = {0x89, 'C', 'K', 'P', 'Z', '\r', '\n', 0x1a};
 
@@ -21,8 +23,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
 {
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
-    st16(out + 8, CTR_VERSION);
-    st16(out + 10, 0); /* flags: none defined */
+    st16(out + 8, h->based ? CTR_VERSION_DELTA : CTR_VERSION);
+    st16(out + 10, h->based ? 1 : 0); /* flag 1: a base frame follows */
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -32,18 +34,60 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
 {
     if (memcmp(in, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file (bad magic)");
     if (crc32c(0, in, 28) != ld32(in + 28)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "file header checksum mismatch");
-    unsigned v = ld16(in + 8);
-    if (v != CTR_VERSION)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads version %u)",
-                        v, CTR_VERSION);
-    if (ld16(in + 10) != 0 || !all_zero(in + 17, 11))
+    unsigned v = ld16(in + 8), flags = ld16(in + 10);
+    if (v != CTR_VERSION && v != CTR_VERSION_DELTA)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads versions %u and %u)",
+                        v, CTR_VERSION, CTR_VERSION_DELTA);
+    /* Version 2 is exactly "version 1 plus a base": flag 1 set, nothing else. */
+    if (flags != (v == CTR_VERSION_DELTA ? 1u : 0u) || !all_zero(in + 17, 11))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header has reserved flags or fields set");
+    h->based = v == CTR_VERSION_DELTA;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
     if (h->chunk_size < CKPZ_CHUNK_MIN || h->chunk_size > CKPZ_CHUNK_MAX || (h->chunk_size & 7))
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "file header: invalid chunk size %u", h->chunk_size);
     if (h->format > CKPZ_INPUT_NPZ)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header: unknown input format %u", h->format);
+    return CKPZ_OK;
+}
+
+/* ---- base frame ---- */
+size_t ctr_base_frame_size(const ctr_base *b) { return 8 + CTR_BASE_FIXED + (size_t)b->name_len + 4; }
+
+void ctr_base_frame_write(uint8_t *out, const ctr_base *b)
+{
+    size_t body = CTR_BASE_FIXED + (size_t)b->name_len;
+    st32(out, CTR_TAG_BASE);
+    st32(out + 4, (uint32_t)body);
+    st64(out + 8, b->size);
+    st32(out + 16, b->crc);
+    st32(out + 20, b->depth);
+    st16(out + 24, b->name_len);
+    st16(out + 26, 0);
+    memcpy(out + 28, b->name, b->name_len);
+    st32(out + 8 + body, crc32c(0, out, 8 + body));
+}
+
+ckpz_error ctr_base_frame_read(ckpz_ctx *ctx, const uint8_t *in, size_t avail, ctr_base *b, size_t *used)
+{
+    if (avail < 8) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its base frame");
+    if (ld32(in) != CTR_TAG_BASE) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "base frame missing after the header");
+    uint32_t body = ld32(in + 4);
+    if (body < CTR_BASE_FIXED || body > CTR_BASE_FIXED + CTR_MAX_BASE_NAME)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "base frame: invalid length %u", body);
+    if (avail < 12 + (size_t)body) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its base frame");
+    if (crc32c(0, in, 8 + (size_t)body) != ld32(in + 8 + body))
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "base frame checksum mismatch");
+    b->size = ld64(in + 8);
+    b->crc = ld32(in + 16);
+    b->depth = ld32(in + 20);
+    b->name_len = ld16(in + 24);
+    if (ld16(in + 26) != 0) return ctx_fail(ctx, CKPZ_ERR_VERSION, "base frame: reserved field set");
+    if (b->name_len != body - CTR_BASE_FIXED || b->depth == 0)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "base frame: inconsistent fields");
+    memcpy(b->name, in + 28, b->name_len);
+    b->name[b->name_len] = 0;
+    *used = 12 + (size_t)body;
     return CKPZ_OK;
 }
 
@@ -57,7 +101,7 @@ void ctr_chunk_write(uint8_t *out, const ctr_chunk *c)
     out[16] = c->xf;
     out[17] = c->esize;
     out[18] = c->nplanes;
-    out[19] = 0;
+    out[19] = c->pred;
     st32(out + 20, c->raw_crc);
     st32(out + 24, c->payload_crc);
     st32(out + 28, crc32c(0, out, 28));
@@ -76,10 +120,15 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
     c->xf = in[16];
     c->esize = in[17];
     c->nplanes = in[18];
+    c->pred = in[19];
     c->raw_crc = ld32(in + 20);
     c->payload_crc = ld32(in + 24);
-    if (in[19] != 0)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "%s: reserved byte set", where);
+    if (c->pred >= PRED_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "%s: unknown predictor %u", where, c->pred);
+    if (c->pred == PRED_COPY) {
+        if (c->raw_len == 0 || c->payload_len || c->nplanes || c->xf != XF_NONE || c->esize != 1)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: invalid copy frame", where);
+        return CKPZ_OK;
+    }
     if (c->raw_len == 0 || c->raw_len > chunk_size || c->payload_len > max_payload || c->nplanes == 0 ||
         (size_t)c->nplanes * CTR_PLANE_DESC > c->payload_len)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: invalid sizes (original %u, payload %u, planes %u)", where,
@@ -90,13 +139,14 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
 /* ---- entry records ---- */
 size_t ctr_entry_size(const ctr_entry *e, int index_form)
 {
-    return 16 + (index_form ? 24 : 0) + (size_t)e->name_len + 8 * (size_t)e->ndim;
+    return 16 + (index_form ? 24 : 0) + (e->flags & CTR_ENTRY_BASED ? 8 : 0) + (size_t)e->name_len +
+           8 * (size_t)e->ndim;
 }
 
 void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
 {
     out[0] = e->dtype;
-    out[1] = 0;
+    out[1] = e->flags;
     st16(out + 2, e->name_len);
     st32(out + 4, e->ndim);
     st64(out + 8, e->offset);
@@ -106,6 +156,10 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
         st64(p + 8, e->first_chunk);
         st64(p + 16, e->nchunks);
         p += 24;
+    }
+    if (e->flags & CTR_ENTRY_BASED) {
+        st64(p, e->base_offset);
+        p += 8;
     }
     memcpy(p, e->name, e->name_len);
     p += e->name_len;
@@ -119,8 +173,8 @@ void ctr_entry_clear(ctr_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, ctr_entry *e,
-                          size_t *used)
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, int based_file,
+                          ctr_entry *e, size_t *used)
 {
     memset(e, 0, sizeof *e);
     size_t fixed = 16 + (index_form ? 24 : 0);
@@ -129,13 +183,20 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     e->name_len = ld16(p + 2);
     e->ndim = ld32(p + 4);
     e->offset = ld64(p + 8);
-    if (p[1] != 0) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved byte set");
+    e->flags = p[1];
+    if (e->flags & ~(based_file ? CTR_ENTRY_BASED : 0))
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
     if (e->dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
     if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
     if (index_form) {
         e->length = ld64(p + 16);
         e->first_chunk = ld64(p + 24);
         e->nchunks = ld64(p + 32);
+    }
+    if (e->flags & CTR_ENTRY_BASED) {
+        if (avail < fixed + 8) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
+        e->base_offset = ld64(p + fixed);
+        fixed += 8;
     }
     size_t need = fixed + e->name_len + 8 * (size_t)e->ndim;
     if (avail < need) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
@@ -191,8 +252,8 @@ void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chun
 }
 
 ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, ctr_entry **entries, size_t *ne,
-                          ctr_chunkrec **chunks, size_t *nc)
+                          uint64_t original_size, size_t mem_limit, int based_file, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     *entries = NULL;
     *chunks = NULL;
@@ -218,7 +279,7 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     uint64_t at = 0, next_chunk = 0;
     for (i = 0; i < e_n; i++) {
         size_t used;
-        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, &e[i], &used))) goto fail;
+        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, based_file, &e[i], &used))) goto fail;
         pos += used;
         /* Entries tile the original in order, and own consecutive chunk ranges. */
         if (e[i].offset != at || e[i].length > original_size - at || e[i].first_chunk != next_chunk ||

@@ -110,6 +110,10 @@ class Params(ctypes.Structure):
         ("mem_limit", ctypes.c_size_t),
         ("progress", PROGRESS_FN),
         ("progress_opaque", ctypes.c_void_p),
+        ("base", ctypes.c_void_p),
+        ("base_size", ctypes.c_size_t),
+        ("base_name", ctypes.c_char_p),
+        ("base_depth", ctypes.c_uint32),
     ]
 
 
@@ -138,6 +142,8 @@ class EntryStruct(ctypes.Structure):
         ("length", ctypes.c_uint64),
         ("compressed", ctypes.c_uint64),
         ("chunks", ctypes.c_uint64),
+        ("based", ctypes.c_int),
+        ("base_offset", ctypes.c_uint64),
     ]
 
 

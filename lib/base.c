@@ -1,0 +1,55 @@
+/* base.c — see base.h. */
+#include "base.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+
+ckpz_error base_verify(ckpz_ctx *ctx, const ctr_base *b, const ckpz_params *p)
+{
+    char hint[300] = "";
+    if (b->name_len) snprintf(hint, sizeof hint, ", written as '%.256s'", b->name);
+    if (!p->base)
+        return ctx_fail(ctx, CKPZ_ERR_BASE,
+                        "this is a delta file: restoring it needs its base (%llu bytes, CRC-32C %08x%s)",
+                        (unsigned long long)b->size, b->crc, hint);
+    if (p->base_size != b->size)
+        return ctx_fail(ctx, CKPZ_ERR_BASE, "wrong base: %zu bytes, expected %llu bytes with CRC-32C %08x%s",
+                        p->base_size, (unsigned long long)b->size, b->crc, hint);
+    uint32_t crc = crc32c(0, p->base, p->base_size);
+    if (crc != b->crc)
+        return ctx_fail(ctx, CKPZ_ERR_BASE, "wrong base: its CRC-32C is %08x, expected %08x (%llu bytes%s)", crc,
+                        b->crc, (unsigned long long)b->size, hint);
+    return CKPZ_OK;
+}
+
+void base_info_fill(const ctr_base *b, ckpz_base_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!b) return;
+    info->needed = 1;
+    info->size = b->size;
+    info->checksum = b->crc;
+    info->depth = b->depth;
+    memcpy(info->name, b->name, b->name_len);
+    info->name[b->name_len] = 0;
+}
+
+ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info)
+{
+    ctx_clear(ctx);
+    const uint8_t *p = head;
+    ctr_header h;
+    ckpz_error err;
+    memset(info, 0, sizeof *info);
+    if (n < 8 || memcmp(p, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
+    if (n < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
+    if ((err = ctr_header_read(ctx, p, &h))) return err;
+    if (!h.based) return CKPZ_OK;
+    ctr_base b;
+    size_t used;
+    if ((err = ctr_base_frame_read(ctx, p + CTR_HEADER_SIZE, n - CTR_HEADER_SIZE, &b, &used))) return err;
+    base_info_fill(&b, info);
+    return CKPZ_OK;
+}

@@ -1,0 +1,67 @@
+/* predict.h — the predictor stage of delta checkpoints: a chunk is coded as its
+ * residual against the same bytes of the previous checkpoint (the base), ahead of the
+ * byte-plane split.
+ *
+ * Fine-tuning and optimiser steps move most weights by a few units in the last place,
+ * so the residual is mostly zero high bytes. XOR keeps the sign and exponent bits that
+ * did not change as zeros; DIFF subtracts the elements as integers, after mapping
+ * floats onto an order-preserving integer scale, so that a step of k ulps becomes the
+ * small number 2k or 2k-1 (zigzag) even where it carries into the exponent or crosses
+ * zero. pred_choose estimates from a sample which of stand-alone, XOR and DIFF codes
+ * cheapest; COPY is the caller's for a chunk equal to its base (no residual stored).
+ */
+#ifndef CKPZ_PREDICT_H
+#define CKPZ_PREDICT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpz.h"
+
+/* Predictor ids are stored in chunk frames: the numbers are fixed. */
+enum pred_id {
+    PRED_NONE = 0, /* no base: the chunk as it is */
+    PRED_XOR = 1,  /* x ^ b */
+    PRED_DIFF = 2, /* zigzag(M(x) - M(b)) per element */
+    PRED_COPY = 3, /* x equals b: nothing stored */
+    PRED_COUNT_
+};
+
+/* "none", "xor", "diff", "copy"; "?" for other values. */
+const char *pred_name(uint8_t pred);
+
+/* 1 for the float dtypes (bf16, f16, f32, f64, f8e4m3, f8e5m2). */
+int pred_is_float(ckpz_dtype dtype);
+
+/* Residual r of n bytes x against the base's bytes b (same length). esize = element
+ * size (1, 2, 4 or 8); is_float selects the order-preserving map M for DIFF.
+ *   PRED_NONE: r = x.   PRED_XOR: r = x ^ b.   PRED_COPY: r = 0 (x must equal b).
+ *   PRED_DIFF: r = zigzag(M(x) - M(b)) per element of esize*8 bits, mod 2^bits, where
+ *     for floats M(u) = (u has the sign bit) ? ~u : u ^ signbit and for integers M(u) = u;
+ *     zigzag(d) = (d << 1) ^ (d >> (bits-1)), d read as signed.
+ * Elements are little-endian. n should be a multiple of esize; a tail of n % esize
+ * bytes is coded byte by byte as integers. r may be x (in place); b must not overlap r
+ * unless it equals x. An unknown pred id is treated as PRED_NONE. */
+void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b, size_t n,
+                  uint8_t *r);
+/* Inverse: x from r and b (PRED_COPY copies b and ignores r). x may be r (in place). */
+void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n,
+                  uint8_t *x);
+
+/* Chooses the predictor for chunk x[0..n) against its base b[0..n): PRED_NONE, PRED_XOR
+ * or PRED_DIFF, the one whose residual (x itself for NONE) has the lowest estimated
+ * coded size. The estimate is the sum over byte planes, as the coder will split them
+ * (pred_transform), of the order-0 entropy of a sample: four windows of 1024 elements
+ * (512 for 8-byte ones) spread over the chunk, first and last at its ends, or all
+ * elements if fewer. A delta predictor must beat 0.99 x the NONE estimate, so near-ties
+ * stay stand-alone; XOR wins ties with DIFF. Never COPY: testing equality is the
+ * caller's. A tail of n % element size bytes is ignored. Reads at most 16 KiB of each
+ * side whatever n is (about 20 us for f32). Thread-safe. */
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n);
+
+/* The transform (planes.h ids) and element size that split the residual of pred:
+ * NONE, XOR (and COPY) -> xf_choose(dtype); DIFF -> XF_INT with the dtype's element size
+ * when that is 2, 4 or 8, else XF_NONE with esize 1. */
+void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
+
+#endif

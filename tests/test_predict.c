@@ -1,0 +1,383 @@
+/* test_predict.c — unit tests of the delta predictors: the residuals against a plain
+ * reference of the documented formulas on every width (special floats, integer
+ * extremes, wraparound), exact inverse in place and not, the order of the float map,
+ * one-ulp steps, the choice between stand-alone and delta coding, and the transform
+ * each residual is split with. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "transforms/planes.h"
+#include "transforms/predict.h"
+
+/* ---- reference: the formulas of predict.h, one element at a time ----------------- */
+static uint64_t width_mask(unsigned esize) { return esize == 8 ? ~0ull : (1ull << (8 * esize)) - 1; }
+
+static uint64_t ref_m(uint64_t u, unsigned esize, int flt)
+{
+    uint64_t sign = 1ull << (8 * esize - 1);
+    if (!flt) return u;
+    return (u & sign ? ~u : u ^ sign) & width_mask(esize);
+}
+
+static uint64_t ref_diff(uint64_t x, uint64_t b, unsigned esize, int flt)
+{
+    uint64_t mask = width_mask(esize), sign = 1ull << (8 * esize - 1);
+    uint64_t d = (ref_m(x, esize, flt) - ref_m(b, esize, flt)) & mask;
+    uint64_t s = d & sign ? mask : 0; /* d >> (bits-1), arithmetic */
+    return ((d << 1) ^ s) & mask;
+}
+
+static uint64_t load_le(const uint8_t *p, unsigned esize)
+{
+    uint64_t v = 0;
+    for (unsigned k = 0; k < esize; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+static void store_le(uint8_t *p, uint64_t v, unsigned esize)
+{
+    for (unsigned k = 0; k < esize; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Bit patterns worth testing at each width: zeros, the sign bit, integer extremes,
+ * denormals, infinities and NaNs of the formats of that width. */
+static uint64_t special(unsigned esize)
+{
+    static const uint64_t s1[] = {0x00, 0x80, 0x7f, 0xff, 0x01, 0x81, 0x7e, 0xfe, 0x7c, 0xfc, 0x78, 0xf8};
+    static const uint64_t s2[] = {0x0000, 0x8000, 0x7fff, 0xffff, 0x0001, 0x8001, 0x7f80, 0xff80, 0x7fc0,
+                                  0x7c00, 0xfc00, 0x7e00, 0x03ff, 0x007f, 0x3c00, 0xbf80};
+    static const uint64_t s4[] = {0, 0x80000000, 0x7fffffff, 0xffffffff, 1, 0x80000001, 0x7f800000,
+                                  0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x007fffff, 0x807fffff,
+                                  0x3f800000, 0xbf800000, 0x00800000};
+    static const uint64_t s8[] = {0, 0x8000000000000000ull, 0x7fffffffffffffffull, ~0ull, 1,
+                                  0x8000000000000001ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+                                  0x7ff8000000000000ull, 0x7ff0000000000001ull, 0x000fffffffffffffull,
+                                  0x3ff0000000000000ull, 0xbff0000000000000ull, 0x0010000000000000ull};
+    switch (esize) {
+    case 1: return s1[rng() % (sizeof s1 / sizeof *s1)];
+    case 2: return s2[rng() % (sizeof s2 / sizeof *s2)];
+    case 4: return s4[rng() % (sizeof s4 / sizeof *s4)];
+    default: return s8[rng() % (sizeof s8 / sizeof *s8)];
+    }
+}
+
+/* x and b of n bytes: random patterns, special values, and pairs a few units apart
+ * (which wrap around at the extremes and cross the sign). */
+static void fill_pair(uint8_t *x, uint8_t *b, size_t n, unsigned esize)
+{
+    uint64_t mask = width_mask(esize);
+    for (size_t i = 0; i + esize <= n; i += esize) {
+        uint64_t bv, xv;
+        switch (rng() % 4) {
+        case 0: bv = rng(), xv = rng(); break;
+        case 1: bv = special(esize), xv = special(esize); break;
+        case 2: bv = special(esize), xv = bv + (rng() % 7) - 3; break;
+        default: bv = rng(), xv = bv + (rng() % 5) - 2; break;
+        }
+        store_le(b + i, bv & mask, esize);
+        store_le(x + i, xv & mask, esize);
+    }
+    for (size_t i = n - n % esize; i < n; i++) x[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
+}
+
+static void test_reference(void)
+{
+    /* sizes: tiny, not a multiple of the 16/32-byte steps, and with a partial element */
+    const size_t sizes[] = {0, 1, 8, 24, 31, 32, 33, 100, 1000, 4099, 65536 + 40};
+    const unsigned widths[] = {1, 2, 4, 8};
+    size_t cap = 65536 + 64;
+    uint8_t *x = malloc(cap), *b = malloc(cap), *r = malloc(cap), *y = malloc(cap);
+    for (unsigned wi = 0; wi < 4; wi++) {
+        unsigned es = widths[wi];
+        for (int flt = 0; flt <= 1; flt++) {
+            for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+                size_t n = sizes[si];
+                fill_pair(x, b, n, es);
+                /* DIFF against the reference; the partial element is bytes as integers */
+                pred_forward(PRED_DIFF, es, flt, x, b, n, r);
+                int ok = 1;
+                size_t whole = n - n % es;
+                for (size_t i = 0; i < whole; i += es)
+                    ok &= load_le(r + i, es) == ref_diff(load_le(x + i, es), load_le(b + i, es), es, flt);
+                for (size_t i = whole; i < n; i++) ok &= r[i] == (uint8_t)ref_diff(x[i], b[i], 1, 0);
+                CHECKF(ok, "diff reference esize %u float %d n %zu", es, flt, n);
+                /* XOR */
+                pred_forward(PRED_XOR, es, flt, x, b, n, r);
+                ok = 1;
+                for (size_t i = 0; i < n; i++) ok &= r[i] == (x[i] ^ b[i]);
+                CHECKF(ok, "xor reference esize %u n %zu", es, n);
+                /* round trips, out of place and in place, for every predictor */
+                for (uint8_t p = PRED_NONE; p < PRED_COPY; p++) {
+                    memset(r, 0x5a, n);
+                    memset(y, 0xa5, n);
+                    pred_forward(p, es, flt, x, b, n, r);
+                    pred_inverse(p, es, flt, r, b, n, y);
+                    CHECKF(!memcmp(x, y, n), "round trip %s esize %u float %d n %zu", pred_name(p), es, flt, n);
+                    memcpy(y, x, n);
+                    pred_forward(p, es, flt, y, b, n, y);
+                    CHECKF(!memcmp(y, r, n), "in-place forward %s esize %u n %zu", pred_name(p), es, n);
+                    pred_inverse(p, es, flt, y, b, n, y);
+                    CHECKF(!memcmp(x, y, n), "in-place round trip %s esize %u float %d n %zu", pred_name(p), es, flt,
+                           n);
+                }
+                /* against itself: DIFF and XOR are all zeros, COPY restores the base */
+                pred_forward(PRED_DIFF, es, flt, x, x, n, r);
+                ok = 1;
+                for (size_t i = 0; i < n; i++) ok &= r[i] == 0;
+                CHECKF(ok, "diff of x against itself esize %u float %d n %zu", es, flt, n);
+                pred_forward(PRED_COPY, es, flt, x, x, n, r);
+                memset(y, 0xa5, n);
+                pred_inverse(PRED_COPY, es, flt, r, x, n, y);
+                CHECK(!memcmp(x, y, n));
+            }
+        }
+    }
+    free(x);
+    free(b);
+    free(r);
+    free(y);
+}
+
+/* ---- the float map keeps order ---------------------------------------------------- */
+/* Residuals of sorted values against +0.0: unzigzag gives M(v) - M(+0.0), read as
+ * signed, which must increase strictly. */
+static void check_order(const uint64_t *v, size_t count, unsigned esize, const char *what)
+{
+    uint8_t x[64 * 8] = {0}, b[64 * 8] = {0}, r[64 * 8];
+    int ref_ok = 1, lib_ok = 1;
+    for (size_t i = 0; i < count; i++) {
+        store_le(x + i * esize, v[i], esize);
+        store_le(b + i * esize, 0, esize);
+        if (i) ref_ok &= ref_m(v[i - 1], esize, 1) < ref_m(v[i], esize, 1);
+    }
+    pred_forward(PRED_DIFF, esize, 1, x, b, count * esize, r);
+    int64_t prev = 0;
+    unsigned shift = 64 - 8 * esize;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t z = load_le(r + i * esize, esize);
+        uint64_t d = (z >> 1) ^ (0 - (z & 1));
+        int64_t s = (int64_t)(d << shift) >> shift; /* sign-extend to 64 bits */
+        if (i) lib_ok &= prev < s;
+        prev = s;
+    }
+    CHECKF(ref_ok, "reference map order %s", what);
+    CHECKF(lib_ok, "diff order %s", what);
+}
+
+static uint64_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static uint64_t f64_bits(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, 8);
+    return u;
+}
+
+static void test_order(void)
+{
+    float f[] = {-INFINITY, -FLT_MAX, -1.0f, -FLT_MIN, -FLT_TRUE_MIN, -0.0f, 0.0f, FLT_TRUE_MIN, FLT_MIN, 1.0f,
+                 FLT_MAX, INFINITY};
+    size_t nf = sizeof f / sizeof *f;
+    uint64_t v[64];
+    for (size_t i = 0; i < nf; i++) v[i] = f32_bits(f[i]);
+    check_order(v, nf, 4, "f32");
+    for (size_t i = 0; i < nf; i++) v[i] = f32_bits(f[i]) >> 16; /* the same values as bf16 */
+    v[4] = 0x8001;
+    v[7] = 0x0001; /* bf16 denormal minimum */
+    check_order(v, nf, 2, "bf16");
+    const uint64_t h[] = {0xfc00, 0xfbff, 0xbc00, 0x8400, 0x8001, 0x8000, 0x0000, 0x0001, 0x0400, 0x3c00, 0x7bff,
+                          0x7c00};
+    check_order(h, sizeof h / sizeof *h, 2, "f16");
+    double d[] = {-INFINITY, -DBL_MAX, -1.0, -DBL_MIN, -4.9e-324, -0.0, 0.0, 4.9e-324, DBL_MIN, 1.0, DBL_MAX, INFINITY};
+    for (size_t i = 0; i < nf; i++) v[i] = f64_bits(d[i]);
+    check_order(v, nf, 8, "f64");
+    const uint64_t e4m3[] = {0xfe, 0xb8, 0x81, 0x80, 0x00, 0x01, 0x38, 0x7e}; /* -448 -1 -min -0 +0 min 1 448 */
+    check_order(e4m3, sizeof e4m3 / sizeof *e4m3, 1, "f8e4m3");
+}
+
+/* ---- one-ulp steps give residual 2 (up) or 1 (down) ------------------------------- */
+static void test_steps(void)
+{
+    enum { N = 1000 };
+    float xf[N], bf[N];
+    double xd[N], bd[N];
+    uint32_t r4[N];
+    uint64_t r8[N];
+    for (int i = 0; i < N; i++) {
+        bf[i] = (float)(rng_normal() * pow(10.0, (double)(rng() % 20) - 10.0));
+        if (bf[i] == 0) bf[i] = 1;
+        xf[i] = nextafterf(bf[i], i & 1 ? INFINITY : -INFINITY);
+        bd[i] = rng_normal() * pow(10.0, (double)(rng() % 200) - 100.0);
+        if (bd[i] == 0) bd[i] = 1;
+        xd[i] = nextafter(bd[i], i & 1 ? INFINITY : -INFINITY);
+    }
+    /* across zero: -min < -0.0 < +0.0 < +min are consecutive */
+    const float zb[] = {-0.0f, 0.0f, 0.0f, -0.0f, -FLT_TRUE_MIN, FLT_TRUE_MIN};
+    const float zx[] = {0.0f, -0.0f, FLT_TRUE_MIN, -FLT_TRUE_MIN, -0.0f, 0.0f};
+    for (int i = 0; i < 6; i++) bf[i] = zb[i], xf[i] = zx[i];
+    pred_forward(PRED_DIFF, 4, 1, (const uint8_t *)xf, (const uint8_t *)bf, sizeof xf, (uint8_t *)r4);
+    pred_forward(PRED_DIFF, 8, 1, (const uint8_t *)xd, (const uint8_t *)bd, sizeof xd, (uint8_t *)r8);
+    int ok4 = 1, ok8 = 1;
+    for (int i = 0; i < N; i++) {
+        uint64_t want = i < 6 ? (i % 2 ? 1 : 2) : (i & 1 ? 2 : 1);
+        ok4 &= r4[i] == want;
+        ok8 &= r8[i] == (uint64_t)(i & 1 ? 2 : 1);
+    }
+    CHECK(ok4);
+    CHECK(ok8);
+    /* bf16 and f8: one step away from zero on either sign */
+    uint16_t xb[256], bb[256], rb[256];
+    uint8_t x8[128], b8[128], r8b[128];
+    for (int i = 0; i < 256; i++) {
+        uint16_t mag = (uint16_t)(rng() % 0x7f7f);
+        uint16_t sign = i & 1 ? 0x8000 : 0;
+        bb[i] = sign | mag;
+        xb[i] = sign | (uint16_t)(mag + 1); /* larger magnitude: up if positive, down if negative */
+    }
+    for (int i = 0; i < 128; i++) {
+        uint8_t mag = (uint8_t)(rng() % 0x7e), sign = i & 1 ? 0x80 : 0;
+        b8[i] = sign | mag;
+        x8[i] = sign | (uint8_t)(mag + 1);
+    }
+    pred_forward(PRED_DIFF, 2, 1, (const uint8_t *)xb, (const uint8_t *)bb, sizeof xb, (uint8_t *)rb);
+    pred_forward(PRED_DIFF, 1, 1, x8, b8, sizeof x8, r8b);
+    int okb = 1, ok1 = 1;
+    for (int i = 0; i < 256; i++) okb &= rb[i] == (i & 1 ? 1 : 2);
+    for (int i = 0; i < 128; i++) ok1 &= r8b[i] == (i & 1 ? 1 : 2);
+    CHECK(okb);
+    CHECK(ok1);
+    /* integers: plain difference, zigzagged */
+    int32_t xi[4] = {5, -5, INT32_MIN, INT32_MAX}, bi[4] = {3, -3, INT32_MAX, INT32_MIN};
+    uint32_t ri[4];
+    pred_forward(PRED_DIFF, 4, 0, (const uint8_t *)xi, (const uint8_t *)bi, sizeof xi, (uint8_t *)ri);
+    CHECK(ri[0] == 4 && ri[1] == 3 && ri[2] == 2 && ri[3] == 1); /* +2, -2, +1 and -1 with wraparound */
+}
+
+/* ---- the choice ------------------------------------------------------------------- */
+/* Weights of a typical layer, as f32 and as bf16 (the top half of the f32). */
+static void fill_f32(float *v, size_t count)
+{
+    for (size_t i = 0; i < count; i++) v[i] = (float)(rng_normal() * 0.02);
+}
+
+static void fill_bf16(uint16_t *v, size_t count)
+{
+    for (size_t i = 0; i < count; i++) v[i] = (uint16_t)(f32_bits((float)(rng_normal() * 0.02)) >> 16);
+}
+
+static void test_choose(void)
+{
+    const size_t sizes[] = {1000, 1 << 20}; /* all elements sampled; windows */
+    uint8_t *x = malloc(1 << 20), *b = malloc(1 << 20);
+    for (int si = 0; si < 2; si++) {
+        size_t n = sizes[si], nf = n / 4, nh = n / 2;
+        float *xf = (float *)x, *bf = (float *)b;
+        uint16_t *xh = (uint16_t *)x, *bh = (uint16_t *)b;
+
+        /* unrelated base: stand-alone */
+        fill_f32(xf, nf);
+        fill_f32(bf, nf);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_NONE, "f32 unrelated n %zu", n);
+        fill_bf16(xh, nh);
+        fill_bf16(bh, nh);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n) == PRED_NONE, "bf16 unrelated n %zu", n);
+        for (size_t i = 0; i < n; i++) x[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_NONE, "random bits n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_NONE, x, b, n) == PRED_NONE, "random bytes n %zu", n);
+
+        /* a training step: a few ulps either way */
+        fill_f32(bf, nf);
+        for (size_t i = 0; i < nf; i++) {
+            xf[i] = bf[i];
+            for (int k = (int)(rng() % 3); k > 0; k--) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
+        }
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_DIFF, "f32 ulp steps n %zu", n);
+        fill_bf16(bh, nh);
+        for (size_t i = 0; i < nh; i++) xh[i] = (uint16_t)(bh[i] + (int)(rng() % 3) - 1);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n) == PRED_DIFF, "bf16 ulp steps n %zu", n);
+
+        /* the same but for a few elements: a delta predictor */
+        fill_f32(bf, nf);
+        memcpy(xf, bf, nf * 4);
+        for (int k = 0; k < 10; k++) xf[rng() % nf] = (float)rng_normal();
+        uint8_t p = pred_choose(CKPZ_DTYPE_F32, x, b, n);
+        CHECKF(p == PRED_XOR || p == PRED_DIFF, "f32 nearly equal n %zu: %s", n, pred_name(p));
+        memcpy(x, b, n);
+        p = pred_choose(CKPZ_DTYPE_BF16, x, b, n);
+        CHECKF(p == PRED_XOR || p == PRED_DIFF, "bf16 equal n %zu: %s", n, pred_name(p));
+
+        /* the sample spans the chunk: only the first eighth is unrelated to the base */
+        fill_f32(bf, nf);
+        memcpy(xf, bf, nf * 4);
+        fill_f32(xf, nf / 8);
+        for (size_t i = nf / 8; i < nf; i++) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
+
+        /* integer counters that moved a little */
+        int32_t *xi = (int32_t *)x, *bi = (int32_t *)b;
+        for (size_t i = 0; i < nf; i++) {
+            bi[i] = (int32_t)(rng() % 2000000) - 1000000;
+            xi[i] = bi[i] + (int32_t)(rng() % 9) - 4;
+        }
+        CHECKF(pred_choose(CKPZ_DTYPE_I32, x, b, n) == PRED_DIFF, "i32 steps n %zu", n);
+    }
+    /* nothing to sample */
+    CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0) == PRED_NONE);
+    CHECK(pred_choose(CKPZ_DTYPE_F64, x, b, 7) == PRED_NONE);
+    free(x);
+    free(b);
+}
+
+/* ---- names and transforms --------------------------------------------------------- */
+static void test_tables(void)
+{
+    CHECK(!strcmp(pred_name(PRED_NONE), "none") && !strcmp(pred_name(PRED_XOR), "xor"));
+    CHECK(!strcmp(pred_name(PRED_DIFF), "diff") && !strcmp(pred_name(PRED_COPY), "copy"));
+    CHECK(!strcmp(pred_name(PRED_COUNT_), "?") && !strcmp(pred_name(255), "?"));
+    int floats = 0;
+    for (int t = 0; t < CKPZ_DTYPE_COUNT_; t++) floats += pred_is_float((ckpz_dtype)t);
+    CHECK(floats == 6);
+    CHECK(pred_is_float(CKPZ_DTYPE_BF16) && pred_is_float(CKPZ_DTYPE_F8E5M2) && !pred_is_float(CKPZ_DTYPE_I16));
+    CHECK(!pred_is_float(CKPZ_DTYPE_NONE) && !pred_is_float(CKPZ_DTYPE_BOOL));
+
+    for (int t = 0; t < CKPZ_DTYPE_COUNT_; t++) {
+        uint8_t xf, es, wxf, wes;
+        xf_choose((ckpz_dtype)t, &wxf, &wes);
+        const uint8_t same[] = {PRED_NONE, PRED_XOR, PRED_COPY};
+        for (int k = 0; k < 3; k++) {
+            pred_transform(same[k], (ckpz_dtype)t, &xf, &es);
+            CHECKF(xf == wxf && es == wes, "transform %s dtype %d", pred_name(same[k]), t);
+        }
+        pred_transform(PRED_DIFF, (ckpz_dtype)t, &xf, &es);
+        unsigned s = ckpz_dtype_size((ckpz_dtype)t);
+        int wide = s == 2 || s == 4 || s == 8;
+        CHECKF(xf == (wide ? XF_INT : XF_NONE) && es == (wide ? s : 1), "diff transform dtype %d", t);
+        size_t sizes[XF_MAX_PLANES];
+        CHECK(xf_plane_sizes(xf, es, 100, sizes) != 0);
+    }
+    uint8_t xf, es;
+    pred_transform(PRED_DIFF, CKPZ_DTYPE_BF16, &xf, &es);
+    CHECK(xf == XF_INT && es == 2);
+    pred_transform(PRED_DIFF, CKPZ_DTYPE_F8E4M3, &xf, &es);
+    CHECK(xf == XF_NONE && es == 1);
+    pred_transform(PRED_XOR, CKPZ_DTYPE_F32, &xf, &es);
+    CHECK(xf == XF_FLOAT && es == 4);
+}
+
+int main(void)
+{
+    test_tables();
+    test_reference();
+    test_order();
+    test_steps();
+    test_choose();
+    return test_summary("test_predict");
+}
