@@ -52,6 +52,8 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "max_allocation_size_mb=256"; }
 #endif
 
+#define NSAMPLES 5
+
 /* ---- checks ------------------------------------------------------------------------ */
 static unsigned long n_checks, n_failed;
 static const int verbose = 0;
@@ -187,8 +189,8 @@ static int m_write(void *v, const void *buf, size_t n)
 }
 
 /* ---- layout of a valid file (doc/format.md) -------------------------------------------------- */
-enum { SEC_HEADER, SEC_ENTRY, SEC_CHUNK, SEC_INDEX, SEC_TRAILER };
-static const char *sec_name[] = {"file header", "entry frame", "chunk frame", "index", "trailer"};
+enum { SEC_HEADER, SEC_ENTRY, SEC_CHUNK, SEC_INDEX, SEC_TRAILER, SEC_BASE };
+static const char *sec_name[] = {"file header", "entry frame", "chunk frame", "index", "trailer", "base frame"};
 
 typedef struct {
     int kind;
@@ -209,6 +211,8 @@ typedef struct {
     const char *label;
     const uint8_t *orig;
     size_t olen;
+    const uint8_t *base; /* a delta sample's base, else NULL */
+    size_t base_len;
     uint8_t *z;
     size_t zlen;
     section sec[256];
@@ -226,6 +230,11 @@ static int parse_layout(sample *s)
     s->nsec = 0;
     if (n < 32 + 24 + 40) return -1;
     s->sec[s->nsec++] = (section){SEC_HEADER, 0, 32, 0, 0, -1, 0};
+    if (z[8] == 2) { /* a delta file: the base frame follows the header */
+        size_t b = rd32(z + 36);
+        s->sec[s->nsec++] = (section){SEC_BASE, 32, 12 + b, b, 0, -1, 0};
+        pos += 12 + b;
+    }
     long ne = 0, nc = 0;
     for (;;) {
         if (pos + 4 > n - 40 || s->nsec >= 250) return -1;
@@ -263,7 +272,8 @@ static void reseal(const sample *s, uint8_t *b)
         uint8_t *p = b + c->off;
         switch (c->kind) {
         case SEC_HEADER: wr32(p + 28, crc32c(0, p, 28)); break;
-        case SEC_ENTRY: wr32(p + 8 + c->body, crc32c(0, p, 8 + c->body)); break;
+        case SEC_ENTRY:
+        case SEC_BASE: wr32(p + 8 + c->body, crc32c(0, p, 8 + c->body)); break;
         case SEC_CHUNK:
             wr32(p + 24, crc32c(0, p + 32, c->body));
             wr32(p + 28, crc32c(0, p, 28));
@@ -341,6 +351,8 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         ckpz_params_init(&p);
         p.threads = t;
         p.mem_limit = mem_limit;
+        p.base = s->base;
+        p.base_size = s->base_len;
         char reader[40];
         snprintf(reader, sizeof reader, "decompress_buffer(threads=%d)", t);
         memset(dst, 0xA5, s->olen + 1);
@@ -360,6 +372,8 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         ckpz_params_init(&p);
         p.threads = 1;
         p.mem_limit = mem_limit;
+        p.base = s->base;
+        p.base_size = s->base_len;
         mreader r = {b, len, 0, 4093};
         ckpz_stats st;
         ckpz_error e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, &st);
@@ -379,6 +393,8 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         ckpz_params_init(&p);
         p.threads = 1;
         p.mem_limit = mem_limit;
+        p.base = s->base;
+        p.base_size = s->base_len;
         mfile f = {b, len};
         ckpz_archive *a = NULL;
         ckpz_error e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
@@ -423,12 +439,14 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
 
 /* ---- the tests ----------------------------------------------------------------------------- */
 static int build_sample(sample *s, const char *label, const uint8_t *orig, size_t olen, ckpz_input_format fmt,
-                        ckpz_dtype dt, int level)
+                        ckpz_dtype dt, int level, const uint8_t *base, size_t base_len)
 {
     memset(s, 0, sizeof *s);
     s->label = label;
     s->orig = orig;
     s->olen = olen;
+    s->base = base;
+    s->base_len = base_len;
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_params p;
     ckpz_params_init(&p);
@@ -437,6 +455,8 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     p.level = level;
     p.format = fmt;
     p.raw_dtype = dt;
+    p.base = base;
+    p.base_size = base_len;
     void *z = NULL;
     size_t zl = 0;
     ckpz_error e = ckpz_compress_buffer(ctx, &p, orig, olen, &z, &zl);
@@ -451,6 +471,8 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     expectation ok = {FAIL_OR_SAME, 0, -1, NULL, 0, 0};
     uint8_t *dst = malloc(olen + 1);
     ckpz_params_init(&p);
+    p.base = base;
+    p.base_size = base_len;
     e = ckpz_decompress_buffer(ctx, &p, z, zl, dst, olen);
     CHECK(e == CKPZ_OK && !memcmp(dst, orig, olen), "%s: intact file does not round-trip: %s", label,
           ckpz_ctx_message(ctx));
@@ -569,6 +591,10 @@ static void test_reserved(const sample *s)
                 fields[nf++] = 32 + 8 * pl + 1; /* descriptor reserved bytes */
                 if (pl == 0) fields[nf++] = 32 + 8 * pl; /* codec id */
             }
+            break;
+        case SEC_BASE:
+            fields[nf++] = 8 + 18; /* reserved */
+            fields[nf++] = 8 + 19;
             break;
         case SEC_INDEX:
             fields[nf++] = 4; /* reserved */
@@ -909,6 +935,67 @@ static void limit_address_space(void)
 #endif
 }
 
+/* A delta file read without its base, or with a wrong one, is refused by every reader
+ * with CKPZ_ERR_BASE and a message naming the CRC-32C of the base it needs (listing
+ * needs no base). */
+static void test_base_errors(const sample *s)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    uint8_t *dst = malloc(s->olen), *wrong = malloc(s->base_len);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)crc32c(0, s->base, s->base_len));
+    memcpy(wrong, s->base, s->base_len);
+    wrong[s->base_len / 2] ^= 4;
+    for (int k = 0; k < 3; k++) {
+        const char *what = k == 0 ? "no base" : k == 1 ? "wrong base" : "shorter base";
+        ckpz_params_init(&p);
+        p.base = k ? wrong : NULL;
+        p.base_size = k == 0 ? 0 : k == 1 ? s->base_len : s->base_len - 1;
+        ckpz_error e = ckpz_decompress_buffer(ctx, &p, s->z, s->zlen, dst, s->olen);
+        CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "%s: decompress_buffer: %d %s", what, e,
+              ckpz_ctx_message(ctx));
+        mreader r = {s->z, s->zlen, 0, 0};
+        e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+        CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "%s: decompress_stream: %d %s", what, e,
+              ckpz_ctx_message(ctx));
+        mfile f = {s->z, s->zlen};
+        ckpz_archive *a = NULL;
+        e = ckpz_archive_open(ctx, &p, m_pread, &f, s->zlen, &a);
+        if (k == 0) { /* opens (for listing); extraction of a coded-against-base entry fails */
+            CHECK(e == CKPZ_OK, "no base: archive_open: %s", ckpz_ctx_message(ctx));
+            ckpz_base_info bi;
+            if (a) ckpz_archive_get_base(a, &bi);
+            CHECK(a && bi.needed && bi.size == s->base_len && bi.depth == 1, "no base: archive_get_base");
+            mwriter w = {dst, 0, s->olen, 0};
+            ckpz_entry en;
+            uint64_t idx = 0;
+            CHECK(a && ckpz_archive_find(ctx, a, "b", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK &&
+                      en.based, "no base: tensor b is not coded against the base");
+            e = a ? ckpz_archive_extract(ctx, a, idx, m_write, &w) : CKPZ_ERR_INTERNAL;
+            CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "no base: extract: %d %s", e,
+                  ckpz_ctx_message(ctx));
+        } else {
+            CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "%s: archive_open: %d %s", what, e,
+                  ckpz_ctx_message(ctx));
+        }
+        ckpz_archive_close(a);
+    }
+    /* the unchanged start of b is one copy frame however many chunks it spans */
+    int copies = 0, big_copy = 0;
+    for (size_t i = 0; i < s->nsec; i++) {
+        const section *c = &s->sec[i];
+        if (c->kind == SEC_CHUNK && s->z[c->off + 19] == 3) {
+            copies++;
+            big_copy |= rd32(s->z + c->off + 8) > 65536;
+        }
+    }
+    CHECK(copies >= 1 && big_copy, "delta sample: %d copy frames, none longer than a chunk", copies);
+    free(dst);
+    free(wrong);
+    ckpz_ctx_free(ctx);
+}
+
 int main(void)
 {
     size_t st_len, rnd_len = 300000, i32_len = 200000;
@@ -919,27 +1006,41 @@ int main(void)
 
     limit_address_space();
 
-    static sample s[4];
-    int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3) == 0;
-    ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1) == 0;
-    ok &= build_sample(&s[2], "raw i32 level 9", i32, i32_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9) == 0;
-    ok &= build_sample(&s[3], "empty", rnd, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3) == 0;
+    /* the next checkpoint of st: tensor a moved by an ulp here and there, the first 60%
+     * of b unchanged (copy frames spanning several chunks), the rest moved */
+    uint8_t *st2 = malloc(st_len);
+    memcpy(st2, st, st_len);
+    {
+        size_t hl = (size_t)rd64(st2), a0 = 8 + hl, b0 = a0 + 2 * 110000;
+        for (size_t k = 0; k < 110000; k += 7) st2[a0 + 2 * k] ^= 1;
+        for (size_t k = 48000; k < 80000; k++) wr32(st2 + b0 + 4 * k, rd32(st2 + b0 + 4 * k) + (uint32_t)(rng() % 5));
+    }
+
+    static sample s[NSAMPLES];
+    int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0) == 0;
+    ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1, NULL, 0) == 0;
+    ok &= build_sample(&s[2], "raw i32 level 9", i32, i32_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9, NULL, 0) == 0;
+    ok &= build_sample(&s[3], "empty", rnd, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0) == 0;
+    ok &= build_sample(&s[4], "delta safetensors", st2, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, st, st_len) == 0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);
-        for (int k = 0; k < 4; k++) {
+        CHECK(s[4].zlen < s[0].zlen / 2, "delta sample: %zu bytes, stand-alone %zu", s[4].zlen, s[0].zlen);
+        for (int k = 0; k < NSAMPLES; k++) {
             test_flips(&s[k]);
             test_reserved(&s[k]);
             test_truncation(&s[k]);
-            test_appended(&s[k], &s[(k + 1) % 4]);
+            test_appended(&s[k], &s[(k + 1) % NSAMPLES]);
             test_hostile(&s[k]);
         }
+        test_base_errors(&s[4]);
         test_foreign();
         test_many_entries();
         test_chunk_size_limit(rnd, rnd_len);
     }
-    for (int k = 0; k < 4; k++) ckpz_free(s[k].z);
+    for (int k = 0; k < NSAMPLES; k++) ckpz_free(s[k].z);
     free(st);
+    free(st2);
     free(rnd);
     free(i32);
     if (verbose) printf("done\n");
