@@ -13,7 +13,16 @@ byte what torch.save would have written. ``ckpz.load`` also reads plain torch.sa
 
 Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
 ``save_arrays`` / ``load_arrays`` (NumPy arrays, as a compressed .npz), ``list`` and
-``info`` (the tensor index of a .ckpz file), and ``Error`` (what libckpz reports).
+``info`` (the tensor index of a .ckpz file), ``base_info`` (what a delta file needs),
+and ``Error`` (what libckpz reports).
+
+Delta checkpoints: ``save``, ``compress_file`` take ``base=`` (the previous checkpoint,
+original or .ckpz) and write a file coded against it, like ``ckpz --base PREV``;
+``load`` and ``decompress_file`` take the same base, or find it by the file name the
+delta file recorded, in its directory (as ``ckpz -d`` does)::
+
+    ckpz.save(state, "step200.pt.ckpz", base="step100.pt.ckpz")
+    state = ckpz.load("step200.pt.ckpz")     # reads step100.pt.ckpz beside it
 
 The package is pure Python over libckpz through ctypes. It looks for the library at,
 in order: the path in the environment variable ``CKPZ_LIBRARY``; ``libckpz.so.0`` or
@@ -50,14 +59,16 @@ __all__ = [
     "load_arrays",
     "list",
     "info",
+    "base_info",
     "Entry",
     "Info",
+    "BaseInfo",
     "Error",
     "library_version",
     "LEVEL_DEFAULT",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 LEVEL_DEFAULT = _lib.LEVEL_DEFAULT
 _MAX_ORIGINAL = 1 << 40  # load() refuses originals over 1 TiB
 
@@ -286,15 +297,227 @@ def _read_whole(f, path):
     return data, len(data)
 
 
-def _decompress(src, threads=0):
+# ---- delta files: the base a file is coded against --------------------------------------
+
+_MAX_CHAIN = 4096  # delta files restored one through another, at most (as the CLI)
+
+
+def _is_path(x):
+    return isinstance(x, (str, bytes, os.PathLike))
+
+
+class _Base:
+    """A base checkpoint's original bytes, held for the library (params.base): a mapping
+    of an original file, a restored .ckpz, or the caller's buffer (not copied when it is
+    bytes or writable). name (bytes or None) is recorded in delta files written against
+    it; depth is the number of delta files behind it (0: stand-alone)."""
+
+    def __init__(self, buf, name=None, depth=0, owned=False):
+        self._buf = buf
+        self._owned = owned  # close buf (an mmap) with the base
+        self.name = name
+        self.depth = depth
+        with memoryview(buf) as mv:
+            self.size = mv.nbytes
+            readonly = mv.readonly
+        if self.size == 0:
+            # an empty base is still a base: params.base must not be NULL
+            self._keep = _lib.ctypes.create_string_buffer(1)
+            self.address = _lib.ctypes.addressof(self._keep)
+        elif isinstance(buf, bytes):
+            # immutable and only read by C: point into the bytes object itself
+            self._keep = _lib.ctypes.c_char_p(buf)
+            self.address = _lib.ctypes.cast(self._keep, _lib.ctypes.c_void_p).value
+        else:
+            if readonly:  # another read-only buffer (e.g. a memoryview of bytes): copy it
+                self._buf = buf = bytearray(memoryview(buf).cast("B"))
+            self._keep, self.address = _lib.address(buf)
+
+    def apply(self, params, compress=False):
+        if compress and self.size == 0:
+            return  # nothing to share: a stand-alone file, as `ckpz --base EMPTY` writes
+        params.base = self.address
+        params.base_size = self.size
+        params.base_name = self.name
+        params.base_depth = self.depth
+
+    def close(self):
+        self._keep = None  # drop the export before unmapping
+        buf, self._buf = self._buf, None
+        if self._owned and isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:  # a view is still alive somewhere: let the GC unmap it
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _head_info(head, path=None):
+    """The ckpz_base_info (a _lib.BaseInfo) of a .ckpz file from its first bytes, or None
+    if they do not start with the ckpz magic."""
+    if bytes(head[: len(_lib.MAGIC)]) != _lib.MAGIC:
+        return None
+    head = bytes(head)
+    info = _lib.BaseInfo()
+    with _lib.Call(None, path) as call:
+        call.check(_lib.base_info_read(call.ctx, head, len(head), _lib.ctypes.byref(info)))
+    return info
+
+
+def _file_head_info(path):
+    return _head_info(_read_head(path), path)
+
+
+def _locate(referrer, recorded):
+    """Where the base a delta file recorded as `recorded` (bytes) lies, as the CLI finds
+    it: that file name, or the name + ".ckpz", in the referring file's directory. Only a
+    plain file name is followed (it is data from the file); None if nothing is there."""
+    if not recorded or b"/" in recorded or recorded in (b".", b".."):
+        return None
+    d = os.path.dirname(os.fsencode(os.fspath(referrer)))
+    for name in (recorded, recorded + b".ckpz"):
+        p = os.path.join(d, name)
+        if os.path.isfile(p):
+            return os.fsdecode(p)
+    return None
+
+
+def _read_head(path):
+    with open(path, "rb") as f:
+        return f.read(_lib.BASE_PROBE)
+
+
+def _located_base(path, head):
+    """The path of the base the .ckpz file at path (first bytes: head) needs, found beside
+    it by its recorded name; None for a stand-alone file or when it is not found."""
+    info = _head_info(head, path)
+    if info is None or not info.needed:
+        return None
+    return _locate(path, info.name)
+
+
+def _map_original(path):
+    """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
+    it), or read into memory when it cannot be mapped."""
+    with open(path, "rb", buffering=0) as f:
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError):  # empty, or not a mappable file
+            m = None
+        if m is not None:
+            return _Base(m, owned=True)
+        return _Base(f.readall())
+
+
+def _base_from_path(path, threads):
+    """A _Base for the previous checkpoint at path: an original file, a stand-alone .ckpz,
+    or a delta .ckpz, restored through the chain of bases it recorded, each found beside
+    the file that names it. The recorded name is path's file name."""
+    chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
+    seen = set()
+    p, original = path, None
+    while True:
+        info = _file_head_info(p)
+        if info is None:
+            original = p
+            break
+        chain.append((p, info))
+        if not info.needed:
+            break
+        if len(chain) >= _MAX_CHAIN:
+            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % _MAX_CHAIN, path)
+        seen.add(os.path.realpath(p))
+        nxt = _locate(p, info.name)
+        if nxt is None or os.path.realpath(nxt) in seen:
+            break  # restoring p fails below, with the library's message naming its base
+        p = nxt
+    cur = _map_original(original) if original is not None else None
+    try:
+        for p, _info in reversed(chain):
+            restored = _decompress(p, threads, base=cur, locate=False)
+            if cur is not None:
+                cur.close()
+            cur = _Base(restored._mem, owned=True)
+    except BaseException:
+        if cur is not None:
+            cur.close()
+        raise
+    cur.name = os.fsencode(os.path.basename(path))
+    cur.depth = chain[0][1].depth if chain and chain[0][1].needed else 0
+    return cur
+
+
+def _check_not_own_base(dst, base):
+    """Refuses to write a delta file over its own base: it would record itself as its
+    base and could never be restored."""
+    if not (_is_path(dst) and isinstance(base, (str, os.PathLike))):
+        return
+    d, b = os.path.realpath(os.fspath(dst)), os.path.realpath(os.fspath(base))
+    if os.fsencode(d) == os.fsencode(b):
+        raise ValueError("ckpz: %r would replace its own base: write the delta file elsewhere" % (os.fspath(dst),))
+
+
+def _open_base(spec, threads=0):
+    """A context manager giving the _Base for a base= argument (None for None): a path
+    (str or os.PathLike) to an original checkpoint or a .ckpz, or a bytes-like object
+    holding the base's original bytes."""
+    if spec is None:
+        return contextlib.nullcontext(None)
+    if isinstance(spec, _Base):
+        return contextlib.nullcontext(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        return _base_from_path(os.fsdecode(os.fspath(spec)), threads)
+    try:
+        memoryview(spec).release()
+    except TypeError:
+        raise TypeError(
+            "ckpz: base must be a path (str or os.PathLike) or a bytes-like object, not %s" % type(spec).__name__
+        ) from None
+    return _Base(spec)
+
+
+def _decompress(src, threads=0, base=None, locate=True):
     """_Restored with the original bytes of the .ckpz file src (path or binary file), or
-    None if src is not a ckpz file."""
+    None if src is not a ckpz file.
+
+    base: an open _Base (used, not closed), a base= value (see _open_base), or None: then,
+    when locate is true and src is a path to a delta file, the base it recorded, found
+    beside it (none found: the library refuses the file, naming the base it needs)."""
     with _input(src) as f:
         got = _read_whole(f, src)
     if got is None:
         return None
     buf, n = got
+    try:
+        if isinstance(base, _Base):
+            opened = contextlib.nullcontext(base)
+        elif base is not None:
+            opened = _open_base(base, threads)
+        elif locate and _is_path(src):
+            opened = _open_base(_located_base(src, bytes(memoryview(buf)[: _lib.BASE_PROBE])), threads)
+        else:
+            opened = contextlib.nullcontext(None)
+        with opened as b:
+            return _decompress_buffer(buf, n, src, threads, b)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:
+                pass
+
+
+def _decompress_buffer(buf, n, src, threads, base):
+    """_Restored with the original of the complete .ckpz file held in buf (n bytes),
+    restored against the _Base base (or None)."""
     params = _lib.make_params(threads=threads)
+    if base is not None:
+        base.apply(params)
     dst = None
     try:
         with _lib.Call(params, src) as call:
@@ -327,18 +550,18 @@ def _decompress(src, threads=0):
         if isinstance(dst, mmap.mmap):
             dst.close()
         raise
-    finally:
-        if isinstance(buf, mmap.mmap):
-            buf.close()
     return _Restored(dst, orig)
 
 
-def _compress_stream(read_into, size, dst, level, threads, path):
+def _compress_stream(read_into, size, dst, level, threads, path, base=None):
     """Compresses what read_into(out_memoryview) -> count (0 at the end) yields into dst
     (a temporary file renamed into place): compression runs on `threads` threads while
     the calling thread feeds input and writes output, and memory stays bounded by a
-    few chunks per thread. Returns the ckpz_stats."""
+    few chunks per thread. base: an open _Base to code against (None: stand-alone).
+    Returns the ckpz_stats."""
     params = _lib.make_params(level, threads)
+    if base is not None:
+        base.apply(params, compress=True)
     stats = _lib.Stats()
     fed = [0]
     with _output(dst) as out, _lib.Call(params, path) as call:
@@ -484,7 +707,7 @@ class _Pipe:
 # ---- files -----------------------------------------------------------------------------
 
 
-def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0):
+def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None):
     """Compresses the file src into the .ckpz file dst, like ``ckpz -o dst src``.
 
     src and dst are paths (or binary file objects). The format (safetensors, .npy,
@@ -492,23 +715,49 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0):
     as opaque bytes. level is 1..9 (default 3); threads counts the calling thread, 0 =
     all cores. Returns the number of bytes written. Raises ckpz.Error on failure and
     OSError for file errors; dst is written to a temporary name and renamed when done.
+
+    base: the previous checkpoint, to write a delta file like ``ckpz --base PREV``:
+    tensors unchanged since it cost almost nothing, changed ones are coded against it.
+    Either a path (str or os.PathLike) to the original checkpoint or to its .ckpz, or a
+    bytes-like object holding the previous checkpoint's original bytes (bytes is taken
+    as content, never as a file name). A .ckpz base is restored in memory first; when it
+    is itself a delta file, its own base is found as the CLI finds it: by the name it
+    recorded, in the same directory (that name, or the name + ".ckpz"), and so on down
+    the chain. The delta file records the base's file name (without directories; none
+    for a bytes-like base), size and CRC-32C: restoring it needs the same bytes, and
+    ``decompress_file`` / ``ckpz -d`` find it by that name beside the file. dst must not
+    be the base file itself (ValueError: the file would depend on itself).
     """
-    with _input(src) as f:
-        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src)
+    _check_not_own_base(dst, base)
+    with _open_base(base, threads) as b, _input(src) as f:
+        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src, b)
     return stats.compressed_bytes
 
 
-def decompress_file(src, dst, threads=0):
+def decompress_file(src, dst, threads=0, base=None):
     """Restores the original of the .ckpz file src into dst, like ``ckpz -d``.
 
     Every chunk checksum and the whole content's checksum are verified. Returns the
     number of bytes written. Raises ckpz.Error (corrupt, truncated, not a ckpz file, ...)
     or OSError; dst is written to a temporary name and only renamed into place once
     everything has been verified.
+
+    A delta file (written with base=, or ``ckpz --base``) needs its base: pass it as
+    base= (a path to the original checkpoint or to its .ckpz, itself possibly a delta
+    file, or a bytes-like object with the base's original bytes; see compress_file), or,
+    when src is a path, leave base=None and it is found like ``ckpz -d`` finds it: by the
+    name recorded in src, in src's directory (that name or the name + ".ckpz"), a delta
+    base restored through its own recorded base in turn. The base is checked by size and
+    CRC-32C before use: a wrong or missing one raises ckpz.Error (code ERR_BASE, 15)
+    whose message names the size and CRC-32C of the base the file needs.
     """
+    if base is None and _is_path(src):
+        base = _located_base(src, _read_head(src))
     params = _lib.make_params(threads=threads)
     stats = _lib.Stats()
-    with _input(src) as f, _output(dst) as out, _lib.Call(params, src) as call:
+    with _open_base(base, threads) as b, _input(src) as f, _output(dst) as out, _lib.Call(params, src) as call:
+        if b is not None:
+            b.apply(params)
         wrote = [0]
 
         def rd(_o, buf, n):
@@ -542,7 +791,7 @@ def decompress_file(src, dst, threads=0):
 # ---- PyTorch ---------------------------------------------------------------------------
 
 
-def save(obj, path, level=LEVEL_DEFAULT, threads=0):
+def save(obj, path, level=LEVEL_DEFAULT, threads=0, base=None):
     """Saves obj like ``torch.save(obj, path)``, compressed.
 
     Anything torch.save accepts: state dicts with tensors of any dtype in nested dicts,
@@ -558,9 +807,22 @@ def save(obj, path, level=LEVEL_DEFAULT, threads=0):
     torch.save runs on a helper thread and its writes are compressed as they come: a
     storage's bytes are copied once, straight into libckpz's chunk buffers, and no
     uncompressed copy of the whole file is ever held in memory.
+
+    base: the previous checkpoint file (what an earlier ``save`` wrote, or a torch.save
+    ``.pt``), to write a delta file against it: tensors unchanged since then cost a few
+    bytes, changed ones are coded against their previous values. A path or a bytes-like
+    object with the previous checkpoint's original bytes (see compress_file). ``load``
+    (and ``ckpz -d``) then need that base: they find it by its recorded file name in the
+    same directory, or take it as base=.
     """
     torch = _torch()
     _lib.make_params(level, threads)  # check the options before starting
+    _check_not_own_base(path, base)
+    with _open_base(base, threads) as b:
+        _save(torch, obj, path, level, threads, b)
+
+
+def _save(torch, obj, path, level, threads, base):
     pipe = _Pipe()
 
     def writer():
@@ -574,22 +836,28 @@ def save(obj, path, level=LEVEL_DEFAULT, threads=0):
     t = threading.Thread(target=writer, name="ckpz.save", daemon=True)
     t.start()
     try:
-        _compress_stream(pipe.read_into, None, path, level, threads, path)
+        _compress_stream(pipe.read_into, None, path, level, threads, path, base)
     finally:
         pipe.abort()
         t.join()
 
 
-def load(path, map_location=None, threads=0, **torch_load_args):
+def load(path, map_location=None, threads=0, base=None, **torch_load_args):
     """Loads what ``save`` wrote, like ``torch.load(path, map_location=map_location)``.
 
     The file is decoded by libckpz straight into memory that torch.load then reads its
     storages from; every checksum is verified first. A file that is not a .ckpz (a plain
     torch.save file) is passed to torch.load as is. Extra keyword arguments go to
     torch.load. Raises ckpz.Error if the file is corrupt, OSError if it cannot be read.
+
+    A delta file (``save(..., base=...)``) needs its base: base= names it (a path to the
+    previous checkpoint, original or .ckpz, or its original bytes), or with base=None
+    and path a file name it is found by its recorded name beside the file, as
+    decompress_file does. A missing or wrong base raises ckpz.Error (ERR_BASE) naming
+    the size and CRC-32C of the base needed. base is ignored for a plain torch.save file.
     """
     torch = _torch()
-    restored = _decompress(path, threads)
+    restored = _decompress(path, threads, base)
     if restored is None:
         return torch.load(path, map_location=map_location, **torch_load_args)
     with restored, restored.reader() as r:
@@ -698,6 +966,24 @@ def info(path):
     """Summary of the .ckpz file at path (an Info). Checks the header, trailer and index."""
     with _archive(path) as (_call, handle):
         return _info(handle)
+
+
+BaseInfo = collections.namedtuple("BaseInfo", "name size checksum depth")
+BaseInfo.__doc__ = """What a delta .ckpz file needs to be restored: its base's recorded file name
+("" if none was recorded), size in bytes and CRC-32C (of the base's original bytes), and
+depth, the number of delta files to restore down to a stand-alone one, this one included
+(1: the base is stand-alone), as ``ckpz -l`` shows on its "depends on:" line."""
+
+
+def base_info(path):
+    """A BaseInfo for the delta .ckpz file at path, or None for a stand-alone file.
+    Checks the header, trailer and index; the base itself is not needed."""
+    with _archive(path) as (_call, handle):
+        b = _lib.BaseInfo()
+        _lib.archive_get_base(handle, _lib.ctypes.byref(b))
+        if not b.needed:
+            return None
+        return BaseInfo(os.fsdecode(b.name), b.size, b.checksum, b.depth)
 
 
 def list(path):  # noqa: A001 - the name matches `ckpz -l`

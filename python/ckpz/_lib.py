@@ -34,6 +34,10 @@ ERR_NOT_FOUND = 11
 ERR_INPUT = 12
 ERR_ABORTED = 13
 ERR_INTERNAL = 14
+ERR_BASE = 15
+
+BASE_NAME_MAX = 4096  # CKPZ_BASE_NAME_MAX
+BASE_PROBE = 32 + 12 + 20 + BASE_NAME_MAX  # CKPZ_BASE_PROBE: bytes ckpz_base_info_read may need
 
 # ---- the library ---------------------------------------------------------------------
 
@@ -162,6 +166,18 @@ class ArchiveInfo(ctypes.Structure):
     ]
 
 
+class BaseInfo(ctypes.Structure):
+    """struct ckpz_base_info."""
+
+    _fields_ = [
+        ("needed", ctypes.c_int),
+        ("size", ctypes.c_uint64),
+        ("checksum", ctypes.c_uint32),
+        ("depth", ctypes.c_uint32),
+        ("name", ctypes.c_char * (BASE_NAME_MAX + 1)),
+    ]
+
+
 def _declare(name, restype, *argtypes):
     f = getattr(lib, name)
     f.restype = restype
@@ -195,6 +211,8 @@ archive_open = _declare("ckpz_archive_open", _int, _vp, _P(Params), PREAD_FN, _v
 archive_close = _declare("ckpz_archive_close", None, _vp)
 archive_get_info = _declare("ckpz_archive_get_info", None, _vp, _P(ArchiveInfo))
 archive_entry = _declare("ckpz_archive_entry", _int, _vp, _u64, _P(EntryStruct))
+archive_get_base = _declare("ckpz_archive_get_base", None, _vp, _P(BaseInfo))
+base_info_read = _declare("ckpz_base_info_read", _int, _vp, _vp, _sz, _P(BaseInfo))
 
 
 def _check_layout():
