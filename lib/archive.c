@@ -96,9 +96,8 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
     if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->based,
                               &a->e, &a->ne, &a->c, &a->nc)))
         goto fail;
-    for (size_t i = 0; i < a->ne; i++) /* a based entry's bytes lie inside the base */
-        if ((a->e[i].flags & CTR_ENTRY_BASED) &&
-            (a->e[i].base_offset > a->base.size || a->e[i].length > a->base.size - a->e[i].base_offset)) {
+    for (size_t i = 0; i < a->ne; i++) /* a based entry starts inside the base */
+        if ((a->e[i].flags & CTR_ENTRY_BASED) && a->e[i].base_offset > a->base.size) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%.100s') refers past the end of the base", i,
                            a->e[i].name);
             goto fail;
@@ -150,9 +149,10 @@ ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *n
     return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no tensor named '%s'", name);
 }
 
-/* The base's bytes for the chunk that starts `rel` bytes into entry e (NULL when the
- * entry has no base); CKPZ_ERR_BASE when the caller gave no base. */
-static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel,
+/* The base's bytes for the chunk of len bytes that starts `rel` bytes into entry e (NULL
+ * when the entry has no base or the base ends first); CKPZ_ERR_BASE when the caller gave
+ * no base. */
+static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
                              const uint8_t **base)
 {
     *base = NULL;
@@ -162,7 +162,8 @@ static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_ent
         ckpz_params_init(&p);
         return base_verify(msg, &a->base, &p); /* the message names the base */
     }
-    *base = a->base_bytes + e->base_offset + rel; /* in range: checked against the index at open */
+    uint64_t avail = a->base.size - e->base_offset; /* base_offset <= size: checked at open */
+    if (rel <= avail && len <= avail - rel) *base = a->base_bytes + e->base_offset + rel;
     return CKPZ_OK;
 }
 
@@ -220,7 +221,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
                            r->frame_len > fbound ? "frame too large" : "read error");
             goto out;
         }
-        if ((err = chunk_base(ctx, a, e, rel, &base)) ||
+        if ((err = chunk_base(ctx, a, e, rel, r->raw_len, &base)) ||
             (err = decode_indexed(ctx, a, k, (uint32_t)i, frame, base, s->ec[0], s->planes[0], raw, &result, &crc)))
             goto out;
         if (wr(opaque, result, r->raw_len) != 0) {
@@ -276,7 +277,7 @@ static void restore_job(void *v, int worker, void *arg)
     const ctr_entry *e = &a->e[j->entry_no];
     uint8_t *out = st->dst + st->raw_off[j->chunk];
     const uint8_t *base, *result;
-    j->err = chunk_base(&j->msg, a, e, st->raw_off[j->chunk] - e->offset, &base);
+    j->err = chunk_base(&j->msg, a, e, st->raw_off[j->chunk] - e->offset, a->c[j->chunk].raw_len, &base);
     if (!j->err)
         j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, st->src + a->c[j->chunk].frame_offset, base,
                                 st->scratch->ec[worker], st->scratch->planes[worker], out, &result, &j->raw_crc);

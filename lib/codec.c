@@ -161,7 +161,7 @@ void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out
 ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, size_t whylen)
 {
     if (!base) {
-        snprintf(why, whylen, "copy frame in an entry without a base");
+        snprintf(why, whylen, "copy frame without base bytes to copy");
         return CKPZ_ERR_CORRUPT;
     }
     if (crc32c(0, base, h->raw_len) != h->raw_crc) {
@@ -175,7 +175,7 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
                         const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
 {
     if (h->pred != PRED_NONE && (h->pred == PRED_COPY || !base)) {
-        snprintf(why, whylen, "%s predictor in an entry without a base", pred_name(h->pred));
+        snprintf(why, whylen, "%s predictor without base bytes to predict from", pred_name(h->pred));
         return CKPZ_ERR_CORRUPT;
     }
     int isf = pred_is_float(dtype);

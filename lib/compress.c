@@ -197,6 +197,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     uint64_t tensor_bytes = 0, tensors = 0;
     base_index bidx = {0};
     const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
+    uint64_t entry_avail = 0;         /* bytes of them the base has */
 
     if (!ws.scratch || !jobs) goto nomem;
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
@@ -253,6 +254,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             if (s->dtype != CKPZ_DTYPE_NONE) tensors++;
             const fmt_segment *m = p.base ? base_index_match(&bidx, s, e->offset) : NULL;
             entry_base = m ? (const uint8_t *)p.base + m->offset : NULL;
+            entry_avail = m ? (m->length == FMT_LEN_OPEN ? p.base_size - m->offset : m->length) : 0;
             if (m) {
                 e->flags = CTR_ENTRY_BASED;
                 e->base_offset = m->offset;
@@ -262,10 +264,13 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         j->entry = (uint32_t)(w.ne - 1);
         j->dtype = (ckpz_dtype)e->dtype;
         j->raw_len = n;
-        j->base = entry_base; /* the matched base segment is as long as this one */
+        j->base = entry_base && n <= entry_avail ? entry_base : NULL; /* the base may end first (open tails) */
         if (n) {
             e->length += n;
-            if (entry_base) entry_base += n;
+            if (entry_base) {
+                entry_base += n;
+                entry_avail -= n < entry_avail ? n : entry_avail;
+            }
             if (e->dtype != CKPZ_DTYPE_NONE) tensor_bytes += n;
         }
         pipeline_submit(pl, j);

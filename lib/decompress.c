@@ -283,15 +283,13 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
                            d.ne ? d.ne - 1 : 0);
             goto fail;
         }
-        j->base = NULL;
-        if (cur->flags & CTR_ENTRY_BASED) { /* the base's bytes must lie inside the base */
-            if (cur->base_offset > p.base_size || cur_pos > p.base_size - cur->base_offset ||
-                c->raw_len > p.base_size - cur->base_offset - cur_pos) {
-                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: refers past the end of the base", what);
-                goto fail;
-            }
-            j->base = base + cur->base_offset + cur_pos;
-        }
+        /* the base's bytes for the chunk, when the base has them all (a chunk with a
+         * predictor needs them: chunk_decode refuses one without) */
+        j->base = (cur->flags & CTR_ENTRY_BASED) && cur->base_offset <= p.base_size &&
+                          cur_pos <= p.base_size - cur->base_offset &&
+                          c->raw_len <= p.base_size - cur->base_offset - cur_pos
+                      ? base + cur->base_offset + cur_pos
+                      : NULL;
         cur_pos += c->raw_len;
         j->dtype = (ckpz_dtype)cur->dtype;
         if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;

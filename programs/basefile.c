@@ -17,7 +17,14 @@
 
 #include "fileio.h"
 
-#define MAX_CHAIN 4096 /* delta files restored one through another, at most */
+#define MAX_CHAIN 1000 /* delta files restored one through another, at most */
+
+/* The files being restored, innermost last: a chain that comes back to one is a cycle. */
+typedef struct visit {
+    dev_t dev;
+    ino_t ino;
+    const struct visit *up;
+} visit;
 
 void fio_base_free(fio_base *b)
 {
@@ -85,6 +92,11 @@ static int map_file(const char *path, fio_base *b)
         return -1;
     }
     b->size = (size_t)st.st_size;
+    if (!b->size && !(b->data = malloc(1))) { /* an empty base is still a base */
+        fio_error("%s: out of memory", path);
+        close(fd);
+        return -1;
+    }
     if (b->size) {
         void *m = mmap(NULL, b->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -100,9 +112,9 @@ static int map_file(const char *path, fio_base *b)
     return 0;
 }
 
-static int load(const fio_prefs *p, const char *path, fio_base *b, int level)
+static int load(const fio_prefs *p, const char *path, fio_base *b, int level, const visit *up)
 {
-    unsigned char head[CKPZ_BASE_PROBE];
+    unsigned char *head = NULL; /* on the heap: chains recurse */
     size_t hlen = 0;
     ckpz_base_info info;
     ckpz_ctx *ctx = NULL;
@@ -118,10 +130,18 @@ static int load(const fio_prefs *p, const char *path, fio_base *b, int level)
         fio_error("%s: out of memory", path);
         return -1;
     }
-    if (fio_read_head(path, head, sizeof(head), &hlen) != 0) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !(head = malloc(CKPZ_BASE_PROBE)) ||
+        fio_read_head(path, head, CKPZ_BASE_PROBE, &hlen) != 0) {
         fio_error("%s: %s", path, strerror(errno));
         goto fail;
     }
+    for (const visit *v = up; v; v = v->up)
+        if (v->dev == st.st_dev && v->ino == st.st_ino) {
+            fio_error("%s: the chain of delta files comes back to this file (a cycle)", path);
+            goto fail;
+        }
+    visit here = {st.st_dev, st.st_ino, up};
     if (hlen < 8 || memcmp(head, "\x89" "CKPZ\r\n\x1a", 8) != 0) { /* an original checkpoint */
         if (map_file(path, b) != 0) goto fail;
         return 0;
@@ -148,7 +168,7 @@ static int load(const fio_prefs *p, const char *path, fio_base *b, int level)
                       info.name, info.name[0] ? "'" : "");
             goto fail;
         }
-        int r = load(p, pp, &parent, level + 1);
+        int r = load(p, pp, &parent, level + 1, &here);
         free(pp);
         if (r != 0) goto fail;
         b->depth = info.depth;
@@ -179,9 +199,10 @@ fail:
     fio_base_free(b);
 out:
     fio_base_free(&parent);
+    free(head);
     free(packed);
     ckpz_ctx_free(ctx);
     return rc;
 }
 
-int fio_base_load(const fio_prefs *p, const char *path, fio_base *b) { return load(p, path, b, 0); }
+int fio_base_load(const fio_prefs *p, const char *path, fio_base *b) { return load(p, path, b, 0, NULL); }

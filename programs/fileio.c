@@ -633,6 +633,8 @@ static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out 
     const char *msg = ckpz_ctx_message(ctx);
     if (in && in->err) fio_error("%s: read error: %s", in->name, strerror(in->err));
     else if (out && out->err) fio_error("%s: write error: %s", out->name, strerror(out->err));
+    else if (e == CKPZ_ERR_BASE && in && in->is_stdin)
+        fio_error("%s: %s; name the base with --base", in->name, msg && *msg ? msg : ckpz_error_name(e));
     else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
 }
 
@@ -872,7 +874,12 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
                 continue;
             }
         }
-        if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
+        struct stat bst, dst_st;
+        if (op == OP_COMPRESS && base && dst && stat(dst, &dst_st) == 0 && stat(base->path, &bst) == 0 &&
+            bst.st_dev == dst_st.st_dev && bst.st_ino == dst_st.st_ino) {
+            fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);
+            failed = 1;
+        } else if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
         else if (run_one(ctx, p, op, files[i], dst, base) != 0) failed = 1;
         free(dst);
     }

@@ -51,8 +51,10 @@ void base_index_free(base_index *bi)
 
 const fmt_segment *base_index_match(const base_index *bi, const fmt_segment *s, uint64_t offset)
 {
-    if (!bi->slots || s->length == FMT_LEN_OPEN) return NULL;
-    if (s->dtype == CKPZ_DTYPE_NONE) { /* opaque: the base's segment at the same offset */
+    if (!bi->slots) return NULL;
+    if (s->dtype == CKPZ_DTYPE_NONE || s->length == FMT_LEN_OPEN) {
+        /* opaque bytes, and the open tail: the base's segment at the same offset, of the
+         * same length (an open tail with the base's open tail) */
         size_t lo = 0, hi = bi->segs.n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
@@ -60,7 +62,7 @@ const fmt_segment *base_index_match(const base_index *bi, const fmt_segment *s, 
             else hi = mid;
         }
         const fmt_segment *b = lo < bi->segs.n ? &bi->segs.seg[lo] : NULL;
-        return b && b->offset == offset && b->dtype == CKPZ_DTYPE_NONE && b->length == s->length ? b : NULL;
+        return b && b->offset == offset && b->dtype == s->dtype && b->length == s->length ? b : NULL;
     }
     for (size_t k = (size_t)name_hash(seg_name(s)) & (bi->nslots - 1); bi->slots[k]; k = (k + 1) & (bi->nslots - 1)) {
         const fmt_segment *b = &bi->segs.seg[bi->slots[k] - 1];

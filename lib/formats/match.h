@@ -1,7 +1,9 @@
 /* match.h — delta coding's use of the formats stage: describe the base (the previous
  * checkpoint, whole in memory) and find, for each segment of the input, the base's
  * segment that holds the same thing: a tensor with the same name, dtype, shape and
- * length, or opaque bytes at the same offset with the same length. */
+ * length, or opaque bytes at the same offset with the same length. The open tail of
+ * the input matches the base's open tail at the same offset, whatever their lengths:
+ * only the bytes both have are predicted. */
 #ifndef CKPZ_MATCH_H
 #define CKPZ_MATCH_H
 
