@@ -103,8 +103,12 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + np * CTR_PLANE_DESC;
     for (unsigned i = 0; i < np; i++) {
         uint8_t codec;
-        size_t len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level,
-                                xf_plane_hint(h.xf, h.esize, dtype, i), &codec);
+        /* A residual's planes: skewed, sparse high bytes (zstd only when nearly empty;
+         * the integer hint would try it on every plane) and a near-random lowest one. */
+        int hint = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
+                   : i + 1 == h.esize              ? ENT_HINT_MANTISSA
+                                                   : ENT_HINT_RESIDUAL;
+        size_t len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hint, &codec);
         uint8_t *d = payload + i * CTR_PLANE_DESC;
         d[0] = codec;
         d[1] = d[2] = d[3] = 0;

@@ -190,7 +190,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     double est0 = ent_bits(h, n) / 8;
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
-    int zero_heavy = h[0] > n / 2;
+    int zero_heavy = hint == ENT_HINT_RESIDUAL ? h[0] > n - n / 16 : h[0] > n / 2;
     int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
