@@ -130,9 +130,23 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
 {
     if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
-    if (level < 7)
-        return encode_with(ec, level, dtype, entry, raw, n, base, pred_choose(dtype, raw, base, n), planes, out,
-                           raw_crc);
+    if (level < 7) {
+        uint8_t pred = pred_choose(dtype, raw, base, n);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, planes, out, raw_crc);
+        /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
+         * turns into almost nothing (sparse gradients). Where a sample of elements is a
+         * quarter zero or more, code stand-alone too and keep the smaller. */
+        unsigned es = ckpz_dtype_size(dtype), zeros = 0, seen = 0;
+        static const uint8_t zero8[8];
+        for (size_t at = 0; pred != PRED_NONE && at + es <= n; at += 64 * (size_t)es, seen++)
+            zeros += !memcmp(raw + at, zero8, es);
+        if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
+            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
+            if (len0 <= len) return len0;
+            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, planes, out, raw_crc);
+        }
+        return len;
+    }
     /* Slow levels code every candidate and keep the smallest (coded again if it was not
      * the last). */
     size_t best = SIZE_MAX;
