@@ -142,15 +142,17 @@ static int load(const fio_prefs *p, const char *path, fio_base *b, int level, co
             goto fail;
         }
     visit here = {st.st_dev, st.st_ino, up};
-    if (hlen < 8 || memcmp(head, "\x89" "CKPZ\r\n\x1a", 8) != 0) { /* an original checkpoint */
-        if (map_file(path, b) != 0) goto fail;
-        return 0;
-    }
     if (!(ctx = ckpz_ctx_create())) {
         fio_error("%s: out of memory", path);
         goto fail;
     }
-    if (ckpz_base_info_read(ctx, head, hlen, &info) != CKPZ_OK) {
+    ckpz_error e = ckpz_base_info_read(ctx, head, hlen, &info);
+    if (e == CKPZ_ERR_NOT_CKPZ) { /* an original checkpoint */
+        if (map_file(path, b) != 0) goto fail;
+        rc = 0;
+        goto out;
+    }
+    if (e != CKPZ_OK) {
         fio_error("%s: %s", path, ckpz_ctx_message(ctx));
         goto fail;
     }
