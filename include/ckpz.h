@@ -148,6 +148,20 @@ typedef struct ckpz_params {
                               (e.g. its file name); may be NULL */
     uint32_t base_depth;   /* compression: delta files behind the base (0 when the base
                               is stand-alone); the file records base_depth + 1 */
+    /* Lossy coding (compression). NULL: everything lossless. Otherwise rules, one per
+     * line, first match wins: "PATTERN MODE [OPTIONS]" with PATTERN a glob on tensor
+     * names and MODE one of
+     *   lossless | abs E | rel R | pointwise-rel R | int8 | bits 8|16
+     * (abs: |x'-x| <= E; rel: <= R x the tensor's max - min; pointwise-rel: <= R|x|,
+     * sign kept, never zero; int8: per-channel 8-bit; bits: blockwise, block 64) and
+     * OPTIONS sym, asym, block N, per-channel, pct P, prune RATE, max-mae X (see
+     * doc/lossy.md). Integer tensors, tensors of fewer than two dimensions and names
+     * containing "norm", "bias" or "ln_" always stay lossless. A lossy file restores
+     * the coded values, not the original bytes; its checksums are of what it restores.
+     * With a base, lossy tensors are coded around the base's values (closed loop:
+     * give the previous lossy file's restored content as the base). */
+    const char *policy;
+    double max_mae;        /* default max-mae for rules without one; 0 = none */
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */
@@ -247,6 +261,16 @@ typedef struct ckpz_entry {
     uint64_t chunks;
     int based;              /* coded against the base's bytes at base_offset */
     uint64_t base_offset;
+    /* Lossy entries (lossy = 0: restored byte for byte). */
+    int lossy;
+    const char *lossy_mode; /* "abs", "rel", "pointwise-rel", "affine" */
+    double lossy_bound;     /* the bound asked for: E, or R for the relative modes */
+    double abs_bound;       /* abs and rel: the absolute bound applied */
+    double mae, max_error, rmse; /* of restored - original over the finite elements */
+    double psnr;            /* dB, relative to the tensor's value range; INFINITY without error */
+    uint64_t exceptions;    /* elements stored exactly (NaN, Inf, outliers) */
+    uint64_t changed, frozen; /* with a base: elements that differ from the base's, and
+                                 of those, the ones restored as the base's value */
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {
@@ -258,6 +282,7 @@ typedef struct ckpz_archive_info {
     uint32_t content_checksum; /* CRC-32C of the original file */
     uint64_t entries;
     uint64_t chunks;
+    int lossy;                 /* some entries are lossy: content_checksum is of the restored content */
 } ckpz_archive_info;
 
 /* Opens a complete ckpz file for random access through `pr` (file_size bytes): checks

@@ -2,6 +2,7 @@
  * the index, whose seek table gives every chunk's position, so one tensor is decoded
  * without reading the others (ckpz -l, --extract), and a file held in memory is restored
  * with every chunk decoded straight into its place, in parallel and without copies. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/pipeline.h"
+#include "transforms/planes.h"
 #include "transforms/predict.h"
 
 struct ckpz_archive {
@@ -26,6 +28,7 @@ struct ckpz_archive {
     uint64_t *compressed; /* per entry */
     uint64_t data_start;  /* offset of the first entry frame */
     int based;            /* a delta file */
+    unsigned flags;       /* CTR_FILE_BASED, CTR_FILE_LOSSY */
     ctr_base base;
     const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
 };
@@ -78,6 +81,7 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
         goto fail;
     }
     a->data_start = CTR_HEADER_SIZE;
+    a->flags = (h.based ? CTR_FILE_BASED : 0u) | (h.lossy ? CTR_FILE_LOSSY : 0u);
     if ((a->based = h.based)) {
         uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
         size_t n = sizeof bb, used;
@@ -93,7 +97,7 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
             a->base_bytes = p.base;
         }
     }
-    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->based,
+    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->flags,
                               &a->e, &a->ne, &a->c, &a->nc)))
         goto fail;
     for (size_t i = 0; i < a->ne; i++) /* a based entry starts inside the base */
@@ -111,8 +115,8 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
-    a->info = (ckpz_archive_info){a->based ? CTR_VERSION_DELTA : CTR_VERSION, (ckpz_input_format)h.format, t.original_size, file_size,
-                                  h.chunk_size, t.content_crc, a->ne, a->nc};
+    a->info = (ckpz_archive_info){h.lossy ? CTR_VERSION_LOSSY : a->based ? CTR_VERSION_DELTA : CTR_VERSION, (ckpz_input_format)h.format, t.original_size, file_size,
+                                  h.chunk_size, t.content_crc, a->ne, a->nc, h.lossy};
     free(ib);
     *out = a;
     return CKPZ_OK;
@@ -133,8 +137,33 @@ ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *out
 {
     if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
     const ctr_entry *e = &a->e[i];
-    *out = (ckpz_entry){e->name, (ckpz_dtype)e->dtype, e->ndim, e->shape, e->offset, e->length,
-                        a->compressed[i], e->nchunks, (e->flags & CTR_ENTRY_BASED) != 0, e->base_offset};
+    memset(out, 0, sizeof *out);
+    out->name = e->name;
+    out->dtype = (ckpz_dtype)e->dtype;
+    out->ndim = e->ndim;
+    out->shape = e->shape;
+    out->offset = e->offset;
+    out->length = e->length;
+    out->compressed = a->compressed[i];
+    out->chunks = e->nchunks;
+    out->based = (e->flags & CTR_ENTRY_BASED) != 0;
+    out->base_offset = e->base_offset;
+    if (e->flags & CTR_ENTRY_LOSSY) {
+        const ctr_lossy *l = &e->lossy;
+        out->lossy = 1;
+        out->lossy_mode = quant_mode_name(l->mode);
+        out->lossy_bound = l->bound;
+        out->abs_bound = l->abs_bound;
+        out->exceptions = l->exceptions;
+        out->changed = l->changed;
+        out->frozen = l->frozen;
+        double n = l->n ? (double)l->n : 1;
+        out->mae = l->sum_abs / n;
+        out->rmse = sqrt(l->sum_sq / n);
+        out->max_error = l->max_abs;
+        double range = l->vmax > l->vmin ? l->vmax - l->vmin : 0;
+        out->psnr = out->rmse > 0 && range > 0 ? 20 * log10(range / out->rmse) : INFINITY;
+    }
     return CKPZ_OK;
 }
 
@@ -185,6 +214,8 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     if ((err = ctr_chunk_read(msg, frame, a->info.chunk_size, fbound - CTR_FRAME_SIZE, where, &h))) return err;
     if (h.entry != entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len)
         return ctx_fail(msg, CKPZ_ERR_CORRUPT, "%s: does not match the seek table", where);
+    if (h.xf == XF_QUANT && !(e->flags & CTR_ENTRY_LOSSY))
+        return ctx_fail(msg, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", where);
     if (h.pred == PRED_COPY) {
         err = chunk_copy_check(&h, base, why, sizeof why);
         *result = base;
@@ -204,7 +235,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     const ctr_entry *e = &a->e[i];
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     uint8_t *frame = malloc(fbound), *raw = malloc(cs);
-    chunk_scratch *s = chunk_scratch_create(1, cs);
+    chunk_scratch *s = chunk_scratch_create(1, cs, 0);
     ckpz_error err = CKPZ_OK;
     uint64_t rel = 0;
     if (!frame || !raw || !s) {
@@ -301,7 +332,7 @@ static ckpz_error check_layout(ckpz_ctx *ctx, const ckpz_archive *a, const uint8
             return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu: checksum mismatch", i);
         ctr_entry f;
         size_t used;
-        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, a->based, &f, &used);
+        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, a->flags, &f, &used);
         if (err) return err;
         int same = used == blen && f.offset == e->offset && f.dtype == e->dtype && f.ndim == e->ndim &&
                    f.flags == e->flags && f.base_offset == e->base_offset &&
@@ -347,7 +378,7 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
     uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
     uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
-    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size)};
+    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size, 0)};
     rjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint32_t content_crc = 0;

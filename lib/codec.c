@@ -13,21 +13,28 @@
 #include "common/crc32c.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
+#include "transforms/quant.h"
 
 /* Bytes of original data split (or merged) and checksummed at a time: small enough to
  * stay in cache between the two passes, a multiple of the CRC's 24 KiB stride. */
 #define SLICE (48u << 10)
 
-chunk_scratch *chunk_scratch_create(int n, size_t chunk_size)
+size_t chunk_planes_bound(size_t n) { return quant_out_bound(n); }
+
+chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy)
 {
     chunk_scratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->n = n;
     s->ec = calloc((size_t)n, sizeof *s->ec);
     s->planes = calloc((size_t)n, sizeof *s->planes);
-    if (!s->ec || !s->planes) goto fail;
-    for (int i = 0; i < n; i++)
-        if (!(s->ec[i] = ent_ctx_create()) || !(s->planes[i] = malloc(chunk_size))) goto fail;
+    s->qw = calloc((size_t)n, sizeof *s->qw);
+    s->restored = calloc((size_t)n, sizeof *s->restored);
+    if (!s->ec || !s->planes || !s->qw || !s->restored) goto fail;
+    for (int i = 0; i < n; i++) {
+        if (!(s->ec[i] = ent_ctx_create()) || !(s->planes[i] = malloc(chunk_planes_bound(chunk_size)))) goto fail;
+        if (lossy && (!(s->qw[i] = quant_work_create()) || !(s->restored[i] = malloc(chunk_size)))) goto fail;
+    }
     return s;
 fail:
     chunk_scratch_free(s);
@@ -40,9 +47,13 @@ void chunk_scratch_free(chunk_scratch *s)
     for (int i = 0; i < s->n; i++) {
         if (s->ec) ent_ctx_free(s->ec[i]);
         if (s->planes) free(s->planes[i]);
+        if (s->qw) quant_work_free(s->qw[i]);
+        if (s->restored) free(s->restored[i]);
     }
     free(s->ec);
     free(s->planes);
+    free(s->qw);
+    free(s->restored);
     free(s);
 }
 
@@ -163,6 +174,127 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     return best;
 }
 
+size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_plan *plan, ckpz_dtype dtype,
+                          uint32_t entry, uint64_t elem0, const uint8_t *raw, size_t n, const uint8_t *base,
+                          uint8_t *out, uint32_t *raw_crc, const uint8_t **restored, quant_stats *st)
+{
+    ent_ctx *ec = s->ec[worker];
+    uint8_t *planes = s->planes[worker], *rest = s->restored[worker];
+    size_t sizes[QUANT_PLANES_MAX];
+    quant_stats cs;
+    quant_stats_init(&cs);
+    int np = quant_forward(s->qw[worker], plan, dtype, elem0, raw, base, n, planes, rest, sizes, &cs);
+    if (np < 0) return 0;
+    size_t total = 0;
+    for (int i = 0; i < np; i++) total += sizes[i] + CTR_PLANE_DESC;
+    if (np == 0 || total > n) { /* lossless after all */
+        *restored = raw;
+        return chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, raw_crc);
+    }
+    ctr_chunk h = {0};
+    h.xf = XF_QUANT;
+    h.esize = (uint8_t)ckpz_dtype_size(dtype);
+    h.raw_crc = crc32c(0, rest, n);
+    /* Roles: the header is stored (the decoder reads it before anything else); group
+     * parameters and exceptions are raw floats; the bitmap is a plane of set bits; the
+     * first code plane is a skewed distribution around the centre, a second (low bytes
+     * of 16-bit codes) near-random. */
+    uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)np * CTR_PLANE_DESC;
+    const uint8_t *src = planes;
+    uint8_t w = planes[1];
+    for (int i = 0; i < np; i++) {
+        uint8_t codec;
+        int hint = i == 2 ? ENT_HINT_INT : i == 3 ? ENT_HINT_EXPONENT : (i == 4 && w == 2) ? ENT_HINT_MANTISSA
+                                                                                           : ENT_HINT_OPAQUE;
+        size_t len;
+        if (i == 0) {
+            memcpy(dst, src, sizes[0]);
+            len = sizes[0];
+            codec = ENT_STORED;
+        } else {
+            len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hint, &codec);
+        }
+        uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
+        d[0] = codec;
+        d[1] = d[2] = d[3] = 0;
+        st32(d + 4, (uint32_t)len);
+        src += sizes[i];
+        dst += len;
+    }
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.payload_len = (uint32_t)(dst - payload);
+    h.nplanes = (uint8_t)np;
+    h.payload_crc = crc32c(0, payload, h.payload_len);
+    ctr_chunk_write(out, &h);
+    *raw_crc = h.raw_crc;
+    *restored = rest;
+    quant_stats_add(st, &cs);
+    return CTR_FRAME_SIZE + h.payload_len;
+}
+
+/* Decodes a lossy chunk: the header plane first (it gives the other planes' sizes),
+ * then the group parameters and bitmap (the bitmap gives the code planes' sizes), then
+ * the rest. */
+static ckpz_error decode_quant(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
+                               const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
+{
+    quant_layout L;
+    if (h->nplanes < 5 || h->nplanes > QUANT_PLANES_MAX || h->esize != ckpz_dtype_size(dtype) ||
+        !quant_dtype_ok(dtype)) {
+        snprintf(why, whylen, "invalid lossy chunk (%u planes, element size %u)", h->nplanes, h->esize);
+        return CKPZ_ERR_CORRUPT;
+    }
+    size_t pos = (size_t)h->nplanes * CTR_PLANE_DESC;
+    const uint8_t *plane[QUANT_PLANES_MAX];
+    uint8_t *dst = planes;
+    for (unsigned i = 0; i < h->nplanes; i++) {
+        const uint8_t *d = payload + i * CTR_PLANE_DESC;
+        uint32_t len = ld32(d + 4);
+        if (d[1] | d[2] | d[3]) {
+            snprintf(why, whylen, "plane %u: reserved bytes set", i);
+            return CKPZ_ERR_VERSION;
+        }
+        if (len > h->payload_len - pos) {
+            snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, len);
+            return CKPZ_ERR_CORRUPT;
+        }
+        if (i == 0) {
+            if (d[0] != ENT_STORED || len != QUANT_HDR ||
+                quant_layout_read(payload + pos, dtype, h->raw_len, base != NULL, &L, why, whylen) != h->nplanes) {
+                snprintf(why, whylen, "invalid lossy chunk header");
+                return CKPZ_ERR_CORRUPT;
+            }
+            plane[0] = payload + pos;
+        } else {
+            if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, L.size[i]) != 0) {
+                snprintf(why, whylen, "plane %u (%s): corrupt coded data", i, ent_codec_name(d[0]));
+                return CKPZ_ERR_CORRUPT;
+            }
+            plane[i] = dst;
+            dst += L.size[i];
+            if (i == 2 && (L.flags & QUANT_F_BITMAP) && quant_set_kept(&L, plane[2])) {
+                snprintf(why, whylen, "invalid pruning bitmap");
+                return CKPZ_ERR_CORRUPT;
+            }
+        }
+        pos += len;
+    }
+    if (pos != h->payload_len) {
+        snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
+        return CKPZ_ERR_CORRUPT;
+    }
+    if (quant_inverse(&L, dtype, plane, base, h->raw_len, out)) {
+        snprintf(why, whylen, "lossy codes do not match their planes");
+        return CKPZ_ERR_CORRUPT;
+    }
+    if (crc32c(0, out, h->raw_len) != h->raw_crc) {
+        snprintf(why, whylen, "decoded data checksum mismatch");
+        return CKPZ_ERR_CHECKSUM;
+    }
+    return CKPZ_OK;
+}
+
 void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out)
 {
     ctr_chunk h = {0};
@@ -200,6 +332,13 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
     if (crc32c(0, payload, h->payload_len) != h->payload_crc) {
         snprintf(why, whylen, "compressed data checksum mismatch");
         return CKPZ_ERR_CHECKSUM;
+    }
+    if (h->xf == XF_QUANT) {
+        if (h->pred != PRED_NONE) {
+            snprintf(why, whylen, "lossy chunk with predictor %u", h->pred);
+            return CKPZ_ERR_CORRUPT;
+        }
+        return decode_quant(ec, h, dtype, payload, base, planes, out, why, whylen);
     }
     size_t sizes[XF_MAX_PLANES];
     unsigned np = xf_plane_sizes(h->xf, h->esize, h->raw_len, sizes);

@@ -5,17 +5,22 @@
 
 #include "container/container.h"
 #include "entropy/entropy.h"
+#include "transforms/quant.h"
 
 /* Per-thread working memory for chunk_encode and chunk_decode: an entropy context and a
  * chunk-sized plane buffer for each of n threads. */
 typedef struct chunk_scratch {
     int n;
     ent_ctx **ec;
-    uint8_t **planes;
+    uint8_t **planes;      /* chunk_planes_bound(chunk_size) bytes each */
+    quant_work **qw;       /* lossy coding only: encoder state and */
+    uint8_t **restored;    /* the chunk as the decoder will restore it */
 } chunk_scratch;
 
-/* NULL when out of memory. */
-chunk_scratch *chunk_scratch_create(int n, size_t chunk_size);
+/* NULL when out of memory. lossy: the encoder will code lossy chunks. */
+chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy);
+/* Scratch a chunk of n original bytes needs for its planes (lossy ones included). */
+size_t chunk_planes_bound(size_t n);
 void chunk_scratch_free(chunk_scratch *s); /* accepts NULL */
 
 /* Largest frame (header + payload) for a chunk of n original bytes. */
@@ -28,6 +33,15 @@ size_t chunk_frame_bound(size_t n);
  * bytes. */
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+
+/* Lossy: codes the chunk's n bytes (elements elem0.. of their tensor) with the plan,
+ * writing what the decoder will restore to `restored` (n bytes), its CRC to raw_crc,
+ * and adding the errors to *st. Falls back to lossless coding (restored = raw) where
+ * the plan asks for it (max_mae) or the lossy form would be larger than the original.
+ * Returns the frame length, 0 when out of memory. */
+size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_plan *plan, ckpz_dtype dtype,
+                          uint32_t entry, uint64_t elem0, const uint8_t *raw, size_t n, const uint8_t *base,
+                          uint8_t *out, uint32_t *raw_crc, const uint8_t **restored, quant_stats *st);
 
 /* Writes a copy frame (PRED_COPY: n bytes equal to the base's, no payload) to out
  * (CTR_FRAME_SIZE bytes). */

@@ -4,6 +4,7 @@
  * trailer (container/). The calling thread alternates between reading the next chunk
  * and writing finished ones, so input, coding and output overlap; at most `depth`
  * chunks are in memory. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "common/grow.h"
 #include "common/pipeline.h"
 #include "formats/match.h"
+#include "transforms/policy.h"
 
 typedef struct cjob {
     int new_entry;  /* an entry frame precedes this chunk */
@@ -22,9 +24,13 @@ typedef struct cjob {
     size_t raw_len; /* 0: an empty tensor's entry, no chunk */
     const uint8_t *base; /* the base's bytes for this chunk, or NULL */
     int copy;       /* equal to the base's bytes: no frame of its own */
+    int lossy;      /* coded with `plan` */
+    quant_plan plan;
+    uint64_t elem0; /* first element of the chunk in its tensor */
+    quant_stats st; /* lossy: the chunk's errors */
     uint8_t *out;
     size_t out_len;
-    uint32_t raw_crc;
+    uint32_t raw_crc; /* of the bytes the chunk restores */
 } cjob;
 
 typedef struct workers_state {
@@ -43,8 +49,28 @@ static void compress_job(void *v, int worker, void *arg)
         j->raw_crc = crc32c(0, j->raw, j->raw_len);
         return;
     }
+    if (j->lossy) {
+        const uint8_t *restored;
+        quant_stats_init(&j->st);
+        j->out_len = chunk_encode_lossy(ws->scratch, worker, ws->level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
+                                        j->raw_len, j->base, j->out, &j->raw_crc, &restored, &j->st);
+        return;
+    }
     j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
                               ws->scratch->planes[worker], j->out, &j->raw_crc);
+}
+
+static void lossy_add(ctr_lossy *l, const quant_stats *s)
+{
+    l->n += s->n;
+    l->exceptions += s->exceptions;
+    l->changed += s->changed;
+    l->frozen += s->frozen;
+    l->sum_abs += s->sum_abs;
+    l->sum_sq += s->sum_sq;
+    if (s->max_abs > l->max_abs) l->max_abs = s->max_abs;
+    if (s->vmin < l->vmin) l->vmin = s->vmin;
+    if (s->vmax > l->vmax) l->vmax = s->vmax;
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the
@@ -107,6 +133,12 @@ static ckpz_error emit(writer *w, cjob *j)
         e->first_chunk = w->nc;
         ctr_entry_frame_write(buf, e);
         if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
+    }
+    if (j->raw_len && j->lossy && !j->out_len && !j->copy)
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory coding tensor '%.100s'", w->e[j->entry].name);
+    if (j->raw_len && j->lossy) {
+        if (j->copy) w->e[j->entry].lossy.n += j->raw_len / ckpz_dtype_size(j->dtype);
+        else lossy_add(&w->e[j->entry].lossy, &j->st);
     }
     if (j->raw_len) {
         if (j->copy) {
@@ -172,6 +204,64 @@ static ckpz_error probe(ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, vo
     return CKPZ_OK;
 }
 
+/* Completes a lossy entry's plan. Modes that depend on the whole tensor (rel: its value
+ * range; pruning: the magnitude below which the chosen share of values lies) read the
+ * rest of the entry ahead into *whole (its first n bytes are in first), within the
+ * memory limit; the caller then hands out chunks from there. */
+static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, const fmt_segment *s,
+                             const uint8_t *first, size_t n, const uint8_t *base, uint64_t base_avail,
+                             quant_plan *plan, uint8_t **whole, size_t *whole_len)
+{
+    const quant_spec *q = &plan->spec;
+    unsigned es = ckpz_dtype_size(s->dtype);
+    *whole_len = 0;
+    if (q->mode == QM_ABS) plan->abs_bound = q->bound;
+    if (q->mode == QM_AFFINE) {
+        /* Per channel: a group is a row (all but the first dimension); tiny rows are
+         * grouped so that a group's offset and scale stay a small share of its bytes. */
+        uint64_t g = q->group;
+        if (q->per_row) {
+            g = 1;
+            for (uint32_t d = 1; d < s->ndim; d++) g = g * s->shape[d] > (1u << 24) ? (1u << 24) : g * s->shape[d];
+            if (g < 16) g *= (16 + g - 1) / g;
+        }
+        plan->group = (uint32_t)g;
+    }
+    if (q->mode != QM_REL && !(q->prune > 0)) return CKPZ_OK;
+    const uint8_t *all = first;
+    size_t len = n;
+    if (s->length > n) {
+        if (s->length > p->mem_limit)
+            return ctx_fail(ctx, CKPZ_ERR_LIMIT,
+                            "tensor '%.100s' (%llu bytes) is larger than the memory limit, which %s needs whole",
+                            s->name, (unsigned long long)s->length, q->mode == QM_REL ? "rel" : "prune");
+        uint8_t *buf = realloc(*whole, (size_t)s->length);
+        if (!buf) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading tensor '%.100s'", s->name);
+        *whole = buf;
+        memcpy(buf, first, n);
+        while (len < s->length) {
+            size_t got;
+            const fmt_segment *s2;
+            ch_event ev = chunker_next(ch, buf + len, &got, &s2);
+            if (ev == CH_NOMEM) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+            if (ev == CH_ERROR) return ctx_fail(ctx, CKPZ_ERR_READ, "read error in tensor '%.100s'", s->name);
+            if (ev == CH_DATA && s2) return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "tensor '%.100s' ended early", s->name);
+            if (ev != CH_DATA || got == 0) break; /* the input ended inside the tensor */
+            len += got;
+        }
+        *whole_len = len;
+        all = buf;
+    }
+    const uint8_t *b = base && len <= base_avail ? base : NULL;
+    if (q->mode == QM_REL) {
+        double lo = INFINITY, hi = -INFINITY;
+        quant_scan(s->dtype, all, b, len - len % es, &lo, &hi);
+        plan->abs_bound = hi > lo ? q->bound * (hi - lo) : 0;
+    }
+    if (q->prune > 0) plan->prune_thr = quant_prune_threshold(s->dtype, all, b, len - len % es, q->prune);
+    return CKPZ_OK;
+}
+
 ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
                                 uint64_t size_hint, ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats)
 {
@@ -187,10 +277,19 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     fmt_list segs = {0};
     if ((err = probe(ctx, &p, rd, rd_opaque, size_hint, &prefix, &plen, &segs))) return err;
 
+    policy *pol = NULL;
+    if (p.policy) {
+        char why[256];
+        if (!(pol = policy_parse(p.policy, p.max_mae, why, sizeof why))) {
+            fmt_list_free(&segs);
+            free(prefix);
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
+        }
+    }
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     size_t fbound = chunk_frame_bound(p.chunk_size);
-    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size)};
+    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, pol != NULL)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0};
@@ -198,12 +297,15 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     base_index bidx = {0};
     const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
     uint64_t entry_avail = 0;         /* bytes of them the base has */
+    quant_plan plan = {0};            /* the current entry's lossy coding (mode 0: lossless) */
+    uint8_t *whole = NULL;            /* a lossy entry read ahead to plan it (whole[0..whole_len)) */
+    size_t whole_len = 0, whole_pos = 0;
 
     if (!ws.scratch || !jobs) goto nomem;
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL});
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, pol != NULL});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
     if (p.base) {
         if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;
@@ -226,9 +328,16 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             j = pipeline_retire(pl);
             if ((err = emit(&w, j))) goto fail;
         }
-        const fmt_segment *s;
+        const fmt_segment *s = NULL;
         size_t n;
-        ch_event ev = chunker_next(&ch, j->raw, &n, &s);
+        ch_event ev = CH_DATA;
+        if (whole_pos < whole_len) { /* the rest of an entry read ahead */
+            n = whole_len - whole_pos < p.chunk_size ? whole_len - whole_pos : p.chunk_size;
+            memcpy(j->raw, whole + whole_pos, n);
+            whole_pos += n;
+        } else {
+            ev = chunker_next(&ch, j->raw, &n, &s);
+        }
         if (ev == CH_ERROR) {
             err = ctx_fail(ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)ch.consumed);
             goto fail;
@@ -259,12 +368,29 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
                 e->flags = CTR_ENTRY_BASED;
                 e->base_offset = m->offset;
             }
+            memset(&plan, 0, sizeof plan);
+            plan.spec = policy_match(pol, s->name, s->dtype, s->ndim);
+            if (plan.spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
+                if ((err = plan_entry(ctx, &p, &ch, s, j->raw, n, entry_base, entry_avail, &plan, &whole,
+                                      &whole_len)))
+                    goto fail;
+                whole_pos = n;
+                e->flags |= CTR_ENTRY_LOSSY;
+                e->lossy = (ctr_lossy){plan.spec.mode, plan.spec.bits, plan.spec.sym, plan.spec.per_row, plan.group,
+                                       plan.spec.bound, plan.abs_bound, plan.prune_thr, 0, 0, 0, 0, 0, 0, 0,
+                                       INFINITY, -INFINITY};
+            } else {
+                plan.spec.mode = QM_NONE;
+            }
         }
         ctr_entry *e = &w.e[w.ne - 1];
         j->entry = (uint32_t)(w.ne - 1);
         j->dtype = (ckpz_dtype)e->dtype;
         j->raw_len = n;
         j->base = entry_base && n <= entry_avail ? entry_base : NULL; /* the base may end first (open tails) */
+        j->lossy = plan.spec.mode != QM_NONE;
+        j->plan = plan;
+        j->elem0 = e->length / ckpz_dtype_size(j->dtype);
         if (n) {
             e->length += n;
             if (entry_base) {
@@ -306,6 +432,8 @@ done:
     free(jobs);
     chunk_scratch_free(ws.scratch);
     base_index_free(&bidx);
+    policy_free(pol);
+    free(whole);
     free(w.e); /* names and shapes belong to segs */
     free(w.c);
     free(idx);

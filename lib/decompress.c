@@ -14,6 +14,7 @@
 #include "common/crc32c.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
+#include "transforms/planes.h"
 #include "transforms/predict.h"
 
 typedef struct djob {
@@ -57,7 +58,7 @@ typedef struct dstate {
     size_t ne, cap_e;
     ctr_chunkrec *c;      /* chunks seen, to check the seek table */
     size_t nc, cap_c;
-    int based;            /* the file has a base */
+    unsigned flags;       /* CTR_FILE_BASED, CTR_FILE_LOSSY */
 } dstate;
 
 static const char *entry_name(const dstate *d, uint32_t i)
@@ -146,7 +147,7 @@ static ckpz_error finish(dstate *d)
         goto out;
     }
     if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit,
-                              d->based, &e, &ne, &c, &nc)))
+                              d->flags, &e, &ne, &c, &nc)))
         goto out;
     int same = t.original_size == d->original && ne == d->ne && nc == d->nc;
     for (size_t i = 0; same && i < nc; i++)
@@ -197,7 +198,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
     d.in_pos = CTR_HEADER_SIZE;
     if ((err = ctr_header_read(ctx, hb, &h))) return err;
-    d.based = h.based;
+    d.flags = (h.based ? CTR_FILE_BASED : 0u) | (h.lossy ? CTR_FILE_LOSSY : 0u);
     if (h.based) { /* a delta file: check the caller's base before anything else */
         uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
         ctr_base b;
@@ -220,7 +221,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
-    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size);
+    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size, 0);
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint64_t chunk_no = 0;
@@ -250,7 +251,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             }
             if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
             size_t used;
-            if ((err = ctr_entry_read(ctx, body, blen, 0, h.based, &d.e[d.ne], &used))) goto fail;
+            if ((err = ctr_entry_read(ctx, body, blen, 0, d.flags, &d.e[d.ne], &used))) goto fail;
             cur = &d.e[d.ne++];
             cur_pos = 0;
             if (used != blen) {
@@ -281,6 +282,10 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
         if (d.ne == 0 || c->entry != d.ne - 1) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c->entry,
                            d.ne ? d.ne - 1 : 0);
+            goto fail;
+        }
+        if (c->xf == XF_QUANT && !(cur->flags & CTR_ENTRY_LOSSY)) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", what);
             goto fail;
         }
         /* the base's bytes for the chunk, when the base has them all (a chunk with a

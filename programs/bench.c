@@ -7,7 +7,8 @@
  * better than the mean. ckpz runs on one thread unless -T is given, so that the
  * numbers are per core and comparable with single-threaded zstd. Every round trip is
  * compared with memcmp: a benchmark of a codec that does not restore the input is a
- * failure, not a number. MB/s = original bytes / seconds / 1e6, as zstd prints it.
+ * failure, not a number (with lossy options, the restored content's checksums are
+ * what decompression verifies). MB/s = original bytes / seconds / 1e6, as zstd prints it.
  */
 #include "bench.h"
 
@@ -234,7 +235,9 @@ static int bench_ckpz(const fio_prefs *p, const char *name, const void *src, siz
         }
     }
     r->dspeed = (double)size / 1e6 / t;
-    if (size && memcmp(back, src, size) != 0) {
+    /* A lossy run restores approximations: decompression has verified every chunk's
+     * checksum of what it restores, which is what can be checked here. */
+    if (size && !params.policy && memcmp(back, src, size) != 0) {
         snprintf(j.err, sizeof(j.err), "ckpz round trip is NOT identical to the input");
         goto fail;
     }

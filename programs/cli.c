@@ -49,6 +49,22 @@ static void usage(FILE *f)
         "      --keyframe-every N  write a stand-alone file instead once the chain behind\n"
         "                        it would reach N files (bounds restore cost)\n"
         "\n"
+        "Lossy coding (float tensors of 2+ dimensions; never norms, biases, integers):\n"
+        "      --abs E           every value within E of the original\n"
+        "      --rel R           within R x (max - min) of its tensor\n"
+        "      --pointwise-rel R within R x |value|; sign kept, never zero (Adam's v)\n"
+        "      --int8[=sym|asym] 8-bit codes, one scale per row (per channel)\n"
+        "      --bits 8|16       8/16-bit codes, offset and scale per block of --block N\n"
+        "                        elements (default 64)\n"
+        "      --percentile P    calibrate --int8/--bits to the P-th percentile, not min-max\n"
+        "      --prune RATE      set the RATE smallest values (with --base: changes) to zero\n"
+        "      --max-mae X       code a chunk losslessly where its mean error would pass X\n"
+        "      --policy FILE     per-tensor rules: 'PATTERN MODE [OPTIONS]' per line, first\n"
+        "                        match wins (doc/lossy.md); the flags above add '* MODE'\n"
+        "                        With --base PREV.ckpz, values are coded around PREV's\n"
+        "                        restored values (errors do not add up along a chain).\n"
+        "                        -l and -v show each tensor's MAE, max error and PSNR\n"
+        "\n"
         "Output:\n"
         "  -o FILE               write to FILE (one input only)\n"
         "  -c, --stdout          write to standard output\n"
@@ -180,9 +196,84 @@ static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
     return 0;
 }
 
+/* The lossy flags, gathered into one policy rule for all tensors. */
+typedef struct lossy_flags {
+    const char *mode;       /* "abs 0.001", ... (points into buf) */
+    char buf[64];
+    const char *policy_file;
+    int block, sym;         /* block 0 = default; sym -1 = default */
+    double pct, prune;
+    int pct_set, prune_set, block_set;
+} lossy_flags;
+
+static int set_bound(lossy_flags *l, const char *mode, const char *val)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (*end || !(v > 0) || v > 1e30 || (!strcmp(mode, "pointwise-rel") && !(v < 1)))
+        return bad_usage("--%s needs a bound > 0%s, not '%s'", mode, strcmp(mode, "pointwise-rel") ? "" : " and < 1",
+                         val);
+    if (l->mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
+    snprintf(l->buf, sizeof l->buf, "%s %.17g", mode, v);
+    l->mode = l->buf;
+    return 0;
+}
+
+static int set_fraction(const char *opt, const char *val, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(val, &end);
+    if (*end || !(v >= lo && v <= hi)) return bad_usage("--%s needs a value in %g..%g, not '%s'", opt, lo, hi, val);
+    *out = v;
+    return 0;
+}
+
+/* The policy text for the library: the --policy file, then a catch-all rule from the
+ * flags. *text is malloc'd (NULL when lossless). */
+static int build_policy(const lossy_flags *l, char **text)
+{
+    void *file = NULL;
+    size_t flen = 0;
+    *text = NULL;
+    if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0))
+        return bad_usage("--prune, --percentile, --block and --int8/--bits options need a lossy mode");
+    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set))
+        return bad_usage("--percentile and --block apply to --int8 and --bits");
+    if (!l->mode && !l->policy_file) return 0;
+    if (l->policy_file && fio_load_file(l->policy_file, &file, &flen) != 0) return 2;
+    size_t cap = flen + 256;
+    char *t = malloc(cap);
+    if (!t) {
+        free(file);
+        fputs("ckpz: out of memory\n", stderr);
+        return 2;
+    }
+    memcpy(t, file ? file : "", flen);
+    free(file);
+    t[flen] = 0;
+    if (memchr(t, 0, flen)) {
+        free(t);
+        return bad_usage("%s: not a text file", l->policy_file);
+    }
+    if (l->mode) {
+        size_t at = flen;
+        at += (size_t)snprintf(t + at, cap - at, "\n* %s", l->mode);
+        if (l->sym >= 0) at += (size_t)snprintf(t + at, cap - at, " %s", l->sym ? "sym" : "asym");
+        if (l->block_set) at += (size_t)snprintf(t + at, cap - at, " block %d", l->block);
+        if (l->pct_set) at += (size_t)snprintf(t + at, cap - at, " pct %.17g", l->pct);
+        if (l->prune_set) at += (size_t)snprintf(t + at, cap - at, " prune %.17g", l->prune);
+        snprintf(t + at, cap - at, "\n");
+    }
+    *text = t;
+    return 0;
+}
+
+static char *g_policy; /* freed by main */
+
 /* Everything but the file list's allocation, so that every return frees it. */
 static int cli_main(int argc, char **argv, const char **files)
 {
+    lossy_flags lf = {.sym = -1};
     fio_prefs p;
     cli_mode mode = MODE_COMPRESS;
     const char *extract_name = NULL;
@@ -232,6 +323,36 @@ static int cli_main(int argc, char **argv, const char **files)
                     return bad_usage("--keyframe-every needs a number of files, 1..1000000");
                 p.keyframe_every = (unsigned)v;
             }
+            else if (IS("abs") || IS("rel") || IS("pointwise-rel")) {
+                char mname[16];
+                snprintf(mname, sizeof mname, "%.*s", (int)len, name);
+                NEED_VAL();
+                rcopt = set_bound(&lf, mname, val);
+            }
+            else if (IS("int8")) {
+                if (lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
+                if (val && strcmp(val, "sym") && strcmp(val, "asym")) return bad_usage("--int8 takes sym or asym");
+                if (val) lf.sym = val[0] == 's';
+                lf.mode = "int8";
+            }
+            else if (IS("bits")) {
+                NEED_VAL();
+                if (lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
+                if (strcmp(val, "8") && strcmp(val, "16")) return bad_usage("--bits takes 8 or 16");
+                lf.mode = val[0] == '8' ? "bits 8" : "bits 16";
+            }
+            else if (IS("block")) {
+                unsigned long v;
+                NEED_VAL();
+                if (parse_uint(val, &v) != 0 || v < 16 || v > (1ul << 24))
+                    return bad_usage("--block needs a number of elements, 16..16777216");
+                lf.block = (int)v;
+                lf.block_set = 1;
+            }
+            else if (IS("percentile")) { NEED_VAL(); rcopt = set_fraction("percentile", val, 50.000001, 100, &lf.pct); lf.pct_set = 1; }
+            else if (IS("prune")) { NEED_VAL(); rcopt = set_fraction("prune", val, 0, 0.999, &lf.prune); lf.prune_set = 1; }
+            else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
+            else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
             else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
             else if (IS("output")) { NEED_VAL(); p.out_name = val; }
             else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }
@@ -332,6 +453,10 @@ static int cli_main(int argc, char **argv, const char **files)
     }
 
     if (dtype_set && !format_set) p.format = CKPZ_INPUT_RAW;
+    if ((rc = build_policy(&lf, &g_policy)) != 0) return rc;
+    p.policy = g_policy;
+    if (p.policy && mode != MODE_COMPRESS && mode != MODE_BENCH)
+        return bad_usage("lossy options apply to compression");
     if (nfiles == 0) {
         if (mode == MODE_BENCH) return bad_usage("-b needs at least one FILE");
         files[0] = "-";
@@ -368,5 +493,6 @@ int main(int argc, char **argv)
     }
     rc = cli_main(argc, argv, files);
     free(files);
+    free(g_policy);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -103,6 +104,8 @@ void fio_params(const fio_prefs *p, ckpz_params *params)
     params->format = p->format;
     params->raw_dtype = p->raw_dtype;
     params->mem_limit = p->mem_limit;
+    params->policy = p->policy;
+    params->max_mae = p->max_mae;
 }
 
 /* ---- signals ---------------------------------------------------------------------- */
@@ -638,6 +641,43 @@ static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out 
     else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
 }
 
+static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int print_name);
+static int archive_open(ckpz_ctx *ctx, const fio_prefs *p, fio_in *in, const char *name, const fio_base *base,
+                        ckpz_archive **out);
+
+/* A lossy tensor coded against a base whose changes were mostly erased (restored as the
+ * base's values) would freeze training at the base's values after a restore: the bound
+ * is larger than the updates between the two checkpoints. */
+static int frozen(const ckpz_entry *e)
+{
+    return e->lossy && e->changed >= 64 && (double)e->frozen >= 0.5 * (double)e->changed;
+}
+
+/* After a lossy compression: warn about frozen tensors; with -v, list the errors. */
+static void lossy_report(ckpz_ctx *ctx, const fio_prefs *p, const char *name)
+{
+    fio_in in;
+    ckpz_archive *a = NULL;
+    ckpz_archive_info info;
+    ckpz_entry e;
+    if (p->verbosity >= 3) list_one(ctx, p, name, 1);
+    if (p->verbosity < 1 || archive_open(ctx, p, &in, name, NULL, &a) != 0) return;
+    ckpz_archive_get_info(a, &info);
+    uint64_t shown = 0, nfrozen = 0;
+    for (uint64_t i = 0; i < info.entries; i++) {
+        if (ckpz_archive_entry(a, i, &e) != CKPZ_OK || !frozen(&e)) continue;
+        nfrozen++;
+        if (shown++ < 5)
+            fio_warn("%s: tensor '%.100s': %.0f%% of the values that changed since the base restore as the base's "
+                     "(the error bound %g is larger than the updates: training would not move)",
+                     name, e.name, 100.0 * (double)e.frozen / (double)e.changed,
+                     e.abs_bound > 0 ? e.abs_bound : e.lossy_bound);
+    }
+    if (nfrozen > shown) fio_warn("%s: %llu more tensors like that", name, (unsigned long long)(nfrozen - shown));
+    ckpz_archive_close(a);
+    in_close(&in);
+}
+
 static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src,
                    const char *dst /* NULL = stdout; ignored by OP_TEST */, const fio_base *base)
 {
@@ -695,6 +735,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
         }
     }
     in_close(&in);
+    if (op == OP_COMPRESS && params.policy && dst) lossy_report(ctx, p, dst);
 
     if (op == OP_TEST) {
         if (p->verbosity >= 3) {
@@ -998,6 +1039,23 @@ static const char *ratio_str(char *buf, size_t len, uint64_t orig, uint64_t comp
     return buf;
 }
 
+/* Lossy columns of a listing: mode and bound, MAE, max error, PSNR (dB, against the
+ * tensor's value range). */
+static void print_lossy(const ckpz_entry *e)
+{
+    char m[32];
+    if (!e->lossy) {
+        printf("  %-13s  %9s  %9s  %7s", e->dtype == CKPZ_DTYPE_NONE ? "" : "lossless", "", "", "");
+        return;
+    }
+    const char *mode = !strcmp(e->lossy_mode, "pointwise-rel") ? "prel" : e->lossy_mode;
+    if (!strcmp(e->lossy_mode, "affine")) snprintf(m, sizeof m, "affine");
+    else snprintf(m, sizeof m, "%s %.2g", mode, e->lossy_bound);
+    if (e->psnr == INFINITY) printf("  %-13s  %9.3g  %9.3g  %7s", m, e->mae, e->max_error, "inf");
+    else printf("  %-13s  %9.3g  %9.3g  %7.1f", m, e->mae, e->max_error, e->psnr);
+    if (frozen(e)) printf("  FROZEN");
+}
+
 static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int print_name)
 {
     fio_in in;
@@ -1044,6 +1102,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     if (print_name) printf("%s:\n", in.name);
     printf("%*s  %-*s  %-*s  %-*s  %10s  %10s  %7s", widx, "#", wname, "name", wdtype, "dtype",
            wshape, "shape", "original", "compressed", "ratio");
+    if (info.lossy) printf("  %-13s  %9s  %9s  %7s", "lossy", "MAE", "max err", "PSNR");
     if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
     printf("\n");
     uint64_t opaque_runs = 0, opaque_len = 0, opaque_comp = 0;
@@ -1065,6 +1124,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                nbuf, wname - display_width(nbuf), "", wdtype, dn ? dn : "?", wshape, shape,
                fio_human(h1, sizeof(h1), e.length), fio_human(h2, sizeof(h2), e.compressed),
                ratio_str(r, sizeof(r), e.length, e.compressed));
+        if (info.lossy) print_lossy(&e);
         if (verbose)
             printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset,
                    (unsigned long long)e.length, (unsigned long long)e.compressed,
@@ -1089,6 +1149,13 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                (unsigned long long)tensors,
                (unsigned long long)info.chunks, fmt ? fmt : "?",
                (unsigned)info.content_checksum);
+        if (info.lossy) {
+            uint64_t lossy = 0;
+            for (i = 0; i < info.entries; i++)
+                if (ckpz_archive_entry(a, i, &e) == CKPZ_OK && e.lossy) lossy++;
+            printf("lossy: %llu of %llu tensors restore approximately (the checksums are of the restored "
+                   "content)\n", (unsigned long long)lossy, (unsigned long long)tensors);
+        }
         if (verbose)
             printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n",
                    info.format_version, fio_human(h1, sizeof(h1), info.chunk_size),

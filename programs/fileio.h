@@ -30,6 +30,8 @@ typedef struct fio_prefs {
     double bench_seconds;      /* -i#: time per benchmark measurement */
     const char *base_path;     /* --base, or NULL */
     unsigned keyframe_every;   /* --keyframe-every: 0 = no limit on chains */
+    const char *policy;        /* lossy rules (ckpz_params.policy), or NULL */
+    double max_mae;            /* --max-mae: 0 = none */
 } fio_prefs;
 
 void fio_prefs_init(fio_prefs *p);

@@ -52,7 +52,7 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "max_allocation_size_mb=256"; }
 #endif
 
-#define NSAMPLES 5
+#define NSAMPLES 7
 
 /* ---- checks ------------------------------------------------------------------------ */
 static unsigned long n_checks, n_failed;
@@ -110,13 +110,14 @@ static double gauss(void)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-static uint8_t *make_safetensors(size_t na, size_t nb, size_t *len)
+/* rows > 1: the tensors are matrices of `rows` rows (lossy coding takes those) */
+static uint8_t *make_safetensors(size_t na, size_t nb, size_t rows, size_t *len)
 {
     char json[512];
     int jl = snprintf(json, sizeof json,
-                      "{\"a\":{\"dtype\":\"BF16\",\"shape\":[%zu],\"data_offsets\":[0,%zu]},"
-                      "\"b\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}}",
-                      na, 2 * na, nb, 2 * na, 2 * na + 4 * nb);
+                      "{\"a\":{\"dtype\":\"BF16\",\"shape\":[%zu,%zu],\"data_offsets\":[0,%zu]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}}",
+                      rows, na / rows, 2 * na, rows, nb / rows, 2 * na, 2 * na + 4 * nb);
     size_t hl = ((size_t)jl + 7) & ~(size_t)7;
     size_t n = 8 + hl + 2 * na + 4 * nb;
     uint8_t *p = malloc(n);
@@ -210,6 +211,7 @@ typedef struct {
 typedef struct {
     const char *label;
     const uint8_t *orig;
+    uint8_t *owned; /* lossy samples: the restored content, which orig points to */
     size_t olen;
     const uint8_t *base; /* a delta sample's base, else NULL */
     size_t base_len;
@@ -230,7 +232,7 @@ static int parse_layout(sample *s)
     s->nsec = 0;
     if (n < 32 + 24 + 40) return -1;
     s->sec[s->nsec++] = (section){SEC_HEADER, 0, 32, 0, 0, -1, 0};
-    if (z[8] == 2) { /* a delta file: the base frame follows the header */
+    if (z[10] & 1) { /* a delta file (version 2, or 3 with flag 1): the base frame follows the header */
         size_t b = rd32(z + 36);
         s->sec[s->nsec++] = (section){SEC_BASE, 32, 12 + b, b, 0, -1, 0};
         pos += 12 + b;
@@ -439,7 +441,7 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
 
 /* ---- the tests ----------------------------------------------------------------------------- */
 static int build_sample(sample *s, const char *label, const uint8_t *orig, size_t olen, ckpz_input_format fmt,
-                        ckpz_dtype dt, int level, const uint8_t *base, size_t base_len)
+                        ckpz_dtype dt, int level, const uint8_t *base, size_t base_len, const char *policy)
 {
     memset(s, 0, sizeof *s);
     s->label = label;
@@ -457,6 +459,7 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     p.raw_dtype = dt;
     p.base = base;
     p.base_size = base_len;
+    p.policy = policy;
     void *z = NULL;
     size_t zl = 0;
     ckpz_error e = ckpz_compress_buffer(ctx, &p, orig, olen, &z, &zl);
@@ -467,6 +470,19 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     }
     s->z = z;
     s->zlen = zl;
+    if (policy) {
+        /* A lossy file: what every reader must return is what the intact file restores
+         * (checked here to differ from the original, and to be stable across readers). */
+        uint8_t *rest = malloc(olen + 1);
+        ckpz_params dp;
+        ckpz_params_init(&dp);
+        dp.base = base;
+        dp.base_size = base_len;
+        e = ckpz_decompress_buffer(ctx, &dp, z, zl, rest, olen);
+        CHECK(e == CKPZ_OK && memcmp(rest, orig, olen), "%s: lossy file: %s", label, ckpz_ctx_message(ctx));
+        s->orig = orig = rest;
+        s->owned = rest;
+    }
     /* the intact file must round-trip through every reader */
     expectation ok = {FAIL_OR_SAME, 0, -1, NULL, 0, 0};
     uint8_t *dst = malloc(olen + 1);
@@ -999,7 +1015,9 @@ static void test_base_errors(const sample *s)
 int main(void)
 {
     size_t st_len, rnd_len = 300000, i32_len = 200000;
-    uint8_t *st = make_safetensors(110000, 80000, &st_len);
+    uint8_t *st = make_safetensors(110000, 80000, 1, &st_len);
+    size_t lst_len;
+    uint8_t *lst = make_safetensors(110000, 80000, 10, &lst_len);
     uint8_t *rnd = malloc(rnd_len), *i32 = malloc(i32_len);
     for (size_t k = 0; k < rnd_len; k++) rnd[k] = (uint8_t)(rng() >> 56);
     for (size_t k = 0; k < i32_len; k += 4) wr32(i32 + k, (uint32_t)(int32_t)(gauss() * 300.0));
@@ -1017,11 +1035,17 @@ int main(void)
     }
 
     static sample s[NSAMPLES];
-    int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0) == 0;
-    ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1, NULL, 0) == 0;
-    ok &= build_sample(&s[2], "raw i32 level 9", i32, i32_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9, NULL, 0) == 0;
-    ok &= build_sample(&s[3], "empty", rnd, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0) == 0;
-    ok &= build_sample(&s[4], "delta safetensors", st2, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, st, st_len) == 0;
+    int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0, NULL) == 0;
+    ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1, NULL, 0, NULL) == 0;
+    ok &= build_sample(&s[2], "raw i32 level 9", i32, i32_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_I32, 9, NULL, 0, NULL) == 0;
+    ok &= build_sample(&s[3], "empty", rnd, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0, NULL) == 0;
+    ok &= build_sample(&s[4], "delta safetensors", st2, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, st, st_len,
+                       NULL) == 0;
+    /* lossy: every grid and side plane (bitmap, group parameters, 16-bit codes) */
+    ok &= build_sample(&s[5], "lossy safetensors", lst, lst_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0,
+                       "a bits 8 block 64 prune 0.3\nb pointwise-rel 0.001\n") == 0;
+    ok &= build_sample(&s[6], "lossy delta", lst, lst_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, s[5].owned, lst_len,
+                       "a int8 asym\nb abs 0.0001 prune 0.2\n") == 0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);
@@ -1038,7 +1062,11 @@ int main(void)
         test_many_entries();
         test_chunk_size_limit(rnd, rnd_len);
     }
-    for (int k = 0; k < NSAMPLES; k++) ckpz_free(s[k].z);
+    for (int k = 0; k < NSAMPLES; k++) {
+        ckpz_free(s[k].z);
+        free(s[k].owned);
+    }
+    free(lst);
     free(st);
     free(st2);
     free(rnd);

@@ -150,7 +150,7 @@ static void test_container(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0}, h2;
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0}, h2;
     ctr_header_write(hb, &h);
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format);
     hb[20] = 1; /* reserved byte, checksum fixed up: must still be refused */
@@ -166,16 +166,32 @@ static void test_container(void)
     hb[0] = 'x';
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
     /* a delta file: version 2 with flag 1, then the base frame */
-    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1};
+    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0};
     ctr_header_write(hb, &hd);
     CHECK(ld16(hb + 8) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
     st16(hb + 10, 3); /* an unknown flag */
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 8, 3); /* a later version */
+    st16(hb + 8, 3); /* version 3 needs its lossy flag */
     st16(hb + 10, 1);
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    st16(hb + 10, 3); /* lossy and based */
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1 && h2.lossy == 1);
+    st16(hb + 10, 6); /* an unknown flag next to the lossy one */
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    st16(hb + 8, 4); /* a later version */
+    st16(hb + 10, 2);
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    {
+        ctr_header hl = {262144, CKPZ_INPUT_SAFETENSORS, 0, 1};
+        ctr_header_write(hb, &hl);
+        CHECK(ld16(hb + 8) == 3 && ld16(hb + 10) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.lossy &&
+              !h2.based);
+    }
     {
         ctr_base b = {123456789, 0xdeadbeef, 3, 9, "step9.pt"}, b2;
         uint8_t bf[12 + CTR_BASE_FIXED + 16];

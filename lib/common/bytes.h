@@ -20,4 +20,18 @@ static inline void st32(uint8_t *p, uint32_t v)
 }
 static inline void st64(uint8_t *p, uint64_t v) { st32(p, (uint32_t)v); st32(p + 4, (uint32_t)(v >> 32)); }
 
+static inline void stf64(uint8_t *p, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    st64(p, u);
+}
+static inline double ldf64(const uint8_t *p)
+{
+    uint64_t u = ld64(p);
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
+}
+
 #endif

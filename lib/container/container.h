@@ -15,6 +15,7 @@
 
 #define CTR_VERSION 1       /* stand-alone files */
 #define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
+#define CTR_VERSION_LOSSY 3 /* files with lossy entries (header flag 2; flag 1 as in version 2) */
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -22,8 +23,10 @@
 #define CTR_CHUNK_REC 16    /* seek-table record */
 #define CTR_MAX_NDIM 64
 #define CTR_MAX_NAME 65535
-/* Largest entry record (index form with a base offset). */
-#define CTR_ENTRY_MAX (48 + CTR_MAX_NAME + 8 * CTR_MAX_NDIM)
+/* Largest entry record (index form with a base offset and lossy fields). */
+#define CTR_ENTRY_MAX (48 + CTR_LOSSY_STREAM + CTR_LOSSY_INDEX + CTR_MAX_NAME + 8 * CTR_MAX_NDIM)
+#define CTR_LOSSY_STREAM 32 /* lossy fields of an entry record, both forms */
+#define CTR_LOSSY_INDEX 72  /* error statistics, index form only */
 
 extern const uint8_t ctr_magic[8];
 /* Four-byte tags that start each section, read as little-endian u32. */
@@ -36,7 +39,8 @@ extern const uint8_t ctr_magic[8];
 typedef struct ctr_header {
     uint32_t chunk_size;
     uint8_t format; /* ckpz_input_format of the original */
-    uint8_t based;  /* a base frame follows (version 2) */
+    uint8_t based;  /* a base frame follows (versions 2 and 3) */
+    uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (version 3) */
 } ctr_header;
 
 /* Base frame: what a delta file needs to be restored. */
@@ -61,6 +65,22 @@ typedef struct ctr_chunk {
 } ctr_chunk;
 
 #define CTR_ENTRY_BASED 1 /* entry flag: coded against the base's bytes at base_offset */
+#define CTR_ENTRY_LOSSY 2 /* entry flag: restored within a stated error (lossy fields follow) */
+/* File properties that decide which entry flags are allowed. */
+#define CTR_FILE_BASED 1
+#define CTR_FILE_LOSSY 2
+
+/* What a lossy entry was coded with, and the errors it got (doc/format.md). */
+typedef struct ctr_lossy {
+    uint8_t mode, bits, sym, per_row; /* transforms/quant.h: quant_mode and quant_spec fields */
+    uint32_t group;
+    double bound;     /* as asked: E, or R for rel modes */
+    double abs_bound; /* the absolute bound applied (abs, rel); 0 otherwise */
+    double prune_thr; /* magnitudes below it were pruned; 0 = none */
+    /* index form only */
+    uint64_t n, exceptions, changed, frozen;
+    double sum_abs, sum_sq, max_abs, vmin, vmax;
+} ctr_lossy;
 typedef struct ctr_entry {
     uint8_t dtype;
     uint8_t flags;
@@ -72,6 +92,7 @@ typedef struct ctr_entry {
     uint64_t base_offset; /* of the matching bytes in the base's original (CTR_ENTRY_BASED) */
     uint64_t length;  /* index form only */
     uint64_t first_chunk, nchunks; /* index form only */
+    ctr_lossy lossy;  /* CTR_ENTRY_LOSSY */
 } ctr_entry;
 
 typedef struct ctr_chunkrec {
@@ -109,8 +130,8 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
 size_t ctr_entry_size(const ctr_entry *e, int index_form);
 void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
 /* Parses one record from p[0..avail); allocates name and shape; *used = bytes read.
- * based_file: the file has a base (else the entry flags must be zero). */
-ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, int based_file,
+ * file_flags: CTR_FILE_BASED / CTR_FILE_LOSSY, the entry flags the file allows. */
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
                           ctr_entry *e, size_t *used);
 void ctr_entry_clear(ctr_entry *e);
 
@@ -123,7 +144,7 @@ size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
 void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
 /* Parses and cross-checks an index (its CRC already verified by the caller). */
 ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, int based_file, ctr_entry **entries,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
                           size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);

@@ -23,8 +23,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
 {
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
-    st16(out + 8, h->based ? CTR_VERSION_DELTA : CTR_VERSION);
-    st16(out + 10, h->based ? 1 : 0); /* flag 1: a base frame follows */
+    st16(out + 8, h->lossy ? CTR_VERSION_LOSSY : h->based ? CTR_VERSION_DELTA : CTR_VERSION);
+    st16(out + 10, (h->based ? 1 : 0) | (h->lossy ? 2 : 0)); /* 1: a base frame follows; 2: lossy */
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -35,13 +35,16 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     if (memcmp(in, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file (bad magic)");
     if (crc32c(0, in, 28) != ld32(in + 28)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "file header checksum mismatch");
     unsigned v = ld16(in + 8), flags = ld16(in + 10);
-    if (v != CTR_VERSION && v != CTR_VERSION_DELTA)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads versions %u and %u)",
-                        v, CTR_VERSION, CTR_VERSION_DELTA);
-    /* Version 2 is exactly "version 1 plus a base": flag 1 set, nothing else. */
-    if (flags != (v == CTR_VERSION_DELTA ? 1u : 0u) || !all_zero(in + 17, 11))
+    if (v < CTR_VERSION || v > CTR_VERSION_LOSSY)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads versions %u to %u)",
+                        v, CTR_VERSION, CTR_VERSION_LOSSY);
+    /* Version 2 is exactly "version 1 plus a base": flag 1 set, nothing else; version 3
+     * sets flag 2 (lossy) and flag 1 when it has a base. */
+    int ok = v == CTR_VERSION ? flags == 0 : v == CTR_VERSION_DELTA ? flags == 1 : (flags & ~3u) == 0 && (flags & 2);
+    if (!ok || !all_zero(in + 17, 11))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header has reserved flags or fields set");
-    h->based = v == CTR_VERSION_DELTA;
+    h->based = (flags & 1) != 0;
+    h->lossy = (flags & 2) != 0;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
     if (h->chunk_size < CKPZ_CHUNK_MIN || h->chunk_size > CKPZ_CHUNK_MAX || (h->chunk_size & 7))
@@ -139,8 +142,9 @@ ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size,
 /* ---- entry records ---- */
 size_t ctr_entry_size(const ctr_entry *e, int index_form)
 {
-    return 16 + (index_form ? 24 : 0) + (e->flags & CTR_ENTRY_BASED ? 8 : 0) + (size_t)e->name_len +
-           8 * (size_t)e->ndim;
+    return 16 + (index_form ? 24 : 0) + (e->flags & CTR_ENTRY_BASED ? 8 : 0) +
+           (e->flags & CTR_ENTRY_LOSSY ? CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0) : 0) +
+           (size_t)e->name_len + 8 * (size_t)e->ndim;
 }
 
 void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
@@ -161,6 +165,30 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
         st64(p, e->base_offset);
         p += 8;
     }
+    if (e->flags & CTR_ENTRY_LOSSY) {
+        const ctr_lossy *l = &e->lossy;
+        p[0] = l->mode;
+        p[1] = l->bits;
+        p[2] = l->sym;
+        p[3] = l->per_row;
+        st32(p + 4, l->group);
+        stf64(p + 8, l->bound);
+        stf64(p + 16, l->abs_bound);
+        stf64(p + 24, l->prune_thr);
+        p += CTR_LOSSY_STREAM;
+        if (index_form) {
+            st64(p, l->n);
+            st64(p + 8, l->exceptions);
+            st64(p + 16, l->changed);
+            st64(p + 24, l->frozen);
+            stf64(p + 32, l->sum_abs);
+            stf64(p + 40, l->sum_sq);
+            stf64(p + 48, l->max_abs);
+            stf64(p + 56, l->vmin);
+            stf64(p + 64, l->vmax);
+            p += CTR_LOSSY_INDEX;
+        }
+    }
     memcpy(p, e->name, e->name_len);
     p += e->name_len;
     for (uint32_t i = 0; i < e->ndim; i++, p += 8) st64(p, e->shape[i]);
@@ -173,7 +201,7 @@ void ctr_entry_clear(ctr_entry *e)
     memset(e, 0, sizeof *e);
 }
 
-ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, int based_file,
+ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
                           ctr_entry *e, size_t *used)
 {
     memset(e, 0, sizeof *e);
@@ -184,7 +212,8 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     e->ndim = ld32(p + 4);
     e->offset = ld64(p + 8);
     e->flags = p[1];
-    if (e->flags & ~(based_file ? CTR_ENTRY_BASED : 0))
+    if (e->flags & ~(((file_flags & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) |
+                     ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u)))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
     if (e->dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
     if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
@@ -197,6 +226,37 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
         if (avail < fixed + 8) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
         e->base_offset = ld64(p + fixed);
         fixed += 8;
+    }
+    if (e->flags & CTR_ENTRY_LOSSY) {
+        size_t ln = CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0);
+        if (avail < fixed + ln) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
+        const uint8_t *q = p + fixed;
+        ctr_lossy *l = &e->lossy;
+        l->mode = q[0];
+        l->bits = q[1];
+        l->sym = q[2];
+        l->per_row = q[3];
+        l->group = ld32(q + 4);
+        l->bound = ldf64(q + 8);
+        l->abs_bound = ldf64(q + 16);
+        l->prune_thr = ldf64(q + 24);
+        if (index_form) {
+            q += CTR_LOSSY_STREAM;
+            l->n = ld64(q);
+            l->exceptions = ld64(q + 8);
+            l->changed = ld64(q + 16);
+            l->frozen = ld64(q + 24);
+            l->sum_abs = ldf64(q + 32);
+            l->sum_sq = ldf64(q + 40);
+            l->max_abs = ldf64(q + 48);
+            l->vmin = ldf64(q + 56);
+            l->vmax = ldf64(q + 64);
+        }
+        /* Information only (chunks describe their own coding), but a mode this reader
+         * does not know is a newer file's. */
+        if (l->mode == 0 || l->mode > 4 || l->sym > 1 || l->per_row > 1)
+            return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown lossy mode %u", l->mode);
+        fixed += ln;
     }
     size_t need = fixed + e->name_len + 8 * (size_t)e->ndim;
     if (avail < need) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
@@ -252,7 +312,7 @@ void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chun
 }
 
 ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, int based_file, ctr_entry **entries,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
                           size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     *entries = NULL;
@@ -279,7 +339,7 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     uint64_t at = 0, next_chunk = 0;
     for (i = 0; i < e_n; i++) {
         size_t used;
-        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, based_file, &e[i], &used))) goto fail;
+        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, file_flags, &e[i], &used))) goto fail;
         pos += used;
         /* Entries tile the original in order, and own consecutive chunk ranges. */
         if (e[i].offset != at || e[i].length > original_size - at || e[i].first_chunk != next_chunk ||

@@ -20,7 +20,8 @@ enum xf_id {
     XF_NONE = 0,   /* one plane: the bytes as they are */
     XF_FLOAT = 1,  /* rotate left 1, split MSB first */
     XF_INT = 2,    /* split MSB first */
-    XF_COUNT_
+    XF_COUNT_,     /* the byte-plane transforms above; the next is not one of them */
+    XF_QUANT = 3   /* lossy codes and their side planes (transforms/quant.h) */
 };
 
 #define XF_MAX_PLANES 9 /* 8 byte planes + the tail */

@@ -59,6 +59,7 @@ __all__ = [
     "load_arrays",
     "list",
     "info",
+    "Lossy",
     "base_info",
     "Entry",
     "Info",
@@ -553,15 +554,31 @@ def _decompress_buffer(buf, n, src, threads, base):
     return _Restored(dst, orig)
 
 
-def _compress_stream(read_into, size, dst, level, threads, path, base=None):
+def _policy_bytes(policy, max_mae):
+    """The policy text for ckpz_params (None: lossless), checked for type."""
+    if max_mae is not None and (isinstance(max_mae, bool) or not isinstance(max_mae, (int, float)) or max_mae < 0):
+        raise ValueError("ckpz: max_mae must be a number >= 0, not %r" % (max_mae,))
+    if policy is None:
+        if max_mae:
+            raise ValueError("ckpz: max_mae applies to a lossy policy")
+        return None
+    if not isinstance(policy, str):
+        raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
+    return policy.encode("utf-8")
+
+
+def _compress_stream(read_into, size, dst, level, threads, path, base=None, policy=None, max_mae=None):
     """Compresses what read_into(out_memoryview) -> count (0 at the end) yields into dst
     (a temporary file renamed into place): compression runs on `threads` threads while
     the calling thread feeds input and writes output, and memory stays bounded by a
     few chunks per thread. base: an open _Base to code against (None: stand-alone).
-    Returns the ckpz_stats."""
+    policy: lossy rules as bytes (None: lossless). Returns the ckpz_stats."""
     params = _lib.make_params(level, threads)
     if base is not None:
         base.apply(params, compress=True)
+    if policy is not None:
+        params.policy = policy  # ctypes keeps the bytes object alive with params
+        params.max_mae = float(max_mae or 0)
     stats = _lib.Stats()
     fed = [0]
     with _output(dst) as out, _lib.Call(params, path) as call:
@@ -707,7 +724,7 @@ class _Pipe:
 # ---- files -----------------------------------------------------------------------------
 
 
-def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None):
+def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
     """Compresses the file src into the .ckpz file dst, like ``ckpz -o dst src``.
 
     src and dst are paths (or binary file objects). The format (safetensors, .npy,
@@ -727,10 +744,21 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None):
     for a bytes-like base), size and CRC-32C: restoring it needs the same bytes, and
     ``decompress_file`` / ``ckpz -d`` find it by that name beside the file. dst must not
     be the base file itself (ValueError: the file would depend on itself).
+
+    policy: lossy coding, as ``ckpz --policy``: rules "PATTERN MODE [OPTIONS]", one per
+    line, first match wins, e.g. ``"*.exp_avg_sq pointwise-rel 0.1\n* abs 1e-4"``
+    (modes lossless, abs E, rel R, pointwise-rel R, int8, bits 8|16; options sym, asym,
+    block N, per-channel, pct P, prune RATE, max-mae X; doc/lossy.md). Norms, biases,
+    tensors of fewer than two dimensions and integer tensors stay lossless. The file
+    then restores values within the stated errors, not the original bytes (``list``
+    shows each tensor's errors). With base=, lossy tensors are coded around the base's
+    values: pass the previous lossy file as the base (closed loop). max_mae: default
+    for rules without their own max-mae.
     """
     _check_not_own_base(dst, base)
+    pol = _policy_bytes(policy, max_mae)
     with _open_base(base, threads) as b, _input(src) as f:
-        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src, b)
+        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src, b, pol, max_mae)
     return stats.compressed_bytes
 
 
@@ -791,7 +819,7 @@ def decompress_file(src, dst, threads=0, base=None):
 # ---- PyTorch ---------------------------------------------------------------------------
 
 
-def save(obj, path, level=LEVEL_DEFAULT, threads=0, base=None):
+def save(obj, path, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
     """Saves obj like ``torch.save(obj, path)``, compressed.
 
     Anything torch.save accepts: state dicts with tensors of any dtype in nested dicts,
@@ -814,15 +842,19 @@ def save(obj, path, level=LEVEL_DEFAULT, threads=0, base=None):
     object with the previous checkpoint's original bytes (see compress_file). ``load``
     (and ``ckpz -d``) then need that base: they find it by its recorded file name in the
     same directory, or take it as base=.
+
+    policy, max_mae: lossy coding (see compress_file); ``load`` then returns the
+    restored approximations.
     """
     torch = _torch()
     _lib.make_params(level, threads)  # check the options before starting
     _check_not_own_base(path, base)
+    pol = _policy_bytes(policy, max_mae)
     with _open_base(base, threads) as b:
-        _save(torch, obj, path, level, threads, b)
+        _save(torch, obj, path, level, threads, b, pol, max_mae)
 
 
-def _save(torch, obj, path, level, threads, base):
+def _save(torch, obj, path, level, threads, base, policy=None, max_mae=None):
     pipe = _Pipe()
 
     def writer():
@@ -836,7 +868,7 @@ def _save(torch, obj, path, level, threads, base):
     t = threading.Thread(target=writer, name="ckpz.save", daemon=True)
     t.start()
     try:
-        _compress_stream(pipe.read_into, None, path, level, threads, path, base)
+        _compress_stream(pipe.read_into, None, path, level, threads, path, base, policy, max_mae)
     finally:
         pipe.abort()
         t.join()
@@ -908,13 +940,24 @@ def _npz_dict(z, path):
 
 # ---- index -----------------------------------------------------------------------------
 
-Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks")
+Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks lossy", defaults=(None,))
 Entry.__doc__ = """One entry of a .ckpz file's index: a tensor, or a run of opaque bytes
 (name "", dtype "bytes", shape ()). offset and length locate it in the original file;
-compressed is the bytes its chunks take in the .ckpz file."""
+compressed is the bytes its chunks take in the .ckpz file. lossy: None when the entry
+restores byte for byte, else a Lossy with its coding and errors."""
+
+Lossy = collections.namedtuple(
+    "Lossy", "mode bound abs_bound mae max_error rmse psnr exceptions changed frozen"
+)
+Lossy.__doc__ = """How a lossy tensor was coded and the errors it got: mode ("abs", "rel",
+"pointwise-rel", "affine"), the bound asked for and the absolute bound applied, mean
+absolute, maximum and RMS error, PSNR in dB (against the tensor's value range; inf
+without error), elements stored exactly, and with a base: elements that changed since
+it and how many of those restore as the base's value (most of them: training frozen)."""
 
 Info = collections.namedtuple(
-    "Info", "format_version format original_size compressed_size chunk_size content_checksum entries chunks"
+    "Info", "format_version format original_size compressed_size chunk_size content_checksum entries chunks lossy",
+    defaults=(False,),
 )
 Info.__doc__ = """A .ckpz file's summary; format is the original's ("torch", "safetensors",
 "npy", "raw", ...)."""
@@ -958,7 +1001,7 @@ def _info(handle):
     _lib.archive_get_info(handle, _lib.ctypes.byref(i))
     return Info(
         i.format_version, _lib.decode(_lib.input_format_name(i.format)), i.original_size, i.compressed_size,
-        i.chunk_size, i.content_checksum, i.entries, i.chunks,
+        i.chunk_size, i.content_checksum, i.entries, i.chunks, bool(i.lossy),
     )
 
 
@@ -1004,6 +1047,12 @@ def list(path):  # noqa: A001 - the name matches `ckpz -l`
                     e.length,
                     e.compressed,
                     e.chunks,
+                    Lossy(
+                        _lib.decode(e.lossy_mode), e.lossy_bound, e.abs_bound, e.mae, e.max_error, e.rmse, e.psnr,
+                        e.exceptions, e.changed, e.frozen,
+                    )
+                    if e.lossy
+                    else None,
                 )
             )
     return out

@@ -118,6 +118,8 @@ class Params(ctypes.Structure):
         ("base_size", ctypes.c_size_t),
         ("base_name", ctypes.c_char_p),
         ("base_depth", ctypes.c_uint32),
+        ("policy", ctypes.c_char_p),
+        ("max_mae", ctypes.c_double),
     ]
 
 
@@ -148,6 +150,17 @@ class EntryStruct(ctypes.Structure):
         ("chunks", ctypes.c_uint64),
         ("based", ctypes.c_int),
         ("base_offset", ctypes.c_uint64),
+        ("lossy", ctypes.c_int),
+        ("lossy_mode", ctypes.c_char_p),
+        ("lossy_bound", ctypes.c_double),
+        ("abs_bound", ctypes.c_double),
+        ("mae", ctypes.c_double),
+        ("max_error", ctypes.c_double),
+        ("rmse", ctypes.c_double),
+        ("psnr", ctypes.c_double),
+        ("exceptions", ctypes.c_uint64),
+        ("changed", ctypes.c_uint64),
+        ("frozen", ctypes.c_uint64),
     ]
 
 
@@ -163,6 +176,7 @@ class ArchiveInfo(ctypes.Structure):
         ("content_checksum", ctypes.c_uint32),
         ("entries", ctypes.c_uint64),
         ("chunks", ctypes.c_uint64),
+        ("lossy", ctypes.c_int),
     ]
 
 

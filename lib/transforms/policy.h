@@ -1,0 +1,39 @@
+/* policy.h — which tensors are coded lossily, and how.
+ *
+ * A policy is a list of rules, one per line, first match wins:
+ *
+ *     PATTERN  MODE [OPTIONS]        # comment
+ *
+ * PATTERN is a shell glob on the tensor name (fnmatch: `*`, `?`, `[...]`); MODE is
+ * `lossless`, `abs E`, `rel R`, `pointwise-rel R`, `int8` (per-channel: one scale per
+ * row) or `bits 8|16` (blockwise: one offset and scale per block of 64 elements);
+ * OPTIONS are `sym`/`asym`, `block N`, `per-channel`, `pct P` (calibrate to the P-th
+ * percentile instead of min-max), `prune RATE` (set the RATE smallest magnitudes to
+ * zero; with a base, the smallest changes) and `max-mae X`. A tensor no rule matches
+ * stays lossless.
+ *
+ * Whatever the rules say, some tensors always stay lossless, because small errors in
+ * them do outsized harm and they are a small share of a checkpoint: integer and bool
+ * tensors, tensors with fewer than two dimensions (biases, norm gains, scalars such as
+ * the optimizer's step count), and names containing "norm", "bias" or "ln_".
+ */
+#ifndef CKPZ_POLICY_H
+#define CKPZ_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpz.h"
+#include "transforms/quant.h"
+
+typedef struct policy policy;
+
+/* Parses rules; default_max_mae applies to rules without their own max-mae. Returns
+ * NULL with the reason ("line 3: ...") in why on a syntax error or out of memory. */
+policy *policy_parse(const char *text, double default_max_mae, char *why, size_t whylen);
+void policy_free(policy *p);
+
+/* The spec for one tensor; mode QM_NONE = lossless. */
+quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim);
+
+#endif

@@ -1,0 +1,139 @@
+/* quant.h — the lossy transform: float elements become small integer codes.
+ *
+ * A lossy chunk stores, instead of the elements' bits, one code per element that the
+ * decoder maps back to a value on a grid, plus the few elements that no code can
+ * represent within the bound (NaN, Inf, far outliers, rounding at the edge), stored as
+ * they are ("exceptions"). Three grids:
+ *   - absolute (QM_ABS; QM_REL is QM_ABS with E = R x the tensor's value range): a
+ *     uniform grid of step 2E, so every value is within E of its code's;
+ *   - logarithmic (QM_PREL): a uniform grid on log2|x| with the sign kept, so every
+ *     value is within R|x|, none changes sign and none becomes zero (Adam's exp_avg_sq
+ *     stays positive); exact zeros have a code of their own;
+ *   - affine (QM_AFFINE, fixed rate): per group of G elements (a block of columns, or a
+ *     row for per-channel INT8), offset + scale x code with 8- or 16-bit codes, from the
+ *     group's min-max or a percentile of its magnitudes.
+ * With a base, the grid is laid around the base's element (closed loop: the base is
+ * what the decoder restored, so errors do not add up along a chain). Magnitude pruning
+ * sets the smallest values (residuals, with a base) to zero (to the base's value): a
+ * bitmap says which elements carry a code. Codes go to the entropy stage as byte
+ * planes; they are what makes lossy files small.
+ *
+ * Decoding is plain IEEE double arithmetic (no libm transcendental functions: the log
+ * grid uses this file's own exp2 and log2), so every decoder on every platform restores
+ * the same bits, which the chunk's checksum then confirms. The encoder reconstructs each
+ * element exactly as the decoder will and checks it against the bound; an element that
+ * fails becomes an exception, so the bound holds for every element by construction.
+ */
+#ifndef CKPZ_QUANT_H
+#define CKPZ_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpz.h"
+
+/* Modes, stored in entry records and chunk headers: the numbers are fixed. */
+enum quant_mode {
+    QM_NONE = 0,   /* lossless */
+    QM_ABS = 1,    /* |x' - x| <= E */
+    QM_REL = 2,    /* |x' - x| <= R (max - min) of the tensor (coded as QM_ABS) */
+    QM_PREL = 3,   /* |x' - x| <= R |x|, log grid */
+    QM_AFFINE = 4, /* fixed rate, per-group offset and scale */
+    QM_COUNT_
+};
+
+/* How to code one tensor (what a policy rule says). */
+typedef struct quant_spec {
+    uint8_t mode;    /* enum quant_mode */
+    uint8_t bits;    /* QM_AFFINE: 8 or 16 */
+    uint8_t sym;     /* QM_AFFINE: symmetric (zero is a code) instead of min-max offset */
+    uint8_t per_row; /* QM_AFFINE: a group is one row (per-channel) instead of `group` elements */
+    uint32_t group;  /* QM_AFFINE: elements per block (default 64) */
+    double bound;    /* QM_ABS: E; QM_REL, QM_PREL: R */
+    double pct;      /* QM_AFFINE: calibrate to this percentile of |x| (0 or 100 = min-max) */
+    double prune;    /* fraction of the smallest magnitudes set to zero, 0..0.999 */
+    double max_mae;  /* code a chunk losslessly when its mean absolute error would exceed it
+                        (QM_AFFINE with 8 bits tries 16 bits first); 0 = no cap */
+} quant_spec;
+
+/* What the compressor derives for one tensor from its spec and its values. */
+typedef struct quant_plan {
+    quant_spec spec;
+    double abs_bound; /* QM_ABS, QM_REL: E */
+    double prune_thr; /* values (residuals) with |v| < prune_thr are pruned; 0 = none */
+    uint32_t group;   /* QM_AFFINE: elements per group, >= 16 */
+} quant_plan;
+
+/* Error statistics of lossy chunks, added up per tensor. */
+typedef struct quant_stats {
+    uint64_t n;          /* elements */
+    uint64_t exceptions; /* stored as they are */
+    uint64_t changed;    /* with a base: elements that differ from the base's */
+    uint64_t frozen;     /* ... of which the restored value equals the base's */
+    double sum_abs, sum_sq, max_abs; /* of restored - original, over finite originals */
+    double vmin, vmax;   /* of the finite originals (vmin > vmax: none) */
+} quant_stats;
+
+void quant_stats_init(quant_stats *s);
+void quant_stats_add(quant_stats *s, const quant_stats *t);
+
+/* 1 when lossy coding applies to the dtype (bf16, f16, f32, f64). */
+int quant_dtype_ok(ckpz_dtype dtype);
+
+/* The chunk header, plane 0 of a lossy chunk (QUANT_HDR bytes, stored). */
+#define QUANT_HDR 32
+#define QUANT_PLANES_MAX 7 /* header, group params, bitmap, 2 code planes, exceptions, tail */
+
+/* Sizes of the planes that follow the header, given the decoded header, the chunk's
+ * original length n and (once the bitmap is decoded) the number of coded elements.
+ * quant_layout returns the plane count (>= 5), or 0 when the header is invalid for
+ * this dtype and length (the reason in why). */
+typedef struct quant_layout {
+    uint8_t mode, w, flags;
+    uint32_t group, first;  /* affine: group size, elements in the first group */
+    int32_t q0;
+    double step;
+    uint32_t nexc;
+    size_t nel, ngroups;
+    unsigned nplanes;
+    size_t size[QUANT_PLANES_MAX]; /* size[4] and size[5] (codes) need the bitmap: set by quant_set_kept */
+} quant_layout;
+
+#define QUANT_F_BASE 1   /* the grid is laid around the base's elements */
+#define QUANT_F_BITMAP 2 /* pruning: plane 2 is a bitmap of the coded elements */
+#define QUANT_F_SYM 4    /* affine: symmetric codes */
+
+unsigned quant_layout_read(const uint8_t *hdr, ckpz_dtype dtype, size_t n, int have_base, quant_layout *L,
+                           char *why, size_t whylen);
+/* Counts the bitmap's set bits and sets the code plane sizes; -1 if the bitmap has bits
+ * past the last element or fewer coded elements than exceptions. */
+int quant_set_kept(quant_layout *L, const uint8_t *bitmap);
+
+/* Per-thread working memory of the encoder. */
+typedef struct quant_work quant_work;
+quant_work *quant_work_create(void);
+void quant_work_free(quant_work *w);
+
+/* Codes n bytes of dtype (elements elem0.. of their tensor, for group phase) into
+ * planes, written back to back at out (capacity quant_out_bound(n)); sizes[] gets each
+ * plane's size and `restored` (n bytes) what the decoder will restore. base: the
+ * base's same bytes (closed-loop prediction) or NULL. Returns the plane count, 0 when
+ * the chunk should be coded losslessly (max_mae), or -1 when out of memory. Adds to *st
+ * on success. */
+size_t quant_out_bound(size_t n);
+int quant_forward(quant_work *w, const quant_plan *plan, ckpz_dtype dtype, uint64_t elem0, const uint8_t *x,
+                  const uint8_t *base, size_t n, uint8_t *out, uint8_t *restored, size_t *sizes, quant_stats *st);
+
+/* Restores n bytes from the planes (plane[i] holds L->size[i] bytes). Returns 0, or -1
+ * when the planes are inconsistent (codes out of range, exceptions miscounted). */
+int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const *plane, const uint8_t *base,
+                  size_t n, uint8_t *out);
+
+/* Summary of a plan for the compressor's per-tensor analysis: min, max over finite
+ * values and an estimate of the pruning threshold from a sample of |x - base|. */
+void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double *vmin, double *vmax);
+double quant_prune_threshold(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double rate);
+
+const char *quant_mode_name(uint8_t mode);
+
+#endif
