@@ -187,7 +187,10 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     if (np < 0) return 0;
     size_t total = 0;
     for (int i = 0; i < np; i++) total += sizes[i] + CTR_PLANE_DESC;
-    if (np == 0 || total > n) { /* lossless after all */
+    if (np == 0 || total > n) { /* lossless after all: no error, the elements still count */
+        quant_stats_init(&cs);
+        cs.n = n / ckpz_dtype_size(dtype);
+        quant_stats_add(st, &cs);
         *restored = raw;
         return chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, raw_crc);
     }

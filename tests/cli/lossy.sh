@@ -1,0 +1,145 @@
+#!/bin/bash
+# lossy.sh — lossy coding from the command line, without torch: every mode flag on the
+# committed sample (restores within the bound on every element, checked here by an
+# independent reader in Python; norms and biases stay exact; -l shows the errors), a
+# --policy file, closed-loop chains with --base and the frozen-training warning, the
+# usage errors, and that lossy flags never change decompression.
+source "$(dirname "$0")/common.bash" "$@"
+
+S="$ROOT/samples/gpt-small.f32.safetensors"
+[ -f "$S" ] || fail "missing $S"
+cp "$S" a.safetensors
+
+# check ORIG RESTORED MODE BOUND: every element of every 2-D float tensor within the
+# bound; every other tensor, and the header, byte for byte. Prints the max err/bound.
+check() {
+    python3 - "$@" <<'PYEOF' || fail "check $*"
+import json, struct, sys, array, math
+orig, rest, mode, bound = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+a, b = open(orig, "rb").read(), open(rest, "rb").read()
+assert len(a) == len(b), "sizes differ"
+n = struct.unpack("<Q", a[:8])[0]
+assert a[:8 + n] == b[:8 + n], "header changed"
+h = json.loads(a[8:8 + n])
+worst, lossy = 0.0, 0
+for k, v in h.items():
+    if k == "__metadata__":
+        continue
+    s, e = v["data_offsets"]
+    x, y = a[8 + n + s:8 + n + e], b[8 + n + s:8 + n + e]
+    exact = v["dtype"] != "F32" or len(v["shape"]) < 2 or any(w in k.lower() for w in ("norm", "bias", "ln_"))
+    if exact:
+        assert x == y, "%s should be exact" % k
+        continue
+    xs, ys = array.array("f", x), array.array("f", y)
+    fin = [t for t in xs if math.isfinite(t)]
+    rng = max(fin) - min(fin)
+    lossy += x != y
+    for p, q in zip(xs, ys):
+        lim = bound if mode == "abs" else bound * rng if mode == "rel" else bound * abs(p)
+        err = abs(q - p)
+        assert err <= lim, "%s: |%r - %r| > %g" % (k, q, p, lim)
+        if mode == "prel":
+            assert (p > 0) == (q > 0) and (p < 0) == (q < 0), "%s: sign changed" % k
+        if lim > 0:
+            worst = max(worst, err / lim)
+assert lossy > 0, "nothing was lossy"
+print("%.6f" % worst)
+PYEOF
+}
+
+for m in "abs 1e-4 abs" "rel 1e-3 rel" "pointwise-rel 0.01 prel"; do
+    set -- $m
+    run 0 "$CKPZ" -q --"$1" "$2" a.safetensors -o "$1.ckpz"
+    run 0 "$CKPZ" -q -d "$1.ckpz" -o "$1.out"
+    w=$(check a.safetensors "$1.out" "$3" "$2")
+    ok
+    run 0 "$CKPZ" -t "$1.ckpz"
+    run 0 "$CKPZ" -l "$1.ckpz"
+    grep -q "^lossy: " "$WORK/.out" || fail "-l has no lossy summary"
+    grep -q "MAE" "$WORK/.out" || fail "-l has no MAE column"
+    grep -q "lossless" "$WORK/.out" || fail "-l marks no lossless tensor"
+    ok
+    # smaller than lossless
+    [ "$(stat -c %s "$1.ckpz")" -lt "$(stat -c %s "$S")" ] || fail "$1: not smaller"
+done
+run 0 "$CKPZ" -q a.safetensors -o lossless.ckpz
+[ "$(stat -c %s rel.ckpz)" -lt "$(stat -c %s lossless.ckpz)" ] || fail "rel 1e-3 not smaller than lossless"
+ok
+
+# fixed-rate modes and pruning: restore, and differ from the original
+for m in "--int8" "--int8=asym" "--bits 8" "--bits 16 --block 128" "--bits 8 --percentile 99.5" "--abs 1e-4 --prune 0.5"; do
+    run 0 "$CKPZ" -q -f $m a.safetensors -o m.ckpz
+    run 0 "$CKPZ" -q -d -f m.ckpz -o m.out
+    cmp -s m.out a.safetensors && fail "$m restored the original exactly"
+    ok
+done
+
+# a policy file: first match wins; a lossless rule keeps a tensor exact
+cat > policy.txt <<'POL'
+# the embedding stays exact, everything else within 1e-4
+*wte* lossless
+*  abs 1e-4   # catch-all
+POL
+run 0 "$CKPZ" -q -f --policy policy.txt a.safetensors -o p.ckpz
+run 0 "$CKPZ" -l p.ckpz
+grep "wte" "$WORK/.out" | grep -q lossless || fail "policy: wte not lossless"
+ok
+run 0 "$CKPZ" -q -d -f p.ckpz -o p.out
+check a.safetensors p.out abs 1e-4 >/dev/null
+
+# -v after a lossy compression lists the errors
+run 0 "$CKPZ" -v -f --abs 1e-4 a.safetensors -o v.ckpz
+grep -q "MAE" "$WORK/.out" || fail "-v did not list the errors"
+ok
+
+# closed loop: b = a + small steps, coded against the restored a; a bound far above the
+# steps is reported as freezing training
+python3 - <<'PYEOF' || fail "make b"
+import json, struct, array, random
+d = bytearray(open("a.safetensors", "rb").read())
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+rnd = random.Random(3)
+for k, v in h.items():
+    if k == "__metadata__" or v["dtype"] != "F32":
+        continue
+    s, e = v["data_offsets"]
+    xs = array.array("f", d[8 + n + s:8 + n + e])
+    for i in range(len(xs)):
+        xs[i] += rnd.gauss(0, 1e-3)
+    d[8 + n + s:8 + n + e] = xs.tobytes()
+open("b.safetensors", "wb").write(bytes(d))
+PYEOF
+run 0 "$CKPZ" -q -f --abs 1e-4 a.safetensors -o a.ckpz
+run 0 "$CKPZ" -f --abs 1e-4 --base a.ckpz b.safetensors -o b.ckpz
+grep -q "training would not move" "$WORK/.err" && fail "a small bound was reported as freezing"
+ok
+run 0 "$CKPZ" -q -d -f b.ckpz -o b.out
+check b.safetensors b.out abs 1e-4 >/dev/null
+run 0 "$CKPZ" -l b.ckpz
+grep -q "^depends on: a.ckpz" "$WORK/.out" || fail "b.ckpz does not depend on a.ckpz"
+ok
+run 0 "$CKPZ" -f --abs 0.1 --base a.ckpz b.safetensors -o frozen.ckpz
+err_has "training would not move"
+run 0 "$CKPZ" -l frozen.ckpz
+grep -q FROZEN "$WORK/.out" || fail "-l does not flag frozen tensors"
+ok
+
+# usage errors: exit 2, nothing written
+for bad in "--abs" "--abs 0" "--abs -1" "--rel x" "--pointwise-rel 1" "--bits 12" "--int8=foo" \
+           "--prune 0.5" "--block 64" "--abs 1e-3 --rel 1e-3" "--abs 1e-3 --block 64" "--max-mae -1"; do
+    run 2 "$CKPZ" -f $bad a.safetensors -o bad.ckpz
+    absent bad.ckpz
+done
+run 2 "$CKPZ" -d --abs 1e-3 a.ckpz -o x.out
+absent x.out
+echo "* frobnicate 3" > badpolicy.txt
+run 1 "$CKPZ" -f --policy badpolicy.txt a.safetensors -o bad.ckpz
+err_has "policy line 1"
+absent bad.ckpz
+run 2 "$CKPZ" -f --policy missing.txt a.safetensors -o bad.ckpz
+absent bad.ckpz
+no_temp_files .
+
+echo "lossy.sh: $CHECKS checks passed"

@@ -1,0 +1,414 @@
+/* test_lossy.c — lossy coding through the public API, checked on every element.
+ *
+ * A safetensors file with float tensors of every lossy dtype (with NaN, infinities,
+ * signed zeros, subnormals and huge values planted in them), an Adam-like second moment
+ * spanning ten decades, and tensors the safe defaults keep lossless (a bias, a norm, a
+ * vector, integers). For each mode: every restored element is within its bound (abs,
+ * rel, pointwise-rel: sign kept, never zero), non-finite values come back bit for bit,
+ * lossless tensors and the header byte for byte; the listing's error statistics match
+ * the errors measured here; pruning zeroes about the asked share; closed-loop coding
+ * against a restored base stays within the bound, and a bound larger than the update
+ * is reported as frozen; max-mae falls back; policy errors name their line; output is
+ * the same for 1 and 2 threads and every reader restores the same bytes.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpz.h"
+#include "testutil.h"
+
+enum { T_F32, T_BF16, T_F16, T_F64, T_V, T_BIAS, T_NORM, T_VEC, T_I64, NT };
+
+typedef struct {
+    const char *name, *dtype;
+    size_t rows, cols;
+    unsigned es;
+    int lossy_ok; /* the safe defaults let it be lossy */
+    size_t off;   /* in the file */
+} tdesc;
+
+static tdesc T[NT] = {
+    {"w.f32", "F32", 64, 1000, 4, 1, 0},        {"w.bf16", "BF16", 50, 800, 2, 1, 0},
+    {"w.f16", "F16", 40, 600, 2, 1, 0},         {"w.f64", "F64", 20, 500, 8, 1, 0},
+    {"state.exp_avg_sq", "F32", 100, 700, 4, 1, 0}, {"layer.bias", "F32", 2, 300, 4, 0, 0},
+    {"final_norm.weight", "F32", 10, 10, 4, 0, 0}, {"vec", "F32", 1, 1000, 4, 0, 0},
+    {"ids", "I64", 10, 10, 8, 0, 0},
+};
+
+static double h2d(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t d2h(double d) /* truncating is fine for making test data */
+{
+    float f = (float)d;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t s = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+    if (a >= 0x47800000) return (uint16_t)(s | 0x7c00);
+    if (a < 0x38800000) return (uint16_t)(s | (uint32_t)(ldexp(fabs((double)f), 24)));
+    return (uint16_t)(s | ((a - 0x38000000) >> 13));
+}
+
+static double get(const tdesc *t, const uint8_t *p)
+{
+    if (!strcmp(t->dtype, "BF16")) {
+        uint32_t u = (uint32_t)(p[0] | p[1] << 8) << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    if (!strcmp(t->dtype, "F16")) return h2d((uint16_t)(p[0] | p[1] << 8));
+    if (!strcmp(t->dtype, "F64")) {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+static void put(const tdesc *t, uint8_t *p, double v)
+{
+    if (!strcmp(t->dtype, "BF16")) {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        p[0] = (uint8_t)(u >> 16);
+        p[1] = (uint8_t)(u >> 24);
+    } else if (!strcmp(t->dtype, "F16")) {
+        uint16_t h = d2h(v);
+        p[0] = (uint8_t)h;
+        p[1] = (uint8_t)(h >> 8);
+    } else if (!strcmp(t->dtype, "F64")) {
+        memcpy(p, &v, 8);
+    } else if (!strcmp(t->dtype, "I64")) {
+        int64_t k = (int64_t)v;
+        memcpy(p, &k, 8);
+    } else {
+        float f = (float)v;
+        memcpy(p, &f, 4);
+    }
+}
+
+static uint8_t *make_file(size_t *len)
+{
+    char json[4096];
+    size_t jl = 0, off = 0;
+    jl += (size_t)snprintf(json, sizeof json, "{\"__metadata__\":{\"step\":\"300\"}");
+    for (int i = 0; i < NT; i++) {
+        size_t b = T[i].rows * T[i].cols * T[i].es;
+        if (T[i].rows == 1)
+            jl += (size_t)snprintf(json + jl, sizeof json - jl, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],"
+                                   "\"data_offsets\":[%zu,%zu]}", T[i].name, T[i].dtype, T[i].cols, off, off + b);
+        else
+            jl += (size_t)snprintf(json + jl, sizeof json - jl, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],"
+                                   "\"data_offsets\":[%zu,%zu]}", T[i].name, T[i].dtype, T[i].rows, T[i].cols, off,
+                                   off + b);
+        T[i].off = off;
+        off += b;
+    }
+    jl += (size_t)snprintf(json + jl, sizeof json - jl, "}");
+    size_t hl = (jl + 7) & ~(size_t)7, n = 8 + hl + off;
+    uint8_t *p = calloc(1, n);
+    for (int k = 0; k < 8; k++) p[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+    memset(p + 8, ' ', hl);
+    memcpy(p + 8, json, jl);
+    for (int i = 0; i < NT; i++) T[i].off += 8 + hl;
+    for (int i = 0; i < NT; i++) {
+        size_t nel = T[i].rows * T[i].cols;
+        uint8_t *d = p + T[i].off;
+        for (size_t k = 0; k < nel; k++) {
+            double v = rng_normal() * 0.02 * (1 + (double)(k / T[i].cols) / 8); /* row scales drift */
+            if (i == T_V) v = exp(rng_normal() * 4 - 16) * (k % 97 == 0 ? 0 : 1); /* 1e-12 .. 1e-2, zeros */
+            if (i == T_I64) v = (double)(rng() % 1000);
+            put(&T[i], d + k * T[i].es, v);
+        }
+        if (i <= T_F64) { /* the awkward values, in the first rows */
+            double sp[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0, 1e-30, -3e-39, 1e4, -2.5e4};
+            for (size_t k = 0; k < sizeof sp / sizeof sp[0]; k++) put(&T[i], d + (17 + 131 * k) * T[i].es, sp[k]);
+        }
+    }
+    *len = n;
+    return p;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} mfile;
+
+static int m_pread(void *v, void *buf, size_t n, uint64_t off)
+{
+    mfile *f = v;
+    if (off > f->n || n > f->n - off) return -1;
+    memcpy(buf, f->p + off, n);
+    return 0;
+}
+
+static uint8_t *compress(ckpz_ctx *ctx, const char *policy, const uint8_t *src, size_t n, const uint8_t *base,
+                         size_t blen, int threads, size_t *zl, ckpz_error *err)
+{
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = threads;
+    p.chunk_size = 65536;
+    p.policy = policy;
+    p.base = base;
+    p.base_size = blen;
+    void *z = NULL;
+    *err = ckpz_compress_buffer(ctx, &p, src, n, &z, zl);
+    return z;
+}
+
+static uint8_t *restore(ckpz_ctx *ctx, const uint8_t *z, size_t zl, size_t n, const uint8_t *base, size_t blen,
+                        int threads)
+{
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = threads;
+    p.base = base;
+    p.base_size = blen;
+    uint8_t *out = malloc(n);
+    ckpz_error e = ckpz_decompress_buffer(ctx, &p, z, zl, out, n);
+    CHECKF(e == CKPZ_OK, "decompress: %s", ckpz_ctx_message(ctx));
+    return out;
+}
+
+typedef struct {
+    int lossy;
+    double max_error, mae;
+    uint64_t changed, frozen;
+} listed;
+
+static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out)
+{
+    mfile f = {z, zl};
+    ckpz_archive *a = NULL;
+    ckpz_archive_info info;
+    memset(out, 0, NT * sizeof *out);
+    if (ckpz_archive_open(ctx, NULL, m_pread, &f, zl, &a) != CKPZ_OK) {
+        CHECKF(0, "archive_open: %s", ckpz_ctx_message(ctx));
+        return;
+    }
+    ckpz_archive_get_info(a, &info);
+    CHECK(info.format_version == 3 && info.lossy);
+    for (int i = 0; i < NT; i++) {
+        uint64_t idx;
+        ckpz_entry e;
+        if (ckpz_archive_find(ctx, a, T[i].name, &idx) || ckpz_archive_entry(a, idx, &e)) {
+            CHECKF(0, "no entry %s", T[i].name);
+            continue;
+        }
+        out[i] = (listed){e.lossy, e.max_error, e.mae, e.changed, e.frozen};
+    }
+    ckpz_archive_close(a);
+}
+
+enum { B_ABS, B_REL, B_PREL, B_AFFINE, B_CLIPPED };
+
+/* Checks every element of the lossy-eligible tensors against the bound; returns the
+ * fraction of finite elements restored as exactly zero while not zero before. */
+static double check_bounds(const char *what, const uint8_t *orig, const uint8_t *rest, size_t n, int kind,
+                           double bound, const listed *ls)
+{
+    size_t zeroed = 0, finite = 0;
+    CHECKF(!memcmp(orig, rest, T[0].off), "%s: header changed", what);
+    for (int i = 0; i < NT; i++) {
+        const tdesc *t = &T[i];
+        size_t nel = t->rows * t->cols, bytes = nel * t->es;
+        const uint8_t *x = orig + t->off, *r = rest + t->off;
+        if (!t->lossy_ok) {
+            CHECKF(!memcmp(x, r, bytes) && !ls[i].lossy, "%s: %s should be lossless", what, t->name);
+            continue;
+        }
+        CHECKF(ls[i].lossy, "%s: %s not lossy", what, t->name);
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t k = 0; k < nel; k++) {
+            double v = get(t, x + k * t->es);
+            if (isfinite(v)) {
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+        }
+        double maxe = 0, sum = 0;
+        size_t bad = 0;
+        for (size_t k = 0; k < nel; k++) {
+            double a = get(t, x + k * t->es), b = get(t, r + k * t->es);
+            if (!isfinite(a)) {
+                bad += memcmp(x + k * t->es, r + k * t->es, t->es) != 0;
+                continue;
+            }
+            double e = fabs(b - a);
+            maxe = e > maxe ? e : maxe;
+            sum += e;
+            if (i == T_F32) { /* the share of values pruned: on weights only (v is mostly below abs bounds) */
+                finite++;
+                zeroed += b == 0 && a != 0;
+            }
+            double lim = kind == B_ABS    ? bound
+                         : kind == B_REL  ? bound * (hi - lo)
+                         : kind == B_PREL ? bound * fabs(a)
+                         : kind == B_AFFINE ? (hi - lo) / 100 /* a loose sanity bound */
+                                            : INFINITY;      /* percentile calibration clips outliers */
+            if (!(e <= lim)) bad++;
+            if (kind == B_PREL && (signbit(a) != signbit(b) || (a != 0 && b == 0))) bad++;
+        }
+        CHECKF(bad == 0, "%s: %s: %zu elements outside the bound", what, t->name, bad);
+        CHECKF(fabs(ls[i].max_error - maxe) <= 1e-12 * (maxe + 1e-300) + 1e-300, "%s: %s: listed max error %g, measured %g",
+               what, t->name, ls[i].max_error, maxe);
+        CHECKF(fabs(ls[i].mae * (double)nel - sum) <= 1e-6 * (sum + 1e-300), "%s: %s: listed MAE %g, measured %g", what,
+               t->name, ls[i].mae, sum / (double)nel);
+    }
+    (void)n;
+    return finite ? (double)zeroed / (double)finite : 0;
+}
+
+static void run_mode(ckpz_ctx *ctx, const uint8_t *orig, size_t n, const char *policy, int kind, double bound,
+                     double *zero_share, size_t *zlen)
+{
+    size_t zl = 0, zl2 = 0;
+    ckpz_error e, e2;
+    uint8_t *z = compress(ctx, policy, orig, n, NULL, 0, 1, &zl, &e);
+    CHECKF(e == CKPZ_OK, "%s: %s", policy, ckpz_ctx_message(ctx));
+    uint8_t *z2 = compress(ctx, policy, orig, n, NULL, 0, 2, &zl2, &e2);
+    CHECKF(e2 == CKPZ_OK && zl2 == zl && !memcmp(z, z2, zl), "%s: 1 and 2 threads write different files", policy);
+    if (e == CKPZ_OK) {
+        uint8_t *r = restore(ctx, z, zl, n, NULL, 0, 1), *r2 = restore(ctx, z, zl, n, NULL, 0, 2);
+        CHECKF(!memcmp(r, r2, n), "%s: readers disagree", policy);
+        listed ls[NT];
+        list_entries(ctx, z, zl, ls);
+        double zs = check_bounds(policy, orig, r, n, kind, bound, ls);
+        if (zero_share) *zero_share = zs;
+        if (zlen) *zlen = zl;
+        free(r);
+        free(r2);
+    }
+    ckpz_free(z);
+    ckpz_free(z2);
+}
+
+int main(void)
+{
+    size_t n;
+    uint8_t *orig = make_file(&n);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    double zs;
+    size_t zabs = 0, zprune = 0;
+
+    run_mode(ctx, orig, n, "* abs 1e-3", B_ABS, 1e-3, NULL, &zabs);
+    run_mode(ctx, orig, n, "* abs 1e-6", B_ABS, 1e-6, NULL, NULL);
+    run_mode(ctx, orig, n, "* rel 1e-2", B_REL, 1e-2, NULL, NULL);
+    run_mode(ctx, orig, n, "* pointwise-rel 0.05", B_PREL, 0.05, &zs, NULL);
+    CHECKF(zs == 0, "pointwise-rel zeroed %g of the values", zs);
+    run_mode(ctx, orig, n, "* pointwise-rel 0.0001", B_PREL, 0.0001, NULL, NULL);
+    run_mode(ctx, orig, n, "* int8", B_AFFINE, 0, NULL, NULL);
+    run_mode(ctx, orig, n, "* int8 asym pct 99.9", B_CLIPPED, 0, NULL, NULL);
+    run_mode(ctx, orig, n, "* bits 8 block 64", B_AFFINE, 0, NULL, NULL);
+    run_mode(ctx, orig, n, "* bits 16 block 256 sym", B_AFFINE, 0, NULL, NULL);
+    /* rules: first match wins, comments, and a rule per tensor family */
+    run_mode(ctx, orig, n, "# families\n*.exp_avg_sq pointwise-rel 0.01  # v\n\n* abs 1e-3\n", B_ABS, 1e-3, NULL,
+             NULL);
+    /* pruning: about the asked share becomes zero, the rest within the bound */
+    run_mode(ctx, orig, n, "* abs 1e-3 prune 0.3", B_CLIPPED, 0, &zs, &zprune);
+    CHECKF(zs > 0.27 && zs < 0.33, "prune 0.3 zeroed %.3f of the values", zs);
+    CHECKF(zprune < zabs, "pruning did not make the file smaller (%zu vs %zu)", zprune, zabs);
+
+    /* max-mae: a cap no lossy coding meets leaves every tensor restored exactly */
+    {
+        size_t zl;
+        ckpz_error e;
+        uint8_t *z = compress(ctx, "* bits 8 max-mae 1e-15\n", orig, n, NULL, 0, 1, &zl, &e);
+        CHECK(e == CKPZ_OK);
+        uint8_t *r = z ? restore(ctx, z, zl, n, NULL, 0, 1) : NULL;
+        CHECK(r && !memcmp(r, orig, n));
+        free(r);
+        ckpz_free(z);
+    }
+
+    /* closed loop: the next checkpoint coded against the restored previous one */
+    {
+        size_t zl1, zl2, zl3;
+        ckpz_error e;
+        uint8_t *z1 = compress(ctx, "* abs 1e-4", orig, n, NULL, 0, 1, &zl1, &e);
+        uint8_t *r1 = restore(ctx, z1, zl1, n, NULL, 0, 1);
+        uint8_t *next = malloc(n), *tiny = malloc(n);
+        memcpy(next, orig, n);
+        memcpy(tiny, r1, n);
+        for (int i = 0; i < NT; i++) {
+            if (!T[i].lossy_ok) continue;
+            for (size_t k = 0; k < T[i].rows * T[i].cols; k++) {
+                uint8_t *p = next + T[i].off + k * T[i].es, *q = tiny + T[i].off + k * T[i].es;
+                double v = get(&T[i], p), w = get(&T[i], q);
+                if (isfinite(v) && fabs(v) < 1) put(&T[i], p, v + rng_normal() * 1e-3);
+                if (isfinite(w) && fabs(w) < 1 && fabs(w) > 1e-3 && i != T_V) put(&T[i], q, w * (1 + 1e-5));
+            }
+        }
+        uint8_t *z2 = compress(ctx, "* abs 1e-4", next, n, r1, n, 1, &zl2, &e);
+        CHECKF(e == CKPZ_OK, "closed loop: %s", ckpz_ctx_message(ctx));
+        uint8_t *r2 = restore(ctx, z2, zl2, n, r1, n, 2);
+        listed ls[NT];
+        list_entries(ctx, z2, zl2, ls);
+        check_bounds("closed loop", next, r2, n, B_ABS, 1e-4, ls);
+        CHECKF(ls[T_F32].changed > 60000 && ls[T_F32].frozen < ls[T_F32].changed / 10,
+               "closed loop: %llu changed, %llu frozen", (unsigned long long)ls[T_F32].changed,
+               (unsigned long long)ls[T_F32].frozen);
+        /* changes far below the bound: restored as the base's values, reported frozen */
+        uint8_t *z3 = compress(ctx, "* abs 1e-3", tiny, n, r1, n, 1, &zl3, &e);
+        list_entries(ctx, z3, zl3, ls);
+        CHECKF(ls[T_F32].changed > 50000 && ls[T_F32].frozen > ls[T_F32].changed * 9 / 10,
+               "frozen: %llu changed, %llu frozen", (unsigned long long)ls[T_F32].changed,
+               (unsigned long long)ls[T_F32].frozen);
+        CHECK(zl3 < zl2);
+        /* the wrong base is refused before decoding */
+        ckpz_params p;
+        ckpz_params_init(&p);
+        p.base = orig;
+        p.base_size = n;
+        uint8_t *out = malloc(n);
+        CHECK(ckpz_decompress_buffer(ctx, &p, z2, zl2, out, n) == CKPZ_ERR_BASE);
+        free(out);
+        free(r1);
+        free(r2);
+        free(next);
+        free(tiny);
+        ckpz_free(z1);
+        ckpz_free(z2);
+        ckpz_free(z3);
+    }
+
+    /* policy errors name their line */
+    {
+        static const struct {
+            const char *policy, *msg;
+        } bad[] = {
+            {"* foo 1", "policy line 1"},
+            {"# ok\n* abs\n", "policy line 2"},
+            {"* abs -1", "bound"},
+            {"* pointwise-rel 1.5", "< 1"},
+            {"* pointwise-rel 0.1 prune 0.2", "prune"},
+            {"* bits 12", "8 or 16"},
+            {"* int8 block 8", "block"},
+            {"* abs 1e-3 sym", "unexpected"},
+            {"*", "no mode"},
+        };
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            size_t zl;
+            ckpz_error e;
+            uint8_t *z = compress(ctx, bad[k].policy, orig, n, NULL, 0, 1, &zl, &e);
+            CHECKF(e == CKPZ_ERR_PARAM && strstr(ckpz_ctx_message(ctx), bad[k].msg), "'%s': %d %s", bad[k].policy, e,
+                   ckpz_ctx_message(ctx));
+            ckpz_free(z);
+        }
+    }
+
+    ckpz_ctx_free(ctx);
+    free(orig);
+    if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);
+    return test_failures != 0;
+}
