@@ -156,6 +156,28 @@ static double det_log2(double x) /* x > 0, finite */
 
 /* Rounds to the nearest integer (halves up) without depending on the rounding mode,
  * clamped far outside any grid index a chunk can use. */
+/* log2 for the encoder's first guess of a grid index only (the reconstruction is what
+ * is checked, and a neighbour is tried when the guess misses): bit fiddling and a short
+ * series, accurate to ~1e-9, far inside any grid step. */
+static double guess_log2(double x) /* x > 0, finite */
+{
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    int e = (int)((u >> 52) & 0x7ff);
+    if (e == 0) return det_log2(x); /* subnormal */
+    u = (u & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1023 << 52);
+    double m;
+    memcpy(&m, &u, 8);
+    e -= 1023;
+    if (m > 1.41421356237309504880) {
+        m *= 0.5;
+        e++;
+    }
+    double s = (m - 1) / (m + 1), s2 = s * s;
+    double r = ((((1.0 / 9) * s2 + 1.0 / 7) * s2 + 1.0 / 5) * s2 + 1.0 / 3) * s2 + 1;
+    return (double)e + 2.0 * s * r * 1.44269504088896340736;
+}
+
 static int64_t round_half_up(double v)
 {
     double r = floor(v + 0.5);
@@ -168,9 +190,27 @@ static int64_t round_half_up(double v)
 
 static double recon_abs(double p, int64_t q, double step) { return p + (double)q * step; }
 
-static double recon_prel(int64_t q, double step, int neg)
+/* exp2(k step) for the log grid, remembered: a chunk uses a few hundred distinct k, and
+ * det_exp2 costs tens of operations. Direct-mapped on k's low bits. */
+#define EXP_CACHE 1024
+typedef struct {
+    int64_t key[EXP_CACHE];
+    double val[EXP_CACHE];
+} exp_cache;
+
+static void exp_cache_init(exp_cache *c)
 {
-    double m = det_exp2((double)q * step);
+    for (int i = 0; i < EXP_CACHE; i++) c->key[i] = INT64_MIN;
+}
+
+static double recon_prel(exp_cache *c, int64_t q, double step, int neg)
+{
+    unsigned h = (unsigned)q & (EXP_CACHE - 1);
+    if (c->key[h] != q) {
+        c->key[h] = q;
+        c->val[h] = det_exp2((double)q * step);
+    }
+    double m = c->val[h];
     return neg ? -m : m;
 }
 
@@ -536,6 +576,8 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
     } else if (mode == QM_ABS && dt == CKPZ_DTYPE_F32) {
         abs_f32(x, base, nel, step, inv, tol, prune ? thr : 0, q, restored);
     } else {
+        exp_cache ec;
+        if (mode == QM_PREL) exp_cache_init(&ec);
         for (size_t i = 0; i < nel; i++) {
             double xi = ld_el(dt, x + i * es);
             uint8_t *rp = restored + i * es;
@@ -566,13 +608,18 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                     st_el(dt, rp, 0.0);
                     continue;
                 }
-                double t = det_log2(fabs(xi)) * inv;
+                double t = guess_log2(fabs(xi)) * inv, tol = pl->spec.bound * fabs(xi);
                 int64_t k = round_half_up(t);
                 neg[i] = xi < 0;
-                st_el(dt, rp, recon_prel(k, step, neg[i]));
+                st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
                 double r = ld_el(dt, rp);
+                if (!within(r, xi, tol)) { /* the guess sat on a cell edge: the neighbour */
+                    k += fabs(r) < fabs(xi) ? 1 : -1;
+                    st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
+                    r = ld_el(dt, rp);
+                }
                 int64_t d = k - (base ? prel_pred(ld_el(dt, base + i * es), inv) : 0);
-                q[i] = within(r, xi, pl->spec.bound * fabs(xi)) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT
+                q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT
                            ? (int32_t)d
                            : Q_EXC;
             }
@@ -759,6 +806,8 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
     const uint8_t *hi = plane[3], *lo = L->w == 2 ? plane[4] : NULL, *exc = plane[3 + L->w];
     uint32_t maxc = L->w == 1 ? 255u : 65535u, half = (maxc - 1) / 2;
     int sym = (L->flags & QUANT_F_SYM) != 0;
+    exp_cache ec;
+    if (L->mode == QM_PREL) exp_cache_init(&ec);
     double inv = L->step > 0 ? 1.0 / L->step : 0;
     size_t gi = 0, gleft = L->first;
     float go = 0, gs = 0;
@@ -805,7 +854,7 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
             uint64_t z = code >> 1;
             int64_t c = (z & 1) ? -(int64_t)(z >> 1) - 1 : (int64_t)(z >> 1);
             int64_t pr = bp ? prel_pred(ld_el(dt, bp), inv) : L->q0;
-            st_el(dt, op, recon_prel(c + pr, L->step, ng));
+            st_el(dt, op, recon_prel(&ec, c + pr, L->step, ng));
         }
     }
     if (kc != kept || ne != L->nexc) return -1;
