@@ -270,7 +270,8 @@ typedef struct ckpz_entry {
     double psnr;            /* dB, relative to the tensor's value range; INFINITY without error */
     uint64_t exceptions;    /* elements stored exactly (NaN, Inf, outliers) */
     uint64_t changed, frozen; /* with a base: elements that differ from the base's, and
-                                 of those, the ones restored as the base's value */
+                                 of those, the ones the grid restored as the base's
+                                 value (pruned ones not counted) */
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {

@@ -366,9 +366,9 @@ static int within(double r, double x, double tol)
 }
 
 /* The errors of restored against x (and, with a base, how many changed elements were
- * restored as the base's). */
-static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const uint8_t *restored, size_t nel,
-                   quant_stats *st)
+ * restored as the base's by the grid: pruned ones, dropped on purpose, do not count). */
+static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const uint8_t *restored, const int32_t *q,
+                   size_t nel, quant_stats *st)
 {
     unsigned es = ckpz_dtype_size(dt);
     double sa = 0, sq = 0, mx = 0, lo = INFINITY, hi = -INFINITY;
@@ -401,7 +401,7 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
     for (size_t i = 0; base && i < nel; i++)
         if (memcmp(x + i * es, base + i * es, es)) {
             st->changed++;
-            st->frozen += !memcmp(restored + i * es, base + i * es, es);
+            st->frozen += q[i] != Q_PRUNED && !memcmp(restored + i * es, base + i * es, es);
         }
 }
 
@@ -690,7 +690,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
     }
     quant_stats cs;
     quant_stats_init(&cs);
-    errors(dt, x, base, restored, nel, &cs);
+    errors(dt, x, base, restored, q, nel, &cs);
     cs.n = nel;
     cs.exceptions = nexc;
     if (pl->spec.max_mae > 0 && nel && cs.sum_abs / (double)nel > pl->spec.max_mae) return 0;
