@@ -12,7 +12,7 @@
  * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
  *       lib/entropy/\*.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
- * ENT_SCALAR=1 in the environment forces the portable (non-AVX2) loops.
+ * ENT_SCALAR=1 in the environment forces the portable loops, ENT_AVX2=1 the AVX2 ones.
  * Usage: entropy_bench FILE bf16|fp16|fp32 [chunk_KiB [level]]
  */
 #include <stdio.h>
@@ -123,7 +123,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nchunks * (size_t)w; i++)
         enc[i] = malloc(ent_bound(maxel));
     ent_ctx *c = ent_ctx_create();
-    ent_force_scalar = getenv("ENT_SCALAR") != NULL;
+    ent_simd_cap = getenv("ENT_SCALAR") ? ENT_SIMD_SCALAR : getenv("ENT_AVX2") ? ENT_SIMD_AVX2 : ENT_SIMD_AVX512;
     double te[RUNS], tew[RUNS], td[RUNS], tdw[RUNS], te0[RUNS], td0[RUNS];
     size_t total = 0, tot_plane[4] = {0}, raw_plane[4] = {0};
     for (int run = 0; run < RUNS; run++) {

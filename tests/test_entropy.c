@@ -1,17 +1,20 @@
 /* test_entropy.c — round trips, selector behaviour and hostile input for lib/entropy.
  *
  * Every codec is forced on many sizes and distributions (and chosen by the selector
- * at several levels), the scalar and AVX2 paths must produce identical bytes and
- * decode each other, and damaged encodings (truncated, bit-flipped, garbage) must be
- * rejected or at least decoded without touching memory outside the buffers, which
- * the sanitizer build checks. Exits non-zero on the first class of failure.
+ * at several levels), the scalar, AVX2 and AVX-512 paths must produce identical bytes
+ * and decode each other (and the histogram and CRC-32C paths identical values), and
+ * damaged encodings (truncated, bit-flipped, garbage) must be rejected or at least
+ * decoded without touching memory outside the buffers, which the sanitizer build
+ * checks. Exits non-zero on the first class of failure.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "entropy/ent_internal.h"
 #include "entropy/entropy.h"
+#include "transforms/planes.h"
 
 static int failures;
 #define CHECK(cond, ...)                                                             \
@@ -162,38 +165,138 @@ static void test_selector(ent_ctx *c)
     free(dec);
 }
 
-/* The AVX2 and scalar paths must write the same stream and read each other's. */
+/* Planes shaped for the vector encoder's table modes: two symbols; 60 adjacent
+ * values across a multiple of 64 (slots by the low 6 bits); 40 values spread over the
+ * whole byte range (slots by rank); 64 and 65 spread values (the last rank mode and the
+ * fall-back to AVX2); a skewed 30-value window with rare ends (frequency-1 symbols). */
+enum { P_TWO, P_WIDE60, P_SPREAD40, P_SPREAD64, P_SPREAD65, P_EDGE, P_COUNT };
+static const char *pname[P_COUNT] = {"two", "wide60", "spread40", "spread64", "spread65", "edge"};
+
+static void fill_parity(uint8_t *b, size_t n, int d)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rnd();
+        switch (d) {
+        case P_TWO: b[i] = r % 5 ? 0xfe : 0x01; break;
+        case P_WIDE60: b[i] = (uint8_t)(0x30 + (r % 60 + r % 7 * 5) % 60); break;
+        case P_SPREAD40: b[i] = (uint8_t)(r % 40 * 6 + 7); break;
+        case P_SPREAD64: b[i] = (uint8_t)(r % 64 * 4 + 1); break;
+        case P_SPREAD65: b[i] = (uint8_t)(r % 65 * 3 + 2); break;
+        case P_EDGE: b[i] = (uint8_t)(0xe1 + (r % 3 ? r % 7 : r % 30)); break;
+        }
+    }
+    if (n > 2 && d == P_EDGE) { /* values 0xe1..0xfe plus single 0x00 and 0xff */
+        b[n / 3] = 0x00;
+        b[n - 1] = 0xff;
+    }
+}
+
+/* The scalar, AVX2 and AVX-512 paths must write the same stream and read each
+ * other's. Sizes leave partial rounds of 32 and 64 states. */
 static void test_simd_parity(ent_ctx *c)
 {
-    if (!ent_use_avx2()) {
+    int top = ent_simd_level();
+    if (top == ENT_SIMD_SCALAR) {
         printf("no AVX2 on this CPU: parity test skipped\n");
         return;
     }
-    static const size_t sizes[] = {100, 4097, 40000, 131072 + 77, 700000};
+    if (top < ENT_SIMD_AVX512)
+        printf("no AVX-512 on this CPU: its parity test skipped\n");
+    static const size_t sizes[] = {32, 63, 100, 1025, 4097, 40000, 131072 + 77, 700000};
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         size_t n = sizes[si];
-        uint8_t *b = malloc(n), *e1 = malloc(ent_bound(n)), *e2 = malloc(ent_bound(n)),
+        uint8_t *b = malloc(n), *ref = malloc(ent_bound(n)), *e = malloc(ent_bound(n)),
                 *d = malloc(n);
-        for (int dist = D_SKEW; dist <= D_RARE; dist++) {
-            fill(b, n, dist);
-            uint8_t c1, c2;
-            ent_force_scalar = 0;
-            size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e1, ent_bound(n), 3, &c1);
-            ent_force_scalar = 1;
-            size_t l2 = ent_encode_with(c, ENT_RANS0, b, n, e2, ent_bound(n), 3, &c2);
-            CHECK(l1 == l2 && c1 == c2 && memcmp(e1, e2, l1) == 0,
-                  "scalar and AVX2 encoders differ (%s n=%zu)", dname[dist], n);
-            CHECK(ent_decode(c, c1, e1, l1, d, n) == 0 && memcmp(d, b, n) == 0,
-                  "scalar decode of AVX2 stream (%s n=%zu)", dname[dist], n);
-            ent_force_scalar = 0;
-            CHECK(ent_decode(c, c2, e2, l2, d, n) == 0 && memcmp(d, b, n) == 0,
-                  "AVX2 decode of scalar stream (%s n=%zu)", dname[dist], n);
+        for (int dist = 0; dist < D_COUNT + P_COUNT; dist++) {
+            const char *nm = dist < D_COUNT ? dname[dist] : pname[dist - D_COUNT];
+            if (dist < D_COUNT)
+                fill(b, n, dist);
+            else
+                fill_parity(b, n, dist - D_COUNT);
+            uint8_t c0, c1;
+            ent_simd_cap = ENT_SIMD_SCALAR;
+            size_t l0 = ent_encode_with(c, ENT_RANS0, b, n, ref, ent_bound(n), 3, &c0);
+            for (int lv = ENT_SIMD_AVX2; lv <= top; lv++) {
+                ent_simd_cap = lv;
+                size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e, ent_bound(n), 3, &c1);
+                CHECK(l0 == l1 && c0 == c1 && memcmp(ref, e, l0) == 0,
+                      "scalar and SIMD level %d encoders differ (%s n=%zu)", lv, nm, n);
+                ent_simd_cap = ENT_SIMD_SCALAR;
+                CHECK(ent_decode(c, c1, e, l1, d, n) == 0 && memcmp(d, b, n) == 0,
+                      "scalar decode of SIMD level %d stream (%s n=%zu)", lv, nm, n);
+                ent_simd_cap = lv;
+                CHECK(ent_decode(c, c0, ref, l0, d, n) == 0 && memcmp(d, b, n) == 0,
+                      "SIMD level %d decode of scalar stream (%s n=%zu)", lv, nm, n);
+            }
+            ent_simd_cap = ENT_SIMD_AVX512;
         }
         free(b);
-        free(e1);
-        free(e2);
+        free(ref);
+        free(e);
         free(d);
     }
+}
+
+/* The vector histogram (value ranges up to 64) must count exactly what the table
+ * does: byte counters that fill up at a window's end, ranges at both ends of the byte
+ * values, group edges (8, 9, 64, 65 values), tails shorter than a vector. */
+static void test_histogram(void)
+{
+    static const size_t sizes[] = {1, 63, 1023, 1024, 1089, 16320, 16321, 255 * 64 * 3 + 17, 200000};
+    static const int spans[] = {1, 2, 8, 9, 31, 64, 65, 256};
+    size_t nmax = 200000;
+    uint8_t *b = malloc(nmax);
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t k = 0; k < sizeof spans / sizeof *spans; k++)
+            for (int base = 0; base < 3; base++) {
+                size_t n = sizes[si];
+                int span = spans[k];
+                int lo = base == 0 ? 0 : base == 1 ? 256 - span : (256 - span) / 2;
+                for (size_t i = 0; i < n; i++) /* long runs of the lowest value */
+                    b[i] = (uint8_t)(lo + ((i / 5000) % 2 ? 0 : (int)(rnd() % (uint32_t)span)));
+                b[n - 1] = (uint8_t)(lo + span - 1); /* both ends present */
+                b[0] = (uint8_t)lo;
+                uint32_t h1[256], h2[256];
+                ent_simd_cap = ENT_SIMD_SCALAR;
+                ent_histogram(b, n, h1);
+                ent_simd_cap = ENT_SIMD_AVX512;
+                ent_histogram(b, n, h2);
+                CHECK(memcmp(h1, h2, sizeof h1) == 0, "histogram paths differ (n=%zu span %d lo %d)",
+                      n, span, lo);
+                uint64_t tot = 0;
+                for (int s = 0; s < 256; s++)
+                    tot += h1[s];
+                CHECK(tot == n, "histogram total %llu of %zu", (unsigned long long)tot, n);
+            }
+    free(b);
+}
+
+/* CRC-32C: the check value, and the folding path (long buffers on CPUs with
+ * VPCLMULQDQ) against the crc32-instruction path on every length up to a few KiB,
+ * odd alignments and continuing states. */
+static void test_crc(void)
+{
+    CHECK(crc32c(0, "123456789", 9) == 0xe3069283u, "crc32c check value");
+    size_t nmax = 300000;
+    uint8_t *b = malloc(nmax + 64);
+    for (size_t i = 0; i < nmax + 64; i++)
+        b[i] = (uint8_t)rnd();
+    for (int t = 0; t < 4000; t++) {
+        size_t n = t < 3000 ? (size_t)t : rnd() % nmax, off = rnd() % 64;
+        uint32_t init = t & 1 ? rnd() : 0;
+        crc32c_no_fold = 0;
+        uint32_t a = crc32c(init, b + off, n);
+        crc32c_no_fold = 1;
+        uint32_t r = crc32c(init, b + off, n);
+        crc32c_no_fold = 0;
+        CHECK(a == r, "crc32c paths differ (n=%zu off %zu)", n, off);
+        if (n > 2) { /* and a CRC continues across any split */
+            size_t cut = rnd() % n;
+            CHECK(crc32c(crc32c(init, b + off, cut), b + off + cut, n - cut) == a,
+                  "crc32c split at %zu of %zu", cut, n);
+        }
+    }
+    free(b);
 }
 
 static void test_hostile(ent_ctx *c)
@@ -212,12 +315,12 @@ static void test_hostile(ent_ctx *c)
             for (size_t cut = 0; cut < len; cut += 1 + cut / 16) {
                 memcpy(bad, enc, cut);
                 for (int sc = 0; sc < 2; sc++) {
-                    ent_force_scalar = sc;
+                    ent_simd_cap = sc ? ENT_SIMD_SCALAR : ENT_SIMD_AVX512;
                     CHECK(ent_decode(c, got, bad, cut, dec, n) == -1,
                           "%s truncated to %zu of %zu accepted", ent_codec_name(got), cut, len);
                 }
             }
-            ent_force_scalar = 0;
+            ent_simd_cap = ENT_SIMD_AVX512;
             /* Bit flips: any result is fine as long as memory is not touched wrongly
              * (ASan); most must be caught. */
             int caught = 0, tries = 0;
@@ -256,6 +359,52 @@ static void test_hostile(ent_ctx *c)
     free(dec);
 }
 
+/* Byte planes (lib/transforms/planes.c, whose vector loops feed the entropy stage):
+ * the SSE2 and AVX-512 loops against a plain model of the transform, on element
+ * counts around their 16- and 64-element steps, with and without tail bytes, and the
+ * merge back. */
+static void test_planes(void)
+{
+    size_t nmax = 8 * 1000 + 7;
+    uint8_t *src = malloc(nmax), *pl = malloc(nmax), *ref = malloc(nmax), *back = malloc(nmax);
+    for (size_t i = 0; i < nmax; i++)
+        src[i] = (uint8_t)rnd();
+    static const uint8_t xfs[] = {XF_FLOAT, XF_INT};
+    static const uint8_t es[] = {2, 4, 8};
+    for (size_t xi = 0; xi < sizeof xfs; xi++)
+        for (size_t ei = 0; ei < sizeof es; ei++)
+            for (size_t elems = 0; elems < 1000; elems += elems < 200 ? 1 : 61) {
+                unsigned w = es[ei];
+                size_t n = elems * w + (elems % 3 ? elems % w : 0);
+                uint8_t *plane[XF_MAX_PLANES], *rplane[XF_MAX_PLANES];
+                for (unsigned b = 0; b <= w; b++) {
+                    plane[b] = pl + b * elems;
+                    rplane[b] = ref + b * elems;
+                }
+                for (size_t e = 0; e < elems; e++) {
+                    uint64_t v = 0;
+                    for (unsigned b = 0; b < w; b++)
+                        v |= (uint64_t)src[e * w + b] << (8 * b);
+                    if (xfs[xi] == XF_FLOAT)
+                        v = (v << 1 | v >> (8 * w - 1)) & (w == 8 ? ~0ull : ((1ull << (8 * w)) - 1));
+                    for (unsigned b = 0; b < w; b++)
+                        rplane[b][e] = (uint8_t)(v >> (8 * (w - 1 - b)));
+                }
+                memcpy(rplane[w], src + elems * w, n - elems * w);
+                memset(pl, 0xaa, nmax);
+                xf_split(xfs[xi], w, src, n, plane);
+                CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu", xfs[xi], w, elems);
+                memset(back, 0xaa, nmax);
+                xf_merge(xfs[xi], w, (const uint8_t *const *)plane, n, back);
+                CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu",
+                      xfs[xi], w, elems);
+            }
+    free(src);
+    free(pl);
+    free(ref);
+    free(back);
+}
+
 int main(void)
 {
     ent_ctx *c = ent_ctx_create();
@@ -267,6 +416,9 @@ int main(void)
     test_roundtrips(c);
     test_selector(c);
     test_simd_parity(c);
+    test_histogram();
+    test_crc();
+    test_planes();
     test_hostile(c);
     ent_ctx_free(c);
     ent_ctx_free(NULL);

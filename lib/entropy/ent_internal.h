@@ -55,6 +55,8 @@ struct ent_ctx {
     uint32_t dtab[RANS_M];
     rans_esym etab[256];
     uint32_t vtab[256][4]; /* vector encoder rows (rans0.c) */
+    uint32_t ztab[4][64];  /* AVX-512 encoder fields by table slot (avx512.c) */
+    uint8_t zrank[256];    /* symbol -> slot when slots are ranks (avx512.c) */
     uint32_t st[RANS0_NMAX];
 };
 
@@ -97,10 +99,26 @@ size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
                        uint8_t *dst, size_t cap, int level, uint8_t *codec);
 
 
-/* Tests and benches set this to run the portable loops instead of the AVX2 ones. */
-extern int ent_force_scalar;
-/* 1 when the AVX2 encode and decode loops may run on this CPU. */
+/* The vector loops are chosen at run time: the most capable one the CPU has, but not
+ * above ent_simd_cap, which tests and benches lower to compare the paths (every path
+ * writes the same bytes). */
+enum { ENT_SIMD_SCALAR = 0, ENT_SIMD_AVX2 = 1, ENT_SIMD_AVX512 = 2 };
+extern int ent_simd_cap;
+int ent_simd_level(void);
+/* 1 when the AVX2 encode and decode loops may run. */
 int ent_use_avx2(void);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ENT_HAVE_AVX512 1
+/* Histogram of a plane whose values span at most 64: returns -1 (cnt untouched) when
+ * they span more. Needs ent_simd_level() == ENT_SIMD_AVX512. */
+int ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
+/* Order-0 encode of src[lo, hi) (whole rounds of N states) with one segment's table,
+ * continuing c->st and writing words down from p; returns the new p, or NULL (nothing
+ * written) when the table has more than 64 symbols. */
+uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
+                          size_t lo, size_t hi, uint8_t *p);
+#endif
 
 static inline void ent_put16(uint8_t *p, uint16_t v)
 {

@@ -13,15 +13,35 @@
 
 #include "ent_internal.h"
 
-int ent_force_scalar = 0;
+int ent_simd_cap = ENT_SIMD_AVX512;
+
+static int cpu_simd(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    /* The AVX-512 kernels use F, BW and VL, and VBMI for the byte lookup. */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi"))
+        return ENT_SIMD_AVX512;
+    if (__builtin_cpu_supports("avx2"))
+        return ENT_SIMD_AVX2;
+#endif
+    return ENT_SIMD_SCALAR;
+}
+
+int ent_simd_level(void)
+{
+    static int cpu = -1; /* racing threads compute the same value */
+    int l = __atomic_load_n(&cpu, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = cpu_simd();
+        __atomic_store_n(&cpu, l, __ATOMIC_RELAXED);
+    }
+    return l < ent_simd_cap ? l : ent_simd_cap;
+}
 
 int ent_use_avx2(void)
 {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    return !ent_force_scalar && __builtin_cpu_supports("avx2");
-#else
-    return 0;
-#endif
+    return ent_simd_level() >= ENT_SIMD_AVX2;
 }
 
 ent_ctx *ent_ctx_create(void)
@@ -135,6 +155,34 @@ size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
     return store(src, n, dst, cap, codec);
 }
 
+/* Histogram of the first KiB of every 8 KiB. One set of sub-histograms for all the
+ * pieces: per-piece ent_histogram calls spent more on clearing and summing their
+ * tables than on counting, and the vector histogram cannot take random bytes. */
+static size_t sample_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
+{
+    uint32_t t[4][256];
+    memset(t, 0, sizeof t);
+    size_t m = 0;
+    for (size_t o = 0; o + 1024 <= n; o += 8192, m += 1024) {
+        const uint8_t *p = src + o;
+        for (size_t i = 0; i < 1024; i += 8) {
+            uint64_t v;
+            memcpy(&v, p + i, 8);
+            t[0][v & 0xff]++;
+            t[1][(v >> 8) & 0xff]++;
+            t[2][(v >> 16) & 0xff]++;
+            t[3][(v >> 24) & 0xff]++;
+            t[0][(v >> 32) & 0xff]++;
+            t[1][(v >> 40) & 0xff]++;
+            t[2][(v >> 48) & 0xff]++;
+            t[3][v >> 56]++;
+        }
+    }
+    for (int s = 0; s < 256; s++)
+        cnt[s] = t[0][s] + t[1][s] + t[2][s] + t[3][s];
+    return m;
+}
+
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                   int level, int hint, uint8_t *codec)
 {
@@ -147,14 +195,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         /* Mostly random: a 1/8 sample (1 KiB of every 8) decides STORED, so these
          * planes cost one pass over 12% of their bytes; the sample's entropy runs low
          * by ~0.03 bits, which only makes coding attempts more likely. */
-        uint32_t t[256];
-        memset(h, 0, sizeof h);
-        size_t m = 0;
-        for (size_t o = 0; o + 1024 <= n; o += 8192, m += 1024) {
-            ent_histogram(src + o, 1024, t);
-            for (int s = 0; s < 256; s++)
-                h[s] += t[s];
-        }
+        size_t m = sample_histogram(src, n, h);
         if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6)
             return store(src, n, dst, cap, codec);
     }

