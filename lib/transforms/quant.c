@@ -797,9 +797,39 @@ int quant_set_kept(quant_layout *L, const uint8_t *bitmap)
     return 0;
 }
 
+/* The absolute grid for f32 without a bitmap, the common case: recon_abs and the
+ * rounding to float, without the generic element access. */
+static int inverse_abs_f32(const quant_layout *L, const uint8_t *const *plane, const uint8_t *base, uint8_t *out)
+{
+    const uint8_t *hi = plane[3], *lo = L->w == 2 ? plane[4] : NULL, *exc = plane[3 + L->w];
+    uint32_t maxc = L->w == 1 ? 255u : 65535u;
+    size_t ne = 0;
+    for (size_t i = 0; i < L->nel; i++) {
+        uint32_t code = lo ? ((uint32_t)hi[i] << 8) | lo[i] : hi[i];
+        if (code >= maxc - 1) {
+            if (code != maxc || ne >= L->nexc) return -1;
+            memcpy(out + 4 * i, exc + 4 * ne++, 4);
+            continue;
+        }
+        float bf = 0;
+        if (base) memcpy(&bf, base + 4 * i, 4);
+        double p = bf;
+        if (!(p - p == 0)) p = 0;
+        int64_t c = (int64_t)(code >> 1) ^ -(int64_t)(code & 1); /* zigzag back */
+        float r = (float)recon_abs(p, c + L->q0, L->step);
+        memcpy(out + 4 * i, &r, 4);
+    }
+    return ne == L->nexc ? 0 : -1;
+}
+
 int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *plane, const uint8_t *base, size_t n,
                   uint8_t *out)
 {
+    if (L->mode == QM_ABS && dt == CKPZ_DTYPE_F32 && !(L->flags & QUANT_F_BITMAP)) {
+        if (inverse_abs_f32(L, plane, base, out)) return -1;
+        memcpy(out + L->nel * 4, plane[L->nplanes - 1], n - L->nel * 4);
+        return 0;
+    }
     unsigned es = ckpz_dtype_size(dt);
     size_t nel = L->nel, kc = 0, ne = 0, kept = L->size[3];
     const uint8_t *params = plane[1], *bitmap = (L->flags & QUANT_F_BITMAP) ? plane[2] : NULL;
