@@ -156,7 +156,8 @@ typedef struct ckpz_params {
      * sign kept, never zero; int8: per-channel 8-bit; bits: blockwise, block 64) and
      * OPTIONS sym, asym, block N, per-channel, pct P, prune RATE, max-mae X (see
      * doc/lossy.md). Integer tensors, tensors of fewer than two dimensions and names
-     * containing "norm", "bias" or "ln_" always stay lossless. A lossy file restores
+     * containing "norm", "bias" or "ln_" always stay lossless; names containing
+     * "exp_avg_sq" only take pointwise-rel (never pruned) and are otherwise exact. A lossy file restores
      * the coded values, not the original bytes; its checksums are of what it restores.
      * With a base, lossy tensors are coded around the base's values (closed loop:
      * give the previous lossy file's restored content as the base). */

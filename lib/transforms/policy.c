@@ -117,11 +117,6 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 snprintf(why, whylen, "prune needs a rate in 0..0.999");
                 return -1;
             }
-            if (q->mode == QM_PREL && v > 0) {
-                /* pruning to zero would break the guarantee that no value becomes zero */
-                snprintf(why, whylen, "prune does not combine with pointwise-rel");
-                return -1;
-            }
             q->prune = v;
         } else if (q->mode != QM_NONE && !strcmp(o, "max-mae")) {
             if (number(word(&s), &v) || !(v >= 0)) {
@@ -192,7 +187,17 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     quant_spec none = {0};
     if (!p || !quant_dtype_ok(dtype) || ndim < 2 || !name) return none;
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
-    for (size_t i = 0; i < p->n; i++)
-        if (fnmatch(p->r[i].pattern, name, 0) == 0) return p->r[i].spec;
+    for (size_t i = 0; i < p->n; i++) {
+        if (fnmatch(p->r[i].pattern, name, 0) != 0) continue;
+        quant_spec q = p->r[i].spec;
+        /* Adam's second moment divides the step: a value that became zero or negative
+         * makes the update explode. Only the log grid guarantees neither, so other modes
+         * leave it exact, and it is never pruned. */
+        if (contains_ci(name, "exp_avg_sq")) {
+            if (q.mode != QM_PREL) return none;
+            q.prune = 0;
+        }
+        return q;
+    }
     return none;
 }

@@ -493,7 +493,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
     size_t nel = n / es;
     int mode = pl->spec.mode == QM_REL ? QM_ABS : pl->spec.mode;
     double thr = pl->prune_thr;
-    int prune = thr > 0 && mode != QM_PREL;
+    int prune = thr > 0;
     int32_t *q = w->q;
     uint8_t *neg = w->neg;
     uint8_t tmp[8];
@@ -603,6 +603,15 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                 st_el(dt, rp, recon_abs(p, k, step));
                 q[i] = within(ld_el(dt, rp), xi, tol) ? (int32_t)k : Q_EXC;
             } else { /* QM_PREL: the index relative to the base's, when there is one */
+                if (prune) {
+                    double p = base ? ld_el(dt, base + i * es) : 0;
+                    if (!isfinite(p)) p = 0;
+                    if (fabs(xi - p) < thr) {
+                        q[i] = Q_PRUNED;
+                        st_el(dt, rp, p);
+                        continue;
+                    }
+                }
                 if (xi == 0) { /* +0 has a code; -0 is rare enough to be an exception */
                     q[i] = signbit(xi) ? Q_EXC : Q_ZERO;
                     st_el(dt, rp, 0.0);
@@ -770,7 +779,6 @@ unsigned quant_layout_read(const uint8_t *h, ckpz_dtype dt, size_t n, int have_b
         L->ngroups = L->nel ? 1 + (L->nel - L->first + L->group - 1) / L->group : 0;
     } else if (L->mode == QM_ABS || L->mode == QM_PREL) {
         if (L->group || L->first || !(L->step > 0) || !isfinite(L->step) || (L->flags & QUANT_F_SYM)) return 0;
-        if (L->mode == QM_PREL && (L->flags & QUANT_F_BITMAP)) return 0;
     } else {
         return 0;
     }
