@@ -58,6 +58,8 @@ static void usage(FILE *f)
         "                        elements (default 64)\n"
         "      --percentile P    calibrate --int8/--bits to the P-th percentile, not min-max\n"
         "      --prune RATE      set the RATE smallest values (with --base: changes) to zero\n"
+        "      --stochastic      --abs/--rel: unbiased rounding on a grid of step E, so that\n"
+        "                        changes smaller than E survive on average (chains)\n"
         "      --max-mae X       code a chunk losslessly where its mean error would pass X\n"
         "      --policy FILE     per-tensor rules: 'PATTERN MODE [OPTIONS]' per line, first\n"
         "                        match wins (doc/lossy.md); the flags above add '* MODE'\n"
@@ -203,7 +205,7 @@ typedef struct lossy_flags {
     const char *policy_file;
     int block, sym;         /* block 0 = default; sym -1 = default */
     double pct, prune;
-    int pct_set, prune_set, block_set;
+    int pct_set, prune_set, block_set, stochastic;
 } lossy_flags;
 
 static int set_bound(lossy_flags *l, const char *mode, const char *val)
@@ -235,8 +237,10 @@ static int build_policy(const lossy_flags *l, char **text)
     void *file = NULL;
     size_t flen = 0;
     *text = NULL;
-    if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0))
-        return bad_usage("--prune, --percentile, --block and --int8/--bits options need a lossy mode");
+    if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0 || l->stochastic))
+        return bad_usage("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
+    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3))
+        return bad_usage("--stochastic applies to --abs and --rel");
     if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set))
         return bad_usage("--percentile and --block apply to --int8 and --bits");
     if (!l->mode && !l->policy_file) return 0;
@@ -262,6 +266,7 @@ static int build_policy(const lossy_flags *l, char **text)
         if (l->block_set) at += (size_t)snprintf(t + at, cap - at, " block %d", l->block);
         if (l->pct_set) at += (size_t)snprintf(t + at, cap - at, " pct %.17g", l->pct);
         if (l->prune_set) at += (size_t)snprintf(t + at, cap - at, " prune %.17g", l->prune);
+        if (l->stochastic) at += (size_t)snprintf(t + at, cap - at, " stochastic");
         snprintf(t + at, cap - at, "\n");
     }
     *text = t;
@@ -353,6 +358,7 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("prune")) { NEED_VAL(); rcopt = set_fraction("prune", val, 0, 0.999, &lf.prune); lf.prune_set = 1; }
             else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
             else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
+            else if (IS("stochastic")) { NO_VAL(); lf.stochastic = 1; }
             else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
             else if (IS("output")) { NEED_VAL(); p.out_name = val; }
             else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }

@@ -390,6 +390,40 @@ int main(void)
                "frozen: %llu changed, %llu frozen", (unsigned long long)ls[T_F32].changed,
                (unsigned long long)ls[T_F32].frozen);
         CHECK(zl3 < zl2);
+        /* a change of a quarter of the bound on every weight: deterministic rounding
+         * erases it, unbiased rounding keeps it on average, within the bound */
+        {
+            size_t zl4, zl5, nw = T[T_F32].rows * T[T_F32].cols;
+            uint8_t *quarter = malloc(n);
+            memcpy(quarter, r1, n);
+            for (size_t k = 0; k < nw; k++) {
+                uint8_t *p = quarter + T[T_F32].off + 4 * k;
+                double v = get(&T[T_F32], p);
+                if (isfinite(v) && fabs(v) < 1) put(&T[T_F32], p, v + 2.5e-4);
+            }
+            uint8_t *z4 = compress(ctx, "* abs 1e-3 stochastic", quarter, n, r1, n, 1, &zl4, &e);
+            uint8_t *z5 = compress(ctx, "* abs 1e-3", quarter, n, r1, n, 1, &zl5, &e);
+            CHECKF(e == CKPZ_OK, "stochastic: %s", ckpz_ctx_message(ctx));
+            uint8_t *r4 = restore(ctx, z4, zl4, n, r1, n, 1), *r5 = restore(ctx, z5, zl5, n, r1, n, 1);
+            list_entries(ctx, z4, zl4, ls);
+            check_bounds("stochastic", quarter, r4, n, B_ABS, 1e-3, ls);
+            double want = 0, got = 0, det = 0;
+            for (size_t k = 0; k < nw; k++) {
+                size_t o = T[T_F32].off + 4 * k;
+                double a = get(&T[T_F32], quarter + o), b = get(&T[T_F32], r1 + o);
+                if (!isfinite(a) || fabs(a) >= 1) continue;
+                want += a - b;
+                got += get(&T[T_F32], r4 + o) - b;
+                det += get(&T[T_F32], r5 + o) - b;
+            }
+            CHECKF(want > 10 && fabs(got - want) < 0.03 * want && fabs(det) < 0.01 * want,
+                   "stochastic: changes add up to %g, restored %g (deterministic %g)", want, got, det);
+            free(r4);
+            free(r5);
+            free(quarter);
+            ckpz_free(z4);
+            ckpz_free(z5);
+        }
         /* the wrong base is refused before decoding */
         ckpz_params p;
         ckpz_params_init(&p);
@@ -419,6 +453,7 @@ int main(void)
             {"* bits 12", "8 or 16"},
             {"* int8 block 8", "block"},
             {"* abs 1e-3 sym", "unexpected"},
+            {"* pointwise-rel 0.1 stochastic", "unexpected"},
             {"*", "no mode"},
         };
         for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

@@ -154,6 +154,19 @@ static double det_log2(double x) /* x > 0, finite */
     return (double)e + 2.0 * s * r / 0.69314718055994530942;
 }
 
+/* A uniform number in [0, 1) from an element's position and value (splitmix64): the
+ * encoder's unbiased rounding is the same for the same input whatever the threads or
+ * chunks, and differs between checkpoints (the values differ), so that an element
+ * does not draw the same rounding at every step of a chain. */
+static double uniform(uint64_t v)
+{
+    v += 0x9e3779b97f4a7c15ull;
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    v ^= v >> 31;
+    return (double)(v >> 11) * (1.0 / 9007199254740992.0);
+}
+
 /* Rounds to the nearest integer (halves up) without depending on the rounding mode,
  * clamped far outside any grid index a chunk can use. */
 /* log2 for the encoder's first guess of a grid index only (the reconstruction is what
@@ -408,7 +421,7 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
 /* Pass 1 of the absolute grid for f32, the common case, without the generic element
  * access: the same arithmetic as the generic loop (recon_abs, rounding to float). */
 static void abs_f32(const uint8_t *x, const uint8_t *base, size_t nel, double step, double inv, double tol,
-                    double thr, int32_t *q, uint8_t *restored)
+                    double thr, uint64_t dither, int32_t *q, uint8_t *restored)
 {
     for (size_t i = 0; i < nel; i++) {
         float xf, bf = 0;
@@ -428,7 +441,9 @@ static void abs_f32(const uint8_t *x, const uint8_t *base, size_t nel, double st
             memcpy(restored + 4 * i, &r, 4);
             continue;
         }
-        double u = t + 0.5;
+        uint32_t xb;
+        memcpy(&xb, &xf, 4);
+        double u = t + (dither ? uniform(((uint64_t)xb << 32) ^ (dither + i)) : 0.5);
         int64_t k = (int64_t)u;
         k -= (double)k > u; /* floor */
         float r = (float)(p + (double)k * step);
@@ -508,7 +523,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
 
     if (mode == QM_ABS) {
         tol = pl->abs_bound;
-        step = 2 * tol;
+        step = pl->spec.stochastic ? tol : 2 * tol;
     } else if (mode == QM_PREL) {
         /* |x'/x - 1| <= R needs |log2 x' - log2 x| <= log2(1 + R) (the tighter side);
          * a hair less leaves room for the rounding to the dtype. */
@@ -574,7 +589,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
         }
         free(v);
     } else if (mode == QM_ABS && dt == CKPZ_DTYPE_F32) {
-        abs_f32(x, base, nel, step, inv, tol, prune ? thr : 0, q, restored);
+        abs_f32(x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
     } else {
         exp_cache ec;
         if (mode == QM_PREL) exp_cache_init(&ec);
@@ -599,7 +614,10 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                     q[i] = Q_EXC;
                     continue;
                 }
-                int64_t k = round_half_up(t);
+                uint64_t xb = 0;
+                memcpy(&xb, x + i * es, es < 8 ? es : 8);
+                int64_t k = pl->spec.stochastic ? (int64_t)floor(t + uniform((xb << 32) ^ xb >> 32 ^ (elem0 + 1 + i)))
+                                                : round_half_up(t);
                 st_el(dt, rp, recon_abs(p, k, step));
                 q[i] = within(ld_el(dt, rp), xi, tol) ? (int32_t)k : Q_EXC;
             } else { /* QM_PREL: the index relative to the base's, when there is one */
