@@ -27,6 +27,7 @@ static double gauss(void)
 }
 
 static const char *dir;
+static const char *policy; /* lossy seeds: the policy for ckpz() */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
 {
@@ -49,6 +50,7 @@ static void *ckpz(const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype d
     p.level = level;
     p.format = fmt;
     p.raw_dtype = dt;
+    p.policy = policy;
     void *z = NULL;
     if (ckpz_compress_buffer(ctx, &p, src, n, &z, zl)) {
         fprintf(stderr, "compress: %s\n", ckpz_ctx_message(ctx));
@@ -118,6 +120,16 @@ int main(int argc, char **argv)
     seed("safetensors-l3", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 1);
     put("roundtrip", "safetensors", buf, 2000 < n ? 2000 : n);
     seed("safetensors-l9", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 9, 0);
+    /* lossy files (format version 3): every grid, 1- and 2-byte codes, bitmap, groups */
+    policy = "* abs 1e-3";
+    seed("lossy-abs", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 1);
+    policy = "* abs 1e-6 prune 0.3";
+    seed("lossy-abs-wide-prune", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
+    policy = "* pointwise-rel 0.05";
+    seed("lossy-prel", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 1);
+    policy = "* bits 8 block 32 sym";
+    seed("lossy-affine", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
+    policy = NULL;
 
     /* npy: header + f16 data */
     const char *hdr = "{'descr': '<f2', 'fortran_order': False, 'shape': (1500,), }";
