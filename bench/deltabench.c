@@ -19,6 +19,9 @@
  *
  * Prints one JSON object: {"bytes", "base_bytes", "standalone", "delta", "runs": {MODE:
  * {"cpu": [...], "wall": [...]}}} (seconds per run; cpu = process CPU time, user + sys).
+ * -m sc,dc,... times only the modes listed (for profiling one of them; a decompression
+ * or buffer mode still runs its stream compression once, untimed, in the warm-up; the
+ * JSON then holds only the listed modes and the size of a mode not run is 0).
  *
  * Built by bench/delta with: cc -O2 bench/deltabench.c -Iinclude build/libckpz.a -lzstd
  * -lpthread -lm
@@ -144,19 +147,20 @@ static void check_back(int mode)
 int main(int argc, char **argv)
 {
     int runs = 3, level = 3, threads = 1, opt;
-    const char *base_name = NULL;
-    while ((opt = getopt(argc, argv, "r:l:T:n:")) != -1) {
+    const char *base_name = NULL, *only = NULL;
+    while ((opt = getopt(argc, argv, "r:l:T:n:m:")) != -1) {
         switch (opt) {
         case 'r': runs = atoi(optarg); break;
         case 'l': level = atoi(optarg); break;
         case 'T': threads = atoi(optarg); break;
         case 'n': base_name = optarg; break;
+        case 'm': only = optarg; break;
         default: goto usage;
         }
     }
     if (argc - optind != 2 || runs < 3 || runs > MAX_RUNS) {
     usage:
-        fprintf(stderr, "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] FILE BASE\n");
+        fprintf(stderr, "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] FILE BASE\n");
         return 2;
     }
     src = slurp(argv[optind], &size);
@@ -188,15 +192,26 @@ int main(int argc, char **argv)
     static const char *names[6] = {"sc", "dc", "sb", "db", "sd", "dd"};
     static const int order[6] = {0, 1, 4, 5, 2, 3}; /* stream first: the buffer modes compare with it */
     double cpu[6][MAX_RUNS], wall[6][MAX_RUNS];
-    for (int k = 0; k < 6; k++) { /* warm-up */
-        run1(order[k]);
-        check_back(order[k]);
+    int timed[6];
+    for (int m = 0; m < 6; m++) {
+        size_t l = strlen(names[m]);
+        const char *at = only ? strstr(only, names[m]) : NULL;
+        timed[m] = !only || (at && (at == only || at[-1] == ',') && (at[l] == ',' || at[l] == 0));
+    }
+    for (int k = 0; k < 6; k++) { /* warm-up; a timed mode's stream run comes first */
+        int m = order[k];
+        if (!timed[m] && !(m < 2 && (timed[m + 2] || timed[m + 4])))
+            continue;
+        run1(m);
+        check_back(m);
     }
     /* runs interleaved (sc dc sd dd sb db, sc dc ...) so that drift on a shared machine
      * weighs on every mode alike */
     for (int i = 0; i < runs; i++) {
         for (int k = 0; k < 6; k++) {
             int m = order[k];
+            if (!timed[m])
+                continue;
             double w = clk(CLOCK_MONOTONIC), c = clk(CLOCK_PROCESS_CPUTIME_ID);
             run1(m);
             cpu[m][i] = clk(CLOCK_PROCESS_CPUTIME_ID) - c;
@@ -207,8 +222,11 @@ int main(int argc, char **argv)
     printf("{\"bytes\": %zu, \"base_bytes\": %zu, \"standalone\": %zu, \"delta\": %zu, \"threads\": %d, "
            "\"level\": %d, \"runs\": {",
            size, base_size, csize[0], csize[1], threads, level);
-    for (int m = 0; m < 6; m++) {
-        printf("%s\"%s\": {\"cpu\": [", m ? ", " : "", names[m]);
+    for (int m = 0, first = 1; m < 6; m++) {
+        if (!timed[m])
+            continue;
+        printf("%s\"%s\": {\"cpu\": [", first ? "" : ", ", names[m]);
+        first = 0;
         for (int i = 0; i < runs; i++) printf("%s%.6f", i ? ", " : "", cpu[m][i]);
         printf("], \"wall\": [");
         for (int i = 0; i < runs; i++) printf("%s%.6f", i ? ", " : "", wall[m][i]);

@@ -98,11 +98,18 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
             const uint8_t *x = raw + off;
             uint8_t *part[XF_MAX_PLANES];
             for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
+            size_t done = 0;
             if (pred != PRED_NONE) {
-                pred_forward(pred, h.esize, isf, x, base + off, len, res);
-                x = res;
+                done = pred_forward_split(pred, h.xf, h.esize, isf, x, base + off, len, part);
+                if (done < len) {
+                    pred_forward(pred, h.esize, isf, x + done, base + off + done, len - done, res);
+                    x = res;
+                }
             }
-            xf_split(h.xf, h.esize, x, len, part);
+            if (done < len) {
+                for (unsigned b = 0; b < h.esize; b++) part[b] += done / h.esize;
+                xf_split(h.xf, h.esize, x, len - done, part);
+            }
             h.raw_crc = crc32c(h.raw_crc, raw + off, len);
         }
         if (n % h.esize) { /* the tail is kept as it is */
@@ -114,11 +121,12 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + np * CTR_PLANE_DESC;
     for (unsigned i = 0; i < np; i++) {
         uint8_t codec;
-        /* A residual's planes: skewed, sparse high bytes (zstd only when nearly empty;
-         * the integer hint would try it on every plane) and a near-random lowest one. */
+        /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly
+         * empty; the integer hint would try it on every plane) and near-random lower
+         * ones, which the mantissa hint judges from a sample before counting them. */
         int hint = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
-                   : i + 1 == h.esize              ? ENT_HINT_MANTISSA
-                                                   : ENT_HINT_RESIDUAL;
+                   : i + 1 == h.esize || i >= 2      ? ENT_HINT_MANTISSA
+                                                     : ENT_HINT_RESIDUAL;
         size_t len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hint, &codec);
         uint8_t *d = payload + i * CTR_PLANE_DESC;
         d[0] = codec;
@@ -148,9 +156,11 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
         unsigned es = ckpz_dtype_size(dtype), zeros = 0, seen = 0;
-        static const uint8_t zero8[8];
-        for (size_t at = 0; pred != PRED_NONE && at + es <= n; at += 64 * (size_t)es, seen++)
-            zeros += !memcmp(raw + at, zero8, es);
+        for (size_t at = 0; pred != PRED_NONE && at + es <= n; at += 64 * (size_t)es, seen++) {
+            uint64_t v = 0; /* es <= 8; a load, not a memcmp call per element */
+            memcpy(&v, raw + at, es);
+            zeros += v == 0;
+        }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
             size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
             if (len0 <= len) return len0;

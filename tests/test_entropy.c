@@ -165,12 +165,17 @@ static void test_selector(ent_ctx *c)
     free(dec);
 }
 
-/* Planes shaped for the vector encoder's table modes: two symbols; 60 adjacent
- * values across a multiple of 64 (slots by the low 6 bits); 40 values spread over the
- * whole byte range (slots by rank); 64 and 65 spread values (the last rank mode and the
- * fall-back to AVX2); a skewed 30-value window with rare ends (frequency-1 symbols). */
-enum { P_TWO, P_WIDE60, P_SPREAD40, P_SPREAD64, P_SPREAD65, P_EDGE, P_COUNT };
-static const char *pname[P_COUNT] = {"two", "wide60", "spread40", "spread64", "spread65", "edge"};
+/* Planes shaped for the vector encoders' table modes: two symbols; 60 adjacent
+ * values across a multiple of 64 (register slots by the low 6 bits, byte tables of 64);
+ * 40, 64 and 65 values spread over the whole byte range (byte tables of 256 with few
+ * symbols); a skewed 30-value window with rare ends (frequency-1 symbols); residual
+ * bytes: all 256 values, geometric (byte tables of 256, every slot used); a span of
+ * 100 (byte tables of 128); two values 200 apart; mostly zero with rare values
+ * anywhere (frequency-1 symbols at both ends of the table). */
+enum { P_TWO, P_WIDE60, P_SPREAD40, P_SPREAD64, P_SPREAD65, P_EDGE, P_RESID, P_SPAN100, P_FAR2,
+       P_SPARSE, P_COUNT };
+static const char *pname[P_COUNT] = {"two", "wide60", "spread40", "spread64", "spread65", "edge",
+                                     "residual", "span100", "far2", "sparse"};
 
 static void fill_parity(uint8_t *b, size_t n, int d)
 {
@@ -183,16 +188,31 @@ static void fill_parity(uint8_t *b, size_t n, int d)
         case P_SPREAD64: b[i] = (uint8_t)(r % 64 * 4 + 1); break;
         case P_SPREAD65: b[i] = (uint8_t)(r % 65 * 3 + 2); break;
         case P_EDGE: b[i] = (uint8_t)(0xe1 + (r % 3 ? r % 7 : r % 30)); break;
+        case P_RESID: { /* zigzag of a two-sided geometric step: small values first */
+            uint32_t k = 0;
+            while ((r & 3) && k < 255) {
+                r = (r >> 2) | (rnd() << 28);
+                k += 1 + (r & 7);
+            }
+            b[i] = (uint8_t)(i % 1000 == 7 ? rnd() : k);
+            break;
+        }
+        case P_SPAN100: b[i] = (uint8_t)(0x90 + (r % 4 ? r % 9 : r % 100)); break;
+        case P_FAR2: b[i] = r % 3 ? 0x10 : 0xd8; break;
+        case P_SPARSE: b[i] = (uint8_t)(r % 61 ? 0 : rnd()); break;
         }
     }
-    if (n > 2 && d == P_EDGE) { /* values 0xe1..0xfe plus single 0x00 and 0xff */
-        b[n / 3] = 0x00;
+    if (n > 2 && (d == P_EDGE || d == P_SPARSE)) { /* single 0x00 and 0xff (or 0x01) */
+        b[n / 3] = d == P_EDGE ? 0x00 : 0x01;
         b[n - 1] = 0xff;
     }
 }
 
 /* The scalar, AVX2 and AVX-512 paths must write the same stream and read each
- * other's. Sizes leave partial rounds of 32 and 64 states. */
+ * other's. Sizes leave partial rounds of 32 and 64 states. The AVX-512 level runs
+ * twice: as chosen (register tables for spans up to 64, byte tables for the rest) and
+ * with every segment sent to the byte-table loop, so that its 64- and 128-entry table
+ * modes see small alphabets too. */
 static void test_simd_parity(ent_ctx *c)
 {
     int top = ent_simd_level();
@@ -216,11 +236,15 @@ static void test_simd_parity(ent_ctx *c)
             uint8_t c0, c1;
             ent_simd_cap = ENT_SIMD_SCALAR;
             size_t l0 = ent_encode_with(c, ENT_RANS0, b, n, ref, ent_bound(n), 3, &c0);
-            for (int lv = ENT_SIMD_AVX2; lv <= top; lv++) {
-                ent_simd_cap = lv;
+            for (int lv = ENT_SIMD_AVX2; lv <= top + (top == ENT_SIMD_AVX512); lv++) {
+                ent_enc512_bytes_only = lv > ENT_SIMD_AVX512;
+                ent_simd_cap = lv > ENT_SIMD_AVX512 ? ENT_SIMD_AVX512 : lv;
                 size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e, ent_bound(n), 3, &c1);
+                ent_enc512_bytes_only = 0;
                 CHECK(l0 == l1 && c0 == c1 && memcmp(ref, e, l0) == 0,
                       "scalar and SIMD level %d encoders differ (%s n=%zu)", lv, nm, n);
+                if (lv > ENT_SIMD_AVX512)
+                    continue; /* the decoders are the same as at the level before */
                 ent_simd_cap = ENT_SIMD_SCALAR;
                 CHECK(ent_decode(c, c1, e, l1, d, n) == 0 && memcmp(d, b, n) == 0,
                       "scalar decode of SIMD level %d stream (%s n=%zu)", lv, nm, n);
@@ -269,6 +293,69 @@ static void test_histogram(void)
                 CHECK(tot == n, "histogram total %llu of %zu", (unsigned long long)tot, n);
             }
     free(b);
+}
+
+/* Planes mostly of one value (delta residuals) take the compare-and-pack histogram:
+ * the dominant value anywhere in the byte range, rare others of every value, runs of
+ * others, a share of others that crosses 1/8 part way (the rest goes to the table),
+ * and lengths around the 64-byte vector and the 4 KiB pieces. */
+static void test_histogram_sparse(void)
+{
+    static const size_t sizes[] = {256, 1000, 1024, 1089, 4095, 4096, 4097, 8191 + 64, 16384, 100003};
+    static const int doms[] = {0, 0x80, 0xff};
+    static const int rates[] = {0, 2, 60, 500}; /* others per thousand */
+    uint8_t *b = malloc(100003);
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t di = 0; di < sizeof doms / sizeof *doms; di++)
+            for (size_t ri = 0; ri < sizeof rates / sizeof *rates + 2; ri++) {
+                size_t n = sizes[si];
+                for (size_t i = 0; i < n; i++) {
+                    int other;
+                    if (ri < 4)
+                        other = (int)(rnd() % 1000) < rates[ri];
+                    else if (ri == 4) /* clean start, then half others: gives up */
+                        other = i >= n / 3 && rnd() % 2;
+                    else /* runs of others */
+                        other = (i / 37) % 11 == 3;
+                    b[i] = (uint8_t)(other ? rnd() : (uint32_t)doms[di]);
+                }
+                for (size_t i = 0; i < 256 && i < n; i++) /* the first 256 bytes decide */
+                    b[i] = (uint8_t)(i % 64 == 9 ? doms[di] + 1 : doms[di]);
+                uint32_t h1[256], h2[256];
+                ent_simd_cap = ENT_SIMD_SCALAR;
+                ent_histogram(b, n, h1);
+                ent_simd_cap = ENT_SIMD_AVX512;
+                ent_histogram(b, n, h2);
+                CHECK(memcmp(h1, h2, sizeof h1) == 0, "sparse histogram differs (n=%zu dominant %d case %zu)",
+                      n, doms[di], ri);
+            }
+    free(b);
+}
+
+/* Residual planes: zstd is tried on a large, nearly empty plane only when its nonzero
+ * bytes come in runs, where it wins; isolated ones go to rANS without the attempt. */
+static void test_residual_zstd(ent_ctx *c)
+{
+    size_t n = 1 << 19;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
+    for (int runs = 0; runs < 2; runs++) {
+        memset(b, 0, n);
+        if (runs) /* 2% of the bytes: rows of 512 changed values */
+            for (size_t i = 0; i + 512 <= n; i += 25600)
+                for (size_t k = 0; k < 512; k++)
+                    b[i + k] = (uint8_t)(1 + rnd() % 3);
+        else /* 2% of the bytes, one at a time */
+            for (size_t i = 0; i < n; i += 50)
+                b[i + rnd() % 50] = (uint8_t)(1 + rnd() % 3);
+        uint8_t got;
+        size_t len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_RESIDUAL, &got);
+        CHECK(got == (runs ? ENT_ZSTD : ENT_RANS0), "residual plane (%s): chose %s",
+              runs ? "runs" : "isolated", ent_codec_name(got));
+        CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && memcmp(dec, b, n) == 0, "residual round trip");
+    }
+    free(b);
+    free(enc);
+    free(dec);
 }
 
 /* CRC-32C: the check value, and the folding path (long buffers on CPUs with
@@ -417,6 +504,9 @@ int main(void)
     test_selector(c);
     test_simd_parity(c);
     test_histogram();
+    if (ent_simd_level() >= ENT_SIMD_AVX512)
+        test_histogram_sparse();
+    test_residual_zstd(c);
     test_crc();
     test_planes();
     test_hostile(c);

@@ -1,20 +1,24 @@
 /* avx512.c — AVX-512 kernels of the entropy stage: the byte histogram and the order-0
- * rANS encode loop, for the small alphabets of float exponent planes.
+ * rANS encode loop.
  *
- * Both rest on one observation: an exponent plane's segment uses a few dozen byte
- * values, so per-symbol data fits in registers. The histogram finds the value range
- * of its input, then counts up to eight values per pass with byte-wide compare-and-add
- * counters (three times the scalar table's speed on 20-40 values; wider inputs go back
- * to the table). The encoder keeps each encoder field of up to 64 symbols in four zmm
- * registers and looks it up with vpermt2d instead of loading and transposing one row
- * per lane as the AVX2 loop must; a segment with more than 64 symbols falls back to
- * the AVX2 loop. The state update is the AVX2 loop's exact division, so all paths
- * write the same bytes. Built with target attributes and chosen at run time, so the
- * library needs no -m flags and runs on any x86-64.
+ * Exponent planes use a few dozen byte values, so per-symbol data fits in registers.
+ * The histogram finds the value range of its input, then counts up to eight values per
+ * pass with byte-wide compare-and-add counters (three times the scalar table's speed
+ * on 20-40 values); planes that are mostly one value (the high bytes of delta
+ * residuals) count that value by compare and pack the rest with vpcompressb; other
+ * inputs go back to the table. The encoder keeps each encoder field of up to 64
+ * symbols in four zmm registers and looks it up with vpermt2d instead of loading and
+ * transposing one row per lane as the AVX2 loop must. Segments of more symbols
+ * (residual planes use 100-256) or spread values take a second loop that looks up
+ * f | cum << 12 in byte tables and divides in floating point (see wenc). Both update
+ * the state exactly, so all paths write the same bytes. Built with target attributes
+ * and chosen at run time, so the library needs no -m flags and runs on any x86-64.
  */
 #include <string.h>
 
 #include "ent_internal.h"
+
+int ent_enc512_bytes_only;
 
 #ifdef ENT_HAVE_AVX512
 #include <immintrin.h>
@@ -26,30 +30,53 @@
 /* Wider inputs would take more than eight passes: the scalar table is as fast. */
 #define HIST_MAX_RANGE 64
 
-T512 int ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
+/* Counts bytes equal to d with one compare per vector and packs the others (vpcompressb)
+ * into a small buffer counted by the table afterwards: residual planes of slowly
+ * moving tensors are 95-99% zero bytes, where the table's increments queue behind each
+ * other on one counter. Gives up (the caller counts the rest) once more than 1/8 of
+ * the bytes seen differ from d. */
+#define T512V2 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2")))
+#define SPARSE_PIECE 4096
+
+T512V2 static size_t hist_sparse(const uint8_t *src, size_t n, uint32_t *cnt, uint8_t d)
 {
-    size_t nv = n / 64 * 64, i;
-    __m512i mn = _mm512_set1_epi8(-1), mx = _mm512_setzero_si512();
-    for (i = 0; i < nv; i += 64) {
-        __m512i v = _mm512_loadu_si512((const void *)(src + i));
-        mn = _mm512_min_epu8(mn, v);
-        mx = _mm512_max_epu8(mx, v);
+    uint8_t buf[SPARSE_PIECE + 64];
+    size_t nv = n / 64 * 64, i = 0, other = 0;
+    const __m512i dv = _mm512_set1_epi8((char)d);
+    memset(cnt, 0, 256 * sizeof *cnt);
+    while (i < nv) {
+        size_t end = nv - i < SPARSE_PIECE ? nv : i + SPARSE_PIECE, k = 0;
+        for (; i < end; i += 64) {
+            __m512i v = _mm512_loadu_si512((const void *)(src + i));
+            __mmask64 m = _mm512_cmpneq_epi8_mask(v, dv);
+            _mm512_storeu_si512((void *)(buf + k), _mm512_maskz_compress_epi8(m, v));
+            k += (size_t)__builtin_popcountll(m);
+        }
+        for (size_t j = 0; j < k; j++)
+            cnt[buf[j]]++;
+        other += k;
+        if (other > i / 8)
+            break;
     }
-    uint8_t a[64], b[64];
-    _mm512_storeu_si512((void *)a, mn);
-    _mm512_storeu_si512((void *)b, mx);
-    int lo = 255, hi = 0;
-    for (int k = 0; k < 64; k++) {
-        lo = a[k] < lo ? a[k] : lo;
-        hi = b[k] > hi ? b[k] : hi;
+    cnt[d] += (uint32_t)(i - other);
+    return i;
+}
+
+static int have_vbmi2(void)
+{
+    static int v = -1; /* racing threads compute the same value */
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) {
+        r = __builtin_cpu_supports("avx512vbmi2") != 0;
+        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
     }
-    for (; i < n; i++) {
-        lo = src[i] < lo ? src[i] : lo;
-        hi = src[i] > hi ? src[i] : hi;
-    }
-    int range = hi - lo + 1;
-    if (range > HIST_MAX_RANGE)
-        return -1;
+    return r;
+}
+
+/* Values span at most HIST_MAX_RANGE: byte counters, HIST_GROUP values per pass. */
+T512 static void hist_range(const uint8_t *src, size_t n, uint32_t *cnt, int lo, int range)
+{
+    size_t nv = n / 64 * 64;
     memset(cnt, 0, 256 * sizeof *cnt);
     const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
     /* Byte counters hold 255: a window of 255 vectors, then they are summed. The
@@ -77,40 +104,86 @@ T512 int ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
 #undef HFLUSH
         }
     }
-    for (i = nv; i < n; i++)
+    for (size_t i = nv; i < n; i++)
         cnt[src[i]]++;
+}
+
+T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
+{
+    if (n < 256)
+        return 0;
+    /* A look at the first 256 bytes sends wide, undominated planes (mantissa and
+     * low residual bytes) straight to the table without a pass over the rest. */
+    __m512i mn = _mm512_loadu_si512((const void *)src), mx = mn;
+    const __m512i dv = _mm512_set1_epi8((char)src[0]);
+    unsigned same = 0;
+    for (int k = 0; k < 4; k++) {
+        __m512i v = _mm512_loadu_si512((const void *)(src + 64 * k));
+        mn = _mm512_min_epu8(mn, v);
+        mx = _mm512_max_epu8(mx, v);
+        same += (unsigned)__builtin_popcountll(_mm512_cmpeq_epi8_mask(v, dv));
+    }
+    uint8_t a[64], b[64];
+    _mm512_storeu_si512((void *)a, mn);
+    _mm512_storeu_si512((void *)b, mx);
+    int lo = 255, hi = 0;
+    for (int k = 0; k < 64; k++) {
+        lo = a[k] < lo ? a[k] : lo;
+        hi = b[k] > hi ? b[k] : hi;
+    }
+    if (hi - lo < HIST_MAX_RANGE) {
+        size_t nv = n / 64 * 64, i;
+        for (i = 256; i < nv; i += 64) {
+            __m512i v = _mm512_loadu_si512((const void *)(src + i));
+            mn = _mm512_min_epu8(mn, v);
+            mx = _mm512_max_epu8(mx, v);
+        }
+        _mm512_storeu_si512((void *)a, mn);
+        _mm512_storeu_si512((void *)b, mx);
+        for (int k = 0; k < 64; k++) {
+            lo = a[k] < lo ? a[k] : lo;
+            hi = b[k] > hi ? b[k] : hi;
+        }
+        for (; i < n; i++) {
+            lo = src[i] < lo ? src[i] : lo;
+            hi = src[i] > hi ? src[i] : hi;
+        }
+        if (hi - lo < HIST_MAX_RANGE) {
+            hist_range(src, n, cnt, lo, hi - lo + 1);
+            return n;
+        }
+    }
+    if (same >= 224 && have_vbmi2())
+        return hist_sparse(src, n, cnt, src[0]);
     return 0;
 }
 
 /* How a segment's symbols index the register tables: by their low 5 or 6 bits when
- * the present values span at most 32 or 64 (distinct there), else by rank among the
- * present values, which takes a byte lookup first. */
-enum { ZK32, ZK64, ZRANK };
+ * the present values span at most 32 or 64 (distinct there). Wider spans go to the
+ * byte-table loop below, which beat a rank lookup in front of this one. */
+enum { ZK32, ZK64 };
 
 /* Encoder fields per table slot, like the AVX2 rows: xmax, magic, bias, cmpl | s2<<16.
  * A frequency of 1 uses magic 2^32-1, which makes the quotient x-1, and the bias
  * absorbs the missing M-1 (as in the scalar table), so the pre-shift is always 1. */
-static int zbuild(const uint16_t *freq, uint32_t (*tab)[64], uint8_t *rank)
+static int zbuild(const uint16_t *freq, uint32_t (*tab)[64])
 {
-    int lo = -1, hi = 0, distinct = 0;
+    int lo = -1, hi = 0;
     for (int s = 0; s < 256; s++)
         if (freq[s]) {
             lo = lo < 0 ? s : lo;
             hi = s;
-            distinct++;
         }
-    int mode = hi - lo < 32 ? ZK32 : hi - lo < 64 ? ZK64 : distinct <= 64 ? ZRANK : -1;
+    int mode = hi - lo < 32 ? ZK32 : hi - lo < 64 ? ZK64 : -1;
     if (mode < 0)
         return -1;
     memset(tab, 0, 4 * 64 * sizeof(uint32_t));
-    memset(rank, 0, 256);
-    uint32_t cum = 0, r = 0;
+    uint32_t cum = 0;
     for (int s = 0; s < 256; s++) {
         uint32_t f = freq[s];
         if (!f)
             continue;
-        unsigned slot = mode == ZK32 ? (unsigned)s & 31 : mode == ZK64 ? (unsigned)s & 63 : r;
-        rank[s] = (uint8_t)r++;
+        unsigned slot = mode == ZK32 ? (unsigned)s & 31 : (unsigned)s & 63;
         uint32_t l = 0;
         while ((1u << l) < f)
             l++;
@@ -140,28 +213,20 @@ zlook(const int mode, const __m512i *t, __m512i s, __mmask16 hi)
 
 static inline __attribute__((always_inline)) T512 uint8_t *
 zenc(const unsigned N, const int mode, uint32_t *st, const uint32_t (*tab)[64],
-     const uint8_t *rank, const uint8_t *src, size_t lo, size_t hi, uint8_t *p)
+     const uint8_t *src, size_t lo, size_t hi, uint8_t *p)
 {
-    __m512i X[RANS0_NMAX / 16], T[4][4], R[4];
+    __m512i X[RANS0_NMAX / 16], T[4][4];
     for (unsigned v = 0; v < N / 16; v++)
         X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
     for (int f = 0; f < 4; f++)
         for (int r = 0; r < 4; r++)
             T[f][r] = _mm512_loadu_si512((const void *)(tab[f] + 16 * r));
-    for (int r = 0; r < 4; r++)
-        R[r] = _mm512_loadu_si512((const void *)(rank + 64 * r));
     const __m512i bit5 = _mm512_set1_epi32(32), low16 = _mm512_set1_epi32(0xffff);
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t i0 = hi; i0 > lo;) {
         i0 -= N;
         for (unsigned v = N / 16; v-- > 0;) {
             __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i0 + 16 * v));
-            if (mode == ZRANK) {
-                __m512i bz = _mm512_castsi128_si512(b);
-                __m512i r0 = _mm512_permutex2var_epi8(R[0], bz, R[1]);
-                __m512i r1 = _mm512_permutex2var_epi8(R[2], bz, R[3]);
-                b = _mm512_castsi512_si128(_mm512_mask_blend_epi8(_mm512_movepi8_mask(bz), r0, r1));
-            }
             __m512i s = _mm512_cvtepu8_epi32(b);
             __mmask16 h = mode == ZK32 ? 0 : _mm512_test_epi32_mask(s, bit5);
             __m512i xmax = zlook(mode, T[0], s, h), mag = zlook(mode, T[1], s, h);
@@ -193,32 +258,175 @@ zenc(const unsigned N, const int mode, uint32_t *st, const uint32_t (*tab)[64],
 
 #define ZENC(N, M)                                                                    \
     T512 static uint8_t *zenc_##N##_##M(uint32_t *st, const uint32_t (*tab)[64],      \
-                                        const uint8_t *rank, const uint8_t *src,      \
-                                        size_t lo, size_t hi, uint8_t *p)             \
+                                        const uint8_t *src, size_t lo, size_t hi,     \
+                                        uint8_t *p)                                   \
     {                                                                                 \
-        return zenc(N, M, st, tab, rank, src, lo, hi, p);                             \
+        return zenc(N, M, st, tab, src, lo, hi, p);                                   \
     }
 ZENC(32, ZK32)
 ZENC(32, ZK64)
-ZENC(32, ZRANK)
 ZENC(64, ZK32)
 ZENC(64, ZK64)
-ZENC(64, ZRANK)
 #undef ZENC
+
+/* ---- any alphabet ------------------------------------------------------------------
+ * A segment with more symbols than four registers hold per field (residual planes use
+ * 100-256 values) keeps only f | cum << 12 per symbol, in three byte tables of up to
+ * 256 entries (four registers each), looked up for 64 symbols at once with vpermb or
+ * vpermt2b; two more byte permutes per 16 lanes assemble the dwords. Without the
+ * reciprocal the quotient x / f comes from a float division rounded toward zero:
+ * x < f * 2^20 after renormalisation, so x / f < 2^20 and the two roundings (each
+ * below 2^-23 relative, both downward) leave the truncated quotient q or q - 1; one
+ * compare on the remainder fixes the second case. The state update is then exact,
+ * q * M + (x - q * f) + cum, the same value as every other path's. */
+enum { W64, W128, W256 };
+
+static int wbuild(const uint16_t *freq, uint8_t (*wt)[256])
+{
+    int lo = -1, hi = 0;
+    for (int s = 0; s < 256; s++)
+        if (freq[s]) {
+            lo = lo < 0 ? s : lo;
+            hi = s;
+        }
+    int mode = hi - lo < 64 ? W64 : hi - lo < 128 ? W128 : W256;
+    unsigned wrap = mode == W64 ? 63 : mode == W128 ? 127 : 255;
+    memset(wt, 0, 3 * 256);
+    uint32_t cum = 0;
+    for (int s = 0; s < 256; s++) {
+        uint32_t f = freq[s];
+        if (!f)
+            continue;
+        /* Present values span less than wrap + 1: their low bits are distinct. */
+        unsigned slot = (unsigned)s & wrap;
+        uint32_t d = f | cum << 12;
+        wt[0][slot] = (uint8_t)d;
+        wt[1][slot] = (uint8_t)(d >> 8);
+        wt[2][slot] = (uint8_t)(d >> 16);
+        cum += f;
+    }
+    return mode;
+}
+
+static inline __attribute__((always_inline)) T512 __m512i
+wlook(const int mode, const __m512i *t, __m512i s, __mmask64 top)
+{
+    if (mode == W64)
+        return _mm512_permutexvar_epi8(s, t[0]);
+    __m512i a = _mm512_permutex2var_epi8(t[0], s, t[1]);
+    if (mode == W128)
+        return a;
+    return _mm512_mask_blend_epi8(top, a, _mm512_permutex2var_epi8(t[2], s, t[3]));
+}
+
+/* Byte k of dword lane j of quarter v: k = 0, 1 from bytes 16v + j of the first two
+ * fields (vpermt2b, second table at +64), k = 2 from the third field. */
+#define WI01(j) 0, 0, (char)(64 + (j)), (char)(j) /* _mm512_set_epi8: high byte first */
+#define WI2(j) 0, (char)(j), 0, 0
+
+static inline __attribute__((always_inline)) T512 uint8_t *
+wenc(const unsigned N, const int mode, uint32_t *st, const uint8_t (*wt)[256],
+     const uint8_t *src, size_t lo, size_t hi, uint8_t *p)
+{
+    __m512i X[RANS0_NMAX / 16], T[3][4], I01[4], I2[4];
+    for (unsigned v = 0; v < N / 16; v++)
+        X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
+    int nt = mode == W64 ? 1 : mode == W128 ? 2 : 4;
+    for (int f = 0; f < 3; f++)
+        for (int r = 0; r < nt; r++)
+            T[f][r] = _mm512_loadu_si512((const void *)(wt[f] + 64 * r));
+    const __m512i i01 = _mm512_set_epi8(
+        WI01(15), WI01(14), WI01(13), WI01(12), WI01(11), WI01(10), WI01(9), WI01(8),
+        WI01(7), WI01(6), WI01(5), WI01(4), WI01(3), WI01(2), WI01(1), WI01(0));
+    const __m512i i2 = _mm512_set_epi8(
+        WI2(15), WI2(14), WI2(13), WI2(12), WI2(11), WI2(10), WI2(9), WI2(8),
+        WI2(7), WI2(6), WI2(5), WI2(4), WI2(3), WI2(2), WI2(1), WI2(0));
+    for (unsigned v = 0; v < N / 16; v++) {
+        I01[v] = _mm512_add_epi8(i01, _mm512_set1_epi8((char)(16 * v)));
+        I2[v] = _mm512_add_epi8(i2, _mm512_set1_epi8((char)(16 * v)));
+    }
+    const __m512i m12 = _mm512_set1_epi32(RANS_M - 1), mM = _mm512_set1_epi32(RANS_M);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (size_t i0 = hi; i0 > lo;) {
+        i0 -= N;
+        __m512i s = N == 64 ? _mm512_loadu_si512((const void *)(src + i0))
+                            : _mm512_zextsi256_si512(
+                                  _mm256_loadu_si256((const __m256i *)(const void *)(src + i0)));
+        __mmask64 top = mode == W256 ? _mm512_movepi8_mask(s) : 0;
+        __m512i b0 = wlook(mode, T[0], s, top), b1 = wlook(mode, T[1], s, top),
+                b2 = wlook(mode, T[2], s, top);
+        for (unsigned v = N / 16; v-- > 0;) {
+            __m512i d = _mm512_maskz_permutex2var_epi8(0x3333333333333333ull, b0, I01[v], b1);
+            d = _mm512_mask_permutexvar_epi8(d, 0x4444444444444444ull, I2[v], b2);
+            __m512i f = _mm512_and_si512(d, m12);
+            __m512i x = X[v];
+            __mmask16 fl = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(d, 20));
+            /* Flushing lanes' low words, as in zenc. */
+            unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
+            __m512i w = _mm512_maskz_compress_epi32(fl, x);
+            w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
+            _mm256_storeu_si256((__m256i *)(void *)(p - 32), _mm512_cvtepi32_epi16(w));
+            p -= 2 * c;
+            x = _mm512_mask_srli_epi32(x, fl, x, 16);
+            __m512 qf = _mm512_div_round_ps(
+                _mm512_cvt_roundepu32_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
+                _mm512_cvtepi32_ps(f), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m512i q = _mm512_cvttps_epu32(qf);
+            __m512i r = _mm512_sub_epi32(x, _mm512_mullo_epi32(q, f));
+            /* q one short: r in [f, 2f); the state then lacks M - f. */
+            __mmask16 lowq = _mm512_cmpge_epu32_mask(r, f);
+            __m512i y = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(q, RANS_BITS), r),
+                                         _mm512_srli_epi32(d, 12));
+            X[v] = _mm512_mask_add_epi32(y, lowq, y, _mm512_sub_epi32(mM, f));
+        }
+    }
+    for (unsigned v = 0; v < N / 16; v++)
+        _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
+    return p;
+}
+#undef WI01
+#undef WI2
+
+#define WENC(N, M)                                                                    \
+    T512 static uint8_t *wenc_##N##_##M(uint32_t *st, const uint8_t (*wt)[256],       \
+                                        const uint8_t *src, size_t lo, size_t hi,     \
+                                        uint8_t *p)                                   \
+    {                                                                                 \
+        return wenc(N, M, st, wt, src, lo, hi, p);                                    \
+    }
+WENC(32, W64)
+WENC(32, W128)
+WENC(32, W256)
+WENC(64, W64)
+WENC(64, W128)
+WENC(64, W256)
+#undef WENC
+
+static uint8_t *wide_enc(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
+                         size_t lo, size_t hi, uint8_t *p)
+{
+    int mode = wbuild(freq, c->wtab);
+    const uint8_t(*t)[256] = (const uint8_t(*)[256])c->wtab;
+    if (N == 64)
+        return mode == W64    ? wenc_64_W64(c->st, t, src, lo, hi, p)
+               : mode == W128 ? wenc_64_W128(c->st, t, src, lo, hi, p)
+                              : wenc_64_W256(c->st, t, src, lo, hi, p);
+    return mode == W64    ? wenc_32_W64(c->st, t, src, lo, hi, p)
+           : mode == W128 ? wenc_32_W128(c->st, t, src, lo, hi, p)
+                          : wenc_32_W256(c->st, t, src, lo, hi, p);
+}
 
 uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
                           size_t lo, size_t hi, uint8_t *p)
 {
-    int mode = zbuild(freq, c->ztab, c->zrank);
+    int mode = ent_enc512_bytes_only ? -1 : zbuild(freq, c->ztab);
     if (mode < 0)
-        return NULL;
+        return wide_enc(c, N, freq, src, lo, hi, p);
     const uint32_t(*t)[64] = (const uint32_t(*)[64])c->ztab;
     if (N == 64)
-        return mode == ZK32   ? zenc_64_ZK32(c->st, t, c->zrank, src, lo, hi, p)
-               : mode == ZK64 ? zenc_64_ZK64(c->st, t, c->zrank, src, lo, hi, p)
-                              : zenc_64_ZRANK(c->st, t, c->zrank, src, lo, hi, p);
-    return mode == ZK32   ? zenc_32_ZK32(c->st, t, c->zrank, src, lo, hi, p)
-           : mode == ZK64 ? zenc_32_ZK64(c->st, t, c->zrank, src, lo, hi, p)
-                          : zenc_32_ZRANK(c->st, t, c->zrank, src, lo, hi, p);
+        return mode == ZK32 ? zenc_64_ZK32(c->st, t, src, lo, hi, p)
+                            : zenc_64_ZK64(c->st, t, src, lo, hi, p);
+    return mode == ZK32 ? zenc_32_ZK32(c->st, t, src, lo, hi, p)
+                        : zenc_32_ZK64(c->st, t, src, lo, hi, p);
 }
 #endif

@@ -56,7 +56,7 @@ struct ent_ctx {
     rans_esym etab[256];
     uint32_t vtab[256][4]; /* vector encoder rows (rans0.c) */
     uint32_t ztab[4][64];  /* AVX-512 encoder fields by table slot (avx512.c) */
-    uint8_t zrank[256];    /* symbol -> slot when slots are ranks (avx512.c) */
+    uint8_t wtab[3][256];  /* AVX-512 wide-alphabet encoder: bytes of f | cum << 12 */
     uint32_t st[RANS0_NMAX];
 };
 
@@ -107,15 +107,20 @@ extern int ent_simd_cap;
 int ent_simd_level(void);
 /* 1 when the AVX2 encode and decode loops may run. */
 int ent_use_avx2(void);
+/* Tests set 1 to send every AVX-512 encoder segment to the byte-table loop, not only
+ * those whose values span more than 64 (same bytes either way). */
+extern int ent_enc512_bytes_only;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define ENT_HAVE_AVX512 1
-/* Histogram of a plane whose values span at most 64: returns -1 (cnt untouched) when
- * they span more. Needs ent_simd_level() == ENT_SIMD_AVX512. */
-int ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
+/* Histogram of planes whose values span at most 64 or that are mostly one value:
+ * counts the first k bytes of src into cnt (set, not added to) and returns k, a
+ * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the
+ * rest. Needs ent_simd_level() == ENT_SIMD_AVX512. */
+size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
 /* Order-0 encode of src[lo, hi) (whole rounds of N states) with one segment's table,
- * continuing c->st and writing words down from p; returns the new p, or NULL (nothing
- * written) when the table has more than 64 symbols. */
+ * continuing c->st and writing words down from p; returns the new p. Register tables
+ * when the segment's values span at most 64, byte tables otherwise. */
 uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
                           size_t lo, size_t hi, uint8_t *p);
 #endif

@@ -15,13 +15,30 @@
 
 #include "ent_internal.h"
 
+static void hist_table(const uint8_t *src, size_t n, uint32_t *cnt);
+
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
 {
 #ifdef ENT_HAVE_AVX512
     /* Below a few vectors the range pass and the per-window sums do not pay. */
-    if (n >= 1024 && ent_simd_level() >= ENT_SIMD_AVX512 && ent_hist_avx512(src, n, cnt) == 0)
-        return;
+    if (n >= 1024 && ent_simd_level() >= ENT_SIMD_AVX512) {
+        size_t done = ent_hist_avx512(src, n, cnt);
+        if (done == n)
+            return;
+        if (done) {
+            uint32_t rest[256];
+            hist_table(src + done, n - done, rest);
+            for (int s = 0; s < 256; s++)
+                cnt[s] += rest[s];
+            return;
+        }
+    }
 #endif
+    hist_table(src, n, cnt);
+}
+
+static void hist_table(const uint8_t *src, size_t n, uint32_t *cnt)
+{
     /* Eight sub-histograms fed from 64-bit loads break the store-to-load dependency on
      * runs of equal bytes, which exponent planes are full of. */
     uint32_t h[8][256];
@@ -45,14 +62,34 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
         cnt[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s] + h[4][s] + h[5][s] + h[6][s] + h[7][s];
 }
 
+/* c * log2(c) (0 for c = 0) for the counts of a sub-block (16 KiB at the default
+ * levels): the greedy segment merge evaluates hundreds of histograms per plane and
+ * log2 dominated it. Filled on first use; racing threads write the same values. */
+#define CLOG_MAX 16384u
+static double clog_tab[CLOG_MAX + 1];
+static int clog_ready;
+
+static void clog_init(void)
+{
+    for (uint32_t c = 1; c <= CLOG_MAX; c++)
+        clog_tab[c] = (double)c * log2((double)c);
+    __atomic_store_n(&clog_ready, 1, __ATOMIC_RELEASE);
+}
+
 double ent_bits(const uint32_t *cnt, uint64_t total)
 {
     if (total == 0)
         return 0.0;
-    double acc = 0.0;
-    for (int s = 0; s < 256; s++)
-        if (cnt[s])
-            acc += (double)cnt[s] * log2((double)cnt[s]);
+    if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE))
+        clog_init();
+    /* Four sums: one chain of 256 dependent additions was the cost. */
+    double a[4] = {0, 0, 0, 0};
+    for (int s = 0; s < 256; s += 4)
+        for (int k = 0; k < 4; k++) {
+            uint32_t c = cnt[s + k];
+            a[k] += c <= CLOG_MAX ? clog_tab[c] : (double)c * log2((double)c);
+        }
+    double acc = (a[0] + a[1]) + (a[2] + a[3]);
     double b = (double)total * log2((double)total) - acc;
     return b < 0 ? 0 : b;
 }

@@ -183,6 +183,52 @@ static size_t sample_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
     return m;
 }
 
+/* Nonzero bytes that come in runs (frozen rows next to changed ones) are where zstd
+ * beats order-0 coding on a residual plane; isolated ones, the common case of slowly
+ * moving weights, cost zstd a sequence each (~2-3 bytes against ~1.5 for rANS), and
+ * trying zstd on those planes took as long as coding them. So zstd is tried on large
+ * planes only when the nonzero bytes average at least 1.5 per run; small planes (where
+ * rANS's states and tables weigh most) always try it. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* Adds the runs of nonzero bytes and the nonzero bytes of src[0..n) (whole vectors);
+ * returns the bytes done. */
+__attribute__((target("avx2"))) static size_t runs_avx2(const uint8_t *src, size_t n,
+                                                         size_t *runs, size_t *nz)
+{
+    size_t i = 0;
+    uint32_t prev = 0; /* top bit of the previous mask */
+    const __m256i z = _mm256_setzero_si256();
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
+        uint32_t m = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, z));
+        *runs += (size_t)__builtin_popcount(m & ~((m << 1) | prev));
+        *nz += (size_t)__builtin_popcount(m);
+        prev = m >> 31;
+    }
+    return i;
+}
+#endif
+
+/* From the first KiB of every 8 (a run cut by a window's start counts twice). */
+static int nonzero_clustered(const uint8_t *src, size_t n)
+{
+    size_t runs = 0, nz = 0;
+    for (size_t o = 0; o < n; o += 8192) {
+        const uint8_t *p = src + o;
+        size_t len = n - o < 1024 ? n - o : 1024, i = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (ent_use_avx2())
+            i = runs_avx2(p, len, &runs, &nz);
+#endif
+        for (; i < len; i++) {
+            runs += p[i] && (i == 0 || !p[i - 1]);
+            nz += p[i] != 0;
+        }
+    }
+    return 2 * nz >= 3 * runs;
+}
+
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                   int level, int hint, uint8_t *codec)
 {
@@ -231,7 +277,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     double est0 = ent_bits(h, n) / 8;
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
-    int zero_heavy = hint == ENT_HINT_RESIDUAL ? h[0] > n - n / 16 : h[0] > n / 2;
+    int zero_heavy = hint == ENT_HINT_RESIDUAL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
+                                               : h[0] > n / 2;
     int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */

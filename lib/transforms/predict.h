@@ -48,6 +48,16 @@ void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, 
 void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n,
                   uint8_t *x);
 
+/* pred_forward followed by xf_split (planes.h) of the residual, in one pass where a
+ * vector loop exists: PRED_XOR or PRED_DIFF, XF_INT or XF_FLOAT, esize 2 or 4, a CPU
+ * with AVX-512 VBMI. Writes the planes of the first k bytes of x (k a multiple of
+ * 64 * esize, plane[i][0 .. k / esize)) and returns k, which is 0 when no loop applies;
+ * the caller predicts and splits the rest. Same bytes as the two-step path. */
+size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
+                          const uint8_t *b, size_t n, uint8_t *const *plane);
+/* Tests set 0 to turn the vector loops of pred_forward_split off. */
+extern int pred_simd_cap;
+
 /* Chooses the predictor for chunk x[0..n) against its base b[0..n): PRED_NONE, PRED_XOR
  * or PRED_DIFF, the one whose residual (x itself for NONE) has the lowest estimated
  * coded size. The estimate is the sum over byte planes, as the coder will split them
