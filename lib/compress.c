@@ -53,7 +53,8 @@ static void compress_job(void *v, int worker, void *arg)
         const uint8_t *restored;
         quant_stats_init(&j->st);
         j->out_len = chunk_encode_lossy(ws->scratch, worker, ws->level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
-                                        j->raw_len, j->base, j->out, &j->raw_crc, &restored, &j->st);
+                                        j->raw_len, j->plan.spec.no_base ? NULL : j->base, j->out, &j->raw_crc,
+                                        &restored, &j->st);
         return;
     }
     j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
@@ -252,7 +253,7 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
         *whole_len = len;
         all = buf;
     }
-    const uint8_t *b = base && len <= base_avail ? base : NULL;
+    const uint8_t *b = base && len <= base_avail && !q->no_base ? base : NULL;
     if (q->mode == QM_REL) {
         double lo = INFINITY, hi = -INFINITY;
         quant_scan(s->dtype, all, b, len - len % es, &lo, &hi);

@@ -424,6 +424,24 @@ int main(void)
             ckpz_free(z4);
             ckpz_free(z5);
         }
+        /* no-base: coded stand-alone in a file with a base; pruning drops magnitudes */
+        {
+            size_t zl6, nw = T[T_F32].rows * T[T_F32].cols, zeroed = 0, bad = 0;
+            uint8_t *z6 = compress(ctx, "* abs 1e-4 prune 0.3 no-base", next, n, r1, n, 1, &zl6, &e);
+            CHECKF(e == CKPZ_OK, "no-base: %s", ckpz_ctx_message(ctx));
+            uint8_t *r6 = restore(ctx, z6, zl6, n, r1, n, 1);
+            for (size_t k = 0; k < nw; k++) {
+                size_t o = T[T_F32].off + 4 * k;
+                double a = get(&T[T_F32], next + o), b = get(&T[T_F32], r6 + o);
+                if (!isfinite(a)) continue;
+                zeroed += b == 0 && a != 0;
+                bad += b != 0 && fabs(b - a) > 1e-4;
+            }
+            CHECKF(zeroed > nw * 27 / 100 && zeroed < nw * 33 / 100 && bad == 0, "no-base: %zu of %zu zeroed, %zu bad",
+                   zeroed, nw, bad);
+            free(r6);
+            ckpz_free(z6);
+        }
         /* the wrong base is refused before decoding */
         ckpz_params p;
         ckpz_params_init(&p);

@@ -112,6 +112,8 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 return -1;
             }
             q->pct = v;
+        } else if (q->mode != QM_NONE && !strcmp(o, "no-base")) {
+            q->no_base = 1;
         } else if ((q->mode == QM_ABS || q->mode == QM_REL) && !strcmp(o, "stochastic")) {
             q->stochastic = 1;
         } else if (q->mode != QM_NONE && !strcmp(o, "prune")) {

@@ -851,6 +851,7 @@ static int inverse_abs_f32(const quant_layout *L, const uint8_t *const *plane, c
 int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *plane, const uint8_t *base, size_t n,
                   uint8_t *out)
 {
+    if (!(L->flags & QUANT_F_BASE)) base = NULL; /* coded stand-alone in a based entry */
     if (L->mode == QM_ABS && dt == CKPZ_DTYPE_F32 && !(L->flags & QUANT_F_BITMAP)) {
         if (inverse_abs_f32(L, plane, base, out)) return -1;
         memcpy(out + L->nel * 4, plane[L->nplanes - 1], n - L->nel * 4);

@@ -50,6 +50,9 @@ typedef struct quant_spec {
     uint8_t per_row; /* QM_AFFINE: a group is one row (per-channel) instead of `group` elements */
     uint8_t stochastic; /* QM_ABS, QM_REL: unbiased rounding (grid step E, not 2E): a change
                            smaller than the step survives on average instead of vanishing */
+    uint8_t no_base;    /* code stand-alone even in a file with a base (values the base does
+                           not predict, e.g. Adam's exp_avg far apart; pruning then drops the
+                           smallest magnitudes to zero, not the smallest changes) */
     uint32_t group;  /* QM_AFFINE: elements per block (default 64) */
     double bound;    /* QM_ABS: E; QM_REL, QM_PREL: R */
     double pct;      /* QM_AFFINE: calibrate to this percentile of |x| (0 or 100 = min-max) */
