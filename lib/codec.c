@@ -67,6 +67,36 @@ size_t chunk_frame_bound(size_t n)
     return CTR_FRAME_SIZE + XF_MAX_PLANES * CTR_PLANE_DESC + worst;
 }
 
+#define HINT_STORE (-1) /* code_planes: the plane goes in as it is */
+
+/* Codes np planes (back to back at src, sizes[]) into the payload after the frame
+ * header, each with the entropy stage's choice for its hint, and seals the frame: plane
+ * descriptors, lengths, checksums. Returns the frame length. */
+static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n, const uint8_t *src,
+                          const size_t *sizes, unsigned np, const int *hints, uint8_t *out)
+{
+    uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)np * CTR_PLANE_DESC;
+    for (unsigned i = 0; i < np; i++) {
+        uint8_t codec = ENT_STORED;
+        size_t len = sizes[i];
+        if (hints[i] == HINT_STORE) memcpy(dst, src, len);
+        else len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hints[i], &codec);
+        uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
+        d[0] = codec;
+        d[1] = d[2] = d[3] = 0;
+        st32(d + 4, (uint32_t)len);
+        src += sizes[i];
+        dst += len;
+    }
+    h->entry = entry;
+    h->raw_len = (uint32_t)n;
+    h->payload_len = (uint32_t)(dst - payload);
+    h->nplanes = (uint8_t)np;
+    h->payload_crc = crc32c(0, payload, h->payload_len);
+    ctr_chunk_write(out, h);
+    return CTR_FRAME_SIZE + h->payload_len;
+}
+
 /* Codes the chunk with one predictor. */
 static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                           const uint8_t *base, uint8_t pred, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
@@ -118,31 +148,16 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
         }
         src = planes;
     }
-    uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + np * CTR_PLANE_DESC;
-    for (unsigned i = 0; i < np; i++) {
-        uint8_t codec;
-        /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly
-         * empty; the integer hint would try it on every plane) and near-random lower
-         * ones, which the mantissa hint judges from a sample before counting them. */
-        int hint = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
+    /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly empty; the
+     * integer hint would try it on every plane) and near-random lower ones, which the
+     * mantissa hint judges from a sample before counting them. */
+    int hints[XF_MAX_PLANES];
+    for (unsigned i = 0; i < np; i++)
+        hints[i] = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
                    : i + 1 == h.esize || i >= 2      ? ENT_HINT_MANTISSA
                                                      : ENT_HINT_RESIDUAL;
-        size_t len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hint, &codec);
-        uint8_t *d = payload + i * CTR_PLANE_DESC;
-        d[0] = codec;
-        d[1] = d[2] = d[3] = 0;
-        st32(d + 4, (uint32_t)len);
-        src += sizes[i];
-        dst += len;
-    }
-    h.entry = entry;
-    h.raw_len = (uint32_t)n;
-    h.payload_len = (uint32_t)(dst - payload);
-    h.nplanes = (uint8_t)np;
-    h.payload_crc = crc32c(0, payload, h.payload_len);
-    ctr_chunk_write(out, &h);
     *raw_crc = h.raw_crc;
-    return CTR_FRAME_SIZE + h.payload_len;
+    return code_planes(ec, level, &h, entry, n, src, sizes, np, hints, out);
 }
 
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
@@ -212,38 +227,15 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
      * parameters and exceptions are raw floats; the bitmap is a plane of set bits; the
      * first code plane is a skewed distribution around the centre, a second (low bytes
      * of 16-bit codes) near-random. */
-    uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)np * CTR_PLANE_DESC;
-    const uint8_t *src = planes;
-    uint8_t w = planes[1];
-    for (int i = 0; i < np; i++) {
-        uint8_t codec;
-        int hint = i == 2 ? ENT_HINT_INT : i == 3 ? ENT_HINT_EXPONENT : (i == 4 && w == 2) ? ENT_HINT_MANTISSA
-                                                                                           : ENT_HINT_OPAQUE;
-        size_t len;
-        if (i == 0) {
-            memcpy(dst, src, sizes[0]);
-            len = sizes[0];
-            codec = ENT_STORED;
-        } else {
-            len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hint, &codec);
-        }
-        uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
-        d[0] = codec;
-        d[1] = d[2] = d[3] = 0;
-        st32(d + 4, (uint32_t)len);
-        src += sizes[i];
-        dst += len;
-    }
-    h.entry = entry;
-    h.raw_len = (uint32_t)n;
-    h.payload_len = (uint32_t)(dst - payload);
-    h.nplanes = (uint8_t)np;
-    h.payload_crc = crc32c(0, payload, h.payload_len);
-    ctr_chunk_write(out, &h);
+    int hints[QUANT_PLANES_MAX];
+    for (int i = 0; i < np; i++)
+        hints[i] = i == 0 ? HINT_STORE : i == 2 ? ENT_HINT_INT : i == 3 ? ENT_HINT_EXPONENT
+                   : (i == 4 && planes[1] == 2) ? ENT_HINT_MANTISSA : ENT_HINT_OPAQUE;
+    size_t len = code_planes(ec, level, &h, entry, n, planes, sizes, (unsigned)np, hints, out);
     *raw_crc = h.raw_crc;
     *restored = rest;
     quant_stats_add(st, &cs);
-    return CTR_FRAME_SIZE + h.payload_len;
+    return len;
 }
 
 /* Decodes a lossy chunk: the header plane first (it gives the other planes' sizes),

@@ -4,7 +4,6 @@
  * trailer (container/). The calling thread alternates between reading the next chunk
  * and writing finished ones, so input, coding and output overlap; at most `depth`
  * chunks are in memory. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,19 +60,6 @@ static void compress_job(void *v, int worker, void *arg)
                               ws->scratch->planes[worker], j->out, &j->raw_crc);
 }
 
-static void lossy_add(ctr_lossy *l, const quant_stats *s)
-{
-    l->n += s->n;
-    l->exceptions += s->exceptions;
-    l->changed += s->changed;
-    l->frozen += s->frozen;
-    l->sum_abs += s->sum_abs;
-    l->sum_sq += s->sum_sq;
-    if (s->max_abs > l->max_abs) l->max_abs = s->max_abs;
-    if (s->vmin < l->vmin) l->vmin = s->vmin;
-    if (s->vmax > l->vmax) l->vmax = s->vmax;
-}
-
 /* What the calling thread keeps while writing: output position, index tables, the
  * running content checksum. */
 typedef struct writer {
@@ -85,7 +71,8 @@ typedef struct writer {
     uint64_t pos, original;
     uint32_t content_crc;
     ctr_entry *e;
-    size_t ne, cap_e;
+    quant_stats *qs; /* per entry: the errors of its lossy chunks */
+    size_t ne, cap_e, cap_qs;
     ctr_chunkrec *c;
     size_t nc, cap_c;
     uint64_t copy_len; /* a run of chunks equal to the base's, not yet written */
@@ -138,8 +125,8 @@ static ckpz_error emit(writer *w, cjob *j)
     if (j->raw_len && j->lossy && !j->out_len && !j->copy)
         return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory coding tensor '%.100s'", w->e[j->entry].name);
     if (j->raw_len && j->lossy) {
-        if (j->copy) w->e[j->entry].lossy.n += j->raw_len / ckpz_dtype_size(j->dtype);
-        else lossy_add(&w->e[j->entry].lossy, &j->st);
+        if (j->copy) w->qs[j->entry].n += j->raw_len / ckpz_dtype_size(j->dtype);
+        else quant_stats_add(&w->qs[j->entry], &j->st);
     }
     if (j->raw_len) {
         if (j->copy) {
@@ -293,7 +280,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, pol != NULL)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
-    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0, 0};
+    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
     uint64_t tensor_bytes = 0, tensors = 0;
     base_index bidx = {0};
     const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
@@ -347,7 +334,10 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         if (ev == CH_END) break;
         j->new_entry = s != NULL;
         if (s) {
-            if (grow_array((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e)) goto nomem;
+            if (grow_array((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e) ||
+                grow_array((void **)&w.qs, &w.cap_qs, w.ne + 1, sizeof *w.qs))
+                goto nomem;
+            quant_stats_init(&w.qs[w.ne]);
             if (w.ne >= UINT32_MAX) {
                 err = ctx_fail(ctx, CKPZ_ERR_LIMIT, "more than 2^32 entries");
                 goto fail;
@@ -378,8 +368,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
                 whole_pos = n;
                 e->flags |= CTR_ENTRY_LOSSY;
                 e->lossy = (ctr_lossy){plan.spec.mode, plan.spec.bits, plan.spec.sym, plan.spec.per_row, plan.group,
-                                       plan.spec.bound, plan.abs_bound, plan.prune_thr, 0, 0, 0, 0, 0, 0, 0,
-                                       INFINITY, -INFINITY};
+                                       plan.spec.bound, plan.abs_bound, plan.prune_thr, 0, 0, 0, 0, 0, 0, 0, 0, 0};
             } else {
                 plan.spec.mode = QM_NONE;
             }
@@ -406,6 +395,20 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         if ((err = emit(&w, j))) goto fail;
     if ((err = flush_copy(&w))) goto fail;
 
+    for (size_t i = 0; i < w.ne; i++) { /* the errors go into the index */
+        ctr_lossy *l = &w.e[i].lossy;
+        const quant_stats *q = &w.qs[i];
+        if (!(w.e[i].flags & CTR_ENTRY_LOSSY)) continue;
+        l->n = q->n;
+        l->exceptions = q->exceptions;
+        l->changed = q->changed;
+        l->frozen = q->frozen;
+        l->sum_abs = q->sum_abs;
+        l->sum_sq = q->sum_sq;
+        l->max_abs = q->max_abs;
+        l->vmin = q->vmin <= q->vmax ? q->vmin : 0;
+        l->vmax = q->vmin <= q->vmax ? q->vmax : 0;
+    }
     size_t isz = ctr_index_size(w.e, w.ne, w.nc);
     if (!(idx = malloc(isz))) goto nomem;
     ctr_index_write(idx, w.e, w.ne, w.c, w.nc);
@@ -436,6 +439,7 @@ done:
     policy_free(pol);
     free(whole);
     free(w.e); /* names and shapes belong to segs */
+    free(w.qs);
     free(w.c);
     free(idx);
     free(prefix);
