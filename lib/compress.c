@@ -4,6 +4,7 @@
  * trailer (container/). The calling thread alternates between reading the next chunk
  * and writing finished ones, so input, coding and output overlap; at most `depth`
  * chunks are in memory. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
