@@ -216,14 +216,18 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
         }
         plan->group = (uint32_t)g;
     }
-    if (q->mode != QM_REL && !(q->prune > 0)) return CKPZ_OK;
+    if (q->mode == QM_CREL && (!base || q->no_base)) { /* nothing to be relative to */
+        plan->spec.mode = QM_NONE;
+        return CKPZ_OK;
+    }
+    if (q->mode != QM_REL && q->mode != QM_CREL && !(q->prune > 0)) return CKPZ_OK;
     const uint8_t *all = first;
     size_t len = n;
     if (s->length > n) {
         if (s->length > p->mem_limit)
             return ctx_fail(ctx, CKPZ_ERR_LIMIT,
                             "tensor '%.100s' (%llu bytes) is larger than the memory limit, which %s needs whole",
-                            s->name, (unsigned long long)s->length, q->mode == QM_REL ? "rel" : "prune");
+                            s->name, (unsigned long long)s->length, q->mode == QM_ABS ? "prune" : quant_mode_name(q->mode));
         uint8_t *buf = realloc(*whole, (size_t)s->length);
         if (!buf) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading tensor '%.100s'", s->name);
         *whole = buf;
@@ -246,6 +250,11 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
         double lo = INFINITY, hi = -INFINITY;
         quant_scan(s->dtype, all, b, len - len % es, &lo, &hi);
         plan->abs_bound = hi > lo ? q->bound * (hi - lo) : 0;
+    }
+    if (q->mode == QM_CREL) {
+        /* a bound relative to the update itself: without a base there is none */
+        plan->abs_bound = b ? q->bound * quant_change_rms(s->dtype, all, b, len - len % es) : 0;
+        if (!b) plan->spec.mode = QM_NONE;
     }
     if (q->prune > 0) plan->prune_thr = quant_prune_threshold(s->dtype, all, b, len - len % es, q->prune);
     return CKPZ_OK;
@@ -367,6 +376,8 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
                                       &whole_len)))
                     goto fail;
                 whole_pos = n;
+            }
+            if (plan.spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
                 e->flags |= CTR_ENTRY_LOSSY;
                 e->lossy = (ctr_lossy){plan.spec.mode, plan.spec.bits, plan.spec.sym, plan.spec.per_row, plan.group,
                                        plan.spec.bound, plan.abs_bound, plan.prune_thr, 0, 0, 0, 0, 0, 0, 0, 0, 0};

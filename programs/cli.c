@@ -52,6 +52,8 @@ static void usage(FILE *f)
         "Lossy coding (float tensors of 2+ dimensions; never norms, biases, integers):\n"
         "      --abs E           every value within E of the original\n"
         "      --rel R           within R x (max - min) of its tensor\n"
+        "      --change-rel R    with --base: within R x the RMS of the tensor's change\n"
+        "                        since the base (error scales with the update)\n"
         "      --pointwise-rel R within R x |value|; sign kept, never zero (Adam's v)\n"
         "      --int8[=sym|asym] 8-bit codes, one scale per row (per channel)\n"
         "      --bits 8|16       8/16-bit codes, offset and scale per block of --block N\n"
@@ -239,8 +241,8 @@ static int build_policy(const lossy_flags *l, char **text)
     *text = NULL;
     if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0 || l->stochastic))
         return bad_usage("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
-    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3))
-        return bad_usage("--stochastic applies to --abs and --rel");
+    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) && strncmp(l->mode, "change-rel", 10))
+        return bad_usage("--stochastic applies to --abs, --rel and --change-rel");
     if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set))
         return bad_usage("--percentile and --block apply to --int8 and --bits");
     if (!l->mode && !l->policy_file) return 0;
@@ -328,7 +330,7 @@ static int cli_main(int argc, char **argv, const char **files)
                     return bad_usage("--keyframe-every needs a number of files, 1..1000000");
                 p.keyframe_every = (unsigned)v;
             }
-            else if (IS("abs") || IS("rel") || IS("pointwise-rel")) {
+            else if (IS("abs") || IS("rel") || IS("pointwise-rel") || IS("change-rel")) {
                 char mname[16];
                 snprintf(mname, sizeof mname, "%.*s", (int)len, name);
                 NEED_VAL();

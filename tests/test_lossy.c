@@ -424,6 +424,38 @@ int main(void)
             ckpz_free(z4);
             ckpz_free(z5);
         }
+        /* change-rel: the bound is R x the RMS of each tensor's change; without a base the
+         * tensors stay exact */
+        {
+            size_t zl7, nw = T[T_F32].rows * T[T_F32].cols, bad = 0, cnt = 0;
+            uint8_t *z7 = compress(ctx, "* change-rel 0.5", next, n, r1, n, 1, &zl7, &e);
+            CHECKF(e == CKPZ_OK, "change-rel: %s", ckpz_ctx_message(ctx));
+            uint8_t *r7 = restore(ctx, z7, zl7, n, r1, n, 1);
+            double sq = 0;
+            for (size_t k = 0; k < nw; k++) {
+                size_t o = T[T_F32].off + 4 * k;
+                double d = get(&T[T_F32], next + o) - get(&T[T_F32], r1 + o);
+                if (isfinite(d)) sq += d * d, cnt++;
+            }
+            double lim = 0.5 * sqrt(sq / (double)cnt);
+            for (size_t k = 0; k < nw; k++) {
+                size_t o = T[T_F32].off + 4 * k;
+                double a = get(&T[T_F32], next + o), b = get(&T[T_F32], r7 + o);
+                bad += isfinite(a) && !(fabs(b - a) <= lim);
+            }
+            CHECKF(bad == 0 && lim > 1e-4, "change-rel: %zu elements beyond %g", bad, lim);
+            listed l7[NT];
+            list_entries(ctx, z7, zl7, l7);
+            CHECK(l7[T_F32].lossy && fabs(l7[T_F32].max_error) <= lim);
+            size_t zl8;
+            uint8_t *z8 = compress(ctx, "* change-rel 0.5", next, n, NULL, 0, 1, &zl8, &e);
+            uint8_t *r8 = restore(ctx, z8, zl8, n, NULL, 0, 1);
+            CHECKF(!memcmp(r8, next, n), "change-rel without a base is not exact");
+            free(r7);
+            free(r8);
+            ckpz_free(z7);
+            ckpz_free(z8);
+        }
         /* no-base: coded stand-alone in a file with a base; pruning drops magnitudes */
         {
             size_t zl6, nw = T[T_F32].rows * T[T_F32].cols, zeroed = 0, bad = 0;

@@ -254,7 +254,7 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
         }
         /* Information only (chunks describe their own coding), but a mode this reader
          * does not know is a newer file's. */
-        if (l->mode == 0 || l->mode > 4 || l->sym > 1 || l->per_row > 1)
+        if (l->mode == 0 || l->mode > 5 || l->sym > 1 || l->per_row > 1)
             return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown lossy mode %u", l->mode);
         fixed += ln;
     }

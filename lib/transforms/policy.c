@@ -70,8 +70,9 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
     double v;
     if (!strcmp(mode, "lossless")) {
         q->mode = QM_NONE;
-    } else if (!strcmp(mode, "abs") || !strcmp(mode, "rel") || !strcmp(mode, "pointwise-rel")) {
-        q->mode = mode[0] == 'a' ? QM_ABS : mode[0] == 'r' ? QM_REL : QM_PREL;
+    } else if (!strcmp(mode, "abs") || !strcmp(mode, "rel") || !strcmp(mode, "pointwise-rel") ||
+               !strcmp(mode, "change-rel")) {
+        q->mode = mode[0] == 'a' ? QM_ABS : mode[0] == 'r' ? QM_REL : mode[0] == 'c' ? QM_CREL : QM_PREL;
         if (number(word(&s), &v) || !(v > 0) || (q->mode == QM_PREL && !(v < 1))) {
             snprintf(why, whylen, "%s needs a bound > 0%s", mode, q->mode == QM_PREL ? " and < 1" : "");
             return -1;
@@ -90,7 +91,7 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
         }
         q->bits = (uint8_t)v;
     } else {
-        snprintf(why, whylen, "unknown mode '%s' (lossless, abs, rel, pointwise-rel, int8, bits)", mode);
+        snprintf(why, whylen, "unknown mode '%s' (lossless, abs, rel, change-rel, pointwise-rel, int8, bits)", mode);
         return -1;
     }
     for (char *o; (o = word(&s));) {
@@ -114,7 +115,7 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
             q->pct = v;
         } else if (q->mode != QM_NONE && !strcmp(o, "no-base")) {
             q->no_base = 1;
-        } else if ((q->mode == QM_ABS || q->mode == QM_REL) && !strcmp(o, "stochastic")) {
+        } else if ((q->mode == QM_ABS || q->mode == QM_REL || q->mode == QM_CREL) && !strcmp(o, "stochastic")) {
             q->stochastic = 1;
         } else if (q->mode != QM_NONE && !strcmp(o, "prune")) {
             if (number(word(&s), &v) || !(v >= 0 && v <= 0.999)) {

@@ -115,6 +115,7 @@ const char *quant_mode_name(uint8_t mode)
     case QM_REL: return "rel";
     case QM_PREL: return "pointwise-rel";
     case QM_AFFINE: return "affine";
+    case QM_CREL: return "change-rel";
     default: return "?";
     }
 }
@@ -288,6 +289,21 @@ void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t 
     }
     if (lo < *vmin) *vmin = lo;
     if (hi > *vmax) *vmax = hi;
+}
+
+double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n)
+{
+    unsigned es = ckpz_dtype_size(dtype);
+    double sq = 0;
+    size_t cnt = 0;
+    for (size_t i = 0; base && i + es <= n; i += es) {
+        double d = ld_el(dtype, x + i) - ld_el(dtype, base + i);
+        if (d - d == 0) { /* finite */
+            sq += d * d;
+            cnt++;
+        }
+    }
+    return cnt ? sqrt(sq / (double)cnt) : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -506,7 +522,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
 {
     unsigned es = ckpz_dtype_size(dt);
     size_t nel = n / es;
-    int mode = pl->spec.mode == QM_REL ? QM_ABS : pl->spec.mode;
+    int mode = pl->spec.mode == QM_REL || pl->spec.mode == QM_CREL ? QM_ABS : pl->spec.mode;
     double thr = pl->prune_thr;
     int prune = thr > 0;
     int32_t *q = w->q;

@@ -4,8 +4,9 @@
  * decoder maps back to a value on a grid, plus the few elements that no code can
  * represent within the bound (NaN, Inf, far outliers, rounding at the edge), stored as
  * they are ("exceptions"). Three grids:
- *   - absolute (QM_ABS; QM_REL is QM_ABS with E = R x the tensor's value range): a
- *     uniform grid of step 2E, so every value is within E of its code's;
+ *   - absolute (QM_ABS; QM_REL is QM_ABS with E = R x the tensor's value range, QM_CREL
+ *     with E = R x the RMS of its change since the base): a uniform grid of step 2E, so
+ *     every value is within E of its code's;
  *   - logarithmic (QM_PREL): a uniform grid on log2|x| with the sign kept, so every
  *     value is within R|x|, none changes sign and none becomes zero (Adam's exp_avg_sq
  *     stays positive); exact zeros have a code of their own;
@@ -39,6 +40,8 @@ enum quant_mode {
     QM_REL = 2,    /* |x' - x| <= R (max - min) of the tensor (coded as QM_ABS) */
     QM_PREL = 3,   /* |x' - x| <= R |x|, log grid */
     QM_AFFINE = 4, /* fixed rate, per-group offset and scale */
+    QM_CREL = 5,   /* |x' - x| <= R x the RMS of the tensor's change since the base (coded as
+                      QM_ABS; without a base the tensor stays lossless) */
     QM_COUNT_
 };
 
@@ -54,7 +57,7 @@ typedef struct quant_spec {
                            not predict, e.g. Adam's exp_avg far apart; pruning then drops the
                            smallest magnitudes to zero, not the smallest changes) */
     uint32_t group;  /* QM_AFFINE: elements per block (default 64) */
-    double bound;    /* QM_ABS: E; QM_REL, QM_PREL: R */
+    double bound;    /* QM_ABS: E; QM_REL, QM_PREL, QM_CREL: R */
     double pct;      /* QM_AFFINE: calibrate to this percentile of |x| (0 or 100 = min-max) */
     double prune;    /* fraction of the smallest magnitudes set to zero, 0..0.999 */
     double max_mae;  /* code a chunk losslessly when its mean absolute error would exceed it
@@ -64,7 +67,7 @@ typedef struct quant_spec {
 /* What the compressor derives for one tensor from its spec and its values. */
 typedef struct quant_plan {
     quant_spec spec;
-    double abs_bound; /* QM_ABS, QM_REL: E */
+    double abs_bound; /* QM_ABS, QM_REL, QM_CREL: E */
     double prune_thr; /* values (residuals) with |v| < prune_thr are pruned; 0 = none */
     uint32_t group;   /* QM_AFFINE: elements per group, >= 16 */
 } quant_plan;
@@ -137,6 +140,8 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const 
 /* Summary of a plan for the compressor's per-tensor analysis: min, max over finite
  * values and an estimate of the pruning threshold from a sample of |x - base|. */
 void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double *vmin, double *vmax);
+/* Root mean square of x - base over the elements where both are finite (0 if none). */
+double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n);
 double quant_prune_threshold(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double rate);
 
 const char *quant_mode_name(uint8_t mode);
