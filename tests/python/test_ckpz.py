@@ -365,6 +365,67 @@ class TestTorch(Case):
 
 
 @unittest.skipUnless(cli_path(), "the ckpz CLI is not built (set CKPZ_CLI)")
+class TestLossy(Case):
+    def test_policy_save_load(self):
+        """A lossy policy through save/load: every weight matrix and exp_avg within its
+        bound, exp_avg_sq within 10% and positive, the rest (biases, norms, step counts)
+        exact; list() reports the errors; a closed-loop delta against the restored
+        previous checkpoint stays within the bound."""
+        model, opt, state = make_training_state()
+        policy = "*.exp_avg_sq pointwise-rel 0.1\n* abs 1e-4\n"
+        p = self.path("lossy.ckpz")
+        ckpz.save(state, p, policy=policy)
+        back = ckpz.load(p)
+        lossy = exact = 0
+        for name, a in state["model"].items():
+            b = back["model"][name]
+            if a.dim() >= 2 and a.is_floating_point():
+                fin = torch.isfinite(a)
+                err = (b - a)[fin].abs().max().item()
+                self.assertLessEqual(err, 1e-4, name)
+                self.assertTrue(torch.equal(bits(a[~fin]), bits(b[~fin])), name)  # inf, NaN: exact
+                lossy += err > 0
+            else:
+                self.assertTrue(torch.equal(bits(a), bits(b)), name)
+                exact += 1
+        self.assertGreater(lossy, 0)
+        self.assertGreater(exact, 0)
+        for i, st in state["optimizer"]["state"].items():
+            bst = back["optimizer"]["state"][i]
+            self.assertTrue(torch.equal(st["step"], bst["step"]))
+            v, bv = st["exp_avg_sq"], bst["exp_avg_sq"]
+            if v.dim() >= 2:
+                self.assertTrue(bool(((bv - v).abs() <= 0.1 * v.abs()).all()), i)
+                self.assertTrue(bool(((v > 0) <= (bv > 0)).all()), i)
+        entries = [e for e in ckpz.list(p) if e.lossy]
+        self.assertEqual({e.lossy.mode for e in entries}, {"abs", "pointwise-rel"})
+        self.assertTrue(all(0 < e.lossy.max_error <= 1e-4 for e in entries if e.lossy.mode == "abs"))
+        self.assertTrue(all(e.lossy.mode == "pointwise-rel" for e in entries if e.name.endswith("exp_avg_sq")))
+        self.assertTrue(ckpz.info(p).lossy)
+        # the next checkpoint, coded against the restored one
+        train(model, opt, 1, seed=3)
+        nxt = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+        q = self.path("next.ckpz")
+        ckpz.save(nxt, q, policy="* abs 1e-4\n", base=p)
+        back2 = ckpz.load(q)
+        for name, a in nxt["model"].items():
+            if a.is_floating_point():
+                fin = torch.isfinite(a)
+                self.assertLessEqual((back2["model"][name] - a)[fin].abs().max().item(), 1e-4, name)
+        self.assertIsNotNone(ckpz.base_info(q))
+
+    def test_bad_policy(self):
+        _, _, state = make_training_state()
+        with self.assertRaises(ckpz.Error) as cm:
+            ckpz.save(state, self.path("x.ckpz"), policy="* frobnicate 1")
+        self.assertIn("policy line 1", str(cm.exception))
+        self.assertEqual(self.leftovers(), [])
+        with self.assertRaises(TypeError):
+            ckpz.save(state, self.path("x.ckpz"), policy=b"* abs 1")
+        with self.assertRaises(ValueError):
+            ckpz.compress_file(__file__, self.path("y.ckpz"), max_mae=1e-3)
+
+
 class TestCLI(Case):
     def run_cli(self, *args):
         r = subprocess.run([cli_path(), "-q", *args], capture_output=True, text=True, timeout=120)
