@@ -215,6 +215,10 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
             if (g < 16) g *= (16 + g - 1) / g;
         }
         plan->group = (uint32_t)g;
+        /* column-wise delta: the value one row up must be in an earlier group */
+        uint64_t row = 1;
+        for (uint32_t d = 1; d < s->ndim; d++) row = row * s->shape[d] > (1u << 30) ? (1u << 30) : row * s->shape[d];
+        plan->row = q->delta && row >= g ? (uint32_t)row : 0;
     }
     if (q->mode == QM_CREL && (!base || q->no_base)) { /* nothing to be relative to */
         plan->spec.mode = QM_NONE;

@@ -59,6 +59,8 @@ static void usage(FILE *f)
         "      --bits 8|16       8/16-bit codes, offset and scale per block of --block N\n"
         "                        elements (default 64)\n"
         "      --percentile P    calibrate --int8/--bits to the P-th percentile, not min-max\n"
+        "      --col-delta       --int8/--bits: code each value's difference from the\n"
+        "                        restored value a row up (column-wise delta)\n"
         "      --prune RATE      set the RATE smallest values (with --base: changes) to zero\n"
         "      --stochastic      --abs/--rel: unbiased rounding on a grid of step E, so that\n"
         "                        changes smaller than E survive on average (chains)\n"
@@ -207,7 +209,7 @@ typedef struct lossy_flags {
     const char *policy_file;
     int block, sym;         /* block 0 = default; sym -1 = default */
     double pct, prune;
-    int pct_set, prune_set, block_set, stochastic;
+    int pct_set, prune_set, block_set, stochastic, delta;
 } lossy_flags;
 
 static int set_bound(lossy_flags *l, const char *mode, const char *val)
@@ -243,8 +245,9 @@ static int build_policy(const lossy_flags *l, char **text)
         return bad_usage("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
     if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) && strncmp(l->mode, "change-rel", 10))
         return bad_usage("--stochastic applies to --abs, --rel and --change-rel");
-    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set))
-        return bad_usage("--percentile and --block apply to --int8 and --bits");
+    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set || l->delta))
+        return bad_usage("--percentile, --block and --col-delta apply to --int8 and --bits");
+    if (!l->mode && l->delta) return bad_usage("--col-delta needs --int8 or --bits");
     if (!l->mode && !l->policy_file) return 0;
     if (l->policy_file && fio_load_file(l->policy_file, &file, &flen) != 0) return 2;
     size_t cap = flen + 256;
@@ -269,6 +272,7 @@ static int build_policy(const lossy_flags *l, char **text)
         if (l->pct_set) at += (size_t)snprintf(t + at, cap - at, " pct %.17g", l->pct);
         if (l->prune_set) at += (size_t)snprintf(t + at, cap - at, " prune %.17g", l->prune);
         if (l->stochastic) at += (size_t)snprintf(t + at, cap - at, " stochastic");
+        if (l->delta) at += (size_t)snprintf(t + at, cap - at, " delta");
         snprintf(t + at, cap - at, "\n");
     }
     *text = t;
@@ -361,6 +365,7 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
             else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
             else if (IS("stochastic")) { NO_VAL(); lf.stochastic = 1; }
+            else if (IS("col-delta")) { NO_VAL(); lf.delta = 1; }
             else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
             else if (IS("output")) { NEED_VAL(); p.out_name = val; }
             else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }

@@ -1045,7 +1045,7 @@ int main(void)
     ok &= build_sample(&s[5], "lossy safetensors", lst, lst_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0,
                        "a bits 8 block 64 prune 0.3\nb pointwise-rel 0.001\n") == 0;
     ok &= build_sample(&s[6], "lossy delta", lst, lst_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, s[5].owned, lst_len,
-                       "a int8 asym\nb abs 0.0001 prune 0.2\n") == 0;
+                       "a bits 8 block 32 delta\nb abs 0.0001 prune 0.2\n") == 0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);

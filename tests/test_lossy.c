@@ -313,6 +313,8 @@ int main(void)
     run_mode(ctx, orig, n, "* int8 asym pct 99.9", B_CLIPPED, 0, NULL, NULL);
     run_mode(ctx, orig, n, "* bits 8 block 64", B_AFFINE, 0, NULL, NULL);
     run_mode(ctx, orig, n, "* bits 16 block 256 sym", B_AFFINE, 0, NULL, NULL);
+    run_mode(ctx, orig, n, "* bits 8 block 64 delta", B_AFFINE, 0, NULL, NULL);
+    run_mode(ctx, orig, n, "* int8 delta prune 0.2", B_CLIPPED, 0, NULL, NULL);
     /* rules: first match wins, comments, and a rule per tensor family */
     run_mode(ctx, orig, n, "# families\n*.exp_avg_sq pointwise-rel 0.01  # v\n\n* abs 1e-3\n", B_ABS, 1e-3, NULL,
              NULL);

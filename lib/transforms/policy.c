@@ -98,6 +98,8 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
         int aff = q->mode == QM_AFFINE;
         if (aff && (!strcmp(o, "sym") || !strcmp(o, "asym"))) {
             q->sym = o[0] == 's';
+        } else if (aff && !strcmp(o, "delta")) {
+            q->delta = 1;
         } else if (aff && !strcmp(o, "per-channel")) {
             q->per_row = 1;
         } else if (aff && !strcmp(o, "block")) {

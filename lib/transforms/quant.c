@@ -516,6 +516,16 @@ static void affine_params(const double *v, size_t cnt, const quant_plan *pl, uin
     }
 }
 
+/* The affine grid's prediction of element i: with a column-wise delta, the restored
+ * value one row up in the same chunk (0 in the chunk's first row); else the base's
+ * element; 0 when that is missing or not finite. */
+static double affine_pred(ckpz_dtype dt, const uint8_t *base, const uint8_t *restored, size_t row, size_t i)
+{
+    unsigned es = ckpz_dtype_size(dt);
+    double p = row ? (i >= row ? ld_el(dt, restored + (i - row) * es) : 0) : base ? ld_el(dt, base + i * es) : 0;
+    return isfinite(p) ? p : 0;
+}
+
 static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint64_t elem0, const uint8_t *x,
                        const uint8_t *base, size_t n, int bits, uint8_t *out, uint8_t *restored, size_t *sizes,
                        quant_stats *st)
@@ -555,7 +565,10 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
         ngroups = nel ? 1 + (nel - first + group - 1) / group : 0;
         w8 = bits / 8;
         flags |= pl->spec.sym ? QUANT_F_SYM : 0;
+        if (pl->row) flags = (uint8_t)((flags & ~QUANT_F_BASE) | QUANT_F_DELTA);
     }
+    size_t row = mode == QM_AFFINE ? pl->row : 0;
+    const uint8_t *pbase = row ? NULL : base; /* the delta's prediction replaces the base's */
     uint32_t maxc = w8 == 1 ? 255u : 65535u;
 
     /* Pass 1: grid index per element, reconstructed and checked. */
@@ -569,10 +582,10 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
             if (g0 + len > nel) len = nel - g0;
             size_t cnt = 0;
             for (size_t i = g0; i < g0 + len; i++) {
-                double xi = ld_el(dt, x + i * es), p = base ? ld_el(dt, base + i * es) : 0;
-                if (!isfinite(p)) p = 0;
+                double xi = ld_el(dt, x + i * es), p = affine_pred(dt, pbase, restored, row, i);
                 if (!isfinite(xi)) {
                     q[i] = Q_EXC;
+                    memcpy(restored + i * es, x + i * es, es); /* the next row predicts from it */
                 } else if (prune && fabs(xi - p) < thr) {
                     q[i] = Q_PRUNED;
                     st_el(dt, restored + i * es, p);
@@ -590,8 +603,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
             memcpy(params + g * 8 + 4, tmp, 4);
             for (size_t i = g0; i < g0 + len; i++) {
                 if (q[i] != 0) continue;
-                double xi = ld_el(dt, x + i * es), p = base ? ld_el(dt, base + i * es) : 0;
-                if (!isfinite(p)) p = 0;
+                double xi = ld_el(dt, x + i * es), p = affine_pred(dt, pbase, restored, row, i);
                 double c;
                 if (s > 0) c = pl->spec.sym ? floor((xi - p) / s + 0.5) + half : floor((xi - p - o) / s + 0.5);
                 else c = pl->spec.sym ? half : 0;
@@ -599,7 +611,10 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                 if (c > maxc - 1) c = maxc - 1;
                 q[i] = (int32_t)c;
                 st_el(dt, restored + i * es, recon_affine(p, o, s, (uint32_t)c, pl->spec.sym, half));
-                if (!isfinite(ld_el(dt, restored + i * es))) q[i] = Q_EXC;
+                if (!isfinite(ld_el(dt, restored + i * es))) {
+                    q[i] = Q_EXC;
+                    memcpy(restored + i * es, x + i * es, es);
+                }
             }
             g0 += len;
         }
@@ -756,7 +771,7 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
     memcpy(&sb, &step, 8);
     st64(hdr + 16, mode == QM_AFFINE ? 0 : sb);
     st32(hdr + 24, (uint32_t)nexc);
-    st32(hdr + 28, 0);
+    st32(hdr + 28, (uint32_t)row);
     unsigned np = 0;
     sizes[np++] = QUANT_HDR;
     sizes[np++] = ngp;
@@ -802,17 +817,19 @@ unsigned quant_layout_read(const uint8_t *h, ckpz_dtype dt, size_t n, int have_b
     memcpy(&L->step, &sb, 8);
     L->nexc = ld32(h + 24);
     L->nel = n / es;
-    if (h[3] || ld32(h + 28) || (L->flags & ~7u)) return 0;
+    L->row = ld32(h + 28);
+    if (h[3] || (L->flags & ~15u) || (L->row != 0) != ((L->flags & QUANT_F_DELTA) != 0)) return 0;
     if (L->w != 1 && L->w != 2) return 0;
     if ((L->flags & QUANT_F_BASE) && !have_base) return 0;
     if (L->nexc > L->nel) return 0;
     if (L->mode == QM_AFFINE) {
         if (L->group < 16 || L->first == 0 || L->first > L->group || (L->nel && L->first > L->nel) ||
-            (!L->nel && L->first) || sb || L->q0)
+            (!L->nel && L->first) || sb || L->q0 || (L->row && (L->row < L->group || (L->flags & QUANT_F_BASE))))
             return 0;
         L->ngroups = L->nel ? 1 + (L->nel - L->first + L->group - 1) / L->group : 0;
     } else if (L->mode == QM_ABS || L->mode == QM_PREL) {
-        if (L->group || L->first || !(L->step > 0) || !isfinite(L->step) || (L->flags & QUANT_F_SYM)) return 0;
+        if (L->group || L->first || !(L->step > 0) || !isfinite(L->step) || (L->flags & (QUANT_F_SYM | QUANT_F_DELTA)))
+            return 0;
     } else {
         return 0;
     }
@@ -887,7 +904,7 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
     for (size_t i = 0; i < nel; i++) {
         uint8_t *op = out + i * es;
         const uint8_t *bp = base ? base + i * es : NULL;
-        double p = bp ? ld_el(dt, bp) : 0;
+        double p = L->mode == QM_AFFINE ? affine_pred(dt, base, out, L->row, i) : bp ? ld_el(dt, bp) : 0;
         if (!isfinite(p)) p = 0;
         if (L->mode == QM_AFFINE) {
             if (gleft == 0) {

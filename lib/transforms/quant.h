@@ -53,6 +53,8 @@ typedef struct quant_spec {
     uint8_t per_row; /* QM_AFFINE: a group is one row (per-channel) instead of `group` elements */
     uint8_t stochastic; /* QM_ABS, QM_REL: unbiased rounding (grid step E, not 2E): a change
                            smaller than the step survives on average instead of vanishing */
+    uint8_t delta;      /* QM_AFFINE: column-wise delta, each value predicted by the restored
+                           value above it (previous row, same column) */
     uint8_t no_base;    /* code stand-alone even in a file with a base (values the base does
                            not predict, e.g. Adam's exp_avg far apart; pruning then drops the
                            smallest magnitudes to zero, not the smallest changes) */
@@ -70,6 +72,7 @@ typedef struct quant_plan {
     double abs_bound; /* QM_ABS, QM_REL, QM_CREL: E */
     double prune_thr; /* values (residuals) with |v| < prune_thr are pruned; 0 = none */
     uint32_t group;   /* QM_AFFINE: elements per group, >= 16 */
+    uint32_t row;     /* QM_AFFINE with delta: elements per row (>= group), else 0 */
 } quant_plan;
 
 /* Error statistics of lossy chunks, added up per tensor. */
@@ -99,6 +102,7 @@ int quant_dtype_ok(ckpz_dtype dtype);
 typedef struct quant_layout {
     uint8_t mode, w, flags;
     uint32_t group, first;  /* affine: group size, elements in the first group */
+    uint32_t row;           /* affine with delta: row length (>= group) */
     int32_t q0;
     double step;
     uint32_t nexc;
@@ -110,6 +114,7 @@ typedef struct quant_layout {
 #define QUANT_F_BASE 1   /* the grid is laid around the base's elements */
 #define QUANT_F_BITMAP 2 /* pruning: plane 2 is a bitmap of the coded elements */
 #define QUANT_F_SYM 4    /* affine: symmetric codes */
+#define QUANT_F_DELTA 8  /* affine: column-wise delta (the header's last field is the row length) */
 
 unsigned quant_layout_read(const uint8_t *hdr, ckpz_dtype dtype, size_t n, int have_base, quant_layout *L,
                            char *why, size_t whylen);
