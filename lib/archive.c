@@ -235,7 +235,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     const ctr_entry *e = &a->e[i];
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     uint8_t *frame = malloc(fbound), *raw = malloc(cs);
-    chunk_scratch *s = chunk_scratch_create(1, cs, 0);
+    chunk_scratch *s = chunk_scratch_create(1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0);
     ckpz_error err = CKPZ_OK;
     uint64_t rel = 0;
     if (!frame || !raw || !s) {
@@ -378,7 +378,7 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
     uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
     uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
-    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size, 0)};
+    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)};
     rjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint32_t content_crc = 0;

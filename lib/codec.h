@@ -17,10 +17,13 @@ typedef struct chunk_scratch {
     uint8_t **restored;    /* the chunk as the decoder will restore it */
 } chunk_scratch;
 
-/* NULL when out of memory. lossy: the encoder will code lossy chunks. */
+/* NULL when out of memory. lossy: 0 for lossless files only, CHUNK_SCRATCH_DECODE_LOSSY
+ * to decode lossy chunks (their planes can outgrow the chunk), CHUNK_SCRATCH_ENCODE_LOSSY
+ * to code them (also the encoder's state). */
+enum { CHUNK_SCRATCH_DECODE_LOSSY = 1, CHUNK_SCRATCH_ENCODE_LOSSY = 2 };
 chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy);
-/* Scratch a chunk of n original bytes needs for its planes (lossy ones included). */
-size_t chunk_planes_bound(size_t n);
+/* Scratch a chunk of n original bytes needs for its planes (lossy: larger). */
+size_t chunk_planes_bound(size_t n, int lossy);
 void chunk_scratch_free(chunk_scratch *s); /* accepts NULL */
 
 /* Largest frame (header + payload) for a chunk of n original bytes. */

@@ -291,7 +291,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     size_t fbound = chunk_frame_bound(p.chunk_size);
-    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, pol != NULL)};
+    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, pol ? CHUNK_SCRATCH_ENCODE_LOSSY : 0)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0};

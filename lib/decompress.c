@@ -221,7 +221,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
-    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size, 0);
+    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0);
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint64_t chunk_no = 0;
