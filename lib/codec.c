@@ -245,6 +245,22 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     return len;
 }
 
+/* Checks plane i's descriptor d against the payload bytes that remain after the planes
+ * before it; *len = its coded length. */
+static ckpz_error plane_desc(const uint8_t *d, unsigned i, size_t remaining, uint32_t *len, char *why, size_t whylen)
+{
+    *len = ld32(d + 4);
+    if (d[1] | d[2] | d[3]) {
+        snprintf(why, whylen, "plane %u: reserved bytes set", i);
+        return CKPZ_ERR_VERSION;
+    }
+    if (*len > remaining) {
+        snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, *len);
+        return CKPZ_ERR_CORRUPT;
+    }
+    return CKPZ_OK;
+}
+
 /* Decodes a lossy chunk: the header plane first (it gives the other planes' sizes),
  * then the group parameters and bitmap (the bitmap gives the code planes' sizes), then
  * the rest. */
@@ -262,15 +278,9 @@ static ckpz_error decode_quant(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype
     uint8_t *dst = planes;
     for (unsigned i = 0; i < h->nplanes; i++) {
         const uint8_t *d = payload + i * CTR_PLANE_DESC;
-        uint32_t len = ld32(d + 4);
-        if (d[1] | d[2] | d[3]) {
-            snprintf(why, whylen, "plane %u: reserved bytes set", i);
-            return CKPZ_ERR_VERSION;
-        }
-        if (len > h->payload_len - pos) {
-            snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, len);
-            return CKPZ_ERR_CORRUPT;
-        }
+        uint32_t len;
+        ckpz_error e = plane_desc(d, i, h->payload_len - pos, &len, why, whylen);
+        if (e) return e;
         if (i == 0) {
             if (d[0] != ENT_STORED || len != QUANT_HDR ||
                 quant_layout_read(payload + pos, dtype, h->raw_len, base != NULL, &L, why, whylen) != h->nplanes) {
@@ -365,15 +375,9 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
     uint8_t *dst = h->xf == XF_NONE ? out : planes;
     for (unsigned i = 0; i < np; i++) {
         const uint8_t *d = payload + i * CTR_PLANE_DESC;
-        uint32_t len = ld32(d + 4);
-        if (d[1] | d[2] | d[3]) {
-            snprintf(why, whylen, "plane %u: reserved bytes set", i);
-            return CKPZ_ERR_VERSION;
-        }
-        if (len > h->payload_len - pos) {
-            snprintf(why, whylen, "plane %u: length %u exceeds the payload", i, len);
-            return CKPZ_ERR_CORRUPT;
-        }
+        uint32_t len;
+        ckpz_error e = plane_desc(d, i, h->payload_len - pos, &len, why, whylen);
+        if (e) return e;
         if (d[0] == ENT_STORED && h->xf != XF_NONE && len == sizes[i]) {
             plane[i] = payload + pos;
         } else if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, sizes[i]) != 0) {
