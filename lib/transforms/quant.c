@@ -102,6 +102,33 @@ static void st_el(ckpz_dtype t, uint8_t *p, double v)
     }
 }
 
+/* f32 and bf16 without the generic element access (the common checkpoint dtypes): the
+ * same values as ld_el and st_el. */
+static inline float ld_fast(int bf16, const uint8_t *p)
+{
+    uint32_t u = bf16 ? (uint32_t)ld16(p) << 16 : ld32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline float st_fast(int bf16, uint8_t *p, double v) /* returns the stored value */
+{
+    float f = (float)v;
+    if (!bf16) {
+        memcpy(p, &f, 4);
+        return f;
+    }
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u;
+    else u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    st16(p, (uint16_t)(u >> 16));
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 int quant_dtype_ok(ckpz_dtype t)
 {
     return t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16 || t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_F64;
@@ -271,18 +298,18 @@ void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t 
     (void)base;
     unsigned es = ckpz_dtype_size(dtype);
     double lo = INFINITY, hi = -INFINITY;
-    if (dtype == CKPZ_DTYPE_F32) {
+    if (dtype == CKPZ_DTYPE_F32 || dtype == CKPZ_DTYPE_BF16) {
+        int bf16 = dtype == CKPZ_DTYPE_BF16;
         float l = INFINITY, h = -INFINITY;
-        for (size_t i = 0; i + 4 <= n; i += 4) {
-            float v;
-            memcpy(&v, x + i, 4);
+        for (size_t i = 0; i + es <= n; i += es) {
+            float v = ld_fast(bf16, x + i);
             l = v < l ? v : l; /* NaN compares false */
             h = v > h ? v : h;
         }
         lo = l;
         hi = h;
     }
-    for (size_t i = 0; dtype != CKPZ_DTYPE_F32 && i + es <= n; i += es) {
+    for (size_t i = 0; dtype != CKPZ_DTYPE_F32 && dtype != CKPZ_DTYPE_BF16 && i + es <= n; i += es) {
         double v = ld_el(dtype, x + i);
         if (v < lo) lo = v;
         if (v > hi) hi = v;
@@ -403,12 +430,10 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
     double sa = 0, sq = 0, mx = 0, lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < nel; i++) {
         double xi, ri;
-        if (dt == CKPZ_DTYPE_F32) {
-            float a, b;
-            memcpy(&a, x + 4 * i, 4);
-            memcpy(&b, restored + 4 * i, 4);
-            xi = a;
-            ri = b;
+        if (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) {
+            int bf16 = dt == CKPZ_DTYPE_BF16;
+            xi = ld_fast(bf16, x + i * es);
+            ri = ld_fast(bf16, restored + i * es);
         } else {
             xi = ld_el(dt, x + i * es);
             ri = ld_el(dt, restored + i * es);
@@ -434,39 +459,35 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
         }
 }
 
-/* Pass 1 of the absolute grid for f32, the common case, without the generic element
- * access: the same arithmetic as the generic loop (recon_abs, rounding to float). */
-static void abs_f32(const uint8_t *x, const uint8_t *base, size_t nel, double step, double inv, double tol,
-                    double thr, uint64_t dither, int32_t *q, uint8_t *restored)
+/* Pass 1 of the absolute grid for f32 or bf16: the same arithmetic as the generic loop
+ * (recon_abs, rounding to the dtype), inlined for each of the two. */
+static inline void abs_fast(int bf16, const uint8_t *x, const uint8_t *base, size_t nel, double step, double inv,
+                            double tol, double thr, uint64_t dither, int32_t *q, uint8_t *restored)
 {
+    unsigned es = bf16 ? 2 : 4;
     for (size_t i = 0; i < nel; i++) {
-        float xf, bf = 0;
-        memcpy(&xf, x + 4 * i, 4);
-        if (base) memcpy(&bf, base + 4 * i, 4);
+        float xf = ld_fast(bf16, x + es * i), bf = base ? ld_fast(bf16, base + es * i) : 0;
         double xi = xf, p = bf, t;
         if (!(p - p == 0)) p = 0; /* not finite */
         t = (xi - p) * inv;
         if (!(fabs(t) < (double)Q_LIMIT)) { /* also NaN and Inf */
             q[i] = Q_EXC;
-            memcpy(restored + 4 * i, &xf, 4);
+            memcpy(restored + es * i, x + es * i, es);
             continue;
         }
         if (fabs(xi - p) < thr) {
-            float r = (float)p;
             q[i] = Q_PRUNED;
-            memcpy(restored + 4 * i, &r, 4);
+            st_fast(bf16, restored + es * i, p);
             continue;
         }
-        uint32_t xb;
-        memcpy(&xb, &xf, 4);
-        double u = t + (dither ? uniform(((uint64_t)xb << 32) ^ (dither + i)) : 0.5);
+        uint64_t xb = bf16 ? ld16(x + es * i) : ld32(x + es * i);
+        double u = t + (dither ? uniform((xb << 32) ^ (dither + i)) : 0.5);
         int64_t k = (int64_t)u;
         k -= (double)k > u; /* floor */
-        float r = (float)(p + (double)k * step);
+        float r = st_fast(bf16, restored + es * i, p + (double)k * step);
         int ok = fabs((double)r - xi) <= tol;
         q[i] = ok ? (int32_t)k : Q_EXC;
-        r = ok ? r : xf;
-        memcpy(restored + 4 * i, &r, 4);
+        if (!ok) memcpy(restored + es * i, x + es * i, es);
     }
 }
 
@@ -620,7 +641,9 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
         }
         free(v);
     } else if (mode == QM_ABS && dt == CKPZ_DTYPE_F32) {
-        abs_f32(x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
+        abs_fast(0, x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
+    } else if (mode == QM_ABS && dt == CKPZ_DTYPE_BF16) {
+        abs_fast(1, x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
     } else {
         exp_cache ec;
         if (mode == QM_PREL) exp_cache_init(&ec);
@@ -856,27 +879,26 @@ int quant_set_kept(quant_layout *L, const uint8_t *bitmap)
     return 0;
 }
 
-/* The absolute grid for f32 without a bitmap, the common case: recon_abs and the
- * rounding to float, without the generic element access. */
-static int inverse_abs_f32(const quant_layout *L, const uint8_t *const *plane, const uint8_t *base, uint8_t *out)
+/* The absolute grid for f32 or bf16 without a bitmap, the common case: recon_abs and
+ * the rounding to the dtype, without the generic element access. */
+static inline int inverse_abs_fast(int bf16, const quant_layout *L, const uint8_t *const *plane, const uint8_t *base,
+                                   uint8_t *out)
 {
     const uint8_t *hi = plane[3], *lo = L->w == 2 ? plane[4] : NULL, *exc = plane[3 + L->w];
     uint32_t maxc = L->w == 1 ? 255u : 65535u;
+    unsigned es = bf16 ? 2 : 4;
     size_t ne = 0;
     for (size_t i = 0; i < L->nel; i++) {
         uint32_t code = lo ? ((uint32_t)hi[i] << 8) | lo[i] : hi[i];
         if (code >= maxc - 1) {
             if (code != maxc || ne >= L->nexc) return -1;
-            memcpy(out + 4 * i, exc + 4 * ne++, 4);
+            memcpy(out + es * i, exc + es * ne++, es);
             continue;
         }
-        float bf = 0;
-        if (base) memcpy(&bf, base + 4 * i, 4);
-        double p = bf;
+        double p = base ? ld_fast(bf16, base + es * i) : 0;
         if (!(p - p == 0)) p = 0;
         int64_t c = (int64_t)(code >> 1) ^ -(int64_t)(code & 1); /* zigzag back */
-        float r = (float)recon_abs(p, c + L->q0, L->step);
-        memcpy(out + 4 * i, &r, 4);
+        st_fast(bf16, out + es * i, recon_abs(p, c + L->q0, L->step));
     }
     return ne == L->nexc ? 0 : -1;
 }
@@ -885,9 +907,10 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
                   uint8_t *out)
 {
     if (!(L->flags & QUANT_F_BASE)) base = NULL; /* coded stand-alone in a based entry */
-    if (L->mode == QM_ABS && dt == CKPZ_DTYPE_F32 && !(L->flags & QUANT_F_BITMAP)) {
-        if (inverse_abs_f32(L, plane, base, out)) return -1;
-        memcpy(out + L->nel * 4, plane[L->nplanes - 1], n - L->nel * 4);
+    if (L->mode == QM_ABS && (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) && !(L->flags & QUANT_F_BITMAP)) {
+        unsigned es = ckpz_dtype_size(dt);
+        if (inverse_abs_fast(dt == CKPZ_DTYPE_BF16, L, plane, base, out)) return -1;
+        memcpy(out + L->nel * es, plane[L->nplanes - 1], n - L->nel * es);
         return 0;
     }
     unsigned es = ckpz_dtype_size(dt);
