@@ -309,6 +309,65 @@ CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, cons
 CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i,
                                          ckpz_write_fn wr, void *wr_opaque);
 
+/* ---- ratio prediction (lib/predict, doc/predict.md) --------------------------------- */
+/* Predicts, per tensor and for the whole file, the ratio that compression with a
+ * candidate setting would reach, without compressing: features are computed from a
+ * sample of each tensor (at most sample_bytes in a few windows spread over it, read
+ * through pread; the whole tensor is never read) and fed to a small MLP whose weights
+ * load from a text file (data/ratio_mlp.txt) or, by default, from the copy built into
+ * the library. Not guaranteed: the prediction is an estimate (a few percentage points
+ * of space savings on typical checkpoints, more on unusual data); the features and the
+ * built-in model may change between versions. */
+#define CKPZ_PREDICT_FEATURES 16
+
+typedef struct ckpz_predict_params {
+    size_t struct_size;        /* set by ckpz_predict_params_init */
+    int level;                 /* candidate: lossless level CKPZ_LEVEL_MIN..MAX */
+    ckpz_input_format format;  /* as for compression */
+    ckpz_dtype raw_dtype;
+    size_t sample_bytes;       /* per tensor; 0 = default (64 KiB); 4 KiB..16 MiB */
+    size_t sample_budget;      /* all tensors of one file together; 0 = default (16 MiB);
+                                  each tensor gets at least 16 KiB (or its size) */
+    const char *model_path;    /* model weights (text, doc/predict.md); NULL = built in */
+} ckpz_predict_params;
+
+CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);
+
+/* One predicted tensor (or run of opaque bytes, dtype NONE: predicted as stored). */
+typedef struct ckpz_prediction {
+    const char *name;          /* "" for opaque bytes; valid during the callback only */
+    ckpz_dtype dtype;
+    uint32_t ndim;
+    const uint64_t *shape;     /* valid during the callback only */
+    uint64_t offset, length;   /* byte range in the file */
+    uint64_t sampled;          /* bytes the features were computed from */
+    double savings;            /* predicted 1 - compressed / original */
+    double ratio;              /* predicted original / compressed */
+    double features[CKPZ_PREDICT_FEATURES]; /* the model's inputs (doc/predict.md) */
+} ckpz_prediction;
+
+typedef struct ckpz_predict_total {
+    uint64_t original_bytes;   /* the file */
+    uint64_t tensor_bytes;
+    uint64_t tensors;
+    double predicted_bytes;    /* predicted compressed size of the whole file */
+    double ratio;              /* original_bytes / predicted_bytes */
+} ckpz_predict_total;
+
+/* Called once per segment in file order; return non-zero to stop (CKPZ_ERR_ABORTED). */
+typedef int (*ckpz_predict_fn)(void *opaque, const ckpz_prediction *t);
+
+/* Predicts the compression of a checkpoint in its original format (file_size bytes
+ * read through pr). each and total may be NULL. A malformed model file fails with
+ * CKPZ_ERR_PARAM and a message naming the line. */
+CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
+                                      ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
+                                      ckpz_predict_fn each, void *each_opaque,
+                                      ckpz_predict_total *total);
+
+/* Name of feature i ("zero_frac", ...; NULL when i is out of range). */
+CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,7 +17,7 @@
 #include "ckpz.h"
 #include "fileio.h"
 
-typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE } cli_mode;
+typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE, MODE_PREDICT } cli_mode;
 
 static void usage(FILE *f)
 {
@@ -36,6 +36,8 @@ static void usage(FILE *f)
         "  -b                    benchmark in memory: ckpz vs zstd -1 and -3 on each FILE\n"
         "                        (one thread unless -T is given)\n"
         "  -i#                   seconds per benchmark measurement (default 1; 0 = 3 runs)\n"
+        "      --predict[=features]  predict each tensor's ratio and the file's from samples,\n"
+        "                        without compressing (=features: the model's inputs, TSV)\n"
         "      --rebase          turn each delta FILE.ckpz into a stand-alone file (in its\n"
         "                        place once complete, or to -o OUT)\n"
         "\n"
@@ -288,7 +290,7 @@ static int cli_main(int argc, char **argv, const char **files)
     fio_prefs p;
     cli_mode mode = MODE_COMPRESS;
     const char *extract_name = NULL;
-    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0;
+    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0, predict_features = 0;
 
     fio_prefs_init(&p);
 
@@ -326,6 +328,11 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("bench")) { NO_VAL(); mode = MODE_BENCH; }
             else if (IS("extract")) { NEED_VAL(); mode = MODE_EXTRACT; extract_name = val; }
             else if (IS("rebase")) { NO_VAL(); mode = MODE_REBASE; }
+            else if (IS("predict")) {
+                if (val && strcmp(val, "features")) return bad_usage("--predict takes no value or =features");
+                mode = MODE_PREDICT;
+                predict_features = val != NULL;
+            }
             else if (IS("base")) { NEED_VAL(); p.base_path = val; }
             else if (IS("keyframe-every")) {
                 unsigned long v;
@@ -491,6 +498,7 @@ static int cli_main(int argc, char **argv, const char **files)
     case MODE_EXTRACT: rc = fio_extract(&p, extract_name, files[0]); break;
     case MODE_BENCH: rc = bench_files(&p, files, nfiles); break;
     case MODE_REBASE: rc = fio_rebase_files(&p, files, nfiles); break;
+    case MODE_PREDICT: rc = predict_files(&p, files, nfiles, predict_features); break;
     default: rc = 2; break;
     }
     return rc ? 1 : 0;

@@ -1,0 +1,271 @@
+/* predict_api.c — ckpz_predict_file: describe the file with the format readers, sample
+ * each tensor through pread, and run the model on the features.
+ *
+ * The input is never streamed: only the header prefix the reader asks for, the member
+ * headers of piecewise formats (torch zip, npz) and the sample windows are read, so the
+ * time depends on the number of tensors, not on the file's size. The sample of a file
+ * is capped as a whole (sample_budget), so a file of thousands of tensors still costs
+ * a few tens of MB of reads at most. Opaque bytes are predicted as stored.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+
+#include "common/ctx.h"
+#include "formats/formats.h"
+#include "predict/features.h"
+#include "predict/mlp.h"
+
+#define PRED_SAMPLE_DEFAULT (64u << 10)
+#define PRED_SAMPLE_MIN (4u << 10)
+#define PRED_SAMPLE_MAX (16u << 20)
+#define PRED_BUDGET_DEFAULT (16u << 20)
+#define PRED_TENSOR_MIN (16u << 10)
+#define PRED_MODEL_MAX (4u << 20)
+#define PRED_RESUME_FIRST (4u << 10)
+/* Fixed costs the model does not learn (it predicts the savings of the payload): each
+ * chunk's frame, and the container's index record per entry and header and trailer per
+ * file. Measured with ckpz -l -v on the corpus (doc/predict.md). */
+#define PRED_CHUNK_OVERHEAD 64.0
+#define PRED_CHUNK_BYTES (1u << 20)
+#define PRED_ENTRY_OVERHEAD 40.0
+#define PRED_FILE_OVERHEAD 96.0
+#define PRED_OPAQUE_SAMPLE (64u << 10)
+
+void ckpz_predict_params_init(ckpz_predict_params *p)
+{
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->level = CKPZ_LEVEL_DEFAULT;
+    p->format = CKPZ_INPUT_AUTO;
+    p->raw_dtype = CKPZ_DTYPE_NONE;
+}
+
+const char *ckpz_predict_feature_name(unsigned i) { return feat_name(i); }
+
+/* Reads the model text (the file, or the built-in copy) and parses it. */
+static ckpz_error load_model(ckpz_ctx *ctx, const char *path, mlp *m)
+{
+    char why[256];
+    if (!path) {
+        if (mlp_parse(mlp_builtin_text, strlen(mlp_builtin_text), FEAT_COUNT, m, why, sizeof why))
+            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "built-in prediction model: %s", why);
+        return CKPZ_OK;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s: cannot open the prediction model", path);
+    char *text = malloc(PRED_MODEL_MAX + 1);
+    if (!text) {
+        fclose(f);
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the prediction model");
+    }
+    size_t n = fread(text, 1, PRED_MODEL_MAX + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(text);
+        return ctx_fail(ctx, CKPZ_ERR_READ, "%s: read error", path);
+    }
+    if (n > PRED_MODEL_MAX) {
+        free(text);
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s: model file larger than %u bytes", path, PRED_MODEL_MAX);
+    }
+    int r = mlp_parse(text, n, FEAT_COUNT, m, why, sizeof why);
+    free(text);
+    if (r) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s: bad prediction model: %s", path, why);
+    return CKPZ_OK;
+}
+
+/* Makes buf hold at least n bytes. */
+static int reserve(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap) return 0;
+    uint8_t *nb = realloc(*buf, n);
+    if (!nb) return -1;
+    *buf = nb;
+    *cap = n;
+    return 0;
+}
+
+/* Describes the file: the header prefix first, grown as the reader asks. */
+static ckpz_error describe(ckpz_ctx *ctx, const ckpz_predict_params *p, ckpz_pread_fn pr, void *po,
+                           uint64_t size, uint8_t **buf, size_t *cap, fmt_list *segs)
+{
+    size_t want = 64u << 10;
+    for (;;) {
+        size_t have = size < want ? (size_t)size : want;
+        if (reserve(buf, cap, have ? have : 1)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the header");
+        if (have && pr(po, *buf, have, 0)) return ctx_fail(ctx, CKPZ_ERR_READ, "read error in the header");
+        size_t need = 0;
+        char why[256] = "";
+        fmt_status s = fmt_describe(*buf, have, size, p->format, p->raw_dtype, segs, &need, why, sizeof why);
+        if (s == FMT_DONE) return CKPZ_OK;
+        if (s == FMT_ERROR)
+            return ctx_fail(ctx, CKPZ_ERR_INPUT, "input is not valid %s: %s", ckpz_input_format_name(p->format),
+                            why[0] ? why : "unrecognised");
+        if (need <= have || need > FMT_PROBE_MAX || have == size)
+            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
+        want = need;
+    }
+}
+
+/* Replaces the resume segment at the list's end, reading from its offset. */
+static ckpz_error resume(ckpz_ctx *ctx, ckpz_pread_fn pr, void *po, uint64_t size, uint64_t at, uint8_t **buf,
+                         size_t *cap, fmt_list *segs)
+{
+    size_t want = PRED_RESUME_FIRST;
+    for (;;) {
+        uint64_t left = at < size ? size - at : 0;
+        size_t have = left < want ? (size_t)left : want;
+        int eof = have == left;
+        if (reserve(buf, cap, have ? have : 1)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+        if (have && pr(po, *buf, have, at)) return ctx_fail(ctx, CKPZ_ERR_READ, "read error at byte %llu", (unsigned long long)at);
+        size_t need = 0;
+        fmt_status s = fmt_resume(segs, *buf, have, eof, &need);
+        if (s == FMT_DONE) return CKPZ_OK;
+        if (s == FMT_ERROR) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory describing the input");
+        if (need <= have || need > FMT_PROBE_MAX || eof)
+            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
+        want = need;
+    }
+}
+
+ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
+                             uint64_t file_size, ckpz_predict_fn each, void *each_opaque, ckpz_predict_total *total)
+{
+    ckpz_predict_params p;
+    ctx_clear(ctx);
+    if (total) memset(total, 0, sizeof *total);
+    ckpz_predict_params_init(&p);
+    if (params) {
+        if (params->struct_size < offsetof(ckpz_predict_params, model_path) + sizeof(const char *) ||
+            params->struct_size > sizeof p)
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_predict_params: unknown struct_size %zu (call ckpz_predict_params_init)",
+                            params->struct_size);
+        memcpy(&p, params, params->struct_size);
+    }
+    if (!pr || file_size == CKPZ_SIZE_UNKNOWN)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "prediction needs a pread callback and the file's size");
+    if (p.level < CKPZ_LEVEL_MIN || p.level > CKPZ_LEVEL_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "level %d not in %d..%d", p.level, CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX);
+    if (!p.sample_bytes) p.sample_bytes = PRED_SAMPLE_DEFAULT;
+    if (p.sample_bytes < PRED_SAMPLE_MIN || p.sample_bytes > PRED_SAMPLE_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "sample size %zu not in %u..%u", p.sample_bytes, PRED_SAMPLE_MIN,
+                        PRED_SAMPLE_MAX);
+    if (!p.sample_budget) p.sample_budget = PRED_BUDGET_DEFAULT;
+
+    mlp m;
+    memset(&m, 0, sizeof m);
+    ckpz_error err = load_model(ctx, p.model_path, &m);
+    if (err) {
+        mlp_free(&m);
+        return err;
+    }
+    fmt_list segs;
+    memset(&segs, 0, sizeof segs);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    if ((err = describe(ctx, &p, pr, pr_opaque, file_size, &buf, &cap, &segs))) goto done;
+
+    /* The tensors share the budget: each gets an equal share of it, within
+     * PRED_TENSOR_MIN..sample_bytes. Counted on the first description only (piecewise
+     * formats reveal their tensors as they go); it only sets the sample size. */
+    size_t ntensors = 0;
+    for (size_t i = 0; i < segs.n; i++) ntensors += segs.seg[i].dtype != CKPZ_DTYPE_NONE;
+    size_t per = ntensors ? p.sample_budget / ntensors : p.sample_bytes;
+    if (per < PRED_TENSOR_MIN) per = PRED_TENSOR_MIN;
+    if (per > p.sample_bytes) per = p.sample_bytes;
+
+    double predicted = PRED_FILE_OVERHEAD;
+    for (size_t i = 0; i < segs.n; i++) {
+        fmt_segment *s = &segs.seg[i];
+        if (s->resume) {
+            if ((err = resume(ctx, pr, pr_opaque, file_size, s->offset, &buf, &cap, &segs))) goto done;
+            i--; /* the list changed from here on */
+            continue;
+        }
+        if (s->offset >= file_size) continue;
+        uint64_t len = s->length == FMT_LEN_OPEN || s->length > file_size - s->offset ? file_size - s->offset : s->length;
+        if (len == 0) continue;
+        ckpz_prediction t;
+        memset(&t, 0, sizeof t);
+        t.name = s->name ? s->name : "";
+        t.dtype = s->dtype;
+        t.ndim = s->ndim;
+        t.shape = s->shape;
+        t.offset = s->offset;
+        t.length = len;
+        double chunks = (double)((len + PRED_CHUNK_BYTES - 1) / PRED_CHUNK_BYTES);
+        double payload; /* predicted compressed bytes without the frames */
+        if (s->dtype == CKPZ_DTYPE_NONE) {
+            /* headers, pickles, padding: zstd -1 on their start tells */
+            size_t n = len < PRED_OPAQUE_SAMPLE ? (size_t)len : PRED_OPAQUE_SAMPLE;
+            size_t bound = ZSTD_compressBound(n);
+            payload = (double)len;
+            if (reserve(&buf, &cap, n + bound)) {
+                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory sampling opaque bytes");
+                goto done;
+            }
+            if (pr(pr_opaque, buf, n, s->offset)) {
+                err = ctx_fail(ctx, CKPZ_ERR_READ, "read error at byte %llu", (unsigned long long)s->offset);
+                goto done;
+            }
+            size_t c = ZSTD_compress(buf + n, bound, buf, n, 1);
+            if (!ZSTD_isError(c) && c < n) payload = (double)len * (double)c / (double)n;
+            t.sampled = n;
+        } else {
+            uint64_t woff[FEAT_WINDOWS];
+            size_t wlen[FEAT_WINDOWS];
+            unsigned nw;
+            feat_windows(len, ckpz_dtype_size(s->dtype), per, woff, wlen, &nw);
+            size_t got = 0;
+            for (unsigned k = 0; k < nw; k++) got += wlen[k];
+            if (reserve(&buf, &cap, got ? got : 1)) {
+                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory sampling tensor '%s'", t.name);
+                goto done;
+            }
+            got = 0;
+            for (unsigned k = 0; k < nw; k++) {
+                if (pr(pr_opaque, buf + got, wlen[k], s->offset + woff[k])) {
+                    err = ctx_fail(ctx, CKPZ_ERR_READ, "read error in tensor '%s' at byte %llu", t.name,
+                                   (unsigned long long)(s->offset + woff[k]));
+                    goto done;
+                }
+                got += wlen[k];
+            }
+            t.sampled = got;
+            feat_compute(s->dtype, len, buf, got, p.level, t.features);
+            double sv = mlp_forward(&m, t.features);
+            /* the payload's savings: never much worse than stored raw, never all */
+            if (!(sv < 0.999)) sv = 0.999;
+            if (sv < -8) sv = -8;
+            payload = (double)len * (1 - sv);
+            if (total) {
+                total->tensors++;
+                total->tensor_bytes += len;
+            }
+        }
+        double comp = payload + chunks * PRED_CHUNK_OVERHEAD;
+        t.savings = 1 - comp / (double)len;
+        t.ratio = (double)len / comp;
+        predicted += comp + PRED_ENTRY_OVERHEAD;
+        if (each && each(each_opaque, &t)) {
+            err = ctx_fail(ctx, CKPZ_ERR_ABORTED, "aborted");
+            goto done;
+        }
+    }
+    if (total) {
+        total->original_bytes = file_size;
+        total->predicted_bytes = predicted;
+        total->ratio = predicted > 0 ? (double)file_size / predicted : 1;
+    }
+done:
+    free(buf);
+    fmt_list_free(&segs);
+    mlp_free(&m);
+    return err;
+}
