@@ -94,6 +94,7 @@ static void usage(FILE *f)
         "  -v, --verbose         more messages (per-file summary even when not a terminal)\n"
         "  -q, --quiet           errors only\n"
         "      --[no-]progress   progress line on stderr (default: if stderr is a terminal)\n"
+        "      --stats[=json]    per file on stderr: ratio, time, MB/s, CPU time and cores used\n"
         "  -h, --help            this help\n"
         "  -V, --version         version\n"
         "  --                    end of options: every later argument is a file name\n"
@@ -372,6 +373,10 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
             else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
             else if (IS("stochastic")) { NO_VAL(); lf.stochastic = 1; }
+            else if (IS("stats")) {
+                if (val && strcmp(val, "json")) return bad_usage("--stats takes no value or =json");
+                p.stats = val ? 2 : 1;
+            }
             else if (IS("col-delta")) { NO_VAL(); lf.delta = 1; }
             else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; }
             else if (IS("output")) { NEED_VAL(); p.out_name = val; }

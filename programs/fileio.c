@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -678,6 +679,44 @@ static void lossy_report(ckpz_ctx *ctx, const fio_prefs *p, const char *name)
     in_close(&in);
 }
 
+static double cpu_seconds(const struct rusage *r)
+{
+    return (double)r->ru_utime.tv_sec + (double)r->ru_utime.tv_usec / 1e6 + (double)r->ru_stime.tv_sec +
+           (double)r->ru_stime.tv_usec / 1e6;
+}
+
+/* --stats: what one file's compression or decompression achieved, for monitoring:
+ * sizes, ratio, wall time and throughput (MB/s of original bytes), CPU time of the
+ * process and the cores it kept busy on average (CPU time / wall time). */
+static void print_stats(const fio_prefs *p, fio_op op, const char *name, const ckpz_stats *st, double wall,
+                        const struct rusage *ru0)
+{
+    struct rusage ru1;
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu = cpu_seconds(&ru1) - cpu_seconds(ru0), w = wall > 1e-9 ? wall : 1e-9;
+    double ratio = st->compressed_bytes ? (double)st->original_bytes / (double)st->compressed_bytes : 0;
+    const char *what = op == OP_COMPRESS ? "compress" : op == OP_TEST ? "test" : "decompress";
+    if (p->stats == 2) {
+        fputs("{\"file\":\"", stderr);
+        for (const char *c = name; *c; c++) { /* a JSON string: escape what must be */
+            unsigned char u = (unsigned char)*c;
+            if (u == '"' || u == '\\') fprintf(stderr, "\\%c", u);
+            else if (u < 0x20) fprintf(stderr, "\\u%04x", u);
+            else fputc(u, stderr);
+        }
+        fprintf(stderr,
+                "\",\"operation\":\"%s\",\"original_bytes\":%llu,\"compressed_bytes\":%llu,\"ratio\":%.6f,"
+                "\"seconds\":%.6f,\"mb_per_s\":%.3f,\"cpu_seconds\":%.6f,\"cpu_use\":%.3f,\"threads\":%d}\n",
+                what, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes, ratio, wall,
+                (double)st->original_bytes / 1e6 / w, cpu, cpu / w,
+                p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    } else {
+        fprintf(stderr, "%s: %s: ratio %.3fx (%llu -> %llu bytes), %.3f s, %.1f MB/s, CPU %.3f s (%.2f cores)\n",
+                name, what, ratio, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes,
+                wall, (double)st->original_bytes / 1e6 / w, cpu, cpu / w);
+    }
+}
+
 static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src,
                    const char *dst /* NULL = stdout; ignored by OP_TEST */, const fio_base *base)
 {
@@ -706,6 +745,8 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
     }
     memset(&stats, 0, sizeof(stats));
     progress_start(&pg, in.name, p, &params);
+    struct rusage ru0;
+    getrusage(RUSAGE_SELF, &ru0);
     t0 = now_s();
     if (op == OP_COMPRESS)
         e = ckpz_compress_stream(ctx, &params, in_read, &in, in.size_hint, out_write, &out,
@@ -715,6 +756,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
                                    has_out ? &out : NULL, &stats);
     dt = now_s() - t0;
     progress_end(&pg);
+    if (e == CKPZ_OK && p->stats) print_stats(p, op, in.name, &stats, dt, &ru0);
     if (e != CKPZ_OK) {
         report(ctx, e, &in, has_out ? &out : NULL);
         if (has_out) out_abort(&out);

@@ -31,6 +31,7 @@ typedef struct fio_prefs {
     const char *base_path;     /* --base, or NULL */
     unsigned keyframe_every;   /* --keyframe-every: 0 = no limit on chains */
     const char *policy;        /* lossy rules (ckpz_params.policy), or NULL */
+    int stats;                 /* --stats: 0 off, 1 text, 2 JSON (one object per file, stderr) */
     double max_mae;            /* --max-mae: 0 = none */
 } fio_prefs;
 

@@ -253,6 +253,24 @@ run 0 "$CKPZ" -q stamped
 [ "$(stat -c %Y stamped.ckpz)" = "$(stat -c %Y stamped)" ] || fail "mtime not kept"
 ok
 
+# --stats=json: one object per file on stderr, with the sizes of what was written
+cp "$ROOT/samples/gpt-small.bf16.safetensors" st.safetensors
+run 0 "$CKPZ" -f --stats=json st.safetensors -o st.ckpz
+python3 - "$WORK/.err" st.safetensors st.ckpz <<'PYEOF' || fail "--stats=json output"
+import json, os, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert d["operation"] == "compress" and d["file"] == "st.safetensors", d
+assert d["original_bytes"] == os.path.getsize(sys.argv[2]), d
+assert d["compressed_bytes"] == os.path.getsize(sys.argv[3]), d
+assert abs(d["ratio"] - d["original_bytes"] / d["compressed_bytes"]) < 1e-5, d
+assert d["seconds"] > 0 and d["mb_per_s"] > 0 and d["cpu_seconds"] >= 0 and d["threads"] >= 1, d
+PYEOF
+ok
+run 0 "$CKPZ" -f -d --stats st.ckpz -o st.out
+err_has "st.ckpz: decompress: ratio"
+run 2 "$CKPZ" -f --stats=xml st.safetensors -o st2.ckpz
+absent st2.ckpz
+
 no_temp_files .
 no_temp_files ck
 echo "basic.sh: $CHECKS checks passed"
