@@ -84,6 +84,10 @@ static void usage(FILE *f)
         "Compression:\n"
         "  -1 .. -9              level (default %d)\n"
         "  -T#, --threads=#      threads in all, 0 = all cores (default 0)\n"
+        "      --target-bw RATE  MB/s of the disk or link the output goes to: measure the\n"
+        "                        levels on the file's start and take the level and threads\n"
+        "                        that save fastest (-v prints the cost model)\n"
+        "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
         "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
@@ -373,6 +377,19 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
             else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
             else if (IS("stochastic")) { NO_VAL(); lf.stochastic = 1; }
+            else if (IS("target-bw")) {
+                char *end;
+                NEED_VAL();
+                p.target_bw = strtod(val, &end);
+                if (*end || !(p.target_bw > 0) || p.target_bw > 1e7)
+                    return bad_usage("--target-bw needs the output's speed in MB/s, not '%s'", val);
+            }
+            else if (IS("cpu-budget")) {
+                unsigned long v;
+                NEED_VAL();
+                if (parse_uint(val, &v) != 0 || v < 1 || v > 4096) return bad_usage("--cpu-budget needs a thread count >= 1");
+                p.cpu_budget = (int)v;
+            }
             else if (IS("stats")) {
                 if (val && strcmp(val, "json")) return bad_usage("--stats takes no value or =json");
                 p.stats = val ? 2 : 1;

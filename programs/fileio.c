@@ -12,6 +12,7 @@
  * output and its rename are fsync'ed, i.e. durable. Progress and summaries go to stderr.
  */
 #include "fileio.h"
+#include "autotune.h"
 
 #include <errno.h>
 #include <math.h>
@@ -915,8 +916,23 @@ static int base_for(const fio_prefs *p, const char *src, fio_base *cache, const 
     return 0;
 }
 
+/* The preferences for one file: with --target-bw, the level and threads autotune.c
+ * measures best for the link (stdin cannot be sampled ahead: the settings stay). */
+static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, fio_prefs *tp)
+{
+    if (op != OP_COMPRESS || !(p->target_bw > 0)) return p;
+    *tp = *p;
+    if (!strcmp(src, "-")) {
+        fio_warn("--target-bw: standard input cannot be sampled ahead; using -%d", p->level);
+        return p;
+    }
+    if (autotune_choose(p, src, &tp->level, &tp->threads) != 0) return p; /* the compression will report */
+    return tp;
+}
+
 static int run_files(const fio_prefs *p, fio_op op, const char *const *files, int n)
 {
+    fio_prefs tp;
     ckpz_ctx *ctx = ckpz_ctx_create();
     fio_base cache;
     const fio_base *base = NULL;
@@ -963,7 +979,7 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
             fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);
             failed = 1;
         } else if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
-        else if (run_one(ctx, p, op, files[i], dst, base) != 0) failed = 1;
+        else if (run_one(ctx, tuned(p, op, files[i], &tp), op, files[i], dst, base) != 0) failed = 1;
         free(dst);
     }
     fio_base_free(&cache);

@@ -271,6 +271,19 @@ err_has "st.ckpz: decompress: ratio"
 run 2 "$CKPZ" -f --stats=xml st.safetensors -o st2.ckpz
 absent st2.ckpz
 
+# --target-bw: a valid file; -v shows the cost model and the choice within --cpu-budget
+run 0 "$CKPZ" -v -f --target-bw 50 --cpu-budget 1 st.safetensors -o tb.ckpz
+err_has "chosen: -"
+err_has "uncompressed"
+grep "chosen:" "$WORK/.err" | grep -q -- "-T1 " || fail "--cpu-budget 1 not respected: $(grep chosen "$WORK/.err")"
+ok
+run 0 "$CKPZ" -q -d -f tb.ckpz -o tb.out
+same_file tb.out st.safetensors
+run 2 "$CKPZ" -f --target-bw 0 st.safetensors -o tb2.ckpz
+run 2 "$CKPZ" -f --target-bw fast st.safetensors -o tb2.ckpz
+run 2 "$CKPZ" -f --cpu-budget 0 st.safetensors -o tb2.ckpz
+absent tb2.ckpz
+
 no_temp_files .
 no_temp_files ck
 echo "basic.sh: $CHECKS checks passed"

@@ -1,0 +1,161 @@
+/* autotune.c — --target-bw: choose the level and thread count for the link the output
+ * goes to.
+ *
+ * A codec slower than the link makes saving slower than not compressing; a faster link
+ * wants a faster codec. For each input file the choice comes from measurement, not from
+ * a table: the start of the file (a valid prefix: the format readers cut the last tensor
+ * short) is compressed in memory at each candidate level on one thread and restored,
+ * which gives the level's ratio and its compress and decompress speed on this data and
+ * this machine. The samples are small next to the file (1/64 of it for the fast levels,
+ * at most 4 MiB; 1/4096 for the slow one, which runs ~60x slower), so that measuring
+ * costs a few percent of compressing even on a fast link. The cost of a configuration (level L, T
+ * threads) for S bytes over a link of B bytes/s is then
+ *     compress  c = S / (speed_c(L) x scale(T))     scale(T) = 1 + 0.73 (T - 1), measured
+ *     transfer  x = S / ratio(L) / B                (ckpz -b -T1/-T2 on 371 MB: 1.73x)
+ *     decompress d = S / speed_d(L)
+ * and, compression being overlapped with writing, saving takes max(c, x): the choice
+ * minimises it (the fewest threads within 1% of the best), and -v prints every candidate
+ * with c, x, d and seed 001's total c + x + d. Writing the file uncompressed takes S / B;
+ * it is printed too, so that a choice slower than that would show.
+ */
+#include "autotune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SAMPLE (2u << 20)
+#define SAMPLE_MIN (64u << 10)
+
+static const int levels[] = {1, 3, 6};
+static const unsigned sample_div[] = {128, 128, 4096}; /* sample = file / this, clamped */
+/* Levels 6 and up run at 10-150 MB/s per core here (BENCHMARKS.md): on a link faster than
+ * that they cannot save time, so they are not even measured. */
+#define SLOW_LEVEL 6
+#define SLOW_LEVEL_MAX_MBS 150.0
+#define NLEVELS (int)(sizeof levels / sizeof levels[0])
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double scale(int t) { return 1 + 0.73 * (t - 1); }
+
+/* Reads up to SAMPLE bytes of path (its start); returns the count, or -1. */
+static ptrdiff_t read_prefix(const char *path, uint8_t *buf, uint64_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, SAMPLE, f);
+    int bad = ferror(f);
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long e = ftell(f);
+        *size = e > 0 ? (uint64_t)e : n;
+    } else {
+        *size = n;
+    }
+    fclose(f);
+    return bad ? -1 : (ptrdiff_t)n;
+}
+
+int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threads)
+{
+    uint8_t *buf = malloc(SAMPLE), *back = malloc(SAMPLE);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    uint64_t size = 0;
+    int rc = -1;
+    double t_start = now();
+    if (!buf || !back || !ctx) goto out;
+    ptrdiff_t n = read_prefix(path, buf, &size);
+    if (n <= 0) goto out;
+    int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
+    if (budget < 1) budget = 1;
+    double ratio[NLEVELS], sc[NLEVELS], sd[NLEVELS];
+    int measured[NLEVELS];
+    for (int k = 0; k < NLEVELS; k++) {
+        measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
+        if (!measured[k]) continue;
+        uint64_t want = size / sample_div[k];
+        size_t m = want < SAMPLE_MIN ? SAMPLE_MIN : want > SAMPLE ? SAMPLE : (size_t)want;
+        if (m > (size_t)n) m = (size_t)n;
+        ckpz_params q;
+        fio_params(p, &q);
+        q.level = levels[k];
+        q.threads = 1;
+        void *z = NULL;
+        size_t zl = 0;
+        /* two runs, the faster counts: the first one pays for page faults */
+        double best_c = 1e30, best_d = 1e30;
+        for (int run = 0; run < 2; run++) {
+            ckpz_free(z);
+            z = NULL;
+            double t0 = now();
+            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) goto out;
+            double t1 = now();
+            if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) {
+                ckpz_free(z);
+                goto out;
+            }
+            double t2 = now();
+            if (t1 - t0 < best_c) best_c = t1 - t0;
+            if (t2 - t1 < best_d) best_d = t2 - t1;
+        }
+        ckpz_free(z);
+        ratio[k] = (double)m / (double)(zl ? zl : 1);
+        sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
+        sd[k] = (double)m / (best_d > 1e-9 ? best_d : 1e-9);
+    }
+    double S = (double)size, B = p->target_bw * 1e6, best = 1e300;
+    int best_k = 0, best_t = 1;
+    if (p->verbosity >= 3)
+        fprintf(stderr,
+                "%s: --target-bw %.0f MB/s, %d threads at most; measured on up to the first %.1f MB:\n"
+                "  %-11s %7s %9s %9s %9s %9s %9s %s\n",
+                path, p->target_bw, budget, (double)n / 1e6, "config", "ratio", "compress", "transfer",
+                "restore", "save", "c+x+d", "(seconds)");
+    double save[NLEVELS][64];
+    if (budget > 64) budget = 64;
+    for (int k = 0; k < NLEVELS; k++) {
+        for (int t = 1; t <= budget; t++) {
+            if (!measured[k]) {
+                save[k][t - 1] = 1e300;
+                continue;
+            }
+            double c = S / (sc[k] * scale(t)), x = S / ratio[k] / B, d = S / sd[k];
+            save[k][t - 1] = c > x ? c : x;
+            if (save[k][t - 1] < best) best = save[k][t - 1];
+            if (p->verbosity >= 3)
+                fprintf(stderr, "  -%d -T%-6d %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", levels[k], t, ratio[k], c, x,
+                        d, save[k][t - 1], c + x + d);
+        }
+    }
+    /* Within 1% of the fastest save: the fewest threads, then the smallest output. */
+    for (int t = 1, found = 0; t <= budget && !found; t++)
+        for (int k = 0; k < NLEVELS; k++)
+            if (measured[k] && save[k][t - 1] <= best * 1.01 && (!found || ratio[k] > ratio[best_k])) {
+                best_k = k;
+                best_t = t;
+                found = 1;
+            }
+    best = save[best_k][best_t - 1];
+    if (p->verbosity >= 3) {
+        fprintf(stderr, "  %-11s %7s %9s %9.3f %9s %9.3f %9.3f\n", "uncompressed", "1.000x", "", S / B, "", S / B,
+                S / B);
+        fprintf(stderr, "  chosen: -%d -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)\n",
+                levels[best_k], best_t, best, S / B, now() - t_start);
+    }
+    *level = levels[best_k];
+    *threads = best_t;
+    rc = 0;
+out:
+    free(buf);
+    free(back);
+    ckpz_ctx_free(ctx);
+    return rc;
+}
