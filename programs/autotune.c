@@ -3,12 +3,14 @@
  *
  * A codec slower than the link makes saving slower than not compressing; a faster link
  * wants a faster codec. For each input file the choice comes from measurement, not from
- * a table: the start of the file (a valid prefix: the format readers cut the last tensor
- * short) is compressed in memory at each candidate level on one thread and restored,
- * which gives the level's ratio and its compress and decompress speed on this data and
- * this machine. The samples are small next to the file (1/64 of it for the fast levels,
- * at most 4 MiB; 1/4096 for the slow one, which runs ~60x slower), so that measuring
- * costs a few percent of compressing even on a fast link. The cost of a configuration (level L, T
+ * a table: windows from the middle of every tensor of the file's most common dtype (the
+ * tensor list comes from the --predict reader, which reads the header and tiny samples),
+ * together 1/128 of the file (at least 64 KiB, at most 2 MiB), are compressed in memory
+ * as a raw dump of that dtype at each candidate level on one thread and restored, which
+ * gives the level's ratio and its compress and decompress speed on this data and this
+ * machine (the slow level on 1/16 of that). Measuring takes a few milliseconds; the
+ * speeds it sees on such small inputs are low (fixed costs per call), which only makes
+ * the model cautious about compressing on fast links. The cost of a configuration (level L, T
  * threads) for S bytes over a link of B bytes/s is then
  *     compress  c = S / (speed_c(L) x scale(T))     scale(T) = 1 + 0.73 (T - 1), measured
  *     transfer  x = S / ratio(L) / B                (ckpz -b -T1/-T2 on 371 MB: 1.73x)
@@ -24,13 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SAMPLE (2u << 20)
 #define SAMPLE_MIN (64u << 10)
 
 static const int levels[] = {1, 3, 6};
-static const unsigned sample_div[] = {128, 128, 4096}; /* sample = file / this, clamped */
 /* Levels 6 and up run at 10-150 MB/s per core here (BENCHMARKS.md): on a link faster than
  * that they cannot save time, so they are not even measured. */
 #define SLOW_LEVEL 6
@@ -46,21 +48,35 @@ static double now(void)
 
 static double scale(int t) { return 1 + 0.73 * (t - 1); }
 
-/* Reads up to SAMPLE bytes of path (its start); returns the count, or -1. */
-static ptrdiff_t read_prefix(const char *path, uint8_t *buf, uint64_t *size)
+/* The tensors of the file, from the --predict reader (header and tiny samples only). */
+typedef struct {
+    uint64_t off, len;
+    ckpz_dtype dt;
+} seg;
+typedef struct {
+    seg *s;
+    size_t n, cap;
+} segs;
+
+static int collect(void *opaque, const ckpz_prediction *t)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, SAMPLE, f);
-    int bad = ferror(f);
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long e = ftell(f);
-        *size = e > 0 ? (uint64_t)e : n;
-    } else {
-        *size = n;
+    segs *v = opaque;
+    if (t->dtype == CKPZ_DTYPE_NONE || t->length < 64) return 0;
+    if (v->n == v->cap) {
+        size_t nc = v->cap ? 2 * v->cap : 64;
+        seg *ns = realloc(v->s, nc * sizeof *ns);
+        if (!ns) return 1;
+        v->s = ns;
+        v->cap = nc;
     }
-    fclose(f);
-    return bad ? -1 : (ptrdiff_t)n;
+    v->s[v->n++] = (seg){t->offset, t->length, t->dtype};
+    return 0;
+}
+
+static int fd_pread(void *opaque, void *buf, size_t n, uint64_t off)
+{
+    FILE *f = opaque;
+    return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(buf, 1, n, f) == n ? 0 : -1;
 }
 
 int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threads)
@@ -71,8 +87,48 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     int rc = -1;
     double t_start = now();
     if (!buf || !back || !ctx) goto out;
-    ptrdiff_t n = read_prefix(path, buf, &size);
-    if (n <= 0) goto out;
+    /* Windows spread over the tensors of the file's most common dtype (the bulk of a
+     * checkpoint), WIN bytes every so many tensors, concatenated and coded as a raw
+     * dump of that dtype: the tensors' data, not the header the file starts with. */
+    FILE *f = fopen(path, "rb");
+    if (!f) goto out;
+    segs v = {0};
+    ckpz_predict_params pp;
+    ckpz_predict_params_init(&pp);
+    pp.format = p->format;
+    pp.raw_dtype = p->raw_dtype;
+    pp.sample_bytes = 4096;
+    pp.sample_budget = 4096;
+    ckpz_predict_total tot;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || ckpz_predict_file(ctx, &pp, fd_pread, f, (uint64_t)st.st_size, collect, &v, &tot)) {
+        fclose(f);
+        free(v.s);
+        goto out;
+    }
+    size = (uint64_t)st.st_size;
+    uint64_t by[CKPZ_DTYPE_COUNT_] = {0};
+    for (size_t i = 0; i < v.n; i++) by[v.s[i].dt] += v.s[i].len;
+    ckpz_dtype dt = CKPZ_DTYPE_NONE;
+    for (int d = 1; d < CKPZ_DTYPE_COUNT_; d++)
+        if (by[d] > by[dt]) dt = (ckpz_dtype)d;
+    size_t n = 0, want = (size_t)(size / 128 < SAMPLE ? size / 128 : SAMPLE);
+    if (want < SAMPLE_MIN) want = SAMPLE_MIN;
+    size_t ntens = 0;
+    for (size_t i = 0; i < v.n; i++) ntens += v.s[i].dt == dt;
+    size_t win = ntens ? want / ntens : 0;
+    unsigned es = ckpz_dtype_size(dt);
+    win = win < 4096 ? 4096 : win;
+    win -= win % 8;
+    for (size_t i = 0; i < v.n && n + win <= SAMPLE; i++) {
+        if (v.s[i].dt != dt) continue;
+        uint64_t len = v.s[i].len < win ? v.s[i].len - v.s[i].len % es : win;
+        uint64_t at = v.s[i].off + (v.s[i].len - len) / 2 / es * es; /* the middle of the tensor */
+        if (len && fd_pread(f, buf + n, (size_t)len, at) == 0) n += (size_t)len;
+    }
+    fclose(f);
+    free(v.s);
+    if (n == 0) goto out;
     int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
     if (budget < 1) budget = 1;
@@ -81,13 +137,15 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     for (int k = 0; k < NLEVELS; k++) {
         measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
         if (!measured[k]) continue;
-        uint64_t want = size / sample_div[k];
-        size_t m = want < SAMPLE_MIN ? SAMPLE_MIN : want > SAMPLE ? SAMPLE : (size_t)want;
-        if (m > (size_t)n) m = (size_t)n;
+        size_t m = levels[k] >= SLOW_LEVEL ? n / 16 - n / 16 % 8 : n;
+        if (m < 4096) m = n;
         ckpz_params q;
         fio_params(p, &q);
         q.level = levels[k];
         q.threads = 1;
+        q.format = CKPZ_INPUT_RAW;
+        q.raw_dtype = dt;
+        q.policy = NULL; /* the level's own speed; a lossy policy keeps its share */
         void *z = NULL;
         size_t zl = 0;
         /* two runs, the faster counts: the first one pays for page faults */
@@ -115,9 +173,9 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     int best_k = 0, best_t = 1;
     if (p->verbosity >= 3)
         fprintf(stderr,
-                "%s: --target-bw %.0f MB/s, %d threads at most; measured on up to the first %.1f MB:\n"
+                "%s: --target-bw %.0f MB/s, %d threads at most; measured on %.2f MB of its %s tensors:\n"
                 "  %-11s %7s %9s %9s %9s %9s %9s %s\n",
-                path, p->target_bw, budget, (double)n / 1e6, "config", "ratio", "compress", "transfer",
+                path, p->target_bw, budget, (double)n / 1e6, ckpz_dtype_name(dt), "config", "ratio", "compress", "transfer",
                 "restore", "save", "c+x+d", "(seconds)");
     double save[NLEVELS][64];
     if (budget > 64) budget = 64;
