@@ -36,6 +36,8 @@ static const int levels[] = {1, 3, 6};
 /* Levels 6 and up run at 10-150 MB/s per core here (BENCHMARKS.md): on a link faster than
  * that they cannot save time, so they are not even measured. */
 #define SLOW_LEVEL 6
+/* Saves shorter than this (file size / link speed) are not worth measuring for. */
+#define QUICK_SAVE_S 0.5
 #define SLOW_LEVEL_MAX_MBS 150.0
 #define NLEVELS (int)(sizeof levels / sizeof levels[0])
 
@@ -87,6 +89,21 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     int rc = -1;
     double t_start = now();
     if (!buf || !back || !ctx) goto out;
+    struct stat st0;
+    int budget0 = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (p->cpu_budget && p->cpu_budget < budget0) budget0 = p->cpu_budget;
+    if (budget0 < 1) budget0 = 1;
+    if (stat(path, &st0) == 0 && (double)st0.st_size / (p->target_bw * 1e6) < QUICK_SAVE_S) {
+        /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
+         * short: the default level on every thread allowed, which outruns such a link. */
+        *level = CKPZ_LEVEL_DEFAULT;
+        *threads = budget0;
+        if (p->verbosity >= 3)
+            fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
+                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), *level, *threads);
+        rc = 0;
+        goto out;
+    }
     /* Windows spread over the tensors of the file's most common dtype (the bulk of a
      * checkpoint), WIN bytes every so many tensors, concatenated and coded as a raw
      * dump of that dtype: the tensors' data, not the header the file starts with. */

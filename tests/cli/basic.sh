@@ -272,11 +272,14 @@ run 2 "$CKPZ" -f --stats=xml st.safetensors -o st2.ckpz
 absent st2.ckpz
 
 # --target-bw: a valid file; -v shows the cost model and the choice within --cpu-budget
-run 0 "$CKPZ" -v -f --target-bw 50 --cpu-budget 1 st.safetensors -o tb.ckpz
+run 0 "$CKPZ" -v -f --target-bw 1 --cpu-budget 1 st.safetensors -o tb.ckpz
 err_has "chosen: -"
 err_has "uncompressed"
 grep "chosen:" "$WORK/.err" | grep -q -- "-T1 " || fail "--cpu-budget 1 not respected: $(grep chosen "$WORK/.err")"
 ok
+# a save too short to measure for takes the default level
+run 0 "$CKPZ" -v -f --target-bw 1000 st.safetensors -o tb.ckpz
+err_has "too short to measure for: -3"
 run 0 "$CKPZ" -q -d -f tb.ckpz -o tb.out
 same_file tb.out st.safetensors
 run 2 "$CKPZ" -f --target-bw 0 st.safetensors -o tb2.ckpz
