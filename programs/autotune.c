@@ -10,7 +10,9 @@
  * gives the level's ratio and its compress and decompress speed on this data and this
  * machine (the slow level on 1/16 of that). Measuring takes a few milliseconds; the
  * speeds it sees on such small inputs are low (fixed costs per call), which only makes
- * the model cautious about compressing on fast links. The cost of a configuration (level L, T
+ * the model cautious about compressing on fast links. A save that would take under
+ * QUICK_SAVE_S uncompressed is not measured for at all: the default level on every
+ * allowed thread, which outruns such links here, costs less than measuring would. The cost of a configuration (level L, T
  * threads) for S bytes over a link of B bytes/s is then
  *     compress  c = S / (speed_c(L) x scale(T))     scale(T) = 1 + 0.73 (T - 1), measured
  *     transfer  x = S / ratio(L) / B                (ckpz -b -T1/-T2 on 371 MB: 1.73x)
