@@ -688,7 +688,8 @@ static double cpu_seconds(const struct rusage *r)
 
 /* --stats: what one file's compression or decompression achieved, for monitoring:
  * sizes, ratio, wall time and throughput (MB/s of original bytes), CPU time of the
- * process and the cores it kept busy on average (CPU time / wall time). */
+ * process and the cores it kept busy on average (CPU time / wall time), and with
+ * --target-bw the share of the link the output used. */
 static void print_stats(const fio_prefs *p, fio_op op, const char *name, const ckpz_stats *st, double wall,
                         const struct rusage *ru0)
 {
@@ -697,6 +698,10 @@ static void print_stats(const fio_prefs *p, fio_op op, const char *name, const c
     double cpu = cpu_seconds(&ru1) - cpu_seconds(ru0), w = wall > 1e-9 ? wall : 1e-9;
     double ratio = st->compressed_bytes ? (double)st->original_bytes / (double)st->compressed_bytes : 0;
     const char *what = op == OP_COMPRESS ? "compress" : op == OP_TEST ? "test" : "decompress";
+    /* With --target-bw: the share of the link the output used (its bytes over the time
+     * the link had); near 1 = the link was the limit, low = compression was; above 1
+     * when buffers downstream (a pipe) took the last bytes faster than the link. */
+    double link = op == OP_COMPRESS && p->target_bw > 0 ? (double)st->compressed_bytes / w / (p->target_bw * 1e6) : 0;
     if (p->stats == 2) {
         fputs("{\"file\":\"", stderr);
         for (const char *c = name; *c; c++) { /* a JSON string: escape what must be */
@@ -707,14 +712,18 @@ static void print_stats(const fio_prefs *p, fio_op op, const char *name, const c
         }
         fprintf(stderr,
                 "\",\"operation\":\"%s\",\"original_bytes\":%llu,\"compressed_bytes\":%llu,\"ratio\":%.6f,"
-                "\"seconds\":%.6f,\"mb_per_s\":%.3f,\"cpu_seconds\":%.6f,\"cpu_use\":%.3f,\"threads\":%d}\n",
+                "\"seconds\":%.6f,\"mb_per_s\":%.3f,\"cpu_seconds\":%.6f,\"cpu_use\":%.3f,\"threads\":%d",
                 what, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes, ratio, wall,
                 (double)st->original_bytes / 1e6 / w, cpu, cpu / w,
                 p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+        if (link > 0) fprintf(stderr, ",\"target_bw_mb_per_s\":%.3f,\"link_use\":%.3f", p->target_bw, link);
+        fputs("}\n", stderr);
     } else {
-        fprintf(stderr, "%s: %s: ratio %.3fx (%llu -> %llu bytes), %.3f s, %.1f MB/s, CPU %.3f s (%.2f cores)\n",
+        fprintf(stderr, "%s: %s: ratio %.3fx (%llu -> %llu bytes), %.3f s, %.1f MB/s, CPU %.3f s (%.2f cores)",
                 name, what, ratio, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes,
                 wall, (double)st->original_bytes / 1e6 / w, cpu, cpu / w);
+        if (link > 0) fprintf(stderr, ", link %.0f%% of %.0f MB/s", 100 * link, p->target_bw);
+        fputc('\n', stderr);
     }
 }
 

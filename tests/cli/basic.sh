@@ -277,6 +277,10 @@ err_has "chosen: -"
 err_has "uncompressed"
 grep "chosen:" "$WORK/.err" | grep -q -- "-T1 " || fail "--cpu-budget 1 not respected: $(grep chosen "$WORK/.err")"
 ok
+# --stats with --target-bw reports the link's use
+run 0 "$CKPZ" -f --stats=json --target-bw 100 st.safetensors -o tb.ckpz
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d['target_bw_mb_per_s'] == 100 and d['link_use'] > 0, d" "$WORK/.err" || fail "--stats link use"
+ok
 # a save too short to measure for takes the default level
 run 0 "$CKPZ" -v -f --target-bw 1000 st.safetensors -o tb.ckpz
 err_has "too short to measure for: -3"
