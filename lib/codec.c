@@ -283,7 +283,7 @@ static ckpz_error decode_quant(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype
         if (e) return e;
         if (i == 0) {
             if (d[0] != ENT_STORED || len != QUANT_HDR ||
-                quant_layout_read(payload + pos, dtype, h->raw_len, base != NULL, &L, why, whylen) != h->nplanes) {
+                quant_layout_read(payload + pos, dtype, h->raw_len, base != NULL, &L) != h->nplanes) {
                 snprintf(why, whylen, "invalid lossy chunk header");
                 return CKPZ_ERR_CORRUPT;
             }

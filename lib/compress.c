@@ -252,7 +252,7 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
     const uint8_t *b = base && len <= base_avail && !q->no_base ? base : NULL;
     if (q->mode == QM_REL) {
         double lo = INFINITY, hi = -INFINITY;
-        quant_scan(s->dtype, all, b, len - len % es, &lo, &hi);
+        quant_scan(s->dtype, all, len - len % es, &lo, &hi);
         plan->abs_bound = hi > lo ? q->bound * (hi - lo) : 0;
     }
     if (q->mode == QM_CREL) {

@@ -293,9 +293,8 @@ void quant_stats_add(quant_stats *s, const quant_stats *t)
 
 /* ---- scans for the compressor's per-tensor plan ------------------------------------- */
 
-void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double *vmin, double *vmax)
+void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, double *vmax)
 {
-    (void)base;
     unsigned es = ckpz_dtype_size(dtype);
     double lo = INFINITY, hi = -INFINITY;
     if (dtype == CKPZ_DTYPE_F32 || dtype == CKPZ_DTYPE_BF16) {
@@ -822,11 +821,8 @@ int quant_forward(quant_work *w, const quant_plan *plan, ckpz_dtype dtype, uint6
 
 /* ---- decoder -------------------------------------------------------------------------- */
 
-unsigned quant_layout_read(const uint8_t *h, ckpz_dtype dt, size_t n, int have_base, quant_layout *L, char *why,
-                           size_t whylen)
+unsigned quant_layout_read(const uint8_t *h, ckpz_dtype dt, size_t n, int have_base, quant_layout *L)
 {
-    (void)why;
-    (void)whylen;
     memset(L, 0, sizeof *L);
     if (!quant_dtype_ok(dt)) return 0;
     unsigned es = ckpz_dtype_size(dt);

@@ -98,7 +98,7 @@ int quant_dtype_ok(ckpz_dtype dtype);
 /* Sizes of the planes that follow the header, given the decoded header, the chunk's
  * original length n and (once the bitmap is decoded) the number of coded elements.
  * quant_layout returns the plane count (>= 5), or 0 when the header is invalid for
- * this dtype and length (the reason in why). */
+ * this dtype and length. */
 typedef struct quant_layout {
     uint8_t mode, w, flags;
     uint32_t group, first;  /* affine: group size, elements in the first group */
@@ -116,8 +116,7 @@ typedef struct quant_layout {
 #define QUANT_F_SYM 4    /* affine: symmetric codes */
 #define QUANT_F_DELTA 8  /* affine: column-wise delta (the header's last field is the row length) */
 
-unsigned quant_layout_read(const uint8_t *hdr, ckpz_dtype dtype, size_t n, int have_base, quant_layout *L,
-                           char *why, size_t whylen);
+unsigned quant_layout_read(const uint8_t *hdr, ckpz_dtype dtype, size_t n, int have_base, quant_layout *L);
 /* Counts the bitmap's set bits and sets the code plane sizes; -1 if the bitmap has bits
  * past the last element or fewer coded elements than exceptions. */
 int quant_set_kept(quant_layout *L, const uint8_t *bitmap);
@@ -142,9 +141,9 @@ int quant_forward(quant_work *w, const quant_plan *plan, ckpz_dtype dtype, uint6
 int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const *plane, const uint8_t *base,
                   size_t n, uint8_t *out);
 
-/* Summary of a plan for the compressor's per-tensor analysis: min, max over finite
- * values and an estimate of the pruning threshold from a sample of |x - base|. */
-void quant_scan(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double *vmin, double *vmax);
+/* For the compressor's per-tensor plan: lowers *vmin and raises *vmax to the smallest
+ * and largest finite values of n bytes of dtype (rel's range). */
+void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, double *vmax);
 /* Root mean square of x - base over the elements where both are finite (0 if none). */
 double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n);
 double quant_prune_threshold(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double rate);
