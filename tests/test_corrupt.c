@@ -36,6 +36,7 @@
 
 #include "ckpz.h"
 #include "common/crc32c.h"
+#include "memfile.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CKPZ_TEST_ASAN 1
@@ -158,18 +159,6 @@ static ptrdiff_t m_read(void *v, void *buf, size_t n)
     return (ptrdiff_t)n;
 }
 
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} mfile;
-
-static int m_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    mfile *f = v;
-    if (off > f->n || n > f->n - off) return -1;
-    memcpy(buf, f->p + off, n);
-    return 0;
-}
 
 typedef struct {
     uint8_t *p;

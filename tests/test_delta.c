@@ -9,6 +9,7 @@
 
 #include "ckpz.h"
 #include "testutil.h"
+#include "memfile.h"
 
 typedef struct {
     const char *name, *dtype;
@@ -85,17 +86,6 @@ static int restores(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const uint8_t *o
 
 static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const char *name, int *based);
 
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} mfile;
-static int m_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    mfile *f = v;
-    if (off > f->n || n > f->n - off) return -1;
-    memcpy(buf, f->p + off, n);
-    return 0;
-}
 
 static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const char *name, int *based)
 {

@@ -17,6 +17,7 @@
 
 #include "ckpz.h"
 #include "testutil.h"
+#include "memfile.h"
 
 enum { T_F32, T_BF16, T_F16, T_F64, T_V, T_BIAS, T_NORM, T_VEC, T_I64, NT };
 
@@ -138,18 +139,6 @@ static uint8_t *make_file(size_t *len)
     return p;
 }
 
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} mfile;
-
-static int m_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    mfile *f = v;
-    if (off > f->n || n > f->n - off) return -1;
-    memcpy(buf, f->p + off, n);
-    return 0;
-}
 
 static uint8_t *compress(ckpz_ctx *ctx, const char *policy, const uint8_t *src, size_t n, const uint8_t *base,
                          size_t blen, int threads, size_t *zl, ckpz_error *err)

@@ -97,7 +97,7 @@ int quant_dtype_ok(ckpz_dtype dtype);
 
 /* Sizes of the planes that follow the header, given the decoded header, the chunk's
  * original length n and (once the bitmap is decoded) the number of coded elements.
- * quant_layout returns the plane count (>= 5), or 0 when the header is invalid for
+ * quant_layout_read returns the plane count (>= 5), or 0 when the header is invalid for
  * this dtype and length. */
 typedef struct quant_layout {
     uint8_t mode, w, flags;
