@@ -182,10 +182,9 @@ static size_t merge4_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, 
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define XF_HAVE_AVX512 1
-#include <immintrin.h>
-#define T512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#include "split512.h"
 
-static int use_avx512(void)
+int xf_have_avx512(void)
 {
     static int v = -1; /* racing threads compute the same value */
     int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
@@ -195,24 +194,6 @@ static int use_avx512(void)
         __atomic_store_n(&v, r, __ATOMIC_RELAXED);
     }
     return r;
-}
-
-/* Byte indexes into the 128 bytes of two vectors: byte j of the result is byte
- * 2j + 1 (k = 1) or 2j (k = 0) of the pair (split2), or of element j the byte k of
- * 32 4-byte elements, for j < 32, and byte k - 1 for j >= 32 (split4, k = 3 or 1),
- * and their inverses for merging. */
-static inline T512 __m512i idx_split2(int k)
-{
-    uint8_t t[64];
-    for (int j = 0; j < 64; j++) t[j] = (uint8_t)(2 * j + k);
-    return _mm512_loadu_si512((const void *)t);
-}
-
-static inline T512 __m512i idx_split4(int k)
-{
-    uint8_t t[64];
-    for (int j = 0; j < 64; j++) t[j] = (uint8_t)(4 * (j & 31) + (j < 32 ? k : k - 1));
-    return _mm512_loadu_si512((const void *)t);
 }
 
 static inline T512 __m512i rotl16_512(__m512i v, int rot)
@@ -228,13 +209,12 @@ static inline T512 __m512i rotr16_512(__m512i v, int rot)
 /* 64 elements per step; returns how many elements were done. */
 T512 static size_t split2_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
-    const __m512i ih = idx_split2(1), il = idx_split2(0);
+    const __m512i ih = split_idx2(1), il = split_idx2(0);
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
         __m512i a = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e)), rot);
         __m512i b = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e + 64)), rot);
-        _mm512_storeu_si512((void *)(pl[0] + e), _mm512_permutex2var_epi8(a, ih, b));
-        _mm512_storeu_si512((void *)(pl[1] + e), _mm512_permutex2var_epi8(a, il, b));
+        split2_step(a, b, ih, il, pl[0] + e, pl[1] + e);
     }
     return e;
 }
@@ -260,9 +240,7 @@ T512 static size_t merge2_avx512(const uint8_t *const *pl, size_t elems, uint8_t
 
 T512 static size_t split4_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
-    /* Per pair of vectors (32 elements): bytes 3|2 and bytes 1|0 in 32-byte halves;
-     * the halves of two pairs then make whole planes. */
-    const __m512i i32 = idx_split4(3), i10 = idx_split4(1);
+    const __m512i i32 = split_idx4(3), i10 = split_idx4(1);
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
         const uint8_t *s = src + 4 * e;
@@ -274,12 +252,7 @@ T512 static size_t split4_avx512(const uint8_t *src, size_t elems, uint8_t *cons
             c = _mm512_rol_epi32(c, 1);
             d = _mm512_rol_epi32(d, 1);
         }
-        __m512i ab32 = _mm512_permutex2var_epi8(a, i32, b), ab10 = _mm512_permutex2var_epi8(a, i10, b);
-        __m512i cd32 = _mm512_permutex2var_epi8(c, i32, d), cd10 = _mm512_permutex2var_epi8(c, i10, d);
-        _mm512_storeu_si512((void *)(pl[0] + e), _mm512_shuffle_i64x2(ab32, cd32, 0x44));
-        _mm512_storeu_si512((void *)(pl[1] + e), _mm512_shuffle_i64x2(ab32, cd32, 0xee));
-        _mm512_storeu_si512((void *)(pl[2] + e), _mm512_shuffle_i64x2(ab10, cd10, 0x44));
-        _mm512_storeu_si512((void *)(pl[3] + e), _mm512_shuffle_i64x2(ab10, cd10, 0xee));
+        split4_step(a, b, c, d, i32, i10, pl[0] + e, pl[1] + e, pl[2] + e, pl[3] + e);
     }
     return e;
 }
@@ -336,7 +309,7 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #if defined(XF_HAVE_AVX512)
-    if ((esize == 2 || esize == 4) && use_avx512()) {
+    if ((esize == 2 || esize == 4) && xf_have_avx512()) {
         done = esize == 2 ? split2_avx512(src, elems, plane, rot) : split4_avx512(src, elems, plane, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             uint8_t *q[5];
@@ -366,7 +339,7 @@ void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, 
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #if defined(XF_HAVE_AVX512)
-    if ((esize == 2 || esize == 4) && use_avx512()) {
+    if ((esize == 2 || esize == 4) && xf_have_avx512()) {
         done = esize == 2 ? merge2_avx512(plane, elems, dst, rot) : merge4_avx512(plane, elems, dst, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             const uint8_t *p[5];

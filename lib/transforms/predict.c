@@ -306,20 +306,9 @@ int pred_simd_cap = 1;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PRED_HAVE_AVX512 1
-#include <immintrin.h>
-#define T512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#include "split512.h"
 
-static int have_avx512(void)
-{
-    static int v = -1; /* racing threads compute the same value */
-    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (r < 0) {
-        r = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vbmi");
-        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
-    }
-    return r && pred_simd_cap;
-}
+static int have_avx512(void) { return xf_have_avx512() && pred_simd_cap; }
 
 /* Residual of one vector of 16- or 32-bit elements (W = 2 or 4), rotated left by one
  * bit when ROT (XF_FLOAT); constant arguments compile the unused steps out. */
@@ -358,18 +347,13 @@ static inline __attribute__((always_inline)) T512 size_t
 fs2(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *p0,
     uint8_t *p1)
 {
-    /* Byte j of a plane: byte 2j + 1 (high) or 2j (low) of the 128 bytes of a pair. */
-    __m512i hi = _mm512_set_epi64(0x7f7d7b7977757371ll, 0x6f6d6b6967656361ll, 0x5f5d5b5957555351ll,
-                                  0x4f4d4b4947454341ll, 0x3f3d3b3937353331ll, 0x2f2d2b2927252321ll,
-                                  0x1f1d1b1917151311ll, 0x0f0d0b0907050301ll);
-    __m512i lo = _mm512_sub_epi8(hi, _mm512_set1_epi8(1));
+    const __m512i hi = split_idx2(1), lo = split_idx2(0);
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
         const uint8_t *xs = x + 2 * e, *bs = b + 2 * e;
         __m512i r0 = res_vec(2, xor_, flt, rot, LD(xs), LD(bs));
         __m512i r1 = res_vec(2, xor_, flt, rot, LD(xs + 64), LD(bs + 64));
-        ST(p0 + e, _mm512_permutex2var_epi8(r0, hi, r1));
-        ST(p1 + e, _mm512_permutex2var_epi8(r0, lo, r1));
+        split2_step(r0, r1, hi, lo, p0 + e, p1 + e);
     }
     return e;
 }
@@ -377,15 +361,7 @@ fs2(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems
 static inline __attribute__((always_inline)) T512 size_t
 fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *const *q)
 {
-    /* From a pair of vectors (32 elements): the top two bytes of each element into the
-     * low and high 32 bytes of one vector, the bottom two into another; two pairs'
-     * halves then make whole planes. */
-    uint8_t t[2][64];
-    for (int j = 0; j < 64; j++) {
-        t[0][j] = (uint8_t)(4 * (j & 31) + (j < 32 ? 3 : 2));
-        t[1][j] = (uint8_t)(4 * (j & 31) + (j < 32 ? 1 : 0));
-    }
-    const __m512i top = LD(t[0]), bot = LD(t[1]);
+    const __m512i top = split_idx4(3), bot = split_idx4(1);
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
         const uint8_t *xs = x + 4 * e, *bs = b + 4 * e;
@@ -393,12 +369,7 @@ fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems
         __m512i r1 = res_vec(4, xor_, flt, rot, LD(xs + 64), LD(bs + 64));
         __m512i r2 = res_vec(4, xor_, flt, rot, LD(xs + 128), LD(bs + 128));
         __m512i r3 = res_vec(4, xor_, flt, rot, LD(xs + 192), LD(bs + 192));
-        __m512i t01 = _mm512_permutex2var_epi8(r0, top, r1), b01 = _mm512_permutex2var_epi8(r0, bot, r1);
-        __m512i t23 = _mm512_permutex2var_epi8(r2, top, r3), b23 = _mm512_permutex2var_epi8(r2, bot, r3);
-        ST(q[0] + e, _mm512_shuffle_i64x2(t01, t23, 0x44));
-        ST(q[1] + e, _mm512_shuffle_i64x2(t01, t23, 0xee));
-        ST(q[2] + e, _mm512_shuffle_i64x2(b01, b23, 0x44));
-        ST(q[3] + e, _mm512_shuffle_i64x2(b01, b23, 0xee));
+        split4_step(r0, r1, r2, r3, top, bot, q[0] + e, q[1] + e, q[2] + e, q[3] + e);
     }
     return e;
 }
