@@ -458,33 +458,54 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
         }
 }
 
-/* Pass 1 of the absolute grid for f32 or bf16: the same arithmetic as the generic loop
- * (recon_abs, rounding to the dtype), inlined for each of the two. */
-static inline void abs_fast(int bf16, const uint8_t *x, const uint8_t *base, size_t nel, double step, double inv,
-                            double tol, double thr, uint64_t dither, int32_t *q, uint8_t *restored)
+/* Element access for pass 1 of the absolute grid: f32 and bf16 (the common checkpoint
+ * dtypes) without the generic dispatch when dt is a constant, the others through it. */
+static inline __attribute__((always_inline)) double ld_abs(ckpz_dtype dt, const uint8_t *p)
 {
-    unsigned es = bf16 ? 2 : 4;
+    return dt == CKPZ_DTYPE_F32 ? ld_fast(0, p) : dt == CKPZ_DTYPE_BF16 ? ld_fast(1, p) : ld_el(dt, p);
+}
+
+static inline __attribute__((always_inline)) double st_abs(ckpz_dtype dt, uint8_t *p, double v)
+{
+    if (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) return st_fast(dt == CKPZ_DTYPE_BF16, p, v);
+    st_el(dt, p, v);
+    return ld_el(dt, p);
+}
+
+/* Pass 1 of the absolute grid: grid index, restored value and its check per element
+ * (recon_abs, rounding to the dtype). Called with a constant dt for f32 and bf16 so that
+ * those loops compile without the per-element dispatch. thr 0 = no pruning; dither 0 =
+ * rounding to nearest, else the unbiased rounding's stream for this chunk. */
+static inline __attribute__((always_inline)) void abs_pass(ckpz_dtype dt, const uint8_t *x, const uint8_t *base,
+                                                           size_t nel, double step, double inv, double tol,
+                                                           double thr, uint64_t dither, int32_t *q,
+                                                           uint8_t *restored)
+{
+    unsigned es = ckpz_dtype_size(dt);
     for (size_t i = 0; i < nel; i++) {
-        float xf = ld_fast(bf16, x + es * i), bf = base ? ld_fast(bf16, base + es * i) : 0;
-        double xi = xf, p = bf, t;
+        double xi = ld_abs(dt, x + es * i), p = base ? ld_abs(dt, base + es * i) : 0;
         if (!(p - p == 0)) p = 0; /* not finite */
-        t = (xi - p) * inv;
+        double d = xi - p, t = d * inv;
+        if (fabs(d) < thr) { /* false for NaN */
+            q[i] = Q_PRUNED;
+            st_abs(dt, restored + es * i, p);
+            continue;
+        }
         if (!(fabs(t) < (double)Q_LIMIT)) { /* also NaN and Inf */
             q[i] = Q_EXC;
             memcpy(restored + es * i, x + es * i, es);
             continue;
         }
-        if (fabs(xi - p) < thr) {
-            q[i] = Q_PRUNED;
-            st_fast(bf16, restored + es * i, p);
-            continue;
+        double u = t + 0.5;
+        if (dither) {
+            uint64_t xb = 0;
+            memcpy(&xb, x + es * i, es);
+            u = t + uniform((xb << 32) ^ (xb >> 32) ^ (dither + i));
         }
-        uint64_t xb = bf16 ? ld16(x + es * i) : ld32(x + es * i);
-        double u = t + (dither ? uniform((xb << 32) ^ (dither + i)) : 0.5);
         int64_t k = (int64_t)u;
         k -= (double)k > u; /* floor */
-        float r = st_fast(bf16, restored + es * i, p + (double)k * step);
-        int ok = fabs((double)r - xi) <= tol;
+        double r = st_abs(dt, restored + es * i, recon_abs(p, k, step));
+        int ok = fabs(r - xi) <= tol; /* false for a NaN or infinite r */
         q[i] = ok ? (int32_t)k : Q_EXC;
         if (!ok) memcpy(restored + es * i, x + es * i, es);
     }
@@ -639,13 +660,15 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
             g0 += len;
         }
         free(v);
-    } else if (mode == QM_ABS && dt == CKPZ_DTYPE_F32) {
-        abs_fast(0, x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
-    } else if (mode == QM_ABS && dt == CKPZ_DTYPE_BF16) {
-        abs_fast(1, x, base, nel, step, inv, tol, prune ? thr : 0, pl->spec.stochastic ? elem0 + 1 : 0, q, restored);
-    } else {
+    } else if (mode == QM_ABS) {
+        uint64_t dither = pl->spec.stochastic ? elem0 + 1 : 0;
+        double t0 = prune ? thr : 0;
+        if (dt == CKPZ_DTYPE_F32) abs_pass(CKPZ_DTYPE_F32, x, base, nel, step, inv, tol, t0, dither, q, restored);
+        else if (dt == CKPZ_DTYPE_BF16) abs_pass(CKPZ_DTYPE_BF16, x, base, nel, step, inv, tol, t0, dither, q, restored);
+        else abs_pass(dt, x, base, nel, step, inv, tol, t0, dither, q, restored);
+    } else { /* QM_PREL: the index relative to the base's, when there is one */
         exp_cache ec;
-        if (mode == QM_PREL) exp_cache_init(&ec);
+        exp_cache_init(&ec);
         for (size_t i = 0; i < nel; i++) {
             double xi = ld_el(dt, x + i * es);
             uint8_t *rp = restored + i * es;
@@ -653,56 +676,34 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                 q[i] = Q_EXC;
                 continue;
             }
-            if (mode == QM_ABS) {
+            if (prune) {
                 double p = base ? ld_el(dt, base + i * es) : 0;
                 if (!isfinite(p)) p = 0;
-                double d = xi - p;
-                if (prune && fabs(d) < thr) {
+                if (fabs(xi - p) < thr) {
                     q[i] = Q_PRUNED;
                     st_el(dt, rp, p);
                     continue;
                 }
-                double t = d * inv;
-                if (!(fabs(t) < (double)Q_LIMIT)) {
-                    q[i] = Q_EXC;
-                    continue;
-                }
-                uint64_t xb = 0;
-                memcpy(&xb, x + i * es, es < 8 ? es : 8);
-                int64_t k = pl->spec.stochastic ? (int64_t)floor(t + uniform((xb << 32) ^ xb >> 32 ^ (elem0 + 1 + i)))
-                                                : round_half_up(t);
-                st_el(dt, rp, recon_abs(p, k, step));
-                q[i] = within(ld_el(dt, rp), xi, tol) ? (int32_t)k : Q_EXC;
-            } else { /* QM_PREL: the index relative to the base's, when there is one */
-                if (prune) {
-                    double p = base ? ld_el(dt, base + i * es) : 0;
-                    if (!isfinite(p)) p = 0;
-                    if (fabs(xi - p) < thr) {
-                        q[i] = Q_PRUNED;
-                        st_el(dt, rp, p);
-                        continue;
-                    }
-                }
-                if (xi == 0) { /* +0 has a code; -0 is rare enough to be an exception */
-                    q[i] = signbit(xi) ? Q_EXC : Q_ZERO;
-                    st_el(dt, rp, 0.0);
-                    continue;
-                }
-                double t = guess_log2(fabs(xi)) * inv, tol = pl->spec.bound * fabs(xi);
-                int64_t k = round_half_up(t);
-                neg[i] = xi < 0;
-                st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
-                double r = ld_el(dt, rp);
-                if (!within(r, xi, tol)) { /* the guess sat on a cell edge: the neighbour */
-                    k += fabs(r) < fabs(xi) ? 1 : -1;
-                    st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
-                    r = ld_el(dt, rp);
-                }
-                int64_t d = k - (base ? prel_pred(ld_el(dt, base + i * es), inv) : 0);
-                q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT
-                           ? (int32_t)d
-                           : Q_EXC;
             }
+            if (xi == 0) { /* +0 has a code; -0 is rare enough to be an exception */
+                q[i] = signbit(xi) ? Q_EXC : Q_ZERO;
+                st_el(dt, rp, 0.0);
+                continue;
+            }
+            double t = guess_log2(fabs(xi)) * inv, tol = pl->spec.bound * fabs(xi);
+            int64_t k = round_half_up(t);
+            neg[i] = xi < 0;
+            st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
+            double r = ld_el(dt, rp);
+            if (!within(r, xi, tol)) { /* the guess sat on a cell edge: the neighbour */
+                k += fabs(r) < fabs(xi) ? 1 : -1;
+                st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
+                r = ld_el(dt, rp);
+            }
+            int64_t d = k - (base ? prel_pred(ld_el(dt, base + i * es), inv) : 0);
+            q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT
+                       ? (int32_t)d
+                       : Q_EXC;
         }
     }
 
