@@ -33,43 +33,9 @@
 #include <unistd.h>
 
 #include "ckpz.h"
+#include "memio.h"
 
 #define MAX_RUNS 100
-
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-} membuf;
-
-static int membuf_write(void *opaque, const void *buf, size_t n)
-{
-    membuf *m = opaque;
-    if (n > m->cap - m->n) return -1;
-    memcpy(m->p + m->n, buf, n);
-    m->n += n;
-    return 0;
-}
-
-typedef struct {
-    const unsigned char *p;
-    size_t n, pos;
-} memsrc;
-
-static ptrdiff_t memsrc_read(void *opaque, void *buf, size_t n)
-{
-    memsrc *m = opaque;
-    if (n > m->n - m->pos) n = m->n - m->pos;
-    memcpy(buf, m->p + m->pos, n);
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
-static double clk(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static unsigned char *slurp(const char *path, size_t *size)
 {
