@@ -115,7 +115,7 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
-    a->info = (ckpz_archive_info){h.lossy ? CTR_VERSION_LOSSY : a->based ? CTR_VERSION_DELTA : CTR_VERSION, (ckpz_input_format)h.format, t.original_size, file_size,
+    a->info = (ckpz_archive_info){h.version, (ckpz_input_format)h.format, t.original_size, file_size,
                                   h.chunk_size, t.content_crc, a->ne, a->nc, h.lossy};
     free(ib);
     *out = a;

@@ -12,6 +12,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "transforms/planes.h"
+#include "transforms/escape.h"
 #include "transforms/predict.h"
 #include "transforms/quant.h"
 
@@ -19,11 +20,28 @@
  * stay in cache between the two passes, a multiple of the CRC's 24 KiB stride. */
 #define SLICE (48u << 10)
 
-/* Lossless planes take n bytes; the buffer is larger on purpose: with buffers exactly
- * the chunk's size (identically aligned to the chunk buffers they are split from),
- * compression with two threads measured 1.33x the one-thread speed instead of 1.73x
- * (bench: ckpz -b -T1/-T2, 371 MB), most likely cache-set aliasing between them. */
-size_t chunk_planes_bound(size_t n, int lossy) { return lossy ? quant_out_bound(n) : n + n / 2; }
+/* Lossless planes take n bytes, plus for the escape transform its A plane (n / E) and
+ * escape planes (at most n, each with ESC_SLACK after it). The buffer is not a multiple
+ * of the chunk size on purpose: with buffers exactly the chunk's size (identically
+ * aligned to the chunk buffers they are split from), compression with two threads
+ * measured 1.33x the one-thread speed instead of 1.73x (bench: ckpz -b -T1/-T2, 371 MB),
+ * most likely cache-set aliasing between them. */
+#define ESC_EXTRA (ESC_SLACK * (XF_MAX_PLANES + 2))
+size_t chunk_planes_bound(size_t n, int lossy)
+{
+    size_t lossless = n + n / 2 + n + ESC_EXTRA;
+    size_t q = lossy ? quant_out_bound(n) : 0;
+    return q > lossless ? q : lossless;
+}
+
+/* Where the escape transform's planes go in a chunk's scratch: after the n bytes of
+ * byte planes, A (elems), then K escape planes of room elems + ESC_SLACK each. */
+static uint8_t *esc_area(uint8_t *planes, size_t n, size_t elems, unsigned K, uint8_t **e)
+{
+    uint8_t *a = planes + n + ESC_SLACK;
+    for (unsigned k = 0; k < K; k++) e[k] = a + elems + ESC_SLACK + k * (elems + ESC_SLACK);
+    return a;
+}
 
 chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy)
 {
@@ -76,23 +94,23 @@ size_t chunk_frame_bound(size_t n)
 
 #define HINT_STORE (-1) /* code_planes: the plane goes in as it is */
 
-/* Codes np planes (back to back at src, sizes[]) into the payload after the frame
- * header, each with the entropy stage's choice for its hint, and seals the frame: plane
+/* Codes np planes (src[i], sizes[i] bytes) into the payload after the frame header,
+ * each with the entropy stage's choice for its hint, and seals the frame: plane
  * descriptors, lengths, checksums. Returns the frame length. */
-static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n, const uint8_t *src,
-                          const size_t *sizes, unsigned np, const int *hints, uint8_t *out)
+static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n,
+                          const uint8_t *const *src, const size_t *sizes, unsigned np, const int *hints,
+                          uint8_t *out)
 {
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)np * CTR_PLANE_DESC;
     for (unsigned i = 0; i < np; i++) {
         uint8_t codec = ENT_STORED;
         size_t len = sizes[i];
-        if (hints[i] == HINT_STORE) memcpy(dst, src, len);
-        else len = ent_encode(ec, src, sizes[i], dst, ent_bound(sizes[i]), level, hints[i], &codec);
+        if (hints[i] == HINT_STORE) memcpy(dst, src[i], len);
+        else len = ent_encode(ec, src[i], sizes[i], dst, ent_bound(sizes[i]), level, hints[i], &codec);
         uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
         d[0] = codec;
         d[1] = d[2] = d[3] = 0;
         st32(d + 4, (uint32_t)len);
-        src += sizes[i];
         dst += len;
     }
     h->entry = entry;
@@ -104,89 +122,120 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
     return CTR_FRAME_SIZE + h->payload_len;
 }
 
-/* Codes the chunk with one predictor. */
+/* Codes the chunk with one predictor. esc_low >= 0 (DIFF only): the residual's top
+ * bytes go through the escape transform, keeping esc_low low bytes as plain planes. */
 static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                          const uint8_t *base, uint8_t pred, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+                          const uint8_t *base, uint8_t pred, int esc_low, uint8_t *planes, uint8_t *out,
+                          uint32_t *raw_crc)
 {
     ctr_chunk h = {0};
-    size_t sizes[XF_MAX_PLANES];
+    size_t sizes[XF_MAX_PLANES + 2];
     pred_transform(pred, dtype, &h.xf, &h.esize);
     h.pred = pred;
     unsigned np = xf_plane_sizes(h.xf, h.esize, n, sizes);
     int isf = pred_is_float(dtype);
-    const uint8_t *src = raw;
+    const uint8_t *src[XF_MAX_PLANES + 2];
+    int hints[XF_MAX_PLANES + 2];
     if (h.xf == XF_NONE) {
         h.raw_crc = crc32c(0, raw, n);
+        src[0] = raw;
         if (pred != PRED_NONE) {
             pred_forward(pred, 1, isf, raw, base, n, planes);
-            src = planes;
+            src[0] = planes;
         }
-    } else {
-        /* Predict, split and checksum in slices small enough to stay in cache. */
-        uint8_t *plane[XF_MAX_PLANES], res[SLICE];
-        size_t at = 0;
-        for (unsigned i = 0; i < np; i++) {
-            plane[i] = planes + at;
-            at += sizes[i];
-        }
-        size_t elems = n / h.esize, step = SLICE / h.esize;
-        for (size_t e0 = 0; e0 < elems; e0 += step) {
-            size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
-            const uint8_t *x = raw + off;
-            uint8_t *part[XF_MAX_PLANES];
-            for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
-            size_t done = 0;
-            if (pred != PRED_NONE) {
-                done = pred_forward_split(pred, h.xf, h.esize, isf, x, base + off, len, part);
-                if (done < len) {
-                    pred_forward(pred, h.esize, isf, x + done, base + off + done, len - done, res);
-                    x = res;
-                }
-            }
-            if (done < len) {
-                for (unsigned b = 0; b < h.esize; b++) part[b] += done / h.esize;
-                xf_split(h.xf, h.esize, x, len - done, part);
-            }
-            h.raw_crc = crc32c(h.raw_crc, raw + off, len);
-        }
-        if (n % h.esize) { /* the tail is kept as it is */
-            memcpy(plane[h.esize], raw + elems * h.esize, n % h.esize);
-            h.raw_crc = crc32c(h.raw_crc, raw + elems * h.esize, n % h.esize);
-        }
-        src = planes;
+        hints[0] = xf_plane_hint(h.xf, h.esize, dtype, 0);
+        *raw_crc = h.raw_crc;
+        return code_planes(ec, level, &h, entry, n, src, sizes, np, hints, out);
     }
-    /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly empty; the
-     * integer hint would try it on every plane) and near-random lower ones, which the
-     * mantissa hint judges from a sample before counting them. */
-    int hints[XF_MAX_PLANES];
-    for (unsigned i = 0; i < np; i++)
-        hints[i] = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
-                   : i + 1 == h.esize || i >= 2      ? ENT_HINT_MANTISSA
-                                                     : ENT_HINT_RESIDUAL;
+    /* Predict, split (and escape-code) and checksum in slices small enough to stay in
+     * cache. */
+    uint8_t *plane[XF_MAX_PLANES], res[SLICE];
+    size_t at = 0;
+    for (unsigned i = 0; i < np; i++) {
+        plane[i] = planes + at;
+        at += sizes[i];
+    }
+    size_t elems = n / h.esize, step = SLICE / h.esize, nesc = 0;
+    int esc = pred == PRED_DIFF && h.xf == XF_INT && h.esize <= 4 && esc_low >= 0 && esc_low < h.esize;
+    /* At most two top bytes: wider ones would escape nearly every element. */
+    unsigned L = !esc ? 0 : (unsigned)esc_low + 2 >= h.esize ? (unsigned)esc_low : h.esize - 2u, K = h.esize - L;
+    uint8_t *e[4], *a = esc ? esc_area(planes, n, elems, K, e) : NULL;
+    for (size_t e0 = 0; e0 < elems; e0 += step) {
+        size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
+        const uint8_t *x = raw + off;
+        uint8_t *part[XF_MAX_PLANES];
+        for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
+        size_t done = 0;
+        if (pred != PRED_NONE) {
+            done = pred_forward_split(pred, h.xf, h.esize, isf, x, base + off, len, part);
+            if (done < len) {
+                pred_forward(pred, h.esize, isf, x + done, base + off + done, len - done, res);
+                x = res;
+            }
+        }
+        if (done < len) {
+            uint8_t *rest[XF_MAX_PLANES];
+            for (unsigned b = 0; b < h.esize; b++) rest[b] = part[b] + done / h.esize;
+            xf_split(h.xf, h.esize, x, len - done, rest);
+        }
+        if (esc) esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)part, cnt, a + e0, e, &nesc);
+        h.raw_crc = crc32c(h.raw_crc, raw + off, len);
+    }
+    size_t tail = n % h.esize;
+    if (tail) { /* the tail is kept as it is */
+        memcpy(plane[h.esize], raw + elems * h.esize, tail);
+        h.raw_crc = crc32c(h.raw_crc, raw + elems * h.esize, tail);
+    }
     *raw_crc = h.raw_crc;
+    if (!esc) {
+        /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly empty;
+         * the integer hint would try it on every plane) and near-random lower ones, which
+         * the mantissa hint judges from a sample before counting them. */
+        for (unsigned i = 0; i < np; i++) {
+            src[i] = plane[i];
+            hints[i] = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
+                       : i + 1 == h.esize || i >= 2      ? ENT_HINT_MANTISSA
+                                                         : ENT_HINT_RESIDUAL;
+        }
+        return code_planes(ec, level, &h, entry, n, src, sizes, np, hints, out);
+    }
+    /* Header, the low planes (near-random: the mantissa hint), A (small values, counted
+     * from a sample), the escape planes (the lowest near-random, the others mostly
+     * zero), the tail. */
+    uint8_t hdr[ESC_HDR] = {(uint8_t)L, ESC_THRESHOLD};
+    h.xf = XF_ESC;
+    np = 0;
+    src[np] = hdr, sizes[np] = ESC_HDR, hints[np++] = HINT_STORE;
+    for (unsigned k = 0; k < L; k++) src[np] = plane[K + k], sizes[np] = elems, hints[np++] = ENT_HINT_MANTISSA;
+    src[np] = a, sizes[np] = elems, hints[np++] = ENT_HINT_SMALL;
+    for (unsigned k = 0; k < K; k++)
+        src[np] = e[k], sizes[np] = nesc, hints[np++] = k + 1 == K ? ENT_HINT_MANTISSA : ENT_HINT_RESIDUAL;
+    if (tail) src[np] = plane[h.esize], sizes[np] = tail, hints[np++] = ENT_HINT_OPAQUE;
     return code_planes(ec, level, &h, entry, n, src, sizes, np, hints, out);
 }
 
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
 {
-    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
+    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
+    unsigned low;
+    uint8_t pred = pred_choose(dtype, raw, base, n, &low);
     if (level < 7) {
-        uint8_t pred = pred_choose(dtype, raw, base, n);
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, (int)low, planes, out, raw_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
         unsigned es = ckpz_dtype_size(dtype), zeros = 0, seen = 0;
         for (size_t at = 0; pred != PRED_NONE && at + es <= n; at += 64 * (size_t)es, seen++) {
-            uint64_t v = 0; /* es <= 8; a load, not a memcmp call per element */
-            memcpy(&v, raw + at, es);
-            zeros += v == 0;
+            const uint8_t *q = raw + at; /* es <= 8: a byte OR per element, no call */
+            unsigned any = 0;
+            for (unsigned k = 0; k < es; k++) any |= q[k];
+            zeros += any == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
-            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, planes, out, raw_crc);
+            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
             if (len0 <= len) return len0;
-            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, planes, out, raw_crc);
+            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, (int)low, planes, out, raw_crc);
         }
         return len;
     }
@@ -195,14 +244,14 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     size_t best = SIZE_MAX;
     uint8_t best_pred = PRED_NONE;
     for (uint8_t p = PRED_NONE; p <= PRED_DIFF; p++) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, (int)low, planes, out, raw_crc);
         if (len < best) {
             best = len;
             best_pred = p;
         }
     }
     if (best_pred != PRED_DIFF)
-        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, planes, out, raw_crc);
+        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, (int)low, planes, out, raw_crc);
     return best;
 }
 
@@ -238,7 +287,9 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     for (int i = 0; i < np; i++)
         hints[i] = i == 0 ? HINT_STORE : i == 2 ? ENT_HINT_INT : i == 3 ? ENT_HINT_EXPONENT
                    : (i == 4 && planes[1] == 2) ? ENT_HINT_MANTISSA : ENT_HINT_OPAQUE;
-    size_t len = code_planes(ec, level, &h, entry, n, planes, sizes, (unsigned)np, hints, out);
+    const uint8_t *src[QUANT_PLANES_MAX];
+    for (int i = 0, at = 0; i < np; at += (int)sizes[i], i++) src[i] = planes + at;
+    size_t len = code_planes(ec, level, &h, entry, n, src, sizes, (unsigned)np, hints, out);
     *raw_crc = h.raw_crc;
     *restored = rest;
     quant_stats_add(st, &cs);
@@ -343,6 +394,114 @@ ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, 
     return CKPZ_OK;
 }
 
+/* Merges byte planes (plane[0 .. esize) and the tail plane) of transform xf into out,
+ * undoes the chunk's predictor, and checks the original bytes' checksum: in slices small
+ * enough to stay in cache between the passes. */
+static ckpz_error merge_check(const ctr_chunk *h, uint8_t xf, int isf, const uint8_t *const *plane,
+                              const uint8_t *base, uint8_t *out, char *why, size_t whylen)
+{
+    uint32_t crc = 0;
+    size_t elems = h->raw_len / h->esize, step = SLICE / h->esize;
+    for (size_t e0 = 0; e0 < elems; e0 += step) {
+        size_t cnt = elems - e0 < step ? elems - e0 : step;
+        const uint8_t *part[XF_MAX_PLANES];
+        for (unsigned b = 0; b < h->esize; b++) part[b] = plane[b] + e0;
+        size_t off = e0 * h->esize, len = cnt * h->esize;
+        xf_merge(xf, h->esize, part, len, out + off);
+        if (h->pred != PRED_NONE) pred_inverse(h->pred, h->esize, isf, out + off, base + off, len, out + off);
+        crc = crc32c(crc, out + off, len);
+    }
+    size_t tail = h->raw_len - elems * h->esize;
+    if (tail) {
+        memcpy(out + elems * h->esize, plane[h->esize], tail);
+        crc = crc32c(crc, out + elems * h->esize, tail);
+    }
+    if (crc != h->raw_crc) {
+        snprintf(why, whylen, "decoded data checksum mismatch");
+        return CKPZ_ERR_CHECKSUM;
+    }
+    return CKPZ_OK;
+}
+
+/* Decodes an escape-transform chunk (escape.h): header, low planes, A, then the escape
+ * planes, whose size is the count of escapes in A; rebuilds the top byte planes and
+ * merges as transform int. */
+static ckpz_error decode_esc(ent_ctx *ec, const ctr_chunk *h, int isf, const uint8_t *payload,
+                             const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
+{
+    unsigned E = h->esize;
+    size_t elems = h->raw_len / (E ? E : 1), tail = h->raw_len % (E ? E : 1);
+    if (h->pred != PRED_DIFF || (E != 2 && E != 4) || elems == 0 ||
+        h->nplanes != E + 2 + (tail != 0)) {
+        snprintf(why, whylen, "invalid escape chunk (predictor %u, element size %u, %u planes)", h->pred, E,
+                 h->nplanes);
+        return CKPZ_ERR_CORRUPT;
+    }
+    unsigned L = 0, K = 0, T = 0;
+    uint8_t *byte[XF_MAX_PLANES], *e[4], *a = NULL;
+    const uint8_t *plane[XF_MAX_PLANES];
+    size_t pos = (size_t)h->nplanes * CTR_PLANE_DESC, nesc = 0;
+    for (unsigned i = 0; i < h->nplanes; i++) {
+        const uint8_t *d = payload + i * CTR_PLANE_DESC;
+        uint32_t len;
+        ckpz_error err = plane_desc(d, i, h->payload_len - pos, &len, why, whylen);
+        if (err) return err;
+        uint8_t *dst;
+        size_t size;
+        if (i == 0) {
+            const uint8_t *hp = payload + pos;
+            if (d[0] != ENT_STORED || len != ESC_HDR || hp[0] >= E || hp[1] == 0) {
+                snprintf(why, whylen, "invalid escape chunk header");
+                return CKPZ_ERR_CORRUPT;
+            }
+            L = hp[0], T = hp[1], K = E - L;
+            for (unsigned b = 0; b < E; b++) byte[b] = planes + b * elems;
+            a = esc_area(planes, h->raw_len, elems, K, e);
+            pos += len;
+            continue;
+        }
+        if (i <= L) { /* low byte plane K + i - 1; a stored one is merged from the payload */
+            dst = byte[K + i - 1], size = elems;
+            if (d[0] == ENT_STORED && len == size) {
+                plane[K + i - 1] = payload + pos;
+                pos += len;
+                continue;
+            }
+            plane[K + i - 1] = dst;
+        } else if (i == L + 1) {
+            dst = a, size = elems;
+        } else if (i <= L + 1 + K) {
+            dst = e[i - L - 2], size = nesc;
+        } else { /* the tail */
+            dst = planes + E * elems, size = tail;
+            plane[E] = dst;
+        }
+        if (d[0] >= ENT_CODEC_COUNT_ || ent_decode(ec, d[0], payload + pos, len, dst, size) != 0) {
+            snprintf(why, whylen, "plane %u (%s): corrupt coded data", i, ent_codec_name(d[0]));
+            return CKPZ_ERR_CORRUPT;
+        }
+        pos += len;
+        if (i == L + 1) {
+            ptrdiff_t c = esc_count(T, a, elems);
+            if (c < 0) {
+                snprintf(why, whylen, "escape plane holds values above its threshold %u", T);
+                return CKPZ_ERR_CORRUPT;
+            }
+            nesc = (size_t)c;
+        }
+    }
+    if (pos != h->payload_len) {
+        snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
+        return CKPZ_ERR_CORRUPT;
+    }
+    if (esc_inverse(K, T, a, (const uint8_t *const *)e, elems, byte)) {
+        snprintf(why, whylen, "an escape does not fit its element");
+        return CKPZ_ERR_CORRUPT;
+    }
+    for (unsigned k = 0; k < K; k++) plane[k] = byte[k];
+    return merge_check(h, XF_INT, isf, plane, base, out, why, whylen);
+}
+
 ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
                         const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
 {
@@ -362,6 +521,7 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
         }
         return decode_quant(ec, h, dtype, payload, base, planes, out, why, whylen);
     }
+    if (h->xf == XF_ESC) return decode_esc(ec, h, isf, payload, base, planes, out, why, whylen);
     size_t sizes[XF_MAX_PLANES];
     unsigned np = xf_plane_sizes(h->xf, h->esize, h->raw_len, sizes);
     if (np == 0 || np != h->nplanes) {
@@ -393,31 +553,13 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
         snprintf(why, whylen, "payload has %zu unused bytes", (size_t)h->payload_len - pos);
         return CKPZ_ERR_CORRUPT;
     }
-    uint32_t crc = 0;
     if (h->xf == XF_NONE) {
         if (h->pred != PRED_NONE) pred_inverse(h->pred, 1, isf, out, base, h->raw_len, out);
-        crc = crc32c(0, out, h->raw_len);
-    } else {
-        /* Merge and checksum in slices small enough to stay in cache between the two. */
-        size_t elems = h->raw_len / h->esize, step = SLICE / h->esize;
-        for (size_t e0 = 0; e0 < elems; e0 += step) {
-            size_t cnt = elems - e0 < step ? elems - e0 : step;
-            const uint8_t *part[XF_MAX_PLANES];
-            for (unsigned b = 0; b < h->esize; b++) part[b] = plane[b] + e0;
-            size_t off = e0 * h->esize, len = cnt * h->esize;
-            xf_merge(h->xf, h->esize, part, len, out + off);
-            if (h->pred != PRED_NONE) pred_inverse(h->pred, h->esize, isf, out + off, base + off, len, out + off);
-            crc = crc32c(crc, out + off, len);
+        if (crc32c(0, out, h->raw_len) != h->raw_crc) {
+            snprintf(why, whylen, "decoded data checksum mismatch");
+            return CKPZ_ERR_CHECKSUM;
         }
-        size_t tail = h->raw_len - elems * h->esize;
-        if (tail) {
-            memcpy(out + elems * h->esize, plane[h->esize], tail);
-            crc = crc32c(crc, out + elems * h->esize, tail);
-        }
+        return CKPZ_OK;
     }
-    if (crc != h->raw_crc) {
-        snprintf(why, whylen, "decoded data checksum mismatch");
-        return CKPZ_ERR_CHECKSUM;
-    }
-    return CKPZ_OK;
+    return merge_check(h, h->xf, isf, plane, base, out, why, whylen);
 }

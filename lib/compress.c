@@ -307,7 +307,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, pol != NULL});
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, pol != NULL, 0});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
     if (p.base) {
         if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;

@@ -186,7 +186,7 @@ static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out
         return;
     }
     ckpz_archive_get_info(a, &info);
-    CHECK(info.format_version == 3 && info.lossy);
+    CHECK(info.format_version == (z[10] & 1 ? 4u : 3u) && info.lossy); /* version 4 with a base */
     for (int i = 0; i < NT; i++) {
         uint64_t idx;
         ckpz_entry e;

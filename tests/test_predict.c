@@ -2,13 +2,15 @@
  * reference of the documented formulas on every width (special floats, integer
  * extremes, wraparound), exact inverse in place and not, the order of the float map,
  * one-ulp steps, the choice between stand-alone and delta coding, and the transform
- * each residual is split with. */
+ * each residual is split with, and the escape transform against a plain reference
+ * (vector and portable loops), with its two corruption checks. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
+#include "transforms/escape.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 
@@ -285,13 +287,13 @@ static void test_choose(void)
         /* unrelated base: stand-alone */
         fill_f32(xf, nf);
         fill_f32(bf, nf);
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_NONE, "f32 unrelated n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_NONE, "f32 unrelated n %zu", n);
         fill_bf16(xh, nh);
         fill_bf16(bh, nh);
-        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n) == PRED_NONE, "bf16 unrelated n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL) == PRED_NONE, "bf16 unrelated n %zu", n);
         for (size_t i = 0; i < n; i++) x[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_NONE, "random bits n %zu", n);
-        CHECKF(pred_choose(CKPZ_DTYPE_NONE, x, b, n) == PRED_NONE, "random bytes n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_NONE, "random bits n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_NONE, x, b, n, NULL) == PRED_NONE, "random bytes n %zu", n);
 
         /* a training step: a few ulps either way */
         fill_f32(bf, nf);
@@ -299,19 +301,19 @@ static void test_choose(void)
             xf[i] = bf[i];
             for (int k = (int)(rng() % 3); k > 0; k--) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
         }
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_DIFF, "f32 ulp steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_DIFF, "f32 ulp steps n %zu", n);
         fill_bf16(bh, nh);
         for (size_t i = 0; i < nh; i++) xh[i] = (uint16_t)(bh[i] + (int)(rng() % 3) - 1);
-        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n) == PRED_DIFF, "bf16 ulp steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL) == PRED_DIFF, "bf16 ulp steps n %zu", n);
 
         /* the same but for a few elements: a delta predictor */
         fill_f32(bf, nf);
         memcpy(xf, bf, nf * 4);
         for (int k = 0; k < 10; k++) xf[rng() % nf] = (float)rng_normal();
-        uint8_t p = pred_choose(CKPZ_DTYPE_F32, x, b, n);
+        uint8_t p = pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL);
         CHECKF(p == PRED_XOR || p == PRED_DIFF, "f32 nearly equal n %zu: %s", n, pred_name(p));
         memcpy(x, b, n);
-        p = pred_choose(CKPZ_DTYPE_BF16, x, b, n);
+        p = pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL);
         CHECKF(p == PRED_XOR || p == PRED_DIFF, "bf16 equal n %zu: %s", n, pred_name(p));
 
         /* the sample spans the chunk: only the first eighth is unrelated to the base */
@@ -319,7 +321,7 @@ static void test_choose(void)
         memcpy(xf, bf, nf * 4);
         fill_f32(xf, nf / 8);
         for (size_t i = nf / 8; i < nf; i++) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
 
         /* integer counters that moved a little */
         int32_t *xi = (int32_t *)x, *bi = (int32_t *)b;
@@ -327,11 +329,11 @@ static void test_choose(void)
             bi[i] = (int32_t)(rng() % 2000000) - 1000000;
             xi[i] = bi[i] + (int32_t)(rng() % 9) - 4;
         }
-        CHECKF(pred_choose(CKPZ_DTYPE_I32, x, b, n) == PRED_DIFF, "i32 steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_I32, x, b, n, NULL) == PRED_DIFF, "i32 steps n %zu", n);
     }
     /* nothing to sample */
-    CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0) == PRED_NONE);
-    CHECK(pred_choose(CKPZ_DTYPE_F64, x, b, 7) == PRED_NONE);
+    CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0, NULL) == PRED_NONE);
+    CHECK(pred_choose(CKPZ_DTYPE_F64, x, b, 7, NULL) == PRED_NONE);
     free(x);
     free(b);
 }
@@ -430,10 +432,98 @@ static void test_forward_split(void)
     free(got);
 }
 
+/* ---- escape transform ------------------------------------------------------------- */
+/* K top planes of elems values h (most-significant byte first), per element from rnd:
+ * mostly small, some near T, some large, some the largest K bytes hold. */
+static uint64_t esc_value(unsigned K, unsigned T, uint32_t r)
+{
+    uint64_t top = K == 8 ? ~0ull : (1ull << (8 * K)) - 1;
+    switch (r % 8) {
+    case 0: return top;
+    case 1: return (uint64_t)(r >> 8) & top;
+    case 2: return T + (r >> 8) % 3 - 1 <= top ? T + (r >> 8) % 3 - 1 : top; /* T - 1, T, T + 1 */
+    default: return (r >> 8) % (T + 1); /* small */
+    }
+}
+
+static void test_escape(void)
+{
+    static const unsigned Ts[] = {1, 31, 200, 255};
+    static const size_t ns[] = {0, 1, 63, 64, 65, 1000, 4099};
+    size_t cap = 4099;
+    uint8_t *top[4], *back[4], *e[4], *a = malloc(cap + ESC_SLACK);
+    for (unsigned k = 0; k < 4; k++) {
+        top[k] = malloc(cap);
+        back[k] = malloc(cap);
+        e[k] = malloc(cap + ESC_SLACK);
+    }
+    uint8_t *ra = malloc(cap), *re[4];
+    for (unsigned k = 0; k < 4; k++) re[k] = malloc(cap);
+    uint32_t seed = 7;
+    for (unsigned K = 1; K <= 4; K++)
+        for (unsigned ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
+            for (unsigned ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+                for (int simd = 0; simd <= 1; simd++) {
+                    unsigned T = Ts[ti];
+                    size_t n = ns[ni], rn = 0;
+                    esc_simd_cap = simd;
+                    for (size_t i = 0; i < n; i++) {
+                        seed = seed * 1664525u + 1013904223u;
+                        uint64_t h = esc_value(K, T, seed);
+                        for (unsigned k = 0; k < K; k++) top[k][i] = (uint8_t)(h >> (8 * (K - 1 - k)));
+                        ra[i] = (uint8_t)(h < T ? h : T);
+                        if (h >= T) {
+                            for (unsigned k = 0; k < K; k++) re[k][rn] = (uint8_t)((h - T) >> (8 * (K - 1 - k)));
+                            rn++;
+                        }
+                    }
+                    size_t ne = 0;
+                    esc_forward(K, T, (const uint8_t *const *)top, n, a, e, &ne);
+                    int same = ne == rn && (n == 0 || memcmp(a, ra, n) == 0);
+                    for (unsigned k = 0; same && k < K; k++) same = rn == 0 || memcmp(e[k], re[k], rn) == 0;
+                    CHECKF(same, "escape forward K %u T %u n %zu simd %d", K, T, n, simd);
+                    CHECKF(esc_count(T, a, n) == (ptrdiff_t)rn, "escape count K %u T %u n %zu", K, T, n);
+                    CHECKF(esc_inverse(K, T, a, (const uint8_t *const *)e, n, back) == 0,
+                           "escape inverse K %u T %u n %zu simd %d", K, T, n, simd);
+                    same = 1;
+                    for (unsigned k = 0; same && k < K; k++) same = n == 0 || memcmp(back[k], top[k], n) == 0;
+                    CHECKF(same, "escape round trip K %u T %u n %zu simd %d", K, T, n, simd);
+                }
+    /* Corruption: an A above T, and an escape that overflows its K bytes once T is added,
+     * in the vector part (element 3) and the portable tail (element 99). */
+    for (int simd = 0; simd <= 1; simd++) {
+        esc_simd_cap = simd;
+        memset(a, 0, 100);
+        a[3] = 32;
+        CHECK(esc_count(31, a, 100) == -1);
+        for (size_t at = 3; at < 100; at += 96)
+            for (unsigned K = 1; K <= 2; K++) {
+                memset(a, 5, 100);
+                a[at] = 31;
+                for (unsigned k = 0; k < K; k++) e[k][0] = 0xff;
+                CHECKF(esc_inverse(K, 31, a, (const uint8_t *const *)e, 100, back) == -1,
+                       "escape overflow K %u at %zu simd %d", K, at, simd);
+                e[K - 1][0] = 0xff - 31; /* fits: the largest value K bytes hold */
+                int ok = esc_inverse(K, 31, a, (const uint8_t *const *)e, 100, back) == 0;
+                CHECKF(ok, "escape near the top K %u at %zu simd %d", K, at, simd);
+            }
+    }
+    esc_simd_cap = 1;
+    for (unsigned k = 0; k < 4; k++) {
+        free(top[k]);
+        free(back[k]);
+        free(e[k]);
+        free(re[k]);
+    }
+    free(a);
+    free(ra);
+}
+
 int main(void)
 {
     test_tables();
     test_forward_split();
+    test_escape();
     test_reference();
     test_order();
     test_steps();

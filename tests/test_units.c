@@ -150,7 +150,7 @@ static void test_container(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0}, h2;
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0, 0}, h2;
     ctr_header_write(hb, &h);
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format);
     hb[20] = 1; /* reserved byte, checksum fixed up: must still be refused */
@@ -165,10 +165,18 @@ static void test_container(void)
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_CHECKSUM);
     hb[0] = 'x';
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
-    /* a delta file: version 2 with flag 1, then the base frame */
-    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0};
+    /* a delta file: version 4 with flag 1, then the base frame */
+    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0, 0};
     ctr_header_write(hb, &hd);
-    CHECK(ld16(hb + 8) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
+    CHECK(ld16(hb + 8) == 4 && ld16(hb + 10) == 1 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
+    hd.lossy = 1; /* lossy and based: version 4 with flags 3 */
+    ctr_header_write(hb, &hd);
+    CHECK(ld16(hb + 8) == 4 && ld16(hb + 10) == 3 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based &&
+          h2.lossy);
+    st16(hb + 8, 2); /* what ckpz 0.2 and 0.3 wrote for delta files: version 2, flag 1 */
+    st16(hb + 10, 1);
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1 && !h2.lossy);
     st16(hb + 10, 3); /* an unknown flag */
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
@@ -182,12 +190,19 @@ static void test_container(void)
     st16(hb + 10, 6); /* an unknown flag next to the lossy one */
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 8, 4); /* a later version */
+    st16(hb + 8, 4); /* version 4 needs its base flag */
     st16(hb + 10, 2);
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    st16(hb + 10, 5); /* an unknown flag next to the base one */
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
+    st16(hb + 8, 5); /* a later version */
+    st16(hb + 10, 1);
+    st32(hb + 28, crc32c(0, hb, 28));
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
     {
-        ctr_header hl = {262144, CKPZ_INPUT_SAFETENSORS, 0, 1};
+        ctr_header hl = {262144, CKPZ_INPUT_SAFETENSORS, 0, 1, 0};
         ctr_header_write(hb, &hl);
         CHECK(ld16(hb + 8) == 3 && ld16(hb + 10) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.lossy &&
               !h2.based);

@@ -16,6 +16,7 @@
 #define CTR_VERSION 1       /* stand-alone files */
 #define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
 #define CTR_VERSION_LOSSY 3 /* files with lossy entries (header flag 2; flag 1 as in version 2) */
+#define CTR_VERSION_ESC 4   /* files with a base (flag 1; flag 2 as in version 3): chunk transform 4 */
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -40,7 +41,8 @@ typedef struct ctr_header {
     uint32_t chunk_size;
     uint8_t format; /* ckpz_input_format of the original */
     uint8_t based;  /* a base frame follows (versions 2 and 3) */
-    uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (version 3) */
+    uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (versions 3, 4) */
+    uint16_t version; /* set by ctr_header_read; the writer derives it from the flags */
 } ctr_header;
 
 /* Base frame: what a delta file needs to be restored. */

@@ -23,7 +23,7 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
 {
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
-    st16(out + 8, h->lossy ? CTR_VERSION_LOSSY : h->based ? CTR_VERSION_DELTA : CTR_VERSION);
+    st16(out + 8, h->based ? CTR_VERSION_ESC : h->lossy ? CTR_VERSION_LOSSY : CTR_VERSION);
     st16(out + 10, (h->based ? 1 : 0) | (h->lossy ? 2 : 0)); /* 1: a base frame follows; 2: lossy */
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
@@ -35,16 +35,21 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     if (memcmp(in, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file (bad magic)");
     if (crc32c(0, in, 28) != ld32(in + 28)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "file header checksum mismatch");
     unsigned v = ld16(in + 8), flags = ld16(in + 10);
-    if (v < CTR_VERSION || v > CTR_VERSION_LOSSY)
+    if (v < CTR_VERSION || v > CTR_VERSION_ESC)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads versions %u to %u)",
-                        v, CTR_VERSION, CTR_VERSION_LOSSY);
+                        v, CTR_VERSION, CTR_VERSION_ESC);
     /* Version 2 is exactly "version 1 plus a base": flag 1 set, nothing else; version 3
-     * sets flag 2 (lossy) and flag 1 when it has a base. */
-    int ok = v == CTR_VERSION ? flags == 0 : v == CTR_VERSION_DELTA ? flags == 1 : (flags & ~3u) == 0 && (flags & 2);
+     * sets flag 2 (lossy) and flag 1 when it has a base; version 4 (written for every
+     * file with a base since the escape transform) sets flag 1 and maybe flag 2. */
+    int ok = v == CTR_VERSION         ? flags == 0
+             : v == CTR_VERSION_DELTA ? flags == 1
+             : v == CTR_VERSION_LOSSY ? (flags & ~3u) == 0 && (flags & 2)
+                                      : (flags & ~3u) == 0 && (flags & 1);
     if (!ok || !all_zero(in + 17, 11))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header has reserved flags or fields set");
     h->based = (flags & 1) != 0;
     h->lossy = (flags & 2) != 0;
+    h->version = (uint16_t)v;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
     if (h->chunk_size < CKPZ_CHUNK_MIN || h->chunk_size > CKPZ_CHUNK_MAX || (h->chunk_size & 7))

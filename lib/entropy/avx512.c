@@ -158,6 +158,25 @@ T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
     return 0;
 }
 
+T512 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi)
+{
+    size_t nv = n / 64 * 64;
+    __m512i mn = _mm512_set1_epi8((char)0xff), mx = _mm512_setzero_si512();
+    for (size_t i = 0; i < nv; i += 64) {
+        __m512i v = _mm512_loadu_si512((const void *)(src + i));
+        mn = _mm512_min_epu8(mn, v);
+        mx = _mm512_max_epu8(mx, v);
+    }
+    uint8_t a[64], b[64];
+    _mm512_storeu_si512((void *)a, mn);
+    _mm512_storeu_si512((void *)b, mx);
+    for (int k = 0; nv && k < 64; k++) {
+        *lo = a[k] < *lo ? a[k] : *lo;
+        *hi = b[k] > *hi ? b[k] : *hi;
+    }
+    return nv;
+}
+
 /* How a segment's symbols index the register tables: by their low 5 or 6 bits when
  * the present values span at most 32 or 64 (distinct there). Wider spans go to the
  * byte-table loop below, which beat a rank lookup in front of this one. */

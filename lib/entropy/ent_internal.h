@@ -77,6 +77,11 @@ void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
 /* Ideal coded bits of a histogram under its own distribution. */
 double ent_bits(const uint32_t *cnt, uint64_t total);
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
+/* Estimated counts of src[0..n) from a quarter of it (four evenly spread pieces; all of
+ * it below 4 KiB), scaled to add up to n, with every value between the least and the
+ * largest byte of src (scanned in full) counted at least once, so a coder may rely on
+ * them like exact counts. For planes of few values, where counting is the cost. */
+void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt);
 
 /* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
@@ -118,6 +123,9 @@ extern int ent_enc512_bytes_only;
  * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the
  * rest. Needs ent_simd_level() == ENT_SIMD_AVX512. */
 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
+/* Least and largest byte of the first k bytes of src (*lo, *hi lowered/raised to them);
+ * returns k, a multiple of 64. Needs ent_simd_level() == ENT_SIMD_AVX512. */
+size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);
 /* Order-0 encode of src[lo, hi) (whole rounds of N states) with one segment's table,
  * continuing c->st and writing words down from p; returns the new p. Register tables
  * when the segment's values span at most 64, byte tables otherwise. */

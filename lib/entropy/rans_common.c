@@ -15,6 +15,10 @@
 
 #include "ent_internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 static void hist_table(const uint8_t *src, size_t n, uint32_t *cnt);
 
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
@@ -35,6 +39,66 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
     }
 #endif
     hist_table(src, n, cnt);
+}
+
+void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
+{
+    if (n < 4096) {
+        ent_histogram(src, n, cnt);
+        return;
+    }
+    /* Four pieces of n / 16 bytes, the first at the start, the last at the end. */
+    size_t piece = n / 16, m = 4 * piece;
+    uint32_t part[256];
+    memset(cnt, 0, 256 * sizeof *cnt);
+    for (int k = 0; k < 4; k++) {
+        ent_histogram(src + (n - piece) / 3 * (size_t)k, piece, part);
+        for (int s = 0; s < 256; s++)
+            cnt[s] += part[s];
+    }
+    unsigned lo = 255, hi = 0;
+    size_t i = 0;
+#ifdef ENT_HAVE_AVX512
+    if (ent_simd_level() >= ENT_SIMD_AVX512)
+        i = ent_minmax_avx512(src, n, &lo, &hi);
+#endif
+#if defined(__SSE2__)
+    __m128i mn = _mm_set1_epi8((char)0xff), mx = _mm_setzero_si128();
+    size_t i0 = i;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        mn = _mm_min_epu8(mn, v);
+        mx = _mm_max_epu8(mx, v);
+    }
+    uint8_t a[16], b[16];
+    _mm_storeu_si128((__m128i *)(void *)a, mn);
+    _mm_storeu_si128((__m128i *)(void *)b, mx);
+    for (int k = 0; i > i0 && k < 16; k++) {
+        lo = a[k] < lo ? a[k] : lo;
+        hi = b[k] > hi ? b[k] : hi;
+    }
+#endif
+    for (; i < n; i++) {
+        lo = src[i] < lo ? src[i] : lo;
+        hi = src[i] > hi ? src[i] : hi;
+    }
+    /* Scale to n (rounding down), floor the range at 1, and give what is left over (or
+     * take what the floors added) to the most frequent value. */
+    uint64_t sum = 0;
+    int top = (int)lo;
+    for (unsigned s = 0; s < 256; s++) {
+        uint64_t v = (uint64_t)cnt[s] * n / m;
+        if (s >= lo && s <= hi && v == 0) v = 1;
+        if (s < lo || s > hi) v = 0;
+        cnt[s] = (uint32_t)v;
+        sum += v;
+        if (cnt[s] > cnt[top]) top = (int)s;
+    }
+    if (sum > n + cnt[top] / 2) { /* floors outweigh the sample: count it all */
+        ent_histogram(src, n, cnt);
+        return;
+    }
+    cnt[top] = (uint32_t)((uint64_t)cnt[top] + n - sum);
 }
 
 static void hist_table(const uint8_t *src, size_t n, uint32_t *cnt)

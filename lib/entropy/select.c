@@ -255,7 +255,10 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         for (size_t b = 0; b < nb; b++) {
             size_t s0 = b << sh, len = (b + 1 == nb) ? n - s0 : ((size_t)1 << sh);
             uint32_t *bh = c->bhist + b * 256;
-            ent_histogram(src + s0, len, bh);
+            if (hint == ENT_HINT_SMALL)
+                ent_histogram_sampled(src + s0, len, bh);
+            else
+                ent_histogram(src + s0, len, bh);
             for (int s = 0; s < 256; s++)
                 h[s] += bh[s];
         }
@@ -277,7 +280,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     double est0 = ent_bits(h, n) / 8;
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
-    int zero_heavy = hint == ENT_HINT_RESIDUAL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
+    int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
                                                : h[0] > n / 2;
     int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
     /* Near-random planes: the best a table coder could save is below ~1.25% of the

@@ -21,7 +21,8 @@ enum xf_id {
     XF_FLOAT = 1,  /* rotate left 1, split MSB first */
     XF_INT = 2,    /* split MSB first */
     XF_COUNT_,     /* the byte-plane transforms above; the next is not one of them */
-    XF_QUANT = 3   /* lossy codes and their side planes (transforms/quant.h) */
+    XF_QUANT = 3,  /* lossy codes and their side planes (transforms/quant.h) */
+    XF_ESC = 4     /* DIFF residuals: low byte planes, top bytes escape-coded (transforms/escape.h) */
 };
 
 #define XF_MAX_PLANES 9 /* 8 byte planes + the tail */

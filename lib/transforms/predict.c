@@ -6,7 +6,7 @@
  * Forward and inverse touch every byte of every delta chunk, so they have SSE2 loops —
  * baseline on x86-64, no run-time dispatch — for every width, 32 or 64 bytes per step
  * (about 20 GB/s for float DIFF, 50 for XOR from L2); the portable loops handle other
- * hosts and the last few elements. The choice histograms a sample of at most 16 KiB. */
+ * hosts and the last few elements. The choice histograms a sample of at most 8 KiB. */
 #include "predict.h"
 
 #include <math.h>
@@ -421,8 +421,8 @@ size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float
 }
 
 /* ---- choice ----------------------------------------------------------------------- */
-/* The sample: NWIN windows of WIN consecutive elements (half as many for 8-byte ones,
- * so that no dtype reads more than 16 KiB of each side), first and last at the ends. */
+/* The sample: NWIN windows of WIN consecutive elements of up to 2 bytes (of 2 KiB for
+ * wider ones: counting costs per byte), first and last at the ends. */
 enum { WIN = 1024, NWIN = 4, SAMPLE = WIN * NWIN };
 
 /* c * log2(c) for every count a sample can reach, filled on first use (every thread
@@ -485,8 +485,13 @@ static double planes_bits(uint32_t (*hp)[256], unsigned planes, uint32_t total)
     return bits;
 }
 
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n)
+/* Residual bytes whose sample entropy reaches this many bits look random: the escape
+ * transform keeps them as byte planes (escape.h). */
+#define RANDOM_BITS 7.5
+
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, unsigned *diff_low)
 {
+    if (diff_low) *diff_low = 0;
     uint8_t xf, es;
     xf_choose(dtype, &xf, &es);
     /* Rotation (XF_FLOAT) only ever comes with a float dtype, so one flag serves both. */
@@ -497,7 +502,7 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
 
     hist3 h;
     for (int c = 0; c < 3; c++) memset(h[c], 0, es * sizeof h[c][0]);
-    size_t win = es == 8 ? WIN / 2 : WIN;
+    size_t win = es <= 2 ? WIN : 2 * WIN / es;
     uint32_t total;
     if (elems <= NWIN * win) {
         hist_window(es, flt, x, b, elems, &h);
@@ -512,6 +517,8 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
     double none = planes_bits(h[0], es, total);
     double bx = planes_bits(h[1], es, total);
     double bd = planes_bits(h[2], es, total);
+    for (unsigned k = 0; diff_low && k + 1 < es && planes_bits(&h[2][k], 1, total) >= RANDOM_BITS * total; k++)
+        *diff_low = k + 1;
     uint8_t pred = bx <= bd ? PRED_XOR : PRED_DIFF;
     double best = bx <= bd ? bx : bd;
     return best < 0.99 * none ? pred : PRED_NONE;

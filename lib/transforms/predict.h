@@ -62,16 +62,20 @@ extern int pred_simd_cap;
  * or PRED_DIFF, the one whose residual (x itself for NONE) has the lowest estimated
  * coded size. The estimate is the sum over byte planes, as the coder will split them
  * (pred_transform), of the order-0 entropy of a sample: four windows of 1024 elements
- * (512 for 8-byte ones) spread over the chunk, first and last at its ends, or all
+ * (of 2 KiB for wider ones) spread over the chunk, first and last at its ends, or all
  * elements if fewer. A delta predictor must beat 0.99 x the NONE estimate, so near-ties
  * stay stand-alone; XOR wins ties with DIFF. Never COPY: testing equality is the
- * caller's. A tail of n % element size bytes is ignored. Reads at most 16 KiB of each
- * side whatever n is (about 20 us for f32). Thread-safe. */
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n);
+ * caller's. A tail of n % element size bytes is ignored. Reads at most 8 KiB of each
+ * side whatever n is (about 20 us for f32). Thread-safe. If diff_low is not NULL it
+ * gets the number of low bytes of the DIFF residual, counted from the least
+ * significant and at most element size - 1, whose sample looks random (>= 7.5 bits
+ * per byte): the escape transform keeps those as plain planes (escape.h). */
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, unsigned *diff_low);
 
 /* The transform (planes.h ids) and element size that split the residual of pred:
  * NONE, XOR (and COPY) -> xf_choose(dtype); DIFF -> XF_INT with the dtype's element size
- * when that is 2, 4 or 8, else XF_NONE with esize 1. */
+ * when that is 2, 4 or 8, else XF_NONE with esize 1 (the coder then turns XF_INT planes
+ * into the escape transform's, XF_ESC). */
 void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
 
 #endif
