@@ -162,23 +162,32 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     uint8_t *e[4], *a = esc ? esc_area(planes, n, elems, K, e) : NULL;
     for (size_t e0 = 0; e0 < elems; e0 += step) {
         size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
-        const uint8_t *x = raw + off;
-        uint8_t *part[XF_MAX_PLANES];
-        for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + e0;
-        size_t done = 0;
-        if (pred != PRED_NONE) {
-            done = pred_forward_split(pred, h.xf, h.esize, isf, x, base + off, len, part);
-            if (done < len) {
-                pred_forward(pred, h.esize, isf, x + done, base + off + done, len - done, res);
-                x = res;
+        size_t fused = 0; /* elements predicted, split and escape-coded in one pass */
+        if (esc) {
+            uint8_t *low[4];
+            for (unsigned k = 0; k < L; k++) low[k] = plane[K + k] + e0;
+            fused = pred_forward_esc(h.esize, isf, L, ESC_THRESHOLD, raw + off, base + off, len, low, a + e0, e,
+                                     &nesc);
+        }
+        if (fused < cnt) {
+            size_t r0 = e0 + fused, roff = r0 * h.esize, rlen = (cnt - fused) * h.esize, done = 0;
+            const uint8_t *x = raw + roff;
+            uint8_t *part[XF_MAX_PLANES];
+            for (unsigned b = 0; b < h.esize; b++) part[b] = plane[b] + r0;
+            if (pred != PRED_NONE) {
+                done = pred_forward_split(pred, h.xf, h.esize, isf, x, base + roff, rlen, part);
+                if (done < rlen) {
+                    pred_forward(pred, h.esize, isf, x + done, base + roff + done, rlen - done, res);
+                    x = res;
+                }
             }
+            if (done < rlen) {
+                uint8_t *rest[XF_MAX_PLANES];
+                for (unsigned b = 0; b < h.esize; b++) rest[b] = part[b] + done / h.esize;
+                xf_split(h.xf, h.esize, x, rlen - done, rest);
+            }
+            if (esc) esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)part, cnt - fused, a + r0, e, &nesc);
         }
-        if (done < len) {
-            uint8_t *rest[XF_MAX_PLANES];
-            for (unsigned b = 0; b < h.esize; b++) rest[b] = part[b] + done / h.esize;
-            xf_split(h.xf, h.esize, x, len - done, rest);
-        }
-        if (esc) esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)part, cnt, a + e0, e, &nesc);
         h.raw_crc = crc32c(h.raw_crc, raw + off, len);
     }
     size_t tail = n % h.esize;

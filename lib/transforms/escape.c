@@ -60,49 +60,36 @@ static int inv_scalar(unsigned K, unsigned T, const uint8_t *a, const uint8_t *c
 #define ESC_HAVE_AVX512 1
 #include <immintrin.h>
 
-#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2")))
+#include "escape512.h"
 
-static int have_vbmi2(void)
+#define T512 T512E
+
+int esc_have_avx512(void)
 {
     static int v = -1; /* racing threads compute the same value */
     int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
     if (r < 0) {
         r = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
             __builtin_cpu_supports("avx512vbmi2");
         __atomic_store_n(&v, r, __ATOMIC_RELAXED);
     }
-    return r;
+    return r && esc_simd_cap;
 }
 
 /* Whole steps of 64 elements; returns the elements done. */
 T512 static size_t fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a,
                               uint8_t *const *e, size_t *nesc)
 {
-    const __m512i t = _mm512_set1_epi8((char)T), one = _mm512_set1_epi8(1);
-    size_t i = 0, ne = *nesc, nv = elems / 64 * 64;
-    if (K == 1) {
-        for (; i < nv; i += 64) {
-            __m512i v = _mm512_loadu_si512((const void *)(top[0] + i));
-            __mmask64 esc = _mm512_cmpge_epu8_mask(v, t);
-            _mm512_storeu_si512((void *)(a + i), _mm512_min_epu8(v, t));
-            _mm512_storeu_si512((void *)(e[0] + ne), _mm512_maskz_compress_epi8(esc, _mm512_sub_epi8(v, t)));
-            ne += (size_t)__builtin_popcountll(esc);
-        }
-    } else {
-        for (; i < nv; i += 64) {
-            __m512i hi = _mm512_loadu_si512((const void *)(top[0] + i));
-            __m512i lo = _mm512_loadu_si512((const void *)(top[1] + i));
-            __mmask64 borrow = _mm512_cmplt_epu8_mask(lo, t);
-            __mmask64 small = _mm512_mask_cmpeq_epi8_mask(borrow, hi, _mm512_setzero_si512());
-            __mmask64 esc = ~small;
-            _mm512_storeu_si512((void *)(a + i), _mm512_mask_blend_epi8(small, t, lo));
-            __m512i h2 = _mm512_mask_sub_epi8(hi, borrow, hi, one);
-            _mm512_storeu_si512((void *)(e[0] + ne), _mm512_maskz_compress_epi8(esc, h2));
-            _mm512_storeu_si512((void *)(e[1] + ne), _mm512_maskz_compress_epi8(esc, _mm512_sub_epi8(lo, t)));
-            ne += (size_t)__builtin_popcountll(esc);
-        }
-    }
-    *nesc = ne;
+    const __m512i t = _mm512_set1_epi8((char)T);
+    size_t i = 0, nv = elems / 64 * 64;
+    if (K == 1)
+        for (; i < nv; i += 64)
+            esc_step(1, t, _mm512_loadu_si512((const void *)(top[0] + i)), t, a + i, e, nesc);
+    else
+        for (; i < nv; i += 64)
+            esc_step(2, t, _mm512_loadu_si512((const void *)(top[0] + i)),
+                     _mm512_loadu_si512((const void *)(top[1] + i)), a + i, e, nesc);
     return i;
 }
 
@@ -135,6 +122,8 @@ T512 static size_t inv_avx512(unsigned K, unsigned T, const uint8_t *a, const ui
     *bad = over != 0;
     return i;
 }
+#else
+int esc_have_avx512(void) { return 0; }
 #endif
 
 void esc_forward(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a, uint8_t *const *e,
@@ -142,7 +131,7 @@ void esc_forward(unsigned K, unsigned T, const uint8_t *const *top, size_t elems
 {
     size_t i = 0;
 #ifdef ESC_HAVE_AVX512
-    if (K <= 2 && esc_simd_cap && have_vbmi2()) i = fwd_avx512(K, T, top, elems, a, e, nesc);
+    if (K <= 2 && esc_have_avx512()) i = fwd_avx512(K, T, top, elems, a, e, nesc);
 #endif
     fwd_scalar(K, T, top, i, elems, a, e, nesc);
 }
@@ -163,7 +152,7 @@ int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *
 {
     size_t i = 0, ne = 0;
 #ifdef ESC_HAVE_AVX512
-    if (K <= 2 && esc_simd_cap && have_vbmi2()) {
+    if (K <= 2 && esc_have_avx512()) {
         int bad;
         i = inv_avx512(K, T, a, e, elems, &ne, top, &bad);
         if (bad) return -1;

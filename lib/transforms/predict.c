@@ -15,6 +15,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "escape.h"
 #include "planes.h"
 
 const char *pred_name(uint8_t pred)
@@ -393,6 +394,60 @@ FS2(1, 0, 0) FS2(1, 0, 1) FS2(0, 0, 0) FS2(0, 1, 0)
 FS4(1, 0, 0) FS4(1, 0, 1) FS4(0, 0, 0) FS4(0, 1, 0)
 #undef FS2
 #undef FS4
+
+/* DIFF, split and escape-coded (escape.h) in one pass, 64 elements per step: the top
+ * K = W - L bytes go through esc_step, the L low bytes to their planes. */
+#include "escape512.h"
+
+static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, unsigned L, unsigned T,
+                                                             const uint8_t *x, const uint8_t *b, size_t elems,
+                                                             uint8_t *const *low, uint8_t *a, uint8_t *const *e,
+                                                             size_t *ne)
+{
+    const __m512i t = _mm512_set1_epi8((char)T);
+    size_t i = 0;
+    if (W == 2) {
+        const __m512i ih = split_idx2(1), il = split_idx2(0);
+        for (; i + 64 <= elems; i += 64) {
+            const uint8_t *xs = x + 2 * i, *bs = b + 2 * i;
+            __m512i r0 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs));
+            __m512i r1 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
+                                 _mm512_loadu_si512((const void *)(bs + 64)));
+            __m512i hi = _mm512_permutex2var_epi8(r0, ih, r1), lo = _mm512_permutex2var_epi8(r0, il, r1);
+            if (L == 0) {
+                esc_step(2, t, hi, lo, a + i, e, ne);
+            } else {
+                _mm512_storeu_si512((void *)(low[0] + i), lo);
+                esc_step(1, t, hi, hi, a + i, e, ne);
+            }
+        }
+        return i;
+    }
+    const __m512i i32 = split_idx4(3), i10 = split_idx4(1);
+    for (; i + 64 <= elems; i += 64) {
+        const uint8_t *xs = x + 4 * i, *bs = b + 4 * i;
+        __m512i r[4], p[4];
+        for (int k = 0; k < 4; k++)
+            r[k] = res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64 * k)),
+                           _mm512_loadu_si512((const void *)(bs + 64 * k)));
+        split4_vec(r[0], r[1], r[2], r[3], i32, i10, p);
+        for (unsigned k = 0; k < L; k++) _mm512_storeu_si512((void *)(low[k] + i), p[4 - L + k]);
+        if (L == 2)
+            esc_step(2, t, p[0], p[1], a + i, e, ne);
+        else
+            esc_step(1, t, p[0], p[0], a + i, e, ne);
+    }
+    return i;
+}
+
+#define FE(W, F)                                                                                      \
+    T512E static size_t fe##W##_##F(unsigned L, unsigned T, const uint8_t *x, const uint8_t *b, size_t n, \
+                                    uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *ne)     \
+    {                                                                                                 \
+        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                \
+    }
+FE(2, 0) FE(2, 1) FE(4, 0) FE(4, 1)
+#undef FE
 #endif
 
 size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
@@ -416,6 +471,24 @@ size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float
     return done * esize;
 #else
     (void)pred, (void)xf, (void)esize, (void)is_float, (void)x, (void)b, (void)n, (void)plane;
+    return 0;
+#endif
+}
+
+size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
+                        size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc)
+{
+#ifdef PRED_HAVE_AVX512
+    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !have_avx512() || !esc_have_avx512())
+        return 0;
+    size_t elems = n / esize;
+    int flt = is_float != 0;
+    if (esize == 2)
+        return (flt ? fe2_1 : fe2_0)(L, T, x, b, elems, low, a, e, nesc);
+    return (flt ? fe4_1 : fe4_0)(L, T, x, b, elems, low, a, e, nesc);
+#else
+    (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e,
+        (void)nesc;
     return 0;
 #endif
 }

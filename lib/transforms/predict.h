@@ -55,7 +55,15 @@ void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, 
  * the caller predicts and splits the rest. Same bytes as the two-step path. */
 size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
                           const uint8_t *b, size_t n, uint8_t *const *plane);
-/* Tests set 0 to turn the vector loops of pred_forward_split off. */
+/* PRED_DIFF's residual of x against b (esize 2 or 4), split and put through the escape
+ * transform (escape.h) in one pass: the L low bytes of each element to low[0 .. L)
+ * (most significant first, as planes K .. esize - 1 of xf_split), A = min(h, T) to a,
+ * and the escapes appended to e[] at *nesc, as esc_forward would. K = esize - L must be
+ * 1 or 2. Vector loop only (AVX-512 with VBMI2): returns the elements done, a multiple
+ * of 64, or 0 where it cannot run; the caller does the rest. */
+size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
+                        size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
+/* Tests set 0 to turn the vector loops of pred_forward_split and pred_forward_esc off. */
 extern int pred_simd_cap;
 
 /* Chooses the predictor for chunk x[0..n) against its base b[0..n): PRED_NONE, PRED_XOR

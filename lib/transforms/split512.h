@@ -41,17 +41,28 @@ static inline __attribute__((always_inline)) T512 void split2_step(__m512i a, __
 /* 64 4-byte elements in a, b, c, d: byte 3 (most significant) to p[0] .. byte 0 to
  * p[3], 64 each; i32 = split_idx4(3), i10 = split_idx4(1). Per pair of vectors (32
  * elements) bytes 3|2 and bytes 1|0 land in 32-byte halves; the halves of the two
- * pairs then make whole planes. */
+ * pairs then make whole planes. split4_vec leaves the four planes' vectors in p[]. */
+static inline __attribute__((always_inline)) T512 void split4_vec(__m512i a, __m512i b, __m512i c, __m512i d,
+                                                                  __m512i i32, __m512i i10, __m512i *p)
+{
+    __m512i ab32 = _mm512_permutex2var_epi8(a, i32, b), ab10 = _mm512_permutex2var_epi8(a, i10, b);
+    __m512i cd32 = _mm512_permutex2var_epi8(c, i32, d), cd10 = _mm512_permutex2var_epi8(c, i10, d);
+    p[0] = _mm512_shuffle_i64x2(ab32, cd32, 0x44);
+    p[1] = _mm512_shuffle_i64x2(ab32, cd32, 0xee);
+    p[2] = _mm512_shuffle_i64x2(ab10, cd10, 0x44);
+    p[3] = _mm512_shuffle_i64x2(ab10, cd10, 0xee);
+}
+
 static inline __attribute__((always_inline)) T512 void split4_step(__m512i a, __m512i b, __m512i c, __m512i d,
                                                                    __m512i i32, __m512i i10, uint8_t *p0,
                                                                    uint8_t *p1, uint8_t *p2, uint8_t *p3)
 {
-    __m512i ab32 = _mm512_permutex2var_epi8(a, i32, b), ab10 = _mm512_permutex2var_epi8(a, i10, b);
-    __m512i cd32 = _mm512_permutex2var_epi8(c, i32, d), cd10 = _mm512_permutex2var_epi8(c, i10, d);
-    _mm512_storeu_si512((void *)p0, _mm512_shuffle_i64x2(ab32, cd32, 0x44));
-    _mm512_storeu_si512((void *)p1, _mm512_shuffle_i64x2(ab32, cd32, 0xee));
-    _mm512_storeu_si512((void *)p2, _mm512_shuffle_i64x2(ab10, cd10, 0x44));
-    _mm512_storeu_si512((void *)p3, _mm512_shuffle_i64x2(ab10, cd10, 0xee));
+    __m512i p[4];
+    split4_vec(a, b, c, d, i32, i10, p);
+    _mm512_storeu_si512((void *)p0, p[0]);
+    _mm512_storeu_si512((void *)p1, p[1]);
+    _mm512_storeu_si512((void *)p2, p[2]);
+    _mm512_storeu_si512((void *)p3, p[3]);
 }
 
 #endif
