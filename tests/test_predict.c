@@ -432,6 +432,68 @@ static void test_forward_split(void)
     free(got);
 }
 
+/* pred_forward_esc against the two-step path (pred_forward, xf_split, then the portable
+ * esc_forward) for every element size and split it takes; with the vector loops off it
+ * must do nothing. */
+static void test_forward_esc(void)
+{
+    const ckpz_dtype types[] = {CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F32, CKPZ_DTYPE_I16, CKPZ_DTYPE_I32};
+    const size_t elems[] = {0, 63, 64, 65, 128, 1000, 4096 + 3};
+    size_t cap = 4 * 4100 + 8;
+    uint8_t *x = malloc(cap), *b = malloc(cap), *r = malloc(cap), *pl = malloc(cap);
+    uint8_t *ra = malloc(4100), *ga = malloc(4100), *re[2], *ge[2], *gl[3];
+    for (int k = 0; k < 2; k++) {
+        re[k] = malloc(4100 + ESC_SLACK);
+        ge[k] = malloc(4100 + ESC_SLACK);
+    }
+    for (int k = 0; k < 3; k++) gl[k] = malloc(4100);
+    int vector_used = 0;
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        ckpz_dtype t = types[ti];
+        unsigned es = ckpz_dtype_size(t);
+        int flt = pred_is_float(t);
+        for (unsigned L = es - 2; L < es; L++)
+            for (size_t ei = 0; ei < sizeof elems / sizeof *elems; ei++) {
+                size_t count = elems[ei], n = count * es, rne = 0, gne = 0;
+                unsigned K = es - L;
+                fill_pair(x, b, n, es);
+                pred_forward(PRED_DIFF, es, flt, x, b, n, r);
+                uint8_t *p[4];
+                for (unsigned k = 0; k < es; k++) p[k] = pl + k * count;
+                xf_split(XF_INT, (uint8_t)es, r, n, p);
+                esc_simd_cap = 0;
+                esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)p, count, ra, re, &rne);
+                esc_simd_cap = 1;
+                size_t done = pred_forward_esc(es, flt, L, ESC_THRESHOLD, x, b, n, gl, ga, ge, &gne);
+                /* the reference's escapes among the first `done` elements */
+                size_t want = 0;
+                for (size_t i = 0; i < done; i++) want += ra[i] == ESC_THRESHOLD;
+                int ok = done % 64 == 0 && done <= count && gne == want && !memcmp(ga, ra, done);
+                for (unsigned k = 0; ok && k < K; k++) ok = !memcmp(ge[k], re[k], gne);
+                for (unsigned k = 0; ok && k < L; k++) ok = !memcmp(gl[k], p[K + k], done);
+                CHECKF(ok, "forward_esc dtype %d L %u n %zu done %zu", (int)t, L, count, done);
+                vector_used |= done > 0;
+                pred_simd_cap = 0;
+                gne = 0;
+                CHECKF(pred_forward_esc(es, flt, L, ESC_THRESHOLD, x, b, n, gl, ga, ge, &gne) == 0 && gne == 0,
+                       "forward_esc with vector loops off");
+                pred_simd_cap = 1;
+            }
+    }
+    printf("forward_esc: vector loops %s\n", vector_used ? "tested" : "not available on this CPU");
+    for (int k = 0; k < 2; k++) {
+        free(re[k]);
+        free(ge[k]);
+    }
+    for (int k = 0; k < 3; k++) free(gl[k]);
+    free(x);
+    free(b);
+    free(r);
+    free(pl);
+    free(ra);
+    free(ga);
+}
+
 /* ---- escape transform ------------------------------------------------------------- */
 /* K top planes of elems values h (most-significant byte first), per element from rnd:
  * mostly small, some near T, some large, some the largest K bytes hold. */
@@ -524,6 +586,7 @@ int main(void)
     test_tables();
     test_forward_split();
     test_escape();
+    test_forward_esc();
     test_reference();
     test_order();
     test_steps();
