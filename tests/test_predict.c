@@ -556,8 +556,13 @@ static void test_escape(void)
     for (int simd = 0; simd <= 1; simd++) {
         esc_simd_cap = simd;
         memset(a, 0, 100);
-        a[3] = 32;
+        a[3] = 32; /* in the vector part, then in the tail */
         CHECK(esc_count(31, a, 100) == -1);
+        a[3] = 31;
+        a[99] = 200;
+        CHECK(esc_count(31, a, 100) == -1);
+        a[99] = 31;
+        CHECK(esc_count(31, a, 100) == 2);
         for (size_t at = 3; at < 100; at += 96)
             for (unsigned K = 1; K <= 2; K++) {
                 memset(a, 5, 100);
