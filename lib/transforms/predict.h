@@ -70,10 +70,10 @@ extern int pred_simd_cap;
  * or PRED_DIFF, the one whose residual (x itself for NONE) has the lowest estimated
  * coded size. The estimate is the sum over byte planes, as the coder will split them
  * (pred_transform), of the order-0 entropy of a sample: four windows of 1024 elements
- * (of 2 KiB for wider ones) spread over the chunk, first and last at its ends, or all
+ * (512 for 8-byte ones) spread over the chunk, first and last at its ends, or all
  * elements if fewer. A delta predictor must beat 0.99 x the NONE estimate, so near-ties
  * stay stand-alone; XOR wins ties with DIFF. Never COPY: testing equality is the
- * caller's. A tail of n % element size bytes is ignored. Reads at most 8 KiB of each
+ * caller's. A tail of n % element size bytes is ignored. Reads at most 16 KiB of each
  * side whatever n is (about 20 us for f32). Thread-safe. If diff_low is not NULL it
  * gets the number of low bytes of the DIFF residual, counted from the least
  * significant and at most element size - 1, whose sample looks random (>= 7.5 bits
