@@ -49,15 +49,16 @@ static void compress_job(void *v, int worker, void *arg)
         j->raw_crc = crc32c(0, j->raw, j->raw_len);
         return;
     }
+    int level = j->plan.spec.level ? j->plan.spec.level : ws->level; /* a policy's level */
     if (j->lossy) {
         const uint8_t *restored;
         quant_stats_init(&j->st);
-        j->out_len = chunk_encode_lossy(ws->scratch, worker, ws->level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
+        j->out_len = chunk_encode_lossy(ws->scratch, worker, level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
                                         j->raw_len, j->plan.spec.no_base ? NULL : j->base, j->out, &j->raw_crc,
                                         &restored, &j->st);
         return;
     }
-    j->out_len = chunk_encode(ws->scratch->ec[worker], ws->level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
+    j->out_len = chunk_encode(ws->scratch->ec[worker], level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
                               ws->scratch->planes[worker], j->out, &j->raw_crc);
 }
 
@@ -291,7 +292,8 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     size_t fbound = chunk_frame_bound(p.chunk_size);
-    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, pol ? CHUNK_SCRATCH_ENCODE_LOSSY : 0)};
+    int lossy = policy_lossy(pol); /* a policy of levels alone writes a lossless file */
+    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0)};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
@@ -307,7 +309,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, pol != NULL, 0});
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, lossy != 0, 0});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
     if (p.base) {
         if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;

@@ -140,11 +140,14 @@ static uint8_t *make_file(size_t *len)
 }
 
 
+static int file_level = 3; /* ckpz_params.level for compress() */
+
 static uint8_t *compress(ckpz_ctx *ctx, const char *policy, const uint8_t *src, size_t n, const uint8_t *base,
                          size_t blen, int threads, size_t *zl, ckpz_error *err)
 {
     ckpz_params p;
     ckpz_params_init(&p);
+    p.level = file_level;
     p.threads = threads;
     p.chunk_size = 65536;
     p.policy = policy;
@@ -482,6 +485,42 @@ int main(void)
         ckpz_free(z3);
     }
 
+    /* Levels per tensor: "* lossless level L" writes the bytes the file level L writes (a
+     * lossless file, version 1); a rule's level holds for the tensors the safe defaults
+     * keep exact; a mixed policy is neither uniform file. */
+    {
+        size_t zl[4];
+        ckpz_error e[4];
+        uint8_t *z[4];
+        z[0] = compress(ctx, "* lossless level 1", orig, n, NULL, 0, 1, &zl[0], &e[0]);
+        z[1] = compress(ctx, "* lossless level 9", orig, n, NULL, 0, 1, &zl[1], &e[1]);
+        z[2] = compress(ctx, "w.* lossless level 9\n* lossless level 1", orig, n, NULL, 0, 1, &zl[2], &e[2]);
+        file_level = 9;
+        z[3] = compress(ctx, NULL, orig, n, NULL, 0, 1, &zl[3], &e[3]);
+        file_level = 3;
+        CHECK(e[0] == CKPZ_OK && e[1] == CKPZ_OK && e[2] == CKPZ_OK && e[3] == CKPZ_OK);
+        if (e[0] == CKPZ_OK && e[1] == CKPZ_OK && e[2] == CKPZ_OK && e[3] == CKPZ_OK) {
+            CHECKF(zl[1] == zl[3] && !memcmp(z[1], z[3], zl[1]), "policy level 9 differs from file level 9");
+            CHECKF(zl[1] < zl[0], "level 9 (%zu) not below level 1 (%zu)", zl[1], zl[0]);
+            CHECKF(zl[2] != zl[0] && zl[2] != zl[1], "mixed levels: %zu vs %zu and %zu", zl[2], zl[0], zl[1]);
+            for (int k = 0; k < 3; k++) {
+                CHECKF(z[k][8] == 1 && z[k][10] == 0, "a policy of levels wrote version %u flags %u", z[k][8],
+                       z[k][10]);
+                uint8_t *r = restore(ctx, z[k], zl[k], n, NULL, 0, 1);
+                CHECKF(!memcmp(r, orig, n), "policy of levels %d: not restored exactly", k);
+                free(r);
+            }
+        }
+        /* the bias's rule sets its level though the tensor stays exact */
+        size_t za, zb;
+        uint8_t *a = compress(ctx, "layer.bias lossless level 9\n* abs 1e-3 level 1", orig, n, NULL, 0, 1, &za, &e[0]);
+        uint8_t *b = compress(ctx, "layer.bias lossless level 1\n* abs 1e-3 level 1", orig, n, NULL, 0, 1, &zb, &e[1]);
+        CHECK(e[0] == CKPZ_OK && e[1] == CKPZ_OK && za != zb);
+        ckpz_free(a);
+        ckpz_free(b);
+        for (int k = 0; k < 4; k++) ckpz_free(z[k]);
+    }
+
     /* policy errors name their line */
     {
         static const struct {
@@ -496,6 +535,9 @@ int main(void)
             {"* abs 1e-3 sym", "unexpected"},
             {"* pointwise-rel 0.1 stochastic", "unexpected"},
             {"*", "no mode"},
+            {"* lossless level 0", "level"},
+            {"* abs 1e-3 level 10", "level"},
+            {"* lossless level 2.5", "level"},
         };
         for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
             size_t zl;

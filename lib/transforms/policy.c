@@ -125,6 +125,12 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 return -1;
             }
             q->prune = v;
+        } else if (!strcmp(o, "level")) {
+            if (number(word(&s), &v) || v < 1 || v > 9 || v != floor(v)) {
+                snprintf(why, whylen, "level needs a whole number 1..9");
+                return -1;
+            }
+            q->level = (uint8_t)v;
         } else if (q->mode != QM_NONE && !strcmp(o, "max-mae")) {
             if (number(word(&s), &v) || !(v >= 0)) {
                 snprintf(why, whylen, "max-mae needs a value >= 0");
@@ -189,22 +195,31 @@ static int contains_ci(const char *s, const char *w)
     return 0;
 }
 
+int policy_lossy(const policy *p)
+{
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->r[i].spec.mode != QM_NONE) return 1;
+    return 0;
+}
+
 quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim)
 {
     quant_spec none = {0};
-    if (!p || !quant_dtype_ok(dtype) || ndim < 2 || !name) return none;
+    if (!p) return none;
+    if (!name) name = ""; /* opaque bytes: "*" still gives them its level */
+    size_t i = 0;
+    while (i < p->n && fnmatch(p->r[i].pattern, name, 0) != 0) i++;
+    if (i == p->n) return none;
+    none.level = p->r[i].spec.level; /* a level applies to any tensor its rule matches */
+    if (!quant_dtype_ok(dtype) || ndim < 2) return none;
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
-    for (size_t i = 0; i < p->n; i++) {
-        if (fnmatch(p->r[i].pattern, name, 0) != 0) continue;
-        quant_spec q = p->r[i].spec;
-        /* Adam's second moment divides the step: a value that became zero or negative
-         * makes the update explode. Only the log grid guarantees neither, so other modes
-         * leave it exact, and it is never pruned. */
-        if (contains_ci(name, "exp_avg_sq")) {
-            if (q.mode != QM_PREL) return none;
-            q.prune = 0;
-        }
-        return q;
+    quant_spec q = p->r[i].spec;
+    /* Adam's second moment divides the step: a value that became zero or negative makes
+     * the update explode. Only the log grid guarantees neither, so other modes leave it
+     * exact, and it is never pruned. */
+    if (contains_ci(name, "exp_avg_sq")) {
+        if (q.mode != QM_PREL) return none;
+        q.prune = 0;
     }
-    return none;
+    return q;
 }

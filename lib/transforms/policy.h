@@ -9,8 +9,9 @@
  * row) or `bits 8|16` (blockwise: one offset and scale per block of 64 elements);
  * OPTIONS are `sym`/`asym`, `block N`, `per-channel`, `pct P` (calibrate to the P-th
  * percentile instead of min-max), `prune RATE` (set the RATE smallest magnitudes to
- * zero; with a base, the smallest changes) and `max-mae X`. A tensor no rule matches
- * stays lossless.
+ * zero; with a base, the smallest changes), `max-mae X`, and on any rule `level N`
+ * (1..9: the entropy level of the tensor's chunks, lossless ones too). A tensor no rule
+ * matches stays lossless at the file's level.
  *
  * Whatever the rules say, some tensors always stay lossless, because small errors in
  * them do outsized harm and they are a small share of a checkpoint: integer and bool
@@ -33,7 +34,11 @@ typedef struct policy policy;
 policy *policy_parse(const char *text, double default_max_mae, char *why, size_t whylen);
 void policy_free(policy *p);
 
-/* The spec for one tensor; mode QM_NONE = lossless. */
+/* The spec for one tensor; mode QM_NONE = lossless. The matching rule's level holds
+ * for the tensors that stay lossless below too. */
 quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim);
+
+/* 1 when some rule has a lossy mode (a file coded with the policy may be lossy). */
+int policy_lossy(const policy *p);
 
 #endif
