@@ -1,26 +1,36 @@
-/* autotune.c — --target-bw: choose the level and thread count for the link the output
- * goes to.
+/* autotune.c — --target-bw: choose the levels and the thread count for the link the
+ * output goes to.
  *
  * A codec slower than the link makes saving slower than not compressing; a faster link
  * wants a faster codec. For each input file the choice comes from measurement, not from
- * a table: windows from the middle of every tensor of the file's most common dtype (the
- * tensor list comes from the --predict reader, which reads the header and tiny samples),
- * together 1/128 of the file (at least 64 KiB, at most 2 MiB), are compressed in memory
- * as a raw dump of that dtype at each candidate level on one thread and restored, which
- * gives the level's ratio and its compress and decompress speed on this data and this
- * machine (the slow level on 1/16 of that). Measuring takes a few milliseconds; the
- * speeds it sees on such small inputs are low (fixed costs per call), which only makes
- * the model cautious about compressing on fast links. A save that would take under
- * QUICK_SAVE_S uncompressed is not measured for at all: the default level on every
- * allowed thread, which outruns such links here, costs less than measuring would. The cost of a configuration (level L, T
- * threads) for S bytes over a link of B bytes/s is then
- *     compress  c = S / (speed_c(L) x scale(T))     scale(T) = 1 + 0.73 (T - 1), measured
- *     transfer  x = S / ratio(L) / B                (ckpz -b -T1/-T2 on 371 MB: 1.73x)
- *     decompress d = S / speed_d(L)
+ * a table. Its tensors (listed by the --predict reader, which reads the header and tiny
+ * samples) fall into roles by name: Adam's exp_avg_sq, exp_avg, gradients (names with
+ * "grad") and the rest (weights, and the bytes outside tensors); they compress
+ * differently, so each role of at least 2% of the file is measured on its own: windows
+ * from the middle of the role's tensors of its most common dtype, together 1/128 of the
+ * role (at least 64 KiB, at most 2 MiB for the file), are compressed in memory as a raw
+ * dump of that dtype at each candidate level on one thread and restored, which gives
+ * the level's ratio and its compress and decompress speed on this data and this machine
+ * (the slow level on 1/16 of that). Measuring takes a few milliseconds; the speeds it
+ * sees on such small inputs are low (fixed costs per call), which only makes the model
+ * cautious about compressing on fast links. A save that would take under QUICK_SAVE_S
+ * uncompressed is not measured for at all: the default level on every allowed thread,
+ * which outruns such links here, costs less than measuring would.
+ *
+ * The cost of a configuration (threads T, a level L_r per role r of S_r bytes) over a
+ * link of B bytes/s is
+ *     compress   c = sum S_r / (speed_c(r, L_r) x scale(T))  scale(T) = 1 + 0.73 (T - 1),
+ *     transfer   x = sum S_r / ratio(r, L_r) / B             measured (ckpz -b -T1/-T2 on
+ *     decompress d = sum S_r / speed_d(r, L_r)               371 MB: 1.73x)
  * and, compression being overlapped with writing, saving takes max(c, x): the choice
- * minimises it (the fewest threads within 1% of the best), and -v prints every candidate
- * with c, x, d and seed 001's total c + x + d. Writing the file uncompressed takes S / B;
- * it is printed too, so that a choice slower than that would show.
+ * minimises it over every combination (at most 3^4 per thread count), the fewest threads
+ * within 1% of the best, then the smallest output. The levels reach the library as a
+ * policy of lossless rules, one per role (`*exp_avg_sq* lossless level 6`, ...). Lossy
+ * modes are never chosen on their own (they change the data); with --policy the user's
+ * rules hold and one level serves the file. -v prints every role's measurements, each
+ * thread count's best and every uniform configuration with c, x, d and seed 001's total
+ * c + x + d, and the choice; writing the file uncompressed takes S / B, printed too, so
+ * that a choice slower than that would show.
  */
 #include "autotune.h"
 
@@ -42,6 +52,7 @@ static const int levels[] = {1, 3, 6};
 #define QUICK_SAVE_S 0.5
 #define SLOW_LEVEL_MAX_MBS 150.0
 #define NLEVELS (int)(sizeof levels / sizeof levels[0])
+#define MAX_THREADS 64
 
 static double now(void)
 {
@@ -52,10 +63,26 @@ static double now(void)
 
 static double scale(int t) { return 1 + 0.73 * (t - 1); }
 
+/* Roles, in the order their policy rules are tried (exp_avg_sq before exp_avg). */
+enum { ROLE_V, ROLE_M, ROLE_G, ROLE_W, NROLES };
+static const char *const role_glob[NROLES] = {"*exp_avg_sq*", "*exp_avg*", "*grad*", "*"};
+static const char *const role_name[NROLES] = {"exp_avg_sq", "exp_avg", "gradients", "weights and the rest"};
+/* A role below this share of the file is not measured: it takes the rest's level. */
+#define ROLE_MIN_SHARE 0.02
+
+static int role_of(const char *name)
+{
+    if (strstr(name, "exp_avg_sq")) return ROLE_V;
+    if (strstr(name, "exp_avg")) return ROLE_M;
+    if (strstr(name, "grad")) return ROLE_G;
+    return ROLE_W;
+}
+
 /* The tensors of the file, from the --predict reader (header and tiny samples only). */
 typedef struct {
     uint64_t off, len;
     ckpz_dtype dt;
+    int role;
 } seg;
 typedef struct {
     seg *s;
@@ -73,7 +100,7 @@ static int collect(void *opaque, const ckpz_prediction *t)
         v->s = ns;
         v->cap = nc;
     }
-    v->s[v->n++] = (seg){t->offset, t->length, t->dtype};
+    v->s[v->n++] = (seg){t->offset, t->length, t->dtype, role_of(t->name)};
     return 0;
 }
 
@@ -83,79 +110,41 @@ static int fd_pread(void *opaque, void *buf, size_t n, uint64_t off)
     return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(buf, 1, n, f) == n ? 0 : -1;
 }
 
-int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threads)
+/* What one role measured: per level its ratio and compress / decompress speed (bytes/s). */
+typedef struct {
+    int measured[NLEVELS];
+    double ratio[NLEVELS], sc[NLEVELS], sd[NLEVELS];
+    double bytes; /* of the file this role stands for */
+    ckpz_dtype dt;
+    size_t sample;
+} role_cost;
+
+/* Windows from the middle of the role's tensors of dtype dt, `want` bytes in all, into
+ * buf (at most SAMPLE); returns the bytes read. */
+static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t want, uint8_t *buf)
 {
-    uint8_t *buf = malloc(SAMPLE), *back = malloc(SAMPLE);
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    uint64_t size = 0;
-    int rc = -1;
-    double t_start = now();
-    if (!buf || !back || !ctx) goto out;
-    struct stat st0;
-    int budget0 = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (p->cpu_budget && p->cpu_budget < budget0) budget0 = p->cpu_budget;
-    if (budget0 < 1) budget0 = 1;
-    if (stat(path, &st0) == 0 && (double)st0.st_size / (p->target_bw * 1e6) < QUICK_SAVE_S) {
-        /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
-         * short: the default level on every thread allowed, which outruns such a link. */
-        *level = CKPZ_LEVEL_DEFAULT;
-        *threads = budget0;
-        if (p->verbosity >= 3)
-            fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
-                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), *level, *threads);
-        rc = 0;
-        goto out;
-    }
-    /* Windows spread over the tensors of the file's most common dtype (the bulk of a
-     * checkpoint), WIN bytes every so many tensors, concatenated and coded as a raw
-     * dump of that dtype: the tensors' data, not the header the file starts with. */
-    FILE *f = fopen(path, "rb");
-    if (!f) goto out;
-    segs v = {0};
-    ckpz_predict_params pp;
-    ckpz_predict_params_init(&pp);
-    pp.format = p->format;
-    pp.raw_dtype = p->raw_dtype;
-    pp.sample_bytes = 4096;
-    pp.sample_budget = 4096;
-    ckpz_predict_total tot;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || ckpz_predict_file(ctx, &pp, fd_pread, f, (uint64_t)st.st_size, collect, &v, &tot)) {
-        fclose(f);
-        free(v.s);
-        goto out;
-    }
-    size = (uint64_t)st.st_size;
-    uint64_t by[CKPZ_DTYPE_COUNT_] = {0};
-    for (size_t i = 0; i < v.n; i++) by[v.s[i].dt] += v.s[i].len;
-    ckpz_dtype dt = CKPZ_DTYPE_NONE;
-    for (int d = 1; d < CKPZ_DTYPE_COUNT_; d++)
-        if (by[d] > by[dt]) dt = (ckpz_dtype)d;
-    size_t n = 0, want = (size_t)(size / 128 < SAMPLE ? size / 128 : SAMPLE);
-    if (want < SAMPLE_MIN) want = SAMPLE_MIN;
-    size_t ntens = 0;
-    for (size_t i = 0; i < v.n; i++) ntens += v.s[i].dt == dt;
+    size_t n = 0, ntens = 0;
+    for (size_t i = 0; i < v->n; i++) ntens += v->s[i].dt == dt && v->s[i].role == role;
     size_t win = ntens ? want / ntens : 0;
     unsigned es = ckpz_dtype_size(dt);
     win = win < 4096 ? 4096 : win;
     win -= win % 8;
-    for (size_t i = 0; i < v.n && n + win <= SAMPLE; i++) {
-        if (v.s[i].dt != dt) continue;
-        uint64_t len = v.s[i].len < win ? v.s[i].len - v.s[i].len % es : win;
-        uint64_t at = v.s[i].off + (v.s[i].len - len) / 2 / es * es; /* the middle of the tensor */
+    for (size_t i = 0; i < v->n && n + win <= want; i++) {
+        if (v->s[i].dt != dt || v->s[i].role != role) continue;
+        uint64_t len = v->s[i].len < win ? v->s[i].len - v->s[i].len % es : win;
+        uint64_t at = v->s[i].off + (v->s[i].len - len) / 2 / es * es; /* the middle of the tensor */
         if (len && fd_pread(f, buf + n, (size_t)len, at) == 0) n += (size_t)len;
     }
-    fclose(f);
-    free(v.s);
-    if (n == 0) goto out;
-    int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
-    if (budget < 1) budget = 1;
-    double ratio[NLEVELS], sc[NLEVELS], sd[NLEVELS];
-    int measured[NLEVELS];
+    return n;
+}
+
+/* Compresses and restores buf[0..n) as a raw dump of dt at each candidate level. */
+static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, size_t n, ckpz_dtype dt, uint8_t *back,
+                   role_cost *rc)
+{
     for (int k = 0; k < NLEVELS; k++) {
-        measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
-        if (!measured[k]) continue;
+        rc->measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
+        if (!rc->measured[k]) continue;
         size_t m = levels[k] >= SLOW_LEVEL ? n / 16 - n / 16 % 8 : n;
         if (m < 4096) m = n;
         ckpz_params q;
@@ -173,66 +162,284 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
             ckpz_free(z);
             z = NULL;
             double t0 = now();
-            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) goto out;
+            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) return -1;
             double t1 = now();
             if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) {
                 ckpz_free(z);
-                goto out;
+                return -1;
             }
             double t2 = now();
             if (t1 - t0 < best_c) best_c = t1 - t0;
             if (t2 - t1 < best_d) best_d = t2 - t1;
         }
         ckpz_free(z);
-        ratio[k] = (double)m / (double)(zl ? zl : 1);
-        sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
-        sd[k] = (double)m / (best_d > 1e-9 ? best_d : 1e-9);
-    }
-    double S = (double)size, B = p->target_bw * 1e6, best = 1e300;
-    int best_k = 0, best_t = 1;
-    if (p->verbosity >= 3)
-        fprintf(stderr,
-                "%s: --target-bw %.0f MB/s, %d threads at most; measured on %.2f MB of its %s tensors:\n"
-                "  %-11s %7s %9s %9s %9s %9s %9s %s\n",
-                path, p->target_bw, budget, (double)n / 1e6, ckpz_dtype_name(dt), "config", "ratio", "compress", "transfer",
-                "restore", "save", "c+x+d", "(seconds)");
-    double save[NLEVELS][64];
-    if (budget > 64) budget = 64;
-    for (int k = 0; k < NLEVELS; k++) {
-        for (int t = 1; t <= budget; t++) {
-            if (!measured[k]) {
-                save[k][t - 1] = 1e300;
-                continue;
-            }
-            double c = S / (sc[k] * scale(t)), x = S / ratio[k] / B, d = S / sd[k];
-            save[k][t - 1] = c > x ? c : x;
-            if (save[k][t - 1] < best) best = save[k][t - 1];
-            if (p->verbosity >= 3)
-                fprintf(stderr, "  -%d -T%-6d %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", levels[k], t, ratio[k], c, x,
-                        d, save[k][t - 1], c + x + d);
+        rc->ratio[k] = (double)m / (double)(zl ? zl : 1);
+        rc->sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
+        rc->sd[k] = (double)m / (best_d > 1e-9 ? best_d : 1e-9);
+        if (m < n && k > 0 && rc->measured[k - 1]) {
+            /* A part of the sample codes worse than all of it (tables weigh more): the
+             * slow level's ratio is its gain over the level below on the same part,
+             * applied to that level's ratio on the whole sample. */
+            q.level = levels[k - 1];
+            z = NULL;
+            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) return -1;
+            ckpz_free(z);
+            rc->ratio[k] *= rc->ratio[k - 1] / ((double)m / (double)(zl ? zl : 1));
         }
     }
-    /* Within 1% of the fastest save: the fewest threads, then the smallest output. */
-    for (int t = 1, found = 0; t <= budget && !found; t++)
-        for (int k = 0; k < NLEVELS; k++)
-            if (measured[k] && save[k][t - 1] <= best * 1.01 && (!found || ratio[k] > ratio[best_k])) {
-                best_k = k;
-                best_t = t;
-                found = 1;
-            }
-    best = save[best_k][best_t - 1];
-    if (p->verbosity >= 3) {
-        fprintf(stderr, "  %-11s %7s %9s %9.3f %9s %9.3f %9.3f\n", "uncompressed", "1.000x", "", S / B, "", S / B,
-                S / B);
-        fprintf(stderr, "  chosen: -%d -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)\n",
-                levels[best_k], best_t, best, S / B, now() - t_start);
+    return 0;
+}
+
+/* The model's times (seconds) for levels lv[r] (indexes into levels[]) on t threads. */
+typedef struct {
+    double c, x, d, save;
+} cost;
+
+static cost model(const role_cost *rc, const int *lv, int t, double B)
+{
+    cost k = {0, 0, 0, 0};
+    for (int r = 0; r < NROLES; r++) {
+        if (!(rc[r].bytes > 0)) continue;
+        int l = lv[r];
+        k.c += rc[r].bytes / (rc[r].sc[l] * scale(t));
+        k.x += rc[r].bytes / rc[r].ratio[l] / B;
+        k.d += rc[r].bytes / rc[r].sd[l];
     }
-    *level = levels[best_k];
+    k.save = k.c > k.x ? k.c : k.x;
+    return k;
+}
+
+/* Next combination of levels for the roles that have bytes (odometer over measured
+ * levels); 0 after the last. */
+static int next_combo(const role_cost *rc, int *lv)
+{
+    for (int r = 0; r < NROLES; r++) {
+        if (!(rc[r].bytes > 0)) continue;
+        do
+            lv[r]++;
+        while (lv[r] < NLEVELS && !rc[r].measured[lv[r]]);
+        if (lv[r] < NLEVELS) return 1;
+        lv[r] = 0;
+        while (!rc[r].measured[lv[r]]) lv[r]++;
+    }
+    return 0;
+}
+
+static void levels_text(const role_cost *rc, const int *lv, char *b, size_t len)
+{
+    size_t at = 0;
+    b[0] = 0;
+    for (int r = 0; r < NROLES && at < len; r++)
+        if (rc[r].bytes > 0)
+            at += (size_t)snprintf(b + at, len - at, "%s%s -%d", at ? ", " : "", r == ROLE_W ? "rest" : role_name[r],
+                                   levels[lv[r]]);
+}
+
+int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threads, char **policy)
+{
+    uint8_t *buf = malloc(SAMPLE), *back = malloc(SAMPLE);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    int rc_ = -1;
+    double t_start = now();
+    segs v = {0};
+    FILE *f = NULL;
+    *policy = NULL;
+    if (!buf || !back || !ctx) goto out;
+    struct stat st0;
+    int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
+    if (budget < 1) budget = 1;
+    if (budget > MAX_THREADS) budget = MAX_THREADS;
+    if (stat(path, &st0) == 0 && (double)st0.st_size / (p->target_bw * 1e6) < QUICK_SAVE_S) {
+        /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
+         * short: the default level on every thread allowed, which outruns such a link. */
+        *level = CKPZ_LEVEL_DEFAULT;
+        *threads = budget;
+        if (p->verbosity >= 3)
+            fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
+                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), *level, *threads);
+        rc_ = 0;
+        goto out;
+    }
+    if (!(f = fopen(path, "rb"))) goto out;
+    ckpz_predict_params pp;
+    ckpz_predict_params_init(&pp);
+    pp.format = p->format;
+    pp.raw_dtype = p->raw_dtype;
+    pp.sample_bytes = 4096;
+    pp.sample_budget = 4096;
+    ckpz_predict_total tot;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || ckpz_predict_file(ctx, &pp, fd_pread, f, (uint64_t)st.st_size, collect, &v, &tot))
+        goto out;
+    double S = (double)st.st_size, B = p->target_bw * 1e6;
+
+    /* Bytes per role and dtype; a role's measured dtype is its most common one. */
+    role_cost rc[NROLES];
+    memset(rc, 0, sizeof rc);
+    uint64_t by[NROLES][CKPZ_DTYPE_COUNT_];
+    memset(by, 0, sizeof by);
+    double tensor_bytes = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        by[v.s[i].role][v.s[i].dt] += v.s[i].len;
+        tensor_bytes += (double)v.s[i].len;
+    }
+    int biggest = -1;
+    for (int r = 0; r < NROLES; r++) {
+        uint64_t all = 0;
+        for (int d = 1; d < CKPZ_DTYPE_COUNT_; d++) {
+            all += by[r][d];
+            if (by[r][d] > by[r][rc[r].dt]) rc[r].dt = (ckpz_dtype)d;
+        }
+        rc[r].bytes = (double)all;
+        if (all && (biggest < 0 || rc[r].bytes > rc[biggest].bytes)) biggest = r;
+    }
+    if (biggest < 0) goto out;
+    /* Small roles go to the rest (its rule "*" catches them), as do the bytes outside
+     * tensors; if the rest is small itself it is costed as the biggest role. */
+    rc[ROLE_W].bytes += S - tensor_bytes;
+    for (int r = 0; r < ROLE_W; r++)
+        if (rc[r].bytes < ROLE_MIN_SHARE * S) {
+            rc[ROLE_W].bytes += rc[r].bytes;
+            rc[r].bytes = 0;
+        }
+    int w_alias = by[ROLE_W][rc[ROLE_W].dt] < ROLE_MIN_SHARE * S && biggest != ROLE_W ? biggest : -1;
+    size_t want = (size_t)(S / 128 < SAMPLE ? S / 128 : SAMPLE);
+    if (want < SAMPLE_MIN) want = SAMPLE_MIN;
+    int nroles = 0;
+    for (int r = 0; r < NROLES; r++) {
+        if (!(rc[r].bytes > 0) || (r == ROLE_W && w_alias >= 0)) continue;
+        size_t share = (size_t)((double)want * rc[r].bytes / S);
+        if (share < SAMPLE_MIN) share = SAMPLE_MIN;
+        if (share > SAMPLE) share = SAMPLE;
+        rc[r].sample = gather(f, &v, r, rc[r].dt, share, buf);
+        if (rc[r].sample == 0 || measure(ctx, p, buf, rc[r].sample, rc[r].dt, back, &rc[r])) {
+            if (r != ROLE_W) { /* unmeasurable: counted with the rest */
+                rc[ROLE_W].bytes += rc[r].bytes;
+                rc[r].bytes = 0;
+                continue;
+            }
+            goto out;
+        }
+        nroles++;
+    }
+    if (w_alias >= 0) { /* the rest costed as the biggest role */
+        double b = rc[ROLE_W].bytes;
+        rc[ROLE_W] = rc[w_alias];
+        rc[ROLE_W].bytes = b;
+        rc[ROLE_W].sample = 0;
+    }
+    if (!nroles) goto out;
+
+    if (p->verbosity >= 3) {
+        fprintf(stderr, "%s: --target-bw %.0f MB/s, %d threads at most; measured per role (one thread):\n", path,
+                p->target_bw, budget);
+        for (int r = 0; r < NROLES; r++) {
+            if (!(rc[r].bytes > 0)) continue;
+            fprintf(stderr, "  %-21s %7.1f MB", role_name[r], rc[r].bytes / 1e6);
+            if (rc[r].sample)
+                fprintf(stderr, " (%s, %.2f MB measured)", ckpz_dtype_name(rc[r].dt), (double)rc[r].sample / 1e6);
+            else
+                fprintf(stderr, " (costed as %s)", role_name[w_alias]);
+            for (int k = 0; k < NLEVELS; k++)
+                if (rc[r].measured[k])
+                    fprintf(stderr, "  -%d %.3fx %.0f/%.0f MB/s", levels[k], rc[r].ratio[k], rc[r].sc[k] / 1e6,
+                            rc[r].sd[k] / 1e6);
+            fputc('\n', stderr);
+        }
+        fprintf(stderr, "  %-24s %7s %9s %9s %9s %9s %9s %s\n", "config", "ratio", "compress", "transfer", "restore",
+                "save", "c+x+d", "(seconds)");
+    }
+    /* Every combination on every thread count. */
+    int lv[NROLES], best_lv[NROLES], best_t = 1;
+    double best = 1e300, best_x = 1e300;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int t = 1; t <= budget; t++) {
+            for (int r = 0; r < NROLES; r++) {
+                lv[r] = 0;
+                while (lv[r] < NLEVELS - 1 && !rc[r].measured[lv[r]]) lv[r]++;
+            }
+            int tbest[NROLES];
+            double tb = 1e300;
+            memcpy(tbest, lv, sizeof lv);
+            do {
+                cost k = model(rc, lv, t, B);
+                if (pass == 0 && k.save < best) best = k.save;
+                /* pass 1: within 1% of the best, the fewest threads, then the smallest output */
+                if (pass == 1 && k.save <= best * 1.01 && (t < best_t || (t == best_t && k.x < best_x))) {
+                    best_t = t;
+                    best_x = k.x;
+                    memcpy(best_lv, lv, sizeof lv);
+                }
+                if (k.save < tb) {
+                    tb = k.save;
+                    memcpy(tbest, lv, sizeof lv);
+                }
+            } while (next_combo(rc, lv));
+            if (pass == 0 && p->verbosity >= 3) { /* the thread count's best and the uniform configurations */
+                char name[96];
+                for (int k = -1; k < NLEVELS; k++) {
+                    int u[NROLES];
+                    if (k < 0) {
+                        memcpy(u, tbest, sizeof u);
+                        levels_text(rc, u, name, sizeof name);
+                    } else {
+                        int ok = 1;
+                        for (int r = 0; r < NROLES; r++) {
+                            u[r] = k;
+                            ok &= !(rc[r].bytes > 0) || rc[r].measured[k];
+                        }
+                        if (!ok) continue;
+                        snprintf(name, sizeof name, "-%d", levels[k]);
+                    }
+                    cost c = model(rc, u, t, B);
+                    char cfg[128];
+                    snprintf(cfg, sizeof cfg, "%s%s -T%d", k < 0 ? "best: " : "", name, t);
+                    fprintf(stderr, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", cfg, S / (c.x * B), c.c, c.x,
+                            c.d, c.save, c.c + c.x + c.d);
+                }
+            }
+        }
+        if (pass == 0) best_t = MAX_THREADS + 1;
+    }
+    cost k = model(rc, best_lv, best_t, B);
+    /* One level for all roles: no policy. Otherwise a rule per role that has bytes, the
+     * rest's level for the file (and so for the bytes outside tensors). */
+    int uniform = 1;
+    for (int r = 0; r < NROLES; r++)
+        if (rc[r].bytes > 0 && best_lv[r] != best_lv[biggest]) uniform = 0;
+    *level = levels[best_lv[rc[ROLE_W].bytes > 0 ? ROLE_W : biggest]];
     *threads = best_t;
-    rc = 0;
+    if (!uniform && !p->policy) {
+        char *text = malloc(NROLES * 64);
+        if (!text) goto out;
+        size_t at = 0;
+        for (int r = 0; r < NROLES; r++)
+            if (rc[r].bytes > 0 || r == ROLE_W)
+                at += (size_t)snprintf(text + at, NROLES * 64 - at, "%s lossless level %d\n", role_glob[r],
+                                       levels[best_lv[r]]);
+        *policy = text;
+    } else if (!uniform) { /* the user's policy holds: the level of most of the bytes */
+        int r0 = ROLE_W;
+        for (int r = 0; r < NROLES; r++)
+            if (rc[r].bytes > rc[r0].bytes) r0 = r;
+        *level = levels[best_lv[r0]];
+    }
+    if (p->verbosity >= 3) {
+        char name[96];
+        levels_text(rc, best_lv, name, sizeof name);
+        fprintf(stderr, "  %-24s %7s %9s %9.3f %9s %9.3f %9.3f\n", "uncompressed", "1.000x", "", S / B, "", S / B,
+                S / B);
+        fprintf(stderr, "  chosen: %s -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)%s\n", name,
+                best_t, k.save, S / B, now() - t_start,
+                !uniform && p->policy ? "; with --policy one level for the file" : "");
+    }
+    rc_ = 0;
 out:
+    if (f) fclose(f);
+    free(v.s);
     free(buf);
     free(back);
     ckpz_ctx_free(ctx);
-    return rc;
+    return rc_;
 }

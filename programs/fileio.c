@@ -106,7 +106,7 @@ void fio_params(const fio_prefs *p, ckpz_params *params)
     params->format = p->format;
     params->raw_dtype = p->raw_dtype;
     params->mem_limit = p->mem_limit;
-    params->policy = p->policy;
+    params->policy = p->policy ? p->policy : p->levels;
     params->max_mae = p->max_mae;
 }
 
@@ -787,7 +787,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
         }
     }
     in_close(&in);
-    if (op == OP_COMPRESS && params.policy && dst) lossy_report(ctx, p, dst);
+    if (op == OP_COMPRESS && p->policy && dst) lossy_report(ctx, p, dst);
 
     if (op == OP_TEST) {
         if (p->verbosity >= 3) {
@@ -925,17 +925,20 @@ static int base_for(const fio_prefs *p, const char *src, fio_base *cache, const 
     return 0;
 }
 
-/* The preferences for one file: with --target-bw, the level and threads autotune.c
- * measures best for the link (stdin cannot be sampled ahead: the settings stay). */
-static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, fio_prefs *tp)
+/* The preferences for one file: with --target-bw, the levels and threads autotune.c
+ * measures best for the link (stdin cannot be sampled ahead: the settings stay); *levels
+ * gets the per-tensor levels' policy text for the caller to free, or NULL. */
+static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, fio_prefs *tp, char **levels)
 {
+    *levels = NULL;
     if (op != OP_COMPRESS || !(p->target_bw > 0)) return p;
     *tp = *p;
     if (!strcmp(src, "-")) {
         fio_warn("--target-bw: standard input cannot be sampled ahead; using -%d", p->level);
         return p;
     }
-    if (autotune_choose(p, src, &tp->level, &tp->threads) != 0) return p; /* the compression will report */
+    if (autotune_choose(p, src, &tp->level, &tp->threads, levels) != 0) return p; /* the compression will report */
+    tp->levels = *levels;
     return tp;
 }
 
@@ -988,7 +991,11 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
             fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);
             failed = 1;
         } else if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
-        else if (run_one(ctx, tuned(p, op, files[i], &tp), op, files[i], dst, base) != 0) failed = 1;
+        else {
+            char *levels;
+            if (run_one(ctx, tuned(p, op, files[i], &tp, &levels), op, files[i], dst, base) != 0) failed = 1;
+            free(levels);
+        }
         free(dst);
     }
     fio_base_free(&cache);

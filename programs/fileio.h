@@ -31,6 +31,7 @@ typedef struct fio_prefs {
     const char *base_path;     /* --base, or NULL */
     unsigned keyframe_every;   /* --keyframe-every: 0 = no limit on chains */
     const char *policy;        /* lossy rules (ckpz_params.policy), or NULL */
+    const char *levels;        /* --target-bw's per-tensor levels (a lossless policy) when policy is NULL */
     int stats;                 /* --stats: 0 off, 1 text, 2 JSON (one object per file, stderr) */
     double target_bw;          /* --target-bw: MB/s of the output's link; 0 = not tuning */
     int cpu_budget;            /* --cpu-budget: most threads --target-bw may choose; 0 = all */

@@ -273,9 +273,22 @@ absent st2.ckpz
 
 # --target-bw: a valid file; -v shows the cost model and the choice within --cpu-budget
 run 0 "$CKPZ" -v -f --target-bw 1 --cpu-budget 1 st.safetensors -o tb.ckpz
-err_has "chosen: -"
+err_has "chosen: "
 err_has "uncompressed"
 grep "chosen:" "$WORK/.err" | grep -q -- "-T1 " || fail "--cpu-budget 1 not respected: $(grep chosen "$WORK/.err")"
+ok
+# per role: a checkpoint with Adam's state is measured role by role, and whatever levels
+# the roles get, the file restores exactly
+cp "$ROOT/samples/gpt-small.f32.safetensors" tr.safetensors
+run 0 "$CKPZ" -v -f --target-bw 1 --cpu-budget 1 tr.safetensors -o tr.ckpz
+err_has "measured per role"
+err_has "exp_avg_sq "
+err_has "exp_avg "
+err_has "weights and the rest"
+run 0 "$CKPZ" -q -d -f tr.ckpz -o tr.out
+same_file tr.out tr.safetensors
+run 0 "$CKPZ" -l tr.ckpz
+grep -qi "lossy" "$WORK/.out" && fail "per-role levels made the file lossy"
 ok
 # --stats with --target-bw reports the link's use
 run 0 "$CKPZ" -f --stats=json --target-bw 100 st.safetensors -o tb.ckpz
