@@ -156,9 +156,9 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
         at += sizes[i];
     }
     size_t elems = n / h.esize, step = SLICE / h.esize, nesc = 0;
-    int esc = pred == PRED_DIFF && h.xf == XF_INT && h.esize <= 4 && esc_low >= 0 && esc_low < h.esize;
-    /* At most two top bytes: wider ones would escape nearly every element. */
-    unsigned L = !esc ? 0 : (unsigned)esc_low + 2 >= h.esize ? (unsigned)esc_low : h.esize - 2u, K = h.esize - L;
+    int esc = pred == PRED_DIFF && h.xf == XF_INT && h.esize <= 4 && esc_low >= 0 && esc_low + 2 >= h.esize &&
+              esc_low < h.esize;
+    unsigned L = esc ? (unsigned)esc_low : 0, K = h.esize - L;
     uint8_t *e[4], *a = esc ? esc_area(planes, n, elems, K, e) : NULL;
     for (size_t e0 = 0; e0 < elems; e0 += step) {
         size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
@@ -227,10 +227,10 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
 {
     if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
-    unsigned low;
+    int low;
     uint8_t pred = pred_choose(dtype, raw, base, n, &low);
     if (level < 7) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, (int)low, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
@@ -244,7 +244,7 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
             size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
             if (len0 <= len) return len0;
-            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, (int)low, planes, out, raw_crc);
+            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc);
         }
         return len;
     }
@@ -253,14 +253,14 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     size_t best = SIZE_MAX;
     uint8_t best_pred = PRED_NONE;
     for (uint8_t p = PRED_NONE; p <= PRED_DIFF; p++) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, (int)low, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, low, planes, out, raw_crc);
         if (len < best) {
             best = len;
             best_pred = p;
         }
     }
     if (best_pred != PRED_DIFF)
-        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, (int)low, planes, out, raw_crc);
+        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, low, planes, out, raw_crc);
     return best;
 }
 

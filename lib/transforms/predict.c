@@ -563,10 +563,12 @@ static double planes_bits(uint32_t (*hp)[256], unsigned planes, uint32_t total)
 /* Residual bytes whose sample entropy reaches this many bits look random: the escape
  * transform keeps them as byte planes (escape.h). */
 #define RANDOM_BITS 7.5
+/* Share of elements that must fit the escape transform's A plane (no escape). */
+#define ESC_MIN_FIT 0.5
 
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, unsigned *diff_low)
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low)
 {
-    if (diff_low) *diff_low = 0;
+    if (diff_low) *diff_low = -1;
     uint8_t xf, es;
     xf_choose(dtype, &xf, &es);
     /* Rotation (XF_FLOAT) only ever comes with a float dtype, so one flag serves both. */
@@ -592,8 +594,19 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
     double none = planes_bits(h[0], es, total);
     double bx = planes_bits(h[1], es, total);
     double bd = planes_bits(h[2], es, total);
-    for (unsigned k = 0; diff_low && k + 1 < es && planes_bits(&h[2][k], 1, total) >= RANDOM_BITS * total; k++)
-        *diff_low = k + 1;
+    if (diff_low && es >= 2 && es <= 4) {
+        /* Low bytes that look random stay plain, and at most the top two bytes are
+         * escape-coded; worth it when most elements fit A (estimated as if the top
+         * bytes were independent), else the escapes would outweigh A. */
+        unsigned L = 0;
+        while (L + 1 < es && planes_bits(&h[2][L], 1, total) >= RANDOM_BITS * total) L++;
+        if (L + 2 < es) L = es - 2;
+        double fit = 0;
+        for (unsigned v = 0; v < ESC_THRESHOLD; v++) fit += h[2][L][v];
+        fit /= total;
+        if (es - L == 2) fit *= (double)h[2][L + 1][0] / total;
+        if (fit >= ESC_MIN_FIT) *diff_low = (int)L;
+    }
     uint8_t pred = bx <= bd ? PRED_XOR : PRED_DIFF;
     double best = bx <= bd ? bx : bd;
     return best < 0.99 * none ? pred : PRED_NONE;

@@ -75,10 +75,11 @@ extern int pred_simd_cap;
  * stay stand-alone; XOR wins ties with DIFF. Never COPY: testing equality is the
  * caller's. A tail of n % element size bytes is ignored. Reads at most 16 KiB of each
  * side whatever n is (about 20 us for f32). Thread-safe. If diff_low is not NULL it
- * gets the number of low bytes of the DIFF residual, counted from the least
- * significant and at most element size - 1, whose sample looks random (>= 7.5 bits
- * per byte): the escape transform keeps those as plain planes (escape.h). */
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, unsigned *diff_low);
+ * gets how the escape transform (escape.h) should code a DIFF residual of 2 or 4 bytes:
+ * the number L of low bytes kept as plain planes (those whose sample looks random,
+ * >= 7.5 bits per byte, and at least all but the top two), or -1 when fewer than half
+ * the sampled elements would fit A (no escape transform). */
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low);
 
 /* The transform (planes.h ids) and element size that split the residual of pred:
  * NONE, XOR (and COPY) -> xf_choose(dtype); DIFF -> XF_INT with the dtype's element size
