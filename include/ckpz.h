@@ -315,20 +315,29 @@ CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_
  * sample of each tensor (at most sample_bytes in a few windows spread over it, read
  * through pread; the whole tensor is never read) and fed to a small MLP whose weights
  * load from a text file (data/ratio_mlp.txt) or, by default, from the copy built into
- * the library. Not guaranteed: the prediction is an estimate (a few percentage points
- * of space savings on typical checkpoints, more on unusual data); the features and the
- * built-in model may change between versions. */
-#define CKPZ_PREDICT_FEATURES 16
+ * the library. The setting is a level and, for lossy coding, a policy in the text
+ * ckpz_params.policy takes (doc/lossy.md); tensors the policy leaves exact (norms,
+ * biases, vectors, integers, exp_avg_sq outside pointwise-rel) are predicted for
+ * lossless coding, as the compressor codes them. Not guaranteed: the prediction is an
+ * estimate (a few percentage points of space savings on typical checkpoints, more on
+ * unusual data or for settings the model was not trained on: doc/predict.md lists
+ * them); the features and the built-in model may change between versions. A delta
+ * against a base is not predicted (change-rel, which needs one, predicts exact). */
+#define CKPZ_PREDICT_FEATURES 30
 
 typedef struct ckpz_predict_params {
     size_t struct_size;        /* set by ckpz_predict_params_init */
-    int level;                 /* candidate: lossless level CKPZ_LEVEL_MIN..MAX */
+    int level;                 /* candidate: level CKPZ_LEVEL_MIN..MAX */
     ckpz_input_format format;  /* as for compression */
     ckpz_dtype raw_dtype;
     size_t sample_bytes;       /* per tensor; 0 = default (64 KiB); 4 KiB..16 MiB */
     size_t sample_budget;      /* all tensors of one file together; 0 = default (16 MiB);
                                   each tensor gets at least 16 KiB (or its size) */
     const char *model_path;    /* model weights (text, doc/predict.md); NULL = built in */
+    const char *policy;        /* candidate: lossy rules as in ckpz_params; NULL = lossless */
+    double max_mae;            /* as in ckpz_params */
+    int features_only;         /* 1: compute the features and load no model (tensors are then
+                                  predicted as stored): how a new model is trained */
 } ckpz_predict_params;
 
 CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);
@@ -341,6 +350,8 @@ typedef struct ckpz_prediction {
     const uint64_t *shape;     /* valid during the callback only */
     uint64_t offset, length;   /* byte range in the file */
     uint64_t sampled;          /* bytes the features were computed from */
+    int lossy;                 /* predicted for lossy coding (else exact) */
+    const char *lossy_mode;    /* "lossless", "rel", "pointwise-rel", "affine", ... */
     double savings;            /* predicted 1 - compressed / original */
     double ratio;              /* predicted original / compressed */
     double features[CKPZ_PREDICT_FEATURES]; /* the model's inputs (doc/predict.md) */
@@ -350,6 +361,7 @@ typedef struct ckpz_predict_total {
     uint64_t original_bytes;   /* the file */
     uint64_t tensor_bytes;
     uint64_t tensors;
+    uint64_t lossy_tensors;    /* of which predicted for lossy coding */
     double predicted_bytes;    /* predicted compressed size of the whole file */
     double ratio;              /* original_bytes / predicted_bytes */
 } ckpz_predict_total;
@@ -358,8 +370,9 @@ typedef struct ckpz_predict_total {
 typedef int (*ckpz_predict_fn)(void *opaque, const ckpz_prediction *t);
 
 /* Predicts the compression of a checkpoint in its original format (file_size bytes
- * read through pr). each and total may be NULL. A malformed model file fails with
- * CKPZ_ERR_PARAM and a message naming the line. */
+ * read through pr) with the setting in params. each and total may be NULL. A malformed
+ * model file fails with CKPZ_ERR_PARAM and a message naming the file and the line; a
+ * malformed policy with CKPZ_ERR_PARAM and its line. */
 CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
                                       ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
                                       ckpz_predict_fn each, void *each_opaque,

@@ -205,22 +205,7 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
     const quant_spec *q = &plan->spec;
     unsigned es = ckpz_dtype_size(s->dtype);
     *whole_len = 0;
-    if (q->mode == QM_ABS) plan->abs_bound = q->bound;
-    if (q->mode == QM_AFFINE) {
-        /* Per channel: a group is a row (all but the first dimension); tiny rows are
-         * grouped so that a group's offset and scale stay a small share of its bytes. */
-        uint64_t g = q->group;
-        if (q->per_row) {
-            g = 1;
-            for (uint32_t d = 1; d < s->ndim; d++) g = g * s->shape[d] > (1u << 24) ? (1u << 24) : g * s->shape[d];
-            if (g < 16) g *= (16 + g - 1) / g;
-        }
-        plan->group = (uint32_t)g;
-        /* column-wise delta: the value one row up must be in an earlier group */
-        uint64_t row = 1;
-        for (uint32_t d = 1; d < s->ndim; d++) row = row * s->shape[d] > (1u << 30) ? (1u << 30) : row * s->shape[d];
-        plan->row = q->delta && row >= g ? (uint32_t)row : 0;
-    }
+    quant_plan_shape(plan, s->ndim, s->shape);
     if (q->mode == QM_CREL && (!base || q->no_base)) { /* nothing to be relative to */
         plan->spec.mode = QM_NONE;
         return CKPZ_OK;

@@ -16,6 +16,7 @@
 #include "bench.h"
 #include "ckpz.h"
 #include "fileio.h"
+#include "predict_cli.h"
 
 typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE, MODE_PREDICT } cli_mode;
 
@@ -37,7 +38,9 @@ static void usage(FILE *f)
         "                        (one thread unless -T is given)\n"
         "  -i#                   seconds per benchmark measurement (default 1; 0 = 3 runs)\n"
         "      --predict[=features]  predict each tensor's ratio and the file's from samples,\n"
-        "                        without compressing (=features: the model's inputs, TSV)\n"
+        "                        without compressing, for the level and lossy options given\n"
+        "                        (=features: the model's inputs, TSV)\n"
+        "      --model FILE      --predict: model weights (default: built in)\n"
         "      --rebase          turn each delta FILE.ckpz into a stand-alone file (in its\n"
         "                        place once complete, or to -o OUT)\n"
         "\n"
@@ -85,8 +88,9 @@ static void usage(FILE *f)
         "  -1 .. -9              level (default %d)\n"
         "  -T#, --threads=#      threads in all, 0 = all cores (default 0)\n"
         "      --target-bw RATE  MB/s of the disk or link the output goes to: measure the\n"
-        "                        levels on the file's start and take the level and threads\n"
-        "                        that save fastest (-v prints the cost model)\n"
+        "                        levels on samples of each role of tensor (exp_avg_sq,\n"
+        "                        exp_avg, gradients, the rest) and take the levels and\n"
+        "                        threads that save fastest (-v prints the cost model)\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
         "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
@@ -295,7 +299,8 @@ static int cli_main(int argc, char **argv, const char **files)
     fio_prefs p;
     cli_mode mode = MODE_COMPRESS;
     const char *extract_name = NULL;
-    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0, predict_features = 0;
+    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0;
+    predict_opts po = {0, NULL};
 
     fio_prefs_init(&p);
 
@@ -336,8 +341,9 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("predict")) {
                 if (val && strcmp(val, "features")) return bad_usage("--predict takes no value or =features");
                 mode = MODE_PREDICT;
-                predict_features = val != NULL;
+                po.features = val != NULL;
             }
+            else if (IS("model")) { NEED_VAL(); po.model_path = val; }
             else if (IS("base")) { NEED_VAL(); p.base_path = val; }
             else if (IS("keyframe-every")) {
                 unsigned long v;
@@ -497,8 +503,9 @@ static int cli_main(int argc, char **argv, const char **files)
     if (dtype_set && !format_set) p.format = CKPZ_INPUT_RAW;
     if ((rc = build_policy(&lf, &g_policy)) != 0) return rc;
     p.policy = g_policy;
-    if (p.policy && mode != MODE_COMPRESS && mode != MODE_BENCH)
+    if (p.policy && mode != MODE_COMPRESS && mode != MODE_BENCH && mode != MODE_PREDICT)
         return bad_usage("lossy options apply to compression");
+    if (po.model_path && mode != MODE_PREDICT) return bad_usage("--model applies to --predict");
     if (nfiles == 0) {
         if (mode == MODE_BENCH) return bad_usage("-b needs at least one FILE");
         files[0] = "-";
@@ -520,7 +527,7 @@ static int cli_main(int argc, char **argv, const char **files)
     case MODE_EXTRACT: rc = fio_extract(&p, extract_name, files[0]); break;
     case MODE_BENCH: rc = bench_files(&p, files, nfiles); break;
     case MODE_REBASE: rc = fio_rebase_files(&p, files, nfiles); break;
-    case MODE_PREDICT: rc = predict_files(&p, files, nfiles, predict_features); break;
+    case MODE_PREDICT: rc = predict_run(&p, files, nfiles, &po); break;
     default: rc = 2; break;
     }
     return rc ? 1 : 0;

@@ -55,9 +55,6 @@ int fio_extract(const fio_prefs *p, const char *tensor, const char *file);
 /* --rebase: each delta FILE.ckpz becomes a stand-alone one (to -o, or in its place). */
 int fio_rebase_files(const fio_prefs *p, const char *const *files, int n);
 
-/* --predict (predict_cli.c): each FILE's predicted ratio per tensor and in total, or with
- * features set the model's inputs as TSV. */
-int predict_files(const fio_prefs *p, const char *const *files, int n, int features);
 
 /* ---- bases of delta files (basefile.c) ---- */
 typedef struct fio_base {

@@ -1,12 +1,18 @@
 /* predict_api.c — ckpz_predict_file: describe the file with the format readers, sample
  * each tensor through pread, and run the model on the features.
  *
+ * The candidate setting applies per tensor as in the compressor: the policy's first
+ * matching rule, after the safe defaults (policy_match), its level if it sets one, and
+ * nothing lossy for a segment of open length; a lossy rule puts the sample through the
+ * quantiser (lossy_sample.c).
+ *
  * The input is never streamed: only the header prefix the reader asks for, the member
  * headers of piecewise formats (torch zip, npz) and the sample windows are read, so the
  * time depends on the number of tensors, not on the file's size. The sample of a file
  * is capped as a whole (sample_budget), so a file of thousands of tensors still costs
  * a few tens of MB of reads at most. Opaque bytes are predicted as stored.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +23,18 @@
 #include "common/ctx.h"
 #include "formats/formats.h"
 #include "predict/features.h"
+#include "predict/lossy_sample.h"
 #include "predict/mlp.h"
+#include "transforms/policy.h"
 
 #define PRED_SAMPLE_DEFAULT (64u << 10)
 #define PRED_SAMPLE_MIN (4u << 10)
 #define PRED_SAMPLE_MAX (16u << 20)
 #define PRED_BUDGET_DEFAULT (16u << 20)
+/* Of the sample, what the quantiser codes for a lossy setting: it is slower than the
+ * feature pass (pointwise-rel: ~300 MB/s), so a file's tensors share half the budget,
+ * each getting at least 8 KiB. */
+#define PRED_LOSSY_MIN (8u << 10)
 #define PRED_TENSOR_MIN (16u << 10)
 #define PRED_MODEL_MAX (4u << 20)
 #define PRED_RESUME_FIRST (4u << 10)
@@ -57,7 +69,7 @@ static ckpz_error load_model(ckpz_ctx *ctx, const char *path, mlp *m)
         return CKPZ_OK;
     }
     FILE *f = fopen(path, "rb");
-    if (!f) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s: cannot open the prediction model", path);
+    if (!f) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s: cannot open the prediction model: %s", path, strerror(errno));
     char *text = malloc(PRED_MODEL_MAX + 1);
     if (!text) {
         fclose(f);
@@ -158,17 +170,29 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
                         PRED_SAMPLE_MAX);
     if (!p.sample_budget) p.sample_budget = PRED_BUDGET_DEFAULT;
 
+    if (!(p.max_mae >= 0) || !isfinite(p.max_mae)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "max_mae must be >= 0");
+
     mlp m;
     memset(&m, 0, sizeof m);
-    ckpz_error err = load_model(ctx, p.model_path, &m);
-    if (err) {
-        mlp_free(&m);
-        return err;
-    }
     fmt_list segs;
     memset(&segs, 0, sizeof segs);
     uint8_t *buf = NULL;
     size_t cap = 0;
+    policy *pol = NULL;
+    lossy_sampler *ls = NULL;
+    ckpz_error err = p.features_only ? CKPZ_OK : load_model(ctx, p.model_path, &m);
+    if (err) goto done;
+    if (p.policy) {
+        char why[256];
+        if (!(pol = policy_parse(p.policy, p.max_mae, why, sizeof why))) {
+            err = ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
+            goto done;
+        }
+        if (!(ls = lossy_sampler_create())) {
+            err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
     if ((err = describe(ctx, &p, pr, pr_opaque, file_size, &buf, &cap, &segs))) goto done;
 
     /* The tensors share the budget: each gets an equal share of it, within
@@ -179,6 +203,9 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
     size_t per = ntensors ? p.sample_budget / ntensors : p.sample_bytes;
     if (per < PRED_TENSOR_MIN) per = PRED_TENSOR_MIN;
     if (per > p.sample_bytes) per = p.sample_bytes;
+    size_t lossy_per = ntensors ? p.sample_budget / 2 / ntensors : per;
+    if (lossy_per < PRED_LOSSY_MIN) lossy_per = PRED_LOSSY_MIN;
+    if (lossy_per > per) lossy_per = per;
 
     double predicted = PRED_FILE_OVERHEAD;
     for (size_t i = 0; i < segs.n; i++) {
@@ -199,6 +226,7 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
         t.shape = s->shape;
         t.offset = s->offset;
         t.length = len;
+        t.lossy_mode = quant_mode_name(QM_NONE);
         double chunks = (double)((len + PRED_CHUNK_BYTES - 1) / PRED_CHUNK_BYTES);
         double payload; /* predicted compressed bytes without the frames */
         if (s->dtype == CKPZ_DTYPE_NONE) {
@@ -238,14 +266,30 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
                 got += wlen[k];
             }
             t.sampled = got;
-            feat_compute(s->dtype, len, buf, got, p.level, t.features);
-            double sv = mlp_forward(&m, t.features);
+            /* the setting for this tensor, as the compressor derives it */
+            quant_spec spec = policy_match(pol, s->name, s->dtype, s->ndim);
+            feat_lossy fl;
+            int lossy = 0;
+            if (spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
+                lossy = lossy_sample(ls, &spec, s->dtype, s->ndim, s->shape, len, buf, woff, wlen, nw, lossy_per,
+                                     &fl);
+                if (lossy < 0) {
+                    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory sampling tensor '%s'", t.name);
+                    goto done;
+                }
+            }
+            t.lossy = lossy;
+            if (lossy) t.lossy_mode = quant_mode_name(spec.mode);
+            int level = spec.level ? spec.level : p.level; /* a rule's 'level N', as in the compressor */
+            feat_compute(s->dtype, len, buf, got, level, lossy ? &fl : NULL, t.features);
+            double sv = p.features_only ? 0 : mlp_forward(&m, t.features);
             /* the payload's savings: never much worse than stored raw, never all */
             if (!(sv < 0.999)) sv = 0.999;
             if (sv < -8) sv = -8;
             payload = (double)len * (1 - sv);
             if (total) {
                 total->tensors++;
+                total->lossy_tensors += lossy;
                 total->tensor_bytes += len;
             }
         }
@@ -267,5 +311,7 @@ done:
     free(buf);
     fmt_list_free(&segs);
     mlp_free(&m);
+    policy_free(pol);
+    lossy_sampler_free(ls);
     return err;
 }

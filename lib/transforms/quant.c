@@ -293,6 +293,26 @@ void quant_stats_add(quant_stats *s, const quant_stats *t)
 
 /* ---- scans for the compressor's per-tensor plan ------------------------------------- */
 
+void quant_plan_shape(quant_plan *plan, uint32_t ndim, const uint64_t *shape)
+{
+    const quant_spec *q = &plan->spec;
+    if (q->mode == QM_ABS) plan->abs_bound = q->bound;
+    if (q->mode != QM_AFFINE) return;
+    /* Per channel: a group is a row (all but the first dimension); tiny rows are grouped
+     * so that a group's offset and scale stay a small share of its bytes. */
+    uint64_t g = q->group ? q->group : 64;
+    if (q->per_row) {
+        g = 1;
+        for (uint32_t d = 1; d < ndim; d++) g = g * shape[d] > (1u << 24) ? (1u << 24) : g * shape[d];
+        if (g < 16) g *= (16 + g - 1) / g;
+    }
+    plan->group = (uint32_t)g;
+    /* column-wise delta: the value one row up must be in an earlier group */
+    uint64_t row = 1;
+    for (uint32_t d = 1; d < ndim; d++) row = row * shape[d] > (1u << 30) ? (1u << 30) : row * shape[d];
+    plan->row = q->delta && row >= g ? (uint32_t)row : 0;
+}
+
 void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, double *vmax)
 {
     unsigned es = ckpz_dtype_size(dtype);

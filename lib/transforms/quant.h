@@ -145,6 +145,11 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const 
 /* For the compressor's per-tensor plan: lowers *vmin and raises *vmax to the smallest
  * and largest finite values of n bytes of dtype (rel's range). */
 void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, double *vmax);
+/* The part of a tensor's plan its spec and shape decide (plan->spec set): abs's bound,
+ * and affine's group (per channel: a row of all but the first dimension, tiny rows
+ * grouped to at least 16 elements) and delta row. rel, change-rel and prune need the
+ * values (quant_scan, quant_change_rms, quant_prune_threshold). */
+void quant_plan_shape(quant_plan *plan, uint32_t ndim, const uint64_t *shape);
 /* Root mean square of x - base over the elements where both are finite (0 if none). */
 double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n);
 double quant_prune_threshold(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double rate);
