@@ -235,11 +235,10 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
         unsigned es = ckpz_dtype_size(dtype), zeros = 0, seen = 0;
-        for (size_t at = 0; pred != PRED_NONE && at + es <= n; at += 64 * (size_t)es, seen++) {
-            const uint8_t *q = raw + at; /* es <= 8: a byte OR per element, no call */
-            unsigned any = 0;
-            for (unsigned k = 0; k < es; k++) any |= q[k];
-            zeros += any == 0;
+        for (size_t at = 0; pred != PRED_NONE && at + 8 <= n; at += 64 * (size_t)es, seen++) {
+            uint64_t v; /* one load per sampled element (es <= 8), masked to its size */
+            memcpy(&v, raw + at, 8);
+            zeros += (es >= 8 ? v : v & ((1ull << (8 * es)) - 1)) == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
             size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);

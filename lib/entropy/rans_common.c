@@ -146,9 +146,13 @@ double ent_bits(const uint32_t *cnt, uint64_t total)
         return 0.0;
     if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE))
         clog_init();
-    /* Four sums: one chain of 256 dependent additions was the cost. */
+    /* Four sums: one chain of 256 dependent additions was the cost. Small alphabets
+     * (the escape transform's A plane: 32 values) stop at their largest value. */
+    int top = 256;
+    while (top > 4 && !(cnt[top - 1] | cnt[top - 2] | cnt[top - 3] | cnt[top - 4]))
+        top -= 4;
     double a[4] = {0, 0, 0, 0};
-    for (int s = 0; s < 256; s += 4)
+    for (int s = 0; s < top; s += 4)
         for (int k = 0; k < 4; k++) {
             uint32_t c = cnt[s + k];
             a[k] += c <= CLOG_MAX ? clog_tab[c] : (double)c * log2((double)c);
