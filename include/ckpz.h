@@ -32,10 +32,10 @@ extern "C" {
 #endif
 
 #define CKPZ_VERSION_MAJOR 0
-#define CKPZ_VERSION_MINOR 3
+#define CKPZ_VERSION_MINOR 4
 #define CKPZ_VERSION_PATCH 0
 #define CKPZ_VERSION_NUMBER (CKPZ_VERSION_MAJOR * 10000 + CKPZ_VERSION_MINOR * 100 + CKPZ_VERSION_PATCH)
-#define CKPZ_VERSION_STRING "0.3.0"
+#define CKPZ_VERSION_STRING "0.4.0"
 
 /* Runtime version of the linked library (may differ from the header's). */
 CKPZ_API unsigned ckpz_version_number(void);

@@ -14,8 +14,8 @@
  * (the slow level on 1/16 of that). Measuring takes a few milliseconds; the speeds it
  * sees on such small inputs are low (fixed costs per call), which only makes the model
  * cautious about compressing on fast links. A save that would take under QUICK_SAVE_S
- * uncompressed is not measured for at all: the default level on every allowed thread,
- * which outruns such links here, costs less than measuring would.
+ * uncompressed is not measured for at all: the default level, on one thread per
+ * QUICK_MBS_PER_THREAD of link, outruns such links here and costs less than measuring.
  *
  * The cost of a configuration (threads T, a level L_r per role r of S_r bytes) over a
  * link of B bytes/s is
@@ -34,6 +34,7 @@
  */
 #include "autotune.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,9 @@ static const int levels[] = {1, 3, 6};
 #define SLOW_LEVEL 6
 /* Saves shorter than this (file size / link speed) are not worth measuring for. */
 #define QUICK_SAVE_S 0.5
+/* What one thread compresses at the default level, at least (2-3.5 GB/s on float
+ * checkpoints here, BENCHMARKS.md): the quick choice's threads per MB/s of link. */
+#define QUICK_MBS_PER_THREAD 1000.0
 #define SLOW_LEVEL_MAX_MBS 150.0
 #define NLEVELS (int)(sizeof levels / sizeof levels[0])
 #define MAX_THREADS 64
@@ -252,9 +256,13 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     if (budget > MAX_THREADS) budget = MAX_THREADS;
     if (stat(path, &st0) == 0 && (double)st0.st_size / (p->target_bw * 1e6) < QUICK_SAVE_S) {
         /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
-         * short: the default level on every thread allowed, which outruns such a link. */
+         * short: the default level, on as few threads as keep up with the link (the
+         * writer of the output needs a core too: on 2 cores, -T2 into a 1 GB/s pipe was
+         * 20% slower than -T1). */
         *level = CKPZ_LEVEL_DEFAULT;
-        *threads = budget;
+        *threads = (int)ceil(p->target_bw / QUICK_MBS_PER_THREAD);
+        if (*threads > budget) *threads = budget;
+        if (*threads < 1) *threads = 1;
         if (p->verbosity >= 3)
             fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
                     "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), *level, *threads);
@@ -427,7 +435,10 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     }
     if (p->verbosity >= 3) {
         char name[96];
-        levels_text(rc, best_lv, name, sizeof name);
+        if (uniform)
+            snprintf(name, sizeof name, "-%d", levels[best_lv[biggest]]);
+        else
+            levels_text(rc, best_lv, name, sizeof name);
         fprintf(stderr, "  %-24s %7s %9s %9.3f %9s %9.3f %9.3f\n", "uncompressed", "1.000x", "", S / B, "", S / B,
                 S / B);
         fprintf(stderr, "  chosen: %s -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)%s\n", name,

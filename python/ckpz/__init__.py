@@ -69,7 +69,7 @@ __all__ = [
     "LEVEL_DEFAULT",
 ]
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 LEVEL_DEFAULT = _lib.LEVEL_DEFAULT
 _MAX_ORIGINAL = 1 << 40  # load() refuses originals over 1 TiB
 
