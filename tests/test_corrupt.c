@@ -53,7 +53,7 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "max_allocation_size_mb=256"; }
 #endif
 
-#define NSAMPLES 7
+#define NSAMPLES 8
 
 /* ---- checks ------------------------------------------------------------------------ */
 static unsigned long n_checks, n_failed;
@@ -212,6 +212,7 @@ typedef struct {
     size_t nent;
     size_t nchunks;
     unsigned codec_seen[8];
+    unsigned esc_chunks, esc_escaping; /* escape-transform chunks, those with escapes */
 } sample;
 
 static int parse_layout(sample *s)
@@ -242,6 +243,11 @@ static int parse_layout(sample *s)
             for (unsigned i = 0; i < np; i++) {
                 unsigned c = z[pos + 32 + 8 * i];
                 s->codec_seen[c < 8 ? c : 7]++;
+            }
+            if (z[pos + 16] == 4 && np >= 5 && 32 + 8 * np + 2 <= p + 32) { /* escape: plane 0 is L, T */
+                unsigned L = z[pos + 32 + 8 * np];
+                s->esc_chunks++;
+                if (L + 2 < np && rd32(z + pos + 32 + 8 * (L + 2) + 4) > 0) s->esc_escaping++;
             }
             pos += 32 + p;
         } else {
@@ -1023,6 +1029,23 @@ int main(void)
         for (size_t k = 48000; k < 80000; k++) wr32(st2 + b0 + 4 * k, rd32(st2 + b0 + 4 * k) + (uint32_t)(rng() % 5));
     }
 
+    /* a next checkpoint whose residuals often escape the escape transform's A plane:
+     * steps of up to 20 units in a's (bf16) last place, of up to 1.5 M in b's (f32) */
+    size_t et_len;
+    uint8_t *et = make_safetensors(24000, 16000, 1, &et_len), *et2 = malloc(et_len);
+    memcpy(et2, et, et_len);
+    {
+        size_t hl = (size_t)rd64(et2), a0 = 8 + hl, b0 = a0 + 2 * 24000;
+        for (size_t k = 0; k < 24000; k++) {
+            unsigned v = et2[a0 + 2 * k] | (unsigned)et2[a0 + 2 * k + 1] << 8;
+            v = (v + (unsigned)(rng() % 41) - 20) & 0xffff;
+            et2[a0 + 2 * k] = (uint8_t)v;
+            et2[a0 + 2 * k + 1] = (uint8_t)(v >> 8);
+        }
+        for (size_t k = 0; k < 16000; k++)
+            wr32(et2 + b0 + 4 * k, rd32(et2 + b0 + 4 * k) + (uint32_t)(rng() % 3000001) - 1500000u);
+    }
+
     static sample s[NSAMPLES];
     int ok = build_sample(&s[0], "safetensors", st, st_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0, NULL) == 0;
     ok &= build_sample(&s[1], "raw random", rnd, rnd_len, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 1, NULL, 0, NULL) == 0;
@@ -1035,10 +1058,15 @@ int main(void)
                        "a bits 8 block 64 prune 0.3\nb pointwise-rel 0.001\n") == 0;
     ok &= build_sample(&s[6], "lossy delta", lst, lst_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, s[5].owned, lst_len,
                        "a bits 8 block 32 delta\nb abs 0.0001 prune 0.2\n") == 0;
+    ok &= build_sample(&s[7], "delta with escapes", et2, et_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, et, et_len,
+                       NULL) == 0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);
         CHECK(s[4].zlen < s[0].zlen / 2, "delta sample: %zu bytes, stand-alone %zu", s[4].zlen, s[0].zlen);
+        CHECK(s[4].esc_chunks > 0 && s[7].esc_escaping > 0,
+              "escape transform: %u chunks in the delta sample, %u with escapes in the escaping one", s[4].esc_chunks,
+              s[7].esc_escaping);
         for (int k = 0; k < NSAMPLES; k++) {
             test_flips(&s[k]);
             test_reserved(&s[k]);
@@ -1058,6 +1086,8 @@ int main(void)
     free(lst);
     free(st);
     free(st2);
+    free(et);
+    free(et2);
     free(rnd);
     free(i32);
     if (verbose) printf("done\n");
