@@ -5,13 +5,14 @@
  *   - ckpz_archive_open over an in-memory pread, then ckpz_archive_extract of every entry
  *     (and ckpz_archive_find of the first tensor's name),
  *   - ckpz_original_size,
- * all with params.mem_limit = 64 MiB and one thread. Nothing may crash, leak, hang or
- * read out of bounds; a failure must leave a message.
+ * all with params.mem_limit = 64 MiB and one thread, and for a file whose header says it
+ * has a base, the corpus's base (fuzz_base.h). Nothing may crash, leak, hang or read out
+ * of bounds; a failure must leave a message.
  *
  * Random mutations almost never get past the CRC-32C checks, so the same readers run a
  * second time on a "resealed" copy: the harness walks the documented layout
- * (doc/format.md) and recomputes every checksum it can (file header, entry frames,
- * chunk payloads and frame headers, index, trailer). That lets mutated lengths, counts,
+ * (doc/format.md) and recomputes every checksum it can (file header, base frame, entry
+ * frames, chunk payloads and frame headers, index, trailer). That lets mutated lengths, counts,
  * transform/plane fields and coded plane data reach the parsers and entropy decoders.
  *
  * Build: see tests/fuzz/README.md. The same file is linked into replay_decompress.
@@ -23,6 +24,7 @@
 
 #include "ckpz.h"
 #include "common/crc32c.h"
+#include "fuzz_base.h"
 
 typedef struct {
     const uint8_t *p;
@@ -92,6 +94,14 @@ static int reseal(uint8_t *b, size_t n)
     uint32_t c = crc32c(0, b, 28);
     if (fz_ld32(b + 28) != c) changed = 1, fz_st32(b + 28, c);
     size_t pos = 32, end = n - 40;
+    if (pos + 8 <= end && !memcmp(b + pos, "CKBS", 4)) { /* a delta file's base frame */
+        size_t body = fz_ld32(b + pos + 4);
+        if (body <= end - pos - 8 && 4 <= end - pos - 8 - body) {
+            c = crc32c(0, b + pos, 8 + body);
+            if (fz_ld32(b + pos + 8 + body) != c) changed = 1, fz_st32(b + pos + 8 + body, c);
+            pos += 12 + body;
+        }
+    }
     while (pos + 4 <= end) {
         if (!memcmp(b + pos, "CKEN", 4)) {
             if (pos + 8 > end) break;
@@ -134,6 +144,10 @@ static void run_all(const uint8_t *data, size_t size)
     ckpz_params_init(&p);
     p.threads = 1;
     p.mem_limit = (size_t)64 << 20;
+    if (size >= 12 && (data[10] & 1)) { /* a delta file: the corpus's base (fuzz_base.h) */
+        p.base = fuzz_base();
+        p.base_size = FUZZ_BASE_BYTES;
+    }
 
     /* streaming, test mode, in odd pieces */
     fz_reader r = {data, size, 0, 1021};

@@ -4,13 +4,15 @@
  *   /tmp/mkc tests/fuzz/corpus
  * decompress/: small valid .ckpz files (< 20 KB: safetensors, npy, raw floats and ints
  * at several levels so that every codec and transform appears, several chunks, an empty
- * original) and a few damaged copies; roundtrip/: small originals. */
+ * original, delta files against fuzz_base.h's base) and a few damaged copies;
+ * roundtrip/: small originals. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpz.h"
+#include "fuzz_base.h"
 
 static uint64_t s = 0x1234567887654321ull;
 static uint64_t rnd(void)
@@ -28,6 +30,7 @@ static double gauss(void)
 
 static const char *dir;
 static const char *policy; /* lossy seeds: the policy for ckpz() */
+static int based;          /* delta seeds: coded against fuzz_base() */
 
 static void put(const char *sub, const char *name, const void *p, size_t n)
 {
@@ -51,6 +54,10 @@ static void *ckpz(const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype d
     p.format = fmt;
     p.raw_dtype = dt;
     p.policy = policy;
+    if (based) {
+        p.base = fuzz_base();
+        p.base_size = FUZZ_BASE_BYTES;
+    }
     void *z = NULL;
     if (ckpz_compress_buffer(ctx, &p, src, n, &z, zl)) {
         fprintf(stderr, "compress: %s\n", ckpz_ctx_message(ctx));
@@ -199,5 +206,35 @@ int main(int argc, char **argv)
     seed("one-byte", "x", 1, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
     put("roundtrip", "empty", buf, 0);
     put("roundtrip", "one-byte", "\x8a", 1);
+    /* delta files against fuzz_base(): bf16 and f32 steps of a few units in the last
+     * place with some far larger (escape transform with escapes), f16 steps (escape with
+     * a plain low byte), an unchanged run (copy frames) and XOR-like bit flips */
+    based = 1;
+    {
+        const uint8_t *b = fuzz_base();
+        memcpy(buf, b, FUZZ_BASE_BYTES);
+        for (size_t i = 0; i < FUZZ_BASE_BYTES / 2; i++) {
+            unsigned v = buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
+            int d = (int)(rnd() % 9) - 4;
+            if (rnd() % 8 == 0) d *= 40;
+            v = (v + (unsigned)d) & 0xffff;
+            buf[2 * i] = (uint8_t)v;
+            buf[2 * i + 1] = (uint8_t)(v >> 8);
+        }
+        seed("delta-bf16-escapes", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 3, 1);
+        seed("delta-f16", buf, FUZZ_BASE_BYTES / 4 - 1, CKPZ_INPUT_RAW, CKPZ_DTYPE_F16, 3, 0);
+        memcpy(buf, b, FUZZ_BASE_BYTES);
+        for (size_t i = FUZZ_BASE_BYTES / 8; i < FUZZ_BASE_BYTES / 4; i++) {
+            uint32_t v;
+            memcpy(&v, buf + 4 * i, 4);
+            v += (uint32_t)(rnd() % 400000) - 200000u;
+            memcpy(buf + 4 * i, &v, 4);
+        }
+        seed("delta-f32-escapes", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 3, 1);
+        memcpy(buf, b, FUZZ_BASE_BYTES);
+        for (size_t i = 0; i < FUZZ_BASE_BYTES; i += 13) buf[i] ^= 1;
+        seed("delta-f32-xor-l9", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 9, 0);
+    }
+    based = 0;
     return 0;
 }
