@@ -284,4 +284,25 @@ run 1 "$CKPZ" -q -d --base a.safetensors -o badhead.out badhead.ckpz
 absent badhead.out
 no_temp_files .
 
+# files written by ckpz 0.3.0 (tests/data/compat/README.md) stay readable: a delta file
+# (format version 2) and a lossy one with a base (version 3), each restored against its
+# base and checked against the content checksum its writer recorded
+C="$ROOT/tests/data/compat"
+B16="$ROOT/samples/gpt-small.bf16.safetensors"
+for v in v2 v3; do
+    run 0 "$CKPZ" -t --base "$B16" "$C/next.bf16.$v.ckpz"
+    run 0 "$CKPZ" -q -d -f --base "$B16" "$C/next.bf16.$v.ckpz" -o "compat.$v.out"
+    [ "$(stat -c %s "compat.$v.out")" = "$(stat -c %s "$B16")" ] || fail "compat $v: restored size"
+    cmp -s "compat.$v.out" "$B16" && fail "compat $v: restored the base itself"
+    ok
+done
+run 0 "$CKPZ" -l "$C/next.bf16.v2.ckpz"
+out_has "depends on"
+# the version-2 file restores to what the version-4 writer codes from the same input
+run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.v4.ckpz
+run 0 "$CKPZ" -q -d -f --base "$B16" compat.v4.ckpz -o compat.v4.out
+same_file compat.v4.out compat.v2.out
+run 1 "$CKPZ" -q -t "$C/next.bf16.v2.ckpz"   # without its base: refused
+no_temp_files .
+
 echo "delta.sh: $CHECKS checks passed"
