@@ -1,13 +1,15 @@
 /* deltabench.c — in-memory timing of delta checkpoints for bench/delta.
  *
- *     deltabench [-r RUNS] [-l LEVEL] [-T THREADS] [-n BASE_NAME] FILE BASE
+ *     deltabench [-r RUNS] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-P] FILE BASE
  *
  * Public ckpz API only. Reads FILE and BASE whole, then times, each on its own, RUNS
  * (>= 3) times:
  *   sc  stand-alone compression of FILE       (ckpz_compress_stream into a reused,
  *                                              pre-touched buffer, as bench/membench.c)
  *   dc  compression of FILE with params.base = BASE (same; base_name = BASE_NAME or the
- *       base's file name, as the CLI records it)
+ *       base's file name, as the CLI records it; params.patch rewrites the buffer, as
+ *       the CLI does writing a file, so the base's CRC comes from the chunks; -P: no
+ *       patch, one pass over the base first, as when writing to a pipe)
  *   sb  stand-alone compression with ckpz_compress_buffer (allocates its output)
  *   db  delta compression with ckpz_compress_buffer
  *   sd  ckpz_decompress_buffer of the stand-alone file
@@ -63,6 +65,7 @@ static size_t size, base_size;
 static ckpz_params ps, pd; /* stand-alone, delta */
 static unsigned char *cbuf[2], *back;
 static size_t ccap, csize[2];
+static int patch = 1; /* dc: a seekable output (params.patch); -P: one pass over the base first */
 
 static void fail(const char *what)
 {
@@ -78,7 +81,12 @@ static void run1(int mode)
     if (mode < 2) {
         memsrc in = {src, size, 0};
         membuf out = {cbuf[d], 0, ccap};
-        if (ckpz_compress_stream(ctx, p, memsrc_read, &in, size, membuf_write, &out, NULL) != CKPZ_OK)
+        ckpz_params q = *p;
+        if (d && patch) { /* a seekable output, as the CLI's file: the base CRC from the chunks */
+            q.patch = membuf_patch;
+            q.patch_opaque = &out;
+        }
+        if (ckpz_compress_stream(ctx, &q, memsrc_read, &in, size, membuf_write, &out, NULL) != CKPZ_OK)
             fail(d ? "delta compression" : "compression");
         csize[d] = out.n;
     } else if (mode < 4) {
@@ -114,19 +122,20 @@ int main(int argc, char **argv)
 {
     int runs = 3, level = 3, threads = 1, opt;
     const char *base_name = NULL, *only = NULL;
-    while ((opt = getopt(argc, argv, "r:l:T:n:m:")) != -1) {
+    while ((opt = getopt(argc, argv, "r:l:T:n:m:P")) != -1) {
         switch (opt) {
         case 'r': runs = atoi(optarg); break;
         case 'l': level = atoi(optarg); break;
         case 'T': threads = atoi(optarg); break;
         case 'n': base_name = optarg; break;
         case 'm': only = optarg; break;
+        case 'P': patch = 0; break;
         default: goto usage;
         }
     }
     if (argc - optind != 2 || runs < 3 || runs > MAX_RUNS) {
     usage:
-        fprintf(stderr, "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] FILE BASE\n");
+        fprintf(stderr, "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] [-P] FILE BASE\n");
         return 2;
     }
     src = slurp(argv[optind], &size);

@@ -6,6 +6,7 @@
 #define CKPZ_BENCH_MEMIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,6 +22,15 @@ static int membuf_write(void *opaque, const void *buf, size_t n)
     if (n > m->cap - m->n) return -1;
     memcpy(m->p + m->n, buf, n);
     m->n += n;
+    return 0;
+}
+
+/* ckpz_params.patch over a membuf: rewrites bytes already written. */
+static int membuf_patch(void *opaque, const void *buf, size_t n, uint64_t off)
+{
+    membuf *m = opaque;
+    if (off > m->n || n > m->n - off) return -1;
+    memcpy(m->p + off, buf, n);
     return 0;
 }
 

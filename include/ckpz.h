@@ -164,6 +164,15 @@ typedef struct ckpz_params {
      * give the previous lossy file's restored content as the base). */
     const char *policy;
     double max_mae;        /* default max-mae for rules without one; 0 = none */
+    /* Compression with a base, optional: rewrites n bytes already written, at offset off
+     * of the output (return 0, nonzero on failure). Given, the base's checksum costs no
+     * pass of its own over the base before the first chunk: the base frame is written
+     * with it blank and rewritten at the end with the CRC-32C put together from the
+     * chunks that read the base (while its bytes are in cache) and the bytes none read.
+     * For outputs that can seek (a file, a buffer: ckpz_compress_buffer does it on its
+     * own). NULL: the base is read once for its checksum first. */
+    int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
+    void *patch_opaque;
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */

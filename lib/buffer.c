@@ -41,6 +41,15 @@ static int mem_write(void *v, const void *buf, size_t n)
     return 0;
 }
 
+/* ckpz_params.patch: the output is all in memory */
+static int mem_patch(void *v, const void *buf, size_t n, uint64_t off)
+{
+    memwr *m = v;
+    if (off > m->n || n > m->n - off) return -1;
+    memcpy(m->p + off, buf, n);
+    return 0;
+}
+
 ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                 void **dst, size_t *dst_size)
 {
@@ -49,7 +58,18 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
     *dst = NULL;
     *dst_size = 0;
     if (!w.p) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-    ckpz_error err = ckpz_compress_stream(ctx, params, mem_read, &r, src_size, mem_write, &w, NULL);
+    ckpz_params q;
+    ctx_clear(ctx);
+    ckpz_error err = params_resolve(ctx, params, &q);
+    if (err) {
+        free(w.p);
+        return err;
+    }
+    if (!q.patch) { /* the output can be rewritten: the base's CRC needs no pass of its own */
+        q.patch = mem_patch;
+        q.patch_opaque = &w;
+    }
+    err = ckpz_compress_stream(ctx, &q, mem_read, &r, src_size, mem_write, &w, NULL);
     if (err) {
         free(w.p);
         return err;

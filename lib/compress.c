@@ -31,11 +31,14 @@ typedef struct cjob {
     uint8_t *out;
     size_t out_len;
     uint32_t raw_crc; /* of the bytes the chunk restores */
+    uint64_t base_off; /* of base in the base's original */
+    uint32_t base_crc; /* of the base's raw_len bytes at base (when the base CRC is deferred) */
 } cjob;
 
 typedef struct workers_state {
     int level;
     chunk_scratch *scratch; /* one set per thread that codes */
+    int defer_base_crc;     /* jobs take the CRC of the base bytes they read */
 } workers_state;
 
 static void compress_job(void *v, int worker, void *arg)
@@ -46,10 +49,12 @@ static void compress_job(void *v, int worker, void *arg)
     if (!j->raw_len) return;
     if (j->base && !memcmp(j->raw, j->base, j->raw_len)) {
         j->copy = 1;
-        j->raw_crc = crc32c(0, j->raw, j->raw_len);
+        j->raw_crc = j->base_crc = crc32c(0, j->raw, j->raw_len);
         return;
     }
     int level = j->plan.spec.level ? j->plan.spec.level : ws->level; /* a policy's level */
+    /* the base's bytes were just read for the prediction: their CRC costs a cache pass */
+    if (ws->defer_base_crc && j->base) j->base_crc = crc32c(0, j->base, j->raw_len);
     if (j->lossy) {
         const uint8_t *restored;
         quant_stats_init(&j->st);
@@ -64,6 +69,11 @@ static void compress_job(void *v, int worker, void *arg)
 
 /* What the calling thread keeps while writing: output position, index tables, the
  * running content checksum. */
+typedef struct base_span {
+    uint64_t off, len;
+    uint32_t crc;
+} base_span;
+
 typedef struct writer {
     ckpz_ctx *ctx;
     const ckpz_params *p;
@@ -79,6 +89,9 @@ typedef struct writer {
     size_t nc, cap_c;
     uint64_t copy_len; /* a run of chunks equal to the base's, not yet written */
     uint32_t copy_entry, copy_crc;
+    int spans_on;      /* deferred base CRC: the base's bytes the chunks read, and their CRCs */
+    base_span *spans;
+    size_t nspans, cap_spans;
 } writer;
 
 static ckpz_error put(writer *w, const void *p, size_t n)
@@ -141,9 +154,49 @@ static ckpz_error emit(writer *w, cjob *j)
         }
         w->content_crc = crc32c_combine(w->content_crc, j->raw_crc, j->raw_len);
         w->original += j->raw_len;
+        if (w->spans_on && j->base) {
+            if (w->nspans == w->cap_spans) {
+                size_t nc = w->cap_spans ? 2 * w->cap_spans : 256;
+                base_span *ns = realloc(w->spans, nc * sizeof *ns);
+                if (!ns) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+                w->spans = ns;
+                w->cap_spans = nc;
+            }
+            w->spans[w->nspans++] = (base_span){j->base_off, j->raw_len, j->base_crc};
+        }
         if (w->p->progress && w->p->progress(w->p->progress_opaque, w->original, w->size_hint))
             return ctx_fail(w->ctx, CKPZ_ERR_ABORTED, "aborted");
     }
+    return CKPZ_OK;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const base_span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The base's CRC-32C from the spans the chunks read (their CRCs, taken while the bytes
+ * were in cache) and the bytes between them, in the base's order. Spans that overlap
+ * (never seen: tensors match one base tensor each) make it read the whole base. */
+static ckpz_error base_crc_from_spans(writer *w, const void *base, size_t size, uint32_t *crc)
+{
+    const uint8_t *b = base;
+    qsort(w->spans, w->nspans, sizeof *w->spans, span_cmp);
+    uint32_t c = 0;
+    uint64_t pos = 0;
+    for (size_t i = 0; i < w->nspans; i++) {
+        const base_span *s = &w->spans[i];
+        if (s->off < pos || s->len > size - s->off) {
+            *crc = crc32c(0, b, size);
+            return CKPZ_OK;
+        }
+        if (s->off > pos) c = crc32c(c, b + pos, (size_t)(s->off - pos));
+        c = crc32c_combine(c, s->crc, s->len);
+        pos = s->off + s->len;
+    }
+    if (pos < size) c = crc32c(c, b + pos, (size_t)(size - pos));
+    *crc = c;
     return CKPZ_OK;
 }
 
@@ -278,10 +331,14 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     size_t fbound = chunk_frame_bound(p.chunk_size);
     int lossy = policy_lossy(pol); /* a policy of levels alone writes a lossless file */
-    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0)};
+    int defer = p.base && p.patch; /* the base's CRC from the chunks, patched in at the end */
+    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0),
+                        defer};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
-    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0};
+    writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0, defer, NULL, 0, 0};
+    ctr_base bhead = {0};
+    uint8_t bframe[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
     uint64_t tensor_bytes = 0, tensors = 0;
     base_index bidx = {0};
     const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
@@ -298,13 +355,12 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
     if (p.base) {
         if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;
-        ctr_base b = {p.base_size, crc32c(0, p.base, p.base_size), p.base_depth + 1, 0, ""};
+        bhead = (ctr_base){p.base_size, defer ? 0 : crc32c(0, p.base, p.base_size), p.base_depth + 1, 0, ""};
         size_t nl = p.base_name ? strlen(p.base_name) : 0;
-        b.name_len = (uint16_t)(nl > CTR_MAX_BASE_NAME ? CTR_MAX_BASE_NAME : nl);
-        memcpy(b.name, p.base_name ? p.base_name : "", b.name_len);
-        uint8_t bf[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
-        ctr_base_frame_write(bf, &b);
-        if ((err = put(&w, bf, ctr_base_frame_size(&b)))) goto fail;
+        bhead.name_len = (uint16_t)(nl > CTR_MAX_BASE_NAME ? CTR_MAX_BASE_NAME : nl);
+        memcpy(bhead.name, p.base_name ? p.base_name : "", bhead.name_len);
+        ctr_base_frame_write(bframe, &bhead);
+        if ((err = put(&w, bframe, ctr_base_frame_size(&bhead)))) goto fail;
     }
 
     chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque, prefix, plen);
@@ -381,6 +437,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         j->dtype = (ckpz_dtype)e->dtype;
         j->raw_len = n;
         j->base = entry_base && n <= entry_avail ? entry_base : NULL; /* the base may end first (open tails) */
+        j->base_off = j->base ? (uint64_t)(j->base - (const uint8_t *)p.base) : 0;
         j->lossy = plan.spec.mode != QM_NONE;
         j->plan = plan;
         j->elem0 = e->length / ckpz_dtype_size(j->dtype);
@@ -418,6 +475,14 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     uint8_t trb[CTR_TRAILER_SIZE];
     ctr_trailer_write(trb, &(ctr_trailer){w.pos, isz, w.original, w.content_crc, crc32c(0, idx, isz)});
     if ((err = put(&w, idx, isz)) || (err = put(&w, trb, sizeof trb))) goto fail;
+    if (defer) {
+        if ((err = base_crc_from_spans(&w, p.base, p.base_size, &bhead.crc))) goto fail;
+        ctr_base_frame_write(bframe, &bhead);
+        if (p.patch(p.patch_opaque, bframe, ctr_base_frame_size(&bhead), CTR_HEADER_SIZE) != 0) {
+            err = ctx_fail(ctx, CKPZ_ERR_WRITE, "write error rewriting the base frame");
+            goto fail;
+        }
+    }
     if (stats) {
         stats->original_bytes = w.original;
         stats->compressed_bytes = w.pos;
@@ -444,6 +509,7 @@ done:
     free(w.e); /* names and shapes belong to segs */
     free(w.qs);
     free(w.c);
+    free(w.spans);
     free(idx);
     free(prefix);
     chunker_free(&ch);

@@ -355,6 +355,24 @@ static int out_write(void *opaque, const void *src, size_t n)
     return 0;
 }
 
+/* ckpz_params.patch: rewrites bytes already written (a temporary file only) */
+static int out_patch(void *opaque, const void *src, size_t n, uint64_t off)
+{
+    fio_out *o = opaque;
+    if (o->err || !o->temp || out_flush(o) != 0) return -1;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pwrite(o->fd, (const char *)src + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            o->err = errno;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return 0;
+}
+
 static mode_t g_umask;
 static int g_umask_known;
 
@@ -752,6 +770,10 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
         params.base_size = base->size;
         params.base_name = fio_base_record_name(base);
         params.base_depth = base->depth;
+        if (op == OP_COMPRESS && has_out && out.temp) { /* a file: the base's CRC needs no pass of its own */
+            params.patch = out_patch;
+            params.patch_opaque = &out;
+        }
     }
     memset(&stats, 0, sizeof(stats));
     progress_start(&pg, in.name, p, &params);

@@ -2,7 +2,8 @@
  * previous one restores byte for byte with every reader, at every level and thread
  * count; tensors that appear, disappear, change shape or dtype between the two are
  * coded stand-alone; an unchanged tensor costs one copy frame whatever its size; a file
- * coded against itself is tiny; raw dumps match as one tensor. Errors for a missing or
+ * coded against itself is tiny; raw dumps match as one tensor; the base's CRC put
+ * together from the chunks (params.patch) gives the same file as a pass over the base. Errors for a missing or
  * wrong base are covered by test_corrupt (with every damage to a delta file). */
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,95 @@ static uint8_t *compress(ckpz_ctx *ctx, const uint8_t *src, size_t n, const uint
     return z;
 }
 
+/* A growing output for ckpz_compress_stream, and its patch callback. */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int patches;
+} grow;
+
+static int g_write(void *v, const void *buf, size_t n)
+{
+    grow *g = v;
+    if (g->n + n > g->cap) {
+        size_t cap = 2 * (g->n + n);
+        uint8_t *q = realloc(g->p, cap);
+        if (!q) return -1;
+        g->p = q;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, buf, n);
+    g->n += n;
+    return 0;
+}
+
+static int g_patch(void *v, const void *buf, size_t n, uint64_t off)
+{
+    grow *g = v;
+    if (off > g->n || n > g->n - off) return -1;
+    memcpy(g->p + off, buf, n);
+    g->patches++;
+    return 0;
+}
+
+typedef struct {
+    const uint8_t *p;
+    size_t n, pos;
+} src_mem;
+
+static ptrdiff_t s_read(void *v, void *buf, size_t n)
+{
+    src_mem *m = v;
+    if (n > m->n - m->pos) n = m->n - m->pos;
+    memcpy(buf, m->p + m->pos, n);
+    m->pos += n;
+    return (ptrdiff_t)n;
+}
+
+/* With a patch callback the base's CRC is put together from the chunks and the bytes
+ * between them and written at the end: the file must be the one a single pass over the
+ * base gives, byte for byte (and ckpz_compress_buffer's, which patches on its own). */
+static void check_deferred_crc(ckpz_ctx *ctx, const uint8_t *src, size_t n, const uint8_t *base, size_t blen,
+                               const char *policy, int threads, const char *what)
+{
+    grow a = {0}, b = {0};
+    for (int k = 0; k < 2; k++) {
+        ckpz_params p;
+        ckpz_params_init(&p);
+        p.threads = threads;
+        p.chunk_size = 65536;
+        p.base = base;
+        p.base_size = blen;
+        p.base_name = "prev.safetensors";
+        p.policy = policy;
+        grow *g = k ? &b : &a;
+        if (k) {
+            p.patch = g_patch;
+            p.patch_opaque = g;
+        }
+        src_mem m = {src, n, 0};
+        ckpz_error e = ckpz_compress_stream(ctx, &p, s_read, &m, n, g_write, g, NULL);
+        CHECKF(e == CKPZ_OK, "%s: %s", what, ckpz_ctx_message(ctx));
+    }
+    CHECKF(b.patches == 1 && a.n == b.n && !memcmp(a.p, b.p, a.n), "%s: deferred base CRC wrote another file",
+           what);
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = threads;
+    p.chunk_size = 65536;
+    p.base = base;
+    p.base_size = blen;
+    p.base_name = "prev.safetensors";
+    p.policy = policy;
+    void *z = NULL;
+    size_t zl = 0;
+    CHECK(ckpz_compress_buffer(ctx, &p, src, n, &z, &zl) == CKPZ_OK);
+    CHECKF(zl == a.n && !memcmp(z, a.p, zl), "%s: ckpz_compress_buffer differs", what);
+    ckpz_free(z);
+    free(a.p);
+    free(b.p);
+}
+
 int main(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
@@ -172,6 +262,22 @@ int main(void)
             ckpz_free(z);
         }
     }
+    /* the base's CRC from the chunks: with tensors the next file does not read ("gone"),
+     * copy frames, lossy chunks, a file against itself, a base of raw bytes longer than
+     * anything matched, one and two threads */
+    for (int threads = 1; threads <= 2; threads++) {
+        check_deferred_crc(ctx, next, nl, base, bl, NULL, threads, "safetensors");
+        check_deferred_crc(ctx, next, nl, base, bl, "moved abs 1e-4", threads, "lossy");
+        check_deferred_crc(ctx, next, nl, next, nl, NULL, threads, "itself");
+    }
+    {
+        uint8_t *longer = malloc(bl + 1000);
+        memcpy(longer, base, bl);
+        memset(longer + bl, 0x5a, 1000);
+        check_deferred_crc(ctx, next, nl, longer, bl + 1000, NULL, 1, "base with trailing bytes");
+        free(longer);
+    }
+
     /* a file against itself: a copy frame per entry, the rest is description */
     {
         size_t zl;

@@ -120,6 +120,8 @@ class Params(ctypes.Structure):
         ("base_depth", ctypes.c_uint32),
         ("policy", ctypes.c_char_p),
         ("max_mae", ctypes.c_double),
+        ("patch", ctypes.c_void_p),  # int (*)(void *, const void *, size_t, uint64_t); unused here
+        ("patch_opaque", ctypes.c_void_p),
     ]
 
 

@@ -303,6 +303,11 @@ run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.v4.ckpz
 run 0 "$CKPZ" -q -d -f --base "$B16" compat.v4.ckpz -o compat.v4.out
 same_file compat.v4.out compat.v2.out
 run 1 "$CKPZ" -q -t "$C/next.bf16.v2.ckpz"   # without its base: refused
+# written to a file, the base frame's checksum is patched in at the end (no pass over the
+# base first); to a pipe it comes first: the same bytes
+run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.file.ckpz
+"$CKPZ" -q --base "$B16" -c compat.v2.out > compat.pipe.ckpz || fail "delta to stdout"
+same_file compat.file.ckpz compat.pipe.ckpz
 no_temp_files .
 
 echo "delta.sh: $CHECKS checks passed"
