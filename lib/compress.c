@@ -182,7 +182,7 @@ static int span_cmp(const void *a, const void *b)
 static ckpz_error base_crc_from_spans(writer *w, const void *base, size_t size, uint32_t *crc)
 {
     const uint8_t *b = base;
-    qsort(w->spans, w->nspans, sizeof *w->spans, span_cmp);
+    if (w->nspans) qsort(w->spans, w->nspans, sizeof *w->spans, span_cmp); /* none: the base was never read */
     uint32_t c = 0;
     uint64_t pos = 0;
     for (size_t i = 0; i < w->nspans; i++) {

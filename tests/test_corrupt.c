@@ -143,41 +143,6 @@ static uint8_t *make_safetensors(size_t na, size_t nb, size_t rows, size_t *len)
     return p;
 }
 
-/* ---- memory I/O ------------------------------------------------------------------------- */
-typedef struct {
-    const uint8_t *p;
-    size_t n, pos, piece;
-} mreader;
-
-static ptrdiff_t m_read(void *v, void *buf, size_t n)
-{
-    mreader *m = v;
-    if (m->piece && n > m->piece) n = m->piece; /* odd-sized short reads */
-    if (n > m->n - m->pos) n = m->n - m->pos;
-    memcpy(buf, m->p + m->pos, n);
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    int overflow;
-} mwriter;
-
-static int m_write(void *v, const void *buf, size_t n)
-{
-    mwriter *w = v;
-    if (n > w->cap - w->n) {
-        w->overflow = 1;
-        return -1;
-    }
-    memcpy(w->p + w->n, buf, n);
-    w->n += n;
-    return 0;
-}
-
 /* ---- layout of a valid file (doc/format.md) -------------------------------------------------- */
 enum { SEC_HEADER, SEC_ENTRY, SEC_CHUNK, SEC_INDEX, SEC_TRAILER, SEC_BASE };
 static const char *sec_name[] = {"file header", "entry frame", "chunk frame", "index", "trailer", "base frame"};
@@ -404,7 +369,7 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
             ckpz_archive_get_info(a, &info);
             CHECK(info.original_size == s->olen, "%s: archive_open OK with original size %llu, not %zu", what,
                   (unsigned long long)info.original_size, s->olen);
-            mwriter w = {dst, 0, s->olen + 1, 0};
+            mwriter w = {dst, 0, s->olen + 1, 0, 0};
             for (uint64_t i = 0; i < info.entries; i++) {
                 ckpz_entry en;
                 if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) {
@@ -907,7 +872,7 @@ static void test_chunk_size_limit(const uint8_t *orig, size_t olen)
     ckpz_archive *a = NULL;
     e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a);
     if (e == CKPZ_OK) {
-        mwriter w = {NULL, 0, 0, 0};
+        mwriter w = {NULL, 0, 0, 0, 0};
         uint8_t *dst = malloc(olen);
         w.p = dst;
         w.cap = olen;
@@ -978,7 +943,7 @@ static void test_base_errors(const sample *s)
             ckpz_base_info bi;
             if (a) ckpz_archive_get_base(a, &bi);
             CHECK(a && bi.needed && bi.size == s->base_len && bi.depth == 1, "no base: archive_get_base");
-            mwriter w = {dst, 0, s->olen, 0};
+            mwriter w = {dst, 0, s->olen, 0, 0};
             ckpz_entry en;
             uint64_t idx = 0;
             CHECK(a && ckpz_archive_find(ctx, a, "b", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK &&
