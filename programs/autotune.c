@@ -340,8 +340,8 @@ int autotune_choose(const fio_prefs *p, const char *path, int *level, int *threa
     if (!nroles) goto out;
 
     if (p->verbosity >= 3) {
-        fprintf(stderr, "%s: --target-bw %.0f MB/s, %d threads at most; measured per role (one thread):\n", path,
-                p->target_bw, budget);
+        fprintf(stderr, "%s: --target-bw %.0f MB/s, %d threads at most; measured per role (one thread%s):\n", path,
+                p->target_bw, budget, p->base_path ? ", stand-alone coding: a delta on --base compresses more" : "");
         for (int r = 0; r < NROLES; r++) {
             if (!(rc[r].bytes > 0)) continue;
             fprintf(stderr, "  %-21s %7.1f MB", role_name[r], rc[r].bytes / 1e6);
