@@ -126,30 +126,19 @@ T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
     uint8_t a[64], b[64];
     _mm512_storeu_si512((void *)a, mn);
     _mm512_storeu_si512((void *)b, mx);
-    int lo = 255, hi = 0;
+    unsigned lo = 255, hi = 0;
     for (int k = 0; k < 64; k++) {
         lo = a[k] < lo ? a[k] : lo;
         hi = b[k] > hi ? b[k] : hi;
     }
     if (hi - lo < HIST_MAX_RANGE) {
-        size_t nv = n / 64 * 64, i;
-        for (i = 256; i < nv; i += 64) {
-            __m512i v = _mm512_loadu_si512((const void *)(src + i));
-            mn = _mm512_min_epu8(mn, v);
-            mx = _mm512_max_epu8(mx, v);
-        }
-        _mm512_storeu_si512((void *)a, mn);
-        _mm512_storeu_si512((void *)b, mx);
-        for (int k = 0; k < 64; k++) {
-            lo = a[k] < lo ? a[k] : lo;
-            hi = b[k] > hi ? b[k] : hi;
-        }
+        size_t i = 256 + ent_minmax_avx512(src + 256, n - 256, &lo, &hi);
         for (; i < n; i++) {
             lo = src[i] < lo ? src[i] : lo;
             hi = src[i] > hi ? src[i] : hi;
         }
         if (hi - lo < HIST_MAX_RANGE) {
-            hist_range(src, n, cnt, lo, hi - lo + 1);
+            hist_range(src, n, cnt, (int)lo, (int)(hi - lo + 1));
             return n;
         }
     }

@@ -413,12 +413,13 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
             __m512i r0 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs));
             __m512i r1 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
                                  _mm512_loadu_si512((const void *)(bs + 64)));
-            __m512i hi = _mm512_permutex2var_epi8(r0, ih, r1), lo = _mm512_permutex2var_epi8(r0, il, r1);
+            __m512i p[2]; /* high bytes, low bytes */
+            split2_vec(r0, r1, ih, il, p);
             if (L == 0) {
-                esc_step(2, t, hi, lo, a + i, e, ne);
+                esc_step(2, t, p[0], p[1], a + i, e, ne);
             } else {
-                _mm512_storeu_si512((void *)(low[0] + i), lo);
-                esc_step(1, t, hi, hi, a + i, e, ne);
+                _mm512_storeu_si512((void *)(low[0] + i), p[1]);
+                esc_step(1, t, p[0], p[0], a + i, e, ne);
             }
         }
         return i;

@@ -30,12 +30,22 @@ static inline T512 __m512i split_idx4(int k)
 }
 
 /* 64 2-byte elements in a, b: their high bytes to p0, low bytes to p1 (64 each);
- * ih = split_idx2(1), il = split_idx2(0). */
+ * ih = split_idx2(1), il = split_idx2(0). split2_vec leaves the two planes' vectors in
+ * p[]. */
+static inline __attribute__((always_inline)) T512 void split2_vec(__m512i a, __m512i b, __m512i ih, __m512i il,
+                                                                  __m512i *p)
+{
+    p[0] = _mm512_permutex2var_epi8(a, ih, b);
+    p[1] = _mm512_permutex2var_epi8(a, il, b);
+}
+
 static inline __attribute__((always_inline)) T512 void split2_step(__m512i a, __m512i b, __m512i ih, __m512i il,
                                                                    uint8_t *p0, uint8_t *p1)
 {
-    _mm512_storeu_si512((void *)p0, _mm512_permutex2var_epi8(a, ih, b));
-    _mm512_storeu_si512((void *)p1, _mm512_permutex2var_epi8(a, il, b));
+    __m512i p[2];
+    split2_vec(a, b, ih, il, p);
+    _mm512_storeu_si512((void *)p0, p[0]);
+    _mm512_storeu_si512((void *)p1, p[1]);
 }
 
 /* 64 4-byte elements in a, b, c, d: byte 3 (most significant) to p[0] .. byte 0 to
