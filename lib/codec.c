@@ -126,7 +126,7 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
  * bytes go through the escape transform, keeping esc_low low bytes as plain planes. */
 static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                           const uint8_t *base, uint8_t pred, int esc_low, uint8_t *planes, uint8_t *out,
-                          uint32_t *raw_crc)
+                          uint32_t *raw_crc, uint32_t *base_crc)
 {
     ctr_chunk h = {0};
     size_t sizes[XF_MAX_PLANES + 2];
@@ -136,6 +136,11 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     int isf = pred_is_float(dtype);
     const uint8_t *src[XF_MAX_PLANES + 2];
     int hints[XF_MAX_PLANES + 2];
+    /* base_crc: the CRC of the base's n bytes, taken slice by slice just before the
+     * prediction reads them (from cache, then) when the predictor reads the base. */
+    int slice_crc = base_crc && base && pred != PRED_NONE && h.xf != XF_NONE;
+    if (base_crc && base && !slice_crc) *base_crc = crc32c(0, base, n);
+    if (slice_crc) *base_crc = 0;
     if (h.xf == XF_NONE) {
         h.raw_crc = crc32c(0, raw, n);
         src[0] = raw;
@@ -163,6 +168,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     for (size_t e0 = 0; e0 < elems; e0 += step) {
         size_t cnt = elems - e0 < step ? elems - e0 : step, off = e0 * h.esize, len = cnt * h.esize;
         size_t fused = 0; /* elements predicted, split and escape-coded in one pass */
+        if (slice_crc) *base_crc = crc32c(*base_crc, base + off, len);
         if (esc) {
             uint8_t *low[4];
             for (unsigned k = 0; k < L; k++) low[k] = plane[K + k] + e0;
@@ -194,6 +200,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     if (tail) { /* the tail is kept as it is */
         memcpy(plane[h.esize], raw + elems * h.esize, tail);
         h.raw_crc = crc32c(h.raw_crc, raw + elems * h.esize, tail);
+        if (slice_crc) *base_crc = crc32c(*base_crc, base + elems * h.esize, tail);
     }
     *raw_crc = h.raw_crc;
     if (!esc) {
@@ -224,13 +231,13 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
 }
 
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {
-    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
+    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc, NULL);
     int low;
     uint8_t pred = pred_choose(dtype, raw, base, n, &low);
     if (level < 7) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc, base_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
@@ -241,9 +248,9 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
             zeros += (es >= 8 ? v : v & ((1ull << (8 * es)) - 1)) == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
-            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc);
+            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc, NULL);
             if (len0 <= len) return len0;
-            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc);
+            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc, NULL);
         }
         return len;
     }
@@ -252,14 +259,15 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     size_t best = SIZE_MAX;
     uint8_t best_pred = PRED_NONE;
     for (uint8_t p = PRED_NONE; p <= PRED_DIFF; p++) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, low, planes, out, raw_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, low, planes, out, raw_crc,
+                                 p == PRED_NONE ? base_crc : NULL);
         if (len < best) {
             best = len;
             best_pred = p;
         }
     }
     if (best_pred != PRED_DIFF)
-        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, low, planes, out, raw_crc);
+        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, low, planes, out, raw_crc, NULL);
     return best;
 }
 
@@ -281,7 +289,7 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
         cs.n = n / ckpz_dtype_size(dtype);
         quant_stats_add(st, &cs);
         *restored = raw;
-        return chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, raw_crc);
+        return chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, raw_crc, NULL);
     }
     ctr_chunk h = {0};
     h.xf = XF_QUANT;

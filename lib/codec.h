@@ -33,9 +33,10 @@ size_t chunk_frame_bound(size_t n);
  * payload. base: the base's matching n bytes (delta coding: the predictor is chosen
  * per chunk, by estimate, or at levels >= 7 by coding every candidate), or NULL.
  * planes is scratch of n bytes. Returns the frame length and the CRC of the original
- * bytes. */
+ * bytes, and when base_crc is not NULL (and base is given) the CRC of the base's n
+ * bytes, taken while the prediction has them in cache. */
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+                    const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc);
 
 /* Lossy: codes the chunk's n bytes (elements elem0.. of their tensor) with the plan,
  * writing what the decoder will restore to `restored` (n bytes), its CRC to raw_crc,

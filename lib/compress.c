@@ -53,9 +53,9 @@ static void compress_job(void *v, int worker, void *arg)
         return;
     }
     int level = j->plan.spec.level ? j->plan.spec.level : ws->level; /* a policy's level */
-    /* the base's bytes were just read for the prediction: their CRC costs a cache pass */
-    if (ws->defer_base_crc && j->base) j->base_crc = crc32c(0, j->base, j->raw_len);
     if (j->lossy) {
+        /* the lossy coder reads the base in passes of its own: the CRC is taken here */
+        if (ws->defer_base_crc && j->base) j->base_crc = crc32c(0, j->base, j->raw_len);
         const uint8_t *restored;
         quant_stats_init(&j->st);
         j->out_len = chunk_encode_lossy(ws->scratch, worker, level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
@@ -64,7 +64,8 @@ static void compress_job(void *v, int worker, void *arg)
         return;
     }
     j->out_len = chunk_encode(ws->scratch->ec[worker], level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
-                              ws->scratch->planes[worker], j->out, &j->raw_crc);
+                              ws->scratch->planes[worker], j->out, &j->raw_crc,
+                              ws->defer_base_crc ? &j->base_crc : NULL);
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the

@@ -73,23 +73,19 @@ static int have_vbmi2(void)
     return r;
 }
 
-/* Values span at most HIST_MAX_RANGE: byte counters, HIST_GROUP values per pass. */
-T512 static void hist_range(const uint8_t *src, size_t n, uint32_t *cnt, int lo, int range)
+/* Adds to cnt[lo .. lo + range) the counts of np spans of nv vectors at at[k] (at most
+ * 255 vectors in all, which byte counters hold), HIST_GROUP values per
+ * pass; the spans (16 KiB at most) stay in L1 across the passes. */
+T512 static void count_spans(const uint8_t *const *at, size_t nv, int np, uint32_t *cnt, int lo, int range)
 {
-    size_t nv = n / 64 * 64;
-    memset(cnt, 0, 256 * sizeof *cnt);
     const __m512i one = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
-    /* Byte counters hold 255: a window of 255 vectors, then they are summed. The
-     * window (16 KiB) stays in L1 across the passes over it. */
-    for (size_t w0 = 0; w0 < nv; w0 += 255 * 64) {
-        size_t w1 = w0 + 255 * 64 < nv ? w0 + 255 * 64 : nv;
-        for (int g = 0; g < range; g += HIST_GROUP) {
-            __m512i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero,
-                    c6 = zero, c7 = zero;
-            const __m512i base = _mm512_set1_epi8((char)(lo + g));
-            for (size_t j = w0; j < w1; j += 64) {
+    for (int g = 0; g < range; g += HIST_GROUP) {
+        __m512i c0 = zero, c1 = zero, c2 = zero, c3 = zero, c4 = zero, c5 = zero, c6 = zero, c7 = zero;
+        const __m512i base = _mm512_set1_epi8((char)(lo + g));
+        for (int k = 0; k < np; k++)
+            for (size_t j = 0; j < nv; j++) {
                 /* v - base == k exactly when v is the k-th value of this group. */
-                __m512i v = _mm512_sub_epi8(_mm512_loadu_si512((const void *)(src + j)), base);
+                __m512i v = _mm512_sub_epi8(_mm512_loadu_si512((const void *)(at[k] + 64 * j)), base);
 #define HCOUNT(k) \
     c##k = _mm512_mask_add_epi8(c##k, _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(k)), c##k, one)
                 HCOUNT(0); HCOUNT(1); HCOUNT(2); HCOUNT(3);
@@ -99,13 +95,56 @@ T512 static void hist_range(const uint8_t *src, size_t n, uint32_t *cnt, int lo,
 #define HFLUSH(k)                                                                    \
     if (g + k < range)                                                               \
         cnt[lo + g + k] += (uint32_t)_mm512_reduce_add_epi64(_mm512_sad_epu8(c##k, zero))
-            HFLUSH(0); HFLUSH(1); HFLUSH(2); HFLUSH(3);
-            HFLUSH(4); HFLUSH(5); HFLUSH(6); HFLUSH(7);
+        HFLUSH(0); HFLUSH(1); HFLUSH(2); HFLUSH(3);
+        HFLUSH(4); HFLUSH(5); HFLUSH(6); HFLUSH(7);
 #undef HFLUSH
-        }
     }
-    for (size_t i = nv; i < n; i++)
+}
+
+/* Values span at most HIST_MAX_RANGE: byte counters in windows of 255 vectors. */
+T512 static void hist_range(const uint8_t *src, size_t n, uint32_t *cnt, int lo, int range)
+{
+    size_t nv = n / 64;
+    memset(cnt, 0, 256 * sizeof *cnt);
+    for (size_t w0 = 0; w0 < nv; w0 += 255) {
+        const uint8_t *at = src + 64 * w0;
+        size_t len = nv - w0 < 255 ? nv - w0 : 255;
+        count_spans(&at, len, 1, cnt, lo, range);
+    }
+    for (size_t i = nv * 64; i < n; i++)
         cnt[src[i]]++;
+}
+
+/* The least and largest byte of v. */
+T512 static void reduce_minmax(__m512i mn, __m512i mx, unsigned *lo, unsigned *hi)
+{
+    __m256i a = _mm256_min_epu8(_mm512_castsi512_si256(mn), _mm512_extracti64x4_epi64(mn, 1));
+    __m256i b = _mm256_max_epu8(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
+    __m128i c = _mm_min_epu8(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    __m128i d = _mm_max_epu8(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    /* Bytes widened to words: minpos finds the least; the largest is 255 - the least of
+     * 255 - x. */
+    __m128i z = _mm_setzero_si128(), ff = _mm_set1_epi8((char)0xff);
+    __m128i cmin = _mm_min_epu16(_mm_unpacklo_epi8(c, z), _mm_unpackhi_epi8(c, z));
+    __m128i dinv = _mm_sub_epi8(ff, d);
+    __m128i dmin = _mm_min_epu16(_mm_unpacklo_epi8(dinv, z), _mm_unpackhi_epi8(dinv, z));
+    unsigned l = (unsigned)_mm_cvtsi128_si32(_mm_minpos_epu16(cmin)) & 0xffff;
+    unsigned h = 255 - ((unsigned)_mm_cvtsi128_si32(_mm_minpos_epu16(dmin)) & 0xffff);
+    *lo = l < *lo ? l : *lo;
+    *hi = h > *hi ? h : *hi;
+}
+
+T512 size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi,
+                                   uint32_t *cnt)
+{
+    size_t v = len / 64;
+    if (hi < lo || hi - lo >= HIST_MAX_RANGE || np > ENT_PIECES_MAX || (size_t)np * v > 255)
+        return 0;
+    memset(cnt, 0, 256 * sizeof *cnt);
+    count_spans(at, v, np, cnt, (int)lo, (int)(hi - lo + 1));
+    for (int k = 0; k < np; k++)
+        for (size_t i = v * 64; i < len; i++) cnt[at[k][i]]++;
+    return 1;
 }
 
 T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
@@ -123,14 +162,8 @@ T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
         mx = _mm512_max_epu8(mx, v);
         same += (unsigned)__builtin_popcountll(_mm512_cmpeq_epi8_mask(v, dv));
     }
-    uint8_t a[64], b[64];
-    _mm512_storeu_si512((void *)a, mn);
-    _mm512_storeu_si512((void *)b, mx);
     unsigned lo = 255, hi = 0;
-    for (int k = 0; k < 64; k++) {
-        lo = a[k] < lo ? a[k] : lo;
-        hi = b[k] > hi ? b[k] : hi;
-    }
+    reduce_minmax(mn, mx, &lo, &hi);
     if (hi - lo < HIST_MAX_RANGE) {
         size_t i = 256 + ent_minmax_avx512(src + 256, n - 256, &lo, &hi);
         for (; i < n; i++) {
@@ -156,13 +189,7 @@ T512 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsign
         mn = _mm512_min_epu8(mn, v);
         mx = _mm512_max_epu8(mx, v);
     }
-    uint8_t a[64], b[64];
-    _mm512_storeu_si512((void *)a, mn);
-    _mm512_storeu_si512((void *)b, mx);
-    for (int k = 0; nv && k < 64; k++) {
-        *lo = a[k] < *lo ? a[k] : *lo;
-        *hi = b[k] > *hi ? b[k] : *hi;
-    }
+    if (nv) reduce_minmax(mn, mx, lo, hi);
     return nv;
 }
 

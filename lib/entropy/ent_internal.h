@@ -123,6 +123,12 @@ extern int ent_enc512_bytes_only;
  * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the
  * rest. Needs ent_simd_level() == ENT_SIMD_AVX512. */
 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
+/* Histogram (set) of np <= ENT_PIECES_MAX pieces of len bytes at at[k] whose values
+ * lie in [lo, hi]: returns 1, or 0 (cnt untouched) when the range is wider than the
+ * byte counters' passes take or the pieces are too long. */
+#define ENT_PIECES_MAX 4
+size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi,
+                              uint32_t *cnt);
 /* Least and largest byte of the first k bytes of src (*lo, *hi lowered/raised to them);
  * returns k, a multiple of 64. Needs ent_simd_level() == ENT_SIMD_AVX512. */
 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);

@@ -47,15 +47,8 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
         ent_histogram(src, n, cnt);
         return;
     }
-    /* Four pieces of n / 16 bytes, the first at the start, the last at the end. */
-    size_t piece = n / 16, m = 4 * piece;
-    uint32_t part[256];
-    memset(cnt, 0, 256 * sizeof *cnt);
-    for (int k = 0; k < 4; k++) {
-        ent_histogram(src + (n - piece) / 3 * (size_t)k, piece, part);
-        for (int s = 0; s < 256; s++)
-            cnt[s] += part[s];
-    }
+    /* The range of the whole block first (every value in it must stay codable), then
+     * four pieces of n / 16 bytes, the first at the start, the last at the end. */
     unsigned lo = 255, hi = 0;
     size_t i = 0;
 #ifdef ENT_HAVE_AVX512
@@ -81,6 +74,22 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
     for (; i < n; i++) {
         lo = src[i] < lo ? src[i] : lo;
         hi = src[i] > hi ? src[i] : hi;
+    }
+    size_t piece = n / 16, m = 4 * piece;
+    const uint8_t *at[4];
+    for (int k = 0; k < 4; k++) at[k] = src + (n - piece) / 3 * (size_t)k;
+    int done = 0;
+#ifdef ENT_HAVE_AVX512
+    if (ent_simd_level() >= ENT_SIMD_AVX512) done = (int)ent_hist_pieces_avx512(at, 4, piece, lo, hi, cnt);
+#endif
+    if (!done) {
+        uint32_t part[256];
+        memset(cnt, 0, 256 * sizeof *cnt);
+        for (int k = 0; k < 4; k++) {
+            ent_histogram(at[k], piece, part);
+            for (int s = 0; s < 256; s++)
+                cnt[s] += part[s];
+        }
     }
     /* Scale to n (rounding down), floor the range at 1, and give what is left over (or
      * take what the floors added) to the most frequent value. */

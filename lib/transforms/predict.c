@@ -399,13 +399,17 @@ FS4(1, 0, 0) FS4(1, 0, 1) FS4(0, 0, 0) FS4(0, 1, 0)
  * K = W - L bytes go through esc_step, the L low bytes to their planes. */
 #include "escape512.h"
 
+/* W, flt and L are constants in every copy below, so that the planes stay in registers
+ * and the loop holds no stores but the planes'. */
 static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, unsigned L, unsigned T,
                                                              const uint8_t *x, const uint8_t *b, size_t elems,
                                                              uint8_t *const *low, uint8_t *a, uint8_t *const *e,
                                                              size_t *ne)
 {
     const __m512i t = _mm512_set1_epi8((char)T);
-    size_t i = 0;
+    uint8_t *lo0 = L > 0 ? low[0] : NULL, *lo1 = L > 1 ? low[1] : NULL;
+    uint8_t *const es[2] = {e[0], W - L == 2 ? e[1] : NULL};
+    size_t i = 0, n_e = *ne;
     if (W == 2) {
         const __m512i ih = split_idx2(1), il = split_idx2(0);
         for (; i + 64 <= elems; i += 64) {
@@ -416,38 +420,51 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
             __m512i p[2]; /* high bytes, low bytes */
             split2_vec(r0, r1, ih, il, p);
             if (L == 0) {
-                esc_step(2, t, p[0], p[1], a + i, e, ne);
+                esc_step(2, t, p[0], p[1], a + i, es, &n_e);
             } else {
-                _mm512_storeu_si512((void *)(low[0] + i), p[1]);
-                esc_step(1, t, p[0], p[0], a + i, e, ne);
+                _mm512_storeu_si512((void *)(lo0 + i), p[1]);
+                esc_step(1, t, p[0], p[0], a + i, es, &n_e);
             }
         }
+        *ne = n_e;
         return i;
     }
     const __m512i i32 = split_idx4(3), i10 = split_idx4(1);
     for (; i + 64 <= elems; i += 64) {
         const uint8_t *xs = x + 4 * i, *bs = b + 4 * i;
-        __m512i r[4], p[4];
-        for (int k = 0; k < 4; k++)
-            r[k] = res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64 * k)),
-                           _mm512_loadu_si512((const void *)(bs + 64 * k)));
-        split4_vec(r[0], r[1], r[2], r[3], i32, i10, p);
-        for (unsigned k = 0; k < L; k++) _mm512_storeu_si512((void *)(low[k] + i), p[4 - L + k]);
-        if (L == 2)
-            esc_step(2, t, p[0], p[1], a + i, e, ne);
-        else
-            esc_step(1, t, p[0], p[0], a + i, e, ne);
+        __m512i p[4];
+        split4_vec(res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs)),
+                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
+                           _mm512_loadu_si512((const void *)(bs + 64))),
+                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 128)),
+                           _mm512_loadu_si512((const void *)(bs + 128))),
+                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 192)),
+                           _mm512_loadu_si512((const void *)(bs + 192))),
+                   i32, i10, p);
+        if (L == 2) {
+            _mm512_storeu_si512((void *)(lo0 + i), p[2]);
+            _mm512_storeu_si512((void *)(lo1 + i), p[3]);
+            esc_step(2, t, p[0], p[1], a + i, es, &n_e);
+        } else {
+            _mm512_storeu_si512((void *)(lo0 + i), p[1]);
+            _mm512_storeu_si512((void *)(lo1 + i), p[2]);
+            _mm512_storeu_si512((void *)(low[2] + i), p[3]);
+            esc_step(1, t, p[0], p[0], a + i, es, &n_e);
+        }
     }
+    *ne = n_e;
     return i;
 }
 
-#define FE(W, F)                                                                                      \
-    T512E static size_t fe##W##_##F(unsigned L, unsigned T, const uint8_t *x, const uint8_t *b, size_t n, \
-                                    uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *ne)     \
-    {                                                                                                 \
-        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                \
+/* One copy per element size, float or integer, and number of low planes L (W - L is
+ * 1 or 2). */
+#define FE(W, F, L)                                                                                     \
+    T512E static size_t fe##W##_##F##_##L(unsigned T, const uint8_t *x, const uint8_t *b, size_t n,       \
+                                          uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *ne) \
+    {                                                                                                   \
+        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                  \
     }
-FE(2, 0) FE(2, 1) FE(4, 0) FE(4, 1)
+FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
 #undef FE
 #endif
 
@@ -484,9 +501,11 @@ size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, co
         return 0;
     size_t elems = n / esize;
     int flt = is_float != 0;
-    if (esize == 2)
-        return (flt ? fe2_1 : fe2_0)(L, T, x, b, elems, low, a, e, nesc);
-    return (flt ? fe4_1 : fe4_0)(L, T, x, b, elems, low, a, e, nesc);
+    typedef size_t (*fn)(unsigned, const uint8_t *, const uint8_t *, size_t, uint8_t *const *, uint8_t *,
+                         uint8_t *const *, size_t *);
+    static const fn tab[2][2][2] = {{{fe2_0_0, fe2_0_1}, {fe2_1_0, fe2_1_1}},
+                                    {{fe4_0_2, fe4_0_3}, {fe4_1_2, fe4_1_3}}};
+    return tab[esize == 4][flt][L - (esize - 2)](T, x, b, elems, low, a, e, nesc);
 #else
     (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e,
         (void)nesc;
@@ -519,11 +538,11 @@ static void make_clog(void)
 typedef uint32_t hist3[3][8][256];
 
 #define ROTL1(T, W, v) ((T)((T)((v) << 1) | (T)((v) >> (8 * (W) - 1))))
-#define HIST_LOOP(T, W, FLT)                                                       \
-    for (size_t e = 0; e < cnt; e++) {                                             \
+#define HIST_ONE(T, W, FLT, e, H)                                                  \
+    do {                                                                           \
         T u, v;                                                                    \
-        memcpy(&u, x + e * (W), W);                                                \
-        memcpy(&v, b + e * (W), W);                                                \
+        memcpy(&u, x + (e) * (W), W);                                              \
+        memcpy(&v, b + (e) * (W), W);                                              \
         T o = (T)(u ^ v);                                                          \
         T d = (T)(FMAP(T, W, FLT, u) - FMAP(T, W, FLT, v));                        \
         d = ZIGZAG(T, W, d);                                                       \
@@ -531,14 +550,23 @@ typedef uint32_t hist3[3][8][256];
             u = ROTL1(T, W, u);                                                    \
             o = ROTL1(T, W, o);                                                    \
         }                                                                          \
-        for (unsigned k = 0; k < (W); k++) {                                       \
-            (*h)[0][k][(uint8_t)(u >> (8 * k))]++;                                 \
-            (*h)[1][k][(uint8_t)(o >> (8 * k))]++;                                 \
-            (*h)[2][k][(uint8_t)(d >> (8 * k))]++;                                 \
+        _Pragma("GCC unroll 8") for (unsigned k = 0; k < (W); k++) {               \
+            (H)[0][k][(uint8_t)(u >> (8 * k))]++;                                  \
+            (H)[1][k][(uint8_t)(o >> (8 * k))]++;                                  \
+            (H)[2][k][(uint8_t)(d >> (8 * k))]++;                                  \
         }                                                                          \
-    }
+    } while (0)
+/* Even and odd elements go to their own set: the top bytes repeat a few values, and
+ * one set made every element wait for the previous one's increment of the same count. */
+#define HIST_LOOP(T, W, FLT)                                                       \
+    size_t e = 0;                                                                  \
+    for (; e + 2 <= cnt; e += 2) {                                                 \
+        HIST_ONE(T, W, FLT, e, h[0]);                                              \
+        HIST_ONE(T, W, FLT, e + 1, h[1]);                                          \
+    }                                                                              \
+    if (e < cnt) HIST_ONE(T, W, FLT, e, h[0]);
 
-/* Adds cnt elements of x and b to the histograms. */
+/* Adds cnt elements of x and b to the two sets of histograms h[0] and h[1]. */
 static void hist_window(unsigned esize, int flt, const uint8_t *x, const uint8_t *b, size_t cnt, hist3 *h)
 {
     switch (esize) {
@@ -578,20 +606,25 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
     if (!elems) return PRED_NONE;
     if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE)) make_clog();
 
-    hist3 h;
-    for (int c = 0; c < 3; c++) memset(h[c], 0, es * sizeof h[c][0]);
+    hist3 hs[2];
+    for (int s = 0; s < 2; s++)
+        for (int c = 0; c < 3; c++) memset(hs[s][c], 0, es * sizeof hs[s][c][0]);
     size_t win = es == 8 ? WIN / 2 : WIN;
     uint32_t total;
     if (elems <= NWIN * win) {
-        hist_window(es, flt, x, b, elems, &h);
+        hist_window(es, flt, x, b, elems, hs);
         total = (uint32_t)elems;
     } else {
         for (size_t w = 0; w < NWIN; w++) {
             size_t at = (elems - win) / (NWIN - 1) * w * es;
-            hist_window(es, flt, x + at, b + at, win, &h);
+            hist_window(es, flt, x + at, b + at, win, hs);
         }
         total = (uint32_t)(NWIN * win);
     }
+    uint32_t (*h)[8][256] = hs[0];
+    for (int c = 0; c < 3; c++)
+        for (unsigned k = 0; k < es; k++)
+            for (unsigned v = 0; v < 256; v++) h[c][k][v] += hs[1][c][k][v];
     double none = planes_bits(h[0], es, total);
     double bx = planes_bits(h[1], es, total);
     double bd = planes_bits(h[2], es, total);
