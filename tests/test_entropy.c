@@ -332,6 +332,46 @@ static void test_histogram_sparse(void)
     free(b);
 }
 
+/* The sampled histogram (escape A planes) must give the same counts on every path
+ * (the pieces' range pass, the per-piece histograms, the scalar table), add up to n,
+ * and count every value between the block's least and largest byte at least once, even
+ * one that only occurs outside the pieces. */
+static void test_histogram_sampled(void)
+{
+    static const size_t sizes[] = {4095, 4096, 16384, 16384 + 17, 16384 + 64 * 3 + 5, 65536, 100003};
+    static const int spans[] = {1, 8, 31, 32, 64, 65, 200};
+    uint8_t *b = malloc(100003);
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t k = 0; k < sizeof spans / sizeof *spans; k++)
+            for (int skew = 0; skew < 2; skew++) {
+                size_t n = sizes[si];
+                int span = spans[k], lo = span == 200 ? 30 : 255 - span + 1;
+                for (size_t i = 0; i < n; i++) /* skew: mostly the top value, as A's T */
+                    b[i] = (uint8_t)(lo + (skew && rnd() % 4 ? span - 1 : (int)(rnd() % (uint32_t)span)));
+                b[n / 16 + 3] = (uint8_t)lo; /* outside the pieces (for n >= 4096) */
+                uint32_t h[3][256];
+                int caps[3] = {ENT_SIMD_SCALAR, ENT_SIMD_AVX2, ENT_SIMD_AVX512};
+                for (int c = 0; c < 3; c++) {
+                    ent_simd_cap = caps[c];
+                    ent_histogram_sampled(b, n, h[c]);
+                }
+                ent_simd_cap = ENT_SIMD_AVX512;
+                CHECK(!memcmp(h[0], h[1], sizeof h[0]) && !memcmp(h[0], h[2], sizeof h[0]),
+                      "sampled histogram paths differ (n=%zu span %d skew %d)", n, span, skew);
+                uint64_t tot = 0;
+                int missing = 0;
+                for (int s = 0; s < 256; s++) {
+                    tot += h[2][s];
+                    missing += s >= lo && s < lo + span && !h[2][s];
+                    missing += (s < lo || s >= lo + span) && h[2][s];
+                }
+                CHECK(tot == n, "sampled histogram total %llu of %zu", (unsigned long long)tot, n);
+                CHECK(!missing, "sampled histogram: %d values of the range not counted once (n=%zu span %d)",
+                      missing, n, span);
+            }
+    free(b);
+}
+
 /* Residual planes: zstd is tried on a large, nearly empty plane only when its nonzero
  * bytes come in runs, where it wins; isolated ones go to rANS without the attempt. */
 static void test_residual_zstd(ent_ctx *c)
@@ -504,6 +544,7 @@ int main(void)
     test_selector(c);
     test_simd_parity(c);
     test_histogram();
+    test_histogram_sampled();
     if (ent_simd_level() >= ENT_SIMD_AVX512)
         test_histogram_sparse();
     test_residual_zstd(c);

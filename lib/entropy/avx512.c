@@ -33,17 +33,18 @@ int ent_enc512_bytes_only;
 /* Counts bytes equal to d with one compare per vector and packs the others (vpcompressb)
  * into a small buffer counted by the table afterwards: residual planes of slowly
  * moving tensors are 95-99% zero bytes, where the table's increments queue behind each
- * other on one counter. Gives up (the caller counts the rest) once more than 1/8 of
- * the bytes seen differ from d. */
+ * other on one counter. Gives up (the caller counts the rest) once more than
+ * max_other / 256 of the bytes seen differ from d. */
 #define T512V2 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2")))
 #define SPARSE_PIECE 4096
 
-T512V2 static size_t hist_sparse(const uint8_t *src, size_t n, uint32_t *cnt, uint8_t d)
+T512V2 static size_t hist_sparse(const uint8_t *src, size_t n, uint32_t *cnt, uint8_t d, unsigned max_other)
 {
     uint8_t buf[SPARSE_PIECE + 64];
+    uint32_t t[2][256]; /* the other values repeat too (1, 2 in residual planes) */
     size_t nv = n / 64 * 64, i = 0, other = 0;
     const __m512i dv = _mm512_set1_epi8((char)d);
-    memset(cnt, 0, 256 * sizeof *cnt);
+    memset(t, 0, sizeof t);
     while (i < nv) {
         size_t end = nv - i < SPARSE_PIECE ? nv : i + SPARSE_PIECE, k = 0;
         for (; i < end; i += 64) {
@@ -52,12 +53,18 @@ T512V2 static size_t hist_sparse(const uint8_t *src, size_t n, uint32_t *cnt, ui
             _mm512_storeu_si512((void *)(buf + k), _mm512_maskz_compress_epi8(m, v));
             k += (size_t)__builtin_popcountll(m);
         }
-        for (size_t j = 0; j < k; j++)
-            cnt[buf[j]]++;
+        size_t j = 0;
+        for (; j + 2 <= k; j += 2) {
+            t[0][buf[j]]++;
+            t[1][buf[j + 1]]++;
+        }
+        if (j < k) t[0][buf[j]]++;
         other += k;
-        if (other > i / 8)
+        if (other * 256 > i * max_other)
             break;
     }
+    for (int s = 0; s < 256; s++)
+        cnt[s] = t[0][s] + t[1][s];
     cnt[d] += (uint32_t)(i - other);
     return i;
 }
@@ -164,6 +171,13 @@ T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
     }
     unsigned lo = 255, hi = 0;
     reduce_minmax(mn, mx, &lo, &hi);
+    /* Mostly one value: packing the others out costs about a table increment per other
+     * byte, counting by range two operations per vector per value; the cheaper wins. */
+    unsigned other = 256 - same, group = hi - lo < HIST_MAX_RANGE ? (hi - lo) / HIST_GROUP + 1 : 8;
+    if (other <= 20 * group && have_vbmi2()) {
+        unsigned lim = 24 * group + 16;
+        return hist_sparse(src, n, cnt, src[0], lim < 128 ? lim : 128);
+    }
     if (hi - lo < HIST_MAX_RANGE) {
         size_t i = 256 + ent_minmax_avx512(src + 256, n - 256, &lo, &hi);
         for (; i < n; i++) {
@@ -175,8 +189,6 @@ T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
             return n;
         }
     }
-    if (same >= 224 && have_vbmi2())
-        return hist_sparse(src, n, cnt, src[0]);
     return 0;
 }
 

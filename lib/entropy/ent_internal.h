@@ -26,7 +26,7 @@
  * worth 128 more bytes of final states only on larger planes. */
 #define RANS_N 32u
 #define RANS0_NMAX 64u
-#define RANS0_BIG_PLANE (128u * 1024u)
+#define RANS0_BIG_PLANE (64u * 1024u)
 
 /* Encoder view of one symbol: division replaced by a 64-bit reciprocal, exact because
  * the state is < 2^32 and frequencies are < 2^12 (see rans_common.c). */
