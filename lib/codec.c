@@ -123,10 +123,11 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
 }
 
 /* Codes the chunk with one predictor. esc_low >= 0 (DIFF only): the residual's top
- * bytes go through the escape transform, keeping esc_low low bytes as plain planes. */
+ * bytes go through the escape transform with threshold esc_t, keeping esc_low low bytes
+ * as plain planes. */
 static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                          const uint8_t *base, uint8_t pred, int esc_low, uint8_t *planes, uint8_t *out,
-                          uint32_t *raw_crc, uint32_t *base_crc)
+                          const uint8_t *base, uint8_t pred, int esc_low, unsigned esc_t, uint8_t *planes,
+                          uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {
     ctr_chunk h = {0};
     size_t sizes[XF_MAX_PLANES + 2];
@@ -172,7 +173,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
         if (esc) {
             uint8_t *low[4];
             for (unsigned k = 0; k < L; k++) low[k] = plane[K + k] + e0;
-            fused = pred_forward_esc(h.esize, isf, L, ESC_THRESHOLD, raw + off, base + off, len, low, a + e0, e,
+            fused = pred_forward_esc(h.esize, isf, L, esc_t, raw + off, base + off, len, low, a + e0, e,
                                      &nesc);
         }
         if (fused < cnt) {
@@ -192,7 +193,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
                 for (unsigned b = 0; b < h.esize; b++) rest[b] = part[b] + done / h.esize;
                 xf_split(h.xf, h.esize, x, rlen - done, rest);
             }
-            if (esc) esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)part, cnt - fused, a + r0, e, &nesc);
+            if (esc) esc_forward(K, esc_t, (const uint8_t *const *)part, cnt - fused, a + r0, e, &nesc);
         }
         h.raw_crc = crc32c(h.raw_crc, raw + off, len);
     }
@@ -218,7 +219,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     /* Header, the low planes (near-random: the mantissa hint), A (small values, counted
      * from a sample), the escape planes (the lowest near-random, the others mostly
      * zero), the tail. */
-    uint8_t hdr[ESC_HDR] = {(uint8_t)L, ESC_THRESHOLD};
+    uint8_t hdr[ESC_HDR] = {(uint8_t)L, (uint8_t)esc_t};
     h.xf = XF_ESC;
     np = 0;
     src[np] = hdr, sizes[np] = ESC_HDR, hints[np++] = HINT_STORE;
@@ -233,11 +234,12 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {
-    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc, NULL);
+    if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
     int low;
-    uint8_t pred = pred_choose(dtype, raw, base, n, &low);
+    unsigned esc_t;
+    uint8_t pred = pred_choose(dtype, raw, base, n, &low, &esc_t);
     if (level < 7) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc, base_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, base_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
@@ -248,9 +250,9 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
             zeros += (es >= 8 ? v : v & ((1ull << (8 * es)) - 1)) == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
-            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, planes, out, raw_crc, NULL);
+            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
             if (len0 <= len) return len0;
-            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, planes, out, raw_crc, NULL);
+            len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, NULL);
         }
         return len;
     }
@@ -259,7 +261,7 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     size_t best = SIZE_MAX;
     uint8_t best_pred = PRED_NONE;
     for (uint8_t p = PRED_NONE; p <= PRED_DIFF; p++) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, low, planes, out, raw_crc,
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, p, low, esc_t, planes, out, raw_crc,
                                  p == PRED_NONE ? base_crc : NULL);
         if (len < best) {
             best = len;
@@ -267,7 +269,7 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
         }
     }
     if (best_pred != PRED_DIFF)
-        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, low, planes, out, raw_crc, NULL);
+        best = encode_with(ec, level, dtype, entry, raw, n, base, best_pred, low, esc_t, planes, out, raw_crc, NULL);
     return best;
 }
 

@@ -178,6 +178,7 @@ typedef struct {
     size_t nchunks;
     unsigned codec_seen[8];
     unsigned esc_chunks, esc_escaping; /* escape-transform chunks, those with escapes */
+    unsigned esc_wide;                 /* escape-transform chunks with T = ESC_T_WIDE */
 } sample;
 
 static int parse_layout(sample *s)
@@ -212,6 +213,7 @@ static int parse_layout(sample *s)
             if (z[pos + 16] == 4 && np >= 5 && 32 + 8 * np + 2 <= p + 32) { /* escape: plane 0 is L, T */
                 unsigned L = z[pos + 32 + 8 * np];
                 s->esc_chunks++;
+                s->esc_wide += z[pos + 32 + 8 * np + 1] == 63;
                 if (L + 2 < np && rd32(z + pos + 32 + 8 * (L + 2) + 4) > 0) s->esc_escaping++;
             }
             pos += 32 + p;
@@ -995,7 +997,8 @@ int main(void)
     }
 
     /* a next checkpoint whose residuals often escape the escape transform's A plane:
-     * steps of up to 20 units in a's (bf16) last place, of up to 1.5 M in b's (f32) */
+     * steps of up to 16 units in a's (bf16) last place (T = 31, a few escapes), of up to
+     * 3 M in b's (f32: top residual bytes up to ~90, T = 63 with escapes) */
     size_t et_len;
     uint8_t *et = make_safetensors(24000, 16000, 1, &et_len), *et2 = malloc(et_len);
     memcpy(et2, et, et_len);
@@ -1003,12 +1006,12 @@ int main(void)
         size_t hl = (size_t)rd64(et2), a0 = 8 + hl, b0 = a0 + 2 * 24000;
         for (size_t k = 0; k < 24000; k++) {
             unsigned v = et2[a0 + 2 * k] | (unsigned)et2[a0 + 2 * k + 1] << 8;
-            v = (v + (unsigned)(rng() % 41) - 20) & 0xffff;
+            v = (v + (unsigned)(rng() % 33) - 16) & 0xffff;
             et2[a0 + 2 * k] = (uint8_t)v;
             et2[a0 + 2 * k + 1] = (uint8_t)(v >> 8);
         }
         for (size_t k = 0; k < 16000; k++)
-            wr32(et2 + b0 + 4 * k, rd32(et2 + b0 + 4 * k) + (uint32_t)(rng() % 3000001) - 1500000u);
+            wr32(et2 + b0 + 4 * k, rd32(et2 + b0 + 4 * k) + (uint32_t)(rng() % 6000001) - 3000000u);
     }
 
     static sample s[NSAMPLES];
@@ -1032,6 +1035,9 @@ int main(void)
         CHECK(s[4].esc_chunks > 0 && s[7].esc_escaping > 0,
               "escape transform: %u chunks in the delta sample, %u with escapes in the escaping one", s[4].esc_chunks,
               s[7].esc_escaping);
+        CHECK(s[4].esc_wide < s[4].esc_chunks && s[7].esc_wide > 0,
+              "escape thresholds: %u of %u chunks at T = 63 in the delta sample, %u in the escaping one", s[4].esc_wide,
+              s[4].esc_chunks, s[7].esc_wide);
         for (int k = 0; k < NSAMPLES; k++) {
             test_flips(&s[k]);
             test_reserved(&s[k]);

@@ -287,13 +287,13 @@ static void test_choose(void)
         /* unrelated base: stand-alone */
         fill_f32(xf, nf);
         fill_f32(bf, nf);
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_NONE, "f32 unrelated n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_NONE, "f32 unrelated n %zu", n);
         fill_bf16(xh, nh);
         fill_bf16(bh, nh);
-        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL) == PRED_NONE, "bf16 unrelated n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL, NULL) == PRED_NONE, "bf16 unrelated n %zu", n);
         for (size_t i = 0; i < n; i++) x[i] = (uint8_t)rng(), b[i] = (uint8_t)rng();
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_NONE, "random bits n %zu", n);
-        CHECKF(pred_choose(CKPZ_DTYPE_NONE, x, b, n, NULL) == PRED_NONE, "random bytes n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_NONE, "random bits n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_NONE, x, b, n, NULL, NULL) == PRED_NONE, "random bytes n %zu", n);
 
         /* a training step: a few ulps either way */
         fill_f32(bf, nf);
@@ -301,19 +301,19 @@ static void test_choose(void)
             xf[i] = bf[i];
             for (int k = (int)(rng() % 3); k > 0; k--) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
         }
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_DIFF, "f32 ulp steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_DIFF, "f32 ulp steps n %zu", n);
         fill_bf16(bh, nh);
         for (size_t i = 0; i < nh; i++) xh[i] = (uint16_t)(bh[i] + (int)(rng() % 3) - 1);
-        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL) == PRED_DIFF, "bf16 ulp steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL, NULL) == PRED_DIFF, "bf16 ulp steps n %zu", n);
 
         /* the same but for a few elements: a delta predictor */
         fill_f32(bf, nf);
         memcpy(xf, bf, nf * 4);
         for (int k = 0; k < 10; k++) xf[rng() % nf] = (float)rng_normal();
-        uint8_t p = pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL);
+        uint8_t p = pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL);
         CHECKF(p == PRED_XOR || p == PRED_DIFF, "f32 nearly equal n %zu: %s", n, pred_name(p));
         memcpy(x, b, n);
-        p = pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL);
+        p = pred_choose(CKPZ_DTYPE_BF16, x, b, n, NULL, NULL);
         CHECKF(p == PRED_XOR || p == PRED_DIFF, "bf16 equal n %zu: %s", n, pred_name(p));
 
         /* the sample spans the chunk: only the first eighth is unrelated to the base */
@@ -321,7 +321,7 @@ static void test_choose(void)
         memcpy(xf, bf, nf * 4);
         fill_f32(xf, nf / 8);
         for (size_t i = nf / 8; i < nf; i++) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
 
         /* integer counters that moved a little */
         int32_t *xi = (int32_t *)x, *bi = (int32_t *)b;
@@ -329,11 +329,35 @@ static void test_choose(void)
             bi[i] = (int32_t)(rng() % 2000000) - 1000000;
             xi[i] = bi[i] + (int32_t)(rng() % 9) - 4;
         }
-        CHECKF(pred_choose(CKPZ_DTYPE_I32, x, b, n, NULL) == PRED_DIFF, "i32 steps n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_I32, x, b, n, NULL, NULL) == PRED_DIFF, "i32 steps n %zu", n);
+    }
+    /* the escape transform's threshold: steps of up to s units in a bf16's last place
+     * (residuals 0 .. 2s): all fit A at T = 31 (s = 5); a third would escape there but
+     * nearly all fit at 63 (s = 40); steps of 60-99 up (residuals 120-198) escape
+     * either way */
+    const struct {
+        int step, low;
+        unsigned t;
+    } th[] = {{5, 0, ESC_T_SMALL}, {40, 0, ESC_T_WIDE}, {-60, -1, ESC_T_SMALL}};
+    for (int k = 0; k < 3; k++) {
+        uint16_t *xh = (uint16_t *)x, *bh = (uint16_t *)b;
+        size_t nh = (1 << 20) / 2;
+        fill_bf16(bh, nh);
+        for (size_t i = 0; i < nh; i++) {
+            int u = bh[i] & 0x7fff, s = th[k].step;
+            int d = s < 0 ? -s + (int)(rng() % 40) : (int)(rng() % (2u * (unsigned)s + 1)) - s;
+            u = u + d < 0 ? 0 : u + d > 0x7f7f ? 0x7f7f : u + d; /* stay finite, keep the sign */
+            xh[i] = (uint16_t)((bh[i] & 0x8000) | u);
+        }
+        int low = 9;
+        unsigned t = 0;
+        uint8_t p = pred_choose(CKPZ_DTYPE_BF16, x, b, 1 << 20, &low, &t);
+        CHECKF(p == PRED_DIFF && low == th[k].low && t == th[k].t, "escape threshold for steps of %d: %s L %d T %u",
+               th[k].step, pred_name(p), low, t);
     }
     /* nothing to sample */
-    CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0, NULL) == PRED_NONE);
-    CHECK(pred_choose(CKPZ_DTYPE_F64, x, b, 7, NULL) == PRED_NONE);
+    CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0, NULL, NULL) == PRED_NONE);
+    CHECK(pred_choose(CKPZ_DTYPE_F64, x, b, 7, NULL, NULL) == PRED_NONE);
     free(x);
     free(b);
 }
@@ -462,12 +486,12 @@ static void test_forward_esc(void)
                 for (unsigned k = 0; k < es; k++) p[k] = pl + k * count;
                 xf_split(XF_INT, (uint8_t)es, r, n, p);
                 esc_simd_cap = 0;
-                esc_forward(K, ESC_THRESHOLD, (const uint8_t *const *)p, count, ra, re, &rne);
+                esc_forward(K, ESC_T_SMALL, (const uint8_t *const *)p, count, ra, re, &rne);
                 esc_simd_cap = 1;
-                size_t done = pred_forward_esc(es, flt, L, ESC_THRESHOLD, x, b, n, gl, ga, ge, &gne);
+                size_t done = pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne);
                 /* the reference's escapes among the first `done` elements */
                 size_t want = 0;
-                for (size_t i = 0; i < done; i++) want += ra[i] == ESC_THRESHOLD;
+                for (size_t i = 0; i < done; i++) want += ra[i] == ESC_T_SMALL;
                 int ok = done % 64 == 0 && done <= count && gne == want && !memcmp(ga, ra, done);
                 for (unsigned k = 0; ok && k < K; k++) ok = !memcmp(ge[k], re[k], gne);
                 for (unsigned k = 0; ok && k < L; k++) ok = !memcmp(gl[k], p[K + k], done);
@@ -475,7 +499,7 @@ static void test_forward_esc(void)
                 vector_used |= done > 0;
                 pred_simd_cap = 0;
                 gne = 0;
-                CHECKF(pred_forward_esc(es, flt, L, ESC_THRESHOLD, x, b, n, gl, ga, ge, &gne) == 0 && gne == 0,
+                CHECKF(pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne) == 0 && gne == 0,
                        "forward_esc with vector loops off");
                 pred_simd_cap = 1;
             }

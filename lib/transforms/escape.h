@@ -23,7 +23,10 @@
 #include <stdint.h>
 
 #define ESC_HDR 2       /* bytes of the header plane */
-#define ESC_THRESHOLD 31 /* T written by the encoder: A spans 32 values */
+/* T written by the encoder: A spans 32 values (register tables of one vector) where
+ * most elements fit them, 64 where a quarter or more would escape (pred_choose). */
+#define ESC_T_SMALL 31
+#define ESC_T_WIDE 63
 #define ESC_SLACK 64    /* bytes past each escape plane the vector loops may touch */
 
 /* Encoder, on byte planes as transform int writes them: top[0..K) are the K most

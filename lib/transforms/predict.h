@@ -78,8 +78,11 @@ extern int pred_simd_cap;
  * gets how the escape transform (escape.h) should code a DIFF residual of 2 or 4 bytes:
  * the number L of low bytes kept as plain planes (those whose sample looks random,
  * >= 7.5 bits per byte, and at least all but the top two), or -1 when fewer than half
- * the sampled elements would fit A (no escape transform). */
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low);
+ * the sampled elements would fit A (no escape transform); and esc_t (if not NULL) the
+ * threshold T to code it with (ESC_T_SMALL, or ESC_T_WIDE where a quarter or more of the
+ * sample would escape at ESC_T_SMALL). */
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low,
+                    unsigned *esc_t);
 
 /* The transform (planes.h ids) and element size that split the residual of pred:
  * NONE, XOR (and COPY) -> xf_choose(dtype); DIFF -> XF_INT with the dtype's element size
