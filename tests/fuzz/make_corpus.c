@@ -43,7 +43,8 @@ static void put(const char *sub, const char *name, const void *p, size_t n)
     }
 }
 
-static void *ckpz(const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype dt, int level, size_t *zl)
+static void *ckpz(const char *name, const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype dt, int level,
+                  size_t *zl)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_params p;
@@ -65,7 +66,7 @@ static void *ckpz(const void *src, size_t n, ckpz_input_format fmt, ckpz_dtype d
     }
     ckpz_ctx_free(ctx);
     if (*zl > 20000) {
-        fprintf(stderr, "seed too large: %zu\n", *zl);
+        fprintf(stderr, "seed %s too large: %zu bytes\n", name, *zl);
         exit(1);
     }
     return z;
@@ -75,7 +76,7 @@ static void seed(const char *name, const void *src, size_t n, ckpz_input_format 
                  int damaged)
 {
     size_t zl;
-    uint8_t *z = ckpz(src, n, fmt, dt, level, &zl);
+    uint8_t *z = ckpz(name, src, n, fmt, dt, level, &zl);
     char nm[256];
     snprintf(nm, sizeof nm, "%s.ckpz", name);
     put("decompress", nm, z, zl);
@@ -208,7 +209,8 @@ int main(int argc, char **argv)
     put("roundtrip", "one-byte", "\x8a", 1);
     /* delta files against fuzz_base(): bf16 and f32 steps of a few units in the last
      * place with some far larger (escape transform with escapes), f16 steps (escape with
-     * a plain low byte), an unchanged run (copy frames) and XOR-like bit flips */
+     * a plain low byte), an unchanged run (copy frames), XOR-like bit flips, and bf16
+     * steps wide enough for the escape threshold T = 63 */
     based = 1;
     {
         const uint8_t *b = fuzz_base();
@@ -234,6 +236,17 @@ int main(int argc, char **argv)
         memcpy(buf, b, FUZZ_BASE_BYTES);
         for (size_t i = 0; i < FUZZ_BASE_BYTES; i += 13) buf[i] ^= 1;
         seed("delta-f32-xor-l9", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 9, 0);
+        /* bf16 steps of up to 24 units, a few 8 times that: the wide threshold (T = 63) */
+        memcpy(buf, b, FUZZ_BASE_BYTES);
+        for (size_t i = 0; i < FUZZ_BASE_BYTES / 2; i++) {
+            unsigned v = buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
+            int d = (int)(rnd() % 49) - 24;
+            if (rnd() % 32 == 0) d *= 8;
+            v = (v + (unsigned)d) & 0xffff;
+            buf[2 * i] = (uint8_t)v;
+            buf[2 * i + 1] = (uint8_t)(v >> 8);
+        }
+        seed("delta-bf16-wide", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 3, 0);
     }
     based = 0;
     return 0;
