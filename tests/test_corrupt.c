@@ -1000,17 +1000,17 @@ int main(void)
      * steps of up to 16 units in a's (bf16) last place (T = 31, a few escapes), of up to
      * 3 M in b's (f32: top residual bytes up to ~90, T = 63 with escapes) */
     size_t et_len;
-    uint8_t *et = make_safetensors(24000, 16000, 1, &et_len), *et2 = malloc(et_len);
+    uint8_t *et = make_safetensors(36000, 17000, 1, &et_len), *et2 = malloc(et_len);
     memcpy(et2, et, et_len);
     {
-        size_t hl = (size_t)rd64(et2), a0 = 8 + hl, b0 = a0 + 2 * 24000;
-        for (size_t k = 0; k < 24000; k++) {
+        size_t hl = (size_t)rd64(et2), a0 = 8 + hl, b0 = a0 + 2 * 36000;
+        for (size_t k = 0; k < 36000; k++) {
             unsigned v = et2[a0 + 2 * k] | (unsigned)et2[a0 + 2 * k + 1] << 8;
             v = (v + (unsigned)(rng() % 33) - 16) & 0xffff;
             et2[a0 + 2 * k] = (uint8_t)v;
             et2[a0 + 2 * k + 1] = (uint8_t)(v >> 8);
         }
-        for (size_t k = 0; k < 16000; k++)
+        for (size_t k = 0; k < 17000; k++)
             wr32(et2 + b0 + 4 * k, rd32(et2 + b0 + 4 * k) + (uint32_t)(rng() % 6000001) - 3000000u);
     }
 

@@ -594,8 +594,10 @@ static double planes_bits(uint32_t (*hp)[256], unsigned planes, uint32_t total)
 #define RANDOM_BITS 7.5
 /* Share of elements that must fit the escape transform's A plane (no escape). */
 #define ESC_MIN_FIT 0.5
-/* Below this share fitting A at T = ESC_T_SMALL, T = ESC_T_WIDE. */
+/* Below this share fitting A at T = ESC_T_SMALL, T = ESC_T_WIDE, in chunks of at least
+ * ESC_WIDE_MIN elements. */
 #define ESC_WIDE_BELOW 0.75
+#define ESC_WIDE_MIN 16384
 
 uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low, unsigned *esc_t)
 {
@@ -647,8 +649,10 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
         }
         /* Where a quarter or more would escape at 31, A's wider alphabet costs less than
          * the escapes it saves (FP16 weights: 48% -> 29% escapes, coded 8% faster and
-         * 0.1% smaller; a 32-value A takes one register per table, 64 two). */
-        int wide = fit[0] < ESC_WIDE_BELOW;
+         * 0.1% smaller; a 32-value A takes one register per table, 64 two), except in
+         * small chunks, where its larger tables outweigh that (384-element tensors of
+         * Adam's exp_avg_sq grew 0.1-2% past their stand-alone size). */
+        int wide = fit[0] < ESC_WIDE_BELOW && elems >= ESC_WIDE_MIN;
         if (fit[wide] >= ESC_MIN_FIT) {
             *diff_low = (int)L;
             if (esc_t) *esc_t = wide ? ESC_T_WIDE : ESC_T_SMALL;

@@ -80,7 +80,7 @@ extern int pred_simd_cap;
  * >= 7.5 bits per byte, and at least all but the top two), or -1 when fewer than half
  * the sampled elements would fit A (no escape transform); and esc_t (if not NULL) the
  * threshold T to code it with (ESC_T_SMALL, or ESC_T_WIDE where a quarter or more of the
- * sample would escape at ESC_T_SMALL). */
+ * sample would escape at ESC_T_SMALL, in chunks of 16384 elements or more). */
 uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low,
                     unsigned *esc_t);
 
