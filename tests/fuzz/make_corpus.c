@@ -117,6 +117,21 @@ static size_t safetensors(uint8_t *p, size_t na, size_t nb)
     return 8 + hl + 2 * na + 4 * nb;
 }
 
+/* buf = the fuzz base with every 16-bit element moved by up to `span` units, one in
+ * `rare` of them `mult` times as far. */
+static void bf16_steps(uint8_t *buf, const uint8_t *b, int span, unsigned rare, int mult)
+{
+    memcpy(buf, b, FUZZ_BASE_BYTES);
+    for (size_t i = 0; i < FUZZ_BASE_BYTES / 2; i++) {
+        unsigned v = buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
+        int d = (int)(rnd() % (2 * (unsigned)span + 1)) - span;
+        if (rnd() % rare == 0) d *= mult;
+        v = (v + (unsigned)d) & 0xffff;
+        buf[2 * i] = (uint8_t)v;
+        buf[2 * i + 1] = (uint8_t)(v >> 8);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
@@ -214,15 +229,7 @@ int main(int argc, char **argv)
     based = 1;
     {
         const uint8_t *b = fuzz_base();
-        memcpy(buf, b, FUZZ_BASE_BYTES);
-        for (size_t i = 0; i < FUZZ_BASE_BYTES / 2; i++) {
-            unsigned v = buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
-            int d = (int)(rnd() % 9) - 4;
-            if (rnd() % 8 == 0) d *= 40;
-            v = (v + (unsigned)d) & 0xffff;
-            buf[2 * i] = (uint8_t)v;
-            buf[2 * i + 1] = (uint8_t)(v >> 8);
-        }
+        bf16_steps(buf, b, 4, 8, 40);
         seed("delta-bf16-escapes", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 3, 1);
         seed("delta-f16", buf, FUZZ_BASE_BYTES / 4 - 1, CKPZ_INPUT_RAW, CKPZ_DTYPE_F16, 3, 0);
         memcpy(buf, b, FUZZ_BASE_BYTES);
@@ -236,16 +243,7 @@ int main(int argc, char **argv)
         memcpy(buf, b, FUZZ_BASE_BYTES);
         for (size_t i = 0; i < FUZZ_BASE_BYTES; i += 13) buf[i] ^= 1;
         seed("delta-f32-xor-l9", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 9, 0);
-        /* bf16 steps of up to 24 units, a few 8 times that: the wide threshold (T = 63) */
-        memcpy(buf, b, FUZZ_BASE_BYTES);
-        for (size_t i = 0; i < FUZZ_BASE_BYTES / 2; i++) {
-            unsigned v = buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
-            int d = (int)(rnd() % 49) - 24;
-            if (rnd() % 32 == 0) d *= 8;
-            v = (v + (unsigned)d) & 0xffff;
-            buf[2 * i] = (uint8_t)v;
-            buf[2 * i + 1] = (uint8_t)(v >> 8);
-        }
+        bf16_steps(buf, b, 24, 32, 8); /* the wide threshold (T = 63) */
         seed("delta-bf16-wide", buf, FUZZ_BASE_BYTES, CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 3, 0);
     }
     based = 0;
