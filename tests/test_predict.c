@@ -354,6 +354,10 @@ static void test_choose(void)
         uint8_t p = pred_choose(CKPZ_DTYPE_BF16, x, b, 1 << 20, &low, &t);
         CHECKF(p == PRED_DIFF && low == th[k].low && t == th[k].t, "escape threshold for steps of %d: %s L %d T %u",
                th[k].step, pred_name(p), low, t);
+        /* a small chunk (1000 elements) keeps T = 31: the wider tables would outweigh */
+        t = 0;
+        pred_choose(CKPZ_DTYPE_BF16, x, b, 2000, &low, &t);
+        CHECKF(t == ESC_T_SMALL, "escape threshold of a small chunk, steps of %d: T %u", th[k].step, t);
     }
     /* nothing to sample */
     CHECK(pred_choose(CKPZ_DTYPE_F32, x, b, 0, NULL, NULL) == PRED_NONE);
