@@ -950,7 +950,8 @@ static int base_for(const fio_prefs *p, const char *src, fio_base *cache, const 
 /* The preferences for one file: with --target-bw, the levels and threads autotune.c
  * measures best for the link (stdin cannot be sampled ahead: the settings stay); *levels
  * gets the per-tensor levels' policy text for the caller to free, or NULL. */
-static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, fio_prefs *tp, char **levels)
+static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, const fio_base *base, fio_prefs *tp,
+                              char **levels)
 {
     *levels = NULL;
     if (op != OP_COMPRESS || !(p->target_bw > 0)) return p;
@@ -959,7 +960,8 @@ static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, fi
         fio_warn("--target-bw: standard input cannot be sampled ahead; using -%d", p->level);
         return p;
     }
-    if (autotune_choose(p, src, &tp->level, &tp->threads, levels) != 0) return p; /* the compression will report */
+    if (autotune_choose(p, src, base ? base->data : NULL, base ? base->size : 0, &tp->level, &tp->threads, levels) != 0)
+        return p; /* the compression will report */
     tp->levels = *levels;
     return tp;
 }
@@ -1015,7 +1017,7 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
         } else if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
         else {
             char *levels;
-            if (run_one(ctx, tuned(p, op, files[i], &tp, &levels), op, files[i], dst, base) != 0) failed = 1;
+            if (run_one(ctx, tuned(p, op, files[i], base, &tp, &levels), op, files[i], dst, base) != 0) failed = 1;
             free(levels);
         }
         free(dst);

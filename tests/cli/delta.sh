@@ -310,4 +310,23 @@ run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.file.ckpz
 same_file compat.file.ckpz compat.pipe.ckpz
 no_temp_files .
 
+# --target-bw with --base measures deltas: the tensors found in the base against the same
+# windows of it (b differs from a in a third of its tensors: the measured ratio must
+# rise), and the file it writes restores exactly
+tbw_ratio() { # the measured -3 ratio of the weights role in $WORK/.err
+    grep '^  weights and the rest' "$WORK/.err" | sed -n 's/.* -3 \([0-9.]*\)x .*/\1/p'
+}
+run 0 "$CKPZ" -v -f --target-bw 1 --cpu-budget 1 b.safetensors -o tbw.s.ckpz
+R_ALONE=$(tbw_ratio)
+grep -qF "against the same windows of the base" "$WORK/.err" && fail "--target-bw without --base measured deltas"
+run 0 "$CKPZ" -v -f --target-bw 1 --cpu-budget 1 --base a.safetensors b.safetensors -o tbw.d.ckpz
+R_DELTA=$(tbw_ratio)
+err_has "delta: against the same windows of the base"
+err_has "measured, delta)"
+python3 -c "import sys; a, d = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if d > 1.5 * a else 1)" \
+    "$R_ALONE" "$R_DELTA" || fail "--target-bw --base: measured -3 ratio $R_DELTA, stand-alone $R_ALONE"
+run 0 "$CKPZ" -q -d -f --base a.safetensors tbw.d.ckpz -o tbw.out
+same_file tbw.out b.safetensors
+ok
+
 echo "delta.sh: $CHECKS checks passed"
