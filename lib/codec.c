@@ -239,7 +239,8 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     unsigned esc_t;
     uint8_t pred = pred_choose(dtype, raw, base, n, &low, &esc_t);
     if (level < 7) {
-        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, base_crc);
+        size_t len =
+            encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, base_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
@@ -250,7 +251,8 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
             zeros += (es >= 8 ? v : v & ((1ull << (8 * es)) - 1)) == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
-            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
+            size_t len0 =
+                encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
             if (len0 <= len) return len0;
             len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, NULL);
         }
