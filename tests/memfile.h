@@ -1,6 +1,6 @@
-/* memfile.h — the tests' memory I/O: a .ckpz file held in memory, read through
- * ckpz_archive_open's pread callback, and a reader and a writer (with a patch callback)
- * for the streaming calls. */
+/* memfile.h — the tests' and fuzz harnesses' memory I/O: a file held in memory, read
+ * through a pread callback (ckpz_archive_open, ckpz_predict_file), and a reader and a
+ * writer (with a patch callback) for the streaming calls. */
 #ifndef CKPZ_TEST_MEMFILE_H
 #define CKPZ_TEST_MEMFILE_H
 

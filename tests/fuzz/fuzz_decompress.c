@@ -24,35 +24,8 @@
 
 #include "ckpz.h"
 #include "common/crc32c.h"
+#include "../memfile.h"
 #include "fuzz_base.h"
-
-typedef struct {
-    const uint8_t *p;
-    size_t n, pos, piece;
-} fz_reader;
-
-static ptrdiff_t fz_read(void *v, void *buf, size_t n)
-{
-    fz_reader *r = v;
-    if (r->piece && n > r->piece) n = r->piece;
-    if (n > r->n - r->pos) n = r->n - r->pos;
-    memcpy(buf, r->p + r->pos, n);
-    r->pos += n;
-    return (ptrdiff_t)n;
-}
-
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} fz_file;
-
-static int fz_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    fz_file *f = v;
-    if (off > f->n || n > f->n - off) return -1;
-    memcpy(buf, f->p + off, n);
-    return 0;
-}
 
 typedef struct {
     uint64_t bytes;
@@ -150,16 +123,16 @@ static void run_all(const uint8_t *data, size_t size)
     }
 
     /* streaming, test mode, in odd pieces */
-    fz_reader r = {data, size, 0, 1021};
+    mreader r = {data, size, 0, 1021};
     ckpz_stats st;
-    ckpz_error e = ckpz_decompress_stream(ctx, &p, fz_read, &r, NULL, NULL, &st);
+    ckpz_error e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, &st);
     need_message(e, ctx, "decompress_stream(wr=NULL)");
     ckpz_error e_test = e;
 
     /* streaming into a sink, whole reads */
     fz_sink sink = {0};
-    r = (fz_reader){data, size, 0, 0};
-    e = ckpz_decompress_stream(ctx, &p, fz_read, &r, fz_discard, &sink, &st);
+    r = (mreader){data, size, 0, 0};
+    e = ckpz_decompress_stream(ctx, &p, m_read, &r, fz_discard, &sink, &st);
     need_message(e, ctx, "decompress_stream");
     if ((e == CKPZ_OK) != (e_test == CKPZ_OK)) {
         fprintf(stderr, "test mode and decoding disagree: %s vs %s\n", ckpz_error_name(e_test), ckpz_error_name(e));
@@ -178,9 +151,9 @@ static void run_all(const uint8_t *data, size_t size)
     }
 
     /* random access */
-    fz_file f = {data, size};
+    mfile f = {data, size};
     ckpz_archive *a = NULL;
-    e = ckpz_archive_open(ctx, &p, fz_pread, &f, size, &a);
+    e = ckpz_archive_open(ctx, &p, m_pread, &f, size, &a);
     need_message(e, ctx, "archive_open");
     if (e == CKPZ_OK) {
         ckpz_archive_info info;

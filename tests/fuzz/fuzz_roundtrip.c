@@ -16,33 +16,7 @@
 #include <string.h>
 
 #include "ckpz.h"
-
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} rt_file;
-
-static int rt_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    rt_file *f = v;
-    if (off > f->n || n > f->n - off) return -1;
-    memcpy(buf, f->p + off, n);
-    return 0;
-}
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} rt_out;
-
-static int rt_write(void *v, const void *buf, size_t n)
-{
-    rt_out *o = v;
-    if (n > o->cap - o->n) return -1;
-    memcpy(o->p + o->n, buf, n);
-    o->n += n;
-    return 0;
-}
+#include "../memfile.h"
 
 static void die(const char *what, ckpz_error e, const ckpz_ctx *ctx)
 {
@@ -86,18 +60,18 @@ static void roundtrip(const uint8_t *src, size_t n, ckpz_input_format fmt, ckpz_
         }
     }
     p.threads = 1;
-    rt_file f = {z, zl};
+    mfile f = {z, zl};
     ckpz_archive *a = NULL;
-    if ((e = ckpz_archive_open(ctx, &p, rt_pread, &f, zl, &a))) die("archive_open", e, ctx);
+    if ((e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a))) die("archive_open", e, ctx);
     ckpz_archive_info info;
     ckpz_archive_get_info(a, &info);
     if (info.original_size != n || info.compressed_size != zl) abort();
-    rt_out o = {dst, 0, n};
+    mwriter o = {dst, 0, n, 0, 0};
     for (uint64_t i = 0; i < info.entries; i++) {
         ckpz_entry en;
         if (ckpz_archive_entry(a, i, &en)) abort();
         if (en.offset != o.n) abort(); /* entries tile the original in order */
-        if ((e = ckpz_archive_extract(ctx, a, i, rt_write, &o))) die("archive_extract", e, ctx);
+        if ((e = ckpz_archive_extract(ctx, a, i, m_write, &o))) die("archive_extract", e, ctx);
         if (o.n != en.offset + en.length) abort();
     }
     if (o.n != n || memcmp(dst, src, n)) {
