@@ -37,6 +37,7 @@
  * that a choice slower than that would show.
  */
 #include "autotune.h"
+#include "memio.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,27 +123,15 @@ static void segs_free(segs *v)
     free(v->s);
 }
 
-typedef struct {
-    const uint8_t *data;
-    size_t size;
-} mem;
-
-static int mem_pread(void *opaque, void *buf, size_t n, uint64_t off)
-{
-    const mem *m = opaque;
-    if (off > m->size || n > m->size - off) return -1;
-    memcpy(buf, m->data + off, n);
-    return 0;
-}
-
 /* Finds each tensor of v in the base (same name, dtype and size, as the library matches
  * them; base tensors taken once) and sets its boff; returns how many were found. */
-static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const void *base, size_t base_size, segs *v)
+static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const void *base, size_t base_size,
+                         segs *v)
 {
     segs b = {0};
-    mem m = {base, base_size};
+    memsrc m = {base, base_size, 0};
     size_t found = 0;
-    if (ckpz_predict_file(ctx, pp, mem_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
+    if (ckpz_predict_file(ctx, pp, memsrc_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
         segs_free(&b);
         return 0;
     }

@@ -11,6 +11,7 @@
  * what decompression verifies). MB/s = original bytes / seconds / 1e6, as zstd prints it.
  */
 #include "bench.h"
+#include "memio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,36 +73,8 @@ static double measure(bench_job *j, double seconds)
     return med > 1e-9 ? med : 1e-9;
 }
 
-/* Compressed output goes to one buffer allocated before the first run and reused, as
- * zstd's does, so that no run pays for faulting in fresh pages. */
-typedef struct membuf {
-    uint8_t *p;
-    size_t n, cap;
-} membuf;
-
-static int membuf_write(void *opaque, const void *buf, size_t n)
-{
-    membuf *m = opaque;
-    if (n > m->cap - m->n) return -1;
-    memcpy(m->p + m->n, buf, n);
-    m->n += n;
-    return 0;
-}
-
-typedef struct memsrc {
-    const uint8_t *p;
-    size_t n, pos;
-} memsrc;
-
-static ptrdiff_t memsrc_read(void *opaque, void *buf, size_t n)
-{
-    memsrc *m = opaque;
-    if (n > m->n - m->pos) n = m->n - m->pos;
-    memcpy(buf, m->p + m->pos, n);
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
+/* Compressed output goes to one buffer allocated before the first run and reused (a
+ * membuf, memio.h), as zstd's does, so that no run pays for faulting in fresh pages. */
 static int run_ckpz_c(bench_job *j)
 {
     memsrc in = {j->src, j->src_size, 0};

@@ -13,6 +13,7 @@
  */
 #include "fileio.h"
 #include "autotune.h"
+#include "memio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1402,20 +1403,6 @@ nomem:
 }
 
 /* ---- --rebase ---------------------------------------------------------------------- */
-typedef struct memsrc {
-    const unsigned char *p;
-    size_t n, pos;
-} memsrc;
-
-static ptrdiff_t mem_read(void *opaque, void *dst, size_t n)
-{
-    memsrc *m = opaque;
-    if (n > m->n - m->pos) n = m->n - m->pos;
-    memcpy(dst, m->p + m->pos, n);
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
 /* Restores a delta file with its base and writes it again stand-alone, at the level and
  * with the chunk size asked for; the output replaces the input only after it is complete
  * (-o writes elsewhere and keeps the input). */
@@ -1469,7 +1456,7 @@ static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_ba
         goto out;
     }
     memsrc m = {orig, (size_t)orig_size, 0};
-    ckpz_error e = ckpz_compress_stream(ctx, &params, mem_read, &m, orig_size, out_write, &out, &stats);
+    ckpz_error e = ckpz_compress_stream(ctx, &params, memsrc_read, &m, orig_size, out_write, &out, &stats);
     if (e != CKPZ_OK) {
         fio_error("%s: %s", src, ckpz_ctx_message(ctx));
         out_abort(&out);
