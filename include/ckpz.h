@@ -196,6 +196,22 @@ typedef int (*ckpz_write_fn)(void *opaque, const void *buf, size_t n);
 /* Reads exactly n bytes at offset off; returns 0 on success, -1 on error or short read. */
 typedef int (*ckpz_pread_fn)(void *opaque, void *buf, size_t n, uint64_t off);
 
+/* Ready-made callbacks over a POSIX file descriptor, for callers (bindings above all)
+ * that want every byte of I/O to stay in C. The opaque pointer is a ckpz_fd. Calls
+ * interrupted by a signal (EINTR) are retried and short transfers continued; a write
+ * that makes no progress fails. On failure `error` keeps the errno of the first failure
+ * (EIO when the call returned without one; a pread past the end of the file fails with
+ * error left 0: the file is shorter than it claims), for the caller's message. `bytes`
+ * lets a caller check, after the library returns, that every byte went through. */
+typedef struct ckpz_fd {
+    int fd;
+    int error;          /* 0, or the errno of the first failure */
+    uint64_t bytes;     /* bytes read or written through these callbacks so far */
+} ckpz_fd;
+CKPZ_API ptrdiff_t ckpz_fd_read(void *fd, void *buf, size_t n);            /* a ckpz_read_fn */
+CKPZ_API int ckpz_fd_write(void *fd, const void *buf, size_t n);           /* a ckpz_write_fn */
+CKPZ_API int ckpz_fd_pread(void *fd, void *buf, size_t n, uint64_t off);   /* a ckpz_pread_fn */
+
 /* Statistics of one compression or decompression. */
 typedef struct ckpz_stats {
     uint64_t original_bytes;   /* bytes of the original file */
@@ -317,6 +333,60 @@ CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, cons
 /* Decodes entry i alone (its original bytes) to `wr`, verifying its chunks. */
 CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i,
                                          ckpz_write_fn wr, void *wr_opaque);
+
+/* One range of the original file to decode into the caller's memory. */
+typedef struct ckpz_span {
+    uint64_t offset; /* in the original file */
+    uint64_t length;
+    void *dst;       /* length bytes; the spans' destinations must not overlap */
+} ckpz_span;
+
+/* Decodes the original bytes of every span straight into its destination: the chunks
+ * that hold them are read through the archive's pread callback on the calling thread
+ * (in file order) and decoded on params->threads threads (the params given to
+ * ckpz_archive_open), each chunk checked (frame and payload checksums before decoding,
+ * the restored bytes' checksum after) and written where it belongs without an
+ * intermediate copy when it lies inside one span. Spans may come in any order and share
+ * chunks; an empty span reads nothing and needs no destination, but its offset must be
+ * within the file. A lossy file gives its restored content, as a full restore does.
+ * progress (from the params given at open) is called on the calling thread after each
+ * chunk of each span, with the span bytes done and the spans' total; non-zero aborts
+ * with CKPZ_ERR_ABORTED. A span outside the original file fails with CKPZ_ERR_PARAM
+ * before anything is read. A delta file needs its base (given at open) for the entries
+ * coded against it: without it the first chunk that needs it fails with CKPZ_ERR_BASE.
+ * Not guaranteed: on failure the destinations hold partial data; the whole file's
+ * checksum is not checked, even when the spans cover the file (every chunk's are). Pass
+ * many spans to one call rather than one span a call: each call sets up its threads and
+ * buffers. */
+CKPZ_API ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *spans, size_t n);
+
+/* ---- torch.save archives written from memory ------------------------------------------ */
+/* A read callback that produces, from members in the caller's memory, the stored zip
+ * archive torch.save (torch >= 1.6) writes: each member's local header with its data
+ * aligned to 64 bytes by an extra field of padding, a data descriptor after each
+ * non-empty member, then the central directory and zip64 end records, with zip64 fields
+ * exactly where torch's writer puts them (sizes or offsets of 4 GiB and more). Member
+ * bytes are copied straight into the library's chunk buffers and their CRC-32 taken on
+ * the way: given to ckpz_compress_stream as its reader (with ckpz_zip_source_size as the
+ * size hint) the archive is compressed without ever existing uncompressed. Names are
+ * copied at creation; the data must stay valid and unchanged until the last read. */
+typedef struct ckpz_zip_member {
+    const char *name;  /* full name in the archive ("ckpt/data/0"), not starting with '/' */
+    const void *data;  /* may be NULL when size is 0 */
+    uint64_t size;
+} ckpz_zip_member;
+typedef struct ckpz_zip_source ckpz_zip_source;
+
+/* CKPZ_ERR_PARAM for a bad name (empty, over 65535 bytes, starting with '/') or more
+ * than 2^32 - 1 members; CKPZ_ERR_NOMEM. */
+CKPZ_API ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
+                                           ckpz_zip_source **out);
+/* Bytes the archive has in all (known before the first read). */
+CKPZ_API uint64_t ckpz_zip_source_size(const ckpz_zip_source *s);
+/* A ckpz_read_fn: the opaque pointer is the ckpz_zip_source. */
+CKPZ_API ptrdiff_t ckpz_zip_source_read(void *s, void *buf, size_t n);
+/* Accepts NULL. */
+CKPZ_API void ckpz_zip_source_free(ckpz_zip_source *s);
 
 /* ---- ratio prediction (lib/predict, doc/predict.md) --------------------------------- */
 /* Predicts, per tensor and for the whole file, the ratio that compression with a

@@ -1,7 +1,10 @@
 /* archive.c — random access to a complete .ckpz file: the trailer at the end locates
- * the index, whose seek table gives every chunk's position, so one tensor is decoded
- * without reading the others (ckpz -l, --extract), and a file held in memory is restored
- * with every chunk decoded straight into its place, in parallel and without copies. */
+ * the index, whose seek table gives every chunk's position and original offset, so any
+ * byte range of the original is decoded without reading the rest: one entry to a writer
+ * (ckpz -l, --extract), or many ranges straight into the caller's memory in parallel
+ * (ckpz_archive_read, for bindings that load each tensor into storage allocated once at
+ * its final size, with no whole-file buffer); and a file held in memory is restored with
+ * every chunk decoded straight into its place, in parallel and without copies. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,10 @@ struct ckpz_archive {
     unsigned flags;       /* CTR_FILE_BASED, CTR_FILE_LOSSY */
     ctr_base base;
     const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
+    uint64_t *chunk_off;  /* per chunk, its offset in the original; [nc] = original size */
+    int threads;          /* from the params given at open, resolved */
+    ckpz_progress_fn progress;
+    void *progress_opaque;
 };
 
 void ckpz_archive_close(ckpz_archive *a)
@@ -40,6 +47,7 @@ void ckpz_archive_close(ckpz_archive *a)
     free(a->e);
     free(a->c);
     free(a->compressed);
+    free(a->chunk_off);
     free(a);
 }
 
@@ -106,12 +114,23 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
                            a->e[i].name);
             goto fail;
         }
-    if (!(a->compressed = calloc(a->ne ? a->ne : 1, sizeof *a->compressed))) {
+    if (!(a->compressed = calloc(a->ne ? a->ne : 1, sizeof *a->compressed)) ||
+        !(a->chunk_off = malloc((a->nc + 1) * sizeof *a->chunk_off))) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < a->ne; i++)
-        for (uint64_t k = 0; k < a->e[i].nchunks; k++) a->compressed[i] += a->c[a->e[i].first_chunk + k].frame_len;
+    for (size_t i = 0; i < a->ne; i++) {
+        uint64_t at = a->e[i].offset; /* the index read checked that the entries tile the original */
+        for (uint64_t k = a->e[i].first_chunk; k < a->e[i].first_chunk + a->e[i].nchunks; k++) {
+            a->compressed[i] += a->c[k].frame_len;
+            a->chunk_off[k] = at;
+            at += a->c[k].raw_len;
+        }
+    }
+    a->chunk_off[a->nc] = t.original_size;
+    a->threads = p.threads;
+    a->progress = p.progress;
+    a->progress_opaque = p.progress_opaque;
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
@@ -196,6 +215,13 @@ static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_ent
     return CKPZ_OK;
 }
 
+/* "chunk K (tensor 'NAME')": how messages name a chunk. */
+static void chunk_where(char *buf, size_t size, uint64_t k, const ctr_entry *e)
+{
+    snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k,
+             e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)");
+}
+
 /* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
  * out; *result is out, or the base's bytes for a copy frame. Messages go to msg, naming
  * the chunk and its tensor. */
@@ -208,8 +234,7 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     char where[160], why[160];
     ctr_chunk h;
     ckpz_error err;
-    snprintf(where, sizeof where, "chunk %llu (tensor '%.100s')", (unsigned long long)k,
-             e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)");
+    chunk_where(where, sizeof where, k, e);
     size_t fbound = chunk_frame_bound(a->info.chunk_size);
     if ((err = ctr_chunk_read(msg, frame, a->info.chunk_size, fbound - CTR_FRAME_SIZE, where, &h))) return err;
     if (h.entry != entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len)
@@ -265,6 +290,198 @@ out:
     free(frame);
     free(raw);
     chunk_scratch_free(s);
+    return err;
+}
+
+/* ---- byte ranges into the caller's memory ---- */
+
+/* One chunk for one span (a chunk two spans share is decoded once for each). */
+typedef struct sjob {
+    const ckpz_span *span;
+    uint64_t chunk;
+    uint32_t entry_no;
+    const uint8_t *base;
+    uint8_t *frame;      /* chunk_frame_bound(chunk_size) bytes, read on the calling thread */
+    ckpz_error err;      /* set before submission when the frame or the base is missing */
+    struct ckpz_ctx msg; /* workers must not write the caller's context */
+} sjob;
+
+typedef struct sstate {
+    const ckpz_archive *a;
+    chunk_scratch *scratch;
+    uint8_t **raw; /* per worker, chunk_size bytes: a chunk that sticks out of its span is
+                      decoded here and its part copied out at once, so the buffer is free
+                      again before the job retires (NULL when no chunk sticks out) */
+} sstate;
+
+/* The part of chunk k inside span s, in original offsets. */
+static void span_overlap(const ckpz_archive *a, const ckpz_span *s, uint64_t k, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t off = a->chunk_off[k], end = a->chunk_off[k + 1], send = s->offset + s->length;
+    *lo = off > s->offset ? off : s->offset;
+    *hi = end < send ? end : send;
+}
+
+static void span_job(void *v, int worker, void *arg)
+{
+    sjob *j = v;
+    const sstate *st = arg;
+    if (j->err) return;
+    const ckpz_archive *a = st->a;
+    uint64_t off = a->chunk_off[j->chunk], lo, hi;
+    span_overlap(a, j->span, j->chunk, &lo, &hi);
+    uint8_t *dst = (uint8_t *)j->span->dst + (lo - j->span->offset);
+    /* A chunk wholly inside its span is decoded in place. Otherwise raw[worker] holds at
+     * most chunk_size bytes: enough, since only copy frames (which decode nothing into
+     * it) may be longer, and decode_indexed refuses any other frame whose length
+     * differs from the seek table's or exceeds the chunk size before it writes. */
+    uint8_t *out = lo == off && hi == a->chunk_off[j->chunk + 1] ? dst : st->raw[worker];
+    const uint8_t *result;
+    uint32_t crc;
+    j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, j->frame, j->base, st->scratch->ec[worker],
+                            st->scratch->planes[worker], out, &result, &crc);
+    if (!j->err && result + (lo - off) != dst) memcpy(dst, result + (lo - off), hi - lo);
+}
+
+/* The chunk that holds original byte `off` (< original size). */
+static uint64_t chunk_at(const ckpz_archive *a, uint64_t off)
+{
+    uint64_t lo = 0, hi = a->nc; /* chunk_off[lo] <= off < chunk_off[hi] */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a->chunk_off[mid] <= off) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The entry that owns chunk k: the last one whose chunks start at or before k (empty
+ * entries own none and start where the next one does). */
+static uint32_t entry_of(const ckpz_archive *a, uint64_t k)
+{
+    size_t lo = 0, hi = a->ne; /* e[lo].first_chunk <= k < e[hi].first_chunk */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->e[mid].first_chunk <= k) lo = mid;
+        else hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
+static int span_cmp(const void *x, const void *y)
+{
+    const ckpz_span *s = *(const ckpz_span *const *)x, *t = *(const ckpz_span *const *)y;
+    return s->offset < t->offset ? -1 : s->offset > t->offset;
+}
+
+ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *spans, size_t n)
+{
+    ctx_clear(ctx);
+    uint64_t size = a->info.original_size, total = 0, njobs = 0;
+    size_t ns = 0;
+    int straddle = 0;
+    if (n && !spans) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%zu spans but no array", n);
+    for (size_t i = 0; i < n; i++) {
+        const ckpz_span *s = &spans[i];
+        if (s->offset > size || s->length > size - s->offset)
+            return ctx_fail(ctx, CKPZ_ERR_PARAM,
+                            "span %zu (offset %llu, %llu bytes) ends past the original's %llu bytes", i,
+                            (unsigned long long)s->offset, (unsigned long long)s->length, (unsigned long long)size);
+        if (s->length && !s->dst)
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "span %zu (offset %llu, %llu bytes) has no destination", i,
+                            (unsigned long long)s->offset, (unsigned long long)s->length);
+        if (!s->length) continue;
+        uint64_t k0 = chunk_at(a, s->offset), k1 = chunk_at(a, s->offset + s->length - 1);
+        njobs += k1 - k0 + 1;
+        straddle |= a->chunk_off[k0] != s->offset || a->chunk_off[k1 + 1] != s->offset + s->length;
+        total += s->length;
+        ns++;
+    }
+    if (!ns) return CKPZ_OK;
+    /* Spans are taken in original order so that the file is read front to back, which
+     * read-ahead rewards; nothing else depends on the order. */
+    const ckpz_span **sp = malloc(ns * sizeof *sp);
+    int workers = a->threads - 1;
+    if ((uint64_t)workers >= njobs) workers = (int)(njobs - 1); /* no idle threads for a small read */
+    size_t depth = workers ? (size_t)(workers + 1) * 3 : 1, used = 0;
+    if (depth > njobs) depth = (size_t)njobs;
+    size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
+    sstate st = {a, chunk_scratch_create(workers + 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0),
+                 straddle ? calloc((size_t)workers + 1, sizeof(uint8_t *)) : NULL};
+    sjob *jobs = calloc(depth, sizeof *jobs), *j;
+    pipeline *pl = NULL;
+    ckpz_error err = CKPZ_OK;
+    if (!sp || !st.scratch || !jobs || (straddle && !st.raw)) goto nomem;
+    for (size_t i = 0; i < depth; i++)
+        if (!(jobs[i].frame = malloc(fbound))) goto nomem;
+    for (int w = 0; straddle && w <= workers; w++)
+        if (!(st.raw[w] = malloc(cs))) goto nomem;
+    for (size_t i = 0, m = 0; i < n; i++)
+        if (spans[i].length) sp[m++] = &spans[i];
+    qsort(sp, ns, sizeof *sp, span_cmp);
+    if (!(pl = pipeline_create(workers, depth, span_job, &st))) goto nomem;
+
+    /* As in the whole-file restore: submit in order, retire the oldest when every slot is
+     * busy, and at the end until none is pending. A frame that cannot be read (or a base
+     * that is missing) ends the submissions and fails when its job retires, after the
+     * chunks before it: the error reported is always the first in order. */
+    size_t si = 0;
+    uint64_t k = chunk_at(a, sp[0]->offset), done = 0;
+    uint32_t ei = entry_of(a, k);
+    int more = 1;
+    for (;;) {
+        if (more && used < depth) {
+            j = &jobs[used++];
+        } else {
+            if (!(j = pipeline_retire(pl))) break;
+            if (j->err) {
+                err = ctx_fail(ctx, j->err, "%s", j->msg.msg);
+                goto out;
+            }
+            uint64_t lo, hi;
+            span_overlap(a, j->span, j->chunk, &lo, &hi);
+            done += hi - lo;
+            if (a->progress && a->progress(a->progress_opaque, done, total)) {
+                err = ctx_fail(ctx, CKPZ_ERR_ABORTED, "aborted");
+                goto out;
+            }
+            if (!more) continue;
+        }
+        const ctr_chunkrec *r = &a->c[k];
+        const ctr_entry *e = &a->e[ei];
+        *j = (sjob){.span = sp[si], .chunk = k, .entry_no = ei, .frame = j->frame};
+        if (!(j->err = chunk_base(&j->msg, a, e, a->chunk_off[k] - e->offset, r->raw_len, &j->base)) &&
+            (r->frame_len > fbound || a->pr(a->opaque, j->frame, r->frame_len, r->frame_offset) != 0)) {
+            char where[160];
+            chunk_where(where, sizeof where, k, e);
+            j->err = ctx_fail(&j->msg, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ, "%s: %s", where,
+                              r->frame_len > fbound ? "frame too large" : "read error");
+        }
+        if (j->err) more = 0;
+        pipeline_submit(pl, j);
+        if (!more) continue;
+        if (a->chunk_off[++k] >= sp[si]->offset + sp[si]->length) { /* next span */
+            if (++si == ns) {
+                more = 0;
+            } else {
+                k = chunk_at(a, sp[si]->offset);
+                ei = entry_of(a, k);
+            }
+        } else {
+            while (k >= a->e[ei].first_chunk + a->e[ei].nchunks) ei++;
+        }
+    }
+    goto out;
+nomem:
+    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+out:
+    pipeline_destroy(pl);
+    for (size_t i = 0; jobs && i < depth; i++) free(jobs[i].frame);
+    for (int w = 0; st.raw && w <= workers; w++) free(st.raw[w]);
+    free(st.raw);
+    free(jobs);
+    free(sp);
+    chunk_scratch_free(st.scratch);
     return err;
 }
 

@@ -1,26 +1,43 @@
 #!/usr/bin/python3
-"""Benchmark: ckpz.save + ckpz.load against torch.save + `zstd -1` and `zstd -d` + torch.load.
+"""Benchmark: ckpz.save / ckpz.load against torch.save / torch.load, on the same state, in one run.
 
-Builds a real training checkpoint of over 200 MB (a GPT-style transformer's FP32 weights
-and AdamW's two moments after a few real optimisation steps, plus step counters and the
-RNG state), then times, in one run, median of --repeat runs each:
+Builds a real training state of over 300 MB with Debian's torch (a GPT-style
+transformer's FP32 weights and AdamW's two moments after real optimisation steps, an LR
+scheduler, step counters and the RNG state), then measures, every figure a median of
+--repeat runs with the tools interleaved run by run:
 
-  (a) ckpz.save(state, "x.pt.ckpz")       then  ckpz.load("x.pt.ckpz")
-  (b) torch.save(state, "x.pt"); zstd -1   then  zstd -d; torch.load("x.pt")
+  local       save and load on --dir (default /dev/shm: tmpfs, so the disk is not what
+              is measured): torch.save vs ckpz.save, torch.load vs ckpz.load, and the
+              round trip; targets: ckpz.save <= torch.save, ckpz.load <= torch.load,
+              ckpz save + load <= 0.8x torch's.
+  link        the same through a pipe limited to each --rate (pv -L), as to a disk or a
+              network that moves that many bytes a second: save = until the last byte
+              has arrived at the far end; load = from the first byte sent until the
+              state is in memory. Target: ckpz faster than torch by at least the size
+              ratio.
+  memory      peak RSS of a fresh process that imports torch and ckpz and loads the
+              file with torch.load / ckpz.load. Target: ckpz <= 1.1x torch.
+  background  a training loop (forward, backward, AdamW step) that saves every
+              --every steps with ckpz.save(background=True): per save, the time the
+              loop stalled against the time the snapshot (the copy of the tensors)
+              took. Target: stall <= 1.2x snapshot; torch.save's stall for comparison.
 
-Files go to --dir (default: a new folder under /tmp) and are removed afterwards.
 Usage, from the repository after `make`:
 
-    PYTHONPATH=python /usr/bin/python3 python/bench_save_load.py [--threads N] [--repeat 3]
+    PYTHONPATH=python /usr/bin/python3 python/bench_save_load.py [--repeat 5] [--rate 1000M --rate 200M]
+
+Exits non-zero when a target is missed. Files are removed afterwards.
 """
 
 import argparse
+import io
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,25 +79,39 @@ class GPT(torch.nn.Module):
         return self.head(self.ln(x))
 
 
-def make_state(steps, vocab=8192, d=512, heads=8, layers=6, ctx=128):
-    torch.manual_seed(0)
-    model = GPT(vocab, d, heads, layers, ctx)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    g = torch.Generator().manual_seed(1)
-    for _ in range(steps):
-        idx = torch.randint(0, vocab, (8, ctx + 1), generator=g)
-        loss = torch.nn.functional.cross_entropy(model(idx[:, :-1]).reshape(-1, vocab), idx[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
+class Trainer:
+    """A small GPT trained with AdamW on random tokens (real gradients, real moments)."""
+
+    def __init__(self, vocab=8192, d=512, heads=8, layers=7, ctx=64, batch=4):
+        torch.manual_seed(0)
+        self.vocab, self.ctx, self.batch = vocab, ctx, batch
+        self.model = GPT(vocab, d, heads, layers, ctx)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        self.sched = torch.optim.lr_scheduler.CosineAnnealingLR(self.opt, 1000)
+        self.gen = torch.Generator().manual_seed(1)
+        self.steps = 0
+        self.config = {"vocab": vocab, "d": d, "heads": heads, "layers": layers, "ctx": ctx}
+
+    def step(self):
+        idx = torch.randint(0, self.vocab, (self.batch, self.ctx + 1), generator=self.gen)
+        out = self.model(idx[:, :-1]).reshape(-1, self.vocab)
+        loss = torch.nn.functional.cross_entropy(out, idx[:, 1:].reshape(-1))
+        self.opt.zero_grad(set_to_none=True)
         loss.backward()
-        opt.step()
-    return {
-        "model": model.state_dict(),
-        "optimizer": opt.state_dict(),
-        "step": steps,
-        "loss": loss.item(),
-        "rng": torch.get_rng_state(),
-        "config": {"vocab": vocab, "d": d, "heads": heads, "layers": layers, "ctx": ctx},
-    }
+        self.opt.step()
+        self.sched.step()
+        self.steps += 1
+        return loss.item()
+
+    def state(self):
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
+            "step": self.steps,
+            "rng": torch.get_rng_state(),
+            "config": self.config,
+        }
 
 
 def tensor_bytes(obj):
@@ -110,73 +141,240 @@ def timed(fn):
     return time.perf_counter() - t, r
 
 
+med = statistics.median
+
+
+def fmt(xs):
+    return "%.3f s [%.3f-%.3f]" % (med(xs), min(xs), max(xs))
+
+
+# ---- local ------------------------------------------------------------------------------
+
+
+def bench_local(state, work, repeat, results):
+    pt, ck = os.path.join(work, "x.pt"), os.path.join(work, "x.pt.ckpz")
+    ts, cs, tl, cl = [], [], [], []
+    for r in range(repeat + 1):  # run 0 warms up (page cache, allocator) and is not counted
+        order = [0, 1] if r % 2 else [1, 0]  # who goes first alternates
+        for who in order:
+            if who == 0:
+                t, _ = timed(lambda: torch.save(state, pt))
+                (ts if r else []).append(t)
+            else:
+                t, _ = timed(lambda: ckpz.save(state, ck))
+                (cs if r else []).append(t)
+        for who in order:
+            if who == 0:
+                t, back = timed(lambda: torch.load(pt))
+                (tl if r else []).append(t)
+            else:
+                t, back = timed(lambda: ckpz.load(ck))
+                (cl if r else []).append(t)
+            if r == 0 and not same(state, back):
+                sys.exit("%s: the loaded state differs" % ("torch" if who == 0 else "ckpz"))
+            del back
+    pt_size, ck_size = os.path.getsize(pt), os.path.getsize(ck)
+    rt_t = [a + b for a, b in zip(ts, tl)]
+    rt_c = [a + b for a, b in zip(cs, cl)]
+    print("local (%s), median [min-max] of %d:" % (work, repeat))
+    print("  file        torch.save %.1f MB   ckpz %.1f MB   ratio %.3fx" % (pt_size / 1e6, ck_size / 1e6, pt_size / ck_size))
+    print("  save        torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(ts), fmt(cs), med(cs) / med(ts)))
+    print("  load        torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(tl), fmt(cl), med(cl) / med(tl)))
+    print("  save+load   torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(rt_t), fmt(rt_c), med(rt_c) / med(rt_t)))
+    results["save"] = med(cs) / med(ts) <= 1.0
+    results["load"] = med(cl) / med(tl) <= 1.0
+    results["round trip <= 0.8x"] = med(rt_c) / med(rt_t) <= 0.8
+    os.unlink(pt)
+    os.unlink(ck)
+    return pt_size / ck_size
+
+
+# ---- through a rate-limited pipe ---------------------------------------------------------
+
+
+def _rate_bytes(rate):
+    mult = {"K": 1e3, "M": 1e6, "G": 1e9}
+    return float(rate[:-1]) * mult[rate[-1].upper()] if rate[-1].upper() in mult else float(rate)
+
+
+def save_through(rate, dst, fn):
+    """fn(file object) writes into pv -L rate > dst; seconds until pv has written it all."""
+    with open(dst, "wb") as out:
+        t = time.perf_counter()
+        p = subprocess.Popen(["pv", "-q", "-L", rate, "-B", "1m"], stdin=subprocess.PIPE, stdout=out)
+        with p.stdin:
+            fn(p.stdin)
+        p.wait()
+        return time.perf_counter() - t
+
+
+def load_through(rate, src, fn):
+    """fn(file object) reads from pv -L rate < src; seconds until fn returns."""
+    t = time.perf_counter()
+    p = subprocess.Popen(["pv", "-q", "-L", rate, "-B", "1m", src], stdout=subprocess.PIPE)
+    with p.stdout:
+        r = fn(p.stdout)
+    p.wait()
+    return time.perf_counter() - t, r
+
+
+def bench_link(state, work, rates, repeat, ratio, results):
+    pt, ck = os.path.join(work, "l.pt"), os.path.join(work, "l.pt.ckpz")
+    for rate in rates:
+        rs = {k: [] for k in ("ts", "cs", "tl", "cl")}
+        for r in range(repeat):
+            order = ("t", "c") if r % 2 else ("c", "t")
+            for who in order:
+                if who == "t":
+                    rs["ts"].append(save_through(rate, pt, lambda f: torch.save(state, f)))
+                else:
+                    rs["cs"].append(save_through(rate, ck, lambda f: ckpz.save(state, f)))
+            for who in order:
+                if who == "t":
+                    t, back = load_through(rate, pt, lambda f: torch.load(io.BytesIO(f.read())))
+                    rs["tl"].append(t)
+                else:
+                    t, back = load_through(rate, ck, lambda f: ckpz.load(f))
+                    rs["cl"].append(t)
+                if r == 0 and not same(state, back):
+                    sys.exit("link %s: the loaded state differs" % rate)
+                del back
+        sp = med(rs["ts"]) / med(rs["cs"])
+        lp = med(rs["tl"]) / med(rs["cl"])
+        print("link %s/s (pv -L), median [min-max] of %d; torch/ckpz (target >= the size ratio %.3fx):"
+              % (rate, repeat, ratio))
+        print("  save        torch %s   ckpz %s   torch/ckpz %.2fx" % (fmt(rs["ts"]), fmt(rs["cs"]), sp))
+        print("  load        torch %s   ckpz %s   torch/ckpz %.2fx" % (fmt(rs["tl"]), fmt(rs["cl"]), lp))
+        results["link %s save" % rate] = sp >= ratio
+        results["link %s load" % rate] = lp >= ratio
+    for p in (pt, ck):
+        if os.path.exists(p):
+            os.unlink(p)
+
+
+# ---- memory -----------------------------------------------------------------------------
+
+_RSS_CHILD = r"""
+import os, resource, sys
+sys.path.insert(0, %r)
+import torch, ckpz
+which, path = sys.argv[1], sys.argv[2]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+x = torch.load(path) if which == "torch" else ckpz.load(path)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_memory(state, work, repeat, results):
+    pt, ck = os.path.join(work, "m.pt"), os.path.join(work, "m.pt.ckpz")
+    torch.save(state, pt)
+    ckpz.save(state, ck)
+    code = _RSS_CHILD % os.path.dirname(os.path.abspath(__file__))
+    rss = {"torch": [], "ckpz": []}
+    base = {"torch": [], "ckpz": []}
+    for _ in range(repeat):
+        for which, path in (("torch", pt), ("ckpz", ck)):
+            out = subprocess.run([sys.executable, "-c", code, which, path], capture_output=True, text=True, check=True)
+            b, a = (int(x) for x in out.stdout.split())
+            base[which].append(b / 1024)
+            rss[which].append(a / 1024)
+    t, c = med(rss["torch"]), med(rss["ckpz"])
+    print("memory: peak RSS of a process loading the file (imports alone: torch %.0f MB, ckpz %.0f MB), median of %d:"
+          % (med(base["torch"]), med(base["ckpz"]), repeat))
+    print("  torch.load %.0f MiB   ckpz.load %.0f MiB   ckpz/torch %.3f   (state %.0f MiB)"
+          % (t, c, c / t, tensor_bytes(state) / 2**20))
+    results["load RSS <= 1.1x"] = c / t <= 1.1
+    os.unlink(pt)
+    os.unlink(ck)
+
+
+# ---- background saves in a training loop ------------------------------------------------
+
+
+def bench_background(trainer, work, saves, every, results):
+    ratios, stalls, snaps, torch_stalls, step_times = [], [], [], [], []
+    handle = None
+    for k in range(saves):
+        t = time.perf_counter()
+        for _ in range(every):
+            trainer.step()
+        step_times.append((time.perf_counter() - t) / every)
+        st = trainer.state()
+        t = time.perf_counter()
+        handle = ckpz.save(st, os.path.join(work, "bg-%d.pt.ckpz" % (k % 2)), background=True)
+        stall = time.perf_counter() - t
+        stalls.append(stall)
+        snaps.append(handle.snapshot_seconds)
+        ratios.append(stall / handle.snapshot_seconds)
+        del st
+    handle.wait()
+    ckpz.wait_saves()
+    back = ckpz.load(os.path.join(work, "bg-%d.pt.ckpz" % ((saves - 1) % 2)))
+    if back["step"] != trainer.steps or not same(back["model"], trainer.model.state_dict()):
+        sys.exit("background: the last checkpoint does not hold the last state")
+    for _ in range(3):
+        trainer.step()
+        st = trainer.state()
+        t, _ = timed(lambda: torch.save(st, os.path.join(work, "bg.pt")))
+        torch_stalls.append(t)
+    print("background: %d saves, one every %d steps (%.2f s a step), snapshot %.0f MB:"
+          % (saves, every, med(step_times), handle.snapshot_bytes / 1e6))
+    print("  stall per save %s   snapshot %s   stall/snapshot median %.2f, max %.2f   (torch.save stalls %s)"
+          % (fmt(stalls), fmt(snaps), med(ratios), max(ratios), fmt(torch_stalls)))
+    results["background stall <= 1.2x snapshot"] = max(ratios) <= 1.2
+    for p in os.listdir(work):
+        if p.startswith("bg"):
+            os.unlink(os.path.join(work, p))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dir", help="folder for the files (default: a new one under /tmp)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=2, help="training steps before saving")
-    ap.add_argument("--threads", type=int, default=0, help="ckpz threads (0 = all cores)")
-    ap.add_argument("--level", type=int, default=ckpz.LEVEL_DEFAULT)
-    ap.add_argument("--zstd", default=shutil.which("zstd") or "zstd")
+    ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where files go (default /dev/shm, a tmpfs)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=3, help="training steps before the measured state")
+    ap.add_argument("--rate", action="append", help="pv -L rates for the link runs (default 1000M and 200M)")
+    ap.add_argument("--saves", type=int, default=6, help="background saves in the training loop")
+    ap.add_argument("--every", type=int, default=8, help="training steps between background saves")
+    ap.add_argument("--skip", action="append", default=[], choices=["local", "link", "memory", "background"])
     args = ap.parse_args()
+    rates = args.rate or ["1000M", "200M"]
 
-    work = tempfile.mkdtemp(prefix="ckpz-bench-", dir=args.dir or "/tmp")
+    work = tempfile.mkdtemp(prefix="ckpz-bench-", dir=args.dir)
+    results = {}
     try:
-        t, state = timed(lambda: make_state(args.steps))
+        trainer = Trainer()
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            trainer.step()
+        state = trainer.state()
         size = tensor_bytes(state)
-        print("checkpoint: GPT (%.1f M parameters) + AdamW after %d steps: %.1f MB of tensors, built in %.1f s"
-              % (sum(v.numel() for v in state["model"].values()) / 1e6, args.steps, size / 1e6, t))
-        print("libckpz %s, %d cores, torch %s, %s" % (ckpz.library_version(), os.cpu_count(), torch.__version__,
-              subprocess.run([args.zstd, "-V"], capture_output=True, text=True).stdout.strip()))
-        if size < 200e6:
-            print("warning: checkpoint under 200 MB")
-
-        ck = os.path.join(work, "x.pt.ckpz")
-        pt = os.path.join(work, "x.pt")
-        zs = pt + ".zst"
-        a_save, a_load, b_save, b_zstd, b_unzstd, b_load = [], [], [], [], [], []
-        for r in range(args.repeat):
-            # (a) ckpz
-            t, _ = timed(lambda: ckpz.save(state, ck, level=args.level, threads=args.threads))
-            a_save.append(t)
-            t, back = timed(lambda: ckpz.load(ck, threads=args.threads))
-            a_load.append(t)
-            if r == 0 and not same(state, back):
-                sys.exit("ckpz.load(ckpz.save(state)) differs from state")
-            del back
-            # (b) torch.save + zstd -1, zstd -d + torch.load
-            t, _ = timed(lambda: torch.save(state, pt))
-            b_save.append(t)
-            t, _ = timed(lambda: subprocess.run([args.zstd, "-1", "-q", "-f", pt], check=True))
-            b_zstd.append(t)
-            os.unlink(pt)
-            t, _ = timed(lambda: subprocess.run([args.zstd, "-d", "-q", "-f", zs], check=True))
-            b_unzstd.append(t)
-            t, back = timed(lambda: torch.load(pt))
-            b_load.append(t)
-            if r == 0 and not same(state, back):
-                sys.exit("torch.load differs from state")
-            del back
-            pt_size, zs_size, ck_size = os.path.getsize(pt), os.path.getsize(zs), os.path.getsize(ck)
-            os.unlink(pt)
-            os.unlink(zs)
-
-        med = statistics.median
-        a = med(x + y for x, y in zip(a_save, a_load))
-        b = med(s + z + u + lo for s, z, u, lo in zip(b_save, b_zstd, b_unzstd, b_load))
-        mb = pt_size / 1e6
-        print()
-        print("torch.save file: %.1f MB" % mb)
-        print("(a) ckpz -%d:   %.1f MB (%.3fx)   save %.3f s + load %.3f s = %.3f s   (%.0f MB/s round trip)"
-              % (args.level, ck_size / 1e6, pt_size / ck_size, med(a_save), med(a_load), a, mb / a))
-        print("(b) zstd -1:   %.1f MB (%.3fx)   torch.save %.3f s + zstd -1 %.3f s + zstd -d %.3f s + torch.load "
-              "%.3f s = %.3f s   (%.0f MB/s round trip)"
-              % (zs_size / 1e6, pt_size / zs_size, med(b_save), med(b_zstd), med(b_unzstd), med(b_load), b, mb / b))
-        print("(a) < (b): %s   (b)/(a) = %.2fx   [median of %d; totals are medians of per-run sums]"
-              % ("yes" if a < b else "NO", b / a, args.repeat))
-        return 0 if a < b else 1
+        print("state: GPT (%.1f M parameters) + AdamW + scheduler + RNG after %d steps: %.1f MB of tensors (%.1f s)"
+              % (sum(p.numel() for p in trainer.model.parameters()) / 1e6, args.steps, size / 1e6,
+                 time.perf_counter() - t))
+        print("libckpz %s, ckpz %s, torch %s, %d cores, files in %s" % (ckpz.library_version(), ckpz.__version__,
+              torch.__version__, os.cpu_count(), work))
+        if size < 300e6:
+            print("warning: state under 300 MB")
+        ratio = 1.0
+        if "local" not in args.skip:
+            ratio = bench_local(state, work, args.repeat, results)
+        if "link" not in args.skip:
+            if shutil.which("pv") is None:
+                print("link: skipped, pv is not installed (apt-get install pv)")
+            else:
+                bench_link(state, work, rates, max(3, args.repeat // 2 + 1), ratio, results)
+        if "memory" not in args.skip:
+            bench_memory(state, work, 3, results)
+        if "background" not in args.skip:
+            del state
+            bench_background(trainer, work, args.saves, args.every, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print()
+    for k, ok in results.items():
+        print("  %-36s %s" % (k, "met" if ok else "MISSED"))
+    return 0 if all(results.values()) else 1
 
 
 if __name__ == "__main__":

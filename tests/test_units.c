@@ -1,6 +1,7 @@
-/* test_units.c — unit tests of the stages under the codec: CRC-32C (known vectors and
- * combination), byte-plane transforms (exact inverse, plane layout), the ordered
- * pipeline, and container records (round trip, reserved fields rejected). */
+/* test_units.c — unit tests of the stages under the codec: CRC-32C and the zip CRC-32
+ * (known vectors, every path against the definition, combination), byte-plane
+ * transforms (exact inverse, plane layout), the ordered pipeline, and container records
+ * (round trip, reserved fields rejected). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,23 +14,105 @@
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 
+/* CRC from the definition, one bit at a time: reflected polynomial, init and xorout ~0. */
+static uint32_t crc_ref(uint32_t poly, uint32_t crc, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = (crc & 1) ? (crc >> 1) ^ poly : crc >> 1;
+    }
+    return ~crc;
+}
+
+typedef struct {
+    const char *name;
+    uint32_t (*crc)(uint32_t, const void *, size_t);
+    uint32_t (*combine)(uint32_t, uint32_t, uint64_t);
+    uint32_t poly, check; /* reflected polynomial; CRC of "123456789" */
+    int *slow, paths;     /* the switch to slower paths and its values 0..paths-1 */
+} crc_kind;
+
 static void test_crc(void)
 {
-    CHECK(crc32c(0, "123456789", 9) == 0xe3069283u); /* the standard check value */
+    static const char fox[] = "The quick brown fox jumps over the lazy dog";
+    CHECK(crc32c(0, "123456789", 9) == 0xe3069283u); /* the standard check values */
+    CHECK(crc32_zip(0, "123456789", 9) == 0xcbf43926u);
+    CHECK(crc32c(0, fox, 43) == 0x22620404u);
+    CHECK(crc32_zip(0, fox, 43) == 0x414fa339u);
     CHECK(crc32c(0, "", 0) == 0);
-    uint8_t buf[100000];
-    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)rng();
-    uint32_t whole = crc32c(0, buf, sizeof buf);
-    /* incremental, every split point class, and combination */
-    size_t cuts[] = {0, 1, 7, 8, 4095, 12288, 50000, 99999, 100000};
-    for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
-        size_t c = cuts[k];
-        uint32_t a = crc32c(0, buf, c), b = crc32c(0, buf + c, sizeof buf - c);
-        CHECKF(crc32c(a, buf + c, sizeof buf - c) == whole, "incremental at %zu", c);
-        CHECKF(crc32c_combine(a, b, sizeof buf - c) == whole, "combine at %zu", c);
+    CHECK(crc32_zip(0, "", 0) == 0);
+
+    const crc_kind kinds[] = {
+        {"crc32c", crc32c, crc32c_combine, 0x82f63b78u, 0xe3069283u, &crc32c_no_fold, 2},
+        {"crc32_zip", crc32_zip, crc32_zip_combine, 0xedb88320u, 0xcbf43926u, &crc32_zip_no_fold, 3},
+    };
+    const size_t big = (4u << 20) + 64;
+    uint8_t *buf = malloc(big);
+    for (size_t i = 0; i < big; i++) buf[i] = (uint8_t)rng();
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        const crc_kind *K = &kinds[k];
+        CHECKF(crc_ref(K->poly, 0, "123456789", 9) == K->check, "%s: reference", K->name);
+        CHECKF(K->crc(0x12345678u, buf, 0) == 0x12345678u, "%s: empty input after data", K->name);
+
+        /* every length 0..1100 at several misalignments, from 0 and from a running CRC,
+         * on every path, against the definition */
+        static const size_t offs[] = {0, 1, 3, 8, 13, 63};
+        for (int m = 0; m < K->paths; m++) {
+            *K->slow = m;
+            size_t bad = 0, first_n = 0, first_off = 0;
+            for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
+                for (size_t n = 0; n <= 1100; n++) {
+                    uint32_t init = o ? (uint32_t)(n * 0x9e3779b9u + o) : 0;
+                    if (K->crc(init, buf + offs[o], n) != crc_ref(K->poly, init, buf + offs[o], n) &&
+                        !bad++) {
+                        first_n = n;
+                        first_off = offs[o];
+                    }
+                }
+            CHECKF(!bad, "%s path %d: %zu lengths wrong, first %zu at offset %zu", K->name, m, bad, first_n,
+                   first_off);
+        }
+        *K->slow = 0;
+
+        /* incremental and combination at many split points */
+        const size_t len = 100000;
+        uint32_t whole = K->crc(0, buf, len);
+        CHECKF(whole == crc_ref(K->poly, 0, buf, len), "%s: 100000 bytes", K->name);
+        CHECKF(K->combine(whole, 0, 0) == whole && K->combine(0, whole, len) == whole, "%s: combine with empty",
+               K->name);
+        for (size_t c = 0;; c = c < 80 ? c + 1 : c * 5 / 4 + 13) {
+            if (c > len) c = len;
+            uint32_t a = K->crc(0, buf, c), b = K->crc(0, buf + c, len - c);
+            CHECKF(K->crc(a, buf + c, len - c) == whole, "%s: incremental at %zu", K->name, c);
+            CHECKF(K->combine(a, b, len - c) == whole, "%s: combine at %zu", K->name, c);
+            if (c == len) break;
+        }
+        buf[5000] ^= 1;
+        CHECKF(K->crc(0, buf, len) != whole, "%s: a flipped bit", K->name);
+        buf[5000] ^= 1;
+
+        /* long buffers: the same values on every path, against the definition once, and
+         * combined from two parts */
+        static const size_t longs[][2] = {{1u << 20, 0}, {(1u << 20) + 13, 3}, {(2u << 20) + 37, 1},
+                                          {(4u << 20) - 5, 7}, {4u << 20, 64}};
+        for (size_t i = 0; i < sizeof longs / sizeof *longs; i++) {
+            size_t n = longs[i][0];
+            const uint8_t *p = buf + longs[i][1];
+            uint32_t want = K->crc(0, p, n);
+            for (int m = 1; m < K->paths; m++) {
+                *K->slow = m;
+                CHECKF(K->crc(0, p, n) == want, "%s path %d: %zu bytes", K->name, m, n);
+            }
+            *K->slow = 0;
+            if (i == 1) CHECKF(want == crc_ref(K->poly, 0, p, n), "%s: %zu bytes against the definition", K->name, n);
+            size_t c = n / 3 + 5;
+            CHECKF(K->combine(K->crc(0, p, c), K->crc(0, p + c, n - c), n - c) == want, "%s: combine of %zu bytes",
+                   K->name, n);
+        }
     }
-    buf[5000] ^= 1;
-    CHECK(crc32c(0, buf, sizeof buf) != whole);
+    free(buf);
 }
 
 static void test_planes(void)

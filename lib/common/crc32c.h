@@ -1,20 +1,31 @@
-/* crc32c.h — CRC-32C (Castagnoli), the checksum of every ckpz header, chunk and file.
- * Chosen because x86-64 computes it in hardware (SSE4.2) at several GB/s, and because
- * CRCs combine: the whole file's checksum is derived from the per-chunk checksums the
- * workers compute anyway, so no extra pass over the data is needed. */
+/* crc32c.h — the two CRC-32s ckpz computes. CRC-32C (Castagnoli) is the checksum of
+ * every ckpz header, chunk and file, chosen because x86-64 computes it in hardware
+ * (SSE4.2) at several GB/s, and because CRCs combine: the whole file's checksum is
+ * derived from the per-chunk checksums the workers compute anyway, so no extra pass over
+ * the data is needed. The zip CRC-32 (IEEE 802.3, zlib's crc32()) is here because
+ * torch.save archives, which ckpz writes from memory, carry a CRC-32 of every member;
+ * it combines the same way. */
 #ifndef CKPZ_CRC32C_H
 #define CKPZ_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* CRC of buf continuing from crc (0 to start). */
+/* CRC-32C of buf continuing from crc (0 to start). */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t n);
-/* CRC of A||B from crc(A), crc(B) and len(B). */
+/* CRC-32C of A||B from crc(A), crc(B) and len(B). */
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
-/* Tests set this to run the crc32-instruction path on long buffers too (both paths
- * must give the same values). */
+/* Zip CRC-32 of buf continuing from crc (0 to start), as zlib's crc32(). */
+uint32_t crc32_zip(uint32_t crc, const void *buf, size_t n);
+/* Zip CRC-32 of A||B from crc(A), crc(B) and len(B). */
+uint32_t crc32_zip_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
+/* Tests set these to run the slower paths on long buffers too (all paths must give the
+ * same values). crc32c_no_fold: the crc32 instruction instead of VPCLMULQDQ folding.
+ * crc32_zip_no_fold: 1, 128-bit PCLMULQDQ folding instead of VPCLMULQDQ; 2, the tables
+ * only. */
 extern int crc32c_no_fold;
+extern int crc32_zip_no_fold;
 
 #endif

@@ -1,4 +1,4 @@
-"""ckpz: lossless compression of deep-learning checkpoints, from Python.
+"""ckpz: compression of deep-learning checkpoints, from Python.
 
 A drop-in for torch.save / torch.load; the swap is two lines::
 
@@ -7,14 +7,24 @@ A drop-in for torch.save / torch.load; the swap is two lines::
     ...
     state = ckpz.load("ckpt.pt.ckpz")       # instead of torch.load("ckpt.pt")
 
-``ckpz.save`` writes exactly what torch.save writes, compressed by libckpz: ``ckpz -d
-ckpt.pt.ckpz`` (the CLI) gives back a normal ``.pt`` that torch.load reads, byte for
-byte what torch.save would have written. ``ckpz.load`` also reads plain torch.save files.
+``ckpz.save`` takes torch.save's arguments and writes torch.save's archive, compressed
+by libckpz, straight from the tensors' memory (no uncompressed copy is ever made);
+``ckpz -d ckpt.pt.ckpz`` gives back ``ckpt.pt``, the bytes ``torch.save(state,
+"ckpt.pt")`` writes on torch 1.13 (later releases lay out a few records differently,
+and read this layout). ``background=True`` returns once the tensors are copied and
+writes while training goes on.
+
+``ckpz.load`` takes torch.load's arguments and reads .ckpz files and plain torch.save
+files. It decodes each tensor straight into its final memory, and it is safe by
+default: the pickle inside may only build tensors, containers, numbers, strings and
+what optimizer, scheduler and RNG state is made of; anything else raises
+``ckpz.UnsafeGlobalError`` naming it (``trusted=True`` for files you trust,
+``safe_globals=[...]`` for one name). See doc/python.md.
 
 Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
 ``save_arrays`` / ``load_arrays`` (NumPy arrays, as a compressed .npz), ``list`` and
 ``info`` (the tensor index of a .ckpz file), ``base_info`` (what a delta file needs),
-and ``Error`` (what libckpz reports).
+``wait_saves`` (background saves in flight), and ``Error`` (what libckpz reports).
 
 Delta checkpoints: ``save``, ``compress_file`` take ``base=`` (the previous checkpoint,
 original or .ckpz) and write a file coded against it, like ``ckpz --base PREV``;
@@ -29,26 +39,26 @@ in order: the path in the environment variable ``CKPZ_LIBRARY``; ``libckpz.so.0`
 ``libckpz.so`` in the package's own directory; the path recorded by ``make install``
 (``ckpz/_install.py``); ``<prefix>/lib/libckpz.so.0`` for a package installed in
 ``<prefix>/lib/python3/dist-packages``; the repository's ``build/libckpz.so`` when run
-from a checkout (``python/ckpz/../../build``); then the system's search path
-(``ctypes.util.find_library("ckpz")``, ``libckpz.so.0``).
+from a checkout (``python/ckpz/../../build``); then the system's search path. A library
+of another release, or none, is an ImportError saying which paths were tried.
 
-Files are written to a temporary name in the destination's directory and renamed into
-place once complete; on any error (Ctrl-C included) the temporary file is removed and
-an existing destination is left untouched. Tensor bytes go to C without Python-level
-copies, and ``load`` has C decode straight into the buffer torch.load reads from.
+Files are written to a temporary name in the destination's directory by the library
+itself and renamed into place once complete and counted; on any error (Ctrl-C
+included: long calls run on a helper thread, and Ctrl-C stops them cleanly and raises
+KeyboardInterrupt) the temporary file is removed and an existing destination is left
+untouched.
 """
 
 import collections
 import contextlib
 import io
-import mmap
 import os
-import secrets
-import stat
-import threading
+import pickle
 
-from . import _lib
+from . import _bases, _files, _lib, _torch
 from ._lib import Error
+from ._torch import SaveHandle, wait_saves
+from ._unpickle import UnsafeGlobalError
 
 __all__ = [
     "save",
@@ -65,29 +75,20 @@ __all__ = [
     "Info",
     "BaseInfo",
     "Error",
+    "UnsafeGlobalError",
+    "SaveHandle",
+    "wait_saves",
     "library_version",
     "LEVEL_DEFAULT",
 ]
 
-__version__ = "0.4.0"
+__version__ = _lib.PACKAGE_VERSION
 LEVEL_DEFAULT = _lib.LEVEL_DEFAULT
-_MAX_ORIGINAL = 1 << 40  # load() refuses originals over 1 TiB
 
 
 def library_version():
-    """The loaded libckpz's version string, e.g. "0.1.0"."""
+    """The loaded libckpz's version string, e.g. "0.4.0"."""
     return _lib.decode(_lib.version_string())
-
-
-# ---- helpers ---------------------------------------------------------------------------
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError as e:
-        raise ImportError("ckpz.save/ckpz.load need PyTorch (import torch failed: %s)" % e) from e
-    return torch
 
 
 def _numpy():
@@ -98,630 +99,121 @@ def _numpy():
     return numpy
 
 
-@contextlib.contextmanager
-def _output(dst):
-    """A binary file to write dst through: a temporary file in dst's directory, renamed
-    to dst when the block ends normally and removed when it raises (anything, Ctrl-C
-    included). A file object given as dst is used as is."""
-    if not isinstance(dst, (str, bytes, os.PathLike)) and hasattr(dst, "write"):
-        yield dst
-        return
-    dst = os.fsdecode(os.fspath(dst))
-    real = os.path.realpath(dst)  # write through a symlink, as open() would
-    d, base = os.path.split(real)
-    if os.path.isdir(real):
-        raise IsADirectoryError(21, "Is a directory", dst)
-    for _ in range(100):
-        tmp = os.path.join(d, ".%s.%s.tmp" % (base[:200], secrets.token_hex(6)))
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise FileExistsError("ckpz: cannot create a temporary file in %s" % d)
-    try:
-        with open(fd, "wb") as f:
-            yield f
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-@contextlib.contextmanager
-def _input(src):
-    """A binary file to read src from (a path, opened unbuffered, or a file object)."""
-    if not isinstance(src, (str, bytes, os.PathLike)) and hasattr(src, "read"):
-        yield src
-        return
-    with open(src, "rb", buffering=0) as f:
-        yield f
-
-
-def _regular_size(f):
-    """Bytes left in f if it is a regular file at a known position, else None."""
-    try:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return max(st.st_size - f.tell(), 0)
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        return None
-
-
-class _MemReader(io.RawIOBase):
-    """A seekable read-only binary file over a buffer (no copy at construction; each
-    readinto is one copy, straight into the caller's memory: torch.load's storages)."""
-
-    def __init__(self, buf):
-        super().__init__()
-        self._mv = memoryview(buf).cast("B")
-        self._pos = 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def tell(self):
-        return self._pos
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = len(self._mv) + offset
-        else:
-            raise ValueError("invalid whence (%r)" % (whence,))
-        if pos < 0:
-            raise ValueError("negative seek position %d" % pos)
-        self._pos = pos
-        return pos
-
-    def readinto(self, b):
-        with memoryview(b) as out:
-            out = out.cast("B")
-            n = min(len(out), max(len(self._mv) - self._pos, 0))
-            out[:n] = self._mv[self._pos : self._pos + n]
-        self._pos += n
-        return n
-
-    def readall(self):
-        data = bytes(self._mv[self._pos :])
-        self._pos = len(self._mv)
-        return data
-
-    def close(self):
-        if not self.closed:
-            self._mv.release()
-        super().close()
-
-
-class _Restored:
-    """The original bytes of a .ckpz file, decoded into anonymous memory (closed after use)."""
-
-    def __init__(self, mem, size):
-        self._mem = mem
-        self.size = size
-
-    def reader(self):
-        return _MemReader(memoryview(self._mem)[: self.size])
-
-    def close(self):
-        mem, self._mem = self._mem, None
-        if isinstance(mem, mmap.mmap):
-            try:
-                mem.close()
-            except BufferError:  # a view is still alive somewhere: let the GC unmap it
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-
-
-def _alloc(n):
-    """n bytes of writable memory for C to fill: an anonymous mapping, its pages faulted in
-    at once by the kernel where it can (MAP_POPULATE; much cheaper than one fault per page
-    from the decoding threads, or bytearray(n)'s zeroing pass)."""
-    if n <= 0:
-        return bytearray(0)
-    if _POPULATE:
-        try:
-            return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
-        except OSError:
-            pass
-    return mmap.mmap(-1, n)
-
-
-def _read_whole(f, path):
-    """(buffer, size) holding the rest of f; None if f does not start with the ckpz magic
-    (f is then left at its starting position when seekable)."""
-    start = None
-    try:
-        start = f.tell()
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        pass
-    head = f.read(len(_lib.MAGIC))
-    if head != _lib.MAGIC:
-        if start is not None:
-            f.seek(start)
-        return None
-    size = _regular_size(f)
-    if size is not None and start == 0:
-        # A whole regular file: map it (private, copy-on-write: C only reads it), so the
-        # page cache is read in place instead of copied.
-        try:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):
-            m = None
-        if m is not None:
-            if len(m) != size + len(head) or m[:8] != head:
-                m.close()
-                raise Error(_lib.ERR_READ, "the file changed while being read", path)
-            return m, len(m)
-    if size is not None:
-        size += len(head)
-        buf = _alloc(size)
-        mv = memoryview(buf)
-        try:
-            mv[: len(head)] = head
-            got = len(head)
-            while got < size:
-                r = f.readinto(mv[got:])
-                if not r:
-                    break
-                got += r
-        finally:
-            mv.release()
-        if got != size or f.read(1):
-            raise Error(_lib.ERR_READ, "the file changed size while being read", path)
-        return buf, size
-    data = bytearray(head)
-    while True:
-        piece = f.read(4 << 20)
-        if not piece:
-            break
-        data += piece
-    return data, len(data)
-
-
-# ---- delta files: the base a file is coded against --------------------------------------
-
-_MAX_CHAIN = 4096  # delta files restored one through another, at most (as the CLI)
-
-
-def _is_path(x):
-    return isinstance(x, (str, bytes, os.PathLike))
-
-
-class _Base:
-    """A base checkpoint's original bytes, held for the library (params.base): a mapping
-    of an original file, a restored .ckpz, or the caller's buffer (not copied when it is
-    bytes or writable). name (bytes or None) is recorded in delta files written against
-    it; depth is the number of delta files behind it (0: stand-alone)."""
-
-    def __init__(self, buf, name=None, depth=0, owned=False):
-        self._buf = buf
-        self._owned = owned  # close buf (an mmap) with the base
-        self.name = name
-        self.depth = depth
-        with memoryview(buf) as mv:
-            self.size = mv.nbytes
-            readonly = mv.readonly
-        if self.size == 0:
-            # an empty base is still a base: params.base must not be NULL
-            self._keep = _lib.ctypes.create_string_buffer(1)
-            self.address = _lib.ctypes.addressof(self._keep)
-        elif isinstance(buf, bytes):
-            # immutable and only read by C: point into the bytes object itself
-            self._keep = _lib.ctypes.c_char_p(buf)
-            self.address = _lib.ctypes.cast(self._keep, _lib.ctypes.c_void_p).value
-        else:
-            if readonly:  # another read-only buffer (e.g. a memoryview of bytes): copy it
-                self._buf = buf = bytearray(memoryview(buf).cast("B"))
-            self._keep, self.address = _lib.address(buf)
-
-    def apply(self, params, compress=False):
-        if compress and self.size == 0:
-            return  # nothing to share: a stand-alone file, as `ckpz --base EMPTY` writes
-        params.base = self.address
-        params.base_size = self.size
-        params.base_name = self.name
-        params.base_depth = self.depth
-
-    def close(self):
-        self._keep = None  # drop the export before unmapping
-        buf, self._buf = self._buf, None
-        if self._owned and isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:  # a view is still alive somewhere: let the GC unmap it
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _head_info(head, path=None):
-    """The ckpz_base_info (a _lib.BaseInfo) of a .ckpz file from its first bytes, or None
-    if they do not start with the ckpz magic."""
-    if bytes(head[: len(_lib.MAGIC)]) != _lib.MAGIC:
-        return None
-    head = bytes(head)
-    info = _lib.BaseInfo()
-    with _lib.Call(None, path) as call:
-        call.check(_lib.base_info_read(call.ctx, head, len(head), _lib.ctypes.byref(info)))
-    return info
-
-
-def _file_head_info(path):
-    return _head_info(_read_head(path), path)
-
-
-def _locate(referrer, recorded):
-    """Where the base a delta file recorded as `recorded` (bytes) lies, as the CLI finds
-    it: that file name, or the name + ".ckpz", in the referring file's directory. Only a
-    plain file name is followed (it is data from the file); None if nothing is there."""
-    if not recorded or b"/" in recorded or recorded in (b".", b".."):
-        return None
-    d = os.path.dirname(os.fsencode(os.fspath(referrer)))
-    for name in (recorded, recorded + b".ckpz"):
-        p = os.path.join(d, name)
-        if os.path.isfile(p):
-            return os.fsdecode(p)
-    return None
-
-
-def _read_head(path):
-    with open(path, "rb") as f:
-        return f.read(_lib.BASE_PROBE)
-
-
-def _located_base(path, head):
-    """The path of the base the .ckpz file at path (first bytes: head) needs, found beside
-    it by its recorded name; None for a stand-alone file or when it is not found."""
-    info = _head_info(head, path)
-    if info is None or not info.needed:
-        return None
-    return _locate(path, info.name)
-
-
-def _map_original(path):
-    """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
-    it), or read into memory when it cannot be mapped."""
-    with open(path, "rb", buffering=0) as f:
-        try:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):  # empty, or not a mappable file
-            m = None
-        if m is not None:
-            return _Base(m, owned=True)
-        return _Base(f.readall())
-
-
-def _base_from_path(path, threads):
-    """A _Base for the previous checkpoint at path: an original file, a stand-alone .ckpz,
-    or a delta .ckpz, restored through the chain of bases it recorded, each found beside
-    the file that names it. The recorded name is path's file name."""
-    chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
-    seen = set()
-    p, original = path, None
-    while True:
-        info = _file_head_info(p)
-        if info is None:
-            original = p
-            break
-        chain.append((p, info))
-        if not info.needed:
-            break
-        if len(chain) >= _MAX_CHAIN:
-            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % _MAX_CHAIN, path)
-        seen.add(os.path.realpath(p))
-        nxt = _locate(p, info.name)
-        if nxt is None or os.path.realpath(nxt) in seen:
-            break  # restoring p fails below, with the library's message naming its base
-        p = nxt
-    cur = _map_original(original) if original is not None else None
-    try:
-        for p, _info in reversed(chain):
-            restored = _decompress(p, threads, base=cur, locate=False)
-            if cur is not None:
-                cur.close()
-            cur = _Base(restored._mem, owned=True)
-    except BaseException:
-        if cur is not None:
-            cur.close()
-        raise
-    cur.name = os.fsencode(os.path.basename(path))
-    cur.depth = chain[0][1].depth if chain and chain[0][1].needed else 0
-    return cur
-
-
-def _check_not_own_base(dst, base):
-    """Refuses to write a delta file over its own base: it would record itself as its
-    base and could never be restored."""
-    if not (_is_path(dst) and isinstance(base, (str, os.PathLike))):
-        return
-    d, b = os.path.realpath(os.fspath(dst)), os.path.realpath(os.fspath(base))
-    if os.fsencode(d) == os.fsencode(b):
-        raise ValueError("ckpz: %r would replace its own base: write the delta file elsewhere" % (os.fspath(dst),))
-
-
-def _open_base(spec, threads=0):
-    """A context manager giving the _Base for a base= argument (None for None): a path
-    (str or os.PathLike) to an original checkpoint or a .ckpz, or a bytes-like object
-    holding the base's original bytes."""
-    if spec is None:
-        return contextlib.nullcontext(None)
-    if isinstance(spec, _Base):
-        return contextlib.nullcontext(spec)
-    if isinstance(spec, (str, os.PathLike)):
-        return _base_from_path(os.fsdecode(os.fspath(spec)), threads)
-    try:
-        memoryview(spec).release()
-    except TypeError:
-        raise TypeError(
-            "ckpz: base must be a path (str or os.PathLike) or a bytes-like object, not %s" % type(spec).__name__
-        ) from None
-    return _Base(spec)
-
-
-def _decompress(src, threads=0, base=None, locate=True):
-    """_Restored with the original bytes of the .ckpz file src (path or binary file), or
-    None if src is not a ckpz file.
-
-    base: an open _Base (used, not closed), a base= value (see _open_base), or None: then,
-    when locate is true and src is a path to a delta file, the base it recorded, found
-    beside it (none found: the library refuses the file, naming the base it needs)."""
-    with _input(src) as f:
-        got = _read_whole(f, src)
-    if got is None:
-        return None
-    buf, n = got
-    try:
-        if isinstance(base, _Base):
-            opened = contextlib.nullcontext(base)
-        elif base is not None:
-            opened = _open_base(base, threads)
-        elif locate and _is_path(src):
-            opened = _open_base(_located_base(src, bytes(memoryview(buf)[: _lib.BASE_PROBE])), threads)
-        else:
-            opened = contextlib.nullcontext(None)
-        with opened as b:
-            return _decompress_buffer(buf, n, src, threads, b)
-    finally:
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:
-                pass
-
-
-def _decompress_buffer(buf, n, src, threads, base):
-    """_Restored with the original of the complete .ckpz file held in buf (n bytes),
-    restored against the _Base base (or None)."""
-    params = _lib.make_params(threads=threads)
-    if base is not None:
-        base.apply(params)
-    dst = None
-    try:
-        with _lib.Call(params, src) as call:
-            arr, addr = _lib.address(buf)
-            try:
-                orig = _lib.ctypes.c_uint64()
-                call.check(_lib.original_size(call.ctx, addr, n, _lib.ctypes.byref(orig)))
-                orig = orig.value
-                # The trailer's checksum has been verified, but bound the size before
-                # allocating by it: every chunk costs at least MIN_CHUNK_COST bytes of the
-                # file and holds at most the header's chunk size.
-                chunk = int.from_bytes(bytes(memoryview(buf)[12:16]), "little")
-                bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
-                if orig > bound:
-                    raise Error(
-                        _lib.ERR_LIMIT,
-                        "the file claims an original size of %d bytes, more than a %d-byte "
-                        "ckpz file can hold (limit %d)" % (orig, n, bound),
-                        src,
-                    )
-                dst = _alloc(orig)
-                darr, daddr = _lib.address(dst)
-                try:
-                    call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
-                finally:
-                    del darr
-            finally:
-                del arr
-    except BaseException:
-        if isinstance(dst, mmap.mmap):
-            dst.close()
-        raise
-    return _Restored(dst, orig)
-
-
-def _policy_bytes(policy, max_mae):
-    """The policy text for ckpz_params (None: lossless), checked for type."""
-    if max_mae is not None and (isinstance(max_mae, bool) or not isinstance(max_mae, (int, float)) or max_mae < 0):
-        raise ValueError("ckpz: max_mae must be a number >= 0, not %r" % (max_mae,))
-    if policy is None:
-        if max_mae:
-            raise ValueError("ckpz: max_mae applies to a lossy policy")
-        return None
-    if not isinstance(policy, str):
-        raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
-    return policy.encode("utf-8")
-
-
-def _compress_stream(read_into, size, dst, level, threads, path, base=None, policy=None, max_mae=None):
-    """Compresses what read_into(out_memoryview) -> count (0 at the end) yields into dst
-    (a temporary file renamed into place): compression runs on `threads` threads while
-    the calling thread feeds input and writes output, and memory stays bounded by a
-    few chunks per thread. base: an open _Base to code against (None: stand-alone).
-    policy: lossy rules as bytes (None: lossless). Returns the ckpz_stats."""
-    params = _lib.make_params(level, threads)
-    if base is not None:
-        base.apply(params, compress=True)
-    if policy is not None:
-        params.policy = policy  # ctypes keeps the bytes object alive with params
-        params.max_mae = float(max_mae or 0)
-    stats = _lib.Stats()
-    fed = [0]
-    with _output(dst) as out, _lib.Call(params, path) as call:
-
-        def rd(_o, buf, n):
-            r = read_into(_lib.view_at(buf, n, writable=True)) if n else 0
-            if r is None:
-                raise BlockingIOError("ckpz: the input would block")
-            fed[0] += r
-            return r
-
-        def wr(_o, buf, n):
-            out.write(_lib.view_at(buf, n))
-            return 0
-
-        err = _lib.compress_stream(
-            call.ctx,
-            _lib.ctypes.byref(params),
-            call.guard(_lib.READ_FN, rd, -1),
-            None,
-            _lib.SIZE_UNKNOWN if size is None else size,
-            call.guard(_lib.WRITE_FN, wr, -1),
-            None,
-            _lib.ctypes.byref(stats),
-        )
-        call.check(err)
-        if stats.original_bytes != fed[0]:
-            raise Error(_lib.ERR_INTERNAL, "byte counts disagree (interrupted?)", path)
-    return stats
-
-
-def _compress_memory(view, dst, level, threads, path=None):
-    """Compresses the bytes of `view` into dst; each piece is copied once, straight into
-    the library's chunk buffers."""
-    src = memoryview(view).cast("B")
-    pos = [0]
-
-    def read_into(out):
-        k = min(len(out), len(src) - pos[0])
-        out[:k] = src[pos[0] : pos[0] + k]
-        pos[0] += k
-        return k
-
-    try:
-        _compress_stream(read_into, len(src), dst, level, threads, path)
-    finally:
-        src.release()
-
-
-class _Pipe:
-    """A write-only file that hands what torch.save writes (on a worker thread) to the
-    library's read callback (on the calling thread).
-
-    Large writes (tensor storages) are not copied here: write() waits until the reader
-    has copied the bytes straight into the library's chunk buffers. Small writes (zip
-    headers, the pickle) are staged, up to 1 MiB. abort() makes a waiting or later
-    write() raise, so the writer thread ends when compression fails.
+# ---- PyTorch ---------------------------------------------------------------------------
+
+
+def save(obj, f, pickle_module=pickle, pickle_protocol=_torch.DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False, *, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None,
+         background=False, max_pending=1):
+    """Saves obj like ``torch.save(obj, f)``, compressed.
+
+    The arguments before ``*`` are torch.save's: obj is anything torch.save accepts
+    (state dicts with tensors of any dtype in nested containers, shared storages and
+    views, step counters, RNG and scheduler state); f a path (written to a temporary
+    name and renamed when complete) or a binary file object; pickle_module and
+    pickle_protocol are used as torch.save uses them. _use_new_zipfile_serialization=False
+    (torch's format from before 1.6) is refused; _disable_byteorder_record is accepted
+    and has no effect (the archive is torch 1.13's, which has no byteorder record).
+
+    What the file holds: torch.save's zip archive, compressed. ``ckpz -d`` restores it
+    to the .pt that ``torch.save(obj, "NAME.pt")`` writes on torch 1.13, byte for byte,
+    where NAME.pt is the path without ".ckpz" (for a file object, the archive's folder
+    is "archive", as torch.save to a buffer names it). CUDA tensors are saved from CPU
+    copies and keep their device tag: ``load`` puts them back on the GPU unless
+    map_location says otherwise.
+
+    Options: level 1..9 (default 3); threads (0 = all cores). Tensors are read where
+    they lie, and chunks of many tensors are compressed in parallel while the file is
+    written.
+
+    background=True: returns a ckpz.SaveHandle as soon as the tensors have been copied
+    to host memory (the snapshot: the only time the caller waits); compression and
+    writing go on on a thread. ``handle.wait()`` returns or raises the save's error;
+    ``handle.snapshot_bytes`` is the memory the copy holds. At most max_pending saves
+    are in flight: a further save first waits for the oldest. Snapshot memory is reused
+    by the next background save. The interpreter waits for a save in flight before it
+    exits; a crash mid-save leaves the previous file intact (``ckpz.wait_saves()`` waits
+    for all). Background saves need a path.
+
+    base: the previous checkpoint file (what an earlier ``save`` wrote, or a torch.save
+    ``.pt``), to write a delta file against it: tensors unchanged since then cost a few
+    bytes, changed ones are coded against their previous values. A path or a bytes-like
+    object with the previous checkpoint's original bytes (see compress_file). ``load``
+    (and ``ckpz -d``) then need that base: they find it by its recorded file name in the
+    same directory, or take it as base=.
+
+    policy, max_mae: lossy coding (see compress_file); ``load`` then returns the
+    restored approximations.
+
+    Raises ckpz.Error (the library), OSError (files: "No space left on device", ...),
+    pickling errors as torch.save would, KeyboardInterrupt when interrupted; in every
+    case an existing file at f is left as it was.
     """
+    return _torch.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
+                       policy, max_mae, background, max_pending)
 
-    _SMALL = 64 << 10
 
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._small = bytearray()
-        self._small_pos = 0
-        self._big = None
-        self._big_pos = 0
-        self._done = False
-        self._aborted = False
-        self.error = None
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, trusted=False,
+         safe_globals=None, threads=0, base=None, **pickle_load_args):
+    """Loads what ``save`` wrote (or a plain torch.save file), like ``torch.load(f, map_location)``.
 
-    # -- writer side (torch.save's thread) --
-    def writable(self):
-        return True
+    f: a path or a binary file object. map_location as torch.load's (None: where each
+    tensor was saved; a device, a string, a dict or a function). Every chunk's checksums
+    are verified before its bytes are used; each tensor's storage is allocated once and
+    decoded into in parallel (peak memory: the state itself plus a few chunks per
+    thread).
 
-    def flush(self):
-        pass
+    Safe by default: the pickle may only build tensors and storages, dicts, lists,
+    tuples, sets, numbers, strings, bytes, None, OrderedDict, Counter, defaultdict,
+    torch.Size, dtypes, devices, NumPy arrays and scalars, argparse.Namespace and the
+    like: what model, optimizer, LR-scheduler, AMP and RNG state is made of. Anything
+    else raises ckpz.UnsafeGlobalError naming the global, and nothing in the file runs.
+    safe_globals=[...] allows more ("module.name" strings or the objects themselves);
+    trusted=True (or weights_only=False) unpickles everything, as torch.load does: only
+    for files you trust. weights_only=True is accepted (the default is already safe).
+    pickle_module (torch.load's) is used with trusted=True only; pickle_load_args
+    (encoding=...) go to the unpickler. Files in torch's format from before 1.6 load
+    only with trusted=True, through torch.load. mmap=True is refused.
 
-    def write(self, b):
-        mv = memoryview(b).cast("B")
-        n = mv.nbytes
-        with self._cond:
-            if n < self._SMALL:
-                while len(self._small) - self._small_pos > (1 << 20) and not self._aborted:
-                    self._cond.wait()
-                if self._aborted:
-                    raise OSError("ckpz: compression stopped")
-                self._small += mv
-            else:
-                if self._aborted:
-                    raise OSError("ckpz: compression stopped")
-                self._big, self._big_pos = mv, 0
-                self._cond.notify_all()
-                while self._big is not None and not self._aborted:
-                    self._cond.wait()
-                if self._aborted:
-                    self._big = None
-                    raise OSError("ckpz: compression stopped")
-            self._cond.notify_all()
-        return n
+    A delta file (``save(..., base=...)``) needs its base: base= names it (a path to the
+    previous checkpoint, original or .ckpz, or its original bytes), or with base=None
+    and f a path it is found by its recorded name beside the file, as decompress_file
+    does. A missing or wrong base raises ckpz.Error (ERR_BASE) naming the size and
+    CRC-32C of the base needed.
 
-    def finish(self, error=None):
-        with self._cond:
-            self.error = error
-            self._done = True
-            self._cond.notify_all()
-
-    # -- reader side (the calling thread, inside the library's read callback) --
-    def read_into(self, out):
-        n = len(out)
-        with self._cond:
-            while True:
-                have = len(self._small) - self._small_pos
-                if have:  # staged bytes always precede the pending large write
-                    k = min(n, have)
-                    out[:k] = self._small[self._small_pos : self._small_pos + k]
-                    self._small_pos += k
-                    if self._small_pos == len(self._small):
-                        del self._small[:]
-                        self._small_pos = 0
-                    self._cond.notify_all()
-                    return k
-                if self._big is not None:
-                    k = min(n, self._big.nbytes - self._big_pos)
-                    out[:k] = self._big[self._big_pos : self._big_pos + k]
-                    self._big_pos += k
-                    if self._big_pos == self._big.nbytes:
-                        self._big = None
-                        self._cond.notify_all()
-                    return k
-                if self._done:
-                    if self.error is not None:
-                        raise self.error
-                    return 0
-                self._cond.wait()
-
-    def abort(self):
-        with self._cond:
-            self._aborted = True
-            self._cond.notify_all()
+    Raises ckpz.Error if the file is corrupt (naming the chunk and tensor), OSError if it
+    cannot be read, KeyboardInterrupt when interrupted.
+    """
+    return _torch.load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base,
+                       pickle_load_args)
 
 
 # ---- files -----------------------------------------------------------------------------
+
+
+def _compress(source, size, dst, params, base, path, threads=0):
+    """Compresses what `source` (a _files.Source) yields into dst (a temporary file renamed
+    into place): compression runs on the library's threads, the library reads and writes
+    through file descriptors where it can, and Ctrl-C stops it cleanly."""
+    stats = _lib.Stats()
+    with _bases.open_base(base, threads) as b, _files.Sink(dst) as sink, _lib.Call(params, path) as call:
+        if b is not None:
+            b.apply(params, compress=True)
+
+        def work():
+            rd, rd_opaque = source.reader(call)
+            wr, wr_opaque = sink.writer(call)
+            err = _lib.compress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque,
+                                       _lib.SIZE_UNKNOWN if size is None else size, wr, wr_opaque,
+                                       _lib.ctypes.byref(stats))
+            e = source.os_error() or sink.os_error()
+            if err and e is not None and not call.aborted:
+                raise e
+            call.check(err)
+
+        _files.run(work, call)
+        sink.commit(stats.compressed_bytes)
+    return stats
 
 
 def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
@@ -755,10 +247,14 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     values: pass the previous lossy file as the base (closed loop). max_mae: default
     for rules without their own max-mae.
     """
-    _check_not_own_base(dst, base)
-    pol = _policy_bytes(policy, max_mae)
-    with _open_base(base, threads) as b, _input(src) as f:
-        stats = _compress_stream(f.readinto, _regular_size(f), dst, level, threads, src, b, pol, max_mae)
+    _bases.check_not_own_base(dst, base)
+    params = _lib.make_params(level, threads)
+    pol = _lib.policy_bytes(policy, max_mae)
+    if pol is not None:
+        params.policy = pol
+        params.max_mae = float(max_mae or 0)
+    with _files.Source(src) as source:
+        stats = _compress(source, source.size(), dst, params, base, src, threads)
     return stats.compressed_bytes
 
 
@@ -779,121 +275,28 @@ def decompress_file(src, dst, threads=0, base=None):
     CRC-32C before use: a wrong or missing one raises ckpz.Error (code ERR_BASE, 15)
     whose message names the size and CRC-32C of the base the file needs.
     """
-    if base is None and _is_path(src):
-        base = _located_base(src, _read_head(src))
+    if base is None and _files.is_path(src):
+        base = _bases.located_base(src, _bases.read_head(src))
     params = _lib.make_params(threads=threads)
     stats = _lib.Stats()
-    with _open_base(base, threads) as b, _input(src) as f, _output(dst) as out, _lib.Call(params, src) as call:
+    with _bases.open_base(base, threads) as b, _files.Source(src) as source, _files.Sink(dst) as sink, \
+            _lib.Call(params, src) as call:
         if b is not None:
             b.apply(params)
-        wrote = [0]
 
-        def rd(_o, buf, n):
-            if n == 0:
-                return 0
-            r = f.readinto(_lib.view_at(buf, n, writable=True))
-            if r is None:
-                raise BlockingIOError("ckpz: the input would block")
-            return r
+        def work():
+            rd, rd_opaque = source.reader(call)
+            wr, wr_opaque = sink.writer(call)
+            err = _lib.decompress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque, wr, wr_opaque,
+                                         _lib.ctypes.byref(stats))
+            e = source.os_error() or sink.os_error()
+            if err and e is not None and not call.aborted:
+                raise e
+            call.check(err)
 
-        def wr(_o, buf, n):
-            out.write(_lib.view_at(buf, n))
-            wrote[0] += n
-            return 0
-
-        err = _lib.decompress_stream(
-            call.ctx,
-            _lib.ctypes.byref(params),
-            call.guard(_lib.READ_FN, rd, -1),
-            None,
-            call.guard(_lib.WRITE_FN, wr, -1),
-            None,
-            _lib.ctypes.byref(stats),
-        )
-        call.check(err)
-        if stats.original_bytes != wrote[0]:
-            raise Error(_lib.ERR_INTERNAL, "byte counts disagree (interrupted?)", src)
-    return wrote[0]
-
-
-# ---- PyTorch ---------------------------------------------------------------------------
-
-
-def save(obj, path, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
-    """Saves obj like ``torch.save(obj, path)``, compressed.
-
-    Anything torch.save accepts: state dicts with tensors of any dtype in nested dicts,
-    lists and tuples, shared storages and views, and non-tensor values (step counters,
-    RNG state, scheduler state). CUDA tensors are written from CPU copies, one storage at
-    a time, and keep their device tag exactly as torch.save writes it: ``load`` puts them
-    back on the GPU unless map_location says otherwise. The file holds exactly the bytes
-    torch.save writes (its zip format), compressed; ``ckpz -d`` restores that .pt.
-
-    path is a filename (written to a temporary name, renamed when complete) or a binary
-    file object. level: 1..9 (default 3); threads: 0 = all cores.
-
-    torch.save runs on a helper thread and its writes are compressed as they come: a
-    storage's bytes are copied once, straight into libckpz's chunk buffers, and no
-    uncompressed copy of the whole file is ever held in memory.
-
-    base: the previous checkpoint file (what an earlier ``save`` wrote, or a torch.save
-    ``.pt``), to write a delta file against it: tensors unchanged since then cost a few
-    bytes, changed ones are coded against their previous values. A path or a bytes-like
-    object with the previous checkpoint's original bytes (see compress_file). ``load``
-    (and ``ckpz -d``) then need that base: they find it by its recorded file name in the
-    same directory, or take it as base=.
-
-    policy, max_mae: lossy coding (see compress_file); ``load`` then returns the
-    restored approximations.
-    """
-    torch = _torch()
-    _lib.make_params(level, threads)  # check the options before starting
-    _check_not_own_base(path, base)
-    pol = _policy_bytes(policy, max_mae)
-    with _open_base(base, threads) as b:
-        _save(torch, obj, path, level, threads, b, pol, max_mae)
-
-
-def _save(torch, obj, path, level, threads, base, policy=None, max_mae=None):
-    pipe = _Pipe()
-
-    def writer():
-        err = None
-        try:
-            torch.save(obj, pipe)
-        except BaseException as e:
-            err = e
-        pipe.finish(err)
-
-    t = threading.Thread(target=writer, name="ckpz.save", daemon=True)
-    t.start()
-    try:
-        _compress_stream(pipe.read_into, None, path, level, threads, path, base, policy, max_mae)
-    finally:
-        pipe.abort()
-        t.join()
-
-
-def load(path, map_location=None, threads=0, base=None, **torch_load_args):
-    """Loads what ``save`` wrote, like ``torch.load(path, map_location=map_location)``.
-
-    The file is decoded by libckpz straight into memory that torch.load then reads its
-    storages from; every checksum is verified first. A file that is not a .ckpz (a plain
-    torch.save file) is passed to torch.load as is. Extra keyword arguments go to
-    torch.load. Raises ckpz.Error if the file is corrupt, OSError if it cannot be read.
-
-    A delta file (``save(..., base=...)``) needs its base: base= names it (a path to the
-    previous checkpoint, original or .ckpz, or its original bytes), or with base=None
-    and path a file name it is found by its recorded name beside the file, as
-    decompress_file does. A missing or wrong base raises ckpz.Error (ERR_BASE) naming
-    the size and CRC-32C of the base needed. base is ignored for a plain torch.save file.
-    """
-    torch = _torch()
-    restored = _decompress(path, threads, base)
-    if restored is None:
-        return torch.load(path, map_location=map_location, **torch_load_args)
-    with restored, restored.reader() as r:
-        return torch.load(r, map_location=map_location, **torch_load_args)
+        _files.run(work, call)
+        sink.commit(stats.original_bytes)
+    return stats.original_bytes
 
 
 # ---- NumPy -----------------------------------------------------------------------------
@@ -911,11 +314,10 @@ def save_arrays(path, *args, level=LEVEL_DEFAULT, threads=0, **arrays):
     np = _numpy()
     buf = io.BytesIO()
     np.savez(buf, *args, **arrays)
-    view = buf.getbuffer()
-    try:
-        _compress_memory(view, path, level, threads, path)
-    finally:
-        view.release()
+    buf.seek(0)
+    params = _lib.make_params(level, threads)
+    with _files.Source(buf) as source:
+        _compress(source, len(buf.getbuffer()), path, params, None, path)
 
 
 def load_arrays(path, allow_pickle=False, threads=0):
@@ -923,9 +325,9 @@ def load_arrays(path, allow_pickle=False, threads=0):
     lazy). A plain .npz file (not compressed by ckpz) is read too. allow_pickle is
     numpy.load's (object arrays); off by default."""
     np = _numpy()
-    restored = _decompress(path, threads)
+    restored = _bases.decompress_whole(path, threads)
     if restored is None:
-        with _input(path) as f:
+        with _files.open_input(path) as f:
             return _npz_dict(np.load(f, allow_pickle=allow_pickle), path)
     with restored, restored.reader() as r:
         return _npz_dict(np.load(r, allow_pickle=allow_pickle), path)
@@ -965,7 +367,7 @@ Info.__doc__ = """A .ckpz file's summary; format is the original's ("torch", "sa
 
 @contextlib.contextmanager
 def _archive(path):
-    with _input(path) as f:
+    with _files.open_input(path) as f:
         try:
             fd = f.fileno()
             size = os.fstat(fd).st_size

@@ -70,6 +70,13 @@ def _candidates():
     return paths, False
 
 
+# Functions this package calls: a library without one of them is older than the package.
+_REQUIRED = (
+    "ckpz_version_string", "ckpz_params_init", "ckpz_compress_stream", "ckpz_archive_open",
+    "ckpz_archive_read", "ckpz_zip_source_create", "ckpz_fd_write", "ckpz_fd_pread",
+)
+
+
 def _load():
     paths, explicit = _candidates()
     errors = []
@@ -78,11 +85,19 @@ def _load():
             errors.append("%s: no such file" % p)
             continue
         try:
-            return ctypes.CDLL(p)
+            found = ctypes.CDLL(p)
         except OSError as e:
             errors.append(str(e))
             if explicit:
                 break
+            continue
+        missing = [f for f in _REQUIRED if not hasattr(found, f)]
+        if missing:
+            errors.append("%s: not a libckpz this package can use (no %s)" % (p, ", ".join(missing)))
+            if explicit:
+                break
+            continue
+        return found, p
     raise ImportError(
         "ckpz: cannot load libckpz (%s). Build it (make) or set CKPZ_LIBRARY to the path of "
         "libckpz.so. Tried:\n  %s"
@@ -90,7 +105,7 @@ def _load():
     )
 
 
-lib = _load()
+lib, LIBRARY_PATH = _load()
 
 # ---- types ---------------------------------------------------------------------------
 
@@ -123,6 +138,24 @@ class Params(ctypes.Structure):
         ("patch", ctypes.c_void_p),  # int (*)(void *, const void *, size_t, uint64_t); unused here
         ("patch_opaque", ctypes.c_void_p),
     ]
+
+
+class Fd(ctypes.Structure):
+    """struct ckpz_fd."""
+
+    _fields_ = [("fd", ctypes.c_int), ("error", ctypes.c_int), ("bytes", ctypes.c_uint64)]
+
+
+class Span(ctypes.Structure):
+    """struct ckpz_span."""
+
+    _fields_ = [("offset", ctypes.c_uint64), ("length", ctypes.c_uint64), ("dst", ctypes.c_void_p)]
+
+
+class ZipMember(ctypes.Structure):
+    """struct ckpz_zip_member."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
 
 
 class Stats(ctypes.Structure):
@@ -229,6 +262,17 @@ archive_get_info = _declare("ckpz_archive_get_info", None, _vp, _P(ArchiveInfo))
 archive_entry = _declare("ckpz_archive_entry", _int, _vp, _u64, _P(EntryStruct))
 archive_get_base = _declare("ckpz_archive_get_base", None, _vp, _P(BaseInfo))
 base_info_read = _declare("ckpz_base_info_read", _int, _vp, _vp, _sz, _P(BaseInfo))
+archive_read = _declare("ckpz_archive_read", _int, _vp, _vp, _P(Span), _sz)
+zip_source_create = _declare("ckpz_zip_source_create", _int, _vp, _P(ZipMember), _sz, _P(_vp))
+zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
+zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
+
+# The library's own callbacks, handed back to it as function pointers: I/O through them
+# never enters Python (no interpreter lock, no lost signals).
+FD_READ = ctypes.cast(lib.ckpz_fd_read, READ_FN)
+FD_WRITE = ctypes.cast(lib.ckpz_fd_write, WRITE_FN)
+FD_PREAD = ctypes.cast(lib.ckpz_fd_pread, PREAD_FN)
+ZIP_SOURCE_READ = ctypes.cast(lib.ckpz_zip_source_read, READ_FN)
 
 
 def _check_layout():
@@ -244,6 +288,22 @@ def _check_layout():
 
 
 _check_layout()
+
+
+def _check_version():
+    """The package and the library must come from the same release line (major.minor)."""
+    v = version_string()
+    have = (v or b"").decode("ascii", "replace")
+    want = PACKAGE_VERSION
+    if have.split(".")[:2] != want.split(".")[:2]:
+        raise ImportError(
+            "ckpz: libckpz at %s is version %s, this package is %s: install matching versions "
+            "(or set CKPZ_LIBRARY to a libckpz %s.x)" % (LIBRARY_PATH, have, want, ".".join(want.split(".")[:2]))
+        )
+
+
+PACKAGE_VERSION = "0.4.0"
+_check_version()
 
 # ---- errors --------------------------------------------------------------------------
 
@@ -282,15 +342,28 @@ def make_params(level=LEVEL_DEFAULT, threads=0):
     return p
 
 
+def policy_bytes(policy, max_mae):
+    """The policy text for ckpz_params (None: lossless), checked for type."""
+    if max_mae is not None and (isinstance(max_mae, bool) or not isinstance(max_mae, (int, float)) or max_mae < 0):
+        raise ValueError("ckpz: max_mae must be a number >= 0, not %r" % (max_mae,))
+    if policy is None:
+        if max_mae:
+            raise ValueError("ckpz: max_mae applies to a lossy policy")
+        return None
+    if not isinstance(policy, str):
+        raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
+    return policy.encode("utf-8")
+
+
 class Call:
     """One library call (or a few on one file): a fresh context, the callbacks handed to C,
     and the first exception a callback raised.
 
     Callbacks never let an exception escape into C (ctypes would print and drop it):
     they record it and return the failure value, and check() raises it once C has
-    returned. A progress callback lets Ctrl-C abort a long call promptly: Python runs
-    signal handlers only when it runs Python code, which on the calling thread means
-    inside a callback.
+    returned. The progress callback is how another thread stops a running call: after
+    abort() it returns non-zero and the library ends with CKPZ_ERR_ABORTED (see
+    _files.run, which runs long calls on a helper thread for this).
     """
 
     def __init__(self, params=None, path=None):
@@ -300,9 +373,14 @@ class Call:
         self.exc = None
         self.path = path
         self.params = params
+        self.aborted = False
         self._keep = []
         if params is not None:
             params.progress = self.progress_fn()
+
+    def abort(self):
+        """Makes the running call stop at its next progress report (any thread may call it)."""
+        self.aborted = True
 
     def close(self):
         if self.ctx:
@@ -332,7 +410,7 @@ class Call:
 
     def progress_fn(self):
         def progress(_opaque, _done, _total):
-            return 0  # being called is the point: pending signals are raised here
+            return 1 if self.aborted else 0
 
         return self.guard(PROGRESS_FN, progress, 1)
 

@@ -1,0 +1,269 @@
+"""Delta files: the base checkpoint a file is coded against, found, restored and held
+for the library, and whole-file restores into memory (which a base chain needs).
+
+A base is the previous checkpoint's original bytes: a mapping of an original file, a
+restored .ckpz (itself possibly a delta file, restored through its own base, found as
+the CLI finds it: by the name it recorded, beside it), or the caller's buffer.
+"""
+
+import contextlib
+import mmap
+import os
+
+from . import _files, _lib
+from ._lib import Error
+
+__all__ = []  # private module
+
+_MAX_ORIGINAL = 1 << 40  # whole-file restores refuse originals over 1 TiB
+
+# ---- delta files: the base a file is coded against --------------------------------------
+
+_MAX_CHAIN = 4096  # delta files restored one through another, at most (as the CLI)
+
+
+class _Base:
+    """A base checkpoint's original bytes, held for the library (params.base): a mapping
+    of an original file, a restored .ckpz, or the caller's buffer (not copied when it is
+    bytes or writable). name (bytes or None) is recorded in delta files written against
+    it; depth is the number of delta files behind it (0: stand-alone)."""
+
+    def __init__(self, buf, name=None, depth=0, owned=False):
+        self._buf = buf
+        self._owned = owned  # close buf (an mmap) with the base
+        self.name = name
+        self.depth = depth
+        with memoryview(buf) as mv:
+            self.size = mv.nbytes
+            readonly = mv.readonly
+        if self.size == 0:
+            # an empty base is still a base: params.base must not be NULL
+            self._keep = _lib.ctypes.create_string_buffer(1)
+            self.address = _lib.ctypes.addressof(self._keep)
+        elif isinstance(buf, bytes):
+            # immutable and only read by C: point into the bytes object itself
+            self._keep = _lib.ctypes.c_char_p(buf)
+            self.address = _lib.ctypes.cast(self._keep, _lib.ctypes.c_void_p).value
+        else:
+            if readonly:  # another read-only buffer (e.g. a memoryview of bytes): copy it
+                self._buf = buf = bytearray(memoryview(buf).cast("B"))
+            self._keep, self.address = _lib.address(buf)
+
+    def apply(self, params, compress=False):
+        if compress and self.size == 0:
+            return  # nothing to share: a stand-alone file, as `ckpz --base EMPTY` writes
+        params.base = self.address
+        params.base_size = self.size
+        params.base_name = self.name
+        params.base_depth = self.depth
+
+    def close(self):
+        self._keep = None  # drop the export before unmapping
+        buf, self._buf = self._buf, None
+        if self._owned and isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:  # a view is still alive somewhere: let the GC unmap it
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _head_info(head, path=None):
+    """The ckpz_base_info (a _lib.BaseInfo) of a .ckpz file from its first bytes, or None
+    if they do not start with the ckpz magic."""
+    if bytes(head[: len(_lib.MAGIC)]) != _lib.MAGIC:
+        return None
+    head = bytes(head)
+    info = _lib.BaseInfo()
+    with _lib.Call(None, path) as call:
+        call.check(_lib.base_info_read(call.ctx, head, len(head), _lib.ctypes.byref(info)))
+    return info
+
+
+def _file_head_info(path):
+    return _head_info(read_head(path), path)
+
+
+def _locate(referrer, recorded):
+    """Where the base a delta file recorded as `recorded` (bytes) lies, as the CLI finds
+    it: that file name, or the name + ".ckpz", in the referring file's directory. Only a
+    plain file name is followed (it is data from the file); None if nothing is there."""
+    if not recorded or b"/" in recorded or recorded in (b".", b".."):
+        return None
+    d = os.path.dirname(os.fsencode(os.fspath(referrer)))
+    for name in (recorded, recorded + b".ckpz"):
+        p = os.path.join(d, name)
+        if os.path.isfile(p):
+            return os.fsdecode(p)
+    return None
+
+
+def read_head(path):
+    with open(path, "rb") as f:
+        return f.read(_lib.BASE_PROBE)
+
+
+def located_base(path, head):
+    """The path of the base the .ckpz file at path (first bytes: head) needs, found beside
+    it by its recorded name; None for a stand-alone file or when it is not found."""
+    info = _head_info(head, path)
+    if info is None or not info.needed:
+        return None
+    return _locate(path, info.name)
+
+
+def _map_original(path):
+    """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
+    it), or read into memory when it cannot be mapped."""
+    with open(path, "rb", buffering=0) as f:
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except (OSError, ValueError):  # empty, or not a mappable file
+            m = None
+        if m is not None:
+            return _Base(m, owned=True)
+        return _Base(f.readall())
+
+
+def _base_from_path(path, threads):
+    """A _Base for the previous checkpoint at path: an original file, a stand-alone .ckpz,
+    or a delta .ckpz, restored through the chain of bases it recorded, each found beside
+    the file that names it. The recorded name is path's file name."""
+    chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
+    seen = set()
+    p, original = path, None
+    while True:
+        info = _file_head_info(p)
+        if info is None:
+            original = p
+            break
+        chain.append((p, info))
+        if not info.needed:
+            break
+        if len(chain) >= _MAX_CHAIN:
+            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % _MAX_CHAIN, path)
+        seen.add(os.path.realpath(p))
+        nxt = _locate(p, info.name)
+        if nxt is None or os.path.realpath(nxt) in seen:
+            break  # restoring p fails below, with the library's message naming its base
+        p = nxt
+    cur = _map_original(original) if original is not None else None
+    try:
+        for p, _info in reversed(chain):
+            restored = decompress_whole(p, threads, base=cur, locate=False)
+            if cur is not None:
+                cur.close()
+            cur = _Base(restored.mem, owned=True)
+    except BaseException:
+        if cur is not None:
+            cur.close()
+        raise
+    cur.name = os.fsencode(os.path.basename(path))
+    cur.depth = chain[0][1].depth if chain and chain[0][1].needed else 0
+    return cur
+
+
+def check_not_own_base(dst, base):
+    """Refuses to write a delta file over its own base: it would record itself as its
+    base and could never be restored."""
+    if not (_files.is_path(dst) and isinstance(base, (str, os.PathLike))):
+        return
+    d, b = os.path.realpath(os.fspath(dst)), os.path.realpath(os.fspath(base))
+    if os.fsencode(d) == os.fsencode(b):
+        raise ValueError("ckpz: %r would replace its own base: write the delta file elsewhere" % (os.fspath(dst),))
+
+
+def open_base(spec, threads=0):
+    """A context manager giving the _Base for a base= argument (None for None): a path
+    (str or os.PathLike) to an original checkpoint or a .ckpz, or a bytes-like object
+    holding the base's original bytes."""
+    if spec is None:
+        return contextlib.nullcontext(None)
+    if isinstance(spec, _Base):
+        return contextlib.nullcontext(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        return _base_from_path(os.fsdecode(os.fspath(spec)), threads)
+    try:
+        memoryview(spec).release()
+    except TypeError:
+        raise TypeError(
+            "ckpz: base must be a path (str or os.PathLike) or a bytes-like object, not %s" % type(spec).__name__
+        ) from None
+    return _Base(spec)
+
+
+def decompress_whole(src, threads=0, base=None, locate=True):
+    """_Restored with the original bytes of the .ckpz file src (path or binary file), or
+    None if src is not a ckpz file.
+
+    base: an open _Base (used, not closed), a base= value (see _open_base), or None: then,
+    when locate is true and src is a path to a delta file, the base it recorded, found
+    beside it (none found: the library refuses the file, naming the base it needs)."""
+    with _files.open_input(src) as f:
+        got = _files.read_whole(f, src)
+    if got is None:
+        return None
+    buf, n = got
+    try:
+        if isinstance(base, _Base):
+            opened = contextlib.nullcontext(base)
+        elif base is not None:
+            opened = open_base(base, threads)
+        elif locate and _files.is_path(src):
+            opened = open_base(located_base(src, bytes(memoryview(buf)[: _lib.BASE_PROBE])), threads)
+        else:
+            opened = contextlib.nullcontext(None)
+        with opened as b:
+            return _decompress_buffer(buf, n, src, threads, b)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:
+                pass
+
+
+def _decompress_buffer(buf, n, src, threads, base):
+    """_Restored with the original of the complete .ckpz file held in buf (n bytes),
+    restored against the _Base base (or None)."""
+    params = _lib.make_params(threads=threads)
+    if base is not None:
+        base.apply(params)
+    dst = None
+    try:
+        with _lib.Call(params, src) as call:
+            arr, addr = _lib.address(buf)
+            try:
+                orig = _lib.ctypes.c_uint64()
+                call.check(_lib.original_size(call.ctx, addr, n, _lib.ctypes.byref(orig)))
+                orig = orig.value
+                # The trailer's checksum has been verified, but bound the size before
+                # allocating by it: every chunk costs at least MIN_CHUNK_COST bytes of the
+                # file and holds at most the header's chunk size.
+                chunk = int.from_bytes(bytes(memoryview(buf)[12:16]), "little")
+                bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
+                if orig > bound:
+                    raise Error(
+                        _lib.ERR_LIMIT,
+                        "the file claims an original size of %d bytes, more than a %d-byte "
+                        "ckpz file can hold (limit %d)" % (orig, n, bound),
+                        src,
+                    )
+                dst = _files.alloc(orig)
+                darr, daddr = _lib.address(dst)
+                try:
+                    call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
+                finally:
+                    del darr
+            finally:
+                del arr
+    except BaseException:
+        if isinstance(dst, mmap.mmap):
+            dst.close()
+        raise
+    return _files.Restored(dst, orig)

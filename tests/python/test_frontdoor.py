@@ -1,0 +1,587 @@
+"""Tests of ckpz.save / ckpz.load as the swap for torch.save / torch.load: what the file
+restores to, the safe loader, torch.save's and torch.load's arguments, interrupts at
+many points, write failures, crafted files, background saves.
+
+Run by ctest (tests/python/CMakeLists.txt) like test_ckpz.py; by hand after `make`:
+
+    PYTHONPATH=python /usr/bin/python3 tests/python/test_frontdoor.py -v
+"""
+
+import argparse
+import collections
+import io
+import os
+import pickle
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zipfile
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
+if os.path.join(_REPO, "python") not in sys.path:
+    sys.path.insert(0, os.path.join(_REPO, "python"))
+sys.path.insert(0, _HERE)
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:  # fail, loudly: these tests are part of `make test`
+    raise ImportError("tests/python need PyTorch and NumPy in %s (import failed: %s)" % (sys.executable, e)) from e
+
+import ckpz  # noqa: E402
+from ckpz import _lib  # noqa: E402
+from test_ckpz import Case, TinyGPT, make_training_state, train  # noqa: E402
+
+torch.set_num_threads(1)
+CLI = os.environ.get("CKPZ_CLI") or os.path.join(_REPO, "build", "ckpz")
+
+
+def read_bytes(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def restore(ckpz_path, out):
+    subprocess.run([CLI, "-d", "-q", "-f", "-o", out, ckpz_path], check=True)
+    return read_bytes(out)
+
+
+def every_scheduler_state():
+    """Model, AdamW, SGD with momentum, several LR schedulers, a GradScaler, RNG states
+    of torch, NumPy and Python, an argparse.Namespace and nested containers."""
+    torch.manual_seed(3)
+    model = TinyGPT()
+    adamw = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sgd_model = torch.nn.Linear(8, 4)
+    sgd = torch.optim.SGD(sgd_model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    train(model, adamw, 2, seed=1)
+    sgd_model(torch.randn(3, 8)).sum().backward()
+    sgd.step()
+    scheds = {
+        "step": torch.optim.lr_scheduler.StepLR(adamw, 5),
+        "multistep": torch.optim.lr_scheduler.MultiStepLR(sgd, [2, 4]),  # milestones: a Counter
+        "cosine": torch.optim.lr_scheduler.CosineAnnealingLR(adamw, 100),
+        "lambda": torch.optim.lr_scheduler.LambdaLR(sgd, lambda s: 0.9 ** s),
+        "plateau": torch.optim.lr_scheduler.ReduceLROnPlateau(adamw),  # holds inf
+        "warm": torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(sgd, 10),
+    }
+    for s in scheds.values():
+        if isinstance(s, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            s.step(1.0)
+        else:
+            s.step()
+    return {
+        "model": model.state_dict(),
+        "adamw": adamw.state_dict(),
+        "sgd": sgd.state_dict(),
+        "schedulers": {k: s.state_dict() for k, s in scheds.items()},
+        "scaler": torch.cuda.amp.GradScaler(enabled=False).state_dict(),
+        "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        "args": argparse.Namespace(lr=1e-3, name="run", layers=[1, 2]),
+        "nested": collections.OrderedDict(a={"b": [1, (2.5, None), {3, 4}], "c": b"\x00\xff"}, d=float("nan")),
+        "np_scalar": np.float64(1.5),
+        "np_array": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "dtypes": [torch.float32, torch.bfloat16, torch.device("cpu"), torch.Size([2, 3])],
+        "step": 7,
+        "epoch": None,
+    }
+
+
+class Evil:
+    """Unpickling this runs os.system: a file that must never run."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, ("touch %s" % self.marker,))
+
+
+class EvilEval:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (eval, ("open(%r, 'w').close()" % self.marker,))
+
+
+class Custom:
+    def __init__(self, a):
+        self.a = a
+
+
+class Hooked:
+    """Pickles as a tensor rebuilt with a backward hook."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        hooks = collections.OrderedDict([(0, collections.OrderedDict)])
+        return (torch._utils._rebuild_tensor_v2, (self.t.storage(), 0, tuple(self.t.shape), self.t.stride(), False, hooks))
+
+
+class TestRestoresTorchSave(Case):
+    def check_identical(self, obj, name="ck.pt", **kw):
+        ck = self.path(name + ".ckpz")
+        ckpz.save(obj, ck, **kw)
+        pt = self.path(name)
+        torch.save(obj, pt, **{k: v for k, v in kw.items() if k in ("pickle_protocol",)})
+        ref = read_bytes(pt)
+        self.assertEqual(restore(ck, self.path("restored.pt")), ref, "ckpz -d differs from torch.save(obj, %r)" % name)
+        return ck
+
+    def test_training_state_byte_identical(self):
+        _, _, state = make_training_state(steps=2)
+        self.check_identical(state)
+
+    def test_shared_views_dtypes_empty(self):
+        base = torch.arange(24, dtype=torch.float32)
+        obj = collections.OrderedDict(
+            whole=base, view=base[3:9], reshaped=base.view(4, 6).t(),
+            bf16=torch.randn(5).to(torch.bfloat16), f16=torch.randn(7).half(), i64=torch.arange(3),
+            b=torch.tensor([True, False]), empty=torch.ones(0), scalar=torch.tensor(2.5),
+            c64=torch.randn(3, dtype=torch.complex64), u8=torch.arange(250, dtype=torch.uint8),
+        )
+        obj.update({"t%d" % i: torch.randn(i + 1) for i in range(12)})  # keys 10, 11 sort before 2
+        ck = self.check_identical(obj)
+        back = ckpz.load(ck)
+        self.assertSameObject(obj, back)
+        # a view still shares its storage with the whole tensor
+        self.assertEqual(back["view"].storage().data_ptr(), back["whole"].storage().data_ptr())
+
+    def test_protocol_and_archive_names(self):
+        obj = {"w": torch.randn(30), "n": 1}
+        self.check_identical(obj, "run.step5.pt", pickle_protocol=4)  # archive folder "run.step5"
+        self.check_identical(obj, "weights")
+        with open(self.path("f.ckpz"), "wb") as f:  # a file object: torch names the folder "archive"
+            ckpz.save(obj, f)
+        ref = io.BytesIO()
+        torch.save(obj, ref)
+        self.assertEqual(restore(self.path("f.ckpz"), self.path("f.pt")), ref.getvalue())
+
+    def test_zip_members_as_torch_reads_them(self):
+        _, _, state = make_training_state(steps=1)
+        ck = self.path("z.pt.ckpz")
+        ckpz.save(state, ck)
+        restore(ck, self.path("z.pt"))
+        with zipfile.ZipFile(self.path("z.pt")) as z:
+            self.assertIsNone(z.testzip())  # every member's CRC-32 is right
+            names = z.namelist()
+        self.assertEqual(names[0], "z/data.pkl")
+        self.assertEqual(names[-1], "z/version")
+        self.assertSameObject(state, torch.load(self.path("z.pt")))
+
+
+class TestSaveArguments(Case):
+    def test_torch_save_arguments(self):
+        obj = {"w": torch.randn(10)}
+        ckpz.save(obj, self.path("a.ckpz"), pickle, 3)  # positionally, as torch.save takes them
+        self.assertSameObject(obj, ckpz.load(self.path("a.ckpz")))
+        ckpz.save(obj, self.path("b.ckpz"), pickle_module=pickle, pickle_protocol=2,
+                  _use_new_zipfile_serialization=True, _disable_byteorder_record=True)
+        with self.assertRaisesRegex(ValueError, "older format"):
+            ckpz.save(obj, self.path("c.ckpz"), _use_new_zipfile_serialization=False)
+        with self.assertRaisesRegex(TypeError, "level=5"):
+            ckpz.save(obj, self.path("c.ckpz"), 5)  # the old positional level
+        with self.assertRaises(ValueError):
+            ckpz.save(obj, self.path("c.ckpz"), pickle_protocol=1)
+        self.assertEqual(self.leftovers("a.ckpz", "b.ckpz"), [])
+
+    def test_custom_pickle_module(self):
+        calls = []
+
+        class Tracking:
+            class Pickler(pickle.Pickler):
+                def __init__(self, *a, **k):
+                    calls.append("pickler")
+                    super().__init__(*a, **k)
+
+        obj = {"w": torch.ones(3)}
+        ckpz.save(obj, self.path("m.ckpz"), pickle_module=Tracking)
+        self.assertEqual(calls, ["pickler"])
+        self.assertSameObject(obj, ckpz.load(self.path("m.ckpz")))
+
+
+class TestSafeLoader(Case):
+    def test_loads_training_states(self):
+        state = every_scheduler_state()
+        for name, write in (("s.ckpz", ckpz.save), ("s.pt", torch.save)):
+            write(state, self.path(name))
+            back = ckpz.load(self.path(name))  # safe by default, for .ckpz and plain .pt
+            self.assertSameObject(state["model"], back["model"])
+            self.assertSameObject(state["adamw"], back["adamw"])
+            self.assertSameObject(state["sgd"], back["sgd"])
+            self.assertEqual(back["schedulers"]["multistep"]["milestones"], collections.Counter({2: 1, 4: 1}))
+            self.assertEqual(back["schedulers"]["plateau"]["mode_worse"], float("inf"))
+            self.assertEqual(back["args"], state["args"])
+            self.assertEqual(back["rng"]["python"], state["rng"]["python"])
+            self.assertEqual(back["rng"]["numpy"][0], "MT19937")
+            self.assertTrue(np.array_equal(back["rng"]["numpy"][1], state["rng"]["numpy"][1]))
+            self.assertTrue(np.array_equal(back["np_array"], state["np_array"]))
+            self.assertEqual(back["np_scalar"], 1.5)
+            self.assertEqual(back["dtypes"], state["dtypes"])
+            self.assertTrue(torch.equal(back["rng"]["torch"], state["rng"]["torch"]))
+            self.assertEqual(back["nested"]["a"], state["nested"]["a"])
+            # the optimizer restores into a fresh one, and training goes on identically
+            model = TinyGPT()
+            model.load_state_dict(back["model"])
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            opt.load_state_dict(back["adamw"])
+
+    def test_refuses_code_without_running_it(self):
+        for cls, name in ((Evil, "os"), (EvilEval, "eval")):
+            marker = self.path("ran-%s" % name)
+            for fname, write in (("evil.ckpz", ckpz.save), ("evil.pt", torch.save)):
+                write({"w": torch.ones(2), "x": cls(marker)}, self.path(fname))
+                with self.assertRaises(ckpz.UnsafeGlobalError) as cm:
+                    ckpz.load(self.path(fname))
+                self.assertFalse(os.path.exists(marker), "the file's code ran")
+                msg = str(cm.exception)
+                self.assertIn(cm.exception.name, msg)
+                self.assertIn("trusted=True", msg)
+                self.assertIn("safe_globals", msg)
+                self.assertIn(fname, msg)
+                self.assertIsInstance(cm.exception, pickle.UnpicklingError)
+        # with weights_only=True too; trusted=True runs it, as torch.load would
+        with self.assertRaises(ckpz.UnsafeGlobalError):
+            ckpz.load(self.path("evil.pt"), weights_only=True)
+        marker = self.path("ran-eval")
+        ckpz.load(self.path("evil.ckpz"), trusted=True)
+        self.assertTrue(os.path.exists(marker))
+
+    def test_hooks_and_other_routes_refused(self):
+        # A tensor rebuilt with a backward hook (a callable, even an allowed one) is refused.
+        buf = io.BytesIO()
+        torch.save({"t": Hooked(torch.ones(2))}, buf)
+        with self.assertRaisesRegex(pickle.UnpicklingError, "backward hooks"):
+            ckpz.load(io.BytesIO(buf.getvalue()))
+        # _codecs.encode only re-encodes latin-1 (protocol 2's bytes)
+        data = b"\x80\x02c_codecs\nencode\nq\x00X\x03\x00\x00\x00abcq\x01X\x05\x00\x00\x00rot13q\x02\x86q\x03Rq\x04."
+        self.assertRaises(pickle.UnpicklingError, self._load_pickle, data)
+
+    def _load_pickle(self, data):
+        # a torch archive holding this pickle and no storage
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("archive/data.pkl", data)
+            z.writestr("archive/version", "3\n")
+        return ckpz.load(io.BytesIO(buf.getvalue()))
+
+    def test_opt_in_to_one_global(self):
+        ns = {"w": torch.ones(2), "mine": Custom(5)}  # a class of this test module
+        torch.save(ns, self.path("nt.pt"))
+        with self.assertRaises(ckpz.UnsafeGlobalError) as cm:
+            ckpz.load(self.path("nt.pt"))
+        self.assertTrue(cm.exception.name.endswith(".Custom"), cm.exception.name)
+        self.assertEqual(ckpz.load(self.path("nt.pt"), safe_globals=[cm.exception.name])["mine"].a, 5)
+        self.assertEqual(ckpz.load(self.path("nt.pt"), safe_globals=[Custom])["mine"].a, 5)
+        with self.assertRaises(ValueError):
+            ckpz.load(self.path("nt.pt"), safe_globals=["nodot"])
+
+    def test_load_arguments(self):
+        obj = {"w": torch.randn(4)}
+        ckpz.save(obj, self.path("l.ckpz"))
+        for ml in (None, "cpu", torch.device("cpu"), {"cpu": "cpu"}, lambda s, loc: s, lambda s, loc: None):
+            self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), map_location=ml))
+        with self.assertRaises(ValueError):
+            ckpz.load(self.path("l.ckpz"), weights_only=True, trusted=True)
+        with self.assertRaises(ValueError):
+            ckpz.load(self.path("l.ckpz"), pickle_module=__import__("copyreg"))  # needs trusted=True
+        with self.assertRaises(ValueError):
+            ckpz.load(self.path("l.ckpz"), mmap=True)
+        self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), pickle_module=pickle, trusted=True, encoding="utf-8"))
+        self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), weights_only=False))
+
+    def test_legacy_format_needs_trust(self):
+        obj = {"w": torch.randn(4)}
+        torch.save(obj, self.path("old.pt"), _use_new_zipfile_serialization=False)
+        with self.assertRaisesRegex(ckpz.Error, "trusted=True"):
+            ckpz.load(self.path("old.pt"))
+        self.assertSameObject(obj, ckpz.load(self.path("old.pt"), trusted=True))
+
+
+class TestCraftedFiles(Case):
+    def test_pickle_lies_about_a_storage(self):
+        # The pickle claims 10^12 elements for a 40-byte member: refused before allocating.
+        obj = {"w": torch.randn(10)}
+        torch.save(obj, self.path("p.pt"))
+        raw = bytearray(read_bytes(self.path("p.pt")))
+        i = raw.find(b"K\nt")  # the element count 10 (BININT1) ending the persistent id tuple
+        self.assertGreater(i, 0)
+        raw[i : i + 3] = b"K\x0bt"  # 11 elements: 44 bytes, where the member has 40
+        with open(self.path("p.pt"), "wb") as f:
+            f.write(raw)
+        subprocess.run([CLI, "-q", "-f", self.path("p.pt")], check=True)
+        for p in ("p.pt", "p.pt.ckpz"):
+            with self.assertRaisesRegex(ckpz.Error, "storage 0: the pickle says 11 elements"):
+                ckpz.load(self.path(p))
+
+    def test_huge_claimed_size_fails_fast(self):
+        # A 10 KB .ckpz whose index claims gigabytes of zeros from damaged chunks: the load
+        # fails at the first chunk, quickly and without touching that memory.
+        obj = {"z": torch.zeros(64 << 20, dtype=torch.uint8)}
+        p = self.path("z.ckpz")
+        ckpz.save(obj, p)
+        self.assertLess(os.path.getsize(p), 20000)
+        raw = bytearray(read_bytes(p))
+        info = ckpz.list(p)
+        z = [e for e in info if e.name][0]
+        self.assertEqual(z.length, 64 << 20)
+        # damage the middle of the file (inside the tensor's chunks)
+        mid = len(raw) // 2
+        raw[mid] ^= 0xFF
+        with open(p, "wb") as f:
+            f.write(raw)
+        code = ("import resource, sys; sys.path.insert(0, %r); import ckpz\n"
+                "try:\n    ckpz.load(%r)\nexcept ckpz.Error as e:\n    print('error', e.code)\n"
+                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n") % (os.path.join(_REPO, "python"), p)
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        self.assertLess(time.perf_counter() - t, 30)
+        self.assertEqual(out[0], "error", out)
+        self.assertIn(int(out[1]), (_lib.ERR_CHECKSUM, _lib.ERR_CORRUPT))
+        self.assertLess(int(out[2]) * 1024, 400 << 20)  # KiB: torch itself takes ~200 MB
+
+
+class TestInterrupts(Case):
+    """Ctrl-C (here SIGALRM raising KeyboardInterrupt, at spread-out moments) during save
+    and load: the previous file stays, nothing is left under another name, and the
+    exception is KeyboardInterrupt."""
+
+    def setUp(self):
+        super().setUp()
+        self.old = signal.signal(signal.SIGALRM, self._raise)
+
+    def tearDown(self):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old)
+        super().tearDown()
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise KeyboardInterrupt
+
+    def _interrupted(self, fn, delay):
+        signal.setitimer(signal.ITIMER_REAL, delay)
+        try:
+            fn()
+            outcome = "done"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        try:  # the alarm may not have fired yet: make sure it cannot fire later
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        return outcome
+
+    def test_save_and_load_interrupted(self):
+        torch.manual_seed(0)
+        old = {"w": torch.randn(1 << 20), "gen": 0}
+        new = {"w": torch.randn(3 << 20), "gen": 1, "x": [torch.randn(1000) for _ in range(50)]}
+        p = self.path("c.pt.ckpz")
+        ckpz.save(old, p, threads=2)
+        t = time.perf_counter()
+        ckpz.save(new, self.path("timing.ckpz"), threads=2)
+        dur = time.perf_counter() - t
+        os.unlink(self.path("timing.ckpz"))
+        seen = collections.Counter()
+        for k in range(24):
+            before = read_bytes(p)
+            outcome = self._interrupted(lambda: ckpz.save(new if k % 2 else old, p, threads=2), dur * (k + 0.5) / 20)
+            seen[outcome] += 1
+            self.assertEqual(self.leftovers("c.pt.ckpz"), [], "after %s save %d" % (outcome, k))
+            back = ckpz.load(p)  # never corrupt: the previous file or the new one, whole
+            self.assertIn(back["gen"], (0, 1))
+            if outcome == "interrupted" and read_bytes(p) != before:
+                # the alarm came after the rename: the new file is whole
+                self.assertEqual(back["gen"], k % 2)
+        self.assertGreater(seen["interrupted"], 5, seen)
+        # load
+        ckpz.save(new, p, threads=2)
+        t = time.perf_counter()
+        ckpz.load(p, threads=2)
+        dur = time.perf_counter() - t
+        seen = collections.Counter()
+        for k in range(24):
+            box = {}
+            outcome = self._interrupted(lambda: box.setdefault("v", ckpz.load(p, threads=2)), dur * (k + 0.5) / 20)
+            seen[outcome] += 1  # anything else (ckpz.Error above all) fails the test
+            if outcome == "done":
+                self.assertEqual(box["v"]["gen"], 1)
+        self.assertGreater(seen["interrupted"], 5, seen)
+
+    def test_compress_and_decompress_file_interrupted(self):
+        src = self.path("big.bin")
+        with open(src, "wb") as f:
+            f.write(np.random.default_rng(1).standard_normal(4 << 20).astype(np.float32).tobytes())
+        dst = self.path("big.bin.ckpz")
+        t = time.perf_counter()
+        ckpz.compress_file(src, dst, threads=2)
+        dur = time.perf_counter() - t
+        before = read_bytes(dst)
+        n = 0
+        for k in range(12):
+            if self._interrupted(lambda: ckpz.compress_file(src, dst, threads=2, level=1 + k % 3), dur * (k + 0.5) / 10) == "interrupted":
+                n += 1
+            self.assertEqual(self.leftovers("big.bin", "big.bin.ckpz"), [])
+            ckpz.info(dst)  # whole
+        for k in range(12):
+            if self._interrupted(lambda: ckpz.decompress_file(before and dst, self.path("out.bin"), threads=2), dur * (k + 0.5) / 10) == "interrupted":
+                n += 1
+            self.assertEqual(self.leftovers("big.bin", "big.bin.ckpz", "out.bin"), [])
+            if os.path.exists(self.path("out.bin")):
+                self.assertEqual(read_bytes(self.path("out.bin")), read_bytes(src))
+        self.assertGreater(n, 4)
+
+
+class TestWriteFailures(Case):
+    def test_file_size_limit_keeps_previous_file(self):
+        # In a child with RLIMIT_FSIZE, writes fail with EFBIG part way: save raises OSError
+        # naming the file, the previous checkpoint is intact, no temporary file is left.
+        p = self.path("q.ckpz")
+        ckpz.save({"w": torch.zeros(10)}, p)
+        before = read_bytes(p)
+        code = r"""
+import errno, os, resource, signal, sys
+sys.path.insert(0, %r)
+import torch, ckpz
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (200000, 200000))
+try:
+    ckpz.save({"w": torch.randn(1 << 20)}, %r)
+    print("saved")
+except OSError as e:
+    print("oserror", e.errno, e.filename)
+""" % (os.path.join(_REPO, "python"), p)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        words = out.stdout.split()
+        self.assertEqual(words[:2], ["oserror", str(__import__("errno").EFBIG)], out.stdout + out.stderr)
+        self.assertEqual(words[2], p)
+        self.assertEqual(read_bytes(p), before)
+        self.assertEqual(self.leftovers("q.ckpz"), [])
+
+    def test_byte_count_checked_before_rename(self):
+        from ckpz import _files
+
+        p = self.path("n.ckpz")
+        with open(p, "wb") as f:
+            f.write(b"previous")
+        with _files.Sink(p) as sink:
+            os.write(sink.fd.fd, b"abc")  # behind the counter's back
+            sink.fd.bytes = 3
+            with self.assertRaises(ckpz.Error):
+                sink.commit(4)
+        self.assertEqual(read_bytes(p), b"previous")
+        self.assertEqual(self.leftovers("n.ckpz"), [])
+
+
+class TestBackground(Case):
+    def test_background_save(self):
+        model, opt, state = make_training_state(steps=2)
+        p = self.path("bg.pt.ckpz")
+        h = ckpz.save(state, p, background=True)
+        self.assertIsInstance(h, ckpz.SaveHandle)
+        self.assertGreater(h.snapshot_bytes, 0)
+        self.assertGreaterEqual(h.stall_seconds, h.snapshot_seconds)
+        # training goes on and changes the tensors: the file holds the state at save time
+        ref = {k: v.clone() for k, v in state["model"].items()}
+        train(model, opt, 2, seed=9)
+        self.assertIsNone(h.wait(timeout=60))
+        self.assertTrue(h.done())
+        back = ckpz.load(p)
+        for k in ref:
+            self.assertTrue(torch.equal(ref[k], back["model"][k]), k)
+        pt = self.path("bg.pt")
+        self.assertEqual(restore(p, self.path("r.pt")), (torch.save(back, pt), read_bytes(pt))[1])
+
+    def test_errors_reach_wait_and_in_flight_limit(self):
+        h = ckpz.save({"w": torch.ones(3)}, self.path("no/such/dir/x.ckpz"), background=True)
+        with self.assertRaises(FileNotFoundError):
+            h.wait(timeout=60)
+        self.assertIsInstance(h.exception(), FileNotFoundError)
+        # three saves, at most one in flight: each waits for the one before
+        hs = [ckpz.save({"w": torch.randn(1 << 18), "i": i}, self.path("m%d.ckpz" % i), background=True) for i in range(3)]
+        ckpz.wait_saves()
+        self.assertTrue(all(x.done() for x in hs))
+        for i in range(3):
+            self.assertEqual(ckpz.load(self.path("m%d.ckpz" % i))["i"], i)
+        with self.assertRaises(TypeError):
+            ckpz.save({"w": torch.ones(1)}, io.BytesIO(), background=True)
+        with self.assertRaises(ValueError):
+            ckpz.save({"w": torch.ones(1)}, self.path("v.ckpz"), background=True, max_pending=0)
+
+
+class TestZip64Layout(unittest.TestCase):
+    def test_member_over_4gib(self):
+        """A member of 4 GiB + 100 bytes (zero pages, never touched) laid out by the zip
+        source: Python's zipfile finds every member where the zip64 fields say, and the
+        headers carry the zip64 fields torch's writer puts there."""
+        import mmap
+
+        big = (1 << 32) + 100
+        m = mmap.mmap(-1, big)
+        members = [("a/data.pkl", b"x" * 10), ("a/data/0", m), ("a/data/1", b"y" * 70), ("a/version", b"3\n")]
+        arr = (_lib.ZipMember * len(members))()
+        keep = []
+        for i, (name, data) in enumerate(members):
+            arr[i].name = name.encode()
+            if isinstance(data, bytes):
+                keep.append(data)
+                arr[i].data = _lib.ctypes.cast(_lib.ctypes.c_char_p(data), _lib.ctypes.c_void_p).value
+                arr[i].size = len(data)
+            else:
+                c, addr = _lib.address(data)
+                keep.append(c)
+                arr[i].data, arr[i].size = addr, big
+        call = _lib.Call()
+        src = _lib.ctypes.c_void_p()
+        call.check(_lib.zip_source_create(call.ctx, arr, len(arr), _lib.ctypes.byref(src)))
+        total = _lib.zip_source_size(src)
+        with tempfile.TemporaryFile() as f:  # sparse: the big member's zeros are a hole
+            buf = _lib.ctypes.create_string_buffer(8 << 20)
+            pos = 0
+            while True:
+                n = _lib.ZIP_SOURCE_READ(src, buf, 8 << 20)
+                if n <= 0:
+                    break
+                chunk = buf.raw[:n]
+                if chunk.count(0) != n:
+                    os.pwrite(f.fileno(), chunk, pos)
+                pos += n
+            _lib.zip_source_free(src)
+            self.assertEqual(pos, total)
+            os.ftruncate(f.fileno(), total)
+            with zipfile.ZipFile(f) as z:
+                infos = z.infolist()
+                self.assertEqual([i.filename for i in infos], [n for n, _ in members])
+                self.assertEqual(infos[1].file_size, big)
+                self.assertEqual(infos[2].header_offset > (1 << 32), True)
+                self.assertEqual(z.read("a/data/1"), b"y" * 70)  # its CRC-32 is checked
+                self.assertEqual(z.read("a/version"), b"3\n")
+            # local header of the big member: zip64 extra (sizes only), then FB padding to 64
+            f.seek(infos[1].header_offset)
+            h = f.read(30 + 8 + 20 + 4)
+            self.assertEqual(struct.unpack_from("<H", h, 30 + 8)[0], 1)  # zip64 tag
+            self.assertEqual(struct.unpack_from("<H", h, 30 + 8 + 2)[0], 16)
+            xlen = struct.unpack_from("<H", h, 28)[0]
+            self.assertEqual((infos[1].header_offset + 30 + 8 + xlen) % 64, 0)
+            # the member after it: header offset past 4 GiB -> zip64 extra with the offset only
+            f.seek(infos[2].header_offset)
+            h = f.read(30 + 8 + 12)
+            self.assertEqual(struct.unpack_from("<HHQ", h, 38), (1, 8, infos[2].header_offset))
+            # its data descriptor has 64-bit sizes: 24 bytes before the next header
+            self.assertEqual(infos[3].header_offset - (infos[2].header_offset + 30 + 8 + struct.unpack_from("<H", h, 28)[0] + 70), 24)
+        del keep, c
+        m.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
