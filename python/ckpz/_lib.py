@@ -386,6 +386,7 @@ class Call:
         if self.ctx:
             ctx_free(self.ctx)
             self.ctx = None
+        self._keep = []  # the callbacks' closures may hold the caller's buffers
 
     def __enter__(self):
         return self

@@ -22,6 +22,7 @@ import collections
 import io
 import os
 import pickle
+import stat
 import threading
 import time
 import warnings
@@ -504,39 +505,158 @@ def _load_legacy(torch, f, map_location, pickle_module, trusted, safe_globals, t
     return torch.load(f, map_location=map_location, pickle_module=pickle_module or pickle, **pickle_load_args)
 
 
+def _buffer_of(f):
+    """A read-only byte view of f's content from its position when f exposes its memory
+    (an mmap, or io.BytesIO), else None."""
+    try:
+        if isinstance(f, io.BytesIO):
+            mv = f.getbuffer()
+        else:
+            mv = memoryview(f)
+        mv = mv.cast("B")
+    except (TypeError, ValueError, BufferError):
+        return None
+    try:
+        pos = f.tell()
+    except (AttributeError, OSError, ValueError):
+        pos = 0
+    return mv[pos:]
+
+
+class _Pieces:
+    """What a stream held, read into memory in pieces of memory faulted in at once
+    (_files.alloc: one call, not a fault per page), read back at any offset. Pieces
+    double from 1 MiB to 64 MiB, so a small stream takes little memory."""
+
+    PIECE = 64 << 20
+
+    def __init__(self, f, call):
+        self.path = None
+        self.pieces, self.ends = [], []
+        total = 0
+        while True:
+            if call.aborted:
+                raise Error(_lib.ERR_ABORTED, "aborted")
+            buf = _files.alloc(min(self.PIECE, max(1 << 20, total)))  # pieces grow with the stream
+            mv = memoryview(buf)
+            n = 0
+            while n < len(mv):
+                r = f.readinto(mv[n:]) if hasattr(f, "readinto") else None
+                if r is None:  # no readinto: read() what comes
+                    piece = f.read(len(mv) - n)
+                    r = len(piece)
+                    mv[n : n + r] = piece
+                if not r:
+                    break
+                n += r
+            if n:
+                self.pieces.append(mv[:n])
+                total += n
+                self.ends.append(total)
+            if n < len(mv):
+                break
+        self.size = total
+
+    def head(self, n):
+        return bytes(self.pieces[0][:n]) if self.pieces else b""
+
+    def copy_out(self, off, out):
+        """Copies len(out) bytes at off into the memoryview out; False past the end."""
+        n = len(out)
+        if off > self.size or n > self.size - off:
+            return False
+        k = bisect.bisect_right(self.ends, off)
+        done = 0
+        while done < n:
+            start = self.ends[k] - len(self.pieces[k])
+            take = min(n - done, self.ends[k] - (off + done))
+            at = off + done - start
+            out[done : done + take] = self.pieces[k][at : at + take]
+            done += take
+            k += 1
+        return True
+
+    def read(self, off, n):
+        out = bytearray(n)
+        if not self.copy_out(off, memoryview(out)):
+            raise Error(_lib.ERR_TRUNCATED, "the stream ended inside the archive")
+        return bytes(out)
+
+    def read_many(self, spans):
+        return [self.read(o, n) for o, n in spans]
+
+
 def _load_fileobj(torch, f, call, base, args):
-    """A binary file object: its bytes from the current position are read into memory."""
-    data = f.read()
-    if not isinstance(data, (bytes, bytearray)):
-        raise TypeError("ckpz.load: the file object must be opened in binary mode")
-    if data[:8] == _lib.MAGIC:
-        mv = memoryview(data)
+    """A binary file object, read from its position: in place when it exposes its memory
+    (an mmap, io.BytesIO), else read into memory first (a pipe, a socket)."""
+    mv = _buffer_of(f)
+    if mv is not None:
+        with mv:  # released on return: the caller may close its mmap right after
+            return _load_memory(torch, _MemImage(mv), call, base, args)
+    else:
+        try:
+            fd, pos = f.fileno(), f.tell()
+            regular = pos == 0 and stat.S_ISREG(os.fstat(fd).st_mode)
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            regular = False
+        if regular:  # an open regular file: read through its descriptor, as for a path
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, _lib.BASE_PROBE, 0)
+            if head[:8] == _lib.MAGIC:
+                return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
+            if head[:4] == _ZIP_MAGIC:
+                image = _FileImage(fd, size, None, call)
+
+                def fill_file(spans):
+                    for off, n, u in spans:
+                        image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
+
+                return _load_archive(torch, image, fill_file, *args)
+            return _load_legacy(torch, f, *args)
+        return _load_memory(torch, _Pieces(f, call), call, base, args)
+
+
+def _load_memory(torch, mem, call, base, args):
+    """An archive or .ckpz held in memory (a _MemImage or _Pieces)."""
+    head = mem.head(8)
+    if head[:8] == _lib.MAGIC:
 
         def pread(_o, buf, n, off):
-            if off > len(mv) or n > len(mv) - off:
-                return -1
-            _lib.view_at(buf, n, writable=True)[:] = mv[off : off + n]
-            return 0
+            return 0 if mem.copy_out(off, _lib.view_at(buf, n, writable=True)) else -1
 
-        return _load_ckpz(torch, call, pread, None, len(data), base, args)
-    if data[:4] == _ZIP_MAGIC:
-        image = _MemImage(data)
+        return _load_ckpz(torch, call, pread, None, mem.size, base, args)
+    if head[:4] == _ZIP_MAGIC:
 
         def fill(spans):
             for off, n, u in spans:
-                _lib.view_at(u.data_ptr(), n, writable=True)[:] = memoryview(data)[off : off + n]
+                if not mem.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
+                    raise Error(_lib.ERR_TRUNCATED, "the stream ended inside a tensor")
 
-        return _load_archive(torch, image, fill, *args)
-    return _load_legacy(torch, io.BytesIO(data), *args)
+        return _load_archive(torch, mem, fill, *args)
+    return _load_legacy(torch, io.BytesIO(mem.read(0, mem.size)), *args)
 
 
 class _MemImage:
+    """An archive held in memory (a memoryview)."""
+
     def __init__(self, data):
         self.data = data
         self.size = len(data)
         self.path = None
 
+    def head(self, n):
+        return bytes(self.data[:n])
+
+    def copy_out(self, off, out):
+        n = len(out)
+        if off > self.size or n > self.size - off:
+            return False
+        out[:] = self.data[off : off + n]
+        return True
+
     def read(self, off, n):
+        if off > self.size or n > self.size - off:
+            raise Error(_lib.ERR_TRUNCATED, "the archive ends early")
         return bytes(self.data[off : off + n])
 
     def read_many(self, spans):

@@ -209,6 +209,62 @@ class TestSaveArguments(Case):
         self.assertSameObject(obj, ckpz.load(self.path("m.ckpz")))
 
 
+class TestFileObjects(Case):
+    def test_pipes_mmaps_and_open_files(self):
+        import mmap
+        import threading
+
+        _, _, state = make_training_state(steps=1)
+        state["big"] = torch.randn(3 << 20)  # several chunks and stream pieces
+        for write in (ckpz.save, torch.save):
+            # save into a pipe, read at the other end by a thread
+            r, w = os.pipe()
+            got = []
+
+            def drain(fd=r):
+                with os.fdopen(fd, "rb") as f:
+                    got.append(f.read())
+
+            t = threading.Thread(target=drain)
+            t.start()
+            with os.fdopen(w, "wb") as f:
+                write(state, f)
+            t.join()
+            data = got[0]
+            # load from a pipe (not seekable: read into memory first)
+            r, w = os.pipe()
+            t = threading.Thread(target=lambda: (os.write(w, data) if len(data) < 65536 else
+                                                 [os.write(w, data[i:i + 65536]) for i in range(0, len(data), 65536)],
+                                                 os.close(w)))
+            t.start()
+            with os.fdopen(r, "rb") as f:
+                self.assertSameObject(state, ckpz.load(f))
+            t.join()
+            # an mmap and io.BytesIO are read in place; an open regular file through its descriptor
+            m = mmap.mmap(-1, len(data))
+            m.write(data)
+            m.seek(0)
+            self.assertSameObject(state, ckpz.load(m))
+            m.close()  # load let go of its view
+            self.assertSameObject(state, ckpz.load(io.BytesIO(data)))
+            with open(self.path("o.bin"), "wb") as f:
+                f.write(data)
+            with open(self.path("o.bin"), "rb") as f:
+                self.assertSameObject(state, ckpz.load(f))
+        # a stream cut short is an error naming what is missing, not a crash
+        for write in (ckpz.save, torch.save):
+            buf = io.BytesIO()
+            write(state, buf)
+            cut = buf.getvalue()[: len(buf.getvalue()) // 2]
+            r, w = os.pipe()
+            t = threading.Thread(target=lambda: ([os.write(w, cut[i:i + 65536]) for i in range(0, len(cut), 65536)],
+                                                 os.close(w)))
+            t.start()
+            with os.fdopen(r, "rb") as f, self.assertRaises(ckpz.Error):
+                ckpz.load(f)
+            t.join()
+
+
 class TestSafeLoader(Case):
     def test_loads_training_states(self):
         state = every_scheduler_state()
