@@ -7,8 +7,8 @@ it only after the call succeeded and the byte count was checked; anything else (
 error, KeyboardInterrupt, a signal) removes the temporary file and leaves the
 destination as it was.
 
-Long calls run on a helper thread (`run`). Python delivers signals to the main thread
-only, and between bytecodes: a KeyboardInterrupt raised inside a ctypes callback, before
+Long calls run on a helper thread (`run`; one thread, kept). Python delivers signals to
+the main thread only, and between bytecodes: a KeyboardInterrupt raised inside a ctypes callback, before
 its `try:`, is printed and dropped, and the callback returns whatever ctypes makes of
 that. On the helper thread no signal can arrive in a callback; the main thread waits,
 and when Ctrl-C reaches it, it asks the library to stop (the progress callback returns
@@ -19,6 +19,7 @@ import contextlib
 import io
 import mmap
 import os
+import queue
 import secrets
 import stat
 import threading
@@ -33,8 +34,35 @@ def is_path(x):
     return isinstance(x, (str, bytes, os.PathLike))
 
 
+class _Worker:
+    """The one thread that runs the main thread's library calls, kept for the process's
+    life: one thread means one malloc arena, so the memory a load frees is what the next
+    load's storages reuse, without page faults (and no thread is started per call)."""
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="ckpz-calls", daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            self.jobs.get()()
+
+
+_worker = None
+_worker_lock = threading.Lock()
+
+
+def _get_worker():
+    global _worker
+    with _worker_lock:
+        if _worker is None or not _worker.thread.is_alive():
+            _worker = _Worker()
+        return _worker
+
+
 def run(fn, call):
-    """fn() (which makes library calls through `call`, a _lib.Call) on a helper thread;
+    """fn() (which makes library calls through `call`, a _lib.Call) on the helper thread;
     on an exception in the waiting thread (KeyboardInterrupt), call.abort(), wait for fn
     to return, and raise that exception. fn's own result or exception otherwise."""
     if threading.current_thread() is not threading.main_thread():
@@ -44,9 +72,9 @@ def run(fn, call):
     gate = threading.Lock()
     state = {"began": False, "abandoned": False}
 
-    def target():
+    def job():
         with gate:
-            if state["abandoned"]:  # the caller gave up before this thread began: do nothing
+            if state["abandoned"]:  # the caller gave up before this began: do nothing
                 return
             state["began"] = True
         try:
@@ -56,23 +84,20 @@ def run(fn, call):
         finally:
             finished.set()
 
-    t = threading.Thread(target=target, name="ckpz-call", daemon=True)
+    worker = _get_worker()
     interrupted = None
     try:
-        t.start()
-    except RuntimeError:  # no thread could be started: nothing runs
-        raise
-    except BaseException as e:  # interrupted inside start(): the thread may or may not run
+        worker.jobs.put(job)
+    except BaseException as e:  # interrupted around put(): the job may or may not be queued
         call.abort()
         interrupted = e
         with gate:
             if not state["began"]:
-                state["abandoned"] = True
+                state["abandoned"] = True  # if it was queued, the worker skips it
         if state["abandoned"]:
             raise
-    # Wait on an Event the thread sets last, not on join(): an interrupted join() can
-    # leave the thread looking finished while it runs, and the caller must not free
-    # or close what the library is still using.
+    # Wait on an Event the job sets last: the caller must not free or close what the
+    # library is still using, whatever interrupts the wait.
     while not finished.is_set():
         try:
             finished.wait()

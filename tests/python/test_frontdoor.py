@@ -424,6 +424,12 @@ class TestInterrupts(Case):
     def _raise(signum, frame):
         raise KeyboardInterrupt
 
+    @staticmethod
+    def _duration(fn):
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
     def _interrupted(self, fn, delay):
         signal.setitimer(signal.ITIMER_REAL, delay)
         try:
@@ -437,64 +443,79 @@ class TestInterrupts(Case):
             outcome = "interrupted"
         return outcome
 
+    def _storm(self, make_call, check, want=12, limit=150):
+        """Runs make_call(k)() again and again, each time with the alarm set at a random
+        moment inside its expected duration (re-estimated from the runs the alarm
+        missed), until `want` runs were interrupted; check(outcome, k) after each run."""
+        rng = random.Random(5)
+        durs = [self._duration(make_call(-1)) for _ in range(3)]
+        seen = collections.Counter()
+        for k in range(limit):
+            if seen["interrupted"] >= want:
+                break
+            t = time.perf_counter()
+            outcome = self._interrupted(make_call(k), rng.uniform(0.02, 0.9) * sorted(durs)[len(durs) // 2])
+            if outcome == "done":
+                durs.append(time.perf_counter() - t)
+            seen[outcome] += 1  # anything but done/interrupted (ckpz.Error above all) fails the test
+            check(outcome, k)
+        self.assertGreaterEqual(seen["interrupted"], want, seen)
+
     def test_save_and_load_interrupted(self):
         torch.manual_seed(0)
         old = {"w": torch.randn(1 << 20), "gen": 0}
         new = {"w": torch.randn(3 << 20), "gen": 1, "x": [torch.randn(1000) for _ in range(50)]}
         p = self.path("c.pt.ckpz")
         ckpz.save(old, p, threads=2)
-        t = time.perf_counter()
-        ckpz.save(new, self.path("timing.ckpz"), threads=2)
-        dur = time.perf_counter() - t
-        os.unlink(self.path("timing.ckpz"))
-        seen = collections.Counter()
-        for k in range(24):
-            before = read_bytes(p)
-            outcome = self._interrupted(lambda: ckpz.save(new if k % 2 else old, p, threads=2), dur * (k + 0.5) / 20)
-            seen[outcome] += 1
+        last = {"bytes": read_bytes(p)}
+
+        def save_call(k):
+            return lambda: ckpz.save(new if k % 2 else old, p, threads=2)
+
+        def check_save(outcome, k):
             self.assertEqual(self.leftovers("c.pt.ckpz"), [], "after %s save %d" % (outcome, k))
             back = ckpz.load(p)  # never corrupt: the previous file or the new one, whole
-            self.assertIn(back["gen"], (0, 1))
-            if outcome == "interrupted" and read_bytes(p) != before:
-                # the alarm came after the rename: the new file is whole
+            now = read_bytes(p)
+            if outcome == "interrupted" and now != last["bytes"]:
+                self.assertEqual(back["gen"], k % 2)  # the alarm came after the rename
+            if outcome == "done":
                 self.assertEqual(back["gen"], k % 2)
-        self.assertGreater(seen["interrupted"], 5, seen)
-        # load
+            last["bytes"] = now
+
+        self._storm(save_call, check_save)
         ckpz.save(new, p, threads=2)
-        t = time.perf_counter()
-        ckpz.load(p, threads=2)
-        dur = time.perf_counter() - t
-        seen = collections.Counter()
-        for k in range(24):
-            box = {}
-            outcome = self._interrupted(lambda: box.setdefault("v", ckpz.load(p, threads=2)), dur * (k + 0.5) / 20)
-            seen[outcome] += 1  # anything else (ckpz.Error above all) fails the test
+        box = {}
+
+        def load_call(k):
+            box.clear()
+            return lambda: box.setdefault("v", ckpz.load(p, threads=2))
+
+        def check_load(outcome, k):
             if outcome == "done":
                 self.assertEqual(box["v"]["gen"], 1)
-        self.assertGreater(seen["interrupted"], 5, seen)
+
+        self._storm(load_call, check_load)
 
     def test_compress_and_decompress_file_interrupted(self):
         src = self.path("big.bin")
         with open(src, "wb") as f:
             f.write(np.random.default_rng(1).standard_normal(4 << 20).astype(np.float32).tobytes())
         dst = self.path("big.bin.ckpz")
-        t = time.perf_counter()
+        out = self.path("out.bin")
         ckpz.compress_file(src, dst, threads=2)
-        dur = time.perf_counter() - t
-        before = read_bytes(dst)
-        n = 0
-        for k in range(12):
-            if self._interrupted(lambda: ckpz.compress_file(src, dst, threads=2, level=1 + k % 3), dur * (k + 0.5) / 10) == "interrupted":
-                n += 1
+
+        def check_compress(outcome, k):
             self.assertEqual(self.leftovers("big.bin", "big.bin.ckpz"), [])
             ckpz.info(dst)  # whole
-        for k in range(12):
-            if self._interrupted(lambda: ckpz.decompress_file(before and dst, self.path("out.bin"), threads=2), dur * (k + 0.5) / 10) == "interrupted":
-                n += 1
+
+        self._storm(lambda k: (lambda: ckpz.compress_file(src, dst, threads=2)), check_compress, want=8)
+
+        def check_decompress(outcome, k):
             self.assertEqual(self.leftovers("big.bin", "big.bin.ckpz", "out.bin"), [])
-            if os.path.exists(self.path("out.bin")):
-                self.assertEqual(read_bytes(self.path("out.bin")), read_bytes(src))
-        self.assertGreater(n, 4)
+            if os.path.exists(out):
+                self.assertEqual(read_bytes(out), read_bytes(src))
+
+        self._storm(lambda k: (lambda: ckpz.decompress_file(dst, out, threads=2)), check_decompress, want=8)
 
 
 class TestWriteFailures(Case):
