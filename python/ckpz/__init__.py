@@ -191,30 +191,35 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 # ---- files -----------------------------------------------------------------------------
 
 
-def _compress(src, dst, params, base, path, threads=0, size=None):
-    """Compresses src (a path or a binary file object) into dst (a temporary file renamed
-    into place): compression runs on the library's threads, the library reads and writes
-    through file descriptors where it can, and Ctrl-C stops it cleanly. Everything that
-    creates a file runs on the helper thread (_files.run), where no signal can land
-    between creating a temporary file and taking charge of removing it."""
+def _stream(compress, src, dst, params, base, path, threads=0, size=None):
+    """Compresses (or restores) src (a path or a binary file object) into dst (a temporary
+    file renamed into place): the work runs on the library's threads, the library reads
+    and writes through file descriptors where it can, and Ctrl-C stops it cleanly.
+    Everything that creates a file runs on the helper thread (_files.run), where no
+    signal can land between creating a temporary file and taking charge of removing it.
+    Returns the ckpz_stats."""
     stats = _lib.Stats()
     with _lib.Call(params, path) as call:
 
         def work():
             with _bases.open_base(base, threads) as b, _files.Source(src) as source, _files.Sink(dst) as sink:
                 if b is not None:
-                    b.apply(params, compress=True)
+                    b.apply(params, compress=compress)
                 rd, rd_opaque = source.reader(call)
                 wr, wr_opaque = sink.writer(call)
-                n = source.size() if size is None else size
-                err = _lib.compress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque,
-                                           _lib.SIZE_UNKNOWN if n is None else n, wr, wr_opaque,
-                                           _lib.ctypes.byref(stats))
+                if compress:
+                    n = source.size() if size is None else size
+                    err = _lib.compress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque,
+                                               _lib.SIZE_UNKNOWN if n is None else n, wr, wr_opaque,
+                                               _lib.ctypes.byref(stats))
+                else:
+                    err = _lib.decompress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque, wr, wr_opaque,
+                                                 _lib.ctypes.byref(stats))
                 e = source.os_error() or sink.os_error()
                 if err and e is not None and not call.aborted:
                     raise e
                 call.check(err)
-                sink.commit(stats.compressed_bytes)
+                sink.commit(stats.compressed_bytes if compress else stats.original_bytes)
 
         _files.run(work, call)
     return stats
@@ -257,7 +262,7 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     if pol is not None:
         params.policy = pol
         params.max_mae = float(max_mae or 0)
-    return _compress(src, dst, params, base, src, threads).compressed_bytes
+    return _stream(True, src, dst, params, base, src, threads).compressed_bytes
 
 
 def decompress_file(src, dst, threads=0, base=None):
@@ -280,25 +285,7 @@ def decompress_file(src, dst, threads=0, base=None):
     if base is None and _files.is_path(src):
         base = _bases.located_base(src, _bases.read_head(src))
     params = _lib.make_params(threads=threads)
-    stats = _lib.Stats()
-    with _lib.Call(params, src) as call:
-
-        def work():  # on the helper thread, as in _compress
-            with _bases.open_base(base, threads) as b, _files.Source(src) as source, _files.Sink(dst) as sink:
-                if b is not None:
-                    b.apply(params)
-                rd, rd_opaque = source.reader(call)
-                wr, wr_opaque = sink.writer(call)
-                err = _lib.decompress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque, wr, wr_opaque,
-                                             _lib.ctypes.byref(stats))
-                e = source.os_error() or sink.os_error()
-                if err and e is not None and not call.aborted:
-                    raise e
-                call.check(err)
-                sink.commit(stats.original_bytes)
-
-        _files.run(work, call)
-    return stats.original_bytes
+    return _stream(False, src, dst, params, base, src, threads).original_bytes
 
 
 # ---- NumPy -----------------------------------------------------------------------------
@@ -318,7 +305,7 @@ def save_arrays(path, *args, level=LEVEL_DEFAULT, threads=0, **arrays):
     np.savez(buf, *args, **arrays)
     size = len(buf.getbuffer())
     buf.seek(0)
-    _compress(buf, path, _lib.make_params(level, threads), None, path, threads, size)
+    _stream(True, buf, path, _lib.make_params(level, threads), None, path, threads, size)
 
 
 def load_arrays(path, allow_pickle=False, threads=0):

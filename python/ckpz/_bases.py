@@ -60,11 +60,8 @@ class _Base:
     def close(self):
         self._keep = None  # drop the export before unmapping
         buf, self._buf = self._buf, None
-        if self._owned and isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:  # a view is still alive somewhere: let the GC unmap it
-                pass
+        if self._owned:
+            _files.close_mmap(buf)
 
     def __enter__(self):
         return self

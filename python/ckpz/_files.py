@@ -356,17 +356,22 @@ class Restored:
 
     def close(self):
         mem, self.mem = self.mem, None
-        if isinstance(mem, mmap.mmap):
-            try:
-                mem.close()
-            except BufferError:  # a view is still alive somewhere: let the GC unmap it
-                pass
+        close_mmap(mem)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+def close_mmap(buf):
+    """Unmaps buf if it is an mmap; a view still alive somewhere leaves it to the GC."""
+    if isinstance(buf, mmap.mmap):
+        try:
+            buf.close()
+        except BufferError:
+            pass
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)

@@ -479,23 +479,29 @@ def load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globa
 def _load_path(torch, path, call, base, args):
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        size = os.fstat(fd).st_size
-        head = os.pread(fd, _lib.BASE_PROBE, 0)
-        if head[:8] == _lib.MAGIC:
-            if base is None:
-                base = _bases.located_base(path, head)
-            return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
-        if head[:4] == _ZIP_MAGIC:
-            image = _FileImage(fd, size, path, call)
-
-            def fill(spans):
-                for off, n, u in spans:
-                    image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
-
-            return _load_archive(torch, image, fill, *args)
+        return _load_fd(torch, fd, path, path, call, base, args)
     finally:
         os.close(fd)
-    return _load_legacy(torch, path, *args)
+
+
+def _load_fd(torch, fd, path, legacy, call, base, args):
+    """A regular file open at fd (path: its name for messages and for finding a delta
+    file's base, or None; legacy: what torch.load gets for a pre-1.6 file)."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _lib.BASE_PROBE, 0)
+    if head[:8] == _lib.MAGIC:
+        if base is None and path is not None:
+            base = _bases.located_base(path, head)
+        return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
+    if head[:4] == _ZIP_MAGIC:
+        image = _FileImage(fd, size, path, call)
+
+        def fill(spans):
+            for off, n, u in spans:
+                image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
+
+        return _load_archive(torch, image, fill, *args)
+    return _load_legacy(torch, legacy, *args)
 
 
 def _load_legacy(torch, f, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args):
@@ -600,19 +606,7 @@ def _load_fileobj(torch, f, call, base, args):
         except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
             regular = False
         if regular:  # an open regular file: read through its descriptor, as for a path
-            size = os.fstat(fd).st_size
-            head = os.pread(fd, _lib.BASE_PROBE, 0)
-            if head[:8] == _lib.MAGIC:
-                return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
-            if head[:4] == _ZIP_MAGIC:
-                image = _FileImage(fd, size, None, call)
-
-                def fill_file(spans):
-                    for off, n, u in spans:
-                        image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
-
-                return _load_archive(torch, image, fill_file, *args)
-            return _load_legacy(torch, f, *args)
+            return _load_fd(torch, fd, None, f, call, base, args)
         return _load_memory(torch, _Pieces(f, call), call, base, args)
 
 
