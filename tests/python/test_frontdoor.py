@@ -467,9 +467,10 @@ class TestInterrupts(Case):
         new = {"w": torch.randn(3 << 20), "gen": 1, "x": [torch.randn(1000) for _ in range(50)]}
         p = self.path("c.pt.ckpz")
         ckpz.save(old, p, threads=2)
-        last = {"bytes": read_bytes(p)}
+        last = {}
 
         def save_call(k):
+            last["bytes"] = read_bytes(p)  # the file before this call
             return lambda: ckpz.save(new if k % 2 else old, p, threads=2)
 
         def check_save(outcome, k):
@@ -480,7 +481,6 @@ class TestInterrupts(Case):
                 self.assertEqual(back["gen"], k % 2)  # the alarm came after the rename
             if outcome == "done":
                 self.assertEqual(back["gen"], k % 2)
-            last["bytes"] = now
 
         self._storm(save_call, check_save)
         ckpz.save(new, p, threads=2)
