@@ -4,26 +4,41 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test check install asan fuzz bench clean
+.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz bench clean
 
 all: build
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+# The build folder counts as configured once CMake has written its Makefile; a configure
+# that fails (a missing compiler, say) removes its cache, so the next `make` starts over
+# instead of failing on a half-made folder.
+$(BUILD)/Makefile:
+	@cmake -S . -B $(BUILD) -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) || { rm -f $(BUILD)/CMakeCache.txt; exit 1; }
 
-build: $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+build: $(BUILD)/Makefile
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 deps:
-	scripts/install-deps
+	@scripts/install-deps
 
 demo: deps
-	$(MAKE) build
+	@$(MAKE) --no-print-directory build
 	scripts/demo $(BUILD)/ckpz
 
+# The whole suite: 4-10 minutes on two cores (the corruption sweeps and the CLI listing
+# tests take most of it).
 test: deps
-	$(MAKE) build
+	@$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The edit loop: everything but the slowest tests (about a minute on two cores).
+SLOW_TESTS = ^(test_corrupt|cli_list_test_extract|python_delta|python_frontdoor|cli_signals)$$
+test-quick: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(SLOW_TESTS)'
+
+# The README's commands on a bare Debian 12 root (debootstrap minbase; needs root and
+# Debian's mirror; ~15 minutes): scripts/fresh-debian.
+fresh-debian:
+	scripts/fresh-debian
 
 # Tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
