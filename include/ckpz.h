@@ -181,6 +181,14 @@ CKPZ_API void ckpz_params_init(ckpz_params *p);
 /* ---- context --------------------------------------------------------------------- */
 typedef struct ckpz_ctx ckpz_ctx;
 
+/* A context keeps working memory between calls; ckpz_ctx_free releases it. What the
+ * compressions on a context have used (their most threads, deepest pipeline, largest
+ * chunk size) is kept for the next one: the coders' state and buffers, about 2.5 chunk
+ * sizes per thread, and 2.5 chunk sizes for each chunk in flight (one with one thread,
+ * three per thread with more): ~6 MB for one thread at the default chunk size, ~10 MB
+ * a thread with more. So a call on a small input costs its coding, not the set-up of a
+ * few MB. Create one context per thread and reuse it; free it to give the memory back.
+ * Not guaranteed: what is kept, and how much (decompression keeps nothing yet). */
 CKPZ_API ckpz_ctx *ckpz_ctx_create(void);
 CKPZ_API void ckpz_ctx_free(ckpz_ctx *ctx);
 /* The message of the last failed call on ctx ("" if none). Valid until the next call. */
@@ -224,9 +232,11 @@ typedef struct ckpz_stats {
 
 /* ---- streaming compression / decompression ----------------------------------------- */
 /* Compresses everything `rd` yields into a ckpz stream given to `wr`. size_hint is the
- * input size if known (CKPZ_SIZE_UNKNOWN otherwise; it is only used for progress and
- * to bound the format probe). Work runs on params->threads threads; writing overlaps
- * compression and memory stays bounded by a few chunks per thread. stats may be NULL. */
+ * input size if known (CKPZ_SIZE_UNKNOWN otherwise; it is only used for progress, to
+ * bound the format probe and to size the work: params->threads is capped at one thread
+ * per two chunks of it, and per 2 MiB, so an input of one or two chunks starts no
+ * thread). Work runs on params->threads threads; writing overlaps compression and
+ * memory stays bounded by a few chunks per thread. stats may be NULL. */
 CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params,
                                          ckpz_read_fn rd, void *rd_opaque, uint64_t size_hint,
                                          ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
@@ -241,8 +251,35 @@ CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *par
                                            ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
 
 /* ---- one-shot, in memory ----------------------------------------------------------- */
+/* The largest .ckpz file ckpz_compress_into and ckpz_compress_buffer write for an input
+ * of src_size bytes, with any params: src_size + src_size / 256 + 64 KiB (0 when that
+ * does not fit a size_t). Guaranteed: a dst_capacity of at least this never fails for
+ * lack of room. To keep it, an input whose described form would not fit (thousands of
+ * tiny or empty tensors, whose names and shapes the file holds twice, in a file that
+ * does not compress) is coded as opaque bytes, as params->format = CKPZ_INPUT_RAW with
+ * no raw_dtype codes it: it still restores byte for byte (exactly, even with a lossy
+ * policy) and is still a delta against params->base when the base is as long, but it
+ * lists no tensors. ckpz_compress_stream never does this (its output has no bound in
+ * the input's size). Not guaranteed: the same value in later versions. */
+CKPZ_API size_t ckpz_compress_bound(size_t src_size);
+
+/* Compresses src into the caller's dst[0..dst_capacity) and sets *written to the
+ * output's length. The output does not depend on the capacity (it is the same for
+ * every capacity it fits in, and the same as ckpz_compress_buffer's), and nothing is
+ * written at or past dst_capacity. An output that does not fit (possible only below
+ * ckpz_compress_bound(src_size)) fails with CKPZ_ERR_LIMIT once the compression has
+ * run to its end, with a message that gives the size needed. On any failure dst holds
+ * partial output and *written is 0. Uses the context's kept memory (see
+ * ckpz_ctx_create): a loop over buffers with one context and one dst allocates no
+ * chunk-sized memory after its first call (only the input's small tables). */
+CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params,
+                                       const void *src, size_t src_size,
+                                       void *dst, size_t dst_capacity, size_t *written);
+
 /* Compresses src into a buffer allocated by the library (*dst, *dst_size); release it
- * with ckpz_free. */
+ * with ckpz_free. The same output as ckpz_compress_into; the buffer is allocated once,
+ * at ckpz_compress_bound(src_size) bytes (its pages only touched as the output reaches
+ * them), and shrunk to the output's size. */
 CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
                                          const void *src, size_t src_size,
                                          void **dst, size_t *dst_size);

@@ -61,11 +61,120 @@ static void compress_job(void *v, int worker, void *arg)
         j->out_len = chunk_encode_lossy(ws->scratch, worker, level, &j->plan, j->dtype, j->entry, j->elem0, j->raw,
                                         j->raw_len, j->plan.spec.no_base ? NULL : j->base, j->out, &j->raw_crc,
                                         &restored, &j->st);
-        return;
+    } else {
+        j->out_len = chunk_encode(ws->scratch->ec[worker], level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
+                                  ws->scratch->planes[worker], j->out, &j->raw_crc,
+                                  ws->defer_base_crc ? &j->base_crc : NULL);
     }
-    j->out_len = chunk_encode(ws->scratch->ec[worker], level, j->dtype, j->entry, j->raw, j->raw_len, j->base,
-                              ws->scratch->planes[worker], j->out, &j->raw_crc,
-                              ws->defer_base_crc ? &j->base_crc : NULL);
+    /* See job_out_bound. Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
+     * lossy coder falls back to lossless coding, which can, when that would be larger),
+     * so the chunk restores its original bytes either way. */
+    if (j->out_len > chunk_frame_bound(j->raw_len))
+        j->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, j->entry, j->raw, j->raw_len,
+                                  NULL, ws->scratch->planes[worker], j->out, &j->raw_crc, NULL);
+}
+
+/* Room a job's output needs. The escape transform (a diff residual's top bytes, chosen
+ * from a sample of the chunk) can outgrow chunk_frame_bound where the rest of the chunk
+ * escapes far more than the sample: its planes hold up to 2 + (E + 1) * (n / E) + tail
+ * <= 2 + 1.5 n bytes (E = 2), in at most E + 3 = 7 planes, each coded in at most its own
+ * size. Such a frame would be refused by every decoder (payload over the bound), so
+ * compress_job codes the chunk again as opaque bytes (transform none, one plane: at
+ * most CTR_FRAME_SIZE + CTR_PLANE_DESC + n), which is what the file gets; the buffer
+ * only has to hold the first attempt. */
+static size_t job_out_bound(size_t chunk_size)
+{
+    return chunk_frame_bound(chunk_size) + chunk_size / 2 + 128;
+}
+
+/* What a context keeps between compressions (ckpz.h): the coders' scratch for the most
+ * threads a call has used, and the job buffers (raw chunk, coded frame) of the deepest
+ * pipeline; both for the largest chunk size seen. Reused, they spare every call the
+ * allocations and page faults of a few MB and the coders' table set-up (zstd's above
+ * all). Nothing in them carries over into the output: each chunk is coded from its own
+ * bytes, as it is within one call. */
+struct comp_cache {
+    chunk_scratch *scratch;
+    size_t scratch_chunk;
+    int scratch_lossy;
+    uint8_t **raw, **out; /* nbuf pairs of buffers (entries may be NULL) */
+    size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: job_out_bound(buf_chunk) */
+};
+
+void comp_cache_free(struct comp_cache *cc)
+{
+    if (!cc) return;
+    chunk_scratch_free(cc->scratch);
+    for (size_t i = 0; i < cc->nbuf; i++) {
+        free(cc->raw[i]);
+        free(cc->out[i]);
+    }
+    free(cc->raw);
+    free(cc->out);
+    free(cc);
+}
+
+/* Makes cc->scratch serve `threads` threads on chunks of chunk_size (lossy: the lossy
+ * coder's state too), keeping what a previous call needed. 0, or -1 out of memory. */
+static int cache_scratch(struct comp_cache *cc, int threads, size_t chunk_size, int lossy)
+{
+    chunk_scratch *s = cc->scratch;
+    if (s && s->n >= threads && cc->scratch_chunk >= chunk_size && (cc->scratch_lossy || !lossy)) return 0;
+    if (s) {
+        if (s->n > threads) threads = s->n;
+        if (cc->scratch_chunk > chunk_size) chunk_size = cc->scratch_chunk;
+        lossy |= cc->scratch_lossy;
+    }
+    chunk_scratch_free(s);
+    cc->scratch = chunk_scratch_create(threads, chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0);
+    cc->scratch_chunk = chunk_size;
+    cc->scratch_lossy = lossy;
+    return cc->scratch ? 0 : -1;
+}
+
+/* Hands the cached job buffers to jobs[0..depth) (dropping them if they are for smaller
+ * chunks than chunk_size); returns the chunk size the call must allocate new ones for. */
+static size_t cache_lend(struct comp_cache *cc, cjob *jobs, size_t depth, size_t chunk_size)
+{
+    if (cc->buf_chunk < chunk_size) {
+        for (size_t i = 0; i < cc->nbuf; i++) {
+            free(cc->raw[i]);
+            free(cc->out[i]);
+            cc->raw[i] = cc->out[i] = NULL;
+        }
+        cc->buf_chunk = chunk_size;
+    }
+    for (size_t i = 0; i < depth && i < cc->nbuf; i++) {
+        jobs[i].raw = cc->raw[i];
+        jobs[i].out = cc->out[i];
+        cc->raw[i] = cc->out[i] = NULL;
+    }
+    return cc->buf_chunk;
+}
+
+/* Takes the job buffers back (freeing them if the cache cannot grow to hold them). */
+static void cache_return(struct comp_cache *cc, cjob *jobs, size_t depth)
+{
+    if (depth > cc->nbuf) {
+        uint8_t **r = realloc(cc->raw, depth * sizeof *r);
+        if (r) cc->raw = r;
+        uint8_t **o = r ? realloc(cc->out, depth * sizeof *o) : NULL;
+        if (o) cc->out = o;
+        if (o) {
+            for (size_t i = cc->nbuf; i < depth; i++) cc->raw[i] = cc->out[i] = NULL;
+            cc->nbuf = depth;
+        }
+    }
+    for (size_t i = 0; i < depth; i++) {
+        if (i < cc->nbuf) {
+            cc->raw[i] = jobs[i].raw;
+            cc->out[i] = jobs[i].out;
+        } else {
+            free(jobs[i].raw);
+            free(jobs[i].out);
+        }
+        jobs[i].raw = jobs[i].out = NULL;
+    }
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the
@@ -328,14 +437,24 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
         }
     }
+    /* A thread for every two chunks of the input and every 2 MiB at most: starting one
+     * and handing it work costs about what coding a chunk does (on 2 cores, 2 threads
+     * on a 2 MiB input ran at 0.87-0.94x of one; on 8 MiB at 1.2x), so inputs of one or
+     * two chunks start none. */
+    if (size_hint != CKPZ_SIZE_UNKNOWN) {
+        uint64_t unit = 2 * (uint64_t)p.chunk_size > (2u << 20) ? 2 * (uint64_t)p.chunk_size : (2u << 20);
+        uint64_t most = size_hint / unit + (size_hint % unit != 0) + (size_hint == 0);
+        if ((uint64_t)p.threads > most) p.threads = (int)most;
+    }
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
-    size_t fbound = chunk_frame_bound(p.chunk_size);
     int lossy = policy_lossy(pol); /* a policy of levels alone writes a lossless file */
     int defer = p.base && p.patch; /* the base's CRC from the chunks, patched in at the end */
-    workers_state ws = {p.level, chunk_scratch_create(workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0),
-                        defer};
+    struct comp_cache *cc = ctx && ctx->cc ? ctx->cc : calloc(1, sizeof *cc);
+    if (ctx) ctx->cc = NULL; /* back at the end (a callback that reenters ctx finds none) */
+    workers_state ws = {p.level, NULL, defer};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
+    size_t bchunk = p.chunk_size, fbound = 0;
     pipeline *pl = NULL;
     writer w = {ctx, &p, size_hint, wr, wr_opaque, 0, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0, 0, 0, defer, NULL, 0, 0};
     ctr_base bhead = {0};
@@ -348,7 +467,10 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     uint8_t *whole = NULL;            /* a lossy entry read ahead to plan it (whole[0..whole_len)) */
     size_t whole_len = 0, whole_pos = 0;
 
-    if (!ws.scratch || !jobs) goto nomem;
+    if (!cc || !jobs || cache_scratch(cc, workers + 1, p.chunk_size, lossy)) goto nomem;
+    ws.scratch = cc->scratch;
+    bchunk = cache_lend(cc, jobs, depth, p.chunk_size);
+    fbound = job_out_bound(bchunk);
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
@@ -369,7 +491,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     for (;;) {
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
-            if (!(j->raw = malloc(p.chunk_size)) || !(j->out = malloc(fbound))) goto nomem;
+            if ((!j->raw && !(j->raw = malloc(bchunk))) || (!j->out && !(j->out = malloc(fbound)))) goto nomem;
         } else {
             j = pipeline_retire(pl);
             if ((err = emit(&w, j))) goto fail;
@@ -498,12 +620,10 @@ nomem:
 fail:
 done:
     pipeline_destroy(pl);
-    for (size_t i = 0; jobs && i < depth; i++) {
-        free(jobs[i].raw);
-        free(jobs[i].out);
-    }
+    if (cc && jobs) cache_return(cc, jobs, depth);
     free(jobs);
-    chunk_scratch_free(ws.scratch);
+    if (ctx && !ctx->cc) ctx->cc = cc;
+    else comp_cache_free(cc);
     base_index_free(&bidx);
     policy_free(pol);
     free(whole);

@@ -6,18 +6,28 @@
  * a table. Its tensors (listed by the --predict reader, which reads the header and tiny
  * samples) fall into roles by name: Adam's exp_avg_sq, exp_avg, gradients (names with
  * "grad") and the rest (weights, and the bytes outside tensors); they compress
- * differently, so each role of at least 2% of the file is measured on its own: windows
- * from the middle of the role's tensors of its most common dtype, together 1/128 of the
- * role (at least 64 KiB, at most 2 MiB for the file), are compressed in memory as a raw
- * dump of that dtype at each candidate level on one thread and restored, which gives
- * the level's ratio and its compress and decompress speed on this data and this machine
- * (the slow level on 1/16 of that). With --base, a role's tensors found in the base (by
- * name, dtype and size, as the library matches them) are measured instead, coded
- * against the base's windows at the same places: a delta's ratio and speed differ from
- * stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none of
- * whose tensors is in the base is measured stand-alone, as it will be coded. Measuring takes a few milliseconds; the speeds it
- * sees on such small inputs are low (fixed costs per call), which only makes the model
- * cautious about compressing on fast links. A save that would take under QUICK_SAVE_S
+ * differently, so each role of at least 2% of the file is measured on its own: chunks
+ * of the role's tensors of its most common dtype, cut as the compression will cut them
+ * and drawn one in k (gather), together about 1/128 of the role (at least 64 KiB and 16
+ * chunks where it has them, at most 2 MiB for the file), are compressed in memory at
+ * each candidate level and restored, as a safetensors file with one tensor per chunk,
+ * which gives the level's ratio and its compress and decompress speed on this data and
+ * this machine (the slow level on 1/16 of that). With --base, a role's tensors found in
+ * the base (by name, dtype and size, as the library matches them) are measured instead,
+ * coded against the base's chunks at the same places: a delta's ratio and speed differ
+ * from stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none
+ * of whose tensors is in the base is measured stand-alone, as it will be coded.
+ *
+ * Measuring takes a few milliseconds and runs as the compression will: the same
+ * chunking (small tensors are small chunks, each with its fixed costs: the same bytes
+ * ran at 1.5 GB/s as 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on
+ * one context for every sample (it keeps the coders' memory between calls, as one long
+ * compression keeps it between chunks) into one output buffer, on one thread (scale(T)
+ * below makes that T threads), fastest of three runs. Before, one-shot calls that set
+ * everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
+ * predicted for a 256 MB file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s).
+ * The model does not count the CLI's reading of the input (its copies, the kernel's):
+ * about a third of a -T1 run from the page cache. A save that would take under QUICK_SAVE_S
  * uncompressed is not measured for at all: the default level, on one thread per
  * QUICK_MBS_PER_THREAD of link, outruns such links here and costs less than measuring.
  *
@@ -162,83 +172,142 @@ typedef struct {
     double bytes; /* of the file this role stands for */
     ckpz_dtype dt;
     size_t sample;
-    int delta;    /* measured against the base's windows */
+    int delta;    /* measured against the base's chunks at the same places */
 } role_cost;
 
-/* Windows from the middle of the role's tensors of dtype dt, `want` bytes in all, into
- * buf (at most SAMPLE); returns the bytes read. With base: only tensors found in the
- * base, whose windows at the same places go to bbuf. */
-static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t want, uint8_t *buf,
-                     const uint8_t *base, uint8_t *bbuf)
+/* One piece of a sample: a chunk as the compression will cut it (buf[at..at+len)). */
+typedef struct {
+    size_t at, len;
+} piece;
+#define MAX_PIECES 4096
+#define MIN_PIECES 16 /* when the role has as many chunks */
+/* Room for the sample's safetensors header: MAX_PIECES entries of at most ~80 bytes. */
+#define HEADER_ROOM ((size_t)MAX_PIECES * 96 + 64)
+
+/* Chunk c's draw: a fixed hash (splitmix64), so that a file is always sampled alike. */
+static uint64_t pick(uint64_t c)
 {
-    size_t n = 0, ntens = 0;
-#define TAKEN(i) (v->s[i].dt == dt && v->s[i].role == role && (!base || v->s[i].boff >= 0))
-    for (size_t i = 0; i < v->n; i++) ntens += TAKEN(i);
-    size_t win = ntens ? want / ntens : 0;
+    uint64_t z = c * 0x9e3779b97f4a7c15ull + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Chunks of the role's tensors of dtype dt, cut as the compression cuts them (at most
+ * chunk bytes, never across tensors): one in k of them, k such that they make about
+ * `want` bytes, into buf (at most SAMPLE) and pc (*npc pieces); returns the bytes read.
+ * Taking one in k chunks, whatever their length, keeps the file's mix of small and
+ * full chunks, whose speeds differ (a chunk costs fixed work: the same bytes coded as
+ * 42 KB tensors ran at half the speed of one raw dump); the k-th of each run of k would
+ * fall on the same few tensors of every layer (layers repeat one layout), so the one
+ * is drawn by a hash of the chunk's number. With base: only tensors found in the base,
+ * whose bytes at the same places go to bbuf. */
+static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
+                     const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
+{
+    size_t n = 0;
+    uint64_t bytes = 0, c = 0;
     unsigned es = ckpz_dtype_size(dt);
-    win = win < 4096 ? 4096 : win;
-    win -= win % 8;
-    for (size_t i = 0; i < v->n && n + win <= want; i++) {
+    *npc = 0;
+#define TAKEN(i) (v->s[i].dt == dt && v->s[i].role == role && (!base || v->s[i].boff >= 0))
+    uint64_t nchunks = 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (TAKEN(i)) {
+            bytes += v->s[i].len;
+            nchunks += (v->s[i].len + chunk - 1) / chunk;
+        }
+    uint64_t k = bytes > want && want ? (bytes + want / 2) / want : 1;
+    if (k > nchunks / MIN_PIECES) k = nchunks / MIN_PIECES; /* one or two pieces would be noise */
+    if (k < 1) k = 1;
+    for (size_t i = 0; i < v->n && *npc < MAX_PIECES && n < SAMPLE; i++) {
         if (!TAKEN(i)) continue;
-        uint64_t len = v->s[i].len < win ? v->s[i].len - v->s[i].len % es : win;
-        uint64_t in = (v->s[i].len - len) / 2 / es * es; /* the middle of the tensor */
-        if (!len || fd_pread(f, buf + n, (size_t)len, v->s[i].off + in) != 0) continue;
-        if (base) memcpy(bbuf + n, base + v->s[i].boff + in, (size_t)len);
-        n += (size_t)len;
+        for (uint64_t at = 0; at < v->s[i].len && *npc < MAX_PIECES && n < SAMPLE; at += chunk, c++) {
+            if (pick(c) % k) continue; /* one in k, at places no layout of layers repeats in */
+            uint64_t len = v->s[i].len - at < chunk ? v->s[i].len - at : chunk;
+            if (len > SAMPLE - n) len = SAMPLE - n;
+            len -= len % es;
+            if (!len || fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
+            if (base) memcpy(bbuf + n, base + v->s[i].boff + at, (size_t)len);
+            pc[(*npc)++] = (piece){n, (size_t)len};
+            n += (size_t)len;
+        }
     }
 #undef TAKEN
     return n;
 }
 
-/* Compresses and restores buf[0..n) as a raw dump of dt at each candidate level, coded
- * against bbuf[0..n) when bbuf is not NULL. */
-static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, size_t n, ckpz_dtype dt, uint8_t *back,
-                   const uint8_t *bbuf, role_cost *rc)
+/* A safetensors file of the first np pieces of data as 1-D tensors of dt, into out
+ * (HEADER_ROOM + their bytes); returns its length. */
+static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_dtype dt, uint8_t *out)
 {
+    static const char *const st_name[CKPZ_DTYPE_COUNT_] = {"U8", "BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2",
+                                                          "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64", "BOOL"};
+    char *h = (char *)out + 8;
+    size_t hl = 0, off = 0, room = HEADER_ROOM - 8;
+    unsigned es = ckpz_dtype_size(dt);
+    hl += (size_t)snprintf(h + hl, room - hl, "{");
+    for (size_t i = 0; i < np; i++) {
+        hl += (size_t)snprintf(h + hl, room - hl, "%s\"s%zu\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                               i ? "," : "", i, st_name[dt], pc[i].len / es, off, off + pc[i].len);
+        off += pc[i].len;
+    }
+    hl += (size_t)snprintf(h + hl, room - hl, "}");
+    while (hl % 8) h[hl++] = ' ';
+    for (int b = 0; b < 8; b++) out[b] = (uint8_t)((uint64_t)hl >> (8 * b));
+    memcpy(out + 8 + hl, data, off);
+    return 8 + hl + off;
+}
+
+/* Compresses and restores the sample (np pieces of buf, coded against the same pieces of
+ * bbuf when bbuf is not NULL) at each candidate level, as the compression will code it:
+ * one chunk a piece, on one context, into z (zcap >= ckpz_compress_bound of a sample
+ * file); st, bst and back hold a sample file each. */
+static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const piece *pc, size_t np, ckpz_dtype dt,
+                   const uint8_t *bbuf, uint8_t *st, uint8_t *bst, uint8_t *back, uint8_t *z, size_t zcap,
+                   role_cost *rc)
+{
+    size_t nall = 0;
+    for (size_t i = 0; i < np; i++) nall += pc[i].len;
     for (int k = 0; k < NLEVELS; k++) {
         rc->measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
         if (!rc->measured[k]) continue;
-        size_t m = levels[k] >= SLOW_LEVEL ? n / 16 - n / 16 % 8 : n;
-        if (m < 4096) m = n;
+        /* the slow level on the first pieces that make 1/16 of the sample */
+        size_t use = np, bytes = nall;
+        if (levels[k] >= SLOW_LEVEL) {
+            for (use = 0, bytes = 0; use < np && bytes < nall / 16;) bytes += pc[use++].len;
+        }
+        size_t m = sample_file(buf, pc, use, dt, st);
+        if (bbuf) sample_file(bbuf, pc, use, dt, bst);
         ckpz_params q;
         fio_params(p, &q);
         q.level = levels[k];
-        q.threads = 1;
-        q.format = CKPZ_INPUT_RAW;
-        q.raw_dtype = dt;
-        q.policy = NULL; /* the level's own speed; a lossy policy keeps its share */
-        q.base = bbuf;     /* the windows at the same places: a dump of the same size */
+        q.threads = 1;     /* scale(T) makes it T threads */
+        q.format = CKPZ_INPUT_SAFETENSORS;
+        q.policy = NULL;   /* the level's own speed; a lossy policy keeps its share */
+        q.base = bbuf ? bst : NULL; /* the same pieces of the base, in a file of the same layout */
         q.base_size = bbuf ? m : 0;
-        void *z = NULL;
         size_t zl = 0;
-        /* two runs, the faster counts: the first one pays for page faults */
+        /* three runs, the fastest counts: the first one at a level meets its tables and
+         * the sample cold, and another process may take the core in any */
         double best_c = 1e30, best_d = 1e30;
-        for (int run = 0; run < 2; run++) {
-            ckpz_free(z);
-            z = NULL;
+        for (int run = 0; run < 3; run++) {
             double t0 = now();
-            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) return -1;
+            if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
             double t1 = now();
-            if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) {
-                ckpz_free(z);
-                return -1;
-            }
+            if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) return -1;
             double t2 = now();
             if (t1 - t0 < best_c) best_c = t1 - t0;
             if (t2 - t1 < best_d) best_d = t2 - t1;
         }
-        ckpz_free(z);
         rc->ratio[k] = (double)m / (double)(zl ? zl : 1);
         rc->sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
         rc->sd[k] = (double)m / (best_d > 1e-9 ? best_d : 1e-9);
-        if (m < n && k > 0 && rc->measured[k - 1]) {
+        if (use < np && k > 0 && rc->measured[k - 1]) {
             /* A part of the sample codes worse than all of it (tables weigh more): the
              * slow level's ratio is its gain over the level below on the same part,
              * applied to that level's ratio on the whole sample. */
             q.level = levels[k - 1];
-            z = NULL;
-            if (ckpz_compress_buffer(ctx, &q, buf, m, &z, &zl) != CKPZ_OK) return -1;
-            ckpz_free(z);
+            if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
             rc->ratio[k] *= rc->ratio[k - 1] / ((double)m / (double)(zl ? zl : 1));
         }
     }
@@ -293,14 +362,18 @@ static void levels_text(const role_cost *rc, const int *lv, char *b, size_t len)
 int autotune_choose(const fio_prefs *p, const char *path, const void *base, size_t base_size, int *level,
                     int *threads, char **policy)
 {
-    uint8_t *buf = malloc(SAMPLE), *back = malloc(SAMPLE), *bbuf = NULL;
+    size_t zcap = ckpz_compress_bound(SAMPLE + HEADER_ROOM);
+    uint8_t *buf = malloc(SAMPLE), *bbuf = NULL, *zbuf = malloc(zcap);
+    uint8_t *sfile = malloc(SAMPLE + HEADER_ROOM), *bst = NULL, *back = malloc(SAMPLE + HEADER_ROOM);
+    piece *pc = malloc(MAX_PIECES * sizeof *pc);
+    size_t npc = 0;
     ckpz_ctx *ctx = ckpz_ctx_create();
     int rc_ = -1;
     double t_start = now();
     segs v = {0};
     FILE *f = NULL;
     *policy = NULL;
-    if (!buf || !back || !ctx) goto out;
+    if (!buf || !back || !zbuf || !sfile || !pc || !ctx) goto out;
     struct stat st0;
     int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
@@ -334,7 +407,12 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         goto out;
     double S = (double)st.st_size, B = p->target_bw * 1e6;
     /* With a base, the tensors it holds are measured as deltas against it. */
-    size_t in_base = base && (bbuf = malloc(SAMPLE)) ? match_base(ctx, &pp, base, base_size, &v) : 0;
+    size_t in_base = base && (bbuf = malloc(SAMPLE)) && (bst = malloc(SAMPLE + HEADER_ROOM))
+                         ? match_base(ctx, &pp, base, base_size, &v)
+                         : 0;
+    ckpz_params chunking;
+    fio_params(p, &chunking);
+    size_t chunk = (chunking.chunk_size ? chunking.chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
 
     /* Bytes per role and dtype; a role's measured dtype is its most common one. */
     role_cost rc[NROLES];
@@ -374,12 +452,12 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         size_t share = (size_t)((double)want * rc[r].bytes / S);
         if (share < SAMPLE_MIN) share = SAMPLE_MIN;
         if (share > SAMPLE) share = SAMPLE;
-        rc[r].sample = in_base ? gather(f, &v, r, rc[r].dt, share, buf, base, bbuf) : 0;
+        rc[r].sample = in_base ? gather(f, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
         rc[r].delta = rc[r].sample > 0;
         if (!rc[r].delta) /* no base, or none of the role's tensors in it: stand-alone */
-            rc[r].sample = gather(f, &v, r, rc[r].dt, share, buf, NULL, NULL);
-        if (rc[r].sample == 0 ||
-            measure(ctx, p, buf, rc[r].sample, rc[r].dt, back, rc[r].delta ? bbuf : NULL, &rc[r])) {
+            rc[r].sample = gather(f, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
+        if (rc[r].sample == 0 || measure(ctx, p, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL, sfile, bst, back,
+                                         zbuf, zcap, &rc[r])) {
             if (r != ROLE_W) { /* unmeasurable: counted with the rest */
                 rc[ROLE_W].bytes += rc[r].bytes;
                 rc[r].bytes = 0;
@@ -509,8 +587,12 @@ out:
     if (f) fclose(f);
     segs_free(&v);
     free(bbuf);
+    free(bst);
     free(buf);
     free(back);
+    free(sfile);
+    free(pc);
+    free(zbuf);
     ckpz_ctx_free(ctx);
     return rc_;
 }

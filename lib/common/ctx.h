@@ -6,9 +6,15 @@
 
 #include "ckpz.h"
 
+struct comp_cache; /* compress.c: working memory kept between compressions */
+
 struct ckpz_ctx {
     char msg[512];
+    struct comp_cache *cc; /* NULL until the first compression */
 };
+
+/* Frees what a context keeps between calls (compress.c); accepts NULL. */
+void comp_cache_free(struct comp_cache *cc);
 
 /* Records the message (printf format) and returns code, for `return ctx_fail(...)`. */
 ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
