@@ -3,14 +3,22 @@
  * libckpz works on read/write/pread callbacks; this file supplies them over file
  * descriptors with 4 MiB buffers (one syscall per few MiB whatever size the library
  * asks for) and decides where bytes go. The rules are zstd's: FILE -> FILE.ckpz and
- * back, "-" or no name means a pipe, binary never goes to a terminal, an existing
- * output is never overwritten without -f, and the input is never modified. An output
- * file is written under a temporary name in its own directory (.OUT.tmpXXXXXX) and
- * renamed into place only after it is complete and closed, so that a reader never sees
- * half a file under the final name; on error or on SIGINT/SIGTERM/SIGHUP the temporary
- * file is removed (the handler knows its path). --rm deletes the input only after the
- * output and its rename are fsync'ed, i.e. durable. Progress and summaries go to stderr.
+ * back, "-" or no name means a pipe, compressed data never goes to a terminal, an
+ * existing output (a symbolic link too, dangling or not) is never overwritten without
+ * -f, the input is never modified, and .ckpz streams put end to end restore to their
+ * originals end to end (each stream ends with a self-checking trailer, which is where
+ * the reader cuts). An output file is written as an anonymous O_TMPFILE file in its own
+ * directory and linked under its name only once complete, so that neither a reader nor
+ * a crash, SIGKILL included, ever leaves half a file behind; where the file system has
+ * no O_TMPFILE it is written as .OUT.tmpXXXXXX instead, which SIGINT/SIGTERM/SIGHUP
+ * remove (the handler knows its path). Without -f the final name is taken only in one
+ * step that cannot replace (linkat, renameat2 RENAME_NOREPLACE), so a file that appears
+ * meanwhile is never lost. A write that makes no progress, a failed fsync or close, and
+ * an input that changes while it is read (size, mtime, bytes read) are errors that
+ * discard the output. --rm deletes the input only after the output and its name are
+ * fsync'ed, i.e. durable. Progress and summaries go to stderr.
  */
+#define _GNU_SOURCE /* O_TMPFILE, linkat AT_EMPTY_PATH, renameat2 */
 #include "fileio.h"
 #include "autotune.h"
 #include "memio.h"
@@ -168,11 +176,24 @@ typedef struct fio_in {
     int regular;
     struct stat st;
     uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
-    unsigned char *buf;
+    unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
     size_t pos, len;
     int eof;
     int err;            /* errno of a failed read */
+    uint64_t consumed;  /* bytes handed to the library, all streams together */
+    /* Concatenated .ckpz streams (-d, -t): the library reads a stream's index up to the
+     * end of its input, so each stream is made to end where its trailer does. */
+    int split;
+    uint64_t stream_pos; /* bytes of the current stream handed over */
+    size_t scanned;      /* buffer offsets up to this were tried as the end of a trailer */
+    size_t limit;        /* where the current stream ends in buf, once stream_end */
+    int stream_end;
 } fio_in;
+
+/* Bytes kept before new data in the buffer: a trailer that straddles two reads is still
+ * seen whole. */
+#define FIO_HIST 40u
+#define FIO_TRAILER 40u   /* doc/format.md, "Trailer" */
 
 static ptrdiff_t read_full(int fd, void *dst, size_t n, int *err)
 {
@@ -190,37 +211,126 @@ static ptrdiff_t read_full(int fd, void *dst, size_t n, int *err)
     return (ptrdiff_t)got;
 }
 
-/* ckpz_read_fn: fills as much of n as the input has; 0 only at the end. */
+static uint64_t ld64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t ld32le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* CRC-32C, bit by bit: only ever run on 36 bytes of a candidate trailer. */
+static uint32_t crc32c_small(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    }
+    return ~c;
+}
+
+/* Is t[0..40) the trailer of a stream of which it starts byte `at`? Its tag and
+ * checksum hold, and its index ends where it starts: the odds that 40 bytes inside a
+ * stream pass all three by chance are about 2^-96. */
+static int is_trailer(const unsigned char *t, uint64_t at)
+{
+    uint64_t ioff = ld64le(t), ilen = ld64le(t + 8);
+    return !memcmp(t + 32, "CKTR", 4) && ioff >= 32 && ioff <= at && ilen == at - ioff && ilen >= 24 &&
+           crc32c_small(t, 36) == ld32le(t + 36);
+}
+
+/* Split mode: where the bytes that may go to the library end in buf (a stream's end
+ * found in it, or all of it). */
+static size_t split_end(fio_in *in)
+{
+    if (in->stream_end) return in->limit;
+    if (in->len >= FIO_TRAILER) {
+        /* ends e in (scanned, len]: the tag sits at e - 8 */
+        size_t t = in->scanned + 1 >= 8 ? in->scanned + 1 - 8 : 0, thi = in->len - 8;
+        if (t < FIO_TRAILER - 8) t = FIO_TRAILER - 8;
+        while (t <= thi) {
+            /* memchr and a compare: several times faster than memmem on coded bytes */
+            const unsigned char *hit = memchr(in->buf + t, 'C', thi + 1 - t);
+            if (!hit) break;
+            t = (size_t)(hit - in->buf);
+            if (memcmp(hit, "CKTR", 4) != 0) {
+                t++;
+                continue;
+            }
+            size_t e = t + 8;
+            /* the trailer's first byte as an offset in the current stream */
+            int64_t at = (int64_t)in->stream_pos + (int64_t)(e - FIO_TRAILER) - (int64_t)in->pos;
+            if (e > in->pos && at >= 0 && is_trailer(in->buf + e - FIO_TRAILER, (uint64_t)at)) {
+                in->stream_end = 1;
+                in->limit = in->scanned = e;
+                return e;
+            }
+            t++;
+        }
+    }
+    in->scanned = in->len;
+    return in->len;
+}
+
+/* Refills the buffer (all of it was handed over), keeping its last FIO_HIST bytes. */
+static int refill(fio_in *in)
+{
+    size_t keep = in->split ? (in->len < FIO_HIST ? in->len : FIO_HIST) : 0;
+    memmove(in->buf, in->buf + in->len - keep, keep);
+    in->pos = in->len = in->scanned = keep;
+    ptrdiff_t r = read_full(in->fd, in->buf + keep, FIO_BUF_SIZE, &in->err);
+    if (r < 0) return -1;
+    in->len += (size_t)r;
+    if ((size_t)r < FIO_BUF_SIZE) in->eof = 1;
+    return 0;
+}
+
+/* ckpz_read_fn: fills as much of n as the input has; 0 only at the end (of the current
+ * stream, in split mode). */
 static ptrdiff_t in_read(void *opaque, void *dst, size_t n)
 {
     fio_in *in = opaque;
     size_t got = 0;
     while (got < n) {
-        if (in->pos < in->len) {
-            size_t k = in->len - in->pos;
+        size_t end = in->split ? split_end(in) : in->len;
+        if (in->pos < end) {
+            size_t k = end - in->pos;
             if (k > n - got) k = n - got;
             memcpy((char *)dst + got, in->buf + in->pos, k);
             in->pos += k;
             got += k;
             continue;
         }
-        if (in->eof) break;
-        if (n - got >= FIO_BUF_SIZE) { /* big request: no copy */
+        if (in->stream_end || in->eof) break;
+        if (!in->split && n - got >= FIO_BUF_SIZE) { /* big request: no copy */
             ptrdiff_t r = read_full(in->fd, (char *)dst + got, n - got, &in->err);
             if (r < 0) return -1;
             if ((size_t)r < n - got) in->eof = 1;
             got += (size_t)r;
             break;
         }
-        {
-            ptrdiff_t r = read_full(in->fd, in->buf, FIO_BUF_SIZE, &in->err);
-            if (r < 0) return -1;
-            in->pos = 0;
-            in->len = (size_t)r;
-            if ((size_t)r < FIO_BUF_SIZE) in->eof = 1;
-        }
+        if (refill(in) != 0) return -1;
     }
+    in->consumed += got;
+    in->stream_pos += got;
     return (ptrdiff_t)got;
+}
+
+/* Split mode, after a stream was decoded: 1 when another one follows (bytes remain),
+ * 0 at the end of the input, -1 on a read error. */
+static int in_next_stream(fio_in *in)
+{
+    in->stream_end = 0;
+    in->stream_pos = 0;
+    if (in->pos < in->len) return 1;
+    if (in->eof) return 0;
+    if (refill(in) != 0) return -1;
+    return in->pos < in->len;
 }
 
 /* ckpz_pread_fn */
@@ -286,7 +396,7 @@ static int in_open(fio_in *in, const char *name, const fio_prefs *p, int need_re
         in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
     }
     if (!need_regular) {
-        in->buf = malloc(FIO_BUF_SIZE);
+        in->buf = malloc(FIO_HIST + FIO_BUF_SIZE);
         if (!in->buf) {
             fio_error("%s: out of memory", in->name);
             goto fail;
@@ -313,12 +423,21 @@ typedef struct fio_out {
     int fd;
     int is_stdout;
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
-    int temp;           /* writing g_tmp_path */
+    int temp;           /* writing a temporary file: anonymous (anon), or g_tmp_path */
+    int anon;           /* O_TMPFILE: the file has no name until out_commit links it */
     unsigned char *buf;
     size_t len;
     uint64_t bytes;
-    int err;            /* errno of a failed write */
+    int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;
+
+/* o->err when write() returned 0: no errno says why, and trying again would spin */
+#define FIO_ENOPROGRESS (-1)
+
+static const char *io_strerror(int e)
+{
+    return e == FIO_ENOPROGRESS ? "the system took no bytes (write returned 0)" : strerror(e);
+}
 
 static int write_all(int fd, const void *src, size_t n, int *err)
 {
@@ -328,6 +447,10 @@ static int write_all(int fd, const void *src, size_t n, int *err)
         if (r < 0) {
             if (errno == EINTR) continue;
             *err = errno;
+            return -1;
+        }
+        if (r == 0) {
+            *err = FIO_ENOPROGRESS;
             return -1;
         }
         done += (size_t)r;
@@ -369,6 +492,10 @@ static int out_patch(void *opaque, const void *src, size_t n, uint64_t off)
             o->err = errno;
             return -1;
         }
+        if (r == 0) {
+            o->err = FIO_ENOPROGRESS;
+            return -1;
+        }
         done += (size_t)r;
     }
     return 0;
@@ -387,9 +514,98 @@ static mode_t default_mode(void)
     return 0666 & ~g_umask;
 }
 
-/* Opens the output: stdout (name NULL), an existing device, or a temporary file beside
- * `name`. in_st (may be NULL) guards against writing over the input. */
-static int out_open(fio_out *o, const char *name, const struct stat *in_st, const fio_prefs *p)
+/* The directory part of name ("." when it has none); 0, or -1 when it does not fit. */
+static int dir_of(const char *name, char *dir, size_t cap)
+{
+    const char *slash = strrchr(name, '/');
+    size_t n = !slash ? 1 : slash == name ? 1 : (size_t)(slash - name);
+    if (n >= cap) return -1;
+    memcpy(dir, slash ? name : ".", n);
+    dir[n] = '\0';
+    return 0;
+}
+
+/* Why name could not be created in its directory dir (open or mkstemp failed with e):
+ * the name asked for, not the temporary one, and what is wrong with the directory. */
+static void create_error(const char *name, const char *dir, int e)
+{
+    if (e == ENOENT) fio_error("%s: cannot create it: directory '%s' does not exist", name, dir);
+    else if (e == ENOTDIR) fio_error("%s: cannot create it: '%s' is not a directory", name, dir);
+    else fio_error("%s: cannot create it: %s", name, strerror(e));
+}
+
+/* g_tmp_path = DIR/.BASE.tmp and six characters: XXXXXX for mkstemp, or random ones for
+ * a name linkat gives (it has no mkstemp). The caller checked the length and blocks the
+ * signals. */
+static void tmp_name(const char *name, int random)
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static uint64_t state;
+    const char *slash = strrchr(name, '/');
+    size_t dirlen = slash ? (size_t)(slash - name) + 1 : 0;
+    snprintf(g_tmp_path, sizeof(g_tmp_path), "%.*s.%s.tmpXXXXXX", (int)dirlen, name, slash ? slash + 1 : name);
+    if (random) {
+        struct timespec ts;
+        char *x = g_tmp_path + strlen(g_tmp_path) - 6;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        state ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15u ^ (uint64_t)getpid() << 32 ^ (uint64_t)ts.tv_sec;
+        for (int i = 0; i < 6; i++) {
+            state ^= state << 13, state ^= state >> 7, state ^= state << 17; /* xorshift64 */
+            x[i] = abc[state % (sizeof(abc) - 1)];
+        }
+    }
+}
+
+/* The temporary output beside name: an anonymous file (O_TMPFILE) where the file
+ * system has them, so that even SIGKILL leaves nothing behind; else .NAME.tmpXXXXXX,
+ * which the signal handler removes. */
+static int temp_create(fio_out *o, const char *name)
+{
+    char dir[PATH_MAX];
+    sigset_t old;
+    int e;
+    if (dir_of(name, dir, sizeof(dir)) != 0 || strlen(name) + 16 > sizeof(g_tmp_path)) {
+        fio_error("%s: file name too long", name);
+        return -1;
+    }
+#ifdef O_TMPFILE
+    o->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (o->fd >= 0) {
+        char proc[64];
+        /* without /proc an unprivileged process may not be able to link it (link_anon) */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", o->fd);
+        if (access(proc, F_OK) == 0) {
+            o->temp = o->anon = 1;
+            return 0;
+        }
+        close(o->fd);
+        o->fd = -1;
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        create_error(name, dir, errno);
+        return -1;
+    } /* else EOPNOTSUPP, EISDIR (a kernel without O_TMPFILE), ...: a named file */
+#endif
+    block_signals(&old);
+    tmp_name(name, 0);
+    o->fd = mkstemp(g_tmp_path);
+    e = errno;
+    if (o->fd >= 0) g_tmp_active = 1;
+    restore_signals(&old);
+    if (o->fd < 0) {
+        create_error(name, dir, e);
+        return -1;
+    }
+    o->temp = 1;
+    return 0;
+}
+
+/* Opens the output: stdout (name NULL), an existing device or fifo, or a temporary file
+ * beside `name`. in_st (may be NULL) guards against writing over the input. binary:
+ * refuse a terminal as stdout (restored data may go to one, as with zstd -dc). Every
+ * decision about name is made here, before any work, on lstat: a symbolic link,
+ * dangling or not, is an existing name (a device or fifo it points to is written
+ * through, as before). */
+static int out_open(fio_out *o, const char *name, const struct stat *in_st, const fio_prefs *p, int binary)
 {
     struct stat st;
     memset(o, 0, sizeof(*o));
@@ -397,26 +613,30 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
     if (!name) {
         o->name = "stdout";
         o->is_stdout = 1;
-        if (isatty(STDOUT_FILENO) && !p->force) {
+        if (binary && isatty(STDOUT_FILENO) && !p->force) {
             fio_error("stdout is a terminal, aborting (use -f to force)");
             return -1;
         }
         o->fd = STDOUT_FILENO;
     } else {
         o->name = name;
-        if (stat(name, &st) == 0) {
-            if (in_st && st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino) {
-                fio_error("%s: output is the input file, aborting", name);
-                return -1;
+        if (lstat(name, &st) == 0) {
+            int dangling = S_ISLNK(st.st_mode) && stat(name, &st) != 0;
+            if (!dangling) {
+                if (in_st && st.st_dev == in_st->st_dev && st.st_ino == in_st->st_ino) {
+                    fio_error("%s: output is the input file, aborting", name);
+                    return -1;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                    fio_error("%s: is a directory", name);
+                    return -1;
+                }
+                if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) o->direct = 1;
             }
-            if (S_ISDIR(st.st_mode)) {
-                fio_error("%s: is a directory", name);
-                return -1;
-            }
-            if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-                o->direct = 1;
-            } else if (!p->force) {
-                fio_error("%s: already exists (use -f to overwrite)", name);
+            if (!o->direct && !p->force) {
+                fio_error(dangling ? "%s: already exists (a symbolic link to nothing; use -f to replace it)"
+                                   : "%s: already exists (use -f to overwrite)",
+                          name);
                 return -1;
             }
         }
@@ -426,28 +646,8 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
                 fio_error("%s: %s", name, strerror(errno));
                 return -1;
             }
-        } else {
-            const char *slash = strrchr(name, '/');
-            size_t dirlen = slash ? (size_t)(slash - name) + 1 : 0;
-            const char *base = slash ? slash + 1 : name;
-            sigset_t old;
-            int n;
-            if (dirlen + strlen(base) + 16 > sizeof(g_tmp_path)) {
-                fio_error("%s: file name too long", name);
-                return -1;
-            }
-            block_signals(&old);
-            n = snprintf(g_tmp_path, sizeof(g_tmp_path), "%.*s.%s.tmpXXXXXX", (int)dirlen, name,
-                         base);
-            (void)n;
-            o->fd = mkstemp(g_tmp_path);
-            if (o->fd >= 0) g_tmp_active = 1;
-            restore_signals(&old);
-            if (o->fd < 0) {
-                fio_error("%s: cannot create a temporary file: %s", name, strerror(errno));
-                return -1;
-            }
-            o->temp = 1;
+        } else if (temp_create(o, name) != 0) {
+            return -1;
         }
     }
     o->buf = malloc(FIO_BUF_SIZE);
@@ -458,36 +658,31 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
     return 0;
 }
 
-/* Drops a failed output: the temporary file goes, an existing final file is untouched. */
+/* Drops a failed output: the temporary file goes (an anonymous one with its
+ * descriptor), an existing final file is untouched. */
 static void out_abort(fio_out *o)
 {
     if (o->temp) {
         sigset_t old;
         if (o->fd >= 0) close(o->fd);
         block_signals(&old);
-        unlink(g_tmp_path);
+        if (g_tmp_active) unlink(g_tmp_path);
         g_tmp_active = 0;
         restore_signals(&old);
     } else if (!o->is_stdout && o->fd >= 0) {
         close(o->fd);
     }
     o->fd = -1;
-    o->temp = 0;
+    o->temp = o->anon = 0;
     free(o->buf);
     o->buf = NULL;
 }
 
 static int fsync_dir_of(const char *name)
 {
-    const char *slash = strrchr(name, '/');
     char dir[PATH_MAX];
     int fd, r;
-    if (!slash) strcpy(dir, ".");
-    else if (slash == name) strcpy(dir, "/");
-    else if ((size_t)(slash - name) < sizeof(dir)) {
-        memcpy(dir, name, (size_t)(slash - name));
-        dir[slash - name] = '\0';
-    } else return -1;
+    if (dir_of(name, dir, sizeof(dir)) != 0) return -1;
     fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0) return -1;
     r = fsync(fd);
@@ -495,20 +690,87 @@ static int fsync_dir_of(const char *name)
     return r;
 }
 
+/* Gives the anonymous file fd the name `to`; EEXIST when the name exists (linkat never
+ * replaces). AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH on older kernels; the link in
+ * /proc/self/fd is open to any process (open(2)). */
+static int link_anon(int fd, const char *to)
+{
+    char proc[64];
+    if (linkat(fd, "", AT_FDCWD, to, AT_EMPTY_PATH) == 0) return 0;
+    if (errno != ENOENT && errno != EPERM && errno != EINVAL) return -1;
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, proc, AT_FDCWD, to, AT_SYMLINK_FOLLOW);
+}
+
+/* Puts the finished temporary file under o->name. Without -f only while the name is
+ * free, in one step that cannot replace (linkat, or renameat2 RENAME_NOREPLACE; a file
+ * system without the latter gets lstat then rename); with -f over what is there
+ * (rename). Prints its error; on failure a named temporary file is gone. */
+static int publish(fio_out *o, const fio_prefs *p)
+{
+    sigset_t old;
+    int rc, e = 0;
+    if (o->anon) {
+        if (link_anon(o->fd, o->name) == 0) return 0;
+        e = errno;
+        if (e != EEXIST || !p->force) goto fail;
+        /* -f over an existing file: a name of its own first, renamed over the old one
+         * (a SIGKILL between the two is all that can leave that name behind) */
+        for (int tries = 0;; tries++) {
+            block_signals(&old);
+            tmp_name(o->name, 1);
+            rc = link_anon(o->fd, g_tmp_path);
+            e = errno;
+            if (rc == 0) g_tmp_active = 1;
+            restore_signals(&old);
+            if (rc == 0) break;
+            if (e != EEXIST || tries >= 100) goto fail;
+        }
+    } else if (!p->force) {
+        block_signals(&old);
+        rc = -1;
+        errno = EINVAL;
+#ifdef RENAME_NOREPLACE
+        rc = renameat2(AT_FDCWD, g_tmp_path, AT_FDCWD, o->name, RENAME_NOREPLACE);
+#endif
+        if (rc != 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+            struct stat st;
+            if (lstat(o->name, &st) == 0) errno = EEXIST;
+            else rc = rename(g_tmp_path, o->name);
+        }
+        e = errno;
+        if (rc != 0) unlink(g_tmp_path);
+        g_tmp_active = 0;
+        restore_signals(&old);
+        if (rc == 0) return 0;
+        goto fail;
+    }
+    block_signals(&old);
+    rc = rename(g_tmp_path, o->name);
+    e = errno;
+    if (rc != 0) unlink(g_tmp_path);
+    g_tmp_active = 0;
+    restore_signals(&old);
+    if (rc == 0) return 0;
+fail:
+    if (e == EEXIST) fio_error("%s: appeared while writing; not overwritten (use -f)", o->name);
+    else fio_error("%s: cannot put the output in place: %s", o->name, strerror(e));
+    return -1;
+}
+
 /* Finishes the output: flush; for a file: mode and mtime of the input (when it is a
- * regular file), fsync if durable, close, rename into place (and fsync the directory if
- * durable). Prints the error itself. */
+ * regular file), fsync if durable, close, put in place (and fsync the directory if
+ * durable). Prints the error itself; on failure no file is left under the final name
+ * that was not there before. */
 static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int durable)
 {
     if (out_flush(o) != 0) {
-        fio_error("%s: write error: %s", o->name, strerror(o->err));
+        fio_error("%s: write error: %s", o->name, io_strerror(o->err));
         out_abort(o);
         return -1;
     }
     if (o->temp) {
-        struct stat st;
-        sigset_t old;
-        int rc;
+        int e = 0;
         fchmod(o->fd, in_st ? (in_st->st_mode & 07777 & ~(mode_t)06000) : default_mode());
         if (in_st) {
             struct timespec ts[2];
@@ -518,36 +780,39 @@ static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, 
         }
         /* fsync only when the input is about to be deleted (--rm): like zstd and gzip,
          * a plain run leaves flushing to the kernel rather than wait for the disk */
-        if ((durable && fsync(o->fd) != 0) || close(o->fd) != 0) {
-            int e = errno;
+        if (durable && fsync(o->fd) != 0) {
+            e = errno;
+        } else if (o->anon) {
+            /* close() is where some file systems (NFS) report a failed write-back; the
+             * file needs its descriptor until it is linked, so a duplicate is closed */
+            int d = dup(o->fd);
+            if (d < 0 || close(d) != 0) e = errno;
+        } else {
+            int r = close(o->fd);
             o->fd = -1;
+            if (r != 0) e = errno;
+        }
+        if (e) {
             fio_error("%s: write error: %s", o->name, strerror(e));
             out_abort(o);
             return -1;
         }
-        o->fd = -1;
-        /* the check at open time left a window: look again just before the rename */
-        if (!p->force && lstat(o->name, &st) == 0) {
-            fio_error("%s: appeared while writing; not overwritten (use -f)", o->name);
+        if (publish(o, p) != 0) {
             out_abort(o);
             return -1;
         }
-        block_signals(&old);
-        rc = rename(g_tmp_path, o->name);
-        if (rc != 0) {
-            int e = errno;
-            unlink(g_tmp_path);
-            g_tmp_active = 0;
-            restore_signals(&old);
-            o->temp = 0;
-            fio_error("%s: cannot rename the temporary file: %s", o->name, strerror(e));
-            free(o->buf);
-            o->buf = NULL;
-            return -1;
+        if (o->anon) {
+            int r = close(o->fd);
+            o->fd = -1;
+            if (r != 0) { /* in place, but not known to be written */
+                e = errno;
+                unlink(o->name);
+                fio_error("%s: write error: %s", o->name, strerror(e));
+                out_abort(o);
+                return -1;
+            }
         }
-        g_tmp_active = 0;
-        restore_signals(&old);
-        o->temp = 0;
+        o->temp = o->anon = 0;
         if (durable && fsync_dir_of(o->name) != 0) {
             fio_error("%s: cannot sync its directory: %s", o->name, strerror(errno));
             free(o->buf);
@@ -645,9 +910,23 @@ static void progress_end(fio_progress *pg)
 /* ---- one file through the stream API ---------------------------------------------- */
 typedef enum { OP_COMPRESS, OP_DECOMPRESS, OP_TEST } fio_op;
 
-static int show_summary(const fio_prefs *p)
+/* The summaries are zstd's. With -v: a line per file, and a total line for several.
+ * At the default level: on a terminal a line per file; when stderr is not a terminal
+ * (a log) a line for a single file, one total line for several, and nothing when the
+ * output is stdout (zstd lowers its level there: the bytes on stdout are the point) or
+ * when --stats reports instead. */
+static int per_file_summary(const fio_prefs *p, int nfiles, const char *dst)
 {
-    return p->verbosity >= 3 || (p->verbosity >= 2 && isatty(STDERR_FILENO));
+    if (p->verbosity >= 3) return 1;
+    if (p->verbosity < 2) return 0;
+    if (isatty(STDERR_FILENO)) return 1;
+    return nfiles == 1 && dst && !p->stats; /* --stats=json on stderr stays JSON */
+}
+
+static int total_summary(const fio_prefs *p, int nfiles)
+{
+    if (nfiles < 2 || p->verbosity < 2) return 0;
+    return p->verbosity >= 3 || (!isatty(STDERR_FILENO) && !p->to_stdout && !p->stats);
 }
 
 /* Reason for a failed library call: our errno when the callbacks failed, else the
@@ -656,7 +935,7 @@ static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out 
 {
     const char *msg = ckpz_ctx_message(ctx);
     if (in && in->err) fio_error("%s: read error: %s", in->name, strerror(in->err));
-    else if (out && out->err) fio_error("%s: write error: %s", out->name, strerror(out->err));
+    else if (out && out->err) fio_error("%s: write error: %s", out->name, io_strerror(out->err));
     else if (e == CKPZ_ERR_BASE && in && in->is_stdin)
         fio_error("%s: %s; name the base with --base", in->name, msg && *msg ? msg : ckpz_error_name(e));
     else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
@@ -746,8 +1025,54 @@ static void print_stats(const fio_prefs *p, fio_op op, const char *name, const c
     }
 }
 
+/* Did the input change while it was read (another process truncating, appending to or
+ * rewriting it)? For a regular file: its size and mtime now against those at open, and
+ * (check_count) the bytes the library took against the size at open. Without this the
+ * output would hold neither version, and --rm would delete the only whole copy. Prints
+ * why; 1 when it changed. */
+static int in_changed(fio_in *in, const char *doing, int check_count)
+{
+    struct stat now;
+    if (!in->regular) return 0;
+    if (fstat(in->fd, &now) != 0) {
+        fio_error("%s: cannot check it after %s: %s", in->name, doing, strerror(errno));
+        return 1;
+    }
+    if (now.st_size != in->st.st_size || now.st_mtim.tv_sec != in->st.st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != in->st.st_mtim.tv_nsec) {
+        fio_error("%s: changed while %s (%lld bytes at the start, %lld at the end); output discarded", in->name,
+                  doing, (long long)in->st.st_size, (long long)now.st_size);
+        return 1;
+    }
+    /* a size of 0 at the start is also what /proc and /sys files say: no count to hold */
+    if (check_count && in->st.st_size > 0 && in->consumed != in->size_hint) {
+        fio_error("%s: %llu bytes read of the %llu it had at the start: it changed (or could not be read whole) "
+                  "while %s; output discarded",
+                  in->name, (unsigned long long)in->consumed, (unsigned long long)in->size_hint, doing);
+        return 1;
+    }
+    return 0;
+}
+
+/* What the files of one run added up to, for the total line of several files. */
+typedef struct fio_totals {
+    int files;
+    uint64_t original, compressed;
+} fio_totals;
+
+static void add_stats(ckpz_stats *sum, const ckpz_stats *one)
+{
+    sum->original_bytes += one->original_bytes;
+    sum->compressed_bytes += one->compressed_bytes;
+    sum->tensor_bytes += one->tensor_bytes;
+    sum->tensors += one->tensors;
+    sum->chunks += one->chunks;
+    sum->format = one->format;
+}
+
 static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src,
-                   const char *dst /* NULL = stdout; ignored by OP_TEST */, const fio_base *base)
+                   const char *dst /* NULL = stdout; ignored by OP_TEST */, const fio_base *base,
+                   int summary /* print this file's summary line */, fio_totals *tot)
 {
     fio_in in;
     fio_out out;
@@ -756,11 +1081,11 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
     fio_progress pg;
     ckpz_error e;
     double t0, dt;
-    int has_out = op != OP_TEST;
+    int has_out = op != OP_TEST, streams = 0;
 
     memset(&out, 0, sizeof(out));
     if (in_open(&in, src, p, 0) != 0) return 1;
-    if (has_out && out_open(&out, dst, in.regular && !in.is_stdin ? &in.st : NULL, p) != 0) {
+    if (has_out && out_open(&out, dst, in.regular && !in.is_stdin ? &in.st : NULL, p, op == OP_COMPRESS) != 0) {
         out_abort(&out);
         in_close(&in);
         return 1;
@@ -781,17 +1106,38 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
     struct rusage ru0;
     getrusage(RUSAGE_SELF, &ru0);
     t0 = now_s();
-    if (op == OP_COMPRESS)
+    if (op == OP_COMPRESS) {
         e = ckpz_compress_stream(ctx, &params, in_read, &in, in.size_hint, out_write, &out,
                                  &stats);
-    else
-        e = ckpz_decompress_stream(ctx, &params, in_read, &in, has_out ? out_write : NULL,
-                                   has_out ? &out : NULL, &stats);
+    } else {
+        /* streams back to back (cat a.ckpz b.ckpz, ckpz -c a b) restore to their originals
+         * back to back, as zstd does with frames */
+        in.split = 1;
+        for (;;) {
+            ckpz_stats one;
+            e = ckpz_decompress_stream(ctx, &params, in_read, &in, has_out ? out_write : NULL,
+                                       has_out ? &out : NULL, &one);
+            if (e != CKPZ_OK) break;
+            add_stats(&stats, &one);
+            streams++;
+            int more = in_next_stream(&in);
+            if (more < 0) e = CKPZ_ERR_READ;
+            if (more <= 0) break;
+        }
+    }
     dt = now_s() - t0;
     progress_end(&pg);
     if (e == CKPZ_OK && p->stats) print_stats(p, op, in.name, &stats, dt, &ru0);
     if (e != CKPZ_OK) {
-        report(ctx, e, &in, has_out ? &out : NULL);
+        const char *msg = ckpz_ctx_message(ctx);
+        if (streams > 0 && !in.err && !(has_out && out.err))
+            fio_error("%s: at byte %llu, after %d complete stream%s: %s", in.name,
+                      (unsigned long long)stats.compressed_bytes, streams, streams == 1 ? "" : "s",
+                      msg && *msg ? msg : ckpz_error_name(e));
+        else
+            report(ctx, e, &in, has_out ? &out : NULL);
+        in_changed(&in, op == OP_COMPRESS ? "it was compressed" : op == OP_TEST ? "it was tested" : "it was decompressed",
+                   0); /* the likely cause, when it did */
         if (has_out) out_abort(&out);
         in_close(&in);
         return 1;
@@ -799,6 +1145,11 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
     if (has_out) {
         int remove_src = p->remove_src && !in.is_stdin && !out.is_stdout && !out.direct;
         const struct stat *keep = in.regular && !in.is_stdin ? &in.st : NULL;
+        if (in_changed(&in, op == OP_COMPRESS ? "it was compressed" : "it was decompressed", 1)) {
+            out_abort(&out);
+            in_close(&in);
+            return 1;
+        }
         if (out_commit(&out, keep, p, remove_src) != 0) {
             in_close(&in);
             return 1;
@@ -811,6 +1162,9 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
     }
     in_close(&in);
     if (op == OP_COMPRESS && p->policy && dst) lossy_report(ctx, p, dst);
+    tot->files++;
+    tot->original += stats.original_bytes;
+    tot->compressed += stats.compressed_bytes;
 
     if (op == OP_TEST) {
         if (p->verbosity >= 3) {
@@ -822,7 +1176,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
         } else if (p->verbosity >= 2) {
             fprintf(stderr, "%s : OK\n", in.name);
         }
-    } else if (show_summary(p)) {
+    } else if (summary) {
         char a[32], b[32];
         double ratio = stats.compressed_bytes
                            ? (double)stats.original_bytes / (double)stats.compressed_bytes
@@ -969,6 +1323,7 @@ static const fio_prefs *tuned(const fio_prefs *p, fio_op op, const char *src, co
 
 static int run_files(const fio_prefs *p, fio_op op, const char *const *files, int n)
 {
+    fio_totals tot = {0, 0, 0};
     fio_prefs tp;
     ckpz_ctx *ctx = ckpz_ctx_create();
     fio_base cache;
@@ -1018,10 +1373,23 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
         } else if (op != OP_COMPRESS && base_for(p, files[i], &cache, &base) != 0) failed = 1;
         else {
             char *levels;
-            if (run_one(ctx, tuned(p, op, files[i], base, &tp, &levels), op, files[i], dst, base) != 0) failed = 1;
+            if (run_one(ctx, tuned(p, op, files[i], base, &tp, &levels), op, files[i], dst, base,
+                        per_file_summary(p, n, dst), &tot) != 0)
+                failed = 1;
             free(levels);
         }
         free(dst);
+    }
+    if (op != OP_TEST && total_summary(p, n)) {
+        char a[32], b[32];
+        double ratio = tot.compressed ? (double)tot.original / (double)tot.compressed : 0.0;
+        fio_human(a, sizeof(a), op == OP_COMPRESS ? tot.original : tot.compressed);
+        fio_human(b, sizeof(b), op == OP_COMPRESS ? tot.compressed : tot.original);
+        if (op == OP_COMPRESS)
+            fprintf(stderr, "%d files compressed : %.1f%% (%s => %s) %.3fx\n", tot.files,
+                    tot.original ? 100.0 * (double)tot.compressed / (double)tot.original : 0.0, a, b, ratio);
+        else
+            fprintf(stderr, "%d files decompressed : %s => %s (%.3fx)\n", tot.files, a, b, ratio);
     }
     fio_base_free(&cache);
     ckpz_ctx_free(ctx);
@@ -1336,7 +1704,7 @@ int fio_extract(const fio_prefs *p, const char *tensor, const char *file)
         report(ctx, e, &in, NULL);
         goto done_archive;
     }
-    if (out_open(&out, dst, &in.st, p) != 0) {
+    if (out_open(&out, dst, &in.st, p, 1) != 0) {
         out_abort(&out);
         goto done_archive;
     }
@@ -1451,7 +1819,7 @@ static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_ba
     }
     fio_params(p, &params); /* stand-alone */
     if (!p->out_name) wp.force = 1; /* replacing the input is the point */
-    if (out_open(&out, strcmp(dst, "-") ? dst : NULL, p->out_name ? &st : NULL, &wp) != 0) {
+    if (out_open(&out, strcmp(dst, "-") ? dst : NULL, p->out_name ? &st : NULL, &wp, 1) != 0) {
         out_abort(&out);
         goto out;
     }

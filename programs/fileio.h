@@ -56,6 +56,16 @@ int fio_extract(const fio_prefs *p, const char *tensor, const char *file);
 int fio_rebase_files(const fio_prefs *p, const char *const *files, int n);
 
 
+/* ---- -r (filelist.c) ---- */
+/* The names in in[0..n), each directory among them replaced by the regular files under
+ * it, in name order, without following symbolic links: for compression (want_ckpz 0)
+ * the files without the .ckpz suffix, else only those with it. *out is malloc'd (free
+ * it with fio_list_free); *failed is set when a directory could not be read (reported).
+ * 0, or -1 when out of memory. */
+int fio_expand_dirs(const fio_prefs *p, int want_ckpz, const char *const *in, int n, char ***out, int *nout,
+                    int *failed);
+void fio_list_free(char **v, int n);
+
 /* ---- bases of delta files (basefile.c) ---- */
 typedef struct fio_base {
     char *path;       /* as named */

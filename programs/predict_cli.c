@@ -140,6 +140,15 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
             failed = 1;
             continue;
         }
+        unsigned char magic[8];
+        if (file_pread(&fd, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\x89" "CKPZ\r\n\x1a", 8)) {
+            /* its bytes are already coded: a prediction would describe them, not the checkpoint */
+            fprintf(stderr, "ckpz: %s: is a .ckpz file: --predict predicts the ratio of original checkpoints "
+                    "(ckpz -l %s shows what this one achieved)\n", name, name);
+            close(fd);
+            failed = 1;
+            continue;
+        }
         show s = {features, pp.features_only, n > 1, i == 0, name, 0, 0};
         ckpz_predict_total tot;
         double t0 = now();

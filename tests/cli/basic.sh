@@ -200,6 +200,8 @@ run 2 "$CKPZ" --chunk-size=12Q data
 run 2 "$CKPZ" --format=zip data
 run 2 "$CKPZ" --dtype=f128 data
 run 2 "$CKPZ" -Tx data
+err_has "invalid thread count 'x'"
+run 2 "$CKPZ" -T4x data
 run 2 "$CKPZ" --bogus data
 run 2 "$CKPZ" -Y data
 run 2 "$CKPZ" -o out m1.ckpz m2.ckpz
@@ -226,8 +228,25 @@ err_has "data.ckpz"
 err_has "%"
 err_has "x,"
 err_has "MB/s"
+# at the default verbosity too, for a file to a file, as zstd (tests/cli/zstd_cli.sh
+# compares the cases): one line
 run 0 "$CKPZ" -f data
-[ ! -s "$WORK/.err" ] || fail "default verbosity printed to a non-terminal stderr: $(cat "$WORK/.err")"
+[ "$(wc -l <"$WORK/.err")" -eq 1 ] || fail "default summary: $(cat "$WORK/.err")"
+grep -q 'data : .*% (.* => .*, data.ckpz) [0-9.]*x, .* MB/s' "$WORK/.err" || fail "summary line: $(cat "$WORK/.err")"
+ok
+run 0 "$CKPZ" -q -f data
+[ ! -s "$WORK/.err" ] || fail "-q printed: $(cat "$WORK/.err")"
+ok
+
+# --- -9: a one-line note about its speed, which -q hides
+run 0 "$CKPZ" -9 -f -c data
+[ "$(grep -c 'note: -9 compresses at a few MB/s per core' "$WORK/.err")" -eq 1 ] || fail "-9 note: $(cat "$WORK/.err")"
+ok
+run 0 "$CKPZ" -9 -q -f -c data
+[ ! -s "$WORK/.err" ] || fail "-9 -q printed: $(cat "$WORK/.err")"
+ok
+run 0 "$CKPZ" -3 -f -c data
+grep -q note "$WORK/.err" && fail "-3 printed the -9 note"
 ok
 
 # --- on a terminal, the summary shows at the default verbosity, and -q silences it

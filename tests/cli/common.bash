@@ -1,16 +1,25 @@
 # common.bash — sourced by every tests/cli/*.sh (not a test itself: ctest runs *.sh).
 # Usage in a test: source "$(dirname "$0")/common.bash" "$@"
-# Sets CKPZ (absolute path of the binary), ROOT (repository root) and WORK (a fresh
-# directory removed on exit), and gives small helpers whose failures name the check.
+# Sets CKPZ (absolute path of the binary), ROOT (repository root), FAULTSHIM (the fault
+# injection library, when given) and WORK (a fresh directory removed on exit, its
+# physical path), and gives small helpers whose failures name the check.
 
 if [ $# -lt 2 ]; then
-    echo "usage: bash $0 /path/to/ckpz REPO_ROOT" >&2
+    echo "usage: bash $0 /path/to/ckpz REPO_ROOT [FAULT_SHIM.so]" >&2
     exit 2
 fi
 CKPZ=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ROOT=$(cd "$2" && pwd)
 [ -x "$CKPZ" ] || { echo "FAIL: $CKPZ is not executable" >&2; exit 1; }
+# FAULTSHIM: absolute path of the fault-injection library (tests/cli/faultshim.c), the
+# optional third argument (ctest passes it); empty when not given.
+FAULTSHIM=
+if [ $# -ge 3 ] && [ -n "$3" ]; then
+    [ -f "$3" ] || { echo "FAIL: fault shim $3 not found" >&2; exit 1; }
+    FAULTSHIM=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
+fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckpz-cli.XXXXXX") || exit 1
+WORK=$(cd "$WORK" && pwd -P) # as /proc/PID/fd shows it
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 CHECKS=0
@@ -52,6 +61,22 @@ no_temp_files() {
     left=$(find "${1:-.}" -maxdepth 1 -name '.*.tmp*' | head -5)
     [ -z "$left" ] || fail "temporary files left: $left"
     ok
+}
+
+# temp_output_of PID DIR: how process PID is writing its output in DIR (absolute):
+# "named" when DIR holds a .NAME.tmpXXXXXX file, "anonymous" when PID has an unnamed
+# (O_TMPFILE) file of DIR open, nothing when neither (yet)
+temp_output_of() {
+    local l
+    if [ -n "$(find "$2" -maxdepth 1 -name '.*.tmp*' | head -1)" ]; then
+        echo named
+        return
+    fi
+    for l in /proc/"$1"/fd/*; do
+        case "$(readlink "$l" 2>/dev/null)" in
+        "$2"/\#*" (deleted)") echo anonymous; return ;;
+        esac
+    done
 }
 
 # err_has TEXT: the last run's stderr mentions TEXT

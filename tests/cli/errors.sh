@@ -3,7 +3,8 @@
 # partial output and no temporary file behind: input that is not ckpz, truncated or
 # bit-flipped archives, a missing input, a directory, an output that cannot be
 # written, an existing output (never replaced by a failed run, even with -f), and
-# binary output to a terminal.
+# compressed output to a terminal (restored output may go there, as with zstd -dc);
+# a symbolic link as the output is an existing name, dangling or not.
 source "$(dirname "$0")/common.bash" "$@"
 
 flip_byte() { # FILE OFFSET: xor the byte at OFFSET with 0x55
@@ -109,9 +110,39 @@ run 1 "$CKPZ" -t nosuchfile.ckpz good.ckpz
 err_has "nosuchfile.ckpz"
 run 1 "$CKPZ" -l nosuchfile.ckpz
 
-# --- outputs that cannot be written
+# --- outputs that cannot be written: a missing directory is named as such (the output
+# asked for, not a temporary file)
 run 1 "$CKPZ" -o no/such/dir/out.ckpz good
-err_has "no/such/dir/out.ckpz"
+err_has "no/such/dir/out.ckpz: cannot create it: directory 'no/such/dir' does not exist"
+grep -q "tmp\|temporary" "$WORK/.err" && fail "the message names a temporary file: $(cat "$WORK/.err")"
+ok
+run 1 "$CKPZ" -o good/out.ckpz good.ckpz
+err_has "'good' is not a directory"
+
+# --- a symbolic link as the output is an existing name, dangling or not, decided before
+# any work (the input here is a pipe that ends only after 3 s): not written through
+# without -f; -f replaces the link itself. A link to a device is written through.
+ln -s nowhere dangling
+ln -s nowhere dangling.bin
+cp good.ckpz dangling.bin.ckpz
+for cmd in "-o dangling" "-d -o dangling -" "-d dangling.bin.ckpz"; do
+    # shellcheck disable=SC2086
+    run 1 bash -c '(sleep 3; cat good) | timeout 2 "$@"' _ "$CKPZ" $cmd
+    err_has "already exists"
+    absent nowhere
+    [ -L dangling ] && [ -L dangling.bin ] || fail "a link was replaced without -f"
+    ok
+done
+run 0 "$CKPZ" -q -f -o dangling good
+[ -f dangling ] && [ ! -L dangling ] || fail "-f did not replace the link with the output"
+absent nowhere
+"$CKPZ" -q -dc dangling | cmp -s - good || fail "the output under the link's name does not restore"
+ok
+ln -s /dev/null tonull
+run 0 "$CKPZ" -q -o tonull good
+[ -L tonull ] || fail "a link to /dev/null was replaced"
+ok
+rm -f dangling dangling.bin dangling.bin.ckpz tonull
 if [ -w /dev/full ]; then
     run 1 bash -c '"$1" -c "$2" >/dev/full' _ "$CKPZ" good
     err_has "write error"
@@ -135,9 +166,20 @@ if command -v script >/dev/null 2>&1 && script -qec true /dev/null </dev/null >/
     grep -q "terminal" tty.log || fail "no terminal message: $(head -c 300 tty.log)"
     [ "$(stat -c %s tty.log)" -lt 2000 ] || fail "binary went to the terminal"
     ok
-    script -qec "$(printf '%q ' "$CKPZ" -d -c good.ckpz)" /dev/null </dev/null >tty.log 2>&1
+    # restored data may go to a terminal, as with zstd -dc (compare zstd's answer)
+    printf 'restored text\n' >ttytext
+    "$CKPZ" -q ttytext
+    script -qec "$(printf '%q ' "$CKPZ" -d -c ttytext.ckpz)" /dev/null </dev/null >tty.log 2>&1
     rc=$?
-    [ "$rc" -eq 1 ] || fail "ckpz -d -c to a terminal: exit $rc, expected 1"
+    [ "$rc" -eq 0 ] || fail "ckpz -d -c to a terminal: exit $rc, expected 0 (as zstd): $(head -c 300 tty.log)"
+    grep -q "restored text" tty.log || fail "ckpz -d -c wrote nothing to the terminal: $(head -c 300 tty.log)"
+    if command -v zstd >/dev/null 2>&1; then
+        zstd -q -f ttytext -o ttytext.zst
+        script -qec "$(printf '%q ' zstd -d -c ttytext.zst)" /dev/null </dev/null >tty.log 2>&1
+        rc=$?
+        [ "$rc" -eq 0 ] && grep -q "restored text" tty.log || fail "zstd -d -c to a terminal no longer writes (exit $rc)"
+    fi
+    rm -f ttytext ttytext.ckpz ttytext.zst
     script -qec "cd $(printf '%q' "$WORK") && $(printf '%q ' "$CKPZ") <good" /dev/null </dev/null >tty.log 2>&1
     rc=$?
     [ "$rc" -eq 1 ] || fail "ckpz <good to a terminal: exit $rc, expected 1"

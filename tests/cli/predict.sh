@@ -4,7 +4,8 @@
 # --pointwise-rel, --policy) predicts a larger ratio than lossless, close to what
 # compression with it gives, and lossless coding for norms, biases and vectors;
 # =features prints the model's inputs as TSV; a file that is not a checkpoint, a
-# missing file and a missing or malformed --model exit 1 with a message naming the file.
+# missing file, a .ckpz file and a missing or malformed --model exit 1 with a message
+# naming the file.
 source "$(dirname "$0")/common.bash" "$@"
 
 S=$ROOT/samples/gpt-small.f32.safetensors
@@ -176,4 +177,12 @@ CKPZ_PREDICT_MODEL=$ROOT/data/ratio_mlp.txt run 0 "$CKPZ" --predict "$S"
 [ "$(tail -n 1 "$WORK/.out" | cut -d' ' -f2)" = "${ratio}x" ] || fail "CKPZ_PREDICT_MODEL: data/ratio_mlp.txt differs"
 ok
 run 2 "$CKPZ" --predict=bogus "$S"
+# a .ckpz file is not a checkpoint to predict: said, with where its ratio is shown
+cp "$ROOT/samples/gpt-small.bf16.safetensors" bf.safetensors
+run 0 "$CKPZ" -q bf.safetensors
+run 1 "$CKPZ" --predict bf.safetensors.ckpz
+err_has "bf.safetensors.ckpz: is a .ckpz file"
+err_has "ckpz -l bf.safetensors.ckpz"
+grep -q '^total' "$WORK/.out" && fail "a ratio was predicted for a .ckpz file"
+ok
 echo "predict.sh: $CHECKS checks passed"

@@ -1,0 +1,254 @@
+#!/bin/bash
+# fileio_faults.sh — the I/O failures of a full disk, a failing disk or a network file
+# system, injected with tests/cli/faultshim.c (LD_PRELOAD): write() returning 0, EIO,
+# ENOSPC, fsync, close and the rename/link into place failing, and reads failing; and
+# inputs that change while they are compressed (truncated, appended to, rewritten by
+# another process). Each must end within seconds in exit status 1 with a message that
+# names the file, nothing under the final name (an existing file untouched), no
+# temporary file, and the input as it was (kept by --rm). Short reads and writes and
+# EINTR are not failures: they must give the bytes of a plain run. Last, an output that
+# appears under the final name while ckpz writes is not overwritten without -f.
+source "$(dirname "$0")/common.bash" "$@"
+
+if [ -z "$FAULTSHIM" ]; then
+    echo "SKIP: no fault shim given (ctest passes build/tests/ckpz_faultshim.so as the third argument)"
+    exit 0
+fi
+
+# faulty VAR=VALUE... -- CMD...: CMD with the shim preloaded and FAULT_* set; stdout ->
+# $WORK/.out, stderr -> $WORK/.err, exit status -> FRC. At most 20 s: a hang is one of
+# the failures looked for (write() returning 0 used to be retried forever).
+faulty() {
+    local envs=()
+    while [ "$1" != -- ]; do
+        envs+=("$1")
+        shift
+    done
+    shift
+    rm -f "$WORK/fault.log"
+    timeout 20 env LD_PRELOAD="$FAULTSHIM" FAULT_LOG="$WORK/fault.log" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "${envs[@]}" "$@" \
+        >"$WORK/.out" 2>"$WORK/.err"
+    FRC=$?
+}
+
+# fails_cleanly WHAT NAME OUT INPUT COPY: the last faulty run had its fault, exited 1
+# with a message naming NAME, left no OUT and no temporary file, and INPUT equals COPY.
+fails_cleanly() {
+    local what=$1 name=$2 out=$3 input=$4 copy=$5
+    [ "$FRC" -ne 124 ] || fail "$what: hung (killed after 20 s)"
+    [ -s "$WORK/fault.log" ] || fail "$what: the fault was never injected (exit $FRC)"
+    if [ "$FRC" -ne 1 ]; then
+        cat "$WORK/.err" >&2
+        fail "$what: exit status $FRC, expected 1"
+    fi
+    grep -qF -- "$name" "$WORK/.err" || { cat "$WORK/.err" >&2; fail "$what: the message does not name $name"; }
+    [ ! -e "$out" ] || fail "$what: $out was left under its final name"
+    cmp -s "$input" "$copy" || fail "$what: the input changed"
+    no_temp_files .
+    ok
+}
+
+# works WHAT OUT REF: the last faulty run had its fault, succeeded and wrote REF's bytes
+works() {
+    [ "$FRC" -ne 124 ] || fail "$1: hung (killed after 20 s)"
+    [ -s "$WORK/fault.log" ] || fail "$1: the fault was never injected"
+    [ "$FRC" -eq 0 ] || { cat "$WORK/.err" >&2; fail "$1: exit status $FRC, expected 0"; }
+    cmp -s "$2" "$3" || fail "$1: $2 differs from a plain run's $3"
+    no_temp_files .
+    ok
+}
+
+cp "$ROOT/samples/gpt-small.bf16.safetensors" in.bin || fail "no sample checkpoint"
+head -c 1500000 /dev/urandom >>in.bin
+cp in.bin in.copy
+run 0 "$CKPZ" -q -o ref.ckpz in.bin
+cp ref.ckpz in.bin.ckpz
+cp ref.ckpz ckpz.copy
+tmpfile_ok=$(python3 -c 'import os, sys
+try:
+    os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)); print(1)
+except (OSError, AttributeError):
+    print(0)')
+
+# --- compression, faults on the output file
+rm -f in.bin.ckpz
+for case in "zero 0" "zero 1000000" "eio 0" "eio 1000000" "enospc 0"; do
+    set -- $case
+    faulty FAULT_OP=write FAULT_KIND=$1 FAULT_AFTER=$2 -- "$CKPZ" -q in.bin
+    fails_cleanly "compress, write $1 after $2" in.bin.ckpz in.bin.ckpz in.bin in.copy
+done
+err_has "No space left on device"
+faulty FAULT_OP=write FAULT_KIND=zero -- "$CKPZ" -q in.bin
+err_has "write returned 0"
+for op in fsync close rename; do
+    faulty FAULT_OP=$op -- "$CKPZ" -q --rm in.bin # fsync: only --rm waits for the disk
+    fails_cleanly "compress --rm, $op fails" in.bin.ckpz in.bin.ckpz in.bin in.copy
+done
+if [ "$tmpfile_ok" = 1 ]; then
+    # the second close is the one after the anonymous file got its name: it is taken back
+    faulty FAULT_OP=close FAULT_AFTER=1 -- "$CKPZ" -q --rm in.bin
+    fails_cleanly "compress, the last close fails" in.bin.ckpz in.bin.ckpz in.bin in.copy
+fi
+# with -f over an existing file: every step of putting the output in place may fail,
+# and the existing file stays as it was
+echo "an existing output" >in.bin.ckpz
+cp in.bin.ckpz existing.copy
+for after in 0 1 2; do
+    faulty FAULT_OP=rename FAULT_AFTER=$after -- "$CKPZ" -q -f in.bin
+    [ "$FRC" -eq 1 ] || fail "compress -f, rename/link call $after fails: exit $FRC"
+    if [ -s "$WORK/fault.log" ]; then
+        err_has in.bin.ckpz
+        same_file in.bin.ckpz existing.copy
+    fi
+    no_temp_files .
+done
+rm -f in.bin.ckpz
+
+# --- compression against a base: the rewrite at an offset (pwrite) returning 0 or EIO
+cp in.bin base.bin
+python3 - in.bin <<'PYEOF' || fail "edit in.bin"
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(-100000, 2)
+    f.write(b"\x01" * 1000)
+PYEOF
+cp in.bin in.copy
+for kind in zero eio; do
+    faulty FAULT_OP=pwrite FAULT_KIND=$kind -- "$CKPZ" -q --base base.bin in.bin
+    fails_cleanly "compress --base, pwrite $kind" in.bin.ckpz in.bin.ckpz in.bin in.copy
+done
+cp base.bin in.bin
+cp in.bin in.copy
+
+# --- compression, faults on the input
+faulty FAULT_OP=read FAULT_KIND=eio FAULT_AFTER=1000000 -- "$CKPZ" -q --rm in.bin
+fails_cleanly "compress, read eio" in.bin in.bin.ckpz in.bin in.copy
+err_has "read error"
+faulty FAULT_OP=read FAULT_KIND=zero FAULT_AFTER=1000000 -- "$CKPZ" -q --rm in.bin
+fails_cleanly "compress, read ends early" in.bin in.bin.ckpz in.bin in.copy
+
+# --- not failures: short transfers and EINTR give the same bytes
+faulty FAULT_OP=write FAULT_KIND=short FAULT_SHORT=4093 -- "$CKPZ" -q in.bin
+works "compress, short writes" in.bin.ckpz ref.ckpz
+rm -f in.bin.ckpz
+faulty FAULT_OP=write FAULT_KIND=eintr -- "$CKPZ" -q in.bin
+works "compress, EINTR on writes" in.bin.ckpz ref.ckpz
+rm -f in.bin.ckpz
+faulty FAULT_OP=read FAULT_KIND=short FAULT_SHORT=65537 -- "$CKPZ" -q in.bin
+works "compress, short reads" in.bin.ckpz ref.ckpz
+rm -f in.bin.ckpz
+faulty FAULT_OP=read FAULT_KIND=eintr -- "$CKPZ" -q in.bin
+works "compress, EINTR on reads" in.bin.ckpz ref.ckpz
+
+# --- decompression
+mv in.bin in.keep
+for case in "zero 0" "zero 1000000" "eio 1000000" "enospc 0"; do
+    set -- $case
+    faulty FAULT_OP=write FAULT_KIND=$1 FAULT_AFTER=$2 -- "$CKPZ" -q -d in.bin.ckpz
+    fails_cleanly "decompress, write $1 after $2" in.bin in.bin in.bin.ckpz ckpz.copy
+done
+for op in fsync close rename; do
+    faulty FAULT_OP=$op -- "$CKPZ" -q -d --rm in.bin.ckpz
+    fails_cleanly "decompress --rm, $op fails" in.bin in.bin in.bin.ckpz ckpz.copy
+done
+faulty FAULT_OP=read FAULT_KIND=eio FAULT_AFTER=500000 -- "$CKPZ" -q -d --rm in.bin.ckpz
+fails_cleanly "decompress, read eio" in.bin.ckpz in.bin in.bin.ckpz ckpz.copy
+faulty FAULT_OP=read FAULT_KIND=zero FAULT_AFTER=500000 -- "$CKPZ" -q -d --rm in.bin.ckpz
+fails_cleanly "decompress, read ends early" in.bin.ckpz in.bin in.bin.ckpz ckpz.copy
+faulty FAULT_OP=write FAULT_KIND=short FAULT_SHORT=4093 -- "$CKPZ" -q -d in.bin.ckpz
+works "decompress, short writes" in.bin in.keep
+rm -f in.bin
+faulty FAULT_OP=read FAULT_KIND=short FAULT_SHORT=3001 -- "$CKPZ" -q -d in.bin.ckpz
+works "decompress, short reads" in.bin in.keep
+rm -f in.bin
+mv in.keep in.bin
+
+# --- standard output: write() returning 0 or EIO there is an error too, naming stdout
+for kind in zero eio; do
+    faulty FAULT_OP=write FAULT_KIND=$kind FAULT_STDOUT=1 -- "$CKPZ" -q -c in.bin
+    [ "$FRC" -ne 124 ] || fail "compress -c, write $kind: hung"
+    [ "$FRC" -eq 1 ] && [ -s "$WORK/fault.log" ] || fail "compress -c, write $kind: exit $FRC"
+    err_has stdout
+    faulty FAULT_OP=write FAULT_KIND=$kind FAULT_STDOUT=1 -- "$CKPZ" -q -dc in.bin.ckpz
+    [ "$FRC" -eq 1 ] && [ -s "$WORK/fault.log" ] || fail "decompress -c, write $kind: exit $FRC"
+    err_has stdout
+done
+
+# --- an input that changes while it is compressed: no output, and --rm keeps it
+for kind in truncate append touch; do
+    cp in.copy in.bin
+    rm -f in.bin.ckpz
+    touch -d '2020-01-02 03:04:05' in.bin # so that a rewrite shows in the mtime
+    faulty FAULT_OP=read FAULT_KIND=$kind FAULT_AFTER=1000000 FAULT_SIZE=1500000 -- "$CKPZ" -q --rm in.bin
+    [ -s "$WORK/fault.log" ] || fail "input $kind: the file was not changed"
+    [ "$FRC" -eq 1 ] || { cat "$WORK/.err" >&2; fail "input $kind while compressed: exit $FRC, expected 1"; }
+    err_has "in.bin: "
+    err_has "changed"
+    exists in.bin
+    absent in.bin.ckpz
+    no_temp_files .
+done
+# the same on decompression (an archive appended to while it is read)
+cp in.copy in.bin
+cp ckpz.copy in.bin.ckpz
+faulty FAULT_OP=read FAULT_KIND=append FAULT_AFTER=500000 -- "$CKPZ" -q -d --rm -o out.bin in.bin.ckpz
+[ "$FRC" -eq 1 ] && [ -s "$WORK/fault.log" ] || fail "archive appended to while decompressed: exit $FRC"
+err_has changed
+exists in.bin.ckpz
+absent out.bin
+cp ckpz.copy in.bin.ckpz
+
+# another process really truncating the input: a slow (-9, one thread) compression of
+# 15 MB and `truncate` 0.3 s into it
+cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" \
+    "$ROOT/samples/gpt-small.f32.safetensors" >big
+"$CKPZ" -q -9 -T1 --rm big 2>big.err &
+pid=$!
+sleep 0.3
+if kill -0 "$pid" 2>/dev/null; then
+    truncate -s 1M big
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "input truncated by another process: exit $rc: $(cat big.err)"
+    grep -q "big: .*changed" big.err || fail "no message about the change: $(cat big.err)"
+    exists big
+    absent big.ckpz
+    no_temp_files .
+else
+    wait "$pid"
+    echo "SKIP: the -9 compression of 15 MB ended within 0.3 s; the truncation came too late"
+fi
+
+# --- an output that appears under the final name while ckpz writes is left alone
+# (linkat or renameat2 RENAME_NOREPLACE: no window between the look and the rename);
+# with -f it is replaced. The input comes from a FIFO that holds ckpz mid-run.
+for force in "" -f; do
+    rm -f fifo race.ckpz
+    mkfifo fifo || fail "mkfifo"
+    "$CKPZ" -q $force -o race.ckpz <fifo 2>race.err &
+    pid=$!
+    exec 3>fifo
+    head -c 2M in.bin >&3
+    for i in $(seq 1 100); do
+        [ -n "$(temp_output_of "$pid" "$WORK")" ] && break
+        sleep 0.05
+    done
+    echo "written by someone else" >race.ckpz
+    tail -c +2097153 in.bin >&3
+    exec 3>&-
+    wait "$pid"
+    rc=$?
+    if [ -z "$force" ]; then
+        [ "$rc" -eq 1 ] || fail "an output that appeared while writing: exit $rc"
+        grep -q "race.ckpz: appeared while writing; not overwritten" race.err || fail "message: $(cat race.err)"
+        [ "$(cat race.ckpz)" = "written by someone else" ] || fail "the other file was overwritten"
+    else
+        [ "$rc" -eq 0 ] || fail "-f over an output that appeared while writing: exit $rc: $(cat race.err)"
+        "$CKPZ" -q -dc race.ckpz | cmp -s - in.bin || fail "-f: the output does not restore the input"
+    fi
+    no_temp_files .
+    ok
+done
+
+echo "fileio_faults.sh: $CHECKS checks passed"
