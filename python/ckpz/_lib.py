@@ -8,6 +8,7 @@ module is public API; ckpz/__init__.py builds on it.
 import ctypes
 import ctypes.util
 import os
+import threading
 
 __all__ = []  # private module
 
@@ -355,6 +356,29 @@ def policy_bytes(policy, max_mae):
     return policy.encode("utf-8")
 
 
+# Contexts keep the library's working memory between calls (ckpz.h): a few are kept
+# here, so that one save or load after another reuses it instead of faulting in new
+# buffers each time. A context is used by one call at a time.
+_CTX_KEEP = 2
+_ctx_free_list = []
+_ctx_lock = threading.Lock()
+
+
+def _take_ctx():
+    with _ctx_lock:
+        if _ctx_free_list:
+            return _ctx_free_list.pop()
+    return ctx_create()
+
+
+def _give_ctx(ctx):
+    with _ctx_lock:
+        if len(_ctx_free_list) < _CTX_KEEP:
+            _ctx_free_list.append(ctx)
+            return
+    ctx_free(ctx)
+
+
 class Call:
     """One library call (or a few on one file): a fresh context, the callbacks handed to C,
     and the first exception a callback raised.
@@ -367,7 +391,7 @@ class Call:
     """
 
     def __init__(self, params=None, path=None):
-        self.ctx = ctx_create()
+        self.ctx = _take_ctx()
         if not self.ctx:
             raise MemoryError("ckpz: cannot create a context")
         self.exc = None
@@ -384,7 +408,7 @@ class Call:
 
     def close(self):
         if self.ctx:
-            ctx_free(self.ctx)
+            _give_ctx(self.ctx)
             self.ctx = None
         self._keep = []  # the callbacks' closures may hold the caller's buffers
 
