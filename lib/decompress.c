@@ -199,17 +199,19 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     d.in_pos = CTR_HEADER_SIZE;
     if ((err = ctr_header_read(ctx, hb, &h))) return err;
     d.flags = (h.based ? CTR_FILE_BASED : 0u) | (h.lossy ? CTR_FILE_LOSSY : 0u);
+    ctr_base b = {0};
+    int base_missing = 0; /* a delta file restored without its base: fine until an entry needs it */
     if (h.based) { /* a delta file: check the caller's base before anything else */
         uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
-        ctr_base b;
         size_t used;
         if ((err = read_exact(&d, bb, 8, "the base frame"))) return err;
         uint32_t blen = ld32(bb + 4);
         if (ld32(bb) == CTR_TAG_BASE && blen >= CTR_BASE_FIXED && blen <= CTR_BASE_FIXED + CTR_MAX_BASE_NAME &&
             (err = read_exact(&d, bb + 8, blen + 4, "the base frame")))
             return err;
-        if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &b, &used)) || (err = base_verify(ctx, &b, &p)))
-            return err;
+        if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &b, &used))) return err;
+        if (p.base && (err = base_verify(ctx, &b, &p))) return err; /* a wrong base is refused at once */
+        base_missing = !p.base;
     }
     const uint8_t *base = p.base;
     const ctr_entry *cur = NULL; /* the entry whose chunks follow */
@@ -256,6 +258,12 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             cur_pos = 0;
             if (used != blen) {
                 err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: length mismatch", d.ne - 1);
+                goto fail;
+            }
+            /* Only entries coded against the base need it: a delta file none of whose
+             * entries matched its base restores without it. */
+            if (base_missing && (cur->flags & CTR_ENTRY_BASED)) {
+                err = base_verify(ctx, &b, &p); /* names the base the file needs */
                 goto fail;
             }
             continue;

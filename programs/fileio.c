@@ -936,8 +936,11 @@ static void report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out 
     const char *msg = ckpz_ctx_message(ctx);
     if (in && in->err) fio_error("%s: read error: %s", in->name, strerror(in->err));
     else if (out && out->err) fio_error("%s: write error: %s", out->name, io_strerror(out->err));
-    else if (e == CKPZ_ERR_BASE && in && in->is_stdin)
-        fio_error("%s: %s; name the base with --base", in->name, msg && *msg ? msg : ckpz_error_name(e));
+    else if (e == CKPZ_ERR_BASE && in && msg && *msg)
+        fio_error("%s: %s; %s", in->name, msg,
+                  !strncmp(msg, "wrong base", 10) ? "name the right one with --base"
+                  : in->is_stdin              ? "name the base with --base"
+                                              : "it is not beside the file: name it with --base");
     else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
 }
 
@@ -1277,13 +1280,8 @@ static int base_for(const fio_prefs *p, const char *src, fio_base *cache, const 
         ckpz_ctx_free(ctx);
         if (e != CKPZ_OK || !info.needed) return 0; /* not ours to judge here, or stand-alone */
         path = p->base_path ? strdup(p->base_path) : fio_base_locate(src, info.name);
-        if (!path) {
-            fio_error("%s: is a delta file: restoring it needs its base (%llu bytes, CRC-32C %08x%s%s%s); "
-                      "name it with --base",
-                      src, (unsigned long long)info.size, (unsigned)info.checksum,
-                      info.name[0] ? ", written as '" : "", info.name, info.name[0] ? "'" : "");
-            return 1;
-        }
+        if (!path) /* not beside it: the library restores it if no entry was coded against the base, */
+            return 0; /* and otherwise names the base at the first entry that needs it */
     }
     if (!path) {
         fio_error("out of memory");
@@ -1642,11 +1640,17 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             shown.name = bi.name;
             shown.dtype = CKPZ_DTYPE_F32;
             display_name(&shown, 0, &nbuf, &ncap);
-            printf("depends on: %s (%llu bytes, crc32c %08x); %llu of %llu entries coded against it; "
-                   "restoring takes %u delta file%s\n",
-                   nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
-                   (unsigned)bi.checksum, (unsigned long long)based, (unsigned long long)info.entries,
-                   (unsigned)bi.depth, bi.depth == 1 ? "" : "s");
+            if (based)
+                printf("depends on: %s (%llu bytes, crc32c %08x); %llu of %llu entries coded against it; "
+                       "restoring takes %u delta file%s\n",
+                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
+                       (unsigned)bi.checksum, (unsigned long long)based, (unsigned long long)info.entries,
+                       (unsigned)bi.depth, bi.depth == 1 ? "" : "s");
+            else /* written against a base, but nothing matched it: stand-alone in fact */
+                printf("written against: %s (%llu bytes, crc32c %08x); 0 of %llu entries coded against it: "
+                       "restores without it\n",
+                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
+                       (unsigned)bi.checksum, (unsigned long long)info.entries);
         }
     }
     free(nbuf);

@@ -188,6 +188,33 @@ err_has "no-such-base"
 absent never.ckpz
 no_temp_files .
 
+# --- a delta file none of whose entries matched its base restores without it (the base
+# frame is recorded, nothing is coded against it): -d, -t, --extract, a pipe; -l says so
+B16S="$ROOT/samples/gpt-small.bf16.safetensors"   # other tensors' bytes: nothing matches
+run 0 "$CKPZ" -q --base "$B16S" -o nomatch.ckpz a.safetensors
+mkdir nomatch
+cp nomatch.ckpz nomatch/
+"$CKPZ" -l nomatch/nomatch.ckpz >"$WORK/.list" || fail "ckpz -l nomatch.ckpz"
+grep -q "^written against: gpt-small.bf16.safetensors .*; 0 of [0-9]* entries coded against it: restores without it" \
+    "$WORK/.list" || fail "-l of a delta with no coded entry: $(tail -1 "$WORK/.list")"
+grep -q '^depends on:' "$WORK/.list" && fail "-l: a delta with no coded entry 'depends on' its base"
+run 0 "$CKPZ" -q -d -o nomatch/a.out nomatch/nomatch.ckpz
+same_file nomatch/a.out a.safetensors
+run 0 "$CKPZ" -q -t nomatch/nomatch.ckpz
+T1=$(tensor_names a.safetensors | head -1)
+run 0 "$CKPZ" -q --extract "$T1" -o nomatch/t.bin nomatch/nomatch.ckpz
+[ -s nomatch/t.bin ] || fail "--extract from a delta with no coded entry wrote nothing"
+"$CKPZ" -q -dc <nomatch/nomatch.ckpz >nomatch/pipe.out || fail "a delta with no coded entry through a pipe"
+same_file nomatch/pipe.out a.safetensors
+# with a base given, it must still be the right one
+run 1 "$CKPZ" -q -t --base c.safetensors nomatch/nomatch.ckpz
+err_has "wrong base"
+# one coded entry is enough to need it: b's delta, without its base, through a pipe
+run 1 "$CKPZ" -q -dc <lone/b.safetensors.ckpz
+err_has "$A_CRC"
+err_has "name the base with --base"
+ok
+
 # --- wrong base: exit 1, "wrong base", the expected CRC-32C and the file named
 run 1 "$CKPZ" -q -d --base c.safetensors -o wrong.out b.safetensors.ckpz
 err_has "b.safetensors.ckpz"
