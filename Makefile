@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz bench clean
+.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz fuzz-ci bench clean
 
 all: build
 
@@ -45,9 +45,17 @@ asan:
 	$(MAKE) BUILD=build-asan CMAKE_FLAGS="-DCKPZ_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer harnesses (clang).
+# libFuzzer harnesses (clang): tests/fuzz/README.md.
 fuzz:
+	scripts/install-deps --fuzz
 	CC=clang $(MAKE) BUILD=build-fuzz CMAKE_FLAGS="-DCKPZ_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" build
+
+# Every harness for FUZZ_SECONDS (60) over its committed corpus, one at a time; fails on
+# the first crash and names the input (about 25 minutes on two cores with the build).
+FUZZ_SECONDS ?= 60
+fuzz-ci:
+	scripts/install-deps --fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-ci build-fuzz
 
 # Issue 4's comparison: rebuild the corpus (./corpus, ~5 min) and regenerate
 # BENCHMARKS.md, docs/benchmarks.{csv,svg,md} (~15 min on 2 cores).

@@ -54,7 +54,7 @@ typedef struct {
     size_t nmemo, mcount; /* array size; entries set (MEMOIZE's next key) */
     prec *rec;
     size_t nrec, crec;
-    size_t limit; /* objects, items, records and memo keys stay below this */
+    size_t limit; /* objects, items and records stay below this (memo keys: see memo_put) */
 } pk;
 
 static int grow(void **a, size_t *cap, size_t want, size_t esz)
@@ -339,7 +339,10 @@ static int memo_put(pk *k, uint64_t key)
     int r = top(k, &id);
     if (r)
         return r;
-    if (key >= k->limit)
+    /* Keys are bounded by the bytes read so far (writers number them from 0, one per
+     * PUT), not by the length given: the same pickle reads the same whatever follows
+     * its STOP. */
+    if (key >= k->pos + 16)
         return R_BAD;
     if (key >= k->nmemo) {
         size_t cap = k->nmemo;

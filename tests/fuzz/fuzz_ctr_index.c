@@ -1,0 +1,66 @@
+/* fuzz_ctr_index.c — libFuzzer harness for the index parser
+ * (lib/container/format.c: ctr_index_read; its CRC is the caller's to check). Input:
+ * the index offset (8 bytes) and the original size (8 bytes) the trailer gave, the
+ * file's flags (1 byte: CTR_FILE_BASED, CTR_FILE_LOSSY), then the index section.
+ * Checks (fuzz_container.h): a failure leaves a message and returns nothing; an
+ * accepted index has entries that tile the original in order with consecutive chunk
+ * ranges whose lengths add up, seek-table records in file order between the header
+ * and the index, only allowed entry flags; ctr_index_size is its length and
+ * ctr_index_write writes it back byte for byte.
+ */
+#include "fuzz_container.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 17) return 0;
+    uint64_t index_offset = fz_le(data, 8), original = fz_le(data + 8, 8);
+    unsigned ff = data[16] & 3;
+    size_t len = size - 17;
+    uint8_t *in = fz_copy(data + 17, len);
+    ckpz_ctx *c = fz_ctx();
+    ctr_entry *e = (ctr_entry *)1;
+    ctr_chunkrec *k = (ctr_chunkrec *)1;
+    size_t ne = 99, nc = 99;
+    ckpz_error err = ctr_index_read(c, in, len, index_offset, original, (size_t)1 << 20, ff, &e, &ne, &k, &nc);
+    fz_need_msg(c, err, "ctr_index_read");
+    if (err) {
+        FZ_CHECK(!e && !k && !ne && !nc, "index: failed but returned entries or chunks");
+        free(in);
+        return 0;
+    }
+    uint64_t at = 0, chunk = 0, frame_end = CTR_HEADER_SIZE;
+    unsigned allowed = ((ff & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) | ((ff & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u);
+    for (size_t i = 0; i < ne; i++) {
+        FZ_CHECK(e[i].offset == at && e[i].first_chunk == chunk && e[i].nchunks <= nc - chunk,
+                 "index: entry %zu at %llu, chunks %llu+%llu", i, (unsigned long long)e[i].offset,
+                 (unsigned long long)e[i].first_chunk, (unsigned long long)e[i].nchunks);
+        FZ_CHECK(!(e[i].flags & ~allowed) && e[i].dtype < CKPZ_DTYPE_COUNT_ && e[i].ndim <= CTR_MAX_NDIM,
+                 "index: entry %zu: flags %u dtype %u ndim %u", i, e[i].flags, e[i].dtype, e[i].ndim);
+        uint64_t sum = 0;
+        for (uint64_t j = 0; j < e[i].nchunks; j++) sum += k[chunk + j].raw_len;
+        FZ_CHECK(sum == e[i].length, "index: entry %zu: chunks add up to %llu, length %llu", i,
+                 (unsigned long long)sum, (unsigned long long)e[i].length);
+        at += e[i].length;
+        chunk += e[i].nchunks;
+    }
+    FZ_CHECK(at == original && chunk == nc, "index: entries cover %llu of %llu bytes, %llu of %zu chunks",
+             (unsigned long long)at, (unsigned long long)original, (unsigned long long)chunk, nc);
+    for (size_t j = 0; j < nc; j++) {
+        FZ_CHECK(k[j].frame_offset >= frame_end && k[j].frame_len >= CTR_FRAME_SIZE && k[j].raw_len &&
+                     k[j].frame_offset + k[j].frame_len <= index_offset,
+                 "index: seek record %zu at %llu + %u", j, (unsigned long long)k[j].frame_offset, k[j].frame_len);
+        frame_end = k[j].frame_offset + k[j].frame_len;
+    }
+    FZ_CHECK(ctr_index_size(e, ne, nc) == len, "index: %zu bytes, ctr_index_size %zu", len, ctr_index_size(e, ne, nc));
+    uint8_t *out = malloc(len ? len : 1);
+    if (!out) fz_die("out of memory");
+    ctr_index_write(out, e, ne, k, nc);
+    size_t d = fz_diff(in, out, len);
+    FZ_CHECK(d == len, "index: written back differently at byte %zu of %zu", d, len);
+    free(out);
+    for (size_t i = 0; i < ne; i++) ctr_entry_clear(&e[i]);
+    free(e);
+    free(k);
+    free(in);
+    return 0;
+}
