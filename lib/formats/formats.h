@@ -68,6 +68,8 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total,
                         fmt_list *out, size_t *need, char *why, size_t whylen);
 
 void fmt_list_free(fmt_list *l);
+/* Drops the segments after the first n (those a reader pushed before finding them wrong). */
+void fmt_list_drop(fmt_list *l, size_t n);
 
 /* Continues a list whose last segment is a resume segment (see fmt_resumer), with
  * p[0..len) = the input from that segment's offset on. FMT_DONE: the resume segment has

@@ -203,6 +203,12 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
     return finish_from(l, first, at) ? FMT_ERROR : FMT_DONE;
 }
 
+void fmt_list_drop(fmt_list *l, size_t n)
+{
+    while (l->n > n)
+        seg_clear(&l->seg[--l->n]);
+}
+
 void fmt_list_free(fmt_list *l)
 {
     if (!l)

@@ -77,6 +77,9 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
     } else {
         m->size = csize;
     }
+    /* A size no file can hold (a hostile zip64 field): not a member, the rest is opaque. */
+    if (m->size != ZIP_SIZE_UNKNOWN && m->size > UINT64_MAX - m->data_off - 24)
+        return -1;
     return 1;
 }
 
@@ -166,7 +169,7 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
         m.data = p + pos + hl;
         m.avail = len - pos - hl;
         m.eof = eof;
-        size_t cn = 0;
+        size_t cn = 0, pushed = l->n;
         int r = cb(ctx, l, &m, &cn);
         if (r == ZIP_CB_NOMEM)
             return FMT_ERROR;
@@ -188,8 +191,10 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
                 goto stop;
             }
         }
-        if (m.size > UINT64_MAX - m.data_off - 24)
+        if (m.size > UINT64_MAX - m.data_off - 24) {
+            fmt_list_drop(l, pushed); /* the callback sized the member past any file */
             goto done;
+        }
         uint64_t next = m.data_off + m.size;
         if (m.flags & 8) {
             s.desc_pending = 1;
