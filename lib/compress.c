@@ -15,6 +15,7 @@
 #include "common/pipeline.h"
 #include "formats/match.h"
 #include "transforms/policy.h"
+#include "workmem.h"
 
 typedef struct cjob {
     int new_entry;  /* an entry frame precedes this chunk */
@@ -66,115 +67,12 @@ static void compress_job(void *v, int worker, void *arg)
                                   ws->scratch->planes[worker], j->out, &j->raw_crc,
                                   ws->defer_base_crc ? &j->base_crc : NULL);
     }
-    /* See job_out_bound. Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
+    /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
      * lossy coder falls back to lossless coding, which can, when that would be larger),
      * so the chunk restores its original bytes either way. */
     if (j->out_len > chunk_frame_bound(j->raw_len))
         j->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, j->entry, j->raw, j->raw_len,
                                   NULL, ws->scratch->planes[worker], j->out, &j->raw_crc, NULL);
-}
-
-/* Room a job's output needs. The escape transform (a diff residual's top bytes, chosen
- * from a sample of the chunk) can outgrow chunk_frame_bound where the rest of the chunk
- * escapes far more than the sample: its planes hold up to 2 + (E + 1) * (n / E) + tail
- * <= 2 + 1.5 n bytes (E = 2), in at most E + 3 = 7 planes, each coded in at most its own
- * size. Such a frame would be refused by every decoder (payload over the bound), so
- * compress_job codes the chunk again as opaque bytes (transform none, one plane: at
- * most CTR_FRAME_SIZE + CTR_PLANE_DESC + n), which is what the file gets; the buffer
- * only has to hold the first attempt. */
-static size_t job_out_bound(size_t chunk_size)
-{
-    return chunk_frame_bound(chunk_size) + chunk_size / 2 + 128;
-}
-
-/* What a context keeps between compressions (ckpz.h): the coders' scratch for the most
- * threads a call has used, and the job buffers (raw chunk, coded frame) of the deepest
- * pipeline; both for the largest chunk size seen. Reused, they spare every call the
- * allocations and page faults of a few MB and the coders' table set-up (zstd's above
- * all). Nothing in them carries over into the output: each chunk is coded from its own
- * bytes, as it is within one call. */
-struct comp_cache {
-    chunk_scratch *scratch;
-    size_t scratch_chunk;
-    int scratch_lossy;
-    uint8_t **raw, **out; /* nbuf pairs of buffers (entries may be NULL) */
-    size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: job_out_bound(buf_chunk) */
-};
-
-void comp_cache_free(struct comp_cache *cc)
-{
-    if (!cc) return;
-    chunk_scratch_free(cc->scratch);
-    for (size_t i = 0; i < cc->nbuf; i++) {
-        free(cc->raw[i]);
-        free(cc->out[i]);
-    }
-    free(cc->raw);
-    free(cc->out);
-    free(cc);
-}
-
-/* Makes cc->scratch serve `threads` threads on chunks of chunk_size (lossy: the lossy
- * coder's state too), keeping what a previous call needed. 0, or -1 out of memory. */
-static int cache_scratch(struct comp_cache *cc, int threads, size_t chunk_size, int lossy)
-{
-    chunk_scratch *s = cc->scratch;
-    if (s && s->n >= threads && cc->scratch_chunk >= chunk_size && (cc->scratch_lossy || !lossy)) return 0;
-    if (s) {
-        if (s->n > threads) threads = s->n;
-        if (cc->scratch_chunk > chunk_size) chunk_size = cc->scratch_chunk;
-        lossy |= cc->scratch_lossy;
-    }
-    chunk_scratch_free(s);
-    cc->scratch = chunk_scratch_create(threads, chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0);
-    cc->scratch_chunk = chunk_size;
-    cc->scratch_lossy = lossy;
-    return cc->scratch ? 0 : -1;
-}
-
-/* Hands the cached job buffers to jobs[0..depth) (dropping them if they are for smaller
- * chunks than chunk_size); returns the chunk size the call must allocate new ones for. */
-static size_t cache_lend(struct comp_cache *cc, cjob *jobs, size_t depth, size_t chunk_size)
-{
-    if (cc->buf_chunk < chunk_size) {
-        for (size_t i = 0; i < cc->nbuf; i++) {
-            free(cc->raw[i]);
-            free(cc->out[i]);
-            cc->raw[i] = cc->out[i] = NULL;
-        }
-        cc->buf_chunk = chunk_size;
-    }
-    for (size_t i = 0; i < depth && i < cc->nbuf; i++) {
-        jobs[i].raw = cc->raw[i];
-        jobs[i].out = cc->out[i];
-        cc->raw[i] = cc->out[i] = NULL;
-    }
-    return cc->buf_chunk;
-}
-
-/* Takes the job buffers back (freeing them if the cache cannot grow to hold them). */
-static void cache_return(struct comp_cache *cc, cjob *jobs, size_t depth)
-{
-    if (depth > cc->nbuf) {
-        uint8_t **r = realloc(cc->raw, depth * sizeof *r);
-        if (r) cc->raw = r;
-        uint8_t **o = r ? realloc(cc->out, depth * sizeof *o) : NULL;
-        if (o) cc->out = o;
-        if (o) {
-            for (size_t i = cc->nbuf; i < depth; i++) cc->raw[i] = cc->out[i] = NULL;
-            cc->nbuf = depth;
-        }
-    }
-    for (size_t i = 0; i < depth; i++) {
-        if (i < cc->nbuf) {
-            cc->raw[i] = jobs[i].raw;
-            cc->out[i] = jobs[i].out;
-        } else {
-            free(jobs[i].raw);
-            free(jobs[i].out);
-        }
-        jobs[i].raw = jobs[i].out = NULL;
-    }
 }
 
 /* What the calling thread keeps while writing: output position, index tables, the
@@ -450,8 +348,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     int lossy = policy_lossy(pol); /* a policy of levels alone writes a lossless file */
     int defer = p.base && p.patch; /* the base's CRC from the chunks, patched in at the end */
-    struct comp_cache *cc = ctx && ctx->cc ? ctx->cc : calloc(1, sizeof *cc);
-    if (ctx) ctx->cc = NULL; /* back at the end (a callback that reenters ctx finds none) */
+    struct workmem *wm = workmem_take(ctx);
     workers_state ws = {p.level, NULL, defer};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     size_t bchunk = p.chunk_size, fbound = 0;
@@ -467,10 +364,12 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     uint8_t *whole = NULL;            /* a lossy entry read ahead to plan it (whole[0..whole_len)) */
     size_t whole_len = 0, whole_pos = 0;
 
-    if (!cc || !jobs || cache_scratch(cc, workers + 1, p.chunk_size, lossy)) goto nomem;
-    ws.scratch = cc->scratch;
-    bchunk = cache_lend(cc, jobs, depth, p.chunk_size);
-    fbound = job_out_bound(bchunk);
+    if (!wm || !jobs || workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
+        goto nomem;
+    ws.scratch = wm->scratch;
+    bchunk = workmem_buffers(wm, p.chunk_size);
+    fbound = workmem_out_bound(bchunk);
+    for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].out);
     if (!(pl = pipeline_create(workers, depth, compress_job, &ws))) goto nomem;
 
     uint8_t hdr[CTR_HEADER_SIZE];
@@ -620,10 +519,12 @@ nomem:
 fail:
 done:
     pipeline_destroy(pl);
-    if (cc && jobs) cache_return(cc, jobs, depth);
+    for (size_t i = 0; jobs && i < depth; i++) {
+        if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].out);
+        else free(jobs[i].raw), free(jobs[i].out);
+    }
     free(jobs);
-    if (ctx && !ctx->cc) ctx->cc = cc;
-    else comp_cache_free(cc);
+    workmem_keep(ctx, wm);
     base_index_free(&bidx);
     policy_free(pol);
     free(whole);

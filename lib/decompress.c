@@ -16,6 +16,7 @@
 #include "common/pipeline.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
+#include "workmem.h"
 
 typedef struct djob {
     ctr_chunk h;
@@ -223,12 +224,16 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
-    chunk_scratch *scratch = chunk_scratch_create(workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0);
+    struct workmem *wm = workmem_take(ctx); /* scratch and job buffers kept by the context */
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint64_t chunk_no = 0;
-    if (!scratch || !jobs) goto nomem;
-    if (!(pl = pipeline_create(workers, depth, decompress_job, scratch))) goto nomem;
+    size_t bchunk = 0;
+    if (!wm || !jobs || workmem_scratch(wm, workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0))
+        goto nomem;
+    bchunk = workmem_buffers(wm, h.chunk_size);
+    for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].payload);
+    if (!(pl = pipeline_create(workers, depth, decompress_job, wm->scratch))) goto nomem;
 
     for (;;) {
         uint8_t fb[CTR_FRAME_SIZE];
@@ -277,7 +282,9 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
         if ((err = read_exact(&d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) goto fail;
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
-            if (!(j->payload = malloc(max_payload)) || !(j->raw = malloc(h.chunk_size))) goto nomem;
+            if ((!j->payload && !(j->payload = malloc(workmem_out_bound(bchunk)))) ||
+                (!j->raw && !(j->raw = malloc(bchunk))))
+                goto nomem;
         } else {
             j = pipeline_retire(pl);
             if ((err = retire(&d, j))) goto fail;
@@ -331,11 +338,11 @@ fail:
 done:
     pipeline_destroy(pl);
     for (size_t i = 0; jobs && i < depth; i++) {
-        free(jobs[i].payload);
-        free(jobs[i].raw);
+        if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].payload);
+        else free(jobs[i].raw), free(jobs[i].payload);
     }
     free(jobs);
-    chunk_scratch_free(scratch);
+    workmem_keep(ctx, wm);
     for (size_t i = 0; i < d.ne; i++) ctr_entry_clear(&d.e[i]);
     free(d.e);
     free(d.c);

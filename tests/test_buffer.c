@@ -417,8 +417,19 @@ static void test_into_args(void)
     ckpz_ctx_free(ctx);
 }
 
+/* Restores z with ctx into a new buffer of n bytes (NULL when it fails). */
+static uint8_t *restore_with(ckpz_ctx *ctx, const ckpz_params *p, blob z, size_t n)
+{
+    uint8_t *back = malloc(n ? n : 1);
+    if (ckpz_decompress_buffer(ctx, p, z.p, z.n, back, n) == CKPZ_OK) return back;
+    free(back);
+    return NULL;
+}
+
 /* One context through calls with other params and inputs, failures between them: the
- * bytes of a fresh context every time, and of the streaming call. */
+ * bytes of a fresh context every time, and of the streaming call; decompressions on the
+ * same context (which keeps its working memory for them too) restore what a fresh
+ * context restores, also right after one that failed. */
 static void test_context_reuse(void)
 {
     size_t nf32, nbf16, nrand = 300000, nlossy;
@@ -457,6 +468,7 @@ static void test_context_reuse(void)
     };
     size_t nc = sizeof calls / sizeof calls[0];
     blob fresh[sizeof calls / sizeof calls[0]];
+    uint8_t *restored[sizeof calls / sizeof calls[0]]; /* by a fresh context */
     ckpz_params ps[sizeof calls / sizeof calls[0]];
     for (size_t i = 0; i < nc; i++) {
         ckpz_params *p = &ps[i];
@@ -476,6 +488,10 @@ static void test_context_reuse(void)
         CHECKF(same(s, fresh[i]), "call %zu: streaming and buffer differ", i);
         free(s.p);
         if (!calls[i].policy || strstr(calls[i].policy, "lossless")) check_restores(p, fresh[i], calls[i].src, calls[i].n);
+        c = ckpz_ctx_create();
+        restored[i] = restore_with(c, p, fresh[i], calls[i].n);
+        CHECKF(restored[i] != NULL, "call %zu: a fresh context does not restore it: %s", i, ckpz_ctx_message(c));
+        ckpz_ctx_free(c);
     }
     ckpz_ctx *ctx = ckpz_ctx_create();
     for (int round = 0; round < 3; round++)
@@ -515,6 +531,18 @@ static void test_context_reuse(void)
             void *z = NULL;
             size_t zn = 0;
             CHECK(ckpz_compress_buffer(ctx, &bad, calls[i].src, calls[i].n, &z, &zn) == CKPZ_ERR_PARAM && !z);
+            /* decompression on the same context: a corrupt copy fails, then the file restores */
+            uint8_t *back = restore_with(ctx, &ps[i], fresh[i], calls[i].n);
+            CHECKF(back && restored[i] && !memcmp(back, restored[i], calls[i].n),
+                   "round %d call %zu: decompressing on a reused context differs from a fresh one", round, i);
+            free(back);
+            blob bent = {malloc(fresh[i].n), fresh[i].n};
+            memcpy(bent.p, fresh[i].p, bent.n);
+            bent.p[bent.n / 2] ^= 0x40;
+            back = restore_with(ctx, &ps[i], bent, calls[i].n);
+            CHECKF(!back, "round %d call %zu: a corrupt file restored on a reused context", round, i);
+            free(back);
+            free(bent.p);
         }
     /* thread counts do not change the bytes */
     for (int t = 1; t <= 4; t++) {
@@ -525,7 +553,10 @@ static void test_context_reuse(void)
         free(b.p);
     }
     ckpz_ctx_free(ctx);
-    for (size_t i = 0; i < nc; i++) free(fresh[i].p);
+    for (size_t i = 0; i < nc; i++) {
+        free(fresh[i].p);
+        free(restored[i]);
+    }
     free(f32);
     free(bf16);
     free(bf16b);

@@ -25,7 +25,7 @@ ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
 void ckpz_ctx_free(ckpz_ctx *ctx)
 {
     if (!ctx) return;
-    comp_cache_free(ctx->cc);
+    workmem_free(ctx->wm);
     free(ctx);
 }
 const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }

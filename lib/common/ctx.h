@@ -6,15 +6,15 @@
 
 #include "ckpz.h"
 
-struct comp_cache; /* compress.c: working memory kept between compressions */
+struct workmem; /* workmem.h: working memory kept between calls */
 
 struct ckpz_ctx {
     char msg[512];
-    struct comp_cache *cc; /* NULL until the first compression */
+    struct workmem *wm; /* NULL until the first call that codes chunks */
 };
 
-/* Frees what a context keeps between calls (compress.c); accepts NULL. */
-void comp_cache_free(struct comp_cache *cc);
+/* Frees what a context keeps between calls (workmem.c); accepts NULL. */
+void workmem_free(struct workmem *wm);
 
 /* Records the message (printf format) and returns code, for `return ctx_fail(...)`. */
 ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)

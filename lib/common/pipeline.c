@@ -1,6 +1,9 @@
 /* pipeline.c — see pipeline.h. One mutex guards a ring of job slots; workers take the
  * oldest queued slot, the caller waits on the oldest slot's completion. Jobs are coarse
- * (a chunk of 64 KiB or more), so one lock is not a bottleneck. */
+ * (a chunk of 64 KiB or more), so one lock is not a bottleneck. The worker threads start
+ * when a second job is submitted: an input of one chunk never pays for starting them
+ * (about 50 us each, more than coding a small chunk), and a thread that cannot be started
+ * leaves its work to the others and the caller. */
 #include "pipeline.h"
 
 #include <pthread.h>
@@ -13,7 +16,7 @@ struct pipeline {
     pthread_cond_t work;  /* a job was queued, or stop */
     pthread_cond_t done;  /* a job finished */
     pthread_t *threads;
-    int workers, stop;
+    int workers, started, tried, stop; /* threads wanted, threads running, start tried */
     size_t depth, head, count, next_queued; /* ring: [head, head+count) submitted, unretired */
     void **job;
     int *state;
@@ -61,19 +64,10 @@ pipeline *pipeline_create(int workers, size_t depth, pipeline_fn fn, void *arg)
     p->depth = depth;
     p->fn = fn;
     p->arg = arg;
+    p->workers = workers > 0 ? workers : 0;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
-    for (int i = 0; i < workers; i++) {
-        struct worker_arg *wa = malloc(sizeof *wa);
-        if (!wa || (wa->p = p, wa->id = i, pthread_create(&p->threads[i], NULL, worker_main, wa) != 0)) {
-            free(wa);
-            p->workers = i;
-            pipeline_destroy(p);
-            return NULL;
-        }
-        p->workers = i + 1;
-    }
     return p;
 fail:
     free(p->job);
@@ -94,6 +88,15 @@ void pipeline_submit(pipeline *p, void *job)
         p->next_queued++;
         return;
     }
+    if (p->count > 0 && !p->tried++) /* a second job: now the threads pay off */
+        for (int i = 0; i < p->workers; i++) {
+            struct worker_arg *wa = malloc(sizeof *wa);
+            if (!wa || (wa->p = p, wa->id = i, pthread_create(&p->threads[p->started], NULL, worker_main, wa) != 0)) {
+                free(wa);
+                break; /* fewer threads: the caller and the others do the work */
+            }
+            p->started++;
+        }
     pthread_mutex_lock(&p->mu);
     size_t slot = (p->head + p->count) % p->depth;
     p->job[slot] = job;
@@ -141,12 +144,12 @@ size_t pipeline_pending(const pipeline *p) { return p->count; }
 void pipeline_destroy(pipeline *p)
 {
     if (!p) return;
-    if (p->workers > 0 || p->threads) {
+    if (p->workers > 0) {
         pthread_mutex_lock(&p->mu);
         p->stop = 1;
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < p->workers; i++) pthread_join(p->threads[i], NULL);
+        for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->work);
         pthread_cond_destroy(&p->done);

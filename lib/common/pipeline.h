@@ -17,7 +17,8 @@ typedef struct pipeline pipeline;
  * job, inline, when workers == 0). Callers keep workers + 1 sets of scratch. */
 typedef void (*pipeline_fn)(void *job, int worker, void *arg);
 
-/* NULL on allocation or thread creation failure. */
+/* NULL when out of memory. The workers start at the second submitted job (an input of
+ * one job runs on the caller alone); one that cannot start leaves its share to the rest. */
 pipeline *pipeline_create(int workers, size_t depth, pipeline_fn fn, void *arg);
 /* Queues a job; the caller must first retire one if pipeline_pending() == depth. */
 void pipeline_submit(pipeline *p, void *job);

@@ -1,0 +1,54 @@
+/* workmem.h — the working memory a context keeps between calls (ckpz.h: "a context
+ * reused across calls keeps its working memory"): the coders' scratch for the most
+ * threads a call has used, and the job buffers of the deepest pipeline, both for the
+ * largest chunk size seen. Compression and streaming decompression borrow it: reused,
+ * it spares every call the allocations and page faults of a few MB and the coders'
+ * table set-up (zstd's above all). Nothing in it carries over into an output: each
+ * chunk is coded or decoded from its own bytes, as within one call.
+ *
+ * A call takes the whole of it out of the context (workmem_take) and puts it back at the
+ * end (workmem_keep), so a callback that re-enters the same context finds none and
+ * builds its own. */
+#ifndef CKPZ_WORKMEM_H
+#define CKPZ_WORKMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "common/ctx.h"
+
+struct workmem {
+    chunk_scratch *scratch;
+    size_t scratch_chunk;
+    int scratch_kind;      /* 0, CHUNK_SCRATCH_DECODE_LOSSY or CHUNK_SCRATCH_ENCODE_LOSSY */
+    uint8_t **raw, **out;  /* nbuf pairs of buffers (entries may be NULL) */
+    size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: workmem_out_bound(buf_chunk) */
+};
+
+/* Room a job's coded frame needs for a chunk of n bytes (compress.c says why it is
+ * more than chunk_frame_bound); a decoder's payload buffer fits in it too. */
+size_t workmem_out_bound(size_t chunk_size);
+
+/* The context's working memory (a new, empty one if it has none); NULL out of memory. */
+struct workmem *workmem_take(ckpz_ctx *ctx);
+/* Back into the context (or freed, when the context got another meanwhile or is NULL). */
+void workmem_keep(ckpz_ctx *ctx, struct workmem *wm);
+
+/* Makes wm->scratch serve `threads` threads on chunks of chunk_size with the coders of
+ * `kind` (the chunk_scratch_create flag; ENCODE_LOSSY covers DECODE_LOSSY covers 0),
+ * keeping what earlier calls needed. 0, or -1 out of memory. */
+int workmem_scratch(struct workmem *wm, int threads, size_t chunk_size, int kind);
+
+/* Starts lending job buffers for chunks of chunk_size: drops those kept for smaller
+ * chunks and returns the chunk size the buffers are for (allocate new ones that size:
+ * raw buf_chunk bytes, out workmem_out_bound(buf_chunk)). */
+size_t workmem_buffers(struct workmem *wm, size_t chunk_size);
+/* Job i's kept buffers (each may come back NULL); the workmem no longer holds them. */
+void workmem_lend(struct workmem *wm, size_t i, uint8_t **raw, uint8_t **out);
+/* Takes job i's buffers back after a call (freeing them if it cannot hold them). */
+void workmem_return(struct workmem *wm, size_t i, uint8_t *raw, uint8_t *out);
+
+void workmem_free(struct workmem *wm); /* accepts NULL */
+
+#endif
