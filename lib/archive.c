@@ -18,6 +18,7 @@
 #include "common/pipeline.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
+#include "workmem.h"
 
 struct ckpz_archive {
     ckpz_pread_fn pr;
@@ -259,10 +260,18 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     if (i >= a->ne) return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no entry %llu", (unsigned long long)i);
     const ctr_entry *e = &a->e[i];
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
-    uint8_t *frame = malloc(fbound), *raw = malloc(cs);
-    chunk_scratch *s = chunk_scratch_create(1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0);
+    struct workmem *wm = workmem_take(ctx); /* scratch and buffers kept by the context */
+    uint8_t *frame = NULL, *raw = NULL;
+    chunk_scratch *s = NULL;
     ckpz_error err = CKPZ_OK;
     uint64_t rel = 0;
+    if (wm && !workmem_scratch(wm, 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)) {
+        s = wm->scratch;
+        size_t bchunk = workmem_buffers(wm, cs);
+        workmem_lend(wm, 0, &raw, &frame);
+        if (!frame) frame = malloc(workmem_out_bound(bchunk));
+        if (!raw) raw = malloc(bchunk);
+    }
     if (!frame || !raw || !s) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto out;
@@ -287,9 +296,9 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
         rel += r->raw_len;
     }
 out:
-    free(frame);
-    free(raw);
-    chunk_scratch_free(s);
+    if (wm) workmem_return(wm, 0, raw, frame);
+    else free(raw), free(frame);
+    workmem_keep(ctx, wm);
     return err;
 }
 
@@ -406,7 +415,10 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
     size_t depth = workers ? (size_t)(workers + 1) * 3 : 1, used = 0;
     if (depth > njobs) depth = (size_t)njobs;
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
-    sstate st = {a, chunk_scratch_create(workers + 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0),
+    struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
+    sstate st = {a, wm && !workmem_scratch(wm, workers + 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
+                        ? wm->scratch
+                        : NULL,
                  straddle ? calloc((size_t)workers + 1, sizeof(uint8_t *)) : NULL};
     sjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
@@ -481,7 +493,7 @@ out:
     free(st.raw);
     free(jobs);
     free(sp);
-    chunk_scratch_free(st.scratch);
+    workmem_keep(ctx, wm);
     return err;
 }
 
@@ -595,7 +607,12 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
     uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
     uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
-    rstate st = {a, src, dst, raw_off, chunk_scratch_create(workers + 1, a->info.chunk_size, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)};
+    struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
+    rstate st = {a, src, dst, raw_off,
+                 wm && !workmem_scratch(wm, workers + 1, a->info.chunk_size,
+                                        a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
+                     ? wm->scratch
+                     : NULL};
     rjob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     uint32_t content_crc = 0;
@@ -637,7 +654,7 @@ nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 out:
     pipeline_destroy(pl);
-    chunk_scratch_free(st.scratch);
+    workmem_keep(ctx, wm);
     free(jobs);
     free(raw_off);
     ckpz_archive_close(a);
