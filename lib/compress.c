@@ -357,6 +357,10 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     ctr_base bhead = {0};
     uint8_t bframe[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
     uint64_t tensor_bytes = 0, tensors = 0;
+    /* What describing the entries and chunks takes (the input's segment list, the entry
+     * and chunk tables, the index they become): it grows with the input's tensor count,
+     * not its size, so it is counted against the memory limit as a whole. */
+    uint64_t table_bytes = 0;
     base_index bidx = {0};
     const uint8_t *entry_base = NULL; /* the base's bytes for the current entry's next chunk */
     uint64_t entry_avail = 0;         /* bytes of them the base has */
@@ -411,6 +415,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
         }
         if (ev == CH_NOMEM) goto nomem;
         if (ev == CH_END) break;
+        table_bytes += 2 * sizeof(ctr_chunkrec); /* its record, and its line in the index */
         j->new_entry = s != NULL;
         if (s) {
             if (grow_array((void **)&w.e, &w.cap_e, w.ne + 1, sizeof *w.e) ||
@@ -437,6 +442,15 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
             if (m) {
                 e->flags = CTR_ENTRY_BASED;
                 e->base_offset = m->offset;
+            }
+            table_bytes += sizeof(fmt_segment) + nl + 1 + 8 * (uint64_t)s->ndim + sizeof *w.e + sizeof *w.qs +
+                           ctr_entry_size(e, 1);
+            if (table_bytes > p.mem_limit) {
+                err = ctx_fail(ctx, CKPZ_ERR_LIMIT,
+                               "the first %zu entries (up to tensor '%.100s') already take more memory to describe "
+                               "than the memory limit allows (%.1f MiB; ckpz --memory raises it)",
+                               w.ne, e->name, (double)p.mem_limit / (1 << 20));
+                goto fail;
             }
             memset(&plan, 0, sizeof plan);
             plan.spec = policy_match(pol, s->name, s->dtype, s->ndim);

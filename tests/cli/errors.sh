@@ -191,5 +191,27 @@ else
     echo "SKIP: no 'script' tool; terminal refusal not checked"
 fi
 
+# --memory caps what describing the tensors takes, not only single allocations: 30,000
+# tiny tensors need ~12 MB of tables (a few hundred bytes each), so 4M is refused with a
+# message naming the file and the limit, leaving nothing; 32M passes and restores.
+python3 - many.safetensors <<'PYEOF' || fail "making many.safetensors"
+import json, struct, sys
+hdr, off = {}, 0
+for i in range(30000):
+    hdr["layer.%d.bias" % i] = {"dtype": "F32", "shape": [4], "data_offsets": [off, off + 16]}
+    off += 16
+h = json.dumps(hdr).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(i % 251 for i in range(off)))
+PYEOF
+run 1 "$CKPZ" -q --memory=4M many.safetensors
+err_has "many.safetensors"
+err_has "memory limit allows (4.0 MiB"
+absent many.safetensors.ckpz
+no_temp_files .
+run 0 "$CKPZ" -q --memory=32M many.safetensors
+run 0 "$CKPZ" -q -d --memory=32M many.safetensors.ckpz -o many.back
+same_file many.safetensors many.back
+rm -f many.safetensors many.safetensors.ckpz many.back
+
 no_temp_files .
 echo "errors.sh: $CHECKS checks passed"
