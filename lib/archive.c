@@ -32,7 +32,7 @@ struct ckpz_archive {
     uint64_t *compressed; /* per entry */
     uint64_t data_start;  /* offset of the first entry frame */
     int based;            /* a delta file */
-    unsigned flags;       /* CTR_FILE_BASED, CTR_FILE_LOSSY */
+    unsigned flags;       /* CTR_FILE_* */
     ctr_base base;
     const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
     uint64_t *chunk_off;  /* per chunk, its offset in the original; [nc] = original size */
@@ -90,7 +90,7 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
         goto fail;
     }
     a->data_start = CTR_HEADER_SIZE;
-    a->flags = (h.based ? CTR_FILE_BASED : 0u) | (h.lossy ? CTR_FILE_LOSSY : 0u);
+    a->flags = ctr_file_flags(&h);
     if ((a->based = h.based)) {
         uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
         size_t n = sizeof bb, used;
@@ -120,15 +120,30 @@ ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_prea
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < a->ne; i++) {
-        uint64_t at = a->e[i].offset; /* the index read checked that the entries tile the original */
-        for (uint64_t k = a->e[i].first_chunk; k < a->e[i].first_chunk + a->e[i].nchunks; k++) {
-            a->compressed[i] += a->c[k].frame_len;
-            a->chunk_off[k] = at;
-            at += a->c[k].raw_len;
-        }
+    /* The index read checked that the chunks tile the original in order. An entry's
+     * compressed size is its chunks' frames; the entries of a group share their one
+     * chunk's frame by their lengths, the owner taking what rounding leaves. */
+    uint64_t at = 0;
+    for (size_t k = 0; k < a->nc; k++) {
+        a->chunk_off[k] = at;
+        at += a->c[k].raw_len;
     }
     a->chunk_off[a->nc] = t.original_size;
+    uint64_t shared = 0; /* of the current group's frame, given to its packed entries so far */
+    for (size_t i = 0; i < a->ne; i++) {
+        const ctr_entry *e = &a->e[i];
+        if (e->flags & CTR_ENTRY_PACKED) {
+            size_t o = i + 1; /* the owner: the index read checked that there is one */
+            while (a->e[o].flags & CTR_ENTRY_PACKED) o++;
+            const ctr_chunkrec *r = &a->c[a->e[o].first_chunk];
+            a->compressed[i] = (uint64_t)((double)r->frame_len * (double)e->length / (double)r->raw_len);
+            shared += a->compressed[i];
+            continue;
+        }
+        for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) a->compressed[i] += a->c[k].frame_len;
+        a->compressed[i] -= shared < a->compressed[i] ? shared : a->compressed[i];
+        shared = 0;
+    }
     a->threads = p.threads;
     a->progress = p.progress;
     a->progress_opaque = p.progress_opaque;
@@ -216,11 +231,19 @@ static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_ent
     return CKPZ_OK;
 }
 
-/* "chunk K (tensor 'NAME')": how messages name a chunk. */
-static void chunk_where(char *buf, size_t size, uint64_t k, const ctr_entry *e)
+static const char *entry_name(const ctr_entry *e) { return e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)"; }
+
+/* "chunk K (tensor 'NAME')", or for a group's chunk "chunk K (tensors 'A' to 'NAME'
+ * (packed))": how messages name chunk k of entry e (its owner). */
+static void chunk_where(char *buf, size_t size, const ckpz_archive *a, uint64_t k, const ctr_entry *e)
 {
-    snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k,
-             e->dtype != CKPZ_DTYPE_NONE ? e->name : "(opaque bytes)");
+    const ctr_entry *first = e;
+    while (first > a->e && (first[-1].flags & CTR_ENTRY_PACKED)) first--;
+    if (first < e)
+        snprintf(buf, size, "chunk %llu (tensors '%.60s' to '%.60s' (packed))", (unsigned long long)k,
+                 entry_name(first), entry_name(e));
+    else
+        snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k, entry_name(e));
 }
 
 /* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
@@ -235,7 +258,7 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     char where[160], why[160];
     ctr_chunk h;
     ckpz_error err;
-    chunk_where(where, sizeof where, k, e);
+    chunk_where(where, sizeof where, a, k, e);
     size_t fbound = chunk_frame_bound(a->info.chunk_size);
     if ((err = ctr_chunk_read(msg, frame, a->info.chunk_size, fbound - CTR_FRAME_SIZE, where, &h))) return err;
     if (h.entry != entry_no || h.raw_len != r->raw_len || CTR_FRAME_SIZE + h.payload_len != r->frame_len)
@@ -252,6 +275,31 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     if (err) return ctx_fail(msg, err, "%s: %s", where, why);
     *raw_crc = h.raw_crc;
     return CKPZ_OK;
+}
+
+/* The chunk that holds original byte `off` (< original size). */
+static uint64_t chunk_at(const ckpz_archive *a, uint64_t off)
+{
+    uint64_t lo = 0, hi = a->nc; /* chunk_off[lo] <= off < chunk_off[hi] */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a->chunk_off[mid] <= off) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The entry that owns chunk k: the last one whose chunks start at or before k (empty
+ * entries own none and start where the next one does). */
+static uint32_t entry_of(const ckpz_archive *a, uint64_t k)
+{
+    size_t lo = 0, hi = a->ne; /* e[lo].first_chunk <= k < e[hi].first_chunk */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->e[mid].first_chunk <= k) lo = mid;
+        else hi = mid;
+    }
+    return (uint32_t)lo;
 }
 
 ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz_write_fn wr, void *opaque)
@@ -276,24 +324,32 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         goto out;
     }
-    for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
+    /* The chunks that hold the entry's bytes: its own, or for an entry of a group the
+     * group's one chunk, of which it keeps its part. */
+    for (uint64_t k = e->length ? chunk_at(a, e->offset) : a->nc; k < a->nc && a->chunk_off[k] < e->offset + e->length;
+         k++) {
         const ctr_chunkrec *r = &a->c[k];
+        const uint32_t owner = entry_of(a, k);
         const uint8_t *base, *result;
         uint32_t crc;
         if (r->frame_len > fbound || a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
-            err = ctx_fail(ctx, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ,
-                           "chunk %llu (tensor '%.100s'): %s", (unsigned long long)k, e->name,
+            char where[160];
+            chunk_where(where, sizeof where, a, k, &a->e[owner]);
+            err = ctx_fail(ctx, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ, "%s: %s", where,
                            r->frame_len > fbound ? "frame too large" : "read error");
             goto out;
         }
         if ((err = chunk_base(ctx, a, e, rel, r->raw_len, &base)) ||
-            (err = decode_indexed(ctx, a, k, (uint32_t)i, frame, base, s->ec[0], s->planes[0], raw, &result, &crc)))
+            (err = decode_indexed(ctx, a, k, owner, frame, base, s->ec[0], s->planes[0], raw, &result, &crc)))
             goto out;
-        if (wr(opaque, result, r->raw_len) != 0) {
+        uint64_t skip = e->offset > a->chunk_off[k] ? e->offset - a->chunk_off[k] : 0;
+        uint64_t n = r->raw_len - skip;
+        if (n > e->length - rel) n = e->length - rel;
+        if (wr(opaque, result + skip, (size_t)n) != 0) {
             err = ctx_fail(ctx, CKPZ_ERR_WRITE, "write error");
             goto out;
         }
-        rel += r->raw_len;
+        rel += n;
     }
 out:
     if (wm) workmem_return(wm, 0, raw, frame);
@@ -350,31 +406,6 @@ static void span_job(void *v, int worker, void *arg)
     j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, j->frame, j->base, st->scratch->ec[worker],
                             st->scratch->planes[worker], out, &result, &crc);
     if (!j->err && result + (lo - off) != dst) memcpy(dst, result + (lo - off), hi - lo);
-}
-
-/* The chunk that holds original byte `off` (< original size). */
-static uint64_t chunk_at(const ckpz_archive *a, uint64_t off)
-{
-    uint64_t lo = 0, hi = a->nc; /* chunk_off[lo] <= off < chunk_off[hi] */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (a->chunk_off[mid] <= off) lo = mid;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* The entry that owns chunk k: the last one whose chunks start at or before k (empty
- * entries own none and start where the next one does). */
-static uint32_t entry_of(const ckpz_archive *a, uint64_t k)
-{
-    size_t lo = 0, hi = a->ne; /* e[lo].first_chunk <= k < e[hi].first_chunk */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a->e[mid].first_chunk <= k) lo = mid;
-        else hi = mid;
-    }
-    return (uint32_t)lo;
 }
 
 static int span_cmp(const void *x, const void *y)
@@ -465,7 +496,7 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
         if (!(j->err = chunk_base(&j->msg, a, e, a->chunk_off[k] - e->offset, r->raw_len, &j->base)) &&
             (r->frame_len > fbound || a->pr(a->opaque, j->frame, r->frame_len, r->frame_offset) != 0)) {
             char where[160];
-            chunk_where(where, sizeof where, k, e);
+            chunk_where(where, sizeof where, a, k, e);
             j->err = ctx_fail(&j->msg, r->frame_len > fbound ? CKPZ_ERR_CORRUPT : CKPZ_ERR_READ, "%s: %s", where,
                               r->frame_len > fbound ? "frame too large" : "read error");
         }

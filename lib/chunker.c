@@ -137,3 +137,34 @@ ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment 
         return CH_DATA;
     }
 }
+
+ch_event chunker_peek(chunker *ch, const fmt_segment **seg)
+{
+    *seg = NULL;
+    while (!ch->in_seg && ch->seg < ch->segs->n) {
+        if (!ch->segs->seg[ch->seg].resume) {
+            *seg = &ch->segs->seg[ch->seg];
+            break;
+        }
+        int r = resume(ch);
+        if (r) return (ch_event)r;
+    }
+    return CH_DATA;
+}
+
+ch_event chunker_take(chunker *ch, uint8_t *buf, size_t max, size_t *len)
+{
+    const fmt_segment *s = &ch->segs->seg[ch->seg];
+    size_t want = s->length < max ? (size_t)s->length : max;
+    ptrdiff_t r = read_some(ch, buf, want);
+    if (r < 0) return CH_ERROR;
+    ch->consumed += (uint64_t)r;
+    *len = (size_t)r;
+    if ((size_t)r == want && want < s->length) { /* cut by max: the rest comes from chunker_next */
+        ch->in_seg = 1;
+        ch->seg_left = s->length - want;
+    } else {
+        ch->seg++;
+    }
+    return CH_DATA;
+}

@@ -38,4 +38,15 @@ void chunker_free(chunker *ch);
  * CH_ERROR: the read callback failed. CH_NOMEM: out of memory. */
 ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg);
 
+/* Between two segments, what follows, so that a caller can take a whole small segment
+ * into the buffer it is filling (packed entries): *seg is the next segment (a resume
+ * point is described first), or NULL in the middle of a segment or at the end of the
+ * list. The pointer is valid until the next call. CH_DATA, or an error as above. */
+ch_event chunker_peek(chunker *ch, const fmt_segment **seg);
+/* Reads the segment chunker_peek returned (its length known), at most max bytes of it,
+ * into buf. *len is what was read: less than its length when the input ends inside it
+ * (0: it ended before; the segment is then dropped, as chunker_next drops segments past
+ * the end) or when max cut it, and then chunker_next goes on with the rest of it. */
+ch_event chunker_take(chunker *ch, uint8_t *buf, size_t max, size_t *len);
+
 #endif

@@ -22,6 +22,7 @@ typedef struct djob {
     ctr_chunk h;
     uint64_t chunk_no;
     uint32_t entry;
+    size_t group;       /* first entry of the owner's group (== entry when none is packed) */
     ckpz_dtype dtype;
     uint8_t *payload, *raw;
     const uint8_t *base; /* the base's bytes for this chunk, or NULL */
@@ -59,13 +60,23 @@ typedef struct dstate {
     size_t ne, cap_e;
     ctr_chunkrec *c;      /* chunks seen, to check the seek table */
     size_t nc, cap_c;
-    unsigned flags;       /* CTR_FILE_BASED, CTR_FILE_LOSSY */
+    unsigned flags;       /* CTR_FILE_* */
+    size_t group;         /* first entry of the current group: packed entries and their owner */
 } dstate;
 
 static const char *entry_name(const dstate *d, uint32_t i)
 {
     if (i >= d->ne) return "?";
     return d->e[i].dtype != CKPZ_DTYPE_NONE ? d->e[i].name : "(opaque bytes)";
+}
+
+/* "tensor 'w'", or for a chunk that holds a group, "tensors 'a' to 'w' (packed)". */
+static void chunk_owner(const dstate *d, size_t first, uint32_t owner, char *buf, size_t size)
+{
+    if (first < owner)
+        snprintf(buf, size, "tensors '%.60s' to '%.60s' (packed)", entry_name(d, (uint32_t)first), entry_name(d, owner));
+    else
+        snprintf(buf, size, "tensor '%.100s'", entry_name(d, owner));
 }
 
 /* Reads exactly n bytes; a short read is a truncated stream. */
@@ -86,10 +97,13 @@ static ckpz_error read_exact(dstate *d, void *buf, size_t n, const char *what)
 
 static ckpz_error retire(dstate *d, djob *j)
 {
-    if (j->err)
-        return ctx_fail(d->ctx, j->err, "chunk %llu (tensor '%.100s', bytes %llu..%llu of the original): %s",
-                        (unsigned long long)j->chunk_no, entry_name(d, j->entry), (unsigned long long)d->original,
+    if (j->err) {
+        char who[160];
+        chunk_owner(d, j->group, j->entry, who, sizeof who);
+        return ctx_fail(d->ctx, j->err, "chunk %llu (%s, bytes %llu..%llu of the original): %s",
+                        (unsigned long long)j->chunk_no, who, (unsigned long long)d->original,
                         (unsigned long long)(d->original + j->h.raw_len), j->why);
+    }
     if (d->wr && d->wr(d->wr_opaque, j->out, j->h.raw_len) != 0)
         return ctx_fail(d->ctx, CKPZ_ERR_WRITE, "write error at byte %llu of the output",
                         (unsigned long long)d->original);
@@ -185,7 +199,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (err) return err;
     if (!rd) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
-    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0};
+    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0};
     uint8_t hb[CTR_HEADER_SIZE];
     ctr_header h;
     ptrdiff_t got = 0;
@@ -199,7 +213,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
     if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
     d.in_pos = CTR_HEADER_SIZE;
     if ((err = ctr_header_read(ctx, hb, &h))) return err;
-    d.flags = (h.based ? CTR_FILE_BASED : 0u) | (h.lossy ? CTR_FILE_LOSSY : 0u);
+    d.flags = ctr_file_flags(&h);
     ctr_base b = {0};
     int base_missing = 0; /* a delta file restored without its base: fine until an entry needs it */
     if (h.based) { /* a delta file: check the caller's base before anything else */
@@ -259,6 +273,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
             size_t used;
             if ((err = ctr_entry_read(ctx, body, blen, 0, d.flags, &d.e[d.ne], &used))) goto fail;
+            if (!d.ne || !(d.e[d.ne - 1].flags & CTR_ENTRY_PACKED)) d.group = d.ne; /* a new group */
             cur = &d.e[d.ne++];
             cur_pos = 0;
             if (used != blen) {
@@ -290,13 +305,17 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
             if ((err = retire(&d, j))) goto fail;
         }
         ctr_chunk *c = &j->h;
-        char what[160];
-        snprintf(what, sizeof what, "chunk %llu (tensor '%.100s')", (unsigned long long)chunk_no,
-                 entry_name(&d, (uint32_t)(d.ne - 1)));
+        char what[200], who[160];
+        chunk_owner(&d, d.group, (uint32_t)(d.ne ? d.ne - 1 : 0), who, sizeof who);
+        snprintf(what, sizeof what, "chunk %llu (%s)", (unsigned long long)chunk_no, who);
         if ((err = ctr_chunk_read(ctx, fb, h.chunk_size, max_payload, what, c))) goto fail;
         if (d.ne == 0 || c->entry != d.ne - 1) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c->entry,
                            d.ne ? d.ne - 1 : 0);
+            goto fail;
+        }
+        if (cur->flags & CTR_ENTRY_PACKED) { /* its bytes are in its owner's chunk */
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a chunk of a packed entry", what);
             goto fail;
         }
         if (c->xf == XF_QUANT && !(cur->flags & CTR_ENTRY_LOSSY)) {
@@ -317,6 +336,7 @@ ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz
         d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
         j->chunk_no = chunk_no++;
         j->entry = c->entry;
+        j->group = d.group;
         pipeline_submit(pl, j);
     }
     while ((j = pipeline_retire(pl)))

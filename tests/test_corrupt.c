@@ -53,7 +53,7 @@ const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "max_allocation_size_mb=256"; }
 #endif
 
-#define NSAMPLES 8
+#define NSAMPLES 9
 
 /* ---- checks ------------------------------------------------------------------------ */
 static unsigned long n_checks, n_failed;
@@ -138,6 +138,54 @@ static uint8_t *make_safetensors(size_t na, size_t nb, size_t rows, size_t *len)
         uint32_t u;
         memcpy(&u, &f, 4);
         wr32(d, u);
+    }
+    *len = n;
+    return p;
+}
+
+/* Many small tensors (norms and biases: packed entries share chunks), an empty one and
+ * one too large to pack in between, F32 and BF16. */
+static uint8_t *make_small_safetensors(size_t *len)
+{
+    static const size_t elems[] = {16, 10, 384, 96, 1152, 40, 0, 8, 5000, 64, 2000, 3, 777, 128, 24, 1024, 50, 7};
+    enum { NT = sizeof elems / sizeof *elems };
+    char json[4096];
+    int jl = 1;
+    size_t off = 0;
+    json[0] = '{';
+    for (int t = 0; t < NT; t++) {
+        int bf = t % 3 == 1;
+        size_t bytes = elems[t] * (bf ? 2 : 4);
+        jl += snprintf(json + jl, sizeof json - (size_t)jl,
+                       "%s\"layer.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                       t ? "," : "", t, t % 2 ? "bias" : "norm.weight", bf ? "BF16" : "F32", elems[t], off,
+                       off + bytes);
+        off += bytes;
+    }
+    json[jl++] = '}';
+    size_t hl = ((size_t)jl + 7) & ~(size_t)7;
+    size_t n = 8 + hl + off;
+    uint8_t *p = malloc(n);
+    wr64(p, hl);
+    memset(p + 8, ' ', hl);
+    memcpy(p + 8, json, (size_t)jl);
+    uint8_t *d = p + 8 + hl;
+    for (int t = 0; t < NT; t++) {
+        int bf = t % 3 == 1;
+        double scale = t % 2 ? 0.01 : 1.0, centre = t % 2 ? 0 : 1.0; /* biases near 0, norms near 1 */
+        for (size_t i = 0; i < elems[t]; i++) {
+            float f = (float)(centre + gauss() * 0.05 * scale);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            if (bf) {
+                d[0] = (uint8_t)(u >> 16);
+                d[1] = (uint8_t)(u >> 24);
+                d += 2;
+            } else {
+                wr32(d, u);
+                d += 4;
+            }
+        }
     }
     *len = n;
     return p;
@@ -1028,6 +1076,10 @@ int main(void)
                        "a bits 8 block 32 delta\nb abs 0.0001 prune 0.2\n") == 0;
     ok &= build_sample(&s[7], "delta with escapes", et2, et_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, et, et_len,
                        NULL) == 0;
+    size_t sm_len;
+    uint8_t *sm = make_small_safetensors(&sm_len);
+    ok &= build_sample(&s[8], "packed small tensors", sm, sm_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0,
+                       NULL) == 0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);
@@ -1038,6 +1090,11 @@ int main(void)
         CHECK(s[4].esc_wide < s[4].esc_chunks && s[7].esc_wide > 0,
               "escape thresholds: %u of %u chunks at T = 63 in the delta sample, %u in the escaping one", s[4].esc_wide,
               s[4].esc_chunks, s[7].esc_wide);
+        /* 18 tensors and the header in 3 chunks: a group of the header and six small ones
+         * (the empty tensor ends it), one small tensor that leads the one too large to pack,
+         * and a group of the nine last */
+        CHECK(s[8].nent == 19 && s[8].nchunks == 3, "packed sample: %zu entries in %zu chunks", s[8].nent,
+              s[8].nchunks);
         for (int k = 0; k < NSAMPLES; k++) {
             test_flips(&s[k]);
             test_reserved(&s[k]);
@@ -1059,6 +1116,7 @@ int main(void)
     free(st2);
     free(et);
     free(et2);
+    free(sm);
     free(rnd);
     free(i32);
     if (verbose) printf("done\n");

@@ -189,7 +189,7 @@ static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out
         return;
     }
     ckpz_archive_get_info(a, &info);
-    CHECK(info.format_version == (z[10] & 1 ? 4u : 3u) && info.lossy); /* version 4 with a base */
+    CHECK(info.format_version == 5 && (z[10] & 2) && info.lossy); /* version 5, feature bit 1 (lossy) */
     for (int i = 0; i < NT; i++) {
         uint64_t idx;
         ckpz_entry e;
@@ -504,8 +504,8 @@ int main(void)
             CHECKF(zl[1] < zl[0], "level 9 (%zu) not below level 1 (%zu)", zl[1], zl[0]);
             CHECKF(zl[2] != zl[0] && zl[2] != zl[1], "mixed levels: %zu vs %zu and %zu", zl[2], zl[0], zl[1]);
             for (int k = 0; k < 3; k++) {
-                CHECKF(z[k][8] == 1 && z[k][10] == 0, "a policy of levels wrote version %u flags %u", z[k][8],
-                       z[k][10]);
+                CHECKF(z[k][8] == 5 && !(z[k][10] & 2), "a policy of levels wrote version %u flags %u", z[k][8],
+                       z[k][10]); /* feature bit 1 (lossy) clear */
                 uint8_t *r = restore(ctx, z[k], zl[k], n, NULL, 0, 1);
                 CHECKF(!memcmp(r, orig, n), "policy of levels %d: not restored exactly", k);
                 free(r);

@@ -229,18 +229,82 @@ static void test_pipeline(void)
     pipeline_destroy(NULL);
 }
 
+/* Reads back an index of the entries and chunks given; file_flags as a header allows. */
+static ckpz_error index_roundtrip(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
+                                  uint64_t original, unsigned file_flags)
+{
+    size_t isz = ctr_index_size(e, ne, nc);
+    uint8_t *ib = malloc(isz);
+    ctr_index_write(ib, e, ne, c, nc);
+    ctr_entry *pe;
+    ctr_chunkrec *pc;
+    size_t pne, pnc;
+    ctx_clear(ctx);
+    ckpz_error err = ctr_index_read(ctx, ib, isz, 100000, original, 1 << 20, file_flags, &pe, &pne, &pc, &pnc);
+    if (!err) {
+        for (size_t i = 0; i < pne; i++) ctr_entry_clear(&pe[i]);
+        free(pe);
+        free(pc);
+    }
+    free(ib);
+    return err;
+}
+
+/* Packed entries (doc/format.md): the rules of a group in the index. */
+static void test_packed_index(ckpz_ctx *ctx)
+{
+    const unsigned F = CTR_FILE_PACKED | CTR_FILE_BASED | CTR_FILE_LOSSY;
+    /* bytes 0..9 opaque and 10..17 a tensor, packed; 18..29 their owner; 30..129 alone */
+    ctr_entry ok[4] = {{.flags = CTR_ENTRY_PACKED, .offset = 0, .length = 10},
+                       {.dtype = 3, .flags = CTR_ENTRY_PACKED, .name = "a", .name_len = 1, .offset = 10, .length = 8},
+                       {.dtype = 3, .name = "b", .name_len = 1, .offset = 18, .length = 12, .nchunks = 1},
+                       {.dtype = 3, .name = "c", .name_len = 1, .offset = 30, .length = 100, .first_chunk = 1,
+                        .nchunks = 1}};
+    ctr_chunkrec cr[3] = {{32, 30, 50}, {100, 100, 60}, {160, 0, 40}};
+    ctr_entry e[4];
+    CHECK(index_roundtrip(ctx, ok, 4, cr, 2, 130, F) == CKPZ_OK);
+    CHECK(index_roundtrip(ctx, ok, 4, cr, 2, 130, CTR_FILE_BASED | CTR_FILE_LOSSY) == CKPZ_ERR_VERSION);
+    {   /* an owner of two chunks, the first holding the group and the owner's first byte */
+        ctr_chunkrec c2[3] = {{32, 19, 50}, {100, 11, 40}, {150, 100, 60}};
+        memcpy(e, ok, sizeof e);
+        e[2].nchunks = 2, e[3].first_chunk = 2;
+        CHECK(index_roundtrip(ctx, e, 4, c2, 3, 130, F) == CKPZ_OK);
+    }
+    /* each case breaks one rule; all are corrupt */
+    for (int k = 0; k < 9; k++) {
+        memcpy(e, ok, sizeof e);
+        ctr_chunkrec c[3] = {cr[0], cr[1], cr[2]};
+        size_t nchunks = 2;
+        switch (k) {
+        case 0: e[1].nchunks = 1, e[2].first_chunk = 1, e[3].first_chunk = 2, nchunks = 3; /* a packed one owns one */
+            c[1].raw_len = 8, c[2] = cr[1], c[0].raw_len = 22; break;
+        case 1: e[3].flags = CTR_ENTRY_PACKED, e[3].nchunks = 0; break;          /* the last entry packed */
+        case 2: e[2].nchunks = 2, e[3].first_chunk = 2, nchunks = 3; /* an owner of two chunks, the first */
+            c[0].raw_len = 18, c[1].raw_len = 12, c[2] = cr[1]; break;   /* holding only the group */
+        case 3: c[0].raw_len = 29, c[1].raw_len = 101; break;                     /* the group's bytes differ */
+        case 4: e[1].flags |= CTR_ENTRY_BASED; break;                              /* packed and based */
+        case 5: e[2].flags |= CTR_ENTRY_LOSSY, e[2].lossy.mode = 1; break;         /* a lossy owner */
+        case 6: e[2].flags |= CTR_ENTRY_BASED; break;                              /* a based owner */
+        case 7: e[0].length = 0, e[1].offset = 0, e[1].length = 18; break;         /* an empty packed entry */
+        case 8: e[2].length = 0, e[2].nchunks = 0, e[3].offset = 18, e[3].length = 112, e[3].first_chunk = 0; /* the */
+            c[0].raw_len = 130, nchunks = 1; break; /* owner is an empty entry, the next owns the group: not allowed */
+        }
+        CHECKF(index_roundtrip(ctx, e, 4, c, nchunks, 130, F) == CKPZ_ERR_CORRUPT, "case %d: %s", k,
+               ckpz_ctx_message(ctx));
+    }
+}
+
 static void test_container(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0, 0}, h2;
-    ctr_header_write(hb, &h);
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format);
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0, 1, 0}, h2;
+    ctr_header_write(hb, &h); /* what ckpz writes: version 5, feature bits */
+    CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == CTR_FEAT_PACKED);
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format &&
+          h2.packed && !h2.based && !h2.lossy && h2.version == 5);
+    CHECK(ctr_file_flags(&h2) == CTR_FILE_PACKED);
     hb[20] = 1; /* reserved byte, checksum fixed up: must still be refused */
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    ctr_header_write(hb, &h);
-    st16(hb + 8, 2);
     st32(hb + 28, crc32c(0, hb, 28));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
     ctr_header_write(hb, &h);
@@ -248,47 +312,49 @@ static void test_container(void)
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_CHECKSUM);
     hb[0] = 'x';
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
-    /* a delta file: version 4 with flag 1, then the base frame */
-    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0, 0};
+    /* a delta file: version 5 with the base bit (and the lossy one), then the base frame */
+    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0, 1, 0};
     ctr_header_write(hb, &hd);
-    CHECK(ld16(hb + 8) == 4 && ld16(hb + 10) == 1 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
-    hd.lossy = 1; /* lossy and based: version 4 with flags 3 */
+    CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 5 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
+    hd.lossy = 1;
     ctr_header_write(hb, &hd);
-    CHECK(ld16(hb + 8) == 4 && ld16(hb + 10) == 3 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based &&
-          h2.lossy);
-    st16(hb + 8, 2); /* what ckpz 0.2 and 0.3 wrote for delta files: version 2, flag 1 */
-    st16(hb + 10, 1);
+    CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 7 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based &&
+          h2.lossy && h2.packed);
+    CHECK(ctr_file_flags(&h2) == (CTR_FILE_BASED | CTR_FILE_LOSSY | CTR_FILE_PACKED));
+    /* a feature this reader does not know is named, and is "newer", not "corrupt" */
+    for (unsigned bit = 3; bit < 16; bit++) {
+        st16(hb + 10, (uint16_t)(1u << bit | 1u));
+        st32(hb + 28, crc32c(0, hb, 28));
+        char want[64];
+        snprintf(want, sizeof want, "feature %u,", bit);
+        ctx_clear(ctx); /* a context keeps its first message */
+        CHECKF(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION && strstr(ckpz_ctx_message(ctx), want) &&
+                   strstr(ckpz_ctx_message(ctx), "newer ckpz"),
+               "bit %u: %s", bit, ckpz_ctx_message(ctx));
+    }
+    st16(hb + 10, 0); /* version 5 without any feature: a plain stand-alone file */
     st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1 && !h2.lossy);
-    st16(hb + 10, 3); /* an unknown flag */
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 8, 3); /* version 3 needs its lossy flag */
-    st16(hb + 10, 1);
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 10, 3); /* lossy and based */
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1 && h2.lossy == 1);
-    st16(hb + 10, 6); /* an unknown flag next to the lossy one */
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 8, 4); /* version 4 needs its base flag */
-    st16(hb + 10, 2);
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 10, 5); /* an unknown flag next to the base one */
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    st16(hb + 8, 5); /* a later version */
-    st16(hb + 10, 1);
-    st32(hb + 28, crc32c(0, hb, 28));
-    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_VERSION);
-    {
-        ctr_header hl = {262144, CKPZ_INPUT_SAFETENSORS, 0, 1, 0};
-        ctr_header_write(hb, &hl);
-        CHECK(ld16(hb + 8) == 3 && ld16(hb + 10) == 2 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.lossy &&
-              !h2.based);
+    CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && !h2.based && !h2.lossy && !h2.packed);
+    /* versions 1 to 4, as earlier ckpz wrote them: their flags as each version defines them */
+    static const struct {
+        uint16_t v, flags;
+        int ok, based, lossy;
+    } old[] = {
+        {1, 0, 1, 0, 0}, {1, 1, 0, 0, 0}, {1, 4, 0, 0, 0}, /* version 1: no flags */
+        {2, 1, 1, 1, 0}, {2, 0, 0, 0, 0}, {2, 3, 0, 0, 0}, /* version 2: exactly "a base" */
+        {3, 2, 1, 0, 1}, {3, 3, 1, 1, 1}, {3, 1, 0, 0, 0}, {3, 6, 0, 0, 0}, /* 3: lossy, maybe a base */
+        {4, 1, 1, 1, 0}, {4, 3, 1, 1, 1}, {4, 2, 0, 0, 0}, {4, 5, 0, 0, 0}, /* 4: a base, maybe lossy */
+        {6, 0, 0, 0, 0}, {0, 0, 0, 0, 0},                                   /* versions after and before */
+    };
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++) {
+        ctr_header_write(hb, &h);
+        st16(hb + 8, old[i].v);
+        st16(hb + 10, old[i].flags);
+        st32(hb + 28, crc32c(0, hb, 28));
+        ckpz_error e = ctr_header_read(ctx, hb, &h2);
+        CHECK(old[i].ok ? e == CKPZ_OK && h2.based == old[i].based && h2.lossy == old[i].lossy && !h2.packed &&
+                              h2.version == old[i].v
+                        : e == CKPZ_ERR_VERSION);
     }
     {
         ctr_base b = {123456789, 0xdeadbeef, 3, 9, "step9.pt"}, b2;
@@ -348,6 +414,7 @@ static void test_container(void)
     st64(ib + 8, 1ull << 40); /* entry count */
     CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
     free(ib);
+    test_packed_index(ctx);
 
     uint8_t tb[CTR_TRAILER_SIZE];
     ctr_trailer t = {500, 460, 12345, 1, 2}, t2;

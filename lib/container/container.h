@@ -17,6 +17,12 @@
 #define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
 #define CTR_VERSION_LOSSY 3 /* files with lossy entries (header flag 2; flag 1 as in version 2) */
 #define CTR_VERSION_ESC 4   /* files with a base (flag 1; flag 2 as in version 3): chunk transform 4 */
+#define CTR_VERSION_FEAT 5  /* the flags are feature bits (CTR_FEAT_*): what ckpz writes */
+/* Version 5 feature bits (header flags). A reader refuses bits it does not know. */
+#define CTR_FEAT_BASE 1u   /* a base frame, based entries, predictors, escape chunks */
+#define CTR_FEAT_LOSSY 2u  /* lossy entries, quant chunks, checksums of restored content */
+#define CTR_FEAT_PACKED 4u /* packed entries: small entries sharing their owner's one chunk */
+#define CTR_FEAT_KNOWN (CTR_FEAT_BASE | CTR_FEAT_LOSSY | CTR_FEAT_PACKED)
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -41,8 +47,9 @@ typedef struct ctr_header {
     uint32_t chunk_size;
     uint8_t format; /* ckpz_input_format of the original */
     uint8_t based;  /* a base frame follows (versions 2 and 3) */
-    uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (versions 3, 4) */
-    uint16_t version; /* set by ctr_header_read; the writer derives it from the flags */
+    uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (versions 3-5) */
+    uint8_t packed; /* entries may be packed (version 5) */
+    uint16_t version; /* set by ctr_header_read; the writer writes version 5 */
 } ctr_header;
 
 /* Base frame: what a delta file needs to be restored. */
@@ -68,9 +75,13 @@ typedef struct ctr_chunk {
 
 #define CTR_ENTRY_BASED 1 /* entry flag: coded against the base's bytes at base_offset */
 #define CTR_ENTRY_LOSSY 2 /* entry flag: restored within a stated error (lossy fields follow) */
+#define CTR_ENTRY_PACKED 4 /* entry flag: its bytes lead the next entry's one chunk (a group) */
 /* File properties that decide which entry flags are allowed. */
 #define CTR_FILE_BASED 1
 #define CTR_FILE_LOSSY 2
+#define CTR_FILE_PACKED 4
+/* The file properties a header allows. */
+
 
 /* What a lossy entry was coded with, and the errors it got (doc/format.md). */
 typedef struct ctr_lossy {
@@ -109,6 +120,8 @@ typedef struct ctr_trailer {
 } ctr_trailer;
 
 void ctr_header_write(uint8_t *out, const ctr_header *h);
+/* The file properties (CTR_FILE_*) a header allows: which entry flags may be set. */
+unsigned ctr_file_flags(const ctr_header *h);
 ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h);
 
 /* Base frame: tag, body length, body, CRC. */

@@ -23,8 +23,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
 {
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
-    st16(out + 8, h->based ? CTR_VERSION_ESC : h->lossy ? CTR_VERSION_LOSSY : CTR_VERSION);
-    st16(out + 10, (h->based ? 1 : 0) | (h->lossy ? 2 : 0)); /* 1: a base frame follows; 2: lossy */
+    st16(out + 8, CTR_VERSION_FEAT);
+    st16(out + 10, (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) | (h->packed ? CTR_FEAT_PACKED : 0));
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -35,20 +35,33 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     if (memcmp(in, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file (bad magic)");
     if (crc32c(0, in, 28) != ld32(in + 28)) return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "file header checksum mismatch");
     unsigned v = ld16(in + 8), flags = ld16(in + 10);
-    if (v < CTR_VERSION || v > CTR_VERSION_ESC)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "format version %u is not supported (this ckpz reads versions %u to %u)",
-                        v, CTR_VERSION, CTR_VERSION_ESC);
+    if (v < CTR_VERSION || v > CTR_VERSION_FEAT)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION,
+                        "format version %u is not supported (this ckpz reads versions %u to %u: the file was written "
+                        "by a newer ckpz?)",
+                        v, CTR_VERSION, CTR_VERSION_FEAT);
+    if (v == CTR_VERSION_FEAT && (flags & ~CTR_FEAT_KNOWN)) {
+        unsigned bit = 0;
+        while (!((flags & ~CTR_FEAT_KNOWN) >> bit & 1)) bit++;
+        return ctx_fail(ctx, CKPZ_ERR_VERSION,
+                        "the file needs format feature %u, which this ckpz does not have (it was written by a newer "
+                        "ckpz)",
+                        bit);
+    }
     /* Version 2 is exactly "version 1 plus a base": flag 1 set, nothing else; version 3
      * sets flag 2 (lossy) and flag 1 when it has a base; version 4 (written for every
-     * file with a base since the escape transform) sets flag 1 and maybe flag 2. */
+     * file with a base since the escape transform) sets flag 1 and maybe flag 2; version 5
+     * names each feature it may use by a bit. */
     int ok = v == CTR_VERSION         ? flags == 0
              : v == CTR_VERSION_DELTA ? flags == 1
              : v == CTR_VERSION_LOSSY ? (flags & ~3u) == 0 && (flags & 2)
-                                      : (flags & ~3u) == 0 && (flags & 1);
+             : v == CTR_VERSION_ESC   ? (flags & ~3u) == 0 && (flags & 1)
+                                      : 1;
     if (!ok || !all_zero(in + 17, 11))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header has reserved flags or fields set");
-    h->based = (flags & 1) != 0;
-    h->lossy = (flags & 2) != 0;
+    h->based = (flags & CTR_FEAT_BASE) != 0;
+    h->lossy = (flags & CTR_FEAT_LOSSY) != 0;
+    h->packed = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_PACKED);
     h->version = (uint16_t)v;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
@@ -57,6 +70,11 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     if (h->format > CKPZ_INPUT_NPZ)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header: unknown input format %u", h->format);
     return CKPZ_OK;
+}
+
+unsigned ctr_file_flags(const ctr_header *h)
+{
+    return (h->based ? CTR_FILE_BASED : 0u) | (h->lossy ? CTR_FILE_LOSSY : 0u) | (h->packed ? CTR_FILE_PACKED : 0u);
 }
 
 /* ---- base frame ---- */
@@ -218,8 +236,11 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     e->offset = ld64(p + 8);
     e->flags = p[1];
     if (e->flags & ~(((file_flags & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) |
-                     ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u)))
+                     ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
+                     ((file_flags & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u)))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
+    if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)))
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: a packed entry coded against the base or lossy");
     if (e->dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
     if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
     if (index_form) {
@@ -342,19 +363,32 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     ckpz_error err = CKPZ_OK;
     size_t pos = 24, i;
     uint64_t at = 0, next_chunk = 0;
+    int in_group = 0; /* the previous entry was packed: this one is packed too or owns the group */
     for (i = 0; i < e_n; i++) {
         size_t used;
         if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, file_flags, &e[i], &used))) goto fail;
         pos += used;
-        /* Entries tile the original in order, and own consecutive chunk ranges. */
-        if (e[i].offset != at || e[i].length > original_size - at || e[i].first_chunk != next_chunk ||
-            e[i].nchunks > c_n - next_chunk || (e[i].length == 0) != (e[i].nchunks == 0)) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%s') is inconsistent", i, e[i].name);
+        /* Entries tile the original in order, and own consecutive chunk ranges: a
+         * non-empty entry owns chunks, but for a packed one, whose bytes lead its group
+         * owner's one chunk. */
+        const ctr_entry *x = &e[i];
+        int packed = (x->flags & CTR_ENTRY_PACKED) != 0;
+        int owns_ok = packed     ? x->length > 0 && x->nchunks == 0
+                      : in_group ? x->length > 0 && x->nchunks >= 1 && !(x->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY))
+                                 : (x->length == 0) == (x->nchunks == 0);
+        if (x->offset != at || x->length > original_size - at || x->first_chunk != next_chunk ||
+            x->nchunks > c_n - next_chunk || !owns_ok) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%s') is inconsistent", i, x->name);
             i++;
             goto fail;
         }
-        at += e[i].length;
-        next_chunk += e[i].nchunks;
+        in_group = packed;
+        at += x->length;
+        next_chunk += x->nchunks;
+    }
+    if (in_group) {
+        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: the last entry is packed (its group has no owner)");
+        goto fail;
     }
     if (at != original_size || next_chunk != c_n || len - pos != c_n * CTR_CHUNK_REC) {
         err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entries do not cover the original exactly");
@@ -372,11 +406,20 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
         }
         frame_at = c[k].frame_offset + c[k].frame_len;
     }
-    /* Chunk lengths must add up to each entry's length. */
+    /* Chunk lengths must add up to each entry's length, the packed entries before it
+     * included: a group leads its owner's first chunk, which holds some of the owner too. */
+    uint64_t group = 0;
     for (size_t k = 0; k < e_n; k++) {
+        if (e[k].flags & CTR_ENTRY_PACKED) {
+            group += e[k].length;
+            continue;
+        }
         uint64_t sum = 0;
         for (uint64_t j = 0; j < e[k].nchunks; j++) sum += c[e[k].first_chunk + j].raw_len;
-        if (sum != e[k].length) {
+        uint64_t want = e[k].length + group;
+        int lead_ok = !group || c[e[k].first_chunk].raw_len > group; /* the index read made nchunks >= 1 */
+        group = 0;
+        if (sum != want || !lead_ok) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: chunks of entry %zu ('%s') do not add up", k, e[k].name);
             goto fail;
         }

@@ -311,12 +311,15 @@ run 1 "$CKPZ" -q -d --base a.safetensors -o badhead.out badhead.ckpz
 absent badhead.out
 no_temp_files .
 
-# files written by ckpz 0.3.0 (tests/data/compat/README.md) stay readable: a delta file
-# (format version 2) and a lossy one with a base (version 3), each restored against its
-# base and checked against the content checksum its writer recorded
+# files written by earlier versions (tests/data/compat/README.md) stay readable: a delta
+# file (format version 2) and a lossy one with a base (version 3) by ckpz 0.3.0, a delta
+# file of version 4 and a stand-alone one of version 1 by 0.4.0 development builds, each
+# restored (against its base) and checked against the content checksum its writer recorded
 C="$ROOT/tests/data/compat"
 B16="$ROOT/samples/gpt-small.bf16.safetensors"
-for v in v2 v3; do
+run 0 "$CKPZ" -q -d -f "$C/fp32_state.v1.ckpz" -o compat.v1.out
+same_file compat.v1.out "$ROOT/tests/data/torch/fp32_state.pt"
+for v in v2 v3 v4; do
     run 0 "$CKPZ" -t --base "$B16" "$C/next.bf16.$v.ckpz"
     run 0 "$CKPZ" -q -d -f --base "$B16" "$C/next.bf16.$v.ckpz" -o "compat.$v.out"
     [ "$(stat -c %s "compat.$v.out")" = "$(stat -c %s "$B16")" ] || fail "compat $v: restored size"
@@ -325,10 +328,11 @@ for v in v2 v3; do
 done
 run 0 "$CKPZ" -l "$C/next.bf16.v2.ckpz"
 out_has "depends on"
-# the version-2 file restores to what the version-4 writer codes from the same input
-run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.v4.ckpz
-run 0 "$CKPZ" -q -d -f --base "$B16" compat.v4.ckpz -o compat.v4.out
-same_file compat.v4.out compat.v2.out
+same_file compat.v4.out compat.v2.out   # both restore the same content
+# the version-2 file restores to what this writer codes from the same input
+run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.now.ckpz
+run 0 "$CKPZ" -q -d -f --base "$B16" compat.now.ckpz -o compat.now.out
+same_file compat.now.out compat.v2.out
 run 1 "$CKPZ" -q -t "$C/next.bf16.v2.ckpz"   # without its base: refused
 # written to a file, the base frame's checksum is patched in at the end (no pass over the
 # base first); to a pipe it comes first: the same bytes

@@ -4,7 +4,7 @@
  * form, CRC).
  * Input: byte 0: bit 0 index form (bare records), bits 1-2 the file's flags
  * (CTR_FILE_BASED, CTR_FILE_LOSSY), bit 3 an entry frame (resealed: its CRC recomputed)
- * instead of a bare record; then the bytes.
+ * instead of a bare record, bit 4 CTR_FILE_PACKED; then the bytes.
  * Checks (fuzz_container.h): a failure leaves a message; an accepted record used no
  * more than it had, exactly ctr_entry_size, has only the flags the file allows, a
  * valid dtype, at most CTR_MAX_NDIM dimensions, a NUL-terminated name, and
@@ -15,8 +15,11 @@
 
 static void check_entry(const ctr_entry *e, const uint8_t *in, size_t used, int index_form, unsigned ff)
 {
-    unsigned allowed = ((ff & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) | ((ff & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u);
+    unsigned allowed = ((ff & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) | ((ff & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
+                       ((ff & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u);
     FZ_CHECK(!(e->flags & ~allowed), "entry: flags %u in a file with flags %u", e->flags, ff);
+    FZ_CHECK(!(e->flags & CTR_ENTRY_PACKED) || !(e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)),
+             "entry: packed with flags %u", e->flags);
     FZ_CHECK(e->dtype < CKPZ_DTYPE_COUNT_ && e->ndim <= CTR_MAX_NDIM && e->name && e->shape &&
                  e->name[e->name_len] == 0,
              "entry: dtype %u, %u dims", e->dtype, e->ndim);
@@ -33,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     int index_form = data[0] & 1, frame = (data[0] >> 3) & 1;
-    unsigned ff = (data[0] >> 1) & 3;
+    unsigned ff = ((data[0] >> 1) & 3) | ((data[0] >> 4) & 1 ? CTR_FILE_PACKED : 0u);
     uint8_t *in = fz_copy(data + 1, size - 1);
     size_t n = size - 1;
     ckpz_ctx *c = fz_ctx();

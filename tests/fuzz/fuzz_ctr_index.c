@@ -1,10 +1,12 @@
 /* fuzz_ctr_index.c — libFuzzer harness for the index parser
  * (lib/container/format.c: ctr_index_read; its CRC is the caller's to check). Input:
  * the index offset (8 bytes) and the original size (8 bytes) the trailer gave, the
- * file's flags (1 byte: CTR_FILE_BASED, CTR_FILE_LOSSY), then the index section.
+ * file's flags (1 byte: CTR_FILE_BASED, CTR_FILE_LOSSY, CTR_FILE_PACKED), then the index
+ * section.
  * Checks (fuzz_container.h): a failure leaves a message and returns nothing; an
  * accepted index has entries that tile the original in order with consecutive chunk
- * ranges whose lengths add up, seek-table records in file order between the header
+ * ranges whose lengths add up (a group's owner's first chunk holding the packed entries
+ * before it too), seek-table records in file order between the header
  * and the index, only allowed entry flags; ctr_index_size is its length and
  * ctr_index_write writes it back byte for byte.
  */
@@ -14,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 17) return 0;
     uint64_t index_offset = fz_le(data, 8), original = fz_le(data + 8, 8);
-    unsigned ff = data[16] & 3;
+    unsigned ff = data[16] & 7;
     size_t len = size - 17;
     uint8_t *in = fz_copy(data + 17, len);
     ckpz_ctx *c = fz_ctx();
@@ -29,7 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     uint64_t at = 0, chunk = 0, frame_end = CTR_HEADER_SIZE;
-    unsigned allowed = ((ff & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) | ((ff & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u);
+    unsigned allowed = ((ff & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) | ((ff & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
+                       ((ff & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u);
+    uint64_t group = 0; /* bytes of the packed entries before the current one */
     for (size_t i = 0; i < ne; i++) {
         FZ_CHECK(e[i].offset == at && e[i].first_chunk == chunk && e[i].nchunks <= nc - chunk,
                  "index: entry %zu at %llu, chunks %llu+%llu", i, (unsigned long long)e[i].offset,
@@ -38,8 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  "index: entry %zu: flags %u dtype %u ndim %u", i, e[i].flags, e[i].dtype, e[i].ndim);
         uint64_t sum = 0;
         for (uint64_t j = 0; j < e[i].nchunks; j++) sum += k[chunk + j].raw_len;
-        FZ_CHECK(sum == e[i].length, "index: entry %zu: chunks add up to %llu, length %llu", i,
-                 (unsigned long long)sum, (unsigned long long)e[i].length);
+        if (e[i].flags & CTR_ENTRY_PACKED) {
+            FZ_CHECK(!e[i].nchunks && e[i].length && i + 1 < ne, "index: packed entry %zu owns chunks", i);
+            group += e[i].length;
+        } else {
+            FZ_CHECK(!group || (e[i].nchunks >= 1 && k[chunk].raw_len > group),
+                     "index: the owner %zu of a group has %llu chunks, the first not holding the group", i,
+                     (unsigned long long)e[i].nchunks);
+            FZ_CHECK(sum == e[i].length + group, "index: entry %zu: chunks add up to %llu, length %llu + %llu packed",
+                     i, (unsigned long long)sum, (unsigned long long)e[i].length, (unsigned long long)group);
+            group = 0;
+        }
         at += e[i].length;
         chunk += e[i].nchunks;
     }

@@ -117,6 +117,45 @@ static size_t safetensors(uint8_t *p, size_t na, size_t nb)
     return 8 + hl + 2 * na + 4 * nb;
 }
 
+/* A norm or bias per layer and a few larger tensors: small entries that share chunks
+ * (packed entries, format version 5), with an empty tensor and a lone one in between. */
+static size_t small_safetensors(uint8_t *p)
+{
+    static const size_t elems[] = {16, 10, 96, 40, 0, 8, 3000, 64, 3, 128, 24, 7};
+    char json[2048];
+    int jl = 1;
+    size_t off = 0;
+    json[0] = '{';
+    for (int t = 0; t < 12; t++) {
+        int bf = t % 3 == 1;
+        jl += snprintf(json + jl, sizeof json - (size_t)jl,
+                       "%s\"h.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                       t ? "," : "", t, t % 2 ? "bias" : "ln.weight", bf ? "BF16" : "F32", elems[t], off,
+                       off + elems[t] * (bf ? 2 : 4));
+        off += elems[t] * (bf ? 2 : 4);
+    }
+    json[jl++] = '}';
+    size_t hl = ((size_t)jl + 7) & ~(size_t)7;
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    memset(p + 8, ' ', hl);
+    memcpy(p + 8, json, (size_t)jl);
+    uint8_t *d = p + 8 + hl;
+    for (int t = 0; t < 12; t++)
+        for (size_t i = 0; i < elems[t]; i++) {
+            float f = (float)((t % 2 ? 0 : 1) + gauss() * 0.02);
+            uint8_t b[4];
+            memcpy(b, &f, 4);
+            if (t % 3 == 1) {
+                memcpy(d, b + 2, 2);
+                d += 2;
+            } else {
+                memcpy(d, b, 4);
+                d += 4;
+            }
+        }
+    return 8 + hl + off;
+}
+
 /* buf = the fuzz base with every 16-bit element moved by up to `span` units, one in
  * `rare` of them `mult` times as far. */
 static void bf16_steps(uint8_t *buf, const uint8_t *b, int span, unsigned rare, int mult)
@@ -153,6 +192,11 @@ int main(int argc, char **argv)
     policy = "* bits 8 block 32 sym";
     seed("lossy-affine", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 0);
     policy = NULL;
+
+    n = small_safetensors(buf);
+    seed("packed-small", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, 1);
+    seed("packed-small-l9", buf, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 9, 0);
+    put("roundtrip", "packed-small", buf, n < 4000 ? n : 4000);
 
     /* npy: header + f16 data */
     const char *hdr = "{'descr': '<f2', 'fortran_order': False, 'shape': (1500,), }";
