@@ -523,7 +523,8 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
     char nm[96];
     if (zl < 72) die("short ckpz");
     unsigned flags = ld16(z + 10);
-    uint8_t ff = (uint8_t)(((flags & 1) ? 1 : 0) | ((flags & 2) ? 2 : 0));
+    /* the file's flags as the harnesses take them: CTR_FILE_* (packed in version 5 only) */
+    uint8_t ff = (uint8_t)(((flags & 1) ? 1 : 0) | ((flags & 2) ? 2 : 0) | (ld16(z + 8) == 5 && (flags & 4) ? 4 : 0));
     put("ctr_header", tag, z, CTR_HEADER_SIZE);
     uint8_t fs[8];
     st64(fs, zl);
@@ -542,10 +543,10 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
         if (tag4 == CTR_TAG_ENTRY) {
             size_t bl = ld32(z + pos + 4);
             if (entries++ < 2) {
-                uint8_t ctl = (uint8_t)(8 | ff << 1);
+                uint8_t ctl = (uint8_t)(8 | (ff & 3) << 1 | (ff & 4) << 2);
                 snprintf(nm, sizeof nm, "%s-frame%zu", tag, entries);
                 put2("ctr_entry", nm, &ctl, 1, z + pos, 12 + bl);
-                ctl = (uint8_t)(ff << 1);
+                ctl = (uint8_t)((ff & 3) << 1 | (ff & 4) << 2);
                 snprintf(nm, sizeof nm, "%s-record%zu", tag, entries);
                 put2("ctr_entry", nm, &ctl, 1, z + pos + 8, bl);
             }
@@ -568,7 +569,7 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
         st64(h + 8, ld64(z + zl - CTR_TRAILER_SIZE + 16));
         h[16] = ff;
         put2("ctr_index", tag, h, 17, z + pos, end - pos);
-        uint8_t ctl = (uint8_t)(1 | ff << 1);
+        uint8_t ctl = (uint8_t)(1 | (ff & 3) << 1 | (ff & 4) << 2);
         snprintf(nm, sizeof nm, "%s-index-record", tag);
         put2("ctr_entry", nm, &ctl, 1, z + pos + 24, end - pos - 24);
     }
@@ -582,9 +583,9 @@ static void container_seeds(void)
         int based;
         ckpz_dtype dt;
         size_t n;
-    } f[] = {{"v1-f32", NULL, 0, CKPZ_DTYPE_F32, 4000},          {"v1-multichunk", NULL, 0, CKPZ_DTYPE_I32, 140000},
-             {"v3-lossy", "* abs 1e-3", 0, CKPZ_DTYPE_F32, 8000}, {"v4-delta", NULL, 1, CKPZ_DTYPE_BF16, FUZZ_BASE_BYTES},
-             {"v4-delta-lossy", "* abs 1e-4", 1, CKPZ_DTYPE_F32, FUZZ_BASE_BYTES}, {"v1-empty", NULL, 0, CKPZ_DTYPE_NONE, 0}};
+    } f[] = {{"v5-f32", NULL, 0, CKPZ_DTYPE_F32, 4000},          {"v5-multichunk", NULL, 0, CKPZ_DTYPE_I32, 140000},
+             {"v5-lossy", "* abs 1e-3", 0, CKPZ_DTYPE_F32, 8000}, {"v5-delta", NULL, 1, CKPZ_DTYPE_BF16, FUZZ_BASE_BYTES},
+             {"v5-delta-lossy", "* abs 1e-4", 1, CKPZ_DTYPE_F32, FUZZ_BASE_BYTES}, {"v5-empty", NULL, 0, CKPZ_DTYPE_NONE, 0}};
     for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
         if (f[k].based) {
             memcpy(buf, fuzz_base(), FUZZ_BASE_BYTES);
@@ -633,13 +634,17 @@ static void container_seeds(void)
         ckpz_free(z);
         ckpz_ctx_free(ctx);
     }
-    const char *compat[] = {"next.bf16.v2.ckpz", "next.bf16.v3.ckpz"};
-    for (int i = 0; i < 2; i++) {
+    /* files of the earlier versions, as earlier ckpz wrote them (tests/data/compat) */
+    const char *compat[][2] = {{"fp32_state.v1.ckpz", "compat-v1"},
+                               {"next.bf16.v2.ckpz", "compat-v2"},
+                               {"next.bf16.v3.ckpz", "compat-v3"},
+                               {"next.bf16.v4.ckpz", "compat-v4"}};
+    for (size_t i = 0; i < sizeof compat / sizeof *compat; i++) {
         char path[256];
-        snprintf(path, sizeof path, "tests/data/compat/%s", compat[i]);
+        snprintf(path, sizeof path, "tests/data/compat/%s", compat[i][0]);
         size_t n;
         uint8_t *z = slurp(path, &n);
-        records(i ? "compat-v3" : "compat-v2", z, n);
+        records(compat[i][1], z, n);
         free(z);
     }
 }
