@@ -89,7 +89,7 @@ def run(fn, call):
     try:
         worker.jobs.put(job)
     except BaseException as e:  # interrupted around put(): the job may or may not be queued
-        call.abort()
+        call.aborted = True
         interrupted = e
         with gate:
             if not state["began"]:
@@ -97,12 +97,27 @@ def run(fn, call):
         if state["abandoned"]:
             raise
     # Wait on an Event the job sets last: the caller must not free or close what the
-    # library is still using, whatever interrupts the wait.
-    while not finished.is_set():
+    # library is still using, whatever interrupts the wait. A signal's exception is raised
+    # at the next point where the interpreter checks for one: a call, or a loop's jump
+    # back. So nothing here calls or loops outside a try (the loop's condition is the
+    # call inside it), the handlers make no call (call.aborted is what call.abort() sets),
+    # and the one jump back, taken only after a handler ran, is guarded once more for a
+    # second signal on its heels. (The wait used to be `while not finished.is_set()`: a
+    # signal landing on that call escaped, and the save went on, and left its temporary
+    # file, after save() had raised.)
+    while True:
         try:
-            finished.wait()
-        except BaseException as e:  # KeyboardInterrupt, or an exception a signal handler raised
-            call.abort()
+            while True:
+                try:
+                    if finished.wait():
+                        break
+                except BaseException as e:  # KeyboardInterrupt, or what a signal handler raised
+                    call.aborted = True
+                    if interrupted is None:
+                        interrupted = e
+            break
+        except BaseException as e:  # landed on the inner loop's jump back
+            call.aborted = True
             if interrupted is None:
                 interrupted = e
     if interrupted is not None:

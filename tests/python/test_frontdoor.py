@@ -496,6 +496,53 @@ class TestInterrupts(Case):
 
         self._storm(load_call, check_load)
 
+    def test_wait_takes_an_interrupt_on_any_call(self):
+        """The helper-thread runner waits for its job whichever of its calls the
+        interrupt's exception lands on (an exception raised at the wait loop's condition
+        used to escape: save() raised while the save went on and left its temporary file)."""
+        import threading
+        import types
+        from ckpz import _files
+
+        main = threading.main_thread()
+
+        class Flaky(threading.Event):
+            """An Event whose first two calls on the main thread raise, as a signal would."""
+
+            raised = 0
+
+            def _maybe(self):
+                if threading.current_thread() is main and Flaky.raised < 2:
+                    Flaky.raised += 1
+                    raise KeyboardInterrupt
+
+            def is_set(self):
+                self._maybe()
+                return super().is_set()
+
+            def wait(self, timeout=None):
+                self._maybe()
+                return super().wait(timeout)
+
+        done = []
+
+        def job():
+            time.sleep(0.3)
+            done.append(True)
+
+        fake = types.SimpleNamespace(Event=Flaky, Lock=threading.Lock, current_thread=threading.current_thread,
+                                     main_thread=threading.main_thread, Thread=threading.Thread)
+        real = _files.threading
+        _files.threading = fake
+        try:
+            call = types.SimpleNamespace(aborted=False, abort=lambda: None)
+            with self.assertRaises(KeyboardInterrupt):
+                _files.run(job, call)
+        finally:
+            _files.threading = real
+        self.assertEqual(done, [True], "run() returned before its job ended")
+        self.assertTrue(call.aborted)
+
     def test_compress_and_decompress_file_interrupted(self):
         src = self.path("big.bin")
         with open(src, "wb") as f:
