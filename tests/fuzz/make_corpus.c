@@ -118,10 +118,11 @@ static size_t safetensors(uint8_t *p, size_t na, size_t nb)
 }
 
 /* A norm or bias per layer and a few larger tensors: small entries that share chunks
- * (packed entries, format version 5), with an empty tensor and a lone one in between. */
+ * (packed entries, format version 5), with an empty tensor, and a small one that leads a
+ * larger one (too large to pack) after it. */
 static size_t small_safetensors(uint8_t *p)
 {
-    static const size_t elems[] = {16, 10, 96, 40, 0, 8, 3000, 64, 3, 128, 24, 7};
+    static const size_t elems[] = {16, 10, 96, 40, 0, 8, 4500, 64, 3, 128, 24, 7};
     char json[2048];
     int jl = 1;
     size_t off = 0;
