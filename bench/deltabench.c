@@ -79,16 +79,14 @@ static void run1(int mode)
     int d = mode & 1;
     const ckpz_params *p = d ? &pd : &ps;
     if (mode < 2) {
-        memsrc in = {src, size, 0};
-        membuf out = {cbuf[d], 0, ccap};
-        ckpz_params q = *p;
-        if (d && patch) { /* a seekable output, as the CLI's file: the base CRC from the chunks */
-            q.patch = membuf_patch;
-            q.patch_opaque = &out;
-        }
-        if (ckpz_compress_stream(ctx, &q, memsrc_read, &in, size, membuf_write, &out, NULL) != CKPZ_OK)
-            fail(d ? "delta compression" : "compression");
-        csize[d] = out.n;
+        ckpz_mem in = {.data = (void *)src, .size = size}, out = {.data = cbuf[d], .capacity = ccap};
+        ckpz_source s;
+        ckpz_sink k;
+        ckpz_source_mem(&s, &in);
+        ckpz_sink_mem(&k, &out);
+        if (!(d && patch)) k.patch = NULL; /* else a seekable output, as the CLI's file: the base CRC from the chunks */
+        if (ckpz_compress_io(ctx, p, &s, &k, NULL) != CKPZ_OK) fail(d ? "delta compression" : "compression");
+        csize[d] = out.size;
     } else if (mode < 4) {
         void *o = NULL;
         size_t n = 0;

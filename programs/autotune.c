@@ -47,8 +47,8 @@
  * that a choice slower than that would show.
  */
 #include "autotune.h"
-#include "memio.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,9 +139,9 @@ static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const voi
                          segs *v)
 {
     segs b = {0};
-    memsrc m = {base, base_size, 0};
+    ckpz_mem m = {.data = (void *)base, .size = base_size};
     size_t found = 0;
-    if (ckpz_predict_file(ctx, pp, memsrc_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
+    if (ckpz_predict_file(ctx, pp, ckpz_mem_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
         segs_free(&b);
         return 0;
     }
@@ -157,12 +157,6 @@ static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const voi
         }
     segs_free(&b);
     return found;
-}
-
-static int fd_pread(void *opaque, void *buf, size_t n, uint64_t off)
-{
-    FILE *f = opaque;
-    return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(buf, 1, n, f) == n ? 0 : -1;
 }
 
 /* What one role measured: per level its ratio and compress / decompress speed (bytes/s). */
@@ -202,7 +196,7 @@ static uint64_t pick(uint64_t c)
  * fall on the same few tensors of every layer (layers repeat one layout), so the one
  * is drawn by a hash of the chunk's number. With base: only tensors found in the base,
  * whose bytes at the same places go to bbuf. */
-static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
+static size_t gather(ckpz_fd *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
                      const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
 {
     size_t n = 0;
@@ -226,7 +220,7 @@ static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t wan
             uint64_t len = v->s[i].len - at < chunk ? v->s[i].len - at : chunk;
             if (len > SAMPLE - n) len = SAMPLE - n;
             len -= len % es;
-            if (!len || fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
+            if (!len || ckpz_fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
             if (base) memcpy(bbuf + n, base + v->s[i].boff + at, (size_t)len);
             pc[(*npc)++] = (piece){n, (size_t)len};
             n += (size_t)len;
@@ -371,7 +365,7 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     int rc_ = -1;
     double t_start = now();
     segs v = {0};
-    FILE *f = NULL;
+    ckpz_fd fd = {-1, 0, 0};
     *policy = NULL;
     if (!buf || !back || !zbuf || !sfile || !pc || !ctx) goto out;
     struct stat st0;
@@ -394,7 +388,7 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         rc_ = 0;
         goto out;
     }
-    if (!(f = fopen(path, "rb"))) goto out;
+    if ((fd.fd = open(path, O_RDONLY)) < 0) goto out;
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
     pp.format = p->format;
@@ -403,7 +397,8 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     pp.sample_budget = 4096;
     ckpz_predict_total tot;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || ckpz_predict_file(ctx, &pp, fd_pread, f, (uint64_t)st.st_size, collect, &v, &tot))
+    if (fstat(fd.fd, &st) != 0 ||
+        ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &fd, (uint64_t)st.st_size, collect, &v, &tot))
         goto out;
     double S = (double)st.st_size, B = p->target_bw * 1e6;
     /* With a base, the tensors it holds are measured as deltas against it. */
@@ -452,10 +447,10 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         size_t share = (size_t)((double)want * rc[r].bytes / S);
         if (share < SAMPLE_MIN) share = SAMPLE_MIN;
         if (share > SAMPLE) share = SAMPLE;
-        rc[r].sample = in_base ? gather(f, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
+        rc[r].sample = in_base ? gather(&fd, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
         rc[r].delta = rc[r].sample > 0;
         if (!rc[r].delta) /* no base, or none of the role's tensors in it: stand-alone */
-            rc[r].sample = gather(f, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
+            rc[r].sample = gather(&fd, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
         if (rc[r].sample == 0 || measure(ctx, p, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL, sfile, bst, back,
                                          zbuf, zcap, &rc[r])) {
             if (r != ROLE_W) { /* unmeasurable: counted with the rest */
@@ -584,7 +579,7 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     }
     rc_ = 0;
 out:
-    if (f) fclose(f);
+    if (fd.fd >= 0) close(fd.fd);
     segs_free(&v);
     free(bbuf);
     free(bst);

@@ -11,7 +11,6 @@
  * what decompression verifies). MB/s = original bytes / seconds / 1e6, as zstd prints it.
  */
 #include "bench.h"
-#include "memio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,18 +73,18 @@ static double measure(bench_job *j, double seconds)
 }
 
 /* Compressed output goes to one buffer allocated before the first run and reused (a
- * membuf, memio.h), as zstd's does, so that no run pays for faulting in fresh pages. */
+ * ckpz_mem of fixed capacity), as zstd's does, so that no run pays for faulting in fresh
+ * pages. */
 static int run_ckpz_c(bench_job *j)
 {
-    memsrc in = {j->src, j->src_size, 0};
-    membuf out = {j->dst, 0, j->dst_cap};
-    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, memsrc_read, &in, j->src_size, membuf_write, &out,
+    ckpz_mem in = {.data = (void *)j->src, .size = j->src_size}, out = {.data = j->dst, .capacity = j->dst_cap};
+    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, ckpz_mem_read, &in, j->src_size, ckpz_mem_write, &out,
                                         NULL);
     if (e != CKPZ_OK) {
         snprintf(j->err, sizeof(j->err), "ckpz compression: %s", ckpz_ctx_message(j->ctx));
         return -1;
     }
-    j->dst_size = out.n;
+    j->dst_size = out.size;
     return 0;
 }
 

@@ -21,7 +21,6 @@
 #define _GNU_SOURCE /* O_TMPFILE, linkat AT_EMPTY_PATH, renameat2 */
 #include "fileio.h"
 #include "autotune.h"
-#include "memio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -171,7 +170,7 @@ static void restore_signals(const sigset_t *old)
 /* ---- input ------------------------------------------------------------------------ */
 typedef struct fio_in {
     const char *name;   /* for messages */
-    int fd;
+    ckpz_fd io;         /* the library's fd adapter moves the bytes */
     int is_stdin;
     int regular;
     struct stat st;
@@ -195,14 +194,14 @@ typedef struct fio_in {
 #define FIO_HIST 40u
 #define FIO_TRAILER 40u   /* doc/format.md, "Trailer" */
 
-static ptrdiff_t read_full(int fd, void *dst, size_t n, int *err)
+/* Reads until n bytes or the end of the input; -1 with in->err on a read error. */
+static ptrdiff_t read_full(fio_in *in, void *dst, size_t n)
 {
     size_t got = 0;
     while (got < n) {
-        ssize_t r = read(fd, (char *)dst + got, n - got);
+        ptrdiff_t r = ckpz_fd_read(&in->io, (char *)dst + got, n - got);
         if (r < 0) {
-            if (errno == EINTR) continue;
-            *err = errno;
+            in->err = in->io.error;
             return -1;
         }
         if (r == 0) break;
@@ -283,7 +282,7 @@ static int refill(fio_in *in)
     size_t keep = in->split ? (in->len < FIO_HIST ? in->len : FIO_HIST) : 0;
     memmove(in->buf, in->buf + in->len - keep, keep);
     in->pos = in->len = in->scanned = keep;
-    ptrdiff_t r = read_full(in->fd, in->buf + keep, FIO_BUF_SIZE, &in->err);
+    ptrdiff_t r = read_full(in, in->buf + keep, FIO_BUF_SIZE);
     if (r < 0) return -1;
     in->len += (size_t)r;
     if ((size_t)r < FIO_BUF_SIZE) in->eof = 1;
@@ -308,7 +307,7 @@ static ptrdiff_t in_read(void *opaque, void *dst, size_t n)
         }
         if (in->stream_end || in->eof) break;
         if (!in->split && n - got >= FIO_BUF_SIZE) { /* big request: no copy */
-            ptrdiff_t r = read_full(in->fd, (char *)dst + got, n - got, &in->err);
+            ptrdiff_t r = read_full(in, (char *)dst + got, n - got);
             if (r < 0) return -1;
             if ((size_t)r < n - got) in->eof = 1;
             got += (size_t)r;
@@ -333,47 +332,38 @@ static int in_next_stream(fio_in *in)
     return in->pos < in->len;
 }
 
-/* ckpz_pread_fn */
+/* ckpz_pread_fn: a short read fails with err left 0 (the library reports truncation) */
 static int in_pread(void *opaque, void *dst, size_t n, uint64_t off)
 {
     fio_in *in = opaque;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(in->fd, (char *)dst + got, n - got, (off_t)(off + got));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            in->err = errno;
-            return -1;
-        }
-        if (r == 0) return -1; /* short: the library reports truncation */
-        got += (size_t)r;
-    }
-    return 0;
+    if (ckpz_fd_pread(&in->io, dst, n, off) == 0) return 0;
+    in->err = in->io.error;
+    return -1;
 }
 
 /* Opens name ("-" = stdin). need_regular: random access (list, extract). */
 static int in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular)
 {
     memset(in, 0, sizeof(*in));
-    in->fd = -1;
+    in->io = (ckpz_fd){-1, 0, 0};
     in->size_hint = CKPZ_SIZE_UNKNOWN;
     if (strcmp(name, "-") == 0) {
         in->name = "stdin";
         in->is_stdin = 1;
-        in->fd = STDIN_FILENO;
+        in->io.fd = STDIN_FILENO;
         if (isatty(STDIN_FILENO) && !p->force) {
             fio_error("stdin is a terminal, aborting (use -f to force)");
             return -1;
         }
     } else {
         in->name = name;
-        in->fd = open(name, O_RDONLY);
-        if (in->fd < 0) {
+        in->io.fd = open(name, O_RDONLY);
+        if (in->io.fd < 0) {
             fio_error("%s: %s", name, strerror(errno));
             return -1;
         }
     }
-    if (fstat(in->fd, &in->st) != 0) {
+    if (fstat(in->io.fd, &in->st) != 0) {
         fio_error("%s: %s", in->name, strerror(errno));
         goto fail;
     }
@@ -391,7 +381,7 @@ static int in_open(fio_in *in, const char *name, const fio_prefs *p, int need_re
         goto fail;
     }
     if (in->regular) {
-        off_t cur = in->is_stdin ? lseek(in->fd, 0, SEEK_CUR) : 0;
+        off_t cur = in->is_stdin ? lseek(in->io.fd, 0, SEEK_CUR) : 0;
         if (cur < 0) cur = 0;
         in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
     }
@@ -404,15 +394,15 @@ static int in_open(fio_in *in, const char *name, const fio_prefs *p, int need_re
     }
     return 0;
 fail:
-    if (!in->is_stdin && in->fd >= 0) close(in->fd);
-    in->fd = -1;
+    if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
+    in->io.fd = -1;
     return -1;
 }
 
 static void in_close(fio_in *in)
 {
-    if (!in->is_stdin && in->fd >= 0) close(in->fd);
-    in->fd = -1;
+    if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
+    in->io.fd = -1;
     free(in->buf);
     in->buf = NULL;
 }
@@ -420,7 +410,7 @@ static void in_close(fio_in *in)
 /* ---- output ----------------------------------------------------------------------- */
 typedef struct fio_out {
     const char *name;   /* final name, or "stdout" */
-    int fd;
+    ckpz_fd io;         /* the library's fd adapter moves the bytes */
     int is_stdout;
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
     int temp;           /* writing a temporary file: anonymous (anon), or g_tmp_path */
@@ -431,7 +421,8 @@ typedef struct fio_out {
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;
 
-/* o->err when write() returned 0: no errno says why, and trying again would spin */
+/* o->err when write() returned 0: no errno says why (ckpz_fd_write then leaves errno 0),
+ * and trying again would spin */
 #define FIO_ENOPROGRESS (-1)
 
 static const char *io_strerror(int e)
@@ -439,29 +430,18 @@ static const char *io_strerror(int e)
     return e == FIO_ENOPROGRESS ? "the system took no bytes (write returned 0)" : strerror(e);
 }
 
-static int write_all(int fd, const void *src, size_t n, int *err)
+/* All n bytes, appended (off < 0) or at offset off; o->err on failure. */
+static int put(fio_out *o, const void *src, size_t n, int64_t off)
 {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = write(fd, (const char *)src + done, n - done);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            *err = errno;
-            return -1;
-        }
-        if (r == 0) {
-            *err = FIO_ENOPROGRESS;
-            return -1;
-        }
-        done += (size_t)r;
-    }
-    return 0;
+    if ((off < 0 ? ckpz_fd_write(&o->io, src, n) : ckpz_fd_patch(&o->io, src, n, (uint64_t)off)) == 0) return 0;
+    o->err = errno == 0 ? FIO_ENOPROGRESS : o->io.error;
+    return -1;
 }
 
 static int out_flush(fio_out *o)
 {
     if (o->len == 0) return 0;
-    if (write_all(o->fd, o->buf, o->len, &o->err) != 0) return -1;
+    if (put(o, o->buf, o->len, -1) != 0) return -1;
     o->len = 0;
     return 0;
 }
@@ -473,7 +453,7 @@ static int out_write(void *opaque, const void *src, size_t n)
     if (o->err) return -1;
     o->bytes += n;
     if (o->len + n > FIO_BUF_SIZE && out_flush(o) != 0) return -1;
-    if (n >= FIO_BUF_SIZE) return write_all(o->fd, src, n, &o->err);
+    if (n >= FIO_BUF_SIZE) return put(o, src, n, -1);
     memcpy(o->buf + o->len, src, n);
     o->len += n;
     return 0;
@@ -484,21 +464,7 @@ static int out_patch(void *opaque, const void *src, size_t n, uint64_t off)
 {
     fio_out *o = opaque;
     if (o->err || !o->temp || out_flush(o) != 0) return -1;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pwrite(o->fd, (const char *)src + done, n - done, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            o->err = errno;
-            return -1;
-        }
-        if (r == 0) {
-            o->err = FIO_ENOPROGRESS;
-            return -1;
-        }
-        done += (size_t)r;
-    }
-    return 0;
+    return put(o, src, n, (int64_t)off);
 }
 
 static mode_t g_umask;
@@ -569,17 +535,17 @@ static int temp_create(fio_out *o, const char *name)
         return -1;
     }
 #ifdef O_TMPFILE
-    o->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-    if (o->fd >= 0) {
+    o->io.fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (o->io.fd >= 0) {
         char proc[64];
         /* without /proc an unprivileged process may not be able to link it (link_anon) */
-        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", o->fd);
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", o->io.fd);
         if (access(proc, F_OK) == 0) {
             o->temp = o->anon = 1;
             return 0;
         }
-        close(o->fd);
-        o->fd = -1;
+        close(o->io.fd);
+        o->io.fd = -1;
     } else if (errno == ENOENT || errno == ENOTDIR) {
         create_error(name, dir, errno);
         return -1;
@@ -587,11 +553,11 @@ static int temp_create(fio_out *o, const char *name)
 #endif
     block_signals(&old);
     tmp_name(name, 0);
-    o->fd = mkstemp(g_tmp_path);
+    o->io.fd = mkstemp(g_tmp_path);
     e = errno;
-    if (o->fd >= 0) g_tmp_active = 1;
+    if (o->io.fd >= 0) g_tmp_active = 1;
     restore_signals(&old);
-    if (o->fd < 0) {
+    if (o->io.fd < 0) {
         create_error(name, dir, e);
         return -1;
     }
@@ -609,7 +575,7 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
 {
     struct stat st;
     memset(o, 0, sizeof(*o));
-    o->fd = -1;
+    o->io = (ckpz_fd){-1, 0, 0};
     if (!name) {
         o->name = "stdout";
         o->is_stdout = 1;
@@ -617,7 +583,7 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
             fio_error("stdout is a terminal, aborting (use -f to force)");
             return -1;
         }
-        o->fd = STDOUT_FILENO;
+        o->io.fd = STDOUT_FILENO;
     } else {
         o->name = name;
         if (lstat(name, &st) == 0) {
@@ -641,8 +607,8 @@ static int out_open(fio_out *o, const char *name, const struct stat *in_st, cons
             }
         }
         if (o->direct) {
-            o->fd = open(name, O_WRONLY);
-            if (o->fd < 0) {
+            o->io.fd = open(name, O_WRONLY);
+            if (o->io.fd < 0) {
                 fio_error("%s: %s", name, strerror(errno));
                 return -1;
             }
@@ -664,15 +630,15 @@ static void out_abort(fio_out *o)
 {
     if (o->temp) {
         sigset_t old;
-        if (o->fd >= 0) close(o->fd);
+        if (o->io.fd >= 0) close(o->io.fd);
         block_signals(&old);
         if (g_tmp_active) unlink(g_tmp_path);
         g_tmp_active = 0;
         restore_signals(&old);
-    } else if (!o->is_stdout && o->fd >= 0) {
-        close(o->fd);
+    } else if (!o->is_stdout && o->io.fd >= 0) {
+        close(o->io.fd);
     }
-    o->fd = -1;
+    o->io.fd = -1;
     o->temp = o->anon = 0;
     free(o->buf);
     o->buf = NULL;
@@ -711,7 +677,7 @@ static int publish(fio_out *o, const fio_prefs *p)
     sigset_t old;
     int rc, e = 0;
     if (o->anon) {
-        if (link_anon(o->fd, o->name) == 0) return 0;
+        if (link_anon(o->io.fd, o->name) == 0) return 0;
         e = errno;
         if (e != EEXIST || !p->force) goto fail;
         /* -f over an existing file: a name of its own first, renamed over the old one
@@ -719,7 +685,7 @@ static int publish(fio_out *o, const fio_prefs *p)
         for (int tries = 0;; tries++) {
             block_signals(&old);
             tmp_name(o->name, 1);
-            rc = link_anon(o->fd, g_tmp_path);
+            rc = link_anon(o->io.fd, g_tmp_path);
             e = errno;
             if (rc == 0) g_tmp_active = 1;
             restore_signals(&old);
@@ -771,25 +737,25 @@ static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, 
     }
     if (o->temp) {
         int e = 0;
-        fchmod(o->fd, in_st ? (in_st->st_mode & 07777 & ~(mode_t)06000) : default_mode());
+        fchmod(o->io.fd, in_st ? (in_st->st_mode & 07777 & ~(mode_t)06000) : default_mode());
         if (in_st) {
             struct timespec ts[2];
             ts[0] = in_st->st_atim;
             ts[1] = in_st->st_mtim;
-            futimens(o->fd, ts);
+            futimens(o->io.fd, ts);
         }
         /* fsync only when the input is about to be deleted (--rm): like zstd and gzip,
          * a plain run leaves flushing to the kernel rather than wait for the disk */
-        if (durable && fsync(o->fd) != 0) {
+        if (durable && fsync(o->io.fd) != 0) {
             e = errno;
         } else if (o->anon) {
             /* close() is where some file systems (NFS) report a failed write-back; the
              * file needs its descriptor until it is linked, so a duplicate is closed */
-            int d = dup(o->fd);
+            int d = dup(o->io.fd);
             if (d < 0 || close(d) != 0) e = errno;
         } else {
-            int r = close(o->fd);
-            o->fd = -1;
+            int r = close(o->io.fd);
+            o->io.fd = -1;
             if (r != 0) e = errno;
         }
         if (e) {
@@ -802,8 +768,8 @@ static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, 
             return -1;
         }
         if (o->anon) {
-            int r = close(o->fd);
-            o->fd = -1;
+            int r = close(o->io.fd);
+            o->io.fd = -1;
             if (r != 0) { /* in place, but not known to be written */
                 e = errno;
                 unlink(o->name);
@@ -820,14 +786,14 @@ static int out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, 
             return -1;
         }
     } else if (o->direct) {
-        if (close(o->fd) != 0) {
+        if (close(o->io.fd) != 0) {
             fio_error("%s: write error: %s", o->name, strerror(errno));
-            o->fd = -1;
+            o->io.fd = -1;
             free(o->buf);
             o->buf = NULL;
             return -1;
         }
-        o->fd = -1;
+        o->io.fd = -1;
     }
     free(o->buf);
     o->buf = NULL;
@@ -1037,7 +1003,7 @@ static int in_changed(fio_in *in, const char *doing, int check_count)
 {
     struct stat now;
     if (!in->regular) return 0;
-    if (fstat(in->fd, &now) != 0) {
+    if (fstat(in->io.fd, &now) != 0) {
         fio_error("%s: cannot check it after %s: %s", in->name, doing, strerror(errno));
         return 1;
     }
@@ -1827,8 +1793,8 @@ static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_ba
         out_abort(&out);
         goto out;
     }
-    memsrc m = {orig, (size_t)orig_size, 0};
-    ckpz_error e = ckpz_compress_stream(ctx, &params, memsrc_read, &m, orig_size, out_write, &out, &stats);
+    ckpz_mem m = {.data = orig, .size = (size_t)orig_size};
+    ckpz_error e = ckpz_compress_stream(ctx, &params, ckpz_mem_read, &m, orig_size, out_write, &out, &stats);
     if (e != CKPZ_OK) {
         fio_error("%s: %s", src, ckpz_ctx_message(ctx));
         out_abort(&out);
