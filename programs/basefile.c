@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basefile.h"
+#include "display.h"
 #include "fileio.h"
 
 #define MAX_CHAIN 1000 /* delta files restored one through another, at most */
@@ -42,23 +44,9 @@ const char *fio_base_record_name(const fio_base *b)
     return slash ? slash + 1 : b->path;
 }
 
-int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    size_t got = 0;
-    if (fd < 0) return -1;
-    while (got < cap) {
-        ssize_t r = read(fd, head + got, cap - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *len = got;
-    return 0;
-}
-
-char *fio_base_locate(const char *referrer, const char *recorded)
+/* The file a delta file's recorded base name refers to: the name, or the name plus
+ * .ckpz, beside `referrer`; malloc'd, or NULL when there is none. */
+static char *base_locate(const char *referrer, const char *recorded)
 {
     const char *slash = strrchr(referrer, '/');
     size_t dirlen = slash ? (size_t)(slash - referrer) + 1 : 0, n = strlen(recorded);
@@ -157,7 +145,7 @@ static int load(const fio_prefs *p, const char *path, fio_base *b, int level, co
         goto fail;
     }
     if (info.needed) { /* a delta file itself: restore its base first */
-        char *pp = fio_base_locate(path, info.name);
+        char *pp = base_locate(path, info.name);
         if (level >= MAX_CHAIN) {
             fio_error("%s: chain of delta files longer than %d", path, MAX_CHAIN);
             free(pp);
@@ -208,3 +196,44 @@ out:
 }
 
 int fio_base_load(const fio_prefs *p, const char *path, fio_base *b) { return load(p, path, b, 0, NULL); }
+
+int fio_base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio_base **out)
+{
+    unsigned char head[CKPZ_BASE_PROBE];
+    size_t hlen = 0;
+    ckpz_base_info info;
+    ckpz_ctx *ctx;
+    char *path = NULL;
+    *out = NULL;
+    if (!strcmp(src, "-")) { /* a pipe cannot be peeked at: --base or nothing */
+        if (!p->base_path) return 0;
+        path = strdup(p->base_path);
+    } else {
+        if (fio_read_head(src, head, sizeof(head), &hlen) != 0) return 0; /* the open reports it */
+        if (!(ctx = ckpz_ctx_create())) {
+            fio_error("out of memory");
+            return 1;
+        }
+        ckpz_error e = ckpz_base_info_read(ctx, head, hlen, &info);
+        ckpz_ctx_free(ctx);
+        if (e != CKPZ_OK || !info.needed) return 0; /* not ours to judge here, or stand-alone */
+        path = p->base_path ? strdup(p->base_path) : base_locate(src, info.name);
+        if (!path) /* not beside it: the library restores it if no entry was coded against the base, */
+            return 0; /* and otherwise names the base at the first entry that needs it */
+    }
+    if (!path) {
+        fio_error("out of memory");
+        return 1;
+    }
+    if (!cache->path || strcmp(cache->path, path)) {
+        fio_base_free(cache);
+        if (fio_base_load(p, path, cache) != 0) {
+            free(path);
+            return 1;
+        }
+        if (p->verbosity >= 3) fprintf(stderr, "%s : base %s\n", src, path);
+    }
+    free(path);
+    *out = cache;
+    return 0;
+}

@@ -10,14 +10,15 @@
  * failure, not a number (with lossy options, the restored content's checksums are
  * what decompression verifies). MB/s = original bytes / seconds / 1e6, as zstd prints it.
  */
-#include "bench.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
+
+#include "bench.h"
+#include "display.h"
+#include "fileio.h"
 
 #define BENCH_MIN_RUNS 3
 #define BENCH_MAX_RUNS 10000
@@ -25,13 +26,6 @@
 const char *bench_zstd_version(void)
 {
     return ZSTD_versionString();
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -60,12 +54,12 @@ typedef struct bench_job {
 static double measure(bench_job *j, double seconds)
 {
     static double times[BENCH_MAX_RUNS];
-    double start = now_s(), med;
+    double start = fio_now(), med;
     int n = 0;
-    while (n < BENCH_MAX_RUNS && (n < BENCH_MIN_RUNS || now_s() - start < seconds)) {
-        double t0 = now_s();
+    while (n < BENCH_MAX_RUNS && (n < BENCH_MIN_RUNS || fio_now() - start < seconds)) {
+        double t0 = fio_now();
         if (j->run(j) != 0) return -1.0;
-        times[n++] = now_s() - t0;
+        times[n++] = fio_now() - t0;
     }
     qsort(times, (size_t)n, sizeof(times[0]), cmp_double);
     med = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);

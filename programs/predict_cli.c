@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "ckpz.h"
-#include "fileio.h"
+#include "display.h"
 #include "predict_cli.h"
 
 typedef struct show {
@@ -74,13 +74,6 @@ static int show_one(void *opaque, const ckpz_prediction *t)
            ckpz_dtype_name(t->dtype), shape, fio_human(h, sizeof h, t->length), t->lossy_mode, t->ratio,
            100 * t->savings);
     return 0;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int predict_run(const fio_prefs *p, const char *const *files, int n, const predict_opts *o)
@@ -139,9 +132,9 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
         }
         show s = {features, pp.features_only, n > 1, i == 0, name, 0, 0};
         ckpz_predict_total tot;
-        double t0 = now();
+        double t0 = fio_now();
         ckpz_error e = ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &f, (uint64_t)st.st_size, show_one, &s, &tot);
-        double dt = now() - t0;
+        double dt = fio_now() - t0;
         close(fd);
         if (e == CKPZ_ERR_PARAM) { /* the model or the policy: the same for every file */
             fprintf(stderr, "ckpz: %s\n", ckpz_ctx_message(ctx)[0] ? ckpz_ctx_message(ctx) : ckpz_error_name(e));
