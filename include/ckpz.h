@@ -401,6 +401,54 @@ typedef struct ckpz_base_info {
 #define CKPZ_BASE_PROBE (32 + 12 + 20 + CKPZ_BASE_NAME_MAX)
 CKPZ_API ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info);
 
+/* ---- delta files: the chain of bases ------------------------------------------------ */
+/* A delta file is restored through its base, which may be a delta file itself, and so
+ * on down to a stand-alone .ckpz or an original checkpoint: a chain. Every front end
+ * that finds bases by their file names follows this one policy:
+ *   - a base is found by the name the file recorded (ckpz_base_info.name), as a plain
+ *     file name beside the file: that name, else the name plus ".ckpz", a regular file;
+ *     a recorded name holding '/', or "." or "..", is never followed (it is data from
+ *     the file);
+ *   - two names are the same file when they have the same device and inode;
+ *   - a chain that comes back to a file is a cycle (CKPZ_ERR_BASE);
+ *   - a chain has at most CKPZ_CHAIN_MAX delta files (more: CKPZ_ERR_BASE).
+ * A base found by name is still checked by content (size and CRC-32C) when it is used.
+ * Paths are POSIX file names, used as given (relative ones from the current directory). */
+#define CKPZ_CHAIN_MAX 1000
+
+/* The base a delta file at `referrer` recorded as `recorded` refers to, by the rule
+ * above: a malloc'd path (ckpz_free it), or NULL when there is none (or no memory). */
+CKPZ_API char *ckpz_base_locate(const char *referrer, const char *recorded);
+/* 1 when a and b both exist and are the same file (same device and inode), else 0. */
+CKPZ_API int ckpz_same_file(const char *a, const char *b);
+
+typedef struct ckpz_chain ckpz_chain;
+/* Walks the chain from the file at path: opens each file, reads its first
+ * CKPZ_BASE_PROBE bytes (nothing is restored) and follows its recorded base, until a
+ * stand-alone .ckpz or an original checkpoint (a file that is not a .ckpz). CKPZ_OK:
+ * *out holds the whole chain. On CKPZ_ERR_BASE (a base not beside the file that needs
+ * it, a cycle, a chain too long), CKPZ_ERR_READ (a file that cannot be opened) or an
+ * error in a .ckpz header, *out still holds the links walked before the failure (the
+ * file whose base is missing, or that comes back to an earlier one, is the last), and
+ * the message names the file: in the context as far as it holds it, whole from
+ * ckpz_chain_message. CKPZ_ERR_NOMEM, CKPZ_ERR_PARAM: *out is NULL. Free *out with
+ * ckpz_chain_free (accepts NULL). */
+CKPZ_API ckpz_error ckpz_chain_open(ckpz_ctx *ctx, const char *path, ckpz_chain **out);
+CKPZ_API void ckpz_chain_free(ckpz_chain *c);
+/* Links in the chain: 0 is the file named, the last the bottom (restore from there up:
+ * each link's base is the link after it). */
+CKPZ_API size_t ckpz_chain_length(const ckpz_chain *c);
+/* Link i's path (as given for link 0, else as found beside the link before); NULL when
+ * i is out of range. Valid until ckpz_chain_free. */
+CKPZ_API const char *ckpz_chain_path(const ckpz_chain *c, size_t i);
+/* Link i: 1 for a .ckpz file (*info, when not NULL, is what ckpz_base_info_read gives
+ * for it: needed = 0 for a stand-alone bottom), 0 for an original checkpoint (the
+ * bottom; *info zeroed), -1 when i is out of range. */
+CKPZ_API int ckpz_chain_link(const ckpz_chain *c, size_t i, ckpz_base_info *info);
+/* Why the walk stopped short ("" after CKPZ_OK), whole, into buf[0..cap) (cut to fit,
+ * always terminated when cap > 0); returns its length, as snprintf does. */
+CKPZ_API size_t ckpz_chain_message(const ckpz_chain *c, char *buf, size_t cap);
+
 /* ---- random access: list and extract ------------------------------------------------- */
 typedef struct ckpz_archive ckpz_archive;
 

@@ -352,9 +352,7 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
                 continue;
             }
         }
-        struct stat bst, dst_st;
-        if (op == OP_COMPRESS && base && dst && stat(dst, &dst_st) == 0 && stat(base->path, &bst) == 0 &&
-            bst.st_dev == dst_st.st_dev && bst.st_ino == dst_st.st_ino) {
+        if (op == OP_COMPRESS && base && dst && ckpz_same_file(dst, base->path)) {
             fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);
             failed = 1;
         } else if (op != OP_COMPRESS && fio_base_for(p, files[i], &cache, &base) != 0) failed = 1;
