@@ -7,7 +7,7 @@
  *   sc  stand-alone compression of FILE       (ckpz_compress_stream into a reused,
  *                                              pre-touched buffer, as bench/membench.c)
  *   dc  compression of FILE with params.base = BASE (same; base_name = BASE_NAME or the
- *       base's file name, as the CLI records it; params.patch rewrites the buffer, as
+ *       base's file name, as the CLI records it; the sink's patch rewrites the buffer, as
  *       the CLI does writing a file, so the base's CRC comes from the chunks; -P: no
  *       patch, one pass over the base first, as when writing to a pipe)
  *   sb  stand-alone compression with ckpz_compress_buffer (allocates its output)
@@ -65,7 +65,7 @@ static size_t size, base_size;
 static ckpz_params ps, pd; /* stand-alone, delta */
 static unsigned char *cbuf[2], *back;
 static size_t ccap, csize[2];
-static int patch = 1; /* dc: a seekable output (params.patch); -P: one pass over the base first */
+static int patch = 1; /* dc: a seekable output (the sink's patch); -P: one pass over the base first */
 
 static void fail(const char *what)
 {

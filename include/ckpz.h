@@ -193,8 +193,8 @@ CKPZ_API void ckpz_ctx_free(ckpz_ctx *ctx);
 CKPZ_API const char *ckpz_ctx_message(const ckpz_ctx *ctx);
 
 /* ---- I/O callbacks ------------------------------------------------------------------- */
-/* Every callback (read, write, pread, patch, progress) is called from the thread that called
- * the library function, one call at a time; worker threads never call them. */
+/* Every callback (read, write, pread, patch, progress) is called from the thread that
+ * called the library function, one call at a time; worker threads never call them. */
 /* Reads up to n bytes; returns the count (0 at end of input) or -1 on error. */
 typedef ptrdiff_t (*ckpz_read_fn)(void *opaque, void *buf, size_t n);
 /* Writes all n bytes; returns 0 on success, -1 on error. */
@@ -209,8 +209,8 @@ typedef int (*ckpz_pread_fn)(void *opaque, void *buf, size_t n, uint64_t off);
  * (EIO when the call returned without one, with errno set to 0 on return so that a
  * caller can tell a write that took no bytes from a real EIO; a pread past the end of
  * the file fails with error left 0: the file is shorter than it claims), for the
- * caller's message. `bytes`
- * lets a caller check, after the library returns, that every byte went through. */
+ * caller's message. `bytes` lets a caller check, after the library returns, that every
+ * byte went through. */
 typedef struct ckpz_fd {
     int fd;
     int error;          /* 0, or the errno of the first failure */
@@ -233,7 +233,7 @@ CKPZ_API int ckpz_fd_patch(void *fd, const void *buf, size_t n, uint64_t off);
  *   to read:  data, size (the bytes); step to test short reads.
  *   to write: data and capacity (a buffer of the caller's: writing past it fails and
  *             sets full), or grow = 1 (data NULL or malloc'd: grown with realloc as
- *             needed; the caller frees it with free()), or a limit above capacity (the
+ *             needed; the caller frees it with ckpz_free), or a limit above capacity (the
  *             bytes past capacity are counted in size but not kept, so that a caller
  *             learns the size an output needs: size > capacity afterwards).
  * Writes append at size; ckpz_mem_patch rewrites bytes already written (those past
@@ -531,8 +531,8 @@ typedef struct ckpz_span {
  * within the file. A lossy file gives its restored content, as a full restore does.
  * progress (the source's given at open, else the params') is called on the calling
  * thread after each chunk of each span, with the span bytes done and the spans' total;
- * non-zero aborts with CKPZ_ERR_ABORTED. A span outside the original file fails with CKPZ_ERR_PARAM
- * before anything is read. A delta file needs its base (given at open) for the entries
+ * non-zero aborts with CKPZ_ERR_ABORTED. A span outside the original file fails with
+ * CKPZ_ERR_PARAM before anything is read. A delta file needs its base (given at open) for the entries
  * coded against it: without it the first chunk that needs it fails with CKPZ_ERR_BASE.
  * Not guaranteed: on failure the destinations hold partial data; the whole file's
  * checksum is not checked, even when the spans cover the file (every chunk's are). Pass

@@ -4,8 +4,9 @@
  * -T# -1..-9 -v -q -l -t --), parsed by hand so that short flags combine the way they do
  * there (-dkf, -T4, -c3) and options may follow file names. Parsing only fills a
  * fio_prefs (prefs.h) and picks an operation (ops.h: ops.c, list.c, rebase.c work on
- * files; bench.c is the in-memory benchmark, predict_cli.c the prediction). A usage error exits with 2 before any file is touched; a failure
- * on a file exits with 1 after the remaining files were processed.
+ * files; bench.c is the in-memory benchmark, predict_cli.c the prediction). A usage
+ * error exits with 2 before any file is touched; a failure on a file exits with 1 after
+ * the remaining files were processed.
  */
 #include <errno.h>
 #include <stdarg.h>

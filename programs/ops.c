@@ -175,9 +175,9 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
                       msg && *msg ? msg : ckpz_error_name(e));
         else
             fio_report(ctx, e, &in, has_out ? &out : NULL);
-        fio_in_changed(&in,
-                       op == OP_COMPRESS ? "it was compressed" : op == OP_TEST ? "it was tested" : "it was decompressed",
-                       0); /* the likely cause, when it did */
+        const char *doing = op == OP_COMPRESS ? "it was compressed" : op == OP_TEST ? "it was tested"
+                                                                             : "it was decompressed";
+        fio_in_changed(&in, doing, 0); /* the likely cause, when it did */
         if (has_out) fio_out_abort(&out);
         fio_in_close(&in);
         return 1;
