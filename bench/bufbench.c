@@ -218,11 +218,10 @@ static int run(state *s, int c, const uint8_t *src, size_t n)
     void *z = NULL;
     switch (c) {
     case REF: {
-        memsrc in = {src, n, 0};
-        membuf o = {s->ref_out, 0, s->ref_cap};
-        e = ckpz_compress_stream(s->ctx, &s->p1, memsrc_read, &in, n, membuf_write, &o, NULL);
+        ckpz_mem in = {.data = (void *)src, .size = n}, o = {.data = s->ref_out, .capacity = s->ref_cap};
+        e = ckpz_compress_stream(s->ctx, &s->p1, ckpz_mem_read, &in, n, ckpz_mem_write, &o, NULL);
         out = s->ref_out;
-        len = o.n;
+        len = o.size;
         break;
     }
     case BUF:
@@ -275,10 +274,9 @@ static int bench_input(state *s, const char *label, const uint8_t *src, size_t n
             size_t len = 0;
             void *z = NULL;
             if (c == REF) {
-                memsrc in = {src, n, 0};
-                membuf o = {s->ref_out, 0, s->ref_cap};
-                e = ckpz_compress_stream(s->ctx, &s->p1, memsrc_read, &in, n, membuf_write, &o, NULL);
-                len = o.n;
+                ckpz_mem in = {.data = (void *)src, .size = n}, o = {.data = s->ref_out, .capacity = s->ref_cap};
+                e = ckpz_compress_stream(s->ctx, &s->p1, ckpz_mem_read, &in, n, ckpz_mem_write, &o, NULL);
+                len = o.size;
             } else if (c == BUF || c == BUF1) {
                 e = ckpz_compress_buffer(s->ctx, c == BUF ? &s->p0 : &s->p1, src, n, &z, &len);
                 ckpz_free(z);
@@ -386,9 +384,9 @@ int main(int argc, char **argv)
         pp.features_only = 1;
         pp.sample_bytes = 4096;
         pp.sample_budget = 4096;
-        memsrc m = {data[i], size[i], 0};
+        ckpz_mem m = {.data = (void *)data[i], .size = size[i]};
         all.file = data[i];
-        if (ckpz_predict_file(s.ctx, &pp, memsrc_pread, &m, size[i], collect, &all, NULL) != CKPZ_OK) {
+        if (ckpz_predict_file(s.ctx, &pp, ckpz_mem_pread, &m, size[i], collect, &all, NULL) != CKPZ_OK) {
             fprintf(stderr, "%s: %s\n", files[i], ckpz_ctx_message(s.ctx));
             return 1;
         }

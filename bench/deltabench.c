@@ -7,7 +7,7 @@
  *   sc  stand-alone compression of FILE       (ckpz_compress_stream into a reused,
  *                                              pre-touched buffer, as bench/membench.c)
  *   dc  compression of FILE with params.base = BASE (same; base_name = BASE_NAME or the
- *       base's file name, as the CLI records it; params.patch rewrites the buffer, as
+ *       base's file name, as the CLI records it; the sink's patch rewrites the buffer, as
  *       the CLI does writing a file, so the base's CRC comes from the chunks; -P: no
  *       patch, one pass over the base first, as when writing to a pipe)
  *   sb  stand-alone compression with ckpz_compress_buffer (allocates its output)
@@ -65,7 +65,7 @@ static size_t size, base_size;
 static ckpz_params ps, pd; /* stand-alone, delta */
 static unsigned char *cbuf[2], *back;
 static size_t ccap, csize[2];
-static int patch = 1; /* dc: a seekable output (params.patch); -P: one pass over the base first */
+static int patch = 1; /* dc: a seekable output (the sink's patch); -P: one pass over the base first */
 
 static void fail(const char *what)
 {
@@ -79,16 +79,14 @@ static void run1(int mode)
     int d = mode & 1;
     const ckpz_params *p = d ? &pd : &ps;
     if (mode < 2) {
-        memsrc in = {src, size, 0};
-        membuf out = {cbuf[d], 0, ccap};
-        ckpz_params q = *p;
-        if (d && patch) { /* a seekable output, as the CLI's file: the base CRC from the chunks */
-            q.patch = membuf_patch;
-            q.patch_opaque = &out;
-        }
-        if (ckpz_compress_stream(ctx, &q, memsrc_read, &in, size, membuf_write, &out, NULL) != CKPZ_OK)
-            fail(d ? "delta compression" : "compression");
-        csize[d] = out.n;
+        ckpz_mem in = {.data = (void *)src, .size = size}, out = {.data = cbuf[d], .capacity = ccap};
+        ckpz_source s;
+        ckpz_sink k;
+        ckpz_source_mem(&s, &in);
+        ckpz_sink_mem(&k, &out);
+        if (!(d && patch)) k.patch = NULL; /* else a seekable output, as the CLI's file: the base CRC from the chunks */
+        if (ckpz_compress_io(ctx, p, &s, &k, NULL) != CKPZ_OK) fail(d ? "delta compression" : "compression");
+        csize[d] = out.size;
     } else if (mode < 4) {
         void *o = NULL;
         size_t n = 0;

@@ -48,14 +48,13 @@ typedef struct {
 static int compress1(job *j)
 {
     if (!strcmp(j->codec, "ckpz")) {
-        memsrc in = {j->src, j->size, 0};
-        membuf out = {j->cbuf, 0, j->ccap};
-        if (ckpz_compress_stream(j->ctx, &j->params, memsrc_read, &in, j->size, membuf_write, &out,
-                                 NULL) != CKPZ_OK) {
+        ckpz_mem in = {.data = (void *)j->src, .size = j->size}, out = {.data = j->cbuf, .capacity = j->ccap};
+        if (ckpz_compress_stream(j->ctx, &j->params, ckpz_mem_read, &in, j->size, ckpz_mem_write, &out, NULL) !=
+            CKPZ_OK) {
             fprintf(stderr, "ckpz: %s\n", ckpz_ctx_message(j->ctx));
             return -1;
         }
-        j->csize = out.n;
+        j->csize = out.size;
     } else if (!strcmp(j->codec, "zstd")) {
         size_t r = ZSTD_compressCCtx(j->zc, j->cbuf, j->ccap, j->src, j->size, j->level);
         if (ZSTD_isError(r)) return -1;

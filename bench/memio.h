@@ -1,13 +1,11 @@
-/* memio.h — what bench/membench.c and bench/deltabench.c share: ckpz's read and write
- * callbacks over memory (so that only codec time is measured; programs/memio.h, which
- * the CLI uses too) and a clock. Each bench is one C file built by the scripts with
- * `cc ... bench/X.c`; this header sits beside them. */
+/* memio.h — what the bench programs share beside the library's memory adapter (ckpz_mem,
+ * in ckpz.h, keeps the I/O in memory so that only codec time is measured): a clock. Each
+ * bench is one C file built by the scripts with `cc ... bench/X.c`; this header sits
+ * beside them. */
 #ifndef CKPZ_BENCH_MEMIO_H
 #define CKPZ_BENCH_MEMIO_H
 
 #include <time.h>
-
-#include "../programs/memio.h"
 
 /* Seconds on a clock (CLOCK_MONOTONIC for wall time, CLOCK_THREAD_CPUTIME_ID ...). */
 static double clk(clockid_t id)

@@ -133,7 +133,10 @@ typedef struct ckpz_params {
     ckpz_dtype raw_dtype;      /* element type for CKPZ_INPUT_RAW (NONE = opaque) */
     size_t mem_limit;          /* cap on any single allocation driven by file contents
                                   (index, chunk buffers); 0 = default (1 GiB) */
-    ckpz_progress_fn progress; /* may be NULL */
+    /* Deprecated: set ckpz_source.progress instead (the calls taking a source). Still
+     * honoured where the source sets none, and the one way to watch the one-shot
+     * in-memory calls, which take no source. May be NULL. */
+    ckpz_progress_fn progress;
     void *progress_opaque;
     /* Delta coding. Compression: the previous checkpoint's original bytes (NULL = a
      * stand-alone file). Tensors that match one of the base's by name, dtype and shape,
@@ -164,13 +167,8 @@ typedef struct ckpz_params {
      * give the previous lossy file's restored content as the base). */
     const char *policy;
     double max_mae;        /* default max-mae for rules without one; 0 = none */
-    /* Compression with a base, optional: rewrites n bytes already written, at offset off
-     * of the output (return 0, nonzero on failure). Given, the base's checksum costs no
-     * pass of its own over the base before the first chunk: the base frame is written
-     * with it blank and rewritten at the end with the CRC-32C put together from the
-     * chunks that read the base (while its bytes are in cache) and the bytes none read.
-     * For outputs that can seek (a file, a buffer: ckpz_compress_buffer does it on its
-     * own). NULL: the base is read once for its checksum first. */
+    /* Deprecated: set ckpz_sink.patch instead (what it does is told there). Still
+     * honoured, with its own opaque pointer, where the sink sets none. */
     int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
     void *patch_opaque;
 } ckpz_params;
@@ -195,8 +193,8 @@ CKPZ_API void ckpz_ctx_free(ckpz_ctx *ctx);
 CKPZ_API const char *ckpz_ctx_message(const ckpz_ctx *ctx);
 
 /* ---- I/O callbacks ------------------------------------------------------------------- */
-/* Every callback (read, write, pread, progress) is called from the thread that called
- * the library function, one call at a time; worker threads never call them. */
+/* Every callback (read, write, pread, patch, progress) is called from the thread that
+ * called the library function, one call at a time; worker threads never call them. */
 /* Reads up to n bytes; returns the count (0 at end of input) or -1 on error. */
 typedef ptrdiff_t (*ckpz_read_fn)(void *opaque, void *buf, size_t n);
 /* Writes all n bytes; returns 0 on success, -1 on error. */
@@ -208,9 +206,11 @@ typedef int (*ckpz_pread_fn)(void *opaque, void *buf, size_t n, uint64_t off);
  * that want every byte of I/O to stay in C. The opaque pointer is a ckpz_fd. Calls
  * interrupted by a signal (EINTR) are retried and short transfers continued; a write
  * that makes no progress fails. On failure `error` keeps the errno of the first failure
- * (EIO when the call returned without one; a pread past the end of the file fails with
- * error left 0: the file is shorter than it claims), for the caller's message. `bytes`
- * lets a caller check, after the library returns, that every byte went through. */
+ * (EIO when the call returned without one, with errno set to 0 on return so that a
+ * caller can tell a write that took no bytes from a real EIO; a pread past the end of
+ * the file fails with error left 0: the file is shorter than it claims), for the
+ * caller's message. `bytes` lets a caller check, after the library returns, that every
+ * byte went through. */
 typedef struct ckpz_fd {
     int fd;
     int error;          /* 0, or the errno of the first failure */
@@ -219,6 +219,87 @@ typedef struct ckpz_fd {
 CKPZ_API ptrdiff_t ckpz_fd_read(void *fd, void *buf, size_t n);            /* a ckpz_read_fn */
 CKPZ_API int ckpz_fd_write(void *fd, const void *buf, size_t n);           /* a ckpz_write_fn */
 CKPZ_API int ckpz_fd_pread(void *fd, void *buf, size_t n, uint64_t off);   /* a ckpz_pread_fn */
+
+/* Rewrites n bytes already written at offset off of the output (off counts from the
+ * output's first byte); returns 0 on success, -1 on error. */
+typedef int (*ckpz_patch_fn)(void *opaque, const void *buf, size_t n, uint64_t off);
+/* A ckpz_patch_fn over a ckpz_fd: pwrite at offset off of the file, so for a file the
+ * output was written to from its first byte (ckpz_sink_fd checks that); failures as
+ * ckpz_fd_write's. */
+CKPZ_API int ckpz_fd_patch(void *fd, const void *buf, size_t n, uint64_t off);
+
+/* A file held in memory, read or written through the ckpz_mem_* callbacks (the opaque
+ * pointer is the ckpz_mem). Zero it, then set what applies:
+ *   to read:  data, size (the bytes); step to test short reads.
+ *   to write: data and capacity (a buffer of the caller's: writing past it fails and
+ *             sets full), or grow = 1 (data NULL or malloc'd: grown with realloc as
+ *             needed; the caller frees it with ckpz_free), or a limit above capacity (the
+ *             bytes past capacity are counted in size but not kept, so that a caller
+ *             learns the size an output needs: size > capacity afterwards).
+ * Writes append at size; ckpz_mem_patch rewrites bytes already written (those past
+ * capacity are only counted); ckpz_mem_pread reads what [0, size) holds, which is what
+ * was written once a sink is done. The layout is fixed (it never grows), as ckpz_fd's. */
+typedef struct ckpz_mem {
+    void *data;       /* the bytes (only read through a source: cast a const pointer) */
+    size_t size;      /* a source's length; a sink's bytes written so far */
+    size_t capacity;  /* sink: bytes data holds (grown by grow) */
+    size_t pos;       /* source: where the next ckpz_mem_read starts */
+    size_t step;      /* source: 0, or the most bytes one ckpz_mem_read gives */
+    size_t limit;     /* sink: 0 (capacity is the limit), or the most size may reach */
+    int grow;         /* sink: data is malloc'd and grows to fit */
+    int full;         /* sink: set when a write failed for lack of room */
+} ckpz_mem;
+CKPZ_API ptrdiff_t ckpz_mem_read(void *mem, void *buf, size_t n);          /* a ckpz_read_fn */
+CKPZ_API int ckpz_mem_pread(void *mem, void *buf, size_t n, uint64_t off);  /* a ckpz_pread_fn */
+CKPZ_API int ckpz_mem_write(void *mem, const void *buf, size_t n);          /* a ckpz_write_fn */
+CKPZ_API int ckpz_mem_patch(void *mem, const void *buf, size_t n, uint64_t off); /* a ckpz_patch_fn */
+
+/* ---- sources and sinks ------------------------------------------------------------ */
+/* Where bytes come from and go to, with what each end can do. A front end for a new
+ * transport (a socket, MPI-IO writing each rank's stream at its own offset, an object
+ * store) is one new adapter that fills these; the library never asks for more. Both
+ * start with their own size, as ckpz_params does: initialise them with ckpz_source_init
+ * / ckpz_sink_init (or an adapter below), then set fields. Callbacks run on the thread
+ * that called the library, one at a time. */
+typedef struct ckpz_source {
+    size_t struct_size;        /* set by ckpz_source_init */
+    ckpz_read_fn read;         /* sequential reads; streaming calls need it */
+    ckpz_pread_fn pread;       /* reads at an offset; random access (archives) needs it */
+    void *opaque;              /* for read and pread */
+    uint64_t size;             /* bytes in all, or CKPZ_SIZE_UNKNOWN; random access needs it
+                                  (streaming calls use it as ckpz_compress_stream's size_hint) */
+    /* Progress of the work on this source: bytes of original data done so far and their
+     * total (CKPZ_SIZE_UNKNOWN when not known); for compression, bytes read and coded;
+     * for decompression, bytes restored; for ckpz_archive_read, bytes of the spans.
+     * Return non-zero to abort (CKPZ_ERR_ABORTED). May be NULL. */
+    ckpz_progress_fn progress;
+    void *progress_opaque;
+} ckpz_source;
+
+typedef struct ckpz_sink {
+    size_t struct_size;        /* set by ckpz_sink_init */
+    ckpz_write_fn write;       /* appends all n bytes */
+    /* NULL when the output cannot seek (a pipe). Given, compression against a base
+     * spends no pass of its own over the base for its checksum before the first chunk:
+     * the base frame is written with it blank and rewritten at the end with the CRC-32C
+     * put together from the chunks that read the base (while its bytes are in cache) and
+     * the bytes none read. The output's bytes are the same either way. */
+    ckpz_patch_fn patch;
+    void *opaque;              /* for write and patch */
+} ckpz_sink;
+
+/* Zeroes s, sets struct_size, and size to CKPZ_SIZE_UNKNOWN. */
+CKPZ_API void ckpz_source_init(ckpz_source *s);
+CKPZ_API void ckpz_sink_init(ckpz_sink *s);
+/* Adapters: m's bytes as a source (read, pread, size = m->size); m as a sink (write,
+ * patch). m must outlive the calls that use s. */
+CKPZ_API void ckpz_source_mem(ckpz_source *s, ckpz_mem *m);
+CKPZ_API void ckpz_sink_mem(ckpz_sink *s, ckpz_mem *m);
+/* f->fd as a source of size bytes (read; pread too where the descriptor can seek, at
+ * the file's own offsets) and as a sink (write; patch where it is a regular file written
+ * from its first byte, opened without O_APPEND). f must outlive the calls that use s. */
+CKPZ_API void ckpz_source_fd(ckpz_source *s, ckpz_fd *f, uint64_t size);
+CKPZ_API void ckpz_sink_fd(ckpz_sink *s, ckpz_fd *f);
 
 /* Statistics of one compression or decompression. */
 typedef struct ckpz_stats {
@@ -241,6 +322,12 @@ CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *param
                                          ckpz_read_fn rd, void *rd_opaque, uint64_t size_hint,
                                          ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
 
+/* The same over a source (read, size and progress used) and a sink (write, and patch
+ * when given: see ckpz_sink). ckpz_compress_stream is this call with a source and a sink
+ * made of its callbacks, size_hint and the deprecated params->progress and patch. */
+CKPZ_API ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                                     const ckpz_sink *dst, ckpz_stats *stats);
+
 /* Decodes a ckpz stream read sequentially from `rd` and writes the original to `wr`.
  * Every chunk's checksum is verified before it is decoded, and the whole content's
  * checksum at the end. wr may be NULL: everything is verified and nothing is written
@@ -249,6 +336,10 @@ CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *param
 CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params,
                                            ckpz_read_fn rd, void *rd_opaque,
                                            ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
+/* The same over a source (read and progress used) and a sink (write; dst NULL, or its
+ * write NULL: verify only). */
+CKPZ_API ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                                       const ckpz_sink *dst, ckpz_stats *stats);
 
 /* ---- one-shot, in memory ----------------------------------------------------------- */
 /* The largest .ckpz file ckpz_compress_into and ckpz_compress_buffer write for an input
@@ -310,6 +401,54 @@ typedef struct ckpz_base_info {
 #define CKPZ_BASE_PROBE (32 + 12 + 20 + CKPZ_BASE_NAME_MAX)
 CKPZ_API ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info);
 
+/* ---- delta files: the chain of bases ------------------------------------------------ */
+/* A delta file is restored through its base, which may be a delta file itself, and so
+ * on down to a stand-alone .ckpz or an original checkpoint: a chain. Every front end
+ * that finds bases by their file names follows this one policy:
+ *   - a base is found by the name the file recorded (ckpz_base_info.name), as a plain
+ *     file name beside the file: that name, else the name plus ".ckpz", a regular file;
+ *     a recorded name holding '/', or "." or "..", is never followed (it is data from
+ *     the file);
+ *   - two names are the same file when they have the same device and inode;
+ *   - a chain that comes back to a file is a cycle (CKPZ_ERR_BASE);
+ *   - a chain has at most CKPZ_CHAIN_MAX delta files (more: CKPZ_ERR_BASE).
+ * A base found by name is still checked by content (size and CRC-32C) when it is used.
+ * Paths are POSIX file names, used as given (relative ones from the current directory). */
+#define CKPZ_CHAIN_MAX 1000
+
+/* The base a delta file at `referrer` recorded as `recorded` refers to, by the rule
+ * above: a malloc'd path (ckpz_free it), or NULL when there is none (or no memory). */
+CKPZ_API char *ckpz_base_locate(const char *referrer, const char *recorded);
+/* 1 when a and b both exist and are the same file (same device and inode), else 0. */
+CKPZ_API int ckpz_same_file(const char *a, const char *b);
+
+typedef struct ckpz_chain ckpz_chain;
+/* Walks the chain from the file at path: opens each file, reads its first
+ * CKPZ_BASE_PROBE bytes (nothing is restored) and follows its recorded base, until a
+ * stand-alone .ckpz or an original checkpoint (a file that is not a .ckpz). CKPZ_OK:
+ * *out holds the whole chain. On CKPZ_ERR_BASE (a base not beside the file that needs
+ * it, a cycle, a chain too long), CKPZ_ERR_READ (a file that cannot be opened) or an
+ * error in a .ckpz header, *out still holds the links walked before the failure (the
+ * file whose base is missing, or that comes back to an earlier one, is the last), and
+ * the message names the file: in the context as far as it holds it, whole from
+ * ckpz_chain_message. CKPZ_ERR_NOMEM, CKPZ_ERR_PARAM: *out is NULL. Free *out with
+ * ckpz_chain_free (accepts NULL). */
+CKPZ_API ckpz_error ckpz_chain_open(ckpz_ctx *ctx, const char *path, ckpz_chain **out);
+CKPZ_API void ckpz_chain_free(ckpz_chain *c);
+/* Links in the chain: 0 is the file named, the last the bottom (restore from there up:
+ * each link's base is the link after it). */
+CKPZ_API size_t ckpz_chain_length(const ckpz_chain *c);
+/* Link i's path (as given for link 0, else as found beside the link before); NULL when
+ * i is out of range. Valid until ckpz_chain_free. */
+CKPZ_API const char *ckpz_chain_path(const ckpz_chain *c, size_t i);
+/* Link i: 1 for a .ckpz file (*info, when not NULL, is what ckpz_base_info_read gives
+ * for it: needed = 0 for a stand-alone bottom), 0 for an original checkpoint (the
+ * bottom; *info zeroed), -1 when i is out of range. */
+CKPZ_API int ckpz_chain_link(const ckpz_chain *c, size_t i, ckpz_base_info *info);
+/* Why the walk stopped short ("" after CKPZ_OK), whole, into buf[0..cap) (cut to fit,
+ * always terminated when cap > 0); returns its length, as snprintf does. */
+CKPZ_API size_t ckpz_chain_message(const ckpz_chain *c, char *buf, size_t cap);
+
 /* ---- random access: list and extract ------------------------------------------------- */
 typedef struct ckpz_archive ckpz_archive;
 
@@ -357,6 +496,10 @@ typedef struct ckpz_archive_info {
 CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
                                       ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
                                       ckpz_archive **out);
+/* The same over a source: its pread and size (both needed), and its progress for
+ * ckpz_archive_read (the deprecated params->progress where it sets none). */
+CKPZ_API ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                                         ckpz_archive **out);
 CKPZ_API void ckpz_archive_close(ckpz_archive *a);
 CKPZ_API void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
 /* What the file needs to be restored (needed = 0 for a stand-alone file). */
@@ -386,10 +529,10 @@ typedef struct ckpz_span {
  * intermediate copy when it lies inside one span. Spans may come in any order and share
  * chunks; an empty span reads nothing and needs no destination, but its offset must be
  * within the file. A lossy file gives its restored content, as a full restore does.
- * progress (from the params given at open) is called on the calling thread after each
- * chunk of each span, with the span bytes done and the spans' total; non-zero aborts
- * with CKPZ_ERR_ABORTED. A span outside the original file fails with CKPZ_ERR_PARAM
- * before anything is read. A delta file needs its base (given at open) for the entries
+ * progress (the source's given at open, else the params') is called on the calling
+ * thread after each chunk of each span, with the span bytes done and the spans' total;
+ * non-zero aborts with CKPZ_ERR_ABORTED. A span outside the original file fails with
+ * CKPZ_ERR_PARAM before anything is read. A delta file needs its base (given at open) for the entries
  * coded against it: without it the first chunk that needs it fails with CKPZ_ERR_BASE.
  * Not guaranteed: on failure the destinations hold partial data; the whole file's
  * checksum is not checked, even when the spans cover the file (every chunk's are). Pass

@@ -16,6 +16,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/pipeline.h"
+#include "io/io.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 #include "workmem.h"
@@ -52,14 +53,19 @@ void ckpz_archive_close(ckpz_archive *a)
     free(a);
 }
 
-ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_pread_fn pr, void *opaque,
-                             uint64_t file_size, ckpz_archive **out)
+ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, ckpz_archive **out)
 {
     ctx_clear(ctx);
     *out = NULL;
-    ckpz_params p;
-    ckpz_error err = params_resolve(ctx, params, &p);
+    ckpz_params p; /* with the hooks in effect (io_resolve) */
+    ckpz_source in;
+    ckpz_sink none;
+    ckpz_error err = io_resolve(ctx, params, src, NULL, &p, &in, &none);
     if (err) return err;
+    ckpz_pread_fn pr = in.pread;
+    void *opaque = in.opaque;
+    uint64_t file_size = in.size;
+    if (!pr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "random access needs a source with pread");
     uint8_t hb[CTR_HEADER_SIZE], tb[CTR_TRAILER_SIZE];
     ctr_header h;
     ctr_trailer t;
@@ -530,19 +536,6 @@ out:
 
 /* ---- whole-file restore from memory ---- */
 
-typedef struct memfile {
-    const uint8_t *p;
-    size_t n;
-} memfile;
-
-static int mem_pread(void *v, void *buf, size_t n, uint64_t off)
-{
-    const memfile *m = v;
-    if (off > m->n || n > m->n - off) return -1;
-    memcpy(buf, m->p + off, n);
-    return 0;
-}
-
 typedef struct rjob {
     uint64_t chunk;
     uint32_t entry_no;
@@ -620,9 +613,11 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     ckpz_params p;
     ckpz_error err = params_resolve(ctx, params, &p);
     if (err) return err;
-    memfile m = {src, src_size};
+    ckpz_mem m = {.data = (void *)src, .size = src_size};
+    ckpz_source in;
+    ckpz_source_mem(&in, &m);
     ckpz_archive *a;
-    if ((err = ckpz_archive_open(ctx, &p, mem_pread, &m, src_size, &a))) return err;
+    if ((err = ckpz_archive_open_io(ctx, &p, &in, &a))) return err;
     if (a->info.original_size != dst_size) {
         err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
                        (unsigned long long)a->info.original_size);

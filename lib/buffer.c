@@ -10,20 +10,6 @@
 #include "archive.h"
 #include "container/container.h"
 
-typedef struct memrd {
-    const uint8_t *p;
-    size_t n, pos;
-} memrd;
-
-static ptrdiff_t mem_read(void *v, void *buf, size_t n)
-{
-    memrd *m = v;
-    if (n > m->n - m->pos) n = m->n - m->pos;
-    if (n) memcpy(buf, m->p + m->pos, n);
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
 /* ckpz_compress_bound. Every .ckpz file is laid out as (doc/format.md)
  *
  *     header 32, [base frame], {entry frame, chunk frame*}*, index, trailer 40
@@ -66,50 +52,23 @@ size_t ckpz_compress_bound(size_t src_size)
     return src_size > SIZE_MAX - extra ? 0 : src_size + extra;
 }
 
-/* The output: bytes are stored while they fit in cap; past it they are only counted
- * (so that a too-small buffer still learns whether the file fits the bound), and a
- * write that would take the count past limit fails. */
-typedef struct memwr {
-    uint8_t *p;
-    size_t n, cap, limit;
-    int past; /* a write failed: the output would pass limit */
-} memwr;
-
-static int mem_write(void *v, const void *buf, size_t n)
-{
-    memwr *m = v;
-    if (n > m->limit - m->n) {
-        m->past = 1;
-        return -1;
-    }
-    if (m->n <= m->cap && n <= m->cap - m->n) memcpy(m->p + m->n, buf, n); /* else only counted */
-    m->n += n;
-    return 0;
-}
-
-/* ckpz_params.patch: the output is all in memory */
-static int mem_patch(void *v, const void *buf, size_t n, uint64_t off)
-{
-    memwr *m = v;
-    if (off > m->n || n > m->n - off) return -1;
-    if (off + n <= m->cap) memcpy(m->p + off, buf, n);
-    return 0;
-}
-
-/* One compression of src into dst[0..cap), counted up to limit: w->n > cap when it did
- * not fit, w->past when it would pass limit. */
+/* One compression of src into dst[0..cap): the bytes are kept while they fit in cap
+ * and past it only counted (so that a too-small buffer still learns whether the file
+ * fits the bound), up to limit: w->size > cap when it did not fit, w->full when it would
+ * pass limit. The sink can be patched: the base's CRC needs no pass of its own (a patch
+ * the caller set in the deprecated params field is used instead, as before). */
 static ckpz_error compress_once(ckpz_ctx *ctx, const ckpz_params *q, const void *src, size_t src_size, void *dst,
-                                size_t cap, size_t limit, memwr *w)
+                                size_t cap, size_t limit, ckpz_mem *w)
 {
-    memrd r = {src, src_size, 0};
-    *w = (memwr){dst, 0, cap < limit ? cap : limit, limit, 0};
-    ckpz_params p = *q;
-    if (!p.patch) { /* the output can be rewritten: the base's CRC needs no pass of its own */
-        p.patch = mem_patch;
-        p.patch_opaque = w;
-    }
+    ckpz_mem r = {.data = (void *)src, .size = src_size};
+    ckpz_source in;
+    ckpz_sink out;
+    *w = (ckpz_mem){.data = dst, .capacity = cap < limit ? cap : limit, .limit = limit};
+    ckpz_source_mem(&in, &r);
+    ckpz_sink_mem(&out, w);
+    if (q->patch) out.patch = NULL;
     ctx_clear(ctx);
-    return ckpz_compress_stream(ctx, &p, mem_read, &r, src_size, mem_write, w, NULL);
+    return ckpz_compress_io(ctx, q, &in, &out, NULL);
 }
 
 /* ckpz_compress_into. The file as the input is described, if it fits the bound; else
@@ -125,24 +84,24 @@ static ckpz_error compress_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     if ((!src && src_size) || (!dst && cap)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "NULL buffer");
     size_t bound = ckpz_compress_bound(src_size);
     if (!bound) return ctx_fail(ctx, CKPZ_ERR_LIMIT, "input of %zu bytes too large", src_size);
-    memwr w;
+    ckpz_mem w;
     err = compress_once(ctx, &q, src, src_size, dst, cap, bound, &w);
-    if (err == CKPZ_ERR_WRITE && w.past) { /* the described file passes the bound: opaque bytes */
+    if (err == CKPZ_ERR_WRITE && w.full) { /* the described file passes the bound: opaque bytes */
         q.format = CKPZ_INPUT_RAW;
         q.raw_dtype = CKPZ_DTYPE_NONE;
         err = compress_once(ctx, &q, src, src_size, dst, cap, bound, &w);
-        if (err == CKPZ_ERR_WRITE && w.past)
+        if (err == CKPZ_ERR_WRITE && w.full)
             err = ctx_fail(ctx, CKPZ_ERR_INTERNAL, "output of %zu bytes exceeds ckpz_compress_bound", src_size);
     }
     if (err) return err;
-    if (w.n > cap) {
+    if (w.size > cap) {
         ctx_clear(ctx);
         return ctx_fail(ctx, CKPZ_ERR_LIMIT,
                         "output buffer too small: %zu bytes for an output of %zu "
                         "(ckpz_compress_bound(%zu) = %zu always suffices)",
-                        cap, w.n, src_size, bound);
+                        cap, w.size, src_size, bound);
     }
-    *written = w.n;
+    *written = w.size;
     return CKPZ_OK;
 }
 

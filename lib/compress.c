@@ -14,6 +14,7 @@
 #include "common/grow.h"
 #include "common/pipeline.h"
 #include "formats/match.h"
+#include "io/io.h"
 #include "transforms/policy.h"
 #include "workmem.h"
 
@@ -413,13 +414,20 @@ static ckpz_error plan_entry(ckpz_ctx *ctx, const ckpz_params *p, chunker *ch, c
     return CKPZ_OK;
 }
 
-ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
-                                uint64_t size_hint, ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats)
+ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                            ckpz_stats *stats)
 {
     ctx_clear(ctx);
-    ckpz_params p;
-    ckpz_error err = params_resolve(ctx, params, &p);
+    ckpz_params p; /* with the hooks in effect (io_resolve) */
+    ckpz_source in;
+    ckpz_sink out;
+    ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
+    ckpz_read_fn rd = in.read;
+    void *rd_opaque = in.opaque;
+    uint64_t size_hint = in.size;
+    ckpz_write_fn wr = out.write;
+    void *wr_opaque = out.opaque;
     if (!rd || !wr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
 
     uint8_t *prefix = NULL, *idx = NULL;

@@ -14,6 +14,7 @@
 #include "common/crc32c.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
+#include "io/io.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 #include "workmem.h"
@@ -190,13 +191,19 @@ out:
     return err;
 }
 
-ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
-                                  ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats)
+ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                              const ckpz_sink *dst, ckpz_stats *stats)
 {
     ctx_clear(ctx);
-    ckpz_params p;
-    ckpz_error err = params_resolve(ctx, params, &p);
+    ckpz_params p; /* with the hooks in effect (io_resolve) */
+    ckpz_source in;
+    ckpz_sink out;
+    ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
+    ckpz_read_fn rd = in.read;
+    void *rd_opaque = in.opaque;
+    ckpz_write_fn wr = out.write;
+    void *wr_opaque = out.opaque;
     if (!rd) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
     dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0};

@@ -1,12 +1,11 @@
-/* autotune.c — --target-bw: choose the levels and the thread count for the link the
- * output goes to.
+/* autotune.c — --target-bw: measure the candidate levels on samples of the file, for
+ * tune.c to choose the levels and the thread count for the link the output goes to.
  *
- * A codec slower than the link makes saving slower than not compressing; a faster link
- * wants a faster codec. For each input file the choice comes from measurement, not from
- * a table. Its tensors (listed by the --predict reader, which reads the header and tiny
- * samples) fall into roles by name: Adam's exp_avg_sq, exp_avg, gradients (names with
- * "grad") and the rest (weights, and the bytes outside tensors); they compress
- * differently, so each role of at least 2% of the file is measured on its own: chunks
+ * For each input file the choice comes from measurement, not from a table. Its tensors
+ * (listed by the --predict reader, which reads the header and tiny samples) fall into
+ * roles by name: Adam's exp_avg_sq, exp_avg, gradients (names with "grad") and the rest
+ * (weights, and the bytes outside tensors); they compress differently, so each role of
+ * at least 2% of the file is measured on its own: chunks
  * of the role's tensors of its most common dtype, cut as the compression will cut them
  * and drawn one in k (gather), together about 1/128 of the role (at least 64 KiB and 16
  * chunks where it has them, at most 2 MiB for the file), are compressed in memory at
@@ -22,80 +21,35 @@
  * chunking (small tensors are small chunks, each with its fixed costs: the same bytes
  * ran at 1.5 GB/s as 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on
  * one context for every sample (it keeps the coders' memory between calls, as one long
- * compression keeps it between chunks) into one output buffer, on one thread (scale(T)
- * below makes that T threads), fastest of three runs. Before, one-shot calls that set
+ * compression keeps it between chunks) into one output buffer, on one thread (tune.c's
+ * scale(T) makes that T threads), fastest of three runs. Before, one-shot calls that set
  * everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
  * predicted for a 256 MB file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s).
  * The model does not count the CLI's reading of the input (its copies, the kernel's):
- * about a third of a -T1 run from the page cache. A save that would take under QUICK_SAVE_S
- * uncompressed is not measured for at all: the default level, on one thread per
- * QUICK_MBS_PER_THREAD of link, outruns such links here and costs less than measuring.
+ * about a third of a -T1 run from the page cache. A save that would take under half a
+ * second uncompressed is not measured for at all (tune_quick): the default level, on one
+ * thread per GB/s of link, outruns such links here and costs less than measuring.
  *
- * The cost of a configuration (threads T, a level L_r per role r of S_r bytes) over a
- * link of B bytes/s is
- *     compress   c = sum S_r / (speed_c(r, L_r) x scale(T))  scale(T) = 1 + 0.73 (T - 1),
- *     transfer   x = sum S_r / ratio(r, L_r) / B             measured (ckpz -b -T1/-T2 on
- *     decompress d = sum S_r / speed_d(r, L_r)               371 MB: 1.73x)
- * and, compression being overlapped with writing, saving takes max(c, x): the choice
- * minimises it over every combination (at most 3^4 per thread count), the fewest threads
- * within 1% of the best, then the smallest output. The levels reach the library as a
- * policy of lossless rules, one per role (`*exp_avg_sq* lossless level 6`, ...). Lossy
- * modes are never chosen on their own (they change the data); with --policy the user's
- * rules hold and one level serves the file. -v prints every role's measurements, each
- * thread count's best and every uniform configuration with c, x, d and seed 001's total
- * c + x + d, and the choice; writing the file uncompressed takes S / B, printed too, so
- * that a choice slower than that would show.
+ * What the measurements make of it (the cost model and the choice) is tune.c's, a pure
+ * function of them: this file measures, tune.c chooses.
  */
-#include "autotune.h"
-#include "memio.h"
-
-#include <math.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "autotune.h"
+#include "display.h"
+#include "tune.h"
 
 #define SAMPLE (2u << 20)
 #define SAMPLE_MIN (64u << 10)
 
-static const int levels[] = {1, 3, 6};
-/* Levels 6 and up run at 10-150 MB/s per core here (BENCHMARKS.md): on a link faster than
- * that they cannot save time, so they are not even measured. */
-#define SLOW_LEVEL 6
-/* Saves shorter than this (file size / link speed) are not worth measuring for. */
-#define QUICK_SAVE_S 0.5
-/* What one thread compresses at the default level, at least (2-3.5 GB/s on float
- * checkpoints here, BENCHMARKS.md): the quick choice's threads per MB/s of link. */
-#define QUICK_MBS_PER_THREAD 1000.0
-#define SLOW_LEVEL_MAX_MBS 150.0
-#define NLEVELS (int)(sizeof levels / sizeof levels[0])
 #define MAX_THREADS 64
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double scale(int t) { return 1 + 0.73 * (t - 1); }
-
-/* Roles, in the order their policy rules are tried (exp_avg_sq before exp_avg). */
-enum { ROLE_V, ROLE_M, ROLE_G, ROLE_W, NROLES };
-static const char *const role_glob[NROLES] = {"*exp_avg_sq*", "*exp_avg*", "*grad*", "*"};
-static const char *const role_name[NROLES] = {"exp_avg_sq", "exp_avg", "gradients", "weights and the rest"};
 /* A role below this share of the file is not measured: it takes the rest's level. */
 #define ROLE_MIN_SHARE 0.02
-
-static int role_of(const char *name)
-{
-    if (strstr(name, "exp_avg_sq")) return ROLE_V;
-    if (strstr(name, "exp_avg")) return ROLE_M;
-    if (strstr(name, "grad")) return ROLE_G;
-    return ROLE_W;
-}
 
 /* The tensors of the file, from the --predict reader (header and tiny samples only). */
 typedef struct {
@@ -123,7 +77,7 @@ static int collect(void *opaque, const ckpz_prediction *t)
     }
     char *name = strdup(t->name);
     if (!name) return 1;
-    v->s[v->n++] = (seg){t->offset, t->length, t->dtype, role_of(t->name), name, -1};
+    v->s[v->n++] = (seg){t->offset, t->length, t->dtype, tune_role_of(t->name), name, -1};
     return 0;
 }
 
@@ -139,9 +93,9 @@ static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const voi
                          segs *v)
 {
     segs b = {0};
-    memsrc m = {base, base_size, 0};
+    ckpz_mem m = {.data = (void *)base, .size = base_size};
     size_t found = 0;
-    if (ckpz_predict_file(ctx, pp, memsrc_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
+    if (ckpz_predict_file(ctx, pp, ckpz_mem_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
         segs_free(&b);
         return 0;
     }
@@ -158,22 +112,6 @@ static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const voi
     segs_free(&b);
     return found;
 }
-
-static int fd_pread(void *opaque, void *buf, size_t n, uint64_t off)
-{
-    FILE *f = opaque;
-    return fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(buf, 1, n, f) == n ? 0 : -1;
-}
-
-/* What one role measured: per level its ratio and compress / decompress speed (bytes/s). */
-typedef struct {
-    int measured[NLEVELS];
-    double ratio[NLEVELS], sc[NLEVELS], sd[NLEVELS];
-    double bytes; /* of the file this role stands for */
-    ckpz_dtype dt;
-    size_t sample;
-    int delta;    /* measured against the base's chunks at the same places */
-} role_cost;
 
 /* One piece of a sample: a chunk as the compression will cut it (buf[at..at+len)). */
 typedef struct {
@@ -202,7 +140,7 @@ static uint64_t pick(uint64_t c)
  * fall on the same few tensors of every layer (layers repeat one layout), so the one
  * is drawn by a hash of the chunk's number. With base: only tensors found in the base,
  * whose bytes at the same places go to bbuf. */
-static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
+static size_t gather(ckpz_fd *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
                      const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
 {
     size_t n = 0;
@@ -226,7 +164,7 @@ static size_t gather(FILE *f, const segs *v, int role, ckpz_dtype dt, size_t wan
             uint64_t len = v->s[i].len - at < chunk ? v->s[i].len - at : chunk;
             if (len > SAMPLE - n) len = SAMPLE - n;
             len -= len % es;
-            if (!len || fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
+            if (!len || ckpz_fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
             if (base) memcpy(bbuf + n, base + v->s[i].boff + at, (size_t)len);
             pc[(*npc)++] = (piece){n, (size_t)len};
             n += (size_t)len;
@@ -264,24 +202,24 @@ static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_
  * file); st, bst and back hold a sample file each. */
 static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const piece *pc, size_t np, ckpz_dtype dt,
                    const uint8_t *bbuf, uint8_t *st, uint8_t *bst, uint8_t *back, uint8_t *z, size_t zcap,
-                   role_cost *rc)
+                   tune_role *rc)
 {
     size_t nall = 0;
     for (size_t i = 0; i < np; i++) nall += pc[i].len;
-    for (int k = 0; k < NLEVELS; k++) {
-        rc->measured[k] = !(levels[k] >= SLOW_LEVEL && p->target_bw > SLOW_LEVEL_MAX_MBS);
+    for (int k = 0; k < TUNE_NLEVELS; k++) {
+        rc->measured[k] = !(tune_levels[k] >= TUNE_SLOW_LEVEL && p->target_bw > TUNE_SLOW_LEVEL_MAX_MBS);
         if (!rc->measured[k]) continue;
         /* the slow level on the first pieces that make 1/16 of the sample */
         size_t use = np, bytes = nall;
-        if (levels[k] >= SLOW_LEVEL) {
+        if (tune_levels[k] >= TUNE_SLOW_LEVEL) {
             for (use = 0, bytes = 0; use < np && bytes < nall / 16;) bytes += pc[use++].len;
         }
         size_t m = sample_file(buf, pc, use, dt, st);
         if (bbuf) sample_file(bbuf, pc, use, dt, bst);
         ckpz_params q;
         fio_params(p, &q);
-        q.level = levels[k];
-        q.threads = 1;     /* scale(T) makes it T threads */
+        q.level = tune_levels[k];
+        q.threads = 1;     /* tune.c's scale(T) makes it T threads */
         q.format = CKPZ_INPUT_SAFETENSORS;
         q.policy = NULL;   /* the level's own speed; a lossy policy keeps its share */
         q.base = bbuf ? bst : NULL; /* the same pieces of the base, in a file of the same layout */
@@ -291,11 +229,11 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
          * the sample cold, and another process may take the core in any */
         double best_c = 1e30, best_d = 1e30;
         for (int run = 0; run < 3; run++) {
-            double t0 = now();
+            double t0 = fio_now();
             if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
-            double t1 = now();
+            double t1 = fio_now();
             if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) return -1;
-            double t2 = now();
+            double t2 = fio_now();
             if (t1 - t0 < best_c) best_c = t1 - t0;
             if (t2 - t1 < best_d) best_d = t2 - t1;
         }
@@ -306,7 +244,7 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
             /* A part of the sample codes worse than all of it (tables weigh more): the
              * slow level's ratio is its gain over the level below on the same part,
              * applied to that level's ratio on the whole sample. */
-            q.level = levels[k - 1];
+            q.level = tune_levels[k - 1];
             if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
             rc->ratio[k] *= rc->ratio[k - 1] / ((double)m / (double)(zl ? zl : 1));
         }
@@ -314,53 +252,7 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
     return 0;
 }
 
-/* The model's times (seconds) for levels lv[r] (indexes into levels[]) on t threads. */
-typedef struct {
-    double c, x, d, save;
-} cost;
-
-static cost model(const role_cost *rc, const int *lv, int t, double B)
-{
-    cost k = {0, 0, 0, 0};
-    for (int r = 0; r < NROLES; r++) {
-        if (!(rc[r].bytes > 0)) continue;
-        int l = lv[r];
-        k.c += rc[r].bytes / (rc[r].sc[l] * scale(t));
-        k.x += rc[r].bytes / rc[r].ratio[l] / B;
-        k.d += rc[r].bytes / rc[r].sd[l];
-    }
-    k.save = k.c > k.x ? k.c : k.x;
-    return k;
-}
-
-/* Next combination of levels for the roles that have bytes (odometer over measured
- * levels); 0 after the last. */
-static int next_combo(const role_cost *rc, int *lv)
-{
-    for (int r = 0; r < NROLES; r++) {
-        if (!(rc[r].bytes > 0)) continue;
-        do
-            lv[r]++;
-        while (lv[r] < NLEVELS && !rc[r].measured[lv[r]]);
-        if (lv[r] < NLEVELS) return 1;
-        lv[r] = 0;
-        while (!rc[r].measured[lv[r]]) lv[r]++;
-    }
-    return 0;
-}
-
-static void levels_text(const role_cost *rc, const int *lv, char *b, size_t len)
-{
-    size_t at = 0;
-    b[0] = 0;
-    for (int r = 0; r < NROLES && at < len; r++)
-        if (rc[r].bytes > 0)
-            at += (size_t)snprintf(b + at, len - at, "%s%s -%d", at ? ", " : "", r == ROLE_W ? "rest" : role_name[r],
-                                   levels[lv[r]]);
-}
-
-int autotune_choose(const fio_prefs *p, const char *path, const void *base, size_t base_size, int *level,
-                    int *threads, char **policy)
+int autotune_choose(const fio_prefs *p, const char *path, const void *base, size_t base_size, autotune_choice *out)
 {
     size_t zcap = ckpz_compress_bound(SAMPLE + HEADER_ROOM);
     uint8_t *buf = malloc(SAMPLE), *bbuf = NULL, *zbuf = malloc(zcap);
@@ -369,32 +261,25 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     size_t npc = 0;
     ckpz_ctx *ctx = ckpz_ctx_create();
     int rc_ = -1;
-    double t_start = now();
+    double t_start = fio_now();
     segs v = {0};
-    FILE *f = NULL;
-    *policy = NULL;
+    ckpz_fd fd = {-1, 0, 0};
+    out->policy = NULL;
     if (!buf || !back || !zbuf || !sfile || !pc || !ctx) goto out;
     struct stat st0;
     int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
     if (budget < 1) budget = 1;
     if (budget > MAX_THREADS) budget = MAX_THREADS;
-    if (stat(path, &st0) == 0 && (double)st0.st_size / (p->target_bw * 1e6) < QUICK_SAVE_S) {
-        /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
-         * short: the default level, on as few threads as keep up with the link (the
-         * writer of the output needs a core too: on 2 cores, -T2 into a 1 GB/s pipe was
-         * 20% slower than -T1). */
-        *level = CKPZ_LEVEL_DEFAULT;
-        *threads = (int)ceil(p->target_bw / QUICK_MBS_PER_THREAD);
-        if (*threads > budget) *threads = budget;
-        if (*threads < 1) *threads = 1;
+    if (stat(path, &st0) == 0 && tune_quick((double)st0.st_size, p->target_bw, budget, &out->level, &out->threads)) {
         if (p->verbosity >= 3)
             fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
-                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), *level, *threads);
+                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), out->level,
+                    out->threads);
         rc_ = 0;
         goto out;
     }
-    if (!(f = fopen(path, "rb"))) goto out;
+    if ((fd.fd = open(path, O_RDONLY)) < 0) goto out;
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
     pp.format = p->format;
@@ -403,9 +288,10 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     pp.sample_budget = 4096;
     ckpz_predict_total tot;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || ckpz_predict_file(ctx, &pp, fd_pread, f, (uint64_t)st.st_size, collect, &v, &tot))
+    if (fstat(fd.fd, &st) != 0 ||
+        ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &fd, (uint64_t)st.st_size, collect, &v, &tot))
         goto out;
-    double S = (double)st.st_size, B = p->target_bw * 1e6;
+    double S = (double)st.st_size;
     /* With a base, the tensors it holds are measured as deltas against it. */
     size_t in_base = base && (bbuf = malloc(SAMPLE)) && (bst = malloc(SAMPLE + HEADER_ROOM))
                          ? match_base(ctx, &pp, base, base_size, &v)
@@ -415,9 +301,10 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     size_t chunk = (chunking.chunk_size ? chunking.chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
 
     /* Bytes per role and dtype; a role's measured dtype is its most common one. */
-    role_cost rc[NROLES];
-    memset(rc, 0, sizeof rc);
-    uint64_t by[NROLES][CKPZ_DTYPE_COUNT_];
+    tune_input in;
+    memset(&in, 0, sizeof in);
+    tune_role *rc = in.role;
+    uint64_t by[TUNE_NROLES][CKPZ_DTYPE_COUNT_];
     memset(by, 0, sizeof by);
     double tensor_bytes = 0;
     for (size_t i = 0; i < v.n; i++) {
@@ -425,7 +312,7 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         tensor_bytes += (double)v.s[i].len;
     }
     int biggest = -1;
-    for (int r = 0; r < NROLES; r++) {
+    for (int r = 0; r < TUNE_NROLES; r++) {
         uint64_t all = 0;
         for (int d = 1; d < CKPZ_DTYPE_COUNT_; d++) {
             all += by[r][d];
@@ -437,29 +324,29 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     if (biggest < 0) goto out;
     /* Small roles go to the rest (its rule "*" catches them), as do the bytes outside
      * tensors; if the rest is small itself it is costed as the biggest role. */
-    rc[ROLE_W].bytes += S - tensor_bytes;
-    for (int r = 0; r < ROLE_W; r++)
+    rc[TUNE_W].bytes += S - tensor_bytes;
+    for (int r = 0; r < TUNE_W; r++)
         if (rc[r].bytes < ROLE_MIN_SHARE * S) {
-            rc[ROLE_W].bytes += rc[r].bytes;
+            rc[TUNE_W].bytes += rc[r].bytes;
             rc[r].bytes = 0;
         }
-    int w_alias = by[ROLE_W][rc[ROLE_W].dt] < ROLE_MIN_SHARE * S && biggest != ROLE_W ? biggest : -1;
+    int w_alias = by[TUNE_W][rc[TUNE_W].dt] < ROLE_MIN_SHARE * S && biggest != TUNE_W ? biggest : -1;
     size_t want = (size_t)(S / 128 < SAMPLE ? S / 128 : SAMPLE);
     if (want < SAMPLE_MIN) want = SAMPLE_MIN;
     int nroles = 0;
-    for (int r = 0; r < NROLES; r++) {
-        if (!(rc[r].bytes > 0) || (r == ROLE_W && w_alias >= 0)) continue;
+    for (int r = 0; r < TUNE_NROLES; r++) {
+        if (!(rc[r].bytes > 0) || (r == TUNE_W && w_alias >= 0)) continue;
         size_t share = (size_t)((double)want * rc[r].bytes / S);
         if (share < SAMPLE_MIN) share = SAMPLE_MIN;
         if (share > SAMPLE) share = SAMPLE;
-        rc[r].sample = in_base ? gather(f, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
+        rc[r].sample = in_base ? gather(&fd, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
         rc[r].delta = rc[r].sample > 0;
         if (!rc[r].delta) /* no base, or none of the role's tensors in it: stand-alone */
-            rc[r].sample = gather(f, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
+            rc[r].sample = gather(&fd, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
         if (rc[r].sample == 0 || measure(ctx, p, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL, sfile, bst, back,
                                          zbuf, zcap, &rc[r])) {
-            if (r != ROLE_W) { /* unmeasurable: counted with the rest */
-                rc[ROLE_W].bytes += rc[r].bytes;
+            if (r != TUNE_W) { /* unmeasurable: counted with the rest */
+                rc[TUNE_W].bytes += rc[r].bytes;
                 rc[r].bytes = 0;
                 continue;
             }
@@ -468,123 +355,45 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
         nroles++;
     }
     if (w_alias >= 0) { /* the rest costed as the biggest role */
-        double b = rc[ROLE_W].bytes;
-        rc[ROLE_W] = rc[w_alias];
-        rc[ROLE_W].bytes = b;
-        rc[ROLE_W].sample = 0;
+        double b = rc[TUNE_W].bytes;
+        rc[TUNE_W] = rc[w_alias];
+        rc[TUNE_W].bytes = b;
+        rc[TUNE_W].sample = 0;
     }
     if (!nroles) goto out;
 
     if (p->verbosity >= 3) {
         fprintf(stderr, "%s: --target-bw %.0f MB/s, %d threads at most; measured per role (one thread%s):\n", path,
                 p->target_bw, budget, base ? "; delta: against the same windows of the base" : "");
-        for (int r = 0; r < NROLES; r++) {
+        for (int r = 0; r < TUNE_NROLES; r++) {
             if (!(rc[r].bytes > 0)) continue;
-            fprintf(stderr, "  %-21s %7.1f MB", role_name[r], rc[r].bytes / 1e6);
+            fprintf(stderr, "  %-21s %7.1f MB", tune_role_name[r], rc[r].bytes / 1e6);
             if (rc[r].sample)
                 fprintf(stderr, " (%s, %.2f MB measured%s)", ckpz_dtype_name(rc[r].dt), (double)rc[r].sample / 1e6,
                         !base ? "" : rc[r].delta ? ", delta" : ", stand-alone: not in the base");
             else
-                fprintf(stderr, " (costed as %s)", role_name[w_alias]);
-            for (int k = 0; k < NLEVELS; k++)
+                fprintf(stderr, " (costed as %s)", tune_role_name[w_alias]);
+            for (int k = 0; k < TUNE_NLEVELS; k++)
                 if (rc[r].measured[k])
-                    fprintf(stderr, "  -%d %.3fx %.0f/%.0f MB/s", levels[k], rc[r].ratio[k], rc[r].sc[k] / 1e6,
+                    fprintf(stderr, "  -%d %.3fx %.0f/%.0f MB/s", tune_levels[k], rc[r].ratio[k], rc[r].sc[k] / 1e6,
                             rc[r].sd[k] / 1e6);
             fputc('\n', stderr);
         }
-        fprintf(stderr, "  %-24s %7s %9s %9s %9s %9s %9s %s\n", "config", "ratio", "compress", "transfer", "restore",
-                "save", "c+x+d", "(seconds)");
     }
-    /* Every combination on every thread count. */
-    int lv[NROLES], best_lv[NROLES], best_t = 1;
-    double best = 1e300, best_x = 1e300;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int t = 1; t <= budget; t++) {
-            for (int r = 0; r < NROLES; r++) {
-                lv[r] = 0;
-                while (lv[r] < NLEVELS - 1 && !rc[r].measured[lv[r]]) lv[r]++;
-            }
-            int tbest[NROLES];
-            double tb = 1e300;
-            memcpy(tbest, lv, sizeof lv);
-            do {
-                cost k = model(rc, lv, t, B);
-                if (pass == 0 && k.save < best) best = k.save;
-                /* pass 1: within 1% of the best, the fewest threads, then the smallest output */
-                if (pass == 1 && k.save <= best * 1.01 && (t < best_t || (t == best_t && k.x < best_x))) {
-                    best_t = t;
-                    best_x = k.x;
-                    memcpy(best_lv, lv, sizeof lv);
-                }
-                if (k.save < tb) {
-                    tb = k.save;
-                    memcpy(tbest, lv, sizeof lv);
-                }
-            } while (next_combo(rc, lv));
-            if (pass == 0 && p->verbosity >= 3) { /* the thread count's best and the uniform configurations */
-                char name[96];
-                for (int k = -1; k < NLEVELS; k++) {
-                    int u[NROLES];
-                    if (k < 0) {
-                        memcpy(u, tbest, sizeof u);
-                        levels_text(rc, u, name, sizeof name);
-                    } else {
-                        int ok = 1;
-                        for (int r = 0; r < NROLES; r++) {
-                            u[r] = k;
-                            ok &= !(rc[r].bytes > 0) || rc[r].measured[k];
-                        }
-                        if (!ok) continue;
-                        snprintf(name, sizeof name, "-%d", levels[k]);
-                    }
-                    cost c = model(rc, u, t, B);
-                    char cfg[128];
-                    snprintf(cfg, sizeof cfg, "%s%s -T%d", k < 0 ? "best: " : "", name, t);
-                    fprintf(stderr, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", cfg, S / (c.x * B), c.c, c.x,
-                            c.d, c.save, c.c + c.x + c.d);
-                }
-            }
-        }
-        if (pass == 0) best_t = MAX_THREADS + 1;
-    }
-    cost k = model(rc, best_lv, best_t, B);
-    /* One level for all roles: no policy. Otherwise a rule per role that has bytes, the
-     * rest's level for the file (and so for the bytes outside tensors). */
-    int uniform = 1;
-    for (int r = 0; r < NROLES; r++)
-        if (rc[r].bytes > 0 && best_lv[r] != best_lv[biggest]) uniform = 0;
-    *level = levels[best_lv[rc[ROLE_W].bytes > 0 ? ROLE_W : biggest]];
-    *threads = best_t;
-    if (!uniform && !p->policy) {
-        char *text = malloc(NROLES * 64);
-        if (!text) goto out;
-        size_t at = 0;
-        for (int r = 0; r < NROLES; r++)
-            if (rc[r].bytes > 0 || r == ROLE_W)
-                at += (size_t)snprintf(text + at, NROLES * 64 - at, "%s lossless level %d\n", role_glob[r],
-                                       levels[best_lv[r]]);
-        *policy = text;
-    } else if (!uniform) { /* the user's policy holds: the level of most of the bytes */
-        int r0 = ROLE_W;
-        for (int r = 0; r < NROLES; r++)
-            if (rc[r].bytes > rc[r0].bytes) r0 = r;
-        *level = levels[best_lv[r0]];
-    }
-    if (p->verbosity >= 3) {
-        char name[96];
-        if (uniform)
-            snprintf(name, sizeof name, "-%d", levels[best_lv[biggest]]);
-        else
-            levels_text(rc, best_lv, name, sizeof name);
-        fprintf(stderr, "  %-24s %7s %9s %9.3f %9s %9.3f %9.3f\n", "uncompressed", "1.000x", "", S / B, "", S / B,
-                S / B);
-        fprintf(stderr, "  chosen: %s -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)%s\n", name,
-                best_t, k.save, S / B, now() - t_start,
-                !uniform && p->policy ? "; with --policy one level for the file" : "");
-    }
+    in.file_bytes = S;
+    in.link = p->target_bw * 1e6;
+    in.budget = budget;
+    in.biggest = biggest;
+    in.user_policy = p->policy != NULL;
+    tune_choice ch;
+    tune_choose(&in, &ch);
+    if (p->verbosity >= 3) tune_explain(stderr, &in, &ch, fio_now() - t_start);
+    out->level = ch.level;
+    out->threads = ch.threads;
+    if (ch.policy[0] && !(out->policy = strdup(ch.policy))) goto out;
     rc_ = 0;
 out:
-    if (f) fclose(f);
+    if (fd.fd >= 0) close(fd.fd);
     segs_free(&v);
     free(bbuf);
     free(bst);

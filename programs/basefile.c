@@ -2,8 +2,11 @@
  *
  * A base is whatever the user names with --base: an original checkpoint (mapped, not
  * copied) or a .ckpz, which is restored first — itself through its own base when it is
- * a delta, found by the name it recorded, beside it. Every restore checks checksums, so
- * a wrong file is refused by content, never trusted by name.
+ * a delta, found by the name it recorded, beside it. Which files make that chain (the
+ * names followed, the identity test, cycles, the chain limit) is the library's policy
+ * (ckpz_chain_open), shared with every other front end; this file holds the bytes.
+ * Every restore checks checksums, so a wrong file is refused by content, never trusted
+ * by name.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,16 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basefile.h"
+#include "display.h"
 #include "fileio.h"
-
-#define MAX_CHAIN 1000 /* delta files restored one through another, at most */
-
-/* The files being restored, innermost last: a chain that comes back to one is a cycle. */
-typedef struct visit {
-    dev_t dev;
-    ino_t ino;
-    const struct visit *up;
-} visit;
 
 void fio_base_free(fio_base *b)
 {
@@ -40,41 +36,6 @@ const char *fio_base_record_name(const fio_base *b)
 {
     const char *slash = strrchr(b->path, '/');
     return slash ? slash + 1 : b->path;
-}
-
-int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    size_t got = 0;
-    if (fd < 0) return -1;
-    while (got < cap) {
-        ssize_t r = read(fd, head + got, cap - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    *len = got;
-    return 0;
-}
-
-char *fio_base_locate(const char *referrer, const char *recorded)
-{
-    const char *slash = strrchr(referrer, '/');
-    size_t dirlen = slash ? (size_t)(slash - referrer) + 1 : 0, n = strlen(recorded);
-    char *path;
-    struct stat st;
-    /* only a plain file name beside the referring file: a recorded name is data from
-     * the file and must not reach elsewhere */
-    if (!n || strchr(recorded, '/') || !strcmp(recorded, ".") || !strcmp(recorded, "..")) return NULL;
-    if (!(path = malloc(dirlen + n + sizeof(FIO_SUFFIX)))) return NULL;
-    memcpy(path, referrer, dirlen);
-    memcpy(path + dirlen, recorded, n + 1);
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return path;
-    memcpy(path + dirlen + n, FIO_SUFFIX, sizeof(FIO_SUFFIX)); /* its compressed form */
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return path;
-    free(path);
-    return NULL;
 }
 
 /* Maps a regular file read-only (an empty file gets no mapping). */
@@ -112,99 +73,132 @@ static int map_file(const char *path, fio_base *b)
     return 0;
 }
 
-static int load(const fio_prefs *p, const char *path, fio_base *b, int level, const visit *up)
+/* Restores the .ckpz at path against parent (zeroed for a stand-alone file) into *b. */
+static int restore(const fio_prefs *p, ckpz_ctx *ctx, const char *path, const fio_base *parent, fio_base *b)
 {
-    unsigned char *head = NULL; /* on the heap: chains recurse */
-    size_t hlen = 0;
-    ckpz_base_info info;
-    ckpz_ctx *ctx = NULL;
-    fio_base parent;
     void *packed = NULL;
     size_t packed_size = 0;
     uint64_t orig = 0;
     int rc = -1;
-
-    memset(b, 0, sizeof(*b));
-    memset(&parent, 0, sizeof(parent));
-    if (!(b->path = strdup(path))) {
-        fio_error("%s: out of memory", path);
-        return -1;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !(head = malloc(CKPZ_BASE_PROBE)) ||
-        fio_read_head(path, head, CKPZ_BASE_PROBE, &hlen) != 0) {
-        fio_error("%s: %s", path, strerror(errno));
-        goto fail;
-    }
-    for (const visit *v = up; v; v = v->up)
-        if (v->dev == st.st_dev && v->ino == st.st_ino) {
-            fio_error("%s: the chain of delta files comes back to this file (a cycle)", path);
-            goto fail;
-        }
-    visit here = {st.st_dev, st.st_ino, up};
-    if (!(ctx = ckpz_ctx_create())) {
-        fio_error("%s: out of memory", path);
-        goto fail;
-    }
-    ckpz_error e = ckpz_base_info_read(ctx, head, hlen, &info);
-    if (e == CKPZ_ERR_NOT_CKPZ) { /* an original checkpoint */
-        if (map_file(path, b) != 0) goto fail;
-        rc = 0;
-        goto out;
-    }
-    if (e != CKPZ_OK) {
-        fio_error("%s: %s", path, ckpz_ctx_message(ctx));
-        goto fail;
-    }
-    if (info.needed) { /* a delta file itself: restore its base first */
-        char *pp = fio_base_locate(path, info.name);
-        if (level >= MAX_CHAIN) {
-            fio_error("%s: chain of delta files longer than %d", path, MAX_CHAIN);
-            free(pp);
-            goto fail;
-        }
-        if (!pp) {
-            fio_error("%s: is a delta file whose base (%llu bytes, CRC-32C %08x%s%s%s) is not beside it; "
-                      "restore it first or rebase it",
-                      path, (unsigned long long)info.size, (unsigned)info.checksum, info.name[0] ? ", '" : "",
-                      info.name, info.name[0] ? "'" : "");
-            goto fail;
-        }
-        int r = load(p, pp, &parent, level + 1, &here);
-        free(pp);
-        if (r != 0) goto fail;
-        b->depth = info.depth;
-    }
-    if (fio_load_file(path, &packed, &packed_size) != 0) goto fail;
+    if (fio_load_file(path, &packed, &packed_size) != 0) return -1;
     if (ckpz_original_size(ctx, packed, packed_size, &orig) != CKPZ_OK) {
         fio_error("%s: %s", path, ckpz_ctx_message(ctx));
-        goto fail;
+        goto out;
     }
     if (orig > (uint64_t)SIZE_MAX / 2 || !(b->data = malloc(orig ? (size_t)orig : 1))) {
         fio_error("%s: cannot hold its %llu restored bytes in memory", path, (unsigned long long)orig);
-        goto fail;
+        goto out;
     }
     b->size = (size_t)orig;
-    {
-        ckpz_params params;
-        fio_params(p, &params);
-        params.base = parent.data;
-        params.base_size = parent.size;
-        if (ckpz_decompress_buffer(ctx, &params, packed, packed_size, b->data, b->size) != CKPZ_OK) {
-            fio_error("%s: %s", path, ckpz_ctx_message(ctx));
-            goto fail;
-        }
+    ckpz_params params;
+    fio_params(p, &params);
+    params.base = parent->data;
+    params.base_size = parent->size;
+    if (ckpz_decompress_buffer(ctx, &params, packed, packed_size, b->data, b->size) != CKPZ_OK) {
+        fio_error("%s: %s", path, ckpz_ctx_message(ctx));
+        goto out;
     }
     rc = 0;
-    goto out;
-fail:
-    fio_base_free(b);
 out:
-    fio_base_free(&parent);
-    free(head);
     free(packed);
-    ckpz_ctx_free(ctx);
     return rc;
 }
 
-int fio_base_load(const fio_prefs *p, const char *path, fio_base *b) { return load(p, path, b, 0, NULL); }
+/* Why the chain of path could not be walked: the library's message, whole. */
+static void chain_error(const char *path, const ckpz_chain *c, const ckpz_ctx *ctx)
+{
+    size_t n = ckpz_chain_message(c, NULL, 0);
+    char *m = c && n ? malloc(n + 1) : NULL;
+    if (m) ckpz_chain_message(c, m, n + 1);
+    if (!c) fio_error("%s: out of memory", path);
+    else fio_error("%s", m ? m : ckpz_ctx_message(ctx));
+    free(m);
+}
+
+int fio_base_load(const fio_prefs *p, const char *path, fio_base *b)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_chain *c = NULL;
+    ckpz_base_info info;
+    fio_base cur, next;
+    memset(b, 0, sizeof(*b));
+    memset(&cur, 0, sizeof(cur));
+    if (!ctx || !(b->path = strdup(path))) {
+        fio_error("%s: out of memory", path);
+        goto fail;
+    }
+    if (ckpz_chain_open(ctx, path, &c) != CKPZ_OK) {
+        chain_error(path, c, ctx);
+        goto fail;
+    }
+    for (size_t i = ckpz_chain_length(c); i-- > 0;) { /* from the bottom up, each link against the one below */
+        const char *lp = ckpz_chain_path(c, i);
+        memset(&next, 0, sizeof(next));
+        if (ckpz_chain_link(c, i, NULL) == 0 ? map_file(lp, &next) != 0 : restore(p, ctx, lp, &cur, &next) != 0) {
+            fio_base_free(&next);
+            goto fail;
+        }
+        fio_base_free(&cur);
+        cur = next;
+    }
+    b->data = cur.data;
+    b->size = cur.size;
+    b->mapped = cur.mapped;
+    b->depth = ckpz_chain_link(c, 0, &info) == 1 && info.needed ? info.depth : 0;
+    ckpz_chain_free(c);
+    ckpz_ctx_free(ctx);
+    return 0;
+fail:
+    fio_base_free(&cur);
+    fio_base_free(b);
+    ckpz_chain_free(c);
+    ckpz_ctx_free(ctx);
+    return -1;
+}
+
+int fio_base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio_base **out)
+{
+    unsigned char head[CKPZ_BASE_PROBE];
+    size_t hlen = 0;
+    ckpz_base_info info;
+    ckpz_ctx *ctx;
+    char *path = NULL;
+    *out = NULL;
+    if (!strcmp(src, "-")) { /* a pipe cannot be peeked at: --base or nothing */
+        if (!p->base_path) return 0;
+        path = strdup(p->base_path);
+    } else {
+        if (fio_read_head(src, head, sizeof(head), &hlen) != 0) return 0; /* the open reports it */
+        if (!(ctx = ckpz_ctx_create())) {
+            fio_error("out of memory");
+            return 1;
+        }
+        ckpz_error e = ckpz_base_info_read(ctx, head, hlen, &info);
+        ckpz_ctx_free(ctx);
+        if (e != CKPZ_OK || !info.needed) return 0; /* not ours to judge here, or stand-alone */
+        if (!p->base_path) {
+            char *found = ckpz_base_locate(src, info.name);
+            if (!found) /* not beside it: the library restores it if no entry was coded against the base, */
+                return 0; /* and otherwise names the base at the first entry that needs it */
+            path = strdup(found);
+            ckpz_free(found);
+        } else {
+            path = strdup(p->base_path);
+        }
+    }
+    if (!path) {
+        fio_error("out of memory");
+        return 1;
+    }
+    if (!cache->path || strcmp(cache->path, path)) {
+        fio_base_free(cache);
+        if (fio_base_load(p, path, cache) != 0) {
+            free(path);
+            return 1;
+        }
+        if (p->verbosity >= 3) fprintf(stderr, "%s : base %s\n", src, path);
+    }
+    free(path);
+    *out = cache;
+    return 0;
+}

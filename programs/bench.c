@@ -10,15 +10,15 @@
  * failure, not a number (with lossy options, the restored content's checksums are
  * what decompression verifies). MB/s = original bytes / seconds / 1e6, as zstd prints it.
  */
-#include "bench.h"
-#include "memio.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
+
+#include "bench.h"
+#include "display.h"
+#include "fileio.h"
 
 #define BENCH_MIN_RUNS 3
 #define BENCH_MAX_RUNS 10000
@@ -26,13 +26,6 @@
 const char *bench_zstd_version(void)
 {
     return ZSTD_versionString();
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -61,12 +54,12 @@ typedef struct bench_job {
 static double measure(bench_job *j, double seconds)
 {
     static double times[BENCH_MAX_RUNS];
-    double start = now_s(), med;
+    double start = fio_now(), med;
     int n = 0;
-    while (n < BENCH_MAX_RUNS && (n < BENCH_MIN_RUNS || now_s() - start < seconds)) {
-        double t0 = now_s();
+    while (n < BENCH_MAX_RUNS && (n < BENCH_MIN_RUNS || fio_now() - start < seconds)) {
+        double t0 = fio_now();
         if (j->run(j) != 0) return -1.0;
-        times[n++] = now_s() - t0;
+        times[n++] = fio_now() - t0;
     }
     qsort(times, (size_t)n, sizeof(times[0]), cmp_double);
     med = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
@@ -74,18 +67,18 @@ static double measure(bench_job *j, double seconds)
 }
 
 /* Compressed output goes to one buffer allocated before the first run and reused (a
- * membuf, memio.h), as zstd's does, so that no run pays for faulting in fresh pages. */
+ * ckpz_mem of fixed capacity), as zstd's does, so that no run pays for faulting in fresh
+ * pages. */
 static int run_ckpz_c(bench_job *j)
 {
-    memsrc in = {j->src, j->src_size, 0};
-    membuf out = {j->dst, 0, j->dst_cap};
-    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, memsrc_read, &in, j->src_size, membuf_write, &out,
+    ckpz_mem in = {.data = (void *)j->src, .size = j->src_size}, out = {.data = j->dst, .capacity = j->dst_cap};
+    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, ckpz_mem_read, &in, j->src_size, ckpz_mem_write, &out,
                                         NULL);
     if (e != CKPZ_OK) {
         snprintf(j->err, sizeof(j->err), "ckpz compression: %s", ckpz_ctx_message(j->ctx));
         return -1;
     }
-    j->dst_size = out.n;
+    j->dst_size = out.size;
     return 0;
 }
 

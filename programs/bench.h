@@ -1,10 +1,10 @@
 /* bench.h — ckpz -b: the in-memory benchmark of ckpz against zstd on the same bytes.
- * It sits beside fileio.c (not in the library) because it is the one place that calls
+ * It sits in the CLI (not in the library) because it is the one place that calls
  * zstd directly, as the baseline every claim in BENCHMARKS.md is measured against. */
 #ifndef CKPZ_BENCH_H
 #define CKPZ_BENCH_H
 
-#include "fileio.h"
+#include "prefs.h"
 
 /* Benchmarks each file; prints one line per codec and the speed ratios on stdout.
  * Returns 0, or 1 if a file failed (read error, round trip not identical). */

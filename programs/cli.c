@@ -3,9 +3,10 @@
  * The flags are the ones zstd, xz and gzip users already type (-d -c -k --rm -f -o -r
  * -T# -1..-9 -v -q -l -t --), parsed by hand so that short flags combine the way they do
  * there (-dkf, -T4, -c3) and options may follow file names. Parsing only fills a
- * fio_prefs and picks an operation; fileio.c does the work on files and bench.c the
- * in-memory benchmark. A usage error exits with 2 before any file is touched; a failure
- * on a file exits with 1 after the remaining files were processed.
+ * fio_prefs (prefs.h) and picks an operation (ops.h: ops.c, list.c, rebase.c work on
+ * files; bench.c is the in-memory benchmark, predict_cli.c the prediction). A usage
+ * error exits with 2 before any file is touched; a failure on a file exits with 1 after
+ * the remaining files were processed.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +17,10 @@
 #include "bench.h"
 #include "ckpz.h"
 #include "fileio.h"
+#include "filelist.h"
+#include "ops.h"
 #include "predict_cli.h"
+#include "prefs.h"
 
 typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE, MODE_PREDICT } cli_mode;
 

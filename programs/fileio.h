@@ -1,97 +1,103 @@
-/* fileio.h — the file side of the ckpz command line: what cli.c decided, applied to
- * files. cli.c parses arguments into a fio_prefs and calls one fio_*_files function per
- * operation; everything that touches the file system (naming outputs, temporary files,
- * refusing terminals, signals, progress, the summaries) lives behind these calls so that
- * the argument parser stays a table of flags. All functions print their own messages
- * ("ckpz: FILE: reason") and return 0 on success, 1 if any file failed.
+/* fileio.h — the command line's files: inputs (infile.c) and outputs with their
+ * temporary-file commit and the signals that clean up after them (outfile.c). Both move
+ * their bytes through the library's fd adapter (ckpz_fd) and hand the library a source
+ * and a sink of their own buffering. Functions that fail print why ("ckpz: FILE:
+ * reason") unless said otherwise.
  */
 #ifndef CKPZ_FILEIO_H
 #define CKPZ_FILEIO_H
 
 #include <stddef.h>
-#include "ckpz.h"
+#include <stdint.h>
+#include <sys/stat.h>
 
-#define FIO_SUFFIX ".ckpz"
+#include "prefs.h"
 
-typedef struct fio_prefs {
-    int level;                 /* 1..9 */
-    int threads;               /* 0 = all cores */
-    int threads_set;           /* -T given (bench defaults to one thread otherwise) */
-    size_t chunk_size;         /* 0 = library default */
-    ckpz_input_format format;
-    ckpz_dtype raw_dtype;
-    size_t mem_limit;          /* --memory: 0 = library default */
-    int force;                 /* -f */
-    int remove_src;            /* --rm */
-    int to_stdout;             /* -c */
-    const char *out_name;      /* -o, or NULL */
-    int verbosity;             /* 0 silent, 1 errors, 2 default, 3+ -v */
-    int progress;              /* -1 auto (stderr is a terminal), 0 off, 1 on */
-    double bench_seconds;      /* -i#: time per benchmark measurement */
-    const char *base_path;     /* --base, or NULL */
-    unsigned keyframe_every;   /* --keyframe-every: 0 = no limit on chains */
-    const char *policy;        /* lossy rules (ckpz_params.policy), or NULL */
-    const char *levels;        /* --target-bw's per-tensor levels (a lossless policy) when policy is NULL */
-    int stats;                 /* --stats: 0 off, 1 text, 2 JSON (one object per file, stderr) */
-    double target_bw;          /* --target-bw: MB/s of the output's link; 0 = not tuning */
-    int cpu_budget;            /* --cpu-budget: most threads --target-bw may choose; 0 = all */
-    double max_mae;            /* --max-mae: 0 = none */
-} fio_prefs;
+#define FIO_BUF_SIZE (4u << 20)
 
-void fio_prefs_init(fio_prefs *p);
-/* ckpz_params from the preferences (threads as given). */
-void fio_params(const fio_prefs *p, ckpz_params *params);
+/* ---- input (infile.c) ---- */
+typedef struct fio_in {
+    const char *name;   /* for messages */
+    ckpz_fd io;         /* the library's fd adapter moves the bytes */
+    int is_stdin;
+    int regular;
+    struct stat st;
+    uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
+    unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
+    size_t pos, len;
+    int eof;
+    int err;            /* errno of a failed read */
+    uint64_t consumed;  /* bytes handed to the library, all streams together */
+    /* Concatenated .ckpz streams (-d, -t): the library reads a stream's index up to the
+     * end of its input, so each stream is made to end where its trailer does. */
+    int split;
+    uint64_t stream_pos; /* bytes of the current stream handed over */
+    size_t scanned;      /* buffer offsets up to this were tried as the end of a trailer */
+    size_t limit;        /* where the current stream ends in buf, once stream_end */
+    int stream_end;
+} fio_in;
+
+/* Opens name ("-" = stdin). need_regular: random access (list, extract). 0 or -1. */
+int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular);
+void fio_in_close(fio_in *in);
+/* in as a source: its buffered reads (split at stream ends in split mode), its size. */
+void fio_in_source(fio_in *in, ckpz_source *src);
+/* ckpz_read_fn: fills as much of n as the input has; 0 only at the end (of the current
+ * stream, in split mode). */
+ptrdiff_t fio_in_read(void *in, void *dst, size_t n);
+/* ckpz_pread_fn: a short read fails with err left 0 (the library reports truncation). */
+int fio_in_pread(void *in, void *dst, size_t n, uint64_t off);
+/* Split mode, after a stream was decoded: 1 when another one follows (bytes remain),
+ * 0 at the end of the input, -1 on a read error. */
+int fio_in_next_stream(fio_in *in);
+/* Did the regular file in change while it was read (`doing` says how, for the
+ * message)? Its size and mtime against those at open and (check_count) the bytes
+ * handed over against its size. Prints why; 1 when it changed. */
+int fio_in_changed(fio_in *in, const char *doing, int check_count);
+/* Reads a whole regular file (or "-") into malloc'd memory. 0 or -1. */
+int fio_load_file(const char *path, void **data, size_t *size);
+/* Reads up to cap bytes from the start of path; 0, or -1 with errno (prints nothing). */
+int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len);
+
+/* ---- output (outfile.c) ---- */
+typedef struct fio_out {
+    const char *name;   /* final name, or "stdout" */
+    ckpz_fd io;         /* the library's fd adapter moves the bytes */
+    int is_stdout;
+    int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
+    int temp;           /* writing a temporary file: anonymous (anon), or a named one */
+    int anon;           /* O_TMPFILE: the file has no name until fio_out_commit links it */
+    unsigned char *buf;
+    size_t len;
+    uint64_t bytes;
+    int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
+} fio_out;
+
+/* o->err when write() returned 0: no errno says why (ckpz_fd_write then leaves errno 0),
+ * and trying again would spin */
+#define FIO_ENOPROGRESS (-1)
+const char *fio_io_strerror(int e);
 
 /* Removes the current temporary output on SIGINT/SIGTERM/SIGHUP, then dies of the
  * signal as usual. Call once, early. */
 void fio_install_signal_handlers(void);
+/* Opens the output: stdout (name NULL), an existing device or fifo, or a temporary file
+ * beside `name`. in_st (may be NULL) guards against writing over the input. binary:
+ * refuse a terminal as stdout. 0, or -1 (then call fio_out_abort). */
+int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const fio_prefs *p, int binary);
+/* o as a sink: its buffered writes, and patch for a temporary file (written from its
+ * start). */
+void fio_out_sink(fio_out *o, ckpz_sink *dst);
+int fio_out_write(void *o, const void *src, size_t n); /* a ckpz_write_fn */
+/* Drops a failed output: the temporary file goes, an existing final file is untouched. */
+void fio_out_abort(fio_out *o);
+/* Finishes the output: flush; for a file: mode and mtime of in_st (when given), fsync if
+ * durable, close, put in place under its name (and fsync the directory if durable). On
+ * failure no file is left under the final name that was not there before. 0 or -1. */
+int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int durable);
 
-/* "-" is standard input. */
-int fio_compress_files(const fio_prefs *p, const char *const *files, int n);
-int fio_decompress_files(const fio_prefs *p, const char *const *files, int n);
-int fio_test_files(const fio_prefs *p, const char *const *files, int n);
-int fio_list_files(const fio_prefs *p, const char *const *files, int n);
-int fio_extract(const fio_prefs *p, const char *tensor, const char *file);
-/* --rebase: each delta FILE.ckpz becomes a stand-alone one (to -o, or in its place). */
-int fio_rebase_files(const fio_prefs *p, const char *const *files, int n);
-
-
-/* ---- -r (filelist.c) ---- */
-/* The names in in[0..n), each directory among them replaced by the regular files under
- * it, in name order, without following symbolic links: for compression (want_ckpz 0)
- * the files without the .ckpz suffix, else only those with it. *out is malloc'd (free
- * it with fio_list_free); *failed is set when a directory could not be read (reported).
- * 0, or -1 when out of memory. */
-int fio_expand_dirs(const fio_prefs *p, int want_ckpz, const char *const *in, int n, char ***out, int *nout,
-                    int *failed);
-void fio_list_free(char **v, int n);
-
-/* ---- bases of delta files (basefile.c) ---- */
-typedef struct fio_base {
-    char *path;       /* as named */
-    void *data;       /* the base's original bytes */
-    size_t size;
-    int mapped;
-    uint32_t depth;   /* delta files behind these bytes: 0 for a stand-alone file */
-} fio_base;
-/* Loads the base named path: an original file, or a .ckpz restored (through its own
- * chain, found beside it). Prints its errors; 0 or -1. */
-int fio_base_load(const fio_prefs *p, const char *path, fio_base *b);
-void fio_base_free(fio_base *b); /* accepts a zeroed base */
-/* The name recorded in files coded against b: its file name without directories. */
-const char *fio_base_record_name(const fio_base *b);
-/* The file a delta file's recorded base name refers to: the name, or the name plus
- * .ckpz, beside `referrer`; malloc'd, or NULL when there is none. */
-char *fio_base_locate(const char *referrer, const char *recorded);
-/* Reads up to cap bytes from the start of path; 0, or -1 with errno. */
-int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len);
-
-/* Reads a whole regular file (or "-") into malloc'd memory; prints the error itself. */
-int fio_load_file(const char *path, void **data, size_t *size);
-
-/* "ckpz: " + message + newline on stderr, when verbosity allows (errors: level >= 1). */
-void fio_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Human-readable size: "512 B", "7.84 MiB", "12.0 GiB". */
-const char *fio_human(char *buf, size_t len, unsigned long long bytes);
+/* Why a library call on in and out failed: our errno when their I/O failed, else the
+ * library's message (which names chunk and tensor). in and out may be NULL. */
+void fio_report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out *out);
 
 #endif /* CKPZ_FILEIO_H */

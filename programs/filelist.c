@@ -16,7 +16,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fileio.h"
+#include "display.h"
+#include "filelist.h"
 
 #define MAX_DEPTH 512 /* directories inside directories; deeper trees are refused */
 

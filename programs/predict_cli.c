@@ -19,21 +19,8 @@
 #include <unistd.h>
 
 #include "ckpz.h"
-#include "fileio.h"
+#include "display.h"
 #include "predict_cli.h"
-
-static int file_pread(void *opaque, void *dst, size_t n, uint64_t off)
-{
-    int fd = *(int *)opaque;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
 
 typedef struct show {
     int features, no_model;
@@ -89,13 +76,6 @@ static int show_one(void *opaque, const ckpz_prediction *t)
     return 0;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int predict_run(const fio_prefs *p, const char *const *files, int n, const predict_opts *o)
 {
     int features = o->features;
@@ -141,7 +121,8 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
             continue;
         }
         unsigned char magic[8];
-        if (file_pread(&fd, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\x89" "CKPZ\r\n\x1a", 8)) {
+        ckpz_fd f = {fd, 0, 0};
+        if (ckpz_fd_pread(&f, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\x89" "CKPZ\r\n\x1a", 8)) {
             /* its bytes are already coded: a prediction would describe them, not the checkpoint */
             fprintf(stderr, "ckpz: %s: is a .ckpz file: --predict predicts the ratio of original checkpoints "
                     "(ckpz -l %s shows what this one achieved)\n", name, name);
@@ -151,9 +132,9 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
         }
         show s = {features, pp.features_only, n > 1, i == 0, name, 0, 0};
         ckpz_predict_total tot;
-        double t0 = now();
-        ckpz_error e = ckpz_predict_file(ctx, &pp, file_pread, &fd, (uint64_t)st.st_size, show_one, &s, &tot);
-        double dt = now() - t0;
+        double t0 = fio_now();
+        ckpz_error e = ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &f, (uint64_t)st.st_size, show_one, &s, &tot);
+        double dt = fio_now() - t0;
         close(fd);
         if (e == CKPZ_ERR_PARAM) { /* the model or the policy: the same for every file */
             fprintf(stderr, "ckpz: %s\n", ckpz_ctx_message(ctx)[0] ? ckpz_ctx_message(ctx) : ckpz_error_name(e));

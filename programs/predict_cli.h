@@ -2,7 +2,7 @@
 #ifndef CKPZ_PREDICT_CLI_H
 #define CKPZ_PREDICT_CLI_H
 
-#include "fileio.h"
+#include "prefs.h"
 
 typedef struct predict_opts {
     int features;           /* --predict=features: the model's inputs as TSV */

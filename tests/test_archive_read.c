@@ -96,7 +96,7 @@ static const tdesc tensors[] = {
 /* A pread over memory that counts its calls and the ones that go back in the file, and
  * fails for frames starting in [fail_lo, fail_hi). */
 typedef struct {
-    mfile f;
+    ckpz_mem f;
     int calls, back;
     uint64_t fail_lo, fail_hi, last;
 } cfile;
@@ -107,7 +107,7 @@ static int c_pread(void *v, void *buf, size_t n, uint64_t off)
     c->back += c->calls++ && off < c->last;
     c->last = off;
     if (off >= c->fail_lo && off < c->fail_hi) return -1;
-    return m_pread(&c->f, buf, n, off);
+    return ckpz_mem_pread(&c->f, buf, n, off);
 }
 
 static uint8_t *compress(ckpz_ctx *ctx, const uint8_t *src, size_t n, const char *policy, const uint8_t *base,
@@ -136,7 +136,7 @@ static ckpz_archive *open_z(ckpz_ctx *ctx, cfile *cf, const uint8_t *z, size_t z
     p.base_size = blen;
     p.progress = progress;
     p.progress_opaque = opaque;
-    *cf = (cfile){.f = {z, zl}, .fail_lo = 1};
+    *cf = (cfile){.f = mem_in(z, zl, 0), .fail_lo = 1};
     ckpz_archive *a = NULL;
     ckpz_error e = ckpz_archive_open(ctx, &p, c_pread, cf, zl, &a);
     CHECKF(e == CKPZ_OK, "open: %s", ckpz_ctx_message(ctx));

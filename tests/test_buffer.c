@@ -143,13 +143,13 @@ static blob compress_buf(ckpz_ctx *ctx, const ckpz_params *p, const void *src, s
 static blob compress_stream(const ckpz_params *p, const void *src, size_t n, size_t room)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
-    mreader r = {src, n, 0, 0};
-    mwriter w = {malloc(room), 0, room, 0, 0};
+    ckpz_mem r = mem_in(src, n, 0);
+    ckpz_mem w = mem_out(malloc(room), room);
     ckpz_params q = *p;
-    ckpz_error e = ckpz_compress_stream(ctx, &q, m_read, &r, n, m_write, &w, NULL);
+    ckpz_error e = ckpz_compress_stream(ctx, &q, ckpz_mem_read, &r, n, ckpz_mem_write, &w, NULL);
     CHECKF(e == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
     ckpz_ctx_free(ctx);
-    return (blob){w.p, w.n};
+    return (blob){w.data, w.size};
 }
 
 static int same(blob a, blob b) { return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0); }
@@ -171,10 +171,10 @@ static void check_restores(const ckpz_params *p, blob z, const void *src, size_t
 static uint64_t entries(blob z)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
-    mfile f = {z.p, z.n};
+    ckpz_mem f = mem_in(z.p, z.n, 0);
     ckpz_archive *a = NULL;
     ckpz_archive_info info = {0};
-    if (ckpz_archive_open(ctx, NULL, m_pread, &f, z.n, &a) == CKPZ_OK) ckpz_archive_get_info(a, &info);
+    if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, z.n, &a) == CKPZ_OK) ckpz_archive_get_info(a, &info);
     ckpz_archive_close(a);
     ckpz_ctx_free(ctx);
     return info.entries;
@@ -509,23 +509,23 @@ static void test_context_reuse(void)
                   CKPZ_ERR_LIMIT);
             free(dst);
             /* the streaming call on the reused context too */
-            mreader r = {calls[i].src, calls[i].n, 0, round == 2 ? 4093 : 0};
-            mwriter mw = {malloc(2 * calls[i].n + (1u << 20)), 0, 2 * calls[i].n + (1u << 20), 0, 0};
-            CHECK(ckpz_compress_stream(ctx, &ps[i], m_read, &r, round == 2 ? CKPZ_SIZE_UNKNOWN : calls[i].n, m_write,
+            ckpz_mem r = mem_in(calls[i].src, calls[i].n, round == 2 ? 4093 : 0);
+            ckpz_mem mw = mem_out(malloc(2 * calls[i].n + (1u << 20)), 2 * calls[i].n + (1u << 20));
+            CHECK(ckpz_compress_stream(ctx, &ps[i], ckpz_mem_read, &r, round == 2 ? CKPZ_SIZE_UNKNOWN : calls[i].n, ckpz_mem_write,
                                        &mw, NULL) == CKPZ_OK);
             blob want = fresh[i];
             if (round == 2) { /* size unknown: a raw dump's shape is not known either; a fresh context's bytes */
                 ckpz_ctx *c = ckpz_ctx_create();
-                mreader r2 = {calls[i].src, calls[i].n, 0, 4093};
-                mwriter w2 = {malloc(mw.cap), 0, mw.cap, 0, 0};
-                CHECK(ckpz_compress_stream(c, &ps[i], m_read, &r2, CKPZ_SIZE_UNKNOWN, m_write, &w2, NULL) == CKPZ_OK);
+                ckpz_mem r2 = mem_in(calls[i].src, calls[i].n, 4093);
+                ckpz_mem w2 = mem_out(malloc(mw.capacity), mw.capacity);
+                CHECK(ckpz_compress_stream(c, &ps[i], ckpz_mem_read, &r2, CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &w2, NULL) == CKPZ_OK);
                 ckpz_ctx_free(c);
-                want = (blob){w2.p, w2.n};
+                want = (blob){w2.data, w2.size};
             }
-            CHECKF(same((blob){mw.p, mw.n}, want), "round %d call %zu: streaming on a reused context differs", round,
+            CHECKF(same((blob){mw.data, mw.size}, want), "round %d call %zu: streaming on a reused context differs", round,
                    i);
             if (want.p != fresh[i].p) free(want.p);
-            free(mw.p);
+            free(mw.data);
             ckpz_params bad = ps[i];
             bad.chunk_size = 1;
             void *z = NULL;

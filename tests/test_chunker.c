@@ -8,6 +8,7 @@
 
 #include "chunker.h"
 #include "common/bytes.h"
+#include "memfile.h"
 #include "testutil.h"
 
 typedef struct toy {
@@ -52,20 +53,6 @@ static fmt_status toy_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uin
 
 static void toy_free(fmt_resumer *r) { free(r); }
 
-typedef struct {
-    const uint8_t *p;
-    size_t n, pos, step;
-} rd_t;
-static ptrdiff_t rd_fn(void *v, void *buf, size_t n)
-{
-    rd_t *r = v;
-    if (n > r->step) n = r->step;
-    if (n > r->n - r->pos) n = r->n - r->pos;
-    memcpy(buf, r->p + r->pos, n);
-    r->pos += n;
-    return (ptrdiff_t)n;
-}
-
 static void run(size_t step, size_t chunk)
 {
     /* records: small, large (> chunk, > 64 KiB read-ahead), need-more, empty */
@@ -94,9 +81,9 @@ static void run(size_t step, size_t chunk)
     l.resumer = &t->base;
     CHECK(fmt_push_resume(&l, 0) == 0 && fmt_finish(&l) == 0);
 
-    rd_t r = {in, total, 0, step};
+    ckpz_mem r = mem_in(in, total, step);
     chunker ch;
-    chunker_init(&ch, &l, chunk, rd_fn, &r, NULL, 0);
+    chunker_init(&ch, &l, chunk, ckpz_mem_read, &r, NULL, 0);
     size_t got = 0, entries = 0, tensors = 0, empty = 0;
     uint64_t entry_end = 0;
     int ok = 1;
@@ -146,9 +133,9 @@ static void under_described(void)
     for (int i = 0; i < 30; i++) in[i] = (uint8_t)i;
     fmt_list l = {0};
     CHECK(fmt_push(&l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, 10) == 0);
-    rd_t r = {in, sizeof in, 0, 4};
+    ckpz_mem r = mem_in(in, sizeof in, 4);
     chunker ch;
-    chunker_init(&ch, &l, sizeof buf, rd_fn, &r, NULL, 0);
+    chunker_init(&ch, &l, sizeof buf, ckpz_mem_read, &r, NULL, 0);
     size_t got = 0, n;
     const fmt_segment *s;
     while (chunker_next(&ch, buf, &n, &s) == CH_DATA && got + n <= sizeof out) {

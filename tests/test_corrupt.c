@@ -386,9 +386,9 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         p.mem_limit = mem_limit;
         p.base = s->base;
         p.base_size = s->base_len;
-        mreader r = {b, len, 0, 4093};
+        ckpz_mem r = mem_in(b, len, 4093);
         ckpz_stats st;
-        ckpz_error e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, &st);
+        ckpz_error e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, &st);
         if (e == CKPZ_OK) {
             CHECK(x->expect != MUST_FAIL, "%s: decompress_stream(wr=NULL) returned CKPZ_OK", what);
             CHECK(buf_ok[0], "%s: decompress_stream(wr=NULL) OK but decompress_buffer failed", what);
@@ -407,9 +407,9 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         p.mem_limit = mem_limit;
         p.base = s->base;
         p.base_size = s->base_len;
-        mfile f = {b, len};
+        ckpz_mem f = mem_in(b, len, 0);
         ckpz_archive *a = NULL;
-        ckpz_error e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+        ckpz_error e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, len, &a);
         int any_fail = e != CKPZ_OK;
         if (e) {
             check_error("archive_open", what, e, ckpz_ctx_message(ctx), x, 0);
@@ -419,21 +419,20 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
             ckpz_archive_get_info(a, &info);
             CHECK(info.original_size == s->olen, "%s: archive_open OK with original size %llu, not %zu", what,
                   (unsigned long long)info.original_size, s->olen);
-            mwriter w = {dst, 0, s->olen + 1, 0, 0};
+            ckpz_mem w = mem_out(dst, s->olen + 1);
             for (uint64_t i = 0; i < info.entries; i++) {
                 ckpz_entry en;
                 if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) {
                     CHECK(0, "%s: archive_entry(%llu) failed", what, (unsigned long long)i);
                     continue;
                 }
-                w.n = 0;
-                w.cap = s->olen + 1;
-                e = ckpz_archive_extract(ctx, a, i, m_write, &w);
+                w.size = 0;
+                e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &w);
                 char reader[48];
                 snprintf(reader, sizeof reader, "archive_extract(%llu)", (unsigned long long)i);
                 if (e == CKPZ_OK) {
-                    int same = en.offset <= s->olen && en.length <= s->olen - en.offset && w.n == en.length &&
-                               !memcmp(dst, s->orig + en.offset, w.n);
+                    int same = en.offset <= s->olen && en.length <= s->olen - en.offset && w.size == en.length &&
+                               !memcmp(dst, s->orig + en.offset, w.size);
                     CHECK(same, "%s: %s returned CKPZ_OK with wrong bytes", what, reader);
                 } else {
                     any_fail = 1;
@@ -504,9 +503,9 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
           ckpz_ctx_message(ctx));
     free(dst);
     CHECK(parse_layout(s) == 0, "%s: cannot walk the layout of the intact file", label);
-    mfile f = {s->z, s->zlen};
+    ckpz_mem f = mem_in(s->z, s->zlen, 0);
     ckpz_archive *a = NULL;
-    e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a);
+    e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, zl, &a);
     CHECK(e == CKPZ_OK, "%s: cannot open the intact archive: %s", label, ckpz_ctx_message(ctx));
     if (a) {
         ckpz_archive_info info;
@@ -757,12 +756,12 @@ static void test_foreign(void)
         ckpz_error e = ckpz_decompress_buffer(ctx, &p, buf, n, dst, sizeof dst);
         CHECK(e == CKPZ_ERR_NOT_CKPZ, "foreign %s: decompress_buffer: %s", cases[c].name, ckpz_error_name(e));
         CHECK(ckpz_ctx_message(ctx)[0], "foreign %s: no message", cases[c].name);
-        mreader r = {buf, n, 0, 0};
-        e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+        ckpz_mem r = mem_in(buf, n, 0);
+        e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, NULL);
         CHECK(e == CKPZ_ERR_NOT_CKPZ, "foreign %s: decompress_stream: %s", cases[c].name, ckpz_error_name(e));
-        mfile f = {buf, n};
+        ckpz_mem f = mem_in(buf, n, 0);
         ckpz_archive *a = NULL;
-        e = ckpz_archive_open(ctx, &p, m_pread, &f, n, &a);
+        e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, n, &a);
         CHECK(e == CKPZ_ERR_NOT_CKPZ && !a, "foreign %s: archive_open: %s", cases[c].name, ckpz_error_name(e));
         ckpz_archive_close(a);
         uint64_t osz;
@@ -874,20 +873,20 @@ static void test_many_entries(void)
     ckpz_params_init(&p);
     p.threads = 1;
     p.mem_limit = 1 << 20;
-    mfile f = {b, len};
+    ckpz_mem f = mem_in(b, len, 0);
     ckpz_archive *a = NULL;
-    ckpz_error e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+    ckpz_error e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, len, &a);
     CHECK(e == CKPZ_ERR_LIMIT, "index of %zu empty entries with mem_limit 1 MiB: archive_open returned %s: %s", ne,
           ckpz_error_name(e), ckpz_ctx_message(ctx));
     ckpz_archive_close(a);
     a = NULL;
     p.mem_limit = 0;
-    e = ckpz_archive_open(ctx, &p, m_pread, &f, len, &a);
+    e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, len, &a);
     CHECK(e == CKPZ_OK, "index of %zu empty entries, default mem_limit: archive_open returned %s: %s", ne,
           ckpz_error_name(e), ckpz_ctx_message(ctx));
     ckpz_archive_close(a);
-    mreader r = {b, len, 0, 0};
-    e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+    ckpz_mem r = mem_in(b, len, 0);
+    e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, NULL);
     CHECK(e != CKPZ_OK && ckpz_ctx_message(ctx)[0], "index of %zu entries not in the stream: decompress_stream: %s",
           ne, ckpz_error_name(e));
     ckpz_ctx_free(ctx);
@@ -914,19 +913,17 @@ static void test_chunk_size_limit(const uint8_t *orig, size_t olen)
     ckpz_params_init(&p);
     p.threads = 1;
     p.mem_limit = 1 << 20;
-    mreader r = {z, zl, 0, 0};
-    e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+    ckpz_mem r = mem_in(z, zl, 0);
+    e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, NULL);
     CHECK(e == CKPZ_ERR_LIMIT, "16 MiB chunk size in the header, mem_limit 1 MiB: decompress_stream returned %s (%s)",
           ckpz_error_name(e), ckpz_ctx_message(ctx));
-    mfile f = {z, zl};
+    ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
-    e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a);
+    e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, zl, &a);
     if (e == CKPZ_OK) {
-        mwriter w = {NULL, 0, 0, 0, 0};
         uint8_t *dst = malloc(olen);
-        w.p = dst;
-        w.cap = olen;
-        e = ckpz_archive_extract(ctx, a, 0, m_write, &w);
+        ckpz_mem w = mem_out(dst, olen);
+        e = ckpz_archive_extract(ctx, a, 0, ckpz_mem_write, &w);
         free(dst);
         ckpz_archive_close(a);
     }
@@ -981,24 +978,24 @@ static void test_base_errors(const sample *s)
         ckpz_error e = ckpz_decompress_buffer(ctx, &p, s->z, s->zlen, dst, s->olen);
         CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "%s: decompress_buffer: %d %s", what, e,
               ckpz_ctx_message(ctx));
-        mreader r = {s->z, s->zlen, 0, 0};
-        e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, NULL);
+        ckpz_mem r = mem_in(s->z, s->zlen, 0);
+        e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, NULL);
         CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "%s: decompress_stream: %d %s", what, e,
               ckpz_ctx_message(ctx));
-        mfile f = {s->z, s->zlen};
+        ckpz_mem f = mem_in(s->z, s->zlen, 0);
         ckpz_archive *a = NULL;
-        e = ckpz_archive_open(ctx, &p, m_pread, &f, s->zlen, &a);
+        e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, s->zlen, &a);
         if (k == 0) { /* opens (for listing); extraction of a coded-against-base entry fails */
             CHECK(e == CKPZ_OK, "no base: archive_open: %s", ckpz_ctx_message(ctx));
             ckpz_base_info bi;
             if (a) ckpz_archive_get_base(a, &bi);
             CHECK(a && bi.needed && bi.size == s->base_len && bi.depth == 1, "no base: archive_get_base");
-            mwriter w = {dst, 0, s->olen, 0, 0};
+            ckpz_mem w = mem_out(dst, s->olen);
             ckpz_entry en;
             uint64_t idx = 0;
             CHECK(a && ckpz_archive_find(ctx, a, "b", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK &&
                       en.based, "no base: tensor b is not coded against the base");
-            e = a ? ckpz_archive_extract(ctx, a, idx, m_write, &w) : CKPZ_ERR_INTERNAL;
+            e = a ? ckpz_archive_extract(ctx, a, idx, ckpz_mem_write, &w) : CKPZ_ERR_INTERNAL;
             CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "no base: extract: %d %s", e,
                   ckpz_ctx_message(ctx));
         } else {

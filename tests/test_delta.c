@@ -90,12 +90,12 @@ static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, con
 
 static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const char *name, int *based)
 {
-    mfile f = {z, zl};
+    ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
     uint64_t idx, c = UINT64_MAX;
     ckpz_entry e;
     *based = -1;
-    if (ckpz_archive_open(ctx, NULL, m_pread, &f, zl, &a) == CKPZ_OK && ckpz_archive_find(ctx, a, name, &idx) == CKPZ_OK &&
+    if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK && ckpz_archive_find(ctx, a, name, &idx) == CKPZ_OK &&
         ckpz_archive_entry(a, idx, &e) == CKPZ_OK) {
         c = e.compressed;
         *based = e.based;
@@ -121,9 +121,24 @@ static uint8_t *compress(ckpz_ctx *ctx, const uint8_t *src, size_t n, const uint
     return z;
 }
 
+/* A memory sink that counts its patches. Its ckpz_mem comes first: the one opaque
+ * pointer serves ckpz_mem_write and counted_patch. */
+typedef struct {
+    ckpz_mem m;
+    int patches;
+} counted;
+
+static int counted_patch(void *v, const void *buf, size_t n, uint64_t off)
+{
+    counted *c = v;
+    c->patches++;
+    return ckpz_mem_patch(&c->m, buf, n, off);
+}
+
 /* With a patch callback the base's CRC is put together from the chunks and the bytes
  * between them and written at the end: the file must be the one a single pass over the
- * base gives, byte for byte (and ckpz_compress_buffer's, which patches on its own). */
+ * base gives, byte for byte (and ckpz_compress_buffer's, which patches on its own),
+ * whether the patch comes with the sink or in the deprecated params field. */
 static void check_deferred_crc(ckpz_ctx *ctx, const uint8_t *src, size_t n, const uint8_t *base, size_t blen,
                                const char *policy, int threads, const char *what)
 {
@@ -136,24 +151,37 @@ static void check_deferred_crc(ckpz_ctx *ctx, const uint8_t *src, size_t n, cons
     p.base_name = "prev.safetensors";
     p.policy = policy;
     size_t cap = 2 * n + (1u << 20);
-    mwriter w[2] = {{malloc(cap), 0, cap, 0, 0}, {malloc(cap), 0, cap, 0, 0}};
-    for (int k = 0; k < 2; k++) {
-        p.patch = k ? m_patch : NULL;
-        p.patch_opaque = k ? &w[1] : NULL;
-        mreader r = {src, n, 0, 0};
-        ckpz_error e = ckpz_compress_stream(ctx, &p, m_read, &r, n, m_write, &w[k], NULL);
+    counted w[3];
+    for (int k = 0; k < 3; k++) {
+        w[k] = (counted){mem_out(malloc(cap), cap), 0};
+        ckpz_mem r = mem_in(src, n, 0);
+        ckpz_error e;
+        if (k < 2) { /* no patch; the deprecated field */
+            p.patch = k ? counted_patch : NULL;
+            p.patch_opaque = k ? &w[k] : NULL;
+            e = ckpz_compress_stream(ctx, &p, ckpz_mem_read, &r, n, ckpz_mem_write, &w[k], NULL);
+        } else { /* the sink's */
+            ckpz_source in;
+            ckpz_sink out;
+            p.patch = NULL;
+            ckpz_source_mem(&in, &r);
+            ckpz_sink_mem(&out, &w[k].m);
+            out.patch = counted_patch;
+            out.opaque = &w[k];
+            e = ckpz_compress_io(ctx, &p, &in, &out, NULL);
+        }
         CHECKF(e == CKPZ_OK, "%s: %s", what, ckpz_ctx_message(ctx));
     }
-    CHECKF(w[1].patches == 1 && w[0].n == w[1].n && !memcmp(w[0].p, w[1].p, w[0].n),
-           "%s: deferred base CRC wrote another file", what);
-    p.patch = NULL;
+    for (int k = 1; k < 3; k++)
+        CHECKF(w[0].patches == 0 && w[k].patches == 1 && w[0].m.size == w[k].m.size &&
+                   !memcmp(w[0].m.data, w[k].m.data, w[0].m.size),
+               "%s: deferred base CRC (%s) wrote another file", what, k == 1 ? "params.patch" : "sink.patch");
     void *z = NULL;
     size_t zl = 0;
     CHECK(ckpz_compress_buffer(ctx, &p, src, n, &z, &zl) == CKPZ_OK);
-    CHECKF(zl == w[0].n && !memcmp(z, w[0].p, zl), "%s: ckpz_compress_buffer differs", what);
+    CHECKF(zl == w[0].m.size && !memcmp(z, w[0].m.data, zl), "%s: ckpz_compress_buffer differs", what);
     ckpz_free(z);
-    free(w[0].p);
-    free(w[1].p);
+    for (int k = 0; k < 3; k++) free(w[k].m.data);
 }
 
 int main(void)

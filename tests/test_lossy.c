@@ -180,11 +180,11 @@ typedef struct {
 
 static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out)
 {
-    mfile f = {z, zl};
+    ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
     ckpz_archive_info info;
     memset(out, 0, NT * sizeof *out);
-    if (ckpz_archive_open(ctx, NULL, m_pread, &f, zl, &a) != CKPZ_OK) {
+    if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) != CKPZ_OK) {
         CHECKF(0, "archive_open: %s", ckpz_ctx_message(ctx));
         return;
     }

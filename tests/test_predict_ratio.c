@@ -375,13 +375,13 @@ static void test_file(void)
     memcpy(f + 8, hdr, hl);
     memset(f + 8 + hl, ' ', pad);
     for (int i = 0; i < 65536; i++) put_f32(f + 8 + h + 65536 + 4 * (size_t)i, (float)(0.02 * rng_normal()));
-    mfile m = {f, n};
+    ckpz_mem m = mem_in(f, n, 0);
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
     ckpz_predict_params_init(&p);
     ckpz_predict_total tot;
     int count = 0;
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, count_cb, &count, &tot) == CKPZ_OK);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, count_cb, &count, &tot) == CKPZ_OK);
     CHECK(count == 2 && tot.tensors == 2 && tot.original_bytes == n && tot.tensor_bytes == 327680);
     /* a zero tensor and gaussian floats: well above 1, well below the zeros' ratio */
     CHECKF(tot.ratio > 1.1 && tot.ratio < 20, "%g", tot.ratio);
@@ -392,23 +392,23 @@ static void test_file(void)
         fputs("ckpz-ratio-mlp 1\ninputs 16\nlayers 1\n", fp);
         fclose(fp);
         p.model_path = bad;
-        CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
+        CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
         CHECK(strstr(ckpz_ctx_message(ctx), bad) != NULL);
         remove(bad);
     }
     p.model_path = "/nonexistent/model.txt";
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
     p.model_path = NULL;
     p.level = 42;
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
     /* a forced format that does not match */
     p.level = 3;
     p.format = CKPZ_INPUT_NPY;
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_INPUT);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_INPUT);
     /* a pread that fails */
     p.format = CKPZ_INPUT_AUTO;
-    mfile shortm = {f, 100};
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &shortm, n, NULL, NULL, NULL) == CKPZ_ERR_READ);
+    ckpz_mem shortm = mem_in(f, 100, 0);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &shortm, n, NULL, NULL, NULL) == CKPZ_ERR_READ);
     ckpz_ctx_free(ctx);
     free(f);
     CHECK(ckpz_predict_feature_name(0) && !strcmp(ckpz_predict_feature_name(FEAT_ZERO_FRAC), "zero_frac"));
@@ -449,16 +449,16 @@ static void test_file_policy(void)
     memcpy(f + 8, hdr, hl);
     memset(f + 8 + hl, ' ', pad);
     for (size_t i = 0; i < data / 4; i++) put_f32(f + 8 + h + 4 * i, (float)(0.02 * rng_normal()));
-    mfile m = {f, n};
+    ckpz_mem m = mem_in(f, n, 0);
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
     ckpz_predict_params_init(&p);
     ckpz_predict_total lossless, lossy;
     seen s0 = {0}, s1 = {0};
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, seen_cb, &s0, &lossless) == CKPZ_OK);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, seen_cb, &s0, &lossless) == CKPZ_OK);
     CHECK(s0.n == 3 && !s0.lossy[0] && !s0.lossy[1] && !s0.lossy[2] && lossless.lossy_tensors == 0);
     p.policy = "* rel 1e-3\n";
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, seen_cb, &s1, &lossy) == CKPZ_OK);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, seen_cb, &s1, &lossy) == CKPZ_OK);
     CHECK(s1.n == 3 && !strcmp(s1.name[0], "w") && !strcmp(s1.name[1], "ln_f.weight"));
     CHECK(s1.lossy[0] && !s1.lossy[1] && !s1.lossy[2] && lossy.lossy_tensors == 1);
     /* the exact tensors are predicted as under lossless coding; the weight saves more */
@@ -468,21 +468,21 @@ static void test_file_policy(void)
     /* a rule that matches only the protected tensor changes nothing */
     seen s2 = {0};
     p.policy = "*ln_f* int8\n";
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, seen_cb, &s2, NULL) == CKPZ_OK);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, seen_cb, &s2, NULL) == CKPZ_OK);
     CHECK(!s2.lossy[0] && !s2.lossy[1] && !s2.lossy[2]);
     /* a bad policy names its line */
     p.policy = "# rules\n* bogus 1\n";
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
     CHECKF(strstr(ckpz_ctx_message(ctx), "line 2") != NULL, "%s", ckpz_ctx_message(ctx));
     p.policy = NULL;
     p.max_mae = -1;
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, NULL) == CKPZ_ERR_PARAM);
     /* features only: no model is loaded, tensors are predicted as stored */
     p.max_mae = 0;
     p.features_only = 1;
     p.model_path = "/nonexistent/model.txt";
     seen s3 = {0};
-    CHECK(ckpz_predict_file(ctx, &p, m_pread, &m, n, seen_cb, &s3, NULL) == CKPZ_OK);
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, seen_cb, &s3, NULL) == CKPZ_OK);
     CHECK(s3.n == 3 && s3.savings[0] <= 0 && s3.savings[0] > -0.01);
     ckpz_ctx_free(ctx);
     free(f);

@@ -9,45 +9,22 @@
 #include "ckpz.h"
 #include "testutil.h"
 
-/* Reader that hands out at most `step` bytes per call. */
+/* ckpz_mem_read (reads of at most m.step bytes) that fails once fail_at bytes were read
+ * (if > 0). Writers are ckpz_mem sinks: grown ({.grow = 1}), or of a fixed capacity
+ * where a write past it must fail. */
 typedef struct {
-    const uint8_t *p;
-    size_t n, pos, step;
-    int fail_at; /* fail when pos >= fail_at (if > 0) */
+    ckpz_mem m;
+    size_t fail_at;
 } rd_t;
 static ptrdiff_t rd_fn(void *v, void *buf, size_t n)
 {
     rd_t *r = v;
-    if (r->fail_at > 0 && r->pos >= (size_t)r->fail_at) return -1;
-    if (n > r->step) n = r->step;
-    if (n > r->n - r->pos) n = r->n - r->pos;
-    memcpy(buf, r->p + r->pos, n);
-    r->pos += n;
-    return (ptrdiff_t)n;
+    if (r->fail_at > 0 && r->m.pos >= r->fail_at) return -1;
+    return ckpz_mem_read(&r->m, buf, n);
 }
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    size_t fail_after; /* fail once more than this many bytes were written (if > 0) */
-} wr_t;
-static int wr_fn(void *v, const void *buf, size_t n)
+static rd_t reader(const void *p, size_t n, size_t step, size_t fail_at)
 {
-    wr_t *w = v;
-    if (w->fail_after && w->n + n > w->fail_after) return -1;
-    if (w->n + n > w->cap) {
-        w->cap = (w->n + n) * 2;
-        w->p = realloc(w->p, w->cap);
-    }
-    memcpy(w->p + w->n, buf, n);
-    w->n += n;
-    return 0;
-}
-static int pread_fn(void *v, void *buf, size_t n, uint64_t off)
-{
-    wr_t *w = v; /* the compressed file, held in memory */
-    if (off > w->n || n > w->n - off) return -1;
-    memcpy(buf, w->p + off, n);
-    return 0;
+    return (rd_t){{.data = (void *)p, .size = n, .step = step}, fail_at};
 }
 
 /* Fills n elements of dtype with realistic values plus every special value. */
@@ -89,47 +66,48 @@ static int same(const uint8_t *a, const uint8_t *b, size_t n) { return n == 0 ||
 static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz_params *p, size_t step, int hint)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
-    rd_t r = {src, n, 0, step, 0};
-    wr_t w = {0};
+    rd_t r = reader(src, n, step, 0);
+    ckpz_mem w = {.grow = 1};
     ckpz_stats st;
-    ckpz_error e = ckpz_compress_stream(ctx, p, rd_fn, &r, hint ? n : CKPZ_SIZE_UNKNOWN, wr_fn, &w, &st);
+    ckpz_error e = ckpz_compress_stream(ctx, p, rd_fn, &r, hint ? n : CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &w, &st);
     CHECKF(e == CKPZ_OK, "%s: compress: %s", what, ckpz_ctx_message(ctx));
     if (e) goto out;
-    CHECKF(st.original_bytes == n && st.compressed_bytes == w.n, "%s: stats", what);
+    CHECKF(st.original_bytes == n && st.compressed_bytes == w.size, "%s: stats", what);
 
     /* 1. one-shot decompression */
     uint64_t osz = 0;
-    CHECK(ckpz_original_size(ctx, w.p, w.n, &osz) == CKPZ_OK && osz == n);
+    CHECK(ckpz_original_size(ctx, w.data, w.size, &osz) == CKPZ_OK && osz == n);
     uint8_t *back = malloc(n + 1);
-    e = ckpz_decompress_buffer(ctx, p, w.p, w.n, back, n);
+    e = ckpz_decompress_buffer(ctx, p, w.data, w.size, back, n);
     CHECKF(e == CKPZ_OK && same(back, src, n), "%s: decompress_buffer: %s", what, ckpz_ctx_message(ctx));
 
     /* 2. streaming, tiny reads */
-    rd_t r2 = {w.p, w.n, 0, 3, 0};
-    wr_t w2 = {0};
-    e = ckpz_decompress_stream(ctx, p, rd_fn, &r2, wr_fn, &w2, NULL);
-    CHECKF(e == CKPZ_OK && w2.n == n && same(w2.p, src, n), "%s: decompress_stream: %s", what, ckpz_ctx_message(ctx));
-    free(w2.p);
+    rd_t r2 = reader(w.data, w.size, 3, 0);
+    ckpz_mem w2 = {.grow = 1};
+    e = ckpz_decompress_stream(ctx, p, rd_fn, &r2, ckpz_mem_write, &w2, NULL);
+    CHECKF(e == CKPZ_OK && w2.size == n && same(w2.data, src, n), "%s: decompress_stream: %s", what,
+           ckpz_ctx_message(ctx));
+    free(w2.data);
 
     /* 3. random access: every entry extracted alone lands where its offset says */
     ckpz_archive *a;
-    e = ckpz_archive_open(ctx, p, pread_fn, &w, w.n, &a);
+    e = ckpz_archive_open(ctx, p, ckpz_mem_pread, &w, w.size, &a);
     CHECKF(e == CKPZ_OK, "%s: archive_open: %s", what, ckpz_ctx_message(ctx));
     if (!e) {
         ckpz_archive_info info;
         ckpz_archive_get_info(a, &info);
-        CHECK(info.original_size == n && info.compressed_size == w.n);
+        CHECK(info.original_size == n && info.compressed_size == w.size);
         uint64_t covered = 0;
         for (uint64_t i = 0; i < info.entries; i++) {
             ckpz_entry en;
             CHECK(ckpz_archive_entry(a, i, &en) == CKPZ_OK);
             CHECK(en.offset == covered);
-            wr_t w3 = {0};
-            e = ckpz_archive_extract(ctx, a, i, wr_fn, &w3);
-            CHECKF(e == CKPZ_OK && w3.n == en.length && same(w3.p, src + en.offset, en.length), "%s: extract %llu: %s",
+            ckpz_mem w3 = {.grow = 1};
+            e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &w3);
+            CHECKF(e == CKPZ_OK && w3.size == en.length && same(w3.data, src + en.offset, en.length), "%s: extract %llu: %s",
                    what, (unsigned long long)i, ckpz_ctx_message(ctx));
             covered += en.length;
-            free(w3.p);
+            free(w3.data);
         }
         CHECK(covered == n);
         CHECK(ckpz_archive_entry(a, info.entries, &(ckpz_entry){0}) == CKPZ_ERR_NOT_FOUND);
@@ -137,7 +115,7 @@ static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz
     }
     free(back);
 out:
-    free(w.p);
+    free(w.data);
     ckpz_ctx_free(ctx);
 }
 
@@ -222,9 +200,9 @@ static void test_safetensors(void)
     void *z;
     size_t zn;
     CHECK(ckpz_compress_buffer(ctx, NULL, buf, n, &z, &zn) == CKPZ_OK);
-    wr_t w = {z, zn, zn, 0};
+    ckpz_mem w = {.data = z, .size = zn};
     ckpz_archive *a;
-    CHECK(ckpz_archive_open(ctx, NULL, pread_fn, &w, zn, &a) == CKPZ_OK);
+    CHECK(ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &w, zn, &a) == CKPZ_OK);
     ckpz_archive_info info;
     ckpz_archive_get_info(a, &info);
     CHECK(info.format == CKPZ_INPUT_SAFETENSORS);
@@ -261,24 +239,37 @@ static void test_failures_propagate(void)
     p.chunk_size = 65536;
     for (int threads = 1; threads <= 2; threads++) {
         p.threads = threads;
-        rd_t r = {buf, n, 0, 1 << 20, 200000};
-        wr_t w = {0};
-        CHECK(ckpz_compress_stream(ctx, &p, rd_fn, &r, n, wr_fn, &w, NULL) == CKPZ_ERR_READ);
-        free(w.p);
-        rd_t r2 = {buf, n, 0, 1 << 20, 0};
-        wr_t w2 = {0, 0, 0, 100000};
-        CHECK(ckpz_compress_stream(ctx, &p, rd_fn, &r2, n, wr_fn, &w2, NULL) == CKPZ_ERR_WRITE);
-        CHECK(strstr(ckpz_ctx_message(ctx), "write") != NULL);
-        free(w2.p);
-        uint64_t seen = 0;
-        p.progress = abort_progress;
-        p.progress_opaque = &seen;
-        rd_t r3 = {buf, n, 0, 1 << 20, 0};
-        wr_t w3 = {0};
-        CHECK(ckpz_compress_stream(ctx, &p, rd_fn, &r3, n, wr_fn, &w3, NULL) == CKPZ_ERR_ABORTED);
-        CHECK(seen > 100000 && seen < n);
-        free(w3.p);
-        p.progress = NULL;
+        rd_t r = reader(buf, n, 1 << 20, 200000);
+        ckpz_mem w = {.grow = 1};
+        CHECK(ckpz_compress_stream(ctx, &p, rd_fn, &r, n, ckpz_mem_write, &w, NULL) == CKPZ_ERR_READ);
+        free(w.data);
+        rd_t r2 = reader(buf, n, 1 << 20, 0);
+        ckpz_mem w2 = {.data = malloc(100000), .capacity = 100000}; /* a write past it fails */
+        CHECK(ckpz_compress_stream(ctx, &p, rd_fn, &r2, n, ckpz_mem_write, &w2, NULL) == CKPZ_ERR_WRITE);
+        CHECK(strstr(ckpz_ctx_message(ctx), "write") != NULL && w2.full);
+        free(w2.data);
+        /* progress aborts, from the deprecated params field and from the source */
+        for (int how = 0; how < 2; how++) {
+            uint64_t seen = 0;
+            rd_t r3 = reader(buf, n, 1 << 20, 0);
+            ckpz_mem w3 = {.grow = 1};
+            ckpz_source in;
+            ckpz_sink out;
+            ckpz_source_mem(&in, &r3.m);
+            ckpz_sink_mem(&out, &w3);
+            if (how == 0) {
+                p.progress = abort_progress;
+                p.progress_opaque = &seen;
+            } else {
+                in.progress = abort_progress;
+                in.progress_opaque = &seen;
+            }
+            CHECK(ckpz_compress_io(ctx, &p, &in, &out, NULL) == CKPZ_ERR_ABORTED);
+            CHECKF(seen > 100000 && seen < n, "progress (%s) saw %llu", how ? "source" : "params",
+                   (unsigned long long)seen);
+            free(w3.data);
+            p.progress = NULL;
+        }
     }
     /* bad parameters */
     p.level = 10;

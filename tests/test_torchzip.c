@@ -184,47 +184,6 @@ static void check_list(const char *what, const fmt_list *l, const want_t *w, siz
 
 /* ---- public API round trip ---------------------------------------------------------- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t n, pos, step;
-} rd_t;
-
-static ptrdiff_t rd_fn(void *o, void *buf, size_t n)
-{
-    rd_t *r = o;
-    size_t k = r->n - r->pos;
-    if (k > n)
-        k = n;
-    if (r->step && k > r->step)
-        k = r->step;
-    memcpy(buf, r->p + r->pos, k);
-    r->pos += k;
-    return (ptrdiff_t)k;
-}
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} wr_t;
-
-static int wr_fn(void *o, const void *buf, size_t n)
-{
-    wr_t *w = o;
-    if (w->n + n > w->cap) {
-        size_t c = w->cap ? w->cap : 4096;
-        while (c < w->n + n)
-            c *= 2;
-        uint8_t *q = realloc(w->p, c);
-        if (!q)
-            return -1;
-        w->p = q;
-        w->cap = c;
-    }
-    memcpy(w->p + w->n, buf, n);
-    w->n += n;
-    return 0;
-}
-
 /* Compresses through the stream API (size known or not, reads of `step` bytes) and
  * restores through decompress_buffer; returns the stats. */
 static int roundtrip(const char *what, ckpz_ctx *ctx, const uint8_t *src, size_t n, int size_known, size_t step,
@@ -234,19 +193,19 @@ static int roundtrip(const char *what, ckpz_ctx *ctx, const uint8_t *src, size_t
     ckpz_params_init(&p);
     p.threads = 1;
     p.chunk_size = 64u << 10;
-    rd_t r = {src, n, 0, step};
-    wr_t w = {0};
-    ckpz_error e = ckpz_compress_stream(ctx, &p, rd_fn, &r, size_known ? n : CKPZ_SIZE_UNKNOWN, wr_fn, &w, st);
+    ckpz_mem r = {.data = (void *)src, .size = n, .step = step}, w = {.grow = 1};
+    ckpz_error e = ckpz_compress_stream(ctx, &p, ckpz_mem_read, &r, size_known ? n : CKPZ_SIZE_UNKNOWN, ckpz_mem_write,
+                                        &w, st);
     CHECKF(e == CKPZ_OK, "%s: compress: %s", what, ckpz_ctx_message(ctx));
     if (e) {
-        free(w.p);
+        free(w.data);
         return -1;
     }
     uint8_t *back = malloc(n ? n : 1);
-    e = ckpz_decompress_buffer(ctx, &p, w.p, w.n, back, n);
+    e = ckpz_decompress_buffer(ctx, &p, w.data, w.size, back, n);
     CHECKF(e == CKPZ_OK && !memcmp(back, src, n), "%s: restore: %s", what, ckpz_ctx_message(ctx));
     free(back);
-    free(w.p);
+    free(w.data);
     return e ? -1 : 0;
 }
 

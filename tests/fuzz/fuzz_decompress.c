@@ -27,16 +27,8 @@
 #include "../memfile.h"
 #include "fuzz_base.h"
 
-typedef struct {
-    uint64_t bytes;
-} fz_sink;
-
-static int fz_discard(void *v, const void *buf, size_t n)
-{
-    (void)buf;
-    ((fz_sink *)v)->bytes += n;
-    return 0;
-}
+/* A sink that keeps nothing and counts: a memory sink with no room and no limit. */
+static ckpz_mem fz_counter(void) { return (ckpz_mem){.limit = SIZE_MAX}; }
 
 static void need_message(ckpz_error e, const ckpz_ctx *ctx, const char *what)
 {
@@ -123,37 +115,37 @@ static void run_all(const uint8_t *data, size_t size)
     }
 
     /* streaming, test mode, in odd pieces */
-    mreader r = {data, size, 0, 1021};
+    ckpz_mem r = mem_in(data, size, 1021);
     ckpz_stats st;
-    ckpz_error e = ckpz_decompress_stream(ctx, &p, m_read, &r, NULL, NULL, &st);
+    ckpz_error e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, &st);
     need_message(e, ctx, "decompress_stream(wr=NULL)");
     ckpz_error e_test = e;
 
     /* streaming into a sink, whole reads */
-    fz_sink sink = {0};
-    r = (mreader){data, size, 0, 0};
-    e = ckpz_decompress_stream(ctx, &p, m_read, &r, fz_discard, &sink, &st);
+    ckpz_mem sink = fz_counter();
+    r = mem_in(data, size, 0);
+    e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, ckpz_mem_write, &sink, &st);
     need_message(e, ctx, "decompress_stream");
     if ((e == CKPZ_OK) != (e_test == CKPZ_OK)) {
         fprintf(stderr, "test mode and decoding disagree: %s vs %s\n", ckpz_error_name(e_test), ckpz_error_name(e));
         abort();
     }
-    if (e == CKPZ_OK && sink.bytes != st.original_bytes) abort();
+    if (e == CKPZ_OK && sink.size != st.original_bytes) abort();
 
     /* the size a caller would allocate */
     uint64_t osz = 0;
     ckpz_error e_size = ckpz_original_size(ctx, data, size, &osz);
     need_message(e_size, ctx, "original_size");
-    if (e == CKPZ_OK && (e_size != CKPZ_OK || osz != sink.bytes)) {
-        fprintf(stderr, "decoded %llu bytes but ckpz_original_size says %s/%llu\n", (unsigned long long)sink.bytes,
+    if (e == CKPZ_OK && (e_size != CKPZ_OK || osz != sink.size)) {
+        fprintf(stderr, "decoded %llu bytes but ckpz_original_size says %s/%llu\n", (unsigned long long)sink.size,
                 ckpz_error_name(e_size), (unsigned long long)osz);
         abort();
     }
 
     /* random access */
-    mfile f = {data, size};
+    ckpz_mem f = mem_in(data, size, 0);
     ckpz_archive *a = NULL;
-    e = ckpz_archive_open(ctx, &p, m_pread, &f, size, &a);
+    e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, size, &a);
     need_message(e, ctx, "archive_open");
     if (e == CKPZ_OK) {
         ckpz_archive_info info;
@@ -167,16 +159,16 @@ static void run_all(const uint8_t *data, size_t size)
                 uint64_t idx;
                 ckpz_archive_find(ctx, a, en.name, &idx);
             }
-            fz_sink es = {0};
-            e = ckpz_archive_extract(ctx, a, i, fz_discard, &es);
+            ckpz_mem es = fz_counter();
+            e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &es);
             need_message(e, ctx, "archive_extract");
-            if (e == CKPZ_OK && es.bytes != en.length) {
+            if (e == CKPZ_OK && es.size != en.length) {
                 fprintf(stderr, "entry %llu: extracted %llu bytes, index says %llu\n", (unsigned long long)i,
-                        (unsigned long long)es.bytes, (unsigned long long)en.length);
+                        (unsigned long long)es.size, (unsigned long long)en.length);
                 abort();
             }
             all_ok &= e == CKPZ_OK;
-            total += es.bytes;
+            total += es.size;
         }
         if (all_ok && total != info.original_size) abort();
         ckpz_archive_close(a);

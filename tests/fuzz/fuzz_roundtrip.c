@@ -63,21 +63,21 @@ static void roundtrip(const uint8_t *src, size_t n, ckpz_input_format fmt, ckpz_
         }
     }
     p.threads = 1;
-    mfile f = {z, zl};
+    ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
-    if ((e = ckpz_archive_open(ctx, &p, m_pread, &f, zl, &a))) die("archive_open", e, ctx);
+    if ((e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, zl, &a))) die("archive_open", e, ctx);
     ckpz_archive_info info;
     ckpz_archive_get_info(a, &info);
     if (info.original_size != n || info.compressed_size != zl) abort();
-    mwriter o = {dst, 0, n, 0, 0};
+    ckpz_mem o = mem_out(dst, n);
     for (uint64_t i = 0; i < info.entries; i++) {
         ckpz_entry en;
         if (ckpz_archive_entry(a, i, &en)) abort();
-        if (en.offset != o.n) abort(); /* entries tile the original in order */
-        if ((e = ckpz_archive_extract(ctx, a, i, m_write, &o))) die("archive_extract", e, ctx);
-        if (o.n != en.offset + en.length) abort();
+        if (en.offset != o.size) abort(); /* entries tile the original in order */
+        if ((e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &o))) die("archive_extract", e, ctx);
+        if (o.size != en.offset + en.length) abort();
     }
-    if (o.n != n || memcmp(dst, src, n)) {
+    if (o.size != n || memcmp(dst, src, n)) {
         fprintf(stderr, "roundtrip: extracted entries differ from the input\n");
         abort();
     }

@@ -1,0 +1,318 @@
+/* infile.c — the command line's inputs: a file, a pipe or stdin read through 4 MiB
+ * buffers (one system call per few MiB whatever size the library asks for; the library's
+ * fd adapter makes the calls), or read at offsets for random access.
+ *
+ * .ckpz streams put end to end restore to their originals end to end, as zstd's frames
+ * do: the library reads a stream's index up to the end of its input, so in split mode
+ * the reader ends each stream where its self-checking trailer does, found by its tag,
+ * checksum and the index length it records. An input that changes while it is read
+ * (size, mtime, bytes read) is caught by fio_in_changed, so that no output holds
+ * neither version and --rm never deletes the only whole copy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "display.h"
+#include "fileio.h"
+
+/* Bytes kept before new data in the buffer: a trailer that straddles two reads is still
+ * seen whole. */
+#define FIO_HIST 40u
+#define FIO_TRAILER 40u   /* doc/format.md, "Trailer" */
+
+/* Reads until n bytes or the end of the input into dst; *got says how many. 0, or -1
+ * on a read error (f->error). */
+static int read_full(ckpz_fd *f, void *dst, size_t n, size_t *got)
+{
+    *got = 0;
+    while (*got < n) {
+        ptrdiff_t r = ckpz_fd_read(f, (char *)dst + *got, n - *got);
+        if (r < 0) return -1;
+        if (r == 0) break;
+        *got += (size_t)r;
+    }
+    return 0;
+}
+
+static uint64_t ld64le(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t ld32le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* CRC-32C, bit by bit: only ever run on 36 bytes of a candidate trailer. */
+static uint32_t crc32c_small(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    }
+    return ~c;
+}
+
+/* Is t[0..40) the trailer of a stream of which it starts byte `at`? Its tag and
+ * checksum hold, and its index ends where it starts: the odds that 40 bytes inside a
+ * stream pass all three by chance are about 2^-96. */
+static int is_trailer(const unsigned char *t, uint64_t at)
+{
+    uint64_t ioff = ld64le(t), ilen = ld64le(t + 8);
+    return !memcmp(t + 32, "CKTR", 4) && ioff >= 32 && ioff <= at && ilen == at - ioff && ilen >= 24 &&
+           crc32c_small(t, 36) == ld32le(t + 36);
+}
+
+/* Split mode: where the bytes that may go to the library end in buf (a stream's end
+ * found in it, or all of it). */
+static size_t split_end(fio_in *in)
+{
+    if (in->stream_end) return in->limit;
+    if (in->len >= FIO_TRAILER) {
+        /* ends e in (scanned, len]: the tag sits at e - 8 */
+        size_t t = in->scanned + 1 >= 8 ? in->scanned + 1 - 8 : 0, thi = in->len - 8;
+        if (t < FIO_TRAILER - 8) t = FIO_TRAILER - 8;
+        while (t <= thi) {
+            /* memchr and a compare: several times faster than memmem on coded bytes */
+            const unsigned char *hit = memchr(in->buf + t, 'C', thi + 1 - t);
+            if (!hit) break;
+            t = (size_t)(hit - in->buf);
+            if (memcmp(hit, "CKTR", 4) != 0) {
+                t++;
+                continue;
+            }
+            size_t e = t + 8;
+            /* the trailer's first byte as an offset in the current stream */
+            int64_t at = (int64_t)in->stream_pos + (int64_t)(e - FIO_TRAILER) - (int64_t)in->pos;
+            if (e > in->pos && at >= 0 && is_trailer(in->buf + e - FIO_TRAILER, (uint64_t)at)) {
+                in->stream_end = 1;
+                in->limit = in->scanned = e;
+                return e;
+            }
+            t++;
+        }
+    }
+    in->scanned = in->len;
+    return in->len;
+}
+
+/* Refills the buffer (all of it was handed over), keeping its last FIO_HIST bytes. */
+static int refill(fio_in *in)
+{
+    size_t keep = in->split ? (in->len < FIO_HIST ? in->len : FIO_HIST) : 0;
+    memmove(in->buf, in->buf + in->len - keep, keep);
+    in->pos = in->len = in->scanned = keep;
+    size_t r;
+    if (read_full(&in->io, in->buf + keep, FIO_BUF_SIZE, &r) != 0) {
+        in->err = in->io.error;
+        return -1;
+    }
+    in->len += r;
+    if (r < FIO_BUF_SIZE) in->eof = 1;
+    return 0;
+}
+
+ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
+{
+    fio_in *in = opaque;
+    size_t got = 0;
+    while (got < n) {
+        size_t end = in->split ? split_end(in) : in->len;
+        if (in->pos < end) {
+            size_t k = end - in->pos;
+            if (k > n - got) k = n - got;
+            memcpy((char *)dst + got, in->buf + in->pos, k);
+            in->pos += k;
+            got += k;
+            continue;
+        }
+        if (in->stream_end || in->eof) break;
+        if (!in->split && n - got >= FIO_BUF_SIZE) { /* big request: no copy */
+            size_t r;
+            if (read_full(&in->io, (char *)dst + got, n - got, &r) != 0) {
+                in->err = in->io.error;
+                return -1;
+            }
+            if (r < n - got) in->eof = 1;
+            got += r;
+            break;
+        }
+        if (refill(in) != 0) return -1;
+    }
+    in->consumed += got;
+    in->stream_pos += got;
+    return (ptrdiff_t)got;
+}
+
+int fio_in_next_stream(fio_in *in)
+{
+    in->stream_end = 0;
+    in->stream_pos = 0;
+    if (in->pos < in->len) return 1;
+    if (in->eof) return 0;
+    if (refill(in) != 0) return -1;
+    return in->pos < in->len;
+}
+
+int fio_in_pread(void *opaque, void *dst, size_t n, uint64_t off)
+{
+    fio_in *in = opaque;
+    if (ckpz_fd_pread(&in->io, dst, n, off) == 0) return 0;
+    in->err = in->io.error;
+    return -1;
+}
+
+int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular)
+{
+    memset(in, 0, sizeof(*in));
+    in->io = (ckpz_fd){-1, 0, 0};
+    in->size_hint = CKPZ_SIZE_UNKNOWN;
+    if (strcmp(name, "-") == 0) {
+        in->name = "stdin";
+        in->is_stdin = 1;
+        in->io.fd = STDIN_FILENO;
+        if (isatty(STDIN_FILENO) && !p->force) {
+            fio_error("stdin is a terminal, aborting (use -f to force)");
+            return -1;
+        }
+    } else {
+        in->name = name;
+        in->io.fd = open(name, O_RDONLY);
+        if (in->io.fd < 0) {
+            fio_error("%s: %s", name, strerror(errno));
+            return -1;
+        }
+    }
+    if (fstat(in->io.fd, &in->st) != 0) {
+        fio_error("%s: %s", in->name, strerror(errno));
+        goto fail;
+    }
+    if (S_ISDIR(in->st.st_mode)) {
+        fio_error("%s: is a directory -- ignored", in->name);
+        goto fail;
+    }
+    in->regular = S_ISREG(in->st.st_mode);
+    if (!in->regular && !in->is_stdin && !S_ISFIFO(in->st.st_mode)) {
+        fio_error("%s: not a regular file -- ignored", in->name);
+        goto fail;
+    }
+    if (need_regular && !in->regular) {
+        fio_error("%s: needs a regular file (random access), not a pipe", in->name);
+        goto fail;
+    }
+    if (in->regular) {
+        off_t cur = in->is_stdin ? lseek(in->io.fd, 0, SEEK_CUR) : 0;
+        if (cur < 0) cur = 0;
+        in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
+    }
+    if (!need_regular) {
+        in->buf = malloc(FIO_HIST + FIO_BUF_SIZE);
+        if (!in->buf) {
+            fio_error("%s: out of memory", in->name);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
+    in->io.fd = -1;
+    return -1;
+}
+
+void fio_in_close(fio_in *in)
+{
+    if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
+    in->io.fd = -1;
+    free(in->buf);
+    in->buf = NULL;
+}
+
+void fio_in_source(fio_in *in, ckpz_source *src)
+{
+    ckpz_source_init(src);
+    src->read = fio_in_read;
+    src->pread = fio_in_pread;
+    src->opaque = in;
+    src->size = in->size_hint;
+}
+
+int fio_in_changed(fio_in *in, const char *doing, int check_count)
+{
+    struct stat now;
+    if (!in->regular) return 0;
+    if (fstat(in->io.fd, &now) != 0) {
+        fio_error("%s: cannot check it after %s: %s", in->name, doing, strerror(errno));
+        return 1;
+    }
+    if (now.st_size != in->st.st_size || now.st_mtim.tv_sec != in->st.st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != in->st.st_mtim.tv_nsec) {
+        fio_error("%s: changed while %s (%lld bytes at the start, %lld at the end); output discarded", in->name,
+                  doing, (long long)in->st.st_size, (long long)now.st_size);
+        return 1;
+    }
+    /* a size of 0 at the start is also what /proc and /sys files say: no count to hold */
+    if (check_count && in->st.st_size > 0 && in->consumed != in->size_hint) {
+        fio_error("%s: %llu bytes read of the %llu it had at the start: it changed (or could not be read whole) "
+                  "while %s; output discarded",
+                  in->name, (unsigned long long)in->consumed, (unsigned long long)in->size_hint, doing);
+        return 1;
+    }
+    return 0;
+}
+
+int fio_load_file(const char *path, void **data, size_t *size)
+{
+    fio_prefs p;
+    fio_in in;
+    unsigned char *buf = NULL;
+    size_t cap = 0, len = 0;
+    fio_prefs_init(&p);
+    p.verbosity = fio_verbosity();
+    if (fio_in_open(&in, path, &p, 0) != 0) return -1;
+    cap = in.size_hint != CKPZ_SIZE_UNKNOWN ? (size_t)in.size_hint + 1 : (64u << 20);
+    for (;;) {
+        ptrdiff_t r;
+        if (len == cap) {
+            unsigned char *nb = realloc(buf, cap * 2);
+            if (!nb) goto nomem;
+            buf = nb;
+            cap *= 2;
+        }
+        if (!buf && !(buf = malloc(cap))) goto nomem;
+        r = fio_in_read(&in, buf + len, cap - len);
+        if (r < 0) {
+            fio_error("%s: read error: %s", in.name, strerror(in.err));
+            free(buf);
+            fio_in_close(&in);
+            return -1;
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    fio_in_close(&in);
+    *data = buf;
+    *size = len;
+    return 0;
+nomem:
+    fio_error("%s: out of memory", in.name);
+    free(buf);
+    fio_in_close(&in);
+    return -1;
+}
+
+int fio_read_head(const char *path, unsigned char *head, size_t cap, size_t *len)
+{
+    ckpz_fd f = {open(path, O_RDONLY), 0, 0};
+    if (f.fd < 0) return -1;
+    read_full(&f, head, cap, len); /* what it read before an error is what there is */
+    close(f.fd);
+    return 0;
+}

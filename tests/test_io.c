@@ -1,0 +1,286 @@
+/* test_io.c — sources and sinks (include/ckpz.h): the memory adapter's three kinds of
+ * room, short reads and bounds; the file-descriptor adapters and what ckpz_sink_fd can
+ * patch (a file written from its start, never a pipe, an appending file or one written
+ * from the middle); failures that keep their errno; the calls that take a source and a
+ * sink giving the bytes of the callback calls, with the hooks the ends carry winning
+ * over the deprecated params fields, which still work alone; and the struct_size check
+ * that catches a source or sink nobody initialised. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpz.h"
+#include "memfile.h"
+#include "testutil.h"
+
+static void test_mem_source(void)
+{
+    const char text[] = "0123456789abcdef";
+    ckpz_mem m = mem_in(text, 16, 5);
+    char buf[32];
+    CHECK(ckpz_mem_read(&m, buf, 32) == 5 && !memcmp(buf, "01234", 5)); /* step caps a read */
+    m.step = 0;
+    CHECK(ckpz_mem_read(&m, buf, 32) == 11 && !memcmp(buf, "56789abcdef", 11) && m.pos == 16);
+    CHECK(ckpz_mem_read(&m, buf, 32) == 0); /* the end */
+    CHECK(ckpz_mem_pread(&m, buf, 4, 12) == 0 && !memcmp(buf, "cdef", 4));
+    CHECK(ckpz_mem_pread(&m, buf, 0, 16) == 0);  /* empty, at the end */
+    CHECK(ckpz_mem_pread(&m, buf, 5, 12) == -1); /* past the end */
+    CHECK(ckpz_mem_pread(&m, buf, 1, UINT64_MAX) == -1);
+    ckpz_source s;
+    ckpz_source_mem(&s, &m);
+    CHECK(s.struct_size == sizeof s && s.read == ckpz_mem_read && s.pread == ckpz_mem_pread && s.opaque == &m &&
+          s.size == 16 && !s.progress);
+}
+
+static void test_mem_sinks(void)
+{
+    uint8_t room[8];
+    /* fixed: a write past the caller's buffer fails whole and says so */
+    ckpz_mem f = mem_out(room, sizeof room);
+    CHECK(ckpz_mem_write(&f, "abcde", 5) == 0 && f.size == 5 && !f.full);
+    CHECK(ckpz_mem_write(&f, "fghij", 5) == -1 && f.size == 5 && f.full);
+    CHECK(ckpz_mem_patch(&f, "XY", 2, 3) == 0 && !memcmp(room, "abcXY", 5));
+    CHECK(ckpz_mem_patch(&f, "XY", 2, 4) == -1); /* only bytes already written */
+    CHECK(ckpz_mem_pread(&f, room, 0, 5) == 0 && ckpz_mem_pread(&f, room, 1, 5) == -1);
+    ckpz_sink k;
+    ckpz_sink_mem(&k, &f);
+    CHECK(k.struct_size == sizeof k && k.write == ckpz_mem_write && k.patch == ckpz_mem_patch && k.opaque == &f);
+
+    /* grown: everything kept, in order */
+    ckpz_mem g = {.grow = 1};
+    uint8_t chunk[1000];
+    for (int i = 0; i < 100; i++) {
+        memset(chunk, i, sizeof chunk);
+        CHECK(ckpz_mem_write(&g, chunk, sizeof chunk) == 0);
+    }
+    CHECK(g.size == 100000 && g.capacity >= g.size && !g.full);
+    int ok = 1;
+    for (size_t i = 0; i < g.size; i++) ok &= ((uint8_t *)g.data)[i] == (uint8_t)(i / 1000);
+    CHECK(ok);
+    free(g.data);
+
+    /* counted past the buffer up to a limit: the size an output needs, nothing written past room */
+    uint8_t guard[16];
+    memset(guard, 0xee, sizeof guard);
+    ckpz_mem c = {.data = guard, .capacity = 8, .limit = 20};
+    CHECK(ckpz_mem_write(&c, "abcdef", 6) == 0);
+    CHECK(ckpz_mem_write(&c, "ghijkl", 6) == 0 && c.size == 12 && !c.full); /* straddles: counted only */
+    CHECK(ckpz_mem_patch(&c, "Z", 1, 11) == 0 && ckpz_mem_patch(&c, "Y", 1, 0) == 0);
+    CHECK(ckpz_mem_write(&c, "mnopqrstu", 9) == -1 && c.full && c.size == 12);
+    CHECK(!memcmp(guard, "Ybcdef", 6) && guard[8] == 0xee && guard[11] == 0xee);
+    CHECK(ckpz_mem_pread(&c, guard, 1, 8) == -1); /* not kept */
+
+    /* no room at all and no limit: a counter */
+    ckpz_mem n = {.limit = SIZE_MAX};
+    CHECK(ckpz_mem_write(&n, guard, 16) == 0 && ckpz_mem_write(&n, guard, 16) == 0 && n.size == 32);
+}
+
+/* A temporary file's descriptor (unlinked at once). */
+static int temp_fd(int flags)
+{
+    char path[] = "/tmp/ckpz_test_io_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        unlink(path);
+        if (flags) fcntl(fd, F_SETFL, flags);
+    }
+    return fd;
+}
+
+static void test_fd(void)
+{
+    ckpz_fd f = {temp_fd(0), 0, 0};
+    ckpz_sink k;
+    ckpz_source s;
+    char buf[16];
+    CHECK(f.fd >= 0);
+    ckpz_sink_fd(&k, &f);
+    CHECK(k.write == ckpz_fd_write && k.patch == ckpz_fd_patch && k.opaque == &f);
+    CHECK(ckpz_fd_write(&f, "hello world", 11) == 0 && f.bytes == 11);
+    CHECK(ckpz_fd_patch(&f, "W", 1, 6) == 0 && f.bytes == 12);
+    CHECK(ckpz_fd_write(&f, "!", 1) == 0); /* a patch leaves the write position alone */
+    ckpz_source_fd(&s, &f, 12);
+    CHECK(s.read == ckpz_fd_read && s.pread == ckpz_fd_pread && s.size == 12);
+    CHECK(ckpz_fd_pread(&f, buf, 12, 0) == 0 && !memcmp(buf, "hello World!", 12));
+    CHECK(ckpz_fd_pread(&f, buf, 2, 11) == -1 && f.error == 0); /* past the end: short, no errno */
+    ckpz_sink_fd(&k, &f); /* now written from the middle: offsets would be off */
+    CHECK(k.write && !k.patch);
+    close(f.fd);
+
+    f = (ckpz_fd){temp_fd(O_APPEND), 0, 0}; /* pwrite ignores offsets there */
+    ckpz_sink_fd(&k, &f);
+    CHECK(k.write && !k.patch);
+    close(f.fd);
+
+    int p[2];
+    CHECK(pipe(p) == 0);
+    f = (ckpz_fd){p[1], 0, 0};
+    ckpz_sink_fd(&k, &f);
+    CHECK(k.write && !k.patch);
+    ckpz_fd r = {p[0], 0, 0};
+    ckpz_source_fd(&s, &r, CKPZ_SIZE_UNKNOWN);
+    CHECK(s.read && !s.pread);
+    close(p[0]);
+    signal(SIGPIPE, SIG_IGN);
+    errno = 0;
+    CHECK(ckpz_fd_write(&f, "x", 1) == -1 && f.error == EPIPE && errno == EPIPE); /* a real errno stays */
+    close(p[1]);
+
+    int full = open("/dev/full", O_WRONLY);
+    if (full >= 0) {
+        f = (ckpz_fd){full, 0, 0};
+        CHECK(ckpz_fd_write(&f, "x", 1) == -1 && f.error == ENOSPC);
+        CHECK(ckpz_fd_write(&f, "x", 1) == -1 && f.error == ENOSPC); /* the first failure is kept */
+        close(full);
+    }
+}
+
+/* A BF16 tensor as a raw dump and a slightly changed copy (a base and its successor). */
+static uint8_t *bf16(size_t n, const uint8_t *like)
+{
+    uint8_t *p = malloc(n);
+    for (size_t i = 0; i < n; i += 2) {
+        float v = (float)(rng_normal() * 0.02);
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        p[i] = (uint8_t)(b >> 16);
+        p[i + 1] = (uint8_t)(b >> 24);
+        if (like && rng() % 8) memcpy(p + i, like + i, 2);
+    }
+    return p;
+}
+
+static int count_progress(void *opaque, uint64_t done, uint64_t total)
+{
+    (void)done;
+    (void)total;
+    ++*(int *)opaque;
+    return 0;
+}
+
+static int stop_progress(void *opaque, uint64_t done, uint64_t total)
+{
+    (void)opaque;
+    (void)total;
+    return done > 0;
+}
+
+static int g_patches;
+static int counting_patch(void *m, const void *buf, size_t n, uint64_t off)
+{
+    g_patches++;
+    return ckpz_mem_patch(m, buf, n, off);
+}
+
+static void test_calls(void)
+{
+    size_t n = 300000;
+    uint8_t *base = bf16(n, NULL), *src = bf16(n, base);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.format = CKPZ_INPUT_RAW;
+    p.raw_dtype = CKPZ_DTYPE_BF16;
+    p.chunk_size = 65536;
+    p.threads = 2;
+    p.base = base;
+    p.base_size = n;
+    p.base_name = "base.bin";
+    void *want = NULL;
+    size_t wlen = 0;
+    CHECK(ckpz_compress_buffer(ctx, &p, src, n, &want, &wlen) == CKPZ_OK);
+
+    /* into a file through the fd sink (which patches the base frame): the same bytes */
+    ckpz_fd out = {temp_fd(0), 0, 0};
+    ckpz_mem in = mem_in(src, n, 4093);
+    ckpz_source s;
+    ckpz_sink k;
+    ckpz_source_mem(&s, &in);
+    ckpz_sink_fd(&k, &out);
+    int calls = 0;
+    s.progress = count_progress;
+    s.progress_opaque = &calls;
+    ckpz_stats st;
+    CHECKF(ckpz_compress_io(ctx, &p, &s, &k, &st) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
+    CHECK(k.patch && st.compressed_bytes == wlen && out.bytes > wlen && calls > 0); /* written, then patched */
+    uint8_t *got = malloc(wlen + 1);
+    CHECK(pread(out.fd, got, wlen + 1, 0) == (ssize_t)wlen && !memcmp(got, want, wlen));
+
+    /* back through the fd source, from the file's start: sequential, then random access */
+    ckpz_fd back = {out.fd, 0, 0};
+    ckpz_mem res = {.grow = 1};
+    CHECK(lseek(back.fd, 0, SEEK_SET) == 0);
+    ckpz_source_fd(&s, &back, wlen);
+    ckpz_sink_mem(&k, &res);
+    CHECKF(ckpz_decompress_io(ctx, &p, &s, &k, &st) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
+    CHECK(res.size == n && !memcmp(res.data, src, n) && back.bytes == wlen);
+    CHECK(lseek(back.fd, 0, SEEK_SET) == 0);
+    CHECK(ckpz_decompress_io(ctx, &p, &s, NULL, &st) == CKPZ_OK && st.original_bytes == n); /* verify only */
+    ckpz_archive *a = NULL;
+    CHECKF(ckpz_archive_open_io(ctx, &p, &s, &a) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
+    memset(res.data, 0, n);
+    ckpz_span span = {0, n, res.data};
+    CHECK(a && ckpz_archive_read(ctx, a, &span, 1) == CKPZ_OK && !memcmp(res.data, src, n));
+    ckpz_archive_close(a);
+    /* the source's progress stops archive reads, and wins over the params' */
+    p.progress = count_progress;
+    p.progress_opaque = &calls;
+    s.progress = stop_progress;
+    calls = 0;
+    CHECK(ckpz_archive_open_io(ctx, &p, &s, &a) == CKPZ_OK);
+    CHECK(a && ckpz_archive_read(ctx, a, &span, 1) == CKPZ_ERR_ABORTED && calls == 0);
+    ckpz_archive_close(a);
+    s.pread = NULL;
+    CHECK(ckpz_archive_open_io(ctx, &p, &s, &a) == CKPZ_ERR_PARAM && strstr(ckpz_ctx_message(ctx), "pread"));
+    p.progress = NULL;
+    close(out.fd);
+
+    /* the sink's patch wins over the deprecated params field, which works alone */
+    ckpz_mem m1 = {.grow = 1}, m2 = {.grow = 1};
+    p.patch = counting_patch; /* into m2, which is still empty in the first run: it would fail there */
+    p.patch_opaque = &m2;
+    for (int how = 0; how < 2; how++) {
+        in = mem_in(src, n, 0);
+        ckpz_source_mem(&s, &in);
+        ckpz_sink_mem(&k, how ? &m2 : &m1);
+        if (how) k.patch = NULL; /* the params' then */
+        g_patches = 0;
+        CHECKF(ckpz_compress_io(ctx, &p, &s, &k, NULL) == CKPZ_OK, "%d: %s", how, ckpz_ctx_message(ctx));
+        CHECK(g_patches == how);
+    }
+    CHECK(m1.size == wlen && m2.size == wlen && !memcmp(m1.data, want, wlen) && !memcmp(m2.data, want, wlen));
+    free(m1.data);
+    free(m2.data);
+    p.patch = NULL;
+
+    /* a source or sink that was never initialised is refused, not trusted */
+    ckpz_source junk_s;
+    memset(&junk_s, 0x5a, sizeof junk_s);
+    ckpz_sink_init(&k);
+    CHECK(ckpz_compress_io(ctx, &p, &junk_s, &k, NULL) == CKPZ_ERR_PARAM &&
+          strstr(ckpz_ctx_message(ctx), "ckpz_source_init"));
+    ckpz_source_init(&s);
+    ckpz_sink junk_k = {sizeof(size_t), 0, 0, 0}; /* older than any version */
+    CHECK(ckpz_decompress_io(ctx, &p, &s, &junk_k, NULL) == CKPZ_ERR_PARAM &&
+          strstr(ckpz_ctx_message(ctx), "ckpz_sink_init"));
+    CHECK(ckpz_compress_io(ctx, &p, &s, &k, NULL) == CKPZ_ERR_PARAM); /* no read callback */
+
+    free(got);
+    free(res.data);
+    ckpz_free(want);
+    ckpz_ctx_free(ctx);
+    free(base);
+    free(src);
+}
+
+int main(void)
+{
+    test_mem_source();
+    test_mem_sinks();
+    test_fd();
+    test_calls();
+    return test_summary("test_io");
+}
