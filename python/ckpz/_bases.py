@@ -7,10 +7,9 @@ the CLI finds it: by the name it recorded, beside it), or the caller's buffer.
 """
 
 import contextlib
-import mmap
 import os
 
-from . import _files, _lib
+from . import _files, _lib, _memory
 from ._lib import Error
 
 __all__ = []  # private module
@@ -61,7 +60,7 @@ class _Base:
         self._keep = None  # drop the export before unmapping
         buf, self._buf = self._buf, None
         if self._owned:
-            _files.close_mmap(buf)
+            _memory.close_mmap(buf)
 
     def __enter__(self):
         return self
@@ -118,10 +117,7 @@ def _map_original(path):
     """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
     it), or read into memory when it cannot be mapped."""
     with open(path, "rb", buffering=0) as f:
-        try:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):  # empty, or not a mappable file
-            m = None
+        m = _memory.map_file(f)
         if m is not None:
             return _Base(m, owned=True)
         return _Base(f.readall())
@@ -218,11 +214,7 @@ def decompress_whole(src, threads=0, base=None, locate=True):
         with opened as b:
             return _decompress_buffer(buf, n, src, threads, b)
     finally:
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:
-                pass
+        _memory.close_mmap(buf)
 
 
 def _decompress_buffer(buf, n, src, threads, base):
@@ -251,7 +243,7 @@ def _decompress_buffer(buf, n, src, threads, base):
                         "ckpz file can hold (limit %d)" % (orig, n, bound),
                         src,
                     )
-                dst = _files.alloc(orig)
+                dst = _memory.alloc(orig)
                 darr, daddr = _lib.address(dst)
                 try:
                     call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
@@ -260,7 +252,6 @@ def _decompress_buffer(buf, n, src, threads, base):
             finally:
                 del arr
     except BaseException:
-        if isinstance(dst, mmap.mmap):
-            dst.close()
+        _memory.close_mmap(dst)
         raise
-    return _files.Restored(dst, orig)
+    return _memory.Restored(dst, orig)
