@@ -80,9 +80,12 @@ def run(fn, call):
         if state["abandoned"]:
             raise
     # Wait on an Event the job sets last: the caller must not free or close what the
-    # library is still using, whatever interrupts the wait.
-    while not finished.is_set():
+    # library is still using, whatever interrupts the wait. The test of the Event is
+    # inside the try too: an interrupt landing in it must not end the wait either.
+    while True:
         try:
+            if finished.is_set():
+                break
             finished.wait()
         except BaseException as e:  # KeyboardInterrupt, or an exception a signal handler raised
             call.abort()
