@@ -2,9 +2,11 @@
 
 Each struct here has the header's exact layout (field names, types and order), and each
 constant the header's value: the library reads and writes these structs in place, so a
-field out of step would be read as garbage, not refused: keep them in step with the
-header. Nothing here needs the library loaded; _lib declares its functions over these
-types and makes every name here available as _lib.NAME. Not public API.
+field out of step would be read as garbage, not refused. tests/python/test_bindings.py
+compares every struct's size and field offsets, and every constant and error code, with
+what a C compiler makes of the header (tests/python/header_layout.c), so the two cannot
+drift apart silently. Nothing here needs the library loaded; _lib declares its functions
+over these types and makes every name here available as _lib.NAME. Not public API.
 """
 
 import ctypes
