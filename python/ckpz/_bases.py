@@ -18,7 +18,11 @@ _MAX_ORIGINAL = 1 << 40  # whole-file restores refuse originals over 1 TiB
 
 # ---- delta files: the base a file is coded against --------------------------------------
 
-_MAX_CHAIN = 4096  # delta files restored one through another, at most (as the CLI)
+# The CLI's chain policy (programs/basefile.c), kept the same until the library offers it:
+# at most MAX_CHAIN delta files, the named base included, restored one through another,
+# and a file met twice is a cycle, the same file by device and inode (a hard link too),
+# not by path. tests/python/test_bases.py holds the two to the same outcomes.
+MAX_CHAIN = 1000
 
 
 class _Base:
@@ -128,9 +132,13 @@ def _base_from_path(path, threads):
     or a delta .ckpz, restored through the chain of bases it recorded, each found beside
     the file that names it. The recorded name is path's file name."""
     chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
-    seen = set()
+    walked = set()  # (st_dev, st_ino) of the files met so far: one met again is a cycle
     p, original = path, None
     while True:
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) in walked:
+            raise Error(_lib.ERR_BASE, "the chain of delta files comes back to this file (a cycle)", p)
+        walked.add((st.st_dev, st.st_ino))
         info = _file_head_info(p)
         if info is None:
             original = p
@@ -138,11 +146,10 @@ def _base_from_path(path, threads):
         chain.append((p, info))
         if not info.needed:
             break
-        if len(chain) >= _MAX_CHAIN:
-            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % _MAX_CHAIN, path)
-        seen.add(os.path.realpath(p))
+        if len(chain) > MAX_CHAIN:  # p, a delta file too, lies MAX_CHAIN files below path
+            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % MAX_CHAIN, p)
         nxt = _locate(p, info.name)
-        if nxt is None or os.path.realpath(nxt) in seen:
+        if nxt is None:
             break  # restoring p fails below, with the library's message naming its base
         p = nxt
     cur = _map_original(original) if original is not None else None
