@@ -49,15 +49,12 @@ KeyboardInterrupt) the temporary file is removed and an existing destination is 
 untouched.
 """
 
-import collections
-import contextlib
-import io
-import os
 import pickle
 
-from . import _bases, _files, _lib, _torch
+from . import _archive, _lib, _load, _numpy, _save, _stream, _torchzip
+from ._archive import BaseInfo, Entry, Info, Lossy
+from ._background import SaveHandle, wait_saves
 from ._lib import Error
-from ._torch import SaveHandle, wait_saves
 from ._unpickle import UnsafeGlobalError
 
 __all__ = [
@@ -91,18 +88,10 @@ def library_version():
     return _lib.decode(_lib.version_string())
 
 
-def _numpy():
-    try:
-        import numpy
-    except ImportError as e:
-        raise ImportError("ckpz.save_arrays/load_arrays need NumPy (import numpy failed: %s)" % e) from e
-    return numpy
-
-
 # ---- PyTorch ---------------------------------------------------------------------------
 
 
-def save(obj, f, pickle_module=pickle, pickle_protocol=_torch.DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
+def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False, *, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None,
          background=False, max_pending=1):
     """Saves obj like ``torch.save(obj, f)``, compressed.
@@ -149,7 +138,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torch.DEFAULT_PROTOCOL, 
     pickling errors as torch.save would, KeyboardInterrupt when interrupted; in every
     case an existing file at f is left as it was.
     """
-    return _torch.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
+    return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
                        policy, max_mae, background, max_pending)
 
 
@@ -184,45 +173,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     Raises ckpz.Error if the file is corrupt (naming the chunk and tensor), OSError if it
     cannot be read, KeyboardInterrupt when interrupted.
     """
-    return _torch.load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base,
+    return _load.load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base,
                        pickle_load_args)
 
 
 # ---- files -----------------------------------------------------------------------------
-
-
-def _stream(compress, src, dst, params, base, path, threads=0, size=None):
-    """Compresses (or restores) src (a path or a binary file object) into dst (a temporary
-    file renamed into place): the work runs on the library's threads, the library reads
-    and writes through file descriptors where it can, and Ctrl-C stops it cleanly.
-    Everything that creates a file runs on the helper thread (_files.run), where no
-    signal can land between creating a temporary file and taking charge of removing it.
-    Returns the ckpz_stats."""
-    stats = _lib.Stats()
-    with _lib.Call(params, path) as call:
-
-        def work():
-            with _bases.open_base(base, threads) as b, _files.Source(src) as source, _files.Sink(dst) as sink:
-                if b is not None:
-                    b.apply(params, compress=compress)
-                rd, rd_opaque = source.reader(call)
-                wr, wr_opaque = sink.writer(call)
-                if compress:
-                    n = source.size() if size is None else size
-                    err = _lib.compress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque,
-                                               _lib.SIZE_UNKNOWN if n is None else n, wr, wr_opaque,
-                                               _lib.ctypes.byref(stats))
-                else:
-                    err = _lib.decompress_stream(call.ctx, _lib.ctypes.byref(params), rd, rd_opaque, wr, wr_opaque,
-                                                 _lib.ctypes.byref(stats))
-                e = source.os_error() or sink.os_error()
-                if err and e is not None and not call.aborted:
-                    raise e
-                call.check(err)
-                sink.commit(stats.compressed_bytes if compress else stats.original_bytes)
-
-        _files.run(work, call)
-    return stats
 
 
 def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
@@ -256,13 +211,7 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     values: pass the previous lossy file as the base (closed loop). max_mae: default
     for rules without their own max-mae.
     """
-    _bases.check_not_own_base(dst, base)
-    params = _lib.make_params(level, threads)
-    pol = _lib.policy_bytes(policy, max_mae)
-    if pol is not None:
-        params.policy = pol
-        params.max_mae = float(max_mae or 0)
-    return _stream(True, src, dst, params, base, src, threads).compressed_bytes
+    return _stream.compress_file(src, dst, level, threads, base, policy, max_mae)
 
 
 def decompress_file(src, dst, threads=0, base=None):
@@ -282,10 +231,7 @@ def decompress_file(src, dst, threads=0, base=None):
     CRC-32C before use: a wrong or missing one raises ckpz.Error (code ERR_BASE, 15)
     whose message names the size and CRC-32C of the base the file needs.
     """
-    if base is None and _files.is_path(src):
-        base = _bases.located_base(src, _bases.read_head(src))
-    params = _lib.make_params(threads=threads)
-    return _stream(False, src, dst, params, base, src, threads).original_bytes
+    return _stream.decompress_file(src, dst, threads, base)
 
 
 # ---- NumPy -----------------------------------------------------------------------------
@@ -300,149 +246,32 @@ def save_arrays(path, *args, level=LEVEL_DEFAULT, threads=0, **arrays):
     not array names (pass such arrays as ``save_arrays(path, **{...})`` under other
     names, or positionally).
     """
-    np = _numpy()
-    buf = io.BytesIO()
-    np.savez(buf, *args, **arrays)
-    size = len(buf.getbuffer())
-    buf.seek(0)
-    _stream(True, buf, path, _lib.make_params(level, threads), None, path, threads, size)
+    _numpy.save_arrays(path, args, level, threads, arrays)
 
 
 def load_arrays(path, allow_pickle=False, threads=0):
     """Loads what ``save_arrays`` wrote: a dict of name -> numpy.ndarray (in memory, not
     lazy). A plain .npz file (not compressed by ckpz) is read too. allow_pickle is
     numpy.load's (object arrays); off by default."""
-    np = _numpy()
-    restored = _bases.decompress_whole(path, threads)
-    if restored is None:
-        with _files.open_input(path) as f:
-            return _npz_dict(np.load(f, allow_pickle=allow_pickle), path)
-    with restored, restored.reader() as r:
-        return _npz_dict(np.load(r, allow_pickle=allow_pickle), path)
-
-
-def _npz_dict(z, path):
-    if not hasattr(z, "files"):
-        raise ValueError("ckpz.load_arrays: %r holds a single array, not an .npz archive" % (path,))
-    with z:
-        return {k: z[k] for k in z.files}
+    return _numpy.load_arrays(path, allow_pickle, threads)
 
 
 # ---- index -----------------------------------------------------------------------------
 
-Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks lossy", defaults=(None,))
-Entry.__doc__ = """One entry of a .ckpz file's index: a tensor, or a run of opaque bytes
-(name "", dtype "bytes", shape ()). offset and length locate it in the original file;
-compressed is the bytes its chunks take in the .ckpz file. lossy: None when the entry
-restores byte for byte, else a Lossy with its coding and errors."""
-
-Lossy = collections.namedtuple(
-    "Lossy", "mode bound abs_bound mae max_error rmse psnr exceptions changed frozen"
-)
-Lossy.__doc__ = """How a lossy tensor was coded and the errors it got: mode ("abs", "rel",
-"pointwise-rel", "affine"), the bound asked for and the absolute bound applied, mean
-absolute, maximum and RMS error, PSNR in dB (against the tensor's value range; inf
-without error), elements stored exactly, and with a base: elements that changed since
-it and how many of those restore as the base's value (most of them: training frozen)."""
-
-Info = collections.namedtuple(
-    "Info", "format_version format original_size compressed_size chunk_size content_checksum entries chunks lossy",
-    defaults=(False,),
-)
-Info.__doc__ = """A .ckpz file's summary; format is the original's ("torch", "safetensors",
-"npy", "raw", ...)."""
-
-
-@contextlib.contextmanager
-def _archive(path):
-    with _files.open_input(path) as f:
-        try:
-            fd = f.fileno()
-            size = os.fstat(fd).st_size
-        except (AttributeError, OSError, io.UnsupportedOperation):
-            raise TypeError("ckpz.list/info need a file with a descriptor (a path or an open file)")
-        params = _lib.make_params()
-        with _lib.Call(params, path) as call:
-
-            def pread(_o, buf, n, off):
-                mv = _lib.view_at(buf, n, writable=True)
-                got = 0
-                while got < n:
-                    r = os.preadv(fd, [mv[got:]], off + got)
-                    if r <= 0:
-                        return -1
-                    got += r
-                return 0
-
-            handle = _lib.ctypes.c_void_p()
-            err = _lib.archive_open(
-                call.ctx, _lib.ctypes.byref(params), call.guard(_lib.PREAD_FN, pread, -1), None, size,
-                _lib.ctypes.byref(handle),
-            )
-            call.check(err)
-            try:
-                yield call, handle
-            finally:
-                _lib.archive_close(handle)
-
-
-def _info(handle):
-    i = _lib.ArchiveInfo()
-    _lib.archive_get_info(handle, _lib.ctypes.byref(i))
-    return Info(
-        i.format_version, _lib.decode(_lib.input_format_name(i.format)), i.original_size, i.compressed_size,
-        i.chunk_size, i.content_checksum, i.entries, i.chunks, bool(i.lossy),
-    )
-
 
 def info(path):
     """Summary of the .ckpz file at path (an Info). Checks the header, trailer and index."""
-    with _archive(path) as (_call, handle):
-        return _info(handle)
-
-
-BaseInfo = collections.namedtuple("BaseInfo", "name size checksum depth")
-BaseInfo.__doc__ = """What a delta .ckpz file needs to be restored: its base's recorded file name
-("" if none was recorded), size in bytes and CRC-32C (of the base's original bytes), and
-depth, the number of delta files to restore down to a stand-alone one, this one included
-(1: the base is stand-alone), as ``ckpz -l`` shows on its "depends on:" line."""
+    return _archive.info(path)
 
 
 def base_info(path):
     """A BaseInfo for the delta .ckpz file at path, or None for a stand-alone file.
     Checks the header, trailer and index; the base itself is not needed."""
-    with _archive(path) as (_call, handle):
-        b = _lib.BaseInfo()
-        _lib.archive_get_base(handle, _lib.ctypes.byref(b))
-        if not b.needed:
-            return None
-        return BaseInfo(os.fsdecode(b.name), b.size, b.checksum, b.depth)
+    return _archive.base_info(path)
 
 
 def list(path):  # noqa: A001 - the name matches `ckpz -l`
     """The index of the .ckpz file at path: a list of Entry, in file order (tensors with
     name, dtype such as "f32" or "bf16", shape; opaque runs with name "" and dtype
     "bytes"). Only the header, trailer and index are read."""
-    out = []
-    with _archive(path) as (call, handle):
-        e = _lib.EntryStruct()
-        for i in range(_info(handle).entries):
-            call.check(_lib.archive_entry(handle, i, _lib.ctypes.byref(e)))
-            out.append(
-                Entry(
-                    _lib.decode(e.name) or "",
-                    _lib.decode(_lib.dtype_name(e.dtype)) or str(e.dtype),
-                    tuple(e.shape[k] for k in range(e.ndim)),
-                    e.offset,
-                    e.length,
-                    e.compressed,
-                    e.chunks,
-                    Lossy(
-                        _lib.decode(e.lossy_mode), e.lossy_bound, e.abs_bound, e.mae, e.max_error, e.rmse, e.psnr,
-                        e.exceptions, e.changed, e.frozen,
-                    )
-                    if e.lossy
-                    else None,
-                )
-            )
-    return out
+    return _archive.entries(path)

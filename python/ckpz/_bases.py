@@ -7,10 +7,9 @@ the CLI finds it: by the name it recorded, beside it), or the caller's buffer.
 """
 
 import contextlib
-import mmap
 import os
 
-from . import _files, _lib
+from . import _files, _lib, _memory
 from ._lib import Error
 
 __all__ = []  # private module
@@ -19,7 +18,11 @@ _MAX_ORIGINAL = 1 << 40  # whole-file restores refuse originals over 1 TiB
 
 # ---- delta files: the base a file is coded against --------------------------------------
 
-_MAX_CHAIN = 4096  # delta files restored one through another, at most (as the CLI)
+# The CLI's chain policy (programs/basefile.c), kept the same until the library offers it:
+# at most MAX_CHAIN delta files, the named base included, restored one through another,
+# and a file met twice is a cycle, the same file by device and inode (a hard link too),
+# not by path. tests/python/test_bases.py holds the two to the same outcomes.
+MAX_CHAIN = 1000
 
 
 class _Base:
@@ -61,7 +64,7 @@ class _Base:
         self._keep = None  # drop the export before unmapping
         buf, self._buf = self._buf, None
         if self._owned:
-            _files.close_mmap(buf)
+            _memory.close_mmap(buf)
 
     def __enter__(self):
         return self
@@ -118,10 +121,7 @@ def _map_original(path):
     """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
     it), or read into memory when it cannot be mapped."""
     with open(path, "rb", buffering=0) as f:
-        try:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):  # empty, or not a mappable file
-            m = None
+        m = _memory.map_file(f)
         if m is not None:
             return _Base(m, owned=True)
         return _Base(f.readall())
@@ -132,9 +132,13 @@ def _base_from_path(path, threads):
     or a delta .ckpz, restored through the chain of bases it recorded, each found beside
     the file that names it. The recorded name is path's file name."""
     chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
-    seen = set()
+    walked = set()  # (st_dev, st_ino) of the files met so far: one met again is a cycle
     p, original = path, None
     while True:
+        st = os.stat(p)
+        if (st.st_dev, st.st_ino) in walked:
+            raise Error(_lib.ERR_BASE, "the chain of delta files comes back to this file (a cycle)", p)
+        walked.add((st.st_dev, st.st_ino))
         info = _file_head_info(p)
         if info is None:
             original = p
@@ -142,11 +146,10 @@ def _base_from_path(path, threads):
         chain.append((p, info))
         if not info.needed:
             break
-        if len(chain) >= _MAX_CHAIN:
-            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % _MAX_CHAIN, path)
-        seen.add(os.path.realpath(p))
+        if len(chain) > MAX_CHAIN:  # p, a delta file too, lies MAX_CHAIN files below path
+            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % MAX_CHAIN, p)
         nxt = _locate(p, info.name)
-        if nxt is None or os.path.realpath(nxt) in seen:
+        if nxt is None:
             break  # restoring p fails below, with the library's message naming its base
         p = nxt
     cur = _map_original(original) if original is not None else None
@@ -218,11 +221,7 @@ def decompress_whole(src, threads=0, base=None, locate=True):
         with opened as b:
             return _decompress_buffer(buf, n, src, threads, b)
     finally:
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:
-                pass
+        _memory.close_mmap(buf)
 
 
 def _decompress_buffer(buf, n, src, threads, base):
@@ -251,7 +250,7 @@ def _decompress_buffer(buf, n, src, threads, base):
                         "ckpz file can hold (limit %d)" % (orig, n, bound),
                         src,
                     )
-                dst = _files.alloc(orig)
+                dst = _memory.alloc(orig)
                 darr, daddr = _lib.address(dst)
                 try:
                     call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
@@ -260,7 +259,6 @@ def _decompress_buffer(buf, n, src, threads, base):
             finally:
                 del arr
     except BaseException:
-        if isinstance(dst, mmap.mmap):
-            dst.close()
+        _memory.close_mmap(dst)
         raise
-    return _files.Restored(dst, orig)
+    return _memory.Restored(dst, orig)

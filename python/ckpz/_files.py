@@ -1,130 +1,29 @@
-"""Files and interruptions: where the package's bytes come from and go, and how a long
-library call is run so that Ctrl-C can stop it without corrupting anything.
+"""Files: where the package's bytes come from and go.
 
 Outputs named by path are written to a temporary file beside the destination (by the
 library itself, through ckpz_fd_write: no byte passes through Python) and renamed over
 it only after the call succeeded and the byte count was checked; anything else (an
 error, KeyboardInterrupt, a signal) removes the temporary file and leaves the
-destination as it was.
-
-Long calls run on a helper thread (`run`; one thread, kept). Python delivers signals to
-the main thread only, and between bytecodes: a KeyboardInterrupt raised inside a ctypes callback, before
-its `try:`, is printed and dropped, and the callback returns whatever ctypes makes of
-that. On the helper thread no signal can arrive in a callback; the main thread waits,
-and when Ctrl-C reaches it, it asks the library to stop (the progress callback returns
-non-zero), waits for it to return, and raises the KeyboardInterrupt itself.
+destination as it was (Sink). Inputs named by path are read by the library through
+their descriptor (Source); binary file objects on either side go through callbacks.
+read_whole takes a whole .ckpz file into memory (a private mapping where it can).
 """
 
 import contextlib
 import io
-import mmap
 import os
-import queue
 import secrets
 import stat
-import threading
 
 from . import _lib
 from ._lib import Error
+from ._memory import alloc, map_file
 
 __all__ = []  # private module
 
 
 def is_path(x):
     return isinstance(x, (str, bytes, os.PathLike))
-
-
-class _Worker:
-    """The one thread that runs the main thread's library calls, kept for the process's
-    life: one thread means one malloc arena, so the memory a load frees is what the next
-    load's storages reuse, without page faults (and no thread is started per call)."""
-
-    def __init__(self):
-        self.jobs = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._loop, name="ckpz-calls", daemon=True)
-        self.thread.start()
-
-    def _loop(self):
-        while True:
-            self.jobs.get()()
-
-
-_worker = None
-_worker_lock = threading.Lock()
-
-
-def _get_worker():
-    global _worker
-    with _worker_lock:
-        if _worker is None or not _worker.thread.is_alive():
-            _worker = _Worker()
-        return _worker
-
-
-def run(fn, call):
-    """fn() (which makes library calls through `call`, a _lib.Call) on the helper thread;
-    on an exception in the waiting thread (KeyboardInterrupt), call.abort(), wait for fn
-    to return, and raise that exception. fn's own result or exception otherwise."""
-    if threading.current_thread() is not threading.main_thread():
-        return fn()  # signals are never delivered here: nothing to protect against
-    box = {}
-    finished = threading.Event()
-    gate = threading.Lock()
-    state = {"began": False, "abandoned": False}
-
-    def job():
-        with gate:
-            if state["abandoned"]:  # the caller gave up before this began: do nothing
-                return
-            state["began"] = True
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # handed to the caller
-            box["error"] = e
-        finally:
-            finished.set()
-
-    worker = _get_worker()
-    interrupted = None
-    try:
-        worker.jobs.put(job)
-    except BaseException as e:  # interrupted around put(): the job may or may not be queued
-        call.aborted = True
-        interrupted = e
-        with gate:
-            if not state["began"]:
-                state["abandoned"] = True  # if it was queued, the worker skips it
-        if state["abandoned"]:
-            raise
-    # Wait on an Event the job sets last: the caller must not free or close what the
-    # library is still using, whatever interrupts the wait. A signal's exception is raised
-    # at the next point where the interpreter checks for one: a call, or a loop's jump
-    # back. So nothing here calls or loops outside a try (the loop's condition is the
-    # call inside it), the handlers make no call (call.aborted is what call.abort() sets),
-    # and the one jump back, taken only after a handler ran, is guarded once more for a
-    # second signal on its heels. (The wait used to be `while not finished.is_set()`: a
-    # signal landing on that call escaped, and the save went on, and left its temporary
-    # file, after save() had raised.)
-    while True:
-        try:
-            while True:
-                try:
-                    if finished.wait():
-                        break
-                except BaseException as e:  # KeyboardInterrupt, or what a signal handler raised
-                    call.aborted = True
-                    if interrupted is None:
-                        interrupted = e
-            break
-        except BaseException as e:  # landed on the inner loop's jump back
-            call.aborted = True
-            if interrupted is None:
-                interrupted = e
-    if interrupted is not None:
-        raise interrupted
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 class Sink:
@@ -308,104 +207,6 @@ def regular_size(f):
         return None
 
 
-class MemReader(io.RawIOBase):
-    """A seekable read-only binary file over a buffer (no copy at construction; each
-    readinto is one copy, straight into the caller's memory)."""
-
-    def __init__(self, buf):
-        super().__init__()
-        self._mv = memoryview(buf).cast("B")
-        self._pos = 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def tell(self):
-        return self._pos
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = len(self._mv) + offset
-        else:
-            raise ValueError("invalid whence (%r)" % (whence,))
-        if pos < 0:
-            raise ValueError("negative seek position %d" % pos)
-        self._pos = pos
-        return pos
-
-    def readinto(self, b):
-        with memoryview(b) as out:
-            out = out.cast("B")
-            n = min(len(out), max(len(self._mv) - self._pos, 0))
-            out[:n] = self._mv[self._pos : self._pos + n]
-        self._pos += n
-        return n
-
-    def readall(self):
-        data = bytes(self._mv[self._pos :])
-        self._pos = len(self._mv)
-        return data
-
-    def close(self):
-        if not self.closed:
-            self._mv.release()
-        super().close()
-
-
-class Restored:
-    """The original bytes of a .ckpz file, decoded into anonymous memory (closed after use)."""
-
-    def __init__(self, mem, size):
-        self.mem = mem
-        self.size = size
-
-    def reader(self):
-        return MemReader(memoryview(self.mem)[: self.size])
-
-    def close(self):
-        mem, self.mem = self.mem, None
-        close_mmap(mem)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def close_mmap(buf):
-    """Unmaps buf if it is an mmap; a view still alive somewhere leaves it to the GC."""
-    if isinstance(buf, mmap.mmap):
-        try:
-            buf.close()
-        except BufferError:
-            pass
-
-
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-
-
-def alloc(n):
-    """n bytes of writable memory for C to fill: an anonymous mapping, its pages faulted in
-    at once by the kernel where it can (MAP_POPULATE; much cheaper than one fault per page
-    from the decoding threads, or bytearray(n)'s zeroing pass)."""
-    if n <= 0:
-        return bytearray(0)
-    if _POPULATE:
-        try:
-            return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
-        except OSError:
-            pass
-    return mmap.mmap(-1, n)
-
-
 def read_whole(f, path):
     """(buffer, size) holding the rest of f; None if f does not start with the ckpz magic
     (f is then left at its starting position when seekable)."""
@@ -421,12 +222,7 @@ def read_whole(f, path):
         return None
     size = regular_size(f)
     if size is not None and start == 0:
-        # A whole regular file: map it (private, copy-on-write: C only reads it), so the
-        # page cache is read in place instead of copied.
-        try:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-        except (OSError, ValueError):
-            m = None
+        m = map_file(f)  # a whole regular file: its page cache read in place
         if m is not None:
             if len(m) != size + len(head) or m[:8] != head:
                 m.close()

@@ -24,6 +24,16 @@ from ._lib import Error, ERR_CORRUPT, ERR_INPUT
 __all__ = []  # private module
 
 VERSION_RECORD = b"3\n"  # torch's archive format version since 1.6
+DEFAULT_PROTOCOL = 2  # torch.save's pickle protocol
+
+
+def torch_module():
+    """torch, imported when a save or load needs it (the rest of the package does not)."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("ckpz.save/ckpz.load need PyTorch (import torch failed: %s)" % e) from e
+    return torch
 
 
 def archive_name(dst):
@@ -70,7 +80,7 @@ class Pickled:
         return out
 
 
-def pickle_state(torch, obj, pickle_module=pickle, pickle_protocol=2, snapshot=None):
+def pickle_state(torch, obj, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL, snapshot=None):
     """Pickles obj as torch.save does. snapshot(untyped_storage) -> untyped storage, when
     given, replaces every storage by what it returns (a copy taken now, for saving in the
     background); non-CPU storages are always copied to the CPU."""

@@ -502,7 +502,7 @@ class TestInterrupts(Case):
         used to escape: save() raised while the save went on and left its temporary file)."""
         import threading
         import types
-        from ckpz import _files
+        from ckpz import _run
 
         main = threading.main_thread()
 
@@ -532,14 +532,14 @@ class TestInterrupts(Case):
 
         fake = types.SimpleNamespace(Event=Flaky, Lock=threading.Lock, current_thread=threading.current_thread,
                                      main_thread=threading.main_thread, Thread=threading.Thread)
-        real = _files.threading
-        _files.threading = fake
+        real = _run.threading
+        _run.threading = fake
         try:
             call = types.SimpleNamespace(aborted=False, abort=lambda: None)
             with self.assertRaises(KeyboardInterrupt):
-                _files.run(job, call)
+                _run.run(job, call)
         finally:
-            _files.threading = real
+            _run.threading = real
         self.assertEqual(done, [True], "run() returned before its job ended")
         self.assertTrue(call.aborted)
 
@@ -563,6 +563,41 @@ class TestInterrupts(Case):
                 self.assertEqual(read_bytes(out), read_bytes(src))
 
         self._storm(lambda k: (lambda: ckpz.decompress_file(dst, out, threads=2)), check_decompress, want=8)
+
+    def test_interrupt_in_every_step_of_the_wait(self):
+        """The interrupt lands while the waiting thread tests whether the call finished (a
+        moment the storms above hit about once in twenty runs): the call is still asked to
+        stop and waited for before KeyboardInterrupt is raised, so what it created is gone."""
+        import threading
+        from unittest import mock
+
+        from ckpz import _run
+
+        done = []
+
+        class InterruptedTest(threading.Event):
+            fired = False
+
+            def is_set(self):
+                if not InterruptedTest.fired and threading.current_thread() is threading.main_thread():
+                    InterruptedTest.fired = True
+                    raise KeyboardInterrupt
+                return super().is_set()
+
+        def job():
+            time.sleep(0.3)
+            done.append("finished")
+
+        with _lib.Call() as warm:
+            _run.run(lambda: None, warm)  # the helper thread exists before Event is replaced
+        call = _lib.Call()
+        with mock.patch.object(_run.threading, "Event", InterruptedTest):
+            with self.assertRaises(KeyboardInterrupt):
+                _run.run(job, call)
+        self.assertTrue(InterruptedTest.fired)
+        self.assertEqual(done, ["finished"])  # waited for, not left running
+        self.assertTrue(call.aborted)
+        call.close()
 
 
 class TestWriteFailures(Case):

@@ -1,0 +1,161 @@
+"""The types and constants of include/ckpz.h, as ctypes declares them.
+
+Each struct here has the header's exact layout (field names, types and order), and each
+constant the header's value: the library reads and writes these structs in place, so a
+field out of step would be read as garbage, not refused. tests/python/test_bindings.py
+compares every struct's size and field offsets, and every constant and error code, with
+what a C compiler makes of the header (tests/python/header_layout.c), so the two cannot
+drift apart silently. Nothing here needs the library loaded; _lib declares its functions
+over these types and makes every name here available as _lib.NAME. Not public API.
+"""
+
+import ctypes
+
+MAGIC = b"\x89CKPZ\r\n\x1a"  # first 8 bytes of every .ckpz file (doc/format.md)
+MIN_CHUNK_COST = 48  # bytes every chunk costs at least in a .ckpz file: frame header + seek record
+
+LEVEL_MIN, LEVEL_MAX, LEVEL_DEFAULT = 1, 9, 3
+SIZE_UNKNOWN = (1 << 64) - 1
+
+# ckpz_error codes (fixed numbers; new ones are only appended)
+OK = 0
+ERR_PARAM = 1
+ERR_NOMEM = 2
+ERR_READ = 3
+ERR_WRITE = 4
+ERR_NOT_CKPZ = 5
+ERR_VERSION = 6
+ERR_TRUNCATED = 7
+ERR_CHECKSUM = 8
+ERR_CORRUPT = 9
+ERR_LIMIT = 10
+ERR_NOT_FOUND = 11
+ERR_INPUT = 12
+ERR_ABORTED = 13
+ERR_INTERNAL = 14
+ERR_BASE = 15
+
+DTYPE_NONE = 0  # CKPZ_DTYPE_NONE: opaque bytes
+INPUT_TORCH = 4  # CKPZ_INPUT_TORCH: a torch.save zip archive
+
+BASE_NAME_MAX = 4096  # CKPZ_BASE_NAME_MAX
+BASE_PROBE = 32 + 12 + 20 + BASE_NAME_MAX  # CKPZ_BASE_PROBE: bytes ckpz_base_info_read may need
+
+# ---- types ---------------------------------------------------------------------------
+
+c_ptrdiff = ctypes.c_ssize_t
+PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
+READ_FN = ctypes.CFUNCTYPE(c_ptrdiff, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+WRITE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+PREAD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64)
+
+
+class Params(ctypes.Structure):
+    """struct ckpz_params."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("level", ctypes.c_int),
+        ("threads", ctypes.c_int),
+        ("chunk_size", ctypes.c_size_t),
+        ("format", ctypes.c_int),  # ckpz_input_format
+        ("raw_dtype", ctypes.c_int),  # ckpz_dtype
+        ("mem_limit", ctypes.c_size_t),
+        ("progress", PROGRESS_FN),
+        ("progress_opaque", ctypes.c_void_p),
+        ("base", ctypes.c_void_p),
+        ("base_size", ctypes.c_size_t),
+        ("base_name", ctypes.c_char_p),
+        ("base_depth", ctypes.c_uint32),
+        ("policy", ctypes.c_char_p),
+        ("max_mae", ctypes.c_double),
+        ("patch", ctypes.c_void_p),  # int (*)(void *, const void *, size_t, uint64_t); unused here
+        ("patch_opaque", ctypes.c_void_p),
+    ]
+
+
+class Fd(ctypes.Structure):
+    """struct ckpz_fd."""
+
+    _fields_ = [("fd", ctypes.c_int), ("error", ctypes.c_int), ("bytes", ctypes.c_uint64)]
+
+
+class Span(ctypes.Structure):
+    """struct ckpz_span."""
+
+    _fields_ = [("offset", ctypes.c_uint64), ("length", ctypes.c_uint64), ("dst", ctypes.c_void_p)]
+
+
+class ZipMember(ctypes.Structure):
+    """struct ckpz_zip_member."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
+
+
+class Stats(ctypes.Structure):
+    """struct ckpz_stats."""
+
+    _fields_ = [
+        ("original_bytes", ctypes.c_uint64),
+        ("compressed_bytes", ctypes.c_uint64),
+        ("tensor_bytes", ctypes.c_uint64),
+        ("tensors", ctypes.c_uint64),
+        ("chunks", ctypes.c_uint64),
+        ("format", ctypes.c_int),
+    ]
+
+
+class EntryStruct(ctypes.Structure):
+    """struct ckpz_entry."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("offset", ctypes.c_uint64),
+        ("length", ctypes.c_uint64),
+        ("compressed", ctypes.c_uint64),
+        ("chunks", ctypes.c_uint64),
+        ("based", ctypes.c_int),
+        ("base_offset", ctypes.c_uint64),
+        ("lossy", ctypes.c_int),
+        ("lossy_mode", ctypes.c_char_p),
+        ("lossy_bound", ctypes.c_double),
+        ("abs_bound", ctypes.c_double),
+        ("mae", ctypes.c_double),
+        ("max_error", ctypes.c_double),
+        ("rmse", ctypes.c_double),
+        ("psnr", ctypes.c_double),
+        ("exceptions", ctypes.c_uint64),
+        ("changed", ctypes.c_uint64),
+        ("frozen", ctypes.c_uint64),
+    ]
+
+
+class ArchiveInfo(ctypes.Structure):
+    """struct ckpz_archive_info."""
+
+    _fields_ = [
+        ("format_version", ctypes.c_uint),
+        ("format", ctypes.c_int),
+        ("original_size", ctypes.c_uint64),
+        ("compressed_size", ctypes.c_uint64),
+        ("chunk_size", ctypes.c_uint32),
+        ("content_checksum", ctypes.c_uint32),
+        ("entries", ctypes.c_uint64),
+        ("chunks", ctypes.c_uint64),
+        ("lossy", ctypes.c_int),
+    ]
+
+
+class BaseInfo(ctypes.Structure):
+    """struct ckpz_base_info."""
+
+    _fields_ = [
+        ("needed", ctypes.c_int),
+        ("size", ctypes.c_uint64),
+        ("checksum", ctypes.c_uint32),
+        ("depth", ctypes.c_uint32),
+        ("name", ctypes.c_char * (BASE_NAME_MAX + 1)),
+    ]

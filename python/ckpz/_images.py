@@ -1,0 +1,156 @@
+"""Where ckpz.load reads a torch.save archive from, when it is not a .ckpz file's: a plain
+file (read with pread, in pieces, so an abort is seen), memory a file object exposes
+(an mmap, io.BytesIO: read in place), or a stream read into memory first (a pipe, a
+socket).
+
+Each image offers read(offset, n), read_many(spans) and size, which the zip parser
+(_torchzip.ZipIndex) reads the archive through, and a way to copy a storage's bytes
+straight into its final memory (read_into, copy_out). A read past the end is a
+ckpz.Error (ERR_TRUNCATED), never a short read.
+"""
+
+import bisect
+import io
+import os
+
+from . import _lib, _memory
+from ._lib import Error
+
+__all__ = []  # private module
+
+
+class FileImage:
+    """A plain torch.save file, read with pread (stopping when the call is aborted)."""
+
+    def __init__(self, fd, size, path, call):
+        self.fd = fd
+        self.size = size
+        self.path = path
+        self.call = call
+
+    def read(self, off, n):
+        out = bytearray(n)
+        self.read_into(off, memoryview(out))
+        return bytes(out)
+
+    def read_many(self, spans):
+        return [self.read(o, n) for o, n in spans]
+
+    def read_into(self, off, mv):
+        got = 0
+        n = len(mv)
+        while got < n:
+            if self.call.aborted:
+                raise Error(_lib.ERR_ABORTED, "aborted", self.path)
+            r = os.preadv(self.fd, [mv[got : got + (64 << 20)]], off + got)  # pieces: abort is seen
+            if r <= 0:
+                raise Error(_lib.ERR_TRUNCATED, "the file ended inside a tensor", self.path)
+            got += r
+
+
+def buffer_of(f):
+    """A read-only byte view of f's content from its position when f exposes its memory
+    (an mmap, or io.BytesIO), else None."""
+    try:
+        if isinstance(f, io.BytesIO):
+            mv = f.getbuffer()
+        else:
+            mv = memoryview(f)
+        mv = mv.cast("B")
+    except (TypeError, ValueError, BufferError):
+        return None
+    try:
+        pos = f.tell()
+    except (AttributeError, OSError, ValueError):
+        pos = 0
+    return mv[pos:]
+
+
+class Pieces:
+    """What a stream held, read into memory in pieces of memory faulted in at once
+    (_memory.alloc: one call, not a fault per page), read back at any offset. Pieces
+    double from 1 MiB to 64 MiB, so a small stream takes little memory."""
+
+    PIECE = 64 << 20
+
+    def __init__(self, f, call):
+        self.path = None
+        self.pieces, self.ends = [], []
+        total = 0
+        while True:
+            if call.aborted:
+                raise Error(_lib.ERR_ABORTED, "aborted")
+            buf = _memory.alloc(min(self.PIECE, max(1 << 20, total)))  # pieces grow with the stream
+            mv = memoryview(buf)
+            n = 0
+            while n < len(mv):
+                r = f.readinto(mv[n:]) if hasattr(f, "readinto") else None
+                if r is None:  # no readinto: read() what comes
+                    piece = f.read(len(mv) - n)
+                    r = len(piece)
+                    mv[n : n + r] = piece
+                if not r:
+                    break
+                n += r
+            if n:
+                self.pieces.append(mv[:n])
+                total += n
+                self.ends.append(total)
+            if n < len(mv):
+                break
+        self.size = total
+
+    def head(self, n):
+        return bytes(self.pieces[0][:n]) if self.pieces else b""
+
+    def copy_out(self, off, out):
+        """Copies len(out) bytes at off into the memoryview out; False past the end."""
+        n = len(out)
+        if off > self.size or n > self.size - off:
+            return False
+        k = bisect.bisect_right(self.ends, off)
+        done = 0
+        while done < n:
+            start = self.ends[k] - len(self.pieces[k])
+            take = min(n - done, self.ends[k] - (off + done))
+            at = off + done - start
+            out[done : done + take] = self.pieces[k][at : at + take]
+            done += take
+            k += 1
+        return True
+
+    def read(self, off, n):
+        out = bytearray(n)
+        if not self.copy_out(off, memoryview(out)):
+            raise Error(_lib.ERR_TRUNCATED, "the stream ended inside the archive")
+        return bytes(out)
+
+    def read_many(self, spans):
+        return [self.read(o, n) for o, n in spans]
+
+
+class MemImage:
+    """An archive held in memory (a memoryview)."""
+
+    def __init__(self, data):
+        self.data = data
+        self.size = len(data)
+        self.path = None
+
+    def head(self, n):
+        return bytes(self.data[:n])
+
+    def copy_out(self, off, out):
+        n = len(out)
+        if off > self.size or n > self.size - off:
+            return False
+        out[:] = self.data[off : off + n]
+        return True
+
+    def read(self, off, n):
+        if off > self.size or n > self.size - off:
+            raise Error(_lib.ERR_TRUNCATED, "the archive ends early")
+        return bytes(self.data[off : off + n])
+
+    def read_many(self, spans):
+        return [self.read(o, n) for o, n in spans]

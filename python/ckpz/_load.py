@@ -1,0 +1,219 @@
+"""ckpz.load: torch.load, for .ckpz files and plain torch.save files, without its copies.
+
+load reads the container's index, decodes the small opaque parts of the archive (its
+zip headers and the pickle), unpickles with the safe unpickler (_unpickle), allocating
+each storage once at its final size, and then has the library decode every tensor's
+chunks straight into its storage in parallel (ckpz_archive_read). Peak memory is the
+state itself plus a few chunks per thread. map_location moves storages afterwards (one
+copy per storage, only when it is not the CPU). A plain torch.save file takes the same
+path, its storages read from the file straight into place.
+"""
+
+import io
+import os
+import pickle
+import stat
+
+from . import _archive, _bases, _files, _images, _lib, _run, _torchzip, _unpickle
+from ._lib import Error
+
+__all__ = []  # private module
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _typed(torch, untyped, dtype):
+    try:
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)
+    except TypeError:  # torch < 2.0 has no _internal
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype)
+
+
+def _decode_ascii(x):
+    return x.decode("ascii") if isinstance(x, bytes) else x
+
+
+def _run_unpickler(data, unpickler_cls, args):
+    u = unpickler_cls(io.BytesIO(data), **args)
+    return u.load()
+
+
+def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args):
+    """Loads the torch.save archive whose original bytes `image` reads; fill(spans) puts
+    each storage's bytes in place ([(offset, length, untyped storage)])."""
+    path = image.path
+    index = _torchzip.ZipIndex(image.read, image.size, path, read_many=image.read_many)
+    prefix = index.prefix()
+    pkl = index.get(prefix + "data.pkl")
+    if pkl.size > (1 << 31):
+        raise Error(_lib.ERR_LIMIT, "the pickle is %d bytes: more than 2 GiB" % pkl.size, path)
+    if not _torchzip.byteorder_ok(index, prefix, image.read):
+        raise Error(_lib.ERR_INPUT, "the archive's tensors are in the other byte order; load it with torch.load", path)
+    data = image.read(pkl.data_offset, pkl.size)
+    storages = {}  # key -> (untyped, dtype, location)
+    spans = []
+
+    def persistent_load(pid):
+        if not isinstance(pid, tuple) or len(pid) != 5 or _decode_ascii(pid[0]) != "storage":
+            raise pickle.UnpicklingError("unexpected persistent id in the pickle: %r" % (pid[:1] if isinstance(pid, tuple) else pid,))
+        storage_type, key, location, numel = pid[1:]
+        key, location = _decode_ascii(key), _decode_ascii(location)
+        if not isinstance(storage_type, _unpickle._StorageType) or not isinstance(key, str) or not isinstance(numel, int):
+            raise pickle.UnpicklingError("malformed storage reference %r" % (pid[1:3],))
+        if key not in storages:
+            m = index.get(prefix + "data/" + key)
+            nbytes = numel * torch._utils._element_size(storage_type.dtype)
+            if numel < 0 or nbytes != m.size:
+                raise Error(_lib.ERR_CORRUPT, "storage %s: the pickle says %d elements of %s, the archive holds %d bytes"
+                            % (key, numel, storage_type.dtype, m.size), path)
+            u = torch.UntypedStorage(nbytes)
+            storages[key] = (u, storage_type.dtype, location)
+            if nbytes:
+                spans.append((m.data_offset, nbytes, u))
+        u, dtype, _ = storages[key]
+        return _typed(torch, u, dtype)
+
+    base_cls = pickle_module.Unpickler if pickle_module is not None else pickle.Unpickler
+    cls = _unpickle.make_unpickler(torch, persistent_load, trusted, safe_globals, path, base_cls)
+    result = _run_unpickler(data, cls, pickle_load_args)
+    fill(spans)
+    restore = torch.serialization._get_restore_location(map_location)
+    moved = {}
+    for key, (u, dtype, location) in storages.items():
+        moved[key] = restore(u, location)
+    if any(moved[k] is not storages[k][0] for k in storages):
+        # Some storage goes elsewhere (a GPU): build the objects again around the moved
+        # storages (the pickle is small; the tensors' bytes are not read again).
+        def persistent_load_moved(pid):
+            key = _decode_ascii(pid[2])
+            return _typed(torch, moved[key], storages[key][1])
+
+        cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
+        del result
+        result = _run_unpickler(data, cls, pickle_load_args)
+    validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
+    if validate is not None:
+        validate()
+    return result
+
+
+def _check_load_args(torch, weights_only, trusted, pickle_module, mmap, safe_globals):
+    if weights_only is not None:
+        if weights_only and trusted:
+            raise ValueError("ckpz.load: weights_only=True and trusted=True contradict each other")
+        trusted = trusted or not weights_only
+    if pickle_module is not None and pickle_module is not pickle and not trusted:
+        raise ValueError("ckpz.load: a pickle_module of your own is only used with trusted=True (it cannot be checked)")
+    if mmap:
+        raise ValueError("ckpz.load: mmap=True is not supported (a .ckpz file is decoded into memory)")
+    return trusted
+
+
+def load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base, pickle_load_args):
+    torch = _torchzip.torch_module()
+    trusted = _check_load_args(torch, weights_only, trusted, pickle_module, mmap, safe_globals)
+    params = _lib.make_params(threads=threads)
+    args = (map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args)
+    # Everything runs on a helper thread (_run.run): library calls, with their
+    # callbacks, never run on the thread where Ctrl-C lands.
+    with _lib.Call(params, f if _files.is_path(f) else None) as call:
+        if not _files.is_path(f):
+            return _run.run(lambda: _load_fileobj(torch, f, call, base, args), call)
+        return _run.run(lambda: _load_path(torch, f, call, base, args), call)
+
+
+def _load_path(torch, path, call, base, args):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return _load_fd(torch, fd, path, path, call, base, args)
+    finally:
+        os.close(fd)
+
+
+def _load_fd(torch, fd, path, legacy, call, base, args):
+    """A regular file open at fd (path: its name for messages and for finding a delta
+    file's base, or None; legacy: what torch.load gets for a pre-1.6 file)."""
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, _lib.BASE_PROBE, 0)
+    if head[:8] == _lib.MAGIC:
+        if base is None and path is not None:
+            base = _bases.located_base(path, head)
+        return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
+    if head[:4] == _ZIP_MAGIC:
+        image = _images.FileImage(fd, size, path, call)
+
+        def fill(spans):
+            for off, n, u in spans:
+                image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
+
+        return _load_archive(torch, image, fill, *args)
+    return _load_legacy(torch, legacy, *args)
+
+
+def _load_legacy(torch, f, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args):
+    if not trusted:
+        raise Error(_lib.ERR_INPUT, "neither a .ckpz file nor a torch.save zip archive; files in torch's format from "
+                    "before 1.6 load only with trusted=True (through torch.load)", f if _files.is_path(f) else None)
+    return torch.load(f, map_location=map_location, pickle_module=pickle_module or pickle, **pickle_load_args)
+
+
+def _load_fileobj(torch, f, call, base, args):
+    """A binary file object, read from its position: in place when it exposes its memory
+    (an mmap, io.BytesIO), else read into memory first (a pipe, a socket)."""
+    mv = _images.buffer_of(f)
+    if mv is not None:
+        with mv:  # released on return: the caller may close its mmap right after
+            return _load_memory(torch, _images.MemImage(mv), call, base, args)
+    else:
+        try:
+            fd, pos = f.fileno(), f.tell()
+            regular = pos == 0 and stat.S_ISREG(os.fstat(fd).st_mode)
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            regular = False
+        if regular:  # an open regular file: read through its descriptor, as for a path
+            return _load_fd(torch, fd, None, f, call, base, args)
+        return _load_memory(torch, _images.Pieces(f, call), call, base, args)
+
+
+def _load_memory(torch, mem, call, base, args):
+    """An archive or .ckpz held in memory (an _images.MemImage or Pieces)."""
+    head = mem.head(8)
+    if head[:8] == _lib.MAGIC:
+
+        def pread(_o, buf, n, off):
+            return 0 if mem.copy_out(off, _lib.view_at(buf, n, writable=True)) else -1
+
+        return _load_ckpz(torch, call, pread, None, mem.size, base, args)
+    if head[:4] == _ZIP_MAGIC:
+
+        def fill(spans):
+            for off, n, u in spans:
+                if not mem.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
+                    raise Error(_lib.ERR_TRUNCATED, "the stream ended inside a tensor")
+
+        return _load_archive(torch, mem, fill, *args)
+    return _load_legacy(torch, io.BytesIO(mem.read(0, mem.size)), *args)
+
+
+def _load_ckpz(torch, call, pread, fdstruct, size, base, args):
+    path = call.path
+    threads = args[4]
+    params = call.params
+    with _bases.open_base(base, threads) as b:
+        if b is not None:
+            b.apply(params)
+        if fdstruct is not None:
+            pr, opaque = pread, _lib.ctypes.cast(_lib.ctypes.pointer(fdstruct), _lib.ctypes.c_void_p)
+        else:
+            pr, opaque = call.guard(_lib.PREAD_FN, pread, -1), None
+        with _archive.opened(call, params, pr, opaque, size) as handle:
+            info = _archive.archive_info(handle)
+            if info.format != _lib.INPUT_TORCH:
+                raise Error(_lib.ERR_INPUT, "holds a %s file, not a torch.save archive (use ckpz.decompress_file)"
+                            % _lib.decode(_lib.input_format_name(info.format)), path)
+            image = _archive.ArchiveImage(call, handle, path)
+
+            def fill(spans):
+                _archive.read_into(call, handle, [(off, n, u.data_ptr()) for off, n, u in spans])
+
+            return _load_archive(torch, image, fill, *args)

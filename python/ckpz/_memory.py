@@ -1,0 +1,121 @@
+"""Memory the package hands to C, and bytes held in memory read back as files.
+
+Restored originals and decoded storages live in anonymous mappings (alloc: the kernel
+faults their pages in at once, much cheaper than one fault per page from the decoding
+threads or bytearray's zeroing pass) and are unmapped as soon as they are done with
+(close_mmap), so restoring a chain of delta files holds two restored files at a time,
+not the chain. MemReader reads such memory as a seekable file without copying it first.
+"""
+
+import io
+import mmap
+
+__all__ = []  # private module
+
+
+class MemReader(io.RawIOBase):
+    """A seekable read-only binary file over a buffer (no copy at construction; each
+    readinto is one copy, straight into the caller's memory)."""
+
+    def __init__(self, buf):
+        super().__init__()
+        self._mv = memoryview(buf).cast("B")
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = len(self._mv) + offset
+        else:
+            raise ValueError("invalid whence (%r)" % (whence,))
+        if pos < 0:
+            raise ValueError("negative seek position %d" % pos)
+        self._pos = pos
+        return pos
+
+    def readinto(self, b):
+        with memoryview(b) as out:
+            out = out.cast("B")
+            n = min(len(out), max(len(self._mv) - self._pos, 0))
+            out[:n] = self._mv[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def readall(self):
+        data = bytes(self._mv[self._pos :])
+        self._pos = len(self._mv)
+        return data
+
+    def close(self):
+        if not self.closed:
+            self._mv.release()
+        super().close()
+
+
+class Restored:
+    """The original bytes of a .ckpz file, decoded into anonymous memory (closed after use)."""
+
+    def __init__(self, mem, size):
+        self.mem = mem
+        self.size = size
+
+    def reader(self):
+        return MemReader(memoryview(self.mem)[: self.size])
+
+    def close(self):
+        mem, self.mem = self.mem, None
+        close_mmap(mem)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def close_mmap(buf):
+    """Unmaps buf if it is an mmap; a view still alive somewhere leaves it to the GC."""
+    if isinstance(buf, mmap.mmap):
+        try:
+            buf.close()
+        except BufferError:
+            pass
+
+
+def map_file(f):
+    """A private, copy-on-write mapping of the whole open file f (C only reads it, so the
+    page cache is read in place instead of copied), or None where it cannot be mapped
+    (an empty file, a pipe)."""
+    try:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
+        return None
+
+
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def alloc(n):
+    """n bytes of writable memory for C to fill: an anonymous mapping, its pages faulted in
+    at once by the kernel where it can (MAP_POPULATE; much cheaper than one fault per page
+    from the decoding threads, or bytearray(n)'s zeroing pass)."""
+    if n <= 0:
+        return bytearray(0)
+    if _POPULATE:
+        try:
+            return mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
+        except OSError:
+            pass
+    return mmap.mmap(-1, n)

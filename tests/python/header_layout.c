@@ -1,0 +1,128 @@
+/* header_layout.c — what a C compiler makes of include/ckpz.h, printed for the Python
+ * bindings' test (tests/python/test_bindings.py).
+ *
+ * python/ckpz/_abi.py declares the header's structs and constants again for ctypes, by
+ * hand: ctypes cannot read a header, and a field out of step is read as garbage, not
+ * refused. This program prints, for every struct the bindings mirror, its size and each
+ * field's offset and size, and the value of every constant they mirror and of every
+ * ckpz_error code (from the header's own CKPZ_ERROR_LIST, so a new code needs no edit
+ * here); the test compares them line by line with the ctypes declarations and checks
+ * that the fields listed here are all the header declares. Output lines:
+ *   struct NAME SIZE
+ *   field NAME.FIELD OFFSET SIZE
+ *   enum NAME SIZE
+ *   const NAME VALUE
+ *   error NAME VALUE
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ckpz.h"
+
+#define STRUCT(T) printf("struct %s %zu\n", #T, sizeof(T))
+#define FIELD(T, f) printf("field %s.%s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
+#define ENUM(T) printf("enum %s %zu\n", #T, sizeof(T))
+#define CONST(c) printf("const %s %llu\n", #c, (unsigned long long)(c))
+#define ERROR_CODE(name, num, text) printf("error %s %d\n", #name, (int)(name));
+
+int main(void)
+{
+    STRUCT(ckpz_params);
+    FIELD(ckpz_params, struct_size);
+    FIELD(ckpz_params, level);
+    FIELD(ckpz_params, threads);
+    FIELD(ckpz_params, chunk_size);
+    FIELD(ckpz_params, format);
+    FIELD(ckpz_params, raw_dtype);
+    FIELD(ckpz_params, mem_limit);
+    FIELD(ckpz_params, progress);
+    FIELD(ckpz_params, progress_opaque);
+    FIELD(ckpz_params, base);
+    FIELD(ckpz_params, base_size);
+    FIELD(ckpz_params, base_name);
+    FIELD(ckpz_params, base_depth);
+    FIELD(ckpz_params, policy);
+    FIELD(ckpz_params, max_mae);
+    FIELD(ckpz_params, patch);
+    FIELD(ckpz_params, patch_opaque);
+
+    STRUCT(ckpz_fd);
+    FIELD(ckpz_fd, fd);
+    FIELD(ckpz_fd, error);
+    FIELD(ckpz_fd, bytes);
+
+    STRUCT(ckpz_stats);
+    FIELD(ckpz_stats, original_bytes);
+    FIELD(ckpz_stats, compressed_bytes);
+    FIELD(ckpz_stats, tensor_bytes);
+    FIELD(ckpz_stats, tensors);
+    FIELD(ckpz_stats, chunks);
+    FIELD(ckpz_stats, format);
+
+    STRUCT(ckpz_base_info);
+    FIELD(ckpz_base_info, needed);
+    FIELD(ckpz_base_info, size);
+    FIELD(ckpz_base_info, checksum);
+    FIELD(ckpz_base_info, depth);
+    FIELD(ckpz_base_info, name);
+
+    STRUCT(ckpz_entry);
+    FIELD(ckpz_entry, name);
+    FIELD(ckpz_entry, dtype);
+    FIELD(ckpz_entry, ndim);
+    FIELD(ckpz_entry, shape);
+    FIELD(ckpz_entry, offset);
+    FIELD(ckpz_entry, length);
+    FIELD(ckpz_entry, compressed);
+    FIELD(ckpz_entry, chunks);
+    FIELD(ckpz_entry, based);
+    FIELD(ckpz_entry, base_offset);
+    FIELD(ckpz_entry, lossy);
+    FIELD(ckpz_entry, lossy_mode);
+    FIELD(ckpz_entry, lossy_bound);
+    FIELD(ckpz_entry, abs_bound);
+    FIELD(ckpz_entry, mae);
+    FIELD(ckpz_entry, max_error);
+    FIELD(ckpz_entry, rmse);
+    FIELD(ckpz_entry, psnr);
+    FIELD(ckpz_entry, exceptions);
+    FIELD(ckpz_entry, changed);
+    FIELD(ckpz_entry, frozen);
+
+    STRUCT(ckpz_archive_info);
+    FIELD(ckpz_archive_info, format_version);
+    FIELD(ckpz_archive_info, format);
+    FIELD(ckpz_archive_info, original_size);
+    FIELD(ckpz_archive_info, compressed_size);
+    FIELD(ckpz_archive_info, chunk_size);
+    FIELD(ckpz_archive_info, content_checksum);
+    FIELD(ckpz_archive_info, entries);
+    FIELD(ckpz_archive_info, chunks);
+    FIELD(ckpz_archive_info, lossy);
+
+    STRUCT(ckpz_span);
+    FIELD(ckpz_span, offset);
+    FIELD(ckpz_span, length);
+    FIELD(ckpz_span, dst);
+
+    STRUCT(ckpz_zip_member);
+    FIELD(ckpz_zip_member, name);
+    FIELD(ckpz_zip_member, data);
+    FIELD(ckpz_zip_member, size);
+
+    ENUM(ckpz_error);
+    ENUM(ckpz_dtype);
+    ENUM(ckpz_input_format);
+
+    CONST(CKPZ_LEVEL_MIN);
+    CONST(CKPZ_LEVEL_MAX);
+    CONST(CKPZ_LEVEL_DEFAULT);
+    CONST(CKPZ_SIZE_UNKNOWN);
+    CONST(CKPZ_BASE_NAME_MAX);
+    CONST(CKPZ_BASE_PROBE);
+    CONST(CKPZ_DTYPE_NONE);
+    CONST(CKPZ_INPUT_TORCH);
+
+    CKPZ_ERROR_LIST(ERROR_CODE)
+    return 0;
+}
