@@ -107,9 +107,12 @@ typedef enum {
     CKPZ_INPUT_SAFETENSORS = 2,
     CKPZ_INPUT_NPY = 3,
     CKPZ_INPUT_TORCH = 4,       /* torch.save zip archive (.pt) */
-    CKPZ_INPUT_NPZ = 5          /* NumPy .npz (zip of .npy) */
+    CKPZ_INPUT_NPZ = 5,         /* NumPy .npz (zip of .npy) */
+    CKPZ_INPUT_COUNT_           /* not a format */
 } ckpz_input_format;
 
+/* "auto", "raw", "safetensors", ... as --format spells them; "unknown" for values
+ * outside the enum. */
 CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);
 
 /* ---- parameters -------------------------------------------------------------------- */

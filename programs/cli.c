@@ -198,15 +198,19 @@ static int set_chunk(fio_prefs *p, const char *s)
 
 static int set_format(fio_prefs *p, const char *s, int *format_set)
 {
-    if (!strcmp(s, "auto")) p->format = CKPZ_INPUT_AUTO;
-    else if (!strcmp(s, "safetensors")) p->format = CKPZ_INPUT_SAFETENSORS;
-    else if (!strcmp(s, "npy")) p->format = CKPZ_INPUT_NPY;
-    else if (!strcmp(s, "torch")) p->format = CKPZ_INPUT_TORCH;
-    else if (!strcmp(s, "npz")) p->format = CKPZ_INPUT_NPZ;
-    else if (!strcmp(s, "raw")) p->format = CKPZ_INPUT_RAW;
-    else return bad_usage("unknown format '%s' (auto, safetensors, torch, npy, npz, raw)", s);
-    *format_set = 1;
-    return 0;
+    char known[128] = "";
+    size_t used = 0;
+    for (int f = 0; f < CKPZ_INPUT_COUNT_; f++) { /* the library's names */
+        const char *name = ckpz_input_format_name((ckpz_input_format)f);
+        if (!strcmp(s, name)) {
+            p->format = (ckpz_input_format)f;
+            *format_set = 1;
+            return 0;
+        }
+        int k = snprintf(known + used, sizeof known - used, "%s%s", f ? ", " : "", name);
+        if (k > 0 && (size_t)k < sizeof known - used) used += (size_t)k;
+    }
+    return bad_usage("unknown format '%s' (%s)", s, known);
 }
 
 static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)

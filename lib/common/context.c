@@ -89,7 +89,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk size %zu out of range %u..%u", out->chunk_size,
                         CKPZ_CHUNK_MIN, CKPZ_CHUNK_MAX);
     out->chunk_size &= ~(size_t)7; /* a whole number of elements of every dtype */
-    if ((unsigned)out->format > CKPZ_INPUT_NPZ) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
+    if ((unsigned)out->format >= CKPZ_INPUT_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
     if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
     if (!out->base && out->base_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base size given without a base");

@@ -185,22 +185,27 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
     size_t first = l->n - 1;
     uint64_t at = l->seg[first].offset;
     l->n = first; /* the resume segment owns no memory */
-    fmt_status s = l->resumer && !(eof && len == 0) ? l->resumer->resume(l->resumer, l, at, p, len, eof, need)
-                                                    : FMT_ERROR;
+    fmt_status s = FMT_ERROR;
+    if (l->reader && l->reader->resume && !(eof && len == 0))
+        s = l->reader->resume(l->state, l, at, p, len, eof, need);
     /* A reader must make progress: a resume point at or before this one would loop. */
     if (s == FMT_DONE && l->n > first && l->seg[l->n - 1].resume && l->seg[l->n - 1].offset <= at)
         l->seg[l->n - 1].resume = 0;
     if (s != FMT_DONE) {
         while (l->n > first)
             seg_clear(&l->seg[--l->n]);
+        if (s == FMT_NOMEM) {
+            (void)fmt_push_resume(l, at); /* the callers give up; the list stays whole if it can */
+            return FMT_NOMEM;
+        }
         if (s == FMT_NEED_MORE && *need > len && *need <= FMT_PROBE_MAX && !eof)
-            return fmt_push_resume(l, at) ? FMT_ERROR : FMT_NEED_MORE;
+            return fmt_push_resume(l, at) ? FMT_NOMEM : FMT_NEED_MORE;
         /* The reader gave up: the rest of the input is opaque. */
         if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at, FMT_LEN_OPEN))
-            return FMT_ERROR;
+            return FMT_NOMEM;
         return FMT_DONE;
     }
-    return finish_from(l, first, at) ? FMT_ERROR : FMT_DONE;
+    return finish_from(l, first, at) ? FMT_NOMEM : FMT_DONE;
 }
 
 void fmt_list_drop(fmt_list *l, size_t n)
@@ -216,7 +221,7 @@ void fmt_list_free(fmt_list *l)
     for (size_t i = 0; i < l->n; i++)
         seg_clear(&l->seg[i]);
     free(l->seg);
-    if (l->resumer && l->resumer->free)
-        l->resumer->free(l->resumer);
+    if (l->state && l->reader && l->reader->free_state)
+        l->reader->free_state(l->state);
     memset(l, 0, sizeof(*l));
 }
