@@ -176,6 +176,14 @@ typedef struct ckpz_params {
      * own). NULL: the base is read once for its checksum first. */
     int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
     void *patch_opaque;
+    /* Raw input (CKPZ_INPUT_RAW, or AUTO falling back to raw, with a raw_dtype): the
+     * tensor's shape, outermost dimension first, raw_ndim values (1..64, each >= 1);
+     * raw_ndim 0: one dimension of as many elements as the input holds. The input must
+     * hold exactly the shape's bytes (CKPZ_ERR_INPUT otherwise: at once when the size is
+     * known, at its end when it is not). It matters for lossy coding, which codes
+     * tensors of two or more dimensions only, and for listings. Added in 0.4.0. */
+    uint32_t raw_ndim;
+    const uint64_t *raw_shape;
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */
@@ -457,6 +465,8 @@ typedef struct ckpz_predict_params {
     double max_mae;            /* as in ckpz_params */
     int features_only;         /* 1: compute the features and load no model (tensors are then
                                   predicted as stored): how a new model is trained */
+    uint32_t raw_ndim;         /* as in ckpz_params (added in 0.4.0) */
+    const uint64_t *raw_shape;
 } ckpz_predict_params;
 
 CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);

@@ -276,7 +276,7 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     uint8_t *idx = NULL;
     chunker ch;
     fmt_list segs = {0};
-    fmt_request rq = {p.format, p.raw_dtype};
+    fmt_request rq = {p.format, p.raw_dtype, p.raw_ndim, p.raw_shape};
     char why[256] = "";
     chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque);
     fmt_status fs = chunker_describe(&ch, &rq, size_hint, why, sizeof why);
@@ -446,6 +446,11 @@ ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_r
     while ((j = pipeline_retire(pl)))
         if ((err = emit(&w, j))) goto fail;
     if ((err = flush_copy(&w))) goto fail;
+    if (segs.format == CKPZ_INPUT_RAW && p.raw_ndim && w.original != fmt_raw_bytes(&rq)) { /* size was unknown */
+        fmt_raw_mismatch(&rq, w.original, why, sizeof why);
+        err = fmt_fail(ctx, FMT_ERROR, &rq, why);
+        goto fail;
+    }
 
     for (size_t i = 0; i < w.ne; i++) { /* the errors go into the index */
         ctr_lossy *l = &w.e[i].lossy;

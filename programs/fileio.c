@@ -114,6 +114,8 @@ void fio_params(const fio_prefs *p, ckpz_params *params)
     params->chunk_size = p->chunk_size;
     params->format = p->format;
     params->raw_dtype = p->raw_dtype;
+    params->raw_ndim = p->raw_ndim;
+    params->raw_shape = p->raw_ndim ? p->raw_shape : NULL;
     params->mem_limit = p->mem_limit;
     params->policy = p->policy ? p->policy : p->levels;
     params->max_mae = p->max_mae;
@@ -1163,6 +1165,12 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, fio_op op, const char *src
             return 1;
         }
     }
+    /* Lossy modes code tensors of two or more dimensions: a raw dump without a shape
+     * has none, which the file would not show (it is simply lossless). */
+    if (op == OP_COMPRESS && p->policy && stats.format == CKPZ_INPUT_RAW && !p->raw_ndim)
+        fio_warn("%s: nothing was coded lossy: raw input %s (lossy modes code tensors of two or more "
+                 "dimensions: give its shape, e.g. --dtype f32 --shape 2000x2000)",
+                 in.name, p->raw_dtype == CKPZ_DTYPE_NONE ? "without --dtype is opaque bytes" : "is one dimension");
     in_close(&in);
     if (op == OP_COMPRESS && p->policy && dst) lossy_report(ctx, p, dst);
     tot->files++;

@@ -151,7 +151,8 @@ static fmt_status describe(const uint8_t *b, size_t len, uint64_t total, ckpz_in
     uint8_t *c = malloc(len ? len : 1);
     if (len)
         memcpy(c, b, len);
-    fmt_status st = fmt_describe(c, len, total, &(fmt_request){f, raw}, l, need, why, wl);
+    fmt_request rq = {.format = f, .raw_dtype = raw};
+    fmt_status st = fmt_describe(c, len, total, &rq, l, need, why, wl);
     free(c);
     return st;
 }
@@ -211,7 +212,8 @@ static fmt_status describe_stream(const buf *x, size_t first, int size_known,
 {
     stream_src s = {x, size_known, 0, NULL, l, 0};
     fmt_source src = {stream_fetch, &s, size_known ? x->n : U};
-    fmt_status st = fmt_drive_describe(&src, first, &(fmt_request){f, raw}, l, why, 256);
+    fmt_request rq = {.format = f, .raw_dtype = raw};
+    fmt_status st = fmt_drive_describe(&src, first, &rq, l, why, 256);
     free(s.copy);
     *rounds = s.rounds;
     CHECK(st == FMT_DONE || st == FMT_ERROR);
@@ -981,11 +983,12 @@ static void test_raw(void)
         expect(&l, e, 1);
     }
     fmt_list_free(&l);
-    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE}, &l, &need, why, sizeof(why)) ==
+    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &l, &need, why, sizeof why) ==
           FMT_DONE);
     CHECK(l.n == 1 && l.seg[0].length == OPEN);
     fmt_list_free(&l);
-    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){CKPZ_INPUT_RAW, CKPZ_DTYPE_F64}, &l, &need, why, sizeof(why)) ==
+    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_RAW, .raw_dtype = CKPZ_DTYPE_F64}, &l, &need,
+                       why, sizeof(why)) ==
           FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_F64, "data", 0, 0}, {CKPZ_DTYPE_NONE, NULL, 0, OPEN}};
@@ -1000,6 +1003,48 @@ static void test_raw(void)
           FMT_ERROR);
     CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, &l, NULL, NULL, 0) == FMT_DONE);
     fmt_list_free(&l);
+    /* A shape (--shape): the tensor has it when the size agrees, else an error naming
+     * both; with the size unknown it is described closed, the rest opaque. */
+    {
+        x.n = 0;
+        for (int i = 0; i < 24; i++)
+            bbyte(&x, (uint8_t)i);
+        uint64_t sh[2] = {2, 3}, bad[2] = {2, 4}, zero[2] = {2, 0};
+        fmt_request rq = {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 2, sh};
+        CHECK(fmt_raw_bytes(&rq) == 24);
+        for (int f = 0; f < 2; f++) { /* forced, and the fallback of detection */
+            rq.format = f ? CKPZ_INPUT_AUTO : CKPZ_INPUT_RAW;
+            CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_DONE);
+            xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 24}, {CKPZ_DTYPE_NONE, NULL, 24, OPEN}};
+            expect(&l, e, 2);
+            if (l.n == 2)
+                expect_shape(&l.seg[0], 2, sh);
+            check_tiling(&l, x.n);
+            fmt_list_free(&l);
+        }
+        rq.format = CKPZ_INPUT_RAW;
+        CHECK(fmt_describe(x.b, 20, U, &rq, &l, &need, why, sizeof why) == FMT_DONE);
+        {
+            xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 24}, {CKPZ_DTYPE_NONE, NULL, 24, OPEN}};
+            expect(&l, e, 2);
+        }
+        fmt_list_free(&l);
+        rq.raw_shape = bad;
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(contains(why, "24 bytes are not a f32 tensor of shape 2x4 (32 bytes)"));
+        rq.format = CKPZ_INPUT_AUTO; /* a dump whose size contradicts its shape is not raw either */
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        rq.raw_shape = zero;
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(fmt_raw_bytes(&rq) == UINT64_MAX);
+        uint64_t huge[2] = {UINT64_MAX / 2, 3};
+        rq.raw_shape = huge;
+        CHECK(fmt_raw_bytes(&rq) == UINT64_MAX);
+        CHECK(fmt_describe(x.b, x.n, U, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        rq = (fmt_request){CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 2, sh};
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(contains(why, "element type"));
+    }
     /* Forced safetensors on an .npy file and the other way round. */
     make_npy(&x, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 12);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
@@ -1238,16 +1283,16 @@ static void test_table(void)
     fmt_list l;
     size_t need = 0;
     char why[256];
-    CHECK(fmt_describe((const uint8_t *)"x", 1, 1, &(fmt_request){(ckpz_input_format)99, CKPZ_DTYPE_NONE}, &l,
+    CHECK(fmt_describe((const uint8_t *)"x", 1, 1, &(fmt_request){.format = (ckpz_input_format)99}, &l,
                        &need, why, sizeof why) == FMT_ERROR);
     CHECK(why[0] != '\0');
     int calls = 0;
     fmt_source src = {failing_fetch, &calls, U};
-    CHECK(fmt_drive_describe(&src, 4, &(fmt_request){CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE}, &l, why,
+    CHECK(fmt_drive_describe(&src, 4, &(fmt_request){.format = CKPZ_INPUT_SAFETENSORS}, &l, why,
                              sizeof why) == FMT_READ);
     CHECK(calls == 2 && l.n == 0 && strstr(why, "read error"));
     ckpz_ctx *c = ckpz_ctx_create();
-    fmt_request rq = {CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE};
+    fmt_request rq = {.format = CKPZ_INPUT_NPY};
     CHECK(fmt_fail(c, FMT_READ, &rq, why) == CKPZ_ERR_READ && strstr(ckpz_ctx_message(c), "read error"));
     ckpz_ctx_free(c);
     c = ckpz_ctx_create();

@@ -51,11 +51,20 @@ typedef enum {
     FMT_PROTOCOL = -4   /* driver only: a reader asked for bytes against the protocol (why[]) */
 } fmt_status;
 
-/* What the caller asks for: a format (or AUTO), and for raw input its element type. */
+/* What the caller asks for: a format (or AUTO), and for raw input its element type and,
+ * optionally, its shape. */
 typedef struct fmt_request {
     ckpz_input_format format;
     ckpz_dtype raw_dtype;      /* RAW, and AUTO when not NONE: a raw dump of that type */
+    uint32_t raw_ndim;         /* 0: one dimension, as many elements as the input holds */
+    const uint64_t *raw_shape; /* raw_ndim dimensions: the input must hold exactly them */
 } fmt_request;
+
+/* The bytes of a raw tensor of rq's shape, or UINT64_MAX when it has none or they
+ * overflow. */
+uint64_t fmt_raw_bytes(const fmt_request *rq);
+/* Why an input of `size` bytes is not rq's shaped raw tensor, in why[]. */
+void fmt_raw_mismatch(const fmt_request *rq, uint64_t size, char *why, size_t whylen);
 
 struct fmt_list;
 
@@ -104,8 +113,8 @@ const fmt_reader *fmt_reader_get(ckpz_input_format f);
  * that row's describe; AUTO tries every row whose sniff accepts the prefix, in table
  * order, and falls back to raw: one tensor of rq->raw_dtype named "data" (when not
  * NONE) or one open opaque segment. Contract as fmt_reader.describe, except that
- * FMT_ERROR comes only from a forced format the input does not match or an invalid
- * request. After a fallback to raw, why[] holds a note naming the readers that declined
+ * FMT_ERROR comes only from a forced format the input does not match, a raw shape the
+ * input's size contradicts, or an invalid request. After a fallback to raw, why[] holds a note naming the readers that declined
  * and why (for verbose output); it is "" otherwise. */
 fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const fmt_request *rq,
                         fmt_list *out, size_t *need, char *why, size_t whylen);

@@ -37,7 +37,7 @@ int base_index_build(const uint8_t *base, size_t n, const fmt_request *rq, base_
     fmt_source src = {mem_fetch, &m, n};
     fmt_status st = fmt_drive_describe(&src, n, rq, &bi->segs, NULL, 0);
     if (st == FMT_ERROR && rq->format != CKPZ_INPUT_AUTO)
-        st = fmt_drive_describe(&src, n, &(fmt_request){CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE}, &bi->segs, NULL, 0);
+        st = fmt_drive_describe(&src, n, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &bi->segs, NULL, 0);
     if (st == FMT_DONE) st = fmt_drive_all(&src, n, &bi->segs, NULL, 0);
     if (st != FMT_DONE) return -1; /* the whole input is at hand: only allocation fails */
     size_t tensors = 0;

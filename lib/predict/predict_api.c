@@ -151,6 +151,7 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
     if (!p.sample_budget) p.sample_budget = PRED_BUDGET_DEFAULT;
 
     if (!(p.max_mae >= 0) || !isfinite(p.max_mae)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "max_mae must be >= 0");
+    if (p.raw_ndim && raw_shape_check(ctx, p.format, p.raw_dtype, p.raw_ndim, p.raw_shape)) return CKPZ_ERR_PARAM;
 
     mlp m;
     memset(&m, 0, sizeof m);
@@ -175,7 +176,7 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
     }
     pread_src ps = {pr, pr_opaque, file_size, &buf, &cap};
     fmt_source src = {pread_fetch, &ps, file_size};
-    fmt_request rq = {p.format, p.raw_dtype};
+    fmt_request rq = {p.format, p.raw_dtype, p.raw_ndim, p.raw_shape};
     char why[256] = "";
     fmt_status fs = fmt_drive_describe(&src, PRED_DESCRIBE_FIRST, &rq, &segs, why, sizeof why);
     if (fs != FMT_DONE) {

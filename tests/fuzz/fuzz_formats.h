@@ -129,7 +129,8 @@ static inline fmt_status fz_probe(ckpz_input_format requested, ckpz_dtype raw, c
     fz_src s = {data, size, NULL, NULL, 0, 0, who};
     fmt_source src = {fz_fetch, &s, hint_known ? size : CKPZ_SIZE_UNKNOWN};
     char why[256] = "";
-    fmt_status st = fmt_drive_describe(&src, want, &(fmt_request){requested, raw}, out, why, sizeof why);
+    fmt_request rq = {.format = requested, .raw_dtype = raw};
+    fmt_status st = fmt_drive_describe(&src, want, &rq, out, why, sizeof why);
     free(s.copy);
     FZ_CHECK(st != FMT_PROTOCOL, "%s: %s", who, why);
     FZ_CHECK(st == FMT_DONE || st == FMT_ERROR, "%s: status %d", who, (int)st);
