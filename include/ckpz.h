@@ -1,7 +1,7 @@
 /* ckpz.h — the one public header of libckpz.
  *
  * libckpz compresses deep-learning checkpoints (safetensors, torch.save archives, NumPy
- * .npy/.npz, raw tensor dumps) losslessly into a chunked, checksummed, seekable
+ * .npy/.npz, GGUF, raw tensor dumps) losslessly into a chunked, checksummed, seekable
  * container (doc/format.md) and restores the original file byte for byte. Everything a program needs is here:
  * the CLI, the benchmark and the bindings use this header only.
  *
@@ -108,6 +108,7 @@ typedef enum {
     CKPZ_INPUT_NPY = 3,
     CKPZ_INPUT_TORCH = 4,       /* torch.save zip archive (.pt) */
     CKPZ_INPUT_NPZ = 5,         /* NumPy .npz (zip of .npy) */
+    CKPZ_INPUT_GGUF = 6,        /* llama.cpp's GGUF (version 2 and 3) */
     CKPZ_INPUT_COUNT_           /* not a format */
 } ckpz_input_format;
 

@@ -99,7 +99,7 @@ static void usage(FILE *f)
         "                        prints the cost model)\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
-        "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
+        "      --format=FMT      auto, safetensors, torch, npy, npz, gguf, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
         "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
         "      --shape=DIMS      shape of raw input, e.g. 2000x2000 (with --dtype; the file\n"

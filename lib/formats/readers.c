@@ -1,8 +1,8 @@
 /* readers.c — the reader table and detection (see formats.h).
  *
- * One row per input format, in detection order: the zip formats first (torch.save
- * archives, then .npz: both start with a zip local header, and the first member tells
- * them apart), then safetensors (no magic: its reader judges the header), then .npy.
+ * One row per input format, in detection order: the formats with a magic first (the
+ * zip formats, torch.save archives then .npz, which the first member tells apart;
+ * GGUF), then safetensors (no magic: its reader judges the header), then .npy.
  * AUTO tries each row whose sniff accepts the prefix; when none describes the input it
  * is raw. A reader that runs out of memory ends detection at once (FMT_NOMEM): trying
  * the next would only misdescribe the input. The row order is the detection order and
@@ -13,11 +13,11 @@
 #include "formats.h"
 
 extern const fmt_reader fmt_reader_auto, fmt_reader_raw, fmt_reader_safetensors, fmt_reader_npy,
-    fmt_reader_torch, fmt_reader_npz;
+    fmt_reader_torch, fmt_reader_npz, fmt_reader_gguf;
 
 const fmt_reader *const fmt_readers[] = {
     &fmt_reader_auto, &fmt_reader_raw,  &fmt_reader_torch,
-    &fmt_reader_npz,  &fmt_reader_safetensors, &fmt_reader_npy,
+    &fmt_reader_npz,  &fmt_reader_gguf, &fmt_reader_safetensors, &fmt_reader_npy,
 };
 const size_t fmt_reader_count = sizeof fmt_readers / sizeof fmt_readers[0];
 /* A value added to ckpz_input_format needs its row (test_formats checks each id once). */

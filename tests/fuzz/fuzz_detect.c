@@ -3,8 +3,8 @@
  * table) through the driver (lib/formats/drive.c) as lib/chunker.c runs it, then
  * fmt_resume at every resume segment, to the end of the input.
  *
- * Input: byte 0 the requested format (% 8: 0-5 the formats, 6 an invalid one, 7 AUTO
- * again), byte 1 the raw dtype (% 18: 16-17 invalid), byte 2 the windows (bits 0-3:
+ * Input: byte 0 the requested format (% 16: 0-5 the formats, 6 an invalid one, 7 AUTO
+ * again, 8 + k format 6 + k while there is one (8: GGUF), else AUTO), byte 1 the raw dtype (% 18: 16-17 invalid), byte 2 the windows (bits 0-3:
  * first prefix 1 << b; bit 4: the input size is known; bits 5-7: resume window
  * 1 << (2b)), then the file.
  * Checks (fuzz_formats.h): the need protocol (more than it had, at most
@@ -19,8 +19,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 3) return 0;
-    unsigned r = data[0] % 8, d = data[1] % 18;
-    ckpz_input_format req = r == 6 ? (ckpz_input_format)99 : r == 7 ? CKPZ_INPUT_AUTO : (ckpz_input_format)r;
+    unsigned r = data[0] % 16, d = data[1] % 18;
+    ckpz_input_format req = r == 6 ? (ckpz_input_format)99 : r < 6 ? (ckpz_input_format)r
+                            : r >= 8 && r - 2 < CKPZ_INPUT_COUNT_ ? (ckpz_input_format)(r - 2) : CKPZ_INPUT_AUTO;
     ckpz_dtype raw = d >= 16 ? (ckpz_dtype)(d == 16 ? 99 : -1) : (ckpz_dtype)d;
     size_t want = (size_t)1 << (data[2] & 15), window = (size_t)1 << (2 * (data[2] >> 5));
     int known = (data[2] >> 4) & 1;
