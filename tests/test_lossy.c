@@ -294,6 +294,16 @@ static int count_lossy(void *opaque, const ckpz_prediction *t)
     return 0;
 }
 
+/* Params for a raw FP32 dump of the given shape (ndim 0: none). */
+static void raw_f32(ckpz_params *p, uint32_t ndim, const uint64_t *shape)
+{
+    ckpz_params_init(p);
+    p->format = CKPZ_INPUT_RAW;
+    p->raw_dtype = CKPZ_DTYPE_F32;
+    p->raw_ndim = ndim;
+    p->raw_shape = shape;
+}
+
 /* A raw dump given its shape (ckpz_params.raw_shape, --shape) is a tensor of that shape
  * and takes lossy coding as the same tensor in a safetensors file does; without a
  * shape it is one dimension and stays exact. The size must match the shape (known:
@@ -309,11 +319,7 @@ static void test_raw_shape(ckpz_ctx *ctx)
     size_t sizes[2] = {0, 0};
     for (int shaped = 0; shaped < 2; shaped++) {
         ckpz_params p;
-        ckpz_params_init(&p);
-        p.format = CKPZ_INPUT_RAW;
-        p.raw_dtype = CKPZ_DTYPE_F32;
-        p.raw_ndim = shaped ? 2 : 0;
-        p.raw_shape = shaped ? shape : NULL;
+        raw_f32(&p, shaped ? 2 : 0, shaped ? shape : NULL);
         p.policy = policy;
         void *z = NULL;
         size_t zl = 0;
@@ -352,11 +358,7 @@ static void test_raw_shape(ckpz_ctx *ctx)
     /* the size disagrees with the shape */
     uint64_t wrong[2] = {R, C + 1};
     ckpz_params p;
-    ckpz_params_init(&p);
-    p.format = CKPZ_INPUT_RAW;
-    p.raw_dtype = CKPZ_DTYPE_F32;
-    p.raw_ndim = 2;
-    p.raw_shape = wrong;
+    raw_f32(&p, 2, wrong);
     void *z = NULL;
     size_t zl = 0;
     ckpz_error e = ckpz_compress_buffer(ctx, &p, w, R * C * sizeof *w, &z, &zl);

@@ -37,46 +37,60 @@ static fmt_status check_need(size_t need, size_t have, int eof, char *why, size_
     return FMT_DONE;
 }
 
-fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out,
-                              char *why, size_t whylen)
+/* One step of the protocol on p[0..len), the input from the loop's offset on (eof: it
+ * ends there; total: its size or CKPZ_SIZE_UNKNOWN): describe, or resume. */
+typedef struct step {
+    fmt_status (*run)(struct step *s, const uint8_t *p, size_t len, int eof, uint64_t total, size_t *need);
+    const fmt_request *rq;
+    fmt_list *l;
+    char *why;
+    size_t whylen;
+} step;
+
+static fmt_status describe_step(step *s, const uint8_t *p, size_t len, int eof, uint64_t total, size_t *need)
 {
-    size_t want = first;
-    for (;;) {
+    (void)eof;
+    return fmt_describe(p, len, total, s->rq, s->l, need, s->why, s->whylen);
+}
+
+static fmt_status resume_step(step *s, const uint8_t *p, size_t len, int eof, uint64_t total, size_t *need)
+{
+    (void)total;
+    return fmt_resume(s->l, p, len, eof, need);
+}
+
+/* The loop: offer `first` bytes from `at`, then what the step asks for. */
+static fmt_status drive(const fmt_source *src, uint64_t at, size_t first, step *s)
+{
+    for (size_t want = first;;) {
         const uint8_t *p;
         size_t have, need = 0;
         int eof;
-        fmt_status st = fetch(src, 0, want, &p, &have, &eof, why, whylen);
+        fmt_status st = fetch(src, at, want, &p, &have, &eof, s->why, s->whylen);
         if (st != FMT_DONE)
             return st;
-        st = fmt_describe(p, have, eof ? have : src->size, rq, out, &need, why, whylen);
+        st = s->run(s, p, have, eof, eof ? at + have : src->size, &need);
         if (st != FMT_NEED_MORE)
             return st;
-        if ((st = check_need(need, have, eof, why, whylen)) != FMT_DONE)
+        if ((st = check_need(need, have, eof, s->why, s->whylen)) != FMT_DONE)
             return st;
         want = need;
     }
+}
+
+fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out,
+                              char *why, size_t whylen)
+{
+    step s = {describe_step, rq, out, why, whylen};
+    return drive(src, 0, first, &s);
 }
 
 fmt_status fmt_drive_resume(const fmt_source *src, size_t first, fmt_list *l, char *why, size_t whylen)
 {
     if (!l->n || !l->seg[l->n - 1].resume)
         return FMT_DONE;
-    uint64_t at = l->seg[l->n - 1].offset;
-    size_t want = first;
-    for (;;) {
-        const uint8_t *p;
-        size_t have, need = 0;
-        int eof;
-        fmt_status st = fetch(src, at, want, &p, &have, &eof, why, whylen);
-        if (st != FMT_DONE)
-            return st;
-        st = fmt_resume(l, p, have, eof, &need);
-        if (st != FMT_NEED_MORE)
-            return st;
-        if ((st = check_need(need, have, eof, why, whylen)) != FMT_DONE)
-            return st;
-        want = need;
-    }
+    step s = {resume_step, NULL, l, why, whylen};
+    return drive(src, l->seg[l->n - 1].offset, first, &s);
 }
 
 fmt_status fmt_drive_all(const fmt_source *src, size_t first, fmt_list *l, char *why, size_t whylen)

@@ -184,5 +184,8 @@ int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
 int fmt_push_resume(fmt_list *l, uint64_t offset);
 /* Appends opaque segments so that the list tiles [0, end) and then an open tail. */
 int fmt_finish(fmt_list *l);
+/* Describes the whole input as opaque bytes of format f (a file of that format the
+ * reader cannot follow), with the reason in why[]: FMT_DONE or FMT_NOMEM. */
+fmt_status fmt_all_opaque(fmt_list *out, ckpz_input_format f, char *why, size_t whylen, const char *reason);
 
 #endif

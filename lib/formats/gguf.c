@@ -235,18 +235,6 @@ static int push_info(fmt_list *out, const g_info *g)
     return rc;
 }
 
-/* The whole file opaque (a GGUF header this reader cannot follow). */
-static fmt_status all_opaque(fmt_list *out, char *why, size_t whylen, const char *note)
-{
-    out->format = CKPZ_INPUT_GGUF;
-    if (fmt_finish(out)) {
-        fmt_list_free(out);
-        return FMT_NOMEM;
-    }
-    fmt_why(why, whylen, "GGUF header kept opaque: %s", note);
-    return FMT_DONE;
-}
-
 static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                                 size_t *need, char *why, size_t whylen)
 {
@@ -393,9 +381,8 @@ short_:
         }
     }
 bad:
-    fmt_list_free(out);
     free(inf);
-    return all_opaque(out, why, whylen, c.bad);
+    return fmt_all_opaque(out, CKPZ_INPUT_GGUF, why, whylen, c.bad);
 done:
     if (st != FMT_DONE)
         fmt_list_free(out);

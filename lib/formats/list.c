@@ -178,6 +178,18 @@ int fmt_finish(fmt_list *l)
     return l ? finish_from(l, 0, 0) : -1;
 }
 
+fmt_status fmt_all_opaque(fmt_list *out, ckpz_input_format f, char *why, size_t whylen, const char *reason)
+{
+    fmt_list_free(out);
+    out->format = f;
+    if (fmt_finish(out)) {
+        fmt_list_free(out);
+        return FMT_NOMEM;
+    }
+    fmt_why(why, whylen, "%s", reason);
+    return FMT_DONE;
+}
+
 fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t *need)
 {
     if (!l || !l->n || !l->seg[l->n - 1].resume)

@@ -66,18 +66,6 @@ static void torch_free(void *state)
     free(t);
 }
 
-/* Everything opaque (a torch archive this reader cannot follow). */
-static fmt_status all_opaque(fmt_list *out, char *why, size_t whylen, const char *note)
-{
-    out->format = CKPZ_INPUT_TORCH;
-    if (fmt_finish(out)) {
-        fmt_list_free(out);
-        return FMT_NOMEM;
-    }
-    fmt_why(why, whylen, "%s", note);
-    return FMT_DONE;
-}
-
 static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
                                  fmt_list *out, size_t *need, char *why, size_t whylen)
 {
@@ -95,16 +83,16 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
         return FMT_ERROR;
     }
     if (m.method != 0)
-        return all_opaque(out, why, whylen, "torch archive: compressed data.pkl");
+        return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: compressed data.pkl");
 
     /* The pickle: all of it must be in the prefix. */
     size_t ds = (size_t)m.data_off, avail = len - ds;
     if (m.size != ZIP_SIZE_UNKNOWN) {
         if (m.size > FMT_PROBE_MAX - ds)
-            return all_opaque(out, why, whylen, "torch archive: data.pkl too large");
+            return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl too large");
         if (avail < m.size) {
             if (eof)
-                return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+                return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
             *need = ds + (size_t)m.size;
             return FMT_NEED_MORE;
         }
@@ -117,7 +105,7 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
         return FMT_NOMEM;
     if (ps == PKL_NEED) {
         if (eof || m.size != ZIP_SIZE_UNKNOWN || len >= FMT_PROBE_MAX)
-            return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+            return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
         size_t want = len < (FMT_PROBE_MAX / 2) ? 2 * len : FMT_PROBE_MAX;
         if (want < len + (64u << 10))
             want = len + (64u << 10) < FMT_PROBE_MAX ? len + (64u << 10) : FMT_PROBE_MAX;
@@ -125,7 +113,7 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
         return FMT_NEED_MORE;
     }
     if (ps == PKL_BAD)
-        return all_opaque(out, why, whylen, "torch archive: data.pkl not understood");
+        return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl not understood");
 
     torch_state *t = calloc(1, sizeof(*t));
     if (!t || !(t->prefix = malloc(m.name_len - 8 + 1))) {
