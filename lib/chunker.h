@@ -4,10 +4,10 @@
  * order, chunks of at most chunk_size bytes that never straddle two entries (one per
  * tensor, and one per non-empty run of opaque bytes), so each chunk has one dtype and
  * can be coded alone. The bytes read to recognise the format (chunker_describe) are
- * replayed first; nothing is read twice. When the list ends in a resume segment (zip members), the
- * chunker reads ahead and lets the format reader describe the next stretch. A segment
- * the input ends inside is cut short (its entry records the length actually present);
- * segments past the end are dropped.
+ * replayed first; nothing is read twice. When the list ends in a resume segment (zip
+ * members), the chunker reads ahead and lets the format reader describe the next
+ * stretch. A segment the input ends inside is cut short (its entry records the length
+ * actually present); segments past the end are dropped.
  */
 #ifndef CKPZ_CHUNKER_H
 #define CKPZ_CHUNKER_H
