@@ -12,13 +12,13 @@
 
 #include "formats.h"
 
-extern const fmt_reader fmt_reader_auto, fmt_reader_raw, fmt_reader_safetensors, fmt_reader_npy,
-    fmt_reader_torch, fmt_reader_npz, fmt_reader_gguf;
+/* The rows, in detection order: each is fmt_reader_NAME, defined in the reader's file. */
+#define FMT_READERS(X) X(auto) X(raw) X(torch) X(npz) X(gguf) X(safetensors) X(npy)
 
-const fmt_reader *const fmt_readers[] = {
-    &fmt_reader_auto, &fmt_reader_raw,  &fmt_reader_torch,
-    &fmt_reader_npz,  &fmt_reader_gguf, &fmt_reader_safetensors, &fmt_reader_npy,
-};
+#define FMT_DECLARE(name) extern const fmt_reader fmt_reader_##name;
+FMT_READERS(FMT_DECLARE)
+#define FMT_ROW(name) &fmt_reader_##name,
+const fmt_reader *const fmt_readers[] = {FMT_READERS(FMT_ROW)};
 const size_t fmt_reader_count = sizeof fmt_readers / sizeof fmt_readers[0];
 /* A value added to ckpz_input_format needs its row (test_formats checks each id once). */
 _Static_assert(sizeof fmt_readers / sizeof fmt_readers[0] == CKPZ_INPUT_COUNT_, "a format without a reader row");
