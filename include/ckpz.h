@@ -1,7 +1,7 @@
 /* ckpz.h — the one public header of libckpz.
  *
  * libckpz compresses deep-learning checkpoints (safetensors, torch.save archives, NumPy
- * .npy/.npz, raw tensor dumps) losslessly into a chunked, checksummed, seekable
+ * .npy/.npz, GGUF, raw tensor dumps) losslessly into a chunked, checksummed, seekable
  * container (doc/format.md) and restores the original file byte for byte. Everything a program needs is here:
  * the CLI, the benchmark and the bindings use this header only.
  *
@@ -107,9 +107,13 @@ typedef enum {
     CKPZ_INPUT_SAFETENSORS = 2,
     CKPZ_INPUT_NPY = 3,
     CKPZ_INPUT_TORCH = 4,       /* torch.save zip archive (.pt) */
-    CKPZ_INPUT_NPZ = 5          /* NumPy .npz (zip of .npy) */
+    CKPZ_INPUT_NPZ = 5,         /* NumPy .npz (zip of .npy) */
+    CKPZ_INPUT_GGUF = 6,        /* llama.cpp's GGUF (version 2 and 3) */
+    CKPZ_INPUT_COUNT_           /* not a format */
 } ckpz_input_format;
 
+/* "auto", "raw", "safetensors", ... as --format spells them; "unknown" for values
+ * outside the enum. */
 CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);
 
 /* ---- parameters -------------------------------------------------------------------- */
@@ -171,6 +175,14 @@ typedef struct ckpz_params {
      * honoured, with its own opaque pointer, where the sink sets none. */
     int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
     void *patch_opaque;
+    /* Raw input (CKPZ_INPUT_RAW, or AUTO falling back to raw, with a raw_dtype): the
+     * tensor's shape, outermost dimension first, raw_ndim values (1..64, each >= 1);
+     * raw_ndim 0: one dimension of as many elements as the input holds. The input must
+     * hold exactly the shape's bytes (CKPZ_ERR_INPUT otherwise: at once when the size is
+     * known, at its end when it is not). It matters for lossy coding, which codes
+     * tensors of two or more dimensions only, and for listings. Added in 0.4.0. */
+    uint32_t raw_ndim;
+    const uint64_t *raw_shape;
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */
@@ -597,6 +609,8 @@ typedef struct ckpz_predict_params {
     double max_mae;            /* as in ckpz_params */
     int features_only;         /* 1: compute the features and load no model (tensors are then
                                   predicted as stored): how a new model is trained */
+    uint32_t raw_ndim;         /* as in ckpz_params (added in 0.4.0) */
+    const uint64_t *raw_shape;
 } ckpz_predict_params;
 
 CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);

@@ -4,16 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AHEAD_MIN (64u << 10) /* bytes offered to a format reader at a resume point */
+#define AHEAD_MIN (64u << 10) /* bytes offered to a format reader: first, and at a resume point */
 
-void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
-                  uint8_t *prefix, size_t prefix_len)
+void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque)
 {
     memset(ch, 0, sizeof *ch);
     ch->rd = rd;
     ch->rd_opaque = rd_opaque;
-    ch->ahead = prefix;
-    ch->ahead_len = ch->ahead_cap = prefix_len;
     ch->segs = segs;
     ch->chunk_size = chunk_size;
 }
@@ -44,35 +41,48 @@ static ptrdiff_t read_some(chunker *ch, uint8_t *buf, size_t n)
     return (ptrdiff_t)got;
 }
 
+/* The format driver's source: the input from where the chunker stands (`at` always is),
+ * the unread read-ahead bytes first, read ahead to what the reader wants. */
+static fmt_status fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
+{
+    chunker *ch = opaque;
+    (void)at;
+    /* keep only the unread bytes, at the front */
+    size_t have = ch->ahead_len - ch->ahead_pos;
+    if (ch->ahead_pos) memmove(ch->ahead, ch->ahead + ch->ahead_pos, have);
+    ch->ahead_pos = 0;
+    ch->ahead_len = have;
+    if (want > ch->ahead_cap) {
+        uint8_t *nb = realloc(ch->ahead, want);
+        if (!nb) return FMT_NOMEM;
+        ch->ahead = nb;
+        ch->ahead_cap = want;
+    }
+    while (ch->ahead_len < want && !ch->eof) {
+        ptrdiff_t r = ch->rd(ch->rd_opaque, ch->ahead + ch->ahead_len, want - ch->ahead_len);
+        if (r < 0) return FMT_READ;
+        if (r == 0) ch->eof = 1;
+        ch->ahead_len += (size_t)r;
+    }
+    *p = ch->ahead;
+    *len = ch->ahead_len;
+    *eof = ch->eof;
+    return FMT_DONE;
+}
+
+fmt_status chunker_describe(chunker *ch, const fmt_request *rq, uint64_t size_hint, char *why, size_t whylen)
+{
+    fmt_source src = {fetch, ch, size_hint};
+    return fmt_drive_describe(&src, AHEAD_MIN, rq, ch->segs, why, whylen);
+}
+
 /* At a resume segment: gather read-ahead bytes until the format reader has described
  * what follows. 0, or a ch_event error. */
 static int resume(chunker *ch)
 {
-    size_t want = AHEAD_MIN;
-    for (;;) {
-        /* keep only the unread bytes, at the front */
-        size_t have = ch->ahead_len - ch->ahead_pos;
-        if (ch->ahead_pos) memmove(ch->ahead, ch->ahead + ch->ahead_pos, have);
-        ch->ahead_pos = 0;
-        ch->ahead_len = have;
-        if (want > ch->ahead_cap) {
-            uint8_t *nb = realloc(ch->ahead, want);
-            if (!nb) return CH_NOMEM;
-            ch->ahead = nb;
-            ch->ahead_cap = want;
-        }
-        while (ch->ahead_len < want && !ch->eof) {
-            ptrdiff_t r = ch->rd(ch->rd_opaque, ch->ahead + ch->ahead_len, want - ch->ahead_len);
-            if (r < 0) return CH_ERROR;
-            if (r == 0) ch->eof = 1;
-            ch->ahead_len += (size_t)r;
-        }
-        size_t need = 0;
-        fmt_status s = fmt_resume(ch->segs, ch->ahead, ch->ahead_len, ch->eof, &need);
-        if (s == FMT_DONE) return 0;
-        if (s == FMT_ERROR) return CH_NOMEM; /* fmt_resume fails only on allocation */
-        want = need;
-    }
+    fmt_source src = {fetch, ch, CKPZ_SIZE_UNKNOWN};
+    fmt_status s = fmt_drive_resume(&src, AHEAD_MIN, ch->segs, NULL, 0);
+    return s == FMT_DONE ? 0 : s == FMT_READ ? CH_ERROR : CH_NOMEM;
 }
 
 ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg)

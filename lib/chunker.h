@@ -3,11 +3,11 @@
  * Walks the segment list from formats/ over the input stream and yields, in file
  * order, chunks of at most chunk_size bytes that never straddle two entries (one per
  * tensor, and one per non-empty run of opaque bytes), so each chunk has one dtype and
- * can be coded alone. The bytes read to recognise the format are replayed first;
- * nothing is read twice. When the list ends in a resume segment (zip members), the
- * chunker reads ahead and lets the format reader describe the next stretch. A segment
- * the input ends inside is cut short (its entry records the length actually present);
- * segments past the end are dropped.
+ * can be coded alone. The bytes read to recognise the format (chunker_describe) are
+ * replayed first; nothing is read twice. When the list ends in a resume segment (zip
+ * members), the chunker reads ahead and lets the format reader describe the next
+ * stretch. A segment the input ends inside is cut short (its entry records the length
+ * actually present); segments past the end are dropped.
  */
 #ifndef CKPZ_CHUNKER_H
 #define CKPZ_CHUNKER_H
@@ -29,9 +29,11 @@ typedef struct chunker {
 
 typedef enum { CH_END = 0, CH_DATA = 1, CH_ERROR = -1, CH_NOMEM = -2 } ch_event;
 
-/* Takes ownership of prefix (malloc'd, prefix_len bytes already read from rd). */
-void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque,
-                  uint8_t *prefix, size_t prefix_len);
+void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn rd, void *rd_opaque);
+/* Describes the input into *segs (the format driver over the chunker's read-ahead:
+ * those bytes are replayed as chunks, never read twice). FMT_DONE, or the driver's
+ * error (formats.h), why[] saying what it was. */
+fmt_status chunker_describe(chunker *ch, const fmt_request *rq, uint64_t size_hint, char *why, size_t whylen);
 void chunker_free(chunker *ch);
 /* CH_DATA: buf (chunk_size bytes) holds the next *len bytes. If they begin a new entry,
  * *seg is its segment (else NULL); *len is 0 only for an empty tensor's entry.

@@ -311,53 +311,6 @@ static ckpz_dtype group_dtype(const ctr_entry *e, size_t n)
     return best;
 }
 
-/* Reads the smallest prefix the format readers need and describes the input. */
-static ckpz_error probe(ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *opq, uint64_t size_hint,
-                        uint8_t **prefix, size_t *plen, fmt_list *segs)
-{
-    size_t want = 64u << 10, have = 0, cap = 0;
-    uint8_t *buf = NULL;
-    int eof = 0;
-    for (;;) {
-        if (want > cap) {
-            uint8_t *nb = realloc(buf, want);
-            if (!nb) {
-                free(buf);
-                return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the input header");
-            }
-            buf = nb;
-            cap = want;
-        }
-        while (have < want && !eof) {
-            ptrdiff_t r = rd(opq, buf + have, want - have);
-            if (r < 0) {
-                free(buf);
-                return ctx_fail(ctx, CKPZ_ERR_READ, "read error");
-            }
-            if (r == 0) eof = 1;
-            have += (size_t)r;
-        }
-        size_t need = 0;
-        char why[256] = "";
-        fmt_status s = fmt_describe(buf, have, eof ? have : size_hint, p->format, p->raw_dtype, segs, &need, why,
-                                    sizeof why);
-        if (s == FMT_DONE) break;
-        if (s == FMT_ERROR) {
-            free(buf);
-            return ctx_fail(ctx, CKPZ_ERR_INPUT, "input is not valid %s: %s", ckpz_input_format_name(p->format),
-                            why[0] ? why : "unrecognised");
-        }
-        if (need <= have || need > FMT_PROBE_MAX || eof) {
-            free(buf);
-            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
-        }
-        want = need;
-    }
-    *prefix = buf;
-    *plen = have;
-    return CKPZ_OK;
-}
-
 /* Completes a lossy entry's plan. Modes that depend on the whole tensor (rel: its value
  * range; pruning: the magnitude below which the chosen share of values lies) read the
  * rest of the entry ahead into *whole (its first n bytes are in first), within the
@@ -430,18 +383,23 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     void *wr_opaque = out.opaque;
     if (!rd || !wr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
 
-    uint8_t *prefix = NULL, *idx = NULL;
-    chunker ch = {0};
-    size_t plen = 0;
+    uint8_t *idx = NULL;
+    chunker ch;
     fmt_list segs = {0};
-    if ((err = probe(ctx, &p, rd, rd_opaque, size_hint, &prefix, &plen, &segs))) return err;
+    fmt_request rq = {p.format, p.raw_dtype, p.raw_ndim, p.raw_shape};
+    char why[256] = "";
+    chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque);
+    fmt_status fs = chunker_describe(&ch, &rq, size_hint, why, sizeof why);
+    if (fs != FMT_DONE) {
+        chunker_free(&ch);
+        return fmt_fail(ctx, fs, &rq, why);
+    }
 
     policy *pol = NULL;
     if (p.policy) {
-        char why[256];
         if (!(pol = policy_parse(p.policy, p.max_mae, why, sizeof why))) {
             fmt_list_free(&segs);
-            free(prefix);
+            chunker_free(&ch);
             return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
         }
     }
@@ -487,7 +445,7 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     ctr_header_write(hdr, &(ctr_header){(uint32_t)p.chunk_size, (uint8_t)segs.format, p.base != NULL, lossy != 0, 1, 0});
     if ((err = put(&w, hdr, sizeof hdr))) goto fail;
     if (p.base) {
-        if (base_index_build(p.base, p.base_size, p.format, p.raw_dtype, &bidx)) goto nomem;
+        if (base_index_build(p.base, p.base_size, &rq, &bidx)) goto nomem;
         bhead = (ctr_base){p.base_size, defer ? 0 : crc32c(0, p.base, p.base_size), p.base_depth + 1, 0, ""};
         size_t nl = p.base_name ? strlen(p.base_name) : 0;
         bhead.name_len = (uint16_t)(nl > CTR_MAX_BASE_NAME ? CTR_MAX_BASE_NAME : nl);
@@ -496,8 +454,6 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
         if ((err = put(&w, bframe, ctr_base_frame_size(&bhead)))) goto fail;
     }
 
-    chunker_init(&ch, &segs, p.chunk_size, rd, rd_opaque, prefix, plen);
-    prefix = NULL; /* the chunker owns it now */
     for (;;) {
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
@@ -617,6 +573,11 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     while ((j = pipeline_retire(pl)))
         if ((err = emit(&w, j))) goto fail;
     if ((err = flush_copy(&w))) goto fail;
+    if (segs.format == CKPZ_INPUT_RAW && p.raw_ndim && w.original != fmt_raw_bytes(&rq)) { /* size was unknown */
+        fmt_raw_mismatch(&rq, w.original, why, sizeof why);
+        err = fmt_fail(ctx, FMT_ERROR, &rq, why);
+        goto fail;
+    }
 
     for (size_t i = 0; i < w.ne; i++) { /* the errors go into the index */
         ctr_lossy *l = &w.e[i].lossy;
@@ -674,7 +635,6 @@ done:
     free(w.c);
     free(w.spans);
     free(idx);
-    free(prefix);
     chunker_free(&ch);
     fmt_list_free(&segs);
     return err;

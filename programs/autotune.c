@@ -221,6 +221,7 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
         q.level = tune_levels[k];
         q.threads = 1;     /* tune.c's scale(T) makes it T threads */
         q.format = CKPZ_INPUT_SAFETENSORS;
+        q.raw_ndim = 0;    /* the sample is a safetensors file of its own */
         q.policy = NULL;   /* the level's own speed; a lossy policy keeps its share */
         q.base = bbuf ? bst : NULL; /* the same pieces of the base, in a file of the same layout */
         q.base_size = bbuf ? m : 0;
@@ -284,6 +285,8 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     ckpz_predict_params_init(&pp);
     pp.format = p->format;
     pp.raw_dtype = p->raw_dtype;
+    pp.raw_ndim = p->raw_ndim;
+    pp.raw_shape = p->raw_ndim ? p->raw_shape : NULL;
     pp.sample_bytes = 4096;
     pp.sample_budget = 4096;
     ckpz_predict_total tot;

@@ -103,9 +103,13 @@ static void usage(FILE *f)
         "                        prints the cost model)\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
-        "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
+        "      --format=FMT      auto, safetensors, torch, npy, npz, gguf, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
         "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
+        "      --shape=DIMS      shape of raw input, e.g. 2000x2000 (with --dtype; the file\n"
+        "                        must hold exactly that many elements): lossy options\n"
+        "                        code only tensors of 2+ dimensions, and raw input\n"
+        "                        without a shape is one dimension\n"
         "      --memory=SIZE     largest allocation a file may ask for, and the most its\n"
         "                        tensor tables may take together (default 1G)\n"
         "\n"
@@ -202,15 +206,40 @@ static int set_chunk(fio_prefs *p, const char *s)
 
 static int set_format(fio_prefs *p, const char *s, int *format_set)
 {
-    if (!strcmp(s, "auto")) p->format = CKPZ_INPUT_AUTO;
-    else if (!strcmp(s, "safetensors")) p->format = CKPZ_INPUT_SAFETENSORS;
-    else if (!strcmp(s, "npy")) p->format = CKPZ_INPUT_NPY;
-    else if (!strcmp(s, "torch")) p->format = CKPZ_INPUT_TORCH;
-    else if (!strcmp(s, "npz")) p->format = CKPZ_INPUT_NPZ;
-    else if (!strcmp(s, "raw")) p->format = CKPZ_INPUT_RAW;
-    else return bad_usage("unknown format '%s' (auto, safetensors, torch, npy, npz, raw)", s);
-    *format_set = 1;
-    return 0;
+    char known[128] = "";
+    size_t used = 0;
+    for (int f = 0; f < CKPZ_INPUT_COUNT_; f++) { /* the library's names */
+        const char *name = ckpz_input_format_name((ckpz_input_format)f);
+        if (!strcmp(s, name)) {
+            p->format = (ckpz_input_format)f;
+            *format_set = 1;
+            return 0;
+        }
+        int k = snprintf(known + used, sizeof known - used, "%s%s", f ? ", " : "", name);
+        if (k > 0 && (size_t)k < sizeof known - used) used += (size_t)k;
+    }
+    return bad_usage("unknown format '%s' (%s)", s, known);
+}
+
+/* --shape 2000x2000 (or 2000,2000): outermost dimension first, each >= 1. */
+static int set_shape(fio_prefs *p, const char *s)
+{
+    const char *c = s;
+    p->raw_ndim = 0;
+    for (;;) {
+        char *end;
+        if (*c < '0' || *c > '9') break;
+        errno = 0;
+        unsigned long long v = strtoull(c, &end, 10);
+        if (errno || v == 0 || p->raw_ndim == FIO_MAX_NDIM) break;
+        p->raw_shape[p->raw_ndim++] = v;
+        c = end;
+        if (*c == '\0') return 0;
+        if (*c != 'x' && *c != 'X' && *c != ',') break;
+        c++;
+    }
+    return bad_usage("invalid shape '%s' (dimensions >= 1 joined by 'x', at most %d: e.g. 2000x2000)", s,
+                     FIO_MAX_NDIM);
 }
 
 static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
@@ -429,6 +458,7 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("chunk-size")) { NEED_VAL(); rcopt = set_chunk(&p, val); }
             else if (IS("format")) { NEED_VAL(); rcopt = set_format(&p, val, &format_set); }
             else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&p, val, &dtype_set); }
+            else if (IS("shape")) { NEED_VAL(); rcopt = set_shape(&p, val); }
             else if (IS("memory")) {
                 NEED_VAL();
                 if (parse_size(val, &p.mem_limit) != 0 || p.mem_limit == 0)
@@ -524,6 +554,8 @@ static int cli_main(int argc, char **argv, const char **files)
     }
 
     if (dtype_set && !format_set) p.format = CKPZ_INPUT_RAW;
+    if (p.raw_ndim && (p.raw_dtype == CKPZ_DTYPE_NONE || p.format != CKPZ_INPUT_RAW))
+        return bad_usage("--shape applies to raw input: give its element type with --dtype");
     if (p.to_stdout && p.out_name) {
         /* zstd keeps the later of the two; said rather than done silently */
         if (p.verbosity >= 2 && strcmp(p.out_name, "-"))

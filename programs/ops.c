@@ -200,6 +200,12 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
             return 1;
         }
     }
+    /* Lossy modes code tensors of two or more dimensions: a raw dump without a shape
+     * has none, which the file would not show (it is simply lossless). */
+    if (op == OP_COMPRESS && p->policy && stats.format == CKPZ_INPUT_RAW && !p->raw_ndim)
+        fio_warn("%s: nothing was coded lossy: raw input %s (lossy modes code tensors of two or more "
+                 "dimensions: give its shape, e.g. --dtype f32 --shape 2000x2000)",
+                 in.name, p->raw_dtype == CKPZ_DTYPE_NONE ? "without --dtype is opaque bytes" : "is one dimension");
     fio_in_close(&in);
     if (op == OP_COMPRESS && p->policy && dst) fio_lossy_report(ctx, p, dst);
     tot->files++;

@@ -90,6 +90,8 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
     pp.level = p->level;
     pp.format = p->format;
     pp.raw_dtype = p->raw_dtype;
+    pp.raw_ndim = p->raw_ndim;
+    pp.raw_shape = p->raw_ndim ? p->raw_shape : NULL;
     if (p->base_path && p->verbosity >= 1)
         fputs("ckpz: --base is not predicted: the prediction is for stand-alone coding\n", stderr);
     pp.policy = p->policy;

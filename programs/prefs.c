@@ -23,6 +23,8 @@ void fio_params(const fio_prefs *p, ckpz_params *params)
     params->chunk_size = p->chunk_size;
     params->format = p->format;
     params->raw_dtype = p->raw_dtype;
+    params->raw_ndim = p->raw_ndim;
+    params->raw_shape = p->raw_ndim ? p->raw_shape : NULL;
     params->mem_limit = p->mem_limit;
     params->policy = p->policy;
     params->max_mae = p->max_mae;

@@ -11,6 +11,8 @@
 
 #define FIO_SUFFIX ".ckpz"
 
+#define FIO_MAX_NDIM 64 /* --shape: the container's limit */
+
 typedef struct fio_prefs {
     int level;                 /* 1..9 */
     int threads;               /* 0 = all cores */
@@ -18,6 +20,8 @@ typedef struct fio_prefs {
     size_t chunk_size;         /* 0 = library default */
     ckpz_input_format format;
     ckpz_dtype raw_dtype;
+    uint32_t raw_ndim;         /* --shape: 0 = none */
+    uint64_t raw_shape[FIO_MAX_NDIM];
     size_t mem_limit;          /* --memory: 0 = library default */
     int force;                 /* -f */
     int remove_src;            /* --rm */

@@ -12,27 +12,26 @@
 #include "testutil.h"
 
 typedef struct toy {
-    fmt_resumer base;
     int calls, need_more_calls;
 } toy;
 
 /* Describes records from `at`: header opaque, data as a tensor; stops at a record whose
  * header is not complete in p (resume there). A record with the high bit of its length
  * set asks to see its whole data before describing it (exercises FMT_NEED_MORE). */
-static fmt_status toy_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
+static fmt_status toy_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
                              size_t *need)
 {
-    toy *t = (toy *)r;
+    toy *t = state;
     t->calls++;
     size_t pos = 0;
     int described = 0;
     while (len - pos >= 8) {
         uint64_t h = ld64(p + pos), n = h & ~(1ull << 63);
         if (h == 0x504f5453ull) /* "STOP": the rest is not described at all */
-            return described ? (fmt_push_resume(l, at + pos) ? FMT_ERROR : FMT_DONE) : FMT_DONE;
+            return described ? (fmt_push_resume(l, at + pos) ? FMT_NOMEM : FMT_DONE) : FMT_DONE;
         if (h == 0x424f4c42ull) { /* "BLOB": 8 header + 16 bytes, all opaque, then resume */
-            if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at + pos, 24)) return FMT_ERROR;
-            return fmt_push_resume(l, at + pos + 24) ? FMT_ERROR : FMT_DONE;
+            if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at + pos, 24)) return FMT_NOMEM;
+            return fmt_push_resume(l, at + pos + 24) ? FMT_NOMEM : FMT_DONE;
         }
         if ((h >> 63) && len - pos - 8 < n * 4 && !eof) {
             if (described) break; /* resume at this record */
@@ -42,16 +41,19 @@ static fmt_status toy_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uin
         }
         if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at + pos, 8) ||
             fmt_push(l, CKPZ_DTYPE_F32, "rec", 3, 1, &n, at + pos + 8, n * 4))
-            return FMT_ERROR;
+            return FMT_NOMEM;
         pos += 8 + (size_t)n * 4;
         described = 1;
         if (pos > len) break; /* its data runs past what we see: resume after it */
     }
     if (eof && pos >= len) return FMT_DONE; /* the rest (if any) is opaque */
-    return fmt_push_resume(l, at + pos) ? FMT_ERROR : FMT_DONE;
+    return fmt_push_resume(l, at + pos) ? FMT_NOMEM : FMT_DONE;
 }
 
-static void toy_free(fmt_resumer *r) { free(r); }
+static void toy_free(void *state) { free(state); }
+
+/* A reader row outside the table: only resume is ever called. */
+static const fmt_reader toy_reader = {CKPZ_INPUT_RAW, "toy", NULL, NULL, toy_resume, toy_free};
 
 static void run(size_t step, size_t chunk)
 {
@@ -76,14 +78,13 @@ static void run(size_t step, size_t chunk)
 
     fmt_list l = {0};
     toy *t = calloc(1, sizeof *t);
-    t->base.resume = toy_resume;
-    t->base.free = toy_free;
-    l.resumer = &t->base;
+    l.reader = &toy_reader;
+    l.state = t;
     CHECK(fmt_push_resume(&l, 0) == 0 && fmt_finish(&l) == 0);
 
     ckpz_mem r = mem_in(in, total, step);
     chunker ch;
-    chunker_init(&ch, &l, chunk, ckpz_mem_read, &r, NULL, 0);
+    chunker_init(&ch, &l, chunk, ckpz_mem_read, &r);
     size_t got = 0, entries = 0, tensors = 0, empty = 0;
     uint64_t entry_end = 0;
     int ok = 1;
@@ -135,7 +136,7 @@ static void under_described(void)
     CHECK(fmt_push(&l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, 10) == 0);
     ckpz_mem r = mem_in(in, sizeof in, 4);
     chunker ch;
-    chunker_init(&ch, &l, sizeof buf, ckpz_mem_read, &r, NULL, 0);
+    chunker_init(&ch, &l, sizeof buf, ckpz_mem_read, &r);
     size_t got = 0, n;
     const fmt_segment *s;
     while (chunker_next(&ch, buf, &n, &s) == CH_DATA && got + n <= sizeof out) {

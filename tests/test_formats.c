@@ -151,7 +151,8 @@ static fmt_status describe(const uint8_t *b, size_t len, uint64_t total, ckpz_in
     uint8_t *c = malloc(len ? len : 1);
     if (len)
         memcpy(c, b, len);
-    fmt_status st = fmt_describe(c, len, total, f, raw, l, need, why, wl);
+    fmt_request rq = {.format = f, .raw_dtype = raw};
+    fmt_status st = fmt_describe(c, len, total, &rq, l, need, why, wl);
     free(c);
     return st;
 }
@@ -169,35 +170,56 @@ static fmt_status describe_all(const buf *x, ckpz_input_format f, fmt_list *l, c
     return st;
 }
 
-/* Streams: starts with `first` bytes and grows the prefix as the reader asks. With
- * size_known the total is given from the start, else only once the input ends. */
+/* A stream for the driver: exact-size heap copies of the input from byte 0, the size
+ * known from the start or only once a fetch comes back short; checks what the driver
+ * asks for after a reader's FMT_NEED_MORE. */
+typedef struct {
+    const buf *x;
+    int size_known, rounds;
+    uint8_t *copy;
+    const fmt_list *l;
+    size_t last;
+} stream_src;
+
+static fmt_status stream_fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
+{
+    stream_src *s = opaque;
+    CHECK(at == 0);
+    if (s->copy) { /* a reader asked for more: more than it had, within the input's size */
+        s->rounds++;
+        CHECK(want > s->last && want <= FMT_PROBE_MAX);
+        CHECK(!s->size_known || want <= s->x->n);
+        CHECK(s->l->n == 0 && s->l->seg == NULL);
+    }
+    size_t n = want < s->x->n ? want : s->x->n;
+    free(s->copy);
+    s->copy = malloc(n ? n : 1);
+    if (n)
+        memcpy(s->copy, s->x->b, n);
+    s->last = n;
+    *p = s->copy;
+    *len = n;
+    *eof = want >= s->x->n;
+    return FMT_DONE;
+}
+
+/* Streams through the driver: starts with `first` bytes and grows the prefix as the
+ * reader asks. With size_known the total is given from the start, else only once the
+ * input ends. */
 static fmt_status describe_stream(const buf *x, size_t first, int size_known,
                                   ckpz_input_format f, ckpz_dtype raw, fmt_list *l,
                                   char *why, int *rounds)
 {
-    size_t len = first < x->n ? first : x->n;
-    uint64_t total = size_known || len == x->n ? x->n : U;
-    *rounds = 0;
-    for (;;) {
-        size_t need = 0;
-        fmt_status st = describe(x->b, len, total, f, raw, l, &need, why, 256);
-        if (st != FMT_NEED_MORE) {
-            if (st == FMT_DONE)
-                check_tiling(l, total);
-            return st;
-        }
-        CHECK(need > len && need <= FMT_PROBE_MAX);
-        CHECK(total == U || need <= total);
-        CHECK(l->n == 0 && l->seg == NULL);
-        if (need <= len || ++*rounds > 8)
-            return FMT_ERROR;
-        if (need >= x->n) {
-            len = x->n;
-            total = x->n;
-        } else {
-            len = need;
-        }
-    }
+    stream_src s = {x, size_known, 0, NULL, l, 0};
+    fmt_source src = {stream_fetch, &s, size_known ? x->n : U};
+    fmt_request rq = {.format = f, .raw_dtype = raw};
+    fmt_status st = fmt_drive_describe(&src, first, &rq, l, why, 256);
+    free(s.copy);
+    *rounds = s.rounds;
+    CHECK(st == FMT_DONE || st == FMT_ERROR);
+    if (st == FMT_DONE)
+        check_tiling(l, size_known || s.last == x->n ? x->n : U);
+    return st;
 }
 
 typedef struct {
@@ -961,11 +983,12 @@ static void test_raw(void)
         expect(&l, e, 1);
     }
     fmt_list_free(&l);
-    CHECK(fmt_describe(NULL, 0, 0, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) ==
+    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &l, &need, why, sizeof why) ==
           FMT_DONE);
     CHECK(l.n == 1 && l.seg[0].length == OPEN);
     fmt_list_free(&l);
-    CHECK(fmt_describe(NULL, 0, 0, CKPZ_INPUT_RAW, CKPZ_DTYPE_F64, &l, &need, why, sizeof(why)) ==
+    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_RAW, .raw_dtype = CKPZ_DTYPE_F64}, &l, &need,
+                       why, sizeof(why)) ==
           FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_F64, "data", 0, 0}, {CKPZ_DTYPE_NONE, NULL, 0, OPEN}};
@@ -980,6 +1003,48 @@ static void test_raw(void)
           FMT_ERROR);
     CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, &l, NULL, NULL, 0) == FMT_DONE);
     fmt_list_free(&l);
+    /* A shape (--shape): the tensor has it when the size agrees, else an error naming
+     * both; with the size unknown it is described closed, the rest opaque. */
+    {
+        x.n = 0;
+        for (int i = 0; i < 24; i++)
+            bbyte(&x, (uint8_t)i);
+        uint64_t sh[2] = {2, 3}, bad[2] = {2, 4}, zero[2] = {2, 0};
+        fmt_request rq = {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 2, sh};
+        CHECK(fmt_raw_bytes(&rq) == 24);
+        for (int f = 0; f < 2; f++) { /* forced, and the fallback of detection */
+            rq.format = f ? CKPZ_INPUT_AUTO : CKPZ_INPUT_RAW;
+            CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_DONE);
+            xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 24}, {CKPZ_DTYPE_NONE, NULL, 24, OPEN}};
+            expect(&l, e, 2);
+            if (l.n == 2)
+                expect_shape(&l.seg[0], 2, sh);
+            check_tiling(&l, x.n);
+            fmt_list_free(&l);
+        }
+        rq.format = CKPZ_INPUT_RAW;
+        CHECK(fmt_describe(x.b, 20, U, &rq, &l, &need, why, sizeof why) == FMT_DONE);
+        {
+            xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 24}, {CKPZ_DTYPE_NONE, NULL, 24, OPEN}};
+            expect(&l, e, 2);
+        }
+        fmt_list_free(&l);
+        rq.raw_shape = bad;
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(contains(why, "24 bytes are not a f32 tensor of shape 2x4 (32 bytes)"));
+        rq.format = CKPZ_INPUT_AUTO; /* a dump whose size contradicts its shape is not raw either */
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        rq.raw_shape = zero;
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(fmt_raw_bytes(&rq) == UINT64_MAX);
+        uint64_t huge[2] = {UINT64_MAX / 2, 3};
+        rq.raw_shape = huge;
+        CHECK(fmt_raw_bytes(&rq) == UINT64_MAX);
+        CHECK(fmt_describe(x.b, x.n, U, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        rq = (fmt_request){CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 2, sh};
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
+        CHECK(contains(why, "element type"));
+    }
     /* Forced safetensors on an .npy file and the other way round. */
     make_npy(&x, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 12);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
@@ -1173,8 +1238,78 @@ static void test_fuzz(void)
     bfree(&x);
 }
 
+/* ---- the reader table and the driver ---------------------------------------------------- */
+
+static fmt_status failing_fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
+{
+    int *calls = opaque;
+    static const uint8_t zeros[8];
+    (void)at;
+    if ((*calls)++)
+        return FMT_READ; /* the second fetch fails */
+    *p = zeros;
+    *len = want < 4 ? want : 4; /* too short for any header: the reader asks for more */
+    *eof = 0;
+    return FMT_DONE;
+}
+
+static void test_table(void)
+{
+    ctx = "reader table";
+    /* every format has exactly one row, its own id, a distinct name */
+    CHECK(fmt_reader_count == CKPZ_INPUT_COUNT_);
+    for (int f = 0; f < CKPZ_INPUT_COUNT_; f++) {
+        const fmt_reader *r = fmt_reader_get((ckpz_input_format)f);
+        CHECK(r && r->id == (ckpz_input_format)f && r->name && r->name[0]);
+        if (!r)
+            continue;
+        CHECK(!strcmp(ckpz_input_format_name((ckpz_input_format)f), r->name));
+        CHECK(f == CKPZ_INPUT_AUTO || r->describe);
+        CHECK(!r->resume == !r->free_state);
+        CHECK(!r->sniff || (f != CKPZ_INPUT_AUTO && f != CKPZ_INPUT_RAW));
+        int seen = 0;
+        for (size_t i = 0; i < fmt_reader_count; i++) {
+            seen += fmt_readers[i] == r;
+            if (fmt_readers[i] != r)
+                CHECK(strcmp(fmt_readers[i]->name, r->name) != 0);
+        }
+        CHECK(seen == 1);
+    }
+    CHECK(fmt_reader_get(CKPZ_INPUT_COUNT_) == NULL);
+    CHECK(!strcmp(ckpz_input_format_name((ckpz_input_format)99), "unknown"));
+
+    /* errors are codes: a request the table cannot serve, a read error, each mapped to
+     * the library's error with a message */
+    fmt_list l;
+    size_t need = 0;
+    char why[256];
+    CHECK(fmt_describe((const uint8_t *)"x", 1, 1, &(fmt_request){.format = (ckpz_input_format)99}, &l,
+                       &need, why, sizeof why) == FMT_ERROR);
+    CHECK(why[0] != '\0');
+    int calls = 0;
+    fmt_source src = {failing_fetch, &calls, U};
+    CHECK(fmt_drive_describe(&src, 4, &(fmt_request){.format = CKPZ_INPUT_SAFETENSORS}, &l, why,
+                             sizeof why) == FMT_READ);
+    CHECK(calls == 2 && l.n == 0 && strstr(why, "read error"));
+    ckpz_ctx *c = ckpz_ctx_create();
+    fmt_request rq = {.format = CKPZ_INPUT_NPY};
+    CHECK(fmt_fail(c, FMT_READ, &rq, why) == CKPZ_ERR_READ && strstr(ckpz_ctx_message(c), "read error"));
+    ckpz_ctx_free(c);
+    c = ckpz_ctx_create();
+    CHECK(fmt_fail(c, FMT_ERROR, &rq, "bad magic") == CKPZ_ERR_INPUT &&
+          !strcmp(ckpz_ctx_message(c), "input is not valid npy: bad magic"));
+    ckpz_ctx_free(c);
+    c = ckpz_ctx_create();
+    CHECK(fmt_fail(c, FMT_NOMEM, &rq, "") == CKPZ_ERR_NOMEM);
+    ckpz_ctx_free(c);
+    c = ckpz_ctx_create();
+    CHECK(fmt_fail(c, FMT_PROTOCOL, &rq, "asked for 3 bytes with 4 read") == CKPZ_ERR_INTERNAL);
+    ckpz_ctx_free(c);
+}
+
 int main(void)
 {
+    test_table();
     test_list();
     test_st_basic();
     test_st_dtypes();

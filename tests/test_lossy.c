@@ -287,6 +287,129 @@ static void run_mode(ckpz_ctx *ctx, const uint8_t *orig, size_t n, const char *p
     ckpz_free(z2);
 }
 
+/* predict callback: counts tensors predicted lossy */
+static int count_lossy(void *opaque, const ckpz_prediction *t)
+{
+    *(int *)opaque += t->lossy;
+    return 0;
+}
+
+/* Params for a raw FP32 dump of the given shape (ndim 0: none). */
+static void raw_f32(ckpz_params *p, uint32_t ndim, const uint64_t *shape)
+{
+    ckpz_params_init(p);
+    p->format = CKPZ_INPUT_RAW;
+    p->raw_dtype = CKPZ_DTYPE_F32;
+    p->raw_ndim = ndim;
+    p->raw_shape = shape;
+}
+
+/* A raw dump given its shape (ckpz_params.raw_shape, --shape) is a tensor of that shape
+ * and takes lossy coding as the same tensor in a safetensors file does; without a
+ * shape it is one dimension and stays exact. The size must match the shape (known:
+ * at once; unknown, streaming: at the end), and a shape for a non-raw format, without
+ * an element type or with a zero dimension is a parameter error. */
+static void test_raw_shape(ckpz_ctx *ctx)
+{
+    enum { R = 256, C = 80 }; /* more than the first 64 KiB the readers see: streamed, the size shows at the end */
+    float *w = malloc(R * C * sizeof *w);
+    for (size_t i = 0; i < R * C; i++) w[i] = (float)(rng_normal() * 0.02);
+    uint64_t shape[2] = {R, C};
+    const char *policy = "* abs 1e-3\n";
+    size_t sizes[2] = {0, 0};
+    for (int shaped = 0; shaped < 2; shaped++) {
+        ckpz_params p;
+        raw_f32(&p, shaped ? 2 : 0, shaped ? shape : NULL);
+        p.policy = policy;
+        void *z = NULL;
+        size_t zl = 0;
+        ckpz_error e = ckpz_compress_buffer(ctx, &p, w, R * C * sizeof *w, &z, &zl);
+        CHECKF(e == CKPZ_OK, "raw shape %d: %s", shaped, ckpz_ctx_message(ctx));
+        sizes[shaped] = zl;
+        ckpz_mem f = mem_in(z, zl, 0);
+        ckpz_archive *a = NULL;
+        ckpz_entry en;
+        if (e == CKPZ_OK && ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK &&
+            ckpz_archive_entry(a, 0, &en) == CKPZ_OK) {
+            CHECK(en.dtype == CKPZ_DTYPE_F32 && en.lossy == shaped);
+            CHECK(shaped ? en.ndim == 2 && en.shape[0] == R && en.shape[1] == C : en.ndim == 1);
+            CHECK(!shaped || en.max_error <= 1e-3);
+        } else {
+            CHECKF(0, "raw shape %d: archive: %s", shaped, ckpz_ctx_message(ctx));
+        }
+        ckpz_archive_close(a);
+        ckpz_free(z);
+        /* the predictor takes the shape too */
+        ckpz_predict_params pp;
+        ckpz_predict_params_init(&pp);
+        pp.format = CKPZ_INPUT_RAW;
+        pp.raw_dtype = CKPZ_DTYPE_F32;
+        pp.raw_ndim = p.raw_ndim;
+        pp.raw_shape = p.raw_shape;
+        pp.policy = policy;
+        int lossy = 0;
+        ckpz_mem in = mem_in(w, R * C * sizeof *w, 0);
+        e = ckpz_predict_file(ctx, &pp, ckpz_mem_pread, &in, in.size, count_lossy, &lossy, NULL);
+        CHECKF(e == CKPZ_OK && lossy == shaped, "predict, raw shape %d: %d lossy, %s", shaped, lossy,
+               ckpz_ctx_message(ctx));
+    }
+    CHECK(sizes[1] < sizes[0] / 2);
+
+    /* the size disagrees with the shape */
+    uint64_t wrong[2] = {R, C + 1};
+    ckpz_params p;
+    raw_f32(&p, 2, wrong);
+    void *z = NULL;
+    size_t zl = 0;
+    ckpz_error e = ckpz_compress_buffer(ctx, &p, w, R * C * sizeof *w, &z, &zl);
+    CHECKF(e == CKPZ_ERR_INPUT && strstr(ckpz_ctx_message(ctx), "not a f32 tensor of shape 256x81"), "%d %s", e,
+           ckpz_ctx_message(ctx));
+    ckpz_free(z);
+    for (int longer = 0; longer < 2; longer++) { /* streaming, size unknown: found at the end */
+        ckpz_mem r = mem_in(w, R * C * sizeof *w - (longer ? 0 : 8), 1000);
+        uint8_t *out = malloc(1 << 20);
+        ckpz_mem o = mem_out(out, 1 << 20);
+        p.raw_shape = longer ? shape : wrong;
+        if (longer) r.size = R * C * sizeof *w, shape[0] = R - 1;
+        e = ckpz_compress_stream(ctx, &p, ckpz_mem_read, &r, CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &o, NULL);
+        CHECKF(e == CKPZ_ERR_INPUT && strstr(ckpz_ctx_message(ctx), "bytes are not a f32 tensor of shape"),
+               "stream %d: %d %s", longer, e, ckpz_ctx_message(ctx));
+        shape[0] = R;
+        free(out);
+    }
+    /* the same size streamed: fine */
+    {
+        ckpz_mem r = mem_in(w, R * C * sizeof *w, 1000);
+        uint8_t *out = malloc(1 << 20);
+        ckpz_mem o = mem_out(out, 1 << 20);
+        p.raw_shape = shape;
+        e = ckpz_compress_stream(ctx, &p, ckpz_mem_read, &r, CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &o, NULL);
+        CHECKF(e == CKPZ_OK, "stream: %s", ckpz_ctx_message(ctx));
+        free(out);
+    }
+    /* parameters */
+    uint64_t zero[2] = {R, 0};
+    struct {
+        ckpz_input_format f;
+        ckpz_dtype t;
+        const uint64_t *shape;
+    } bad[] = {{CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_F32, shape},
+               {CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, shape},
+               {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, zero},
+               {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, NULL}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        p.format = bad[k].f;
+        p.raw_dtype = bad[k].t;
+        p.raw_shape = bad[k].shape;
+        z = NULL;
+        e = ckpz_compress_buffer(ctx, &p, w, R * C * sizeof *w, &z, &zl);
+        CHECKF(e == CKPZ_ERR_PARAM && strstr(ckpz_ctx_message(ctx), "raw shape"), "bad shape %zu: %d %s", k, e,
+               ckpz_ctx_message(ctx));
+        ckpz_free(z);
+    }
+    free(w);
+}
+
 int main(void)
 {
     size_t n;
@@ -549,6 +672,7 @@ int main(void)
         }
     }
 
+    test_raw_shape(ctx);
     ckpz_ctx_free(ctx);
     free(orig);
     if (test_failures) fprintf(stderr, "%d checks failed\n", test_failures);

@@ -107,10 +107,10 @@ static int describe(const uint8_t *buf, size_t n, size_t win, int total_known, c
         uint8_t *c = malloc(k ? k : 1);
         memcpy(c, buf, k);
         size_t need = 0;
-        fmt_status s = fmt_describe(c, k, total_known ? n : (k == n ? n : CKPZ_SIZE_UNKNOWN), fmt,
-                                    CKPZ_DTYPE_NONE, l, &need, why, sizeof why);
+        fmt_status s = fmt_describe(c, k, total_known ? n : (k == n ? n : CKPZ_SIZE_UNKNOWN),
+                                    &(fmt_request){.format = fmt}, l, &need, why, sizeof why);
         free(c);
-        if (s == FMT_ERROR)
+        if (s < 0)
             return -1;
         if (s == FMT_DONE)
             break;
@@ -139,7 +139,7 @@ static int describe(const uint8_t *buf, size_t n, size_t win, int total_known, c
             size_t need = 0;
             fmt_status s = fmt_resume(l, c, k, k == rest, &need);
             free(c);
-            if (s == FMT_ERROR)
+            if (s < 0)
                 return -1;
             if (s == FMT_DONE)
                 break;
@@ -257,8 +257,9 @@ static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
     fmt_list l;
     char why[256];
     size_t need = 0;
-    fmt_status s = fmt_describe(buf, n, n, fmt == CKPZ_INPUT_TORCH ? CKPZ_INPUT_NPZ : CKPZ_INPUT_TORCH,
-                                CKPZ_DTYPE_NONE, &l, &need, why, sizeof why);
+    fmt_status s = fmt_describe(buf, n, n,
+                                &(fmt_request){.format = fmt == CKPZ_INPUT_TORCH ? CKPZ_INPUT_NPZ : CKPZ_INPUT_TORCH},
+                                &l, &need, why, sizeof why);
     CHECKF(s == FMT_ERROR, "%s: the other zip reader accepted it", file);
     if (s == FMT_DONE)
         fmt_list_free(&l);

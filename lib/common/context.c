@@ -57,6 +57,23 @@ void ckpz_params_init(ckpz_params *p)
     p->raw_dtype = CKPZ_DTYPE_NONE;
 }
 
+int raw_shape_check(ckpz_ctx *ctx, ckpz_input_format f, ckpz_dtype t, uint32_t ndim, const uint64_t *shape)
+{
+    const char *bad = NULL;
+    uint64_t n = ckpz_dtype_size(t);
+    if (f != CKPZ_INPUT_RAW && f != CKPZ_INPUT_AUTO) bad = "it applies to raw input only";
+    else if (t == CKPZ_DTYPE_NONE) bad = "it needs the element type (raw_dtype)";
+    else if (ndim > 64 || !shape) bad = "it has 1 to 64 dimensions"; /* the container's limit */
+    for (uint32_t d = 0; !bad && d < ndim; d++) {
+        if (shape[d] == 0 || n > (UINT64_MAX - 1) / shape[d])
+            bad = shape[d] ? "it holds more than 2^64 bytes" : "a dimension is 0";
+        n *= shape[d];
+    }
+    if (!bad) return 0;
+    ctx_fail(ctx, CKPZ_ERR_PARAM, "raw shape: %s", bad);
+    return -1;
+}
+
 ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out)
 {
     ckpz_params_init(out);
@@ -89,8 +106,10 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk size %zu out of range %u..%u", out->chunk_size,
                         CKPZ_CHUNK_MIN, CKPZ_CHUNK_MAX);
     out->chunk_size &= ~(size_t)7; /* a whole number of elements of every dtype */
-    if ((unsigned)out->format > CKPZ_INPUT_NPZ) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
+    if ((unsigned)out->format >= CKPZ_INPUT_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
+    if (out->raw_ndim && raw_shape_check(ctx, out->format, out->raw_dtype, out->raw_ndim, out->raw_shape))
+        return CKPZ_ERR_PARAM;
     if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
     if (!out->base && out->base_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base size given without a base");
     if (out->base_depth >= UINT32_MAX - 1) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base depth out of range");

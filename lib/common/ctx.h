@@ -21,6 +21,10 @@ ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ctx_clear(ckpz_ctx *ctx);
 
+/* A raw shape (ckpz_params.raw_ndim, raw_shape) for format f and element type t: 0, or
+ * -1 with the reason recorded in ctx. */
+int raw_shape_check(ckpz_ctx *ctx, ckpz_input_format f, ckpz_dtype t, uint32_t ndim, const uint64_t *shape);
+
 /* Effective parameters: defaults filled in, values clamped or rejected. */
 ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out);
 

@@ -45,16 +45,3 @@ ckpz_dtype ckpz_dtype_from_name(const char *name)
     }
     return CKPZ_DTYPE_NONE;
 }
-
-const char *ckpz_input_format_name(ckpz_input_format f)
-{
-    switch (f) {
-    case CKPZ_INPUT_AUTO: return "auto";
-    case CKPZ_INPUT_RAW: return "raw";
-    case CKPZ_INPUT_SAFETENSORS: return "safetensors";
-    case CKPZ_INPUT_NPY: return "npy";
-    case CKPZ_INPUT_TORCH: return "torch";
-    case CKPZ_INPUT_NPZ: return "npz";
-    }
-    return "unknown";
-}

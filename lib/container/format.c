@@ -67,7 +67,7 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     h->format = in[16];
     if (h->chunk_size < CKPZ_CHUNK_MIN || h->chunk_size > CKPZ_CHUNK_MAX || (h->chunk_size & 7))
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "file header: invalid chunk size %u", h->chunk_size);
-    if (h->format > CKPZ_INPUT_NPZ)
+    if (h->format >= CKPZ_INPUT_COUNT_)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "file header: unknown input format %u", h->format);
     return CKPZ_OK;
 }

@@ -178,6 +178,18 @@ int fmt_finish(fmt_list *l)
     return l ? finish_from(l, 0, 0) : -1;
 }
 
+fmt_status fmt_all_opaque(fmt_list *out, ckpz_input_format f, char *why, size_t whylen, const char *reason)
+{
+    fmt_list_free(out);
+    out->format = f;
+    if (fmt_finish(out)) {
+        fmt_list_free(out);
+        return FMT_NOMEM;
+    }
+    fmt_why(why, whylen, "%s", reason);
+    return FMT_DONE;
+}
+
 fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t *need)
 {
     if (!l || !l->n || !l->seg[l->n - 1].resume)
@@ -185,22 +197,27 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
     size_t first = l->n - 1;
     uint64_t at = l->seg[first].offset;
     l->n = first; /* the resume segment owns no memory */
-    fmt_status s = l->resumer && !(eof && len == 0) ? l->resumer->resume(l->resumer, l, at, p, len, eof, need)
-                                                    : FMT_ERROR;
+    fmt_status s = FMT_ERROR;
+    if (l->reader && l->reader->resume && !(eof && len == 0))
+        s = l->reader->resume(l->state, l, at, p, len, eof, need);
     /* A reader must make progress: a resume point at or before this one would loop. */
     if (s == FMT_DONE && l->n > first && l->seg[l->n - 1].resume && l->seg[l->n - 1].offset <= at)
         l->seg[l->n - 1].resume = 0;
     if (s != FMT_DONE) {
         while (l->n > first)
             seg_clear(&l->seg[--l->n]);
+        if (s == FMT_NOMEM) {
+            (void)fmt_push_resume(l, at); /* the callers give up; the list stays whole if it can */
+            return FMT_NOMEM;
+        }
         if (s == FMT_NEED_MORE && *need > len && *need <= FMT_PROBE_MAX && !eof)
-            return fmt_push_resume(l, at) ? FMT_ERROR : FMT_NEED_MORE;
+            return fmt_push_resume(l, at) ? FMT_NOMEM : FMT_NEED_MORE;
         /* The reader gave up: the rest of the input is opaque. */
         if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at, FMT_LEN_OPEN))
-            return FMT_ERROR;
+            return FMT_NOMEM;
         return FMT_DONE;
     }
-    return finish_from(l, first, at) ? FMT_ERROR : FMT_DONE;
+    return finish_from(l, first, at) ? FMT_NOMEM : FMT_DONE;
 }
 
 void fmt_list_drop(fmt_list *l, size_t n)
@@ -216,7 +233,7 @@ void fmt_list_free(fmt_list *l)
     for (size_t i = 0; i < l->n; i++)
         seg_clear(&l->seg[i]);
     free(l->seg);
-    if (l->resumer && l->resumer->free)
-        l->resumer->free(l->resumer);
+    if (l->state && l->reader && l->reader->free_state)
+        l->reader->free_state(l->state);
     memset(l, 0, sizeof(*l));
 }

@@ -13,19 +13,33 @@ static uint64_t name_hash(const char *s)
 
 static const char *seg_name(const fmt_segment *s) { return s->name ? s->name : ""; }
 
-int base_index_build(const uint8_t *base, size_t n, ckpz_input_format format, ckpz_dtype raw_dtype,
-                     base_index *bi)
+typedef struct mem_src {
+    const uint8_t *p;
+    size_t n;
+} mem_src;
+
+/* The whole base is at hand: every fetch gives all of it from `at` on. */
+static fmt_status mem_fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
+{
+    const mem_src *m = opaque;
+    (void)want;
+    size_t from = at < m->n ? (size_t)at : m->n;
+    *p = m->p ? m->p + from : NULL;
+    *len = m->n - from;
+    *eof = 1;
+    return FMT_DONE;
+}
+
+int base_index_build(const uint8_t *base, size_t n, const fmt_request *rq, base_index *bi)
 {
     memset(bi, 0, sizeof *bi);
-    size_t need = 0;
-    fmt_status st = fmt_describe(base, n, n, format, raw_dtype, &bi->segs, &need, NULL, 0);
-    if (st == FMT_ERROR && format != CKPZ_INPUT_AUTO)
-        st = fmt_describe(base, n, n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &bi->segs, &need, NULL, 0);
+    mem_src m = {base, n};
+    fmt_source src = {mem_fetch, &m, n};
+    fmt_status st = fmt_drive_describe(&src, n, rq, &bi->segs, NULL, 0);
+    if (st == FMT_ERROR && rq->format != CKPZ_INPUT_AUTO)
+        st = fmt_drive_describe(&src, n, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &bi->segs, NULL, 0);
+    if (st == FMT_DONE) st = fmt_drive_all(&src, n, &bi->segs, NULL, 0);
     if (st != FMT_DONE) return -1; /* the whole input is at hand: only allocation fails */
-    while (bi->segs.n && bi->segs.seg[bi->segs.n - 1].resume) {
-        uint64_t at = bi->segs.seg[bi->segs.n - 1].offset;
-        if (at > n || fmt_resume(&bi->segs, base + at, n - (size_t)at, 1, &need) != FMT_DONE) return -1;
-    }
     size_t tensors = 0;
     for (size_t i = 0; i < bi->segs.n; i++) tensors += bi->segs.seg[i].dtype != CKPZ_DTYPE_NONE;
     bi->nslots = 16;

@@ -17,8 +17,7 @@ typedef struct base_index {
 
 /* Describes base[0..n) with the same format request as the input (falling back to
  * detection). 0, or -1 when out of memory. */
-int base_index_build(const uint8_t *base, size_t n, ckpz_input_format format, ckpz_dtype raw_dtype,
-                     base_index *bi);
+int base_index_build(const uint8_t *base, size_t n, const fmt_request *rq, base_index *bi);
 void base_index_free(base_index *bi);
 
 /* The base segment for input segment s (which starts at `offset` of the input), or NULL

@@ -441,9 +441,10 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
     return FMT_DONE;
 }
 
-fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
-                   size_t *need, char *why, size_t whylen)
+static fmt_status npy_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq,
+                               fmt_list *out, size_t *need, char *why, size_t whylen)
 {
+    (void)rq;
     if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
     npy_info info;
@@ -457,8 +458,15 @@ fmt_status fmt_npy(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
          fmt_push(out, info.dtype, "array", 5, info.ndim, info.shape, info.data_off, info.nbytes)) ||
         fmt_finish(out)) {
         fmt_list_free(out);
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
+        return FMT_NOMEM;
     }
     return FMT_DONE;
 }
+
+static int npy_sniff(const uint8_t *p, size_t len)
+{
+    (void)p, (void)len;
+    return 1; /* the reader's own magic check gives the reason for the note */
+}
+
+const fmt_reader fmt_reader_npy = {CKPZ_INPUT_NPY, "npy", npy_sniff, npy_describe, NULL, NULL};

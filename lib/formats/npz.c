@@ -12,8 +12,9 @@
 #include "formats.h"
 #include "zip.h"
 
+extern const fmt_reader fmt_reader_npz;
+
 typedef struct npz_state {
-    fmt_resumer base; /* first member */
     zip_walk_state ws;
 } npz_state;
 
@@ -48,18 +49,19 @@ static int npz_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
     return ZIP_CB_OK;
 }
 
-static fmt_status npz_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
+static fmt_status npz_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
                              size_t *need)
 {
-    npz_state *z = (npz_state *)r;
+    npz_state *z = state;
     return zip_walk(&z->ws, l, at, p, len, eof, 0, npz_member, NULL, need);
 }
 
-static void npz_free(fmt_resumer *r) { free(r); }
+static void npz_free(void *state) { free(state); }
 
-fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
-                   size_t whylen)
+static fmt_status npz_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
+                               fmt_list *out, size_t *need, char *why, size_t whylen)
 {
+    (void)rq;
     if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
@@ -73,29 +75,27 @@ fmt_status fmt_npz(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, 
         return FMT_ERROR;
     }
     npz_state *z = calloc(1, sizeof(*z));
-    if (!z) {
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
-    }
-    z->base.resume = npz_resume;
-    z->base.free = npz_free;
+    if (!z)
+        return FMT_NOMEM;
     out->format = CKPZ_INPUT_NPZ;
-    out->resumer = &z->base;
+    out->reader = &fmt_reader_npz;
+    out->state = z;
     size_t nn = 0;
     fmt_status s = zip_walk(&z->ws, out, 0, p, len, eof, 0, npz_member, NULL, &nn);
     if (s == FMT_NEED_MORE) {
         fmt_list_free(out);
         if (nn <= len || nn > FMT_PROBE_MAX) { /* cannot happen; be safe */
             out->format = CKPZ_INPUT_NPZ;
-            return fmt_finish(out) ? FMT_ERROR : FMT_DONE;
+            return fmt_finish(out) ? FMT_NOMEM : FMT_DONE;
         }
         *need = nn;
         return FMT_NEED_MORE;
     }
-    if (s == FMT_ERROR || fmt_finish(out)) {
+    if (s == FMT_NOMEM || fmt_finish(out)) {
         fmt_list_free(out);
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
+        return FMT_NOMEM;
     }
     return FMT_DONE;
 }
+
+const fmt_reader fmt_reader_npz = {CKPZ_INPUT_NPZ, "npz", fmt_sniff_zip, npz_describe, npz_resume, npz_free};

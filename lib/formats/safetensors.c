@@ -707,9 +707,10 @@ static int emit(fmt_list *out, jp *p)
     return 0;
 }
 
-fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_list *out,
-                           size_t *need, char *why, size_t whylen)
+static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq,
+                              fmt_list *out, size_t *need, char *why, size_t whylen)
 {
+    (void)rq;
     if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
 
@@ -771,13 +772,11 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     p.base = 8 + n;
     p.total = total;
     fmt_status st = FMT_ERROR;
-    if (grow_buf((void **)&p.names, &p.ncap, 1, 1)) {
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
-    }
+    if (grow_buf((void **)&p.names, &p.ncap, 1, 1))
+        return FMT_NOMEM;
     if (parse_header(&p)) {
         if (p.oom)
-            fmt_why(why, whylen, "out of memory");
+            st = FMT_NOMEM;
         else if (p.err_at >= p.n)
             fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu",
                    p.err, (size_t)(8 + p.err_at));
@@ -790,7 +789,7 @@ fmt_status fmt_safetensors(const uint8_t *b, size_t len, uint64_t total, fmt_lis
     if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base) || emit(out, &p) ||
         fmt_finish(out)) {
         fmt_list_free(out);
-        fmt_why(why, whylen, "out of memory");
+        st = FMT_NOMEM;
         goto out;
     }
     st = FMT_DONE;
@@ -800,3 +799,12 @@ out:
     free(p.ent);
     return st;
 }
+
+static int st_sniff(const uint8_t *p, size_t len)
+{
+    (void)p, (void)len;
+    return 1; /* no magic: the header length and the JSON decide */
+}
+
+const fmt_reader fmt_reader_safetensors = {CKPZ_INPUT_SAFETENSORS, "safetensors", st_sniff, st_describe, NULL,
+                                           NULL};

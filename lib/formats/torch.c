@@ -20,8 +20,9 @@
 #include "pickle.h"
 #include "zip.h"
 
+extern const fmt_reader fmt_reader_torch;
+
 typedef struct torch_state {
-    fmt_resumer base; /* first member */
     zip_walk_state ws;
     pkl_storages st;
     char *prefix;     /* "ARCHIVE/" (may be empty) */
@@ -50,37 +51,25 @@ static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
     return ZIP_CB_OK;
 }
 
-static fmt_status torch_resume(fmt_resumer *r, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
+static fmt_status torch_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
                                size_t *need)
 {
-    torch_state *t = (torch_state *)r;
+    torch_state *t = state;
     return zip_walk(&t->ws, l, at, p, len, eof, 0, torch_member, t, need);
 }
 
-static void torch_free(fmt_resumer *r)
+static void torch_free(void *state)
 {
-    torch_state *t = (torch_state *)r;
+    torch_state *t = state;
     pkl_storages_free(&t->st);
     free(t->prefix);
     free(t);
 }
 
-/* Everything opaque (a torch archive this reader cannot follow). */
-static fmt_status all_opaque(fmt_list *out, char *why, size_t whylen, const char *note)
+static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
+                                 fmt_list *out, size_t *need, char *why, size_t whylen)
 {
-    out->format = CKPZ_INPUT_TORCH;
-    if (fmt_finish(out)) {
-        fmt_list_free(out);
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
-    }
-    fmt_why(why, whylen, "%s", note);
-    return FMT_DONE;
-}
-
-fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
-                     size_t whylen)
-{
+    (void)rq;
     if (fmt_begin(out, &len, total, need, why, whylen))
         return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
@@ -94,16 +83,16 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
         return FMT_ERROR;
     }
     if (m.method != 0)
-        return all_opaque(out, why, whylen, "torch archive: compressed data.pkl");
+        return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: compressed data.pkl");
 
     /* The pickle: all of it must be in the prefix. */
     size_t ds = (size_t)m.data_off, avail = len - ds;
     if (m.size != ZIP_SIZE_UNKNOWN) {
         if (m.size > FMT_PROBE_MAX - ds)
-            return all_opaque(out, why, whylen, "torch archive: data.pkl too large");
+            return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl too large");
         if (avail < m.size) {
             if (eof)
-                return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+                return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
             *need = ds + (size_t)m.size;
             return FMT_NEED_MORE;
         }
@@ -112,13 +101,11 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
     pkl_storages st;
     size_t plen = 0;
     pkl_status ps = pkl_torch_storages(p + ds, avail, &st, &plen);
-    if (ps == PKL_NOMEM) {
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
-    }
+    if (ps == PKL_NOMEM)
+        return FMT_NOMEM;
     if (ps == PKL_NEED) {
         if (eof || m.size != ZIP_SIZE_UNKNOWN || len >= FMT_PROBE_MAX)
-            return all_opaque(out, why, whylen, "torch archive: data.pkl cut short");
+            return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
         size_t want = len < (FMT_PROBE_MAX / 2) ? 2 * len : FMT_PROBE_MAX;
         if (want < len + (64u << 10))
             want = len + (64u << 10) < FMT_PROBE_MAX ? len + (64u << 10) : FMT_PROBE_MAX;
@@ -126,23 +113,21 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
         return FMT_NEED_MORE;
     }
     if (ps == PKL_BAD)
-        return all_opaque(out, why, whylen, "torch archive: data.pkl not understood");
+        return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl not understood");
 
     torch_state *t = calloc(1, sizeof(*t));
     if (!t || !(t->prefix = malloc(m.name_len - 8 + 1))) {
         free(t);
         pkl_storages_free(&st);
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
+        return FMT_NOMEM;
     }
-    t->base.resume = torch_resume;
-    t->base.free = torch_free;
     t->st = st;
     t->prefix_len = m.name_len - 8;
     memcpy(t->prefix, m.name, t->prefix_len);
     t->prefix[t->prefix_len] = '\0';
     out->format = CKPZ_INPUT_TORCH;
-    out->resumer = &t->base;
+    out->reader = &fmt_reader_torch;
+    out->state = t;
 
     /* The members after the pickle. */
     uint64_t at;
@@ -158,10 +143,12 @@ fmt_status fmt_torch(const uint8_t *p, size_t len, uint64_t total, fmt_list *out
     size_t nn = 0;
     if (at <= len)
         s = zip_walk(&t->ws, out, at, p + at, len - (size_t)at, eof, 1, torch_member, t, &nn);
-    if (s == FMT_ERROR || fmt_finish(out)) {
+    if (s == FMT_NOMEM || fmt_finish(out)) {
         fmt_list_free(out);
-        fmt_why(why, whylen, "out of memory");
-        return FMT_ERROR;
+        return FMT_NOMEM;
     }
     return FMT_DONE;
 }
+
+const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch", fmt_sniff_zip, torch_describe, torch_resume,
+                                     torch_free};

@@ -11,6 +11,11 @@ static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] 
 static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
 static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
+int fmt_sniff_zip(const uint8_t *p, size_t len)
+{
+    return len >= 4 && p[0] == 'P' && p[1] == 'K' && p[2] == 3 && p[3] == 4;
+}
+
 int zip_name_ends(const zip_member *m, const char *suffix)
 {
     size_t k = strlen(suffix);
@@ -172,7 +177,7 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
         size_t cn = 0, pushed = l->n;
         int r = cb(ctx, l, &m, &cn);
         if (r == ZIP_CB_NOMEM)
-            return FMT_ERROR;
+            return FMT_NOMEM;
         if (r == ZIP_CB_NEED) {
             if (eof || cn <= m.avail)
                 goto done; /* a callback bug; be safe */
@@ -206,7 +211,7 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
             if (next - at == (uint64_t)len && eof && !s.desc_pending)
                 goto done;
             if (fmt_push_resume(l, next))
-                return FMT_ERROR;
+                return FMT_NOMEM;
             *st = s;
             return FMT_DONE;
         }
@@ -217,7 +222,7 @@ stop:
     /* The bytes from `at` + pos on are not enough to go on. */
     if (moved) {
         if (fmt_push_resume(l, at + pos))
-            return FMT_ERROR;
+            return FMT_NOMEM;
         *st = s;
         return FMT_DONE;
     }

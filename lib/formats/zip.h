@@ -60,7 +60,7 @@ typedef struct zip_walk_state {
  * (eof: nothing follows). `progress`: the caller has already described bytes before
  * `at` in this call, so the walker may end with a resume segment at `at` itself instead
  * of asking for more bytes. FMT_DONE, FMT_NEED_MORE (*need bytes from `at`) or
- * FMT_ERROR (allocation failure). The state is updated only on FMT_DONE. */
+ * FMT_NOMEM. The state is updated only on FMT_DONE. */
 fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
                     int progress, zip_member_fn cb, void *ctx, size_t *need);
 
@@ -73,6 +73,9 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
  * FMT_NEED_MORE with *need, or FMT_ERROR with the reason in why. */
 fmt_status zip_first_member(const uint8_t *p, size_t len, uint64_t total, zip_member *m, size_t *need, char *why,
                             size_t whylen);
+
+/* The reader table's sniff for the zip formats: a local header's signature. */
+int fmt_sniff_zip(const uint8_t *p, size_t len);
 
 /* Does the name end with suffix? */
 int zip_name_ends(const zip_member *m, const char *suffix);

@@ -37,6 +37,7 @@
 #define PRED_LOSSY_MIN (8u << 10)
 #define PRED_TENSOR_MIN (16u << 10)
 #define PRED_MODEL_MAX (4u << 20)
+#define PRED_DESCRIBE_FIRST (64u << 10)
 #define PRED_RESUME_FIRST (4u << 10)
 /* Fixed costs the model does not learn (it predicts the savings of the payload): each
  * chunk's frame, and the container's index record per entry and header and trailer per
@@ -103,47 +104,26 @@ static int reserve(uint8_t **buf, size_t *cap, size_t n)
     return 0;
 }
 
-/* Describes the file: the header prefix first, grown as the reader asks. */
-static ckpz_error describe(ckpz_ctx *ctx, const ckpz_predict_params *p, ckpz_pread_fn pr, void *po,
-                           uint64_t size, uint8_t **buf, size_t *cap, fmt_list *segs)
-{
-    size_t want = 64u << 10;
-    for (;;) {
-        size_t have = size < want ? (size_t)size : want;
-        if (reserve(buf, cap, have ? have : 1)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the header");
-        if (have && pr(po, *buf, have, 0)) return ctx_fail(ctx, CKPZ_ERR_READ, "read error in the header");
-        size_t need = 0;
-        char why[256] = "";
-        fmt_status s = fmt_describe(*buf, have, size, p->format, p->raw_dtype, segs, &need, why, sizeof why);
-        if (s == FMT_DONE) return CKPZ_OK;
-        if (s == FMT_ERROR)
-            return ctx_fail(ctx, CKPZ_ERR_INPUT, "input is not valid %s: %s", ckpz_input_format_name(p->format),
-                            why[0] ? why : "unrecognised");
-        if (need <= have || need > FMT_PROBE_MAX || have == size)
-            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
-        want = need;
-    }
-}
+/* The format driver's source: pread into the shared buffer. */
+typedef struct pread_src {
+    ckpz_pread_fn pr;
+    void *po;
+    uint64_t size;
+    uint8_t **buf;
+    size_t *cap;
+} pread_src;
 
-/* Replaces the resume segment at the list's end, reading from its offset. */
-static ckpz_error resume(ckpz_ctx *ctx, ckpz_pread_fn pr, void *po, uint64_t size, uint64_t at, uint8_t **buf,
-                         size_t *cap, fmt_list *segs)
+static fmt_status pread_fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
 {
-    size_t want = PRED_RESUME_FIRST;
-    for (;;) {
-        uint64_t left = at < size ? size - at : 0;
-        size_t have = left < want ? (size_t)left : want;
-        int eof = have == left;
-        if (reserve(buf, cap, have ? have : 1)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-        if (have && pr(po, *buf, have, at)) return ctx_fail(ctx, CKPZ_ERR_READ, "read error at byte %llu", (unsigned long long)at);
-        size_t need = 0;
-        fmt_status s = fmt_resume(segs, *buf, have, eof, &need);
-        if (s == FMT_DONE) return CKPZ_OK;
-        if (s == FMT_ERROR) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory describing the input");
-        if (need <= have || need > FMT_PROBE_MAX || eof)
-            return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "format reader asked for %zu bytes with %zu read", need, have);
-        want = need;
-    }
+    pread_src *s = opaque;
+    uint64_t left = at < s->size ? s->size - at : 0;
+    size_t have = left < want ? (size_t)left : want;
+    if (reserve(s->buf, s->cap, have ? have : 1)) return FMT_NOMEM;
+    if (have && s->pr(s->po, *s->buf, have, at)) return FMT_READ;
+    *p = *s->buf;
+    *len = have;
+    *eof = have == left;
+    return FMT_DONE;
 }
 
 ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
@@ -171,6 +151,7 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
     if (!p.sample_budget) p.sample_budget = PRED_BUDGET_DEFAULT;
 
     if (!(p.max_mae >= 0) || !isfinite(p.max_mae)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "max_mae must be >= 0");
+    if (p.raw_ndim && raw_shape_check(ctx, p.format, p.raw_dtype, p.raw_ndim, p.raw_shape)) return CKPZ_ERR_PARAM;
 
     mlp m;
     memset(&m, 0, sizeof m);
@@ -193,7 +174,15 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
             goto done;
         }
     }
-    if ((err = describe(ctx, &p, pr, pr_opaque, file_size, &buf, &cap, &segs))) goto done;
+    pread_src ps = {pr, pr_opaque, file_size, &buf, &cap};
+    fmt_source src = {pread_fetch, &ps, file_size};
+    fmt_request rq = {p.format, p.raw_dtype, p.raw_ndim, p.raw_shape};
+    char why[256] = "";
+    fmt_status fs = fmt_drive_describe(&src, PRED_DESCRIBE_FIRST, &rq, &segs, why, sizeof why);
+    if (fs != FMT_DONE) {
+        err = fmt_fail(ctx, fs, &rq, why);
+        goto done;
+    }
 
     /* The tensors share the budget: each gets an equal share of it, within
      * PRED_TENSOR_MIN..sample_bytes. Counted on the first description only (piecewise
@@ -211,7 +200,10 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
     for (size_t i = 0; i < segs.n; i++) {
         fmt_segment *s = &segs.seg[i];
         if (s->resume) {
-            if ((err = resume(ctx, pr, pr_opaque, file_size, s->offset, &buf, &cap, &segs))) goto done;
+            if ((fs = fmt_drive_resume(&src, PRED_RESUME_FIRST, &segs, why, sizeof why)) != FMT_DONE) {
+                err = fmt_fail(ctx, fs, &rq, why);
+                goto done;
+            }
             i--; /* the list changed from here on */
             continue;
         }

@@ -71,6 +71,8 @@ class Params(ctypes.Structure):
         ("max_mae", ctypes.c_double),
         ("patch", ctypes.c_void_p),  # int (*)(void *, const void *, size_t, uint64_t); unused here
         ("patch_opaque", ctypes.c_void_p),
+        ("raw_ndim", ctypes.c_uint32),
+        ("raw_shape", ctypes.POINTER(ctypes.c_uint64)),  # raw input's shape; unused here
     ]
 
 

@@ -2,8 +2,9 @@
 # lossy.sh — lossy coding from the command line, without torch: every mode flag on the
 # committed sample (restores within the bound on every element, checked here by an
 # independent reader in Python; norms and biases stay exact; -l shows the errors), a
-# --policy file, closed-loop chains with --base and the frozen-training warning, the
-# usage errors, and that lossy flags never change decompression.
+# --policy file, closed-loop chains with --base and the frozen-training warning, raw
+# dumps with and without --shape, the usage errors, and that lossy flags never change
+# decompression.
 source "$(dirname "$0")/common.bash" "$@"
 
 S="$ROOT/samples/gpt-small.f32.safetensors"
@@ -125,6 +126,56 @@ err_has "training would not move"
 run 0 "$CKPZ" -l frozen.ckpz
 grep -q FROZEN "$WORK/.out" || fail "-l does not flag frozen tensors"
 ok
+
+# a raw dump with --shape is coded lossy as the same tensor in a safetensors file; without
+# a shape it is one dimension: stored exactly, with a warning naming the file
+shape=$(python3 - <<'PYEOF'
+import json, struct
+d = open("a.safetensors", "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+k, v = max(((k, v) for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32" and len(v["shape"]) == 2),
+           key=lambda kv: kv[1]["data_offsets"][1] - kv[1]["data_offsets"][0])
+s, e = v["data_offsets"]
+raw = d[8 + n + s:8 + n + e]
+open("w.bin", "wb").write(raw)
+hd = json.dumps({k: {"dtype": "F32", "shape": v["shape"], "data_offsets": [0, len(raw)]}}).encode()
+hd += b" " * (-len(hd) % 8)
+open("w.safetensors", "wb").write(struct.pack("<Q", len(hd)) + hd + raw)
+print("x".join(map(str, v["shape"])))
+PYEOF
+) || fail "extract a 2-D tensor"
+run 0 "$CKPZ" -q -f --dtype f32 --shape "$shape" --rel 1e-3 w.bin -o wb.ckpz
+run 0 "$CKPZ" -q -f --rel 1e-3 w.safetensors -o ws.ckpz
+run 0 "$CKPZ" -l -v wb.ckpz
+out_has "[${shape/x/, }]"
+grep -E "^0 +data +f32" "$WORK/.out" | grep -q "rel 0.001" || fail "--shape: the raw tensor is not lossy"
+ok
+rawcomp=$(awk '$2 == "data" { print $(NF - 1) }' "$WORK/.out")
+run 0 "$CKPZ" -l -v ws.ckpz
+stcomp=$(awk '$3 == "f32" { print $(NF - 1) }' "$WORK/.out")
+[ -n "$rawcomp" ] && [ "$rawcomp" = "$stcomp" ] || fail "--shape: tensor coded to $rawcomp bytes raw, $stcomp in safetensors"
+ok
+run 0 "$CKPZ" -q -d -f wb.ckpz -o wb.out
+cmp -s wb.out w.bin && fail "--shape --rel restored the dump exactly"
+ok
+run 0 "$CKPZ" -f --dtype f32 --rel 1e-3 w.bin -o w1.ckpz
+err_has "w.bin: nothing was coded lossy: raw input is one dimension"
+run 0 "$CKPZ" -q -d -f w1.ckpz -o w1.out
+same_file w1.out w.bin
+run 0 "$CKPZ" -f --format=raw --rel 1e-3 w.bin -o w0.ckpz
+err_has "w.bin: nothing was coded lossy: raw input without --dtype is opaque bytes"
+# the size must match the shape: from a file at once, from a pipe at its end
+run 1 "$CKPZ" -f --dtype f32 --shape "${shape}0" w.bin -o bad.ckpz
+err_has "not a f32 tensor of shape ${shape}0"
+absent bad.ckpz
+run 1 sh -c "cat w.bin w.bin | '$CKPZ' -q --dtype f32 --shape '$shape' -c >/dev/null"
+err_has "not a f32 tensor of shape $shape"
+for bad in "--shape $shape" "--format=safetensors --dtype f32 --shape $shape" "--dtype f32 --shape 0x4" \
+           "--dtype f32 --shape 3y4" "--dtype f32 --shape x" "--dtype f32 --shape 4x"; do
+    run 2 "$CKPZ" -f $bad w.bin -o bad.ckpz
+    absent bad.ckpz
+done
 
 # usage errors: exit 2, nothing written
 for bad in "--abs" "--abs 0" "--abs -1" "--rel x" "--pointwise-rel 1" "--bits 12" "--int8=foo" \

@@ -16,7 +16,7 @@ static void one(const uint8_t *in)
     fz_need_msg(c, e, "ctr_header_read");
     if (e) return;
     FZ_CHECK(h.chunk_size >= CKPZ_CHUNK_MIN && h.chunk_size <= CKPZ_CHUNK_MAX && !(h.chunk_size & 7) &&
-                 h.format <= CKPZ_INPUT_NPZ && h.version >= CTR_VERSION && h.version <= CTR_VERSION_FEAT,
+                 h.format < CKPZ_INPUT_COUNT_ && h.version >= CTR_VERSION && h.version <= CTR_VERSION_FEAT,
              "header: chunk size %u, format %u, version %u accepted", h.chunk_size, h.format, h.version);
     FZ_CHECK(h.version != CTR_VERSION || (!h.based && !h.lossy), "header: version 1 with flags");
     FZ_CHECK(h.version == CTR_VERSION_FEAT || !h.packed, "header: version %u with packed entries", h.version);

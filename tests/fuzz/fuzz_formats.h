@@ -1,11 +1,11 @@
 /* fuzz_formats.h — what the format harnesses (fuzz_safetensors, fuzz_npy, fuzz_npz,
- * fuzz_detect) check about a segment list, and the two drivers that feed a reader the
- * way the library does:
- *   - fz_probe: lib/compress.c's probe: a prefix of `want` bytes, then exactly the
- *     prefix the reader asks for (FMT_NEED_MORE), end of input only once a read came
+ * fuzz_detect) check about a segment list, and the library's own driver
+ * (lib/formats/drive.c) run over the input the way the compressor runs it:
+ *   - fz_probe: describing from the start: a prefix of `want` bytes, then exactly the
+ *     prefix the reader asks for (FMT_NEED_MORE), end of input only once a fetch came
  *     back short; every prefix is an exact-size copy, so a read past it is an ASan error;
- *   - fz_resume_all: lib/chunker.c at each resume segment: the bytes from there on, in
- *     windows that grow to what the reader asks for, until the list ends without one.
+ *   - fz_resume_all: at each resume segment, the bytes from there on, in windows that
+ *     grow to what the reader asks for, until the list ends without one.
  * The contract checked (formats.h): a list tiles the input from 0 with no gap or
  * overlap and ends with exactly one open segment (a resume segment only last); a
  * tensor has a valid dtype, a name, and a length equal to its shape's element count
@@ -19,8 +19,8 @@
 #include "formats/formats.h"
 #include "fuzz_util.h"
 
-typedef fmt_status (*fz_reader_fn)(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need,
-                                   char *why, size_t whylen);
+/* A reader's describe, from the table. */
+#define FZ_DESCRIBE(id) (fmt_reader_get(id)->describe)
 
 /* Checks l->seg[from..n): they tile the input from byte `at` on. in_bounds: tensors
  * must also lie inside an input of `total` bytes (readers that check offsets against
@@ -83,42 +83,67 @@ static inline int fz_same_list(const fmt_list *a, const fmt_list *b)
     return 1;
 }
 
-/* compress.c's probe over data[0..size): the reader rd, or fmt_describe(requested,
- * raw) when rd is NULL. hint_known: the caller knows the input size (else
- * CKPZ_SIZE_UNKNOWN until a read comes back short). error_ok: FMT_ERROR is allowed (a
- * forced format that does not match); it must leave a message. Returns the status,
- * *out set on FMT_DONE. */
-static inline fmt_status fz_probe(fz_reader_fn rd, ckpz_input_format requested, ckpz_dtype raw, const uint8_t *data,
-                                  size_t size, size_t want, int hint_known, int error_ok, fmt_list *out,
-                                  const char *who)
+/* A fmt_source over data[0..size) for the driver (lib/formats/drive.c): every fetch
+ * is an exact-size copy of min(want, what is left) bytes (a read past it is an ASan
+ * error), with end of input only once a fetch comes back short, as a stream shows it.
+ * It also checks what the driver asks: from the describe, always byte 0; while a
+ * resume is under way, the list still ends with that resume segment. */
+typedef struct fz_src {
+    const uint8_t *data;
+    size_t size;
+    uint8_t *copy;   /* the last fetch's bytes */
+    const fmt_list *l; /* resume: the list being resumed, else NULL */
+    size_t first;    /* resume: where its resume segment is */
+    size_t calls;
+    const char *who;
+} fz_src;
+
+static inline fmt_status fz_fetch(void *opaque, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof)
 {
-    for (size_t round = 0;; round++) {
-        FZ_CHECK(round <= size + 2, "%s: the reader keeps asking for more", who);
-        size_t have = want < size ? want : size;
-        int eof = want > size;
-        uint64_t total = eof ? have : hint_known ? size : CKPZ_SIZE_UNKNOWN;
-        uint8_t *buf = fz_copy(data, have);
-        size_t need = 0;
-        char why[256] = "";
-        fmt_status s = rd ? rd(buf, have, total, out, &need, why, sizeof why)
-                          : fmt_describe(buf, have, total, requested, raw, out, &need, why, sizeof why);
-        free(buf);
-        if (s == FMT_DONE) return s;
-        if (s == FMT_ERROR) {
-            FZ_CHECK(error_ok, "%s: FMT_ERROR (%s) where only running out of memory may fail", who, why);
-            FZ_CHECK(why[0], "%s: FMT_ERROR without a message", who);
-            return s;
-        }
-        FZ_CHECK(s == FMT_NEED_MORE, "%s: status %d", who, (int)s);
-        FZ_CHECK(!eof, "%s: asks for %zu bytes at end of input (%zu bytes)", who, need, have);
-        FZ_CHECK(need > have && need <= FMT_PROBE_MAX, "%s: asks for %zu bytes with %zu at hand", who, need, have);
-        want = need;
-    }
+    fz_src *s = opaque;
+    FZ_CHECK(++s->calls <= s->size + 3, "%s: the reader keeps asking for more", s->who);
+    if (!s->l)
+        FZ_CHECK(at == 0, "%s: describe fetches at %llu", s->who, (unsigned long long)at);
+    else
+        FZ_CHECK(s->l->n == s->first + 1 && s->l->seg[s->first].resume && s->l->seg[s->first].offset == at,
+                 "%s: fmt_resume asked for more but changed the list", s->who);
+    size_t avail = at < s->size ? s->size - (size_t)at : 0;
+    size_t n = want < avail ? want : avail;
+    free(s->copy);
+    s->copy = fz_copy(s->data + (at < s->size ? at : s->size), n);
+    *p = s->copy;
+    *len = n;
+    *eof = want > avail;
+    return FMT_DONE;
 }
 
-/* chunker.c's resume: while the list ends with a resume segment, hand fmt_resume the
- * input from there on, in windows of want0 bytes growing to what it asks for. Checks
- * each stretch it describes and returns the number of resume calls. */
+/* compress.c's describe over data[0..size), through the driver: a prefix of `want`
+ * bytes, then exactly what the reader asks for. requested: the format (a reader's own
+ * id to test that reader). hint_known: the caller knows the input size (else
+ * CKPZ_SIZE_UNKNOWN until a fetch comes back short). error_ok: FMT_ERROR is allowed
+ * (a forced format that does not match); it must leave a message. Returns the status,
+ * *out set on FMT_DONE. */
+static inline fmt_status fz_probe(ckpz_input_format requested, ckpz_dtype raw, const uint8_t *data, size_t size,
+                                  size_t want, int hint_known, int error_ok, fmt_list *out, const char *who)
+{
+    fz_src s = {data, size, NULL, NULL, 0, 0, who};
+    fmt_source src = {fz_fetch, &s, hint_known ? size : CKPZ_SIZE_UNKNOWN};
+    char why[256] = "";
+    fmt_request rq = {.format = requested, .raw_dtype = raw};
+    fmt_status st = fmt_drive_describe(&src, want, &rq, out, why, sizeof why);
+    free(s.copy);
+    FZ_CHECK(st != FMT_PROTOCOL, "%s: %s", who, why);
+    FZ_CHECK(st == FMT_DONE || st == FMT_ERROR, "%s: status %d", who, (int)st);
+    if (st == FMT_ERROR) {
+        FZ_CHECK(error_ok, "%s: FMT_ERROR (%s) where only running out of memory may fail", who, why);
+        FZ_CHECK(why[0], "%s: FMT_ERROR without a message", who);
+    }
+    return st;
+}
+
+/* chunker.c's resume: while the list ends with a resume segment, the driver hands
+ * fmt_resume the input from there on, want0 bytes first, then what it asks for. Checks
+ * each stretch it describes and returns the number of resume segments it resolved. */
 static inline size_t fz_resume_all(fmt_list *l, const uint8_t *data, size_t size, size_t want0, int in_bounds,
                                    const char *who)
 {
@@ -131,27 +156,15 @@ static inline size_t fz_resume_all(fmt_list *l, const uint8_t *data, size_t size
         FZ_CHECK(!have_prev || at > prev, "%s: resume at %llu after one at %llu", who, (unsigned long long)at,
                  (unsigned long long)prev);
         prev = at, have_prev = 1;
-        size_t want = want0;
-        for (size_t round = 0;; round++) {
-            FZ_CHECK(round <= size + 2 && calls <= 4 * size + 8, "%s: fmt_resume keeps asking", who);
-            size_t avail = at < size ? size - (size_t)at : 0;
-            size_t len = want < avail ? want : avail;
-            int eof = want > avail;
-            uint8_t *buf = fz_copy(data + (at < size ? at : size), len);
-            size_t need = 0;
-            fmt_status s = fmt_resume(l, buf, len, eof, &need);
-            free(buf);
-            calls++;
-            FZ_CHECK(s != FMT_ERROR, "%s: fmt_resume failed at %llu (only running out of memory may)", who,
-                     (unsigned long long)at);
-            if (s == FMT_DONE) break;
-            FZ_CHECK(s == FMT_NEED_MORE && !eof && need > len && need <= FMT_PROBE_MAX,
-                     "%s: fmt_resume at %llu: status %d, need %zu with %zu (eof %d)", who, (unsigned long long)at,
-                     (int)s, need, len, eof);
-            FZ_CHECK(l->n == first + 1 && l->seg[first].resume && l->seg[first].offset == at,
-                     "%s: fmt_resume asked for more but changed the list", who);
-            want = need;
-        }
+        fz_src s = {data, size, NULL, l, first, 0, who};
+        fmt_source src = {fz_fetch, &s, size};
+        char why[256] = "";
+        fmt_status st = fmt_drive_resume(&src, want0, l, why, sizeof why);
+        free(s.copy);
+        calls++;
+        FZ_CHECK(st != FMT_PROTOCOL, "%s: %s", who, why);
+        FZ_CHECK(st == FMT_DONE, "%s: fmt_resume failed at %llu (only running out of memory may)", who,
+                 (unsigned long long)at);
         fz_check_segs(l, first, at, size, in_bounds, who);
     }
     return calls;

@@ -1,11 +1,11 @@
 /* fuzz_npy.c — libFuzzer harness for the .npy header parser (lib/formats/npy.c:
- * npy_parse_header, shared with the .npz reader, and fmt_npy).
+ * npy_parse_header, shared with the .npz reader, and the .npy row of the reader table).
  *
- * npy_parse_header runs on the whole input with the size known and unknown; fmt_npy
+ * npy_parse_header runs on the whole input with the size known and unknown; the reader
  * with the whole input and through compress.c's probe protocol (fz_probe). Checks: a
  * failure leaves a message; the whole-input calls never ask for more, and an
  * incomplete header asks for more than it had; the header info is consistent (data
- * inside the file, the tensor's length its shape's); fmt_npy's list tiles the file
+ * inside the file, the tensor's length its shape's); the reader's list tiles the file
  * with the tensor where the info says, and the probe ends with the same list.
  */
 #include "fuzz_formats.h"
@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fmt_list a, b;
     size_t need = 0;
     char why[256] = "";
-    fmt_status s = fmt_npy(data, size, size, &a, &need, why, sizeof why);
+    fmt_status s = FZ_DESCRIBE(CKPZ_INPUT_NPY)(data, size, size, NULL, &a, &need, why, sizeof why);
     FZ_CHECK(s != FMT_NEED_MORE, "npy: asks for %zu bytes with the whole input (%zu) at hand", need, size);
     FZ_CHECK(s != FMT_ERROR || why[0], "npy: FMT_ERROR without a message");
     if (s == FMT_DONE) {
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check_segs(&a, 0, 0, size, 1, "npy");
         FZ_CHECK(a.n <= 3 && !a.seg[a.n - 1].resume, "npy: %zu segments", a.n);
     }
-    fmt_status s2 = fz_probe(fmt_npy, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, data, size, 1, 1, 1, &b, "npy (probe)");
+    fmt_status s2 = fz_probe(CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, data, size, 1, 1, 1, &b, "npy (probe)");
     FZ_CHECK(s2 == s, "npy: probe ends with %d, the whole input gives %d", (int)s2, (int)s);
     if (s == FMT_DONE) {
         FZ_CHECK(fz_same_list(&a, &b), "npy: the probe describes the file differently");
