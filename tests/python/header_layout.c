@@ -45,6 +45,8 @@ int main(void)
     FIELD(ckpz_params, max_mae);
     FIELD(ckpz_params, patch);
     FIELD(ckpz_params, patch_opaque);
+    FIELD(ckpz_params, raw_ndim);
+    FIELD(ckpz_params, raw_shape);
 
     STRUCT(ckpz_fd);
     FIELD(ckpz_fd, fd);
