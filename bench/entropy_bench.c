@@ -11,8 +11,9 @@
  * split/join here is plain C: built with -O2 it is slower than the product's
  * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
- *       lib/entropy/\*.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
- * ENT_SCALAR=1 in the environment forces the portable loops, ENT_AVX2=1 the AVX2 ones.
+ *       lib/entropy/\*.c lib/common/cpu.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
+ * CKPZ_CPU=scalar in the environment forces the portable loops, CKPZ_CPU=avx2 the AVX2
+ * ones (lib/common/cpu.h).
  * Usage: entropy_bench FILE bf16|fp16|fp32 [chunk_KiB [level]]
  */
 #include <stdio.h>
@@ -123,7 +124,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nchunks * (size_t)w; i++)
         enc[i] = malloc(ent_bound(maxel));
     ent_ctx *c = ent_ctx_create();
-    ent_simd_cap = getenv("ENT_SCALAR") ? ENT_SIMD_SCALAR : getenv("ENT_AVX2") ? ENT_SIMD_AVX2 : ENT_SIMD_AVX512;
     double te[RUNS], tew[RUNS], td[RUNS], tdw[RUNS], te0[RUNS], td0[RUNS];
     size_t total = 0, tot_plane[4] = {0}, raw_plane[4] = {0};
     for (int run = 0; run < RUNS; run++) {

@@ -1,4 +1,6 @@
-/* context.c — version, error names, the context and parameter defaults. */
+/* context.c — version, error names, a context's messages and parameter defaults. A
+ * context's creation and release live with the working memory it keeps (workmem.c), so
+ * that this file, which every stage calls to report an error, calls none of them. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +23,6 @@ const char *ckpz_error_name(ckpz_error code)
     return "unknown error code";
 }
 
-ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
-void ckpz_ctx_free(ckpz_ctx *ctx)
-{
-    if (!ctx) return;
-    workmem_free(ctx->wm);
-    free(ctx);
-}
 const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }
 void ckpz_free(void *p) { free(p); }
 

@@ -11,38 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cpu.h"
 #include "ent_internal.h"
-
-int ent_simd_cap = ENT_SIMD_AVX512;
-
-static int cpu_simd(void)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    /* The AVX-512 kernels use F, BW and VL, and VBMI for the byte lookup. */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi"))
-        return ENT_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2"))
-        return ENT_SIMD_AVX2;
-#endif
-    return ENT_SIMD_SCALAR;
-}
-
-int ent_simd_level(void)
-{
-    static int cpu = -1; /* racing threads compute the same value */
-    int l = __atomic_load_n(&cpu, __ATOMIC_RELAXED);
-    if (l < 0) {
-        l = cpu_simd();
-        __atomic_store_n(&cpu, l, __ATOMIC_RELAXED);
-    }
-    return l < ent_simd_cap ? l : ent_simd_cap;
-}
-
-int ent_use_avx2(void)
-{
-    return ent_simd_level() >= ENT_SIMD_AVX2;
-}
 
 ent_ctx *ent_ctx_create(void)
 {
@@ -61,30 +31,6 @@ void ent_ctx_free(ent_ctx *c)
     free(c->cand);
     zstd_free_ctx(c);
     free(c);
-}
-
-uint8_t *ent_scratch(ent_ctx *c, size_t n)
-{
-    if (c->scratch_cap < n) {
-        uint8_t *p = realloc(c->scratch, n);
-        if (!p)
-            return NULL;
-        c->scratch = p;
-        c->scratch_cap = n;
-    }
-    return c->scratch;
-}
-
-static uint8_t *cand_buf(ent_ctx *c, size_t n)
-{
-    if (c->cand_cap < n) {
-        uint8_t *p = realloc(c->cand, n);
-        if (!p)
-            return NULL;
-        c->cand = p;
-        c->cand_cap = n;
-    }
-    return c->cand;
 }
 
 size_t ent_bound(size_t n)
@@ -188,38 +134,17 @@ static size_t sample_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
  * moving weights, cost zstd a sequence each (~2-3 bytes against ~1.5 for rANS), and
  * trying zstd on those planes took as long as coding them. So zstd is tried on large
  * planes only when the nonzero bytes average at least 1.5 per run; small planes (where
- * rANS's states and tables weigh most) always try it. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-/* Adds the runs of nonzero bytes and the nonzero bytes of src[0..n) (whole vectors);
- * returns the bytes done. */
-__attribute__((target("avx2"))) static size_t runs_avx2(const uint8_t *src, size_t n,
-                                                         size_t *runs, size_t *nz)
-{
-    size_t i = 0;
-    uint32_t prev = 0; /* top bit of the previous mask */
-    const __m256i z = _mm256_setzero_si256();
-    for (; i + 32 <= n; i += 32) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
-        uint32_t m = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, z));
-        *runs += (size_t)__builtin_popcount(m & ~((m << 1) | prev));
-        *nz += (size_t)__builtin_popcount(m);
-        prev = m >> 31;
-    }
-    return i;
-}
-#endif
-
-/* From the first KiB of every 8 (a run cut by a window's start counts twice). */
+ * rANS's states and tables weigh most) always try it. Counted from the first KiB of
+ * every 8 (a run cut by a window's start counts twice). */
 static int nonzero_clustered(const uint8_t *src, size_t n)
 {
     size_t runs = 0, nz = 0;
     for (size_t o = 0; o < n; o += 8192) {
         const uint8_t *p = src + o;
         size_t len = n - o < 1024 ? n - o : 1024, i = 0;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (ent_use_avx2())
-            i = runs_avx2(p, len, &runs, &nz);
+#ifdef ENT_HAVE_X86
+        if (cpu_level() >= CPU_AVX2)
+            i = ent_runs_avx2(p, len, &runs, &nz);
 #endif
         for (; i < len; i++) {
             runs += p[i] && (i == 0 || !p[i - 1]);
@@ -309,7 +234,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         if (est1 * 1.003 < (double)best) {
             if (sampled)
                 est1 = rans1_estimate(c, src, n, h, 0);
-            uint8_t *cb = est1 * 1.003 < (double)best ? cand_buf(c, n) : NULL;
+            uint8_t *cb = est1 * 1.003 < (double)best ? ent_cand(c, n) : NULL;
             size_t r = cb ? rans1_encode(c, src, n, cb, n) : 0;
             if (r && r < best) {
                 memcpy(dst, cb, r);
@@ -319,7 +244,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         }
     }
     if (try_zstd) {
-        uint8_t *cb = cand_buf(c, n);
+        uint8_t *cb = ent_cand(c, n);
         size_t r = cb ? zstd_encode(c, src, n, cb, n, level) : 0;
         if (r && r < best) {
             memcpy(dst, cb, r);

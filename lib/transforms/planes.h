@@ -39,9 +39,6 @@ int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
 
 /* Writes plane i of n source bytes to plane[i] (sizes as xf_plane_sizes gives them). */
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane);
-/* 1 when the AVX-512 split and merge (and predict.c's fused split) may run on this CPU
- * (AVX-512 F, BW and VBMI). */
-int xf_have_avx512(void);
 
 /* Inverse of xf_split, reading plane i from plane[i] (the planes need not be adjacent,
  * so a stored plane is merged straight from the compressed payload). */
