@@ -11,10 +11,11 @@
  * split/join here is plain C: built with -O2 it is slower than the product's
  * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
- *       lib/entropy/\*.c lib/common/cpu.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
+ *       lib/entropy/\*.c lib/common/cpu.c lib/common/dtype.c bench/entropy_bench.c -lzstd -lhtscodecs -lm \
+ *       -o entropy_bench
  * CKPZ_CPU=scalar in the environment forces the portable loops, CKPZ_CPU=avx2 the AVX2
  * ones (lib/common/cpu.h).
- * Usage: entropy_bench FILE bf16|fp16|fp32 [chunk_KiB [level]]
+ * Usage: entropy_bench FILE DTYPE [chunk_KiB [level]], DTYPE a float of 2 or 4 bytes
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "ckpz.h"
 #include "entropy/ent_internal.h"
 #include "entropy/entropy.h"
 
@@ -94,10 +96,14 @@ static void join(uint8_t *out, size_t nel, int w, uint8_t **pl)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FILE bf16|fp16|fp32 [chunk_KiB [level]]\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE DTYPE [chunk_KiB [level]] (DTYPE: a float of 2 or 4 bytes)\n", argv[0]);
         return 2;
     }
-    int w = strcmp(argv[2], "fp32") == 0 ? 4 : 2;
+    int w = (int)ckpz_dtype_size(ckpz_dtype_from_name(argv[2]));
+    if (w != 2 && w != 4) {
+        fprintf(stderr, "%s: not a float type of 2 or 4 bytes\n", argv[2]);
+        return 2;
+    }
     size_t chunk = (argc > 3 ? (size_t)atol(argv[3]) : 256) * 1024;
     int level = argc > 4 ? atoi(argv[4]) : 3;
     FILE *f = fopen(argv[1], "rb");

@@ -111,6 +111,11 @@ typedef enum {
 } ckpz_input_format;
 
 CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);
+/* The element type's name in the headers of format f: "BF16" in safetensors, the descr
+ * "<f4" of .npy and .npz, the storage class "FloatStorage" of torch.save pickles; for
+ * raw and auto ckpz's own name. NULL for NONE, values out of range, and types the
+ * format has no name for. */
+CKPZ_API const char *ckpz_dtype_format_name(ckpz_dtype t, ckpz_input_format f);
 
 /* ---- parameters -------------------------------------------------------------------- */
 #define CKPZ_LEVEL_MIN 1

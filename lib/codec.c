@@ -149,7 +149,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
             pred_forward(pred, 1, isf, raw, base, n, planes);
             src[0] = planes;
         }
-        hints[0] = xf_plane_hint(h.xf, h.esize, dtype, 0);
+        hints[0] = xf_plane_hint(dtype, h.esize, 0);
         *raw_crc = h.raw_crc;
         return code_planes(ec, level, &h, entry, n, src, sizes, np, hints, out);
     }
@@ -210,7 +210,7 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
          * the mantissa hint judges from a sample before counting them. */
         for (unsigned i = 0; i < np; i++) {
             src[i] = plane[i];
-            hints[i] = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(h.xf, h.esize, dtype, i)
+            hints[i] = pred == PRED_NONE || i >= h.esize ? xf_plane_hint(dtype, h.esize, i)
                        : i + 1 == h.esize || i >= 2      ? ENT_HINT_MANTISSA
                                                          : ENT_HINT_RESIDUAL;
         }

@@ -100,8 +100,16 @@ static void usage(FILE *f)
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
         "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
-        "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
-        "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
+        "      --dtype=TYPE      element type of raw input (implies --format=raw):",
+        CKPZ_LEVEL_DEFAULT);
+    /* the library's names, so that a new dtype needs no edit here */
+    int col = 80;
+    for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++) {
+        const char *name = ckpz_dtype_name((ckpz_dtype)t);
+        if (col + 1 + (int)strlen(name) > 80) col = fprintf(f, "\n%23s", "") - 1;
+        col += fprintf(f, " %s", name);
+    }
+    fprintf(f, "\n"
         "      --memory=SIZE     largest allocation a file may ask for, and the most its\n"
         "                        tensor tables may take together (default 1G)\n"
         "\n"
@@ -114,8 +122,7 @@ static void usage(FILE *f)
         "  -V, --version         version\n"
         "  --                    end of options: every later argument is a file name\n"
         "\n"
-        "Exit status: 0 success, 1 a file failed, 2 usage error.\n",
-        CKPZ_LEVEL_DEFAULT);
+        "Exit status: 0 success, 1 a file failed, 2 usage error.\n");
 }
 
 /* Prints "ckpz: <message>" and a pointer to -h; returns the usage exit status, 2. */

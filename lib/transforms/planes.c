@@ -11,26 +11,15 @@
 #endif
 
 #include "common/cpu.h"
+#include "common/dtype.h"
 #include "entropy/entropy.h"
 #include "simd.h"
 
 void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 {
-    unsigned s = ckpz_dtype_size(dtype);
-    *esize = (uint8_t)s;
-    switch (dtype) {
-    case CKPZ_DTYPE_BF16:
-    case CKPZ_DTYPE_F16:
-    case CKPZ_DTYPE_F32:
-    case CKPZ_DTYPE_F64: *xf = XF_FLOAT; break;
-    case CKPZ_DTYPE_I16:
-    case CKPZ_DTYPE_I32:
-    case CKPZ_DTYPE_I64:
-    case CKPZ_DTYPE_U16:
-    case CKPZ_DTYPE_U32:
-    case CKPZ_DTYPE_U64: *xf = XF_INT; break;
-    default: *xf = XF_NONE; *esize = 1; break;
-    }
+    const dtype_info *d = dtype_get(dtype);
+    *xf = d->layout == DT_LAYOUT_FLOAT ? XF_FLOAT : d->layout == DT_LAYOUT_INT ? XF_INT : XF_NONE;
+    *esize = *xf == XF_NONE ? 1 : (uint8_t)d->size;
 }
 
 unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
@@ -48,17 +37,13 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
     return esize + 1u;
 }
 
-int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i)
+int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i)
 {
+    static const int hint[] = {[DT_ROLE_OPAQUE] = ENT_HINT_OPAQUE, [DT_ROLE_EXPONENT] = ENT_HINT_EXPONENT,
+                               [DT_ROLE_MANTISSA] = ENT_HINT_MANTISSA, [DT_ROLE_INT] = ENT_HINT_INT};
+    const dtype_info *d = dtype_get(dtype);
     if (i >= esize) return ENT_HINT_OPAQUE; /* tail bytes */
-    switch (xf) {
-    case XF_FLOAT: return i == 0 ? ENT_HINT_EXPONENT : (i == 1 && esize == 8 ? ENT_HINT_EXPONENT : ENT_HINT_MANTISSA);
-    case XF_INT: return ENT_HINT_INT;
-    default:
-        if (dtype == CKPZ_DTYPE_F8E4M3 || dtype == CKPZ_DTYPE_F8E5M2) return ENT_HINT_EXPONENT;
-        if (dtype == CKPZ_DTYPE_NONE) return ENT_HINT_OPAQUE;
-        return ENT_HINT_INT;
-    }
+    return i < d->exp_planes ? ENT_HINT_EXPONENT : hint[d->role];
 }
 
 /* Portable loops over `count` elements; q[b] / p[b] point at each plane's first byte

@@ -27,15 +27,17 @@ enum xf_id {
 
 #define XF_MAX_PLANES 9 /* 8 byte planes + the tail */
 
-/* The transform and element size used for a dtype. */
+/* The transform and element size used for a dtype (its layout in common/dtype.h). */
 void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
 
 /* Number of planes and their sizes for n bytes; returns the plane count, 0 if the
  * (xf, esize) pair is invalid. sizes[] needs XF_MAX_PLANES entries. */
 unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes);
 
-/* Role of plane i (an ent_hint) for the entropy stage. */
-int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
+/* Role of plane i (an ent_hint) for the entropy stage, in the dtype's own transform
+ * (xf_choose) with element size esize: the dtype table's plane roles; planes from esize on
+ * hold tail bytes. */
+int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i);
 
 /* Writes plane i of n source bytes to plane[i] (sizes as xf_plane_sizes gives them). */
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane);

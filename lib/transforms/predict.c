@@ -17,6 +17,7 @@
 #endif
 
 #include "common/cpu.h"
+#include "common/dtype.h"
 #include "escape.h"
 #include "planes.h"
 #include "simd.h"
@@ -32,18 +33,7 @@ const char *pred_name(uint8_t pred)
     return "?";
 }
 
-int pred_is_float(ckpz_dtype dtype)
-{
-    switch (dtype) {
-    case CKPZ_DTYPE_BF16:
-    case CKPZ_DTYPE_F16:
-    case CKPZ_DTYPE_F32:
-    case CKPZ_DTYPE_F64:
-    case CKPZ_DTYPE_F8E4M3:
-    case CKPZ_DTYPE_F8E5M2: return 1;
-    default: return 0;
-    }
-}
+int pred_is_float(ckpz_dtype dtype) { return dtype_is_float(dtype); }
 
 void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 {

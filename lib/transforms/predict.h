@@ -30,7 +30,7 @@ enum pred_id {
 /* "none", "xor", "diff", "copy"; "?" for other values. */
 const char *pred_name(uint8_t pred);
 
-/* 1 for the float dtypes (bf16, f16, f32, f64, f8e4m3, f8e5m2). */
+/* 1 for the float dtypes (the dtype table's class): DIFF maps them with M below. */
 int pred_is_float(ckpz_dtype dtype);
 
 /* Residual r of n bytes x against the base's bytes b (same length). esize = element

@@ -89,7 +89,8 @@ typedef struct quant_stats {
 void quant_stats_init(quant_stats *s);
 void quant_stats_add(quant_stats *s, const quant_stats *t);
 
-/* 1 when lossy coding applies to the dtype (bf16, f16, f32, f64). */
+/* 1 when lossy coding applies to the dtype: the floats the dtype table can round a value
+ * to (from_double: those of 2 bytes and more). */
 int quant_dtype_ok(ckpz_dtype dtype);
 
 /* The chunk header, plane 0 of a lossy chunk (QUANT_HDR bytes, stored). */
