@@ -185,7 +185,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    int cnt[4][ENT_CODEC_COUNT_] = {{0}};
+    int cnt[4][ENT_CODEC_LIMIT] = {{0}};
     for (size_t ch = 0; ch < nchunks; ch++)
         for (int k = 0; k < w; k++)
             cnt[k][codec[ch * (size_t)w + (size_t)k]]++;
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
     printf("  selector:");
     for (int k = 0; k < w; k++) {
         printf(" p%d[", k);
-        for (int q = 0; q < ENT_CODEC_COUNT_; q++)
+        for (int q = 0; q < ENT_CODEC_LIMIT; q++)
             if (cnt[k][q])
                 printf(" %s:%d", ent_codec_name((uint8_t)q), cnt[k][q]);
         printf(" ]");

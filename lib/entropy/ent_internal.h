@@ -104,6 +104,27 @@ size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_
 int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 void zstd_free_ctx(ent_ctx *c);
 
+/* One row of the codec registry (codecs.c). */
+typedef struct ent_codec_desc {
+    uint8_t id;       /* stored in plane descriptors */
+    const char *name; /* ent_codec_name, ckpz -l -v */
+    /* Codes src[0..n) (n >= 1) into dst; returns the coded size, or 0 when the codec
+     * cannot beat n bytes within cap (the plane is then stored). May rely on the state an
+     * exact estimate of the same plane, just before, left in c. */
+    size_t (*encode)(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+    /* Decodes exactly n bytes from exactly srclen; 0, or -1 for anything else. Hostile
+     * input: never reads or writes outside the buffers. */
+    int (*decode)(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+    /* Coded size in bytes from the plane's histogram, without coding (sampled: from part of
+     * the plane, for deciding only); 1e300 when the codec cannot take the plane. NULL: no
+     * estimate cheaper than coding (LZ back ends are tried). */
+    double (*estimate)(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
+    void (*free)(ent_ctx *c); /* what the codec keeps in c; NULL: nothing */
+} ent_codec_desc;
+
+/* The row of a codec id, NULL when this build has none. */
+const ent_codec_desc *ent_codec_get(unsigned id);
+
 /* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
  * it, like the selector; *codec says what was written. */
 size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,

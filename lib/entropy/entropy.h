@@ -13,15 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Codec ids are stored in the container: the numbers are fixed. */
+/* Codec ids are stored in the container: the numbers are fixed. doc/format.md reserves
+ * the ranges: 0-63 this format's codecs, assigned in order; 64-127 later versions of the
+ * format; 128-255 private use, never written by ckpz. Each id has one row in the
+ * registry (codecs.c). */
 enum ent_codec {
     ENT_STORED = 0, /* bytes as they are */
     ENT_CONST = 1,  /* one byte value repeated n times (payload: the byte) */
     ENT_RANS0 = 2,  /* order-0 rANS */
     ENT_RANS1 = 3,  /* order-1 rANS (context: previous byte of the plane) */
-    ENT_ZSTD = 4,   /* zstd frame */
-    ENT_CODEC_COUNT_
+    ENT_ZSTD = 4    /* zstd frame */
 };
+#define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 
 /* What the plane holds; a hint for which codecs are worth trying. */
 enum ent_hint {
@@ -49,10 +52,15 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
                   int level, int hint, uint8_t *codec);
 
 /* Decodes exactly n bytes from src[0..srclen) with the given codec.
- * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes. */
+ * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes,
+ * or the codec is not one this build has (ent_codec_known). */
 int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
                uint8_t *dst, size_t n);
 
+/* 1 when this build has the codec: a file using another was written by a newer ckpz
+ * (or a private build) and must be refused as such, not as corrupt. */
+int ent_codec_known(uint8_t codec);
+/* "stored", "rans0", ...; "unknown" for an id without a codec. */
 const char *ent_codec_name(uint8_t codec);
 
 #endif

@@ -1,4 +1,5 @@
-/* select.c — the entropy stage's entry points and its per-plane codec choice.
+/* select.c — the entropy stage's entry points and its per-plane codec choice, made
+ * through the codec registry (codecs.c: estimates, encoders, decoders by id).
  *
  * Choosing must cost far less than coding, so the decision runs on one histogram of
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
@@ -8,46 +9,14 @@
  * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
  * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/cpu.h"
 #include "ent_internal.h"
 
-ent_ctx *ent_ctx_create(void)
-{
-    return calloc(1, sizeof(ent_ctx));
-}
-
-void ent_ctx_free(ent_ctx *c)
-{
-    if (!c)
-        return;
-    free(c->scratch);
-    free(c->bhist);
-    free(c->o1cnt);
-    free(c->o1dtab);
-    free(c->o1etab);
-    free(c->cand);
-    zstd_free_ctx(c);
-    free(c);
-}
-
 size_t ent_bound(size_t n)
 {
     return n + 16;
-}
-
-const char *ent_codec_name(uint8_t codec)
-{
-    switch (codec) {
-    case ENT_STORED: return "stored";
-    case ENT_CONST: return "const";
-    case ENT_RANS0: return "rans0";
-    case ENT_RANS1: return "rans1";
-    case ENT_ZSTD: return "zstd";
-    default: return "unknown";
-    }
 }
 
 static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint8_t *codec)
@@ -60,40 +29,26 @@ static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint
     return n;
 }
 
-static int is_const(const uint8_t *src, size_t n)
+int ent_codec_known(uint8_t codec)
 {
-    for (size_t i = 1; i < n; i++)
-        if (src[i] != src[0])
-            return 0;
-    return n > 0;
+    return ent_codec_get(codec) != NULL;
 }
 
 size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
                        uint8_t *dst, size_t cap, int level, uint8_t *codec)
 {
+    const ent_codec_desc *d = ent_codec_get(want);
     size_t r = 0;
     c->bhist_src = NULL;
-    if (n == 0)
+    if (n == 0 || !d)
         return store(src, n, dst, cap, codec);
-    switch (want) {
-    case ENT_CONST:
-        if (is_const(src, n) && cap >= 1) {
-            dst[0] = src[0];
-            *codec = ENT_CONST;
-            return 1;
-        }
-        break;
-    case ENT_RANS0: r = rans0_encode(c, src, n, dst, cap, level); break;
-    case ENT_RANS1: {
+    if (d->estimate) { /* the exact estimate first, as the selector does */
         uint32_t h[256];
         ent_histogram(src, n, h);
-        if (rans1_estimate(c, src, n, h, 0) < 1e300)
-            r = rans1_encode(c, src, n, dst, cap);
-        break;
+        if (d->estimate(c, src, n, h, 0) >= 1e300)
+            return store(src, n, dst, cap, codec);
     }
-    case ENT_ZSTD: r = zstd_encode(c, src, n, dst, cap, level); break;
-    default: break;
-    }
+    r = d->encode(c, src, n, dst, cap, level);
     if (r) {
         *codec = want;
         return r;
@@ -202,7 +157,9 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         *codec = ENT_CONST;
         return 1;
     }
-    double est0 = ent_bits(h, n) / 8;
+    const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0), *o1 = ent_codec_get(ENT_RANS1),
+                         *lz = ent_codec_get(ENT_ZSTD);
+    double est0 = o0->estimate(c, src, n, h, 0);
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
     int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
@@ -215,7 +172,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     uint8_t bestc = ENT_STORED;
     size_t lim = cap < n ? cap : n;
     if (est0 < keep * (double)n) {
-        size_t r = rans0_encode(c, src, n, dst, lim, level);
+        size_t r = o0->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
             best = r;
             bestc = ENT_RANS0;
@@ -229,13 +186,13 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
                  (level >= 6 && hint != ENT_HINT_MANTISSA);
     if (try_o1 && n >= 4096 && (est0 < keep * (double)n || level >= 6)) {
         int sampled = level < 6;
-        double est1 = rans1_estimate(c, src, n, h, sampled);
+        double est1 = o1->estimate(c, src, n, h, sampled);
         /* Order-0 actual size vs order-1 estimate: the estimate runs ~0.3% low. */
         if (est1 * 1.003 < (double)best) {
             if (sampled)
-                est1 = rans1_estimate(c, src, n, h, 0);
+                est1 = o1->estimate(c, src, n, h, 0);
             uint8_t *cb = est1 * 1.003 < (double)best ? ent_cand(c, n) : NULL;
-            size_t r = cb ? rans1_encode(c, src, n, cb, n) : 0;
+            size_t r = cb ? o1->encode(c, src, n, cb, n, level) : 0;
             if (r && r < best) {
                 memcpy(dst, cb, r);
                 best = r;
@@ -245,7 +202,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     }
     if (try_zstd) {
         uint8_t *cb = ent_cand(c, n);
-        size_t r = cb ? zstd_encode(c, src, n, cb, n, level) : 0;
+        size_t r = cb ? lz->encode(c, src, n, cb, n, level) : 0;
         if (r && r < best) {
             memcpy(dst, cb, r);
             best = r;
@@ -262,23 +219,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
 int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
                uint8_t *dst, size_t n)
 {
-    if (!c || (srclen && !src) || (n && !dst))
+    const ent_codec_desc *d = ent_codec_get(codec);
+    if (!c || !d || (srclen && !src) || (n && !dst))
         return -1;
-    switch (codec) {
-    case ENT_STORED:
-        if (srclen != n)
-            return -1;
-        if (n)
-            memcpy(dst, src, n);
-        return 0;
-    case ENT_CONST:
-        if (srclen != 1 || n == 0)
-            return -1;
-        memset(dst, src[0], n);
-        return 0;
-    case ENT_RANS0: return rans0_decode(c, src, srclen, dst, n);
-    case ENT_RANS1: return rans1_decode(c, src, srclen, dst, n);
-    case ENT_ZSTD: return zstd_decode(c, src, srclen, dst, n);
-    default: return -1;
-    }
+    return d->decode(c, src, srclen, dst, n);
 }

@@ -29,7 +29,7 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
         sizes[0] = n;
         return 1;
     }
-    if (xf >= XF_COUNT_ || (esize != 2 && esize != 4 && esize != 8)) return 0;
+    if ((xf != XF_FLOAT && xf != XF_INT) || (esize != 2 && esize != 4 && esize != 8)) return 0;
     size_t elems = n / esize, tail = n % esize;
     for (unsigned i = 0; i < esize; i++) sizes[i] = elems;
     if (!tail) return esize;

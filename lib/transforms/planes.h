@@ -14,24 +14,13 @@
 #include <stdint.h>
 
 #include "ckpz.h"
-
-/* Transform ids are stored in chunk records: the numbers are fixed. */
-enum xf_id {
-    XF_NONE = 0,   /* one plane: the bytes as they are */
-    XF_FLOAT = 1,  /* rotate left 1, split MSB first */
-    XF_INT = 2,    /* split MSB first */
-    XF_COUNT_,     /* the byte-plane transforms above; the next is not one of them */
-    XF_QUANT = 3,  /* lossy codes and their side planes (transforms/quant.h) */
-    XF_ESC = 4     /* DIFF residuals: low byte planes, top bytes escape-coded (transforms/escape.h) */
-};
-
-#define XF_MAX_PLANES 9 /* 8 byte planes + the tail */
+#include "xform.h" /* the ids: XF_NONE, XF_FLOAT, XF_INT are the byte-plane transforms */
 
 /* The transform and element size used for a dtype (its layout in common/dtype.h). */
 void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
 
 /* Number of planes and their sizes for n bytes; returns the plane count, 0 if the
- * (xf, esize) pair is invalid. sizes[] needs XF_MAX_PLANES entries. */
+ * (xf, esize) pair is not a byte-plane transform's. sizes[] needs XF_MAX_PLANES entries. */
 unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes);
 
 /* Role of plane i (an ent_hint) for the entropy stage, in the dtype's own transform

@@ -83,7 +83,7 @@ static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flag
                      srclen, n);
             FZ_CHECK(r1 || !n || (a[0] == in[0] && !memcmp(a, a + 1, n - 1)), "constant plane decoded wrongly");
         }
-        if (codec >= ENT_CODEC_COUNT_) FZ_CHECK(r1 == -1, "unknown codec %u decoded", codec);
+        if (!ent_codec_known(codec)) FZ_CHECK(r1 == -1, "unknown codec %u decoded", codec);
     }
 }
 
