@@ -27,7 +27,7 @@
  * -DBUFBENCH_NO_INTO builds it against a library without ckpz_compress_into (0.4.0 before
  * it): the into rows are then left out, for before/after numbers.
  *
- * Build: cc -O2 -Iinclude bench/bufbench.c build/libckpz.a -lzstd -lpthread -lm
+ * Build: cc -O2 -Iinclude bench/bufbench.c build/libckpz.a -lzstd -llz4 -ldeflate -lpthread -lm -ldl
  */
 #include <stdarg.h>
 #include <stdio.h>

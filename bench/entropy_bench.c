@@ -11,7 +11,8 @@
  * split/join here is plain C: built with -O2 it is slower than the product's
  * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
- *       lib/entropy/\*.c lib/common/cpu.c lib/common/dtype.c bench/entropy_bench.c -lzstd -lhtscodecs -lm \
+ *       lib/entropy/\*.c lib/common/cpu.c lib/common/dtype.c bench/entropy_bench.c -lzstd -llz4 -ldeflate \
+ *       -lhtscodecs -lm -ldl \
  *       -o entropy_bench
  * CKPZ_CPU=scalar in the environment forces the portable loops, CKPZ_CPU=avx2 the AVX2
  * ones (lib/common/cpu.h).

@@ -240,6 +240,7 @@ static ckpz_error read_plane(xf_in *in, size_t size, uint8_t *dst, int mode, con
     const uint8_t *d = r->payload + (size_t)r->i * CTR_PLANE_DESC, *src = r->payload + r->pos;
     uint32_t len = ld32(d + 4);
     unsigned i = r->i;
+    const char *miss;
     if (d[1] | d[2] | d[3]) {
         snprintf(in->why, in->whylen, "plane %u: reserved bytes set", i);
         return CKPZ_ERR_VERSION;
@@ -255,6 +256,10 @@ static ckpz_error read_plane(xf_in *in, size_t size, uint8_t *dst, int mode, con
         return CKPZ_ERR_CORRUPT;
     } else if (!ent_codec_known(d[0])) {
         snprintf(in->why, in->whylen, "plane %u: needs codec id %u (written by a newer ckpz?)", i, d[0]);
+        return CKPZ_ERR_VERSION;
+    } else if ((miss = ent_codec_missing(d[0]))) {
+        snprintf(in->why, in->whylen, "plane %u: needs codec %s, which cannot run here (%s)", i, ent_codec_name(d[0]),
+                 miss);
         return CKPZ_ERR_VERSION;
     } else if (ent_decode(r->ec, d[0], src, len, dst, size) != 0) {
         snprintf(in->why, in->whylen, "plane %u (%s): corrupt coded data", i, ent_codec_name(d[0]));

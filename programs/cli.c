@@ -99,6 +99,10 @@ static void usage(FILE *f)
         "                        prints the cost model)\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
+        "      --codec=NAME      coder of the byte planes: auto (default: per plane the\n"
+        "                        smallest of rANS and zstd), rans, or one back end for every\n"
+        "                        plane that is not random or constant: zstd, lz4, snappy,\n"
+        "                        deflate (lz4 and snappy decode fastest)\n"
         "      --format=FMT      auto, safetensors, torch, npy, npz, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input (implies --format=raw):",
         CKPZ_LEVEL_DEFAULT);
@@ -213,6 +217,20 @@ static int set_format(fio_prefs *p, const char *s, int *format_set)
     else if (!strcmp(s, "raw")) p->format = CKPZ_INPUT_RAW;
     else return bad_usage("unknown format '%s' (auto, safetensors, torch, npy, npz, raw)", s);
     *format_set = 1;
+    return 0;
+}
+
+static int set_codec(fio_prefs *p, const char *s)
+{
+    ckpz_codec c = ckpz_codec_from_name(s);
+    if (c == CKPZ_CODEC_COUNT_) {
+        char names[96] = "";
+        for (int k = 0; k < CKPZ_CODEC_COUNT_; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                     ckpz_codec_name((ckpz_codec)k));
+        return bad_usage("unknown codec '%s' (%s)", s, names);
+    }
+    p->codec = c;
     return 0;
 }
 
@@ -432,6 +450,7 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("chunk-size")) { NEED_VAL(); rcopt = set_chunk(&p, val); }
             else if (IS("format")) { NEED_VAL(); rcopt = set_format(&p, val, &format_set); }
             else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&p, val, &dtype_set); }
+            else if (IS("codec")) { NEED_VAL(); rcopt = set_codec(&p, val); }
             else if (IS("memory")) {
                 NEED_VAL();
                 if (parse_size(val, &p.mem_limit) != 0 || p.mem_limit == 0)

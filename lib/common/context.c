@@ -86,6 +86,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
     out->chunk_size &= ~(size_t)7; /* a whole number of elements of every dtype */
     if ((unsigned)out->format > CKPZ_INPUT_NPZ) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
+    if ((unsigned)out->codec >= CKPZ_CODEC_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown codec choice");
     if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
     if (!out->base && out->base_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base size given without a base");
     if (out->base_depth >= UINT32_MAX - 1) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base depth out of range");

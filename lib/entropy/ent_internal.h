@@ -51,7 +51,9 @@ struct ent_ctx {
     uint32_t *o1cnt;    /* 256 x 256 order-1 counts */
     uint32_t *o1dtab;   /* up to 257 decode tables for order-1 */
     rans_esym *o1etab;  /* up to 257 encode tables for order-1 */
-    void *zc, *zd;      /* zstd contexts, created on first use */
+    void *state[ENT_CODEC_LIMIT]; /* a back end's own contexts, by codec id, created on first use */
+    uint8_t only_rans;  /* choice: no zstd (CKPZ_CODEC_RANS) */
+    uint8_t force;      /* choice: this back end's id for every plane it takes, or 0 (ent_ctx_set_codec) */
     uint8_t *cand; /* second candidate's output while the first sits in dst */
     size_t cand_cap;
     uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */
@@ -99,10 +101,6 @@ int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
  * in c->o1own. sampled: from a quarter of the plane, for deciding only. */
 double rans1_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist0,
                       int sampled);
-size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                   int level);
-int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
-void zstd_free_ctx(ent_ctx *c);
 
 /* One row of the codec registry (codecs.c). */
 typedef struct ent_codec_desc {
@@ -120,10 +118,20 @@ typedef struct ent_codec_desc {
      * estimate cheaper than coding (LZ back ends are tried). */
     double (*estimate)(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
     void (*free)(ent_ctx *c); /* what the codec keeps in c; NULL: nothing */
+    /* NULL when the codec can run here, else why not (a library loaded on first use that
+     * is not installed); NULL function: always. */
+    const char *(*missing)(void);
 } ent_codec_desc;
 
 /* The row of a codec id, NULL when this build has none. */
 const ent_codec_desc *ent_codec_get(unsigned id);
+
+/* Back ends: one file each, whose registry row (codecs.c) is its descriptor. Level
+ * mapping and coded bytes: doc/format.md, "Codecs". */
+extern const ent_codec_desc ent_zstd_codec;    /* zstd_backend.c */
+extern const ent_codec_desc ent_lz4_codec;     /* lz4_backend.c */
+extern const ent_codec_desc ent_snappy_codec;  /* snappy_backend.c */
+extern const ent_codec_desc ent_deflate_codec; /* deflate_backend.c */
 
 /* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
  * it, like the selector; *codec says what was written. */

@@ -7,7 +7,10 @@
  * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
  * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
  * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
- * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
+ * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate
+ * must beat STORED, so output never exceeds n bytes. A choice other than auto
+ * (ent_ctx_set_codec) leaves zstd out (rans) or codes every plane with one back end that
+ * is not stored unseen or constant (zstd, lz4, snappy, deflate).
  */
 #include <string.h>
 
@@ -125,6 +128,20 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6)
             return store(src, n, dst, cap, codec);
     }
+    if (c->force) {
+        /* A forced back end codes every plane not stored unseen above or one value. */
+        c->bhist_src = NULL;
+        if (ent_codec_get(ENT_CONST)->encode(c, src, n, dst, cap, level)) {
+            *codec = ENT_CONST;
+            return 1;
+        }
+        size_t r = ent_codec_get(c->force)->encode(c, src, n, dst, cap < n ? cap : n, level);
+        if (r && r < n) {
+            *codec = c->force;
+            return r;
+        }
+        return store(src, n, dst, cap, codec);
+    }
     /* Block histograms once: the plane histogram is their sum, rans0 reuses them. */
     int sh = rans0_base_shift(level, n);
     size_t nb = ((n - 1) >> sh) + 1;
@@ -164,7 +181,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
     int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
                                                : h[0] > n / 2;
-    int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
+    int try_zstd = !c->only_rans && (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy);
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
     double keep = level >= 6 ? 0.996 : 0.9875;
