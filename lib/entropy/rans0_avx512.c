@@ -18,6 +18,17 @@
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
 
+/* The least and largest symbol with a frequency (a table has at least two). */
+static void span(const uint16_t *freq, int *lo, int *hi)
+{
+    *lo = -1, *hi = 0;
+    for (int s = 0; s < 256; s++)
+        if (freq[s]) {
+            *lo = *lo < 0 ? s : *lo;
+            *hi = s;
+        }
+}
+
 /* How a segment's symbols index the register tables: by their low 5 or 6 bits when
  * the present values span at most 32 or 64 (distinct there). Wider spans go to the
  * byte-table loop below, which beat a rank lookup in front of this one. */
@@ -28,12 +39,8 @@ enum { ZK32, ZK64 };
  * absorbs the missing M-1 (as in the scalar table), so the pre-shift is always 1. */
 static int zbuild(const uint16_t *freq, uint32_t (*tab)[64])
 {
-    int lo = -1, hi = 0;
-    for (int s = 0; s < 256; s++)
-        if (freq[s]) {
-            lo = lo < 0 ? s : lo;
-            hi = s;
-        }
+    int lo, hi;
+    span(freq, &lo, &hi);
     int mode = hi - lo < 32 ? ZK32 : hi - lo < 64 ? ZK64 : -1;
     if (mode < 0)
         return -1;
@@ -143,12 +150,8 @@ enum { W128, W256 };
 
 static int wbuild(const uint16_t *freq, uint8_t (*wt)[256])
 {
-    int lo = -1, hi = 0;
-    for (int s = 0; s < 256; s++)
-        if (freq[s]) {
-            lo = lo < 0 ? s : lo;
-            hi = s;
-        }
+    int lo, hi;
+    span(freq, &lo, &hi);
     int mode = hi - lo < 128 ? W128 : W256; /* spans under 64 take zenc */
     unsigned wrap = mode == W128 ? 127 : 255;
     memset(wt, 0, 3 * 256);
