@@ -27,7 +27,7 @@
  * -DBUFBENCH_NO_INTO builds it against a library without ckpz_compress_into (0.4.0 before
  * it): the into rows are then left out, for before/after numbers.
  *
- * Build: cc -O2 -Iinclude bench/bufbench.c build/libckpz.a -lzstd -lpthread -lm
+ * Build: cc -O2 -Iinclude bench/bufbench.c build/libckpz.a -lzstd -llz4 -ldeflate -lpthread -lm -ldl
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,9 +78,8 @@ static int collect(void *opaque, const ckpz_prediction *p)
 
 static const char *st_dtype(ckpz_dtype t)
 {
-    static const char *const n[CKPZ_DTYPE_COUNT_] = {"", "BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2", "I8",
-                                                    "I16", "I32", "I64", "U8", "U16", "U32", "U64", "BOOL"};
-    return (unsigned)t < CKPZ_DTYPE_COUNT_ ? n[t] : "";
+    const char *n = ckpz_dtype_format_name(t, CKPZ_INPUT_SAFETENSORS);
+    return n ? n : "";
 }
 
 typedef struct {

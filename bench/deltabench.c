@@ -25,7 +25,7 @@
  * or buffer mode still runs its stream compression once, untimed, in the warm-up; the
  * JSON then holds only the listed modes and the size of a mode not run is 0).
  *
- * Built by bench/delta with: cc -O2 bench/deltabench.c -Iinclude build/libckpz.a -lzstd
+ * Built by bench/delta with: cc -O2 bench/deltabench.c -Iinclude build/libckpz.a -lzstd -llz4 -ldeflate
  * -lpthread -lm
  */
 #include <stdio.h>

@@ -11,9 +11,12 @@
  * split/join here is plain C: built with -O2 it is slower than the product's
  * transform stage will be; -O3 on this file vectorises it. Build (htscodecs optional):
  *   gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib -DHAVE_HTSCODECS \
- *       lib/entropy/\*.c bench/entropy_bench.c -lzstd -lhtscodecs -lm -o entropy_bench
- * ENT_SCALAR=1 in the environment forces the portable loops, ENT_AVX2=1 the AVX2 ones.
- * Usage: entropy_bench FILE bf16|fp16|fp32 [chunk_KiB [level]]
+ *       lib/entropy/\*.c lib/common/cpu.c lib/common/dtype.c bench/entropy_bench.c -lzstd -llz4 -ldeflate \
+ *       -lhtscodecs -lm -ldl \
+ *       -o entropy_bench
+ * CKPZ_CPU=scalar in the environment forces the portable loops, CKPZ_CPU=avx2 the AVX2
+ * ones (lib/common/cpu.h).
+ * Usage: entropy_bench FILE DTYPE [chunk_KiB [level]], DTYPE a float of 2 or 4 bytes
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include "ckpz.h"
 #include "entropy/ent_internal.h"
 #include "entropy/entropy.h"
 
@@ -93,10 +97,14 @@ static void join(uint8_t *out, size_t nel, int w, uint8_t **pl)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FILE bf16|fp16|fp32 [chunk_KiB [level]]\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE DTYPE [chunk_KiB [level]] (DTYPE: a float of 2 or 4 bytes)\n", argv[0]);
         return 2;
     }
-    int w = strcmp(argv[2], "fp32") == 0 ? 4 : 2;
+    int w = (int)ckpz_dtype_size(ckpz_dtype_from_name(argv[2]));
+    if (w != 2 && w != 4) {
+        fprintf(stderr, "%s: not a float type of 2 or 4 bytes\n", argv[2]);
+        return 2;
+    }
     size_t chunk = (argc > 3 ? (size_t)atol(argv[3]) : 256) * 1024;
     int level = argc > 4 ? atoi(argv[4]) : 3;
     FILE *f = fopen(argv[1], "rb");
@@ -123,7 +131,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nchunks * (size_t)w; i++)
         enc[i] = malloc(ent_bound(maxel));
     ent_ctx *c = ent_ctx_create();
-    ent_simd_cap = getenv("ENT_SCALAR") ? ENT_SIMD_SCALAR : getenv("ENT_AVX2") ? ENT_SIMD_AVX2 : ENT_SIMD_AVX512;
     double te[RUNS], tew[RUNS], td[RUNS], tdw[RUNS], te0[RUNS], td0[RUNS];
     size_t total = 0, tot_plane[4] = {0}, raw_plane[4] = {0};
     for (int run = 0; run < RUNS; run++) {
@@ -179,7 +186,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    int cnt[4][ENT_CODEC_COUNT_] = {{0}};
+    int cnt[4][ENT_CODEC_LIMIT] = {{0}};
     for (size_t ch = 0; ch < nchunks; ch++)
         for (int k = 0; k < w; k++)
             cnt[k][codec[ch * (size_t)w + (size_t)k]]++;
@@ -195,7 +202,7 @@ int main(int argc, char **argv)
     printf("  selector:");
     for (int k = 0; k < w; k++) {
         printf(" p%d[", k);
-        for (int q = 0; q < ENT_CODEC_COUNT_; q++)
+        for (int q = 0; q < ENT_CODEC_LIMIT; q++)
             if (cnt[k][q])
                 printf(" %s:%d", ent_codec_name((uint8_t)q), cnt[k][q]);
         printf(" ]");

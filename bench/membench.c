@@ -14,7 +14,7 @@
  * Prints one JSON object: {"codec", "level", "bytes", "compressed", "c_cpu": [...],
  * "c_wall": [...], "d_cpu": [...], "d_wall": [...]} (seconds per run).
  *
- * Built by bench/run with: cc -O2 bench/membench.c -Iinclude build/libckpz.a -lzstd
+ * Built by bench/run with: cc -O2 bench/membench.c -Iinclude build/libckpz.a -lzstd -llz4 -ldeflate
  * -llz4 -lblosc -lpthread -lm (Debian: libzstd-dev liblz4-dev libblosc-dev).
  */
 #include <blosc.h>

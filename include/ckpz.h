@@ -115,6 +115,33 @@ typedef enum {
 /* "auto", "raw", "safetensors", ... as --format spells them; "unknown" for values
  * outside the enum. */
 CKPZ_API const char *ckpz_input_format_name(ckpz_input_format f);
+/* The element type's name in the headers of format f: "BF16" in safetensors, the descr
+ * "<f4" of .npy and .npz, the storage class "FloatStorage" of torch.save pickles; for
+ * raw and auto ckpz's own name. NULL for NONE, values out of range, and types the
+ * format has no name for. */
+CKPZ_API const char *ckpz_dtype_format_name(ckpz_dtype t, ckpz_input_format f);
+
+/* ---- entropy back ends -------------------------------------------------------------- */
+/* Which coder codes the byte planes of chunks (ckpz_params.codec). AUTO, per plane, the
+ * smallest of rANS (order 0 or 1), zstd, constant and stored, decided from the plane's
+ * statistics; RANS the same without zstd; the others code every plane that is not stored
+ * (near-random, judged from a sample) or constant with that back end, stored where it does
+ * not make the plane smaller. The file records the codec of each plane, so any choice
+ * decodes with any ckpz that has the back end. */
+typedef enum {
+    CKPZ_CODEC_AUTO = 0,
+    CKPZ_CODEC_RANS = 1,
+    CKPZ_CODEC_ZSTD = 2,
+    CKPZ_CODEC_LZ4 = 3,
+    CKPZ_CODEC_SNAPPY = 4,
+    CKPZ_CODEC_DEFLATE = 5,
+    CKPZ_CODEC_COUNT_ /* not a choice */
+} ckpz_codec;
+
+/* "auto", "rans", "zstd", "lz4", "snappy", "deflate"; NULL for values out of range. */
+CKPZ_API const char *ckpz_codec_name(ckpz_codec c);
+/* The choice named name (as ckpz_codec_name gives it), or CKPZ_CODEC_COUNT_. */
+CKPZ_API ckpz_codec ckpz_codec_from_name(const char *name);
 
 /* ---- parameters -------------------------------------------------------------------- */
 #define CKPZ_LEVEL_MIN 1
@@ -183,6 +210,7 @@ typedef struct ckpz_params {
      * tensors of two or more dimensions only, and for listings. Added in 0.4.0. */
     uint32_t raw_ndim;
     const uint64_t *raw_shape;
+    ckpz_codec codec;      /* compression: the planes' coder (default AUTO) */
 } ckpz_params;
 
 /* Fills defaults. Always call it before setting fields. */

@@ -46,6 +46,7 @@ typedef struct workers_state {
     int level;
     chunk_scratch *scratch; /* one set per thread that codes */
     int defer_base_crc;     /* jobs take the CRC of the base bytes they read */
+    ckpz_codec codec;       /* the planes' coder (ckpz_params.codec) */
 } workers_state;
 
 static void compress_job(void *v, int worker, void *arg)
@@ -60,6 +61,7 @@ static void compress_job(void *v, int worker, void *arg)
         return;
     }
     int level = j->plan.spec.level ? j->plan.spec.level : ws->level; /* a policy's level */
+    ent_ctx_set_codec(ws->scratch->ec[worker], ws->codec); /* the contexts outlive the call */
     if (j->lossy) {
         /* the lossy coder reads the base in passes of its own: the CRC is taken here */
         if (ws->defer_base_crc && j->base) j->base_crc = crc32c(0, j->base, j->raw_len);
@@ -382,6 +384,8 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     ckpz_write_fn wr = out.write;
     void *wr_opaque = out.opaque;
     if (!rd || !wr) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
+    const char *missing = ent_choice_missing(p.codec);
+    if (missing) return ctx_fail(ctx, CKPZ_ERR_PARAM, "codec %s: %s", ckpz_codec_name(p.codec), missing);
 
     uint8_t *idx = NULL;
     chunker ch;
@@ -417,7 +421,7 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     int lossy = policy_lossy(pol); /* a policy of levels alone writes a lossless file */
     int defer = p.base && p.patch; /* the base's CRC from the chunks, patched in at the end */
     struct workmem *wm = workmem_take(ctx);
-    workers_state ws = {p.level, NULL, defer};
+    workers_state ws = {p.level, NULL, defer, p.codec};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     size_t bchunk = p.chunk_size, fbound = 0;
     pipeline *pl = NULL;

@@ -1,7 +1,17 @@
-/* workmem.c — the working memory a context keeps between calls (workmem.h). */
+/* workmem.c — the working memory a context keeps between calls (workmem.h), and the
+ * context itself: creating and freeing one is where that memory begins and ends. */
 #include "workmem.h"
 
 #include <stdlib.h>
+
+ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
+
+void ckpz_ctx_free(ckpz_ctx *ctx)
+{
+    if (!ctx) return;
+    workmem_free(ctx->wm);
+    free(ctx);
+}
 
 /* Room a job's output needs. The escape transform (a diff residual's top bytes, chosen
  * from a sample of the chunk) can outgrow chunk_frame_bound where the rest of the chunk

@@ -178,15 +178,15 @@ static size_t gather(ckpz_fd *f, const segs *v, int role, ckpz_dtype dt, size_t 
  * (HEADER_ROOM + their bytes); returns its length. */
 static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_dtype dt, uint8_t *out)
 {
-    static const char *const st_name[CKPZ_DTYPE_COUNT_] = {"U8", "BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2",
-                                                          "I8", "I16", "I32", "I64", "U8", "U16", "U32", "U64", "BOOL"};
+    const char *st_name = ckpz_dtype_format_name(dt, CKPZ_INPUT_SAFETENSORS);
+    if (!st_name) st_name = ckpz_dtype_format_name(CKPZ_DTYPE_U8, CKPZ_INPUT_SAFETENSORS); /* opaque bytes */
     char *h = (char *)out + 8;
     size_t hl = 0, off = 0, room = HEADER_ROOM - 8;
     unsigned es = ckpz_dtype_size(dt);
     hl += (size_t)snprintf(h + hl, room - hl, "{");
     for (size_t i = 0; i < np; i++) {
         hl += (size_t)snprintf(h + hl, room - hl, "%s\"s%zu\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                               i ? "," : "", i, st_name[dt], pc[i].len / es, off, off + pc[i].len);
+                               i ? "," : "", i, st_name, pc[i].len / es, off, off + pc[i].len);
         off += pc[i].len;
     }
     hl += (size_t)snprintf(h + hl, room - hl, "}");

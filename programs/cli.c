@@ -103,9 +103,21 @@ static void usage(FILE *f)
         "                        prints the cost model)\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
+        "      --codec=NAME      coder of the byte planes: auto (default: per plane the\n"
+        "                        smallest of rANS and zstd), rans, or one back end for every\n"
+        "                        plane that is not random or constant: zstd, lz4, snappy,\n"
+        "                        deflate (lz4 and snappy decode fastest)\n"
         "      --format=FMT      auto, safetensors, torch, npy, npz, gguf, raw (default auto)\n"
-        "      --dtype=TYPE      element type of raw input: bf16 f16 f32 f64 f8e4m3 f8e5m2\n"
-        "                        i8 i16 i32 i64 u8 ... (implies --format=raw)\n"
+        "      --dtype=TYPE      element type of raw input (implies --format=raw):",
+        CKPZ_LEVEL_DEFAULT);
+    /* the library's names, so that a new dtype needs no edit here */
+    int col = 80;
+    for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++) {
+        const char *name = ckpz_dtype_name((ckpz_dtype)t);
+        if (col + 1 + (int)strlen(name) > 80) col = fprintf(f, "\n%23s", "") - 1;
+        col += fprintf(f, " %s", name);
+    }
+    fprintf(f, "\n"
         "      --shape=DIMS      shape of raw input, e.g. 2000x2000 (with --dtype; the file\n"
         "                        must hold exactly that many elements): lossy options\n"
         "                        code only tensors of 2+ dimensions, and raw input\n"
@@ -122,8 +134,7 @@ static void usage(FILE *f)
         "  -V, --version         version\n"
         "  --                    end of options: every later argument is a file name\n"
         "\n"
-        "Exit status: 0 success, 1 a file failed, 2 usage error.\n",
-        CKPZ_LEVEL_DEFAULT);
+        "Exit status: 0 success, 1 a file failed, 2 usage error.\n");
 }
 
 /* Prints "ckpz: <message>" and a pointer to -h; returns the usage exit status, 2. */
@@ -240,6 +251,20 @@ static int set_shape(fio_prefs *p, const char *s)
     }
     return bad_usage("invalid shape '%s' (dimensions >= 1 joined by 'x', at most %d: e.g. 2000x2000)", s,
                      FIO_MAX_NDIM);
+}
+
+static int set_codec(fio_prefs *p, const char *s)
+{
+    ckpz_codec c = ckpz_codec_from_name(s);
+    if (c == CKPZ_CODEC_COUNT_) {
+        char names[96] = "";
+        for (int k = 0; k < CKPZ_CODEC_COUNT_; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                     ckpz_codec_name((ckpz_codec)k));
+        return bad_usage("unknown codec '%s' (%s)", s, names);
+    }
+    p->codec = c;
+    return 0;
 }
 
 static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
@@ -459,6 +484,7 @@ static int cli_main(int argc, char **argv, const char **files)
             else if (IS("format")) { NEED_VAL(); rcopt = set_format(&p, val, &format_set); }
             else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&p, val, &dtype_set); }
             else if (IS("shape")) { NEED_VAL(); rcopt = set_shape(&p, val); }
+            else if (IS("codec")) { NEED_VAL(); rcopt = set_codec(&p, val); }
             else if (IS("memory")) {
                 NEED_VAL();
                 if (parse_size(val, &p.mem_limit) != 0 || p.mem_limit == 0)

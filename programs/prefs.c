@@ -28,4 +28,5 @@ void fio_params(const fio_prefs *p, ckpz_params *params)
     params->mem_limit = p->mem_limit;
     params->policy = p->policy;
     params->max_mae = p->max_mae;
+    params->codec = p->codec;
 }

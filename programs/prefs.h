@@ -37,6 +37,7 @@ typedef struct fio_prefs {
     double target_bw;          /* --target-bw: MB/s of the output's link; 0 = not tuning */
     int cpu_budget;            /* --cpu-budget: most threads --target-bw may choose; 0 = all */
     double max_mae;            /* --max-mae: 0 = none */
+    ckpz_codec codec;          /* --codec: CKPZ_CODEC_AUTO by default (0) */
 } fio_prefs;
 
 void fio_prefs_init(fio_prefs *p);

@@ -13,6 +13,8 @@
  *     that the damaged field itself (a length, a count, a reserved byte, a codec id,
  *     coded data) reaches the parsers and decoders. Those must fail or return exactly
  *     the original bytes; a reserved field must always fail.
+ *   - codec and transform ids this build does not have: refused as written by a newer
+ *     ckpz (CKPZ_ERR_VERSION), with the chunk and tensor named, not as corruption.
  *   - truncation at every section boundary and at 200 strided lengths; appended
  *     garbage; two archives concatenated; foreign inputs; hostile trailers and
  *     indexes with correct checksums that claim huge sizes and counts.
@@ -306,6 +308,8 @@ typedef struct {
     const char *tensor;    /* non-NULL: the message must also name it */
     int trunc_codes;       /* only TRUNCATED/NOT_CKPZ/CORRUPT/CHECKSUM accepted */
     int forbid_nomem;      /* NOMEM means a huge allocation was attempted */
+    ckpz_error code;       /* not CKPZ_OK: the code every reader must return */
+    const char *says;      /* not NULL: what every message must contain */
 } expectation;
 
 static int names_chunk(const char *msg, long chunk)
@@ -332,6 +336,11 @@ static void check_error(const char *reader, const char *what, ckpz_error e, cons
         CHECK(e != CKPZ_ERR_NOMEM, "%s: %s: CKPZ_ERR_NOMEM (tried a huge allocation?): %s", what, reader, msg);
     CHECK(e != CKPZ_ERR_INTERNAL && e != CKPZ_ERR_PARAM, "%s: %s: code %d (%s): %s", what, reader, e,
           ckpz_error_name(e), msg);
+    if (x->code)
+        CHECK(e == x->code, "%s: %s: code %d (%s), not %s: %s", what, reader, e, ckpz_error_name(e),
+              ckpz_error_name(x->code), msg);
+    if (x->says && msg)
+        CHECK(strstr(msg, x->says) != NULL, "%s: %s: message does not say \"%s\": \"%s\"", what, reader, x->says, msg);
     if (naming && x->chunk >= 0) {
         CHECK(names_chunk(msg, x->chunk), "%s: %s: message does not name chunk %ld: \"%s\"", what, reader, x->chunk,
               msg);
@@ -493,7 +502,7 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
         s->owned = rest;
     }
     /* the intact file must round-trip through every reader */
-    expectation ok = {FAIL_OR_SAME, 0, -1, NULL, 0, 0};
+    expectation ok = {FAIL_OR_SAME, 0, -1, NULL, 0, 0, CKPZ_OK, NULL};
     uint8_t *dst = malloc(olen + 1);
     ckpz_params_init(&p);
     p.base = base;
@@ -538,7 +547,7 @@ static void flip_at(const sample *s, const section *c, size_t pos, unsigned bit,
     buf[pos] ^= (uint8_t)(1u << bit);
     if (resealed) reseal(s, buf);
     if (resealed && !memcmp(buf, s->z, s->zlen)) return; /* the flip was in a checksum: undone */
-    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0, CKPZ_OK, NULL};
     size_t rel = pos - c->off;
     if (c->kind == SEC_ENTRY) x.archive_may_pass = 1;
     if (c->kind == SEC_CHUNK) {
@@ -589,7 +598,7 @@ static void test_flips(const sample *s)
 static void test_reserved(const sample *s)
 {
     uint8_t *buf = malloc(s->zlen);
-    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0, CKPZ_OK, NULL};
     char what[160];
     for (size_t i = 0; i < s->nsec; i++) {
         const section *c = &s->sec[i];
@@ -642,6 +651,37 @@ static void test_reserved(const sample *s)
     free(buf);
 }
 
+/* Codec and transform ids this build does not have, one unassigned in the format's range
+ * and one of the private range, in the last plane's descriptor (never a header) and in the
+ * frame of the first chunk that has planes, resealed: every reader must refuse the file as
+ * written by a newer ckpz (CKPZ_ERR_VERSION, "needs codec id N"), naming the chunk and
+ * its tensor, not call it corrupt. */
+static void test_unknown_ids(const sample *s)
+{
+    const section *c = NULL;
+    for (size_t i = 0; i < s->nsec && !c; i++)
+        if (s->sec[i].kind == SEC_CHUNK && s->sec[i].nplanes) c = &s->sec[i];
+    if (!c) return;
+    uint8_t *buf = malloc(s->zlen);
+    static const unsigned ids[] = {63, 200};
+    char what[160], says[64];
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t k = 0; k < 2; k++) {
+            memcpy(buf, s->z, s->zlen);
+            buf[c->off + (kind ? 16 : 32 + 8 * (c->nplanes - 1))] = (uint8_t)ids[k];
+            reseal(s, buf);
+            snprintf(says, sizeof says, "needs %s id %u (written by a newer ckpz?)", kind ? "transform" : "codec",
+                     ids[k]);
+            expectation x = {MUST_FAIL, 0, c->no, NULL, 0, 0, CKPZ_ERR_VERSION, says};
+            if (c->entry >= 0 && (size_t)c->entry < s->nent && s->ent[c->entry].tensor)
+                x.tensor = s->ent[c->entry].name;
+            snprintf(what, sizeof what, "%s: %s id %u in chunk %ld", s->label, kind ? "transform" : "codec", ids[k],
+                     c->no);
+            run_readers(s, buf, s->zlen, &x, what, 0);
+        }
+    free(buf);
+}
+
 static void test_truncation(const sample *s)
 {
     size_t cuts[2048];
@@ -661,7 +701,7 @@ static void test_truncation(const sample *s)
     size_t step = s->zlen / 200 ? s->zlen / 200 : 1;
     for (size_t l = 0; l < s->zlen && n < 2040; l += step) cuts[n++] = l;
     cuts[n++] = s->zlen - 1;
-    expectation x = {MUST_FAIL, 0, -1, NULL, 1, 0};
+    expectation x = {MUST_FAIL, 0, -1, NULL, 1, 0, CKPZ_OK, NULL};
     char what[128];
     for (size_t i = 0; i < n; i++) {
         snprintf(what, sizeof what, "%s: truncated to %zu of %zu bytes", s->label, cuts[i], s->zlen);
@@ -679,7 +719,7 @@ static void test_appended(const sample *s, const sample *other)
 {
     size_t extra = s->zlen + other->zlen + 4096;
     uint8_t *buf = malloc(s->zlen + extra);
-    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0};
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 0, CKPZ_OK, NULL};
     char what[160];
     struct {
         const char *name;
@@ -791,7 +831,7 @@ static void reseal_index(uint8_t *b, size_t len)
 static void test_hostile(const sample *s)
 {
     uint8_t *buf = malloc(s->zlen + 64);
-    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 1};
+    expectation x = {MUST_FAIL, 0, -1, NULL, 0, 1, CKPZ_OK, NULL};
     char what[160];
     const section *ix = &s->sec[s->nsec - 2];
     uint64_t huge[] = {(uint64_t)1 << 31, (uint64_t)1 << 40, UINT64_MAX, UINT64_MAX - 39, (uint64_t)s->zlen * 1000};
@@ -1095,6 +1135,7 @@ int main(void)
         for (int k = 0; k < NSAMPLES; k++) {
             test_flips(&s[k]);
             test_reserved(&s[k]);
+            test_unknown_ids(&s[k]);
             test_truncation(&s[k]);
             test_appended(&s[k], &s[(k + 1) % NSAMPLES]);
             test_hostile(&s[k]);

@@ -13,6 +13,7 @@
 
 #include "common/crc32c.h"
 #include "entropy/ent_internal.h"
+#include "isa.h"
 #include "entropy/entropy.h"
 #include "transforms/planes.h"
 
@@ -72,7 +73,15 @@ static void fill(uint8_t *b, size_t n, int d)
     }
 }
 
-static const uint8_t codecs[] = {ENT_STORED, ENT_CONST, ENT_RANS0, ENT_RANS1, ENT_ZSTD};
+static const uint8_t codecs[] = {ENT_STORED, ENT_CONST, ENT_RANS0, ENT_RANS1, ENT_ZSTD, ENT_LZ4, ENT_SNAPPY,
+                                 ENT_DEFLATE};
+
+/* The LZ back ends: bit flips in their literals decode to other bytes (the chunk's CRC
+ * catches those), and their top levels are slow. */
+static int lz_backend(uint8_t codec)
+{
+    return codec == ENT_ZSTD || codec == ENT_LZ4 || codec == ENT_SNAPPY || codec == ENT_DEFLATE;
+}
 
 static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what)
 {
@@ -80,7 +89,7 @@ static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what
     uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
     for (size_t k = 0; k < sizeof codecs; k++) {
         for (int lv = 1; lv <= 9; lv += 4) {
-            if (codecs[k] == ENT_ZSTD && lv == 9 && n > 70000)
+            if (lz_backend(codecs[k]) && lv == 9 && n > 70000)
                 continue;
             uint8_t got = 255;
             size_t len = ent_encode_with(c, codecs[k], src, n, enc, cap, lv, &got);
@@ -104,7 +113,7 @@ static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what
             uint8_t got = 255;
             size_t len = ent_encode(c, src, n, enc, cap, levels[li], h, &got);
             CHECK(len <= n + 1, "%s n=%zu selector %zu bytes", what, n, len);
-            CHECK(got < ENT_CODEC_COUNT_, "%s: bad codec id", what);
+            CHECK(ent_codec_known(got), "%s: bad codec id", what);
             int r = ent_decode(c, got, enc, len, dec, n);
             CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0),
                   "%s n=%zu selector %s level %d hint %d: round trip", what, n,
@@ -165,6 +174,61 @@ static void test_selector(ent_ctx *c)
     free(dec);
 }
 
+/* The coder choice (ent_ctx_set_codec, ckpz_params.codec): a back end forced codes
+ * every plane that is not random (stored unseen) or constant, and decodes back; its coded
+ * bytes are refused with a byte appended, cut short or for another plane size; "rans"
+ * never picks zstd; back to "auto", the output is the fresh context's. */
+static void test_choice(ent_ctx *c)
+{
+    size_t n = 1 << 17;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n) + 1), *ref = malloc(ent_bound(n)), *dec = malloc(n);
+    uint8_t got;
+    ent_ctx *fresh = ent_ctx_create();
+    for (int k = 0; k < CKPZ_CODEC_COUNT_; k++)
+        CHECK(ckpz_codec_from_name(ckpz_codec_name((ckpz_codec)k)) == (ckpz_codec)k, "choice %d's name", k);
+    CHECK(ckpz_codec_from_name("rans0") == CKPZ_CODEC_COUNT_ && ckpz_codec_name(CKPZ_CODEC_COUNT_) == NULL,
+          "choice names");
+    static const ckpz_codec forced[] = {CKPZ_CODEC_ZSTD, CKPZ_CODEC_LZ4, CKPZ_CODEC_SNAPPY, CKPZ_CODEC_DEFLATE};
+    static const uint8_t ids[] = {ENT_ZSTD, ENT_LZ4, ENT_SNAPPY, ENT_DEFLATE};
+    for (size_t f = 0; f < 4; f++) {
+        ent_ctx_set_codec(c, forced[f]);
+        const char *nm = ckpz_codec_name(forced[f]);
+        CHECK(!strcmp(nm, ent_codec_name(ids[f])), "choice %s names codec %s", nm, ent_codec_name(ids[f]));
+        for (int lv = 1; lv <= 9; lv += 4) {
+            fill(b, n, D_RUNS); /* repeats, which every LZ coder finds (snappy codes nothing else) */
+            size_t len = ent_encode(c, b, n, enc, ent_bound(n), lv, ENT_HINT_EXPONENT, &got);
+            CHECK(got == ids[f] && len < n, "%s level %d: plane of runs coded %s (%zu bytes)", nm, lv,
+                  ent_codec_name(got), len);
+            CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, b, n), "%s level %d: round trip", nm, lv);
+            CHECK(ent_decode(c, got, enc, len, dec, n - 1) == -1, "%s: decoded to a smaller plane", nm);
+            CHECK(ent_decode(c, got, enc, len - 1, dec, n) == -1, "%s: decoded cut short", nm);
+            enc[len] = enc[len / 2];
+            CHECK(ent_decode(c, got, enc, len + 1, dec, n) == -1, "%s: decoded with a byte appended", nm);
+        }
+        fill(b, n, D_RANDOM);
+        ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_MANTISSA, &got);
+        CHECK(got == ENT_STORED, "%s: random mantissa plane coded %s", nm, ent_codec_name(got));
+        fill(b, n, D_CONST);
+        ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_INT, &got);
+        CHECK(got == ENT_CONST, "%s: constant plane coded %s", nm, ent_codec_name(got));
+    }
+    /* an opaque plane of repeats, which auto codes with zstd */
+    for (size_t i = 0; i < n; i++) b[i] = "layer.0.weight = 13;\n"[i % 21];
+    size_t rl = ent_encode(fresh, b, n, ref, ent_bound(n), 3, ENT_HINT_OPAQUE, &got);
+    CHECK(got == ENT_ZSTD, "text plane: auto chose %s", ent_codec_name(got));
+    ent_ctx_set_codec(c, CKPZ_CODEC_RANS);
+    ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_OPAQUE, &got);
+    CHECK(got == ENT_RANS0 || got == ENT_RANS1, "text plane: rans chose %s", ent_codec_name(got));
+    ent_ctx_set_codec(c, CKPZ_CODEC_AUTO);
+    size_t l = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_OPAQUE, &got);
+    CHECK(l == rl && !memcmp(enc, ref, l), "auto after other choices differs from a fresh context");
+    ent_ctx_free(fresh);
+    free(b);
+    free(enc);
+    free(ref);
+    free(dec);
+}
+
 /* Planes shaped for the vector encoders' table modes: two symbols; 60 adjacent
  * values across a multiple of 64 (register slots by the low 6 bits, byte tables of 64);
  * 40, 64 and 65 values spread over the whole byte range (byte tables of 256 with few
@@ -208,19 +272,17 @@ static void fill_parity(uint8_t *b, size_t n, int d)
     }
 }
 
-/* The scalar, AVX2 and AVX-512 paths must write the same stream and read each
- * other's. Sizes leave partial rounds of 32 and 64 states. The AVX-512 level runs
- * twice: as chosen (register tables for spans up to 64, byte tables for the rest) and
- * with every segment sent to the byte-table loop, so that its 64- and 128-entry table
- * modes see small alphabets too. */
+/* The scalar, AVX2 and AVX-512 paths (CKPZ_CPU) must write the same stream and read
+ * each other's. Sizes leave partial rounds of 32 and 64 states. */
 static void test_simd_parity(ent_ctx *c)
 {
-    int top = ent_simd_level();
-    if (top == ENT_SIMD_SCALAR) {
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    int top = top_isa();
+    if (top == CPU_SCALAR) {
         printf("no AVX2 on this CPU: parity test skipped\n");
         return;
     }
-    if (top < ENT_SIMD_AVX512)
+    if (top < CPU_AVX512)
         printf("no AVX-512 on this CPU: its parity test skipped\n");
     static const size_t sizes[] = {32, 63, 100, 1025, 4097, 40000, 131072 + 77, 700000};
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
@@ -234,25 +296,21 @@ static void test_simd_parity(ent_ctx *c)
             else
                 fill_parity(b, n, dist - D_COUNT);
             uint8_t c0, c1;
-            ent_simd_cap = ENT_SIMD_SCALAR;
+            force_isa("scalar");
             size_t l0 = ent_encode_with(c, ENT_RANS0, b, n, ref, ent_bound(n), 3, &c0);
-            for (int lv = ENT_SIMD_AVX2; lv <= top + (top == ENT_SIMD_AVX512); lv++) {
-                ent_enc512_bytes_only = lv > ENT_SIMD_AVX512;
-                ent_simd_cap = lv > ENT_SIMD_AVX512 ? ENT_SIMD_AVX512 : lv;
+            for (int lv = CPU_AVX2; lv <= top; lv++) {
+                CHECK(force_isa(isa[lv]) == lv, "CKPZ_CPU=%s not in force", isa[lv]);
                 size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e, ent_bound(n), 3, &c1);
-                ent_enc512_bytes_only = 0;
                 CHECK(l0 == l1 && c0 == c1 && memcmp(ref, e, l0) == 0,
-                      "scalar and SIMD level %d encoders differ (%s n=%zu)", lv, nm, n);
-                if (lv > ENT_SIMD_AVX512)
-                    continue; /* the decoders are the same as at the level before */
-                ent_simd_cap = ENT_SIMD_SCALAR;
+                      "scalar and %s encoders differ (%s n=%zu)", isa[lv], nm, n);
+                force_isa("scalar");
                 CHECK(ent_decode(c, c1, e, l1, d, n) == 0 && memcmp(d, b, n) == 0,
-                      "scalar decode of SIMD level %d stream (%s n=%zu)", lv, nm, n);
-                ent_simd_cap = lv;
+                      "scalar decode of %s stream (%s n=%zu)", isa[lv], nm, n);
+                force_isa(isa[lv]);
                 CHECK(ent_decode(c, c0, ref, l0, d, n) == 0 && memcmp(d, b, n) == 0,
-                      "SIMD level %d decode of scalar stream (%s n=%zu)", lv, nm, n);
+                      "%s decode of scalar stream (%s n=%zu)", isa[lv], nm, n);
             }
-            ent_simd_cap = ENT_SIMD_AVX512;
+            top_isa();
         }
         free(b);
         free(ref);
@@ -281,9 +339,9 @@ static void test_histogram(void)
                 b[n - 1] = (uint8_t)(lo + span - 1); /* both ends present */
                 b[0] = (uint8_t)lo;
                 uint32_t h1[256], h2[256];
-                ent_simd_cap = ENT_SIMD_SCALAR;
+                force_isa("scalar");
                 ent_histogram(b, n, h1);
-                ent_simd_cap = ENT_SIMD_AVX512;
+                top_isa();
                 ent_histogram(b, n, h2);
                 CHECK(memcmp(h1, h2, sizeof h1) == 0, "histogram paths differ (n=%zu span %d lo %d)",
                       n, span, lo);
@@ -322,9 +380,9 @@ static void test_histogram_sparse(void)
                 for (size_t i = 0; i < 256 && i < n; i++) /* the first 256 bytes decide */
                     b[i] = (uint8_t)(i % 64 == 9 ? doms[di] + 1 : doms[di]);
                 uint32_t h1[256], h2[256];
-                ent_simd_cap = ENT_SIMD_SCALAR;
+                force_isa("scalar");
                 ent_histogram(b, n, h1);
-                ent_simd_cap = ENT_SIMD_AVX512;
+                top_isa();
                 ent_histogram(b, n, h2);
                 CHECK(memcmp(h1, h2, sizeof h1) == 0, "sparse histogram differs (n=%zu dominant %d case %zu)",
                       n, doms[di], ri);
@@ -350,20 +408,24 @@ static void test_histogram_sampled(void)
                     b[i] = (uint8_t)(lo + (skew && rnd() % 4 ? span - 1 : (int)(rnd() % (uint32_t)span)));
                 b[n / 16 + 3] = (uint8_t)lo; /* outside the pieces (for n >= 4096) */
                 uint32_t h[3][256];
-                int caps[3] = {ENT_SIMD_SCALAR, ENT_SIMD_AVX2, ENT_SIMD_AVX512};
+                static const char *const isa[3] = {"scalar", "avx2", "avx512"};
                 for (int c = 0; c < 3; c++) {
-                    ent_simd_cap = caps[c];
+                    force_isa(isa[c]);
                     ent_histogram_sampled(b, n, h[c]);
                 }
-                ent_simd_cap = ENT_SIMD_AVX512;
                 CHECK(!memcmp(h[0], h[1], sizeof h[0]) && !memcmp(h[0], h[2], sizeof h[0]),
                       "sampled histogram paths differ (n=%zu span %d skew %d)", n, span, skew);
                 uint64_t tot = 0;
-                int missing = 0;
-                for (int s = 0; s < 256; s++) {
+                int missing = 0, dlo = 255, dhi = 0, present[256] = {0};
+                for (size_t i = 0; i < n; i++) {
+                    present[b[i]] = 1;
+                    dlo = b[i] < dlo ? b[i] : dlo;
+                    dhi = b[i] > dhi ? b[i] : dhi;
+                }
+                for (int s = 0; s < 256; s++) { /* below 4 KiB the counts are exact */
                     tot += h[2][s];
-                    missing += s >= lo && s < lo + span && !h[2][s];
-                    missing += (s < lo || s >= lo + span) && h[2][s];
+                    missing += (n >= 4096 ? s >= dlo && s <= dhi : present[s]) && !h[2][s];
+                    missing += (s < dlo || s > dhi) && h[2][s];
                 }
                 CHECK(tot == n, "sampled histogram total %llu of %zu", (unsigned long long)tot, n);
                 CHECK(!missing, "sampled histogram: %d values of the range not counted once (n=%zu span %d)",
@@ -399,8 +461,8 @@ static void test_residual_zstd(ent_ctx *c)
 }
 
 /* CRC-32C: the check value, and the folding path (long buffers on CPUs with
- * VPCLMULQDQ) against the crc32-instruction path on every length up to a few KiB,
- * odd alignments and continuing states. */
+ * VPCLMULQDQ) against the crc32-instruction path (CKPZ_CPU=avx2) on every length up to
+ * a few KiB, odd alignments and continuing states. */
 static void test_crc(void)
 {
     CHECK(crc32c(0, "123456789", 9) == 0xe3069283u, "crc32c check value");
@@ -411,11 +473,11 @@ static void test_crc(void)
     for (int t = 0; t < 4000; t++) {
         size_t n = t < 3000 ? (size_t)t : rnd() % nmax, off = rnd() % 64;
         uint32_t init = t & 1 ? rnd() : 0;
-        crc32c_no_fold = 0;
+        top_isa();
         uint32_t a = crc32c(init, b + off, n);
-        crc32c_no_fold = 1;
+        force_isa("avx2");
         uint32_t r = crc32c(init, b + off, n);
-        crc32c_no_fold = 0;
+        top_isa();
         CHECK(a == r, "crc32c paths differ (n=%zu off %zu)", n, off);
         if (n > 2) { /* and a CRC continues across any split */
             size_t cut = rnd() % n;
@@ -442,12 +504,12 @@ static void test_hostile(ent_ctx *c)
             for (size_t cut = 0; cut < len; cut += 1 + cut / 16) {
                 memcpy(bad, enc, cut);
                 for (int sc = 0; sc < 2; sc++) {
-                    ent_simd_cap = sc ? ENT_SIMD_SCALAR : ENT_SIMD_AVX512;
+                    force_isa(sc ? "scalar" : "avx512");
                     CHECK(ent_decode(c, got, bad, cut, dec, n) == -1,
                           "%s truncated to %zu of %zu accepted", ent_codec_name(got), cut, len);
                 }
             }
-            ent_simd_cap = ENT_SIMD_AVX512;
+            top_isa();
             /* Bit flips: any result is fine as long as memory is not touched wrongly
              * (ASan); most must be caught. */
             int caught = 0, tries = 0;
@@ -456,7 +518,7 @@ static void test_hostile(ent_ctx *c)
                 bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
                 caught += ent_decode(c, got, bad, len, dec, n) == -1;
             }
-            CHECK(caught * 4 >= tries * 3 || got == ENT_ZSTD,
+            CHECK(caught * 4 >= tries * 3 || lz_backend(got),
                   "%s: only %d of %d bit flips detected", ent_codec_name(got), caught, tries);
             /* Garbage of many lengths. */
             for (int t = 0; t < 300; t++) {
@@ -487,7 +549,7 @@ static void test_hostile(ent_ctx *c)
 }
 
 /* Byte planes (lib/transforms/planes.c, whose vector loops feed the entropy stage):
- * the SSE2 and AVX-512 loops against a plain model of the transform, on element
+ * the SSE2 (CKPZ_CPU=scalar) and AVX-512 loops against a plain model of the transform, on element
  * counts around their 16- and 64-element steps, with and without tail bytes, and the
  * merge back. */
 static void test_planes(void)
@@ -498,34 +560,38 @@ static void test_planes(void)
         src[i] = (uint8_t)rnd();
     static const uint8_t xfs[] = {XF_FLOAT, XF_INT};
     static const uint8_t es[] = {2, 4, 8};
-    for (size_t xi = 0; xi < sizeof xfs; xi++)
-        for (size_t ei = 0; ei < sizeof es; ei++)
-            for (size_t elems = 0; elems < 1000; elems += elems < 200 ? 1 : 61) {
-                unsigned w = es[ei];
-                size_t n = elems * w + (elems % 3 ? elems % w : 0);
-                uint8_t *plane[XF_MAX_PLANES], *rplane[XF_MAX_PLANES];
-                for (unsigned b = 0; b <= w; b++) {
-                    plane[b] = pl + b * elems;
-                    rplane[b] = ref + b * elems;
+    for (int lv = 0; lv < 2; lv++) {
+        force_isa(lv ? "avx512" : "scalar"); /* the SSE2 loops, then the AVX-512 ones where the CPU has them */
+        for (size_t xi = 0; xi < sizeof xfs; xi++)
+            for (size_t ei = 0; ei < sizeof es; ei++)
+                for (size_t elems = 0; elems < 1000; elems += elems < 200 ? 1 : 61) {
+                    unsigned w = es[ei];
+                    size_t n = elems * w + (elems % 3 ? elems % w : 0);
+                    uint8_t *plane[XF_MAX_PLANES], *rplane[XF_MAX_PLANES];
+                    for (unsigned b = 0; b <= w; b++) {
+                        plane[b] = pl + b * elems;
+                        rplane[b] = ref + b * elems;
+                    }
+                    for (size_t e = 0; e < elems; e++) {
+                        uint64_t v = 0;
+                        for (unsigned b = 0; b < w; b++)
+                            v |= (uint64_t)src[e * w + b] << (8 * b);
+                        if (xfs[xi] == XF_FLOAT)
+                            v = (v << 1 | v >> (8 * w - 1)) & (w == 8 ? ~0ull : ((1ull << (8 * w)) - 1));
+                        for (unsigned b = 0; b < w; b++)
+                            rplane[b][e] = (uint8_t)(v >> (8 * (w - 1 - b)));
+                    }
+                    memcpy(rplane[w], src + elems * w, n - elems * w);
+                    memset(pl, 0xaa, nmax);
+                    xf_split(xfs[xi], w, src, n, plane);
+                    CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu", xfs[xi], w, elems);
+                    memset(back, 0xaa, nmax);
+                    xf_merge(xfs[xi], w, (const uint8_t *const *)plane, n, back);
+                    CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu",
+                          xfs[xi], w, elems);
                 }
-                for (size_t e = 0; e < elems; e++) {
-                    uint64_t v = 0;
-                    for (unsigned b = 0; b < w; b++)
-                        v |= (uint64_t)src[e * w + b] << (8 * b);
-                    if (xfs[xi] == XF_FLOAT)
-                        v = (v << 1 | v >> (8 * w - 1)) & (w == 8 ? ~0ull : ((1ull << (8 * w)) - 1));
-                    for (unsigned b = 0; b < w; b++)
-                        rplane[b][e] = (uint8_t)(v >> (8 * (w - 1 - b)));
-                }
-                memcpy(rplane[w], src + elems * w, n - elems * w);
-                memset(pl, 0xaa, nmax);
-                xf_split(xfs[xi], w, src, n, plane);
-                CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu", xfs[xi], w, elems);
-                memset(back, 0xaa, nmax);
-                xf_merge(xfs[xi], w, (const uint8_t *const *)plane, n, back);
-                CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu",
-                      xfs[xi], w, elems);
-            }
+    }
+    top_isa();
     free(src);
     free(pl);
     free(ref);
@@ -542,10 +608,11 @@ int main(void)
     CHECK(ent_bound(1000) >= 1000, "ent_bound");
     test_roundtrips(c);
     test_selector(c);
+    test_choice(c);
     test_simd_parity(c);
     test_histogram();
     test_histogram_sampled();
-    if (ent_simd_level() >= ENT_SIMD_AVX512)
+    if (top_isa() >= CPU_AVX512)
         test_histogram_sparse();
     test_residual_zstd(c);
     test_crc();

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "isa.h"
 #include "testutil.h"
 #include "transforms/escape.h"
 #include "transforms/planes.h"
@@ -406,7 +407,8 @@ static void test_tables(void)
  * pred_forward_split against pred_forward then xf_split, byte for byte, for every case
  * it takes (XOR with and without the float rotation, DIFF of floats and integers, 2-
  * and 4-byte elements) on lengths around its 64-element step, with a partial element;
- * the bytes past what it reports done must be untouched. With the vector loops off it
+ * the bytes past what it reports done must be untouched. With the vector loops off
+ * (CKPZ_CPU=avx2) it
  * must do nothing. */
 static void test_forward_split(void)
 {
@@ -446,9 +448,9 @@ static void test_forward_split(void)
                 }
                 CHECKF(ok, "forward_split %s dtype %d n %zu done %zu", pred_name(p), (int)t, n, done);
                 vector_used |= done > 0;
-                pred_simd_cap = 0;
+                force_isa("avx2");
                 CHECKF(pred_forward_split(p, xf, pes, flt, x, b, n, gp) == 0, "vector loops off");
-                pred_simd_cap = 1;
+                top_isa();
             }
     CHECK(pred_forward_split(PRED_NONE, XF_FLOAT, 4, 1, x, b, 4096, (uint8_t *const *)&got) == 0);
     CHECK(pred_forward_split(PRED_COPY, XF_FLOAT, 4, 1, x, b, 4096, (uint8_t *const *)&got) == 0);
@@ -489,9 +491,9 @@ static void test_forward_esc(void)
                 uint8_t *p[4];
                 for (unsigned k = 0; k < es; k++) p[k] = pl + k * count;
                 xf_split(XF_INT, (uint8_t)es, r, n, p);
-                esc_simd_cap = 0;
+                force_isa("avx2");
                 esc_forward(K, ESC_T_SMALL, (const uint8_t *const *)p, count, ra, re, &rne);
-                esc_simd_cap = 1;
+                top_isa();
                 size_t done = pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne);
                 /* the reference's escapes among the first `done` elements */
                 size_t want = 0;
@@ -501,11 +503,11 @@ static void test_forward_esc(void)
                 for (unsigned k = 0; ok && k < L; k++) ok = !memcmp(gl[k], p[K + k], done);
                 CHECKF(ok, "forward_esc dtype %d L %u n %zu done %zu", (int)t, L, count, done);
                 vector_used |= done > 0;
-                pred_simd_cap = 0;
+                force_isa("avx2");
                 gne = 0;
                 CHECKF(pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne) == 0 && gne == 0,
                        "forward_esc with vector loops off");
-                pred_simd_cap = 1;
+                top_isa();
             }
     }
     printf("forward_esc: vector loops %s\n", vector_used ? "tested" : "not available on this CPU");
@@ -556,7 +558,7 @@ static void test_escape(void)
                 for (int simd = 0; simd <= 1; simd++) {
                     unsigned T = Ts[ti];
                     size_t n = ns[ni], rn = 0;
-                    esc_simd_cap = simd;
+                    force_isa(simd ? "avx512" : "avx2");
                     for (size_t i = 0; i < n; i++) {
                         seed = seed * 1664525u + 1013904223u;
                         uint64_t h = esc_value(K, T, seed);
@@ -582,7 +584,7 @@ static void test_escape(void)
     /* Corruption: an A above T, and an escape that overflows its K bytes once T is added,
      * in the vector part (element 3) and the portable tail (element 99). */
     for (int simd = 0; simd <= 1; simd++) {
-        esc_simd_cap = simd;
+        force_isa(simd ? "avx512" : "avx2");
         memset(a, 0, 100);
         a[3] = 32; /* in the vector part, then in the tail */
         CHECK(esc_count(31, a, 100) == -1);
@@ -603,7 +605,7 @@ static void test_escape(void)
                 CHECKF(ok, "escape near the top K %u at %zu simd %d", K, at, simd);
             }
     }
-    esc_simd_cap = 1;
+    top_isa();
     for (unsigned k = 0; k < 4; k++) {
         free(top[k]);
         free(back[k]);

@@ -2,13 +2,16 @@
  * (known vectors, every path against the definition, combination), byte-plane
  * transforms (exact inverse, plane layout), the ordered pipeline, and container records
  * (round trip, reserved fields rejected). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/bytes.h"
 #include "common/crc32c.h"
+#include "common/dtype.h"
 #include "common/pipeline.h"
 #include "container/container.h"
+#include "isa.h"
 #include "testutil.h"
 #include "codec.h"
 #include "transforms/planes.h"
@@ -31,11 +34,11 @@ typedef struct {
     uint32_t (*crc)(uint32_t, const void *, size_t);
     uint32_t (*combine)(uint32_t, uint32_t, uint64_t);
     uint32_t poly, check; /* reflected polynomial; CRC of "123456789" */
-    int *slow, paths;     /* the switch to slower paths and its values 0..paths-1 */
 } crc_kind;
 
 static void test_crc(void)
 {
+    static const char *const isa[] = {"avx512", "avx2", "scalar"};
     static const char fox[] = "The quick brown fox jumps over the lazy dog";
     CHECK(crc32c(0, "123456789", 9) == 0xe3069283u); /* the standard check values */
     CHECK(crc32_zip(0, "123456789", 9) == 0xcbf43926u);
@@ -45,8 +48,8 @@ static void test_crc(void)
     CHECK(crc32_zip(0, "", 0) == 0);
 
     const crc_kind kinds[] = {
-        {"crc32c", crc32c, crc32c_combine, 0x82f63b78u, 0xe3069283u, &crc32c_no_fold, 2},
-        {"crc32_zip", crc32_zip, crc32_zip_combine, 0xedb88320u, 0xcbf43926u, &crc32_zip_no_fold, 3},
+        {"crc32c", crc32c, crc32c_combine, 0x82f63b78u, 0xe3069283u},
+        {"crc32_zip", crc32_zip, crc32_zip_combine, 0xedb88320u, 0xcbf43926u},
     };
     const size_t big = (4u << 20) + 64;
     uint8_t *buf = malloc(big);
@@ -57,10 +60,11 @@ static void test_crc(void)
         CHECKF(K->crc(0x12345678u, buf, 0) == 0x12345678u, "%s: empty input after data", K->name);
 
         /* every length 0..1100 at several misalignments, from 0 and from a running CRC,
-         * on every path, against the definition */
+         * on every path (VPCLMULQDQ folding; the crc32 instruction or PCLMULQDQ folding;
+         * the tables), against the definition */
         static const size_t offs[] = {0, 1, 3, 8, 13, 63};
-        for (int m = 0; m < K->paths; m++) {
-            *K->slow = m;
+        for (int m = 0; m < 3; m++) {
+            force_isa(isa[m]);
             size_t bad = 0, first_n = 0, first_off = 0;
             for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
                 for (size_t n = 0; n <= 1100; n++) {
@@ -71,10 +75,10 @@ static void test_crc(void)
                         first_off = offs[o];
                     }
                 }
-            CHECKF(!bad, "%s path %d: %zu lengths wrong, first %zu at offset %zu", K->name, m, bad, first_n,
-                   first_off);
+            CHECKF(!bad, "%s with CKPZ_CPU=%s: %zu lengths wrong, first %zu at offset %zu", K->name, isa[m], bad,
+                   first_n, first_off);
         }
-        *K->slow = 0;
+        top_isa();
 
         /* incremental and combination at many split points */
         const size_t len = 100000;
@@ -101,11 +105,11 @@ static void test_crc(void)
             size_t n = longs[i][0];
             const uint8_t *p = buf + longs[i][1];
             uint32_t want = K->crc(0, p, n);
-            for (int m = 1; m < K->paths; m++) {
-                *K->slow = m;
-                CHECKF(K->crc(0, p, n) == want, "%s path %d: %zu bytes", K->name, m, n);
+            for (int m = 1; m < 3; m++) {
+                force_isa(isa[m]);
+                CHECKF(K->crc(0, p, n) == want, "%s with CKPZ_CPU=%s: %zu bytes", K->name, isa[m], n);
             }
-            *K->slow = 0;
+            top_isa();
             if (i == 1) CHECKF(want == crc_ref(K->poly, 0, p, n), "%s: %zu bytes against the definition", K->name, n);
             size_t c = n / 3 + 5;
             CHECKF(K->combine(K->crc(0, p, c), K->crc(0, p + c, n - c), n - c) == want, "%s: combine of %zu bytes",
@@ -426,16 +430,132 @@ static void test_container(void)
     ckpz_ctx_free(ctx);
 }
 
+/* The dtype table (lib/common/dtype.c): names in every naming round trip, each row's bit
+ * layout adds up, and the values against independent definitions: the compiler's
+ * _Float16 and float for every 16-bit pattern, known FP8 values, integers. */
+static double to_d(ckpz_dtype t, uint64_t bits)
+{
+    uint8_t b[8];
+    for (int k = 0; k < 8; k++) b[k] = (uint8_t)(bits >> (8 * k));
+    return dtype_get(t)->to_double(b);
+}
+
+static uint64_t from_d(ckpz_dtype t, double v)
+{
+    uint8_t b[8] = {0};
+    dtype_get(t)->from_double(b, v);
+    uint64_t u = 0;
+    for (int k = 0; k < 8; k++) u |= (uint64_t)b[k] << (8 * k);
+    return u;
+}
+
+static int same_value(double a, double b) { return (isnan(a) && isnan(b)) || (a == b && signbit(a) == signbit(b)); }
+
 static void test_dtypes(void)
 {
     CHECK(ckpz_dtype_from_name("bf16") == CKPZ_DTYPE_BF16);
     CHECK(ckpz_dtype_from_name("Float32") == CKPZ_DTYPE_F32);
     CHECK(ckpz_dtype_from_name("nonsense") == CKPZ_DTYPE_NONE);
     CHECK(ckpz_dtype_size(CKPZ_DTYPE_F64) == 8 && ckpz_dtype_size(CKPZ_DTYPE_BF16) == 2);
-    for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++)
-        CHECK(ckpz_dtype_from_name(ckpz_dtype_name((ckpz_dtype)t)) == (ckpz_dtype)t);
     CHECK(ckpz_dtype_name(CKPZ_DTYPE_COUNT_) == NULL);
     CHECK(!strcmp(ckpz_error_name(CKPZ_ERR_CHECKSUM), "checksum mismatch"));
+    CHECK(!strcmp(ckpz_dtype_format_name(CKPZ_DTYPE_BF16, CKPZ_INPUT_SAFETENSORS), "BF16"));
+    CHECK(!strcmp(ckpz_dtype_format_name(CKPZ_DTYPE_F32, CKPZ_INPUT_NPY), "<f4"));
+    CHECK(!strcmp(ckpz_dtype_format_name(CKPZ_DTYPE_F32, CKPZ_INPUT_TORCH), "FloatStorage"));
+    CHECK(!strcmp(ckpz_dtype_format_name(CKPZ_DTYPE_F8E5M2, CKPZ_INPUT_RAW), "f8e5m2"));
+    CHECK(ckpz_dtype_format_name(CKPZ_DTYPE_U16, CKPZ_INPUT_TORCH) == NULL);
+    CHECK(ckpz_dtype_format_name(CKPZ_DTYPE_NONE, CKPZ_INPUT_SAFETENSORS) == NULL);
+    CHECK(dtype_find(DT_NAMES_TORCH, "UntypedStorage", 14) == CKPZ_DTYPE_U8);
+    CHECK(dtype_find(DT_NAMES_NUMPY, "|V2", 3) == CKPZ_DTYPE_BF16);
+    CHECK(dtype_find(DT_NAMES_SAFETENSORS, "BF1", 3) == CKPZ_DTYPE_COUNT_);
+    CHECK(dtype_find(DT_NAMES_SAFETENSORS, "bf16", 4) == CKPZ_DTYPE_COUNT_); /* case matters there */
+    static const ckpz_input_format fmts[] = {CKPZ_INPUT_SAFETENSORS, CKPZ_INPUT_NPY, CKPZ_INPUT_TORCH, CKPZ_INPUT_RAW};
+    static const enum dt_naming namings[] = {DT_NAMES_SAFETENSORS, DT_NAMES_NUMPY, DT_NAMES_TORCH, DT_NAMES_CKPZ};
+    for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++) {
+        const dtype_info *d = dtype_get((ckpz_dtype)t);
+        CHECKF(ckpz_dtype_from_name(ckpz_dtype_name((ckpz_dtype)t)) == (ckpz_dtype)t, "dtype %d", t);
+        for (int a = 0; a < 4 && d->aliases[a]; a++)
+            CHECKF(ckpz_dtype_from_name(d->aliases[a]) == (ckpz_dtype)t, "alias %s", d->aliases[a]);
+        for (int f = 0; f < 4; f++) { /* each format's name finds its type back */
+            const char *n = ckpz_dtype_format_name((ckpz_dtype)t, fmts[f]);
+            CHECKF(!n || dtype_find(namings[f], n, strlen(n)) == (ckpz_dtype)t, "dtype %d format %d", t, f);
+        }
+        CHECKF(d->size >= 1 && d->size <= 8 && d->to_double, "dtype %d: size, value", t);
+        CHECKF((d->layout == DT_LAYOUT_BYTES) == (d->size == 1), "dtype %d: layout of its size", t);
+        if (d->cls == DT_FLOAT) {
+            CHECKF(1u + d->ebits + d->mbits == 8 * d->size, "%s: sign, exponent and mantissa bits", d->name);
+            CHECKF(d->exp_planes == (d->ebits + 7u) / 8, "%s: exponent planes", d->name);
+            CHECKF((d->from_double != NULL) == (d->size >= 2), "%s: from_double", d->name);
+        } else {
+            CHECKF(d->exp_planes == 0 && d->ebits == 0 && !d->from_double, "%s: not a float", d->name);
+        }
+    }
+    CHECK(dtype_b32(dtype_get(CKPZ_DTYPE_F32)) == 4 && dtype_b32(dtype_get(CKPZ_DTYPE_BF16)) == 2 &&
+          dtype_b32(dtype_get(CKPZ_DTYPE_F16)) == 0 && dtype_b32(dtype_get(CKPZ_DTYPE_I32)) == 0);
+
+    /* every bf16 and f16 pattern; random f32 and f64 ones */
+    size_t bad16 = 0, badh = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t w = h << 16;
+        float f;
+        memcpy(&f, &w, 4);
+        bad16 += !same_value(to_d(CKPZ_DTYPE_BF16, h), f) || (!isnan(f) && from_d(CKPZ_DTYPE_BF16, f) != h);
+#ifdef __FLT16_MAX__
+        _Float16 x;
+        uint16_t h16 = (uint16_t)h;
+        memcpy(&x, &h16, 2);
+        badh += !same_value(to_d(CKPZ_DTYPE_F16, h), (double)x) || (!isnan(x) && from_d(CKPZ_DTYPE_F16, x) != h);
+#else
+        double v = to_d(CKPZ_DTYPE_F16, h);
+        badh += !isnan(v) && from_d(CKPZ_DTYPE_F16, v) != h;
+#endif
+    }
+    CHECKF(!bad16 && !badh, "%zu bf16 and %zu f16 patterns wrong", bad16, badh);
+    size_t badr = 0;
+    for (int i = 0; i < 100000; i++) {
+        uint64_t u = rng();
+        float f;
+        double g;
+        uint32_t u32 = (uint32_t)u;
+        memcpy(&f, &u32, 4);
+        memcpy(&g, &u, 8);
+        badr += !same_value(to_d(CKPZ_DTYPE_F32, u32), f) || (!isnan(f) && from_d(CKPZ_DTYPE_F32, f) != u32);
+        badr += !same_value(to_d(CKPZ_DTYPE_F64, u), g) || (!isnan(g) && from_d(CKPZ_DTYPE_F64, g) != u);
+#ifdef __FLT16_MAX__
+        double v = (double)(int64_t)(u >> 8) * 0x1p-40; /* rounding through float, then half */
+        _Float16 x = (_Float16)(float)v;
+        uint16_t want;
+        memcpy(&want, &x, 2);
+        badr += from_d(CKPZ_DTYPE_F16, v) != want;
+#endif
+        double b = (double)(int64_t)u * 0x1p-70;
+        float fb = (float)b;
+        uint32_t fbu;
+        memcpy(&fbu, &fb, 4);
+        uint32_t want_bf = (fbu + 0x7fffu + ((fbu >> 16) & 1u)) >> 16; /* to nearest, ties to even */
+        badr += from_d(CKPZ_DTYPE_BF16, b) != want_bf;
+    }
+    CHECKF(!badr, "%zu f32/f64/f16/bf16 values wrong", badr);
+    CHECK(from_d(CKPZ_DTYPE_BF16, NAN) == 0x7fc0 && from_d(CKPZ_DTYPE_F16, INFINITY) == 0x7c00 &&
+          from_d(CKPZ_DTYPE_F16, 65520.0) == 0x7c00 && from_d(CKPZ_DTYPE_F16, 65519.0) == 0x7bff);
+
+    /* FP8: e4m3fn has no infinities, its only NaNs are S.1111.111 */
+    static const struct { ckpz_dtype t; uint8_t b; double v; } f8[] = {
+        {CKPZ_DTYPE_F8E4M3, 0x00, 0.0}, {CKPZ_DTYPE_F8E4M3, 0x01, 0x1p-9}, {CKPZ_DTYPE_F8E4M3, 0x07, 7 * 0x1p-9},
+        {CKPZ_DTYPE_F8E4M3, 0x08, 0x1p-6}, {CKPZ_DTYPE_F8E4M3, 0x38, 1.0}, {CKPZ_DTYPE_F8E4M3, 0x78, 256.0},
+        {CKPZ_DTYPE_F8E4M3, 0x7e, 448.0}, {CKPZ_DTYPE_F8E4M3, 0x7f, NAN}, {CKPZ_DTYPE_F8E4M3, 0xfe, -448.0},
+        {CKPZ_DTYPE_F8E4M3, 0xff, NAN}, {CKPZ_DTYPE_F8E4M3, 0x80, -0.0}, {CKPZ_DTYPE_F8E5M2, 0x3c, 1.0},
+        {CKPZ_DTYPE_F8E5M2, 0x01, 0x1p-16}, {CKPZ_DTYPE_F8E5M2, 0x7b, 57344.0}, {CKPZ_DTYPE_F8E5M2, 0x7c, INFINITY},
+        {CKPZ_DTYPE_F8E5M2, 0x7d, NAN}, {CKPZ_DTYPE_F8E5M2, 0xfc, -INFINITY}, {CKPZ_DTYPE_F8E5M2, 0xc0, -2.0},
+    };
+    for (size_t i = 0; i < sizeof f8 / sizeof *f8; i++)
+        CHECKF(same_value(to_d(f8[i].t, f8[i].b), f8[i].v), "%s 0x%02x: %g, not %g", ckpz_dtype_name(f8[i].t), f8[i].b,
+               to_d(f8[i].t, f8[i].b), f8[i].v);
+    CHECK(to_d(CKPZ_DTYPE_I8, 0x80) == -128 && to_d(CKPZ_DTYPE_U8, 0x80) == 128 && to_d(CKPZ_DTYPE_BOOL, 1) == 1);
+    CHECK(to_d(CKPZ_DTYPE_I16, 0xffff) == -1 && to_d(CKPZ_DTYPE_U16, 0xffff) == 65535);
+    CHECK(to_d(CKPZ_DTYPE_I32, 0x80000000u) == -2147483648.0 && to_d(CKPZ_DTYPE_U32, 0xffffffffu) == 4294967295.0);
+    CHECK(to_d(CKPZ_DTYPE_I64, ~0ull) == -1 && to_d(CKPZ_DTYPE_U64, ~0ull) == 18446744073709551615.0);
+    CHECK(to_d(CKPZ_DTYPE_NONE, 0xab) == 0xab);
 }
 
 int main(void)

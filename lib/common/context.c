@@ -1,4 +1,6 @@
-/* context.c — version, error names, the context and parameter defaults. */
+/* context.c — version, error names, a context's messages and parameter defaults. A
+ * context's creation and release live with the working memory it keeps (workmem.c), so
+ * that this file, which every stage calls to report an error, calls none of them. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +23,6 @@ const char *ckpz_error_name(ckpz_error code)
     return "unknown error code";
 }
 
-ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
-void ckpz_ctx_free(ckpz_ctx *ctx)
-{
-    if (!ctx) return;
-    workmem_free(ctx->wm);
-    free(ctx);
-}
 const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }
 void ckpz_free(void *p) { free(p); }
 
@@ -110,6 +105,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");
     if (out->raw_ndim && raw_shape_check(ctx, out->format, out->raw_dtype, out->raw_ndim, out->raw_shape))
         return CKPZ_ERR_PARAM;
+    if ((unsigned)out->codec >= CKPZ_CODEC_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown codec choice");
     if (out->mem_limit == 0) out->mem_limit = CKPZ_DEFAULT_MEM_LIMIT;
     if (!out->base && out->base_size) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base size given without a base");
     if (out->base_depth >= UINT32_MAX - 1) return ctx_fail(ctx, CKPZ_ERR_PARAM, "base depth out of range");

@@ -21,11 +21,4 @@ uint32_t crc32_zip(uint32_t crc, const void *buf, size_t n);
 /* Zip CRC-32 of A||B from crc(A), crc(B) and len(B). */
 uint32_t crc32_zip_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
-/* Tests set these to run the slower paths on long buffers too (all paths must give the
- * same values). crc32c_no_fold: the crc32 instruction instead of VPCLMULQDQ folding.
- * crc32_zip_no_fold: 1, 128-bit PCLMULQDQ folding instead of VPCLMULQDQ; 2, the tables
- * only. */
-extern int crc32c_no_fold;
-extern int crc32_zip_no_fold;
-
 #endif

@@ -13,9 +13,6 @@ struct ckpz_ctx {
     struct workmem *wm; /* NULL until the first call that codes chunks */
 };
 
-/* Frees what a context keeps between calls (workmem.c); accepts NULL. */
-void workmem_free(struct workmem *wm);
-
 /* Records the message (printf format) and returns code, for `return ctx_fail(...)`. */
 ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,10 +1,13 @@
 /* ent_internal.h — shared pieces of the entropy stage that are not part of its API.
  *
- * The codecs live in separate files (rans0.c, rans1.c, zstd_backend.c, select.c) but
- * share one per-thread context so that no coder allocates in its hot path, and they
- * share the rANS parameters and the frequency-table format, which is why those are
- * defined once here. ent_encode_with() lets tests and benches force one codec; it is
- * internal because the container only ever needs the selector's choice.
+ * The codecs live in separate files (rans0.c, rans1.c, zstd_backend.c), with their
+ * vector loops in files of their own beside them (rans0_avx2.c, rans0_avx512.c,
+ * hist_avx512.c), but share one per-thread context whose buffers scratch.c grows, so
+ * that no coder allocates in its hot path; they share the rANS parameters and the
+ * frequency-table format, which is why those are defined once here. Calls only go
+ * down: select.c -> the coders -> hist.c, rans_common.c, scratch.c -> the kernels.
+ * ent_encode_with() lets tests and benches force one codec; it is internal because the
+ * container only ever needs the selector's choice.
  */
 #ifndef CKPZ_ENT_INTERNAL_H
 #define CKPZ_ENT_INTERNAL_H
@@ -48,24 +51,29 @@ struct ent_ctx {
     uint32_t *o1cnt;    /* 256 x 256 order-1 counts */
     uint32_t *o1dtab;   /* up to 257 decode tables for order-1 */
     rans_esym *o1etab;  /* up to 257 encode tables for order-1 */
-    void *zc, *zd;      /* zstd contexts, created on first use */
+    void *state[ENT_CODEC_LIMIT]; /* a back end's own contexts, by codec id, created on first use */
+    uint8_t only_rans;  /* choice: no zstd (CKPZ_CODEC_RANS) */
+    uint8_t force;      /* choice: this back end's id for every plane it takes, or 0 (ent_ctx_set_codec) */
     uint8_t *cand; /* second candidate's output while the first sits in dst */
     size_t cand_cap;
     uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */
     uint32_t dtab[RANS_M];
     rans_esym etab[256];
-    uint32_t vtab[256][4]; /* vector encoder rows (rans0.c) */
-    uint32_t ztab[4][64];  /* AVX-512 encoder fields by table slot (avx512.c) */
+    uint32_t vtab[256][4]; /* AVX2 encoder rows (rans0_avx2.c) */
+    uint32_t ztab[4][64];  /* AVX-512 encoder fields by table slot (rans0_avx512.c) */
     uint8_t wtab[3][256];  /* AVX-512 wide-alphabet encoder: bytes of f | cum << 12 */
     uint32_t st[RANS0_NMAX];
 };
 
+/* scratch.c. Grows *buf to at least need bytes: 0, or -1 out of memory (*buf kept). */
 int ent_grow(void **buf, size_t *cap, size_t need);
+/* Grows c->scratch (encoder output staging) or c->cand (a second candidate's output)
+ * to at least n bytes; NULL on allocation failure. */
+uint8_t *ent_scratch(ent_ctx *c, size_t n);
+uint8_t *ent_cand(ent_ctx *c, size_t n);
+
 /* log2 of the order-0 sub-block size for a level and plane size. */
 int rans0_base_shift(int level, size_t n);
-
-/* Grows c->scratch to at least n bytes; returns NULL on allocation failure. */
-uint8_t *ent_scratch(ent_ctx *c, size_t n);
 
 /* Frequency tables: freq[256] with a sum of RANS_M, each entry < RANS_M. */
 void rans_normalize(const uint32_t *cnt, uint16_t *freq);
@@ -93,10 +101,37 @@ int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
  * in c->o1own. sampled: from a quarter of the plane, for deciding only. */
 double rans1_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist0,
                       int sampled);
-size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                   int level);
-int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
-void zstd_free_ctx(ent_ctx *c);
+
+/* One row of the codec registry (codecs.c). */
+typedef struct ent_codec_desc {
+    uint8_t id;       /* stored in plane descriptors */
+    const char *name; /* ent_codec_name, ckpz -l -v */
+    /* Codes src[0..n) (n >= 1) into dst; returns the coded size, or 0 when the codec
+     * cannot beat n bytes within cap (the plane is then stored). May rely on the state an
+     * exact estimate of the same plane, just before, left in c. */
+    size_t (*encode)(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+    /* Decodes exactly n bytes from exactly srclen; 0, or -1 for anything else. Hostile
+     * input: never reads or writes outside the buffers. */
+    int (*decode)(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+    /* Coded size in bytes from the plane's histogram, without coding (sampled: from part of
+     * the plane, for deciding only); 1e300 when the codec cannot take the plane. NULL: no
+     * estimate cheaper than coding (LZ back ends are tried). */
+    double (*estimate)(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
+    void (*free)(ent_ctx *c); /* what the codec keeps in c; NULL: nothing */
+    /* NULL when the codec can run here, else why not (a library loaded on first use that
+     * is not installed); NULL function: always. */
+    const char *(*missing)(void);
+} ent_codec_desc;
+
+/* The row of a codec id, NULL when this build has none. */
+const ent_codec_desc *ent_codec_get(unsigned id);
+
+/* Back ends: one file each, whose registry row (codecs.c) is its descriptor. Level
+ * mapping and coded bytes: doc/format.md, "Codecs". */
+extern const ent_codec_desc ent_zstd_codec;    /* zstd_backend.c */
+extern const ent_codec_desc ent_lz4_codec;     /* lz4_backend.c */
+extern const ent_codec_desc ent_snappy_codec;  /* snappy_backend.c */
+extern const ent_codec_desc ent_deflate_codec; /* deflate_backend.c */
 
 /* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
  * it, like the selector; *codec says what was written. */
@@ -104,24 +139,26 @@ size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
                        uint8_t *dst, size_t cap, int level, uint8_t *codec);
 
 
-/* The vector loops are chosen at run time: the most capable one the CPU has, but not
- * above ent_simd_cap, which tests and benches lower to compare the paths (every path
- * writes the same bytes). */
-enum { ENT_SIMD_SCALAR = 0, ENT_SIMD_AVX2 = 1, ENT_SIMD_AVX512 = 2 };
-extern int ent_simd_cap;
-int ent_simd_level(void);
-/* 1 when the AVX2 encode and decode loops may run. */
-int ent_use_avx2(void);
-/* Tests set 1 to send every AVX-512 encoder segment to the byte-table loop, not only
- * those whose values span more than 64 (same bytes either way). */
-extern int ent_enc512_bytes_only;
-
+/* Vector kernels (x86-64 with GCC or clang; target attributes, chosen at run time
+ * through common/cpu.h): every one writes exactly what the portable loop would. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define ENT_HAVE_AVX512 1
-/* Histogram of planes whose values span at most 64 or that are mostly one value:
- * counts the first k bytes of src into cnt (set, not added to) and returns k, a
- * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the
- * rest. Needs ent_simd_level() == ENT_SIMD_AVX512. */
+#define ENT_HAVE_X86 1
+/* rans0_avx2.c: order-0 encode of src[lo, hi) (whole rounds of N states) with one
+ * segment's table, continuing c->st and writing words down from p; returns the new p. */
+uint8_t *rans0_enc_avx2(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
+                        uint8_t *p);
+/* rans0_avx2.c: decodes whole rounds of N symbols (first on state 0) while a round's worst
+ * case of input remains; returns the symbols done. */
+size_t rans0_dec_avx2(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
+                      uint8_t *out, size_t len);
+/* rans0_avx512.c: as rans0_enc_avx2. Register tables when the segment's values span at
+ * most 64, byte tables otherwise. Needs CPU_AVX512. */
+uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
+                          size_t lo, size_t hi, uint8_t *p);
+/* hist_avx512.c. Histogram of planes whose values span at most 64 or that are mostly one
+ * value: counts the first k bytes of src into cnt (set, not added to) and returns k, a
+ * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the rest.
+ * Needs CPU_AVX512. */
 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
 /* Histogram (set) of np <= ENT_PIECES_MAX pieces of len bytes at at[k] whose values
  * lie in [lo, hi]: returns 1, or 0 (cnt untouched) when the range is wider than the
@@ -130,13 +167,11 @@ size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
 size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi,
                               uint32_t *cnt);
 /* Least and largest byte of the first k bytes of src (*lo, *hi lowered/raised to them);
- * returns k, a multiple of 64. Needs ent_simd_level() == ENT_SIMD_AVX512. */
+ * returns k, a multiple of 64. Needs CPU_AVX512. */
 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);
-/* Order-0 encode of src[lo, hi) (whole rounds of N states) with one segment's table,
- * continuing c->st and writing words down from p; returns the new p. Register tables
- * when the segment's values span at most 64, byte tables otherwise. */
-uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
-                          size_t lo, size_t hi, uint8_t *p);
+/* select_avx2.c: adds the runs of nonzero bytes and the nonzero bytes of src[0..n)
+ * (whole vectors); returns the bytes done. Needs CPU_AVX2. */
+size_t ent_runs_avx2(const uint8_t *src, size_t n, size_t *runs, size_t *nz);
 #endif
 
 static inline void ent_put16(uint8_t *p, uint16_t v)

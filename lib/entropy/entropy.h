@@ -13,15 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Codec ids are stored in the container: the numbers are fixed. */
+#include "ckpz.h"
+
+/* Codec ids are stored in the container: the numbers are fixed. doc/format.md reserves
+ * the ranges: 0-63 this format's codecs, assigned in order; 64-127 later versions of the
+ * format; 128-255 private use, never written by ckpz. Each id has one row in the
+ * registry (codecs.c). */
 enum ent_codec {
     ENT_STORED = 0, /* bytes as they are */
     ENT_CONST = 1,  /* one byte value repeated n times (payload: the byte) */
     ENT_RANS0 = 2,  /* order-0 rANS */
     ENT_RANS1 = 3,  /* order-1 rANS (context: previous byte of the plane) */
     ENT_ZSTD = 4,   /* zstd frame */
-    ENT_CODEC_COUNT_
+    ENT_LZ4 = 5,    /* LZ4 block */
+    ENT_SNAPPY = 6, /* snappy (raw format) */
+    ENT_DEFLATE = 7 /* raw deflate stream (RFC 1951) */
 };
+#define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 
 /* What the plane holds; a hint for which codecs are worth trying. */
 enum ent_hint {
@@ -38,21 +46,33 @@ typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */
 
 ent_ctx *ent_ctx_create(void);
 void ent_ctx_free(ent_ctx *c);
+/* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
+void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
 size_t ent_bound(size_t n);
 
 /* Encodes src[0..n) into dst (capacity >= ent_bound(n)) with the cheapest codec the
- * level allows (1 = fastest .. 9 = smallest). Returns the encoded size and sets *codec.
- * Never fails: stored is always possible. n may be 0. */
+ * level allows (1 = fastest .. 9 = smallest), among those c's choice allows
+ * (ent_ctx_set_codec). Returns the encoded size and sets *codec. Never fails: stored is
+ * always possible. n may be 0. */
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
                   int level, int hint, uint8_t *codec);
 
 /* Decodes exactly n bytes from src[0..srclen) with the given codec.
- * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes. */
+ * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes,
+ * or the codec is not one this build has (ent_codec_known). */
 int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
                uint8_t *dst, size_t n);
 
+/* 1 when this build has the codec: a file using another was written by a newer ckpz
+ * (or a private build) and must be refused as such, not as corrupt. */
+int ent_codec_known(uint8_t codec);
+/* "stored", "rans0", ...; "unknown" for an id without a codec. */
 const char *ent_codec_name(uint8_t codec);
+/* NULL when the codec can run in this process, else why not (its library could not be
+ * loaded); for a choice (ckpz_params.codec), its back end's. */
+const char *ent_codec_missing(uint8_t codec);
+const char *ent_choice_missing(ckpz_codec choice);
 
 #endif

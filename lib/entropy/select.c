@@ -1,4 +1,5 @@
-/* select.c — the entropy stage's entry points and its per-plane codec choice.
+/* select.c — the entropy stage's entry points and its per-plane codec choice, made
+ * through the codec registry (codecs.c: estimates, encoders, decoders by id).
  *
  * Choosing must cost far less than coding, so the decision runs on one histogram of
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
@@ -6,102 +7,19 @@
  * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
  * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
  * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
- * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate must beat STORED, so output never exceeds n bytes.
+ * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate
+ * must beat STORED, so output never exceeds n bytes. A choice other than auto
+ * (ent_ctx_set_codec) leaves zstd out (rans) or codes every plane with one back end that
+ * is not stored unseen or constant (zstd, lz4, snappy, deflate).
  */
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/cpu.h"
 #include "ent_internal.h"
-
-int ent_simd_cap = ENT_SIMD_AVX512;
-
-static int cpu_simd(void)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    /* The AVX-512 kernels use F, BW and VL, and VBMI for the byte lookup. */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi"))
-        return ENT_SIMD_AVX512;
-    if (__builtin_cpu_supports("avx2"))
-        return ENT_SIMD_AVX2;
-#endif
-    return ENT_SIMD_SCALAR;
-}
-
-int ent_simd_level(void)
-{
-    static int cpu = -1; /* racing threads compute the same value */
-    int l = __atomic_load_n(&cpu, __ATOMIC_RELAXED);
-    if (l < 0) {
-        l = cpu_simd();
-        __atomic_store_n(&cpu, l, __ATOMIC_RELAXED);
-    }
-    return l < ent_simd_cap ? l : ent_simd_cap;
-}
-
-int ent_use_avx2(void)
-{
-    return ent_simd_level() >= ENT_SIMD_AVX2;
-}
-
-ent_ctx *ent_ctx_create(void)
-{
-    return calloc(1, sizeof(ent_ctx));
-}
-
-void ent_ctx_free(ent_ctx *c)
-{
-    if (!c)
-        return;
-    free(c->scratch);
-    free(c->bhist);
-    free(c->o1cnt);
-    free(c->o1dtab);
-    free(c->o1etab);
-    free(c->cand);
-    zstd_free_ctx(c);
-    free(c);
-}
-
-uint8_t *ent_scratch(ent_ctx *c, size_t n)
-{
-    if (c->scratch_cap < n) {
-        uint8_t *p = realloc(c->scratch, n);
-        if (!p)
-            return NULL;
-        c->scratch = p;
-        c->scratch_cap = n;
-    }
-    return c->scratch;
-}
-
-static uint8_t *cand_buf(ent_ctx *c, size_t n)
-{
-    if (c->cand_cap < n) {
-        uint8_t *p = realloc(c->cand, n);
-        if (!p)
-            return NULL;
-        c->cand = p;
-        c->cand_cap = n;
-    }
-    return c->cand;
-}
 
 size_t ent_bound(size_t n)
 {
     return n + 16;
-}
-
-const char *ent_codec_name(uint8_t codec)
-{
-    switch (codec) {
-    case ENT_STORED: return "stored";
-    case ENT_CONST: return "const";
-    case ENT_RANS0: return "rans0";
-    case ENT_RANS1: return "rans1";
-    case ENT_ZSTD: return "zstd";
-    default: return "unknown";
-    }
 }
 
 static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint8_t *codec)
@@ -114,40 +32,26 @@ static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint
     return n;
 }
 
-static int is_const(const uint8_t *src, size_t n)
+int ent_codec_known(uint8_t codec)
 {
-    for (size_t i = 1; i < n; i++)
-        if (src[i] != src[0])
-            return 0;
-    return n > 0;
+    return ent_codec_get(codec) != NULL;
 }
 
 size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
                        uint8_t *dst, size_t cap, int level, uint8_t *codec)
 {
+    const ent_codec_desc *d = ent_codec_get(want);
     size_t r = 0;
     c->bhist_src = NULL;
-    if (n == 0)
+    if (n == 0 || !d)
         return store(src, n, dst, cap, codec);
-    switch (want) {
-    case ENT_CONST:
-        if (is_const(src, n) && cap >= 1) {
-            dst[0] = src[0];
-            *codec = ENT_CONST;
-            return 1;
-        }
-        break;
-    case ENT_RANS0: r = rans0_encode(c, src, n, dst, cap, level); break;
-    case ENT_RANS1: {
+    if (d->estimate) { /* the exact estimate first, as the selector does */
         uint32_t h[256];
         ent_histogram(src, n, h);
-        if (rans1_estimate(c, src, n, h, 0) < 1e300)
-            r = rans1_encode(c, src, n, dst, cap);
-        break;
+        if (d->estimate(c, src, n, h, 0) >= 1e300)
+            return store(src, n, dst, cap, codec);
     }
-    case ENT_ZSTD: r = zstd_encode(c, src, n, dst, cap, level); break;
-    default: break;
-    }
+    r = d->encode(c, src, n, dst, cap, level);
     if (r) {
         *codec = want;
         return r;
@@ -188,38 +92,17 @@ static size_t sample_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
  * moving weights, cost zstd a sequence each (~2-3 bytes against ~1.5 for rANS), and
  * trying zstd on those planes took as long as coding them. So zstd is tried on large
  * planes only when the nonzero bytes average at least 1.5 per run; small planes (where
- * rANS's states and tables weigh most) always try it. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-/* Adds the runs of nonzero bytes and the nonzero bytes of src[0..n) (whole vectors);
- * returns the bytes done. */
-__attribute__((target("avx2"))) static size_t runs_avx2(const uint8_t *src, size_t n,
-                                                         size_t *runs, size_t *nz)
-{
-    size_t i = 0;
-    uint32_t prev = 0; /* top bit of the previous mask */
-    const __m256i z = _mm256_setzero_si256();
-    for (; i + 32 <= n; i += 32) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
-        uint32_t m = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, z));
-        *runs += (size_t)__builtin_popcount(m & ~((m << 1) | prev));
-        *nz += (size_t)__builtin_popcount(m);
-        prev = m >> 31;
-    }
-    return i;
-}
-#endif
-
-/* From the first KiB of every 8 (a run cut by a window's start counts twice). */
+ * rANS's states and tables weigh most) always try it. Counted from the first KiB of
+ * every 8 (a run cut by a window's start counts twice). */
 static int nonzero_clustered(const uint8_t *src, size_t n)
 {
     size_t runs = 0, nz = 0;
     for (size_t o = 0; o < n; o += 8192) {
         const uint8_t *p = src + o;
         size_t len = n - o < 1024 ? n - o : 1024, i = 0;
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-        if (ent_use_avx2())
-            i = runs_avx2(p, len, &runs, &nz);
+#ifdef ENT_HAVE_X86
+        if (cpu_level() >= CPU_AVX2)
+            i = ent_runs_avx2(p, len, &runs, &nz);
 #endif
         for (; i < len; i++) {
             runs += p[i] && (i == 0 || !p[i - 1]);
@@ -244,6 +127,20 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         size_t m = sample_histogram(src, n, h);
         if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6)
             return store(src, n, dst, cap, codec);
+    }
+    if (c->force) {
+        /* A forced back end codes every plane not stored unseen above or one value. */
+        c->bhist_src = NULL;
+        if (ent_codec_get(ENT_CONST)->encode(c, src, n, dst, cap, level)) {
+            *codec = ENT_CONST;
+            return 1;
+        }
+        size_t r = ent_codec_get(c->force)->encode(c, src, n, dst, cap < n ? cap : n, level);
+        if (r && r < n) {
+            *codec = c->force;
+            return r;
+        }
+        return store(src, n, dst, cap, codec);
     }
     /* Block histograms once: the plane histogram is their sum, rans0 reuses them. */
     int sh = rans0_base_shift(level, n);
@@ -277,12 +174,14 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         *codec = ENT_CONST;
         return 1;
     }
-    double est0 = ent_bits(h, n) / 8;
+    const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0), *o1 = ent_codec_get(ENT_RANS1),
+                         *lz = ent_codec_get(ENT_ZSTD);
+    double est0 = o0->estimate(c, src, n, h, 0);
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
     int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
                                                : h[0] > n / 2;
-    int try_zstd = hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy;
+    int try_zstd = !c->only_rans && (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy);
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
     double keep = level >= 6 ? 0.996 : 0.9875;
@@ -290,7 +189,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     uint8_t bestc = ENT_STORED;
     size_t lim = cap < n ? cap : n;
     if (est0 < keep * (double)n) {
-        size_t r = rans0_encode(c, src, n, dst, lim, level);
+        size_t r = o0->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
             best = r;
             bestc = ENT_RANS0;
@@ -304,13 +203,13 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
                  (level >= 6 && hint != ENT_HINT_MANTISSA);
     if (try_o1 && n >= 4096 && (est0 < keep * (double)n || level >= 6)) {
         int sampled = level < 6;
-        double est1 = rans1_estimate(c, src, n, h, sampled);
+        double est1 = o1->estimate(c, src, n, h, sampled);
         /* Order-0 actual size vs order-1 estimate: the estimate runs ~0.3% low. */
         if (est1 * 1.003 < (double)best) {
             if (sampled)
-                est1 = rans1_estimate(c, src, n, h, 0);
-            uint8_t *cb = est1 * 1.003 < (double)best ? cand_buf(c, n) : NULL;
-            size_t r = cb ? rans1_encode(c, src, n, cb, n) : 0;
+                est1 = o1->estimate(c, src, n, h, 0);
+            uint8_t *cb = est1 * 1.003 < (double)best ? ent_cand(c, n) : NULL;
+            size_t r = cb ? o1->encode(c, src, n, cb, n, level) : 0;
             if (r && r < best) {
                 memcpy(dst, cb, r);
                 best = r;
@@ -319,8 +218,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         }
     }
     if (try_zstd) {
-        uint8_t *cb = cand_buf(c, n);
-        size_t r = cb ? zstd_encode(c, src, n, cb, n, level) : 0;
+        uint8_t *cb = ent_cand(c, n);
+        size_t r = cb ? lz->encode(c, src, n, cb, n, level) : 0;
         if (r && r < best) {
             memcpy(dst, cb, r);
             best = r;
@@ -337,23 +236,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
 int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
                uint8_t *dst, size_t n)
 {
-    if (!c || (srclen && !src) || (n && !dst))
+    const ent_codec_desc *d = ent_codec_get(codec);
+    if (!c || !d || (srclen && !src) || (n && !dst))
         return -1;
-    switch (codec) {
-    case ENT_STORED:
-        if (srclen != n)
-            return -1;
-        if (n)
-            memcpy(dst, src, n);
-        return 0;
-    case ENT_CONST:
-        if (srclen != 1 || n == 0)
-            return -1;
-        memset(dst, src[0], n);
-        return 0;
-    case ENT_RANS0: return rans0_decode(c, src, srclen, dst, n);
-    case ENT_RANS1: return rans1_decode(c, src, srclen, dst, n);
-    case ENT_ZSTD: return zstd_decode(c, src, srclen, dst, n);
-    default: return -1;
-    }
+    return d->decode(c, src, srclen, dst, n);
 }

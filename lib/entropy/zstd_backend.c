@@ -1,29 +1,43 @@
-/* zstd_backend.c — the ENT_ZSTD codec: one plain zstd frame per plane.
+/* zstd_backend.c — the ENT_ZSTD codec (id 4): one plain zstd frame per plane.
  *
  * Headers and integer planes have repeats that an order-0/1 coder cannot see, so zstd
- * stays available for them (and for any plane at high levels). The contexts live in
+ * stays available for them (and for any plane at high levels). The contexts live in the
  * ent_ctx so that a thread creates them once; the decoder accepts a frame only if it
  * decodes to exactly n bytes with nothing left over.
  */
+#include <stdlib.h>
 #include <zstd.h>
 
 #include "ent_internal.h"
 
-size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                   int level)
+typedef struct {
+    ZSTD_CCtx *c;
+    ZSTD_DCtx *d;
+} zstd_state;
+
+static zstd_state *state(ent_ctx *c)
 {
-    if (!c->zc && !(c->zc = ZSTD_createCCtx()))
+    if (!c->state[ENT_ZSTD])
+        c->state[ENT_ZSTD] = calloc(1, sizeof(zstd_state));
+    return c->state[ENT_ZSTD];
+}
+
+static size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    zstd_state *z = state(c);
+    if (!z || (!z->c && !(z->c = ZSTD_createCCtx())))
         return 0;
     int zl = level <= 3 ? 3 : level <= 6 ? 9 : 19;
-    size_t r = ZSTD_compressCCtx((ZSTD_CCtx *)c->zc, dst, cap, src, n, zl);
+    size_t r = ZSTD_compressCCtx(z->c, dst, cap, src, n, zl);
     if (ZSTD_isError(r) || r >= n)
         return 0;
     return r;
 }
 
-int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+static int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
-    if (!c->zd && !(c->zd = ZSTD_createDCtx()))
+    zstd_state *z = state(c);
+    if (!z || (!z->d && !(z->d = ZSTD_createDCtx())))
         return -1;
     /* Exactly one frame, declaring exactly n bytes (the encoder always declares it). */
     if (ZSTD_findFrameCompressedSize(src, srclen) != srclen)
@@ -31,15 +45,27 @@ int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, siz
     unsigned long long fs = ZSTD_getFrameContentSize(src, srclen);
     if (fs != (unsigned long long)n)
         return -1;
-    size_t r = ZSTD_decompressDCtx((ZSTD_DCtx *)c->zd, dst, n, src, srclen);
+    size_t r = ZSTD_decompressDCtx(z->d, dst, n, src, srclen);
     if (ZSTD_isError(r) || r != n)
         return -1;
     return 0;
 }
 
-void zstd_free_ctx(ent_ctx *c)
+static void zstd_free(ent_ctx *c)
 {
-    ZSTD_freeCCtx((ZSTD_CCtx *)c->zc);
-    ZSTD_freeDCtx((ZSTD_DCtx *)c->zd);
-    c->zc = c->zd = NULL;
+    zstd_state *z = c->state[ENT_ZSTD];
+    if (z) {
+        ZSTD_freeCCtx(z->c);
+        ZSTD_freeDCtx(z->d);
+        free(z);
+        c->state[ENT_ZSTD] = NULL;
+    }
 }
+
+const ent_codec_desc ent_zstd_codec = {
+    .id = ENT_ZSTD,
+    .name = "zstd",
+    .encode = zstd_encode,
+    .decode = zstd_decode,
+    .free = zstd_free,
+};

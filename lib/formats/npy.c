@@ -14,23 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "formats.h"
 
 #define NPY_MAX_DEPTH 32
-
-static const struct {
-    const char *descr;
-    ckpz_dtype dtype;
-    unsigned size;
-} npy_dtypes[] = {
-    {"<f2", CKPZ_DTYPE_F16, 2},  {"<f4", CKPZ_DTYPE_F32, 4},  {"<f8", CKPZ_DTYPE_F64, 8},
-    {"|i1", CKPZ_DTYPE_I8, 1},   {"<i1", CKPZ_DTYPE_I8, 1},   {"<i2", CKPZ_DTYPE_I16, 2},
-    {"<i4", CKPZ_DTYPE_I32, 4},  {"<i8", CKPZ_DTYPE_I64, 8},  {"|u1", CKPZ_DTYPE_U8, 1},
-    {"<u1", CKPZ_DTYPE_U8, 1},   {"<u2", CKPZ_DTYPE_U16, 2},  {"<u4", CKPZ_DTYPE_U32, 4},
-    {"<u8", CKPZ_DTYPE_U64, 8},  {"|b1", CKPZ_DTYPE_BOOL, 1}, {"<b1", CKPZ_DTYPE_BOOL, 1},
-    /* ml_dtypes' bfloat16 is saved as a 2-byte void type. */
-    {"<V2", CKPZ_DTYPE_BF16, 2}, {"|V2", CKPZ_DTYPE_BF16, 2},
-};
 
 typedef struct {
     const uint8_t *s;
@@ -398,13 +385,11 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
 
     ckpz_dtype dt = CKPZ_DTYPE_NONE;
     unsigned esz = 0;
-    if (h.descr_plain) {
-        for (size_t j = 0; j < sizeof(npy_dtypes) / sizeof(npy_dtypes[0]); j++) {
-            if (key_eq(&p, h.descr_off, h.descr_len, npy_dtypes[j].descr)) {
-                dt = npy_dtypes[j].dtype;
-                esz = npy_dtypes[j].size;
-                break;
-            }
+    if (h.descr_plain) { /* the dtype table's numpy names */
+        ckpz_dtype t = dtype_find(DT_NAMES_NUMPY, (const char *)p.s + h.descr_off, h.descr_len);
+        if (t != CKPZ_DTYPE_COUNT_) {
+            dt = t;
+            esz = ckpz_dtype_size(t);
         }
     }
     int tensor = dt != CKPZ_DTYPE_NONE && h.shape_ok;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "pickle.h"
 
 #define NIL UINT32_MAX
@@ -197,35 +198,21 @@ static int make_tuple(pk *k, size_t from)
     return push(k, id);
 }
 
-/* Element type of a storage type named by a global (torch.FloatStorage, ...). */
+/* Element type of a storage type named by a global (torch.FloatStorage, ...), or of a
+ * torch dtype in its place (torch.float32): the dtype table's torch names. */
 static ckpz_dtype storage_dtype(const pk *k, uint32_t g, int *known)
 {
-    static const struct { const char *name; ckpz_dtype t; } map[] = {
-        {"FloatStorage", CKPZ_DTYPE_F32},  {"HalfStorage", CKPZ_DTYPE_F16},   {"BFloat16Storage", CKPZ_DTYPE_BF16},
-        {"DoubleStorage", CKPZ_DTYPE_F64}, {"LongStorage", CKPZ_DTYPE_I64},   {"IntStorage", CKPZ_DTYPE_I32},
-        {"ShortStorage", CKPZ_DTYPE_I16},  {"CharStorage", CKPZ_DTYPE_I8},    {"ByteStorage", CKPZ_DTYPE_U8},
-        {"BoolStorage", CKPZ_DTYPE_BOOL},  {"UntypedStorage", CKPZ_DTYPE_U8}, {"_UntypedStorage", CKPZ_DTYPE_U8},
-        /* a dtype in place of the storage type */
-        {"float32", CKPZ_DTYPE_F32},       {"float", CKPZ_DTYPE_F32},         {"float16", CKPZ_DTYPE_F16},
-        {"half", CKPZ_DTYPE_F16},          {"bfloat16", CKPZ_DTYPE_BF16},     {"float64", CKPZ_DTYPE_F64},
-        {"double", CKPZ_DTYPE_F64},        {"int64", CKPZ_DTYPE_I64},         {"long", CKPZ_DTYPE_I64},
-        {"int32", CKPZ_DTYPE_I32},         {"int", CKPZ_DTYPE_I32},           {"int16", CKPZ_DTYPE_I16},
-        {"short", CKPZ_DTYPE_I16},         {"int8", CKPZ_DTYPE_I8},           {"uint8", CKPZ_DTYPE_U8},
-        {"bool", CKPZ_DTYPE_BOOL},         {"float8_e4m3fn", CKPZ_DTYPE_F8E4M3},
-        {"float8_e5m2", CKPZ_DTYPE_F8E5M2},
-    };
     const pobj *o = &k->o[g];
     *known = 0;
     if (o->kind != O_GLOBAL)
         return CKPZ_DTYPE_NONE;
     if (!eq(k, o->a, o->b, "torch") && !eq(k, o->a, o->b, "torch.cuda") && !eq(k, o->a, o->b, "torch.storage"))
         return CKPZ_DTYPE_NONE;
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (eq(k, o->c, o->d, map[i].name)) {
-            *known = 1;
-            return map[i].t;
-        }
-    return CKPZ_DTYPE_NONE;
+    ckpz_dtype t = dtype_find(DT_NAMES_TORCH, (const char *)k->p + o->c, o->d);
+    if (t == CKPZ_DTYPE_COUNT_)
+        return CKPZ_DTYPE_NONE;
+    *known = 1;
+    return t;
 }
 
 /* BINPERSID: ('storage', storage_type, key, location, numel) -> a STORAGE object. */

@@ -17,38 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "formats.h"
 
 #define ST_MAX_DEPTH 64 /* JSON nesting accepted (only 3 levels are meaningful) */
 #define ST_MAX_NDIM 64  /* dimensions of one tensor */
 
-/* ---- dtype table ---------------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    ckpz_dtype dtype;
-    unsigned size;
-} st_dtypes[] = {
-    {"F64", CKPZ_DTYPE_F64, 8},         {"F32", CKPZ_DTYPE_F32, 4},
-    {"F16", CKPZ_DTYPE_F16, 2},         {"BF16", CKPZ_DTYPE_BF16, 2},
-    {"F8_E4M3", CKPZ_DTYPE_F8E4M3, 1},  {"F8_E5M2", CKPZ_DTYPE_F8E5M2, 1},
-    {"I64", CKPZ_DTYPE_I64, 8},         {"I32", CKPZ_DTYPE_I32, 4},
-    {"I16", CKPZ_DTYPE_I16, 2},         {"I8", CKPZ_DTYPE_I8, 1},
-    {"U64", CKPZ_DTYPE_U64, 8},         {"U32", CKPZ_DTYPE_U32, 4},
-    {"U16", CKPZ_DTYPE_U16, 2},         {"U8", CKPZ_DTYPE_U8, 1},
-    {"BOOL", CKPZ_DTYPE_BOOL, 1},
-};
-
+/* The dtype named s[0..len) (the dtype table's safetensors names) and its size; NONE and
+ * size 0 for a name the table does not have. */
 static ckpz_dtype st_dtype(const char *s, size_t len, unsigned *size)
 {
-    for (size_t i = 0; i < sizeof(st_dtypes) / sizeof(st_dtypes[0]); i++) {
-        if (strlen(st_dtypes[i].name) == len && memcmp(st_dtypes[i].name, s, len) == 0) {
-            *size = st_dtypes[i].size;
-            return st_dtypes[i].dtype;
-        }
+    ckpz_dtype t = dtype_find(DT_NAMES_SAFETENSORS, s, len);
+    if (t == CKPZ_DTYPE_COUNT_) {
+        *size = 0;
+        return CKPZ_DTYPE_NONE;
     }
-    *size = 0;
-    return CKPZ_DTYPE_NONE;
+    *size = ckpz_dtype_size(t);
+    return t;
 }
 
 /* ---- parser state ------------------------------------------------------------------ */

@@ -1,12 +1,13 @@
 /* features.c — per-tensor features from sampled windows (see features.h).
  *
  * One pass over the sample: each element is split into its exponent field and its top
- * mantissa bits (histograms for the entropies) and decoded to a double (zeros, mean
- * |x|, std, the range, and the range of each block of 64), and compared with the
- * element before (the change of exponent, whose entropy tells how much an order-1
- * model of the exponent plane gains at levels >= 4, and exact repeats, which zstd
- * finds at level 6). Integer types use their top byte as the "exponent" and the next
- * byte as the "mantissa", which is what a byte-plane coder sees of them. The blocks run over the windows back to back, so the
+ * mantissa bits (histograms for the entropies) and decoded to a double (zeros, mean |x|,
+ * std, the range, and the range of each block of 64), both as the dtype table
+ * (common/dtype.h) defines the type, and compared with the element before (the change of
+ * exponent, whose entropy tells how much an order-1 model of the exponent plane gains at
+ * levels >= 4, and exact repeats, which zstd finds at level 6). Integer types use their
+ * top byte as the "exponent" and the next byte as the "mantissa", which is what a
+ * byte-plane coder sees of them. The blocks run over the windows back to back, so the
  * few that straddle two windows mix distant parts of the tensor (at most 3 of them).
  * The candidate's columns come from the setting and from what the quantiser made of
  * the sample (lossy_sample.c). Scaled so that every feature is of order 1 before the
@@ -15,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/bytes.h"
+#include "common/dtype.h"
 #include "predict/features.h"
 #include "transforms/quant.h"
 
@@ -67,23 +68,6 @@ double feat_entropy(const uint32_t *h, size_t bins, double total)
     return e < 0 ? 0 : e;
 }
 
-/* A small float of ebits exponent and mbits mantissa bits (f16, f8) to double;
- * returns 0 for Inf/NaN (their exponent field is all ones), setting *finite = 0. */
-static double small_float(uint32_t v, unsigned ebits, unsigned mbits, int *finite)
-{
-    uint32_t e = (v >> mbits) & ((1u << ebits) - 1), m = v & ((1u << mbits) - 1);
-    int bias = (1 << (ebits - 1)) - 1;
-    double x;
-    *finite = 1;
-    if (e == (1u << ebits) - 1 && ebits == 5) { /* f16, e5m2: Inf/NaN; e4m3 has no Inf */
-        *finite = 0;
-        return 0;
-    }
-    if (e == 0) x = ldexp((double)m, 1 - bias - (int)mbits);
-    else x = ldexp(1.0 + (double)m / (double)(1u << mbits), (int)e - bias);
-    return (v >> (ebits + mbits)) & 1 ? -x : x;
-}
-
 static double scaled_log2(double v)
 {
     if (!(v > 0)) return -4;
@@ -102,9 +86,10 @@ double feat_range_extrapolate(double range, uint64_t sampled, uint64_t total)
 void feat_compute(ckpz_dtype t, uint64_t length, const uint8_t *p, size_t n, int level, const feat_lossy *lossy,
                   double out[FEAT_COUNT])
 {
-    unsigned es = ckpz_dtype_size(t);
+    const dtype_info *d = dtype_get(t);
+    unsigned es = d->size;
     size_t count = es ? n / es : 0;
-    unsigned ebins = 256;
+    unsigned ebins = d->cls == DT_FLOAT ? 1u << d->ebits : 256;
     uint64_t zeros = 0, finite_n = 0, blocks = 0;
     double sum = 0, sumsq = 0, sumabs = 0, lo = INFINITY, hi = -INFINITY;
     double blo = INFINITY, bhi = -INFINITY, blogs = 0; /* the current block's range; sum of log2 ranges */
@@ -118,71 +103,19 @@ void feat_compute(ckpz_dtype t, uint64_t length, const uint8_t *p, size_t n, int
 
     for (size_t i = 0; i < count; i++) {
         const uint8_t *q = p + i * es;
-        double x;
+        double x = d->to_double(q);
         int finite = 1;
         uint32_t e, m;
-        switch (t) {
-        case CKPZ_DTYPE_BF16: {
-            uint32_t v = ld16(q);
-            e = (v >> 7) & 0xFF;
-            m = v & 0x7F;
-            uint32_t w = v << 16;
-            float f;
-            memcpy(&f, &w, 4);
-            x = f;
-            finite = e != 0xFF;
-            break;
-        }
-        case CKPZ_DTYPE_F32: {
-            uint32_t v = ld32(q);
-            e = (v >> 23) & 0xFF;
-            m = (v >> 15) & 0xFF;
-            float f;
-            memcpy(&f, &v, 4);
-            x = f;
-            finite = e != 0xFF;
-            break;
-        }
-        case CKPZ_DTYPE_F16: {
-            uint32_t v = ld16(q);
-            e = (v >> 10) & 0x1F;
-            m = (v >> 2) & 0xFF;
-            x = small_float(v, 5, 10, &finite);
-            ebins = 32;
-            break;
-        }
-        case CKPZ_DTYPE_F64: {
-            uint64_t v = ld64(q);
-            e = (uint32_t)(v >> 52) & 0x7FF;
-            m = (uint32_t)(v >> 44) & 0xFF;
-            memcpy(&x, &v, 8);
-            finite = e != 0x7FF;
-            ebins = 2048;
-            break;
-        }
-        case CKPZ_DTYPE_F8E4M3:
-            e = (q[0] >> 3) & 0xF;
-            m = q[0] & 7;
-            x = small_float(q[0], 4, 3, &finite);
-            finite = finite && (q[0] & 0x7F) != 0x7F;
-            ebins = 16;
-            break;
-        case CKPZ_DTYPE_F8E5M2:
-            e = (q[0] >> 2) & 0x1F;
-            m = q[0] & 3;
-            x = small_float(q[0], 5, 2, &finite);
-            ebins = 32;
-            break;
-        case CKPZ_DTYPE_I8: x = (int8_t)q[0]; e = q[0]; m = 0; break;
-        case CKPZ_DTYPE_U8:
-        case CKPZ_DTYPE_BOOL: x = q[0]; e = q[0]; m = 0; break;
-        case CKPZ_DTYPE_I16: x = (int16_t)ld16(q); e = q[1]; m = q[0]; break;
-        case CKPZ_DTYPE_U16: x = ld16(q); e = q[1]; m = q[0]; break;
-        case CKPZ_DTYPE_I32: x = (int32_t)ld32(q); e = q[3]; m = q[2]; break;
-        case CKPZ_DTYPE_U32: x = ld32(q); e = q[3]; m = q[2]; break;
-        case CKPZ_DTYPE_I64: x = (double)(int64_t)ld64(q); e = q[7]; m = q[6]; break;
-        case CKPZ_DTYPE_U64: x = (double)ld64(q); e = q[7]; m = q[6]; break;
-        default: x = q[0]; e = q[0]; m = 0; break;
+        if (d->cls == DT_FLOAT) {
+            /* the exponent field and the top 8 bits of the mantissa */
+            uint64_t v = 0;
+            for (unsigned k = 0; k < es; k++) v |= (uint64_t)q[k] << (8 * k);
+            e = (uint32_t)(v >> d->mbits) & ((1u << d->ebits) - 1);
+            m = (uint32_t)((v & (((uint64_t)1 << d->mbits) - 1)) >> (d->mbits > 8 ? d->mbits - 8 : 0));
+            finite = isfinite(x);
+        } else { /* integers: what a byte-plane coder sees, the top byte and the next */
+            e = q[es - 1];
+            m = es > 1 ? q[es - 2] : 0;
         }
         ehist[e]++;
         mhist[m]++;

@@ -45,10 +45,4 @@ ptrdiff_t esc_count(unsigned T, const uint8_t *a, size_t elems);
 int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
                 uint8_t *const *top);
 
-/* Tests set 0 to turn the vector loops off (both paths write the same bytes), here and
- * in pred_forward_esc (predict.h). */
-extern int esc_simd_cap;
-/* 1 when the vector loops may run: AVX-512 F, BW, VL, VBMI and VBMI2, and esc_simd_cap. */
-int esc_have_avx512(void);
-
 #endif

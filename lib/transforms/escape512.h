@@ -1,7 +1,7 @@
 /* escape512.h — the AVX-512 step of the escape transform's encoder (escape.h) on 64
- * elements' top bytes held in registers, shared by escape.c and by the prediction fused
- * with it (predict.c), so that both write the same bytes. x86-64 with GCC or clang only;
- * needs AVX-512 BW and VBMI2 (vpcompressb) at run time. */
+ * elements' top bytes held in registers, shared by escape_avx512.c and by the prediction
+ * fused with it (predict_avx512.c), so that both write the same bytes. x86-64 with GCC or
+ * clang only; needs CPU_VBMI2 (common/cpu.h: AVX-512 BW and vpcompressb) at run time. */
 #ifndef CKPZ_ESCAPE512_H
 #define CKPZ_ESCAPE512_H
 

@@ -1,9 +1,8 @@
 /* planes.c — byte-plane split and merge (see planes.h). These passes touch every byte
  * of every chunk twice, so the common float widths (2 and 4 bytes) have SSE2 loops —
  * baseline on x86-64, no run-time dispatch — that process 16 elements per step, and
- * AVX-512 loops (VBMI byte permutes, chosen at run time) that gather a plane's bytes
- * of 64 elements with one or two vpermt2b each, about three times the SSE2 speed;
- * the portable loops handle other widths, other hosts and the last few elements. */
+ * AVX-512 loops (planes_avx512.c, chosen at run time) about three times faster; the
+ * portable loops handle other widths, other hosts and the last few elements. */
 #include "planes.h"
 
 #include <string.h>
@@ -11,25 +10,16 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/cpu.h"
+#include "common/dtype.h"
 #include "entropy/entropy.h"
+#include "simd.h"
 
 void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 {
-    unsigned s = ckpz_dtype_size(dtype);
-    *esize = (uint8_t)s;
-    switch (dtype) {
-    case CKPZ_DTYPE_BF16:
-    case CKPZ_DTYPE_F16:
-    case CKPZ_DTYPE_F32:
-    case CKPZ_DTYPE_F64: *xf = XF_FLOAT; break;
-    case CKPZ_DTYPE_I16:
-    case CKPZ_DTYPE_I32:
-    case CKPZ_DTYPE_I64:
-    case CKPZ_DTYPE_U16:
-    case CKPZ_DTYPE_U32:
-    case CKPZ_DTYPE_U64: *xf = XF_INT; break;
-    default: *xf = XF_NONE; *esize = 1; break;
-    }
+    const dtype_info *d = dtype_get(dtype);
+    *xf = d->layout == DT_LAYOUT_FLOAT ? XF_FLOAT : d->layout == DT_LAYOUT_INT ? XF_INT : XF_NONE;
+    *esize = *xf == XF_NONE ? 1 : (uint8_t)d->size;
 }
 
 unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
@@ -39,7 +29,7 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
         sizes[0] = n;
         return 1;
     }
-    if (xf >= XF_COUNT_ || (esize != 2 && esize != 4 && esize != 8)) return 0;
+    if ((xf != XF_FLOAT && xf != XF_INT) || (esize != 2 && esize != 4 && esize != 8)) return 0;
     size_t elems = n / esize, tail = n % esize;
     for (unsigned i = 0; i < esize; i++) sizes[i] = elems;
     if (!tail) return esize;
@@ -47,17 +37,13 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
     return esize + 1u;
 }
 
-int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i)
+int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i)
 {
+    static const int hint[] = {[DT_ROLE_OPAQUE] = ENT_HINT_OPAQUE, [DT_ROLE_EXPONENT] = ENT_HINT_EXPONENT,
+                               [DT_ROLE_MANTISSA] = ENT_HINT_MANTISSA, [DT_ROLE_INT] = ENT_HINT_INT};
+    const dtype_info *d = dtype_get(dtype);
     if (i >= esize) return ENT_HINT_OPAQUE; /* tail bytes */
-    switch (xf) {
-    case XF_FLOAT: return i == 0 ? ENT_HINT_EXPONENT : (i == 1 && esize == 8 ? ENT_HINT_EXPONENT : ENT_HINT_MANTISSA);
-    case XF_INT: return ENT_HINT_INT;
-    default:
-        if (dtype == CKPZ_DTYPE_F8E4M3 || dtype == CKPZ_DTYPE_F8E5M2) return ENT_HINT_EXPONENT;
-        if (dtype == CKPZ_DTYPE_NONE) return ENT_HINT_OPAQUE;
-        return ENT_HINT_INT;
-    }
+    return i < d->exp_planes ? ENT_HINT_EXPONENT : hint[d->role];
 }
 
 /* Portable loops over `count` elements; q[b] / p[b] point at each plane's first byte
@@ -180,126 +166,6 @@ static size_t merge4_sse2(const uint8_t *const *pl, size_t elems, uint8_t *dst, 
 }
 #endif
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define XF_HAVE_AVX512 1
-#include "split512.h"
-
-int xf_have_avx512(void)
-{
-    static int v = -1; /* racing threads compute the same value */
-    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (r < 0) {
-        r = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vbmi");
-        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
-    }
-    return r;
-}
-
-static inline T512 __m512i rotl16_512(__m512i v, int rot)
-{
-    return rot ? _mm512_or_si512(_mm512_slli_epi16(v, 1), _mm512_srli_epi16(v, 15)) : v;
-}
-
-static inline T512 __m512i rotr16_512(__m512i v, int rot)
-{
-    return rot ? _mm512_or_si512(_mm512_srli_epi16(v, 1), _mm512_slli_epi16(v, 15)) : v;
-}
-
-/* 64 elements per step; returns how many elements were done. */
-T512 static size_t split2_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
-{
-    const __m512i ih = split_idx2(1), il = split_idx2(0);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        __m512i a = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e)), rot);
-        __m512i b = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e + 64)), rot);
-        split2_step(a, b, ih, il, pl[0] + e, pl[1] + e);
-    }
-    return e;
-}
-
-T512 static size_t merge2_avx512(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
-{
-    /* Output byte 2j is plane 1's byte j, 2j + 1 plane 0's (index 64 + j). */
-    uint8_t t0[64], t1[64];
-    for (int j = 0; j < 64; j++) {
-        t0[j] = (uint8_t)((j & 1 ? 64 : 0) + j / 2);
-        t1[j] = (uint8_t)(t0[j] + 32);
-    }
-    const __m512i i0 = _mm512_loadu_si512((const void *)t0), i1 = _mm512_loadu_si512((const void *)t1);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        __m512i hi = _mm512_loadu_si512((const void *)(pl[0] + e));
-        __m512i lo = _mm512_loadu_si512((const void *)(pl[1] + e));
-        _mm512_storeu_si512((void *)(dst + 2 * e), rotr16_512(_mm512_permutex2var_epi8(lo, i0, hi), rot));
-        _mm512_storeu_si512((void *)(dst + 2 * e + 64), rotr16_512(_mm512_permutex2var_epi8(lo, i1, hi), rot));
-    }
-    return e;
-}
-
-T512 static size_t split4_avx512(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
-{
-    const __m512i i32 = split_idx4(3), i10 = split_idx4(1);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        const uint8_t *s = src + 4 * e;
-        __m512i a = _mm512_loadu_si512((const void *)s), b = _mm512_loadu_si512((const void *)(s + 64));
-        __m512i c = _mm512_loadu_si512((const void *)(s + 128)), d = _mm512_loadu_si512((const void *)(s + 192));
-        if (rot) {
-            a = _mm512_rol_epi32(a, 1);
-            b = _mm512_rol_epi32(b, 1);
-            c = _mm512_rol_epi32(c, 1);
-            d = _mm512_rol_epi32(d, 1);
-        }
-        split4_step(a, b, c, d, i32, i10, pl[0] + e, pl[1] + e, pl[2] + e, pl[3] + e);
-    }
-    return e;
-}
-
-T512 static size_t merge4_avx512(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
-{
-    /* Two planes interleaved as 16-bit pairs first (0|1 and 2|3, 32 elements each),
-     * then the pairs into elements: byte 4j+m of the 16 elements comes from byte
-     * 2j + (m & 1) of one pair vector (m >= 2) or the other. */
-    uint8_t ta[64], tb[64], tc[64];
-    for (int j = 0; j < 64; j++) {
-        ta[j] = (uint8_t)((j & 1 ? 0 : 64) + j / 2);    /* byte 2j: plane 1, 2j+1: plane 0 */
-        tb[j] = (uint8_t)(ta[j] + 32);
-        int el = j / 4, m = j % 4;                       /* element 16q + el, byte m */
-        tc[j] = (uint8_t)((m >= 2 ? 0 : 64) + 2 * el + (m & 1));
-    }
-    const __m512i ia = _mm512_loadu_si512((const void *)ta), ib = _mm512_loadu_si512((const void *)tb);
-    const __m512i ic = _mm512_loadu_si512((const void *)tc);
-    const __m512i step = _mm512_set1_epi8(32);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        __m512i p0 = _mm512_loadu_si512((const void *)(pl[0] + e));
-        __m512i p1 = _mm512_loadu_si512((const void *)(pl[1] + e));
-        __m512i p2 = _mm512_loadu_si512((const void *)(pl[2] + e));
-        __m512i p3 = _mm512_loadu_si512((const void *)(pl[3] + e));
-        /* hi16: (p0 << 8 | p1) per element, lo16: (p2 << 8 | p3); first/second 32 elements */
-        __m512i h0 = _mm512_permutex2var_epi8(p0, ia, p1), h1 = _mm512_permutex2var_epi8(p0, ib, p1);
-        __m512i l0 = _mm512_permutex2var_epi8(p2, ia, p3), l1 = _mm512_permutex2var_epi8(p2, ib, p3);
-        uint8_t *d = dst + 4 * e;
-        __m512i ic1 = _mm512_add_epi8(ic, step);
-        __m512i v0 = _mm512_permutex2var_epi8(h0, ic, l0), v1 = _mm512_permutex2var_epi8(h0, ic1, l0);
-        __m512i v2 = _mm512_permutex2var_epi8(h1, ic, l1), v3 = _mm512_permutex2var_epi8(h1, ic1, l1);
-        if (rot) {
-            v0 = _mm512_ror_epi32(v0, 1);
-            v1 = _mm512_ror_epi32(v1, 1);
-            v2 = _mm512_ror_epi32(v2, 1);
-            v3 = _mm512_ror_epi32(v3, 1);
-        }
-        _mm512_storeu_si512((void *)d, v0);
-        _mm512_storeu_si512((void *)(d + 64), v1);
-        _mm512_storeu_si512((void *)(d + 128), v2);
-        _mm512_storeu_si512((void *)(d + 192), v3);
-    }
-    return e;
-}
-#endif
-
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane)
 {
     if (xf == XF_NONE) {
@@ -308,9 +174,9 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
     }
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
-#if defined(XF_HAVE_AVX512)
-    if ((esize == 2 || esize == 4) && xf_have_avx512()) {
-        done = esize == 2 ? split2_avx512(src, elems, plane, rot) : split4_avx512(src, elems, plane, rot);
+#ifdef XF_HAVE_X86
+    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX512) {
+        done = xf_split_avx512(esize, src, elems, plane, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             uint8_t *q[5];
             for (unsigned b = 0; b < esize; b++) q[b] = plane[b] + done;
@@ -338,9 +204,9 @@ void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, 
     }
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
-#if defined(XF_HAVE_AVX512)
-    if ((esize == 2 || esize == 4) && xf_have_avx512()) {
-        done = esize == 2 ? merge2_avx512(plane, elems, dst, rot) : merge4_avx512(plane, elems, dst, rot);
+#ifdef XF_HAVE_X86
+    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX512) {
+        done = xf_merge_avx512(esize, plane, elems, dst, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             const uint8_t *p[5];
             for (unsigned b = 0; b < esize; b++) p[b] = plane[b] + done;

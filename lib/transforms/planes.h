@@ -14,34 +14,22 @@
 #include <stdint.h>
 
 #include "ckpz.h"
+#include "xform.h" /* the ids: XF_NONE, XF_FLOAT, XF_INT are the byte-plane transforms */
 
-/* Transform ids are stored in chunk records: the numbers are fixed. */
-enum xf_id {
-    XF_NONE = 0,   /* one plane: the bytes as they are */
-    XF_FLOAT = 1,  /* rotate left 1, split MSB first */
-    XF_INT = 2,    /* split MSB first */
-    XF_COUNT_,     /* the byte-plane transforms above; the next is not one of them */
-    XF_QUANT = 3,  /* lossy codes and their side planes (transforms/quant.h) */
-    XF_ESC = 4     /* DIFF residuals: low byte planes, top bytes escape-coded (transforms/escape.h) */
-};
-
-#define XF_MAX_PLANES 9 /* 8 byte planes + the tail */
-
-/* The transform and element size used for a dtype. */
+/* The transform and element size used for a dtype (its layout in common/dtype.h). */
 void xf_choose(ckpz_dtype dtype, uint8_t *xf, uint8_t *esize);
 
 /* Number of planes and their sizes for n bytes; returns the plane count, 0 if the
- * (xf, esize) pair is invalid. sizes[] needs XF_MAX_PLANES entries. */
+ * (xf, esize) pair is not a byte-plane transform's. sizes[] needs XF_MAX_PLANES entries. */
 unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes);
 
-/* Role of plane i (an ent_hint) for the entropy stage. */
-int xf_plane_hint(uint8_t xf, uint8_t esize, ckpz_dtype dtype, unsigned i);
+/* Role of plane i (an ent_hint) for the entropy stage, in the dtype's own transform
+ * (xf_choose) with element size esize: the dtype table's plane roles; planes from esize on
+ * hold tail bytes. */
+int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i);
 
 /* Writes plane i of n source bytes to plane[i] (sizes as xf_plane_sizes gives them). */
 void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *const *plane);
-/* 1 when the AVX-512 split and merge (and predict.c's fused split) may run on this CPU
- * (AVX-512 F, BW and VBMI). */
-int xf_have_avx512(void);
 
 /* Inverse of xf_split, reading plane i from plane[i] (the planes need not be adjacent,
  * so a stored plane is merged straight from the compressed payload). */

@@ -6,7 +6,8 @@
  * Forward and inverse touch every byte of every delta chunk, so they have SSE2 loops —
  * baseline on x86-64, no run-time dispatch — for every width, 32 or 64 bytes per step
  * (about 20 GB/s for float DIFF, 50 for XOR from L2); the portable loops handle other
- * hosts and the last few elements. The choice histograms a sample of at most 16 KiB. */
+ * hosts and the last few elements; AVX-512 loops fuse the residual with the plane split
+ * (predict_avx512.c). The choice histograms a sample of at most 16 KiB. */
 #include "predict.h"
 
 #include <math.h>
@@ -15,8 +16,11 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/cpu.h"
+#include "common/dtype.h"
 #include "escape.h"
 #include "planes.h"
+#include "simd.h"
 
 const char *pred_name(uint8_t pred)
 {
@@ -29,18 +33,7 @@ const char *pred_name(uint8_t pred)
     return "?";
 }
 
-int pred_is_float(ckpz_dtype dtype)
-{
-    switch (dtype) {
-    case CKPZ_DTYPE_BF16:
-    case CKPZ_DTYPE_F16:
-    case CKPZ_DTYPE_F32:
-    case CKPZ_DTYPE_F64:
-    case CKPZ_DTYPE_F8E4M3:
-    case CKPZ_DTYPE_F8E5M2: return 1;
-    default: return 0;
-    }
-}
+int pred_is_float(ckpz_dtype dtype) { return dtype_is_float(dtype); }
 
 void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 {
@@ -298,195 +291,18 @@ void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, 
     if (whole < n) diff_inv_scalar(1, 0, r + whole, b + whole, n - whole, x + whole);
 }
 
-/* ---- residual and plane split in one pass (AVX-512) ---------------------------------
- * The residual never leaves registers: 64 elements are predicted and their bytes
- * gathered into planes with vpermt2b, which saves the delta path a store and a reload
- * of every residual byte and runs the prediction 64 bytes wide (about twice the SSE2
- * loop's speed). */
-int pred_simd_cap = 1;
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define PRED_HAVE_AVX512 1
-#include "split512.h"
-
-static int have_avx512(void) { return xf_have_avx512() && pred_simd_cap; }
-
-/* Residual of one vector of 16- or 32-bit elements (W = 2 or 4), rotated left by one
- * bit when ROT (XF_FLOAT); constant arguments compile the unused steps out. */
-static inline __attribute__((always_inline)) T512 __m512i res_vec(int W, int xor_, int flt, int rot,
-                                                                   __m512i u, __m512i v)
-{
-    __m512i r;
-    if (xor_) {
-        r = _mm512_xor_si512(u, v);
-    } else if (W == 2) {
-        if (flt) {
-            u = _mm512_xor_si512(u, _mm512_srli_epi16(_mm512_srai_epi16(u, 15), 1));
-            v = _mm512_xor_si512(v, _mm512_srli_epi16(_mm512_srai_epi16(v, 15), 1));
-        }
-        __m512i d = _mm512_sub_epi16(u, v);
-        r = _mm512_xor_si512(_mm512_add_epi16(d, d), _mm512_srai_epi16(d, 15));
-    } else {
-        if (flt) {
-            u = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
-            v = _mm512_xor_si512(v, _mm512_srli_epi32(_mm512_srai_epi32(v, 31), 1));
-        }
-        __m512i d = _mm512_sub_epi32(u, v);
-        r = _mm512_xor_si512(_mm512_add_epi32(d, d), _mm512_srai_epi32(d, 31));
-    }
-    if (rot)
-        r = W == 2 ? _mm512_or_si512(_mm512_slli_epi16(r, 1), _mm512_srli_epi16(r, 15))
-                   : _mm512_rol_epi32(r, 1);
-    return r;
-}
-
-#define LD(p) _mm512_loadu_si512((const void *)(p))
-#define ST(p, v) _mm512_storeu_si512((void *)(p), v)
-
-/* 64 elements per step, most significant byte to plane 0; returns elements done. */
-static inline __attribute__((always_inline)) T512 size_t
-fs2(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *p0,
-    uint8_t *p1)
-{
-    const __m512i hi = split_idx2(1), lo = split_idx2(0);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        const uint8_t *xs = x + 2 * e, *bs = b + 2 * e;
-        __m512i r0 = res_vec(2, xor_, flt, rot, LD(xs), LD(bs));
-        __m512i r1 = res_vec(2, xor_, flt, rot, LD(xs + 64), LD(bs + 64));
-        split2_step(r0, r1, hi, lo, p0 + e, p1 + e);
-    }
-    return e;
-}
-
-static inline __attribute__((always_inline)) T512 size_t
-fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *const *q)
-{
-    const __m512i top = split_idx4(3), bot = split_idx4(1);
-    size_t e = 0;
-    for (; e + 64 <= elems; e += 64) {
-        const uint8_t *xs = x + 4 * e, *bs = b + 4 * e;
-        __m512i r0 = res_vec(4, xor_, flt, rot, LD(xs), LD(bs));
-        __m512i r1 = res_vec(4, xor_, flt, rot, LD(xs + 64), LD(bs + 64));
-        __m512i r2 = res_vec(4, xor_, flt, rot, LD(xs + 128), LD(bs + 128));
-        __m512i r3 = res_vec(4, xor_, flt, rot, LD(xs + 192), LD(bs + 192));
-        split4_step(r0, r1, r2, r3, top, bot, q[0] + e, q[1] + e, q[2] + e, q[3] + e);
-    }
-    return e;
-}
-#undef LD
-#undef ST
-
-#define FS2(X, F, R)                                                                      \
-    T512 static size_t fs2_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n,         \
-                                     uint8_t *const *q)                                   \
-    {                                                                                     \
-        return fs2(X, F, R, x, b, n, q[0], q[1]);                                         \
-    }
-#define FS4(X, F, R)                                                                      \
-    T512 static size_t fs4_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n,         \
-                                     uint8_t *const *q)                                   \
-    {                                                                                     \
-        return fs4(X, F, R, x, b, n, q);                                                  \
-    }
-/* XOR (rotated or not), DIFF of integers and of floats (never rotated). */
-FS2(1, 0, 0) FS2(1, 0, 1) FS2(0, 0, 0) FS2(0, 1, 0)
-FS4(1, 0, 0) FS4(1, 0, 1) FS4(0, 0, 0) FS4(0, 1, 0)
-#undef FS2
-#undef FS4
-
-/* DIFF, split and escape-coded (escape.h) in one pass, 64 elements per step: the top
- * K = W - L bytes go through esc_step, the L low bytes to their planes. */
-#include "escape512.h"
-
-/* W, flt and L are constants in every copy below, so that the planes stay in registers
- * and the loop holds no stores but the planes'. */
-static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, unsigned L, unsigned T,
-                                                             const uint8_t *x, const uint8_t *b, size_t elems,
-                                                             uint8_t *const *low, uint8_t *a, uint8_t *const *e,
-                                                             size_t *ne)
-{
-    const __m512i t = _mm512_set1_epi8((char)T);
-    uint8_t *lo0 = L > 0 ? low[0] : NULL, *lo1 = L > 1 ? low[1] : NULL;
-    uint8_t *const es[2] = {e[0], W - L == 2 ? e[1] : NULL};
-    size_t i = 0, n_e = *ne;
-    if (W == 2) {
-        const __m512i ih = split_idx2(1), il = split_idx2(0);
-        for (; i + 64 <= elems; i += 64) {
-            const uint8_t *xs = x + 2 * i, *bs = b + 2 * i;
-            __m512i r0 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs));
-            __m512i r1 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
-                                 _mm512_loadu_si512((const void *)(bs + 64)));
-            __m512i p[2]; /* high bytes, low bytes */
-            split2_vec(r0, r1, ih, il, p);
-            if (L == 0) {
-                esc_step(2, t, p[0], p[1], a + i, es, &n_e);
-            } else {
-                _mm512_storeu_si512((void *)(lo0 + i), p[1]);
-                esc_step(1, t, p[0], p[0], a + i, es, &n_e);
-            }
-        }
-        *ne = n_e;
-        return i;
-    }
-    const __m512i i32 = split_idx4(3), i10 = split_idx4(1);
-    for (; i + 64 <= elems; i += 64) {
-        const uint8_t *xs = x + 4 * i, *bs = b + 4 * i;
-        __m512i p[4];
-        split4_vec(res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs)),
-                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
-                           _mm512_loadu_si512((const void *)(bs + 64))),
-                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 128)),
-                           _mm512_loadu_si512((const void *)(bs + 128))),
-                   res_vec(4, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 192)),
-                           _mm512_loadu_si512((const void *)(bs + 192))),
-                   i32, i10, p);
-        if (L == 2) {
-            _mm512_storeu_si512((void *)(lo0 + i), p[2]);
-            _mm512_storeu_si512((void *)(lo1 + i), p[3]);
-            esc_step(2, t, p[0], p[1], a + i, es, &n_e);
-        } else {
-            _mm512_storeu_si512((void *)(lo0 + i), p[1]);
-            _mm512_storeu_si512((void *)(lo1 + i), p[2]);
-            _mm512_storeu_si512((void *)(low[2] + i), p[3]);
-            esc_step(1, t, p[0], p[0], a + i, es, &n_e);
-        }
-    }
-    *ne = n_e;
-    return i;
-}
-
-/* One copy per element size, float or integer, and number of low planes L (W - L is
- * 1 or 2). */
-#define FE(W, F, L)                                                                                     \
-    T512E static size_t fe##W##_##F##_##L(unsigned T, const uint8_t *x, const uint8_t *b, size_t n,       \
-                                          uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *ne) \
-    {                                                                                                   \
-        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                  \
-    }
-FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
-#undef FE
-#endif
-
+/* ---- residual and plane split in one pass (predict_avx512.c) ----------------------- */
 size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
                           const uint8_t *b, size_t n, uint8_t *const *plane)
 {
-#ifdef PRED_HAVE_AVX512
+#ifdef XF_HAVE_X86
     if ((pred != PRED_XOR && pred != PRED_DIFF) || (xf != XF_INT && xf != XF_FLOAT) ||
-        (esize != 2 && esize != 4) || !have_avx512())
+        (esize != 2 && esize != 4) || cpu_level() < CPU_AVX512)
         return 0;
-    int rot = xf == XF_FLOAT, flt = is_float != 0;
-    size_t elems = n / esize, done;
-    typedef size_t (*fn)(const uint8_t *, const uint8_t *, size_t, uint8_t *const *);
-    fn f;
-    if (pred == PRED_XOR)
-        f = esize == 2 ? (rot ? fs2_101 : fs2_100) : (rot ? fs4_101 : fs4_100);
-    else if (rot) /* DIFF is split as integers: no rotation */
+    int rot = xf == XF_FLOAT;
+    if (pred == PRED_DIFF && rot) /* DIFF is split as integers: no rotation */
         return 0;
-    else
-        f = esize == 2 ? (flt ? fs2_010 : fs2_000) : (flt ? fs4_010 : fs4_000);
-    done = f(x, b, elems, plane);
-    return done * esize;
+    return pred_split_avx512(pred == PRED_XOR, is_float != 0, rot, esize, x, b, n / esize, plane) * esize;
 #else
     (void)pred, (void)xf, (void)esize, (void)is_float, (void)x, (void)b, (void)n, (void)plane;
     return 0;
@@ -496,16 +312,10 @@ size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float
 size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                         size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc)
 {
-#ifdef PRED_HAVE_AVX512
-    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !have_avx512() || !esc_have_avx512())
+#ifdef XF_HAVE_X86
+    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !(cpu_features() & CPU_VBMI2))
         return 0;
-    size_t elems = n / esize;
-    int flt = is_float != 0;
-    typedef size_t (*fn)(unsigned, const uint8_t *, const uint8_t *, size_t, uint8_t *const *, uint8_t *,
-                         uint8_t *const *, size_t *);
-    static const fn tab[2][2][2] = {{{fe2_0_0, fe2_0_1}, {fe2_1_0, fe2_1_1}},
-                                    {{fe4_0_2, fe4_0_3}, {fe4_1_2, fe4_1_3}}};
-    return tab[esize == 4][flt][L - (esize - 2)](T, x, b, elems, low, a, e, nesc);
+    return pred_esc_avx512(esize, is_float != 0, L, T, x, b, n / esize, low, a, e, nesc);
 #else
     (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e,
         (void)nesc;

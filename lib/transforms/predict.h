@@ -30,7 +30,7 @@ enum pred_id {
 /* "none", "xor", "diff", "copy"; "?" for other values. */
 const char *pred_name(uint8_t pred);
 
-/* 1 for the float dtypes (bf16, f16, f32, f64, f8e4m3, f8e5m2). */
+/* 1 for the float dtypes (the dtype table's class): DIFF maps them with M below. */
 int pred_is_float(ckpz_dtype dtype);
 
 /* Residual r of n bytes x against the base's bytes b (same length). esize = element
@@ -63,8 +63,6 @@ size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float
  * of 64, or 0 where it cannot run; the caller does the rest. */
 size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                         size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
-/* Tests set 0 to turn the vector loops of pred_forward_split and pred_forward_esc off. */
-extern int pred_simd_cap;
 
 /* Chooses the predictor for chunk x[0..n) against its base b[0..n): PRED_NONE, PRED_XOR
  * or PRED_DIFF, the one whose residual (x itself for NONE) has the lowest estimated

@@ -15,123 +15,18 @@
 #include <string.h>
 
 #include "common/bytes.h"
+#include "common/dtype.h"
 
-/* ---- elements as doubles ------------------------------------------------------------ */
+/* ---- elements as doubles ------------------------------------------------------------
+ * Through the dtype table (common/dtype.h); f32 and bf16, the common checkpoint dtypes,
+ * also inline (dt_ld_b32, dt_st_b32: the same values) in the loops that take them. */
 
-static double h2d(uint16_t h)
-{
-    uint32_t s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 0) v = ldexp((double)m, -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = ldexp((double)(m | 1024), (int)e - 25);
-    return s ? -v : v;
-}
-
-/* Round to nearest, ties to even, through float (the double -> float step rounds once,
- * the float -> half step once more; encoder and decoder both do exactly this). */
-static uint16_t f2h(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) return (uint16_t)(s | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0));
-    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u); /* rounds to >= 65520: Inf */
-    if (a < 0x38800000u) {                                /* below 2^-14: subnormal half */
-        float t;
-        memcpy(&t, &a, 4);
-        double sub = (double)t * 16777216.0; /* in units of 2^-24, exact */
-        double r = nearbyint(sub);           /* default rounding mode: ties to even */
-        return (uint16_t)(s | (uint32_t)r);
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
-    return (uint16_t)(s | ((r - 0x38000000u) >> 13));
-}
-
-static double ld_el(ckpz_dtype t, const uint8_t *p)
-{
-    switch (t) {
-    case CKPZ_DTYPE_BF16: {
-        uint32_t u = (uint32_t)ld16(p) << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    case CKPZ_DTYPE_F16: return h2d(ld16(p));
-    case CKPZ_DTYPE_F32: {
-        uint32_t u = ld32(p);
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    default: {
-        uint64_t u = ld64(p);
-        double d;
-        memcpy(&d, &u, 8);
-        return d;
-    }
-    }
-}
-
-static void st_el(ckpz_dtype t, uint8_t *p, double v)
-{
-    switch (t) {
-    case CKPZ_DTYPE_BF16: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u; /* NaN stays NaN */
-        else u += 0x7fffu + ((u >> 16) & 1u);
-        st16(p, (uint16_t)(u >> 16));
-        break;
-    }
-    case CKPZ_DTYPE_F16: st16(p, f2h((float)v)); break;
-    case CKPZ_DTYPE_F32: {
-        float f = (float)v;
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        st32(p, u);
-        break;
-    }
-    default: {
-        uint64_t u;
-        memcpy(&u, &v, 8);
-        st64(p, u);
-        break;
-    }
-    }
-}
-
-/* f32 and bf16 without the generic element access (the common checkpoint dtypes): the
- * same values as ld_el and st_el. */
-static inline float ld_fast(int bf16, const uint8_t *p)
-{
-    uint32_t u = bf16 ? (uint32_t)ld16(p) << 16 : ld32(p);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline float st_fast(int bf16, uint8_t *p, double v) /* returns the stored value */
-{
-    float f = (float)v;
-    if (!bf16) {
-        memcpy(p, &f, 4);
-        return f;
-    }
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u;
-    else u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    st16(p, (uint16_t)(u >> 16));
-    memcpy(&f, &u, 4);
-    return f;
-}
+static inline double ld_el(ckpz_dtype t, const uint8_t *p) { return dtype_get(t)->to_double(p); }
+static inline void st_el(ckpz_dtype t, uint8_t *p, double v) { dtype_get(t)->from_double(p, v); }
 
 int quant_dtype_ok(ckpz_dtype t)
 {
-    return t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16 || t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_F64;
+    return (unsigned)t < CKPZ_DTYPE_COUNT_ && dtype_get(t)->from_double != NULL;
 }
 
 const char *quant_mode_name(uint8_t mode)
@@ -315,20 +210,19 @@ void quant_plan_shape(quant_plan *plan, uint32_t ndim, const uint64_t *shape)
 
 void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, double *vmax)
 {
-    unsigned es = ckpz_dtype_size(dtype);
+    unsigned es = ckpz_dtype_size(dtype), b32 = dtype_b32(dtype_get(dtype));
     double lo = INFINITY, hi = -INFINITY;
-    if (dtype == CKPZ_DTYPE_F32 || dtype == CKPZ_DTYPE_BF16) {
-        int bf16 = dtype == CKPZ_DTYPE_BF16;
+    if (b32) {
         float l = INFINITY, h = -INFINITY;
         for (size_t i = 0; i + es <= n; i += es) {
-            float v = ld_fast(bf16, x + i);
+            float v = dt_ld_b32(b32, x + i);
             l = v < l ? v : l; /* NaN compares false */
             h = v > h ? v : h;
         }
         lo = l;
         hi = h;
     }
-    for (size_t i = 0; dtype != CKPZ_DTYPE_F32 && dtype != CKPZ_DTYPE_BF16 && i + es <= n; i += es) {
+    for (size_t i = 0; !b32 && i + es <= n; i += es) {
         double v = ld_el(dtype, x + i);
         if (v < lo) lo = v;
         if (v > hi) hi = v;
@@ -445,14 +339,13 @@ static int within(double r, double x, double tol)
 static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const uint8_t *restored, const int32_t *q,
                    size_t nel, quant_stats *st)
 {
-    unsigned es = ckpz_dtype_size(dt);
+    unsigned es = ckpz_dtype_size(dt), b32 = dtype_b32(dtype_get(dt));
     double sa = 0, sq = 0, mx = 0, lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < nel; i++) {
         double xi, ri;
-        if (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) {
-            int bf16 = dt == CKPZ_DTYPE_BF16;
-            xi = ld_fast(bf16, x + i * es);
-            ri = ld_fast(bf16, restored + i * es);
+        if (b32) {
+            xi = dt_ld_b32(b32, x + i * es);
+            ri = dt_ld_b32(b32, restored + i * es);
         } else {
             xi = ld_el(dt, x + i * es);
             ri = ld_el(dt, restored + i * es);
@@ -478,37 +371,38 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
         }
 }
 
-/* Element access for pass 1 of the absolute grid: f32 and bf16 (the common checkpoint
- * dtypes) without the generic dispatch when dt is a constant, the others through it. */
-static inline __attribute__((always_inline)) double ld_abs(ckpz_dtype dt, const uint8_t *p)
+/* Element access for pass 1 of the absolute grid: f32 and bf16 (b32 = their size, the
+ * common checkpoint dtypes) inline when b32 is a constant, the others (b32 = 0) through
+ * the table. */
+static inline __attribute__((always_inline)) double ld_abs(unsigned b32, ckpz_dtype dt, const uint8_t *p)
 {
-    return dt == CKPZ_DTYPE_F32 ? ld_fast(0, p) : dt == CKPZ_DTYPE_BF16 ? ld_fast(1, p) : ld_el(dt, p);
+    return b32 ? dt_ld_b32(b32, p) : ld_el(dt, p);
 }
 
-static inline __attribute__((always_inline)) double st_abs(ckpz_dtype dt, uint8_t *p, double v)
+static inline __attribute__((always_inline)) double st_abs(unsigned b32, ckpz_dtype dt, uint8_t *p, double v)
 {
-    if (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) return st_fast(dt == CKPZ_DTYPE_BF16, p, v);
+    if (b32) return dt_st_b32(b32, p, v);
     st_el(dt, p, v);
     return ld_el(dt, p);
 }
 
 /* Pass 1 of the absolute grid: grid index, restored value and its check per element
- * (recon_abs, rounding to the dtype). Called with a constant dt for f32 and bf16 so that
+ * (recon_abs, rounding to the dtype). Called with a constant b32 for f32 and bf16 so that
  * those loops compile without the per-element dispatch. thr 0 = no pruning; dither 0 =
  * rounding to nearest, else the unbiased rounding's stream for this chunk. */
-static inline __attribute__((always_inline)) void abs_pass(ckpz_dtype dt, const uint8_t *x, const uint8_t *base,
-                                                           size_t nel, double step, double inv, double tol,
-                                                           double thr, uint64_t dither, int32_t *q,
+static inline __attribute__((always_inline)) void abs_pass(unsigned b32, ckpz_dtype dt, const uint8_t *x,
+                                                           const uint8_t *base, size_t nel, double step, double inv,
+                                                           double tol, double thr, uint64_t dither, int32_t *q,
                                                            uint8_t *restored)
 {
     unsigned es = ckpz_dtype_size(dt);
     for (size_t i = 0; i < nel; i++) {
-        double xi = ld_abs(dt, x + es * i), p = base ? ld_abs(dt, base + es * i) : 0;
+        double xi = ld_abs(b32, dt, x + es * i), p = base ? ld_abs(b32, dt, base + es * i) : 0;
         if (!(p - p == 0)) p = 0; /* not finite */
         double d = xi - p, t = d * inv;
         if (fabs(d) < thr) { /* false for NaN */
             q[i] = Q_PRUNED;
-            st_abs(dt, restored + es * i, p);
+            st_abs(b32, dt, restored + es * i, p);
             continue;
         }
         if (!(fabs(t) < (double)Q_LIMIT)) { /* also NaN and Inf */
@@ -524,7 +418,7 @@ static inline __attribute__((always_inline)) void abs_pass(ckpz_dtype dt, const 
         }
         int64_t k = (int64_t)u;
         k -= (double)k > u; /* floor */
-        double r = st_abs(dt, restored + es * i, recon_abs(p, k, step));
+        double r = st_abs(b32, dt, restored + es * i, recon_abs(p, k, step));
         int ok = fabs(r - xi) <= tol; /* false for a NaN or infinite r */
         q[i] = ok ? (int32_t)k : Q_EXC;
         if (!ok) memcpy(restored + es * i, x + es * i, es);
@@ -683,9 +577,10 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
     } else if (mode == QM_ABS) {
         uint64_t dither = pl->spec.stochastic ? elem0 + 1 : 0;
         double t0 = prune ? thr : 0;
-        if (dt == CKPZ_DTYPE_F32) abs_pass(CKPZ_DTYPE_F32, x, base, nel, step, inv, tol, t0, dither, q, restored);
-        else if (dt == CKPZ_DTYPE_BF16) abs_pass(CKPZ_DTYPE_BF16, x, base, nel, step, inv, tol, t0, dither, q, restored);
-        else abs_pass(dt, x, base, nel, step, inv, tol, t0, dither, q, restored);
+        unsigned b32 = dtype_b32(dtype_get(dt));
+        if (b32 == 4) abs_pass(4, dt, x, base, nel, step, inv, tol, t0, dither, q, restored);
+        else if (b32 == 2) abs_pass(2, dt, x, base, nel, step, inv, tol, t0, dither, q, restored);
+        else abs_pass(0, dt, x, base, nel, step, inv, tol, t0, dither, q, restored);
     } else { /* QM_PREL: the index relative to the base's, when there is one */
         exp_cache ec;
         exp_cache_init(&ec);
@@ -896,14 +791,13 @@ int quant_set_kept(quant_layout *L, const uint8_t *bitmap)
     return 0;
 }
 
-/* The absolute grid for f32 or bf16 without a bitmap, the common case: recon_abs and
- * the rounding to the dtype, without the generic element access. */
-static inline int inverse_abs_fast(int bf16, const quant_layout *L, const uint8_t *const *plane, const uint8_t *base,
-                                   uint8_t *out)
+/* The absolute grid for f32 or bf16 (es = b32) without a bitmap, the common case:
+ * recon_abs and the rounding to the dtype, without the generic element access. */
+static inline int inverse_abs_fast(unsigned es, const quant_layout *L, const uint8_t *const *plane,
+                                   const uint8_t *base, uint8_t *out)
 {
     const uint8_t *hi = plane[3], *lo = L->w == 2 ? plane[4] : NULL, *exc = plane[3 + L->w];
     uint32_t maxc = L->w == 1 ? 255u : 65535u;
-    unsigned es = bf16 ? 2 : 4;
     size_t ne = 0;
     for (size_t i = 0; i < L->nel; i++) {
         uint32_t code = lo ? ((uint32_t)hi[i] << 8) | lo[i] : hi[i];
@@ -912,10 +806,10 @@ static inline int inverse_abs_fast(int bf16, const quant_layout *L, const uint8_
             memcpy(out + es * i, exc + es * ne++, es);
             continue;
         }
-        double p = base ? ld_fast(bf16, base + es * i) : 0;
+        double p = base ? dt_ld_b32(es, base + es * i) : 0;
         if (!(p - p == 0)) p = 0;
         int64_t c = (int64_t)(code >> 1) ^ -(int64_t)(code & 1); /* zigzag back */
-        st_fast(bf16, out + es * i, recon_abs(p, c + L->q0, L->step));
+        dt_st_b32(es, out + es * i, recon_abs(p, c + L->q0, L->step));
     }
     return ne == L->nexc ? 0 : -1;
 }
@@ -924,10 +818,10 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
                   uint8_t *out)
 {
     if (!(L->flags & QUANT_F_BASE)) base = NULL; /* coded stand-alone in a based entry */
-    if (L->mode == QM_ABS && (dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16) && !(L->flags & QUANT_F_BITMAP)) {
-        unsigned es = ckpz_dtype_size(dt);
-        if (inverse_abs_fast(dt == CKPZ_DTYPE_BF16, L, plane, base, out)) return -1;
-        memcpy(out + L->nel * es, plane[L->nplanes - 1], n - L->nel * es);
+    unsigned b32 = dtype_b32(dtype_get(dt));
+    if (L->mode == QM_ABS && b32 && !(L->flags & QUANT_F_BITMAP)) {
+        if (inverse_abs_fast(b32, L, plane, base, out)) return -1;
+        memcpy(out + L->nel * b32, plane[L->nplanes - 1], n - L->nel * b32);
         return 0;
     }
     unsigned es = ckpz_dtype_size(dt);

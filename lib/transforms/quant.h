@@ -89,7 +89,8 @@ typedef struct quant_stats {
 void quant_stats_init(quant_stats *s);
 void quant_stats_add(quant_stats *s, const quant_stats *t);
 
-/* 1 when lossy coding applies to the dtype (bf16, f16, f32, f64). */
+/* 1 when lossy coding applies to the dtype: the floats the dtype table can round a value
+ * to (from_double: those of 2 bytes and more). */
 int quant_dtype_ok(ckpz_dtype dtype);
 
 /* The chunk header, plane 0 of a lossy chunk (QUANT_HDR bytes, stored). */
@@ -134,6 +135,14 @@ void quant_work_free(quant_work *w);
  * the chunk should be coded losslessly (max_mae), or -1 when out of memory. Adds to *st
  * on success. */
 size_t quant_out_bound(size_t n);
+/* The same, as the transform registry's encoder takes it (xform.h: xf_enc.opt). */
+typedef struct quant_opt {
+    quant_work *work;
+    const quant_plan *plan;
+    uint64_t elem0;
+    uint8_t *restored;
+    quant_stats *stats;
+} quant_opt;
 int quant_forward(quant_work *w, const quant_plan *plan, ckpz_dtype dtype, uint64_t elem0, const uint8_t *x,
                   const uint8_t *base, size_t n, uint8_t *out, uint8_t *restored, size_t *sizes, quant_stats *st);
 

@@ -1,8 +1,8 @@
 /* split512.h — the AVX-512 step that regroups vectors of 2- or 4-byte elements into byte
- * planes, shared by the plane split (planes.c) and the prediction fused with it
- * (predict.c), so that both write planes the same way. Only for x86-64 with GCC or
- * clang; the functions are compiled for AVX-512 (T512) and may only run where
- * xf_have_avx512() (planes.h) says so. */
+ * planes, shared by the plane split (planes_avx512.c) and the prediction fused with it
+ * (predict_avx512.c), so that both write planes the same way. Only for x86-64 with GCC
+ * or clang; the functions are compiled for AVX-512 (T512) and may only run where
+ * cpu_level() (common/cpu.h) allows CPU_AVX512. */
 #ifndef CKPZ_SPLIT512_H
 #define CKPZ_SPLIT512_H
 

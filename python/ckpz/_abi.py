@@ -73,6 +73,7 @@ class Params(ctypes.Structure):
         ("patch_opaque", ctypes.c_void_p),
         ("raw_ndim", ctypes.c_uint32),
         ("raw_shape", ctypes.POINTER(ctypes.c_uint64)),  # raw input's shape; unused here
+        ("codec", ctypes.c_int),  # ckpz_codec; 0 = auto
     ]
 
 

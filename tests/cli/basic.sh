@@ -155,6 +155,26 @@ for cs in 64K 64KiB 256k 1M 1MiB 16M 16MiB 65536; do
 done
 roundtrip data --chunk-size 128K
 
+# --- --codec: every back end restores; the forced ones write other bytes than auto (in
+# each a plane coded with them), "rans" other bytes than auto here (no zstd for the text
+# header), levels reach the back ends
+S1=$(sample_files | grep '\.safetensors$' | head -1)
+cp "$S1" cs.safetensors
+run 0 "$CKPZ" -q -f -o cs.auto.ckpz cs.safetensors
+for c in auto rans zstd lz4 snappy deflate; do
+    for l in -1 -9; do
+        roundtrip cs.safetensors --codec="$c" "$l"
+    done
+    run 0 "$CKPZ" -q -f --codec "$c" -o "cs.$c.ckpz" cs.safetensors
+    run 0 "$CKPZ" -q -t "cs.$c.ckpz"
+done
+for c in rans zstd lz4 snappy deflate; do
+    cmp -s cs.auto.ckpz "cs.$c.ckpz" && fail "--codec=$c wrote what auto writes"
+    ok
+done
+run 2 "$CKPZ" --codec=brotli cs.safetensors
+err_has "unknown codec 'brotli'"
+
 # --- several files at once; options after file names
 cp data m1
 cp one m2
@@ -213,7 +233,7 @@ absent data.ckpz
 
 # --- help and version
 run 0 "$CKPZ" -h
-for opt in -d -c -k --rm -f -o -T -l -t --extract -b -q -v --progress --chunk-size --format --dtype; do
+for opt in -d -c -k --rm -f -o -T -l -t --extract -b -q -v --progress --chunk-size --format --dtype --codec; do
     out_has -- "$opt"
 done
 run 0 "$CKPZ" --help

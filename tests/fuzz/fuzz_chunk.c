@@ -3,8 +3,8 @@
  * lossy, escape), element size, plane count, predictor and codec.
  *
  * Input: byte 0 the entry's dtype (% 16); byte 1 flags (bit 0: the entry has base
- * bytes, fuzz_base.h's tiled; bits 1-2: vector level of the first decode; bit 3: the
- * first decode without the predictor's and escape transform's vector loops); bytes 2-4
+ * bytes, fuzz_base.h's tiled; bits 1-2: vector level of the first decode, CKPZ_CPU 0
+ * scalar, 1 avx2, 2-3 avx512; bit 3 set: at most avx2 for it); bytes 2-4
  * the original length (& 0x1ffff); bytes 5-8 the frame's transform, element size, plane
  * count and predictor; bytes 9-12 the original bytes' CRC; then the payload. The
  * harness writes the frame header (payload CRC computed, so the payload reaches the
@@ -18,6 +18,7 @@
  * into differently prefilled output and plane buffers, must succeed with the same
  * bytes: the decoded chunk depends on the frame alone, every byte of it is written.
  */
+#include "../isa.h"
 #include "codec.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
@@ -33,9 +34,8 @@ static ckpz_ctx *cx;
 
 static void set_simd(int level, int others)
 {
-    ent_simd_cap = level;
-    pred_simd_cap = others;
-    esc_simd_cap = others;
+    static const char *const isa[3] = {"scalar", "avx2", "avx512"};
+    force_isa(isa[!others && level > 1 ? 1 : level]);
 }
 
 static ckpz_error decode(const ctr_chunk *h, ckpz_dtype dt, const uint8_t *payload, const uint8_t *base,
@@ -49,7 +49,7 @@ static ckpz_error decode(const ctr_chunk *h, ckpz_dtype dt, const uint8_t *paylo
     why[0] = 0;
     set_simd(level, others);
     ckpz_error e = chunk_decode(ec, h, dt, payload, base, planes, out, why, whylen);
-    set_simd(ENT_SIMD_AVX512, 1);
+    top_isa();
     FZ_CHECK(e == CKPZ_OK || why[0], "chunk_decode failed with %s but left no message", ckpz_error_name(e));
     FZ_CHECK(e == CKPZ_OK || e == CKPZ_ERR_CORRUPT || e == CKPZ_ERR_CHECKSUM || e == CKPZ_ERR_VERSION,
              "chunk_decode: %s (%s)", ckpz_error_name(e), why);

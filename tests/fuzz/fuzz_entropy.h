@@ -4,16 +4,16 @@
  *
  * Input: [codec, fuzz_entropy only] flags, 3 bytes n (little-endian), then the plane
  * payload.
- *   flags bits 0-1: vector loops allowed for the first decode (ent_simd_cap: 0 scalar,
- *                   1 AVX2, 2-3 AVX-512); the second decode uses another level;
+ *   flags bits 0-1: vector loops allowed for the first decode (CKPZ_CPU: 0 scalar,
+ *                   1 avx2, 2-3 avx512); the second decode uses another level;
  *   flags bit 7:    encode mode (fuzz_rans0 only: the coder with vector encoders; the
  *                   others' encoders cost milliseconds per call in fixed work, which
  *                   would starve their decoders): the payload, repeated to n & 0xffff
  *                   bytes if that is longer, or to 64 KiB (the smallest plane coded
  *                   with 64 lanes) when n & 0x1ffff is that or more, is a plane to
  *                   code at the level from bits 2-5, with the scalar loops and with
- *                   AVX2 (bit 0 clear) or AVX-512 (set; bit 6: its byte-table loop
- *                   only), then decode (bit 1: with AVX-512, else scalar).
+ *                   AVX2 (bit 0 clear) or AVX-512 (set), then decode (bit 1: with
+ *                   AVX-512, else scalar); bit 6 is not used.
  * Decode mode: n % 65537 is the declared size (up to the smallest plane of 64 lanes).
  * Decode mode: the payload is decoded to a declared n bytes into a buffer that ends
  * where they end (fz_take; ASan: a write past n), and again, at another vector level into a buffer prefilled
@@ -23,12 +23,16 @@
  * difference). Stored and constant planes must decode exactly as specified.
  * Encode mode: the coded size stays within ent_bound, the vector loops write the same
  * bytes as the scalar ones (ent_internal.h), and the plane decodes back exactly.
+ * Levels are set through CKPZ_CPU (tests/isa.h), as the unit tests do.
  */
 #ifndef CKPZ_FUZZ_ENTROPY_H
 #define CKPZ_FUZZ_ENTROPY_H
 
+#include "../isa.h"
 #include "entropy/ent_internal.h"
 #include "fuzz_util.h"
+
+static const char *const fz_isa[3] = {"scalar", "avx2", "avx512"};
 
 typedef int (*fz_dec_fn)(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 
@@ -44,10 +48,9 @@ static inline ent_ctx *fz_ent_ctx(void)
 static inline int fz_decode(fz_dec_fn dec, uint8_t codec, int simd, const uint8_t *src, size_t srclen, uint8_t *dst,
                             size_t n)
 {
-    int saved = ent_simd_cap;
-    ent_simd_cap = simd;
+    force_isa(fz_isa[simd]);
     int r = dec ? dec(fz_ent_ctx(), src, srclen, dst, n) : ent_decode(fz_ent_ctx(), codec, src, srclen, dst, n);
-    ent_simd_cap = saved;
+    top_isa();
     FZ_CHECK(r == 0 || r == -1, "%s decoder returned %d", ent_codec_name(codec), r);
     return r;
 }
@@ -80,15 +83,15 @@ static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flag
                      srclen, n);
             FZ_CHECK(r1 || !n || (a[0] == in[0] && !memcmp(a, a + 1, n - 1)), "constant plane decoded wrongly");
         }
-        if (codec >= ENT_CODEC_COUNT_) FZ_CHECK(r1 == -1, "unknown codec %u decoded", codec);
+        if (!ent_codec_known(codec)) FZ_CHECK(r1 == -1, "unknown codec %u decoded", codec);
     }
 }
 
 /* Encodes the plane (src[0..len) repeated to n bytes when n is larger) with codec want
  * at level, with the scalar loops and at vector level vec (1 AVX2, 2 AVX-512), and
  * decodes the result at vector level dvec. */
-static inline void fz_entropy_encode(fz_dec_fn dec, uint8_t want, int level, int vec, int dvec, int bytes_only,
-                                     const uint8_t *src, size_t len, size_t n)
+static inline void fz_entropy_encode(fz_dec_fn dec, uint8_t want, int level, int vec, int dvec, const uint8_t *src,
+                                     size_t len, size_t n)
 {
     if (!len) n = 0;
     if (n < len) n = len;
@@ -97,19 +100,16 @@ static inline void fz_entropy_encode(fz_dec_fn dec, uint8_t want, int level, int
     for (size_t at = 0; at < n; at += len) memcpy(in + at, src, n - at < len ? n - at : len);
     size_t cap = ent_bound(n), zl[2];
     uint8_t *z[2], got[2];
-    int saved = ent_simd_cap;
     for (int k = 0; k < 2; k++) {
         z[k] = fz_take(&bz[k], cap);
-        ent_simd_cap = k ? vec : ENT_SIMD_SCALAR;
-        ent_enc512_bytes_only = bytes_only && ent_simd_cap == ENT_SIMD_AVX512;
+        force_isa(fz_isa[k ? vec : 0]);
         zl[k] = ent_encode_with(fz_ent_ctx(), want, in, n, z[k], cap, level, &got[k]);
         FZ_CHECK(zl[k] <= cap, "encoder wrote %zu bytes, bound %zu", zl[k], cap);
         FZ_CHECK(got[k] == want || got[k] == ENT_STORED, "asked for %s, got %s", ent_codec_name(want),
                  ent_codec_name(got[k]));
         FZ_CHECK(got[k] != ENT_STORED || zl[k] == n, "stored plane of %zu bytes coded as %zu", n, zl[k]);
     }
-    ent_simd_cap = saved;
-    ent_enc512_bytes_only = 0;
+    top_isa();
     FZ_CHECK(zl[1] == zl[0] && got[1] == got[0] && !memcmp(z[1], z[0], zl[0]),
              "%s at level %d: vector level %d codes %zu bytes differently from the scalar loops",
              ent_codec_name(got[0]), level, vec, n);
@@ -132,8 +132,7 @@ static inline int fz_entropy_run(fz_dec_fn dec, int codec, int encode, const uin
     size_t n = (size_t)fz_le(h + 1, 3);
     if (encode && (flags & 0x80)) {
         int level = 1 + (int)((flags >> 2) & 15) % 9;
-        fz_entropy_encode(dec, c, level, 1 + (flags & 1), (int)((flags >> 1) & 1) * 2, (flags >> 6) & 1, data + hdr,
-                          size - hdr,
+        fz_entropy_encode(dec, c, level, 1 + (flags & 1), (int)((flags >> 1) & 1) * 2, data + hdr, size - hdr,
                           (n & 0x1ffff) >= 65536 ? 65536 : n & 0xffff);
     } else {
         fz_entropy_decode(dec, c, flags, data + hdr, size - hdr, n % 65537);

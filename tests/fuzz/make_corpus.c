@@ -1,6 +1,7 @@
 /* make_corpus.c — writes the seed corpora of tests/fuzz/corpus/ (not part of the
  * build; rerun it when the format changes):
- *   cc -O2 -Iinclude -Ilib tests/fuzz/make_corpus.c build/libckpz.a -lzstd -lpthread -lm -o /tmp/mkc
+ *   cc -O2 -Iinclude -Ilib tests/fuzz/make_corpus.c build/libckpz.a -lzstd -llz4 -ldeflate -lpthread -lm -ldl \
+ *       -o /tmp/mkc
  *   /tmp/mkc tests/fuzz/corpus
  * decompress/: small valid .ckpz files (< 20 KB: safetensors, npy, raw floats and ints
  * at several levels so that every codec and transform appears, several chunks, an empty

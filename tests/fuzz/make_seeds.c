@@ -349,9 +349,10 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"}, {ENT_RANS1, "rans1"}, {ENT_ZSTD, "zstd"}};
+    } co[] = {{ENT_RANS0, "rans0"}, {ENT_RANS1, "rans1"}, {ENT_ZSTD, "zstd"},
+              {ENT_LZ4, "lz4"},     {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
-    for (size_t c = 0; c < 3; c++) {
+    for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
             for (int kind = 0; kind < 5; kind++) {
                 size_t n = sizes[si];

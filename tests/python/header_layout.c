@@ -47,6 +47,7 @@ int main(void)
     FIELD(ckpz_params, patch_opaque);
     FIELD(ckpz_params, raw_ndim);
     FIELD(ckpz_params, raw_shape);
+    FIELD(ckpz_params, codec);
 
     STRUCT(ckpz_fd);
     FIELD(ckpz_fd, fd);

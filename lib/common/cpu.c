@@ -1,0 +1,53 @@
+/* cpu.c — the CPU feature probe and its override (cpu.h). GCC and clang answer from
+ * cpuid (__builtin_cpu_supports); other compilers and hosts get the portable loops. */
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cpu_features_ = -1;
+
+static unsigned hardware(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("sse4.2")) f |= CPU_SSE42;
+    if (__builtin_cpu_supports("pclmul")) f |= CPU_PCLMUL;
+    if (__builtin_cpu_supports("avx2")) f |= CPU_HAS_AVX2;
+    if ((f & CPU_HAS_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")) {
+        f |= CPU_HAS_AVX512;
+        if (__builtin_cpu_supports("avx512vbmi2")) f |= CPU_VBMI2;
+        if (__builtin_cpu_supports("vpclmulqdq") && (f & CPU_PCLMUL)) f |= CPU_VPCLMUL;
+    }
+#endif
+    return f;
+}
+
+const char *cpu_level_name(int level)
+{
+    return level >= CPU_AVX512 ? "avx512" : level == CPU_AVX2 ? "avx2" : "scalar";
+}
+
+/* The groups a level allows. */
+static unsigned allowed(const char *cap)
+{
+    if (!cap) return ~0u;
+    if (!strcmp(cap, "scalar")) return 0;
+    if (!strcmp(cap, "avx2")) return CPU_SSE42 | CPU_PCLMUL | CPU_HAS_AVX2;
+    return ~0u; /* "avx512" and anything else: no cap */
+}
+
+unsigned cpu_probe(void)
+{
+    /* Racing threads compute and store the same value. */
+    unsigned f = hardware() & allowed(getenv("CKPZ_CPU"));
+    __atomic_store_n(&cpu_features_, (int)f, __ATOMIC_RELAXED);
+    return f;
+}
+
+int cpu_refresh(void)
+{
+    cpu_probe();
+    return cpu_level();
+}

@@ -1,0 +1,35 @@
+/* simd.h — the transforms' AVX-512 kernels, one file each beside its portable twin
+ * (planes_avx512.c, predict_avx512.c, escape_avx512.c). Built with target attributes
+ * for x86-64 with GCC or clang; the portable files call them only when cpu.h allows
+ * (CPU_AVX512, and CPU_VBMI2 for the escape loops), and every one writes exactly what
+ * the portable loops would. Each returns how many elements it did (whole steps of 64);
+ * the caller does the rest. */
+#ifndef CKPZ_TRANSFORMS_SIMD_H
+#define CKPZ_TRANSFORMS_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define XF_HAVE_X86 1
+
+/* planes_avx512.c: xf_split / xf_merge of elems elements of esize 2 or 4, rotated when rot. */
+size_t xf_split_avx512(unsigned esize, const uint8_t *src, size_t elems, uint8_t *const *pl, int rot);
+size_t xf_merge_avx512(unsigned esize, const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot);
+
+/* predict_avx512.c: pred_forward_split for XOR (xor_) or DIFF of floats (flt) or integers,
+ * rotated when rot (XOR only); pred_forward_esc (needs CPU_VBMI2 too). */
+size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b,
+                         size_t elems, uint8_t *const *plane);
+size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
+                       size_t elems, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
+
+/* escape_avx512.c: esc_forward and esc_inverse for K = 1 or 2 (needs CPU_VBMI2); the
+ * inverse sets *bad when an escape overflows its K bytes. */
+size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a,
+                      uint8_t *const *e, size_t *nesc);
+size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
+                      size_t *nesc, uint8_t *const *top, int *bad);
+#endif
+
+#endif
