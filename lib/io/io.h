@@ -1,4 +1,4 @@
-/* io.h — what a call that takes a source and a sink makes of them (io.c). */
+/* io.h — what a call that takes a source and a sink makes of them (ends.c). */
 #ifndef CKPZ_IO_H
 #define CKPZ_IO_H
 

@@ -116,6 +116,7 @@ int main(void)
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);
     ENUM(ckpz_input_format);
+    ENUM(ckpz_codec);
 
     CONST(CKPZ_LEVEL_MIN);
     CONST(CKPZ_LEVEL_MAX);

@@ -54,7 +54,7 @@ CALLBACKS = {
 # Integer constants of _abi that are the container format's (doc/format.md), not the header's.
 NOT_IN_HEADER = {"MIN_CHUNK_COST"}
 # The enums the bindings pass as int.
-ENUMS = ("ckpz_error", "ckpz_dtype", "ckpz_input_format")
+ENUMS = ("ckpz_error", "ckpz_dtype", "ckpz_input_format", "ckpz_codec")
 # C scalar types in the header's prototypes, as ctypes declares them.
 SCALARS = {
     "int": ctypes.c_int,
