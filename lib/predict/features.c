@@ -146,12 +146,12 @@ void feat_compute(ckpz_dtype t, uint64_t length, const uint8_t *p, size_t n, int
         }
     }
 
-    switch (t) {
-    case CKPZ_DTYPE_BF16: out[FEAT_BF16] = 1; break;
-    case CKPZ_DTYPE_F16: out[FEAT_F16] = 1; break;
-    case CKPZ_DTYPE_F32: out[FEAT_F32] = 1; break;
-    default: out[FEAT_OTHER] = 1; break;
-    }
+    /* The model's one-hot float families, told by the dtype table's layout (not by name):
+     * the top half of a binary32, IEEE half, binary32, anything else. */
+    if (d->cls == DT_FLOAT && d->size == 2 && d->ebits == 8) out[FEAT_BF16] = 1;
+    else if (d->cls == DT_FLOAT && d->size == 2 && d->ebits == 5) out[FEAT_F16] = 1;
+    else if (d->cls == DT_FLOAT && d->size == 4 && d->ebits == 8) out[FEAT_F32] = 1;
+    else out[FEAT_OTHER] = 1;
     out[FEAT_ELEM_SIZE] = es / 8.0;
     out[FEAT_LOG2_BYTES] = length ? log2((double)length) / 32 : 0;
     out[FEAT_SMALL] = length > 1024 ? 1024.0 / (double)length : 1;
