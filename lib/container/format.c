@@ -212,7 +212,7 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
             p += CTR_LOSSY_INDEX;
         }
     }
-    memcpy(p, e->name, e->name_len);
+    if (e->name_len) memcpy(p, e->name, e->name_len); /* an unnamed entry may have no name buffer */
     p += e->name_len;
     for (uint32_t i = 0; i < e->ndim; i++, p += 8) st64(p, e->shape[i]);
 }
