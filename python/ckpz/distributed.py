@@ -26,11 +26,13 @@ Every collective here runs on the caller's process group and is bounded by its t
 (init_process_group(timeout=...)): a rank that died makes the others raise, not hang.
 """
 
-from . import _dist_load, _dist_save, _dist_state, _lib
+from . import _dist_load, _dist_save, _dist_state, _dist_sync, _lib
 from ._dist_save import DistSaveHandle
 from ._dist_state import Shard, even_rows
+from ._dist_sync import DeltaSync, Disagreement
 
-__all__ = ["save", "load", "Shard", "DistSaveHandle", "even_rows", "manifest"]
+__all__ = ["save", "load", "Shard", "DistSaveHandle", "even_rows", "manifest", "broadcast", "DeltaSync", "verify",
+           "Disagreement", "send", "recv"]
 
 
 def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFAULT, threads=0, base=None,
@@ -88,3 +90,35 @@ def load(path, group=None, *, threads=0):
 def manifest(path):
     """The manifest of the checkpoint directory path, as a dict (see doc/distributed.md)."""
     return _dist_state.read_manifest(path)
+
+
+# ---- moving state between ranks ------------------------------------------------------
+
+
+def broadcast(state, src=0, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0):
+    """Gives every rank of group the state of rank src, collectively (the others pass
+    anything, e.g. None). The root compresses once, as ckpz.save does, and the compressed
+    bytes go out in messages of at most 4 MiB while it compresses; each receiver verifies
+    every chunk's checksum and the stream's CRC-32 and decodes. Returns the state (on
+    src, state itself). A failure on any rank raises on every rank."""
+    return _dist_sync.broadcast(state, src, group, {"level": level, "threads": threads})[0]
+
+
+def verify(state, group=None, *, threads=0):
+    """Compares every rank's copies of the tensors in state (a replica: the same names on
+    every rank), collectively: a list of Disagreement(name, checksums, odd), the same on
+    every rank, empty when all copies agree bit for bit. odd names the ranks outside the
+    largest group of equal copies. One CRC-32 per tensor per rank is exchanged; nothing
+    else moves."""
+    return _dist_sync.verify(state, group, threads)
+
+
+def send(state, dst, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0):
+    """Sends state to rank dst of group (which calls recv), compressed while it is sent;
+    returns the compressed bytes sent. An error here is sent too: recv raises it."""
+    return _dist_sync.send(state, dst, group, {"level": level, "threads": threads})
+
+
+def recv(src, group=None, *, threads=0):
+    """Receives the state rank src sends with send(), verified and decoded."""
+    return _dist_sync.recv(src, group, {"level": _lib.LEVEL_DEFAULT, "threads": threads})
