@@ -10,6 +10,7 @@ naming the rank, the shard file and the tensor, so no rank returns a state that 
 rank could not load.
 """
 
+import io
 import os
 
 from . import _archive, _bases, _dist_comm, _dist_save, _dist_state, _lib, _run, _torchzip, _unpickle
@@ -63,10 +64,8 @@ class _ShardFile:
         self.index = _torchzip.ZipIndex(image.read, image.size, path, read_many=image.read_many)
         self.prefix = self.index.prefix()
         pkl = self.index.get(self.prefix + "data.pkl")
-        import io
-
         self.payload = _lazy_unpickler(torch, path)(io.BytesIO(image.read(pkl.data_offset, pkl.size))).load()
-        if not isinstance(self.payload, dict) or self.payload.get("format") != _dist_state.FORMAT:
+        if not isinstance(self.payload, dict) or not isinstance(self.payload.get("tensors"), dict):
             raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", path)
 
     def read(self, names):
@@ -169,6 +168,8 @@ def _load_here(directory, rank, world, threads):
     skeleton_box = {}
 
     def first(sf):
+        if sf.payload.get("format") != _dist_state.FORMAT:
+            raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", sf.path)
         skeleton_box["s"] = sf.payload["skeleton"]
         return None
 
