@@ -188,14 +188,15 @@ class DistSaveHandle:
     """A distributed save running in the background (ckpz.distributed.save(...,
     background=True)): wait(timeout=None) returns None or raises the save's error
     (the same on every rank); done(); attributes path, snapshot_bytes,
-    snapshot_seconds (the copy) and stall_seconds (all the time save() blocked,
-    waiting for the previous background save included)."""
+    snapshot_seconds (the copy), wait_seconds (waiting for the previous background
+    save to finish) and stall_seconds (all the time save() blocked, both included)."""
 
     def __init__(self, path, snapshot_bytes, snapshot_seconds):
         self.path = path
         self.snapshot_bytes = snapshot_bytes
         self.snapshot_seconds = snapshot_seconds
         self.stall_seconds = None
+        self.wait_seconds = None
         self._done = threading.Event()
         self._error = None
         self._thread = None
@@ -227,8 +228,10 @@ def save(state, dst, group, replicated, opts, background, timeout):
         run(torch, skeleton, tensors, dst, group, replicated, opts)
         return None
     skeleton = copy.deepcopy(skeleton)  # training may change lists and numbers in it
+    tw = time.perf_counter()
     while _inflight:
         _inflight[0]._done.wait()
+    waited = time.perf_counter() - tw
     side = _dist_comm.side_group(group, timeout)
     t1 = time.perf_counter()
     snap = {n: _snapshot(torch, x) for n, x in tensors.items()}
@@ -236,6 +239,7 @@ def save(state, dst, group, replicated, opts, background, timeout):
     nbytes = sum((x.tensor if isinstance(x, Shard) else x).numel() * (x.tensor if isinstance(x, Shard) else x)
                  .element_size() for x in snap.values())
     handle = DistSaveHandle(dst, nbytes, t2 - t1)
+    handle.wait_seconds = waited
 
     def work():
         try:
