@@ -214,7 +214,10 @@ def _load_here(directory, rank, world, threads):
         if parts:
             t = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
         else:
-            t = torch.empty([0] + e["shape"][1:], dtype=getattr(torch, e["dtype"]))
+            dtype = getattr(torch, e["dtype"], None)
+            if not isinstance(dtype, torch.dtype):
+                raise Error(_lib.ERR_CORRUPT, "tensor %r: unknown dtype %r in the manifest" % (name, e["dtype"]))
+            t = torch.empty([0] + e["shape"][1:], dtype=dtype)
         tensors[name] = Shard(t, lo, e["shape"][0])
     return _dist_state.unflatten(skeleton, tensors)
 

@@ -237,8 +237,49 @@ def read_manifest(directory):
     if not isinstance(m, dict) or m.get("format") != FORMAT or not isinstance(m.get("world_size"), int):
         raise _lib.Error(_lib.ERR_INPUT, "not a ckpz.distributed manifest", path)
     if m.get("version") != VERSION:
-        raise _lib.Error(_lib.ERR_VERSION, "manifest version %r; this ckpz reads version %d" % (m.get("version"), VERSION), path)
+        raise _lib.Error(_lib.ERR_VERSION, "manifest version %r; this ckpz reads version %d"
+                         % (m.get("version"), VERSION), path)
+    why = _malformed(m)
+    if why:
+        raise _lib.Error(_lib.ERR_CORRUPT, "malformed manifest: " + why, path)
     return m
+
+
+def _malformed(m):
+    """Why the manifest m cannot be used, or None: every field load relies on is checked
+    before it is used (shard numbers in range, shapes of ints, CRCs of 32 bits)."""
+    n = m["world_size"]
+
+    def entry_bad(e, shape=True):
+        if not isinstance(e, dict) or not isinstance(e.get("shard"), int) or not 0 <= e["shard"] < n:
+            return True
+        if e.get("crc32") is not None and not (isinstance(e["crc32"], int) and 0 <= e["crc32"] < 1 << 32):
+            return True
+        return shape and not (isinstance(e.get("shape"), list) and all(isinstance(x, int) and x >= 0
+                                                                       for x in e["shape"]))
+
+    if n < 1 or not isinstance(m.get("shards"), list) or len(m["shards"]) != n:
+        return "world_size and shards disagree"
+    if not isinstance(m.get("base"), (str, type(None))):
+        return "base is not a path"
+    if not isinstance(m.get("replicated"), dict) or any(entry_bad(e) for e in m["replicated"].values()):
+        return "bad replicated table"
+    loc = m.get("local")
+    if not isinstance(loc, list) or len(loc) != n or any(not isinstance(t, dict) or any(entry_bad(e) for e in
+                                                                                          t.values()) for t in loc):
+        return "bad local tables"
+    if not isinstance(m.get("sharded"), dict):
+        return "bad sharded table"
+    for name, e in m["sharded"].items():
+        if entry_bad(dict(e, shard=0) if isinstance(e, dict) else None) or not e["shape"] or \
+                not isinstance(e.get("pieces"), list) or not isinstance(e.get("dtype"), str):
+            return "bad sharded entry %r" % name
+        for p in e["pieces"]:
+            r = p.get("rows") if isinstance(p, dict) else None
+            if entry_bad(p, False) or not (isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)
+                                           and 0 <= r[0] <= r[1] <= e["shape"][0]):
+                return "bad piece of %r" % name
+    return None
 
 
 def even_rows(rows, rank, world):

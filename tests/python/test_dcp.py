@@ -6,7 +6,6 @@ planner leaves them all to the coordinator; a corrupted file refused on every ra
 naming the file; and the import shim leaving Python's dataclass decorator as it was.
 """
 
-import dataclasses
 import os
 import shutil
 import subprocess

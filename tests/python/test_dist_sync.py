@@ -14,7 +14,6 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_distributed import assert_state_equal, cloned, expect_error, spawn, train_state  # noqa: E402
 
-import ckpz  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402
 
 

@@ -316,6 +316,17 @@ class DistributedTest(unittest.TestCase):
         cd.save(state, self.dir + "/one")
         assert_state_equal(cd.load(self.dir + "/one"), state)
         self.assertRaisesRegex(FileNotFoundError, "manifest", cd.load, self.dir)
+        # a manifest pointing outside its shards, or not JSON: a clear error, no KeyError
+        import json
+
+        path = self.dir + "/one/manifest.json"
+        good = open(path).read()
+        m = json.loads(good)
+        m["replicated"]["a"]["shard"] = 5
+        open(path, "w").write(json.dumps(m))
+        self.assertRaisesRegex(ckpz.Error, "malformed manifest: bad replicated", cd.load, self.dir + "/one")
+        open(path, "w").write(good[:-10])
+        self.assertRaisesRegex(ckpz.Error, "not valid JSON", cd.load, self.dir + "/one")
 
 
 if __name__ == "__main__":
