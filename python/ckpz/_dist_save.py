@@ -223,6 +223,8 @@ def save(state, dst, group, replicated, opts, background, timeout):
     t0 = time.perf_counter()
     skeleton, tensors = _dist_state.flatten(torch, state)
     if not background:
+        while _inflight:  # a background save still writing goes first (it may name the same path)
+            _inflight[0]._done.wait()
         tensors = {n: (Shard(_dist_state.host(torch, x.tensor), x.offset, x.rows) if isinstance(x, Shard)
                        else _dist_state.host(torch, x)) for n, x in tensors.items()}
         run(torch, skeleton, tensors, dst, group, replicated, opts)

@@ -61,7 +61,8 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     memory (the only wait); compression, writing and the manifest happen on a thread,
     which talks on a gloo group of its own over the same ranks (made by the first
     background save: a collective over the default group). One background save is in
-    flight at a time: a further one waits for it. timeout (seconds) is that group's.
+    flight at a time: a further save, background or not, waits for it. timeout
+    (seconds) is that group's.
 
     Raises on every rank if any rank failed (ckpz.Error naming the ranks and what
     happened), and ValueError when the ranks' states do not fit together (a tensor
