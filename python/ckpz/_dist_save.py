@@ -52,6 +52,14 @@ def _exchange_or_replace(tmp, dst):
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def base_spec(directory, rank, world, threads=0):
     """What ckpz.save/load take as base= for shard `rank` of the checkpoint in directory:
     its path when it is stand-alone, else its original bytes restored down its chain
@@ -90,21 +98,33 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
     rank, world = _dist_comm.rank_world(group)
     dst = os.path.abspath(os.fspath(dst))
     parent = os.path.dirname(dst)
-    tmp = None
-    if rank == 0:
-        os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, ".%s.tmp-%s" % (os.path.basename(dst), secrets.token_hex(4)))
-        os.mkdir(tmp)
-    names = sorted(tensors)
-    flat = [tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n] for n in names]
-    sums = _dist_state.crcs(flat, opts["threads"]) if replicated is None else [None] * len(names)
-    facts = [_dist_state.describe(torch, n, tensors[n], c) for n, c in zip(names, sums)]
-    everyone = _dist_comm.gather((tmp, facts), group)
+    tmp, facts, early = None, None, None
+    try:  # an error here must still reach the others' first exchange, or they would wait
+        if rank == 0:
+            os.makedirs(parent, exist_ok=True)
+            tmp = os.path.join(parent, ".%s.tmp-%s" % (os.path.basename(dst), secrets.token_hex(4)))
+            os.mkdir(tmp)
+        names = sorted(tensors)
+        flat = [tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n] for n in names]
+        sums = _dist_state.crcs(flat, opts["threads"]) if replicated is None else [None] * len(names)
+        facts = [_dist_state.describe(torch, n, tensors[n], c) for n, c in zip(names, sums)]
+    except Exception as e:
+        early = e
+    everyone = _dist_comm.gather((tmp, facts, None if early is None else "%s: %s" % (type(early).__name__, early)),
+                                 group)
+    failed = [(r, msg) for r, (_, _, msg) in enumerate(everyone) if msg is not None]
+    if failed:
+        if rank == 0 and tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if early is not None and len(failed) == 1:
+            raise early
+        raise Error(_dist_state._lib.ERR_WRITE, "the checkpoint was not saved: " +
+                    "; ".join("rank %d: %s" % rf for rf in failed), dst)
     tmp = everyone[0][0]
     error = None
     result = {}
     try:
-        writes, table = _dist_state.plan([f for _, f in everyone], replicated, world)
+        writes, table = _dist_state.plan([f for _, f, _ in everyone], replicated, world)
         mine = sorted(writes[rank])
         payload = {"format": _dist_state.FORMAT, "rank": rank, "world_size": world, "skeleton": skeleton,
                    "tensors": {n: (tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n]) for n in mine}}
@@ -113,6 +133,7 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
             base = base_spec(os.fspath(opts["base"]), rank, world, opts["threads"])
         path = os.path.join(tmp, _dist_state.shard_name(rank, world))
         _write_shard(payload, path, opts, base)
+        _fsync(path)  # on disk before the manifest can name it
         if replicated is not None:
             result["crc32"] = dict(zip(mine, _dist_state.crcs([payload["tensors"][n] for n in mine], opts["threads"])))
         result["lossy"] = sorted(_lossy_names(path, payload)) if opts["policy"] is not None else []
@@ -127,7 +148,9 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
         try:
             manifest = _manifest(table, done, world, opts, dst)
             _dist_state.write_manifest(tmp, manifest)
+            _fsync(tmp)
             _exchange_or_replace(tmp, dst)
+            _fsync(parent)
         except Exception as e:
             committed = "%s: %s" % (type(e).__name__, e)
     elif rank == 0:
