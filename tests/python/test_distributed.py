@@ -141,6 +141,11 @@ def prog_roundtrip(rank, world, d):
     # the same directory again: replaced as a whole
     cd.save(state, d + "/c2")
     assert_state_equal(cd.load(d + "/c2"), state, "c2 replaced")
+    # rank 0 cannot make the directory: every rank raises, none waits
+    if rank == 0:
+        open(d + "/afile", "w").close()
+    dist.barrier()
+    expect_error(lambda: cd.save(state, d + "/afile/ck"), "rank 0" if rank else "afile")
     dist.barrier()
     if rank == 0:
         assert not [x for x in os.listdir(d) if ".tmp-" in x], os.listdir(d)
