@@ -43,7 +43,23 @@ def _future(value):
     return f
 
 
-class Writer(_N["StorageWriter"]):
+class _Directory:
+    """What Writer and Reader share: a checkpoint directory, named again by torch >= 2's
+    reset(checkpoint_id), and no storage-specific local planning."""
+
+    def reset(self, checkpoint_id=None):
+        if checkpoint_id is not None:
+            self.path = os.fspath(checkpoint_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        return isinstance(checkpoint_id, (str, os.PathLike))
+
+    def prepare_local_plan(self, plan):
+        return plan
+
+
+class Writer(_Directory, _N["StorageWriter"]):
     """A DCP StorageWriter writing one ckpz file per rank into the directory path.
 
     level, threads, policy, max_mae: as ckpz.save. Files are written to a temporary name
@@ -62,19 +78,8 @@ class Writer(_N["StorageWriter"]):
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         self.is_coordinator = is_coordinator
 
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
     def storage_meta(self):
         return None
-
-    def prepare_local_plan(self, plan):
-        return plan
 
     def prepare_global_plan(self, plans):
         os.makedirs(self.path, exist_ok=True)
@@ -137,7 +142,7 @@ def _metadata_classes():
     return out
 
 
-class Reader(_N["StorageReader"]):
+class Reader(_Directory, _N["StorageReader"]):
     """A DCP StorageReader for what Writer wrote. Each rank opens only the files holding
     items it reads and decodes only those items (every chunk's checksum verified first,
     then each item's CRC-32). trusted=True unpickles the metadata with the plain
@@ -182,17 +187,6 @@ class Reader(_N["StorageReader"]):
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
         self.storage_data = metadata.storage_data
-
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
-    def prepare_local_plan(self, plan):
-        return plan
 
     def prepare_global_plan(self, plans):
         return plans
