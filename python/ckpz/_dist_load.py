@@ -139,43 +139,18 @@ def _where(m, src, name):
 
 
 def _check(t, entry, name, path):
+    """t against its manifest entry: dtype and shape always, CRC-32 unless coded lossily."""
+    if _dist_state.dtype_name(t.dtype) != entry["dtype"] or list(t.shape) != list(entry["shape"]):
+        raise Error(_lib.ERR_CORRUPT, "tensor %r: %s %s in the shard, the manifest says %s %s"
+                    % (name, _dist_state.dtype_name(t.dtype), list(t.shape), entry["dtype"], entry["shape"]), path)
     want = entry.get("crc32")
-    if want is None:
-        return
-    if list(t.shape) != list(entry.get("shape", t.shape)) and "rows" not in entry:
-        raise Error(_lib.ERR_CORRUPT, "tensor %r: shape %s, the manifest says %s" % (name, list(t.shape),
-                                                                               entry["shape"]), path)
-    if _dist_state.crc(t.contiguous()) != want:
+    if want is not None and _dist_state.crc(t.contiguous()) != want:
         raise Error(_lib.ERR_CHECKSUM, "tensor %r differs from the manifest's CRC-32 %08x" % (name, want), path)
 
 
-def _load_here(directory, rank, world, threads):
-    torch = _torchzip.torch_module()
-    m = _dist_state.read_manifest(directory)
-    n = m["world_size"]
-    src = rank if rank < n else 0
-    if len(m.get("shards", ())) != n or len(m.get("local", ())) != n:
-        raise Error(_lib.ERR_CORRUPT, "the manifest lists %d shards for %d ranks" % (len(m.get("shards", ())), n),
-                    os.path.join(directory, _dist_state.MANIFEST))
-
-    def shard_path(r):
-        return os.path.join(directory, _dist_state.shard_name(r, n))
-
-    def base_of(r):
-        return _dist_save.base_spec(os.path.join(directory, m["base"]), r, n, threads) if m.get("base") else None
-
-    wanted = {}  # shard -> {name in the shard: (entry, what it is for)}
-    skeleton_box = {}
-
-    def first(sf):
-        if sf.payload.get("format") != _dist_state.FORMAT:
-            raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", sf.path)
-        skeleton_box["s"] = sf.payload["skeleton"]
-        return None
-
-    _open_and(shard_path(src), base_of(src), threads, first)
-    skeleton = skeleton_box["s"]
-    pieces = {}
+def _wanted(m, skeleton, src, rank, world):
+    """({shard: {name: manifest entry}} this rank reads, {name: (lo, hi, entry)} of its Shards)."""
+    wanted, pieces = {}, {}
     for name in _dist_state.names_in(skeleton):
         kind, e = _where(m, src, name)
         if kind != "sharded":
@@ -185,41 +160,73 @@ def _load_here(directory, rank, world, threads):
         pieces[name] = (lo, hi, e)
         for p in e["pieces"]:
             if p["rows"][0] < hi and p["rows"][1] > lo:
-                wanted.setdefault(p["shard"], {})[name] = dict(p, rows=p["rows"])
+                shape = [p["rows"][1] - p["rows"][0]] + e["shape"][1:]
+                wanted.setdefault(p["shard"], {})[name] = dict(p, shape=shape, dtype=e["dtype"])
+    return wanted, pieces
+
+
+def _assemble(torch, name, lo, hi, e, got):
+    """This rank's rows of the dim-0 split tensor `name`, from the pieces read."""
+    parts = []
+    for p in e["pieces"]:
+        a, b = max(lo, p["rows"][0]), min(hi, p["rows"][1])
+        if a < b:
+            parts.append(got[(p["shard"], name)][a - p["rows"][0]:b - p["rows"][0]])
+    if parts:
+        t = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+    else:
+        dtype = getattr(torch, e["dtype"], None)
+        if not isinstance(dtype, torch.dtype):
+            raise Error(_lib.ERR_CORRUPT, "tensor %r: unknown dtype %r in the manifest" % (name, e["dtype"]))
+        t = torch.empty([0] + e["shape"][1:], dtype=dtype)
+    return Shard(t, lo, e["shape"][0])
+
+
+def _load_here(directory, rank, world, threads):
+    torch = _torchzip.torch_module()
+    m = _dist_state.read_manifest(directory)
+    n = m["world_size"]
+    src = rank if rank < n else 0  # whose skeleton and own tensors this rank takes
+
+    def shard_path(r):
+        return os.path.join(directory, _dist_state.shard_name(r, n))
+
+    def base_of(r):
+        return _dist_save.base_spec(os.path.join(directory, m["base"]), r, n, threads) if m.get("base") else None
+
     got = {}  # (shard, name) -> tensor
-    for r in sorted(wanted):
+    plan = {}
+
+    def read(sf, r):
+        for name, t in sf.read(sorted(plan["wanted"].get(r, ()))).items():
+            _check(t, plan["wanted"][r][name], name, sf.path)
+            got[(r, name)] = t
+
+    def own(sf):  # the skeleton, then what this rank needs from the same file
+        if sf.payload.get("format") != _dist_state.FORMAT or not isinstance(sf.payload.get("skeleton"), dict):
+            raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", sf.path)
+        plan["skeleton"] = sf.payload["skeleton"]
+        plan["wanted"], plan["pieces"] = _wanted(m, plan["skeleton"], src, rank, world)
+        read(sf, src)
+
+    if not os.path.exists(shard_path(src)):
+        raise FileNotFoundError("%s: shard missing (it holds rank %d's state)" % (shard_path(src), src))
+    _open_and(shard_path(src), base_of(src), threads, own)
+    for r in sorted(plan["wanted"]):
+        if r == src:
+            continue
         path = shard_path(r)
         if not os.path.exists(path):
-            raise FileNotFoundError("%s: shard missing (it holds %s)" % (path, ", ".join(repr(x) for x in sorted(wanted[r]))))
-
-        def read(sf, r=r, path=path):
-            ts = sf.read(sorted(wanted[r]))
-            for name, t in ts.items():
-                _check(t, wanted[r][name], name, path)
-            return ts
-
-        for name, t in _open_and(path, base_of(r), threads, read).items():
-            got[(r, name)] = t
+            raise FileNotFoundError("%s: shard missing (it holds %s)"
+                                    % (path, ", ".join(repr(x) for x in sorted(plan["wanted"][r]))))
+        _open_and(path, base_of(r), threads, lambda sf, r=r: read(sf, r))
     tensors = {}
-    for name in _dist_state.names_in(skeleton):
-        if name not in pieces:
-            tensors[name] = got[(_where(m, src, name)[1]["shard"], name)]
-            continue
-        lo, hi, e = pieces[name]
-        parts = []
-        for p in e["pieces"]:
-            a, b = max(lo, p["rows"][0]), min(hi, p["rows"][1])
-            if a < b:
-                parts.append(got[(p["shard"], name)][a - p["rows"][0]:b - p["rows"][0]])
-        if parts:
-            t = torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+    for name in _dist_state.names_in(plan["skeleton"]):
+        if name in plan["pieces"]:
+            tensors[name] = _assemble(torch, name, *plan["pieces"][name], got)
         else:
-            dtype = getattr(torch, e["dtype"], None)
-            if not isinstance(dtype, torch.dtype):
-                raise Error(_lib.ERR_CORRUPT, "tensor %r: unknown dtype %r in the manifest" % (name, e["dtype"]))
-            t = torch.empty([0] + e["shape"][1:], dtype=dtype)
-        tensors[name] = Shard(t, lo, e["shape"][0])
-    return _dist_state.unflatten(skeleton, tensors)
+            tensors[name] = got[(_where(m, src, name)[1]["shard"], name)]
+    return _dist_state.unflatten(plan["skeleton"], tensors)
 
 
 def load(directory, group, threads):
