@@ -120,7 +120,11 @@ class _In(io.RawIOBase):
 
     def readinto(self, out):
         while self.pos == len(self.data) and not self.done:
-            n, crc, data = self.link.get()
+            try:
+                n, crc, data = self.link.get()
+            except BaseException:
+                self.done = True  # the link itself failed: nothing more to drain
+                raise
             if n < 0:
                 self.done = True
                 raise Error(_lib.ERR_READ, "%s failed while sending; nothing was received" % self.who)
