@@ -25,6 +25,9 @@ Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
 ``save_arrays`` / ``load_arrays`` (NumPy arrays, as a compressed .npz), ``list`` and
 ``info`` (the tensor index of a .ckpz file), ``base_info`` (what a delta file needs),
 ``wait_saves`` (background saves in flight), and ``Error`` (what libckpz reports).
+Submodules, imported on their own: ``ckpz.distributed`` (checkpoints sharded over
+torch.distributed ranks; broadcast, verify, delta sync, send/recv) and ``ckpz.dcp``
+(a storage plug-in for torch's distributed checkpoint); doc/distributed.md.
 
 Delta checkpoints: ``save``, ``compress_file`` take ``base=`` (the previous checkpoint,
 original or .ckpz) and write a file coded against it, like ``ckpz --base PREV``;

@@ -1,0 +1,338 @@
+"""Tests of ckpz.distributed's sharded checkpoints on 2 and 4 gloo processes on loopback.
+
+Each test spawns its ranks (torch.multiprocessing, a fresh port each time), with the
+process group's timeout at 20 s and the whole spawn bounded by the test's own deadline,
+so a hang is a failure, never a stuck ctest. The ranks train a small model wrapped in
+DDP with AdamW for a few real steps, so the replicated state is what DDP makes; tensors
+split along dim 0 are made by hand. Ranks report failures by raising (the spawn then
+raises with their traceback).
+"""
+
+import datetime
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import unittest
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import ckpz  # noqa: E402
+import ckpz.distributed as cd  # noqa: E402
+
+DEADLINE = 100  # seconds for one spawn
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(fn, world, *args):
+    ctx = mp.start_processes(_entry, args=(fn, world, free_port()) + args, nprocs=world, join=False, start_method="spawn")
+    end = time.monotonic() + DEADLINE
+    while not ctx.join(timeout=max(0.1, end - time.monotonic())):
+        if time.monotonic() > end:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, DEADLINE))
+
+
+def _entry(rank, fn, world, port, *args):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=20))
+    try:
+        fn(rank, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def train_state(steps=2, seed=0):
+    """A DDP model and its AdamW after real steps; the same on every rank."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1000 + dist.get_rank())
+    for _ in range(steps):
+        opt.zero_grad()
+        ddp(torch.randn(8, 48, generator=g)).pow(2).mean().backward()
+        opt.step()
+    return ddp, opt
+
+
+def full_table(rows=13):
+    return torch.arange(rows * 5, dtype=torch.float32).reshape(rows, 5).sin()
+
+
+def rank_state(rank, world, ddp, opt, rows=13):
+    lo, hi = cd.even_rows(rows, rank, world)
+    return {"model": ddp.state_dict(), "optim": opt.state_dict(), "emb": cd.Shard(full_table(rows)[lo:hi], lo, rows),
+            "rng": torch.full((4,), float(rank)), "step": 11, "note": ["r", rank]}
+
+
+def assert_state_equal(a, b, where=""):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, cd.Shard):
+        assert a.offset == b.offset and a.rows == b.rows, where
+        assert_state_equal(a.tensor, b.tensor, where)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), (where, list(a), list(b))
+        for k in a:
+            assert_state_equal(a[k], b[k], "%s.%s" % (where, k))
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_state_equal(x, y, "%s.%d" % (where, i))
+    else:
+        assert a == b, (where, a, b)
+
+
+def shard_tensor_names(path):
+    """The tensor names one shard file holds (read with the plain ckpz.load)."""
+    return set(ckpz.load(path)["tensors"])
+
+
+# ---- rank programs --------------------------------------------------------------------
+
+
+def prog_roundtrip(rank, world, d):
+    ddp, opt = train_state()
+    state = rank_state(rank, world, ddp, opt)
+    cd.save(state, d + "/c1")
+    assert_state_equal(cd.load(d + "/c1"), state, "c1")
+    m = cd.manifest(d + "/c1")
+    # replicated state is written once, by more than one rank
+    writers = {e["shard"] for e in m["replicated"].values()}
+    assert writers == set(range(world)), writers
+    names = [shard_tensor_names(d + "/c1/" + s["file"]) for s in m["shards"]]
+    for a in range(world):
+        for b in range(a + 1, world):
+            assert not (names[a] & names[b] & set(m["replicated"])), "a replicated tensor written twice"
+    assert "rng" in m["local"][rank] and "model.module.0.weight" in m["replicated"]
+    # a delta against c1 after another step, and a lossy save
+    opt.zero_grad()
+    ddp(torch.randn(8, 48)).pow(2).mean().backward()
+    opt.step()
+    state2 = rank_state(rank, world, ddp, opt)
+    cd.save(state2, d + "/c2", base=d + "/c1")
+    assert_state_equal(cd.load(d + "/c2"), state2, "c2")
+    assert ckpz.base_info(d + "/c2/rank-%05d-of-%05d.ckpz" % (rank, world)) is not None
+    shared = {n for n in cd.manifest(d + "/c2")["replicated"]}
+    cd.save(state2, d + "/c3", base=d + "/c2", replicated=shared)  # a chain of two deltas
+    assert_state_equal(cd.load(d + "/c3"), state2, "c3")
+    cd.save(state2, d + "/lossy", policy="*.weight abs 1e-3\n*.exp_avg abs 1e-5")
+    back = cd.load(d + "/lossy")
+    w, w0 = back["model"]["module.0.weight"], state2["model"]["module.0.weight"]
+    assert not torch.equal(w, w0) and (w - w0).abs().max() <= 1e-3 * 1.0001
+    assert cd.manifest(d + "/lossy")["replicated"]["model.module.0.weight"]["crc32"] is None
+    assert_state_equal(back["emb"], state2["emb"], "lossy emb")
+    # the same directory again: replaced as a whole
+    cd.save(state, d + "/c2")
+    assert_state_equal(cd.load(d + "/c2"), state, "c2 replaced")
+    # rank 0 cannot make the directory: every rank raises, none waits
+    if rank == 0:
+        open(d + "/afile", "w").close()
+    dist.barrier()
+    expect_error(lambda: cd.save(state, d + "/afile/ck"), "rank 0" if rank else "afile")
+    dist.barrier()
+    if rank == 0:
+        assert not [x for x in os.listdir(d) if ".tmp-" in x], os.listdir(d)
+
+
+def prog_reshard(rank, world, d):
+    """4 ranks: saves from 4 load into 2 and 3; saves from 2 load into 4."""
+    ddp, opt = train_state()
+    cd.save(rank_state(rank, world, ddp, opt), d + "/w4")
+    for m in (2, 3):
+        sub = dist.new_group(ranks=list(range(m)))
+        if rank < m:
+            back = cd.load(d + "/w4", group=sub)
+            assert_state_equal(back, rank_state(rank, m, ddp, opt), "4->%d" % m)
+    sub = dist.new_group(ranks=[0, 1])
+    if rank < 2:
+        cd.save(rank_state(rank, 2, ddp, opt), d + "/w2", group=sub)
+    dist.barrier()
+    back = cd.load(d + "/w2")
+    want = rank_state(rank, 4, ddp, opt)
+    if rank >= 2:  # beyond the ranks that saved: rank 0's own state
+        want["rng"], want["note"] = torch.zeros(4), ["r", 0]
+    assert_state_equal(back, want, "2->4")
+
+
+def expect_error(fn, *needles):
+    try:
+        fn()
+    except Exception as e:
+        text = str(e)
+        for n in needles:
+            assert n in text, "%r not in %r" % (n, text)
+        return text
+    raise AssertionError("no error; expected one naming %s" % (needles,))
+
+
+def cloned(x):
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, cd.Shard):
+        return cd.Shard(x.tensor.clone(), x.offset, x.rows)
+    if isinstance(x, dict):
+        return type(x)((k, cloned(v)) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return type(x)(cloned(v) for v in x)
+    return x
+
+
+def prog_damage(rank, world, d):
+    ddp, opt = train_state()
+    state = cloned(rank_state(rank, world, ddp, opt))
+    cd.save(state, d + "/good")
+    opt.step()
+    cd.save(rank_state(rank, world, ddp, opt), d + "/other")
+    shard1 = "rank-00001-of-00002.ckpz"
+    m = cd.manifest(d + "/good")
+    in1 = sorted(n for n, e in m["replicated"].items() if e["shard"] == 1)
+    victim = max(in1, key=lambda n: m["replicated"][n]["shape"][0] * (m["replicated"][n]["shape"] + [1])[-1])
+    cases = []
+
+    def setup(kind):
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(d + "/bad", ignore_errors=True)
+            shutil.copytree(d + "/good", d + "/bad")
+            p = d + "/bad/" + shard1
+            if kind == "missing":
+                os.remove(p)
+            elif kind == "truncated":
+                os.truncate(p, os.path.getsize(p) // 2)
+            elif kind == "flipped":
+                data = bytearray(open(p, "rb").read())
+                data[len(data) // 3] ^= 0x10
+                open(p, "wb").write(bytes(data))
+            elif kind == "swapped":  # a valid shard of another checkpoint
+                shutil.copy(d + "/other/" + shard1, p)
+        dist.barrier()
+
+    for kind, needles in (("missing", [shard1, "missing"]), ("truncated", [shard1]),
+                          ("flipped", [shard1, "tensor"]), ("swapped", [shard1, "tensor", "CRC-32"])):
+        setup(kind)
+        text = expect_error(lambda: cd.load(d + "/bad"), *needles)
+        if rank == 0:
+            assert "rank 0" in text or "rank 1" in text, text
+        cases.append((kind, text))
+    # the corrupted tensor is named: flip a byte inside one tensor's chunks
+    setup("flipped")
+    assert any(n in cases[2][1] for n in m["replicated"]) or "tensor" in cases[2][1], cases[2][1]
+    assert_state_equal(cd.load(d + "/good"), state, "good after all that")
+    del victim
+
+
+def prog_die(rank, world, d):
+    """Rank 1 dies while writing its shard of the second save."""
+    ddp, opt = train_state()
+    cd.save(rank_state(rank, world, ddp, opt), d + "/ck")
+    if rank == 1:
+        real = cd._dist_save._write_shard
+
+        def dying(payload, path, opts, base):
+            real(payload, path + ".partial", opts, base)
+            with open(path, "wb") as f:
+                f.write(open(path + ".partial", "rb").read()[:1000])
+            os._exit(0)
+
+        cd._dist_save._write_shard = dying
+    opt.step()
+    t0 = time.monotonic()
+    expect_error(lambda: cd.save(rank_state(rank, world, ddp, opt), d + "/ck"))
+    assert time.monotonic() - t0 < 40
+    with open(d + "/rank0-done", "w") as f:
+        f.write("raised")
+    os._exit(0)  # the group is broken: leave without destroying it
+
+
+def prog_background(rank, world, d):
+    ddp, opt = train_state()
+    state = rank_state(rank, world, ddp, opt)
+    want = cloned(state)
+    real = cd._dist_save._write_shard
+
+    def slow(*a):
+        time.sleep(1.5)  # a slow disk: the caller must not wait for it
+        real(*a)
+
+    cd._dist_save._write_shard = slow
+    h = cd.save(state, d + "/bg", background=True)
+    assert not h.done() and h.stall_seconds < 1.0, (h.done(), h.stall_seconds)
+    assert h.snapshot_seconds <= h.stall_seconds
+    for v in ddp.module.parameters():  # training goes on at once
+        v.data.add_(1.0)
+    assert not os.path.exists(d + "/bg/manifest.json") or h.done()
+    h.wait(60)
+    back = cd.load(d + "/bg")
+    assert_state_equal(back["model"], want["model"], "snapshot")
+    cd._dist_save._write_shard = real
+    h2 = cd.save(rank_state(rank, world, ddp, opt), d + "/bg", background=True)
+    h2.wait(60)
+    assert torch.equal(cd.load(d + "/bg")["model"]["module.0.weight"], ddp.module[0].weight.detach())
+
+
+class DistributedTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ckpz-dist-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_roundtrip_delta_lossy_2(self):
+        spawn(prog_roundtrip, 2, self.dir)
+
+    def test_reshard_4(self):
+        spawn(prog_reshard, 4, self.dir)
+
+    def test_damaged_shards_2(self):
+        spawn(prog_damage, 2, self.dir)
+
+    def test_rank_dies_mid_save(self):
+        spawn(prog_die, 2, self.dir)
+        self.assertTrue(os.path.exists(self.dir + "/rank0-done"))
+        self.assertFalse(os.path.exists(self.dir + "/ck/rank-00001-of-00002.ckpz.partial"))
+        # the previous checkpoint loads, here in a world of one (rank 0's state, whole Shards)
+        back = cd.load(self.dir + "/ck")
+        self.assertEqual(back["emb"].rows, 13)
+        self.assertTrue(torch.equal(back["emb"].tensor, full_table()))
+        self.assertEqual(back["step"], 11)
+
+    def test_background_2(self):
+        spawn(prog_background, 2, self.dir)
+
+    def test_single_process(self):
+        state = {"a": torch.randn(5, 3), "b": [torch.arange(4), 3.5]}
+        cd.save(state, self.dir + "/one")
+        assert_state_equal(cd.load(self.dir + "/one"), state)
+        self.assertRaisesRegex(FileNotFoundError, "manifest", cd.load, self.dir)
+        # a manifest pointing outside its shards, or not JSON: a clear error, no KeyError
+        import json
+
+        path = self.dir + "/one/manifest.json"
+        good = open(path).read()
+        m = json.loads(good)
+        m["replicated"]["a"]["shard"] = 5
+        open(path, "w").write(json.dumps(m))
+        self.assertRaisesRegex(ckpz.Error, "malformed manifest: bad replicated", cd.load, self.dir + "/one")
+        open(path, "w").write(good[:-10])
+        self.assertRaisesRegex(ckpz.Error, "not valid JSON", cd.load, self.dir + "/one")
+
+
+if __name__ == "__main__":
+    unittest.main()
