@@ -625,8 +625,8 @@ typedef struct ckpz_split_out {
     size_t tail_len;
     uint64_t tail_offset;
     uint64_t file_size;
-    uint64_t original_size;
     uint32_t content_checksum; /* CRC-32C of the original (restored, for a lossy file) */
+    ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them */
 } ckpz_split_out;
 
 /* From the records of all ckpz_split_chunks chunks (in order) and the frames coded for

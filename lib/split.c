@@ -259,8 +259,8 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
         out->region = region.data, out->region_len = region.size;
         out->tail = tail.data, out->tail_len = tail.size;
         out->file_size = w.pos;
-        out->original_size = w.original;
         out->content_checksum = w.content_crc;
+        out->stats = (ckpz_stats){w.original, w.pos, s->pl.tensor_bytes, s->pl.tensors, w.nc, s->pl.segs.format};
     } else {
         free(head.data), free(region.data), free(tail.data);
     }

@@ -1,0 +1,45 @@
+/* ckpz_mpi.h — libckpz_mpi: many MPI ranks compress one checkpoint into one .ckpz file,
+ * and restore it, with MPI-IO. The file is byte for byte the one serial ckpz (or
+ * ckpz_compress_io) writes for the same input and params, so every reader opens it.
+ *
+ * Compression: every rank plans the whole input (only the format's own bytes are read),
+ * takes the chunks that start in its share of the input's bytes, reads and codes them on
+ * params->threads threads, and the ranks exchange each chunk's small record
+ * (MPI_Allgatherv); every rank then knows the whole layout and writes its bytes at their
+ * offset with MPI_File_write_at_all, rank 0 the header, index and trailer. Restoring:
+ * each rank verifies and decodes its share of the original bytes and writes them at their
+ * offset; rank 0 checks the whole file's checksum from the ranks' parts.
+ *
+ * Every call is collective over comm. All ranks return the same code and, in why, the
+ * same message (the first failing rank's, naming chunk and tensor where one is at fault,
+ * and the rank when comm has more than one); no rank is left waiting. Outputs are written
+ * under a temporary name in the same folder and renamed by rank 0 once all ranks agree
+ * that every byte was written; on failure no file is left under either name. An existing
+ * out_path is replaced. params->base (a delta's base, whole in memory on every rank) must
+ * be the same on every rank. params->progress is not called. */
+#ifndef CKPZ_MPI_H
+#define CKPZ_MPI_H
+
+#include <mpi.h>
+
+#include "ckpz.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Compresses in_path into out_path. stats (may be NULL) is the whole file's on every
+ * rank; why (may be NULL) gets the message on failure ("" on success). */
+ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+/* Restores in_path (a .ckpz file) into out_path; out_path NULL: verifies every chunk and
+ * the content checksum and writes nothing (ckpz -t). */
+ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                    const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
