@@ -608,6 +608,9 @@ CKPZ_API uint64_t ckpz_split_chunks(const ckpz_split *s);
 /* Chunk i's bytes are the input's [*offset, *offset + *length); i == chunks gives the
  * end of the input. Chunks are in input order and share no bytes. */
 CKPZ_API void ckpz_split_chunk(const ckpz_split *s, uint64_t i, uint64_t *offset, uint64_t *length);
+/* The name of the tensor chunk i belongs to (its last, for a chunk of packed entries),
+ * "" for opaque bytes; valid until ckpz_split_free. */
+CKPZ_API const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i);
 /* Codes chunks [first, first + n): records gets n records; *coded (malloc'd, free()
  * it) their frames, *coded_len bytes. Not guaranteed: any particular size of a record's
  * frame (chunks equal to the base's have none). */

@@ -38,6 +38,24 @@ ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, cons
 ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
 
+/* ---- one state to many ranks (seed 001's sync strategies) ---- */
+/* Root compresses its data (size bytes) with params, against params->base when set (a
+ * delta against the last state all ranks share: every rank must hold the same base),
+ * and broadcasts the compressed bytes; every other rank verifies them (every checksum)
+ * and decodes them into its data (room for size bytes, which must be the root's size).
+ * *moved (may be NULL): the bytes broadcast. */
+ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
+                          uint64_t *moved, char *why, size_t why_cap);
+
+/* Every rank holds its own copy of a state that should be the same everywhere (data-
+ * parallel replicas): the ranks check that it is, by the CRC-32C of every chunk (only
+ * digests move unless they differ), and compress it together into out_path as
+ * ckpz_mpi_compress_file does. Copies that differ: CKPZ_ERR_CORRUPT naming the lowest
+ * rank whose copy differs from rank 0's and the first tensor where it does; nothing is
+ * written. */
+ckpz_error ckpz_mpi_compress_same(MPI_Comm comm, const ckpz_params *params, const void *data, size_t size,
+                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -110,6 +110,11 @@ void ckpz_split_chunk(const ckpz_split *s, uint64_t i, uint64_t *offset, uint64_
     *length = i < s->nc ? s->c[i].raw_len : 0;
 }
 
+const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i)
+{
+    return i < s->nc ? s->pl.e[s->c[i].entry].name : "";
+}
+
 /* Chunk d's lossy plan with its values (planner_values), from its whole entry read
  * through the source; *have caches the last entry's. */
 static ckpz_error complete_plan(ckpz_ctx *ctx, ckpz_split *s, plan_chunk *d, uint32_t *have, quant_plan *cache)

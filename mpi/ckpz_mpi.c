@@ -5,12 +5,13 @@
  *
  * The rule that keeps ranks from hanging: every rank makes the same collective calls in
  * the same order whatever happens to it, and after each step that can fail on one rank
- * only (opening, reading, coding, decoding, writing) the ranks agree (agree(): an
+ * only (opening, reading, coding, decoding, writing) the ranks agree (mr_agree(): an
  * all-reduce of the lowest failing rank, then that rank's code and message broadcast)
  * before any rank decides what to do next. A failure therefore ends every rank at the
  * same point with the same message. The output is a temporary file beside the final
  * name, renamed by rank 0 only after the ranks agree that it is complete. */
 #include "ckpz_mpi.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,83 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MSG_MAX 512
 #define WRITE_PIECE (1u << 30)      /* MPI counts are ints: collective writes in pieces */
 #define RESTORE_PIECE (64u << 20)   /* bytes a rank decodes before writing them */
-
-typedef struct run {
-    MPI_Comm comm;
-    int rank, size;
-    ckpz_error err;
-    int agreed;  /* err is every rank's (set by agree on all ranks alike) */
-    char msg[MSG_MAX];
-} run;
-
-static void run_init(run *r, MPI_Comm comm)
-{
-    memset(r, 0, sizeof *r);
-    r->comm = comm;
-    MPI_Comm_rank(comm, &r->rank);
-    MPI_Comm_size(comm, &r->size);
-}
-
-/* Records this rank's first failure (later ones are consequences). */
-static void fail(run *r, ckpz_error code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(run *r, ckpz_error code, const char *fmt, ...)
-{
-    if (r->err) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-    va_end(ap);
-    r->err = code;
-}
-
-static void fail_ctx(run *r, ckpz_error code, ckpz_ctx *ctx)
-{
-    const char *m = ctx ? ckpz_ctx_message(ctx) : NULL;
-    fail(r, code, "%s", m && *m ? m : ckpz_error_name(code));
-}
-
-static void fail_mpi(run *r, const char *path, const char *doing, int rc)
-{
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", rc);
-    fail(r, CKPZ_ERR_WRITE, "%s: %s: %s", path, doing, s);
-}
-
-/* Collective: the lowest failing rank's code and message, on every rank. Once the
- * ranks agree on a failure, later calls keep it and communicate no more (no rank
- * communicates then). */
-static ckpz_error agree(run *r)
-{
-    if (r->agreed) return r->err;
-    int mine = r->err ? r->rank : r->size, first = r->size;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, r->comm);
-    if (first == r->size) return CKPZ_OK;
-    struct {
-        int code;
-        char msg[MSG_MAX];
-    } m;
-    memset(&m, 0, sizeof m);
-    if (r->rank == first) {
-        m.code = r->err;
-        if (r->size > 1) snprintf(m.msg, sizeof m.msg, "%.400s (rank %d)", r->msg, r->rank);
-        else snprintf(m.msg, sizeof m.msg, "%s", r->msg);
-    }
-    MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, r->comm);
-    r->err = (ckpz_error)m.code;
-    r->agreed = 1;
-    memcpy(r->msg, m.msg, sizeof r->msg);
-    return r->err;
-}
-
-static ckpz_error finish(run *r, char *why, size_t cap)
-{
-    if (why && cap) snprintf(why, cap, "%s", r->err ? r->msg : "");
-    return r->err;
-}
 
 /* The input, opened on every rank, as a source with pread. */
 static int open_input(run *r, const char *path, ckpz_fd *f, ckpz_source *src)
@@ -107,11 +33,11 @@ static int open_input(run *r, const char *path, ckpz_fd *f, ckpz_source *src)
     memset(f, 0, sizeof *f);
     f->fd = open(path, O_RDONLY);
     if (f->fd < 0 || fstat(f->fd, &st) != 0) {
-        fail(r, CKPZ_ERR_READ, "cannot open: %s", strerror(errno));
+        mr_fail(r, CKPZ_ERR_READ, "cannot open: %s", strerror(errno));
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        fail(r, CKPZ_ERR_PARAM, "not a regular file (ranks read it at offsets)");
+        mr_fail(r, CKPZ_ERR_PARAM, "not a regular file (ranks read it at offsets)");
         return -1;
     }
     ckpz_source_fd(src, f, (uint64_t)st.st_size);
@@ -135,27 +61,27 @@ static void output_open(run *r, output *o, const char *out_path)
     o->called = 1;
     if (r->rank == 0) {
         if (snprintf(o->tmp, sizeof o->tmp, "%s.XXXXXX", out_path) >= (int)sizeof o->tmp) {
-            fail(r, CKPZ_ERR_PARAM, "%s: name too long", out_path);
+            mr_fail(r, CKPZ_ERR_PARAM, "%s: name too long", out_path);
         } else {
             int fd = mkstemp(o->tmp);
             if (fd < 0) {
-                fail(r, CKPZ_ERR_WRITE, "%s: cannot create: %s", out_path, strerror(errno));
+                mr_fail(r, CKPZ_ERR_WRITE, "%s: cannot create: %s", out_path, strerror(errno));
             } else {
                 mode_t um = umask(0);
                 umask(um);
                 if (fchmod(fd, 0666 & ~um) != 0 || close(fd) != 0)
-                    fail(r, CKPZ_ERR_WRITE, "%s: %s", o->tmp, strerror(errno));
+                    mr_fail(r, CKPZ_ERR_WRITE, "%s: %s", o->tmp, strerror(errno));
                 o->created = 1;
             }
         }
     }
     MPI_Bcast(o->tmp, (int)sizeof o->tmp, MPI_CHAR, 0, r->comm);
-    if (agree(r)) return;
+    if (mr_agree(r)) return;
     int rc = MPI_File_open(r->comm, o->tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &o->fh);
-    if (rc != MPI_SUCCESS) fail_mpi(r, o->tmp, "cannot open", rc);
+    if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->tmp, "cannot open", rc);
     else o->open = 1;
     /* a rank whose open failed cannot take part in the file's collectives: all close */
-    if (agree(r) && o->open) {
+    if (mr_agree(r) && o->open) {
         MPI_File_close(&o->fh);
         o->open = 0;
     }
@@ -175,9 +101,9 @@ static void write_all(run *r, output *o, uint64_t off, const void *buf, size_t l
         int rc = MPI_File_write_at_all(o->fh, (MPI_Offset)(off + at), n ? (const char *)buf + at : NULL, n, MPI_BYTE,
                                        &st);
         int done = 0;
-        if (rc != MPI_SUCCESS) fail_mpi(r, o->path, "write error", rc);
+        if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error", rc);
         else if (n && (MPI_Get_count(&st, MPI_BYTE, &done) != MPI_SUCCESS || done != n))
-            fail(r, CKPZ_ERR_WRITE, "%s: write error: %d of %d bytes written at offset %llu", o->path, done, n,
+            mr_fail(r, CKPZ_ERR_WRITE, "%s: write error: %d of %d bytes written at offset %llu", o->path, done, n,
                  (unsigned long long)(off + at));
     }
 }
@@ -189,9 +115,9 @@ static void write_one(run *r, output *o, uint64_t off, const void *buf, size_t l
     int done = 0;
     if (r->err || !len) return;
     int rc = MPI_File_write_at(o->fh, (MPI_Offset)off, buf, (int)len, MPI_BYTE, &st);
-    if (rc != MPI_SUCCESS) fail_mpi(r, o->path, "write error", rc);
+    if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error", rc);
     else if (MPI_Get_count(&st, MPI_BYTE, &done) != MPI_SUCCESS || done != (int)len)
-        fail(r, CKPZ_ERR_WRITE, "%s: write error: %d of %zu bytes written at offset %llu", o->path, done, len,
+        mr_fail(r, CKPZ_ERR_WRITE, "%s: write error: %d of %zu bytes written at offset %llu", o->path, done, len,
              (unsigned long long)off);
 }
 
@@ -201,21 +127,21 @@ static void output_close(run *r, output *o, const char *out_path)
 {
     o->called = 0;
     if (o->open) {
-        if (!agree(r)) {
+        if (!mr_agree(r)) {
             int rc = MPI_File_sync(o->fh);
-            if (rc != MPI_SUCCESS) fail_mpi(r, o->path, "write error (sync)", rc);
+            if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error (sync)", rc);
         }
         int rc = MPI_File_close(&o->fh);
-        if (rc != MPI_SUCCESS) fail_mpi(r, o->path, "write error (close)", rc);
+        if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error (close)", rc);
         o->open = 0;
     }
-    agree(r);
+    mr_agree(r);
     if (r->rank == 0 && o->created) {
         if (!r->err && rename(o->tmp, out_path) != 0)
-            fail(r, CKPZ_ERR_WRITE, "%s: cannot rename to %s: %s", o->tmp, out_path, strerror(errno));
+            mr_fail(r, CKPZ_ERR_WRITE, "%s: cannot rename to %s: %s", o->tmp, out_path, strerror(errno));
         if (r->err) unlink(o->tmp);
     }
-    agree(r);
+    mr_agree(r);
 }
 
 /* The chunks rank r takes: those that start in its share of the input's bytes. */
@@ -244,14 +170,10 @@ static void my_chunks(const run *r, const ckpz_split *s, uint64_t *first, uint64
     *n = (r->rank == r->size - 1 ? nc : a) - lo_k;
 }
 
-ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
-                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+
+void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                            const char *out_path, ckpz_stats *stats, plan_check_fn check, const void *arg)
 {
-    run r;
-    run_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    ckpz_fd f = {.fd = -1};
-    ckpz_source src;
     ckpz_split *s = NULL;
     uint8_t *records = NULL;
     void *coded = NULL;
@@ -263,66 +185,81 @@ ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, cons
     memset(&so, 0, sizeof so);
     memset(&o, 0, sizeof o);
 
-    if (!ctx) fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    else if (open_input(&r, in_path, &f, &src) == 0) {
-        ckpz_error e = ckpz_split_plan(ctx, params, &src, &s);
-        if (e) fail_ctx(&r, e, ctx);
+    if (src && !r->err) {
+        ckpz_error e = ckpz_split_plan(ctx, params, src, &s);
+        if (e) mr_fail_ctx(r, e, ctx);
     }
-    if (agree(&r)) goto out;
+    if (mr_agree(r)) goto out;
+    if (check) {
+        check(r, s, arg);
+        if (mr_agree(r)) goto out;
+    }
 
     /* code this rank's chunks */
     uint64_t nc = ckpz_split_chunks(s);
-    my_chunks(&r, s, &first, &n);
-    counts = calloc((size_t)r.size, sizeof *counts);
-    displs = calloc((size_t)r.size, sizeof *displs);
+    my_chunks(r, s, &first, &n);
+    counts = calloc((size_t)r->size, sizeof *counts);
+    displs = calloc((size_t)r->size, sizeof *displs);
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
-    if (!counts || !displs || !records) fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    if (!counts || !displs || !records) mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
     else if ((nc + 1) * CKPZ_SPLIT_RECORD_SIZE > INT_MAX)
-        fail(&r, CKPZ_ERR_LIMIT, "%llu chunks: more records than one MPI_Allgatherv moves",
-             (unsigned long long)nc);
+        mr_fail(r, CKPZ_ERR_LIMIT, "%llu chunks: more records than one MPI_Allgatherv moves", (unsigned long long)nc);
     else {
-        ckpz_error e = ckpz_split_code(ctx, s, first, n, records + first * CKPZ_SPLIT_RECORD_SIZE, &coded,
-                                       &coded_len);
-        if (e) fail_ctx(&r, e, ctx);
+        ckpz_error e = ckpz_split_code(ctx, s, first, n, records + first * CKPZ_SPLIT_RECORD_SIZE, &coded, &coded_len);
+        if (e) mr_fail_ctx(r, e, ctx);
     }
-    if (agree(&r)) goto out;
+    if (mr_agree(r)) goto out;
 
     /* every chunk's record to every rank */
     int mine = (int)(n * CKPZ_SPLIT_RECORD_SIZE), at = (int)(first * CKPZ_SPLIT_RECORD_SIZE);
-    MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, comm);
-    MPI_Allgather(&at, 1, MPI_INT, displs, 1, MPI_INT, comm);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, records, counts, displs, MPI_BYTE, comm);
+    MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, r->comm);
+    MPI_Allgather(&at, 1, MPI_INT, displs, 1, MPI_INT, r->comm);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, records, counts, displs, MPI_BYTE, r->comm);
     ckpz_error e = ckpz_split_write(ctx, s, records, first, n, coded, coded_len, &so);
-    if (e) fail_ctx(&r, e, ctx);
+    if (e) mr_fail_ctx(r, e, ctx);
     free(coded);
     coded = NULL;
-    if (agree(&r)) goto out;
+    if (mr_agree(r)) goto out;
 
-    output_open(&r, &o, out_path);
-    if (r.err) goto out;
-    if (r.rank == 0) write_one(&r, &o, 0, so.head, so.head_len);
-    write_all(&r, &o, so.region_offset, so.region, so.region_len);
-    if (r.rank == 0) write_one(&r, &o, so.tail_offset, so.tail, so.tail_len);
-    output_close(&r, &o, out_path);
-    if (!r.err && stats) *stats = so.stats;
+    output_open(r, &o, out_path);
+    if (r->err) goto out;
+    if (r->rank == 0) write_one(r, &o, 0, so.head, so.head_len);
+    write_all(r, &o, so.region_offset, so.region, so.region_len);
+    if (r->rank == 0) write_one(r, &o, so.tail_offset, so.tail, so.tail_len);
+    output_close(r, &o, out_path);
+    if (!r->err && stats) *stats = so.stats;
 out:
-    if (o.called) output_close(&r, &o, out_path);
+    if (o.called) output_close(r, &o, out_path);
     ckpz_split_out_free(&so);
     free(coded);
     free(records);
     free(counts);
     free(displs);
     ckpz_split_free(s);
+}
+
+ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+{
+    run r;
+    mr_init(&r, comm);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_fd f = {.fd = -1};
+    ckpz_source src;
+    int ok = 0;
+    if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    else ok = open_input(&r, in_path, &f, &src) == 0;
+    mr_compress_source(&r, ctx, params, ok ? &src : NULL, out_path, stats, NULL, NULL);
     if (f.fd >= 0) close(f.fd);
     ckpz_ctx_free(ctx);
-    return finish(&r, why, why_cap);
+    return mr_finish(&r, why, why_cap);
 }
 
 ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
 {
     run r;
-    run_init(&r, comm);
+    mr_init(&r, comm);
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_fd f = {.fd = -1};
     ckpz_source src;
@@ -333,21 +270,21 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     memset(&o, 0, sizeof o);
     memset(&info, 0, sizeof info);
 
-    if (!ctx) fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     else if (open_input(&r, in_path, &f, &src) == 0) {
         ckpz_error e = ckpz_archive_open_io(ctx, params, &src, &a);
-        if (e) fail_ctx(&r, e, ctx);
+        if (e) mr_fail_ctx(&r, e, ctx);
         else ckpz_archive_get_info(a, &info);
     }
-    if (agree(&r)) goto out;
+    if (mr_agree(&r)) goto out;
 
     uint64_t size = info.original_size;
     uint64_t lo = size / r.size * r.rank + size % r.size * r.rank / r.size;
     uint64_t hi = size / r.size * (r.rank + 1) + size % r.size * (r.rank + 1) / r.size;
     unsigned long long mine = (hi - lo + RESTORE_PIECE - 1) / RESTORE_PIECE, rounds = 0;
     MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
-    if (rounds && !(buf = malloc(RESTORE_PIECE))) fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    if (agree(&r)) goto out;
+    if (rounds && !(buf = malloc(RESTORE_PIECE))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    if (mr_agree(&r)) goto out;
     if (out_path) {
         output_open(&r, &o, out_path);
         if (r.err) goto out;
@@ -359,13 +296,13 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
         if (len) {
             ckpz_span span = {at, len, buf};
             ckpz_error e = ckpz_archive_read(ctx, a, &span, 1);
-            if (e) fail_ctx(&r, e, ctx);
+            if (e) mr_fail_ctx(&r, e, ctx);
             else crc = ckpz_crc32c(crc, buf, len);
         }
-        if (agree(&r)) break;
+        if (mr_agree(&r)) break;
         if (out_path) {
             write_all(&r, &o, at, buf, len);
-            if (agree(&r)) break;
+            if (mr_agree(&r)) break;
         }
     }
     if (!r.err) {
@@ -378,20 +315,20 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
         int ok = r.rank != 0 || parts != NULL, all_ok = 0;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
         if (!all_ok) {
-            fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+            mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
         } else {
             MPI_Gather(&part, (int)sizeof part, MPI_BYTE, parts, (int)sizeof part, MPI_BYTE, 0, comm);
             if (r.rank == 0) {
                 uint32_t whole = 0;
                 for (int k = 0; k < r.size; k++) whole = ckpz_crc32c_combine(whole, parts[k].crc, parts[k].len);
                 if (whole != info.content_checksum)
-                    fail(&r, CKPZ_ERR_CHECKSUM,
+                    mr_fail(&r, CKPZ_ERR_CHECKSUM,
                          "content checksum mismatch: the restored bytes have CRC-32C %08x, the file says %08x",
                          (unsigned)whole, (unsigned)info.content_checksum);
             }
         }
         free(parts);
-        agree(&r);
+        mr_agree(&r);
     }
     if (o.called) output_close(&r, &o, out_path);
     if (!r.err && stats) {
@@ -407,5 +344,5 @@ out:
     ckpz_archive_close(a);
     if (f.fd >= 0) close(f.fd);
     ckpz_ctx_free(ctx);
-    return finish(&r, why, why_cap);
+    return mr_finish(&r, why, why_cap);
 }
