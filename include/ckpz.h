@@ -617,10 +617,21 @@ CKPZ_API const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i);
 CKPZ_API ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
                                     void **coded, size_t *coded_len);
 
+/* A stretch of output bytes in memory. */
+typedef struct ckpz_piece {
+    const void *ptr;
+    size_t len;
+} ckpz_piece;
+
 typedef struct ckpz_split_out {
     void *head;            /* the file's first head_len bytes (header, base frame) */
     size_t head_len;
-    void *region;          /* the bytes of the chunks given, at region_offset */
+    /* The bytes of the chunks given, in file order from region_offset, as pieces: the
+     * frames inside the coded bytes given (which must outlive them: nothing is copied)
+     * and the frames laid out around them (entries, runs of copies), kept in `frames`.
+     * No piece is longer than 1 GiB. */
+    ckpz_piece *pieces;
+    size_t npieces;
     size_t region_len;
     uint64_t region_offset;
     void *tail;            /* the index and trailer (and a copy frame that ends the
@@ -630,6 +641,7 @@ typedef struct ckpz_split_out {
     uint64_t file_size;
     uint32_t content_checksum; /* CRC-32C of the original (restored, for a lossy file) */
     ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them */
+    void *frames;              /* what pieces outside the coded bytes point into */
 } ckpz_split_out;
 
 /* From the records of all ckpz_split_chunks chunks (in order) and the frames coded for

@@ -15,6 +15,7 @@
  * together from its chunks, which give the same value). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/grow.h"
 #include "common/pipeline.h"
@@ -143,6 +144,23 @@ static ckpz_error complete_plan(ckpz_ctx *ctx, ckpz_split *s, plan_chunk *d, uin
     return CKPZ_OK;
 }
 
+/* The coded frames of a process's share: hundreds of MB written once. Faulting them
+ * in 4 KiB pages cost more than coding them (a VM here: 353 MB, 1 rank, 1.1 s user +
+ * 1.7 s sys against serial ckpz's 0.25 + 0.2 s); on 2 MiB pages, where the kernel gives
+ * them on request, 512 times fewer faults. */
+static void *frames_alloc(size_t n)
+{
+    void *p = NULL;
+#ifdef MADV_HUGEPAGE
+    if (n >= (8u << 20)) {
+        if (posix_memalign(&p, 2u << 20, n) != 0) return NULL;
+        madvise(p, n, MADV_HUGEPAGE); /* advice: nothing to do when refused */
+        return p;
+    }
+#endif
+    return malloc(n ? n : 1);
+}
+
 ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
                            size_t *coded_len)
 {
@@ -165,8 +183,12 @@ ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_
     uint32_t have = 0;
     quant_plan cache;
     size_t fbound = workmem_out_bound(p->chunk_size);
-    uint64_t done = 0;
-    outm.grow = 1;
+    uint64_t done = 0, room = 0;
+    /* room for every frame, taken once: growing it would copy the frames and touch
+     * fresh pages again (measured: most of the time of a 353 MB compression) */
+    for (uint64_t k = first; k < first + n; k++) room += workmem_out_bound(s->c[k].raw_len);
+    if (room > SIZE_MAX || !(outm.data = frames_alloc((size_t)room))) goto nomem;
+    outm.capacity = (size_t)room;
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
     ws.scratch = wm->scratch;
@@ -212,6 +234,40 @@ done:
     return err;
 }
 
+/* The writer's sink while it lays out a region: bytes inside the coded frames become
+ * pieces that point at them; the frames it makes itself (entries, copies) are kept in
+ * `frames`, their pieces first as offsets (the buffer moves as it grows). */
+typedef struct collect {
+    const uint8_t *coded;
+    size_t coded_len;
+    ckpz_mem frames;
+    ckpz_piece *p;  /* ptr: an offset into frames when `in_frames` */
+    uint8_t *in_frames;
+    size_t n, cap, cap_f;
+} collect;
+
+#define PIECE_MAX (1u << 30)
+
+static int collect_write(void *opaque, const void *buf, size_t n)
+{
+    collect *c = opaque;
+    const uint8_t *b = buf;
+    int coded = b >= c->coded && b < c->coded + c->coded_len;
+    uintptr_t at = coded ? (uintptr_t)b : (uintptr_t)c->frames.size;
+    if (!coded && ckpz_mem_write(&c->frames, buf, n) != 0) return -1;
+    if (c->n && c->in_frames[c->n - 1] == !coded && c->p[c->n - 1].len + n <= PIECE_MAX &&
+        (uintptr_t)c->p[c->n - 1].ptr + c->p[c->n - 1].len == at) {
+        c->p[c->n - 1].len += n; /* the next bytes of the same buffer */
+        return 0;
+    }
+    if (grow_array((void **)&c->p, &c->cap, c->n + 1, sizeof *c->p) ||
+        grow_array((void **)&c->in_frames, &c->cap_f, c->n + 1, 1))
+        return -1;
+    c->p[c->n] = (ckpz_piece){(const void *)at, n};
+    c->in_frames[c->n++] = !coded;
+    return 0;
+}
+
 ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
                             const void *coded, size_t coded_len, ckpz_split_out *out)
 {
@@ -221,12 +277,14 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
                         (unsigned long long)(first + n), s->nc);
     for (size_t i = 0; i < s->pl.ne; i++) s->pl.e[i].nchunks = 0; /* the writer counts them */
-    ckpz_mem head = {0}, region = {0}, tail = {0};
-    head.grow = region.grow = tail.grow = 1;
+    ckpz_mem head = {0}, tail = {0};
+    collect region = {coded, coded_len, {0}, NULL, NULL, 0, 0, 0};
+    head.grow = tail.grow = region.frames.grow = 1;
     writer w;
     writer_init(&w, ctx, &s->p, &s->pl, s->src.size, ckpz_mem_write, &head, 0);
     ckpz_error err = writer_start(&w, s->lossy);
     size_t at = 0; /* in coded */
+    uint64_t region_end = 0;
     for (uint64_t k = 0; k < s->nc && !err; k++) {
         chunk_result r;
         memcpy(&r, (const uint8_t *)records + k * CKPZ_SPLIT_RECORD_SIZE, sizeof r);
@@ -249,26 +307,34 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
             at += (size_t)r.out_len;
         }
         w.mute = !mine;
-        w.opaque = &region;
+        w.wr = mine ? collect_write : ckpz_mem_write;
+        w.opaque = mine ? (void *)&region : (void *)&head;
         err = writer_emit(&w, d, &r, frame);
+        if (mine) region_end = w.pos;
     }
     if (!err && first == s->nc) out->region_offset = w.pos;
     if (!err) {
         w.mute = 0;
+        w.wr = ckpz_mem_write;
         w.opaque = &tail;
         out->tail_offset = w.pos;
         err = writer_end(&w);
     }
     if (!err) {
+        for (size_t i = 0; i < region.n; i++)
+            if (region.in_frames[i]) region.p[i].ptr = (const uint8_t *)region.frames.data + (uintptr_t)region.p[i].ptr;
         out->head = head.data, out->head_len = head.size;
-        out->region = region.data, out->region_len = region.size;
+        out->pieces = region.p, out->npieces = region.n;
+        out->frames = region.frames.data;
+        out->region_len = n ? (size_t)(region_end - out->region_offset) : 0;
         out->tail = tail.data, out->tail_len = tail.size;
         out->file_size = w.pos;
         out->content_checksum = w.content_crc;
         out->stats = (ckpz_stats){w.original, w.pos, s->pl.tensor_bytes, s->pl.tensors, w.nc, s->pl.segs.format};
     } else {
-        free(head.data), free(region.data), free(tail.data);
+        free(head.data), free(region.frames.data), free(region.p), free(tail.data);
     }
+    free(region.in_frames);
     writer_free(&w);
     return err;
 }
@@ -276,6 +342,6 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
 void ckpz_split_out_free(ckpz_split_out *o)
 {
     if (!o) return;
-    free(o->head), free(o->region), free(o->tail);
+    free(o->head), free(o->pieces), free(o->frames), free(o->tail);
     memset(o, 0, sizeof *o);
 }

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WRITE_PIECE (1u << 30)      /* MPI counts are ints: collective writes in pieces */
+#define WRITE_PIECE (1u << 30)      /* MPI counts are ints: collective writes in rounds */
 #define RESTORE_PIECE (64u << 20)   /* bytes a rank decodes before writing them */
 
 /* The input, opened on every rank, as a source with pread. */
@@ -87,25 +87,54 @@ static void output_open(run *r, output *o, const char *out_path)
     }
 }
 
-/* Collective: writes buf[0..len) at off, in pieces of at most WRITE_PIECE bytes, as
- * many rounds on every rank. A rank whose write failed writes nothing in later rounds
- * but still takes part. */
-static void write_all(run *r, output *o, uint64_t off, const void *buf, size_t len)
+/* Collective: writes the pieces (each at most WRITE_PIECE bytes) one after the other
+ * from off, straight from where they lie (an hindexed datatype over their addresses:
+ * nothing is copied), at most WRITE_PIECE bytes a round, as many rounds on every rank. A
+ * rank whose write failed writes nothing in later rounds but still takes part. */
+static void write_all(run *r, output *o, uint64_t off, const ckpz_piece *p, size_t np)
 {
-    unsigned long long mine = (len + WRITE_PIECE - 1) / WRITE_PIECE, rounds = 0;
-    MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r->comm);
-    for (unsigned long long i = 0; i < rounds; i++) {
-        size_t at = (size_t)i * WRITE_PIECE;
-        int n = r->err || at >= len ? 0 : (int)(len - at < WRITE_PIECE ? len - at : WRITE_PIECE);
-        MPI_Status st;
-        int rc = MPI_File_write_at_all(o->fh, (MPI_Offset)(off + at), n ? (const char *)buf + at : NULL, n, MPI_BYTE,
-                                       &st);
-        int done = 0;
-        if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error", rc);
-        else if (n && (MPI_Get_count(&st, MPI_BYTE, &done) != MPI_SUCCESS || done != n))
-            mr_fail(r, CKPZ_ERR_WRITE, "%s: write error: %d of %d bytes written at offset %llu", o->path, done, n,
-                 (unsigned long long)(off + at));
+    unsigned long long mine = 0, rounds = 0;
+    for (size_t i = 0, in_round = 0; i < np; i++) {
+        if (!mine || in_round + p[i].len > WRITE_PIECE) mine++, in_round = 0;
+        in_round += p[i].len;
     }
+    MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, r->comm);
+    int *lens = malloc((np ? np : 1) * sizeof *lens);
+    MPI_Aint *addr = malloc((np ? np : 1) * sizeof *addr);
+    if (!lens || !addr) mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
+    size_t i = 0;
+    for (unsigned long long k = 0; k < rounds; k++) {
+        size_t i0 = i, bytes = 0;
+        while (!r->err && i < np && (i == i0 || bytes + p[i].len <= WRITE_PIECE)) {
+            MPI_Get_address(p[i].ptr, &addr[i - i0]);
+            lens[i - i0] = (int)p[i].len;
+            bytes += p[i].len;
+            i++;
+        }
+        MPI_Datatype t = MPI_BYTE;
+        int count = 0, rc;
+        if (i > i0) {
+            rc = MPI_Type_create_hindexed((int)(i - i0), lens, addr, MPI_BYTE, &t);
+            if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&t);
+            if (rc != MPI_SUCCESS) {
+                mr_fail_mpi(r, o->path, "write error (datatype)", rc);
+                t = MPI_BYTE;
+            } else {
+                count = 1;
+            }
+        }
+        MPI_Status st;
+        rc = MPI_File_write_at_all(o->fh, (MPI_Offset)off, count ? MPI_BOTTOM : NULL, count, t, &st);
+        MPI_Count done = 0;
+        if (rc != MPI_SUCCESS) mr_fail_mpi(r, o->path, "write error", rc);
+        else if (count && (MPI_Get_elements_x(&st, MPI_BYTE, &done) != MPI_SUCCESS || (size_t)done != bytes))
+            mr_fail(r, CKPZ_ERR_WRITE, "%s: write error: %lld of %zu bytes written at offset %llu", o->path,
+                    (long long)done, bytes, (unsigned long long)off);
+        if (count) MPI_Type_free(&t);
+        off += bytes;
+    }
+    free(lens);
+    free(addr);
 }
 
 /* Rank 0 alone: bytes at off (header, tail). */
@@ -216,15 +245,13 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     MPI_Allgather(&at, 1, MPI_INT, displs, 1, MPI_INT, r->comm);
     MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, records, counts, displs, MPI_BYTE, r->comm);
     ckpz_error e = ckpz_split_write(ctx, s, records, first, n, coded, coded_len, &so);
-    if (e) mr_fail_ctx(r, e, ctx);
-    free(coded);
-    coded = NULL;
+    if (e) mr_fail_ctx(r, e, ctx); /* so's pieces point into coded: it is freed at the end */
     if (mr_agree(r)) goto out;
 
     output_open(r, &o, out_path);
     if (r->err) goto out;
     if (r->rank == 0) write_one(r, &o, 0, so.head, so.head_len);
-    write_all(r, &o, so.region_offset, so.region, so.region_len);
+    write_all(r, &o, so.region_offset, so.pieces, so.npieces);
     if (r->rank == 0) write_one(r, &o, so.tail_offset, so.tail, so.tail_len);
     output_close(r, &o, out_path);
     if (!r->err && stats) *stats = so.stats;
@@ -301,7 +328,8 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
         }
         if (mr_agree(&r)) break;
         if (out_path) {
-            write_all(&r, &o, at, buf, len);
+            ckpz_piece piece = {buf, len};
+            write_all(&r, &o, at, &piece, len ? 1 : 0);
             if (mr_agree(&r)) break;
         }
     }

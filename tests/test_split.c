@@ -82,7 +82,14 @@ static int split(const ckpz_params *p, const uint8_t *in, size_t n, int parts, u
         if ((ok = e == CKPZ_OK)) {
             if (!*file) *file = calloc(o.file_size, 1), *size = o.file_size;
             CHECK(o.file_size == *size && o.region_offset + o.region_len <= *size);
-            memcpy(*file + o.region_offset, o.region, o.region_len);
+            size_t at = 0;
+            for (size_t i = 0; i < o.npieces; i++) {
+                CHECK(at + o.pieces[i].len <= o.region_len);
+                if (at + o.pieces[i].len > o.region_len) break;
+                memcpy(*file + o.region_offset + at, o.pieces[i].ptr, o.pieces[i].len);
+                at += o.pieces[i].len;
+            }
+            CHECK(at == o.region_len);
             if (r == parts - 1) { /* the head and tail: any part has them */
                 memcpy(*file, o.head, o.head_len);
                 memcpy(*file + o.tail_offset, o.tail, o.tail_len);
