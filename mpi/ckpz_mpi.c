@@ -326,12 +326,13 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
             if (e) mr_fail_ctx(&r, e, ctx);
             else crc = ckpz_crc32c(crc, buf, len);
         }
-        if (mr_agree(&r)) break;
-        if (out_path) {
+        /* a rank that failed to decode writes nothing (write_all) and the ranks stop
+         * together after the round: one agreement a round */
+        if (o.called) {
             ckpz_piece piece = {buf, len};
-            write_all(&r, &o, at, &piece, len ? 1 : 0);
-            if (mr_agree(&r)) break;
+            write_all(&r, &o, at, &piece, len && !r.err ? 1 : 0);
         }
+        if (mr_agree(&r)) break;
     }
     if (!r.err) {
         /* the whole file's checksum from the ranks' parts, in rank order */

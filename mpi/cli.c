@@ -57,6 +57,16 @@ int mpi_predict_run(const fio_prefs *p, const char *const *files, int n, const p
     return on_rank0(g_rank == 0 ? predict_run(p, files, n, o) : 0);
 }
 
+/* Whether ok holds on every rank: decisions a rank takes alone before a collective call
+ * (a base it cannot load, an output that exists where it looks) must be every rank's,
+ * or the others would wait in the call. */
+static int all_ok(int ok)
+{
+    int all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
 typedef enum { OP_COMPRESS, OP_DECOMPRESS, OP_TEST } mpi_op;
 
 /* The output name, as ckpz names it (FILE.ckpz, FILE without .ckpz, or -o); NULL after
@@ -105,7 +115,10 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
         return 1;
     }
     if (op == OP_COMPRESS && p->base_path) {
-        if (fio_base_load(p, p->base_path, &cache) != 0) return 1;
+        if (!all_ok(fio_base_load(p, p->base_path, &cache) == 0)) {
+            fio_base_free(&cache);
+            return 1;
+        }
         base = &cache;
     }
     for (int i = 0; i < n; i++) {
@@ -115,11 +128,9 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
             failed = 1;
             continue;
         }
-        if (op != OP_TEST && !(out = output_name(p, op, files[i], dst, sizeof dst))) {
-            failed = 1;
-            continue;
-        }
-        if (op != OP_COMPRESS && fio_base_for(p, files[i], &cache, &base) != 0) {
+        int ok = op == OP_TEST || (out = output_name(p, op, files[i], dst, sizeof dst)) != NULL;
+        if (ok && op != OP_COMPRESS) ok = fio_base_for(p, files[i], &cache, &base) == 0;
+        if (!all_ok(ok)) {
             failed = 1;
             continue;
         }
