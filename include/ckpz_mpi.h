@@ -38,6 +38,23 @@ ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, cons
 ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
 
+/* One tensor of a rank's shard. */
+typedef struct ckpz_mpi_tensor {
+    const char *name;
+    ckpz_dtype dtype;      /* one safetensors has a name for */
+    uint32_t ndim;
+    const uint64_t *shape;
+    const void *data;      /* the elements, C order */
+} ckpz_mpi_tensor;
+
+/* Every rank passes its own tensors (t[0..n), n may be 0) and the ranks write one
+ * container of all of them into out_path: the safetensors file holding every rank's
+ * tensors in rank order, and in each rank's order, compressed (ckpz -d restores that
+ * file; the container is byte for byte what ckpz writes for it). params->format is
+ * ignored. Names must differ across all ranks. */
+ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
+                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
 /* ---- one state to many ranks (seed 001's sync strategies) ---- */
 /* Root compresses its data (size bytes) with params, against params->base when set (a
  * delta against the last state all ranks share: every rank must hold the same base),

@@ -201,7 +201,8 @@ static void my_chunks(const run *r, const ckpz_split *s, uint64_t *first, uint64
 
 
 void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                            const char *out_path, ckpz_stats *stats, plan_check_fn check, const void *arg)
+                        const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
+                        const void *arg)
 {
     ckpz_split *s = NULL;
     uint8_t *records = NULL;
@@ -226,7 +227,8 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
 
     /* code this rank's chunks */
     uint64_t nc = ckpz_split_chunks(s);
-    my_chunks(r, s, &first, &n);
+    if (assign) assign(r, s, arg, &first, &n);
+    else my_chunks(r, s, &first, &n);
     counts = calloc((size_t)r->size, sizeof *counts);
     displs = calloc((size_t)r->size, sizeof *displs);
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
@@ -276,7 +278,7 @@ ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, cons
     int ok = 0;
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     else ok = open_input(&r, in_path, &f, &src) == 0;
-    mr_compress_source(&r, ctx, params, ok ? &src : NULL, out_path, stats, NULL, NULL);
+    mr_compress_source(&r, ctx, params, ok ? &src : NULL, out_path, stats, NULL, NULL, NULL);
     if (f.fd >= 0) close(f.fd);
     ckpz_ctx_free(ctx);
     return mr_finish(&r, why, why_cap);

@@ -32,9 +32,14 @@ ckpz_error mr_finish(run *r, char *why, size_t cap);
 /* Between planning and coding (collective), or NULL: a check of the input against the
  * plan, which fails r when it finds something. */
 typedef void (*plan_check_fn)(run *r, ckpz_split *s, const void *arg);
-/* Collective: the ranks compress src (each rank's own source of the same bytes; NULL on
- * a rank that already failed) into out_path (ckpz_mpi.c). */
+/* The chunks [*first, *first + *n) rank r codes, or NULL: those that start in its share
+ * of the input's bytes. */
+typedef void (*chunk_assign_fn)(const run *r, const ckpz_split *s, const void *arg, uint64_t *first, uint64_t *n);
+/* Collective: the ranks compress src (each rank's own source of the input; NULL on a
+ * rank that already failed) into out_path (ckpz_mpi.c). check and assign (may be NULL)
+ * get arg. */
 void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                     const char *out_path, ckpz_stats *stats, plan_check_fn check, const void *arg);
+                        const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
+                        const void *arg);
 
 #endif

@@ -128,7 +128,7 @@ ckpz_error ckpz_mpi_compress_same(MPI_Comm comm, const ckpz_params *params, cons
     same_arg arg = {data};
     ckpz_source_mem(&src, &in);
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    mr_compress_source(&r, ctx, params, ctx ? &src : NULL, out_path, stats, check_same, &arg);
+    mr_compress_source(&r, ctx, params, ctx ? &src : NULL, out_path, stats, check_same, NULL, &arg);
     ckpz_ctx_free(ctx);
     return mr_finish(&r, why, why_cap);
 }
