@@ -17,7 +17,6 @@ fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 # the sanitizers' settings (make asan) reach every rank
 mpx=()
-[ -n "${LSAN_OPTIONS:-}" ] && mpx+=(-x LSAN_OPTIONS)
 [ -n "${ASAN_OPTIONS:-}" ] && mpx+=(-x ASAN_OPTIONS)
 run() { local n=$1; shift; timeout 60 mpirun "${mpx[@]}" -n "$n" --oversubscribe "$cmpi" "$@"; }
 
@@ -79,7 +78,7 @@ faults)
     ls "$tmp" | grep -q restored && bad "-d of a corrupt file left $(ls "$tmp" | grep restored)"
     # the shim is built without the sanitizers: an ASan build lets it come first
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-    timeout 60 mpirun "${mpx[@]}" -x ASAN_OPTIONS -n 2 --oversubscribe -x LD_PRELOAD="$shim" -x CKPZ_FAULT_WRITE_RANK=1 \
+    timeout 60 mpirun -x ASAN_OPTIONS -n 2 --oversubscribe -x LD_PRELOAD="$shim" -x CKPZ_FAULT_WRITE_RANK=1 \
         "$cmpi" -f -o "$tmp/w.ckpz" "$f32" > "$tmp/msg" 2>&1
     rc=$?
     [ $rc -ne 0 ] && [ $rc -ne 124 ] || bad "a failing write on rank 1: exit $rc"
