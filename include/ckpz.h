@@ -580,6 +580,83 @@ typedef struct ckpz_span {
  * buffers. */
 CKPZ_API ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *spans, size_t n);
 
+/* ---- one compression, many processes ------------------------------------------------ */
+/* The serial encoder taken apart so that processes (MPI ranks: libckpz_mpi) can share
+ * one compression and write one file together, byte for byte the file
+ * ckpz_compress_io writes for the same input and params:
+ *   1. every process plans the whole input (ckpz_split_plan: only the bytes the format
+ *      readers need are read), so all hold the same list of chunks;
+ *   2. each codes the chunks it is given (ckpz_split_code: its input bytes read through
+ *      the source's pread, coded on params->threads threads), keeping the frames and
+ *      a record of CKPZ_SPLIT_RECORD_SIZE bytes per chunk;
+ *   3. the records of all chunks, in order, go to every process (an all-gather);
+ *   4. each lays the file out from them (ckpz_split_write) and writes the bytes of its
+ *      chunks at their offset; one of them also writes the head and the tail.
+ * Records are plain bytes, valid only between processes running the same build of the
+ * library on machines of the same byte order. The plan holds a pointer to params->base
+ * and params->policy's rules; the base must stay valid until ckpz_split_free. A
+ * progress callback is not called. */
+typedef struct ckpz_split ckpz_split;
+#define CKPZ_SPLIT_RECORD_SIZE 128
+
+/* src needs pread and size. On failure *out is NULL and ctx says why (as compression
+ * would: a malformed input, a policy that does not parse). */
+CKPZ_API ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
+                                    ckpz_split **out);
+CKPZ_API void ckpz_split_free(ckpz_split *s); /* accepts NULL */
+CKPZ_API uint64_t ckpz_split_chunks(const ckpz_split *s);
+/* Chunk i's bytes are the input's [*offset, *offset + *length); i == chunks gives the
+ * end of the input. Chunks are in input order and share no bytes. */
+CKPZ_API void ckpz_split_chunk(const ckpz_split *s, uint64_t i, uint64_t *offset, uint64_t *length);
+/* The name of the tensor chunk i belongs to (its last, for a chunk of packed entries),
+ * "" for opaque bytes; valid until ckpz_split_free. */
+CKPZ_API const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i);
+/* Codes chunks [first, first + n): records gets n records; *coded (malloc'd, free()
+ * it) their frames, *coded_len bytes. Not guaranteed: any particular size of a record's
+ * frame (chunks equal to the base's have none). */
+CKPZ_API ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
+                                    void **coded, size_t *coded_len);
+
+/* A stretch of output bytes in memory. */
+typedef struct ckpz_piece {
+    const void *ptr;
+    size_t len;
+} ckpz_piece;
+
+typedef struct ckpz_split_out {
+    void *head;            /* the file's first head_len bytes (header, base frame) */
+    size_t head_len;
+    /* The bytes of the chunks given, in file order from region_offset, as pieces: the
+     * frames inside the coded bytes given (which must outlive them: nothing is copied)
+     * and the frames laid out around them (entries, runs of copies), kept in `frames`.
+     * No piece is longer than 1 GiB. */
+    ckpz_piece *pieces;
+    size_t npieces;
+    size_t region_len;
+    uint64_t region_offset;
+    void *tail;            /* the index and trailer (and a copy frame that ends the
+                              chunks), at tail_offset, up to file_size */
+    size_t tail_len;
+    uint64_t tail_offset;
+    uint64_t file_size;
+    uint32_t content_checksum; /* CRC-32C of the original (restored, for a lossy file) */
+    ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them */
+    void *frames;              /* what pieces outside the coded bytes point into */
+} ckpz_split_out;
+
+/* From the records of all ckpz_split_chunks chunks (in order) and the frames coded for
+ * chunks [first, first + n) (as ckpz_split_code gave them): the file's layout and the
+ * bytes of those chunks. Regions of consecutive ranges of chunks are consecutive in the
+ * file; head, regions and tail together are the whole file. May be called again. */
+CKPZ_API ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first,
+                                     uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out);
+CKPZ_API void ckpz_split_out_free(ckpz_split_out *o); /* accepts NULL */
+
+/* CRC-32C (Castagnoli), as the container uses it: crc of buf[0..n) continuing from crc
+ * (0 to start), and the CRC of A then B from crc_a, crc_b and B's length. */
+CKPZ_API uint32_t ckpz_crc32c(uint32_t crc, const void *buf, size_t n);
+CKPZ_API uint32_t ckpz_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 /* ---- torch.save archives written from memory ------------------------------------------ */
 /* A read callback that produces, from members in the caller's memory, the stored zip
  * archive torch.save (torch >= 1.6) writes: each member's local header with its data

@@ -21,19 +21,20 @@ void chunker_free(chunker *ch)
     ch->ahead = NULL;
 }
 
-/* Reads up to n bytes, read-ahead bytes first; short only at end of input. */
+/* Reads up to n bytes, read-ahead bytes first; short only at end of input. buf NULL:
+ * passes over them (ch->skip). */
 static ptrdiff_t read_some(chunker *ch, uint8_t *buf, size_t n)
 {
     size_t got = 0;
     if (ch->ahead_pos < ch->ahead_len) {
         size_t k = ch->ahead_len - ch->ahead_pos;
         if (k > n) k = n;
-        memcpy(buf, ch->ahead + ch->ahead_pos, k);
+        if (buf) memcpy(buf, ch->ahead + ch->ahead_pos, k);
         ch->ahead_pos += k;
         got = k;
     }
     while (got < n && !ch->eof) {
-        ptrdiff_t r = ch->rd(ch->rd_opaque, buf + got, n - got);
+        ptrdiff_t r = buf ? ch->rd(ch->rd_opaque, buf + got, n - got) : ch->skip(ch->rd_opaque, n - got);
         if (r < 0) return -1;
         if (r == 0) ch->eof = 1;
         got += (size_t)r;
@@ -93,12 +94,13 @@ ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment 
             /* The list is used up: the input must be too. If it is not (a reader that
              * under-described), the rest is kept as opaque bytes, never dropped. */
             if (ch->ahead_pos == ch->ahead_len && !ch->eof) {
-                ptrdiff_t r = ch->rd(ch->rd_opaque, buf, 1);
+                uint8_t byte;
+                ptrdiff_t r = ch->rd(ch->rd_opaque, &byte, 1);
                 if (r < 0) return CH_ERROR;
                 if (r == 0) ch->eof = 1;
                 else if (ch->ahead_cap >= 1 || (ch->ahead = malloc(1)) != NULL) {
                     if (!ch->ahead_cap) ch->ahead_cap = 1;
-                    ch->ahead[0] = buf[0];
+                    ch->ahead[0] = byte;
                     ch->ahead_pos = 0;
                     ch->ahead_len = 1;
                 } else {

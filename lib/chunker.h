@@ -25,6 +25,9 @@ typedef struct chunker {
     int in_seg, eof;
     size_t chunk_size;
     uint64_t consumed;    /* input bytes handed out so far */
+    /* Optional (plan.h): passes over n bytes of the input instead of reading them, for
+     * chunks asked for without a buffer; returns the bytes passed, -1 on error. */
+    ptrdiff_t (*skip)(void *rd_opaque, size_t n);
 } chunker;
 
 typedef enum { CH_END = 0, CH_DATA = 1, CH_ERROR = -1, CH_NOMEM = -2 } ch_event;
@@ -35,7 +38,8 @@ void chunker_init(chunker *ch, fmt_list *segs, size_t chunk_size, ckpz_read_fn r
  * error (formats.h), why[] saying what it was. */
 fmt_status chunker_describe(chunker *ch, const fmt_request *rq, uint64_t size_hint, char *why, size_t whylen);
 void chunker_free(chunker *ch);
-/* CH_DATA: buf (chunk_size bytes) holds the next *len bytes. If they begin a new entry,
+/* CH_DATA: buf (chunk_size bytes) holds the next *len bytes (buf NULL: they are passed
+ * over through ch->skip, which must be set). If they begin a new entry,
  * *seg is its segment (else NULL); *len is 0 only for an empty tensor's entry.
  * CH_ERROR: the read callback failed. CH_NOMEM: out of memory. */
 ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment **seg);

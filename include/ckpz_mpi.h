@@ -1,0 +1,80 @@
+/* ckpz_mpi.h — libckpz_mpi: many MPI ranks compress one checkpoint into one .ckpz file,
+ * and restore it, with MPI-IO. The file is byte for byte the one serial ckpz (or
+ * ckpz_compress_io) writes for the same input and params, so every reader opens it.
+ *
+ * Compression: every rank plans the whole input (only the format's own bytes are read),
+ * takes the chunks that start in its share of the input's bytes, reads and codes them on
+ * params->threads threads, and the ranks exchange each chunk's small record
+ * (MPI_Allgatherv); every rank then knows the whole layout and writes its bytes at their
+ * offset with MPI_File_write_at_all, rank 0 the header, index and trailer. Restoring:
+ * each rank verifies and decodes its share of the original bytes and writes them at their
+ * offset; rank 0 checks the whole file's checksum from the ranks' parts.
+ *
+ * Every call is collective over comm. All ranks return the same code and, in why, the
+ * same message (the first failing rank's, naming chunk and tensor where one is at fault,
+ * and the rank when comm has more than one); no rank is left waiting. Outputs are written
+ * under a temporary name in the same folder and renamed by rank 0 once all ranks agree
+ * that every byte was written; on failure no file is left under either name. An existing
+ * out_path is replaced. params->base (a delta's base, whole in memory on every rank) must
+ * be the same on every rank. params->progress is not called. */
+#ifndef CKPZ_MPI_H
+#define CKPZ_MPI_H
+
+#include <mpi.h>
+
+#include "ckpz.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Compresses in_path into out_path. stats (may be NULL) is the whole file's on every
+ * rank; why (may be NULL) gets the message on failure ("" on success). */
+ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+/* Restores in_path (a .ckpz file) into out_path; out_path NULL: verifies every chunk and
+ * the content checksum and writes nothing (ckpz -t). */
+ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                    const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+/* One tensor of a rank's shard. */
+typedef struct ckpz_mpi_tensor {
+    const char *name;
+    ckpz_dtype dtype;      /* one safetensors has a name for */
+    uint32_t ndim;
+    const uint64_t *shape;
+    const void *data;      /* the elements, C order */
+} ckpz_mpi_tensor;
+
+/* Every rank passes its own tensors (t[0..n), n may be 0) and the ranks write one
+ * container of all of them into out_path: the safetensors file holding every rank's
+ * tensors in rank order, and in each rank's order, compressed (ckpz -d restores that
+ * file; the container is byte for byte what ckpz writes for it). params->format is
+ * ignored. Names must differ across all ranks. */
+ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
+                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+/* ---- one state to many ranks (seed 001's sync strategies) ---- */
+/* Root compresses its data (size bytes) with params, against params->base when set (a
+ * delta against the last state all ranks share: every rank must hold the same base),
+ * and broadcasts the compressed bytes; every other rank verifies them (every checksum)
+ * and decodes them into its data (room for size bytes, which must be the root's size).
+ * *moved (may be NULL): the bytes broadcast. */
+ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
+                          uint64_t *moved, char *why, size_t why_cap);
+
+/* Every rank holds its own copy of a state that should be the same everywhere (data-
+ * parallel replicas): the ranks check that it is, by the CRC-32C of every chunk (only
+ * digests move unless they differ), and compress it together into out_path as
+ * ckpz_mpi_compress_file does. Copies that differ: CKPZ_ERR_CORRUPT naming the lowest
+ * rank whose copy differs from rank 0's and the first tensor where it does; nothing is
+ * written. */
+ckpz_error ckpz_mpi_compress_same(MPI_Comm comm, const ckpz_params *params, const void *data, size_t size,
+                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

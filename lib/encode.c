@@ -1,0 +1,251 @@
+/* encode.c — see encode.h. */
+#include "encode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/grow.h"
+
+void encode_job(void *v, int worker, void *arg)
+{
+    cjob *j = v;
+    const plan_chunk *d = &j->d;
+    chunk_result *r = &j->r;
+    workers_state *ws = arg;
+    r->copy = 0;
+    r->abs_bound = d->plan.abs_bound;
+    r->prune_thr = d->plan.prune_thr;
+    if (!d->raw_len) return;
+    if (j->base && !memcmp(j->raw, j->base, d->raw_len)) {
+        r->copy = 1;
+        r->raw_crc = r->base_crc = crc32c(0, j->raw, d->raw_len);
+        return;
+    }
+    int level = d->plan.spec.level ? d->plan.spec.level : ws->level; /* a policy's level */
+    ent_ctx_set_codec(ws->scratch->ec[worker], ws->codec); /* the contexts outlive the call */
+    if (d->lossy) {
+        /* the lossy coder reads the base in passes of its own: the CRC is taken here */
+        if (ws->defer_base_crc && j->base) r->base_crc = crc32c(0, j->base, d->raw_len);
+        const uint8_t *restored;
+        quant_stats_init(&r->st);
+        r->out_len = chunk_encode_lossy(ws->scratch, worker, level, &d->plan, d->dtype, d->entry, d->elem0, j->raw,
+                                        d->raw_len, d->plan.spec.no_base ? NULL : j->base, j->out, &r->raw_crc,
+                                        &restored, &r->st);
+    } else if (d->group == GROUP_SMALL && d->dtype != CKPZ_DTYPE_NONE) {
+        /* A group mixes tensors (and opaque bytes) whose elements need not line up with
+         * the chunk's: coded as its largest dtype and as bytes, the smaller kept. Such
+         * groups are small (PACK_GROUP) and a small share of any checkpoint, so the second
+         * coding is cheap. A group that leads a larger owner is coded as the owner. */
+        ent_ctx *ec = ws->scratch->ec[worker];
+        uint8_t *planes = ws->scratch->planes[worker];
+        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes,
+                                       j->out, &r->raw_crc, NULL);
+        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
+                                  &r->raw_crc, NULL);
+        if (as_bytes < r->out_len)
+            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
+                                      &r->raw_crc, NULL);
+    } else {
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, j->raw, d->raw_len, j->base,
+                                  ws->scratch->planes[worker], j->out, &r->raw_crc,
+                                  ws->defer_base_crc ? &r->base_crc : NULL);
+    }
+    /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
+     * lossy coder falls back to lossless coding, which can, when that would be larger),
+     * so the chunk restores its original bytes either way. */
+    if (r->out_len > chunk_frame_bound(d->raw_len))
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len,
+                                  NULL, ws->scratch->planes[worker], j->out, &r->raw_crc, NULL);
+}
+
+void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,
+                 void *opaque, int defer_base_crc)
+{
+    memset(w, 0, sizeof *w);
+    w->ctx = ctx;
+    w->p = p;
+    w->pl = pl;
+    w->size_hint = size_hint;
+    w->wr = wr;
+    w->opaque = opaque;
+    w->spans_on = defer_base_crc;
+}
+
+void writer_free(writer *w)
+{
+    free(w->qs);
+    free(w->c);
+    free(w->spans);
+    w->qs = NULL, w->c = NULL, w->spans = NULL;
+}
+
+static ckpz_error put(writer *w, const void *p, size_t n)
+{
+    if (n && !w->mute && w->wr(w->opaque, p, n) != 0)
+        return ctx_fail(w->ctx, CKPZ_ERR_WRITE, "write error after %llu bytes of output", (unsigned long long)w->pos);
+    w->pos += n;
+    return CKPZ_OK;
+}
+
+ckpz_error writer_start(writer *w, int lossy)
+{
+    const ckpz_params *p = w->p;
+    uint8_t hdr[CTR_HEADER_SIZE];
+    ctr_header_write(hdr, &(ctr_header){(uint32_t)p->chunk_size, (uint8_t)w->pl->segs.format, p->base != NULL,
+                                        lossy != 0, 1, 0});
+    ckpz_error err = put(w, hdr, sizeof hdr);
+    if (err || !p->base) return err;
+    ctr_base *b = &w->bhead;
+    *b = (ctr_base){p->base_size, w->spans_on ? 0 : crc32c(0, p->base, p->base_size), p->base_depth + 1, 0, ""};
+    size_t nl = p->base_name ? strlen(p->base_name) : 0;
+    b->name_len = (uint16_t)(nl > CTR_MAX_BASE_NAME ? CTR_MAX_BASE_NAME : nl);
+    memcpy(b->name, p->base_name ? p->base_name : "", b->name_len);
+    ctr_base_frame_write(w->bframe, b);
+    return put(w, w->bframe, ctr_base_frame_size(b));
+}
+
+/* Writes a chunk frame of entry `entry` and records it in the seek table. */
+static ckpz_error put_frame(writer *w, uint32_t entry, const uint8_t *frame, size_t len, uint64_t raw_len)
+{
+    if (grow_array((void **)&w->c, &w->cap_c, w->nc + 1, sizeof *w->c))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    w->c[w->nc++] = (ctr_chunkrec){w->pos, (uint32_t)raw_len, (uint32_t)len};
+    w->pl->e[entry].nchunks++;
+    return put(w, frame, len);
+}
+
+/* Writes the pending run of copied chunks as one copy frame. */
+static ckpz_error flush_copy(writer *w)
+{
+    if (!w->copy_len) return CKPZ_OK;
+    uint8_t frame[CTR_FRAME_SIZE];
+    chunk_copy_frame(w->copy_entry, w->copy_len, w->copy_crc, frame);
+    ckpz_error err = put_frame(w, w->copy_entry, frame, sizeof frame, w->copy_len);
+    w->copy_len = 0;
+    w->copy_crc = 0;
+    return err;
+}
+
+/* Its entry frame if it starts an entry, then its chunk frame. Consecutive chunks of an
+ * entry equal to the base's become one copy frame. */
+ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, const uint8_t *out)
+{
+    ckpz_error err;
+    ctr_entry *ents = w->pl->e;
+    if (grow_array((void **)&w->qs, &w->cap_qs, d->entry + 1, sizeof *w->qs))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (d->new_entry) {
+        uint8_t buf[8 + CTR_ENTRY_MAX + 4];
+        if ((err = flush_copy(w))) return err;
+        for (uint32_t i = d->first_entry; i <= d->entry; i++) {
+            ctr_entry *e = &ents[i];
+            quant_stats_init(&w->qs[i]);
+            if (e->flags & CTR_ENTRY_LOSSY) { /* planned without the values, they come with the chunk */
+                e->lossy.abs_bound = r->abs_bound;
+                e->lossy.prune_thr = r->prune_thr;
+            }
+            e->first_chunk = w->nc;
+            ctr_entry_frame_write(buf, e);
+            if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
+        }
+    }
+    if (d->raw_len && d->lossy && !r->out_len && !r->copy)
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory coding tensor '%.100s'", ents[d->entry].name);
+    if (d->raw_len && d->lossy) {
+        if (r->copy) w->qs[d->entry].n += d->raw_len / ckpz_dtype_size(d->dtype);
+        else quant_stats_add(&w->qs[d->entry], &r->st);
+    }
+    if (!d->raw_len) return CKPZ_OK;
+    if (r->copy) {
+        if (w->copy_len + d->raw_len > UINT32_MAX && (err = flush_copy(w))) return err;
+        w->copy_entry = d->entry;
+        w->copy_crc = crc32c_combine(w->copy_crc, r->raw_crc, d->raw_len);
+        w->copy_len += d->raw_len;
+    } else if ((err = flush_copy(w)) || (err = put_frame(w, d->entry, out, r->out_len, d->raw_len))) {
+        return err;
+    }
+    w->content_crc = crc32c_combine(w->content_crc, r->raw_crc, d->raw_len);
+    w->original += d->raw_len;
+    if (w->spans_on && d->has_base) {
+        if (w->nspans == w->cap_spans) {
+            size_t nc = w->cap_spans ? 2 * w->cap_spans : 256;
+            base_span *ns = realloc(w->spans, nc * sizeof *ns);
+            if (!ns) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+            w->spans = ns;
+            w->cap_spans = nc;
+        }
+        w->spans[w->nspans++] = (base_span){d->base_off, d->raw_len, r->base_crc};
+    }
+    if (w->p->progress && w->p->progress(w->p->progress_opaque, w->original, w->size_hint))
+        return ctx_fail(w->ctx, CKPZ_ERR_ABORTED, "aborted");
+    return CKPZ_OK;
+}
+
+ckpz_error writer_end(writer *w)
+{
+    ckpz_error err;
+    if ((err = flush_copy(w))) return err;
+    ctr_entry *ents = w->pl->e;
+    size_t ne = w->pl->ne;
+    if (grow_array((void **)&w->qs, &w->cap_qs, ne, sizeof *w->qs))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ne; i++) { /* the errors go into the index */
+        ctr_lossy *l = &ents[i].lossy;
+        const quant_stats *q = &w->qs[i];
+        if (!(ents[i].flags & CTR_ENTRY_LOSSY)) continue;
+        l->n = q->n;
+        l->exceptions = q->exceptions;
+        l->changed = q->changed;
+        l->frozen = q->frozen;
+        l->sum_abs = q->sum_abs;
+        l->sum_sq = q->sum_sq;
+        l->max_abs = q->max_abs;
+        l->vmin = q->vmin <= q->vmax ? q->vmin : 0;
+        l->vmax = q->vmin <= q->vmax ? q->vmax : 0;
+    }
+    size_t isz = ctr_index_size(ents, ne, w->nc);
+    uint8_t *idx = malloc(isz);
+    if (!idx) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    ctr_index_write(idx, ents, ne, w->c, w->nc);
+    uint8_t trb[CTR_TRAILER_SIZE];
+    ctr_trailer_write(trb, &(ctr_trailer){w->pos, isz, w->original, w->content_crc, crc32c(0, idx, isz)});
+    if (!(err = put(w, idx, isz))) err = put(w, trb, sizeof trb);
+    free(idx);
+    return err;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    const base_span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The base's CRC-32C from the spans the chunks read (their CRCs, taken while the bytes
+ * were in cache) and the bytes between them, in the base's order. Spans that overlap
+ * (never seen: tensors match one base tensor each) make it read the whole base. */
+static uint32_t base_crc_from_spans(writer *w, const void *base, size_t size)
+{
+    const uint8_t *b = base;
+    if (w->nspans) qsort(w->spans, w->nspans, sizeof *w->spans, span_cmp); /* none: the base was never read */
+    uint32_t c = 0;
+    uint64_t pos = 0;
+    for (size_t i = 0; i < w->nspans; i++) {
+        const base_span *s = &w->spans[i];
+        if (s->off < pos || s->len > size - s->off) return crc32c(0, b, size);
+        if (s->off > pos) c = crc32c(c, b + pos, (size_t)(s->off - pos));
+        c = crc32c_combine(c, s->crc, s->len);
+        pos = s->off + s->len;
+    }
+    if (pos < size) c = crc32c(c, b + pos, (size_t)(size - pos));
+    return c;
+}
+
+ckpz_error writer_base_frame(writer *w, const uint8_t **frame, size_t *len)
+{
+    w->bhead.crc = base_crc_from_spans(w, w->p->base, w->p->base_size);
+    ctr_base_frame_write(w->bframe, &w->bhead);
+    *frame = w->bframe;
+    *len = ctr_base_frame_size(&w->bhead);
+    return CKPZ_OK;
+}

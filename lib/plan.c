@@ -1,0 +1,330 @@
+/* plan.c — see plan.h. The decisions are those compress.c always took, moved here
+ * unchanged so that every encoder takes them from one place: chunks never straddle
+ * entries, small entries are packed (doc/format.md "Packed entries"), entries match the
+ * base's by name, a policy gives each tensor its coding, and a lossy tensor whose plan
+ * depends on all its values is read ahead whole. */
+#include "plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/grow.h"
+
+/* Appends the entry of segment s, at `off` in the input and coded against the base's
+ * segment m (NULL: none). What describing the entries and chunks takes (the input's
+ * segment list, the entry and chunk tables, the index they become) grows with the
+ * input's tensor count, not its size, so it is counted, in table_bytes, against the
+ * memory limit as a whole. */
+static ckpz_error add_entry(planner *pl, const fmt_segment *s, uint64_t off, const fmt_segment *m)
+{
+    if (grow_array((void **)&pl->e, &pl->cap_e, pl->ne + 1, sizeof *pl->e))
+        return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (pl->ne >= UINT32_MAX) return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT, "more than 2^32 entries");
+    ctr_entry *e = &pl->e[pl->ne++];
+    memset(e, 0, sizeof *e);
+    e->dtype = (uint8_t)s->dtype;
+    e->name = s->name ? s->name : "";
+    size_t nl = strlen(e->name);
+    e->name_len = (uint16_t)(nl > CTR_MAX_NAME ? CTR_MAX_NAME : nl);
+    e->ndim = s->ndim <= CTR_MAX_NDIM ? s->ndim : 0;
+    e->shape = e->ndim ? s->shape : NULL;
+    e->offset = off;
+    if (m) {
+        e->flags = CTR_ENTRY_BASED;
+        e->base_offset = m->offset;
+    }
+    /* quant_stats: the writer's per entry */
+    pl->table_bytes += sizeof(fmt_segment) + nl + 1 + 8 * (uint64_t)s->ndim + sizeof *pl->e + sizeof(quant_stats) +
+                       ctr_entry_size(e, 1);
+    if (pl->table_bytes > pl->p->mem_limit)
+        return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT,
+                        "the first %zu entries (up to tensor '%.100s') already take more memory to describe than the "
+                        "memory limit allows (%.1f MiB; ckpz --memory raises it)",
+                        pl->ne, e->name, (double)pl->p->mem_limit / (1 << 20));
+    return CKPZ_OK;
+}
+
+/* Packed entries (doc/format.md): entries of at most PACK_MAX bytes share a chunk, at most
+ * PACK_GROUP bytes of them; a group of at most PACK_LEAD bytes of tensors of one dtype
+ * also leads a larger tensor of that dtype after it. A chunk costs its frame, a
+ * descriptor a plane and each coded plane's own overhead (rANS states, tables: a few
+ * hundred bytes), which a tensor of a few KiB does not pay back; but statistics shared
+ * with another tensor cost in proportion to the bytes shared, so only a little leads a
+ * large tensor, and no opaque bytes: measured on the samples/ files, small torch.save
+ * files and the corpus' full checkpoints (leading limits 0.25-4 KiB, packing limits
+ * 1-16 KiB), these values were never larger than any other; leading 12 KiB groups made
+ * files 0.1-0.3% larger, and zip headers leading storages made a torch.save file 0.01%
+ * larger than not leading at all. */
+#define PACK_MAX (16u << 10)
+#define PACK_GROUP (64u << 10)
+#define PACK_LEAD (2u << 10)
+_Static_assert(PACK_GROUP <= CKPZ_CHUNK_MIN, "a group must fit any chunk");
+
+/* Whether segment s, whose first n bytes were read (its entry e), may start a group:
+ * known, small and whole, lossless, not coded against the base. The entries of a group
+ * must also share a level (a policy's rules may give levels). */
+static int packable(const fmt_segment *s, size_t n, const ctr_entry *e, const quant_spec *q)
+{
+    return s->length != FMT_LEN_OPEN && s->length >= 1 && s->length <= PACK_MAX && n == s->length &&
+           q->mode == QM_NONE && (!e || !(e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)));
+}
+
+/* Whether the n entries are all tensors of dtype dt. */
+static int all_of_dtype(const ctr_entry *e, size_t n, ckpz_dtype dt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (e[i].dtype != dt) return 0;
+    return 1;
+}
+
+/* The dtype a group's chunk is coded as first: the one that holds most of its bytes. */
+static ckpz_dtype group_dtype(const ctr_entry *e, size_t n)
+{
+    uint64_t bytes[CKPZ_DTYPE_COUNT_] = {0};
+    ckpz_dtype best = CKPZ_DTYPE_NONE;
+    for (size_t i = 0; i < n; i++) {
+        bytes[e[i].dtype] += e[i].length;
+        if (bytes[e[i].dtype] > bytes[best]) best = (ckpz_dtype)e[i].dtype;
+    }
+    return best;
+}
+
+int planner_needs_values(const quant_plan *plan)
+{
+    return plan->spec.mode == QM_REL || plan->spec.mode == QM_CREL || plan->spec.prune > 0;
+}
+
+void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_t len, const uint8_t *b)
+{
+    const quant_spec *q = &plan->spec;
+    size_t n = (size_t)(len - len % ckpz_dtype_size(dt));
+    if (q->mode == QM_REL) {
+        double lo = INFINITY, hi = -INFINITY;
+        quant_scan(dt, all, n, &lo, &hi);
+        plan->abs_bound = hi > lo ? q->bound * (hi - lo) : 0;
+    }
+    /* a bound relative to the update itself (planner_entry saw to it that there is a base) */
+    if (q->mode == QM_CREL) plan->abs_bound = b ? q->bound * quant_change_rms(dt, all, b, n) : 0;
+    if (q->prune > 0) plan->prune_thr = quant_prune_threshold(dt, all, b, n, q->prune);
+}
+
+/* Completes a lossy entry's plan. Modes that depend on the whole tensor (rel: its value
+ * range; pruning: the magnitude below which the chosen share of values lies) read the
+ * rest of the entry ahead into pl->whole (its first n bytes are in first), within the
+ * memory limit; planner_next then hands out chunks from there. */
+static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *first, size_t n)
+{
+    quant_plan *plan = &pl->plan;
+    const quant_spec *q = &plan->spec;
+    pl->whole_len = 0;
+    quant_plan_shape(plan, s->ndim, s->shape);
+    if (q->mode == QM_CREL && (!pl->entry_base || q->no_base)) { /* nothing to be relative to */
+        plan->spec.mode = QM_NONE;
+        return CKPZ_OK;
+    }
+    if (!planner_needs_values(plan)) return CKPZ_OK;
+    const uint8_t *all = first;
+    uint64_t len = n;
+    if (s->length > n) {
+        if (s->length > pl->p->mem_limit)
+            return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT,
+                            "tensor '%.100s' (%llu bytes) is larger than the memory limit, which %s needs whole",
+                            s->name, (unsigned long long)s->length, q->mode == QM_ABS ? "prune" : quant_mode_name(q->mode));
+        uint8_t *buf = NULL;
+        if (!pl->skip) {
+            if (!(buf = realloc(pl->whole, (size_t)s->length)))
+                return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory reading tensor '%.100s'", s->name);
+            pl->whole = buf;
+            memcpy(buf, first, n);
+        }
+        while (len < s->length) {
+            size_t got;
+            const fmt_segment *s2;
+            ch_event ev = chunker_next(&pl->ch, buf ? buf + len : NULL, &got, &s2);
+            if (ev == CH_NOMEM) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
+            if (ev == CH_ERROR) return ctx_fail(pl->ctx, CKPZ_ERR_READ, "read error in tensor '%.100s'", s->name);
+            if (ev == CH_DATA && s2)
+                return ctx_fail(pl->ctx, CKPZ_ERR_INTERNAL, "tensor '%.100s' ended early", s->name);
+            if (ev != CH_DATA || got == 0) break; /* the input ended inside the tensor */
+            len += got;
+        }
+        pl->whole_len = len;
+        all = buf;
+    }
+    const uint8_t *b = pl->entry_base && len <= pl->entry_avail && !q->no_base ? pl->entry_base : NULL;
+    if (q->mode == QM_CREL && !b) { /* the base ends first: no update to be relative to */
+        plan->spec.mode = QM_NONE;
+        return CKPZ_OK;
+    }
+    pl->values_base = b;
+    if (!pl->skip) planner_values(plan, s->dtype, all, len, b);
+    return CKPZ_OK;
+}
+
+/* The chunker's input is the planner's: its skip callback, where given, is used. */
+ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *rd_opaque,
+                        uint64_t size_hint, ptrdiff_t (*skip_fn)(void *, size_t))
+{
+    memset(pl, 0, sizeof *pl);
+    pl->ctx = ctx;
+    pl->p = p;
+    pl->skip = skip_fn != NULL;
+    pl->rq = (fmt_request){p->format, p->raw_dtype, p->raw_ndim, p->raw_shape};
+    char why[256] = "";
+    chunker_init(&pl->ch, &pl->segs, p->chunk_size, rd, rd_opaque);
+    pl->ch.skip = skip_fn;
+    fmt_status fs = chunker_describe(&pl->ch, &pl->rq, size_hint, why, sizeof why);
+    if (fs != FMT_DONE) return fmt_fail(ctx, fs, &pl->rq, why);
+    if (p->policy && !(pl->pol = policy_parse(p->policy, p->max_mae, why, sizeof why)))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
+    if (p->base && base_index_build(p->base, p->base_size, &pl->rq, &pl->bidx))
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    return CKPZ_OK;
+}
+
+void planner_free(planner *pl)
+{
+    base_index_free(&pl->bidx);
+    policy_free(pl->pol);
+    free(pl->whole);
+    free(pl->e); /* names and shapes belong to segs */
+    chunker_free(&pl->ch);
+    fmt_list_free(&pl->segs);
+    memset(pl, 0, sizeof *pl);
+}
+
+ckpz_error planner_end(planner *pl)
+{
+    char why[256];
+    if (pl->segs.format == CKPZ_INPUT_RAW && pl->p->raw_ndim && pl->consumed != fmt_raw_bytes(&pl->rq)) {
+        fmt_raw_mismatch(&pl->rq, pl->consumed, why, sizeof why); /* the size was unknown */
+        return fmt_fail(pl->ctx, FMT_ERROR, &pl->rq, why);
+    }
+    return CKPZ_OK;
+}
+
+static ckpz_error read_failed(planner *pl)
+{
+    return ctx_fail(pl->ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)pl->ch.consumed);
+}
+
+ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
+{
+    const ckpz_params *p = pl->p;
+    chunker *ch = &pl->ch;
+    ckpz_error err;
+    const fmt_segment *s = NULL;
+    size_t n;
+    ch_event ev = CH_DATA;
+    uint64_t at = pl->consumed;
+    *end = 0;
+    if (pl->whole_pos < pl->whole_len) { /* the rest of an entry read ahead */
+        uint64_t left = pl->whole_len - pl->whole_pos;
+        n = left < p->chunk_size ? (size_t)left : p->chunk_size;
+        if (buf && pl->whole) memcpy(buf, pl->whole + pl->whole_pos, n);
+        pl->whole_pos += n;
+    } else {
+        ev = chunker_next(ch, buf, &n, &s);
+    }
+    if (ev == CH_ERROR) return read_failed(pl);
+    if (ev == CH_NOMEM) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (ev == CH_END) {
+        *end = 1;
+        return CKPZ_OK;
+    }
+    pl->table_bytes += 2 * sizeof(ctr_chunkrec); /* its record, and its line in the index */
+    c->new_entry = s != NULL;
+    c->first_entry = (uint32_t)pl->ne;
+    c->group = 0;
+    c->in_off = at;
+    size_t group_len = 0; /* while a group is gathered: bytes of its entries before the last */
+    if (s) {
+        uint64_t off = ch->consumed - n;
+        const fmt_segment *m = p->base ? base_index_match(&pl->bidx, s, off) : NULL;
+        if ((err = add_entry(pl, s, off, m))) return err;
+        ctr_entry *e = &pl->e[pl->ne - 1];
+        if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;
+        pl->entry_base = m ? (const uint8_t *)p->base + m->offset : NULL;
+        pl->entry_avail = m ? (m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length) : 0;
+        memset(&pl->plan, 0, sizeof pl->plan);
+        pl->values_base = NULL;
+        pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim);
+        if (pl->plan.spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
+            if ((err = plan_entry(pl, s, buf, n))) return err;
+            pl->whole_pos = n;
+        }
+        quant_plan *plan = &pl->plan;
+        if (plan->spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
+            e->flags |= CTR_ENTRY_LOSSY;
+            e->lossy = (ctr_lossy){plan->spec.mode, plan->spec.bits, plan->spec.sym, plan->spec.per_row, plan->group,
+                                   plan->spec.bound, plan->abs_bound, plan->prune_thr, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        } else {
+            plan->spec.mode = QM_NONE;
+        }
+        /* A small whole entry: the small entries after it join its chunk, each taken
+         * whole, until one would not fit; that one, whatever its size, owns the group
+         * and goes on in the chunk when it can (doc/format.md "Packed entries"). */
+        if (packable(s, n, e, &plan->spec)) {
+            size_t used = n;
+            int head_tensor = s->dtype != CKPZ_DTYPE_NONE; /* s moves when the list grows */
+            for (;;) {
+                const fmt_segment *t;
+                size_t got;
+                ev = chunker_peek(ch, &t);
+                if (ev != CH_DATA || !t || t->length == FMT_LEN_OPEN || t->length == 0) break;
+                quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim);
+                if (q.mode != QM_NONE || q.level != plan->spec.level ||
+                    (p->base && base_index_match(&pl->bidx, t, ch->consumed)))
+                    break;
+                int small = t->length <= PACK_MAX && t->length <= PACK_GROUP - used;
+                if (!small && (used > PACK_LEAD || used % ckpz_dtype_size(t->dtype) ||
+                               !all_of_dtype(pl->e + c->first_entry, pl->ne - c->first_entry, t->dtype)))
+                    break;
+                uint64_t toff = ch->consumed;
+                ev = chunker_take(ch, buf ? buf + used : NULL, small ? (size_t)t->length : p->chunk_size - used, &got);
+                if (ev != CH_DATA || !got) break;
+                pl->e[pl->ne - 1].flags |= CTR_ENTRY_PACKED; /* the entry before owns the group no more */
+                pl->e[pl->ne - 1].length = used - group_len;
+                group_len = used;
+                if ((err = add_entry(pl, t, toff, NULL))) return err;
+                if (t->dtype != CKPZ_DTYPE_NONE) pl->tensors++, pl->tensor_bytes += got;
+                used += got;
+                c->group = small ? GROUP_SMALL : GROUP_LEADS;
+                if (!small) break; /* the owner: its rest comes in the next chunks */
+            }
+            if (ev == CH_ERROR) return read_failed(pl);
+            if (ev == CH_NOMEM) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
+            if (c->group) {
+                /* the packed entries' bytes were counted as they came; the owner's are
+                 * the rest */
+                if (head_tensor) pl->tensor_bytes += n;
+                pl->e[pl->ne - 1].length = used - group_len;
+                n = used;
+            }
+        }
+    }
+    ctr_entry *e = &pl->e[pl->ne - 1];
+    c->entry = (uint32_t)(pl->ne - 1);
+    c->dtype = c->group == GROUP_SMALL ? group_dtype(pl->e + c->first_entry, pl->ne - c->first_entry)
+                                       : (ckpz_dtype)e->dtype;
+    c->raw_len = n;
+    /* the base may end first (open tails) */
+    c->has_base = pl->entry_base && n <= pl->entry_avail;
+    c->base_off = c->has_base ? (uint64_t)(pl->entry_base - (const uint8_t *)p->base) : 0;
+    c->lossy = pl->plan.spec.mode != QM_NONE;
+    c->plan = pl->plan;
+    c->values_base = pl->values_base != NULL;
+    c->values_base_off = c->values_base ? (uint64_t)(pl->values_base - (const uint8_t *)p->base) : 0;
+    c->elem0 = e->length / ckpz_dtype_size(c->dtype);
+    if (n && !c->group) {
+        e->length += n;
+        if (pl->entry_base) {
+            pl->entry_base += n;
+            pl->entry_avail -= n < pl->entry_avail ? n : pl->entry_avail;
+        }
+        if (e->dtype != CKPZ_DTYPE_NONE) pl->tensor_bytes += n;
+    }
+    pl->consumed += n;
+    return CKPZ_OK;
+}
