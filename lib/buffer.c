@@ -5,10 +5,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "archive.h"
 #include "container/container.h"
+#include "workmem.h"
 
 /* ckpz_compress_bound. Every .ckpz file is laid out as (doc/format.md)
  *
@@ -116,25 +116,6 @@ ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params, const vo
     return compress_memory(ctx, params, src, src_size, dst, dst_capacity, written);
 }
 
-/* The output buffer (released with ckpz_free, i.e. free). Fresh pages cost a fault each
- * as the output first reaches them: 4 us per 4 KiB page measured on a 2-core VM (443 ms
- * for 64 MB, several times the compression), 62 ms in 2 MiB pages. Large outputs are
- * aligned to 2 MiB and ask for such pages (where the kernel grants them on request,
- * transparent_hugepage = madvise; only a hint: nothing fails without it). */
-#define HUGE_PAGE ((size_t)2 << 20)
-#define HUGE_MIN ((size_t)4 << 20)
-static uint8_t *alloc_output(size_t n)
-{
-#ifdef MADV_HUGEPAGE
-    void *p = NULL;
-    if (n >= HUGE_MIN && posix_memalign(&p, HUGE_PAGE, n) == 0) {
-        madvise(p, n - n % HUGE_PAGE, MADV_HUGEPAGE);
-        return p;
-    }
-#endif
-    return malloc(n);
-}
-
 ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                 void **dst, size_t *dst_size)
 {
@@ -145,7 +126,7 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
     if (!bound) return ctx_fail(ctx, CKPZ_ERR_LIMIT, "input of %zu bytes too large", src_size);
     /* The bound once (pages are only touched as the output reaches them), then given
      * back down to the size written: no growth, no copy. */
-    uint8_t *p = alloc_output(bound);
+    uint8_t *p = workmem_room(bound); /* released with ckpz_free, i.e. free */
     if (!p) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     ckpz_error err = compress_memory(ctx, params, src, src_size, p, bound, &n);
     if (err) {

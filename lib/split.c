@@ -15,7 +15,6 @@
  * together from its chunks, which give the same value). */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common/grow.h"
 #include "common/pipeline.h"
@@ -144,23 +143,9 @@ static ckpz_error complete_plan(ckpz_ctx *ctx, ckpz_split *s, plan_chunk *d, uin
     return CKPZ_OK;
 }
 
-/* The coded frames of a process's share: hundreds of MB written once. Faulting them
- * in 4 KiB pages cost more than coding them (a VM here: 353 MB, 1 rank, 1.1 s user +
- * 1.7 s sys against serial ckpz's 0.25 + 0.2 s); on 2 MiB pages, where the kernel gives
- * them on request, 512 times fewer faults. */
-static void *frames_alloc(size_t n)
-{
-    void *p = NULL;
-#ifdef MADV_HUGEPAGE
-    if (n >= (8u << 20)) {
-        if (posix_memalign(&p, 2u << 20, n) != 0) return NULL;
-        madvise(p, n, MADV_HUGEPAGE); /* advice: nothing to do when refused */
-        return p;
-    }
-#endif
-    return malloc(n ? n : 1);
-}
-
+/* The coded frames of a process's share (hundreds of MB written once) go into
+ * workmem_room: in 4 KiB pages their faults cost more than coding them (a VM here:
+ * 353 MB, 1 rank, 1.1 s user + 1.7 s sys against serial ckpz's 0.25 + 0.2 s). */
 ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
                            size_t *coded_len)
 {
@@ -187,7 +172,7 @@ ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_
     /* room for every frame, taken once: growing it would copy the frames and touch
      * fresh pages again (measured: most of the time of a 353 MB compression) */
     for (uint64_t k = first; k < first + n; k++) room += workmem_out_bound(s->c[k].raw_len);
-    if (room > SIZE_MAX || !(outm.data = frames_alloc((size_t)room))) goto nomem;
+    if (room > SIZE_MAX || !(outm.data = workmem_room((size_t)room))) goto nomem;
     outm.capacity = (size_t)room;
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;

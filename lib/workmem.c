@@ -3,6 +3,7 @@
 #include "workmem.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
 
@@ -110,4 +111,18 @@ void workmem_free(struct workmem *wm)
     free(wm->raw);
     free(wm->out);
     free(wm);
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN ((size_t)4 << 20)
+void *workmem_room(size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    void *p = NULL;
+    if (n >= HUGE_MIN && posix_memalign(&p, HUGE_PAGE, n) == 0) {
+        madvise(p, n - n % HUGE_PAGE, MADV_HUGEPAGE);
+        return p;
+    }
+#endif
+    return malloc(n ? n : 1);
 }
