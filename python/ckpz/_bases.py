@@ -2,8 +2,9 @@
 for the library, and whole-file restores into memory (which a base chain needs).
 
 A base is the previous checkpoint's original bytes: a mapping of an original file, a
-restored .ckpz (itself possibly a delta file, restored through its own base, found as
-the CLI finds it: by the name it recorded, beside it), or the caller's buffer.
+restored .ckpz (itself possibly a delta file, restored through its own base, found by
+the library's one chain policy, ckpz_chain_open, as the CLI finds it: by the name it
+recorded, beside it), or the caller's buffer.
 """
 
 import contextlib
@@ -17,13 +18,6 @@ __all__ = []  # private module
 _MAX_ORIGINAL = 1 << 40  # whole-file restores refuse originals over 1 TiB
 
 # ---- delta files: the base a file is coded against --------------------------------------
-
-# The CLI's chain policy (programs/basefile.c), kept the same until the library offers it:
-# at most MAX_CHAIN delta files, the named base included, restored one through another,
-# and a file met twice is a cycle, the same file by device and inode (a hard link too),
-# not by path. tests/python/test_bases.py holds the two to the same outcomes.
-MAX_CHAIN = 1000
-
 
 class _Base:
     """A base checkpoint's original bytes, held for the library (params.base): a mapping
@@ -85,22 +79,17 @@ def _head_info(head, path=None):
     return info
 
 
-def _file_head_info(path):
-    return _head_info(read_head(path), path)
-
-
 def _locate(referrer, recorded):
-    """Where the base a delta file recorded as `recorded` (bytes) lies, as the CLI finds
-    it: that file name, or the name + ".ckpz", in the referring file's directory. Only a
-    plain file name is followed (it is data from the file); None if nothing is there."""
-    if not recorded or b"/" in recorded or recorded in (b".", b".."):
+    """Where the base a delta file recorded as `recorded` (bytes) lies, by the library's
+    rule (ckpz_base_locate: that file name, or the name + ".ckpz", beside the referring
+    file; only a plain file name is followed); None if nothing is there."""
+    p = _lib.base_locate(os.fsencode(os.fspath(referrer)), bytes(recorded))
+    if not p:
         return None
-    d = os.path.dirname(os.fsencode(os.fspath(referrer)))
-    for name in (recorded, recorded + b".ckpz"):
-        p = os.path.join(d, name)
-        if os.path.isfile(p):
-            return os.fsdecode(p)
-    return None
+    try:
+        return os.fsdecode(_lib.ctypes.string_at(p))
+    finally:
+        _lib.free(p)
 
 
 def read_head(path):
@@ -127,34 +116,50 @@ def _map_original(path):
         return _Base(f.readall())
 
 
+def _chain(path):
+    """[(path, BaseInfo, or None for an original checkpoint)] from path down to the bottom
+    of its chain of bases, walked by the library (ckpz_chain_open: the one policy every
+    front end follows: where a base is looked for, the same file by device and inode, the
+    chain limit). A walk that stops short raises ckpz.Error naming the file, as the CLI
+    does."""
+    os.stat(path)  # the file named must exist: FileNotFoundError, as open() would say
+    c = _lib.ctypes.c_void_p()
+    with _lib.Call(None, path) as call:
+        err = _lib.chain_open(call.ctx, os.fsencode(path), _lib.ctypes.byref(c))
+        if not c:
+            call.check(err)
+    try:
+        links = []
+        for i in range(_lib.chain_length(c)):
+            info = _lib.BaseInfo()
+            kind = _lib.chain_link(c, i, _lib.ctypes.byref(info))
+            links.append((os.fsdecode(_lib.chain_path(c, i)), info if kind == 1 else None))
+        if err:
+            n = _lib.chain_message(c, None, 0)
+            buf = _lib.ctypes.create_string_buffer(n + 1)
+            _lib.chain_message(c, buf, n + 1)
+            msg = os.fsdecode(buf.value)
+            # "FILE: why", FILE the last link walked or the file it leads to (a cycle)
+            last, info = links[-1] if links else (path, None)
+            for named in (last, _locate(last, info.name) if info is not None else None):
+                if named is not None and msg.startswith(named + ": "):
+                    raise Error(err, msg[len(named) + 2:], named)
+            raise Error(err, msg, path)
+        return links
+    finally:
+        _lib.chain_free(c)
+
+
 def _base_from_path(path, threads):
     """A _Base for the previous checkpoint at path: an original file, a stand-alone .ckpz,
     or a delta .ckpz, restored through the chain of bases it recorded, each found beside
     the file that names it. The recorded name is path's file name."""
-    chain = []  # (path, BaseInfo) of the .ckpz files to restore, path first
-    walked = set()  # (st_dev, st_ino) of the files met so far: one met again is a cycle
-    p, original = path, None
-    while True:
-        st = os.stat(p)
-        if (st.st_dev, st.st_ino) in walked:
-            raise Error(_lib.ERR_BASE, "the chain of delta files comes back to this file (a cycle)", p)
-        walked.add((st.st_dev, st.st_ino))
-        info = _file_head_info(p)
-        if info is None:
-            original = p
-            break
-        chain.append((p, info))
-        if not info.needed:
-            break
-        if len(chain) > MAX_CHAIN:  # p, a delta file too, lies MAX_CHAIN files below path
-            raise Error(_lib.ERR_BASE, "chain of delta files longer than %d" % MAX_CHAIN, p)
-        nxt = _locate(p, info.name)
-        if nxt is None:
-            break  # restoring p fails below, with the library's message naming its base
-        p = nxt
-    cur = _map_original(original) if original is not None else None
+    links = _chain(path)
+    cur = _map_original(links[-1][0]) if links[-1][1] is None else None
     try:
-        for p, _info in reversed(chain):
+        for p, info in reversed(links):
+            if info is None:
+                continue
             restored = decompress_whole(p, threads, base=cur, locate=False)
             if cur is not None:
                 cur.close()
@@ -164,7 +169,8 @@ def _base_from_path(path, threads):
             cur.close()
         raise
     cur.name = os.fsencode(os.path.basename(path))
-    cur.depth = chain[0][1].depth if chain and chain[0][1].needed else 0
+    top = links[0][1]
+    cur.depth = top.depth if top is not None and top.needed else 0
     return cur
 
 

@@ -3,8 +3,9 @@ same file named, the same message.
 
 A delta file's base may itself be a delta file, found beside it by the name it
 recorded, and so on down a chain. How far such a chain may go and when two names are
-the same file decide whether a chain restores or is refused, and both the CLI
-(programs/basefile.c) and the package (python/ckpz/_bases.py) walk it. These tests run
+the same file decide whether a chain restores or is refused. The library walks it
+(ckpz_chain_open, lib/io/chain.c) for the CLI (programs/basefile.c) and for the package
+(python/ckpz/_bases.py) alike; these tests hold the two front ends to it. They run
 each case through both and compare: a chain of exactly the CLI's limit restores in both
 and one more delta file is refused by both, naming the same file; a cycle closed by a
 hard link (two names, one device and inode: only an identity test by device and inode
@@ -85,7 +86,7 @@ class TestChainPolicy(Case):
         """f0 an original, f1.ckpz .. fN.ckpz each a delta file against the one before:
         restoring f{L+1}.ckpz walks L delta files below it (the CLI's limit L) and
         restores in both; f{L+2}.ckpz walks one more and both refuse it, naming f1.ckpz."""
-        limit = 1000  # programs/basefile.c MAX_CHAIN
+        limit = 1000  # CKPZ_CHAIN_MAX (include/ckpz.h)
         want = {}
         self.write_next("f0")
         for k in range(1, limit + 3):
