@@ -31,7 +31,7 @@ test: deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The edit loop: everything but the slowest tests (about a minute on two cores).
-SLOW_TESTS = ^(test_corrupt|cli_list_test_extract|python_delta|python_frontdoor|cli_signals)$$
+SLOW_TESTS = ^(test_corrupt|cli_list_test_extract|python_delta|python_frontdoor|python_distributed|cli_signals)$$
 test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(SLOW_TESTS)'
 

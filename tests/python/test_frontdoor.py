@@ -403,7 +403,8 @@ class TestCraftedFiles(Case):
         self.assertLess(time.perf_counter() - t, 30)
         self.assertEqual(out[0], "error", out)
         self.assertIn(int(out[1]), (_lib.ERR_CHECKSUM, _lib.ERR_CORRUPT))
-        self.assertLess(int(out[2]) * 1024, 400 << 20)  # KiB: torch itself takes ~200 MB
+        if not os.environ.get("CKPZ_TEST_SANITIZED"):  # ASan's shadow memory counts in the RSS
+            self.assertLess(int(out[2]) * 1024, 400 << 20)  # KiB: torch itself takes ~200 MB
 
 
 class TestInterrupts(Case):
