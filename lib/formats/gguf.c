@@ -35,13 +35,14 @@
 #define GGUF_INFO_MIN 24   /* the smallest tensor info: empty name, no dimension */
 
 /* GGML types, by id: block size in elements, bytes per block, and the ckpz dtype when
- * the elements are plain numbers (NONE: a block format, kept as u8 rows). */
+ * the elements are plain numbers (their names are the dtype table's), else NONE and the
+ * block format's name, which its tensors' u8 rows carry (NAME:TYPE). */
 static const struct {
     const char *name;
     uint16_t blck, size;
     ckpz_dtype dtype;
 } ggml_types[] = {
-    [0] = {"f32", 1, 4, CKPZ_DTYPE_F32},       [1] = {"f16", 1, 2, CKPZ_DTYPE_F16},
+    [0] = {NULL, 1, 4, CKPZ_DTYPE_F32},       [1] = {NULL, 1, 2, CKPZ_DTYPE_F16},
     [2] = {"q4_0", 32, 18, CKPZ_DTYPE_NONE},   [3] = {"q4_1", 32, 20, CKPZ_DTYPE_NONE},
     [6] = {"q5_0", 32, 22, CKPZ_DTYPE_NONE},   [7] = {"q5_1", 32, 24, CKPZ_DTYPE_NONE},
     [8] = {"q8_0", 32, 34, CKPZ_DTYPE_NONE},   [9] = {"q8_1", 32, 36, CKPZ_DTYPE_NONE},
@@ -52,10 +53,10 @@ static const struct {
     [18] = {"iq3_xxs", 256, 98, CKPZ_DTYPE_NONE}, [19] = {"iq1_s", 256, 50, CKPZ_DTYPE_NONE},
     [20] = {"iq4_nl", 32, 18, CKPZ_DTYPE_NONE}, [21] = {"iq3_s", 256, 110, CKPZ_DTYPE_NONE},
     [22] = {"iq2_s", 256, 82, CKPZ_DTYPE_NONE}, [23] = {"iq4_xs", 256, 136, CKPZ_DTYPE_NONE},
-    [24] = {"i8", 1, 1, CKPZ_DTYPE_I8},        [25] = {"i16", 1, 2, CKPZ_DTYPE_I16},
-    [26] = {"i32", 1, 4, CKPZ_DTYPE_I32},      [27] = {"i64", 1, 8, CKPZ_DTYPE_I64},
-    [28] = {"f64", 1, 8, CKPZ_DTYPE_F64},      [29] = {"iq1_m", 256, 56, CKPZ_DTYPE_NONE},
-    [30] = {"bf16", 1, 2, CKPZ_DTYPE_BF16},    [34] = {"tq1_0", 256, 54, CKPZ_DTYPE_NONE},
+    [24] = {NULL, 1, 1, CKPZ_DTYPE_I8},        [25] = {NULL, 1, 2, CKPZ_DTYPE_I16},
+    [26] = {NULL, 1, 4, CKPZ_DTYPE_I32},      [27] = {NULL, 1, 8, CKPZ_DTYPE_I64},
+    [28] = {NULL, 1, 8, CKPZ_DTYPE_F64},      [29] = {"iq1_m", 256, 56, CKPZ_DTYPE_NONE},
+    [30] = {NULL, 1, 2, CKPZ_DTYPE_BF16},    [34] = {"tq1_0", 256, 54, CKPZ_DTYPE_NONE},
     [35] = {"tq2_0", 256, 66, CKPZ_DTYPE_NONE}, [39] = {"mxfp4", 32, 17, CKPZ_DTYPE_NONE},
 };
 #define GGML_NTYPES (sizeof ggml_types / sizeof ggml_types[0])
