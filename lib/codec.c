@@ -25,6 +25,15 @@ size_t chunk_planes_bound(size_t n, int lossy)
     return xf_scratch_bound(n, lossy);
 }
 
+/* The planes on a cache line's start: the split loops store 64 bytes at a time at
+ * plane + 64k, each store one line instead of two (a malloc'd block starts at any
+ * 16 bytes: whole-file compression of FP32 weights ran 3-5% slower on some). */
+static uint8_t *alloc_line(size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, n ? n : 1) ? NULL : p;
+}
+
 chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy)
 {
     chunk_scratch *s = calloc(1, sizeof *s);
@@ -36,7 +45,7 @@ chunk_scratch *chunk_scratch_create(int n, size_t chunk_size, int lossy)
     s->restored = calloc((size_t)n, sizeof *s->restored);
     if (!s->ec || !s->planes || !s->qw || !s->restored) goto fail;
     for (int i = 0; i < n; i++) {
-        if (!(s->ec[i] = ent_ctx_create()) || !(s->planes[i] = malloc(chunk_planes_bound(chunk_size, lossy))))
+        if (!(s->ec[i] = ent_ctx_create()) || !(s->planes[i] = alloc_line(chunk_planes_bound(chunk_size, lossy))))
             goto fail;
         if (lossy == CHUNK_SCRATCH_ENCODE_LOSSY &&
             (!(s->qw[i] = quant_work_create()) || !(s->restored[i] = malloc(chunk_size))))
