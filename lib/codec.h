@@ -41,7 +41,9 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
 /* Lossy: codes the chunk's n bytes (elements elem0.. of their tensor) with the plan,
  * writing what the decoder will restore to `restored` (n bytes), its CRC to raw_crc,
  * and adding the errors to *st. Falls back to lossless coding (restored = raw) where
- * the plan asks for it (max_mae) or the lossy form would be larger than the original.
+ * the plan asks for it (max_mae), where the lossy form would be larger than the original,
+ * and where it would be no smaller than the chunk's lossless frame (tried when the lossy
+ * frame is half the chunk or more).
  * Returns the frame length, 0 when out of memory. */
 size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_plan *plan, ckpz_dtype dtype,
                           uint32_t entry, uint64_t elem0, const uint8_t *raw, size_t n, const uint8_t *base,

@@ -228,11 +228,16 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                (unsigned long long)info.chunks, fmt ? fmt : "?",
                (unsigned)info.content_checksum);
         if (info.lossy) {
-            uint64_t lossy = 0;
+            uint64_t lossy = 0, exact = 0; /* coded lossy: with an error, and every element exact */
             for (i = 0; i < info.entries; i++)
-                if (ckpz_archive_entry(a, i, &e) == CKPZ_OK && e.lossy) lossy++;
-            printf("lossy: %llu of %llu tensors restore approximately (the checksums are of the restored "
-                   "content)\n", (unsigned long long)lossy, (unsigned long long)tensors);
+                if (ckpz_archive_entry(a, i, &e) == CKPZ_OK && e.lossy) {
+                    if (e.max_error > 0 || e.mae > 0 || e.max_error != e.max_error) lossy++;
+                    else exact++;
+                }
+            printf("lossy: %llu of %llu tensors restore approximately", (unsigned long long)lossy,
+                   (unsigned long long)tensors);
+            if (exact) printf(", %llu more were coded lossy and restore exactly", (unsigned long long)exact);
+            printf(" (the checksums are of the restored content)\n");
         }
         if (verbose)
             printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n",
