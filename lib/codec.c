@@ -169,6 +169,17 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     return best;
 }
 
+/* A lossy-planned chunk coded lossless after all: it restores as raw, with no error,
+ * and its elements still count in the entry's statistics. */
+static void restores_exactly(ckpz_dtype dtype, const uint8_t *raw, size_t n, const uint8_t **restored, quant_stats *st)
+{
+    quant_stats cs;
+    quant_stats_init(&cs);
+    cs.n = n / ckpz_dtype_size(dtype);
+    quant_stats_add(st, &cs);
+    *restored = raw;
+}
+
 size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_plan *plan, ckpz_dtype dtype,
                           uint32_t entry, uint64_t elem0, const uint8_t *raw, size_t n, const uint8_t *base,
                           uint8_t *out, uint32_t *raw_crc, const uint8_t **restored, quant_stats *st)
@@ -186,11 +197,8 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     if (np < 0) return 0;
     size_t total = 0;
     for (int i = 0; i < np; i++) total += o.size[i] + CTR_PLANE_DESC;
-    if (np == 0 || total > n) { /* lossless after all: no error, the elements still count */
-        quant_stats_init(&cs);
-        cs.n = n / ckpz_dtype_size(dtype);
-        quant_stats_add(st, &cs);
-        *restored = raw;
+    if (np == 0 || total > n) { /* lossless after all */
+        restores_exactly(dtype, raw, n, restored, st);
         return chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, raw_crc, NULL);
     }
     ctr_chunk h = {0};
@@ -210,11 +218,8 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
         size_t plain = chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, &plain_crc, NULL);
         if (plain && plain <= len) {
             free(lossy);
-            quant_stats_init(&cs);
-            cs.n = n / ckpz_dtype_size(dtype);
-            quant_stats_add(st, &cs);
+            restores_exactly(dtype, raw, n, restored, st);
             *raw_crc = plain_crc;
-            *restored = raw;
             return plain;
         }
         memcpy(out, lossy, len);
