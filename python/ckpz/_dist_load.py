@@ -68,29 +68,49 @@ class _ShardFile:
         if not isinstance(self.payload, dict) or not isinstance(self.payload.get("tensors"), dict):
             raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", path)
 
-    def read(self, names):
-        """{name: tensor} for the names, decoded and checked against the archive."""
+    def read(self, names, targets=None, check=None):
+        """{name: tensor} for the names, decoded and checked against the archive, then
+        check(name, tensor) on the host tensor. A tensor of targets ({name: tensor}) with
+        the same dtype and shape is filled in place and is what is returned for its name:
+        its own memory is decoded into when it is a contiguous CPU tensor and the shard
+        stores the tensor alone in its storage; otherwise it gets copy_ of the checked
+        host tensor."""
         torch = self.torch
         refs = self.payload["tensors"]
-        storages, spans, out = {}, [], {}
+        targets = targets or {}
+        users = {}
         for name in names:
             ref = refs.get(name)
             if not isinstance(ref, _TensorRef):
                 raise Error(_lib.ERR_CORRUPT, "the manifest places tensor %r in this shard, which does not hold it"
                             % name, self.path)
+            users[ref.storage.key] = users.get(ref.storage.key, 0) + 1
+        storages, spans, out, copies = {}, [], {}, []
+        for name in names:
+            ref = refs[name]
             s = ref.storage
+            target = _fits(torch, targets.get(name), s.dtype, ref.size)
             if s.key not in storages:
                 m = self.index.get(self.prefix + "data/" + s.key)
                 nbytes = s.numel * torch._utils._element_size(s.dtype)
                 if s.numel < 0 or m.size != nbytes:
                     raise Error(_lib.ERR_CORRUPT, "tensor %r: storage of %d bytes, the pickle says %d"
                                 % (name, m.size, nbytes), self.path)
+                if (target is not None and target.device.type == "cpu" and target.is_contiguous()
+                        and users[s.key] == 1 and ref.offset == 0 and target.numel() == s.numel):
+                    storages[s.key] = target  # decoded straight into the caller's tensor
+                    out[name] = target
+                    if nbytes:
+                        spans.append((m.data_offset, nbytes, target.data_ptr(), name))
+                    continue
                 storages[s.key] = torch.empty(s.numel, dtype=s.dtype)
                 if nbytes:
                     spans.append((m.data_offset, nbytes, storages[s.key].data_ptr(), name))
             t = torch.empty(0, dtype=s.dtype)
             t.set_(storages[s.key].storage(), ref.offset, ref.size, ref.stride)
             out[name] = t
+            if target is not None:
+                copies.append((name, target))
         try:
             _archive.read_into(self.call, self.handle, [sp[:3] for sp in spans])
         except Error:
@@ -100,7 +120,21 @@ class _ShardFile:
                 except Error as e:
                     raise Error(e.code, "tensor %r: %s" % (sp[3], e.message), self.path) from None
             raise
+        if check is not None:
+            for name, t in out.items():
+                check(name, t)
+        with torch.no_grad():
+            for name, target in copies:
+                target.copy_(out[name])
+                out[name] = target
         return out
+
+
+def _fits(torch, target, dtype, size):
+    """target when it is a tensor of that dtype and size (to be filled in place), else None."""
+    if isinstance(target, torch.Tensor) and target.dtype == dtype and tuple(target.shape) == tuple(size):
+        return target
+    return None
 
 
 def _open_and(path, base, threads, fn):
@@ -182,8 +216,9 @@ def _assemble(torch, name, lo, hi, e, got):
     return Shard(t, lo, e["shape"][0])
 
 
-def _load_here(directory, rank, world, threads):
+def _load_here(directory, rank, world, threads, into):
     torch = _torchzip.torch_module()
+    targets = _dist_state.flatten(torch, into)[1] if into is not None else {}
     m = _dist_state.read_manifest(directory)
     n = m["world_size"]
     src = rank if rank < n else 0  # whose skeleton and own tensors this rank takes
@@ -198,9 +233,10 @@ def _load_here(directory, rank, world, threads):
     plan = {}
 
     def read(sf, r):
-        for name, t in sf.read(sorted(plan["wanted"].get(r, ()))).items():
-            _check(t, plan["wanted"][r][name], name, sf.path)
-            got[(r, name)] = t
+        want = plan["wanted"].get(r, {})
+        mine = {name: targets[name] for name in want if name not in plan["pieces"] and name in targets}
+        got.update(((r, name), t) for name, t in sf.read(
+            sorted(want), mine, lambda name, t: _check(t, want[name], name, sf.path)).items())
 
     def own(sf):  # the skeleton, then what this rank needs from the same file
         if sf.payload.get("format") != _dist_state.FORMAT or not isinstance(sf.payload.get("skeleton"), dict):
@@ -223,18 +259,28 @@ def _load_here(directory, rank, world, threads):
     tensors = {}
     for name in _dist_state.names_in(plan["skeleton"]):
         if name in plan["pieces"]:
-            tensors[name] = _assemble(torch, name, *plan["pieces"][name], got)
+            tensors[name] = _into_shard(torch, _assemble(torch, name, *plan["pieces"][name], got), targets.get(name))
         else:
             tensors[name] = got[(_where(m, src, name)[1]["shard"], name)]
     return _dist_state.unflatten(plan["skeleton"], tensors)
 
 
-def load(directory, group, threads):
+def _into_shard(torch, got, target):
+    """got (a Shard), copied into target when target is a Shard of the same rows and shape."""
+    if (isinstance(target, Shard) and (target.offset, target.rows) == (got.offset, got.rows)
+            and _fits(torch, target.tensor, got.tensor.dtype, got.tensor.shape) is not None):
+        with torch.no_grad():
+            target.tensor.copy_(got.tensor)
+        return target
+    return got
+
+
+def load(directory, group, threads, into=None):
     rank, world = _dist_comm.rank_world(group)
     directory = os.fspath(directory)
     error, state = None, None
     try:
-        state = _load_here(directory, rank, world, threads)
+        state = _load_here(directory, rank, world, threads, into)
     except Exception as e:
         error = e
     msgs = _dist_comm.gather(None if error is None else str(error), group)

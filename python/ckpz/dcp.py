@@ -208,7 +208,13 @@ class Reader(_Directory, _N["StorageReader"]):
         if sf.payload.get("format") != FORMAT:
             raise Error(_lib.ERR_INPUT, "not a ckpz.dcp file", path)
         keys = sorted({info[1] for req, info in reqs if req.type != _N["LoadItemType"].BYTE_IO})
-        tensors = sf.read(keys)
+        targets = {}  # an item read whole: decoded straight into the tensor it is loaded into
+        for req, (_, key, crc) in reqs:
+            if req.type != _N["LoadItemType"].BYTE_IO and key not in targets and not any(req.storage_offsets):
+                target = planner.resolve_tensor(req).detach()
+                if target.device.type == "cpu" and target.is_contiguous():
+                    targets[key] = target
+        tensors = sf.read(keys, targets)
         for req, (_, key, crc) in reqs:
             name = req.storage_index.fqn
             if req.type == _N["LoadItemType"].BYTE_IO:
@@ -226,7 +232,8 @@ class Reader(_Directory, _N["StorageReader"]):
             if target.size() != t.size():
                 raise Error(_lib.ERR_CORRUPT, "tensor %r: %s in the file, %s asked for" % (name, tuple(t.size()),
                                                                                           tuple(target.size())), path)
-            target.copy_(t)
+            if not (t.data_ptr() == target.data_ptr() and t.stride() == target.stride()):
+                target.copy_(t)
             planner.commit_tensor(req, target)
 
 

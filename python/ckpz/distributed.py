@@ -71,7 +71,7 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     return _dist_save.save(state_dict, path, group, replicated, opts, background, timeout)
 
 
-def load(path, group=None, *, threads=0):
+def load(path, group=None, *, threads=0, into=None):
     """Loads the checkpoint directory path on every rank of group, collectively; returns
     this rank's state dict.
 
@@ -84,8 +84,17 @@ def load(path, group=None, *, threads=0):
 
     A missing, truncated or corrupted shard raises on every rank: ckpz.Error (or
     FileNotFoundError where only this rank failed) naming the rank, the shard file and
-    the tensor."""
-    return _dist_load.load(path, group, threads)
+    the tensor.
+
+    into: a state dict laid out like the saved one (e.g. {"model": model.state_dict(),
+    "optim": optimizer.state_dict()}), to load in place as torch's DCP does: each tensor
+    in it whose place, dtype and shape match a saved tensor is filled and returned in the
+    state instead of a new one. A contiguous CPU tensor is decoded straight into its own
+    memory (no second copy of the state, no fresh memory to fault in); others (a GPU
+    tensor, a view) get copy_ of the checked host tensor; a Shard gets its rows when
+    they are the rows this rank loads. Everything else in the state is new, as without
+    into. If loading fails, tensors already filled keep what was decoded into them."""
+    return _dist_load.load(path, group, threads, into)
 
 
 def manifest(path):

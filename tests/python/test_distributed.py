@@ -287,6 +287,47 @@ def prog_background(rank, world, d):
     assert torch.equal(cd.load(d + "/bg")["model"]["module.0.weight"], ddp.module[0].weight.detach())
 
 
+def prog_into(rank, world, d):
+    """load(into=...) fills the given tensors in place: the model's own parameters, the
+    optimizer's moments, a Shard's rows; a tensor that does not fit is left alone."""
+    ddp, opt = train_state()
+    saved = cloned(rank_state(rank, world, ddp, opt))
+    cd.save(saved, d + "/c")
+    with torch.no_grad():
+        for p in ddp.parameters():
+            p.zero_()
+    for st in opt.state.values():
+        st["exp_avg"].fill_(7.0)
+    lo, hi = cd.even_rows(13, rank, world)
+    emb = cd.Shard(torch.zeros(hi - lo, 5), lo, 13)
+    wrong = torch.zeros(3)  # rng is 4 elements: not filled, a new tensor comes back
+    bias = ddp.module[0].bias
+    wide = torch.zeros(5, 16)
+    view = wide.t()  # 16 x 5, not contiguous: gets copy_
+    into = {"model": ddp.state_dict(), "optim": opt.state_dict(), "emb": emb, "rng": wrong, "view": view}
+    saved["view"] = torch.arange(80, dtype=torch.float32).reshape(16, 5)
+    cd.save(saved, d + "/c")
+    back = cd.load(d + "/c", into=into)
+    assert_state_equal(back, saved, "into")
+    assert torch.equal(ddp.module[0].weight.detach(), saved["model"]["module.0.weight"])
+    assert back["model"]["module.0.bias"].data_ptr() == bias.data_ptr()
+    moment = opt.state_dict()["state"][0]["exp_avg"]
+    assert moment.data_ptr() == back["optim"]["state"][0]["exp_avg"].data_ptr()
+    assert torch.equal(moment, saved["optim"]["state"][0]["exp_avg"])
+    assert back["emb"] is emb and torch.equal(emb.tensor, saved["emb"].tensor)
+    assert back["rng"] is not wrong and torch.equal(wrong, torch.zeros(3))
+    assert back["view"] is view and torch.equal(wide.t(), saved["view"])
+    # a corrupted shard: an error on every rank, as without into
+    dist.barrier()
+    if rank == 0:
+        path = d + "/c/rank-00001-of-00002.ckpz"
+        data = bytearray(open(path, "rb").read())
+        data[len(data) // 2] ^= 0x10
+        open(path, "wb").write(bytes(data))
+    dist.barrier()
+    expect_error(lambda: cd.load(d + "/c", into=into), "rank-00001-of-00002.ckpz")
+
+
 class DistributedTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="ckpz-dist-")
@@ -315,6 +356,9 @@ class DistributedTest(unittest.TestCase):
 
     def test_background_2(self):
         spawn(prog_background, 2, self.dir)
+
+    def test_load_into_2(self):
+        spawn(prog_into, 2, self.dir)
 
     def test_single_process(self):
         state = {"a": torch.randn(5, 3), "b": [torch.arange(4), 3.5]}
