@@ -550,6 +550,11 @@ CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_e
  * tensor whose name is empty), or CKPZ_ERR_NOT_FOUND. */
 CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *name,
                                       uint64_t *index);
+/* Chunk i (< info.chunks) holds the original file's [*offset, *offset + *length); i ==
+ * chunks gives the end of the file. Chunks are in file order and share no bytes: spans
+ * that start and end on chunk boundaries are decoded with no chunk decoded twice, which
+ * a caller reading a file piece by piece wants. */
+CKPZ_API void ckpz_archive_chunk(const ckpz_archive *a, uint64_t i, uint64_t *offset, uint64_t *length);
 /* Decodes entry i alone (its original bytes) to `wr`, verifying its chunks. */
 CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i,
                                          ckpz_write_fn wr, void *wr_opaque);

@@ -284,6 +284,13 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
 }
 
 /* The chunk that holds original byte `off` (< original size). */
+void ckpz_archive_chunk(const ckpz_archive *a, uint64_t i, uint64_t *offset, uint64_t *length)
+{
+    if (i > a->nc) i = a->nc;
+    *offset = a->chunk_off[i];
+    *length = i < a->nc ? a->chunk_off[i + 1] - a->chunk_off[i] : 0;
+}
+
 static uint64_t chunk_at(const ckpz_archive *a, uint64_t off)
 {
     uint64_t lo = 0, hi = a->nc; /* chunk_off[lo] <= off < chunk_off[hi] */
@@ -458,13 +465,20 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
                         : NULL,
                  straddle ? calloc((size_t)workers + 1, sizeof(uint8_t *)) : NULL};
     sjob *jobs = calloc(depth, sizeof *jobs), *j;
+    uint8_t **lent = calloc(depth, sizeof *lent); /* slot i's raw buffer, borrowed with its frame */
     pipeline *pl = NULL;
     ckpz_error err = CKPZ_OK;
-    if (!sp || !st.scratch || !jobs || (straddle && !st.raw)) goto nomem;
-    for (size_t i = 0; i < depth; i++)
-        if (!(jobs[i].frame = malloc(fbound))) goto nomem;
+    if (!sp || !st.scratch || !jobs || !lent || (straddle && !st.raw)) goto nomem;
+    /* The frames and straddle buffers are the context's job buffers: a caller reading
+     * piece by piece (ckpz_mpi's restore, a loader's tensors) faults them in once, not
+     * a few MB per call. workers + 1 <= depth, so slot w's raw serves worker w. */
+    size_t bchunk = workmem_buffers(wm, cs), fcap = workmem_out_bound(bchunk);
+    for (size_t i = 0; i < depth; i++) {
+        workmem_lend(wm, i, &lent[i], &jobs[i].frame);
+        if (!jobs[i].frame && !(jobs[i].frame = malloc(fcap))) goto nomem;
+    }
     for (int w = 0; straddle && w <= workers; w++)
-        if (!(st.raw[w] = malloc(cs))) goto nomem;
+        if (!(st.raw[w] = lent[w] ? lent[w] : (lent[w] = malloc(bchunk)))) goto nomem;
     for (size_t i = 0, m = 0; i < n; i++)
         if (spans[i].length) sp[m++] = &spans[i];
     qsort(sp, ns, sizeof *sp, span_cmp);
@@ -525,8 +539,11 @@ nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 out:
     pipeline_destroy(pl);
-    for (size_t i = 0; jobs && i < depth; i++) free(jobs[i].frame);
-    for (int w = 0; st.raw && w <= workers; w++) free(st.raw[w]);
+    for (size_t i = 0; jobs && i < depth; i++) {
+        if (wm) workmem_return(wm, i, lent ? lent[i] : NULL, jobs[i].frame);
+        else free(jobs[i].frame), free(lent ? lent[i] : NULL);
+    }
+    free(lent);
     free(st.raw);
     free(jobs);
     free(sp);

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #define WRITE_PIECE (1u << 30)      /* MPI counts are ints: collective writes in rounds */
-#define RESTORE_PIECE (64u << 20)   /* bytes a rank decodes before writing them */
+#define RESTORE_PIECE (2u << 20)    /* bytes a rank decodes before writing them */
 
 /* The input, opened on every rank, as a source with pread. */
 static int open_input(run *r, const char *path, ckpz_fd *f, ckpz_source *src)
@@ -173,32 +173,37 @@ static void output_close(run *r, output *o, const char *out_path)
     mr_agree(r);
 }
 
-/* The chunks rank r takes: those that start in its share of the input's bytes. */
-static void my_chunks(const run *r, const ckpz_split *s, uint64_t *first, uint64_t *n)
+/* Chunk k's bytes in the original ([*off, *off + *len); k == chunks: the end), of a
+ * split plan (compressing) or an open archive (restoring). */
+typedef void (*chunk_fn)(const void *obj, uint64_t k, uint64_t *off, uint64_t *len);
+static void split_chunk(const void *s, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_split_chunk(s, k, off, len); }
+static void archive_chunk(const void *a, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_archive_chunk(a, k, off, len); }
+
+/* The chunks rank r takes of nc: those that start in its share of the bytes. */
+static void my_chunks(const run *r, uint64_t nc, chunk_fn chunk, const void *obj, uint64_t *first, uint64_t *n)
 {
-    uint64_t nc = ckpz_split_chunks(s), end, len;
-    ckpz_split_chunk(s, nc, &end, &len);
+    uint64_t end, len;
+    chunk(obj, nc, &end, &len);
     uint64_t lo = end / r->size * r->rank + end % r->size * r->rank / r->size;
     uint64_t hi = end / r->size * (r->rank + 1) + end % r->size * (r->rank + 1) / r->size;
     uint64_t a, b, off, lo_k;
     /* the first chunk at or past lo, and the first at or past hi (binary searches) */
     for (a = 0, b = nc; a < b;) {
         uint64_t m = a + (b - a) / 2;
-        ckpz_split_chunk(s, m, &off, &len);
+        chunk(obj, m, &off, &len);
         if (off < lo) a = m + 1;
         else b = m;
     }
     lo_k = a;
     for (a = lo_k, b = nc; a < b;) {
         uint64_t m = a + (b - a) / 2;
-        ckpz_split_chunk(s, m, &off, &len);
+        chunk(obj, m, &off, &len);
         if (off < hi) a = m + 1;
         else b = m;
     }
     *first = lo_k;
     *n = (r->rank == r->size - 1 ? nc : a) - lo_k;
 }
-
 
 void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                         const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
@@ -228,7 +233,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     /* code this rank's chunks */
     uint64_t nc = ckpz_split_chunks(s);
     if (assign) assign(r, s, arg, &first, &n);
-    else my_chunks(r, s, &first, &n);
+    else my_chunks(r, ckpz_split_chunks(s), split_chunk, s, &first, &n);
     counts = calloc((size_t)r->size, sizeof *counts);
     displs = calloc((size_t)r->size, sizeof *displs);
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
@@ -307,32 +312,54 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     }
     if (mr_agree(&r)) goto out;
 
-    uint64_t size = info.original_size;
-    uint64_t lo = size / r.size * r.rank + size % r.size * r.rank / r.size;
-    uint64_t hi = size / r.size * (r.rank + 1) + size % r.size * (r.rank + 1) / r.size;
-    unsigned long long mine = (hi - lo + RESTORE_PIECE - 1) / RESTORE_PIECE, rounds = 0;
+    /* This rank's share: whole chunks (as compressing splits them), restored in pieces of
+     * whole chunks of about RESTORE_PIECE bytes, each decoded into one buffer that is
+     * checksummed and written while the cache still holds it; no chunk is decoded twice. */
+    uint64_t size = info.original_size, k0 = 0, nk = 0, lo, hi, len;
+    my_chunks(&r, info.chunks, archive_chunk, a, &k0, &nk);
+    ckpz_archive_chunk(a, k0, &lo, &len);
+    ckpz_archive_chunk(a, k0 + nk, &hi, &len);
+    unsigned long long mine = 0, rounds = 0;
+    size_t cap = RESTORE_PIECE;
+    for (uint64_t k = k0, start = lo; k < k0 + nk; k++) {
+        uint64_t off, end;
+        ckpz_archive_chunk(a, k, &off, &len);
+        ckpz_archive_chunk(a, k + 1, &end, &len);
+        if (k == k0 || end - start > RESTORE_PIECE) mine++, start = off;
+        if (end - start > cap) cap = (size_t)(end - start); /* a chunk larger than a piece */
+    }
     MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
-    if (rounds && !(buf = malloc(RESTORE_PIECE))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    if (mine && !(buf = malloc(cap))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     if (mr_agree(&r)) goto out;
     if (out_path) {
         output_open(&r, &o, out_path);
         if (r.err) goto out;
     }
     uint32_t crc = 0;
+    uint64_t next = k0; /* the first chunk of this rank's next piece */
     for (unsigned long long i = 0; i < rounds; i++) {
-        uint64_t at = lo + i * RESTORE_PIECE;
-        size_t len = at < hi ? (size_t)(hi - at < RESTORE_PIECE ? hi - at : RESTORE_PIECE) : 0;
-        if (len) {
-            ckpz_span span = {at, len, buf};
+        uint64_t at, end, k = next;
+        ckpz_archive_chunk(a, k, &at, &len);
+        end = at;
+        while (k < k0 + nk) {
+            uint64_t e;
+            ckpz_archive_chunk(a, k + 1, &e, &len);
+            if (k > next && e - at > RESTORE_PIECE) break;
+            end = e, k++;
+        }
+        next = k;
+        size_t n = (size_t)(end - at);
+        if (n) {
+            ckpz_span span = {at, n, buf};
             ckpz_error e = ckpz_archive_read(ctx, a, &span, 1);
             if (e) mr_fail_ctx(&r, e, ctx);
-            else crc = ckpz_crc32c(crc, buf, len);
+            else crc = ckpz_crc32c(crc, buf, n);
         }
         /* a rank that failed to decode writes nothing (write_all) and the ranks stop
          * together after the round: one agreement a round */
         if (o.called) {
-            ckpz_piece piece = {buf, len};
-            write_all(&r, &o, at, &piece, len && !r.err ? 1 : 0);
+            ckpz_piece piece = {buf, n};
+            write_all(&r, &o, at, &piece, n && !r.err ? 1 : 0);
         }
         if (mr_agree(&r)) break;
     }

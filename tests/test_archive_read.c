@@ -304,6 +304,41 @@ static void test_lossless(void)
             check_read(ctx, a, &ss, src, "single bytes");
             spans_free(&ss);
         }
+        /* chunk boundaries tile the file; pieces of whole chunks, one call each on the same
+         * context (its job buffers reused call after call), read every chunk once */
+        {
+            uint64_t off, len, at = 0, end;
+            int tiled = 1;
+            for (uint64_t k = 0; k < info.chunks; k++) {
+                ckpz_archive_chunk(a, k, &off, &len);
+                tiled &= off == at && len > 0;
+                at = off + len;
+            }
+            ckpz_archive_chunk(a, info.chunks, &end, &len);
+            CHECKF(tiled && at == n && end == n && len == 0, "chunks do not tile the %zu bytes", n);
+            uint8_t *back = malloc(n);
+            cf.calls = 0;
+            int ok = back != NULL;
+            for (uint64_t k = 0; ok && k < info.chunks; k += 3) {
+                uint64_t lo, hi;
+                ckpz_archive_chunk(a, k, &lo, &len);
+                ckpz_archive_chunk(a, k + 3 < info.chunks ? k + 3 : info.chunks, &hi, &len);
+                ckpz_span sp = {lo, hi - lo, back + lo};
+                ok = ckpz_archive_read(ctx, a, &sp, 1) == CKPZ_OK;
+            }
+            CHECKF(ok && memcmp(back, src, n) == 0, "pieces of whole chunks T%d", threads);
+            CHECKF(cf.calls == (int)info.chunks, "%d frame reads for %llu chunks", cf.calls,
+                   (unsigned long long)info.chunks);
+            /* and pieces that cut chunks, one after the other on the context (straddling
+             * chunks decoded into its kept buffers) */
+            memset(back, 0, n);
+            for (uint64_t at2 = 0; ok && at2 < n; at2 += 100003) {
+                ckpz_span sp = {at2, n - at2 < 100003 ? n - at2 : 100003, back + at2};
+                ok = ckpz_archive_read(ctx, a, &sp, 1) == CKPZ_OK;
+            }
+            CHECKF(ok && memcmp(back, src, n) == 0, "pieces across chunks T%d", threads);
+            free(back);
+        }
         /* nothing to do: no spans, only empty ones (no destination needed), and no reads */
         ckpz_span empty[3] = {{0, 0, NULL}, {n, 0, NULL}, {100, 0, NULL}};
         cf.calls = 0;
