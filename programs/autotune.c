@@ -17,12 +17,14 @@
  * from stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none
  * of whose tensors is in the base is measured stand-alone, as it will be coded.
  *
- * Measuring takes a few milliseconds and runs as the compression will: the same
+ * Measuring takes about a tenth of a second (most of it the slow level on its
+ * 1 MB chunks: 13 ms a role) and runs as the compression will: the same
  * chunking (small tensors are small chunks, each with its fixed costs: the same bytes
  * ran at 1.5 GB/s as 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on
  * one context for every sample (it keeps the coders' memory between calls, as one long
  * compression keeps it between chunks) into one output buffer, on one thread (tune.c's
- * scale(T) makes that T threads), fastest of three runs. Before, one-shot calls that set
+ * scale(T) makes that T threads), fastest of three runs (one run over 5 ms is enough).
+ * Before, one-shot calls that set
  * everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
  * predicted for a 256 MB file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s).
  * The model does not count the CLI's reading of the input (its copies, the kernel's):
@@ -46,6 +48,7 @@
 
 #define SAMPLE (2u << 20)
 #define SAMPLE_MIN (64u << 10)
+#define LONG_RUN 0.005 /* seconds: one run this long measures a level well enough */
 
 #define MAX_THREADS 64
 /* A role below this share of the file is not measured: it takes the rest's level. */
@@ -227,7 +230,9 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
         q.base_size = bbuf ? m : 0;
         size_t zl = 0;
         /* three runs, the fastest counts: the first one at a level meets its tables and
-         * the sample cold, and another process may take the core in any */
+         * the sample cold, and another process may take the core in any; a run of more
+         * than LONG_RUN (the slow level, on a chunk of 1 MB: 13 ms) is long enough for
+         * those to weigh little, and repeating it would cost more than it corrects */
         double best_c = 1e30, best_d = 1e30;
         for (int run = 0; run < 3; run++) {
             double t0 = fio_now();
@@ -237,6 +242,7 @@ static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const 
             double t2 = fio_now();
             if (t1 - t0 < best_c) best_c = t1 - t0;
             if (t2 - t1 < best_d) best_d = t2 - t1;
+            if (t2 - t0 > LONG_RUN) break;
         }
         rc->ratio[k] = (double)m / (double)(zl ? zl : 1);
         rc->sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);

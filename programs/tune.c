@@ -10,13 +10,15 @@
  *     decompress d = sum S_r / speed_d(r, L_r)               371 MB: 1.73x)
  * and, compression being overlapped with writing, saving takes max(c, x): the choice
  * minimises it over every combination (at most 3^4 per thread count), the fewest threads
- * within 1% of the best, then the smallest output. The levels reach the library as a
- * policy of lossless rules, one per role (`*exp_avg_sq* lossless level 6`, ...). Lossy
- * modes are never chosen on their own (they change the data); with --policy the user's
- * rules hold and one level serves the file. -v prints each thread count's best and
- * every uniform configuration with c, x, d and seed 001's total c + x + d, and the
- * choice; writing the file uncompressed takes S / B, printed too, so that a choice
- * slower than that would show.
+ * within 2% of the best (the model is not finer than that), then the least c + x + d
+ * (seed 001's total: of saves that tie, the one that codes least and restores soonest),
+ * then the smallest output. The levels
+ * reach the library as a policy of lossless rules, one per role (`*exp_avg_sq* lossless
+ * level 6`, ...). Lossy modes are never chosen on their own (they change the data); with
+ * --policy the user's rules hold and one level serves the file. -v prints each thread
+ * count's best and every uniform configuration with c, x, d and seed 001's total
+ * c + x + d, and the choice; writing the file uncompressed takes S / B, printed too, so
+ * that a choice slower than that would show.
  */
 #include <math.h>
 #include <string.h>
@@ -56,6 +58,8 @@ int tune_quick(double file_bytes, double link_mbs, int budget, int *level, int *
 }
 
 static double scale(int t) { return 1 + 0.73 * (t - 1); }
+
+#define TIE 1.02 /* saves within 2% of each other tie */
 
 /* The model's times (seconds) for levels lv[r] (indexes into tune_levels) on t threads. */
 typedef struct {
@@ -128,16 +132,26 @@ void tune_choose(const tune_input *in, tune_choice *ch)
         double s = best_on(in, t, u);
         if (s < best) best = s;
     }
-    /* within 1% of the best, the fewest threads, then the smallest output */
+    /* within 2% of the best, the fewest threads, then the least c + x + d: among saves
+     * that tie, the one that spends the least coding and restores soonest at the other
+     * end (a slow level that makes the output 1-2% smaller while the link is the limit
+     * costs seconds of CPU on both sides for a gain the model cannot promise: at 1 Gbit/s
+     * a 328 MB checkpoint migrated in 3.3 s with exp_avg_sq at -6, in 2.2 s at -1), then
+     * the smallest output */
+    double best_total = 1e300;
     ch->threads = in->budget + 1;
     first_combo(rc, ch->lv);
     for (int t = 1; t <= in->budget; t++) {
         first_combo(rc, lv);
         do {
             cost k = model(rc, lv, t, in->link);
-            if (k.save <= best * 1.01 && (t < ch->threads || (t == ch->threads && k.x < best_x))) {
+            double total = k.c + k.x + k.d;
+            if (k.save <= best * TIE &&
+                (t < ch->threads ||
+                 (t == ch->threads && (total < best_total || (total == best_total && k.x < best_x))))) {
                 ch->threads = t;
                 best_x = k.x;
+                best_total = total;
                 memcpy(ch->lv, lv, sizeof lv);
             }
         } while (next_combo(rc, lv));
