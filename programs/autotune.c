@@ -17,15 +17,14 @@
  * from stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none
  * of whose tensors is in the base is measured stand-alone, as it will be coded.
  *
- * Measuring takes about a tenth of a second (most of it the slow level on its
- * 1 MB chunks: 13 ms a role) and runs as the compression will: the same
- * chunking (small tensors are small chunks, each with its fixed costs: the same bytes
- * ran at 1.5 GB/s as 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on
- * one context for every sample (it keeps the coders' memory between calls, as one long
- * compression keeps it between chunks) into one output buffer, on one thread (tune.c's
- * scale(T) makes that T threads), fastest of three runs (one run over 5 ms is enough).
- * Before, one-shot calls that set
- * everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
+ * Measuring takes about a tenth of a second (most of it the slow level on its 1 MB
+ * chunks: 13 ms a role) and runs as the compression will: the same chunking (small
+ * tensors are small chunks, each with its fixed costs: the same bytes ran at 1.5 GB/s as
+ * 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on one context for
+ * every sample (it keeps the coders' memory between calls, as one long compression keeps
+ * it between chunks) into one output buffer, on one thread (tune.c's scale(T) makes that
+ * T threads), fastest of three runs (one run over 5 ms is enough). Before, one-shot calls
+ * that set everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
  * predicted for a 256 MB file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s).
  * The model does not count the CLI's reading of the input (its copies, the kernel's):
  * about a third of a -T1 run from the page cache. A save that would take under half a
