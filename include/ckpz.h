@@ -764,6 +764,35 @@ CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *
 /* Name of feature i ("zero_frac", ...; NULL when i is out of range). */
 CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
 
+/* ---- choosing the levels for a link (lib/predict/autotune.c, tune.c) ------------------- */
+
+/* What ckpz_tune chose: set level and threads in the compression's params, and policy
+ * (when not empty) as params->policy. */
+typedef struct ckpz_tune_result {
+    int level;
+    int threads;
+    char policy[320];             /* lossless rules, one level per kind of tensor
+                                     (`*exp_avg_sq* lossless level 6`, ...); "" when one
+                                     level serves the whole input */
+    double save_seconds;          /* the model's time to compress and send it */
+    double uncompressed_seconds;  /* to send it as it is */
+    double measure_seconds;       /* what choosing took */
+} ckpz_tune_result;
+
+/* Chooses the level per kind of tensor (Adam's exp_avg_sq and exp_avg, gradients, the
+ * rest) and the thread count that compress src (random access: pread and size) fastest
+ * through a link of link_mbs MB/s, compression overlapped with sending: it measures the
+ * candidate levels on samples of each kind, cut and coded as the compression will
+ * (0.1-0.2 s; not at all for an input the link moves in under half a second), then
+ * minimises the cost model (lib/predict/tune.c: max(compress, transfer); of choices
+ * within 2%, the least compress + transfer + restore). params gives the format, chunking, a base
+ * (tensors found in it are measured as deltas) and a user policy (kept: one level then);
+ * params->threads > 0 and cpu_budget > 0 cap the threads (otherwise every core).
+ * explain, when not NULL, gets the measurements and the model's table as text (the
+ * CLI's -v). Not guaranteed: any particular choice for given data; it is measured. */
+CKPZ_API ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs,
+                              int cpu_budget, ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,39 +1,6 @@
-/* autotune.c — --target-bw: measure the candidate levels on samples of the file, for
- * tune.c to choose the levels and the thread count for the link the output goes to.
- *
- * For each input file the choice comes from measurement, not from a table. Its tensors
- * (listed by the --predict reader, which reads the header and tiny samples) fall into
- * roles by name: Adam's exp_avg_sq, exp_avg, gradients (names with "grad") and the rest
- * (weights, and the bytes outside tensors); they compress differently, so each role of
- * at least 2% of the file is measured on its own: chunks
- * of the role's tensors of its most common dtype, cut as the compression will cut them
- * and drawn one in k (gather), together about 1/128 of the role (at least 64 KiB and 16
- * chunks where it has them, at most 2 MiB for the file), are compressed in memory at
- * each candidate level and restored, as a safetensors file with one tensor per chunk,
- * which gives the level's ratio and its compress and decompress speed on this data and
- * this machine (the slow level on 1/16 of that). With --base, a role's tensors found in
- * the base (by name, dtype and size, as the library matches them) are measured instead,
- * coded against the base's chunks at the same places: a delta's ratio and speed differ
- * from stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none
- * of whose tensors is in the base is measured stand-alone, as it will be coded.
- *
- * Measuring takes about a tenth of a second (most of it the slow level on its 1 MB
- * chunks: 13 ms a role) and runs as the compression will: the same chunking (small
- * tensors are small chunks, each with its fixed costs: the same bytes ran at 1.5 GB/s as
- * 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on one context for
- * every sample (it keeps the coders' memory between calls, as one long compression keeps
- * it between chunks) into one output buffer, on one thread (tune.c's scale(T) makes that
- * T threads), fastest of three runs (one run over 5 ms is enough). Before, one-shot calls
- * that set everything up anew measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s
- * predicted for a 256 MB file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s).
- * The model does not count the CLI's reading of the input (its copies, the kernel's):
- * about a third of a -T1 run from the page cache. A save that would take under half a
- * second uncompressed is not measured for at all (tune_quick): the default level, on one
- * thread per GB/s of link, outruns such links here and costs less than measuring.
- *
- * What the measurements make of it (the cost model and the choice) is tune.c's, a pure
- * function of them: this file measures, tune.c chooses.
- */
+/* autotune.c — --target-bw: the CLI's side of ckpz_tune (lib/predict/autotune.c, which
+ * measures and chooses): the input file as a source, the CLI's options as the params,
+ * and -v's table on stderr. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,374 +9,39 @@
 #include <unistd.h>
 
 #include "autotune.h"
-#include "display.h"
-#include "tune.h"
 
-#define SAMPLE (2u << 20)
-#define SAMPLE_MIN (64u << 10)
-#define LONG_RUN 0.005 /* seconds: one run this long measures a level well enough */
-
-#define MAX_THREADS 64
-/* A role below this share of the file is not measured: it takes the rest's level. */
-#define ROLE_MIN_SHARE 0.02
-
-/* The tensors of the file, from the --predict reader (header and tiny samples only). */
-typedef struct {
-    uint64_t off, len;
-    ckpz_dtype dt;
-    int role;
-    char *name;    /* to find the tensor in the base */
-    int64_t boff;  /* the same tensor's data in the base, or -1 */
-} seg;
-typedef struct {
-    seg *s;
-    size_t n, cap;
-} segs;
-
-static int collect(void *opaque, const ckpz_prediction *t)
+static int to_stderr(void *opaque, const void *buf, size_t n)
 {
-    segs *v = opaque;
-    if (t->dtype == CKPZ_DTYPE_NONE || t->length < 64) return 0;
-    if (v->n == v->cap) {
-        size_t nc = v->cap ? 2 * v->cap : 64;
-        seg *ns = realloc(v->s, nc * sizeof *ns);
-        if (!ns) return 1;
-        v->s = ns;
-        v->cap = nc;
-    }
-    char *name = strdup(t->name);
-    if (!name) return 1;
-    v->s[v->n++] = (seg){t->offset, t->length, t->dtype, tune_role_of(t->name), name, -1};
-    return 0;
-}
-
-static void segs_free(segs *v)
-{
-    for (size_t i = 0; i < v->n; i++) free(v->s[i].name);
-    free(v->s);
-}
-
-/* Finds each tensor of v in the base (same name, dtype and size, as the library matches
- * them; base tensors taken once) and sets its boff; returns how many were found. */
-static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const void *base, size_t base_size,
-                         segs *v)
-{
-    segs b = {0};
-    ckpz_mem m = {.data = (void *)base, .size = base_size};
-    size_t found = 0;
-    if (ckpz_predict_file(ctx, pp, ckpz_mem_pread, &m, base_size, collect, &b, NULL) != CKPZ_OK) {
-        segs_free(&b);
-        return 0;
-    }
-    for (size_t i = 0; i < v->n; i++)
-        for (size_t k = 0; k < b.n; k++) {
-            seg *t = &b.s[(i + k) % b.n]; /* the same position first: files of one model list alike */
-            if (t->role >= 0 && t->dt == v->s[i].dt && t->len == v->s[i].len && !strcmp(t->name, v->s[i].name)) {
-                v->s[i].boff = (int64_t)t->off;
-                t->role = -1;
-                found++;
-                break;
-            }
-        }
-    segs_free(&b);
-    return found;
-}
-
-/* One piece of a sample: a chunk as the compression will cut it (buf[at..at+len)). */
-typedef struct {
-    size_t at, len;
-} piece;
-#define MAX_PIECES 4096
-#define MIN_PIECES 16 /* when the role has as many chunks */
-/* Room for the sample's safetensors header: MAX_PIECES entries of at most ~80 bytes. */
-#define HEADER_ROOM ((size_t)MAX_PIECES * 96 + 64)
-
-/* Chunk c's draw: a fixed hash (splitmix64), so that a file is always sampled alike. */
-static uint64_t pick(uint64_t c)
-{
-    uint64_t z = c * 0x9e3779b97f4a7c15ull + 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Chunks of the role's tensors of dtype dt, cut as the compression cuts them (at most
- * chunk bytes, never across tensors): one in k of them, k such that they make about
- * `want` bytes, into buf (at most SAMPLE) and pc (*npc pieces); returns the bytes read.
- * Taking one in k chunks, whatever their length, keeps the file's mix of small and
- * full chunks, whose speeds differ (a chunk costs fixed work: the same bytes coded as
- * 42 KB tensors ran at half the speed of one raw dump); the k-th of each run of k would
- * fall on the same few tensors of every layer (layers repeat one layout), so the one
- * is drawn by a hash of the chunk's number. With base: only tensors found in the base,
- * whose bytes at the same places go to bbuf. */
-static size_t gather(ckpz_fd *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
-                     const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
-{
-    size_t n = 0;
-    uint64_t bytes = 0, c = 0;
-    unsigned es = ckpz_dtype_size(dt);
-    *npc = 0;
-#define TAKEN(i) (v->s[i].dt == dt && v->s[i].role == role && (!base || v->s[i].boff >= 0))
-    uint64_t nchunks = 0;
-    for (size_t i = 0; i < v->n; i++)
-        if (TAKEN(i)) {
-            bytes += v->s[i].len;
-            nchunks += (v->s[i].len + chunk - 1) / chunk;
-        }
-    uint64_t k = bytes > want && want ? (bytes + want / 2) / want : 1;
-    if (k > nchunks / MIN_PIECES) k = nchunks / MIN_PIECES; /* one or two pieces would be noise */
-    if (k < 1) k = 1;
-    for (size_t i = 0; i < v->n && *npc < MAX_PIECES && n < SAMPLE; i++) {
-        if (!TAKEN(i)) continue;
-        for (uint64_t at = 0; at < v->s[i].len && *npc < MAX_PIECES && n < SAMPLE; at += chunk, c++) {
-            if (pick(c) % k) continue; /* one in k, at places no layout of layers repeats in */
-            uint64_t len = v->s[i].len - at < chunk ? v->s[i].len - at : chunk;
-            if (len > SAMPLE - n) len = SAMPLE - n;
-            len -= len % es;
-            if (!len || ckpz_fd_pread(f, buf + n, (size_t)len, v->s[i].off + at) != 0) continue;
-            if (base) memcpy(bbuf + n, base + v->s[i].boff + at, (size_t)len);
-            pc[(*npc)++] = (piece){n, (size_t)len};
-            n += (size_t)len;
-        }
-    }
-#undef TAKEN
-    return n;
-}
-
-/* A safetensors file of the first np pieces of data as 1-D tensors of dt, into out
- * (HEADER_ROOM + their bytes); returns its length. */
-static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_dtype dt, uint8_t *out)
-{
-    const char *st_name = ckpz_dtype_format_name(dt, CKPZ_INPUT_SAFETENSORS);
-    if (!st_name) st_name = ckpz_dtype_format_name(CKPZ_DTYPE_U8, CKPZ_INPUT_SAFETENSORS); /* opaque bytes */
-    char *h = (char *)out + 8;
-    size_t hl = 0, off = 0, room = HEADER_ROOM - 8;
-    unsigned es = ckpz_dtype_size(dt);
-    hl += (size_t)snprintf(h + hl, room - hl, "{");
-    for (size_t i = 0; i < np; i++) {
-        hl += (size_t)snprintf(h + hl, room - hl, "%s\"s%zu\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                               i ? "," : "", i, st_name, pc[i].len / es, off, off + pc[i].len);
-        off += pc[i].len;
-    }
-    hl += (size_t)snprintf(h + hl, room - hl, "}");
-    while (hl % 8) h[hl++] = ' ';
-    for (int b = 0; b < 8; b++) out[b] = (uint8_t)((uint64_t)hl >> (8 * b));
-    memcpy(out + 8 + hl, data, off);
-    return 8 + hl + off;
-}
-
-/* Compresses and restores the sample (np pieces of buf, coded against the same pieces of
- * bbuf when bbuf is not NULL) at each candidate level, as the compression will code it:
- * one chunk a piece, on one context, into z (zcap >= ckpz_compress_bound of a sample
- * file); st, bst and back hold a sample file each. */
-static int measure(ckpz_ctx *ctx, const fio_prefs *p, const uint8_t *buf, const piece *pc, size_t np, ckpz_dtype dt,
-                   const uint8_t *bbuf, uint8_t *st, uint8_t *bst, uint8_t *back, uint8_t *z, size_t zcap,
-                   tune_role *rc)
-{
-    size_t nall = 0;
-    for (size_t i = 0; i < np; i++) nall += pc[i].len;
-    for (int k = 0; k < TUNE_NLEVELS; k++) {
-        rc->measured[k] = !(tune_levels[k] >= TUNE_SLOW_LEVEL && p->target_bw > TUNE_SLOW_LEVEL_MAX_MBS);
-        if (!rc->measured[k]) continue;
-        /* the slow level on the first pieces that make 1/16 of the sample */
-        size_t use = np, bytes = nall;
-        if (tune_levels[k] >= TUNE_SLOW_LEVEL) {
-            for (use = 0, bytes = 0; use < np && bytes < nall / 16;) bytes += pc[use++].len;
-        }
-        size_t m = sample_file(buf, pc, use, dt, st);
-        if (bbuf) sample_file(bbuf, pc, use, dt, bst);
-        ckpz_params q;
-        fio_params(p, &q);
-        q.level = tune_levels[k];
-        q.threads = 1;     /* tune.c's scale(T) makes it T threads */
-        q.format = CKPZ_INPUT_SAFETENSORS;
-        q.raw_ndim = 0;    /* the sample is a safetensors file of its own */
-        q.policy = NULL;   /* the level's own speed; a lossy policy keeps its share */
-        q.base = bbuf ? bst : NULL; /* the same pieces of the base, in a file of the same layout */
-        q.base_size = bbuf ? m : 0;
-        size_t zl = 0;
-        /* three runs, the fastest counts: the first one at a level meets its tables and
-         * the sample cold, and another process may take the core in any; a run of more
-         * than LONG_RUN (the slow level, on a chunk of 1 MB: 13 ms) is long enough for
-         * those to weigh little, and repeating it would cost more than it corrects */
-        double best_c = 1e30, best_d = 1e30;
-        for (int run = 0; run < 3; run++) {
-            double t0 = fio_now();
-            if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
-            double t1 = fio_now();
-            if (ckpz_decompress_buffer(ctx, &q, z, zl, back, m) != CKPZ_OK) return -1;
-            double t2 = fio_now();
-            if (t1 - t0 < best_c) best_c = t1 - t0;
-            if (t2 - t1 < best_d) best_d = t2 - t1;
-            if (t2 - t0 > LONG_RUN) break;
-        }
-        rc->ratio[k] = (double)m / (double)(zl ? zl : 1);
-        rc->sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
-        rc->sd[k] = (double)m / (best_d > 1e-9 ? best_d : 1e-9);
-        if (use < np && k > 0 && rc->measured[k - 1]) {
-            /* A part of the sample codes worse than all of it (tables weigh more): the
-             * slow level's ratio is its gain over the level below on the same part,
-             * applied to that level's ratio on the whole sample. */
-            q.level = tune_levels[k - 1];
-            if (ckpz_compress_into(ctx, &q, st, m, z, zcap, &zl) != CKPZ_OK) return -1;
-            rc->ratio[k] *= rc->ratio[k - 1] / ((double)m / (double)(zl ? zl : 1));
-        }
-    }
+    const char *path = opaque;
+    fprintf(stderr, "%s: %.*s", path, (int)n, (const char *)buf);
     return 0;
 }
 
 int autotune_choose(const fio_prefs *p, const char *path, const void *base, size_t base_size, autotune_choice *out)
 {
-    size_t zcap = ckpz_compress_bound(SAMPLE + HEADER_ROOM);
-    uint8_t *buf = malloc(SAMPLE), *bbuf = NULL, *zbuf = malloc(zcap);
-    uint8_t *sfile = malloc(SAMPLE + HEADER_ROOM), *bst = NULL, *back = malloc(SAMPLE + HEADER_ROOM);
-    piece *pc = malloc(MAX_PIECES * sizeof *pc);
-    size_t npc = 0;
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    int rc_ = -1;
-    double t_start = fio_now();
-    segs v = {0};
     ckpz_fd fd = {-1, 0, 0};
-    out->policy = NULL;
-    if (!buf || !back || !zbuf || !sfile || !pc || !ctx) goto out;
-    struct stat st0;
-    int budget = p->threads ? p->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (p->cpu_budget && p->cpu_budget < budget) budget = p->cpu_budget;
-    if (budget < 1) budget = 1;
-    if (budget > MAX_THREADS) budget = MAX_THREADS;
-    if (stat(path, &st0) == 0 && tune_quick((double)st0.st_size, p->target_bw, budget, &out->level, &out->threads)) {
-        if (p->verbosity >= 3)
-            fprintf(stderr, "%s: --target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: "
-                    "-%d -T%d\n", path, p->target_bw, (double)st0.st_size / (p->target_bw * 1e6), out->level,
-                    out->threads);
-        rc_ = 0;
-        goto out;
-    }
-    if ((fd.fd = open(path, O_RDONLY)) < 0) goto out;
-    ckpz_predict_params pp;
-    ckpz_predict_params_init(&pp);
-    pp.format = p->format;
-    pp.raw_dtype = p->raw_dtype;
-    pp.raw_ndim = p->raw_ndim;
-    pp.raw_shape = p->raw_ndim ? p->raw_shape : NULL;
-    pp.sample_bytes = 4096;
-    pp.sample_budget = 4096;
-    ckpz_predict_total tot;
     struct stat st;
-    if (fstat(fd.fd, &st) != 0 ||
-        ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &fd, (uint64_t)st.st_size, collect, &v, &tot))
+    ckpz_source src;
+    ckpz_params params;
+    ckpz_tune_result r;
+    int rc = -1;
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    out->policy = NULL;
+    if (!ctx || (fd.fd = open(path, O_RDONLY)) < 0 || fstat(fd.fd, &st) != 0) goto out;
+    ckpz_source_init(&src);
+    ckpz_source_fd(&src, &fd, (uint64_t)st.st_size);
+    fio_params(p, &params);
+    params.base = base;
+    params.base_size = base ? base_size : 0;
+    if (ckpz_tune(ctx, &params, &src, p->target_bw, p->cpu_budget, &r, p->verbosity >= 3 ? to_stderr : NULL,
+                  (void *)path) != CKPZ_OK)
         goto out;
-    double S = (double)st.st_size;
-    /* With a base, the tensors it holds are measured as deltas against it. */
-    size_t in_base = base && (bbuf = malloc(SAMPLE)) && (bst = malloc(SAMPLE + HEADER_ROOM))
-                         ? match_base(ctx, &pp, base, base_size, &v)
-                         : 0;
-    ckpz_params chunking;
-    fio_params(p, &chunking);
-    size_t chunk = (chunking.chunk_size ? chunking.chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
-
-    /* Bytes per role and dtype; a role's measured dtype is its most common one. */
-    tune_input in;
-    memset(&in, 0, sizeof in);
-    tune_role *rc = in.role;
-    uint64_t by[TUNE_NROLES][CKPZ_DTYPE_COUNT_];
-    memset(by, 0, sizeof by);
-    double tensor_bytes = 0;
-    for (size_t i = 0; i < v.n; i++) {
-        by[v.s[i].role][v.s[i].dt] += v.s[i].len;
-        tensor_bytes += (double)v.s[i].len;
-    }
-    int biggest = -1;
-    for (int r = 0; r < TUNE_NROLES; r++) {
-        uint64_t all = 0;
-        for (int d = 1; d < CKPZ_DTYPE_COUNT_; d++) {
-            all += by[r][d];
-            if (by[r][d] > by[r][rc[r].dt]) rc[r].dt = (ckpz_dtype)d;
-        }
-        rc[r].bytes = (double)all;
-        if (all && (biggest < 0 || rc[r].bytes > rc[biggest].bytes)) biggest = r;
-    }
-    if (biggest < 0) goto out;
-    /* Small roles go to the rest (its rule "*" catches them), as do the bytes outside
-     * tensors; if the rest is small itself it is costed as the biggest role. */
-    rc[TUNE_W].bytes += S - tensor_bytes;
-    for (int r = 0; r < TUNE_W; r++)
-        if (rc[r].bytes < ROLE_MIN_SHARE * S) {
-            rc[TUNE_W].bytes += rc[r].bytes;
-            rc[r].bytes = 0;
-        }
-    int w_alias = by[TUNE_W][rc[TUNE_W].dt] < ROLE_MIN_SHARE * S && biggest != TUNE_W ? biggest : -1;
-    size_t want = (size_t)(S / 128 < SAMPLE ? S / 128 : SAMPLE);
-    if (want < SAMPLE_MIN) want = SAMPLE_MIN;
-    int nroles = 0;
-    for (int r = 0; r < TUNE_NROLES; r++) {
-        if (!(rc[r].bytes > 0) || (r == TUNE_W && w_alias >= 0)) continue;
-        size_t share = (size_t)((double)want * rc[r].bytes / S);
-        if (share < SAMPLE_MIN) share = SAMPLE_MIN;
-        if (share > SAMPLE) share = SAMPLE;
-        rc[r].sample = in_base ? gather(&fd, &v, r, rc[r].dt, share, chunk, buf, base, bbuf, pc, &npc) : 0;
-        rc[r].delta = rc[r].sample > 0;
-        if (!rc[r].delta) /* no base, or none of the role's tensors in it: stand-alone */
-            rc[r].sample = gather(&fd, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
-        if (rc[r].sample == 0 || measure(ctx, p, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL, sfile, bst, back,
-                                         zbuf, zcap, &rc[r])) {
-            if (r != TUNE_W) { /* unmeasurable: counted with the rest */
-                rc[TUNE_W].bytes += rc[r].bytes;
-                rc[r].bytes = 0;
-                continue;
-            }
-            goto out;
-        }
-        nroles++;
-    }
-    if (w_alias >= 0) { /* the rest costed as the biggest role */
-        double b = rc[TUNE_W].bytes;
-        rc[TUNE_W] = rc[w_alias];
-        rc[TUNE_W].bytes = b;
-        rc[TUNE_W].sample = 0;
-    }
-    if (!nroles) goto out;
-
-    if (p->verbosity >= 3) {
-        fprintf(stderr, "%s: --target-bw %.0f MB/s, %d threads at most; measured per role (one thread%s):\n", path,
-                p->target_bw, budget, base ? "; delta: against the same windows of the base" : "");
-        for (int r = 0; r < TUNE_NROLES; r++) {
-            if (!(rc[r].bytes > 0)) continue;
-            fprintf(stderr, "  %-21s %7.1f MB", tune_role_name[r], rc[r].bytes / 1e6);
-            if (rc[r].sample)
-                fprintf(stderr, " (%s, %.2f MB measured%s)", ckpz_dtype_name(rc[r].dt), (double)rc[r].sample / 1e6,
-                        !base ? "" : rc[r].delta ? ", delta" : ", stand-alone: not in the base");
-            else
-                fprintf(stderr, " (costed as %s)", tune_role_name[w_alias]);
-            for (int k = 0; k < TUNE_NLEVELS; k++)
-                if (rc[r].measured[k])
-                    fprintf(stderr, "  -%d %.3fx %.0f/%.0f MB/s", tune_levels[k], rc[r].ratio[k], rc[r].sc[k] / 1e6,
-                            rc[r].sd[k] / 1e6);
-            fputc('\n', stderr);
-        }
-    }
-    in.file_bytes = S;
-    in.link = p->target_bw * 1e6;
-    in.budget = budget;
-    in.biggest = biggest;
-    in.user_policy = p->policy != NULL;
-    tune_choice ch;
-    tune_choose(&in, &ch);
-    if (p->verbosity >= 3) tune_explain(stderr, &in, &ch, fio_now() - t_start);
-    out->level = ch.level;
-    out->threads = ch.threads;
-    if (ch.policy[0] && !(out->policy = strdup(ch.policy))) goto out;
-    rc_ = 0;
+    out->level = r.level;
+    out->threads = r.threads;
+    if (r.policy[0] && !(out->policy = strdup(r.policy))) goto out;
+    rc = 0;
 out:
     if (fd.fd >= 0) close(fd.fd);
-    segs_free(&v);
-    free(bbuf);
-    free(bst);
-    free(buf);
-    free(back);
-    free(sfile);
-    free(pc);
-    free(zbuf);
     ckpz_ctx_free(ctx);
-    return rc_;
+    return rc;
 }

@@ -1,4 +1,4 @@
-/* test_tune.c — the --target-bw choice (programs/tune.c) on made-up measurements, whose
+/* test_tune.c — the --target-bw choice (lib/predict/tune.c) on made-up measurements, whose
  * answers are worked out by hand from the cost model: save = max(compress, transfer),
  * compress = bytes / (speed x (1 + 0.73 (T - 1))), transfer = bytes / ratio / link; the
  * fewest threads within 2% of the best save, then the least compress + transfer +
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "tune.h"
+#include "predict/tune.h"
 
 /* One role's measurements: per level (1, 3, 6) ratio and compress speed (bytes/s);
  * decompression at 1 GB/s; measured[2] = slow. */

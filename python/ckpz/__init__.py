@@ -96,7 +96,7 @@ def library_version():
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False, *, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None,
-         background=False, max_pending=1):
+         background=False, max_pending=1, target_bw=None):
     """Saves obj like ``torch.save(obj, f)``, compressed.
 
     The arguments before ``*`` are torch.save's: obj is anything torch.save accepts
@@ -137,12 +137,20 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     policy, max_mae: lossy coding (see compress_file); ``load`` then returns the
     restored approximations.
 
+    target_bw: the rate in MB/s of the link f goes through (a network file system, a
+    pipe to another node): the levels (one per kind of tensor: Adam's moments,
+    gradients, the rest) and the threads are chosen for it as the CLI's --target-bw
+    chooses them, by measuring the levels on samples of the tensors (a tenth of a second
+    or two; nothing for a save the link moves in under half a second). The choice
+    replaces level; threads (when not 0) caps the threads it may take; a policy is kept
+    (one level for the file then).
+
     Raises ckpz.Error (the library), OSError (files: "No space left on device", ...),
     pickling errors as torch.save would, KeyboardInterrupt when interrupted; in every
     case an existing file at f is left as it was.
     """
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
-                       policy, max_mae, background, max_pending)
+                       policy, max_mae, background, max_pending, target_bw)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, trusted=False,

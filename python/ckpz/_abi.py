@@ -36,6 +36,7 @@ ERR_INTERNAL = 14
 ERR_BASE = 15
 
 DTYPE_NONE = 0  # CKPZ_DTYPE_NONE: opaque bytes
+INPUT_SAFETENSORS = 2  # CKPZ_INPUT_SAFETENSORS
 INPUT_TORCH = 4  # CKPZ_INPUT_TORCH: a torch.save zip archive
 
 BASE_NAME_MAX = 4096  # CKPZ_BASE_NAME_MAX
@@ -162,3 +163,31 @@ class BaseInfo(ctypes.Structure):
         ("depth", ctypes.c_uint32),
         ("name", ctypes.c_char * (BASE_NAME_MAX + 1)),
     ]
+
+
+class Source(ctypes.Structure):
+    """struct ckpz_source."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("read", READ_FN),
+        ("pread", PREAD_FN),
+        ("opaque", ctypes.c_void_p),
+        ("size", ctypes.c_uint64),
+        ("progress", PROGRESS_FN),
+        ("progress_opaque", ctypes.c_void_p),
+    ]
+
+
+class TuneResult(ctypes.Structure):
+    """struct ckpz_tune_result."""
+
+    _fields_ = [
+        ("level", ctypes.c_int),
+        ("threads", ctypes.c_int),
+        ("policy", ctypes.c_char * 320),
+        ("save_seconds", ctypes.c_double),
+        ("uncompressed_seconds", ctypes.c_double),
+        ("measure_seconds", ctypes.c_double),
+    ]
+

@@ -82,7 +82,7 @@ def base_spec(directory, rank, world, threads=0):
 def _write_shard(payload, path, opts, base):
     """Writes one shard with ckpz.save; the names of its lossy storages, if a policy was given."""
     _save.save(payload, path, pickle, _torchzip.DEFAULT_PROTOCOL, True, opts["level"], opts["threads"], base,
-               opts["policy"], opts["max_mae"], False, 1)
+               opts["policy"], opts["max_mae"], False, 1, opts.get("target_bw"))
 
 
 def _lossy_names(path, payload):

@@ -154,7 +154,7 @@ def _send_state(link, state, opts, base=None, keep=False):
     ok = False
     try:
         _save.save(state, out, pickle, _torchzip.DEFAULT_PROTOCOL, True, opts["level"], opts["threads"], base,
-                   opts.get("policy"), None, False, 1)
+                   opts.get("policy"), None, False, 1, opts.get("target_bw"))
         ok = True
     finally:
         out.finish(ok)

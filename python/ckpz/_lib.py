@@ -73,6 +73,8 @@ archive_read = _declare("ckpz_archive_read", _int, _vp, _vp, _P(Span), _sz)
 zip_source_create = _declare("ckpz_zip_source_create", _int, _vp, _P(ZipMember), _sz, _P(_vp))
 zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
 zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
+source_init = _declare("ckpz_source_init", None, _P(Source))
+tune = _declare("ckpz_tune", _int, _vp, _P(Params), _P(Source), ctypes.c_double, _int, _P(TuneResult), WRITE_FN, _vp)
 
 # The library's own callbacks, handed back to it as function pointers: I/O through them
 # never enters Python (no interpreter lock, no lost signals).

@@ -12,7 +12,7 @@ waits) and the rest runs on a thread while training goes on (_background).
 import contextlib
 import pickle
 
-from . import _background, _bases, _lib, _run, _stream, _torchzip
+from . import _background, _bases, _lib, _run, _stream, _torchzip, _tune
 from ._lib import Error
 
 __all__ = []  # private module
@@ -97,16 +97,23 @@ def _check_save_args(pickle_module, pickle_protocol, use_zip):
         raise ValueError("ckpz.save: pickle_protocol must be 2..%d, not %r" % (pickle.HIGHEST_PROTOCOL, pickle_protocol))
 
 
-def save(obj, f, pickle_module, pickle_protocol, use_zip, level, threads, base, policy, max_mae, background, max_pending):
+def save(obj, f, pickle_module, pickle_protocol, use_zip, level, threads, base, policy, max_mae, background, max_pending,
+         target_bw=None):
     torch = _torchzip.torch_module()
     _check_save_args(pickle_module, pickle_protocol, use_zip)
     params = _lib.make_params(level, threads, policy, max_mae)
     _bases.check_not_own_base(f, base)
+    names = None
+    if target_bw is not None:
+        _tune.check(target_bw)
+        names = _tune.names(torch, obj)  # now: a background save's obj may change later
 
     def pickle_state(snapshot=None):
         return _torchzip.pickle_state(torch, obj, pickle_module, pickle_protocol, snapshot=snapshot)
 
     def write(pickled, call):
+        if target_bw is not None:
+            _tune.choose(torch, names, pickled, call.params, target_bw, call)
         return _write_archive(pickled, f, base, threads, call)
 
     if background:

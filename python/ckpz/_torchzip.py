@@ -66,9 +66,10 @@ class Pickled:
     """What pickle_state made: the pickle, the storages by key (CPU ones as given, others
     as CPU copies) and their total size."""
 
-    def __init__(self, data, storages):
+    def __init__(self, data, storages, origins=None):
         self.data = data
         self.storages = storages
+        self.origins = origins or {}  # key: (dtype, the original storage's address)
         self.nbytes = sum(s.nbytes() for s in storages.values())
 
     def members(self, prefix):
@@ -85,6 +86,7 @@ def pickle_state(torch, obj, pickle_module=pickle, pickle_protocol=DEFAULT_PROTO
     given, replaces every storage by what it returns (a copy taken now, for saving in the
     background); non-CPU storages are always copied to the CPU."""
     storages = {}
+    origins = {}
     id_map = {}
     dtypes = {}
     location_tag = torch.serialization.location_tag
@@ -105,13 +107,14 @@ def pickle_state(torch, obj, pickle_module=pickle, pickle_protocol=DEFAULT_PROTO
             elif snapshot is not None:
                 kept = snapshot(kept)
             storages[key] = kept
+            origins[key] = (dtype, ptr)
         return ("storage", storage_type, key, location_tag(untyped), numel)
 
     buf = io.BytesIO()
     pickler = pickle_module.Pickler(buf, protocol=pickle_protocol)
     pickler.persistent_id = persistent_id
     pickler.dump(obj)
-    return Pickled(buf.getvalue(), storages)
+    return Pickled(buf.getvalue(), storages, origins)
 
 
 # ---- reading --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ Every collective here runs on the caller's process group and is bounded by its t
 (init_process_group(timeout=...)): a rank that died makes the others raise, not hang.
 """
 
-from . import _dist_load, _dist_save, _dist_state, _dist_sync, _lib
+from . import _dist_load, _dist_save, _dist_state, _dist_sync, _lib, _tune
 from ._dist_save import DistSaveHandle
 from ._dist_state import Shard, even_rows
 from ._dist_sync import DeltaSync, Disagreement
@@ -36,7 +36,7 @@ __all__ = ["save", "load", "Shard", "DistSaveHandle", "even_rows", "manifest", "
 
 
 def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFAULT, threads=0, base=None,
-         policy=None, max_mae=None, background=False, timeout=None):
+         policy=None, max_mae=None, background=False, timeout=None, target_bw=None):
     """Saves each rank's state_dict into the checkpoint directory path, collectively:
     every rank of group (None: the default group; without torch.distributed initialised,
     a world of one) calls it with its own state and the same path.
@@ -52,7 +52,8 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     comparing (DDP state; faster). False: none. Or a set of names. Everything else is
     the rank's own: each rank writes its own tensors and its pieces of Shards.
 
-    level, threads, policy, max_mae: as ckpz.save, per shard. base: the directory of an
+    level, threads, policy, max_mae, target_bw: as ckpz.save, per shard (target_bw: the
+    MB/s each rank's link to the file system gives it). base: the directory of an
     earlier checkpoint saved by as many ranks: each shard is a delta against the same
     rank's shard there (load then needs that directory, found by the relative path the
     manifest records). A checkpoint directory that exists is replaced atomically.
@@ -67,7 +68,10 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     Raises on every rank if any rank failed (ckpz.Error naming the ranks and what
     happened), and ValueError when the ranks' states do not fit together (a tensor
     declared replicated differs in shape, Shards that do not cover their rows)."""
-    opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae}
+    if target_bw is not None:
+        _tune.check(target_bw)
+    opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae,
+            "target_bw": target_bw}
     return _dist_save.save(state_dict, path, group, replicated, opts, background, timeout)
 
 
@@ -105,13 +109,16 @@ def manifest(path):
 # ---- moving state between ranks ------------------------------------------------------
 
 
-def broadcast(state, src=0, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0):
+def broadcast(state, src=0, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0, target_bw=None):
     """Gives every rank of group the state of rank src, collectively (the others pass
     anything, e.g. None). The root compresses once, as ckpz.save does, and the compressed
     bytes go out in messages of at most 4 MiB while it compresses; each receiver verifies
     every chunk's checksum and the stream's CRC-32 and decodes. Returns the state (on
-    src, state itself). A failure on any rank raises on every rank."""
-    return _dist_sync.broadcast(state, src, group, {"level": level, "threads": threads})[0]
+    src, state itself). A failure on any rank raises on every rank. target_bw (MB/s, the
+    root's link): the root chooses levels and threads for it, as ckpz.save(target_bw=)."""
+    if target_bw is not None:
+        _tune.check(target_bw)
+    return _dist_sync.broadcast(state, src, group, {"level": level, "threads": threads, "target_bw": target_bw})[0]
 
 
 def verify(state, group=None, *, threads=0):
@@ -123,10 +130,14 @@ def verify(state, group=None, *, threads=0):
     return _dist_sync.verify(state, group, threads)
 
 
-def send(state, dst, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0):
+def send(state, dst, group=None, *, level=_lib.LEVEL_DEFAULT, threads=0, target_bw=None):
     """Sends state to rank dst of group (which calls recv), compressed while it is sent;
-    returns the compressed bytes sent. An error here is sent too: recv raises it."""
-    return _dist_sync.send(state, dst, group, {"level": level, "threads": threads})
+    returns the compressed bytes sent. An error here is sent too: recv raises it.
+    target_bw (MB/s, the link to dst): levels and threads chosen for it, as
+    ckpz.save(target_bw=) chooses them (the migration of a job to another node)."""
+    if target_bw is not None:
+        _tune.check(target_bw)
+    return _dist_sync.send(state, dst, group, {"level": level, "threads": threads, "target_bw": target_bw})
 
 
 def recv(src, group=None, *, threads=0):

@@ -113,6 +113,23 @@ int main(void)
     FIELD(ckpz_zip_member, data);
     FIELD(ckpz_zip_member, size);
 
+    STRUCT(ckpz_source);
+    FIELD(ckpz_source, struct_size);
+    FIELD(ckpz_source, read);
+    FIELD(ckpz_source, pread);
+    FIELD(ckpz_source, opaque);
+    FIELD(ckpz_source, size);
+    FIELD(ckpz_source, progress);
+    FIELD(ckpz_source, progress_opaque);
+
+    STRUCT(ckpz_tune_result);
+    FIELD(ckpz_tune_result, level);
+    FIELD(ckpz_tune_result, threads);
+    FIELD(ckpz_tune_result, policy);
+    FIELD(ckpz_tune_result, save_seconds);
+    FIELD(ckpz_tune_result, uncompressed_seconds);
+    FIELD(ckpz_tune_result, measure_seconds);
+
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);
     ENUM(ckpz_input_format);
@@ -126,6 +143,7 @@ int main(void)
     CONST(CKPZ_BASE_PROBE);
     CONST(CKPZ_DTYPE_NONE);
     CONST(CKPZ_INPUT_TORCH);
+    CONST(CKPZ_INPUT_SAFETENSORS);
 
     CKPZ_ERROR_LIST(ERROR_CODE)
     return 0;

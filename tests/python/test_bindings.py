@@ -43,6 +43,8 @@ STRUCTS = {
     "ckpz_archive_info": _abi.ArchiveInfo,
     "ckpz_span": _abi.Span,
     "ckpz_zip_member": _abi.ZipMember,
+    "ckpz_source": _abi.Source,
+    "ckpz_tune_result": _abi.TuneResult,
 }
 # The callback type each ctypes prototype of _abi mirrors.
 CALLBACKS = {

@@ -65,12 +65,16 @@ def prog_sync(rank, world, _d):
         cd._dist_sync._Link.put = flipping
     expect_error(lambda: cd.broadcast(s1 if rank == 0 else None, src=0), "rank")
     cd._dist_sync._Link.put = real
-    # point to point
+    # point to point, and with the levels chosen for a link (a slow one: measured)
     if rank == 0:
         n = cd.send(s1, 1)
         assert 0 < n
+        assert 0 < cd.send(s1, 1, target_bw=0.05)
     elif rank == 1:
         assert_state_equal(cd.recv(0), s1, "recv")
+        assert_state_equal(cd.recv(0), s1, "recv, target_bw")
+    assert_state_equal(cd.broadcast(s1 if rank == 0 else None, src=0, target_bw=0.05), s1, "broadcast, target_bw")
+    expect_error(lambda: cd.send(s1, 1 - rank if rank < 2 else 0, target_bw=-1), "target_bw")
 
 
 class SyncTest(unittest.TestCase):

@@ -9,7 +9,9 @@ Run by ctest (tests/python/CMakeLists.txt) like test_ckpz.py; by hand after `mak
 
 import argparse
 import collections
+import ctypes
 import io
+import json
 import os
 import pickle
 import random
@@ -207,6 +209,67 @@ class TestSaveArguments(Case):
         ckpz.save(obj, self.path("m.ckpz"), pickle_module=Tracking)
         self.assertEqual(calls, ["pickler"])
         self.assertSameObject(obj, ckpz.load(self.path("m.ckpz")))
+
+
+class TestTargetBw(Case):
+    """target_bw=: the library's ckpz_tune on a safetensors view of the storages."""
+
+    def state(self):
+        model = TinyGPT()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        train(model, opt, 2, seed=3)
+        return {"model": model.state_dict(), "optim": opt.state_dict(), "step": 2,
+                "half": torch.randn(300, 40).to(torch.bfloat16), "flags": torch.tensor([True, False]),
+                "ids": torch.arange(10)}
+
+    def test_view_is_the_storages(self):
+        from ckpz import _torchzip, _tune
+
+        obj = self.state()
+        pickled = _torchzip.pickle_state(torch, obj)
+        layout = _tune._Layout(torch, _tune.names(torch, obj), pickled)
+        buf = ctypes.create_string_buffer(layout.size)
+        self.assertEqual(layout._pread(None, ctypes.addressof(buf), layout.size, 0), 0)
+        self.assertEqual(layout._pread(None, ctypes.addressof(buf), 2, layout.size - 1), -1)  # past the end
+        data = buf.raw
+        (hl,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + hl])
+        by_key = {name.rsplit("#", 1)[1]: (name, e) for name, e in header.items()}
+        self.assertEqual(set(by_key), {k for k, st in pickled.storages.items() if st.nbytes()})
+        for key, (name, e) in by_key.items():
+            st = pickled.storages[key]
+            a, b = e["data_offsets"]
+            got = data[8 + hl + a:8 + hl + b]
+            self.assertEqual(got, ctypes.string_at(st.data_ptr(), st.nbytes()), name)
+        names = " ".join(header)
+        self.assertIn("optim.state.0.exp_avg_sq#", names)  # the roles come from these paths
+        self.assertIn("model.", names)
+        dtypes = {e["dtype"] for e in header.values()}
+        self.assertTrue({"F32", "BF16", "BOOL", "I64"} <= dtypes, dtypes)
+        # a chunk of a piece read at an odd offset across the header's end
+        part = ctypes.create_string_buffer(100)
+        self.assertEqual(layout._pread(None, ctypes.addressof(part), 100, 8 + hl - 50), 0)
+        self.assertEqual(part.raw, data[8 + hl - 50:8 + hl + 50])
+
+    def test_save_chooses_and_restores(self):
+        from ckpz import _torchzip, _tune
+
+        obj = self.state()
+        for bw in (1.0, 1e6):  # a link that takes seconds (measured) and one that takes none
+            ckpz.save(obj, self.path("t.ckpz"), target_bw=bw)
+            self.assertSameObject(obj, ckpz.load(self.path("t.ckpz")))
+        pickled = _torchzip.pickle_state(torch, obj)
+        params = _lib.make_params(3, 1)
+        with _lib.Call(params, "x") as call:
+            r = _tune.choose(torch, _tune.names(torch, obj), pickled, params, 0.5, call)
+        self.assertGreater(r.measure_seconds, 0)  # measured: the link needs seconds
+        self.assertTrue(1 <= r.level <= 9 and r.threads == 1, (r.level, r.threads))  # threads=1 caps
+        self.assertEqual((params.level, params.threads), (r.level, r.threads))
+        self.assertLess(r.save_seconds, r.uncompressed_seconds)
+        for bad in (0, -1, "fast", True):
+            with self.assertRaisesRegex(ValueError, "target_bw"):
+                ckpz.save(obj, self.path("u.ckpz"), target_bw=bad)
+        self.assertEqual(self.leftovers("t.ckpz"), [])
 
 
 class TestFileObjects(Case):
