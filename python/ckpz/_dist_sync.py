@@ -40,6 +40,7 @@ class _Link:
         cuda = self.dist.get_backend(group) == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.moved = 0
+        self.host = None  # the receiving buffer (get)
 
     def _xfer(self, t, sending):
         d = self.dist
@@ -50,59 +51,79 @@ class _Link:
         else:
             d.recv(t, _dist_comm.global_rank(self.group, self.peer), group=self.group)
 
-    def put(self, head, data=b""):
+    def put(self, head, data=None):
+        """Sends head (two int64) and then data (bytes-like, at most PIECE bytes; its
+        memory may be reused once put returns: the transfer has completed by then)."""
         torch = self.torch
         self._xfer(torch.tensor(head, dtype=torch.int64, device=self.device), True)
-        if data:
-            t = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
-            self._xfer(t, True)
-        self.moved += 16 + len(data)
+        n = len(data) if data is not None else 0
+        if n:
+            t = torch.frombuffer(data, dtype=torch.uint8)
+            self._xfer(t.to(self.device) if self.device.type != "cpu" else t, True)
+        self.moved += 16 + n
 
     def get(self):
+        """(n, crc, data): data a memoryview of n bytes, valid until the next get (the
+        messages land in one buffer kept for the link: no memory per message)."""
         torch = self.torch
         head = torch.zeros(2, dtype=torch.int64, device=self.device)
         self._xfer(head, False)
         n, crc = (int(x) for x in head.cpu())
-        data = b""
+        data = memoryview(b"")
         if n > 0:
             if n > PIECE:
                 raise Error(_lib.ERR_CORRUPT, "a message of %d bytes announced, at most %d are sent" % (n, PIECE))
-            t = torch.empty(n, dtype=torch.uint8, device=self.device)
-            self._xfer(t, False)
-            data = t.cpu().numpy().tobytes()
-        self.moved += 16 + len(data)
+            if self.host is None:
+                self.host = torch.empty(PIECE, dtype=torch.uint8)
+            if self.device.type == "cpu":
+                self._xfer(self.host[:n], False)
+            else:
+                t = torch.empty(n, dtype=torch.uint8, device=self.device)
+                self._xfer(t, False)
+                self.host[:n].copy_(t)
+            data = memoryview(self.host.numpy())[:n]
+        self.moved += 16 + n
         return n, crc, data
 
 
 class _Out(io.RawIOBase):
-    """A writable file object sending what is written as messages over a _Link."""
+    """A writable file object sending what is written as messages over a _Link, from one
+    buffer of PIECE bytes filled in place (growing and cutting a bytearray instead cost
+    0.6 s per 100 MB here: fresh memory at every turn)."""
 
     def __init__(self, link, keep=False):
-        self.link, self.buf, self.crc, self.total = link, bytearray(), 0, 0
+        self.link, self.buf, self.fill, self.crc, self.total = link, bytearray(PIECE), 0, 0, 0
+        self.view = memoryview(self.buf)
         self.kept = io.BytesIO() if keep else None
 
     def writable(self):
         return True
 
     def write(self, b):
-        self.buf += b
-        while len(self.buf) >= PIECE:
-            self._send(bytes(self.buf[:PIECE]))
-            del self.buf[:PIECE]
-        return len(b)
+        mv = memoryview(b).cast("B")
+        n, done = len(mv), 0
+        while done < n:
+            k = min(PIECE - self.fill, n - done)
+            self.view[self.fill:self.fill + k] = mv[done:done + k]
+            self.fill += k
+            done += k
+            if self.fill == PIECE:
+                self._send()
+        return n
 
-    def _send(self, data):
+    def _send(self):
+        data = self.view[:self.fill]
         if self.kept is not None:
             self.kept.write(data)
         self.crc = zlib.crc32(data, self.crc)
-        self.total += len(data)
-        self.link.put([len(data), 0], data)
+        self.total += self.fill
+        self.link.put([self.fill, 0], data)
+        self.fill = 0
 
     def finish(self, ok):
         if ok:
-            if self.buf:
-                self._send(bytes(self.buf))
-                self.buf.clear()
+            if self.fill:
+                self._send()
             self.link.put([0, self.crc])
         else:
             self.link.put([-1, 0])
@@ -112,7 +133,7 @@ class _In(io.RawIOBase):
     """A readable file object receiving messages over a _Link until the last one."""
 
     def __init__(self, link, who):
-        self.link, self.who, self.data, self.pos, self.crc, self.done = link, who, b"", 0, 0, False
+        self.link, self.who, self.data, self.pos, self.crc, self.done = link, who, memoryview(b""), 0, 0, False
         self.total = 0
 
     def readable(self):
@@ -138,7 +159,7 @@ class _In(io.RawIOBase):
             self.total += n
             self.data, self.pos = data, 0
         n = min(len(out), len(self.data) - self.pos)
-        out[:n] = self.data[self.pos:self.pos + n]
+        memoryview(out).cast("B")[:n] = self.data[self.pos:self.pos + n]
         self.pos += n
         return n
 
