@@ -18,20 +18,20 @@
  * from stand-alone coding's (BF16 weights 10 steps apart: 3.0x against 1.4x); a role none
  * of whose tensors is in the base is measured stand-alone, as it will be coded.
  *
- * Measuring takes a tenth of a second or two (most of it the slow level on its 1 MB
+ * Measuring takes a tenth of a second or so (most of it the slow level on its 1 MB
  * chunks: 13 ms a run and role) and runs as the compression will: the same chunking
  * (small tensors are small chunks, each with its fixed costs: the same bytes ran at
  * 1.5 GB/s as 42 KB tensors and 3.0 GB/s as one raw dump), ckpz_compress_into on one
  * context for every sample (it keeps the coders' memory between calls, as one long
  * compression keeps it between chunks) into one output buffer, on one thread (tune.c's
  * scale(T) makes that T threads), fastest of three runs (two when the second takes over
- * 5 ms). Before, one-shot calls that set everything up anew measured 42-64 MB/s where
- * -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s predicted for a 256 MB file that -3 -T1 compresses
- * in 0.3 s of CPU (now 0.19-0.22 s). The model does not count the caller's reading of
- * the input (the CLI's copies, the kernel's): about a third of a -T1 run from the page
- * cache. A save that would take under half a second uncompressed is not measured for at
- * all (tune_quick): the default level, on one thread per GB/s of link, outruns such
- * links here and costs less than measuring.
+ * 5 ms, one for the slow level). Before, one-shot calls that set everything up anew
+ * measured 42-64 MB/s where -3 -T1 runs at 1-2 GB/s: 5.3-6.1 s predicted for a 256 MB
+ * file that -3 -T1 compresses in 0.3 s of CPU (now 0.19-0.22 s). The model does not
+ * count the caller's reading of the input (the CLI's copies, the kernel's): about a
+ * third of a -T1 run from the page cache. A save that would take under half a second
+ * uncompressed is not measured for at all (tune_quick): the default level, on one thread
+ * per GB/s of link, outruns such links here and costs less than measuring.
  *
  * What the measurements make of it (the cost model and the choice) is tune.c's, a pure
  * function of them: this file measures, tune.c chooses.
@@ -238,8 +238,9 @@ static int measure(ckpz_ctx *ctx, const ckpz_params *p, double link_mbs, const u
         size_t zl = 0;
         /* three runs, the fastest counts: the first one at a level meets its tables and
          * the sample cold, and another process may take the core in any; after a warm
-         * run of more than LONG_RUN (the slow level, on a chunk of 1 MB: 13 ms) a third
-         * would cost more than it corrects */
+         * run of more than LONG_RUN (the slow level, on a chunk of 1 MB: 13 ms, measured
+         * after the others have warmed the buffers) another would cost more than it
+         * corrects */
         double best_c = 1e30, best_d = 1e30;
         for (int run = 0; run < 3; run++) {
             double t0 = now();
@@ -249,7 +250,7 @@ static int measure(ckpz_ctx *ctx, const ckpz_params *p, double link_mbs, const u
             double t2 = now();
             if (t1 - t0 < best_c) best_c = t1 - t0;
             if (t2 - t1 < best_d) best_d = t2 - t1;
-            if (run > 0 && t2 - t0 > LONG_RUN) break;
+            if ((run > 0 || tune_levels[k] >= TUNE_SLOW_LEVEL) && t2 - t0 > LONG_RUN) break;
         }
         rc->ratio[k] = (double)m / (double)(zl ? zl : 1);
         rc->sc[k] = (double)m / (best_c > 1e-9 ? best_c : 1e-9);
