@@ -106,21 +106,13 @@ static void two_roles(void)
      * rest 1.31x instead of 1.3x, at 100 MB/s of coding: the best save (the rest -6) is
      * 7.98 s on the link against 8.01 s for -1 everywhere, within 2%, for 5 s more coding
      * (the old rule, smallest output, took it): -1 everywhere (least c + x + d) */
-    {
-        static const double RN[3] = {1.2, 1.2, 1.204}, SN[3] = {1e9, 5e8, 1e8};
-        tune_input nt;
-        memset(&nt, 0, sizeof nt);
-        nt.file_bytes = 1e9;
-        nt.link = 100e6;
-        nt.budget = 1;
-        nt.biggest = TUNE_V;
-        role(&nt, TUNE_V, 5e8, RN, SN, 1);
-        role(&nt, TUNE_W, 5e8, RW, SW, 1);
-        nt.role[TUNE_V].sd[2] = 2e8;
-        tune_choose(&nt, &ch);
-        CHECKF(ch.uniform && ch.lv[TUNE_V] == 0 && ch.level == 1 && ch.threads == 1,
-               "near tie: levels %d/%d, -%d -T%d", ch.lv[TUNE_V], ch.lv[TUNE_W], ch.level, ch.threads);
-    }
+    static const double RN[3] = {1.2, 1.2, 1.204}, SN[3] = {1e9, 5e8, 1e8};
+    role(&in, TUNE_V, 5e8, RN, SN, 1);
+    in.role[TUNE_V].sd[2] = 2e8;
+    tune_choose(&in, &ch);
+    CHECKF(ch.uniform && ch.lv[TUNE_V] == 0 && ch.level == 1 && ch.threads == 1, "near tie: levels %d/%d, -%d -T%d",
+           ch.lv[TUNE_V], ch.lv[TUNE_W], ch.level, ch.threads);
+    role(&in, TUNE_V, 5e8, RV, SV, 1);
 
     /* the user's policy holds: no rules of ours, the level of the role with the most
      * bytes (the rest, on a tie) */
