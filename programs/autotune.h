@@ -1,5 +1,6 @@
 /* autotune.h — --target-bw: the levels and threads for the output's link, measured on
- * samples of each file (autotune.c) and chosen by tune.c. */
+ * samples of each file and chosen by the library's ckpz_tune (lib/predict/autotune.c,
+ * tune.c); autotune.c gives it the file and the CLI's options. */
 #ifndef CKPZ_AUTOTUNE_H
 #define CKPZ_AUTOTUNE_H
 

@@ -299,7 +299,7 @@ static char *output_name(const fio_prefs *p, fio_op op, const char *src, int *sk
     return dst;
 }
 
-/* With --target-bw, the levels and threads autotune.c measures best for the link, into
+/* With --target-bw, the levels and threads ckpz_tune measures best for the link, into
  * *t (its policy for the caller to free); NULL when the preferences stand (no
  * --target-bw; stdin, which cannot be sampled ahead; a file that cannot be measured,
  * which the compression will report). */

@@ -3,7 +3,7 @@
  * compress = bytes / (speed x (1 + 0.73 (T - 1))), transfer = bytes / ratio / link; the
  * fewest threads within 2% of the best save, then the least compress + transfer +
  * decompress, then the smallest output. Measuring
- * (programs/autotune.c) needs a file and a clock; choosing needs neither, so every rule
+ * (lib/predict/autotune.c) needs a file and a clock; choosing needs neither, so every rule
  * of the choice is checked here: slow and fast links, levels not measured, roles that
  * want different levels (the policy text), the user's policy, and the quick path. */
 #include <stdlib.h>
