@@ -17,7 +17,7 @@ import io
 import pickle
 import zlib
 
-from . import _dist_comm, _dist_state, _lib, _load, _save, _stream, _torchzip
+from . import _dist_comm, _dist_state, _images, _lib, _load, _save, _stream, _torchzip
 from ._lib import Error
 
 __all__ = []  # private module
@@ -196,7 +196,12 @@ def _recv_state(link, who, opts, base=None, keep=False):
             _stream.decompress_file(src, orig, opts["threads"], base)
             raw = orig.getvalue()
             return _load_plain(raw, opts), raw, src.total
-        return _load.load(src, None, None, None, None, False, None, opts["threads"], base, {}), None, src.total
+        # restored while it arrives (each chunk checked on arrival), then loaded in
+        # place: the tensors view the restored archive
+        image = _images.Pieces(None, None)
+        params = _lib.make_params(threads=opts["threads"])
+        _stream.stream(False, src, image, params, base, "the stream from %s" % who, opts["threads"])
+        return _load.load_decoded(image, opts["threads"]), None, src.total
     finally:
         src.drain()
 

@@ -69,13 +69,20 @@ def buffer_of(f):
 class Pieces:
     """What a stream held, read into memory in pieces of memory faulted in at once
     (_memory.alloc: one call, not a fault per page), read back at any offset. Pieces
-    double from 1 MiB to 64 MiB, so a small stream takes little memory."""
+    double from 1 MiB to 64 MiB, so a small stream takes little memory. Pieces(None,
+    None) starts empty and is filled by write() (a writable file object: what a
+    streaming decoder restores), then read back the same way."""
 
     PIECE = 64 << 20
 
     def __init__(self, f, call):
         self.path = None
         self.pieces, self.ends = [], []
+        self.size = 0
+        self._room = None  # write(): the piece being filled, and how full it is
+        self._fill = 0
+        if f is None:
+            return
         total = 0
         while True:
             if call.aborted:
@@ -99,6 +106,45 @@ class Pieces:
             if n < len(mv):
                 break
         self.size = total
+
+    # ---- filled by writes ------------------------------------------------------------
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        mv = memoryview(b).cast("B")
+        n, done = len(mv), 0
+        while done < n:
+            if self._room is None or self._fill == len(self._room):
+                self._room = memoryview(_memory.alloc(min(self.PIECE, max(1 << 20, self.size))))
+                self._fill = 0
+                self.pieces.append(self._room[:0])
+                self.ends.append(self.size)
+            k = min(n - done, len(self._room) - self._fill)
+            self._room[self._fill : self._fill + k] = mv[done : done + k]
+            self._fill += k
+            done += k
+            self.size += k
+            self.pieces[-1] = self._room[: self._fill]
+            self.ends[-1] = self.size
+        return n
+
+    def flush(self):
+        pass
+
+    # ---- read back ---------------------------------------------------------------------
+
+    def view(self, torch, off, n):
+        """An untyped storage of the n bytes at off, viewing the piece that holds them (no
+        copy; the piece stays alive as long as the storage), or None when they cross
+        pieces."""
+        k = bisect.bisect_right(self.ends, off)
+        if k >= len(self.pieces) or n <= 0 or off + n > self.ends[k]:
+            return None
+        at = off - (self.ends[k] - len(self.pieces[k]))
+        t = torch.frombuffer(self.pieces[k], dtype=torch.uint8, count=n, offset=at)
+        return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()._storage
 
     def head(self, n):
         return bytes(self.pieces[0][:n]) if self.pieces else b""

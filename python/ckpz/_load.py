@@ -38,9 +38,12 @@ def _run_unpickler(data, unpickler_cls, args):
     return u.load()
 
 
-def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args):
+def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args,
+                  view=None):
     """Loads the torch.save archive whose original bytes `image` reads; fill(spans) puts
-    each storage's bytes in place ([(offset, length, untyped storage)])."""
+    each storage's bytes in place ([(offset, length, untyped storage)]). view(offset,
+    length), when given, may return a storage over the image's own memory instead (no
+    allocation, no copy), or None."""
     path = image.path
     index = _torchzip.ZipIndex(image.read, image.size, path, read_many=image.read_many)
     prefix = index.prefix()
@@ -66,10 +69,12 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
             if numel < 0 or nbytes != m.size:
                 raise Error(_lib.ERR_CORRUPT, "storage %s: the pickle says %d elements of %s, the archive holds %d bytes"
                             % (key, numel, storage_type.dtype, m.size), path)
-            u = torch.UntypedStorage(nbytes)
+            u = view(m.data_offset, nbytes) if view is not None else None
+            if u is None:
+                u = torch.UntypedStorage(nbytes)
+                if nbytes:
+                    spans.append((m.data_offset, nbytes, u))
             storages[key] = (u, storage_type.dtype, location)
-            if nbytes:
-                spans.append((m.data_offset, nbytes, u))
         u, dtype, _ = storages[key]
         return _typed(torch, u, dtype)
 
@@ -217,3 +222,28 @@ def _load_ckpz(torch, call, pread, fdstruct, size, base, args):
                 _archive.read_into(call, handle, [(off, n, u.data_ptr()) for off, n, u in spans])
 
             return _load_archive(torch, image, fill, *args)
+
+
+def load_decoded(image, threads):
+    """The object a decoded stream holds: image is an _images.Pieces filled by a streaming
+    restore (a plain torch.save archive, already verified chunk by chunk), loaded with the
+    safe unpickler; its storages view the pieces where each lies within one (no second
+    copy of the state), and are copied where one crosses pieces."""
+    torch = _torchzip.torch_module()
+    params = _lib.make_params(threads=threads)
+    with _lib.Call(params, None) as call:
+
+        def go():
+            if image.head(4) != _ZIP_MAGIC:
+                raise Error(_lib.ERR_INPUT, "the stream did not restore to a torch.save archive")
+
+            def fill(spans):
+                for off, n, u in spans:
+                    if not image.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
+                        raise Error(_lib.ERR_TRUNCATED, "the archive ends inside a tensor")
+
+            return _load_archive(torch, image, fill, None, None, False, None, threads, {},
+                                 view=lambda off, n: image.view(torch, off, n))
+
+        return _run.run(go, call)
+
