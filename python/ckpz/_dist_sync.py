@@ -15,6 +15,8 @@ against the original bytes of the last state every rank holds (base=, bytes-like
 import collections
 import io
 import pickle
+import queue
+import threading
 import zlib
 
 from . import _dist_comm, _dist_state, _images, _lib, _load, _save, _stream, _torchzip
@@ -40,7 +42,6 @@ class _Link:
         cuda = self.dist.get_backend(group) == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.moved = 0
-        self.host = None  # the receiving buffer (get)
 
     def _xfer(self, t, sending):
         d = self.dist
@@ -51,20 +52,20 @@ class _Link:
         else:
             d.recv(t, _dist_comm.global_rank(self.group, self.peer), group=self.group)
 
-    def put(self, head, data=None):
+    def put(self, head, data=b""):
         """Sends head (two int64) and then data (bytes-like, at most PIECE bytes; its
         memory may be reused once put returns: the transfer has completed by then)."""
         torch = self.torch
         self._xfer(torch.tensor(head, dtype=torch.int64, device=self.device), True)
-        n = len(data) if data is not None else 0
+        n = len(data)
         if n:
             t = torch.frombuffer(data, dtype=torch.uint8)
             self._xfer(t.to(self.device) if self.device.type != "cpu" else t, True)
         self.moved += 16 + n
 
-    def get(self):
-        """(n, crc, data): data a memoryview of n bytes, valid until the next get (the
-        messages land in one buffer kept for the link: no memory per message)."""
+    def get(self, host):
+        """(n, crc, data): data a memoryview of the n bytes received into host (a CPU
+        uint8 tensor of PIECE bytes), valid until host is reused."""
         torch = self.torch
         head = torch.zeros(2, dtype=torch.int64, device=self.device)
         self._xfer(head, False)
@@ -73,17 +74,107 @@ class _Link:
         if n > 0:
             if n > PIECE:
                 raise Error(_lib.ERR_CORRUPT, "a message of %d bytes announced, at most %d are sent" % (n, PIECE))
-            if self.host is None:
-                self.host = torch.empty(PIECE, dtype=torch.uint8)
             if self.device.type == "cpu":
-                self._xfer(self.host[:n], False)
+                self._xfer(host[:n], False)
             else:
                 t = torch.empty(n, dtype=torch.uint8, device=self.device)
                 self._xfer(t, False)
-                self.host[:n].copy_(t)
-            data = memoryview(self.host.numpy())[:n]
+                host[:n].copy_(t)
+            data = memoryview(host.numpy())[:n]
         self.moved += 16 + n
         return n, crc, data
+
+
+class _Pipe:
+    """A _Link's messages moved by a thread of their own, DEPTH ahead of the caller. gloo's
+    send and broadcast complete only when the peer takes the bytes: on the calling
+    thread the sender's compression would wait for the link and the link for the
+    receiver's restore. Here the sender compresses the next messages while one crosses,
+    and a receiver restores one while the next arrive. Buffers are DEPTH + 1 of PIECE
+    bytes on each side, reused. A failure of the thread is raised to the caller at its
+    next call; the thread never leaves the caller waiting (it keeps taking messages, or
+    ends the received ones, after a failure)."""
+
+    DEPTH = 2
+
+    def __init__(self, link, sending):
+        torch = link.torch
+        self.link, self.sending, self.error, self.held = link, sending, None, None
+        self.free = queue.Queue()
+        for _ in range(self.DEPTH + 1):
+            self.free.put(bytearray(PIECE) if sending else torch.empty(PIECE, dtype=torch.uint8))
+        self.work = queue.Queue(maxsize=self.DEPTH)
+        self.thread = threading.Thread(target=self._send_loop if sending else self._recv_loop, name="ckpz-link",
+                                       daemon=True)
+        self.thread.start()
+
+    def _device(self):
+        if self.link.device.type == "cuda":  # a new thread starts on device 0
+            self.link.torch.cuda.set_device(self.link.device)
+
+    def _send_loop(self):
+        self._device()
+        while True:
+            head, buf, n = self.work.get()
+            if head is None:
+                return
+            if self.error is None:
+                try:
+                    self.link.put(head, memoryview(buf)[:n] if n else b"")
+                except BaseException as e:  # raised to the caller at its next put
+                    self.error = e
+                    try:  # the receivers raise rather than wait for what will not come
+                        self.link.put([-1, 0])
+                    except BaseException:
+                        pass
+            if buf is not None:
+                self.free.put(buf)
+
+    def put(self, head, data=b""):
+        if self.error is not None:
+            raise self.error
+        n = len(data)
+        buf = None
+        if n:
+            buf = self.free.get()
+            memoryview(buf)[:n] = data
+        self.work.put((head, buf, n))
+
+    def _recv_loop(self):
+        try:
+            self._device()
+        except BaseException as e:
+            self.work.put((None, e))
+            return
+        while True:
+            host = self.free.get()
+            try:
+                n, crc, data = self.link.get(host)
+            except BaseException as e:
+                self.work.put((None, e))
+                return
+            self.work.put(((n, crc, data), host))
+            if n <= 0:
+                return
+
+    def get(self):
+        if self.held is not None:  # the caller is done with the previous message's bytes
+            self.free.put(self.held)
+            self.held = None
+        item, extra = self.work.get()
+        if item is None:
+            raise extra
+        self.held = extra
+        return item
+
+    def close(self):
+        """Waits for the thread: after the last message (sending, the end marker put
+        first), or after the receiver has taken the last one."""
+        if self.sending:
+            self.work.put((None, None, 0))
+        self.thread.join()
+        if self.sending and self.error is not None:
+            raise self.error
 
 
 class _Out(io.RawIOBase):
@@ -171,14 +262,18 @@ class _In(io.RawIOBase):
 def _send_state(link, state, opts, base=None, keep=False):
     """Sends state; (compressed bytes sent, and with keep the original archive bytes the
     receivers restore)."""
-    out = _Out(link, keep)
+    pipe = _Pipe(link, True)
+    out = _Out(pipe, keep)
     ok = False
     try:
         _save.save(state, out, pickle, _torchzip.DEFAULT_PROTOCOL, True, opts["level"], opts["threads"], base,
                    opts.get("policy"), None, False, 1, opts.get("target_bw"))
         ok = True
     finally:
-        out.finish(ok)
+        try:
+            out.finish(ok)
+        finally:
+            pipe.close()
     raw = None
     if keep:
         orig = io.BytesIO()
@@ -189,7 +284,8 @@ def _send_state(link, state, opts, base=None, keep=False):
 
 def _recv_state(link, who, opts, base=None, keep=False):
     """The state received over link; with keep, also its original archive bytes."""
-    src = _In(link, who)
+    pipe = _Pipe(link, False)
+    src = _In(pipe, who)
     try:
         if keep:
             orig = io.BytesIO()
@@ -203,7 +299,10 @@ def _recv_state(link, who, opts, base=None, keep=False):
         _stream.stream(False, src, image, params, base, "the stream from %s" % who, opts["threads"])
         return _load.load_decoded(image, opts["threads"]), None, src.total
     finally:
-        src.drain()
+        try:
+            src.drain()
+        finally:
+            pipe.close()
 
 
 def _load_plain(raw, opts):

@@ -7,6 +7,7 @@ spans many of them. The spawn harness (timeouts, ports) is test_distributed's.
 
 import os
 import sys
+import time
 import unittest
 
 import torch
@@ -64,6 +65,19 @@ def prog_sync(rank, world, _d):
     if rank == 0:
         cd._dist_sync._Link.put = flipping
     expect_error(lambda: cd.broadcast(s1 if rank == 0 else None, src=0), "rank")
+    cd._dist_sync._Link.put = real
+    # the root's link fails on a message (on the thread that moves them): the receivers
+    # are told and raise, nobody waits for the rest
+    def failing(self, head, data=b""):
+        if len(data):
+            raise OSError("the link went down")
+        return real(self, head, data)
+
+    if rank == 0:
+        cd._dist_sync._Link.put = failing
+    t0 = time.monotonic()
+    expect_error(lambda: cd.broadcast(s1 if rank == 0 else None, src=0), "link went down" if rank == 0 else "rank 0")
+    assert time.monotonic() - t0 < 10, "a rank waited for the timeout"
     cd._dist_sync._Link.put = real
     # point to point, and with the levels chosen for a link (a slow one: measured)
     if rank == 0:
