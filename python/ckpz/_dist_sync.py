@@ -113,7 +113,10 @@ class _Pipe:
             self.link.torch.cuda.set_device(self.link.device)
 
     def _send_loop(self):
-        self._device()
+        try:
+            self._device()
+        except BaseException as e:  # nothing will be sent; the caller hears at its next put
+            self.error = e
         while True:
             head, buf, n = self.work.get()
             if head is None:
