@@ -283,7 +283,6 @@ static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t 
     return CKPZ_OK;
 }
 
-/* The chunk that holds original byte `off` (< original size). */
 void ckpz_archive_chunk(const ckpz_archive *a, uint64_t i, uint64_t *offset, uint64_t *length)
 {
     if (i > a->nc) i = a->nc;
@@ -291,6 +290,7 @@ void ckpz_archive_chunk(const ckpz_archive *a, uint64_t i, uint64_t *offset, uin
     *length = i < a->nc ? a->chunk_off[i + 1] - a->chunk_off[i] : 0;
 }
 
+/* The chunk that holds original byte `off` (< original size). */
 static uint64_t chunk_at(const ckpz_archive *a, uint64_t off)
 {
     uint64_t lo = 0, hi = a->nc; /* chunk_off[lo] <= off < chunk_off[hi] */

@@ -12,13 +12,12 @@
  * minimises it over every combination (at most 3^4 per thread count), the fewest threads
  * within 2% of the best (the model is not finer than that), then the least c + x + d
  * (seed 001's total: of saves that tie, the one that codes least and restores soonest),
- * then the smallest output. The levels
- * reach the library as a policy of lossless rules, one per role (`*exp_avg_sq* lossless
- * level 6`, ...). Lossy modes are never chosen on their own (they change the data); with
- * --policy the user's rules hold and one level serves the file. -v prints each thread
- * count's best and every uniform configuration with c, x, d and seed 001's total
- * c + x + d, and the choice; writing the file uncompressed takes S / B, printed too, so
- * that a choice slower than that would show.
+ * then the smallest output. The levels reach the library as a policy of lossless rules,
+ * one per role (`*exp_avg_sq* lossless level 6`, ...). Lossy modes are never chosen on
+ * their own (they change the data); with --policy the user's rules hold and one level
+ * serves the file. -v prints each thread count's best and every uniform configuration
+ * with c, x, d and seed 001's total c + x + d, and the choice; writing the file
+ * uncompressed takes S / B, printed too, so that a choice slower than that would show.
  */
 #include <math.h>
 #include <string.h>
