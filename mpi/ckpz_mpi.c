@@ -233,7 +233,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     /* code this rank's chunks */
     uint64_t nc = ckpz_split_chunks(s);
     if (assign) assign(r, s, arg, &first, &n);
-    else my_chunks(r, ckpz_split_chunks(s), split_chunk, s, &first, &n);
+    else my_chunks(r, nc, split_chunk, s, &first, &n);
     counts = calloc((size_t)r->size, sizeof *counts);
     displs = calloc((size_t)r->size, sizeof *displs);
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
@@ -289,6 +289,24 @@ ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, cons
     return mr_finish(&r, why, why_cap);
 }
 
+/* The piece of a restore that starts at chunk k (< stop, else none): chunks k.. while they
+ * make at most RESTORE_PIECE bytes (one at least); *next gets the chunk after it. Returns
+ * its bytes. */
+static uint64_t piece(const ckpz_archive *a, uint64_t k, uint64_t stop, uint64_t *next)
+{
+    uint64_t at, end, len, e = k;
+    ckpz_archive_chunk(a, k, &at, &len);
+    end = at;
+    while (e < stop) {
+        uint64_t to;
+        ckpz_archive_chunk(a, e + 1, &to, &len);
+        if (e > k && to - at > RESTORE_PIECE) break;
+        end = to, e++;
+    }
+    *next = e;
+    return end - at;
+}
+
 ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
 {
@@ -320,13 +338,10 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     ckpz_archive_chunk(a, k0, &lo, &len);
     ckpz_archive_chunk(a, k0 + nk, &hi, &len);
     unsigned long long mine = 0, rounds = 0;
-    size_t cap = RESTORE_PIECE;
-    for (uint64_t k = k0, start = lo; k < k0 + nk; k++) {
-        uint64_t off, end;
-        ckpz_archive_chunk(a, k, &off, &len);
-        ckpz_archive_chunk(a, k + 1, &end, &len);
-        if (k == k0 || end - start > RESTORE_PIECE) mine++, start = off;
-        if (end - start > cap) cap = (size_t)(end - start); /* a chunk larger than a piece */
+    size_t cap = 0; /* the largest piece (more than RESTORE_PIECE only for a chunk that is) */
+    for (uint64_t k = k0, end; k < k0 + nk; k = end, mine++) {
+        uint64_t n = piece(a, k, k0 + nk, &end);
+        if (n > cap) cap = (size_t)n;
     }
     MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
     if (mine && !(buf = malloc(cap))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
@@ -338,17 +353,9 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     uint32_t crc = 0;
     uint64_t next = k0; /* the first chunk of this rank's next piece */
     for (unsigned long long i = 0; i < rounds; i++) {
-        uint64_t at, end, k = next;
-        ckpz_archive_chunk(a, k, &at, &len);
-        end = at;
-        while (k < k0 + nk) {
-            uint64_t e;
-            ckpz_archive_chunk(a, k + 1, &e, &len);
-            if (k > next && e - at > RESTORE_PIECE) break;
-            end = e, k++;
-        }
-        next = k;
-        size_t n = (size_t)(end - at);
+        uint64_t at;
+        ckpz_archive_chunk(a, next, &at, &len);
+        size_t n = (size_t)piece(a, next, k0 + nk, &next); /* 0 past this rank's last piece */
         if (n) {
             ckpz_span span = {at, n, buf};
             ckpz_error e = ckpz_archive_read(ctx, a, &span, 1);
