@@ -190,14 +190,19 @@ def _load_memory(torch, mem, call, base, args):
 
         return _load_ckpz(torch, call, pread, None, mem.size, base, args)
     if head[:4] == _ZIP_MAGIC:
-
-        def fill(spans):
-            for off, n, u in spans:
-                if not mem.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
-                    raise Error(_lib.ERR_TRUNCATED, "the stream ended inside a tensor")
-
-        return _load_archive(torch, mem, fill, *args)
+        return _load_archive(torch, mem, _copy_fill(mem), *args)
     return _load_legacy(torch, io.BytesIO(mem.read(0, mem.size)), *args)
+
+
+def _copy_fill(mem):
+    """fill(spans) for _load_archive: each storage's bytes copied out of the image mem."""
+
+    def fill(spans):
+        for off, n, u in spans:
+            if not mem.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
+                raise Error(_lib.ERR_TRUNCATED, "the stream ended inside a tensor")
+
+    return fill
 
 
 def _load_ckpz(torch, call, pread, fdstruct, size, base, args):
@@ -236,13 +241,7 @@ def load_decoded(image, threads):
         def go():
             if image.head(4) != _ZIP_MAGIC:
                 raise Error(_lib.ERR_INPUT, "the stream did not restore to a torch.save archive")
-
-            def fill(spans):
-                for off, n, u in spans:
-                    if not image.copy_out(off, _lib.view_at(u.data_ptr(), n, writable=True)):
-                        raise Error(_lib.ERR_TRUNCATED, "the archive ends inside a tensor")
-
-            return _load_archive(torch, image, fill, None, None, False, None, threads, {},
+            return _load_archive(torch, image, _copy_fill(image), None, None, False, None, threads, {},
                                  view=lambda off, n: image.view(torch, off, n))
 
         return _run.run(go, call)

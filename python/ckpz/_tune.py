@@ -64,28 +64,25 @@ class _Layout:
         self.head = struct.pack("<Q", len(text)) + text
         self.size = len(self.head) + at
         self.starts = [p[0] for p in self.parts]
-        self.pread = _lib.PREAD_FN(self._pread)
 
     def _pread(self, _opaque, buf, n, off):
-        try:
-            if off + n > self.size:
-                return -1
-            done = 0
-            while done < n:
-                o = off + done
-                if o < len(self.head):
-                    k = min(n - done, len(self.head) - o)
-                    ctypes.memmove(buf + done, self.head[o:o + k], k)
-                else:
-                    d = o - len(self.head)
-                    i = bisect.bisect_right(self.starts, d) - 1
-                    start, length, addr = self.parts[i]
-                    k = min(n - done, start + length - d)
-                    ctypes.memmove(buf + done, addr + (d - start), k)
-                done += k
-            return 0
-        except Exception:  # never raise through the library
+        """A PREAD_FN's body (handed to the library through Call.guard)."""
+        if off + n > self.size:
             return -1
+        done = 0
+        while done < n:
+            o = off + done
+            if o < len(self.head):
+                k = min(n - done, len(self.head) - o)
+                ctypes.memmove(buf + done, self.head[o:o + k], k)
+            else:
+                d = o - len(self.head)
+                i = bisect.bisect_right(self.starts, d) - 1
+                start, length, addr = self.parts[i]
+                k = min(n - done, start + length - d)
+                ctypes.memmove(buf + done, addr + (d - start), k)
+            done += k
+        return 0
 
 
 def check(target_bw):
@@ -96,12 +93,11 @@ def check(target_bw):
 def choose(torch, names, pickled, params, target_bw, call):
     """Sets params' level, threads and policy (a user's policy is kept) for a link of
     target_bw MB/s, from ckpz_tune on pickled's storages (names: from names()); returns
-    the ckpz_tune_result."""
-    check(target_bw)
+    the ckpz_tune_result. target_bw was check()ed by the caller."""
     layout = _Layout(torch, names, pickled)
     src = _lib.Source()
     _lib.source_init(ctypes.byref(src))
-    src.pread = layout.pread
+    src.pread = call.guard(_lib.PREAD_FN, layout._pread, -1)
     src.size = layout.size
     tparams = _lib.make_params(params.level, params.threads)
     ctypes.memmove(ctypes.byref(tparams), ctypes.byref(params), ctypes.sizeof(_lib.Params))
