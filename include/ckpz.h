@@ -599,8 +599,11 @@ CKPZ_API ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz
  *      chunks at their offset; one of them also writes the head and the tail.
  * Records are plain bytes, valid only between processes running the same build of the
  * library on machines of the same byte order. The plan holds a pointer to params->base
- * and params->policy's rules; the base must stay valid until ckpz_split_free. A
- * progress callback is not called. */
+ * and params->policy's rules; the base must stay valid until ckpz_split_free. The
+ * source's progress callback is called as each chunk is coded (ckpz_split_code and
+ * ckpz_split_code_into; done and total: the call's input bytes; non-zero aborts the
+ * call), on the calling thread, and not while planning or laying out. A plan is used by
+ * one thread at a time: it keeps the coder's buffers and a layout in progress. */
 typedef struct ckpz_split ckpz_split;
 #define CKPZ_SPLIT_RECORD_SIZE 128
 
@@ -621,6 +624,11 @@ CKPZ_API const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i);
  * frame (chunks equal to the base's have none). */
 CKPZ_API ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
                                     void **coded, size_t *coded_len);
+/* The same into the caller's memory (reused from call to call, its pages are faulted
+ * in once): dst holds cap bytes, at least ckpz_split_bound(s, first, n). */
+CKPZ_API uint64_t ckpz_split_bound(const ckpz_split *s, uint64_t first, uint64_t n);
+CKPZ_API ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
+                                         void *dst, size_t cap, size_t *coded_len);
 
 /* A stretch of output bytes in memory. */
 typedef struct ckpz_piece {
@@ -655,6 +663,19 @@ typedef struct ckpz_split_out {
  * file; head, regions and tail together are the whole file. May be called again. */
 CKPZ_API ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first,
                                      uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out);
+/* The same layout a stretch at a time, for processes that write while others still
+ * code: lays out chunks [laid, upto), laid being where the previous call stopped (0 for
+ * the first call, and after a call that reached the last chunk or failed). records
+ * holds every chunk's record at its index, as for ckpz_split_write (only chunks [laid,
+ * upto) are read); coded the frames of chunks [first, first + n) among them (n may be
+ * 0). out gets those chunks' bytes as pieces from region_offset, the head when the call
+ * starts at chunk 0, and the tail, content_checksum and stats when upto is
+ * ckpz_split_chunks(s). A run of chunks equal to the base's is written with the chunk
+ * after it (or the tail), as serial ckpz writes it. The calls' heads, regions and tail
+ * make the file ckpz_split_write gives; ckpz_split_write abandons a layout in progress. */
+CKPZ_API ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto,
+                                   uint64_t first, uint64_t n, const void *coded, size_t coded_len,
+                                   ckpz_split_out *out);
 CKPZ_API void ckpz_split_out_free(ckpz_split_out *o); /* accepts NULL */
 
 /* CRC-32C (Castagnoli), as the container uses it: crc of buf[0..n) continuing from crc

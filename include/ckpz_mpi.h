@@ -2,13 +2,15 @@
  * and restore it, with MPI-IO. The file is byte for byte the one serial ckpz (or
  * ckpz_compress_io) writes for the same input and params, so every reader opens it.
  *
- * Compression: every rank plans the whole input (only the format's own bytes are read),
- * takes the chunks that start in its share of the input's bytes, reads and codes them on
- * params->threads threads, and the ranks exchange each chunk's small record
- * (MPI_Allgatherv); every rank then knows the whole layout and writes its bytes at their
- * offset with MPI_File_write_at_all, rank 0 the header, index and trailer. Restoring:
- * each rank verifies and decodes its share of the original bytes and writes them at their
- * offset; rank 0 checks the whole file's checksum from the ranks' parts.
+ * Compression: every rank plans the whole input (only the format's own bytes are read);
+ * in rounds of 32 chunks a rank, each rank reads and codes the chunks that start in its
+ * share of the round's bytes on params->threads threads, the ranks exchange each chunk's
+ * small record (MPI_Iallgatherv, completed a round later), and each rank writes its bytes
+ * of the rounds laid out so far at their offset (MPI_File_write_at), rank 0 the header,
+ * index and trailer: writing overlaps coding, and a rank holds two rounds of frames at
+ * most. Restoring: each rank verifies and decodes its share of the original bytes and
+ * writes them at their offset; rank 0 checks the whole file's checksum from the ranks'
+ * parts.
  *
  * Every call is collective over comm. All ranks return the same code and, in why, the
  * same message (the first failing rank's, naming chunk and tensor where one is at fault,
@@ -51,7 +53,8 @@ typedef struct ckpz_mpi_tensor {
  * container of all of them into out_path: the safetensors file holding every rank's
  * tensors in rank order, and in each rank's order, compressed (ckpz -d restores that
  * file; the container is byte for byte what ckpz writes for it). params->format is
- * ignored. Names must differ across all ranks. */
+ * ignored. Names must differ across all ranks. Rank 0 writes as it codes; a later rank's
+ * bytes follow all earlier ranks', so it holds its coded tensors until those are coded. */
 ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
                                      const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
 

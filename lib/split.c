@@ -33,6 +33,14 @@ struct ckpz_split {
     plan_chunk *c;
     size_t nc, cap_c;
     int lossy;
+    cjob *jobs;          /* the coder's chunk buffers, kept from call to call (fresh pages
+                            fault in slowly) */
+    size_t njobs;
+    ckpz_progress_fn progress; /* the source's: called as chunks are coded */
+    void *progress_opaque;
+    writer w;            /* a layout in progress (ckpz_split_lay): chunks [0, laid) are laid out */
+    int laying;
+    uint64_t laid;
 };
 
 static ptrdiff_t plan_read(void *opaque, void *buf, size_t n)
@@ -57,6 +65,9 @@ static ptrdiff_t plan_skip(void *opaque, size_t n)
 void ckpz_split_free(ckpz_split *s)
 {
     if (!s) return;
+    for (size_t i = 0; i < s->njobs; i++) free(s->jobs[i].raw), free(s->jobs[i].out);
+    free(s->jobs);
+    writer_free(&s->w);
     planner_free(&s->pl);
     free(s->c);
     free(s);
@@ -81,7 +92,8 @@ ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_
         goto fail;
     }
     s->p.patch = NULL; /* the base's CRC is taken whole */
-    s->p.progress = NULL;
+    s->progress = s->p.progress, s->progress_opaque = s->p.progress_opaque;
+    s->p.progress = NULL; /* neither planning nor laying out reports */
     if ((err = planner_init(&s->pl, ctx, &s->p, plan_read, s, s->src.size, plan_skip))) goto fail;
     s->lossy = policy_lossy(s->pl.pol);
     for (;;) {
@@ -143,51 +155,73 @@ static ckpz_error complete_plan(ckpz_ctx *ctx, ckpz_split *s, plan_chunk *d, uin
     return CKPZ_OK;
 }
 
-/* The coded frames of a process's share (hundreds of MB written once) go into
- * workmem_room: in 4 KiB pages their faults cost more than coding them (a VM here:
- * 353 MB, 1 rank, 1.1 s user + 1.7 s sys against serial ckpz's 0.25 + 0.2 s). */
-ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
-                           size_t *coded_len)
+uint64_t ckpz_split_bound(const ckpz_split *s, uint64_t first, uint64_t n)
+{
+    uint64_t room = 0;
+    for (uint64_t k = first; k < s->nc && k < first + n; k++) room += workmem_out_bound(s->c[k].raw_len);
+    return room;
+}
+
+ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void *dst,
+                                size_t cap, size_t *coded_len)
 {
     ctx_clear(ctx);
-    *coded = NULL;
     *coded_len = 0;
     if (first > s->nc || n > s->nc - first)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
                         (unsigned long long)(first + n), s->nc);
+    if (cap < ckpz_split_bound(s, first, n))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu: %zu bytes of room, %llu needed",
+                        (unsigned long long)first, (unsigned long long)(first + n), cap,
+                        (unsigned long long)ckpz_split_bound(s, first, n));
     const ckpz_params *p = &s->p;
     int workers = p->threads - 1;
     if ((uint64_t)workers >= n) workers = n ? (int)(n - 1) : 0;
     size_t depth = workers ? (size_t)(workers + 1) * 3 : 1, used = 0;
     struct workmem *wm = workmem_take(ctx);
     workers_state ws = {p->level, NULL, 0, p->codec};
-    cjob *jobs = calloc(depth, sizeof *jobs), *j;
+    cjob *j;
     pipeline *pline = NULL;
     ckpz_mem outm = {0};
+    outm.data = dst;
+    outm.capacity = cap;
     ckpz_error err = CKPZ_OK;
     uint32_t have = 0;
     quant_plan cache;
     size_t fbound = workmem_out_bound(p->chunk_size);
-    uint64_t done = 0, room = 0;
-    /* room for every frame, taken once: growing it would copy the frames and touch
-     * fresh pages again (measured: most of the time of a 353 MB compression) */
-    for (uint64_t k = first; k < first + n; k++) room += workmem_out_bound(s->c[k].raw_len);
-    if (room > SIZE_MAX || !(outm.data = workmem_room((size_t)room))) goto nomem;
-    outm.capacity = (size_t)room;
-    if (!wm || !jobs || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
+    uint64_t done = 0, coded_raw = 0, all_raw = 0;
+    for (uint64_t k = first; k < first + n; k++) all_raw += s->c[k].raw_len;
+    if (!wm || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
+    if (s->njobs < depth) {
+        cjob *more = realloc(s->jobs, depth * sizeof *more);
+        if (!more) goto nomem;
+        s->jobs = more;
+        for (; s->njobs < depth; s->njobs++) {
+            j = &s->jobs[s->njobs];
+            memset(j, 0, sizeof *j);
+            if (!(j->raw = malloc(p->chunk_size)) || !(j->out = malloc(fbound))) {
+                free(j->raw), free(j->out);
+                goto nomem;
+            }
+        }
+    }
     ws.scratch = wm->scratch;
     if (!(pline = pipeline_create(workers, depth, encode_job, &ws))) goto nomem;
     for (uint64_t k = first; k <= first + n; k++) {
         if (used < depth && k < first + n) {
-            j = &jobs[used++];
-            if (!(j->raw = malloc(p->chunk_size)) || !(j->out = malloc(fbound))) goto nomem;
+            j = &s->jobs[used++];
         } else {
             /* the oldest job (all of them after the last chunk) is done: its frame and record */
             while ((j = pipeline_retire(pline))) {
                 if (j->d.raw_len && !j->r.copy && ckpz_mem_write(&outm, j->out, (size_t)j->r.out_len) != 0)
                     goto nomem;
                 memcpy((uint8_t *)records + done++ * CKPZ_SPLIT_RECORD_SIZE, &j->r, sizeof j->r);
+                coded_raw += j->d.raw_len;
+                if (s->progress && s->progress(s->progress_opaque, coded_raw, all_raw)) {
+                    err = ctx_fail(ctx, CKPZ_ERR_ABORTED, "aborted");
+                    goto fail;
+                }
                 if (k < first + n) break;
             }
             if (k == first + n) break;
@@ -203,19 +237,36 @@ ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_
         j->base = j->d.has_base ? (const uint8_t *)p->base + j->d.base_off : NULL;
         pipeline_submit(pline, j);
     }
-    *coded = outm.data;
     *coded_len = outm.size;
-    outm.data = NULL;
     goto done;
 nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 fail:
 done:
     pipeline_destroy(pline);
-    for (size_t i = 0; jobs && i < depth; i++) free(jobs[i].raw), free(jobs[i].out);
-    free(jobs);
-    free(outm.data);
     workmem_keep(ctx, wm);
+    return err;
+}
+
+/* The coded frames of a process's share (hundreds of MB written once) go into
+ * workmem_room: in 4 KiB pages their faults cost more than coding them (a VM here:
+ * 353 MB, 1 rank, 1.1 s user + 1.7 s sys against serial ckpz's 0.25 + 0.2 s). Room for
+ * every frame is taken once: growing it would copy the frames and touch fresh pages
+ * again. */
+ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
+                           size_t *coded_len)
+{
+    *coded = NULL;
+    *coded_len = 0;
+    uint64_t room = ckpz_split_bound(s, first, n);
+    void *dst = room <= SIZE_MAX ? workmem_room((size_t)room) : NULL;
+    if (!dst) {
+        ctx_clear(ctx);
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    }
+    ckpz_error err = ckpz_split_code_into(ctx, s, first, n, records, dst, (size_t)room, coded_len);
+    if (err) free(dst);
+    else *coded = dst;
     return err;
 }
 
@@ -253,35 +304,52 @@ static int collect_write(void *opaque, const void *buf, size_t n)
     return 0;
 }
 
-ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
-                            const void *coded, size_t coded_len, ckpz_split_out *out)
+/* The layout of chunks [s->laid, upto), continuing the one in progress or starting one:
+ * the serial encoder's writer run over them in order, muted for chunks not in [first,
+ * first + n), whose bytes become out's pieces (and out's head when it starts, its tail
+ * when it reaches the last chunk). The writer keeps what crosses calls (a run of copies
+ * not yet written, the seek table, the entries' chunk counts). */
+ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first,
+                          uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out)
 {
     ctx_clear(ctx);
     memset(out, 0, sizeof *out);
-    if (first > s->nc || n > s->nc - first)
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
-                        (unsigned long long)(first + n), s->nc);
-    for (size_t i = 0; i < s->pl.ne; i++) s->pl.e[i].nchunks = 0; /* the writer counts them */
+    uint64_t from = s->laying ? s->laid : 0;
+    if (upto > s->nc || upto < from || (n && (first < from || first > upto || n > upto - first))) {
+        writer_free(&s->w);
+        s->laying = 0; /* a failed call ends the layout, whatever failed */
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu laid out to %llu, after %llu", (unsigned long long)first,
+                        (unsigned long long)(first + n), (unsigned long long)upto, (unsigned long long)from);
+    }
     ckpz_mem head = {0}, tail = {0};
     collect region = {coded, coded_len, {0}, NULL, NULL, 0, 0, 0};
     head.grow = tail.grow = region.frames.grow = 1;
-    writer w;
-    writer_init(&w, ctx, &s->p, &s->pl, s->src.size, ckpz_mem_write, &head, 0);
-    ckpz_error err = writer_start(&w, s->lossy);
+    writer *w = &s->w;
+    ckpz_error err = CKPZ_OK;
+    if (!s->laying) {
+        for (size_t i = 0; i < s->pl.ne; i++) s->pl.e[i].nchunks = 0; /* the writer counts them */
+        writer_free(w);
+        writer_init(w, ctx, &s->p, &s->pl, s->src.size, ckpz_mem_write, &head, 0);
+        s->laying = 1;
+        s->laid = 0;
+        err = writer_start(w, s->lossy);
+    }
+    w->ctx = ctx;
     size_t at = 0; /* in coded */
-    uint64_t region_end = 0;
-    for (uint64_t k = 0; k < s->nc && !err; k++) {
+    uint64_t region_end = w->pos;
+    out->region_offset = w->pos;
+    for (uint64_t k = from; k < upto && !err; k++) {
         chunk_result r;
         memcpy(&r, (const uint8_t *)records + k * CKPZ_SPLIT_RECORD_SIZE, sizeof r);
         const plan_chunk *d = &s->c[k];
-        int mine = k >= first && k < first + n;
+        int mine = n && k >= first && k < first + n;
         const uint8_t *frame = NULL;
         if (r.out_len > workmem_out_bound(s->p.chunk_size)) {
             err = ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk %llu's record is not one of this plan's",
                            (unsigned long long)k);
             break;
         }
-        if (k == first) out->region_offset = w.pos;
+        if (k == first) out->region_offset = w->pos;
         if (mine && d->raw_len && !r.copy) {
             if (r.out_len > coded_len - at) {
                 err = ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk %llu's frame is not among the coded bytes given",
@@ -291,19 +359,19 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
             frame = (const uint8_t *)coded + at;
             at += (size_t)r.out_len;
         }
-        w.mute = !mine;
-        w.wr = mine ? collect_write : ckpz_mem_write;
-        w.opaque = mine ? (void *)&region : (void *)&head;
-        err = writer_emit(&w, d, &r, frame);
-        if (mine) region_end = w.pos;
+        w->mute = !mine;
+        w->wr = mine ? collect_write : ckpz_mem_write;
+        w->opaque = mine ? (void *)&region : (void *)&head;
+        err = writer_emit(w, d, &r, frame);
+        if (mine) region_end = w->pos;
     }
-    if (!err && first == s->nc) out->region_offset = w.pos;
-    if (!err) {
-        w.mute = 0;
-        w.wr = ckpz_mem_write;
-        w.opaque = &tail;
-        out->tail_offset = w.pos;
-        err = writer_end(&w);
+    if (!n) out->region_offset = region_end = w->pos;
+    if (!err && upto == s->nc) {
+        w->mute = 0;
+        w->wr = ckpz_mem_write;
+        w->opaque = &tail;
+        out->tail_offset = w->pos;
+        err = writer_end(w);
     }
     if (!err) {
         for (size_t i = 0; i < region.n; i++)
@@ -311,17 +379,36 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
         out->head = head.data, out->head_len = head.size;
         out->pieces = region.p, out->npieces = region.n;
         out->frames = region.frames.data;
-        out->region_len = n ? (size_t)(region_end - out->region_offset) : 0;
+        out->region_len = (size_t)(region_end - out->region_offset);
         out->tail = tail.data, out->tail_len = tail.size;
-        out->file_size = w.pos;
-        out->content_checksum = w.content_crc;
-        out->stats = (ckpz_stats){w.original, w.pos, s->pl.tensor_bytes, s->pl.tensors, w.nc, s->pl.segs.format};
+        out->file_size = w->pos;
+        if (upto == s->nc) {
+            out->content_checksum = w->content_crc;
+            out->stats = (ckpz_stats){w->original, w->pos, s->pl.tensor_bytes, s->pl.tensors, w->nc, s->pl.segs.format};
+        }
+        s->laid = upto;
     } else {
         free(head.data), free(region.frames.data), free(region.p), free(tail.data);
     }
     free(region.in_frames);
-    writer_free(&w);
+    if (err || upto == s->nc) { /* done: the next call starts again */
+        writer_free(w);
+        s->laying = 0;
+    }
     return err;
+}
+
+ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
+                            const void *coded, size_t coded_len, ckpz_split_out *out)
+{
+    if (first > s->nc || n > s->nc - first) {
+        ctx_clear(ctx);
+        memset(out, 0, sizeof *out);
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
+                        (unsigned long long)(first + n), s->nc);
+    }
+    s->laying = 0; /* a layout in progress is abandoned */
+    return ckpz_split_lay(ctx, s, records, s->nc, first, n, coded, coded_len, out);
 }
 
 void ckpz_split_out_free(ckpz_split_out *o)

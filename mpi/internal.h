@@ -29,6 +29,9 @@ ckpz_error mr_agree(run *r);
 /* The call's result: the code, and the message into why[0..cap). */
 ckpz_error mr_finish(run *r, char *why, size_t cap);
 
+/* Room for n bytes written once and in bulk (room.c); free() it. */
+void *mr_room(size_t n);
+
 /* Between planning and coding (collective), or NULL: a check of the input against the
  * plan, which fails r when it finds something. */
 typedef void (*plan_check_fn)(run *r, ckpz_split *s, const void *arg);

@@ -7,7 +7,6 @@
  * measures them against MPI_Bcast of the raw bytes. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -19,21 +18,6 @@ static void bcast_bytes(MPI_Comm comm, void *buf, uint64_t n, int root)
         MPI_Bcast((char *)buf + at, (int)(n - at < BCAST_PIECE ? n - at : BCAST_PIECE), MPI_BYTE, root, comm);
 }
 
-/* Room for n bytes written once: on 2 MiB pages where the kernel gives them (on a VM
- * here, faulting a 100 MB compressed state in 4 KiB pages took longer than coding it). */
-static void *room(size_t n)
-{
-    void *p = NULL;
-#ifdef MADV_HUGEPAGE
-    if (n >= (8u << 20)) {
-        if (posix_memalign(&p, 2u << 20, n) != 0) return NULL;
-        madvise(p, n, MADV_HUGEPAGE); /* advice: nothing to do when refused */
-        return p;
-    }
-#endif
-    return malloc(n ? n : 1);
-}
-
 ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
                           uint64_t *moved, char *why, size_t why_cap)
 {
@@ -43,7 +27,7 @@ ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, vo
     ckpz_mem packed = {0};
     unsigned long long clen = 0;
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    if (r.rank == root && !r.err && !(packed.data = room(packed.capacity = ckpz_compress_bound(size))))
+    if (r.rank == root && !r.err && !(packed.data = mr_room(packed.capacity = ckpz_compress_bound(size))))
         mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     if (r.rank == root && !r.err) {
         ckpz_mem in = {.data = data, .size = size};
@@ -57,7 +41,7 @@ ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, vo
     }
     if (mr_agree(&r)) goto done;
     MPI_Bcast(&clen, 1, MPI_UNSIGNED_LONG_LONG, root, comm);
-    if (r.rank != root && !(packed.data = room((size_t)clen))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    if (r.rank != root && !(packed.data = mr_room((size_t)clen))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     if (mr_agree(&r)) goto done;
     bcast_bytes(comm, packed.data, clen, root);
     if (r.rank != root) {

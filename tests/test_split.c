@@ -4,7 +4,11 @@
  * torch.save file and raw bytes, in 1, 2, 3 and 7 parts, lossless, lossy with rules
  * whose bounds depend on whole tensors (rel, pruning), and against a base in which some
  * tensors are unchanged (copy frames that run across parts). The processes libckpz_mpi
- * runs are simulated here: every part plans for itself, as every rank does. */
+ * runs are simulated here: every part plans for itself, as every rank does. The same
+ * file laid out a stretch at a time (ckpz_split_lay), as ranks that write while others
+ * still code lay it out, with the chunks dealt to the parts in turns and coded into the
+ * caller's memory (ckpz_split_code_into); the progress the coder reports, and its
+ * refusals. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +108,108 @@ static int split(const ckpz_params *p, const uint8_t *in, size_t n, int parts, u
     return ok;
 }
 
+typedef struct counted {
+    int calls, abort_at;
+    uint64_t last_done, total;
+} counted;
+
+static int count_progress(void *opaque, uint64_t done, uint64_t total)
+{
+    counted *c = opaque;
+    CHECK(done > c->last_done || c->calls == 0);
+    c->calls++, c->last_done = done, c->total = total;
+    return c->abort_at && c->calls == c->abort_at;
+}
+
+/* The file as `parts` processes write it a stretch of `step` chunks at a time: stretch
+ * i is part (i % parts)'s, coded into memory of ckpz_split_bound's size; every part lays
+ * out every stretch in order (its own with their frames, the others' muted). */
+static int stretches(const ckpz_params *p, const uint8_t *in, size_t n, int parts, uint64_t step, uint8_t **file,
+                     size_t *size)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_mem m = mem_in(in, n, 0);
+    ckpz_source s;
+    ckpz_source_mem(&s, &m);
+    counted prog = {0};
+    s.progress = count_progress, s.progress_opaque = &prog;
+    ckpz_split *pl[8] = {0};
+    int ok = 1;
+    for (int r = 0; r < parts && ok; r++) {
+        ckpz_error e = ckpz_split_plan(ctx, p, &s, &pl[r]);
+        CHECKF(e == CKPZ_OK, "plan: %s", ckpz_ctx_message(ctx));
+        ok = e == CKPZ_OK;
+    }
+    uint64_t nc = ok ? ckpz_split_chunks(pl[0]) : 0, ns = (nc + step - 1) / step;
+    uint8_t *records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
+    void **coded = calloc(ns + 1, sizeof *coded);
+    size_t *coded_len = calloc(ns + 1, sizeof *coded_len);
+    for (uint64_t i = 0; i < ns && ok; i++) {
+        uint64_t k = i * step, c = nc - k < step ? nc - k : step, bound = ckpz_split_bound(pl[i % parts], k, c);
+        coded[i] = malloc(bound ? bound : 1);
+        prog = (counted){0};
+        ckpz_error e = ckpz_split_code_into(ctx, pl[i % parts], k, c, records + k * CKPZ_SPLIT_RECORD_SIZE, coded[i],
+                                            bound, &coded_len[i]);
+        CHECKF(e == CKPZ_OK, "code: %s", ckpz_ctx_message(ctx));
+        uint64_t raw = 0, off, len;
+        for (uint64_t j = k; j < k + c; j++) raw += (ckpz_split_chunk(pl[0], j, &off, &len), len);
+        CHECKF(prog.calls == (int)c && prog.last_done == raw && prog.total == raw,
+               "progress: %d calls for %llu chunks, %llu of %llu bytes", prog.calls, (unsigned long long)c,
+               (unsigned long long)prog.last_done, (unsigned long long)raw);
+        ok = e == CKPZ_OK;
+    }
+    *file = NULL;
+    for (int r = 0; r < parts && ok; r++) {
+        for (uint64_t i = 0; i <= ns && ok; i++) { /* i == ns: nothing more, the tail (again for nc == 0) */
+            uint64_t upto = i == ns ? nc : (i + 1) * step < nc ? (i + 1) * step : nc;
+            int mine = i < ns && (int)(i % parts) == r;
+            if (i == ns && upto == (ns ? nc : 1)) break; /* laid out with the last stretch */
+            ckpz_split_out o;
+            ckpz_error e = ckpz_split_lay(ctx, pl[r], records, upto, mine ? i * step : 0, mine ? upto - i * step : 0,
+                                          mine ? coded[i] : NULL, mine ? coded_len[i] : 0, &o);
+            CHECKF(e == CKPZ_OK, "lay: %s", ckpz_ctx_message(ctx));
+            if (!(ok = e == CKPZ_OK)) break;
+            if (o.head_len) {
+                CHECK(i == 0);
+                if (!*file) *file = calloc(n + (64u << 20), 1), *size = 0;
+                memcpy(*file, o.head, o.head_len);
+            }
+            size_t at = 0;
+            for (size_t q = 0; q < o.npieces && *file; q++) {
+                memcpy(*file + o.region_offset + at, o.pieces[q].ptr, o.pieces[q].len);
+                at += o.pieces[q].len;
+            }
+            CHECK(at == o.region_len && (mine || !at));
+            if (o.tail_len) {
+                CHECK(upto == nc);
+                memcpy(*file + o.tail_offset, o.tail, o.tail_len);
+                *size = o.file_size;
+            }
+            ckpz_split_out_free(&o);
+        }
+    }
+    /* refusals: too little room, a stretch before the one laid out; then a new layout */
+    if (ok && nc) {
+        size_t got;
+        CHECK(ckpz_split_code_into(ctx, pl[0], 0, 1, records, coded[0], ckpz_split_bound(pl[0], 0, 1) - 1, &got) ==
+              CKPZ_ERR_PARAM);
+        prog = (counted){.abort_at = 1};
+        CHECK(ckpz_split_code_into(ctx, pl[0], 0, 1, records, coded[0], ckpz_split_bound(pl[0], 0, 1), &got) ==
+              CKPZ_ERR_ABORTED);
+        ckpz_split_out o;
+        CHECK(ckpz_split_lay(ctx, pl[0], records, 1, 0, 0, NULL, 0, &o) == CKPZ_OK);
+        ckpz_split_out_free(&o);
+        CHECK(ckpz_split_lay(ctx, pl[0], records, 0, 0, 0, NULL, 0, &o) == CKPZ_ERR_PARAM);
+        CHECK(ckpz_split_lay(ctx, pl[0], records, 1, 0, 0, NULL, 0, &o) == CKPZ_OK && o.head_len);
+        ckpz_split_out_free(&o);
+    }
+    for (int r = 0; r < parts; r++) ckpz_split_free(pl[r]);
+    for (uint64_t i = 0; i < ns; i++) free(coded[i]);
+    free(coded), free(coded_len), free(records);
+    ckpz_ctx_free(ctx);
+    return ok && *file;
+}
+
 static void same(const char *what, const ckpz_params *p, const uint8_t *in, size_t n)
 {
     ckpz_mem ref;
@@ -115,6 +221,18 @@ static void same(const char *what, const ckpz_params *p, const uint8_t *in, size
         if (!split(p, in, n, parts[i], &f, &size)) continue;
         CHECKF(size == ref.size && !memcmp(f, ref.data, size), "%s in %d parts: not the serial file", what,
                parts[i]);
+        free(f);
+    }
+    static const struct {
+        int parts;
+        uint64_t step;
+    } laid[] = {{1, 1}, {2, 3}, {3, 8}, {7, 2}};
+    for (size_t i = 0; i < sizeof laid / sizeof *laid; i++) {
+        uint8_t *f = NULL;
+        size_t size = 0;
+        if (!stretches(p, in, n, laid[i].parts, laid[i].step, &f, &size)) continue;
+        CHECKF(size == ref.size && !memcmp(f, ref.data, size), "%s laid out in stretches of %llu chunks, %d parts: "
+               "not the serial file", what, (unsigned long long)laid[i].step, laid[i].parts);
         free(f);
     }
     free(ref.data);

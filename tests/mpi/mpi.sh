@@ -27,6 +27,13 @@ pt=$src/tests/data/torch/adamw.pt
 cp "$f32" "$tmp/next.safetensors"
 head -c 40000 /dev/urandom | dd of="$tmp/next.safetensors" bs=1 seek=2000000 conv=notrunc status=none
 head -c 30000 /dev/urandom | dd of="$tmp/next.safetensors" bs=1 seek=4000000 conv=notrunc status=none
+# 20 MB of raw f32 in 64 KiB chunks: several rounds of coding and writing on every rank
+# count (ckpz-mpi codes 32 chunks a rank between writes), and a next state of it
+cat "$f32" "$f32" "$f32" "$f32" > "$tmp/big.f32"
+cp "$tmp/big.f32" "$tmp/big2.f32"
+for at in 3000000 9000000 17000000; do
+    head -c 50000 /dev/urandom | dd of="$tmp/big2.f32" bs=1 seek=$at conv=notrunc status=none
+done
 
 # compress FILE with ranks N and OPTS; compare with serial ckpz
 same() {
@@ -48,6 +55,10 @@ identity)
         same $n "$tmp/next.safetensors" --chunk-size=64K --base "$f32"
         same $n "$f32" --chunk-size=64K --rel 1e-3 --prune 0.2
         same $n "$tmp/next.safetensors" --chunk-size=64K --base "$f32" --change-rel 0.1
+    done
+    for n in 1 2 4; do
+        same $n "$tmp/big.f32" --chunk-size=64K --format=raw --dtype=f32
+        same $n "$tmp/big2.f32" --chunk-size=64K --format=raw --dtype=f32 --base "$tmp/big.f32"
     done
     ;;
 restore)
@@ -85,6 +96,18 @@ faults)
     grep -q "ckpz: .*gpt-small.f32.safetensors: .*w.ckpz: write error: .*(rank 1)" "$tmp/msg" ||
         bad "a failing write: no message naming the output and the rank: $(cat "$tmp/msg")"
     ls "$tmp" | grep -q "^w.ckpz" && bad "a failing write left $(ls "$tmp" | grep w.ckpz)"
+    # the same in a later round of a compression, and in a restore
+    "$ckpz" -q -f -T1 --chunk-size=64K --format=raw --dtype=f32 -o "$tmp/big.ckpz" "$tmp/big.f32"
+    for what in "--chunk-size=64K --format=raw --dtype=f32 -o $tmp/w.ckpz $tmp/big.f32" "-d -o $tmp/w.out $tmp/big.ckpz"; do
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+        timeout 60 mpirun -x ASAN_OPTIONS -n 2 --oversubscribe -x LD_PRELOAD="$shim" -x CKPZ_FAULT_WRITE_RANK=1 \
+            "$cmpi" -f $what > "$tmp/msg" 2>&1
+        rc=$?
+        [ $rc -ne 0 ] && [ $rc -ne 124 ] || bad "a failing write on rank 1 ($what): exit $rc"
+        grep -q "ckpz: .*big.*: .*w\.\(ckpz\|out\): write error: .*(rank 1)" "$tmp/msg" ||
+            bad "a failing write ($what): no message naming the output and the rank: $(cat "$tmp/msg")"
+        ls "$tmp" | grep -q "^w\." && bad "a failing write ($what) left $(ls "$tmp" | grep "^w\.")"
+    done
     ;;
 *) echo "usage: mpi.sh identity|restore|faults CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM"; exit 2 ;;
 esac
