@@ -347,12 +347,27 @@ static void code_part(run *r, ckpz_ctx *ctx, layout *l, slice *my, uint64_t k, u
     my->len += len;
 }
 
+/* Completes a round's exchange x; unless a rank has failed (then 1: every rank stops at
+ * the same round), lays out and writes what the records now known allow. */
+static int settle(run *r, ckpz_ctx *ctx, layout *l, output *o, exchange *x)
+{
+    MPI_Waitall(2, x->req, MPI_STATUSES_IGNORE);
+    if (x->any) return 1;
+    for (int q = 0; q < r->size; q++)
+        memset(l->known + x->displs[q] / CKPZ_SPLIT_RECORD_SIZE, 1, (size_t)x->counts[q] / CKPZ_SPLIT_RECORD_SIZE);
+    while (l->frontier < ckpz_split_chunks(l->s) && l->known[l->frontier]) l->frontier++;
+    if (!r->err) lay_known(r, ctx, l, o);
+    return 0;
+}
+
 /* Each round a rank codes its chunks of the round, starts the round's exchange, and
- * (with the previous round's exchange complete) writes what the records let it lay out:
- * rank q of n ranks after coding q/n of its round's chunks, so that the ranks' writes
- * come in turn over the round rather than all at its end (a local file system takes
- * one writer at a time). A rank after a rank that has not finished holds its coded
- * chunks until the layout reaches them (with ranges: all of them; without: a round's). */
+ * writes what the previous round's records let it lay out: rank q of n ranks after
+ * coding q/n of its round's chunks if that exchange is complete by then, else after the
+ * rest of them, so that the ranks' writes come in turn rather than together (a local file
+ * system takes one writer at a time; a rank that waited there for a slower one would
+ * start writing when that one does). A rank after a rank that has not finished holds its
+ * coded chunks until the layout reaches them (with ranges: all of them; without: a
+ * round's). */
 void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                         const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
                         const void *arg)
@@ -417,6 +432,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     slice cur = {0};
     for (uint64_t j = 0; j <= rd.count && !stop; j++) {
         uint64_t split = 0;
+        int written = j == 0; /* round j - 1's bytes written (none before round 0) */
         if (j < rd.count) {
             round_slice(r, &rd, r->rank, j, &cur.first, &cur.n);
             if (cur.n && !r->err && slice_room(r, &l, &cur) == 0) {
@@ -424,25 +440,22 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
                 code_part(r, ctx, &l, &cur, cur.first, split);
             }
         }
-        if (j > 0) {
-            exchange *x = &ex[(j - 1) & 1];
-            MPI_Waitall(2, x->req, MPI_STATUSES_IGNORE);
-            if (x->any) {
-                stop = 1;
-                break;
-            }
-            for (int q = 0; q < r->size; q++)
-                memset(l.known + x->displs[q] / CKPZ_SPLIT_RECORD_SIZE, 1, (size_t)x->counts[q] / CKPZ_SPLIT_RECORD_SIZE);
-            while (l.frontier < nc && l.known[l.frontier]) l.frontier++;
-            if (!r->err) lay_known(r, ctx, &l, &o);
+        /* round j - 1's bytes: here if its exchange is complete, else after this round's
+         * chunks (a rank that waited here would start writing with the rank it waited for) */
+        int ready = 1;
+        if (!written && cur.coded && split < cur.n) MPI_Testall(2, ex[(j - 1) & 1].req, &ready, MPI_STATUSES_IGNORE);
+        if (!written && ready) {
+            written = 1;
+            if ((stop = settle(r, ctx, &l, &o, &ex[(j - 1) & 1]))) break;
         }
+        if (j < rd.count && cur.coded) {
+            code_part(r, ctx, &l, &cur, cur.first + split, cur.n - split);
+            l.pend[l.npend++] = cur;
+            cur.coded = NULL;
+        }
+        if (!written && (stop = settle(r, ctx, &l, &o, &ex[(j - 1) & 1]))) break;
         if (j < rd.count) {
             exchange *x = &ex[j & 1];
-            if (cur.coded) {
-                code_part(r, ctx, &l, &cur, cur.first + split, cur.n - split);
-                l.pend[l.npend++] = cur;
-                cur.coded = NULL;
-            }
             for (int q = 0; q < r->size; q++) {
                 uint64_t f, n;
                 round_slice(r, &rd, q, j, &f, &n);
