@@ -400,10 +400,11 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     rd.s = s;
     if (assign) {
         uint64_t mine[2];
+        if (!(rd.ranges = malloc(2 * (size_t)r->size * sizeof *rd.ranges))) mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
+        if (mr_agree(r)) goto out; /* every rank takes part in the all-gather, or none */
         assign(r, s, arg, &mine[0], &mine[1]);
-        if ((rd.ranges = malloc(2 * (size_t)r->size * sizeof *rd.ranges)))
-            MPI_Allgather(mine, 2, MPI_UINT64_T, rd.ranges, 2, MPI_UINT64_T, r->comm);
-        for (int q = 0; rd.ranges && q < r->size; q++) {
+        MPI_Allgather(mine, 2, MPI_UINT64_T, rd.ranges, 2, MPI_UINT64_T, r->comm);
+        for (int q = 0; q < r->size; q++) {
             uint64_t k = (rd.ranges[2 * q + 1] + ROUND_CHUNKS - 1) / ROUND_CHUNKS;
             if (k > rd.count) rd.count = k;
         }
@@ -413,7 +414,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
     l.known = calloc(nc + 1, 1);
     l.pend = calloc(rd.count + 1, sizeof *l.pend);
-    int ok = records && l.known && l.pend && (!assign || rd.ranges);
+    int ok = records && l.known && l.pend;
     for (int i = 0; i < 2; i++) {
         ex[i].counts = calloc((size_t)r->size, sizeof *ex[i].counts);
         ex[i].displs = calloc((size_t)r->size, sizeof *ex[i].displs);
