@@ -170,10 +170,10 @@ ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, ui
     if (first > s->nc || n > s->nc - first)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
                         (unsigned long long)(first + n), s->nc);
-    if (cap < ckpz_split_bound(s, first, n))
+    uint64_t need = ckpz_split_bound(s, first, n);
+    if (cap < need)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu: %zu bytes of room, %llu needed",
-                        (unsigned long long)first, (unsigned long long)(first + n), cap,
-                        (unsigned long long)ckpz_split_bound(s, first, n));
+                        (unsigned long long)first, (unsigned long long)(first + n), cap, (unsigned long long)need);
     const ckpz_params *p = &s->p;
     int workers = p->threads - 1;
     if ((uint64_t)workers >= n) workers = n ? (int)(n - 1) : 0;

@@ -179,6 +179,18 @@ typedef void (*chunk_fn)(const void *obj, uint64_t k, uint64_t *off, uint64_t *l
 static void split_chunk(const void *s, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_split_chunk(s, k, off, len); }
 static void archive_chunk(const void *a, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_archive_chunk(a, k, off, len); }
 
+/* The first chunk of [b, e) that starts at or past byte `at` (e if none). */
+static uint64_t first_from(chunk_fn chunk, const void *obj, uint64_t b, uint64_t e, uint64_t at)
+{
+    while (b < e) {
+        uint64_t m = b + (e - b) / 2, off, len;
+        chunk(obj, m, &off, &len);
+        if (off < at) b = m + 1;
+        else e = m;
+    }
+    return b;
+}
+
 /* Rank q's chunks of [b, e): those that start in its share of their bytes (the last
  * rank's share ends at e). */
 static void share(const run *r, int q, uint64_t b, uint64_t e, chunk_fn chunk, const void *obj, uint64_t *first,
@@ -190,23 +202,8 @@ static void share(const run *r, int q, uint64_t b, uint64_t e, chunk_fn chunk, c
     end -= start;
     uint64_t lo = start + end / r->size * q + end % r->size * q / r->size;
     uint64_t hi = start + end / r->size * (q + 1) + end % r->size * (q + 1) / r->size;
-    uint64_t x, y, off, lo_k;
-    /* the first chunk at or past lo, and the first at or past hi (binary searches) */
-    for (x = b, y = e; x < y;) {
-        uint64_t m = x + (y - x) / 2;
-        chunk(obj, m, &off, &len);
-        if (off < lo) x = m + 1;
-        else y = m;
-    }
-    lo_k = x;
-    for (y = e; x < y;) {
-        uint64_t m = x + (y - x) / 2;
-        chunk(obj, m, &off, &len);
-        if (off < hi) x = m + 1;
-        else y = m;
-    }
-    *first = lo_k;
-    *n = (q == r->size - 1 ? e : x) - lo_k;
+    *first = first_from(chunk, obj, b, e, lo);
+    *n = (q == r->size - 1 ? e : first_from(chunk, obj, *first, e, hi)) - *first;
 }
 
 /* How the ranks share a compression: in rounds, the same number on every rank. Without
@@ -328,11 +325,12 @@ static int slice_room(run *r, layout *l, slice *my)
         l->spare.coded = NULL, l->spare.cap = 0;
         return 0;
     }
-    if (need + need / 8 > SIZE_MAX || !(my->coded = mr_room((size_t)(need + need / 8)))) {
+    uint64_t want = need + need / 8; /* rounds differ a little: the next one fits too */
+    if (want > SIZE_MAX || !(my->coded = mr_room((size_t)want))) {
         mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
         return -1;
     }
-    my->cap = (size_t)(need + need / 8);
+    my->cap = (size_t)want;
     return 0;
 }
 
@@ -444,7 +442,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
         /* round j - 1's bytes: here if its exchange is complete, else after this round's
          * chunks (a rank that waited here would start writing with the rank it waited for) */
         int ready = 1;
-        if (!written && cur.coded && split < cur.n) MPI_Testall(2, ex[(j - 1) & 1].req, &ready, MPI_STATUSES_IGNORE);
+        if (!written && cur.coded) MPI_Testall(2, ex[(j - 1) & 1].req, &ready, MPI_STATUSES_IGNORE);
         if (!written && ready) {
             written = 1;
             if ((stop = settle(r, ctx, &l, &o, &ex[(j - 1) & 1]))) break;
