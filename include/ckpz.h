@@ -585,6 +585,18 @@ typedef struct ckpz_span {
  * buffers. */
 CKPZ_API ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *spans, size_t n);
 
+/* Checks what the random-access calls above never read: every entry frame (its
+ * checksum and record, and that it equals the entry's index record) and that the frames
+ * lie back to back from the header (and base frame) to the index, where the seek table
+ * puts them. Reads the entry frames only, a few dozen bytes per entry through the
+ * archive's pread; no chunk is read. The messages are the sequential decoder's ("entry
+ * frame 0 at byte 32: checksum mismatch"). A file that passes this, ckpz_archive_read of
+ * every chunk and the content checksum (ckpz_archive_info.content_checksum, of the
+ * chunks' bytes in order) has had every check ckpz_decompress_io makes: how a front end
+ * that restores through the archive (ckpz-mpi) tests a file as ckpz -t does. Added in
+ * 0.4.0. */
+CKPZ_API ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a);
+
 /* ---- one compression, many processes ------------------------------------------------ */
 /* The serial encoder taken apart so that processes (MPI ranks: libckpz_mpi) can share
  * one compression and write one file together, byte for byte the file

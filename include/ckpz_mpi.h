@@ -9,8 +9,9 @@
  * of the rounds laid out so far at their offset (MPI_File_write_at), rank 0 the header,
  * index and trailer: writing overlaps coding, and a rank holds two rounds of frames at
  * most. Restoring: each rank verifies and decodes its share of the original bytes and
- * writes them at their offset; rank 0 checks the whole file's checksum from the ranks'
- * parts.
+ * writes them at their offset; rank 0 checks the entry frames and the frames' layout
+ * (ckpz_archive_check_frames), and the whole file's checksum from the ranks' parts: a
+ * file is refused for whatever the serial decoder (ckpz -d, -t) refuses it for.
  *
  * Every call is collective over comm. All ranks return the same code and, in why, the
  * same message (the first failing rank's, naming chunk and tensor where one is at fault,
@@ -35,8 +36,9 @@ extern "C" {
 ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                   const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
 
-/* Restores in_path (a .ckpz file) into out_path; out_path NULL: verifies every chunk and
- * the content checksum and writes nothing (ckpz -t). */
+/* Restores in_path (a .ckpz file) into out_path; out_path NULL: verifies every frame
+ * (entry frames, the layout, every chunk) and the content checksum, as ckpz -t does, and
+ * writes nothing. */
 ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
 

@@ -32,6 +32,7 @@ struct ckpz_archive {
     size_t nc;
     uint64_t *compressed; /* per entry */
     uint64_t data_start;  /* offset of the first entry frame */
+    uint64_t index_offset; /* where the frames end */
     int based;            /* a delta file */
     unsigned flags;       /* CTR_FILE_* */
     ctr_base base;
@@ -96,6 +97,7 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
         goto fail;
     }
     a->data_start = CTR_HEADER_SIZE;
+    a->index_offset = t.index_offset;
     a->flags = ctr_file_flags(&h);
     if ((a->based = h.based)) {
         uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
@@ -586,42 +588,68 @@ static void restore_job(void *v, int worker, void *arg)
 }
 
 /* The frames must lie in file order exactly as the index says: each entry's frame (equal
- * to its index record), then its chunks, back to back, up to the index. */
-static ckpz_error check_layout(ckpz_ctx *ctx, const ckpz_archive *a, const uint8_t *src, uint64_t index_offset,
-                               uint64_t *raw_off)
+ * to its index record), then its chunks, back to back, up to the index. The entry frames
+ * are read here (the only reader of them besides the sequential decoder, whose checks
+ * they share: ctr_entry_frame_len/_read); chunk frames only by where the seek table puts
+ * them, since reading one means decoding it, and that checks it. */
+ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
 {
-    uint64_t pos = a->data_start, at = 0;
-    for (size_t i = 0; i < a->ne; i++) {
+    ctx_clear(ctx);
+    uint64_t pos = a->data_start, end = a->index_offset;
+    uint8_t *fr = NULL;
+    size_t cap = 0;
+    ckpz_error err = CKPZ_OK;
+    for (size_t i = 0; i < a->ne && !err; i++) {
         const ctr_entry *e = &a->e[i];
-        if (index_offset - pos < 12 || ld32(src + pos) != CTR_TAG_ENTRY)
-            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", i, (unsigned long long)pos);
-        uint32_t blen = ld32(src + pos + 4);
-        if (blen < 16 || blen > index_offset - pos - 12)
-            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: invalid length %u", i, blen);
-        if (crc32c(0, src + pos, 8 + (size_t)blen) != ld32(src + pos + 8 + blen))
-            return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu: checksum mismatch", i);
+        uint8_t hb[8];
+        uint32_t blen;
+        if (pos > end || end - pos < 12) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", i, (unsigned long long)pos);
+            break;
+        }
+        if (a->pr(a->opaque, hb, sizeof hb, pos) != 0) {
+            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
+            break;
+        }
+        if ((err = ctr_entry_frame_len(ctx, hb, end - pos, i, pos, &blen))) break;
+        if (12 + (size_t)blen > cap) {
+            uint8_t *nf = realloc(fr, 12 + (size_t)blen);
+            if (!nf) {
+                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            fr = nf;
+            cap = 12 + (size_t)blen;
+        }
+        memcpy(fr, hb, sizeof hb);
+        if (a->pr(a->opaque, fr + 8, (size_t)blen + 4, pos + 8) != 0) {
+            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
+            break;
+        }
         ctr_entry f;
-        size_t used;
-        ckpz_error err = ctr_entry_read(ctx, src + pos + 8, blen, 0, a->flags, &f, &used);
-        if (err) return err;
-        int same = used == blen && f.offset == e->offset && f.dtype == e->dtype && f.ndim == e->ndim &&
-                   f.flags == e->flags && f.base_offset == e->base_offset &&
-                   f.name_len == e->name_len && !memcmp(f.name, e->name, f.name_len) &&
-                   !memcmp(f.shape, e->shape, 8 * (size_t)f.ndim);
+        if ((err = ctr_entry_frame_read(ctx, fr, blen, a->flags, i, pos, &f))) break;
+        int same = ctr_entry_same(&f, e);
         ctr_entry_clear(&f);
-        if (!same) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu does not match the index", i);
+        if (!same) {
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", i,
+                           (unsigned long long)pos);
+            break;
+        }
         pos += 12 + (uint64_t)blen;
         for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
-            if (a->c[k].frame_offset != pos)
-                return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu is not where the index says",
-                                (unsigned long long)k);
-            raw_off[k] = at;
-            at += a->c[k].raw_len;
+            if (a->c[k].frame_offset != pos) {
+                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu is not where the index says (byte %llu)",
+                               (unsigned long long)k, (unsigned long long)pos);
+                break;
+            }
             pos += a->c[k].frame_len;
         }
     }
-    if (pos != index_offset) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unindexed bytes before the index");
-    return CKPZ_OK;
+    if (!err && pos != end)
+        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unindexed bytes before the index (bytes %llu..%llu)",
+                       (unsigned long long)pos, (unsigned long long)end);
+    free(fr);
+    return err;
 }
 
 ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, const uint8_t *src, size_t src_size,
@@ -648,10 +676,8 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     }
     int workers = p.threads - 1;
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
-    uint64_t index_offset = src_size - CTR_TRAILER_SIZE - ld64(src + src_size - CTR_TRAILER_SIZE + 8);
-    uint64_t *raw_off = malloc((a->nc ? a->nc : 1) * sizeof *raw_off);
     struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
-    rstate st = {a, src, dst, raw_off,
+    rstate st = {a, src, dst, a->chunk_off,
                  wm && !workmem_scratch(wm, workers + 1, a->info.chunk_size,
                                         a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
                      ? wm->scratch
@@ -660,8 +686,8 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     pipeline *pl = NULL;
     uint32_t content_crc = 0;
     uint64_t done = 0;
-    if (!raw_off || !st.scratch || !jobs) goto nomem;
-    if ((err = check_layout(ctx, a, src, index_offset, raw_off))) goto out;
+    if (!st.scratch || !jobs) goto nomem;
+    if ((err = ckpz_archive_check_frames(ctx, a))) goto out;
     if (!(pl = pipeline_create(workers, depth, restore_job, &st))) goto nomem;
     /* Submit chunks in order; retire (oldest first) whenever every job slot is busy, and
      * at the end until none is pending. */
@@ -699,7 +725,6 @@ out:
     pipeline_destroy(pl);
     workmem_keep(ctx, wm);
     free(jobs);
-    free(raw_off);
     ckpz_archive_close(a);
     return err;
 }

@@ -169,11 +169,7 @@ static ckpz_error finish(dstate *d)
     for (size_t i = 0; same && i < nc; i++)
         same = c[i].frame_offset == d->c[i].frame_offset && c[i].raw_len == d->c[i].raw_len &&
                c[i].frame_len == d->c[i].frame_len;
-    for (size_t i = 0; same && i < ne; i++)
-        same = e[i].offset == d->e[i].offset && e[i].dtype == d->e[i].dtype && e[i].ndim == d->e[i].ndim &&
-               e[i].flags == d->e[i].flags && e[i].base_offset == d->e[i].base_offset &&
-               e[i].name_len == d->e[i].name_len && !memcmp(e[i].name, d->e[i].name, e[i].name_len) &&
-               !memcmp(e[i].shape, d->e[i].shape, 8 * (size_t)e[i].ndim);
+    for (size_t i = 0; same && i < ne; i++) same = ctr_entry_same(&e[i], &d->e[i]);
     if (!same) {
         err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index does not match the chunks in the file");
         goto out;
@@ -262,31 +258,18 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         uint32_t tag = ld32(fb);
         if (tag == CTR_TAG_INDEX) break;
         if (tag == CTR_TAG_ENTRY) {
-            uint8_t lb[4], body[CTR_ENTRY_MAX + 4];
-            if ((err = read_exact(&d, lb, 4, "an entry frame"))) goto fail;
-            uint32_t blen = ld32(lb);
-            if (blen < 16 || blen > sizeof body - 4) {
-                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: invalid length %u", d.ne,
-                               (unsigned long long)(d.in_pos - 8), blen);
-                goto fail;
-            }
-            if ((err = read_exact(&d, body, blen + 4, "an entry frame"))) goto fail;
-            uint32_t crc = crc32c(crc32c(crc32c(0, fb, 4), lb, 4), body, blen);
-            if (crc != ld32(body + blen)) {
-                err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu at byte %llu: checksum mismatch", d.ne,
-                               (unsigned long long)(d.in_pos - blen - 12));
-                goto fail;
-            }
+            uint8_t fr[8 + CTR_ENTRY_MAX + 4]; /* the whole frame: tag, length, body, CRC */
+            uint32_t blen;
+            uint64_t at = d.in_pos - 4;
+            memcpy(fr, fb, 4);
+            if ((err = read_exact(&d, fr + 4, 4, "an entry frame"))) goto fail;
+            if ((err = ctr_entry_frame_len(ctx, fr, UINT64_MAX, d.ne, at, &blen))) goto fail;
+            if ((err = read_exact(&d, fr + 8, blen + 4, "an entry frame"))) goto fail;
             if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
-            size_t used;
-            if ((err = ctr_entry_read(ctx, body, blen, 0, d.flags, &d.e[d.ne], &used))) goto fail;
+            if ((err = ctr_entry_frame_read(ctx, fr, blen, d.flags, d.ne, at, &d.e[d.ne]))) goto fail;
             if (!d.ne || !(d.e[d.ne - 1].flags & CTR_ENTRY_PACKED)) d.group = d.ne; /* a new group */
             cur = &d.e[d.ne++];
             cur_pos = 0;
-            if (used != blen) {
-                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu: length mismatch", d.ne - 1);
-                goto fail;
-            }
             /* Only entries coded against the base need it: a delta file none of whose
              * entries matched its base restores without it. */
             if (base_missing && (cur->flags & CTR_ENTRY_BASED)) {

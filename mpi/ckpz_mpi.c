@@ -17,7 +17,12 @@
  * non-blocking collectives completed a round or more later. Ranks that wait for each
  * other at every write meet at the file (a local file system takes one writer at a
  * time: measured, a 2-rank restore 1.1x one rank's speed in step, 1.6x not); ranks that
- * drift apart write while the others code. */
+ * drift apart write while the others code.
+ *
+ * A restore or test checks everything serial ckpz's sequential decoder checks: the
+ * ranks' chunk reads check every chunk, rank 0 the entry frames and the frames' layout
+ * that no chunk read touches (ckpz_archive_check_frames), and the content checksum is
+ * put together from the ranks' parts. */
 #include "ckpz_mpi.h"
 #include "internal.h"
 
@@ -561,6 +566,9 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     else if (open_input(&r, in_path, &f, &src) == 0) {
         ckpz_error e = ckpz_archive_open_io(ctx, params, &src, &a);
+        /* what the ranks' chunk reads never touch, as serial ckpz's sequential decoder
+         * reads it: the entry frames and the frames' layout (small: one rank does it) */
+        if (!e && r.rank == 0) e = ckpz_archive_check_frames(ctx, a);
         if (e) mr_fail_ctx(&r, e, ctx);
         else ckpz_archive_get_info(a, &info);
     }

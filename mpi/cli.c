@@ -123,8 +123,17 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
     }
     for (int i = 0; i < n; i++) {
         const char *out = NULL;
+        struct stat fst;
         if (!strcmp(files[i], "-")) {
             fio_error("ckpz-mpi reads files at offsets: standard input is not supported");
+            failed = 1;
+            continue;
+        }
+        /* before any rank opens it: a FIFO would wait for a writer, then be read by
+         * every rank at once */
+        if (stat(files[i], &fst) == 0 && !S_ISREG(fst.st_mode) && !S_ISDIR(fst.st_mode)) {
+            fio_error("%s: not a regular file: ckpz-mpi reads files at offsets (pipes and FIFOs are not supported)",
+                      files[i]);
             failed = 1;
             continue;
         }

@@ -127,6 +127,12 @@ int fio_base_load(const fio_prefs *p, const char *path, fio_base *b)
         fio_error("%s: out of memory", path);
         goto fail;
     }
+    struct stat st; /* its head is read, then all of it: a pipe would be read twice (and
+                       opening a FIFO with no writer would wait for one) */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fio_error("%s: a base must be a regular file", path);
+        goto fail;
+    }
     if (ckpz_chain_open(ctx, path, &c) != CKPZ_OK) {
         chain_error(path, c, ctx);
         goto fail;
@@ -156,19 +162,17 @@ fail:
     return -1;
 }
 
-int fio_base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio_base **out)
+int fio_base_for_head(const fio_prefs *p, const char *src, const unsigned char *head, size_t hlen, fio_base *cache,
+                      const fio_base **out)
 {
-    unsigned char head[CKPZ_BASE_PROBE];
-    size_t hlen = 0;
     ckpz_base_info info;
     ckpz_ctx *ctx;
     char *path = NULL;
     *out = NULL;
-    if (!strcmp(src, "-")) { /* a pipe cannot be peeked at: --base or nothing */
+    if (!head) { /* stdin: no name to find a base beside: --base or nothing */
         if (!p->base_path) return 0;
         path = strdup(p->base_path);
     } else {
-        if (fio_read_head(src, head, sizeof(head), &hlen) != 0) return 0; /* the open reports it */
         if (!(ctx = ckpz_ctx_create())) {
             fio_error("out of memory");
             return 1;
@@ -201,4 +205,18 @@ int fio_base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio
     free(path);
     *out = cache;
     return 0;
+}
+
+int fio_base_for(const fio_prefs *p, const char *src, fio_base *cache, const fio_base **out)
+{
+    unsigned char head[CKPZ_BASE_PROBE];
+    size_t hlen = 0;
+    struct stat st;
+    *out = NULL;
+    if (!strcmp(src, "-")) return fio_base_for_head(p, src, NULL, 0, cache, out);
+    /* a second open reads the head again only from a regular file; anything else (a
+     * FIFO would lose its head, or wait here for a writer) the caller's open refuses */
+    if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (fio_read_head(src, head, sizeof(head), &hlen) != 0) return 0; /* the open reports it */
+    return fio_base_for_head(p, src, head, hlen, cache, out);
 }

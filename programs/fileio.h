@@ -47,6 +47,11 @@ void fio_in_source(fio_in *in, ckpz_source *src);
 ptrdiff_t fio_in_read(void *in, void *dst, size_t n);
 /* ckpz_pread_fn: a short read fails with err left 0 (the library reports truncation). */
 int fio_in_pread(void *in, void *dst, size_t n, uint64_t off);
+/* Before the first read: the input's first bytes, up to FIO_BUF_SIZE (fewer only at its
+ * end), read into the buffer without being consumed: the next reads hand them over first.
+ * How the head of a pipe or FIFO is looked at (the base a delta file needs) without
+ * losing it. 0, or -1 on a read error (err set). */
+int fio_in_peek(fio_in *in, const unsigned char **head, size_t *len);
 /* Split mode, after a stream was decoded: 1 when another one follows (bytes remain),
  * 0 at the end of the input, -1 on a read error. */
 int fio_in_next_stream(fio_in *in);

@@ -7,7 +7,10 @@
  * the reader ends each stream where its self-checking trailer does, found by its tag,
  * checksum and the index length it records. An input that changes while it is read
  * (size, mtime, bytes read) is caught by fio_in_changed, so that no output holds
- * neither version and --rm never deletes the only whole copy.
+ * neither version and --rm never deletes the only whole copy. The first bytes can be
+ * looked at before they are read (fio_in_peek): a pipe or FIFO cannot be opened and
+ * read a second time, so whatever inspects the head (the base a delta file needs) reads
+ * it from the same buffer the decoder then reads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +155,16 @@ ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
     return (ptrdiff_t)got;
 }
 
+int fio_in_peek(fio_in *in, const unsigned char **head, size_t *len)
+{
+    /* Only before the first read: the bytes stay in the buffer, where fio_in_read hands
+     * them over first, so a pipe or FIFO (which cannot be read twice) loses nothing. */
+    if (in->pos == in->len && !in->eof && in->consumed == 0 && refill(in) != 0) return -1;
+    *head = in->buf + in->pos;
+    *len = in->len - in->pos;
+    return 0;
+}
+
 int fio_in_next_stream(fio_in *in)
 {
     in->stream_end = 0;
@@ -184,7 +197,14 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
             return -1;
         }
     } else {
+        struct stat st;
         in->name = name;
+        /* Random access on a FIFO cannot work: say so before an open that would wait
+         * for a writer. */
+        if (need_regular && stat(name, &st) == 0 && S_ISFIFO(st.st_mode)) {
+            fio_error("%s: needs a regular file (random access), not a pipe", name);
+            return -1;
+        }
         in->io.fd = open(name, O_RDONLY);
         if (in->io.fd < 0) {
             fio_error("%s: %s", name, strerror(errno));

@@ -104,11 +104,26 @@ static void add_stats(ckpz_stats *sum, const ckpz_stats *one)
     sum->format = one->format;
 }
 
+/* The base the .ckpz input in needs (-d, -t), into *cache: found from its head, peeked
+ * at in the input's own buffer, so that a pipe or FIFO, which cannot be opened and read
+ * again, keeps every byte for the decoder. stdin has no name to find a base beside:
+ * --base or nothing. 0, or 1 after printing why. */
+static int base_of_input(const fio_prefs *p, fio_in *in, const char *src, fio_base *cache, const fio_base **base)
+{
+    const unsigned char *head = NULL;
+    size_t hlen = 0;
+    if (!in->is_stdin && fio_in_peek(in, &head, &hlen) != 0) {
+        fio_error("%s: read error: %s", in->name, strerror(in->err));
+        return 1;
+    }
+    return fio_base_for_head(p, src, head, hlen, cache, base);
+}
+
 /* One file: src to dst (NULL = stdout; ignored by OP_TEST), coded against base (NULL:
- * none), at the levels and threads tune chose (NULL: the preferences'); summary: print
- * this file's summary line. */
+ * none; -d and -t find it themselves, into cache), at the levels and threads tune chose
+ * (NULL: the preferences'); summary: print this file's summary line. */
 static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tune, fio_op op, const char *src,
-                   const char *dst, const fio_base *base, int summary, fio_totals *tot)
+                   const char *dst, const fio_base *base, fio_base *cache, int summary, fio_totals *tot)
 {
     fio_in in;
     fio_out out;
@@ -123,6 +138,10 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
 
     memset(&out, 0, sizeof(out));
     if (fio_in_open(&in, src, p, 0) != 0) return 1;
+    if (op != OP_COMPRESS && base_of_input(p, &in, src, cache, &base) != 0) {
+        fio_in_close(&in);
+        return 1;
+    }
     if (has_out && fio_out_open(&out, dst, in.regular && !in.is_stdin ? &in.st : NULL, p, op == OP_COMPRESS) != 0) {
         fio_out_abort(&out);
         fio_in_close(&in);
@@ -361,11 +380,10 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
         if (op == OP_COMPRESS && base && dst && ckpz_same_file(dst, base->path)) {
             fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);
             failed = 1;
-        } else if (op != OP_COMPRESS && fio_base_for(p, files[i], &cache, &base) != 0) failed = 1;
-        else {
+        } else {
             autotune_choice t;
-            if (run_one(ctx, p, tuned(p, op, files[i], base, &t), op, files[i], dst, base, per_file_summary(p, n, dst),
-                        &tot) != 0)
+            if (run_one(ctx, p, tuned(p, op, files[i], base, &t), op, files[i], dst, base, &cache,
+                        per_file_summary(p, n, dst), &tot) != 0)
                 failed = 1;
             free(t.policy);
         }

@@ -153,6 +153,17 @@ void ctr_entry_clear(ctr_entry *e);
 /* Entry frame: tag, body length, body (stream form), CRC. Returns bytes written. */
 size_t ctr_entry_frame_size(const ctr_entry *e);
 void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e);
+/* Reading one, in two steps, for the sequential decoder and the random-access layout
+ * check alike (one set of checks, one wording: "entry frame NO at byte AT: ..."). From
+ * the frame's first 8 bytes: its tag and body length (16..CTR_ENTRY_MAX, and the whole
+ * frame, 12 + *blen bytes, within `room`). Then the whole frame in[0..12 + blen): its
+ * checksum, and the record, which must fill the body (on failure e holds nothing). */
+ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at,
+                               uint32_t *blen);
+ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t no,
+                                uint64_t at, ctr_entry *e);
+/* 1 when the stream-form fields of a and b agree (an entry frame and its index record). */
+int ctr_entry_same(const ctr_entry *a, const ctr_entry *b);
 
 /* Index section: tag, counts, entries (index form), seek table. */
 size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);

@@ -1,5 +1,6 @@
 /* format.c — serialisation and validation of every container structure (see
  * doc/format.md for the byte layout; the two must change together). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -309,6 +310,47 @@ void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e)
     st32(out + 4, (uint32_t)body);
     ctr_entry_write(out + 8, e, 0);
     st32(out + 8 + body, crc32c(0, out, 8 + body));
+}
+
+ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at,
+                               uint32_t *blen)
+{
+    if (ld32(in) != CTR_TAG_ENTRY)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", no, (unsigned long long)at);
+    *blen = ld32(in + 4);
+    if (*blen < 16 || *blen > CTR_ENTRY_MAX || 12 + (uint64_t)*blen > room)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: invalid length %u", no,
+                        (unsigned long long)at, *blen);
+    return CKPZ_OK;
+}
+
+ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t no,
+                                uint64_t at, ctr_entry *e)
+{
+    size_t used;
+    memset(e, 0, sizeof *e);
+    if (crc32c(0, in, 8 + (size_t)blen) != ld32(in + 8 + blen))
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu at byte %llu: checksum mismatch", no,
+                        (unsigned long long)at);
+    ckpz_error err = ctr_entry_read(ctx, in + 8, blen, 0, file_flags, e, &used);
+    if (err) { /* the record's own message, with the frame it is in */
+        char why[sizeof ctx->msg];
+        snprintf(why, sizeof why, "%s", ctx->msg);
+        return ctx_fail(ctx, err, "entry frame %zu at byte %llu: %s", no, (unsigned long long)at, why);
+    }
+    if (used != blen) {
+        ctr_entry_clear(e);
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: length mismatch", no,
+                        (unsigned long long)at);
+    }
+    return CKPZ_OK;
+}
+
+int ctr_entry_same(const ctr_entry *a, const ctr_entry *b)
+{
+    return a->offset == b->offset && a->dtype == b->dtype && a->ndim == b->ndim && a->flags == b->flags &&
+           a->base_offset == b->base_offset && a->name_len == b->name_len &&
+           !memcmp(a->name, b->name, a->name_len) && !memcmp(a->shape, b->shape, 8 * (size_t)a->ndim);
 }
 
 /* ---- index ---- */

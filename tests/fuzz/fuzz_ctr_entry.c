@@ -1,15 +1,15 @@
 /* fuzz_ctr_entry.c — libFuzzer harness for the entry records
  * (lib/container/format.c: ctr_entry_read, both forms) and entry frames as the
- * streaming reader parses them (lib/decompress.c: tag, body length, body in stream
- * form, CRC).
+ * streaming reader and the archive's layout check parse them (ctr_entry_frame_len and
+ * ctr_entry_frame_read: tag, body length, body in stream form, CRC).
  * Input: byte 0: bit 0 index form (bare records), bits 1-2 the file's flags
  * (CTR_FILE_BASED, CTR_FILE_LOSSY), bit 3 an entry frame (resealed: its CRC recomputed)
  * instead of a bare record, bit 4 CTR_FILE_PACKED; then the bytes.
  * Checks (fuzz_container.h): a failure leaves a message; an accepted record used no
  * more than it had, exactly ctr_entry_size, has only the flags the file allows, a
  * valid dtype, at most CTR_MAX_NDIM dimensions, a NUL-terminated name, and
- * ctr_entry_write writes it back byte for byte; an accepted frame whose record fills
- * its body is written back byte for byte by ctr_entry_frame_write.
+ * ctr_entry_write writes it back byte for byte; an accepted frame (its record fills
+ * its body) is written back byte for byte by ctr_entry_frame_write.
  */
 #include "fuzz_container.h"
 
@@ -53,30 +53,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(in);
         return 0;
     }
-    /* an entry frame, as lib/decompress.c reads one */
-    if (n < 12 || ld32(in) != CTR_TAG_ENTRY) goto out;
-    uint32_t blen = ld32(in + 4);
-    if (blen < 16 || blen > CTR_ENTRY_MAX || blen > n - 12) goto out;
+    /* an entry frame, as lib/decompress.c and ckpz_archive_check_frames read one */
+    if (n < 8) goto out;
+    uint32_t blen;
+    ckpz_error err = ctr_entry_frame_len(c, in, n, 0, 0, &blen);
+    fz_need_msg(c, err, "ctr_entry_frame_len");
+    if (err) goto out;
+    FZ_CHECK(blen >= 16 && blen <= CTR_ENTRY_MAX && 12 + (size_t)blen <= n, "entry frame: length %u of %zu", blen, n);
     st32(in + 8 + blen, crc32c(0, in, 8 + (size_t)blen));
-    uint8_t *body = fz_copy(in + 8, blen);
-    ckpz_error err = ctr_entry_read(c, body, blen, 0, ff, &e, &used);
-    fz_need_msg(c, err, "ctr_entry_read (frame)");
+    err = ctr_entry_frame_read(c, in, blen, ff, 0, 0, &e);
+    fz_need_msg(c, err, "ctr_entry_frame_read");
     if (!err) {
-        FZ_CHECK(used <= blen, "entry frame: used %zu of %u bytes", used, blen);
-        check_entry(&e, body, used, 0, ff);
-        if (used == blen) {
-            FZ_CHECK(ctr_entry_frame_size(&e) == 12 + (size_t)blen, "entry frame: size %zu for %u bytes of body",
-                     ctr_entry_frame_size(&e), blen);
-            uint8_t *out = malloc(12 + (size_t)blen);
-            if (!out) fz_die("out of memory");
-            ctr_entry_frame_write(out, &e);
-            size_t k = fz_diff(in, out, 12 + (size_t)blen);
-            FZ_CHECK(k == 12 + (size_t)blen, "entry frame: written back differently at byte %zu", k);
-            free(out);
-        }
+        check_entry(&e, in + 8, blen, 0, ff);
+        FZ_CHECK(ctr_entry_frame_size(&e) == 12 + (size_t)blen, "entry frame: size %zu for %u bytes of body",
+                 ctr_entry_frame_size(&e), blen);
+        uint8_t *out = malloc(12 + (size_t)blen);
+        if (!out) fz_die("out of memory");
+        ctr_entry_frame_write(out, &e);
+        size_t k = fz_diff(in, out, 12 + (size_t)blen);
+        FZ_CHECK(k == 12 + (size_t)blen, "entry frame: written back differently at byte %zu", k);
+        free(out);
         ctr_entry_clear(&e);
     }
-    free(body);
 out:
     free(in);
     return 0;

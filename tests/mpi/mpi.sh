@@ -6,6 +6,11 @@
 #   faults    a corrupt chunk in rank 1's share of -t and -d, and a write that fails on
 #             rank 1 (faultshim.so): every rank exits 1, one message naming file, chunk
 #             and tensor (or the output) and the rank, and no file left behind.
+#   hostile   damaged files (issue 27): a byte of entry frame 0 (which no chunk read
+#             touches) fails -t with 1 and 2 ranks and -d, naming file and frame as
+#             serial -t does, also when its checksum is resealed; and over single-byte
+#             damages across a stand-alone and a delta file, serial -t and ckpz-mpi -t
+#             agree on pass or fail.
 # Usage: mpi.sh PART CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM
 set -u
 part=$1 ckpz=$2 cmpi=$3 src=$4 shim=$5
@@ -109,7 +114,139 @@ faults)
         ls "$tmp" | grep -q "^w\." && bad "a failing write ($what) left $(ls "$tmp" | grep "^w\.")"
     done
     ;;
-*) echo "usage: mpi.sh identity|restore|faults CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM"; exit 2 ;;
+hostile)
+    # damage FILE OUT POS [reseal]: OUT is FILE with the byte at POS xor 0x5a; reseal:
+    # the entry frame at POS gets its CRC-32C recomputed, so that the damage reaches the
+    # check of the frame against the index
+    damage() {
+        python3 - "$@" <<'PYEOF' || bad "damage $*"
+import struct, sys
+src, out, pos = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = bytearray(open(src, "rb").read())
+if len(sys.argv) > 4:
+    blen = struct.unpack_from("<I", b, pos + 4)[0]
+    b[pos + 20] ^= 0x01  # the record's offset field
+    t = 0xffffffff
+    for x in b[pos:pos + 8 + blen]:  # CRC-32C, bit by bit (a few dozen bytes)
+        t ^= x
+        for _ in range(8):
+            t = (t >> 1) ^ 0x82f63b78 if t & 1 else t >> 1
+    struct.pack_into("<I", b, pos + 8 + blen, t ^ 0xffffffff)
+else:
+    b[pos] ^= 0x5a
+open(out, "wb").write(bytes(b))
+PYEOF
+    }
+    "$ckpz" -q -f -T1 --chunk-size=64K -o "$tmp/f.ckpz" "$f32"
+    # entry frame 0 starts at byte 32, right after the header of a stand-alone file
+    damage "$tmp/f.ckpz" "$tmp/e.ckpz" 52
+    "$ckpz" -t "$tmp/e.ckpz" > "$tmp/serial" 2>&1 && bad "serial -t passed a damaged entry frame"
+    grep -q "e.ckpz: entry frame 0 at byte 32: checksum mismatch" "$tmp/serial" ||
+        bad "serial -t: $(cat "$tmp/serial")"
+    for n in 1 2; do
+        run $n -t "$tmp/e.ckpz" > "$tmp/msg" 2>&1
+        rc=$?
+        [ $rc -ne 0 ] && [ $rc -ne 124 ] || bad "-t -n $n of a damaged entry frame: exit $rc"
+        grep -q "^ckpz: .*e.ckpz: entry frame 0 at byte 32: checksum mismatch" "$tmp/msg" ||
+            bad "-t -n $n of a damaged entry frame: no message naming file and frame: $(cat "$tmp/msg")"
+        [ "$(grep -c '^ckpz:' "$tmp/msg")" = 1 ] || bad "-t -n $n: not one message: $(cat "$tmp/msg")"
+    done
+    run 2 -f -d -o "$tmp/restored" "$tmp/e.ckpz" > "$tmp/msg" 2>&1 && bad "-d of a damaged entry frame exited 0"
+    grep -q "e.ckpz: entry frame 0 at byte 32: checksum mismatch" "$tmp/msg" || bad "-d: $(cat "$tmp/msg")"
+    ls "$tmp" | grep -q restored && bad "-d of a damaged entry frame left $(ls "$tmp" | grep restored)"
+    # resealed: the frame's checksum holds, its record no longer matches the index
+    damage "$tmp/f.ckpz" "$tmp/r.ckpz" 32 reseal
+    "$ckpz" -t "$tmp/r.ckpz" > /dev/null 2>&1 && bad "serial -t passed a resealed damaged entry frame"
+    for n in 1 2; do
+        run $n -t "$tmp/r.ckpz" > "$tmp/msg" 2>&1 && bad "-t -n $n passed a resealed damaged entry frame"
+        grep -q "r.ckpz: entry frame 0 at byte 32 does not match the index" "$tmp/msg" ||
+            bad "-t -n $n of a resealed entry frame: $(cat "$tmp/msg")"
+    done
+    # the sweep: header, base frame, entry frames, chunk frames (header and payload) at
+    # the start, middle and end, index, trailer, and bytes spread over the whole file
+    "$ckpz" -q -f -T1 --chunk-size=64K --base "$f32" -o "$tmp/d.ckpz" "$tmp/next.safetensors"
+    positions() {
+        python3 - "$@" <<'PYEOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+n = len(b)
+io, il = struct.unpack_from("<QQ", b, n - 40)
+pos = {0, 12, 31}
+p = 32
+if b[32:36] == b"CKBS":
+    bl = struct.unpack_from("<I", b, 36)[0]
+    pos |= {37, 44 + bl // 2, 32 + 8 + bl + 2}
+    p = 32 + 12 + bl
+ents, chunks = [], []
+while p < io:
+    if b[p:p + 4] == b"CKEN":
+        bl = struct.unpack_from("<I", b, p + 4)[0]
+        ents.append((p, 12 + bl))
+        p += 12 + bl
+    elif b[p:p + 4] == b"CKCH":
+        pl = struct.unpack_from("<I", b, p + 12)[0]
+        chunks.append((p, 32 + pl))
+        p += 32 + pl
+    else:
+        sys.exit("no frame at byte %d" % p)
+for p, l in (ents[0], ents[len(ents) // 2], ents[-1]):
+    pos |= {p + 1, p + l // 2, p + l - 1}
+for p, l in (chunks[0], chunks[len(chunks) // 2], chunks[-1]):
+    pos |= {p + 9, p + 30, p + 32 + (l - 32) // 2}
+pos |= {io + 1, io + il // 2, io + il - 3}
+pos |= {n - 40, n - 22, n - 6, n - 1}
+pos |= {k * n // 6 + 11 for k in range(6)}
+pos = sorted(pos)
+if len(sys.argv) > 2:  # a sample: every third
+    pos = pos[::3]
+print(" ".join(str(x) for x in pos))
+PYEOF
+    }
+    # rankrc N ARGS: ckpz-mpi's exit status as its ranks give it (mpirun's own path for a
+    # rank that exits non-zero takes 2 s, dozens of times here): every rank writes its
+    # status to a file; all must be the same
+    rankrc() {
+        local n=$1 q rc=
+        shift
+        rm -f "$tmp"/rc.*
+        CKPZ_RC_DIR=$tmp timeout 60 mpirun "${mpx[@]}" -x CKPZ_RC_DIR --mca orte_abort_on_non_zero_status 0 \
+            -n "$n" --oversubscribe sh -c '"$0" "$@"; echo $? > "$CKPZ_RC_DIR/rc.$OMPI_COMM_WORLD_RANK"' "$cmpi" "$@"
+        [ $? = 124 ] && { echo 124; return; }
+        for q in $(seq 0 $((n - 1))); do
+            [ -f "$tmp/rc.$q" ] || { echo "no status from rank $q"; return; }
+            [ -z "$rc" ] || [ "$(cat "$tmp/rc.$q")" = "$rc" ] || { echo "ranks differ"; return; }
+            rc=$(cat "$tmp/rc.$q")
+        done
+        echo "$rc"
+    }
+    sweeps=0
+    for f in f d; do
+        opts=()
+        [ $f = d ] && opts=(--base "$f32")
+        list=$(positions "$tmp/$f.ckpz" $([ $f = d ] && echo sample)) || { bad "positions in $f.ckpz"; continue; }
+        k=0
+        for at in $list; do
+            damage "$tmp/$f.ckpz" "$tmp/x.ckpz" "$at"
+            "$ckpz" -q -t "${opts[@]}" "$tmp/x.ckpz" > /dev/null 2>&1
+            want=$?
+            # every position at 2 ranks, every third at 1 rank too
+            for n in 2 $([ $((k % 3)) = 0 ] && echo 1); do
+                got=$(rankrc $n -q -t "${opts[@]}" "$tmp/x.ckpz" 2> "$tmp/msg")
+                case $got in
+                0 | [1-9] | [1-9][0-9] | 1[0-9][0-9]) ;;
+                *) bad "-t -n $n, $f.ckpz damaged at byte $at: $got"; continue ;;
+                esac
+                [ $got != 124 ] || bad "-t -n $n, $f.ckpz damaged at byte $at: timed out"
+                [ $((got != 0)) = $((want != 0)) ] ||
+                    bad "$f.ckpz damaged at byte $at: serial -t exit $want, ckpz-mpi -t -n $n exit $got: $(head -c 300 "$tmp/msg")"
+                sweeps=$((sweeps + 1))
+            done
+            k=$((k + 1))
+        done
+    done
+    echo "hostile: $sweeps runs of ckpz-mpi -t on damaged files compared with serial -t"
+    ;;
+*) echo "usage: mpi.sh identity|restore|faults|hostile CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM"; exit 2 ;;
 esac
 [ $fail = 0 ] && echo "mpi $part: ok"
 exit $fail
