@@ -49,7 +49,11 @@ Files are written to a temporary name in the destination's directory by the libr
 itself and renamed into place once complete and counted; on any error (Ctrl-C
 included: long calls run on a helper thread, and Ctrl-C stops them cleanly and raises
 KeyboardInterrupt) the temporary file is removed and an existing destination is left
-untouched.
+untouched. An interrupt that comes too late to stop a save (its file already in place)
+raises a KeyboardInterrupt saying so. What a killed process leaves (.NAME.PID.*.tmp)
+the next save to NAME removes. Files are read by name only when they are regular files
+(a FIFO or a device is a ckpz.Error naming it), except that ``load`` reads a FIFO as a
+stream.
 """
 
 import pickle
@@ -147,7 +151,12 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
 
     Raises ckpz.Error (the library), OSError (files: "No space left on device", ...),
     pickling errors as torch.save would, KeyboardInterrupt when interrupted; in every
-    case an existing file at f is left as it was.
+    case an existing file at f is left as it was. Except one: an interrupt that lands
+    once the new file is in place (the save completed) still raises KeyboardInterrupt,
+    whose message then says so ("ckpz: interrupted after the save completed: F was
+    written"). A plain KeyboardInterrupt means f is untouched. The temporary file of a
+    save killed outright (.NAME.PID.XXXXXXXXXXXX.tmp beside f) is removed by the next
+    save to f, once its process is gone.
     """
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
                        policy, max_mae, background, max_pending, target_bw)
@@ -157,7 +166,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
          safe_globals=None, threads=0, base=None, **pickle_load_args):
     """Loads what ``save`` wrote (or a plain torch.save file), like ``torch.load(f, map_location)``.
 
-    f: a path or a binary file object. map_location as torch.load's (None: where each
+    f: a path (a regular file, or a FIFO: read whole into memory first, waiting for its
+    writer; anything else is a ckpz.Error naming it) or a binary file object.
+    map_location as torch.load's (None: where each
     tensor was saved; a device, a string, a dict or a function). Every chunk's checksums
     are verified before its bytes are used; each tensor's storage is allocated once and
     decoded into in parallel (peak memory: the state itself plus a few chunks per
@@ -199,6 +210,8 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     as opaque bytes. level is 1..9 (default 3); threads counts the calling thread, 0 =
     all cores. Returns the number of bytes written. Raises ckpz.Error on failure and
     OSError for file errors; dst is written to a temporary name and renamed when done.
+    KeyboardInterrupt when interrupted: dst is then as it was, unless the message says
+    "interrupted after compress_file completed: DST was written" (too late to stop).
 
     base: the previous checkpoint, to write a delta file like ``ckpz --base PREV``:
     tensors unchanged since it cost almost nothing, changed ones are coded against it.
@@ -231,7 +244,10 @@ def decompress_file(src, dst, threads=0, base=None):
     Every chunk checksum and the whole content's checksum are verified. Returns the
     number of bytes written. Raises ckpz.Error (corrupt, truncated, not a ckpz file, ...)
     or OSError; dst is written to a temporary name and only renamed into place once
-    everything has been verified.
+    everything has been verified. KeyboardInterrupt when interrupted: dst is then as it
+    was, unless the message says "interrupted after decompress_file completed: DST was
+    written" (too late to stop). src may be a FIFO (read as a stream; a delta file's
+    base is then not looked for beside it: pass base=).
 
     A delta file (written with base=, or ``ckpz --base``) needs its base: pass it as
     base= (a path to the original checkpoint or to its .ckpz, itself possibly a delta

@@ -84,9 +84,22 @@ def read_into(call, handle, spans):
     call.check(_lib.archive_read(call.ctx, handle, arr, len(spans)))
 
 
+def lossy_names(call, handle):
+    """The names of an open archive's index entries that restore approximately (coded by
+    a lossy policy)."""
+    out = set()
+    e = _lib.EntryStruct()
+    for i in range(archive_info(handle).entries):
+        call.check(_lib.archive_entry(handle, i, _lib.ctypes.byref(e)))
+        if e.lossy:
+            out.add(_lib.decode(e.name) or "")
+    return out
+
+
 @contextlib.contextmanager
 def _open_path(path):
-    """(call, handle) for the .ckpz file at path (or an open binary file with a descriptor)."""
+    """(call, handle) for the .ckpz file at path (a regular file: _files.open_input) or an
+    open binary file with a descriptor."""
     with _files.open_input(path) as f:
         try:
             fd = f.fileno()

@@ -9,6 +9,7 @@ recorded, beside it), or the caller's buffer.
 
 import contextlib
 import os
+import stat
 
 from . import _files, _lib, _memory
 from ._lib import Error
@@ -93,7 +94,12 @@ def _locate(referrer, recorded):
 
 
 def read_head(path):
-    with open(path, "rb") as f:
+    """The first BASE_PROBE bytes of the regular file at path; None for a stream (a FIFO,
+    a terminal: reading them would take them from what is read next)."""
+    mode = os.stat(path).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # a directory: IsADirectoryError below
+        return None
+    with open(_files.open_regular(path), "rb") as f:
         return f.read(_lib.BASE_PROBE)
 
 
@@ -109,7 +115,7 @@ def located_base(path, head):
 def _map_original(path):
     """A _Base over the original checkpoint at path: mapped copy-on-write (C only reads
     it), or read into memory when it cannot be mapped."""
-    with open(path, "rb", buffering=0) as f:
+    with open(_files.open_regular(path), "rb", buffering=0) as f:
         m = _memory.map_file(f)
         if m is not None:
             return _Base(m, owned=True)
@@ -122,7 +128,9 @@ def _chain(path):
     front end follows: where a base is looked for, the same file by device and inode, the
     chain limit). A walk that stops short raises ckpz.Error naming the file, as the CLI
     does."""
-    os.stat(path)  # the file named must exist: FileNotFoundError, as open() would say
+    # The file named must exist (FileNotFoundError, as open() would say) and be a regular
+    # file: the library opens it blocking (the bases it finds beside it, only regular ones).
+    os.close(_files.open_regular(path))
     c = _lib.ctypes.c_void_p()
     with _lib.Call(None, path) as call:
         err = _lib.chain_open(call.ctx, os.fsencode(path), _lib.ctypes.byref(c))

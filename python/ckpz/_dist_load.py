@@ -13,7 +13,8 @@ rank could not load.
 import io
 import os
 
-from . import _archive, _bases, _dist_comm, _dist_save, _dist_state, _lib, _run, _torchzip, _unpickle
+from . import _archive, _bases, _dist_comm, _dist_save, _dist_state, _files, _lib, _run, _safe_tensors, _torchzip, \
+    _unpickle
 from ._dist_state import Shard
 from ._lib import Error
 
@@ -31,28 +32,38 @@ class _TensorRef:
 
 
 def _lazy_unpickler(torch, path):
+    """The safe unpickler, with tensors coming out as _TensorRefs: checked against their
+    storage's size (from its persistent id, which the archive's member must match) as
+    ckpz.load checks them, before anything is allocated."""
+    named = {}  # storage key -> its _StorageRef: one key, one dtype and size
+
     def persistent_load(pid):
         if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage":
             raise Error(_lib.ERR_CORRUPT, "unexpected persistent id in the shard's pickle", path)
         storage_type, key, _location, numel = pid[1:]
-        if not isinstance(storage_type, _unpickle._StorageType) or not isinstance(key, str) or not isinstance(numel, int):
+        if not isinstance(storage_type, _unpickle.StorageType) or not isinstance(key, str) \
+                or type(numel) is not int or numel < 0:
             raise Error(_lib.ERR_CORRUPT, "malformed storage reference in the shard's pickle", path)
-        return _StorageRef(key, storage_type.dtype, numel)
+        ref = named.setdefault(key, _StorageRef(key, storage_type.dtype, numel))
+        if (ref.dtype, ref.numel) != (storage_type.dtype, numel):
+            raise Error(_lib.ERR_CORRUPT, "storage %s is named with two types or sizes in the shard's pickle" % key,
+                        path)
+        return ref
+
+    def refuse(why):
+        raise Error(_lib.ERR_CORRUPT, "the shard's pickle asks for %s, which ckpz refuses" % why, path)
 
     def rebuild(storage, offset, size, stride, requires_grad, hooks, *meta):
         if not isinstance(storage, _StorageRef):
-            raise Error(_lib.ERR_CORRUPT, "a tensor without storage in the shard's pickle", path)
+            refuse("a tensor without a storage of the shard")
+        if hooks:
+            refuse("a tensor with backward hooks (hooks are code)")
+        itemsize = torch._utils._element_size(storage.dtype)
+        size, stride = _safe_tensors.check_extent(storage.numel * itemsize, itemsize, offset, size, stride, refuse)
         return _TensorRef(storage, offset, size, stride)
 
-    base = _unpickle.make_unpickler(torch, persistent_load, False, (), path)
-
-    class Lazy(base):
-        def find_class(self, module, name):
-            if module == "torch._utils" and name == "_rebuild_tensor_v2":
-                return rebuild
-            return super().find_class(module, name)
-
-    return Lazy
+    return _unpickle.make_unpickler(torch, persistent_load, False, (), path,
+                                    overrides={("torch._utils", "_rebuild_tensor_v2"): rebuild})
 
 
 class _ShardFile:
@@ -93,24 +104,27 @@ class _ShardFile:
             if s.key not in storages:
                 m = self.index.get(self.prefix + "data/" + s.key)
                 nbytes = s.numel * torch._utils._element_size(s.dtype)
-                if s.numel < 0 or m.size != nbytes:
+                if m.size != nbytes:
                     raise Error(_lib.ERR_CORRUPT, "tensor %r: storage of %d bytes, the pickle says %d"
                                 % (name, m.size, nbytes), self.path)
                 if (target is not None and target.device.type == "cpu" and target.is_contiguous()
-                        and users[s.key] == 1 and ref.offset == 0 and target.numel() == s.numel):
+                        and users[s.key] == 1 and ref.offset == 0 and target.numel() == s.numel
+                        and tuple(target.stride()) == ref.stride):
                     storages[s.key] = target  # decoded straight into the caller's tensor
                     out[name] = target
                     if nbytes:
-                        spans.append((m.data_offset, nbytes, target.data_ptr(), name))
+                        spans.append((m.data_offset, nbytes, s.key, name))
                     continue
                 storages[s.key] = torch.empty(s.numel, dtype=s.dtype)
                 if nbytes:
-                    spans.append((m.data_offset, nbytes, storages[s.key].data_ptr(), name))
+                    spans.append((m.data_offset, nbytes, s.key, name))
             t = torch.empty(0, dtype=s.dtype)
-            t.set_(storages[s.key].storage(), ref.offset, ref.size, ref.stride)
+            t.set_(storages[s.key].storage(), ref.offset, ref.size, ref.stride)  # inside: checked when unpickled
             out[name] = t
             if target is not None:
                 copies.append((name, target))
+        # the addresses decoded into, taken once every view exists
+        spans = [(off, n, storages[key].data_ptr(), name) for off, n, key, name in spans]
         try:
             _archive.read_into(self.call, self.handle, [sp[:3] for sp in spans])
         except Error:
@@ -144,7 +158,7 @@ def _open_and(path, base, threads, fn):
     with _lib.Call(params, path) as call:
 
         def go():
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = _files.open_regular(path)  # a FIFO or a device: ckpz.Error naming it, never a hang
             try:
                 size = os.fstat(fd).st_size
                 if os.pread(fd, 8, 0) != _lib.MAGIC:
@@ -219,7 +233,8 @@ def _assemble(torch, name, lo, hi, e, got):
 def _load_here(directory, rank, world, threads, into):
     torch = _torchzip.torch_module()
     targets = _dist_state.flatten(torch, into)[1] if into is not None else {}
-    m = _dist_state.read_manifest(directory)
+    chain = _dist_state.manifest_chain(directory)  # this checkpoint's manifest, then its bases'
+    m = chain[0][1]
     n = m["world_size"]
     src = rank if rank < n else 0  # whose skeleton and own tensors this rank takes
 
@@ -227,13 +242,20 @@ def _load_here(directory, rank, world, threads, into):
         return os.path.join(directory, _dist_state.shard_name(r, n))
 
     def base_of(r):
-        return _dist_save.base_spec(os.path.join(directory, m["base"]), r, n, threads) if m.get("base") else None
+        return _dist_save.base_spec(None, r, n, threads, chain[1:]) if len(chain) > 1 else None
 
     got = {}  # (shard, name) -> tensor
     plan = {}
 
     def read(sf, r):
         want = plan["wanted"].get(r, {})
+        unchecked = sorted(name for name, e in want.items() if e.get("crc32") is None)
+        if unchecked:  # the manifest allows it for lossy tensors only: the shard must say it coded them so
+            lossy = _archive.lossy_names(sf.call, sf.handle)
+            for name in unchecked:
+                if "tensors." + name not in lossy:
+                    raise Error(_lib.ERR_CHECKSUM, "tensor %r has no CRC-32 in the manifest, and this shard holds it "
+                                "losslessly: only a tensor coded lossily goes unchecked" % name, sf.path)
         mine = {name: targets[name] for name in want if name not in plan["pieces"] and name in targets}
         got.update(((r, name), t) for name, t in sf.read(
             sorted(want), mine, lambda name, t: _check(t, want[name], name, sf.path)).items())

@@ -60,23 +60,30 @@ def _fsync(path):
         os.close(fd)
 
 
-def base_spec(directory, rank, world, threads=0):
+def base_spec(directory, rank, world, threads=0, chain=None):
     """What ckpz.save/load take as base= for shard `rank` of the checkpoint in directory:
     its path when it is stand-alone, else its original bytes restored down its chain
-    (a shard records its base by file name, which is the same in every directory)."""
-    m = _dist_state.read_manifest(directory)
-    if m["world_size"] != world:
-        raise ValueError("ckpz.distributed: the base %s was saved by %d ranks, this checkpoint has %d: a delta "
-                         "needs the same world size" % (directory, m["world_size"], world))
-    path = os.path.join(directory, _dist_state.shard_name(rank, world))
-    if not m.get("base"):
-        return path
-    below = base_spec(os.path.join(directory, m["base"]), rank, world, threads)
-    restored = _bases.decompress_whole(path, threads, below, locate=False)
-    try:
-        return bytes(memoryview(restored.mem)[: restored.size])
-    finally:
-        restored.close()
+    (a shard records its base by file name, which is the same in every directory).
+    chain: directory's _dist_state.manifest_chain, when the caller has it."""
+    if chain is None:
+        chain = _dist_state.manifest_chain(directory)
+        if chain[0][1]["world_size"] != world:
+            raise ValueError("ckpz.distributed: the base %s was saved by %d ranks, this checkpoint has %d: a delta "
+                             "needs the same world size" % (directory, chain[0][1]["world_size"], world))
+    for d, m in chain:
+        if m["world_size"] != world:
+            raise Error(_dist_state._lib.ERR_BASE, "saved by %d ranks, the delta checkpoint on it by %d: a delta "
+                        "needs the same world size" % (m["world_size"], world),
+                        os.path.join(d, _dist_state.MANIFEST))
+    spec = os.path.join(chain[-1][0], _dist_state.shard_name(rank, world))
+    for d, _ in reversed(chain[:-1]):
+        restored = _bases.decompress_whole(os.path.join(d, _dist_state.shard_name(rank, world)), threads, spec,
+                                           locate=False)
+        try:
+            spec = bytes(memoryview(restored.mem)[: restored.size])
+        finally:
+            restored.close()
+    return spec
 
 
 def _write_shard(payload, path, opts, base):
@@ -179,14 +186,14 @@ def _manifest(table, done, world, opts, dst):
         for p in s["pieces"]:
             if "crc32" in done[p["shard"]][1]:
                 p["crc32"] = done[p["shard"]][1]["crc32"][name]
-    for r, (_, res) in enumerate(done):
+    for r, (_, res) in enumerate(done):  # no CRC-32 of the original for what restores approximately
         for name in res["lossy"]:
             for e in [table["replicated"].get(name), table["local"][r].get(name)]:
                 if e is not None and e["shard"] == r:
-                    e["crc32"] = None
+                    e["crc32"], e["lossy"] = None, True
             for p in table["sharded"].get(name, {}).get("pieces", []):
                 if p["shard"] == r:
-                    p["crc32"] = None
+                    p["crc32"], p["lossy"] = None, True
     base = None
     if opts["base"] is not None:
         base = os.path.relpath(os.path.abspath(os.fspath(opts["base"])), dst)
@@ -241,8 +248,13 @@ def save(state, dst, group, replicated, opts, background, timeout):
     torch = _torchzip.torch_module()
     if replicated is not None and not isinstance(replicated, bool):
         replicated = frozenset(replicated)
-    if opts["base"] is not None and os.path.abspath(os.fspath(opts["base"])) == os.path.abspath(os.fspath(dst)):
-        raise ValueError("ckpz.distributed.save: base= is the destination itself")
+    if opts["base"] is not None:
+        b, d = os.path.abspath(os.fspath(opts["base"])), os.path.abspath(os.fspath(dst))
+        if b == d:
+            raise ValueError("ckpz.distributed.save: base= is the destination itself")
+        if os.path.dirname(b) != os.path.dirname(d):
+            raise ValueError("ckpz.distributed.save: base= must be a checkpoint in the same directory as the "
+                             "destination (load finds it there by name): %s is not beside %s" % (b, d))
     t0 = time.perf_counter()
     skeleton, tensors = _dist_state.flatten(torch, state)
     if not background:

@@ -4,15 +4,22 @@ Outputs named by path are written to a temporary file beside the destination (by
 library itself, through ckpz_fd_write: no byte passes through Python) and renamed over
 it only after the call succeeded and the byte count was checked; anything else (an
 error, KeyboardInterrupt, a signal) removes the temporary file and leaves the
-destination as it was (Sink). Inputs named by path are read by the library through
-their descriptor (Source); binary file objects on either side go through callbacks.
-read_whole takes a whole .ckpz file into memory (a private mapping where it can).
+destination as it was (Sink); what SIGKILL leaves, the next save to the name removes
+(the one rule telling a dead writer's file from a live one's is below). Inputs named by
+path are read by the library through their descriptor (Source); binary file objects on
+either side go through callbacks. A loader opens files by path with open_regular, which
+refuses without blocking what is not a regular file (a FIFO blocks forever, a device
+never ends). read_whole takes a whole .ckpz file into memory (mapped where it can).
 """
 
 import contextlib
+import errno
+import fcntl
 import io
 import os
+import re
 import secrets
+import select
 import stat
 
 from . import _lib
@@ -24,6 +31,138 @@ __all__ = []  # private module
 
 def is_path(x):
     return isinstance(x, (str, bytes, os.PathLike))
+
+
+# ---- inputs named by path ------------------------------------------------------------------
+
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}
+
+
+def _refuse_unless_regular(mode, path, fifo):
+    if stat.S_ISREG(mode) or (fifo and stat.S_ISFIFO(mode)):
+        return
+    if stat.S_ISDIR(mode):  # what open() says, an OSError like any file that cannot be read
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fsdecode(os.fspath(path)))
+    kind = _KINDS.get(stat.S_IFMT(mode), "of file type %o" % stat.S_IFMT(mode))
+    raise Error(_lib.ERR_READ, "not a regular file (%s): ckpz reads it only from a regular file" % kind, path)
+
+
+def open_regular(path, fifo=False):
+    """A read-only descriptor of the regular file at path (the caller closes it).
+
+    Anything else is refused without blocking: a FIFO, a device or a socket with a
+    ckpz.Error naming path, a directory with IsADirectoryError (as open() says). The type
+    is checked before opening (opening a device can act) and on the descriptor, opened
+    O_NONBLOCK (a FIFO put there in between cannot block) and then made blocking again.
+
+    fifo=True also accepts a FIFO, returned non-blocking: read it with
+    _images.FifoReader (which waits for its writer without blocking an abort)."""
+    _refuse_unless_regular(os.stat(path).st_mode, path, fifo)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        _refuse_unless_regular(mode, path, fifo)
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# ---- temporary files -----------------------------------------------------------------------
+#
+# A save writes .NAME.PID.XXXXXXXXXXXX.tmp beside NAME (PID: the writer's process id) and
+# holds an flock on it until it is renamed or removed. A process killed mid-save (SIGKILL,
+# a crash, the machine going down) leaves that file, and the next save to NAME removes
+# it, but only a file that is certainly no live writer's:
+#   - its name is this pattern for this NAME (other names' files, the CLI's
+#     .NAME.tmpXXXXXX and ckpz-mpi's NAME.XXXXXX are never touched),
+#   - it is a regular file owned by this user,
+#   - PID is no live process here: a save still running in this machine's processes
+#     (this process's included: a background save to the same name) is never touched,
+#   - and no process holds its lock: a writer whose PID means nothing here (another
+#     pid namespace, another host on a shared file system) keeps its lock while it lives
+#     (the kernel drops it when the process dies, however it dies).
+# Age is not used: a writer may pause for minutes (a suspended job). A file removed before
+# its writer locked it is seen (the name no longer leads to it) and another made; between
+# close and rename a remover on another host can take it: that save fails (its rename
+# finds no file), no data is lost. On one host the PID rule alone decides.
+
+_TMP_TAIL = re.compile(r"([1-9][0-9]{0,8})\.[0-9a-f]{12}\.tmp")
+
+
+def _tmp_prefix(base):
+    return ".%s." % base[:200]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)  # this process's own saves (a background one) are alive too
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # EPERM: another user's process
+        pass
+    return True
+
+
+def remove_stale_temporaries(directory, base):
+    """Removes the temporary files that dead saves to directory/base left (the rule above).
+    Best effort: what cannot be examined or removed stays."""
+    prefix = _tmp_prefix(base)
+    try:
+        with os.scandir(directory) as it:
+            names = [e.name for e in it if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        m = _TMP_TAIL.fullmatch(name, len(prefix))
+        if m is None or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                         | getattr(os, "O_CLOEXEC", 0))  # writable: an flock on NFS is a write lock
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a live writer holds it (or no locks here: then nothing is known)
+                continue
+            now = os.stat(path, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                os.unlink(path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _create_temporary(directory, base):
+    """(path, fd) of a new temporary file for directory/base, locked (the rule above)."""
+    for _ in range(100):
+        tmp = os.path.join(directory, "%s%d.%s.tmp" % (_tmp_prefix(base), os.getpid(), secrets.token_hex(6)))
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:  # held: a remover on another host removes it; else no locks here
+                if isinstance(e, BlockingIOError):
+                    raise
+            st, now = os.fstat(fd), os.stat(tmp, follow_symlinks=False)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                return tmp, fd
+        except OSError:  # removed before it was locked: another name
+            pass
+        os.close(fd)
+    raise FileExistsError("ckpz: cannot create a temporary file in %s" % directory)
 
 
 class Sink:
@@ -45,16 +184,8 @@ class Sink:
             if os.path.isdir(self.real):
                 raise IsADirectoryError(21, "Is a directory", name)
             d, base = os.path.split(self.real)
-            for _ in range(100):
-                tmp = os.path.join(d, ".%s.%s.tmp" % (base[:200], secrets.token_hex(6)))
-                try:
-                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-                    break
-                except FileExistsError:
-                    continue
-            else:
-                raise FileExistsError("ckpz: cannot create a temporary file in %s" % d)
-            self.tmp = tmp
+            remove_stale_temporaries(d, base)
+            self.tmp, fd = _create_temporary(d, base)
             self.fd = _lib.Fd(fd, 0, 0)
         elif hasattr(dst, "write"):
             self.file = dst
@@ -126,15 +257,29 @@ class Sink:
 
 class Source:
     """Where a library call reads from: a path (opened here, read by the library through
-    its descriptor) or a binary file object (read from a callback)."""
+    its descriptor: any file that reads as a stream, a FIFO or a terminal too) or a
+    binary file object (read from a callback). A FIFO is opened without blocking and its
+    first writer awaited in poll(), so that call.abort() stops the wait."""
 
-    def __init__(self, src):
+    def __init__(self, src, call=None):
         self.src = src
         self.file = None
         self.fd = None
         self._own = False
         if is_path(src):
-            self.fd = _lib.Fd(os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)), 0, 0)
+            fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+            try:
+                if call is not None and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    poll = select.poll()
+                    poll.register(fd, select.POLLIN)
+                    while not poll.poll(100):  # nothing until a writer came (Linux)
+                        if call.aborted:
+                            raise Error(_lib.ERR_ABORTED, "aborted while waiting for the FIFO's writer", src)
+                os.set_blocking(fd, True)
+            except BaseException:
+                os.close(fd)
+                raise
+            self.fd = _lib.Fd(fd, 0, 0)
             self._own = True
         elif hasattr(src, "read"):
             self.file = src
@@ -188,11 +333,12 @@ class Source:
 
 @contextlib.contextmanager
 def open_input(src):
-    """A binary file to read src from (a path, opened unbuffered, or a file object)."""
+    """A binary file to read src from (a path to a regular file, opened unbuffered by
+    open_regular, or a file object)."""
     if not is_path(src) and hasattr(src, "read"):
         yield src
         return
-    with open(src, "rb", buffering=0) as f:
+    with open(open_regular(src), "rb", buffering=0) as f:
         yield f
 
 

@@ -1,7 +1,7 @@
 """Where ckpz.load reads a torch.save archive from, when it is not a .ckpz file's: a plain
 file (read with pread, in pieces, so an abort is seen), memory a file object exposes
 (an mmap, io.BytesIO: read in place), or a stream read into memory first (a pipe, a
-socket).
+socket, a FIFO named by path: FifoReader).
 
 Each image offers read(offset, n), read_many(spans) and size, which the zip parser
 (_torchzip.ZipIndex) reads the archive through, and a way to copy a storage's bytes
@@ -12,6 +12,7 @@ ckpz.Error (ERR_TRUNCATED), never a short read.
 import bisect
 import io
 import os
+import select
 
 from . import _lib, _memory
 from ._lib import Error
@@ -173,6 +174,30 @@ class Pieces:
 
     def read_many(self, spans):
         return [self.read(o, n) for o, n in spans]
+
+
+class FifoReader:
+    """A FIFO opened by _files.open_regular(path, fifo=True), read by readinto (what Pieces
+    reads) until its writer closes it. Each read waits in poll() a tenth of a second at a
+    time, so that call.abort() (Ctrl-C, through _run) stops it with ckpz.Error
+    ERR_ABORTED, also while no writer has opened the FIFO yet: Linux's poll reports
+    nothing on a FIFO until a first writer came (a FIFO nobody writes to waits, as
+    `cat FIFO` does). The descriptor stays the caller's."""
+
+    def __init__(self, fd, call, path):
+        self.fd, self.call, self.path = fd, call, path
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
+
+    def readinto(self, b):
+        while True:
+            if self.call.aborted:
+                raise Error(_lib.ERR_ABORTED, "aborted while reading the FIFO", self.path)
+            if self._poll.poll(100):
+                try:
+                    return os.readv(self.fd, [b])  # 0: the writer closed it
+                except BlockingIOError:
+                    pass
 
 
 class MemImage:

@@ -33,9 +33,16 @@ def _decode_ascii(x):
     return x.decode("ascii") if isinstance(x, bytes) else x
 
 
-def _run_unpickler(data, unpickler_cls, args):
-    u = unpickler_cls(io.BytesIO(data), **args)
-    return u.load()
+def _run_unpickler(data, unpickler_cls, args, path):
+    """unpickler_cls's load of data; what goes wrong in a pickle is a ckpz.Error naming
+    the file (the safe machine reports its own; the trusted one's are wrapped)."""
+    try:
+        return unpickler_cls(io.BytesIO(data), **args).load()
+    except Error:
+        raise
+    except Exception as e:
+        raise Error(_lib.ERR_CORRUPT, "the pickle failed to load (%s: %s)" % (type(e).__name__, str(e)[:200]),
+                    path) from e
 
 
 def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args,
@@ -53,20 +60,21 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
     if not _torchzip.byteorder_ok(index, prefix, image.read):
         raise Error(_lib.ERR_INPUT, "the archive's tensors are in the other byte order; load it with torch.load", path)
     data = image.read(pkl.data_offset, pkl.size)
-    storages = {}  # key -> (untyped, dtype, location)
+    storages = {}  # key -> (untyped, dtype, location, bytes)
     spans = []
 
     def persistent_load(pid):
         if not isinstance(pid, tuple) or len(pid) != 5 or _decode_ascii(pid[0]) != "storage":
-            raise pickle.UnpicklingError("unexpected persistent id in the pickle: %r" % (pid[:1] if isinstance(pid, tuple) else pid,))
+            raise Error(_lib.ERR_CORRUPT, "unexpected persistent id in the pickle (a %s)" % type(pid).__name__, path)
         storage_type, key, location, numel = pid[1:]
         key, location = _decode_ascii(key), _decode_ascii(location)
-        if not isinstance(storage_type, _unpickle._StorageType) or not isinstance(key, str) or not isinstance(numel, int):
-            raise pickle.UnpicklingError("malformed storage reference %r" % (pid[1:3],))
+        if not isinstance(storage_type, _unpickle.StorageType) or not isinstance(key, str) \
+                or not isinstance(location, str) or type(numel) is not int or numel < 0:
+            raise Error(_lib.ERR_CORRUPT, "malformed storage reference in the pickle", path)
+        nbytes = numel * torch._utils._element_size(storage_type.dtype)
         if key not in storages:
             m = index.get(prefix + "data/" + key)
-            nbytes = numel * torch._utils._element_size(storage_type.dtype)
-            if numel < 0 or nbytes != m.size:
+            if nbytes != m.size:
                 raise Error(_lib.ERR_CORRUPT, "storage %s: the pickle says %d elements of %s, the archive holds %d bytes"
                             % (key, numel, storage_type.dtype, m.size), path)
             u = view(m.data_offset, nbytes) if view is not None else None
@@ -74,17 +82,26 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
                 u = torch.UntypedStorage(nbytes)
                 if nbytes:
                     spans.append((m.data_offset, nbytes, u))
-            storages[key] = (u, storage_type.dtype, location)
-        u, dtype, _ = storages[key]
+            storages[key] = (u, storage_type.dtype, location, nbytes)
+        u, dtype, _, size = storages[key]
+        if dtype != storage_type.dtype or size != nbytes:
+            raise Error(_lib.ERR_CORRUPT, "storage %s is named as %d elements of %s and as %d elements of %s"
+                        % (key, size // torch._utils._element_size(dtype), dtype, numel, storage_type.dtype), path)
         return _typed(torch, u, dtype)
 
     base_cls = pickle_module.Unpickler if pickle_module is not None else pickle.Unpickler
     cls = _unpickle.make_unpickler(torch, persistent_load, trusted, safe_globals, path, base_cls)
-    result = _run_unpickler(data, cls, pickle_load_args)
+    result = _run_unpickler(data, cls, pickle_load_args, path)
+    # Tensors are rebuilt only inside their storages; this holds whatever ran (a trusted
+    # pickle's own code too): the decoder writes only into storages of the size it read.
+    for key, (u, _, _, nbytes) in storages.items():
+        if u.nbytes() != nbytes:
+            raise Error(_lib.ERR_CORRUPT, "storage %s was resized from %d to %d bytes while unpickling"
+                        % (key, nbytes, u.nbytes()), path)
     fill(spans)
     restore = torch.serialization._get_restore_location(map_location)
     moved = {}
-    for key, (u, dtype, location) in storages.items():
+    for key, (u, dtype, location, _) in storages.items():
         moved[key] = restore(u, location)
     if any(moved[k] is not storages[k][0] for k in storages):
         # Some storage goes elsewhere (a GPU): build the objects again around the moved
@@ -95,7 +112,7 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
 
         cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
         del result
-        result = _run_unpickler(data, cls, pickle_load_args)
+        result = _run_unpickler(data, cls, pickle_load_args, path)
     validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
     if validate is not None:
         validate()
@@ -128,8 +145,18 @@ def load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globa
 
 
 def _load_path(torch, path, call, base, args):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    """A regular file, read through its descriptor; or a FIFO, read whole into memory
+    first as a pipe given as a file object is (its writer awaited without blocking an
+    abort), a delta file's base found beside it by its recorded name. Anything else
+    (a device, a socket): ckpz.Error naming it."""
+    fd = _files.open_regular(path, fifo=True)
     try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            mem = _images.Pieces(_images.FifoReader(fd, call, path), call)
+            mem.path = path  # named in what the archive's parser reports
+            if base is None:
+                base = _bases.located_base(path, mem.head(_lib.BASE_PROBE))
+            return _load_memory(torch, mem, call, base, args)
         return _load_fd(torch, fd, path, path, call, base, args)
     finally:
         os.close(fd)

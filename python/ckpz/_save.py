@@ -119,6 +119,5 @@ def save(obj, f, pickle_module, pickle_protocol, use_zip, level, threads, base, 
     if background:
         return _background.save(torch, f, params, max_pending, pickle_state, write)
     pickled = pickle_state()
-    with _lib.Call(params, f) as call:
-        _run.run(lambda: write(pickled, call), call)
+    _run.write(lambda call: write(pickled, call), params, f, _run.wrote(f))
     return None

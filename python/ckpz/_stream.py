@@ -11,6 +11,7 @@ taking charge of removing it.
 """
 
 from . import _bases, _files, _lib, _run
+from ._lib import Error
 
 __all__ = []  # private module
 
@@ -42,26 +43,31 @@ def write(call, compress, open_source, dst, base, threads=0, size=None, check=No
         call.check(err)
         if check is not None:
             check(stats)
+        if call.aborted:  # interrupted after the library's last progress report: not committed
+            raise Error(_lib.ERR_ABORTED, "aborted", dst if _files.is_path(dst) else None)
         sink.commit(stats.compressed_bytes if compress else stats.original_bytes)
     return stats
 
 
-def stream(compress, src, dst, params, base, path, threads=0, size=None):
+def stream(compress, src, dst, params, base, path, threads=0, size=None, what="the save"):
     """Compresses (or restores) src (a path or a binary file object) into dst on the
-    helper thread (path names the file in messages). Returns the ckpz_stats."""
-    with _lib.Call(params, path) as call:
-        return _run.run(lambda: write(call, compress, lambda: _files.Source(src), dst, base, threads, size), call)
+    helper thread (path names the file in messages; what names the operation in the
+    KeyboardInterrupt of an interrupt that came once dst was written: _run.write).
+    Returns the ckpz_stats."""
+    return _run.write(lambda call: write(call, compress, lambda: _files.Source(src, call), dst, base, threads, size),
+                      params, path, _run.wrote(dst, what))
 
 
 def compress_file(src, dst, level, threads, base, policy, max_mae):
     _bases.check_not_own_base(dst, base)
     params = _lib.make_params(level, threads, policy, max_mae)
-    return stream(True, src, dst, params, base, src, threads).compressed_bytes
+    return stream(True, src, dst, params, base, src, threads, what="compress_file").compressed_bytes
 
 
 def decompress_file(src, dst, threads, base):
     if base is None and _files.is_path(src):
-        base = _bases.located_base(src, _bases.read_head(src))
+        head = _bases.read_head(src)  # None for a stream (a FIFO): its first bytes are its data
+        base = _bases.located_base(src, head) if head is not None else None
     params = _lib.make_params(threads=threads)
-    return stream(False, src, dst, params, base, src, threads).original_bytes
+    return stream(False, src, dst, params, base, src, threads, what="decompress_file").original_bytes
 

@@ -1,201 +1,93 @@
-"""The unpickler ckpz.load uses: by default it only builds objects of an allow-list, so a
-checkpoint from an untrusted source can never run code when it is loaded.
+"""The unpickler ckpz.load and every loader use: by default it builds plain training state
+only, so a checkpoint from an untrusted source can neither run code nor hurt the process
+that loads it.
 
-A pickle runs code by naming a global (module and name) and calling it: every such name
-goes through Unpickler.find_class (the GLOBAL, STACK_GLOBAL, INST, OBJ and EXT opcodes
-all end there), so refusing names there refuses the code. The list holds what training
-state is made of: containers, numbers, strings, tensors and storages and how torch
-rebuilds them, dtypes, devices, torch.Size, and what optimizer, LR-scheduler, AMP and RNG
-state dicts contain (collections.Counter for MultiStepLR, NumPy arrays and scalars for
-NumPy's RNG state, argparse.Namespace for saved command lines). The few allowed callables
-that take arbitrary arguments are wrapped so they cannot be turned into something else:
-tensors are rebuilt without backward hooks, and _codecs.encode (protocol 2's bytes)
-only re-encodes latin-1 text. torch 1.13's own weights_only=True unpickler refuses
-AdamW's state (it has no floats), which is why ckpz has one of its own.
+A pickle is a program for a stack machine. Python's own unpickler runs it with every
+opcode's full power: it calls whatever it names (GLOBAL + REDUCE, NEWOBJ, INST, OBJ),
+sets attributes on whatever object is on the stack (BUILD: on a class, it changes the
+class for the whole process; on a tensor, Tensor.__setstate__ sets hooks or calls set_),
+takes sizes from the file (a memo index of 2**30 is an allocation of that size) and
+hashes tuples of any depth (a million nested tuples as a dict key crash CPython). So
+ckpz runs pickles on a machine of its own, in four parts:
 
-A name outside the list raises UnsafeGlobalError, which names it and says how to opt
-in: safe_globals=[...] for that name alone, or trusted=True for the full unpickler
-torch.load uses (only for files you trust).
+- _pickle_machine: the standard library's pure-Python unpickler with the opcodes that
+  call, set state or allocate replaced;
+- _safe_calls: the allow-list of names, each callable one mapped to a checked
+  implementation (_safe_data for plain data and NumPy, _safe_tensors for tensors, which
+  are rebuilt only inside their storage, without hooks);
+- _pickle_limits: the memory budget per opcode and call, the nesting limits, and the
+  errors (PickleRefused: a ckpz.Error naming the file that is also a
+  pickle.UnpicklingError; UnsafeGlobalError, which names the global and how to opt in:
+  safe_globals=[...] for that name alone, or trusted=True);
+- here: make_unpickler, which the loaders call.
+
+trusted=True (only for files you trust) uses the C unpickler with any global, as
+torch.load does; even then tensors are rebuilt only inside their storages.
 """
 
-import _compat_pickle
-import collections
-import importlib
 import pickle
+
+from . import _pickle_machine, _safe_calls
+from ._lib import ERR_CORRUPT
+from ._pickle_limits import PickleRefused, UnsafeGlobalError, qualname
 
 __all__ = []  # private module
 
-
-class UnsafeGlobalError(pickle.UnpicklingError):
-    """A checkpoint names a global that ckpz.load does not build by default.
-
-    Attributes: ``name`` ("module.qualname") and ``path`` (the file, or None)."""
-
-    def __init__(self, name, path=None):
-        self.name = name
-        self.path = path
-        where = "%s: " % path if path is not None else ""
-        super().__init__(
-            "%sthe checkpoint names the global '%s', which ckpz.load does not build unless told to "
-            "(it could run code). If you trust this file: ckpz.load(..., trusted=True); to allow this "
-            "name alone: ckpz.load(..., safe_globals=[%r])" % (where, name, name)
-        )
+StorageType = _safe_calls.StorageType  # what a storage class named in a pickle stands for
 
 
-# Plain data types and containers (constructing them runs no user code).
-_BUILTINS = {
-    "builtins": ("set", "frozenset", "list", "dict", "tuple", "int", "float", "complex", "bool", "str", "bytes",
-                 "bytearray", "slice", "range", "object"),
-    "collections": ("OrderedDict", "Counter", "defaultdict", "deque"),
-    "datetime": ("datetime", "date", "time", "timedelta", "timezone"),
-    "argparse": ("Namespace",),
-    "types": ("SimpleNamespace",),
-    "pathlib": ("Path", "PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath", "PurePath"),
-    "copyreg": ("_reconstructor",),
-    "torch": ("Size", "device", "Tensor", "Generator"),
-    "torch.nn.parameter": ("Parameter",),
-    "torch._utils": ("_rebuild_tensor", "_rebuild_meta_tensor_no_storage", "_rebuild_sparse_tensor",
-                     "_rebuild_sparse_csr_tensor", "_rebuild_sparse_compressed_tensor",
-                     "_rebuild_nested_tensor", "_rebuild_device_tensor_from_numpy"),
-    "torch.serialization": ("_get_layout",),
-    # Schedulers' state dicts are plain data, except OneCycleLR's on torch < 2.2: its
-    # annealing function is a bound method, which pickles the scheduler object with its
-    # optimizer (classes and getattr): refused, it needs trusted=True.
-    "numpy": ("ndarray", "dtype"),
-    "numpy.core.multiarray": ("_reconstruct", "scalar"),
-    "numpy._core.multiarray": ("_reconstruct", "scalar"),
-    "numpy.random._pickle": ("__randomstate_ctor", "__generator_ctor", "__bit_generator_ctor"),
-    "numpy.random.mtrand": ("RandomState",),
-    "numpy.random._generator": ("Generator",),
-    "numpy.random._mt19937": ("MT19937",),
-    "numpy.random._pcg64": ("PCG64", "PCG64DXSM"),
-    "numpy.random._philox": ("Philox",),
-    "numpy.random._sfc64": ("SFC64",),
-}
+def _trusted_class(torch, base, path):
+    """trusted=True: any global, as torch.load resolves it, except that tensors are still
+    rebuilt only inside their storages (torch's own rebuild would grow a storage the
+    decoder has already placed)."""
 
-# NumPy's dtype classes (numpy.dtypes.Float32DType, ... in NumPy >= 1.25 pickles).
-_NUMPY_DTYPE_MODULES = ("numpy.dtypes",)
+    class Context:
+        trusted = True
+        extra_classes = ()
+        newable = _safe_calls.NEWABLE
 
+        def __init__(self):
+            self.torch = torch
 
-def _plain(module, name):
-    return name in _BUILTINS.get(module, ())
+        def refuse(self, why):
+            raise PickleRefused(ERR_CORRUPT, "the pickle asks for %s, which ckpz.load refuses" % why, path)
 
+        def refuse_name(self, obj, called=False):
+            raise UnsafeGlobalError(qualname(obj), path, called)
 
-def _resolve(module, name):
-    obj = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+        def charge(self, _n):
+            pass
 
+        def fresh(self, obj, must_build=False):
+            return obj
 
-def _no_hooks(backward_hooks, what):
-    if backward_hooks:
-        raise pickle.UnpicklingError("%s with backward hooks: refused (hooks are code)" % what)
+        def call(self, func, args, kwargs):
+            return func(*args, **kwargs)
+
+    ctx = Context()
+
+    class Trusted(base):
+        def find_class(self, module, name):
+            module, name = _safe_calls.py3_name(module, name)
+            st = _safe_calls.storage_type(torch, module, name)
+            if st is not None:
+                return st
+            if module == "torch._utils":
+                got = _safe_calls.allowed(torch, module, name)
+                if got is not None:
+                    impl = got[1]
+                    return lambda *a, **k: impl(ctx, *a, **k)
+            return super().find_class(module, name)
+
+    return Trusted
 
 
-def _wrapped_torch(torch, name):
-    """The checked stand-ins for torch's rebuild functions that take hooks or state."""
-    u = torch._utils
-
-    if name == "_rebuild_tensor_v2":
-
-        def rebuild_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks, *metadata):
-            _no_hooks(backward_hooks, "a tensor")
-            return u._rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad,
-                                        collections.OrderedDict(), *metadata)
-
-        return rebuild_v2
-    if name == "_rebuild_tensor_v3" and hasattr(u, "_rebuild_tensor_v3"):
-
-        def rebuild_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, *rest):
-            _no_hooks(backward_hooks, "a tensor")
-            return u._rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad,
-                                        collections.OrderedDict(), *rest)
-
-        return rebuild_v3
-    if name == "_rebuild_qtensor":
-
-        def rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad, backward_hooks):
-            _no_hooks(backward_hooks, "a quantized tensor")
-            return u._rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params, requires_grad,
-                                      collections.OrderedDict())
-
-        return rebuild_qtensor
-    if name == "_rebuild_parameter":
-
-        def rebuild_parameter(data, requires_grad, backward_hooks):
-            _no_hooks(backward_hooks, "a parameter")
-            return u._rebuild_parameter(data, requires_grad, collections.OrderedDict())
-
-        return rebuild_parameter
-    if name == "_rebuild_parameter_with_state" and hasattr(u, "_rebuild_parameter_with_state"):
-
-        def rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-            _no_hooks(backward_hooks, "a parameter")
-            _check_state(state)
-            return u._rebuild_parameter_with_state(data, requires_grad, collections.OrderedDict(), state)
-
-        return rebuild_parameter_with_state
-    return None
-
-
-def _check_state(state):
-    """Attribute state set on a rebuilt tensor: plain names only (no dunders such as
-    __class__), as a dict or a (dict, slots) pair."""
-    parts = state if isinstance(state, tuple) else (state,)
-    for part in parts:
-        if part is None:
-            continue
-        if not isinstance(part, dict) or any(not isinstance(k, str) or k.startswith("__") for k in part):
-            raise pickle.UnpicklingError("tensor state with unusual attributes: refused")
-
-
-def _rebuild_from_type_v2(torch):
-    original = torch._tensor._rebuild_from_type_v2
-    allowed_types = (torch.Tensor, torch.nn.Parameter)
-
-    def rebuild(func, new_type, args, state):
-        if new_type not in allowed_types:
-            raise UnsafeGlobalError("%s.%s" % (getattr(new_type, "__module__", "?"), getattr(new_type, "__qualname__", "?")))
-        _check_state(state)
-        return original(func, new_type, args, state)
-
-    return rebuild
-
-
-def _latin1_encode(obj, encoding="utf-8", errors="strict"):
-    import _codecs
-
-    if encoding not in ("latin1", "latin-1", "iso-8859-1") or errors != "strict":
-        raise pickle.UnpicklingError("_codecs.encode with encoding %r: refused" % (encoding,))
-    return _codecs.encode(obj, encoding)
-
-
-class _StorageType:
-    """What a storage class named in a pickle stands for: its element type."""
-
-    def __init__(self, dtype, untyped=False):
-        self.dtype = dtype
-        self.untyped = untyped
-
-
-def storage_dtype(torch, name):
-    """The dtype of the storage class `name` ("FloatStorage", "UntypedStorage", ...), or None."""
-    if name in ("UntypedStorage", "_UntypedStorage"):
-        return torch.uint8
-    get = getattr(torch.serialization, "_get_dtype_from_pickle_storage_type", None)
-    if get is not None:
-        try:
-            return get(name)
-        except KeyError:
-            return None
-    cls = getattr(torch, name, None)
-    return getattr(cls, "dtype", None)
-
-
-def make_unpickler(torch, persistent_load, trusted=False, safe_globals=(), path=None, base=pickle.Unpickler):
-    """An Unpickler class for torch checkpoints. trusted: any global, as torch.load does;
-    else the allow-list plus safe_globals ("module.name" strings or the objects)."""
+def make_unpickler(torch, persistent_load, trusted=False, safe_globals=(), path=None, base=pickle.Unpickler,
+                   overrides=None):
+    """An Unpickler class for torch checkpoints. trusted: any global, as torch.load does
+    (base: the pickle module's Unpickler to use); else the restricted machine, with the
+    allow-list plus safe_globals ("module.name" strings or the objects). overrides:
+    {(module, name): function} the pickle may name and call as they are."""
     extra = set()
     for g in safe_globals or ():
         if isinstance(g, str):
@@ -207,49 +99,14 @@ def make_unpickler(torch, persistent_load, trusted=False, safe_globals=(), path=
             if not mod or not qual:
                 raise TypeError("ckpz: safe_globals takes classes, functions or 'module.name' strings, not %r" % (g,))
             extra.add("%s.%s" % (mod, qual))
-    module_mapping = {"torch.tensor": "torch._tensor"}
+    if trusted:
+        cls = _trusted_class(torch, base, path)
 
-    class Unpickler(base):
-        def find_class(self, module, name):
-            # Pickles of protocol < 3 spell some names as Python 2 did (__builtin__.set,
-            # copy_reg._reconstructor): undo that first, as pickle's own find_class does.
-            if (module, name) in _compat_pickle.NAME_MAPPING:
-                module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-            elif module in _compat_pickle.IMPORT_MAPPING:
-                module = _compat_pickle.IMPORT_MAPPING[module]
-            module = module_mapping.get(module, module)
-            if module == "torch" and isinstance(name, str) and name.endswith("Storage"):
-                dtype = storage_dtype(torch, name)
-                if dtype is not None:
-                    return _StorageType(dtype, untyped=name in ("UntypedStorage", "_UntypedStorage"))
-            if trusted:
-                return super().find_class(module, name)
-            full = "%s.%s" % (module, name)
-            if full in extra:
-                return super().find_class(module, name)
-            if module == "torch._utils":
-                w = _wrapped_torch(torch, name)
-                if w is not None:
-                    return w
-            if module == "torch._tensor" and name == "_rebuild_from_type_v2":
-                return _rebuild_from_type_v2(torch)
-            if module == "_codecs" and name == "encode":
-                return _latin1_encode
-            if _plain(module, name):
-                return _resolve(module, name)
-            if module == "torch" and "." not in name:
-                obj = getattr(torch, name, None)
-                # dtypes (torch.float32), layouts, memory formats and quantization schemes
-                kinds = tuple(k for k in (getattr(torch, "dtype", None), getattr(torch, "layout", None),
-                                          getattr(torch, "memory_format", None), getattr(torch, "qscheme", None))
-                              if isinstance(k, type))
-                if isinstance(obj, kinds):
-                    return obj
-            if module in _NUMPY_DTYPE_MODULES and name.endswith("DType"):
-                return _resolve(module, name)
-            raise UnsafeGlobalError(full, path)
+        class Unpickler(cls):
+            def persistent_load(self, pid):
+                return persistent_load(pid)
 
-        def persistent_load(self, pid):
-            return persistent_load(pid)
-
-    return Unpickler
+        return Unpickler
+    attrs = {"torch": torch, "path": path, "persistent": staticmethod(persistent_load), "extra": frozenset(extra),
+             "overrides": dict(overrides or {})}
+    return type("Unpickler", (_pickle_machine.SafeUnpickler,), attrs)

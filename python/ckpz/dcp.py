@@ -23,9 +23,8 @@ import io
 import os
 import pickle
 
-from . import _dcp_compat, _dist_load, _dist_state, _save, _torchzip, _unpickle
+from . import _archive, _dcp_compat, _dist_load, _dist_save, _dist_state, _files, _lib, _save, _torchzip, _unpickle
 from ._lib import LEVEL_DEFAULT, Error
-from . import _lib
 
 __all__ = ["Writer", "Reader", "BalancedSavePlanner", "checkpoint"]
 
@@ -104,10 +103,13 @@ class Writer(_Directory, _N["StorageWriter"]):
                                              storage_data=(plan.storage_data, key, crc)))
         level, threads, policy, max_mae = self.opts
         payload = {"format": FORMAT, "tensors": tensors, "bytes": blobs}
-        _save.save(payload, os.path.join(self.path, plan.storage_data), pickle, _torchzip.DEFAULT_PROTOCOL, True,
-                   level, threads, None, policy, max_mae, False, 1)
+        path = os.path.join(self.path, plan.storage_data)
+        _save.save(payload, path, pickle, _torchzip.DEFAULT_PROTOCOL, True, level, threads, None, policy, max_mae,
+                   False, 1)
         if policy is not None:  # approximations: no CRC of the original to check against
-            results = [dataclasses.replace(r, storage_data=r.storage_data[:2] + (None,)) for r in results]
+            lossy = _dist_save._lossy_names(path, payload)
+            results = [dataclasses.replace(r, storage_data=r.storage_data[:2] + (None,))
+                       if r.storage_data[1] in lossy else r for r in results]
         return _future(results)
 
     def finish(self, metadata, results):
@@ -131,7 +133,7 @@ def _metadata_classes():
     md = __import__(dcp.__name__ + ".metadata", fromlist=["x"])
     out = []
     for name in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-                 "MetadataIndex", "TensorProperties", "MEM_FORMAT_ENCODING", "StorageMeta"):
+                 "MetadataIndex", "TensorProperties", "MEM_FORMAT_ENCODING", "_MEM_FORMAT_ENCODING", "StorageMeta"):
         if hasattr(md, name):
             out.append(getattr(md, name))
     try:
@@ -158,29 +160,25 @@ class Reader(_Directory, _N["StorageReader"]):
     def read_metadata(self):
         torch = _torchzip.torch_module()
         path = os.path.join(self.path, METADATA)
-        with open(path, "rb") as f:
+        with open(_files.open_regular(path), "rb") as f:  # a FIFO or a device: ckpz.Error naming it
             data = f.read()
         if self.trusted:
             return pickle.loads(data)
 
         def no_persistent(pid):
-            raise pickle.UnpicklingError("persistent id in DCP metadata")
+            raise Error(_lib.ERR_CORRUPT, "a persistent id in DCP metadata", path)
 
         allowed = _metadata_classes()
-        base = _unpickle.make_unpickler(torch, no_persistent, False, allowed, path)
 
         def enum_member(cls, name):  # Python >= 3.11 pickles an enum member as getattr(cls, name)
-            if cls in allowed and isinstance(cls, enum.EnumMeta) and isinstance(name, str):
+            if any(cls is c for c in allowed) and isinstance(cls, enum.EnumMeta) and isinstance(name, str):
                 return cls[name]
-            raise pickle.UnpicklingError("getattr on something else than a metadata enum")
+            raise Error(_lib.ERR_INPUT, "refused: getattr on something else than a metadata enum", path)
 
-        class Unpickler(base):
-            def find_class(self, module, name):
-                if (module, name) == ("builtins", "getattr"):
-                    return enum_member
-                return super().find_class(module, name)
-
-        return Unpickler(io.BytesIO(data)).load()
+        cls = _unpickle.make_unpickler(torch, no_persistent, False, allowed, path,
+                                       overrides={("builtins", "getattr"): enum_member})
+        md = cls(io.BytesIO(data)).load()
+        return _checked_metadata(md, path)
 
     def init(self, metadata, is_coordinator):
         self.storage_data = metadata.storage_data
@@ -214,11 +212,15 @@ class Reader(_Directory, _N["StorageReader"]):
                 target = planner.resolve_tensor(req).detach()
                 if target.device.type == "cpu" and target.is_contiguous():
                     targets[key] = target
+        blobs = sf.payload.get("bytes", {})
+        if not isinstance(blobs, dict):
+            raise Error(_lib.ERR_INPUT, "not a ckpz.dcp file", path)
+        _check_unchecked(sf, path, reqs)
         tensors = sf.read(keys, targets)
         for req, (_, key, crc) in reqs:
             name = req.storage_index.fqn
             if req.type == _N["LoadItemType"].BYTE_IO:
-                b = sf.payload.get("bytes", {}).get(key)
+                b = blobs.get(key)
                 if not isinstance(b, bytes) or (crc is not None and _zlib_crc(b) != crc):
                     raise Error(_lib.ERR_CHECKSUM, "item %r differs from its CRC-32 in the metadata" % name, path)
                 planner.load_bytes(req, io.BytesIO(b))
@@ -235,6 +237,36 @@ class Reader(_Directory, _N["StorageReader"]):
             if not (t.data_ptr() == target.data_ptr() and t.stride() == target.stride()):
                 target.copy_(t)
             planner.commit_tensor(req, target)
+
+
+def _check_unchecked(sf, path, reqs):
+    """An item without a CRC-32 in the metadata must be one the file itself says it coded
+    lossily (a null CRC must not turn the check off for a swapped or damaged file). Byte
+    blobs are never lossy; 0.4.0's Writer left them unchecked too in a lossy save, so
+    they pass where the file holds lossy tensors."""
+    unchecked = [(req, key) for req, (_, key, crc) in reqs if crc is None]
+    if not unchecked:
+        return
+    lossy = _archive.lossy_names(sf.call, sf.handle)
+    for req, key in unchecked:
+        ok = bool(lossy) if req.type == _N["LoadItemType"].BYTE_IO else "tensors." + key in lossy
+        if not ok:
+            raise Error(_lib.ERR_CHECKSUM, "item %r has no CRC-32 in the metadata, and this file holds it losslessly: "
+                        "only an item coded lossily goes unchecked" % (req.storage_index.fqn,), path)
+
+
+def _checked_metadata(md, path):
+    """md when it is DCP metadata whose storage_data this Reader can follow: each item's
+    (file name, key, CRC-32 or None), the file a plain name in the directory."""
+    if not isinstance(md, _N["Metadata"]) or not isinstance(getattr(md, "storage_data", None), dict):
+        raise Error(_lib.ERR_INPUT, "not DCP metadata written by ckpz.dcp.Writer", path)
+    for index, info in md.storage_data.items():
+        if not (isinstance(info, tuple) and len(info) == 3 and isinstance(info[0], str) and isinstance(info[1], str)
+                and (info[2] is None or (type(info[2]) is int and 0 <= info[2] < 1 << 32))
+                and info[0] == os.path.basename(info[0]) and info[0] not in ("", ".", "..")):
+            raise Error(_lib.ERR_CORRUPT, "the metadata's location of %r is malformed" % (getattr(index, "fqn", index),),
+                        path)
+    return md
 
 
 def _planner_base():

@@ -54,9 +54,10 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
 
     level, threads, policy, max_mae, target_bw: as ckpz.save, per shard (target_bw: the
     MB/s each rank's link to the file system gives it). base: the directory of an
-    earlier checkpoint saved by as many ranks: each shard is a delta against the same
-    rank's shard there (load then needs that directory, found by the relative path the
-    manifest records). A checkpoint directory that exists is replaced atomically.
+    earlier checkpoint saved by as many ranks, in the same directory as path (else
+    ValueError): each shard is a delta against the same rank's shard there (load then
+    needs that directory, found by the name the manifest records, "../NAME"). A
+    checkpoint directory that exists is replaced atomically.
 
     background=True: returns a DistSaveHandle once every tensor has been copied to host
     memory (the only wait); compression, writing and the manifest happen on a thread,
@@ -88,7 +89,10 @@ def load(path, group=None, *, threads=0, into=None):
 
     A missing, truncated or corrupted shard raises on every rank: ckpz.Error (or
     FileNotFoundError where only this rank failed) naming the rank, the shard file and
-    the tensor.
+    the tensor. The manifest is checked before it is used (size, nesting, fields, a
+    CRC-32 for every tensor not coded lossily, a base only beside this checkpoint, base
+    chains without cycles): ckpz.Error naming it. A FIFO or a device in place of a
+    manifest or a shard is a ckpz.Error naming it, never a hang (doc/distributed.md).
 
     into: a state dict laid out like the saved one (e.g. {"model": model.state_dict(),
     "optim": optimizer.state_dict()}), to load in place as torch's DCP does: each tensor
