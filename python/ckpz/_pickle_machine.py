@@ -43,12 +43,12 @@ def _length(file):
 class SafeUnpickler(pickle._Unpickler):
     """The restricted machine (see the module's docstring). make_unpickler sets the class
     attributes: torch, path, persistent (the persistent_load function), extra (names the
-    caller allowed), overrides ({(module, name): function} called as is)."""
+    caller allowed: "module.name" -> the object, or None to import it), overrides ({(module, name): function} called as is)."""
 
     torch = None
     path = None
     persistent = None
-    extra = frozenset()
+    extra = {}
     overrides = {}
     trusted = False
     newable = _safe_calls.NEWABLE
@@ -108,8 +108,11 @@ class SafeUnpickler(pickle._Unpickler):
         if fn is not None:
             self._calls[id(fn)] = (fn, lambda _ctx, *a, **k: fn(*a, **k))
             return fn
-        if "%s.%s" % (module, name) in self.extra:
-            obj = _safe_calls._resolve(module, name)
+        full = "%s.%s" % (module, name)
+        if full in self.extra:
+            obj = self.extra[full]
+            if obj is None:
+                obj = _safe_calls._resolve(module, name)
             self._calls[id(obj)] = (obj, lambda _ctx, *a, **k: obj(*a, **k))
             if isinstance(obj, type):
                 self.extra_classes.add(obj)

@@ -82,23 +82,41 @@ def _trusted_class(torch, base, path):
     return Trusted
 
 
+def _torch_safe_globals(torch):
+    """What users added to torch's allow-list. torch registers some of its own internals
+    there too (nested tensors' rebuild, distributed types); those are left out: torch's
+    objects go through ckpz's own checked table, or the caller's safe_globals."""
+    get = getattr(getattr(torch, "serialization", None), "get_safe_globals", None)
+    out = []
+    for g in get() if get is not None else ():
+        obj = g[0] if isinstance(g, tuple) else g
+        mod = getattr(obj, "__module__", None) or ""
+        if mod != "torch" and not mod.startswith("torch."):
+            out.append(g)
+    return out
+
+
 def make_unpickler(torch, persistent_load, trusted=False, safe_globals=(), path=None, base=pickle.Unpickler,
                    overrides=None):
     """An Unpickler class for torch checkpoints. trusted: any global, as torch.load does
     (base: the pickle module's Unpickler to use); else the restricted machine, with the
-    allow-list plus safe_globals ("module.name" strings or the objects). overrides:
+    allow-list plus safe_globals ("module.name" strings or the objects) and what torch's
+    own allow-list holds (torch.serialization.add_safe_globals / safe_globals(...), torch
+    >= 2.4: what a user allows torch.load, ckpz.load allows too). overrides:
     {(module, name): function} the pickle may name and call as they are."""
-    extra = set()
-    for g in safe_globals or ():
+    extra = {}  # "module.name" -> the object it stands for, or None: imported by name
+    for g in list(safe_globals or ()) + list(_torch_safe_globals(torch)):
         if isinstance(g, str):
             if "." not in g:
                 raise ValueError("ckpz: safe_globals names look like 'module.name', not %r" % (g,))
-            extra.add(g)
+            extra.setdefault(g, None)
+        elif isinstance(g, tuple) and len(g) == 2 and isinstance(g[1], str):  # torch's (object, "module.name")
+            extra[g[1]] = g[0]
         else:
             mod, qual = getattr(g, "__module__", None), getattr(g, "__qualname__", None)
             if not mod or not qual:
                 raise TypeError("ckpz: safe_globals takes classes, functions or 'module.name' strings, not %r" % (g,))
-            extra.add("%s.%s" % (mod, qual))
+            extra["%s.%s" % (mod, qual)] = g
     if trusted:
         cls = _trusted_class(torch, base, path)
 
@@ -107,6 +125,6 @@ def make_unpickler(torch, persistent_load, trusted=False, safe_globals=(), path=
                 return persistent_load(pid)
 
         return Unpickler
-    attrs = {"torch": torch, "path": path, "persistent": staticmethod(persistent_load), "extra": frozenset(extra),
+    attrs = {"torch": torch, "path": path, "persistent": staticmethod(persistent_load), "extra": extra,
              "overrides": dict(overrides or {})}
     return type("Unpickler", (_pickle_machine.SafeUnpickler,), attrs)

@@ -422,6 +422,24 @@ class TestNesting(Hostile):
 # ---- the manifests' pickles and JSON are tested in test_distributed; the malformed pickle ----
 
 
+class TestTorchAllowList(Hostile):
+    def test_add_safe_globals_is_honoured(self):
+        if not hasattr(torch.serialization, "add_safe_globals"):
+            self.skipTest("torch %s has no torch.serialization.add_safe_globals (torch >= 2.4)" % torch.__version__)
+        obj = {"t": torch.ones(2), "p": _Point(3, 4)}
+        p = self.write("point.pt", crafted(obj))
+        self.assertRefused(p, "_Point")
+        with torch.serialization.safe_globals([_Point]):
+            back = ckpz.load(p)
+        self.assertEqual((back["p"].x, back["p"].y), (3, 4))
+        self.assertRefused(p, "_Point")  # the context ended
+
+
+class _Point:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
 class TestMalformed(Hostile):
     def test_every_truncation_is_a_ckpz_error(self):
         data = crafted({"a": torch.arange(3), "b": {"c": [1.5, "x", (2, 3)]}})
