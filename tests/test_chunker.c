@@ -85,7 +85,7 @@ static void run(size_t step, size_t chunk)
     ckpz_mem r = mem_in(in, total, step);
     chunker ch;
     chunker_init(&ch, &l, chunk, ckpz_mem_read, &r);
-    size_t got = 0, entries = 0, tensors = 0, empty = 0;
+    size_t got = 0, tensors = 0, empty = 0;
     uint64_t entry_end = 0;
     int ok = 1;
     for (;;) {
@@ -97,7 +97,6 @@ static void run(size_t step, size_t chunk)
             break;
         }
         if (s) {
-            entries++;
             entry_end = s->length == FMT_LEN_OPEN ? UINT64_MAX : s->offset + s->length;
             ok &= s->offset == got;
             if (s->dtype == CKPZ_DTYPE_F32) tensors++;
