@@ -73,4 +73,5 @@ def names():
         "WriteItemType": planner.WriteItemType,
         "LoadItemType": planner.LoadItemType,
         "Metadata": metadata.Metadata,
+        "metadata": metadata,
     }

@@ -71,6 +71,8 @@ chain_message = _declare("ckpz_chain_message", _sz, _vp, ctypes.c_char_p, _sz)
 base_locate = _declare("ckpz_base_locate", _vp, ctypes.c_char_p, ctypes.c_char_p)
 archive_read = _declare("ckpz_archive_read", _int, _vp, _vp, _P(Span), _sz)
 zip_source_create = _declare("ckpz_zip_source_create", _int, _vp, _P(ZipMember), _sz, _P(_vp))
+zip_options_init = _declare("ckpz_zip_options_init", None, _P(ZipOptions))
+zip_source_create_opts = _declare("ckpz_zip_source_create_opts", _int, _vp, _P(ZipMember), _sz, _P(ZipOptions), _P(_vp))
 zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
 zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
 source_init = _declare("ckpz_source_init", None, _P(Source))
@@ -107,6 +109,17 @@ class Error(RuntimeError):
         if self.path is not None:
             text = "%s: %s" % (self.path, text)
         super().__init__(text)
+
+    def __reduce__(self):
+        # pickle (DCP hands a rank's error to the others so) gives back this error as it is:
+        # its args and attributes, not __init__ called again with the formatted text
+        return _unpickled_error, (type(self), self.args, self.__dict__)
+
+
+def _unpickled_error(cls, args, state):
+    e = cls.__new__(cls, *args)
+    e.__dict__.update(state)
+    return e
 
 
 def make_params(level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):

@@ -1,32 +1,44 @@
 """ckpz.dcp: a storage plug-in for torch's distributed checkpoint (DCP), so that DCP's
 planning and resharding write ckpz-coded, checksummed files::
 
+    import torch.distributed.checkpoint as dcp
     import ckpz.dcp
-    dcp = ckpz.dcp.checkpoint            # torch.distributed.checkpoint, or 1.13's _shard.checkpoint
-    dcp.save_state_dict(sd, storage_writer=ckpz.dcp.Writer("ckpt/step100"))
-    dcp.load_state_dict(sd, storage_reader=ckpz.dcp.Reader("ckpt/step100"))
+    dcp.save(sd, storage_writer=ckpz.dcp.Writer("ckpt/step100"))          # torch >= 2
+    dcp.load(sd, storage_reader=ckpz.dcp.Reader("ckpt/step100"))
+    f = dcp.async_save(sd, storage_writer=ckpz.dcp.Writer("ckpt/step200"))
+    # torch 1.13: ckpz.dcp.checkpoint.save_state_dict / load_state_dict, same arguments
 
 Each rank writes one file, rank-00003-of-00008.ckpz: a ckpz-coded torch.save archive of
-the tensors and byte blobs DCP hands it (dtype-aware coding, a CRC-32C per chunk), plus
-a CRC-32 of each item kept in DCP's metadata and checked when the item is read. The
-metadata file (.metadata) is a pickle, as DCP's own; Reader unpickles it with ckpz's
-safe unpickler, allowing DCP's metadata classes only. Importing this module imports DCP;
-on torch 1.13 with Python >= 3.11 that needs the import shim of _dcp_compat (no file of
+the tensors and byte blobs DCP hands it, each under its own name (the item's fqn, and
+the offsets of a shard), so the library's messages and a lossy policy's patterns name
+tensors as the state dict does; dtype-aware coding, a CRC-32C per chunk, plus a CRC-32
+of each item kept in DCP's metadata and checked when the item is read. The metadata
+file (.metadata) is a pickle, as DCP's own; Reader unpickles it with ckpz's safe
+unpickler, allowing DCP's metadata classes only. Importing this module imports DCP; on
+torch 1.13 with Python >= 3.11 that needs the import shim of _dcp_compat (no file of
 torch is changed). torch 1.13's default planner has the coordinator write every
 replicated tensor (DDP state) alone; BalancedSavePlanner spreads them over the ranks by
-bytes (torch >= 2.1's planner already does so).
+bytes (torch >= 2.1's planner spreads them too, in the order it meets them).
+
+Extension (torch >= 2.7, whose FileSystemWriter takes stream extensions) is the other
+route: DCP's own files, each item's stream coded by ckpz, read back by the stock
+FileSystemReader given extension_registry() (torch's reader knows only ZStandard
+unless it is handed a registry).
 """
 
 import dataclasses
 import enum
+import errno
 import io
 import os
 import pickle
+import uuid
 
 from . import _archive, _dcp_compat, _dist_load, _dist_save, _dist_state, _files, _lib, _save, _torchzip, _unpickle
 from ._lib import LEVEL_DEFAULT, Error
+from ._pickle_limits import UnsafeGlobalError
 
-__all__ = ["Writer", "Reader", "BalancedSavePlanner", "checkpoint"]
+__all__ = ["Writer", "Reader", "BalancedSavePlanner", "Extension", "extension_registry", "checkpoint"]
 
 _N = _dcp_compat.names()
 checkpoint = _N["dcp"]
@@ -43,12 +55,22 @@ def _future(value):
 
 
 class _Directory:
-    """What Writer and Reader share: a checkpoint directory, named again by torch >= 2's
-    reset(checkpoint_id), and no storage-specific local planning."""
+    """What Writer and Reader share: a checkpoint directory, which torch >= 2 may name
+    again (checkpoint_id= of save/load: reset(checkpoint_id)), and torch >= 2's
+    use_collectives=False (each rank plans and commits alone: its own metadata,
+    __RANK.metadata, as FileSystemWriter writes it)."""
+
+    path = None
+    rank = None
+    use_collectives = True
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
             self.path = os.fspath(checkpoint_id)
+
+    @property
+    def checkpoint_id(self):
+        return self.path
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
@@ -57,18 +79,36 @@ class _Directory:
     def prepare_local_plan(self, plan):
         return plan
 
+    def _where(self):
+        if self.path is None:
+            raise ValueError("ckpz.dcp: no checkpoint directory: give it to %s(path) or to DCP "
+                             "(checkpoint_id=path)" % type(self).__name__)
+        return self.path
+
+    def _metadata_name(self, rank=None):
+        return METADATA if rank is None else "__%d%s" % (rank, METADATA)
+
 
 class Writer(_Directory, _N["StorageWriter"]):
-    """A DCP StorageWriter writing one ckpz file per rank into the directory path.
+    """A DCP StorageWriter writing one ckpz file per rank into the directory path (None:
+    the checkpoint_id DCP is given).
 
-    level, threads, policy, max_mae: as ckpz.save. Files are written to a temporary name
-    and renamed; the metadata last, by the coordinator, as DCP's FileSystemWriter does."""
+    level, threads, policy, max_mae: as ckpz.save (policy patterns match "tensors.FQN",
+    e.g. "*.exp_avg_sq rel 1e-3"). Files are written to a temporary name and renamed; the
+    metadata last, by the coordinator, as DCP's FileSystemWriter does. async_save stages
+    the state with DCP's default stager (a host copy) and then calls this writer on its
+    thread or its process (the writer is pickled to it)."""
 
-    def __init__(self, path, *, level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):
+    def __init__(self, path=None, *, level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):
         super().__init__()
-        self.path = os.fspath(path)
+        self.path = None if path is None else os.fspath(path)
         self.opts = (level, threads, policy, max_mae)
         self.is_coordinator = False
+        self.save_id = uuid.uuid4().hex
+
+    def reset(self, checkpoint_id=None):
+        super().reset(checkpoint_id)
+        self.save_id = uuid.uuid4().hex
 
     # torch 1.13 / torch >= 2 spellings
     def init(self, is_coordinator):
@@ -76,34 +116,50 @@ class Writer(_Directory, _N["StorageWriter"]):
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         self.is_coordinator = is_coordinator
+        self.rank = kwargs.get("rank")
+        self.use_collectives = kwargs.get("use_collectives", True)
 
     def storage_meta(self):
-        return None
+        sm = getattr(_N["metadata"], "StorageMeta", None)  # torch >= 2.4
+        return None if sm is None or self.path is None else sm(checkpoint_id=self.path, save_id=self.save_id)
+
+    def prepare_local_plan(self, plan):
+        if self.use_collectives or self.rank is None:
+            return plan
+        os.makedirs(self._where(), exist_ok=True)  # alone: no coordinator makes it first
+        return dataclasses.replace(plan, storage_data="rank-%05d-alone.ckpz" % self.rank)
 
     def prepare_global_plan(self, plans):
-        os.makedirs(self.path, exist_ok=True)
+        os.makedirs(self._where(), exist_ok=True)
         n = len(plans)
-        return [dataclasses.replace(p, storage_data=_dist_state.shard_name(i, n)) for i, p in enumerate(plans)]
+        return [p if isinstance(p.storage_data, str)  # a rank's own name (use_collectives=False)
+                else dataclasses.replace(p, storage_data=_dist_state.shard_name(i, n)) for i, p in enumerate(plans)]
 
     def write_data(self, plan, planner):
         torch = _torchzip.torch_module()
-        tensors, blobs, results = {}, {}, []
-        for i, item in enumerate(plan.items):
-            key = str(i)
+        level, threads, policy, max_mae = self.opts
+        tensors, blobs, items, used = {}, {}, [], set()
+        for item in plan.items:
+            key = _item_key(item, used)
             data = planner.resolve_data(item)
             if item.type == _N["WriteItemType"].BYTE_IO:
-                b = bytes(data.getbuffer()) if isinstance(data, io.BytesIO) else bytes(data)
-                blobs[key] = b
-                size, crc = len(b), _zlib_crc(b)
+                blobs[key] = bytes(data.getbuffer()) if isinstance(data, io.BytesIO) else bytes(data)
             else:
-                t = _dist_state.host(torch, data)
-                tensors[key] = t
-                size, crc = t.numel() * t.element_size(), _dist_state.crc(t)
+                tensors[key] = _dist_state.host(torch, data)
+            items.append((item, key))
+        # the items' CRC-32s on several threads (zlib drops the GIL): one pass over the state
+        crcs = dict(zip(tensors, _dist_state.crcs(list(tensors.values()), threads)))
+        results = []
+        for item, key in items:
+            if key in blobs:
+                size, crc = len(blobs[key]), _zlib_crc(blobs[key])
+            else:
+                t = tensors[key]
+                size, crc = t.numel() * t.element_size(), crcs[key]
             results.append(_N["WriteResult"](index=item.index, size_in_bytes=size,
                                              storage_data=(plan.storage_data, key, crc)))
-        level, threads, policy, max_mae = self.opts
         payload = {"format": FORMAT, "tensors": tensors, "bytes": blobs}
-        path = os.path.join(self.path, plan.storage_data)
+        path = os.path.join(self._where(), plan.storage_data)
         _save.save(payload, path, pickle, _torchzip.DEFAULT_PROTOCOL, True, level, threads, None, policy, max_mae,
                    False, 1)
         if policy is not None:  # approximations: no CRC of the original to check against
@@ -114,12 +170,30 @@ class Writer(_Directory, _N["StorageWriter"]):
 
     def finish(self, metadata, results):
         metadata.storage_data = {r.index: r.storage_data for rs in results for r in rs}
-        tmp = os.path.join(self.path, METADATA + ".tmp")
+        if hasattr(metadata, "storage_meta"):
+            metadata.storage_meta = self.storage_meta()
+        alone = not self.use_collectives and self.rank is not None
+        name = self._metadata_name(self.rank if alone else None)
+        tmp = os.path.join(self._where(), name + ".tmp")
         with open(tmp, "wb") as f:
             pickle.dump(metadata, f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self.path, METADATA))
+        os.replace(tmp, os.path.join(self._where(), name))
+
+
+def _item_key(item, used):
+    """The item's name in the rank's file: its fqn, and for a shard its offsets
+    ("layers.0.w@128,0"); unique in the file."""
+    index = item.index
+    key = index.fqn
+    if item.type == _N["WriteItemType"].SHARD and index.offset is not None:
+        key += "@" + ",".join(str(int(o)) for o in index.offset)
+    base, n = key, 1
+    while key in used:
+        key, n = "%s#%d" % (base, n), n + 1
+    used.add(key)
+    return key
 
 
 def _zlib_crc(b):
@@ -145,46 +219,41 @@ def _metadata_classes():
 
 
 class Reader(_Directory, _N["StorageReader"]):
-    """A DCP StorageReader for what Writer wrote. Each rank opens only the files holding
-    items it reads and decodes only those items (every chunk's checksum verified first,
-    then each item's CRC-32). trusted=True unpickles the metadata with the plain
-    unpickler (for metadata classes of a torch release this one does not know)."""
+    """A DCP StorageReader for what Writer wrote (path None: the checkpoint_id DCP is
+    given). Each rank opens only the files holding items it reads and decodes only those
+    items (every chunk's checksum verified first, then each item's CRC-32). trusted=True
+    unpickles the metadata with the plain unpickler (for metadata classes of a torch
+    release this one does not know). A directory DCP's FileSystemWriter wrote is refused
+    as such: read it with DCP's FileSystemReader."""
 
-    def __init__(self, path, *, threads=0, trusted=False):
+    def __init__(self, path=None, *, threads=0, trusted=False):
         super().__init__()
-        self.path = os.fspath(path)
+        self.path = None if path is None else os.fspath(path)
         self.threads = threads
         self.trusted = trusted
         self.storage_data = {}
 
-    def read_metadata(self):
+    def read_metadata(self, *args, **kwargs):
+        # rank=R (torch >= 2, when .metadata cannot be read): the rank's own metadata of a
+        # save with use_collectives=False
         torch = _torchzip.torch_module()
-        path = os.path.join(self.path, METADATA)
-        with open(_files.open_regular(path), "rb") as f:  # a FIFO or a device: ckpz.Error naming it
-            data = f.read()
+        data, path = _metadata_bytes(self._where(), self._metadata_name(kwargs.get("rank")))
         if self.trusted:
-            return pickle.loads(data)
-
-        def no_persistent(pid):
-            raise Error(_lib.ERR_CORRUPT, "a persistent id in DCP metadata", path)
-
-        allowed = _metadata_classes()
-
-        def enum_member(cls, name):  # Python >= 3.11 pickles an enum member as getattr(cls, name)
-            if any(cls is c for c in allowed) and isinstance(cls, enum.EnumMeta) and isinstance(name, str):
-                return cls[name]
-            raise Error(_lib.ERR_INPUT, "refused: getattr on something else than a metadata enum", path)
-
-        cls = _unpickle.make_unpickler(torch, no_persistent, False, allowed, path,
-                                       overrides={("builtins", "getattr"): enum_member})
-        md = cls(io.BytesIO(data)).load()
-        return _checked_metadata(md, path)
+            md = pickle.loads(data)
+        else:
+            md = _safe_metadata(torch, data, path)
+        md = _checked_metadata(md, path)
+        if getattr(md, "storage_meta", None) is not None:
+            md.storage_meta.load_id = uuid.uuid4().hex
+        return md
 
     def init(self, metadata, is_coordinator):
         self.storage_data = metadata.storage_data
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
         self.storage_data = metadata.storage_data
+        self.rank = kwargs.get("rank")
+        self.use_collectives = kwargs.get("use_collectives", True)
 
     def prepare_global_plan(self, plans):
         return plans
@@ -195,10 +264,10 @@ class Reader(_Directory, _N["StorageReader"]):
             info = self.storage_data.get(req.storage_index)
             if not isinstance(info, tuple) or len(info) != 3:
                 raise Error(_lib.ERR_CORRUPT, "the metadata has no ckpz location for %s" % (req.storage_index,),
-                            os.path.join(self.path, METADATA))
+                            os.path.join(self._where(), METADATA))
             per_file.setdefault(info[0], []).append((req, info))
         for fname, reqs in sorted(per_file.items()):
-            path = os.path.join(self.path, os.path.basename(fname))
+            path = os.path.join(self._where(), os.path.basename(fname))
             _dist_load._open_and(path, None, self.threads, lambda sf, p=path, r=reqs: self._read(sf, p, r, planner))
         return _future(None)
 
@@ -217,6 +286,9 @@ class Reader(_Directory, _N["StorageReader"]):
             raise Error(_lib.ERR_INPUT, "not a ckpz.dcp file", path)
         _check_unchecked(sf, path, reqs)
         tensors = sf.read(keys, targets)
+        with_crc = {k for req, (_, k, crc) in reqs if crc is not None and req.type != _N["LoadItemType"].BYTE_IO}
+        checked = [key for key in keys if key in with_crc]
+        crcs = dict(zip(checked, _dist_state.crcs([tensors[key] for key in checked], self.threads)))
         for req, (_, key, crc) in reqs:
             name = req.storage_index.fqn
             if req.type == _N["LoadItemType"].BYTE_IO:
@@ -226,8 +298,12 @@ class Reader(_Directory, _N["StorageReader"]):
                 planner.load_bytes(req, io.BytesIO(b))
                 continue
             t = tensors[key]
-            if crc is not None and _dist_state.crc(t) != crc:
+            if crc is not None and crcs[key] != crc:
                 raise Error(_lib.ERR_CHECKSUM, "tensor %r differs from its CRC-32 in the metadata" % name, path)
+            if len(req.storage_offsets) != t.dim() or any(off < 0 or n < 0 or off + n > size for off, n, size in
+                                                        zip(req.storage_offsets, req.lengths, t.shape)):
+                raise Error(_lib.ERR_CORRUPT, "tensor %r: %s in the file, the metadata asks for %s at %s"
+                            % (name, tuple(t.shape), tuple(req.lengths), tuple(req.storage_offsets)), path)
             for dim, (off, n) in enumerate(zip(req.storage_offsets, req.lengths)):
                 t = t.narrow(dim, off, n)
             target = planner.resolve_tensor(req).detach()
@@ -237,6 +313,56 @@ class Reader(_Directory, _N["StorageReader"]):
             if not (t.data_ptr() == target.data_ptr() and t.stride() == target.stride()):
                 target.copy_(t)
             planner.commit_tensor(req, target)
+
+
+def _metadata_bytes(directory, name):
+    """(the bytes of the metadata file, its path); FileNotFoundError saying what is missing."""
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        if not os.path.isdir(directory):
+            what = "no such checkpoint directory"
+        elif name != METADATA:
+            what = "no metadata of this rank (a save with use_collectives=False writes %s)" % name
+        elif any(f.startswith("__") and f.endswith(METADATA) for f in os.listdir(directory)):
+            what = "no metadata of the whole: each rank saved alone (use_collectives=False: __RANK%s)" % METADATA
+        elif any(f.startswith("rank-") and f.endswith(".ckpz") for f in os.listdir(directory)):
+            what = "no metadata: a save that did not finish (the coordinator writes %s last)" % METADATA
+        else:
+            what = "not a ckpz.dcp checkpoint (no %s)" % METADATA
+        raise FileNotFoundError(errno.ENOENT, "ckpz.dcp: " + what, directory if what.startswith("no such") else path)
+    with open(_files.open_regular(path), "rb") as f:  # a FIFO or a device: ckpz.Error naming it
+        return f.read(), path
+
+
+def _safe_metadata(torch, data, path):
+    """DCP metadata unpickled by ckpz's safe unpickler, DCP's metadata classes allowed."""
+
+    def no_persistent(pid):
+        raise Error(_lib.ERR_CORRUPT, "a persistent id in DCP metadata", path)
+
+    allowed = _metadata_classes()
+
+    def enum_member(cls, name):  # Python >= 3.11 pickles an enum member as getattr(cls, name)
+        if any(cls is c for c in allowed) and isinstance(cls, enum.EnumMeta) and isinstance(name, str):
+            return cls[name]
+        raise Error(_lib.ERR_INPUT, "refused: getattr on something else than a metadata enum", path)
+
+    cls = _unpickle.make_unpickler(torch, no_persistent, False, allowed, path,
+                                   overrides={("builtins", "getattr"): enum_member})
+    try:
+        return cls(io.BytesIO(data)).load()
+    except UnsafeGlobalError as e:  # not advice for ckpz.load: say what this directory is
+        if e.name.endswith(".filesystem._StorageInfo"):
+            raise _plain_dcp(path) from None
+        raise Error(_lib.ERR_INPUT, "not ckpz.dcp metadata for this torch release: it names the global '%s', which "
+                    "ckpz.dcp.Reader does not build (another StorageWriter's metadata, or another torch release's: "
+                    "if you trust this directory, Reader(..., trusted=True))" % e.name, path) from None
+
+
+def _plain_dcp(path):
+    return Error(_lib.ERR_INPUT, "not a ckpz.dcp checkpoint: DCP's own FileSystemWriter wrote this directory (its "
+                 "metadata places the items in .distcp files); load it with %s.FileSystemReader"
+                 % checkpoint.__name__, path)
 
 
 def _check_unchecked(sf, path, reqs):
@@ -261,6 +387,8 @@ def _checked_metadata(md, path):
     if not isinstance(md, _N["Metadata"]) or not isinstance(getattr(md, "storage_data", None), dict):
         raise Error(_lib.ERR_INPUT, "not DCP metadata written by ckpz.dcp.Writer", path)
     for index, info in md.storage_data.items():
+        if type(info).__name__ == "_StorageInfo":  # trusted=True got this far
+            raise _plain_dcp(path)
         if not (isinstance(info, tuple) and len(info) == 3 and isinstance(info[0], str) and isinstance(info[1], str)
                 and (info[2] is None or (type(info[2]) is int and 0 <= info[2] < 1 << 32))
                 and info[0] == os.path.basename(info[0]) and info[0] not in ("", ".", "..")):
@@ -278,12 +406,14 @@ _DefaultSavePlanner, _local_plan = _planner_base()
 
 
 class BalancedSavePlanner(_DefaultSavePlanner):
-    """torch 1.13's DefaultSavePlanner, except that a tensor every rank holds (not a
-    ShardedTensor) is written by one rank chosen by bytes (largest first, to the rank
-    with the fewest bytes so far) instead of always by the coordinator. Non-tensor
-    objects stay with the coordinator."""
+    """DCP's DefaultSavePlanner, except that a tensor every rank holds (not a shard) is
+    written by one rank chosen by bytes (largest first, to the rank with the fewest bytes
+    so far): torch 1.13's leaves them all to the coordinator, torch >= 2.1's spreads them
+    in the order it meets them. Non-tensor objects stay with the coordinator."""
 
     def create_local_plan(self):
+        if _N["new_api"]:  # every rank plans every value already, and the mappings of the flattening
+            return super().create_local_plan()
         self.plan = _local_plan(self.state_dict, True)
         return self.plan
 
@@ -316,3 +446,107 @@ def _item_bytes(torch, item):
     for s in (td.chunk.sizes if item.type == _N["WriteItemType"].SHARD else td.size):
         n *= s
     return n * torch.empty(0, dtype=td.properties.dtype).element_size()
+
+
+# ---- the stream-extension route (torch >= 2.7) --------------------------------------------
+
+_EXT = None
+try:
+    _EXT = __import__(checkpoint.__name__ + "._extension", fromlist=["x"])
+except ImportError:
+    pass
+
+
+def _needs_extensions(what):
+    import torch
+
+    raise RuntimeError("ckpz.dcp.%s needs DCP's stream extensions (torch.distributed.checkpoint._extension, "
+                       "torch 2.7 and later); this is torch %s" % (what, torch.__version__))
+
+
+class _Buffered(io.RawIOBase):
+    """What transform_to returns: it keeps what DCP writes (one item: a blob, or torch.save
+    of one tensor) and codes it into the stream below when DCP closes it (close cascades,
+    as DCP asks of a transform: the stream below ignores it)."""
+
+    def __init__(self, output, opts):
+        super().__init__()
+        self.output = output
+        self.opts = opts
+        self.buf = io.BytesIO()
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        return self.buf.write(b)
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            from . import compress_file
+
+            level, threads = self.opts
+            self.buf.seek(0)
+            compress_file(self.buf, self.output, level=level, threads=threads)
+            self.output.close()
+        finally:
+            self.buf = None
+            super().close()
+
+
+class Extension(_EXT.StreamTransformExtension if _EXT is not None else object):
+    """A DCP stream extension (torch >= 2.7) that codes each item FileSystemWriter writes
+    with ckpz (dtype-aware, a CRC-32C per chunk and of the whole item)::
+
+        dcp.save(sd, storage_writer=dcp.FileSystemWriter(path, _extensions=[ckpz.dcp.Extension()]))
+        dcp.load(sd, storage_reader=dcp.FileSystemReader(path, _extension_registry=ckpz.dcp.extension_registry()))
+
+    The metadata names it "stream.ckpz/1". torch's FileSystemReader builds the extensions
+    of an item from that name through the registry it is given; its default registry
+    holds ZStandard only, so a reader must be given extension_registry() (or a registry
+    it registered Extension in). Each item is kept in memory whole before it is coded (DCP
+    hands the stream one item at a time), and read back whole."""
+
+    def __init__(self, level=LEVEL_DEFAULT, threads=0):
+        if _EXT is None:
+            _needs_extensions("Extension")
+        super().__init__()
+        _lib.make_params(level, threads)  # checked now, not at the first item
+        self.level, self.threads = level, threads
+
+    @staticmethod
+    def registry_name():
+        return "stream.ckpz"
+
+    @staticmethod
+    def from_descriptor(version):
+        if str(version).partition(".")[0] != "1":
+            raise ValueError("ckpz.dcp.Extension: stream.ckpz version %r is not one this ckpz reads (1)" % (version,))
+        return Extension()
+
+    def get_descriptor(self):
+        return self.registry_name() + "/1"
+
+    def transform_to(self, output):
+        return _Buffered(output, (self.level, self.threads))
+
+    def transform_from(self, input):
+        from . import decompress_file
+
+        out = io.BytesIO()
+        decompress_file(io.BytesIO(input.read(-1)), out, threads=self.threads)
+        out.seek(0)
+        return out
+
+
+def extension_registry(registry=None):
+    """A DCP ExtensionRegistry (torch >= 2.7) holding Extension, for the stock
+    FileSystemReader's _extension_registry=: registry (one of yours) with it registered,
+    or a new one (which holds torch's ZStandard too)."""
+    if _EXT is None:
+        _needs_extensions("extension_registry")
+    registry = _EXT.ExtensionRegistry() if registry is None else registry
+    registry.register(Extension)
+    return registry

@@ -49,7 +49,9 @@ def spawn(fn, world, *args):
 
 def _entry(rank, fn, world, port, *args):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world,
+    # use_libuv=0: Debian 13's torch 2.6 is built without libuv, which torch >= 2.4's TCP
+    # store asks for by default (1.13 ignores the option)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d?use_libuv=0" % port, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=20))
     try:
         fn(rank, world, *args)
