@@ -698,13 +698,17 @@ CKPZ_API uint32_t ckpz_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t l
 /* ---- torch.save archives written from memory ------------------------------------------ */
 /* A read callback that produces, from members in the caller's memory, the stored zip
  * archive torch.save (torch >= 1.6) writes: each member's local header with its data
- * aligned to 64 bytes by an extra field of padding, a data descriptor after each
- * non-empty member, then the central directory and zip64 end records, with zip64 fields
- * exactly where torch's writer puts them (sizes or offsets of 4 GiB and more). Member
- * bytes are copied straight into the library's chunk buffers and their CRC-32 taken on
- * the way: given to ckpz_compress_stream as its reader (with ckpz_zip_source_size as the
- * size hint) the archive is compressed without ever existing uncompressed. Names are
- * copied at creation; the data must stay valid and unchanged until the last read. */
+ * aligned (64 bytes by default) by an extra field of padding, a data descriptor after
+ * each non-empty member, then the central directory and zip64 end records, with zip64
+ * fields exactly where torch's writer puts them (sizes or offsets of 4 GiB and more).
+ * Member bytes are copied straight into the library's chunk buffers and their CRC-32
+ * taken on the way: given to ckpz_compress_stream as its reader (with
+ * ckpz_zip_source_size as the size hint) the archive is compressed without ever existing
+ * uncompressed. The members are laid out in the order given: which records a torch
+ * release writes, and in what order, is the caller's business (torch 1.13: data.pkl,
+ * the storages, version; torch 2.x adds records and a serialization id, see
+ * ckpz_zip_options). Names are copied at creation; the data must stay valid and
+ * unchanged until the last read. */
 typedef struct ckpz_zip_member {
     const char *name;  /* full name in the archive ("ckpt/data/0"), not starting with '/' */
     const void *data;  /* may be NULL when size is 0 */
@@ -716,6 +720,35 @@ typedef struct ckpz_zip_source ckpz_zip_source;
  * than 2^32 - 1 members; CKPZ_ERR_NOMEM. */
 CKPZ_API ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
                                            ckpz_zip_source **out);
+/* How torch's writer of a given release and configuration lays the archive out, for
+ * ckpz_zip_source_create_opts; ckpz_zip_options_init sets what ckpz_zip_source_create
+ * does (torch 1.13's writer and torch 2.x's defaults: 64-byte alignment, CRC-32 fields
+ * computed, no serialization id). Added in 0.4.0. */
+typedef struct ckpz_zip_options {
+    size_t struct_size;   /* set by ckpz_zip_options_init */
+    /* Each member's data starts at a multiple of this many bytes (1..65536): torch's
+     * storage_alignment (torch.utils.serialization.config.save.storage_alignment). */
+    uint32_t alignment;
+    /* 0: every CRC-32 field (local descriptor, central directory) is written as 0 and
+     * no CRC is computed, as torch.serialization.set_crc32_options(False) makes torch's
+     * writer do. Default 1. */
+    int crc32;
+    /* Non-NULL: the archive gets one more member after the given ones, of this name
+     * (e.g. "ckpt/.data/serialization_id"), holding the id torch 2.x's writer
+     * appends: 40 ASCII digits, id_names_hash as %020llu, then as %020llu the fold
+     * h = h ^ (c + 0x9e3779b9 + (h << 6) + (h >> 2)) (mod 2^64, from h = 0) of the CRC-32
+     * field c of every non-empty member before it, in order. id_names_hash is torch's
+     * hash of the record names, which depends on its C++ library's std::hash and
+     * unordered_set: the caller gets it from torch itself. Copied at creation. */
+    const char *id_name;
+    uint64_t id_names_hash;
+} ckpz_zip_options;
+CKPZ_API void ckpz_zip_options_init(ckpz_zip_options *o);
+/* As ckpz_zip_source_create, laid out as opt says (NULL: the defaults). CKPZ_ERR_PARAM
+ * also for an alignment out of range, a bad id_name, or a struct_size this library does
+ * not know. Added in 0.4.0. */
+CKPZ_API ckpz_error ckpz_zip_source_create_opts(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
+                                                const ckpz_zip_options *opt, ckpz_zip_source **out);
 /* Bytes the archive has in all (known before the first read). */
 CKPZ_API uint64_t ckpz_zip_source_size(const ckpz_zip_source *s);
 /* A ckpz_read_fn: the opaque pointer is the ckpz_zip_source. */

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
 """Benchmark: ckpz.save / ckpz.load against torch.save / torch.load, on the same state, in one run.
 
-Builds a real training state of over 300 MB with Debian's torch (a GPT-style
-transformer's FP32 weights and AdamW's two moments after real optimisation steps, an LR
-scheduler, step counters and the RNG state), then measures, every figure a median of
---repeat runs with the tools interleaved run by run:
+Builds a real training state of over 300 MB with the running torch (Debian's 1.13 with
+/usr/bin/python3, or torch 2.x in a venv: a GPT-style transformer's FP32 weights and
+AdamW's two moments after real optimisation steps, an LR scheduler, step counters and
+the RNG state), then measures, every figure a median of --repeat runs with the tools
+interleaved run by run (the load average is printed before and after each part: the
+machine may be shared):
 
+  identity    `ckpz -d` of ckpz.save's file against torch.save's file of the same state,
+              byte for byte; records that differ are named, with whether they also
+              differ between two torch.save calls of the state (a per-save record).
+              Target: identical (torch 2.13's .data/serialization_id included: it is a
+              hash of the record names and contents).
   local       save and load on --dir (default /dev/shm: tmpfs, so the disk is not what
-              is measured): torch.save vs ckpz.save, torch.load vs ckpz.load, and the
+              is measured): torch.save vs ckpz.save, torch.load vs ckpz.load (both with
+              weights_only=True on torch 2.x, the default there since 2.6), and the
               round trip; targets: ckpz.save <= torch.save, ckpz.load <= torch.load,
               ckpz save + load <= 0.8x torch's.
   link        the same through a pipe limited to each --rate (a pacing process, as a
@@ -17,7 +25,8 @@ scheduler, step counters and the RNG state), then measures, every figure a media
               loaded, the same way for both). Target: ckpz faster than torch by at least
               the size ratio.
   memory      peak RSS of a fresh process that imports torch and ckpz and loads the
-              file with torch.load / ckpz.load. Target: ckpz <= 1.1x torch.
+              file with torch.load / ckpz.load (VmHWM; ru_maxrss printed beside it),
+              the tools alternating. Target: ckpz <= 1.1x torch.
   background  a training loop (forward, backward, AdamW step) that saves every
               --every steps with ckpz.save(background=True): per save, the time the
               loop stalled against the time the snapshot (the copy of the tensors)
@@ -26,11 +35,13 @@ scheduler, step counters and the RNG state), then measures, every figure a media
 Usage, from the repository after `make`:
 
     PYTHONPATH=python /usr/bin/python3 python/bench_save_load.py [--repeat 5] [--rate 1000M --rate 200M]
+    PYTHONPATH=python venv/bin/python python/bench_save_load.py --skip link --skip background   # torch 2.x
 
 Exits non-zero when a target is missed. Files are removed afterwards.
 """
 
 import argparse
+import io
 import os
 import shutil
 import statistics
@@ -38,12 +49,26 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
 import ckpz  # noqa: E402
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+CLI = os.environ.get("CKPZ_CLI") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "ckpz")
+
+
+def torch_load(f):
+    """torch.load as a torch 2.x user calls it: weights_only=True (the default since 2.6,
+    said explicitly); on 1.13 plain (its weights_only refuses AdamW's state)."""
+    return torch.load(f, weights_only=True) if TORCH2 else torch.load(f)
+
+
+def load_average():
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
 
 
 class Block(torch.nn.Module):
@@ -165,7 +190,7 @@ def bench_local(state, work, repeat, results):
                 (ts if who == 0 else cs).append(t)
     for r in range(repeat + 1):
         for who in ([0, 1] if r % 2 else [1, 0]):
-            t, back = timed(lambda: torch.load(pt) if who == 0 else ckpz.load(ck))
+            t, back = timed(lambda: torch_load(pt) if who == 0 else ckpz.load(ck))
             if r:
                 (tl if who == 0 else cl).append(t)
             elif not same(state, back):
@@ -323,7 +348,7 @@ def bench_link(state, work, rates, repeat, ratio, results):
                     rs["tr" if who == "t" else "cr"].append(b)
             for who in order:
                 if who == "t":
-                    t, back = load_through(rate, pt, lambda f: torch.load(f))
+                    t, back = load_through(rate, pt, lambda f: torch_load(f))
                 else:
                     t, back = load_through(rate, ck, lambda f: ckpz.load(f))
                 if r:
@@ -356,10 +381,12 @@ def read_file(p):
 
 # ---- memory -----------------------------------------------------------------------------
 
-# VmHWM (the peak RSS of this process's memory since exec), not getrusage's ru_maxrss,
-# which a child started from a large parent inherits across exec.
+# VmHWM (the peak RSS of this process's memory since exec), and getrusage's ru_maxrss,
+# which a child forked from a large parent inherits (its copy of the parent's memory
+# counts, and exec keeps the peak): so the child is forked by a small shell, not by this
+# benchmark, and both agree.
 _RSS_CHILD = r"""
-import sys
+import resource, sys
 sys.path.insert(0, %r)
 import torch, ckpz
 def hwm():
@@ -367,8 +394,11 @@ def hwm():
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
 which, path = sys.argv[1], sys.argv[2]
 before = hwm()
-x = torch.load(path) if which == "torch" else ckpz.load(path)
-print(before, hwm())
+if which == "torch":
+    x = torch.load(path, weights_only=True) if int(torch.__version__.split(".")[0]) >= 2 else torch.load(path)
+else:
+    x = ckpz.load(path)
+print(before, hwm(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
@@ -379,20 +409,74 @@ def bench_memory(state, work, repeat, results):
     code = _RSS_CHILD % os.path.dirname(os.path.abspath(__file__))
     rss = {"torch": [], "ckpz": []}
     base = {"torch": [], "ckpz": []}
-    for _ in range(repeat):
-        for which, path in (("torch", pt), ("ckpz", ck)):
-            out = subprocess.run([sys.executable, "-c", code, which, path], capture_output=True, text=True, check=True)
-            b, a = (int(x) for x in out.stdout.split())
+    maxrss = {"torch": [], "ckpz": []}
+    for r in range(repeat):
+        for which, path in ((("torch", pt), ("ckpz", ck)) if r % 2 == 0 else (("ckpz", ck), ("torch", pt))):
+            out = subprocess.run(["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable, "-c", code, which, path],
+                                 capture_output=True, text=True, check=True)
+            b, a, m = (int(x) for x in out.stdout.split())
             base[which].append(b / 1024)
             rss[which].append(a / 1024)
+            maxrss[which].append(m / 1024)
     t, c = med(rss["torch"]), med(rss["ckpz"])
     print("memory: peak RSS of a process loading the file (imports alone: torch %.0f MB, ckpz %.0f MB), median of %d:"
           % (med(base["torch"]), med(base["ckpz"]), repeat))
-    print("  torch.load %.0f MiB   ckpz.load %.0f MiB   ckpz/torch %.3f   (state %.0f MiB)"
-          % (t, c, c / t, tensor_bytes(state) / 2**20))
+    print("  VmHWM      torch.load %.0f MiB [%.0f-%.0f]   ckpz.load %.0f MiB [%.0f-%.0f]   ckpz/torch %.3f   (state %.0f MiB)"
+          % (t, min(rss["torch"]), max(rss["torch"]), c, min(rss["ckpz"]), max(rss["ckpz"]), c / t,
+             tensor_bytes(state) / 2**20))
+    print("  ru_maxrss  torch.load %.0f MiB   ckpz.load %.0f MiB   ckpz/torch %.3f"
+          % (med(maxrss["torch"]), med(maxrss["ckpz"]), med(maxrss["ckpz"]) / med(maxrss["torch"])))
     results["load RSS <= 1.1x"] = c / t <= 1.1
     os.unlink(pt)
     os.unlink(ck)
+
+
+# ---- ckpz -d against torch.save ---------------------------------------------------------
+
+
+def _records(data):
+    """{name without the archive's folder: bytes} of a torch.save archive."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {n.split("/", 1)[1]: z.read(n) for n in z.namelist()}
+
+
+def bench_identity(state, work, results):
+    """torch.save twice (per-save records are those that differ), ckpz.save, then
+    `ckpz -d` (the CLI when it is found, else ckpz.decompress_file: the same library)."""
+    refs = []
+    for k in range(2):
+        d = os.path.join(work, "ref%d" % k)
+        os.mkdir(d)
+        torch.save(state, os.path.join(d, "x.pt"))
+        refs.append(read_file(os.path.join(d, "x.pt")))
+        shutil.rmtree(d)
+    per_save = sorted(n for n, v in _records(refs[0]).items() if _records(refs[1]).get(n) != v)
+    ck, out = os.path.join(work, "x.pt.ckpz"), os.path.join(work, "x.pt")
+    ckpz.save(state, ck)
+    if os.path.exists(CLI):
+        subprocess.run([CLI, "-d", "-q", "-f", "-o", out, ck], check=True)
+        how = "ckpz -d (%s)" % os.path.normpath(CLI)
+    else:
+        ckpz.decompress_file(ck, out)
+        how = "ckpz.decompress_file (no CLI at %s)" % CLI
+    got = read_file(out)
+    os.unlink(ck)
+    os.unlink(out)
+    names = list(_records(refs[0]))
+    print("identity: %s of ckpz.save's file against torch.save's (%d records: %s ... %s)"
+          % (how, len(names), ", ".join(names[:5]), ", ".join(names[-2:])))
+    print("  records that differ between two torch.save calls of the state: %s" % (", ".join(per_save) or "none"))
+    key = "ckpz -d == torch.save's file (per-save records excepted)"
+    if got == refs[0]:
+        print("  identical, %d bytes" % len(got))
+        results[key] = True
+        return
+    mine, theirs = _records(got), _records(refs[0])
+    differ = sorted(set(mine) ^ set(theirs) | {n for n in mine if n in theirs and mine[n] != theirs[n]})
+    print("  DIFFERENT: %d vs %d bytes; records that differ: %s; of them per-save: %s"
+          % (len(got), len(refs[0]), ", ".join(differ) or "none (the layout)",
+             ", ".join(sorted(set(differ) & set(per_save))) or "none"))
+    results[key] = bool(differ) and set(differ) <= set(per_save)
 
 
 # ---- background saves in a training loop ------------------------------------------------
@@ -443,7 +527,8 @@ def main():
     ap.add_argument("--rate", action="append", help="link rates in bytes/s (default 1000M and 200M)")
     ap.add_argument("--saves", type=int, default=6, help="background saves in the training loop")
     ap.add_argument("--every", type=int, default=8, help="training steps between background saves")
-    ap.add_argument("--skip", action="append", default=[], choices=["local", "link", "memory", "background"])
+    ap.add_argument("--skip", action="append", default=[],
+                    choices=["identity", "local", "link", "memory", "background"])
     args = ap.parse_args()
     rates = args.rate or ["1000M", "200M"]
 
@@ -464,15 +549,23 @@ def main():
         if size < 300e6:
             print("warning: state under 300 MB")
         ratio = 1.0
+        print(load_average())
+        if "identity" not in args.skip:
+            bench_identity(state, work, results)
+            print(load_average())
         if "local" not in args.skip:
             ratio = bench_local(state, work, args.repeat, results)
+            print(load_average())
         if "link" not in args.skip:
             bench_link(state, work, rates, args.repeat, ratio, results)
+            print(load_average())
         if "memory" not in args.skip:
-            bench_memory(state, work, 3, results)
+            bench_memory(state, work, max(3, args.repeat), results)
+            print(load_average())
         if "background" not in args.skip:
             del state
             bench_background(trainer, work, args.saves, args.every, results)
+            print(load_average())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print()

@@ -7,14 +7,24 @@
  * where they lie and `ckpz -d` gives back the archive torch.save would have written.
  * torch's writer (a stored zip in zip64 mode) puts, per member: a local header with
  * zero CRC and sizes and flag bit 3, the name, a zip64 extra field only when the size
- * or the header's offset reaches 4 GiB, then torch's own "FB" extra field of 'Z'
- * padding that aligns the data to 64 bytes; the data; a data descriptor (16 bytes, or
+ * or the header's offset reaches 4 GiB (in the local header its compressed size is 0,
+ * as in torch 1.13's and 2.13's files of a 4 GiB tensor), then torch's own "FB" extra
+ * field of 'Z' padding that aligns the data to 64 bytes; the data; a data descriptor (16 bytes, or
  * 24 with 64-bit sizes when the member has a zip64 field) unless the member is empty.
  * Then the central directory (zip64 fields likewise), the zip64 end record and locator,
  * and the end record. Every size is known from the members, so the layout and the total
  * are fixed at creation; only the CRC-32 of each member is found while its bytes are
  * copied out, in time for its descriptor and the central directory, which follow it.
+ *
+ * Options (ckpz_zip_options) cover what torch 2.x's writer does differently: another
+ * alignment (its storage_alignment setting), CRC-32 fields left 0 (its crc32 option), and
+ * the serialization id it appends as a last record. That id is made of the record
+ * names' hash (given: it depends on torch's C++ hash table) and of a fold of the
+ * members' CRC-32s, which is known only once the last member before it has been read:
+ * its 40 bytes are written when its header is, and its size was fixed from the start.
  */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +38,9 @@
 #define Z64_EOCD_SIZE 56
 #define Z64_LOC_SIZE 20
 #define EOCD_SIZE 22
-#define ALIGN 64
+#define ALIGN_DEFAULT 64
+#define ALIGN_MAX 65536 /* the padding's length is a 16-bit field */
+#define ID_LEN 40       /* the serialization id: two 20-digit numbers */
 #define U32_LIMIT 0xFFFFFFFFu /* a size or offset this large needs a zip64 field */
 
 typedef struct zmember {
@@ -56,6 +68,13 @@ struct ckpz_zip_source {
     size_t buf_len, buf_pos, buf_cap;
     uint64_t data_pos; /* bytes of the current member's data produced */
     uint32_t crc;
+    /* options */
+    uint32_t align;
+    int crc32;         /* compute CRC-32s (else 0 in every CRC field) */
+    int has_id;        /* the last member is the serialization id */
+    uint64_t id_names_hash;
+    uint64_t id_fold;  /* fold of the CRC-32 fields of the non-empty members read so far */
+    char id_text[ID_LEN + 1];
 };
 
 static int z64_size(uint64_t size) { return size >= U32_LIMIT; }
@@ -68,13 +87,15 @@ static size_t z64_extra_len(uint64_t size, uint64_t off)
     return 4 + (z64_size(size) ? 16 : 0) + (z64_off(off) ? 8 : 0);
 }
 
-static size_t z64_extra_write(uint8_t *p, uint64_t size, uint64_t off)
+/* local: in a local header, where torch's writer (miniz) does not know the compressed
+ * size yet and writes 0 (the data descriptor and the central directory carry it). */
+static size_t z64_extra_write(uint8_t *p, uint64_t size, uint64_t off, int local)
 {
     size_t k = 4;
     st16(p, 0x0001);
     if (z64_size(size)) {
         st64(p + k, size); /* uncompressed */
-        st64(p + k + 8, size); /* compressed: stored */
+        st64(p + k + 8, local ? 0 : size); /* compressed: stored */
         k += 16;
     }
     if (z64_off(off)) {
@@ -117,16 +138,52 @@ void ckpz_zip_source_free(ckpz_zip_source *s)
     free(s);
 }
 
+void ckpz_zip_options_init(ckpz_zip_options *o)
+{
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->alignment = ALIGN_DEFAULT;
+    o->crc32 = 1;
+}
+
+static int bad_name(const char *nm)
+{
+    size_t nl = nm ? strlen(nm) : 0;
+    return !nl || nl > 65535 || nm[0] == '/';
+}
+
 ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n, ckpz_zip_source **out)
+{
+    return ckpz_zip_source_create_opts(ctx, members, n, NULL, out);
+}
+
+ckpz_error ckpz_zip_source_create_opts(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
+                                       const ckpz_zip_options *opt, ckpz_zip_source **out)
 {
     ctx_clear(ctx);
     *out = NULL;
+    ckpz_zip_options o;
+    ckpz_zip_options_init(&o);
+    if (opt) {
+        if (opt->struct_size < offsetof(ckpz_zip_options, id_names_hash) + sizeof(uint64_t) ||
+            opt->struct_size > sizeof o)
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_zip_options: unknown struct_size %zu (call ckpz_zip_options_init)",
+                            opt->struct_size);
+        memcpy(&o, opt, opt->struct_size);
+    }
+    if (o.alignment < 1 || o.alignment > ALIGN_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "alignment %u not in 1..%u", o.alignment, ALIGN_MAX);
+    if (o.id_name && bad_name(o.id_name))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "invalid serialization id name '%.100s' (1 to 65535 bytes, not starting with '/')",
+                        o.id_name);
     if (n && !members) return ctx_fail(ctx, CKPZ_ERR_PARAM, "no members given");
-    if (n >= U32_LIMIT) return ctx_fail(ctx, CKPZ_ERR_PARAM, "%zu members: a zip archive holds fewer than 2^32", n);
+    if (n >= U32_LIMIT - (o.id_name != NULL))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "%zu members: a zip archive holds fewer than 2^32", n + (o.id_name != NULL));
+    size_t total_n = n + (o.id_name != NULL);
     for (size_t i = 0; i < n; i++) {
         const char *nm = members[i].name;
-        size_t nl = nm ? strlen(nm) : 0;
-        if (!nl || nl > 65535 || nm[0] == '/')
+        if (bad_name(nm))
             return ctx_fail(ctx, CKPZ_ERR_PARAM, "member %zu: invalid name '%.100s' (1 to 65535 bytes, not starting with '/')",
                             i, nm ? nm : "");
         if (members[i].size && !members[i].data)
@@ -134,28 +191,33 @@ ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members,
                             (unsigned long long)members[i].size);
     }
     ckpz_zip_source *s = calloc(1, sizeof *s);
-    if (!s || !(s->m = calloc(n ? n : 1, sizeof *s->m))) {
+    if (!s || !(s->m = calloc(total_n ? total_n : 1, sizeof *s->m))) {
         free(s);
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     }
+    s->align = o.alignment;
+    s->crc32 = o.crc32 != 0;
+    s->has_id = o.id_name != NULL;
+    s->id_names_hash = o.id_names_hash;
     uint64_t pos = 0, cdir = 0;
     size_t longest = 0;
-    for (size_t i = 0; i < n; i++, s->n++) {
+    for (size_t i = 0; i < total_n; i++, s->n++) {
         zmember *m = &s->m[i];
-        size_t nl = strlen(members[i].name);
+        const char *nm = i < n ? members[i].name : o.id_name;
+        size_t nl = strlen(nm);
         if (!(m->name = malloc(nl + 1))) {
             ckpz_zip_source_free(s);
             return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
         }
-        memcpy(m->name, members[i].name, nl + 1);
+        memcpy(m->name, nm, nl + 1);
         m->name_len = (uint16_t)nl;
-        m->data = members[i].data;
-        m->size = members[i].size;
+        m->data = i < n ? members[i].data : (const uint8_t *)s->id_text; /* the id: filled when reached */
+        m->size = i < n ? members[i].size : ID_LEN;
         m->hdr_off = pos;
         m->z64 = z64_extra_len(m->size, pos) != 0;
         /* the data starts after the header, the name, the zip64 field and FB's 4 bytes */
         uint64_t start = pos + LFH_SIZE + nl + z64_extra_len(m->size, pos) + 4;
-        m->pad = (uint16_t)((ALIGN - start % ALIGN) % ALIGN);
+        m->pad = (uint16_t)((s->align - start % s->align) % s->align);
         size_t h = head_len(m);
         if (h > longest) longest = h;
         pos += h + m->size + desc_len(m);
@@ -169,7 +231,7 @@ ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members,
         ckpz_zip_source_free(s);
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     }
-    if (n) {
+    if (s->n) {
         build_head(s, &s->m[0]);
         s->part = PART_HEAD;
     } else if (build_tail(s)) {
@@ -184,9 +246,21 @@ ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members,
 
 uint64_t ckpz_zip_source_size(const ckpz_zip_source *s) { return s->total; }
 
+/* c10::hash_combine, with which torch folds the records' CRC-32s into its id. */
+static uint64_t hash_combine(uint64_t seed, uint64_t value)
+{
+    return seed ^ (value + 0x9e3779b9u + (seed << 6) + (seed >> 2));
+}
+
 static void build_head(ckpz_zip_source *s, const zmember *m)
 {
     uint8_t *p = s->buf;
+    if (s->has_id && m == &s->m[s->n - 1]) { /* every member before it has been read */
+        char text[2 * 21];
+        snprintf(text, sizeof text, "%020llu%020llu", (unsigned long long)s->id_names_hash,
+                 (unsigned long long)s->id_fold);
+        memcpy(s->id_text, text, ID_LEN);
+    }
     memset(p, 0, LFH_SIZE); /* version needed 0 (stored), time, date, CRC and sizes 0 */
     st32(p, 0x04034b50);
     st16(p + 6, (uint16_t)member_flags(m));
@@ -195,7 +269,7 @@ static void build_head(ckpz_zip_source *s, const zmember *m)
     st16(p + 28, (uint16_t)(z + 4 + m->pad));
     memcpy(p + LFH_SIZE, m->name, m->name_len);
     size_t k = LFH_SIZE + m->name_len;
-    if (z) k += z64_extra_write(p + k, m->size, m->hdr_off);
+    if (z) k += z64_extra_write(p + k, m->size, m->hdr_off, 1);
     p[k] = 'F';
     p[k + 1] = 'B';
     st16(p + k + 2, m->pad);
@@ -245,7 +319,7 @@ static int build_tail(ckpz_zip_source *s)
         st32(p + 42, (uint32_t)(z64_off(m->hdr_off) ? U32_LIMIT : m->hdr_off));
         memcpy(p + CDH_SIZE, m->name, m->name_len);
         p += CDH_SIZE + m->name_len;
-        if (m->z64) p += z64_extra_write(p, m->size, m->hdr_off);
+        if (m->z64) p += z64_extra_write(p, m->size, m->hdr_off, 0);
     }
     uint64_t z64_at = s->cdir_off + s->cdir_size;
     memset(p, 0, Z64_EOCD_SIZE + Z64_LOC_SIZE + EOCD_SIZE);
@@ -277,6 +351,10 @@ static int build_tail(ckpz_zip_source *s)
 static void copy_crc(ckpz_zip_source *s, uint8_t *dst, const uint8_t *src, size_t n)
 {
     enum { STEP = 64u << 10 };
+    if (!s->crc32) { /* the CRC fields stay 0 */
+        memcpy(dst, src, n);
+        return;
+    }
     while (n) {
         size_t k = n < STEP ? n : STEP;
         memcpy(dst, src, k);
@@ -303,6 +381,7 @@ ptrdiff_t ckpz_zip_source_read(void *opaque, void *out, size_t n)
             got += k;
             if (s->data_pos == m->size) {
                 m->crc = s->crc;
+                s->id_fold = hash_combine(s->id_fold, m->crc); /* members with data only */
                 build_desc(s, m);
                 s->part = PART_DESC;
             }

@@ -10,16 +10,19 @@ A drop-in for torch.save / torch.load; the swap is two lines::
 ``ckpz.save`` takes torch.save's arguments and writes torch.save's archive, compressed
 by libckpz, straight from the tensors' memory (no uncompressed copy is ever made);
 ``ckpz -d ckpt.pt.ckpz`` gives back ``ckpt.pt``, the bytes ``torch.save(state,
-"ckpt.pt")`` writes on torch 1.13 (later releases lay out a few records differently,
-and read this layout). ``background=True`` returns once the tensors are copied and
-writes while training goes on.
+"ckpt.pt")`` writes on the running torch release, byte for byte (torch 2.x's layout
+with its .data/serialization_id on torch 2.x, torch 1.13's on 1.13). ``background=True``
+returns once the tensors are copied and writes while training goes on.
 
-``ckpz.load`` takes torch.load's arguments and reads .ckpz files and plain torch.save
-files. It decodes each tensor straight into its final memory, and it is safe by
-default: the pickle inside may only build tensors, containers, numbers, strings and
-what optimizer, scheduler and RNG state is made of; anything else raises
-``ckpz.UnsafeGlobalError`` naming it (``trusted=True`` for files you trust,
-``safe_globals=[...]`` for one name). See doc/python.md.
+``ckpz.load`` takes torch.load's arguments (torch 2.x's: ``weights_only``, ``mmap``,
+``map_location``, ``pickle_module``, ``**pickle_load_args``) and reads .ckpz files and
+plain torch.save files. It decodes each tensor straight into its final memory, and it
+is safe by default on every release, as ``torch.load(weights_only=True)`` is: the pickle
+inside may only build tensors, containers, numbers, strings and what optimizer,
+scheduler and RNG state is made of, plus what you allowed torch with
+``torch.serialization.add_safe_globals``; anything else raises
+``ckpz.UnsafeGlobalError`` naming it (``weights_only=False`` or ``trusted=True`` for files
+you trust, ``safe_globals=[...]`` for one name). See doc/python.md.
 
 Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
 ``save_arrays`` / ``load_arrays`` (NumPy arrays, as a compressed .npz), ``list`` and
@@ -108,15 +111,25 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     views, step counters, RNG and scheduler state); f a path (written to a temporary
     name and renamed when complete) or a binary file object; pickle_module and
     pickle_protocol are used as torch.save uses them. _use_new_zipfile_serialization=False
-    (torch's format from before 1.6) is refused; _disable_byteorder_record is accepted
-    and has no effect (the archive is torch 1.13's, which has no byteorder record).
+    (torch's format from before 1.6) is refused; _disable_byteorder_record is used as
+    torch.save of the running release uses it (torch 2.13's writer then puts the
+    byteorder record after version; 1.13 has no such record or argument).
 
     What the file holds: torch.save's zip archive, compressed. ``ckpz -d`` restores it
-    to the .pt that ``torch.save(obj, "NAME.pt")`` writes on torch 1.13, byte for byte,
-    where NAME.pt is the path without ".ckpz" (for a file object, the archive's folder
-    is "archive", as torch.save to a buffer names it). CUDA tensors are saved from CPU
-    copies and keep their device tag: ``load`` puts them back on the GPU unless
-    map_location says otherwise.
+    to the .pt that ``torch.save(obj, "NAME.pt")`` writes on the running torch release,
+    byte for byte, where NAME.pt is the path without ".ckpz" (for a file object, the
+    archive's folder is "archive", as torch.save to a buffer names it). On torch 2.x:
+    data.pkl, .format_version, .storage_alignment, byteorder, the storages in the order
+    the pickle first names them, version and .data/serialization_id, laid out with
+    torch's storage_alignment and CRC-32 settings (torch.utils.serialization.config,
+    torch.serialization.set_crc32_options) as they are when save is called; the id is a
+    function of the record names and contents, not of the moment, so the restored file
+    is torch.save's including it. On torch 1.13: data.pkl, the storages in sorted key
+    order, version. Which records a release writes is learnt from its own torch.save
+    (a probe of a few milliseconds, once per process); a release whose layout ckpz
+    cannot reproduce gets 1.13's, which it reads, with a RuntimeWarning saying so. CUDA
+    tensors are saved from CPU copies and keep their device tag: ``load`` puts them back
+    on the GPU unless map_location says otherwise.
 
     Options: level 1..9 (default 3); threads (0 = all cores). Tensors are read where
     they lie, and chunks of many tensors are compressed in parallel while the file is
@@ -159,32 +172,47 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     save to f, once its process is gone.
     """
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
-                       policy, max_mae, background, max_pending, target_bw)
+                       policy, max_mae, background, max_pending, target_bw, no_byteorder=_disable_byteorder_record)
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, trusted=False,
          safe_globals=None, threads=0, base=None, **pickle_load_args):
     """Loads what ``save`` wrote (or a plain torch.save file), like ``torch.load(f, map_location)``.
 
-    f: a path (a regular file, or a FIFO: read whole into memory first, waiting for its
-    writer; anything else is a ckpz.Error naming it) or a binary file object.
-    map_location as torch.load's (None: where each
+    The arguments before ``*`` and weights_only, mmap and **pickle_load_args are
+    torch.load's (torch 2.x); the rest are ckpz's. f: a path (a regular file, or a FIFO:
+    read whole into memory first, waiting for its writer; anything else is a ckpz.Error
+    naming it) or a binary file object. map_location as torch.load's (None: where each
     tensor was saved; a device, a string, a dict or a function). Every chunk's checksums
     are verified before its bytes are used; each tensor's storage is allocated once and
     decoded into in parallel (peak memory: the state itself plus a few chunks per
     thread).
 
-    Safe by default: the pickle may only build tensors and storages, dicts, lists,
+    Safe by default, on every torch release, as ``torch.load(weights_only=True)`` (torch
+    2.6's default) is: the pickle may only build tensors and storages, dicts, lists,
     tuples, sets, numbers, strings, bytes, None, OrderedDict, Counter, defaultdict,
     torch.Size, dtypes, devices, NumPy arrays and scalars, argparse.Namespace and the
-    like: what model, optimizer, LR-scheduler, AMP and RNG state is made of. Anything
-    else raises ckpz.UnsafeGlobalError naming the global, and nothing in the file runs.
-    safe_globals=[...] allows more ("module.name" strings or the objects themselves);
-    trusted=True (or weights_only=False) unpickles everything, as torch.load does: only
-    for files you trust. weights_only=True is accepted (the default is already safe).
-    pickle_module (torch.load's) is used with trusted=True only; pickle_load_args
-    (encoding=...) go to the unpickler. Files in torch's format from before 1.6 load
-    only with trusted=True, through torch.load. mmap=True is refused.
+    like: what model, optimizer, LR-scheduler, AMP and RNG state is made of, and what
+    you allowed torch.load with ``torch.serialization.add_safe_globals`` or
+    ``safe_globals(...)`` (torch >= 2.4). Anything else raises ckpz.UnsafeGlobalError
+    naming the global, and nothing in the file runs. safe_globals=[...] allows more
+    ("module.name" strings or the objects themselves); weights_only=False (or
+    trusted=True) unpickles everything, as torch.load(weights_only=False) does: only for
+    files you trust. weights_only=None and True are the safe default; the environment's
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes every load safe, weights_only=False and
+    trusted=True included, as it does torch.load's; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD
+    does not lift the default. pickle_module (torch.load's) needs weights_only=False
+    (torch.load infers that from it; ckpz asks you to say so, else ValueError).
+    pickle_load_args (encoding=..., "utf-8" unless given, as torch.load) go to the
+    unpickler. Files in torch's format from before 1.6 load only with
+    weights_only=False, through torch.load.
+
+    mmap=True, as torch.load's: a plain torch.save file (f a path) is mapped, not read,
+    and its tensors view the map (copy-on-write unless
+    torch.serialization.set_default_mmap_options says MAP_SHARED); a .ckpz file's tensors
+    are compressed, so mmap=True on one is a ValueError (as on a file object, a FIFO or
+    torch's older format). mmap=None follows torch's default
+    (torch.utils.serialization.config.load.mmap), where it applies.
 
     A delta file (``save(..., base=...)``) needs its base: base= names it (a path to the
     previous checkpoint, original or .ckpz, or its original bytes), or with base=None

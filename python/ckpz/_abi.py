@@ -96,6 +96,18 @@ class ZipMember(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_uint64)]
 
 
+class ZipOptions(ctypes.Structure):
+    """struct ckpz_zip_options."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("alignment", ctypes.c_uint32),
+        ("crc32", ctypes.c_int),
+        ("id_name", ctypes.c_char_p),
+        ("id_names_hash", ctypes.c_uint64),
+    ]
+
+
 class Stats(ctypes.Structure):
     """struct ckpz_stats."""
 

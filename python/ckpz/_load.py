@@ -6,9 +6,19 @@ each storage once at its final size, and then has the library decode every tenso
 chunks straight into its storage in parallel (ckpz_archive_read). Peak memory is the
 state itself plus a few chunks per thread. map_location moves storages afterwards (one
 copy per storage, only when it is not the CPU). A plain torch.save file takes the same
-path, its storages read from the file straight into place.
+path, its storages read from the file straight into place, or with mmap=True (as
+torch.load's) viewed in a map of the file (torch.UntypedStorage.from_file), read by the
+kernel as the tensors are touched.
+
+The arguments are torch.load's of torch 2.13 (weights_only, mmap, map_location,
+pickle_module, **pickle_load_args, with its environment switch
+TORCH_FORCE_WEIGHTS_ONLY_LOAD and its mmap default from torch.utils.serialization.config),
+except that ckpz stays safe by default on every release: weights_only=None is
+weights_only=True, a pickle_module of one's own needs weights_only=False (torch infers it),
+and TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD does not lift the default.
 """
 
+import contextlib
 import io
 import os
 import pickle
@@ -102,7 +112,11 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
     restore = torch.serialization._get_restore_location(map_location)
     moved = {}
     for key, (u, dtype, location, _) in storages.items():
-        moved[key] = restore(u, location)
+        try:
+            moved[key] = restore(u, location)
+        except Exception as e:  # a device this machine lacks, a location torch cannot parse
+            raise Error(_lib.ERR_INPUT, "storage %s was saved on %r, where it cannot be placed here (%s); "
+                        "map_location= says where to load it" % (key, location, str(e)[:200]), path) from None
     if any(moved[k] is not storages[k][0] for k in storages):
         # Some storage goes elsewhere (a GPU): build the objects again around the moved
         # storages (the pickle is small; the tensors' bytes are not read again).
@@ -113,27 +127,56 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
         cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
         del result
         result = _run_unpickler(data, cls, pickle_load_args, path)
-    validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
-    if validate is not None:
-        validate()
+    _validate_sparse(torch, path)
     return result
 
 
+def _validate_sparse(torch, path):
+    """Sparse tensors' indices against their sizes, once their storages hold the file's
+    bytes (torch >= 2 checks them only where sparse invariant checks are switched on:
+    switched on here). torch keeps the tensors to check in a list of its own, which a
+    load that failed before this point may have left filled: it is cleared either way."""
+    validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
+    if validate is None:
+        return
+    checking = getattr(getattr(torch, "sparse", None), "check_sparse_tensor_invariants", None)
+    try:
+        with checking() if checking is not None else contextlib.nullcontext():
+            validate()
+    except RuntimeError as e:
+        raise Error(_lib.ERR_CORRUPT, "a sparse tensor does not hold together: %s" % str(e)[:200], path) from None
+    finally:
+        del getattr(torch._utils, "_sparse_tensors_to_validate", [])[:]
+
+
+_TRUE = ("1", "y", "yes", "true")  # what torch.load takes for "set" in its switches
+
+
 def _check_load_args(torch, weights_only, trusted, pickle_module, mmap, safe_globals):
+    """(trusted, mmap) for the load: mmap is "asked" (mmap=True), "default" (mmap=None
+    and torch's config.load.mmap set: used where it applies, ignored elsewhere) or None."""
+    if os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE:
+        weights_only, trusted = True, False  # torch's switch: safe loads only, whatever the call says
     if weights_only is not None:
         if weights_only and trusted:
             raise ValueError("ckpz.load: weights_only=True and trusted=True contradict each other")
         trusted = trusted or not weights_only
     if pickle_module is not None and pickle_module is not pickle and not trusted:
-        raise ValueError("ckpz.load: a pickle_module of your own is only used with trusted=True (it cannot be checked)")
-    if mmap:
-        raise ValueError("ckpz.load: mmap=True is not supported (a .ckpz file is decoded into memory)")
-    return trusted
+        raise ValueError("ckpz.load: a pickle_module of your own is only used with weights_only=False (or "
+                         "trusted=True): it cannot be checked (torch.load infers weights_only=False from it; "
+                         "ckpz asks you to say so)")
+    if mmap is None:
+        config = getattr(getattr(torch.utils, "serialization", None), "config", None)
+        return trusted, "default" if getattr(getattr(config, "load", None), "mmap", False) else None
+    return trusted, "asked" if mmap else None
 
 
 def load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base, pickle_load_args):
     torch = _torchzip.torch_module()
-    trusted = _check_load_args(torch, weights_only, trusted, pickle_module, mmap, safe_globals)
+    trusted, mmap = _check_load_args(torch, weights_only, trusted, pickle_module, mmap, safe_globals)
+    if mmap == "asked" and not _files.is_path(f):
+        raise ValueError("ckpz.load: f must be a file path in order to use the mmap argument (as for torch.load)")
+    pickle_load_args.setdefault("encoding", "utf-8")  # torch.load's default (Python 2 pickles' strings)
     params = _lib.make_params(threads=threads)
     args = (map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args)
     # Everything runs on a helper thread (_run.run): library calls, with their
@@ -141,10 +184,28 @@ def load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globa
     with _lib.Call(params, f if _files.is_path(f) else None) as call:
         if not _files.is_path(f):
             return _run.run(lambda: _load_fileobj(torch, f, call, base, args), call)
-        return _run.run(lambda: _load_path(torch, f, call, base, args), call)
+        return _run.run(lambda: _load_path(torch, f, call, base, args, mmap), call)
 
 
-def _load_path(torch, path, call, base, args):
+def _mapped_view(torch, path, size):
+    """view(offset, length) for _load_archive: storages over a map of the file at path,
+    as torch.load(mmap=True) makes them (private unless torch's default mmap options say
+    MAP_SHARED)."""
+    import mmap as mmap_module
+
+    get_flags = getattr(torch.serialization, "get_default_mmap_options", None)
+    shared = get_flags is not None and get_flags() == getattr(mmap_module, "MAP_SHARED", None)
+    whole = torch.UntypedStorage.from_file(os.fsdecode(os.fspath(path)), shared, size)
+    return lambda off, n: whole[off : off + n]
+
+
+def _refuse_mmap(path, what):
+    raise ValueError("ckpz.load: mmap=True maps a plain torch.save file; %s is %s, whose tensors are compressed or "
+                     "not stored as torch.save stores them: it is decoded into memory (leave mmap unset)"
+                     % (os.fspath(path), what))
+
+
+def _load_path(torch, path, call, base, args, mmap=None):
     """A regular file, read through its descriptor; or a FIFO, read whole into memory
     first as a pipe given as a file object is (its writer awaited without blocking an
     abort), a delta file's base found beside it by its recorded name. Anything else
@@ -152,22 +213,27 @@ def _load_path(torch, path, call, base, args):
     fd = _files.open_regular(path, fifo=True)
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            if mmap == "asked":
+                _refuse_mmap(path, "a FIFO")
             mem = _images.Pieces(_images.FifoReader(fd, call, path), call)
             mem.path = path  # named in what the archive's parser reports
             if base is None:
                 base = _bases.located_base(path, mem.head(_lib.BASE_PROBE))
             return _load_memory(torch, mem, call, base, args)
-        return _load_fd(torch, fd, path, path, call, base, args)
+        return _load_fd(torch, fd, path, path, call, base, args, mmap)
     finally:
         os.close(fd)
 
 
-def _load_fd(torch, fd, path, legacy, call, base, args):
+def _load_fd(torch, fd, path, legacy, call, base, args, mmap=None):
     """A regular file open at fd (path: its name for messages and for finding a delta
-    file's base, or None; legacy: what torch.load gets for a pre-1.6 file)."""
+    file's base, or None; legacy: what torch.load gets for a pre-1.6 file). mmap (a
+    path only): a plain torch.save file's storages view a map of it."""
     size = os.fstat(fd).st_size
     head = os.pread(fd, _lib.BASE_PROBE, 0)
     if head[:8] == _lib.MAGIC:
+        if mmap == "asked":
+            _refuse_mmap(path, "a .ckpz file")
         if base is None and path is not None:
             base = _bases.located_base(path, head)
         return _load_ckpz(torch, call, _lib.FD_PREAD, _lib.Fd(fd, 0, 0), size, base, args)
@@ -178,14 +244,20 @@ def _load_fd(torch, fd, path, legacy, call, base, args):
             for off, n, u in spans:
                 image.read_into(off, _lib.view_at(u.data_ptr(), n, writable=True))
 
-        return _load_archive(torch, image, fill, *args)
+        view = _mapped_view(torch, path, size) if mmap and path is not None else None
+        return _load_archive(torch, image, fill, *args, view=view)
+    if mmap == "asked":  # torch.load says the same of its older format
+        _refuse_mmap(path, "not a zip archive (torch's format from before 1.6, or not a checkpoint)")
     return _load_legacy(torch, legacy, *args)
 
 
-def _load_legacy(torch, f, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args):
+def _load_legacy(torch, f, map_location, pickle_module, trusted, safe_globals, threads, pickle_load_args, name=None):
+    """A file in torch's format from before 1.6 (f: what torch.load gets; name: the file
+    for messages when f is not a path)."""
     if not trusted:
         raise Error(_lib.ERR_INPUT, "neither a .ckpz file nor a torch.save zip archive; files in torch's format from "
-                    "before 1.6 load only with trusted=True (through torch.load)", f if _files.is_path(f) else None)
+                    "before 1.6 load only with trusted=True (through torch.load)",
+                    f if _files.is_path(f) else name)
     return torch.load(f, map_location=map_location, pickle_module=pickle_module or pickle, **pickle_load_args)
 
 
@@ -218,7 +290,7 @@ def _load_memory(torch, mem, call, base, args):
         return _load_ckpz(torch, call, pread, None, mem.size, base, args)
     if head[:4] == _ZIP_MAGIC:
         return _load_archive(torch, mem, _copy_fill(mem), *args)
-    return _load_legacy(torch, io.BytesIO(mem.read(0, mem.size)), *args)
+    return _load_legacy(torch, io.BytesIO(mem.read(0, mem.size)), *args, name=getattr(mem, "path", None))
 
 
 def _copy_fill(mem):

@@ -48,7 +48,7 @@ def _candidates():
 # Functions this package calls: a library without one of them is older than the package.
 _REQUIRED = (
     "ckpz_version_string", "ckpz_params_init", "ckpz_compress_stream", "ckpz_archive_open",
-    "ckpz_archive_read", "ckpz_zip_source_create", "ckpz_fd_write", "ckpz_fd_pread",
+    "ckpz_archive_read", "ckpz_zip_source_create", "ckpz_zip_source_create_opts", "ckpz_fd_write", "ckpz_fd_pread",
 )
 
 

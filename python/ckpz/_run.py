@@ -60,9 +60,10 @@ def run(fn, call):
     if threading.current_thread() is not threading.main_thread():
         return fn()  # signals are never delivered here: nothing to protect against
     box = {}
-    finished = threading.Event()
+    finished = threading.Lock()  # held until the job releases it, last
+    finished.acquire()
     gate = threading.Lock()
-    state = {"began": False, "abandoned": False}
+    state = {"began": False, "abandoned": False, "done": False}
 
     def job():
         with gate:
@@ -74,7 +75,8 @@ def run(fn, call):
         except BaseException as e:  # handed to the caller
             box["error"] = e
         finally:
-            finished.set()
+            state["done"] = True
+            finished.release()
 
     worker = _get_worker()
     interrupted = None
@@ -88,20 +90,25 @@ def run(fn, call):
                 state["abandoned"] = True  # if it was queued, the worker skips it
         if state["abandoned"]:
             raise
-    # Wait on an Event the job sets last: the caller must not free or close what the
-    # library is still using, whatever interrupts the wait. A signal's exception is raised
-    # at the next point where the interpreter checks for one: a call, or a loop's jump
-    # back. So nothing here calls or loops outside a try (the loop's condition is the
-    # call inside it), the handlers make no call (call.aborted is what call.abort() sets),
-    # and the one jump back, taken only after a handler ran, is guarded once more for a
-    # second signal on its heels. (The wait used to be `while not finished.is_set()`: a
-    # signal landing on that call escaped, and the save went on, and left its temporary
-    # file, after save() had raised.)
+    # Wait for the job to finish: the caller must not free or close what the library is
+    # still using, whatever interrupts the wait. A signal's exception is raised at the
+    # next point where the interpreter checks for one: a call, or a loop's jump back. So
+    # nothing here calls or loops outside a try (the loop's condition is the call inside
+    # it), the handlers make no call (call.aborted is what call.abort() sets), and the one
+    # jump back, taken only after a handler ran, is guarded once more for a second signal
+    # on its heels. (The wait used to be `while not finished.is_set()`: a signal landing
+    # on that call escaped, and the save went on, and left its temporary file, after
+    # save() had raised.) The wait is a plain lock's acquire, in C: threading.Event.wait
+    # takes its Condition's lock in Python code, and a signal landing just after that
+    # lock was taken left it held, so the next wait blocked for ever (seen once in four
+    # runs of test_late_interrupt_never_hides_a_completed_save, on a loaded machine). An
+    # exception raised just after acquire() succeeded loses that success: the job's
+    # "done", set before it releases, says so before acquiring again.
     while True:
         try:
             while True:
                 try:
-                    if finished.wait():
+                    if state["done"] or finished.acquire():
                         break
                 except BaseException as e:  # KeyboardInterrupt, or what a signal handler raised
                     call.aborted = True

@@ -2,7 +2,8 @@
 
 save pickles the object as torch.save does (_torchzip.pickle_state) and gives the
 library the pickle and every storage's memory as the members of a zip source
-(ckpz_zip_source): the library reads each tensor where it lies, compresses chunks of
+(ckpz_zip_source), with the records and settings of the running torch's writer
+(_torchzip.layout): the library reads each tensor where it lies, compresses chunks of
 many tensors in parallel and writes the file itself (_stream.write), while Python
 waits. Nothing is serialized to a buffer first and no Python code runs per byte. With
 background=True the storages are first copied (the snapshot, the only time the caller
@@ -18,34 +19,14 @@ from ._lib import Error
 __all__ = []  # private module
 
 
-def _members(pickled, prefix):
-    """The ZipMember array for the library and the objects that keep its memory alive."""
-    items = pickled.members(prefix)
-    arr = (_lib.ZipMember * len(items))()
-    keep = []
-    for i, (name, data) in enumerate(items):
-        nb = name.encode("utf-8")
-        keep.append(nb)
-        if isinstance(data, bytes):
-            keep.append(data)
-            ptr = _lib.ctypes.cast(_lib.ctypes.c_char_p(data), _lib.ctypes.c_void_p).value if data else None
-            size = len(data)
-        else:  # an untyped CPU storage
-            ptr = data.data_ptr() or None
-            size = data.nbytes()
-        arr[i].name = nb
-        arr[i].data = ptr
-        arr[i].size = size
-    return arr, keep
-
-
 class _ZipSource:
     """The library's zip source over the members (ckpz_zip_source), read by the library
     itself: an input for _stream.write."""
 
-    def __init__(self, call, members):
+    def __init__(self, call, members, opts):
         self.handle = _lib.ctypes.c_void_p()
-        call.check(_lib.zip_source_create(call.ctx, members, len(members), _lib.ctypes.byref(self.handle)))
+        call.check(_lib.zip_source_create_opts(call.ctx, members, len(members), _lib.ctypes.byref(opts),
+                                               _lib.ctypes.byref(self.handle)))
         self.nbytes = _lib.zip_source_size(self.handle)
 
     def reader(self, _call):
@@ -61,11 +42,11 @@ class _ZipSource:
         _lib.zip_source_free(self.handle)
 
 
-def _write_archive(pickled, dst, base, threads, call):
-    """Writes the archive of `pickled` to dst through the library (runs on a helper
-    thread); returns the ckpz_stats."""
-    arr, keep = _members(pickled, _torchzip.archive_name(dst))
-    source = _ZipSource(call, arr)
+def _write_archive(torch, pickled, layout, dst, base, threads, call):
+    """Writes the archive of `pickled`, laid out as `layout` says, to dst through the
+    library (runs on a helper thread); returns the ckpz_stats."""
+    arr, opts, keep = _torchzip.zip_members(torch, pickled, _torchzip.archive_name(dst), layout)
+    source = _ZipSource(call, arr, opts)
     try:
 
         def check(stats):
@@ -98,11 +79,12 @@ def _check_save_args(pickle_module, pickle_protocol, use_zip):
 
 
 def save(obj, f, pickle_module, pickle_protocol, use_zip, level, threads, base, policy, max_mae, background, max_pending,
-         target_bw=None):
+         target_bw=None, no_byteorder=False):
     torch = _torchzip.torch_module()
     _check_save_args(pickle_module, pickle_protocol, use_zip)
     params = _lib.make_params(level, threads, policy, max_mae)
     _bases.check_not_own_base(f, base)
+    layout = _torchzip.layout(torch, no_byteorder)  # torch.save's records and settings now, as torch.save reads them
     names = None
     if target_bw is not None:
         _tune.check(target_bw)
@@ -114,7 +96,7 @@ def save(obj, f, pickle_module, pickle_protocol, use_zip, level, threads, base, 
     def write(pickled, call):
         if target_bw is not None:
             _tune.choose(torch, names, pickled, call.params, target_bw, call)
-        return _write_archive(pickled, f, base, threads, call)
+        return _write_archive(torch, pickled, layout, f, base, threads, call)
 
     if background:
         return _background.save(torch, f, params, max_pending, pickle_state, write)

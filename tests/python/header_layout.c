@@ -113,6 +113,13 @@ int main(void)
     FIELD(ckpz_zip_member, data);
     FIELD(ckpz_zip_member, size);
 
+    STRUCT(ckpz_zip_options);
+    FIELD(ckpz_zip_options, struct_size);
+    FIELD(ckpz_zip_options, alignment);
+    FIELD(ckpz_zip_options, crc32);
+    FIELD(ckpz_zip_options, id_name);
+    FIELD(ckpz_zip_options, id_names_hash);
+
     STRUCT(ckpz_source);
     FIELD(ckpz_source, struct_size);
     FIELD(ckpz_source, read);

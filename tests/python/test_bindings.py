@@ -43,6 +43,7 @@ STRUCTS = {
     "ckpz_archive_info": _abi.ArchiveInfo,
     "ckpz_span": _abi.Span,
     "ckpz_zip_member": _abi.ZipMember,
+    "ckpz_zip_options": _abi.ZipOptions,
     "ckpz_source": _abi.Source,
     "ckpz_tune_result": _abi.TuneResult,
 }

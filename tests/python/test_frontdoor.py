@@ -42,6 +42,11 @@ from test_ckpz import Case, TinyGPT, make_training_state, train  # noqa: E402
 
 torch.set_num_threads(1)
 CLI = os.environ.get("CKPZ_CLI") or os.path.join(_REPO, "build", "ckpz")
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+try:
+    from torch.utils.serialization import config as torch_config  # torch >= 2.5 or so
+except ImportError:
+    torch_config = None
 
 
 def read_bytes(p):
@@ -134,7 +139,7 @@ class TestRestoresTorchSave(Case):
         ck = self.path(name + ".ckpz")
         ckpz.save(obj, ck, **kw)
         pt = self.path(name)
-        torch.save(obj, pt, **{k: v for k, v in kw.items() if k in ("pickle_protocol",)})
+        torch.save(obj, pt, **{k: v for k, v in kw.items() if k in ("pickle_protocol", "_disable_byteorder_record")})
         ref = read_bytes(pt)
         self.assertEqual(restore(ck, self.path("restored.pt")), ref, "ckpz -d differs from torch.save(obj, %r)" % name)
         return ck
@@ -176,9 +181,106 @@ class TestRestoresTorchSave(Case):
         with zipfile.ZipFile(self.path("z.pt")) as z:
             self.assertIsNone(z.testzip())  # every member's CRC-32 is right
             names = z.namelist()
+        ref = io.BytesIO()
+        torch.save(state, ref)
+        with zipfile.ZipFile(ref) as z:  # the running release's records, in its order
+            self.assertEqual(names, ["z/" + n.split("/", 1)[1] for n in z.namelist()])
         self.assertEqual(names[0], "z/data.pkl")
-        self.assertEqual(names[-1], "z/version")
+        if TORCH2:  # 2.13: .format_version, .storage_alignment, byteorder; data/0, 1, ... 10, 11; version, id
+            self.assertIn("z/byteorder", names)
+            self.assertEqual(names[-1], "z/.data/serialization_id")
+        else:  # 1.13: the storages in sorted key order, then version
+            self.assertEqual(names[-1], "z/version")
         self.assertSameObject(state, torch.load(self.path("z.pt")))
+        self.assertSameObject(state, torch.load(self.path("z.pt"), weights_only=True) if TORCH2 else torch.load(self.path("z.pt")))
+
+    def test_no_record_differs_between_two_saves(self):
+        """torch.save's file is a function of the state on either release: torch 2.x's
+        .data/serialization_id is a hash of the record names and CRC-32s, no clock or
+        random number. So nothing needs excepting: ckpz -d gives the whole file back,
+        the id included."""
+        _, _, state = make_training_state(steps=1)
+        os.mkdir(self.path("a"))
+        os.mkdir(self.path("b"))
+        torch.save(state, self.path("a/s.pt"))
+        torch.save(state, self.path("b/s.pt"))
+        self.assertEqual(read_bytes(self.path("a/s.pt")), read_bytes(self.path("b/s.pt")))
+        ckpz.save(state, self.path("s.pt.ckpz"))
+        self.assertEqual(restore(self.path("s.pt.ckpz"), self.path("s.pt")), read_bytes(self.path("a/s.pt")))
+        state["model"]["head.weight"].add_(1)  # another state: another id
+        torch.save(state, self.path("b/s.pt"))
+        ckpz.save(state, self.path("s.pt.ckpz"))
+        self.assertEqual(restore(self.path("s.pt.ckpz"), self.path("s.pt")), read_bytes(self.path("b/s.pt")))
+        if TORCH2:
+            with zipfile.ZipFile(self.path("a/s.pt")) as a, zipfile.ZipFile(self.path("b/s.pt")) as b:
+                self.assertNotEqual(a.read("s/.data/serialization_id"), b.read("s/.data/serialization_id"))
+
+    @unittest.skipUnless(torch_config is not None and hasattr(torch.serialization, "set_crc32_options"),
+                         "torch %s has no storage_alignment or CRC-32 setting for torch.save (torch 2.x has)"
+                         % torch.__version__)
+    def test_writer_settings_of_torch2(self):
+        """torch.save's settings as torch 2.x has them: another storage alignment, CRC-32
+        fields left 0, no byteorder record. ckpz.save follows them, as torch.save does."""
+        obj = {"w": torch.randn(300), "e": torch.ones(0), "i": torch.arange(7)}
+        self.check_identical(obj, _disable_byteorder_record=True)
+        align = torch_config.save.storage_alignment
+        try:
+            for a in (4096, 1, 100):
+                torch_config.save.storage_alignment = a
+                self.check_identical(obj)
+            torch_config.save.storage_alignment = align
+            torch.serialization.set_crc32_options(False)
+            ck = self.check_identical(obj)
+            self.assertSameObject(obj, ckpz.load(ck))
+        finally:
+            torch_config.save.storage_alignment = align
+            torch.serialization.set_crc32_options(True)
+        self.check_identical(obj)  # and back
+
+    def test_unknown_layout_falls_back(self):
+        """A release whose archive ckpz cannot rebuild (here: torch.serialization.save
+        swapped for ckpz.save itself, so that the probe meets ckpz's own file) gets torch
+        1.13's layout, which every release reads, with a RuntimeWarning."""
+        import warnings
+
+        from ckpz import _torchzip
+
+        obj = {"w": torch.randn(40), "i": torch.arange(3)}
+        real, saved = torch.serialization.save, dict(_torchzip._layouts)
+        _torchzip._layouts.clear()
+        torch.serialization.save = lambda o, f, *a, **k: ckpz.save(o, f)
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                ckpz.save(obj, self.path("u.pt.ckpz"))
+        finally:
+            torch.serialization.save = real
+            _torchzip._layouts.clear()
+            _torchzip._layouts.update(saved)
+        self.assertTrue(any(issubclass(x.category, RuntimeWarning) and "1.13" in str(x.message) for x in w),
+                        [str(x.message) for x in w])
+        restore(self.path("u.pt.ckpz"), self.path("u.pt"))
+        with zipfile.ZipFile(self.path("u.pt")) as z:
+            self.assertEqual(z.namelist(), ["u/data.pkl", "u/data/0", "u/data/1", "u/version"])
+        self.assertSameObject(obj, torch.load(self.path("u.pt")))
+        self.assertSameObject(obj, ckpz.load(self.path("u.pt.ckpz")))
+
+    def test_zip_options_checked(self):
+        arr = (_lib.ZipMember * 1)()
+        arr[0].name, arr[0].data, arr[0].size = b"a/data.pkl", None, 0
+        call = _lib.Call()
+        for field, value in (("alignment", 0), ("alignment", 65537), ("id_name", b"/x"), ("id_name", b""),
+                             ("struct_size", 8)):
+            opts = _lib.ZipOptions()
+            _lib.zip_options_init(_lib.ctypes.byref(opts))
+            setattr(opts, field, value)
+            src = _lib.ctypes.c_void_p()
+            self.assertEqual(_lib.zip_source_create_opts(call.ctx, arr, 1, _lib.ctypes.byref(opts),
+                                                         _lib.ctypes.byref(src)), _lib.ERR_PARAM, field)
+            self.assertFalse(src.value)
+        src = _lib.ctypes.c_void_p()  # NULL options: ckpz_zip_source_create's layout
+        self.assertEqual(_lib.zip_source_create_opts(call.ctx, arr, 1, None, _lib.ctypes.byref(src)), _lib.OK)
+        _lib.zip_source_free(src)
 
 
 class TestSaveArguments(Case):
@@ -413,10 +515,81 @@ class TestSafeLoader(Case):
             ckpz.load(self.path("l.ckpz"), weights_only=True, trusted=True)
         with self.assertRaises(ValueError):
             ckpz.load(self.path("l.ckpz"), pickle_module=__import__("copyreg"))  # needs trusted=True
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "mmap=True maps a plain torch.save file"):
             ckpz.load(self.path("l.ckpz"), mmap=True)
         self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), pickle_module=pickle, trusted=True, encoding="utf-8"))
         self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), weights_only=False))
+        self.assertSameObject(obj, ckpz.load(self.path("l.ckpz"), pickle_module=pickle, weights_only=False))
+
+    def test_signature_is_torch_loads(self):
+        """ckpz.load takes torch.load's parameters, by the same names and kinds (ckpz's own
+        options come after them, keyword-only)."""
+        import inspect
+
+        theirs = inspect.signature(torch.load).parameters
+        ours = inspect.signature(ckpz.load).parameters
+        for name, p in theirs.items():
+            self.assertIn(name, ours)
+            self.assertEqual(ours[name].kind, p.kind, name)
+        self.assertEqual(list(ours)[:3], ["f", "map_location", "pickle_module"])
+        theirs = inspect.signature(torch.save).parameters
+        ours = inspect.signature(ckpz.save).parameters
+        self.assertEqual(list(ours)[: len(theirs)], list(theirs))
+
+    def test_mmap_plain_file(self):
+        """mmap=True, as torch.load's: a plain torch.save file's tensors view a map of the
+        file; a .ckpz file, a FIFO, a file object or torch's older format are refused."""
+        _, _, state = make_training_state(steps=1)
+        torch.save(state, self.path("m.pt"))
+        back = ckpz.load(self.path("m.pt"), mmap=True)
+        self.assertSameObject(state, back)
+        w = back["model"]["head.weight"]
+        with open(self.path("m.pt"), "rb") as f:
+            raw = f.read()
+        self.assertEqual(bytes(w.contiguous().view(torch.uint8).numpy()), bytes(state["model"]["head.weight"].view(torch.uint8).numpy()))
+        if TORCH2:
+            self.assertSameObject(torch.load(self.path("m.pt"), mmap=True, weights_only=True), back)
+        w.add_(1)  # private: the file is not changed
+        self.assertEqual(read_bytes(self.path("m.pt")), raw)
+        self.assertSameObject(state, ckpz.load(self.path("m.pt"), mmap=False))
+        with self.assertRaisesRegex(ValueError, "file path"):
+            ckpz.load(io.BytesIO(raw), mmap=True)
+        torch.save({"w": torch.ones(2)}, self.path("old.pt"), _use_new_zipfile_serialization=False)
+        with self.assertRaisesRegex(ValueError, "not a zip archive"):
+            ckpz.load(self.path("old.pt"), mmap=True, trusted=True)
+        if torch_config is not None and hasattr(torch_config.load, "mmap"):  # torch's default for mmap=None
+            ckpz.save(state, self.path("m.ckpz"))
+            old = torch_config.load.mmap
+            try:
+                torch_config.load.mmap = True
+                self.assertSameObject(state, ckpz.load(self.path("m.pt")))  # mapped
+                self.assertSameObject(state, ckpz.load(self.path("m.ckpz")))  # decoded: mmap does not apply
+                self.assertSameObject(state, ckpz.load(io.BytesIO(raw)))
+            finally:
+                torch_config.load.mmap = old
+
+    def test_force_weights_only_environment(self):
+        """TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 makes every load safe, as it makes torch.load's;
+        TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD does not lift ckpz's safe default."""
+        marker = self.path("ran")
+        torch.save({"x": Evil(marker)}, self.path("evil.pt"))
+        old = {k: os.environ.get(k) for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
+        try:
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+            for kw in ({"weights_only": False}, {"trusted": True}):
+                with self.assertRaises(ckpz.UnsafeGlobalError):
+                    ckpz.load(self.path("evil.pt"), **kw)
+            del os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"]
+            os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+            with self.assertRaises(ckpz.UnsafeGlobalError):
+                ckpz.load(self.path("evil.pt"))
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.assertFalse(os.path.exists(marker))
 
     def test_legacy_format_needs_trust(self):
         obj = {"w": torch.randn(4)}
@@ -563,30 +736,50 @@ class TestInterrupts(Case):
     def test_wait_takes_an_interrupt_on_any_call(self):
         """The helper-thread runner waits for its job whichever of its calls the
         interrupt's exception lands on (an exception raised at the wait loop's condition
-        used to escape: save() raised while the save went on and left its temporary file)."""
+        used to escape: save() raised while the save went on and left its temporary file),
+        and also when it lands just after the wait's lock was taken (threading.Event's
+        wait then left its Condition's lock held: the next wait blocked for ever)."""
         import threading
         import types
         from ckpz import _run
 
         main = threading.main_thread()
+        real_lock = threading.Lock
 
-        class Flaky(threading.Event):
-            """An Event whose first two calls on the main thread raise, as a signal would."""
+        class Flaky:
+            """A lock whose waits on the main thread are interrupted twice, as a signal
+            would: first before the lock is taken, then just after (acquire() succeeded,
+            and the caller never learns it)."""
 
             raised = 0
+            stuck = False
 
-            def _maybe(self):
-                if threading.current_thread() is main and Flaky.raised < 2:
-                    Flaky.raised += 1
-                    raise KeyboardInterrupt
+            def __init__(self):
+                self._lock = real_lock()
 
-            def is_set(self):
-                self._maybe()
-                return super().is_set()
+            def acquire(self, blocking=True, timeout=-1):
+                if threading.current_thread() is main and self._lock.locked():
+                    if Flaky.raised < 2:
+                        Flaky.raised += 1
+                        if Flaky.raised == 2:
+                            self._lock.acquire()
+                        raise KeyboardInterrupt
+                    if not self._lock.acquire(timeout=10):  # a wait for a release that came already
+                        Flaky.stuck = True
+                    return True
+                return self._lock.acquire(blocking, timeout)
 
-            def wait(self, timeout=None):
-                self._maybe()
-                return super().wait(timeout)
+            def release(self):
+                self._lock.release()
+
+            def locked(self):
+                return self._lock.locked()
+
+            def __enter__(self):
+                return self.acquire()
+
+            def __exit__(self, *exc):
+                self.release()
 
         done = []
 
@@ -594,7 +787,7 @@ class TestInterrupts(Case):
             time.sleep(0.3)
             done.append(True)
 
-        fake = types.SimpleNamespace(Event=Flaky, Lock=threading.Lock, current_thread=threading.current_thread,
+        fake = types.SimpleNamespace(Event=threading.Event, Lock=Flaky, current_thread=threading.current_thread,
                                      main_thread=threading.main_thread, Thread=threading.Thread)
         real = _run.threading
         _run.threading = fake
@@ -604,6 +797,8 @@ class TestInterrupts(Case):
                 _run.run(job, call)
         finally:
             _run.threading = real
+        self.assertEqual(Flaky.raised, 2)
+        self.assertFalse(Flaky.stuck, "run() waited again for a job that had ended")
         self.assertEqual(done, [True], "run() returned before its job ended")
         self.assertTrue(call.aborted)
 
@@ -878,6 +1073,9 @@ class TestZip64Layout(unittest.TestCase):
             h = f.read(30 + 8 + 20 + 4)
             self.assertEqual(struct.unpack_from("<H", h, 30 + 8)[0], 1)  # zip64 tag
             self.assertEqual(struct.unpack_from("<H", h, 30 + 8 + 2)[0], 16)
+            # sizes: uncompressed, then compressed 0, as torch's writer (miniz) leaves it
+            # in a local header (the descriptor and the central directory have it)
+            self.assertEqual(struct.unpack_from("<QQ", h, 30 + 8 + 4), (big, 0))
             xlen = struct.unpack_from("<H", h, 28)[0]
             self.assertEqual((infos[1].header_offset + 30 + 8 + xlen) % 64, 0)
             # the member after it: header offset past 4 GiB -> zip64 extra with the offset only
