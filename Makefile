@@ -31,14 +31,15 @@ test: deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The edit loop: everything but the slowest tests (about a minute on two cores).
-SLOW_TESTS = ^(test_corrupt|cli_list_test_extract|python_delta|python_frontdoor|python_distributed|cli_signals)$$
+SLOW_TESTS = ^(test_corrupt|cli_list_test_extract|python_delta|python_frontdoor|python_distributed|cli_signals|python_pip_install|python_hostile|python_fuzz_replay|python_unpickle)$$
 test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(SLOW_TESTS)'
 
-# The README's commands on a bare Debian 12 root (debootstrap minbase; needs root and
-# Debian's mirror; ~15 minutes): scripts/fresh-debian.
+# The README's commands on a bare Debian root (debootstrap minbase; needs root and
+# Debian's mirror; 15-30 minutes): scripts/fresh-debian. DEBIAN=trixie for Debian 13.
+DEBIAN ?= bookworm
 fresh-debian:
-	scripts/fresh-debian
+	scripts/fresh-debian $(DEBIAN)
 
 # Tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan:
@@ -52,10 +53,17 @@ fuzz:
 
 # Every harness for FUZZ_SECONDS (60) over its committed corpus, one at a time; fails on
 # the first crash and names the input (about 25 minutes on two cores with the build).
+# Then the Python harnesses (tests/fuzz/python: atheris, pinned, in a virtual environment
+# under build-fuzz/pyfuzz) for PY_FUZZ_SECONDS (60) each, over the package and this
+# build's libckpz (about 6 minutes); PY_FUZZ_PYTHONS names the interpreters (default
+# /usr/bin/python3). An interpreter atheris cannot be installed for is skipped, saying so.
 FUZZ_SECONDS ?= 60
+PY_FUZZ_SECONDS ?= 60
 fuzz-ci:
 	scripts/install-deps --fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-ci build-fuzz
+	@$(MAKE) --no-print-directory build
+	PY_FUZZ_SECONDS=$(PY_FUZZ_SECONDS) scripts/fuzz-ci-python
 
 # Issue 4's comparison: rebuild the corpus (./corpus, ~5 min) and regenerate
 # BENCHMARKS.md, docs/benchmarks.{csv,svg,md} (~15 min on 2 cores).

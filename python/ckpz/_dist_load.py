@@ -13,8 +13,8 @@ rank could not load.
 import io
 import os
 
-from . import _archive, _bases, _dist_comm, _dist_save, _dist_state, _files, _lib, _run, _safe_tensors, _torchzip, \
-    _unpickle
+from . import _archive, _bases, _dist_comm, _dist_manifest, _dist_save, _dist_state, _files, _lib, _run, \
+    _safe_tensors, _torchzip, _unpickle
 from ._dist_state import Shard
 from ._lib import Error
 
@@ -176,14 +176,14 @@ def _open_and(path, base, threads, fn):
         return _run.run(go, call)
 
 
-def _where(m, src, name):
+def _where(m, src, name, mpath=None):
     if name in m["replicated"]:
         return "replicated", m["replicated"][name]
     if src < len(m["local"]) and name in m["local"][src]:
         return "local", m["local"][src][name]
     if name in m["sharded"]:
         return "sharded", m["sharded"][name]
-    raise Error(_lib.ERR_CORRUPT, "tensor %r of rank %d's state is not in the manifest" % (name, src))
+    raise Error(_lib.ERR_CORRUPT, "tensor %r of rank %d's state is not in the manifest" % (name, src), mpath)
 
 
 def _check(t, entry, name, path):
@@ -196,11 +196,11 @@ def _check(t, entry, name, path):
         raise Error(_lib.ERR_CHECKSUM, "tensor %r differs from the manifest's CRC-32 %08x" % (name, want), path)
 
 
-def _wanted(m, skeleton, src, rank, world):
+def _wanted(m, skeleton, src, rank, world, mpath):
     """({shard: {name: manifest entry}} this rank reads, {name: (lo, hi, entry)} of its Shards)."""
     wanted, pieces = {}, {}
     for name in _dist_state.names_in(skeleton):
-        kind, e = _where(m, src, name)
+        kind, e = _where(m, src, name, mpath)
         if kind != "sharded":
             wanted.setdefault(e["shard"], {})[name] = e
             continue
@@ -233,7 +233,7 @@ def _assemble(torch, name, lo, hi, e, got):
 def _load_here(directory, rank, world, threads, into):
     torch = _torchzip.torch_module()
     targets = _dist_state.flatten(torch, into)[1] if into is not None else {}
-    chain = _dist_state.manifest_chain(directory)  # this checkpoint's manifest, then its bases'
+    chain = _dist_manifest.manifest_chain(directory)  # this checkpoint's manifest, then its bases'
     m = chain[0][1]
     n = m["world_size"]
     src = rank if rank < n else 0  # whose skeleton and own tensors this rank takes
@@ -261,10 +261,12 @@ def _load_here(directory, rank, world, threads, into):
             sorted(want), mine, lambda name, t: _check(t, want[name], name, sf.path)).items())
 
     def own(sf):  # the skeleton, then what this rank needs from the same file
-        if sf.payload.get("format") != _dist_state.FORMAT or not isinstance(sf.payload.get("skeleton"), dict):
+        if sf.payload.get("format") != _dist_manifest.FORMAT or not isinstance(sf.payload.get("skeleton"), dict):
             raise Error(_lib.ERR_INPUT, "not a ckpz.distributed shard", sf.path)
+        _dist_state.check_skeleton(sf.payload["skeleton"], sf.path)
         plan["skeleton"] = sf.payload["skeleton"]
-        plan["wanted"], plan["pieces"] = _wanted(m, plan["skeleton"], src, rank, world)
+        plan["wanted"], plan["pieces"] = _wanted(m, plan["skeleton"], src, rank, world,
+                                                 os.path.join(directory, _dist_manifest.MANIFEST))
         read(sf, src)
 
     if not os.path.exists(shard_path(src)):

@@ -22,7 +22,7 @@ import shutil
 import threading
 import time
 
-from . import _archive, _bases, _dist_comm, _dist_state, _save, _torchzip
+from . import _archive, _bases, _dist_comm, _dist_manifest, _dist_state, _save, _torchzip
 from ._dist_state import Shard
 from ._lib import Error
 
@@ -39,7 +39,7 @@ def _exchange_or_replace(tmp, dst):
     if not os.path.lexists(dst):
         os.rename(tmp, dst)
         return
-    if not os.path.isdir(dst) or (os.listdir(dst) and not os.path.exists(os.path.join(dst, _dist_state.MANIFEST))):
+    if not os.path.isdir(dst) or (os.listdir(dst) and not os.path.exists(os.path.join(dst, _dist_manifest.MANIFEST))):
         raise FileExistsError("ckpz.distributed.save: %s exists and is not a ckpz.distributed checkpoint" % dst)
     libc = ctypes.CDLL(None, use_errno=True)
     fn = getattr(libc, "renameat2", None)
@@ -64,9 +64,9 @@ def base_spec(directory, rank, world, threads=0, chain=None):
     """What ckpz.save/load take as base= for shard `rank` of the checkpoint in directory:
     its path when it is stand-alone, else its original bytes restored down its chain
     (a shard records its base by file name, which is the same in every directory).
-    chain: directory's _dist_state.manifest_chain, when the caller has it."""
+    chain: directory's _dist_manifest.manifest_chain, when the caller has it."""
     if chain is None:
-        chain = _dist_state.manifest_chain(directory)
+        chain = _dist_manifest.manifest_chain(directory)
         if chain[0][1]["world_size"] != world:
             raise ValueError("ckpz.distributed: the base %s was saved by %d ranks, this checkpoint has %d: a delta "
                              "needs the same world size" % (directory, chain[0][1]["world_size"], world))
@@ -74,7 +74,7 @@ def base_spec(directory, rank, world, threads=0, chain=None):
         if m["world_size"] != world:
             raise Error(_dist_state._lib.ERR_BASE, "saved by %d ranks, the delta checkpoint on it by %d: a delta "
                         "needs the same world size" % (m["world_size"], world),
-                        os.path.join(d, _dist_state.MANIFEST))
+                        os.path.join(d, _dist_manifest.MANIFEST))
     spec = os.path.join(chain[-1][0], _dist_state.shard_name(rank, world))
     for d, _ in reversed(chain[:-1]):
         restored = _bases.decompress_whole(os.path.join(d, _dist_state.shard_name(rank, world)), threads, spec,
@@ -133,7 +133,7 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
     try:
         writes, table = _dist_state.plan([f for _, f, _ in everyone], replicated, world)
         mine = sorted(writes[rank])
-        payload = {"format": _dist_state.FORMAT, "rank": rank, "world_size": world, "skeleton": skeleton,
+        payload = {"format": _dist_manifest.FORMAT, "rank": rank, "world_size": world, "skeleton": skeleton,
                    "tensors": {n: (tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n]) for n in mine}}
         base = None
         if opts["base"] is not None:
@@ -154,7 +154,7 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
     if not failed and rank == 0:
         try:
             manifest = _manifest(table, done, world, opts, dst)
-            _dist_state.write_manifest(tmp, manifest)
+            _dist_manifest.write_manifest(tmp, manifest)
             _fsync(tmp)
             _exchange_or_replace(tmp, dst)
             _fsync(parent)
@@ -198,7 +198,7 @@ def _manifest(table, done, world, opts, dst):
     if opts["base"] is not None:
         base = os.path.relpath(os.path.abspath(os.fspath(opts["base"])), dst)
     shards = [{"file": _dist_state.shard_name(r, world), "bytes": res["bytes"]} for r, (_, res) in enumerate(done)]
-    return dict(table, format=_dist_state.FORMAT, version=_dist_state.VERSION, world_size=world, shards=shards,
+    return dict(table, format=_dist_manifest.FORMAT, version=_dist_manifest.VERSION, world_size=world, shards=shards,
                 base=base, lossy=opts["policy"] is not None)
 
 

@@ -7,7 +7,7 @@ allocate by the file's word replaced.
   implementation registered for what was resolved, never an object the pickle made;
 - BUILD sets state only on instances this load made of the plain classes that pickle
   their state that way (OrderedDict's _metadata, a Namespace's fields), or through the
-  own __setstate__ of NumPy arrays, dtypes, random generators and torch.Generator, once
+  own __setstate__ of NumPy arrays, dtypes and random generators, once
   per object this load made; never on a class, a tensor or anything else;
 - every opcode and call is charged (_pickle_limits), tuples are measured as they are
   made, and the result's nesting is checked;

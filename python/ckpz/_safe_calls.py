@@ -176,8 +176,10 @@ def allowed(torch, module, name):
         return torch.serialization._get_layout, _d.scalars_only(torch.serialization._get_layout, "_get_layout")
     if (module, name) == ("torch.nn.parameter", "Parameter"):
         return torch.nn.Parameter, _t.parameter
-    if (module, name) in (("torch", "Generator"), ("torch._C", "Generator")):
-        return torch.Generator, _d.generator
+    # torch.Generator objects are not here: their state is a tensor, whose storage is
+    # still empty while the pickle runs (its BUILD would seed them with zeros), and their
+    # __setstate__ crashes on a state of the wrong type. RNG state is saved as the tensor
+    # torch.get_rng_state() returns, which loads.
     if module == "torch" and "." not in name:
         if name == "Size":
             return torch.Size, _t.size_of
@@ -206,12 +208,10 @@ def allowed(torch, module, name):
 
 def setstate_types(torch):
     """Types whose state BUILD sets through their own __setstate__, on objects made in
-    the same load (ctx.fresh): NumPy arrays, dtypes, random generators, torch's Generator."""
-    out = [torch.Generator]
+    the same load (ctx.fresh): NumPy arrays, dtypes and random generators."""
     try:
         import numpy
     except ImportError:
-        return tuple(out)
-    out += [numpy.ndarray, numpy.dtype, numpy.random.RandomState, numpy.random.Generator,
-            numpy.random.BitGenerator]
-    return tuple(out)
+        return ()
+    return (numpy.ndarray, numpy.dtype, numpy.random.RandomState, numpy.random.Generator,
+            numpy.random.BitGenerator)

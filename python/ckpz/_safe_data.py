@@ -7,7 +7,7 @@ Each implementation refuses arguments that would make something other than plain
 exponentially long) and charges what it allocates before allocating it (ctx.charge), so
 a few bytes of pickle cannot ask for gigabytes: `bytearray(2**31)`, `list(range(3 *
 10**7))`, a NumPy array of an 8 GiB shape. Objects whose state a later BUILD may set
-(NumPy arrays, dtypes, random generators, torch.Generator) are registered with
+(NumPy arrays, dtypes, random generators) are registered with
 ctx.fresh: BUILD sets state once, on objects this load made; numpy.dtype is always made
 as a copy (BUILD on the shared float64 descriptor would change it for the process).
 
@@ -156,13 +156,6 @@ def reconstructor(ctx, cls, base, state):
         base.__init__(obj, state)
         return obj
     ctx.refuse("copyreg._reconstructor(%s, %s, ...)" % (getattr(cls, "__name__", "?"), getattr(base, "__name__", "?")))
-
-
-def generator(ctx, device="cpu"):
-    """torch.Generator: its state comes by BUILD (set once, on this new object)."""
-    if not isinstance(device, (str, ctx.torch.device)):
-        ctx.refuse("a torch.Generator on a %s" % type(device).__name__)
-    return ctx.fresh(ctx.torch.Generator(device))
 
 
 def random_ctor(real):

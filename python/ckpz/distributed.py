@@ -26,7 +26,7 @@ Every collective here runs on the caller's process group and is bounded by its t
 (init_process_group(timeout=...)): a rank that died makes the others raise, not hang.
 """
 
-from . import _dist_load, _dist_save, _dist_state, _dist_sync, _lib, _tune
+from . import _dist_load, _dist_manifest, _dist_save, _dist_sync, _lib, _tune
 from ._dist_save import DistSaveHandle
 from ._dist_state import Shard, even_rows
 from ._dist_sync import DeltaSync, Disagreement
@@ -107,7 +107,7 @@ def load(path, group=None, *, threads=0, into=None):
 
 def manifest(path):
     """The manifest of the checkpoint directory path, as a dict (see doc/distributed.md)."""
-    return _dist_state.read_manifest(path)
+    return _dist_manifest.read_manifest(path)
 
 
 # ---- moving state between ranks ------------------------------------------------------

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 import ckpz  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402
-from ckpz import _dist_state  # noqa: E402
+from ckpz import _dist_manifest  # noqa: E402
 from test_ckpz import Case  # noqa: E402
 
 torch.set_num_threads(1)
@@ -115,10 +115,20 @@ class TestManifestParsing(DistCase):
         d = self.save("c1")
         path = os.path.join(d, "manifest.json")
         size = os.path.getsize(path)
-        with mock.patch.object(_dist_state, "MANIFEST_MAX", size - 1, create=True):
+        with mock.patch.object(_dist_manifest, "MANIFEST_FLOOR", size - 1):
             self.assertLoadRefused(d, path, "%d bytes" % size)
-        with mock.patch.object(_dist_state, "MANIFEST_MAX", size, create=True):
+        with mock.patch.object(_dist_manifest, "MANIFEST_FLOOR", size):
             cd.load(d)
+        # beyond the floor, a sixteenth of the shard files beside it
+        shards = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".ckpz"))
+        self.assertLess(shards // 16, size)
+        with mock.patch.object(_dist_manifest, "MANIFEST_FLOOR", 1):
+            self.assertLoadRefused(d, path, "%d bytes" % size)
+            with open(os.path.join(d, "rank-00009-of-00009.ckpz"), "wb") as f:
+                f.truncate(16 * size)
+            cd.load(d)
+            with mock.patch.object(_dist_manifest, "MANIFEST_MAX", size - 1):
+                self.assertLoadRefused(d, path, "%d bytes" % size)
 
     def test_malformed_is_ckpz_error_naming_the_manifest(self):
         d = self.save("c1")
@@ -153,7 +163,7 @@ class TestManifestBases(DistCase):
         self.assertLoadRefused(self.c2, "itself")
 
     def test_chain_length_bounded(self):
-        with mock.patch.object(_dist_state, "BASE_CHAIN_MAX", 1, create=True):
+        with mock.patch.object(_dist_manifest, "BASE_CHAIN_MAX", 1):
             self.assertLoadRefused(self.c3, "longer than 1")
             cd.load(self.c2)
 
