@@ -220,8 +220,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     does. A missing or wrong base raises ckpz.Error (ERR_BASE) naming the size and
     CRC-32C of the base needed.
 
-    Raises ckpz.Error if the file is corrupt (naming the chunk and tensor), OSError if it
-    cannot be read, KeyboardInterrupt when interrupted.
+    A file from an untrusted source cannot hurt the process either: tensors are built
+    only inside their storages, the pickle's state setting (BUILD) works only on plain
+    instances it made, the objects it builds are capped at max(128 MiB, the pickle's
+    size), nesting is bounded (doc/python.md, "The safe loader"). Every refusal is a
+    ckpz.Error naming the file that is also a pickle.UnpicklingError.
+
+    Raises ckpz.Error if the file is corrupt (naming the chunk and tensor) or refused,
+    OSError if it cannot be read, KeyboardInterrupt when interrupted.
     """
     return _load.load(f, map_location, pickle_module, weights_only, mmap, trusted, safe_globals, threads, base,
                        pickle_load_args)
