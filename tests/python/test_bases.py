@@ -28,8 +28,8 @@ import unittest
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
-if os.path.join(_REPO, "python") not in sys.path:
-    sys.path.insert(0, os.path.join(_REPO, "python"))
+import package_under_test  # noqa: E402  (this folder: the checkout's python/, or the installed copy)
+package_under_test.use_package()
 
 import ckpz  # noqa: E402
 from ckpz import _lib  # noqa: E402

@@ -22,7 +22,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import package_under_test  # noqa: E402  (this folder: the checkout's python/, or the installed copy)
+package_under_test.use_package()
 
 import ckpz  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402

@@ -25,10 +25,9 @@ import unittest
 from unittest import mock
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
-if os.path.join(_REPO, "python") not in sys.path:
-    sys.path.insert(0, os.path.join(_REPO, "python"))
 sys.path.insert(0, _HERE)
+import package_under_test  # noqa: E402  (this folder: the checkout's python/, or the installed copy)
+package_under_test.use_package()
 
 import torch  # noqa: E402
 
@@ -45,8 +44,7 @@ SHARD = "rank-00000-of-00001.ckpz"
 def in_child(code, timeout=CHILD_TIMEOUT):
     """Runs code in a fresh interpreter (this one, this package); its output, or a line
     saying it was still running after timeout seconds (killed)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(_REPO, "python"), env.get("PYTHONPATH")) if p)
+    env = package_under_test.child_env()
     prog = "import sys\ntry:\n" + "".join("    " + line + "\n" for line in code.strip().splitlines()) + \
         "    print('RESULT ok')\nexcept BaseException as e:\n" \
         "    print('RESULT %s: %s' % (type(e).__name__, e))\n"

@@ -26,10 +26,9 @@ import warnings
 import zipfile
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
-if os.path.join(_REPO, "python") not in sys.path:
-    sys.path.insert(0, os.path.join(_REPO, "python"))
 sys.path.insert(0, _HERE)
+import package_under_test  # noqa: E402  (this folder: the checkout's python/, or the installed copy)
+package_under_test.use_package()
 
 import torch  # noqa: E402
 
@@ -124,7 +123,7 @@ def child(code, timeout=120):
         def report():
             print("RSS_GROWTH_MIB", (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
         try:
-    """ % (os.path.dirname(os.path.dirname(os.path.abspath(ckpz.__file__))),)) + textwrap.indent(textwrap.dedent(code), "    ") + textwrap.dedent("""
+    """ % (package_under_test.package_dir(),)) + textwrap.indent(textwrap.dedent(code), "    ") + textwrap.dedent("""
         finally:
             report()
     """)

@@ -28,9 +28,13 @@ MARKER_DIR = "/tmp/ckpz-fuzz-ran"  # where the seeds' code payloads try to creat
 
 if HOSTILE not in sys.path:
     sys.path.insert(0, HOSTILE)
-if os.path.join(REPO, "python") not in sys.path:  # after PYTHONPATH: another ckpz can be tested
-    sys.path.append(os.path.join(REPO, "python"))
-if not os.environ.get("CKPZ_LIBRARY") and os.path.exists(os.path.join(REPO, "build", "libckpz.so")):
+if os.path.join(REPO, "tests", "python") not in sys.path:
+    sys.path.append(os.path.join(REPO, "tests", "python"))
+import package_under_test  # noqa: E402  (the checkout's python/, or with CKPZ_TEST_INSTALLED=1 the installed copy)
+
+package_under_test.use_package(append=True)  # after PYTHONPATH: another ckpz can be tested
+if not package_under_test.INSTALLED and not os.environ.get("CKPZ_LIBRARY") and \
+        os.path.exists(os.path.join(REPO, "build", "libckpz.so")):
     os.environ["CKPZ_LIBRARY"] = os.path.join(REPO, "build", "libckpz.so")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
