@@ -14,7 +14,7 @@ import io
 import os
 
 from . import _archive, _bases, _dist_comm, _dist_manifest, _dist_save, _dist_state, _files, _lib, _run, \
-    _safe_tensors, _torchzip, _unpickle
+    _safe_tensors, _torchzip, _unpickle, _zipindex
 from ._dist_state import Shard
 from ._lib import Error
 
@@ -72,7 +72,7 @@ class _ShardFile:
     def __init__(self, torch, call, handle, path):
         self.torch, self.call, self.handle, self.path = torch, call, handle, path
         image = _archive.ArchiveImage(call, handle, path)
-        self.index = _torchzip.ZipIndex(image.read, image.size, path, read_many=image.read_many)
+        self.index = _zipindex.ZipIndex(image.read, image.size, path, read_many=image.read_many)
         self.prefix = self.index.prefix()
         pkl = self.index.get(self.prefix + "data.pkl")
         self.payload = _lazy_unpickler(torch, path)(io.BytesIO(image.read(pkl.data_offset, pkl.size))).load()

@@ -4,7 +4,7 @@ file (read with pread, in pieces, so an abort is seen), memory a file object exp
 socket, a FIFO named by path: FifoReader).
 
 Each image offers read(offset, n), read_many(spans) and size, which the zip parser
-(_torchzip.ZipIndex) reads the archive through, and a way to copy a storage's bytes
+(_zipindex.ZipIndex) reads the archive through, and a way to copy a storage's bytes
 straight into its final memory (read_into, copy_out). A read past the end is a
 ckpz.Error (ERR_TRUNCATED), never a short read.
 """

@@ -24,7 +24,7 @@ import os
 import pickle
 import stat
 
-from . import _archive, _bases, _files, _images, _lib, _run, _torchzip, _unpickle
+from . import _archive, _bases, _files, _images, _lib, _run, _torchzip, _unpickle, _zipindex
 from ._lib import Error
 
 __all__ = []  # private module
@@ -62,12 +62,12 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
     length), when given, may return a storage over the image's own memory instead (no
     allocation, no copy), or None."""
     path = image.path
-    index = _torchzip.ZipIndex(image.read, image.size, path, read_many=image.read_many)
+    index = _zipindex.ZipIndex(image.read, image.size, path, read_many=image.read_many)
     prefix = index.prefix()
     pkl = index.get(prefix + "data.pkl")
     if pkl.size > (1 << 31):
         raise Error(_lib.ERR_LIMIT, "the pickle is %d bytes: more than 2 GiB" % pkl.size, path)
-    if not _torchzip.byteorder_ok(index, prefix, image.read):
+    if not _zipindex.byteorder_ok(index, prefix, image.read):
         raise Error(_lib.ERR_INPUT, "the archive's tensors are in the other byte order; load it with torch.load", path)
     data = image.read(pkl.data_offset, pkl.size)
     storages = {}  # key -> (untyped, dtype, location, bytes)

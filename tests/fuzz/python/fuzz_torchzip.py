@@ -1,5 +1,5 @@
 """Fuzzes the torch-archive reader: the input is a whole torch.save archive (a stored
-zip). First ckpz._torchzip.ZipIndex over it, with a read(offset, n) that treats any
+zip). First ckpz._zipindex.ZipIndex over it, with a read(offset, n) that treats any
 read outside the input as a finding (the reader must check every offset and length
 against the size before reading) and then checks that every member it returns lies in
 the input; then ckpz.load of the input from a BytesIO, under _common's policy.
@@ -25,9 +25,11 @@ def setup(instrument=None):
 
 
 def _index(data):
-    """ZipIndex over data, or None where this ckpz has none (the reader was renamed)."""
-    tz = getattr(_common._state["ckpz"], "_torchzip", None)
-    cls = getattr(tz, "ZipIndex", None)
+    """ZipIndex over data (ckpz._zipindex; ckpz._torchzip in copies before 0.4.0's
+    split), or None where this ckpz has none."""
+    pkg = _common._state["ckpz"]
+    cls = getattr(getattr(pkg, "_zipindex", None), "ZipIndex", None) or \
+        getattr(getattr(pkg, "_torchzip", None), "ZipIndex", None)
     if cls is None:
         return None
     size = len(data)
