@@ -41,14 +41,14 @@ __all__ = ["save_file", "load_file", "save", "load"]
 
 HEADER_MAX = 100_000_000  # bytes of JSON, as the safetensors package
 DEPTH_MAX = 64  # JSON nesting, as libckpz's reader (3 levels mean anything)
+VALUES_MAX = 2_000_000  # commas outside strings: ~7 a tensor, so ~280k tensors (~100 B each parsed)
 NDIM_MAX = 64
 _META = "__metadata__"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 cannot hold
 
 # The safetensors dtypes torch holds, NAME:torch attribute:bytes, in the order the package
 # writes tensors (then by name; checked against safetensors 0.8.0 by test_safetensors).
-# "F4" (float4_e2m1fn_x2: two values a byte, shape counted in values) is left out: the
-# package cannot load it either.
+# "F4" (float4_e2m1fn_x2: two values a byte) is left out: the package cannot load it either.
 _DTYPES = [tuple(d.split(":")) for d in (
     "U64:uint64:8 I64:int64:8 F64:float64:8 C64:complex64:8 F32:float32:4 U32:uint32:4 I32:int32:4 "
     "BF16:bfloat16:2 F16:float16:2 U16:uint16:2 I16:int16:2 F8_E5M2FNUZ:float8_e5m2fnuz:1 "
@@ -228,16 +228,19 @@ def _no_constant(name):  # NaN, Infinity: Python's json reads them, JSON has non
 
 
 def _json(torch, text, path):
-    """The header's JSON object, its nesting measured before it is parsed (json's parser
-    recurses in C): strings taken out, brackets counted +1 / -1, the running sum's
-    maximum taken 16 MiB at a time: linear, 2 s for a 100 MB header of brackets)."""
+    """The header's JSON object; with strings taken out, its values counted and its
+    nesting measured (brackets +1 / -1, the running sum's maximum 16 MiB at a time) first."""
     if text[:1] != b"{":
         raise _refuse(path, "not a safetensors file (nor a .ckpz of one): its header does not begin with '{'")
-    plain = text.replace(b"\\\\", b"").replace(b'\\"', b"")
-    signs, depth, deepest = _STRING.sub(b"", plain).translate(_SIGNS, _NOT_BRACKET), 0, 0
-    for at in range(0, len(signs), 1 << 24):
-        run = torch.frombuffer(bytearray(signs[at:at + (1 << 24)]), dtype=torch.int8).cumsum(0, dtype=torch.int32)
-        deepest, depth = max(deepest, depth + int(run.max())), depth + int(run[-1])
+    bare = _STRING.sub(b"", text.replace(b"\\\\", b"").replace(b'\\"', b""))
+    if bare.count(b",") > VALUES_MAX:  # what json would make of it, in Python objects, is bounded
+        raise _refuse(path, "the safetensors header holds more than %d values" % VALUES_MAX, _lib.ERR_LIMIT)
+    depth = deepest = 0
+    for at in range(0, len(bare), 1 << 24):
+        signs = bare[at:at + (1 << 24)].translate(_SIGNS, _NOT_BRACKET)
+        if signs:
+            run = torch.frombuffer(bytearray(signs), dtype=torch.int8).cumsum(0, dtype=torch.int32)
+            deepest, depth = max(deepest, depth + int(run.max())), depth + int(run[-1])
     if deepest > DEPTH_MAX:
         raise _refuse(path, "the safetensors header nests deeper than %d levels" % DEPTH_MAX, _lib.ERR_LIMIT)
     try:

@@ -378,6 +378,21 @@ class HostileHeaders(Base):
         self.assertEqual(got["a"].tolist(), [1.5, -2.0])
         self.assertEqual(list(got["e"].shape), [0])
 
+    def test_values_counted_before_parsing(self):
+        # 2,000,001 values (a 4 MB header, 14 KB as .ckpz) would take ~250 MB as Python
+        # objects: refused before json parses them; commas inside strings do not count.
+        p = self.path("values.safetensors")
+        with open(p, "wb") as f:
+            f.write(header_file(None, raw=b'{"a":{"dtype":"F32","shape":[' + b"0," * 2000000 + b'0],'
+                                b'"data_offsets":[0,0]}}'))
+        with self.assertRaises(ckpz.Error) as cm:
+            cst.load_file(p)
+        self.assertIn(p, str(cm.exception))
+        self.assertIn("more than 2000000 values", str(cm.exception))
+        with open(p, "wb") as f:
+            f.write(header_file({"__metadata__": {"k": "," * 2000001}, "a": entry(shape=[0], offs=(0, 0))}))
+        self.assertEqual(list(cst.load_file(p)["a"].shape), [0])
+
     def test_other_ckpz_payloads_refused(self):
         p = self.path("model.pt.ckpz")
         ckpz.save({"w": torch.ones(3)}, p)
