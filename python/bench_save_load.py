@@ -17,7 +17,9 @@ machine may be shared):
               is measured): torch.save vs ckpz.save, torch.load vs ckpz.load (both with
               weights_only=True on torch 2.x, the default there since 2.6), and the
               round trip; targets: ckpz.save <= torch.save, ckpz.load <= torch.load,
-              ckpz save + load <= 0.8x torch's.
+              ckpz save + load <= 0.8x torch's. The CPU seconds of the same runs (all
+              threads) follow: torch works on one thread, ckpz on every core, so its
+              wall time nears CPU / cores only when the machine is otherwise idle.
   link        the same through a pipe limited to each --rate (a pacing process, as a
               disk or a network that moves that many bytes a second): save = until the
               last byte has arrived at the far end; load = from the first byte sent
@@ -43,6 +45,7 @@ Exits non-zero when a target is missed. Files are removed afterwards.
 import argparse
 import io
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -165,6 +168,19 @@ def timed(fn):
     return time.perf_counter() - t, r
 
 
+def cpu_seconds():
+    """CPU time of this process, every thread (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def timed_cpu(fn):
+    """(wall seconds, CPU seconds of all threads, result) of fn()."""
+    c = cpu_seconds()
+    t, r = timed(fn)
+    return t, cpu_seconds() - c, r
+
+
 med = statistics.median
 
 
@@ -183,16 +199,19 @@ def bench_local(state, work, repeat, results):
     again, whoever touches it)."""
     pt, ck = os.path.join(work, "x.pt"), os.path.join(work, "x.pt.ckpz")
     ts, cs, tl, cl = [], [], [], []
+    cpu = {"ts": [], "cs": [], "tl": [], "cl": []}  # CPU seconds of the same runs
     for r in range(repeat + 1):
         for who in ([0, 1] if r % 2 else [1, 0]):
-            t, _ = timed(lambda: torch.save(state, pt) if who == 0 else ckpz.save(state, ck))
+            t, c, _ = timed_cpu(lambda: torch.save(state, pt) if who == 0 else ckpz.save(state, ck))
             if r:
                 (ts if who == 0 else cs).append(t)
+                cpu["ts" if who == 0 else "cs"].append(c)
     for r in range(repeat + 1):
         for who in ([0, 1] if r % 2 else [1, 0]):
-            t, back = timed(lambda: torch_load(pt) if who == 0 else ckpz.load(ck))
+            t, c, back = timed_cpu(lambda: torch_load(pt) if who == 0 else ckpz.load(ck))
             if r:
                 (tl if who == 0 else cl).append(t)
+                cpu["tl" if who == 0 else "cl"].append(c)
             elif not same(state, back):
                 sys.exit("%s: the loaded state differs" % ("torch" if who == 0 else "ckpz"))
             del back
@@ -204,6 +223,13 @@ def bench_local(state, work, repeat, results):
     print("  save        torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(ts), fmt(cs), med(cs) / med(ts)))
     print("  load        torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(tl), fmt(cl), med(cl) / med(tl)))
     print("  save+load   torch %s   ckpz %s   ckpz/torch %.2f" % (fmt(rt_t), fmt(rt_c), med(rt_c) / med(rt_t)))
+    # CPU seconds (all threads): what the runs cost whatever else the machine was doing.
+    # torch runs on one thread; ckpz's wall time approaches its CPU time / cores only on
+    # an otherwise idle machine.
+    m = {k: med(v) for k, v in cpu.items()}
+    print("  cpu (s)     save torch %.3f ckpz %.3f (%.2f)   load torch %.3f ckpz %.3f (%.2f)   save+load %.2f"
+          % (m["ts"], m["cs"], m["cs"] / m["ts"], m["tl"], m["cl"], m["cl"] / m["tl"],
+             (m["cs"] + m["cl"]) / (m["ts"] + m["tl"])))
     results["save <= torch.save"] = med(cs) / med(ts) <= 1.0
     results["load <= torch.load"] = med(cl) / med(tl) <= 1.0
     results["save + load <= 0.8x torch's"] = med(rt_c) / med(rt_t) <= 0.8

@@ -92,6 +92,33 @@ def _metadata(ctx, metadata):
     return metadata
 
 
+def _plain(ctx):
+    """Whether a tensor without metadata or hooks may be rebuilt here (_rebuilt) rather
+    than by torch's _rebuild_tensor_v2, which does the same plus, on torch 2.x, a look for
+    a fake-tensor mode (two thirds of its cost): yes unless one is active, which is asked
+    once per load."""
+    ok = getattr(ctx, "_plain_rebuild", None)
+    if ok is None:
+        detect = getattr(getattr(ctx.torch, "_guards", None), "detect_fake_mode", None)
+        try:
+            ok = detect is None or detect(None) is None
+        except Exception:  # noqa: BLE001 - torch's own rebuild then, as always
+            ok = False
+        ctx._plain_rebuild = ok
+    return ok
+
+
+def _rebuilt(torch, storage, offset, size, stride, requires_grad, hooks):
+    """torch._utils._rebuild_tensor_v2 without metadata: a tensor of storage's dtype and
+    device set to view it (extent already checked), its requires_grad and hooks set."""
+    u = untyped(storage)
+    t = torch.empty((0,), dtype=storage.dtype, device=u.device)
+    t.set_(u, offset, size, stride)
+    t.requires_grad = requires_grad
+    t._backward_hooks = hooks
+    return t
+
+
 def tensor_v2(real):
     def impl(ctx, storage, offset, size, stride, requires_grad, hooks, *meta):
         size, stride = _storage_checked(ctx, storage, offset, size, stride)
@@ -99,7 +126,10 @@ def tensor_v2(real):
         if len(meta) > 1:
             ctx.refuse("a tensor rebuilt with %d extra arguments" % len(meta))
         meta = tuple(_metadata(ctx, m) for m in meta)
-        return real(storage, offset, size, stride, requires_grad, _hooks(ctx, hooks, "a tensor"), *meta)
+        hooks = _hooks(ctx, hooks, "a tensor")
+        if not hooks and not (meta and meta[0]) and _plain(ctx):
+            return _rebuilt(ctx.torch, storage, offset, size, stride, requires_grad, hooks)
+        return real(storage, offset, size, stride, requires_grad, hooks, *meta)
 
     return impl
 
