@@ -119,7 +119,8 @@ class _ShardFile:
                 if nbytes:
                     spans.append((m.data_offset, nbytes, s.key, name))
             t = torch.empty(0, dtype=s.dtype)
-            t.set_(storages[s.key].storage(), ref.offset, ref.size, ref.stride)  # inside: checked when unpickled
+            # inside the storage: checked when unpickled
+            t.set_(_dist_state.storage_of(storages[s.key]), ref.offset, ref.size, ref.stride)
             out[name] = t
             if target is not None:
                 copies.append((name, target))
@@ -307,13 +308,14 @@ def load(directory, group, threads, into=None):
         state = _load_here(directory, rank, world, threads, into)
     except Exception as e:
         error = e
-    msgs = _dist_comm.gather(None if error is None else str(error), group)
+    msgs = _dist_comm.gather(None if error is None else str(error), group, "ckpz.distributed.load", directory)
     failed = [(r, msg) for r, msg in enumerate(msgs) if msg is not None]
     if failed:
         text = "; ".join("rank %d: %s" % f for f in failed)
         if error is not None:
-            if len(failed) == 1:
-                raise error
+            if len(failed) == 1 or (isinstance(error, _dist_manifest.CheckpointMissing) and len(failed) == world
+                                    and all(msg == str(error) for _, msg in failed)):
+                raise error  # only here, or the same missing checkpoint everywhere
             raise Error(getattr(error, "code", _lib.ERR_READ), "loading %s failed: %s" % (directory, text)) from error
         raise Error(_lib.ERR_READ, "loading %s failed on another rank: %s" % (directory, text))
     return state

@@ -11,6 +11,7 @@ only ever a checkpoint beside this one, followed down a chain of bounded length 
 may not come back to itself (manifest_chain).
 """
 
+import errno
 import json
 import os
 import re
@@ -31,6 +32,34 @@ MANIFEST_MAX = 256 << 20
 NESTING_MAX = 32  # a manifest's JSON nests 6 deep (sharded / name / pieces / piece / rows)
 BASE_CHAIN_MAX = 1000  # delta checkpoints down to a stand-alone one, as CKPZ_CHAIN_MAX
 _SHARD_FILE = re.compile(r"rank-\d{5}-of-\d{5}\.ckpz\Z")
+
+
+class CheckpointMissing(_lib.Error, FileNotFoundError):
+    """A checkpoint that is not there: no such directory, or a directory without the
+    manifest (metadata) a complete checkpoint has. Both a ckpz.Error (code ERR_READ) and
+    a FileNotFoundError (errno ENOENT; filename: the path); str() is "WHAT: PATH", e.g.
+    "no such checkpoint directory: ckpt/step1000"."""
+
+    def __init__(self, what, path):
+        _lib.Error.__init__(self, _lib.ERR_READ, what, path)
+        self.errno, self.strerror, self.filename = errno.ENOENT, what, os.fspath(path)
+
+    def __str__(self):
+        return "%s: %s" % (self.strerror, self.filename)
+
+    def __reduce__(self):  # pickled (DCP hands errors between ranks so): the same error again
+        return type(self), (self.strerror, self.filename)
+
+
+def missing(directory, name, what):
+    """The CheckpointMissing for the file name (the manifest, the metadata) that is not
+    in directory: "no such checkpoint directory" when directory itself is not there
+    (ckpz.Error when it is not a directory), else `what` naming the file."""
+    if not os.path.exists(directory):
+        return CheckpointMissing("no such checkpoint directory", directory)
+    if not os.path.isdir(directory):
+        return _lib.Error(_lib.ERR_INPUT, "not a checkpoint directory", directory)
+    return CheckpointMissing(what, os.path.join(directory, name))
 
 
 def write_manifest(directory, manifest):
@@ -73,13 +102,16 @@ def _size_limit(directory):
 
 def read_manifest(directory):
     """The manifest of the checkpoint directory, checked; ckpz.Error naming it for anything
-    wrong with it (FileNotFoundError when there is none: not a complete checkpoint)."""
+    wrong with it; CheckpointMissing (a FileNotFoundError too) when the directory or the
+    manifest is not there."""
     path = os.path.join(directory, MANIFEST)
     try:
         fd = _files.open_regular(path)
-    except FileNotFoundError:
-        raise FileNotFoundError("ckpz.distributed: %s has no %s: not a complete checkpoint (a save that did not "
-                                "finish leaves none)" % (directory, MANIFEST)) from None
+    except (FileNotFoundError, NotADirectoryError):
+        shards = os.path.isdir(directory) and any(_SHARD_FILE.match(f) for f in os.listdir(directory))
+        raise missing(directory, MANIFEST, "no %s: %s" % (MANIFEST, "an incomplete checkpoint (shards without "
+                      "the manifest, which is written last)" if shards else "not a ckpz.distributed checkpoint")) \
+            from None
     with open(fd, "rb") as f:
         size = os.fstat(fd).st_size
         limit = _size_limit(directory) if size > MANIFEST_FLOOR else MANIFEST_FLOOR

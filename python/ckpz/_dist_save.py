@@ -99,9 +99,11 @@ def _lossy_names(path, payload):
     return {n for n in payload["tensors"] if "tensors." + n in lossy}
 
 
-def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
-    """The save itself, on the calling thread: tensors are contiguous CPU tensors or Shards
-    of them (a snapshot, for background saves)."""
+def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
+    """The save itself, on the calling thread: tensors are CPU tensors or Shards of them (a
+    snapshot, for background saves), ties {name: first name of the tensors sharing its
+    storage} (_dist_state.host_tied)."""
+    ties = ties or {}
     rank, world = _dist_comm.rank_world(group)
     dst = os.path.abspath(os.fspath(dst))
     parent = os.path.dirname(dst)
@@ -114,11 +116,20 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
         names = sorted(tensors)
         flat = [tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n] for n in names]
         sums = _dist_state.crcs(flat, opts["threads"]) if replicated is None else [None] * len(names)
-        facts = [_dist_state.describe(torch, n, tensors[n], c) for n, c in zip(names, sums)]
+        facts = [_dist_state.describe(torch, n, tensors[n], c, ties.get(n)) for n, c in zip(names, sums)]
     except Exception as e:
         early = e
-    everyone = _dist_comm.gather((tmp, facts, None if early is None else "%s: %s" % (type(early).__name__, early)),
-                                 group)
+    op = "ckpz.distributed.save"
+
+    def gather(obj):  # a rank that died: rank 0 removes the temporary directory, every rank raises
+        try:
+            return _dist_comm.gather(obj, group, op, dst)
+        except Error:
+            if rank == 0 and tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    everyone = gather((tmp, facts, None if early is None else "%s: %s" % (type(early).__name__, early)))
     failed = [(r, msg) for r, (_, _, msg) in enumerate(everyone) if msg is not None]
     if failed:
         if rank == 0 and tmp is not None:
@@ -148,7 +159,7 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
     except Exception as e:  # reported to every rank below, raised here after
         error = e
         table = None
-    done = _dist_comm.gather((None if error is None else "%s: %s" % (type(error).__name__, error), result), group)
+    done = gather((None if error is None else "%s: %s" % (type(error).__name__, error), result))
     failed = [(r, msg) for r, (msg, _) in enumerate(done) if msg is not None]
     committed = None
     if not failed and rank == 0:
@@ -163,7 +174,9 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, clock=None):
     elif rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
     if not failed:
-        committed = _dist_comm.gather(committed, group)[0]
+        if rank == 0 and committed is None:
+            op, tmp = "ckpz.distributed.save (the checkpoint itself was written completely)", None
+        committed = gather(committed)[0]
         if committed is not None:
             failed = [(0, "writing the manifest: " + committed)]
     if failed:
@@ -214,6 +227,20 @@ def _snapshot(torch, x):
     return Shard(dst, x.offset, x.rows) if isinstance(x, Shard) else dst
 
 
+def _own_storages(snap):
+    """The tensors of a snapshot that each cover a storage of their own, one per storage
+    (a tie's views are not: the memory the next snapshot may reuse is its storage)."""
+    seen, out = set(), []
+    for x in snap.values():
+        t = x.tensor if isinstance(x, Shard) else x
+        st = _dist_state.storage_of(t)
+        if st.data_ptr() not in seen:
+            seen.add(st.data_ptr())
+            whole = t.storage_offset() == 0 and t.is_contiguous() and t.numel() * t.element_size() == st.nbytes()
+            out.append(t if whole else t.as_strided((st.nbytes() // t.element_size(),), (1,), 0))
+    return out
+
+
 class DistSaveHandle:
     """A distributed save running in the background (ckpz.distributed.save(...,
     background=True)): wait(timeout=None) returns None or raises the save's error
@@ -260,9 +287,8 @@ def save(state, dst, group, replicated, opts, background, timeout):
     if not background:
         while _inflight:  # a background save still writing goes first (it may name the same path)
             _inflight[0]._done.wait()
-        tensors = {n: (Shard(_dist_state.host(torch, x.tensor), x.offset, x.rows) if isinstance(x, Shard)
-                       else _dist_state.host(torch, x)) for n, x in tensors.items()}
-        run(torch, skeleton, tensors, dst, group, replicated, opts)
+        tensors, ties = _dist_state.host_tied(torch, tensors)
+        run(torch, skeleton, tensors, dst, group, replicated, opts, ties)
         return None
     skeleton = copy.deepcopy(skeleton)  # training may change lists and numbers in it
     tw = time.perf_counter()
@@ -271,23 +297,21 @@ def save(state, dst, group, replicated, opts, background, timeout):
     waited = time.perf_counter() - tw
     side = _dist_comm.side_group(group, timeout)
     t1 = time.perf_counter()
-    snap = {n: _snapshot(torch, x) for n, x in tensors.items()}
+    snap, ties = _dist_state.host_tied(torch, tensors, lambda x: _snapshot(torch, x))
     t2 = time.perf_counter()
-    nbytes = sum((x.tensor if isinstance(x, Shard) else x).numel() * (x.tensor if isinstance(x, Shard) else x)
-                 .element_size() for x in snap.values())
+    nbytes = sum(_dist_state.storage_of(t).nbytes() for t in _own_storages(snap))
     handle = DistSaveHandle(dst, nbytes, t2 - t1)
     handle.wait_seconds = waited
 
     def work():
         try:
-            run(torch, skeleton, snap, dst, side, replicated, opts)
+            run(torch, skeleton, snap, dst, side, replicated, opts, ties)
         except BaseException as e:
             handle._error = e
         finally:
             with _pool_lock:
                 _pool.clear()
-                for x in snap.values():
-                    t = x.tensor if isinstance(x, Shard) else x
+                for t in _own_storages(snap):
                     _pool.setdefault((t.dtype, tuple(t.shape)), []).append(t)
             _inflight.remove(handle)
             handle._done.set()

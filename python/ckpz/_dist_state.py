@@ -140,22 +140,73 @@ def dtype_name(dtype):
     return str(dtype).replace("torch.", "")
 
 
+def storage_of(t):
+    """t's storage, untyped where the release has that (data_ptr(), nbytes())."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+
 def host(torch, t):
     """t detached, contiguous, on the CPU (a view of t when it already is)."""
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
     t = t.contiguous()
-    if t.storage().nbytes() != t.numel() * t.element_size():
+    if storage_of(t).nbytes() != t.numel() * t.element_size():
         t = t.clone()  # a view of a larger tensor: torch.save would write all of it
     return t
 
 
+def host_tied(torch, tensors, copy=None):
+    """({name: host tensor or Shard}, {name: the first name of its tie}) for the tensors
+    of a flattened state. Plain tensors that share one storage (tied weights: the same
+    Parameter under two names; views into one tensor) stay views of one host tensor
+    holding the part of the storage they cover (the whole storage, zero-copy, when they
+    cover it and it is on the CPU), so it is written once, as torch.save writes it; a
+    tie is named by its first name. Every other tensor is host()'s, Shards included.
+    copy(flat tensor) -> a host copy of it (background saves: the snapshot), else None
+    (copied only where host() would copy)."""
+    out, ties, groups = {}, {}, {}
+    for name in sorted(tensors):
+        x = tensors[name]
+        if isinstance(x, torch.Tensor) and x.numel() and storage_of(x).data_ptr():
+            groups.setdefault((x.device, storage_of(x).data_ptr()), []).append(name)
+    for names in groups.values():
+        ts = [tensors[n].detach() for n in names]
+        if len(names) < 2 or len({t.dtype for t in ts}) > 1:
+            continue  # alone, or one storage seen as several dtypes: each tensor its own copy
+        lo = min(t.storage_offset() for t in ts)
+        hi = max(t.storage_offset() + 1 + sum((k - 1) * st for k, st in zip(t.shape, t.stride())) for t in ts)
+        flat = ts[0].as_strided((hi - lo,), (1,), lo)
+        if copy is not None:
+            base = copy(flat)
+        elif flat.device.type != "cpu":
+            base = flat.cpu()
+        else:
+            whole = lo == 0 and (hi - lo) * flat.element_size() == storage_of(flat).nbytes()
+            base = flat if whole else flat.clone()
+        for n, t in zip(names, ts):
+            out[n] = base.as_strided(t.shape, t.stride(), t.storage_offset() - lo)
+            ties[n] = names[0]
+    for name, x in tensors.items():
+        if name in out:
+            continue
+        if copy is not None:
+            out[name] = copy(x)
+        elif isinstance(x, Shard):
+            out[name] = Shard(host(torch, x.tensor), x.offset, x.rows)
+        else:
+            out[name] = host(torch, x)
+    return out, ties
+
+
 def crc(t):
-    """CRC-32 of a contiguous CPU tensor's bytes."""
+    """CRC-32 of a CPU tensor's bytes (in row-major order: a copy of a view that is not
+    contiguous)."""
     n = t.numel() * t.element_size()
     if n == 0:
         return 0
+    if not t.is_contiguous():
+        t = t.contiguous()
     return zlib.crc32(_lib.view_at(t.data_ptr(), n))
 
 
@@ -168,14 +219,38 @@ def crcs(tensors, threads=0):
         return list(pool.map(crc, tensors))
 
 
-def describe(torch, name, x, checksum):
-    """What every rank tells the others about one of its tensors."""
+def describe(torch, name, x, checksum, tie=None):
+    """What every rank tells the others about one of its tensors; tie: the first name of
+    the tensors sharing its storage (host_tied), whose bytes ("span") are written once."""
     t = x.tensor if isinstance(x, Shard) else x
     d = {"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape), "bytes": t.numel() * t.element_size(),
          "crc32": checksum}
     if isinstance(x, Shard):
         d["offset"], d["rows"] = x.offset, x.rows
+    if tie is not None:
+        d["tie"], d["span"] = tie, storage_of(t).nbytes()
     return d
+
+
+def _whole_ties(by_name, repl):
+    """repl less the tensors of ties that are not the same on every rank or not all in
+    repl: a tie is written by one rank, whole."""
+    members = [{} for _ in by_name]
+    for m, b in zip(members, by_name):
+        for name, d in b.items():
+            if d.get("tie") is not None:
+                m.setdefault(d["tie"], set()).add(name)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(repl):
+            ties = {b[name].get("tie") for b in by_name}
+            tie = next(iter(ties))
+            if len(ties) > 1 or (tie is not None and (any(m.get(tie) != members[0].get(tie) for m in members)
+                                                      or not members[0][tie] <= repl)):
+                repl.discard(name)
+                changed = True
+    return repl
 
 
 def plan(facts, replicated, world):
@@ -202,6 +277,7 @@ def plan(facts, replicated, world):
             repl.add(name)
         elif replicated is None and same and len({d["crc32"] for d in ds}) == 1:
             repl.add(name)
+    repl = _whole_ties(by_name, repl)
     load = [0] * world
     writes = [set() for _ in range(world)]
     local = [{} for _ in range(world)]
@@ -211,7 +287,7 @@ def plan(facts, replicated, world):
             if name in repl:
                 continue
             writes[r].add(name)
-            load[r] += d["bytes"]
+            load[r] += d["bytes"] if d.get("tie") is None else d["span"] if d["tie"] == name else 0
             if "offset" in d:
                 s = sharded.setdefault(name, {"dtype": d["dtype"], "shape": [d["rows"]] + d["shape"][1:], "pieces": []})
                 if s["dtype"] != d["dtype"] or s["shape"] != [d["rows"]] + d["shape"][1:]:
@@ -230,13 +306,18 @@ def plan(facts, replicated, world):
             at = p["rows"][1]
         if at != s["shape"][0]:
             raise ValueError("ckpz.distributed: the pieces of %r cover %d of its %d rows" % (name, at, s["shape"][0]))
-    table = {}
-    for name in sorted(repl, key=lambda n: (-by_name[0][n]["bytes"], n)):
+    table, units = {}, {}  # units: a tensor, or the tensors of a tie, with their bytes
+    for name in repl:
+        d = by_name[0][name]
+        unit = units.setdefault(d.get("tie") or name, [d["bytes"] if d.get("tie") is None else d["span"], []])
+        unit[1].append(name)
+    for key in sorted(units, key=lambda k: (-units[k][0], k)):
         r = min(range(world), key=lambda k: (load[k], k))
-        load[r] += by_name[0][name]["bytes"]
-        writes[r].add(name)
-        d = by_name[r][name]
-        table[name] = {"shard": r, "dtype": d["dtype"], "shape": d["shape"], "crc32": d["crc32"]}
+        load[r] += units[key][0]
+        for name in units[key][1]:
+            writes[r].add(name)
+            d = by_name[r][name]
+            table[name] = {"shard": r, "dtype": d["dtype"], "shape": d["shape"], "crc32": d["crc32"]}
     return writes, {"replicated": table, "local": local, "sharded": sharded}
 
 

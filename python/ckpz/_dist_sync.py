@@ -43,7 +43,7 @@ class _Link:
         self.device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
         self.moved = 0
 
-    def _xfer(self, t, sending):
+    def _xfer(self, t, sending, hold=True):
         d = self.dist
         if self.mode == "broadcast":
             d.broadcast(t, src=_dist_comm.global_rank(self.group, self.peer), group=self.group)
@@ -51,6 +51,8 @@ class _Link:
             d.send(t, _dist_comm.global_rank(self.group, self.peer), group=self.group)
         else:
             d.recv(t, _dist_comm.global_rank(self.group, self.peer), group=self.group)
+        if hold and self.device.type == "cpu":
+            _dist_comm.hold([t])  # gloo's reference is never the last (_dist_comm): t is emptied
 
     def put(self, head, data=b""):
         """Sends head (two int64) and then data (bytes-like, at most PIECE bytes; its
@@ -68,8 +70,10 @@ class _Link:
         uint8 tensor of PIECE bytes), valid until host is reused."""
         torch = self.torch
         head = torch.zeros(2, dtype=torch.int64, device=self.device)
-        self._xfer(head, False)
+        self._xfer(head, False, False)
         n, crc = (int(x) for x in head.cpu())
+        if self.device.type == "cpu":
+            _dist_comm.hold([head])
         data = memoryview(b"")
         if n > 0:
             if n > PIECE:
@@ -312,9 +316,9 @@ def _load_plain(raw, opts):
     return _load.load(io.BytesIO(raw), None, None, None, None, False, None, opts["threads"], None, {})
 
 
-def _agree(group, error):
+def _agree(group, error, op):
     """Raises on every rank if any rank failed."""
-    msgs = _dist_comm.gather(None if error is None else "%s: %s" % (type(error).__name__, error), group)
+    msgs = _dist_comm.gather(None if error is None else "%s: %s" % (type(error).__name__, error), group, op)
     failed = [(r, m) for r, m in enumerate(msgs) if m is not None]
     if failed:
         if error is not None and len(failed) == 1:
@@ -335,7 +339,7 @@ def broadcast(state, src, group, opts, base=None, keep=False):
             result = _recv_state(link, "rank %d" % src, opts, base, keep)
     except Exception as e:
         error = e
-    _agree(group, error)
+    _agree(group, error, "ckpz.distributed.broadcast")
     return result
 
 
@@ -364,12 +368,12 @@ class DeltaSync:
 
 def send(state, dst, group, opts):
     link = _Link(group, dst, "p2p")
-    return _send_state(link, state, opts)[0]
+    return _dist_comm.peer_call(lambda: _send_state(link, state, opts)[0], "ckpz.distributed.send", dst)
 
 
 def recv(src, group, opts):
     link = _Link(group, src, "p2p")
-    return _recv_state(link, "rank %d" % src, opts)[0]
+    return _dist_comm.peer_call(lambda: _recv_state(link, "rank %d" % src, opts)[0], "ckpz.distributed.recv", src)
 
 
 def verify(state, group, threads):
@@ -380,7 +384,7 @@ def verify(state, group, threads):
     host = [_dist_state.host(torch, x.tensor if isinstance(x, _dist_state.Shard) else x) for x in (tensors[n] for n in names)]
     sums = _dist_state.crcs(host, threads)
     mine = {n: (_dist_state.dtype_name(t.dtype), list(t.shape), c) for n, t, c in zip(names, host, sums)}
-    everyone = _dist_comm.gather(mine, group)
+    everyone = _dist_comm.gather(mine, group, "ckpz.distributed.verify")
     out = []
     for name in sorted(set().union(*everyone)):
         seen = [e.get(name) for e in everyone]

@@ -28,13 +28,13 @@ unless it is handed a registry).
 
 import dataclasses
 import enum
-import errno
 import io
 import os
 import pickle
 import uuid
 
-from . import _archive, _dcp_compat, _dist_load, _dist_save, _dist_state, _files, _lib, _save, _torchzip, _unpickle
+from . import _archive, _dcp_compat, _dist_load, _dist_manifest, _dist_save, _dist_state, _files, _lib, _save, \
+    _torchzip, _unpickle
 from ._lib import LEVEL_DEFAULT, Error
 from ._pickle_limits import UnsafeGlobalError
 
@@ -316,12 +316,12 @@ class Reader(_Directory, _N["StorageReader"]):
 
 
 def _metadata_bytes(directory, name):
-    """(the bytes of the metadata file, its path); FileNotFoundError saying what is missing."""
+    """(the bytes of the metadata file, its path); CheckpointMissing saying what is missing."""
     path = os.path.join(directory, name)
     if not os.path.exists(path):
         if not os.path.isdir(directory):
-            what = "no such checkpoint directory"
-        elif name != METADATA:
+            raise _dist_manifest.missing(directory, name, None)
+        if name != METADATA:
             what = "no metadata of this rank (a save with use_collectives=False writes %s)" % name
         elif any(f.startswith("__") and f.endswith(METADATA) for f in os.listdir(directory)):
             what = "no metadata of the whole: each rank saved alone (use_collectives=False: __RANK%s)" % METADATA
@@ -329,7 +329,7 @@ def _metadata_bytes(directory, name):
             what = "no metadata: a save that did not finish (the coordinator writes %s last)" % METADATA
         else:
             what = "not a ckpz.dcp checkpoint (no %s)" % METADATA
-        raise FileNotFoundError(errno.ENOENT, "ckpz.dcp: " + what, directory if what.startswith("no such") else path)
+        raise _dist_manifest.CheckpointMissing("ckpz.dcp: " + what, path)
     with open(_files.open_regular(path), "rb") as f:  # a FIFO or a device: ckpz.Error naming it
         return f.read(), path
 

@@ -23,16 +23,18 @@ Moving state (any process group, gloo or NCCL; tensors travel as CPU bytes):
 replicas disagree, tensor by tensor), ``send``/``recv`` (point to point).
 
 Every collective here runs on the caller's process group and is bounded by its timeout
-(init_process_group(timeout=...)): a rank that died makes the others raise, not hang.
+(init_process_group(timeout=...)): a rank that died makes the others raise ckpz.Error
+naming it and the operation, not hang (doc/distributed.md, "Timeouts and hangs").
 """
 
 from . import _dist_load, _dist_manifest, _dist_save, _dist_sync, _lib, _tune
+from ._dist_manifest import CheckpointMissing
 from ._dist_save import DistSaveHandle
 from ._dist_state import Shard, even_rows
 from ._dist_sync import DeltaSync, Disagreement
 
 __all__ = ["save", "load", "Shard", "DistSaveHandle", "even_rows", "manifest", "broadcast", "DeltaSync", "verify",
-           "Disagreement", "send", "recv"]
+           "Disagreement", "send", "recv", "CheckpointMissing"]
 
 
 def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFAULT, threads=0, base=None,
@@ -50,7 +52,9 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     and bytes (compared by CRC-32: every rank checksums its tensors first) is written
     once. True: every tensor present on all ranks is taken as replicated without
     comparing (DDP state; faster). False: none. Or a set of names. Everything else is
-    the rank's own: each rank writes its own tensors and its pieces of Shards.
+    the rank's own: each rank writes its own tensors and its pieces of Shards. Tensors
+    sharing a storage (tied weights, views of one tensor) are written once, by one rank,
+    and load sharing one storage, as torch.save and torch.load keep them.
 
     level, threads, policy, max_mae, target_bw: as ckpz.save, per shard (target_bw: the
     MB/s each rank's link to the file system gives it). base: the directory of an
@@ -67,8 +71,9 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     (seconds) is that group's.
 
     Raises on every rank if any rank failed (ckpz.Error naming the ranks and what
-    happened), and ValueError when the ranks' states do not fit together (a tensor
-    declared replicated differs in shape, Shards that do not cover their rows)."""
+    happened; a rank that died or stopped answering is named as such), and ValueError
+    when the ranks' states do not fit together (a tensor declared replicated differs in
+    shape, Shards that do not cover their rows)."""
     if target_bw is not None:
         _tune.check(target_bw)
     opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae,
@@ -87,9 +92,11 @@ def load(path, group=None, *, threads=0, into=None):
     rank needs are opened, and only those tensors decoded; every tensor is checked
     against the manifest's CRC-32 (lossy tensors: the container's checksums only).
 
-    A missing, truncated or corrupted shard raises on every rank: ckpz.Error (or
-    FileNotFoundError where only this rank failed) naming the rank, the shard file and
-    the tensor. The manifest is checked before it is used (size, nesting, fields, a
+    A path that is not there raises CheckpointMissing ("no such checkpoint directory:
+    PATH"; a ckpz.Error and a FileNotFoundError), and so does a directory without a
+    manifest ("no manifest.json: ..."). A missing, truncated or corrupted shard raises
+    on every rank: ckpz.Error (or FileNotFoundError where only this rank failed) naming
+    the rank, the shard file and the tensor. The manifest is checked before it is used (size, nesting, fields, a
     CRC-32 for every tensor not coded lossily, a base only beside this checkpoint, base
     chains without cycles): ckpz.Error naming it. A FIFO or a device in place of a
     manifest or a shard is a ckpz.Error naming it, never a hang (doc/distributed.md).

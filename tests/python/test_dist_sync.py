@@ -6,14 +6,17 @@ spans many of them. The spawn harness (timeouts, ports) is test_distributed's.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 import unittest
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_distributed import assert_state_equal, cloned, expect_error, spawn, train_state  # noqa: E402
+from test_distributed import assert_state_equal, cloned, expect_error, prog_die, read_text, spawn, \
+    train_state  # noqa: E402
 
 import ckpz.distributed as cd  # noqa: E402
 
@@ -97,6 +100,18 @@ class SyncTest(unittest.TestCase):
 
     def test_sync_4(self):
         spawn(prog_sync, 4, None)
+
+    def test_rank_dies_in_broadcast_or_send(self):
+        # rank 1 dies before a broadcast from rank 0, or before rank 0 sends to it: rank 0
+        # raises ckpz.Error naming it, not gloo's RuntimeError
+        d = tempfile.mkdtemp(prefix="ckpz-sync-")
+        try:
+            for op in ("broadcast", "send"):
+                spawn(prog_die, 2, d, op)
+                self.assertIn("rank 1 did not answer", read_text(d + "/rank0-done"))
+                os.remove(d + "/rank0-done")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_world_of_one(self):
         s = {"a": torch.randn(4)}

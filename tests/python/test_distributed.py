@@ -27,6 +27,7 @@ import package_under_test  # noqa: E402  (this folder: the checkout's python/, o
 package_under_test.use_package()
 
 import ckpz  # noqa: E402
+import ckpz._dist_comm  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402
 
 DEADLINE = 100  # seconds for one spawn
@@ -101,6 +102,11 @@ def assert_state_equal(a, b, where=""):
             assert_state_equal(x, y, "%s.%d" % (where, i))
     else:
         assert a == b, (where, a, b)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
 
 
 def shard_tensor_names(path):
@@ -242,11 +248,19 @@ def prog_damage(rank, world, d):
     del victim
 
 
-def prog_die(rank, world, d):
-    """Rank 1 dies while writing its shard of the second save."""
+def prog_die(rank, world, d, op="save", victim=None):
+    """The last rank dies (os._exit): while writing its shard of the second save, or just
+    before a load, a verify, a broadcast or a send to it (test_dist_sync). Every other
+    rank raises ckpz.Error (not gloo's
+    RuntimeError) naming the dead rank and the operation, within the group's timeout
+    (20 s) and the wait for the ranks' answers (GRACE, 2 s here)."""
+    ckpz._dist_comm.GRACE = 2.0
     ddp, opt = train_state()
     cd.save(rank_state(rank, world, ddp, opt), d + "/ck")
-    if rank == 1:
+    victim = world - 1 if victim is None else victim
+    if rank == victim:
+        if op != "save":
+            os._exit(0)
         real = cd._dist_save._write_shard
 
         def dying(payload, path, opts, base):
@@ -257,11 +271,26 @@ def prog_die(rank, world, d):
 
         cd._dist_save._write_shard = dying
     opt.step()
+    state = rank_state(rank, world, ddp, opt)
+    call = {"save": lambda: cd.save(state, d + "/ck"), "load": lambda: cd.load(d + "/ck"),
+            "verify": lambda: cd.verify(state["model"]), "broadcast": lambda: cd.broadcast(state["model"]),
+            "send": lambda: [cd.send(state["model"], victim) for _ in range(20)]}[op]
     t0 = time.monotonic()
-    expect_error(lambda: cd.save(rank_state(rank, world, ddp, opt), d + "/ck"))
+    try:
+        call()
+    except ckpz.Error as e:  # gloo's own RuntimeError is not caught here: the spawn fails
+        text = str(e)
+    else:
+        raise AssertionError("rank %d: no error when rank %d died" % (rank, victim))
+    assert "ckpz.distributed." + op in text, text
+    if victim == 0:  # with it went the store (tcp://): who is alive is not known
+        assert "rank 0, which holds a TCP store, probably died" in text, text
+    else:
+        assert "%d did not answer" % victim in text, text
+        assert op == "send" or "never reached this exchange" in text, text
     assert time.monotonic() - t0 < 40
-    with open(d + "/rank0-done", "w") as f:
-        f.write("raised")
+    with open(d + "/rank%d-done" % rank, "w") as f:
+        f.write(text)
     os._exit(0)  # the group is broken: leave without destroying it
 
 
@@ -332,6 +361,103 @@ def prog_into(rank, world, d):
     expect_error(lambda: cd.load(d + "/c", into=into), "rank-00001-of-00002.ckpz")
 
 
+def tied_model():
+    """Embedding and output head tied (one Parameter under two names), as GPT-2 does."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(200, 32)
+    head = torch.nn.Linear(32, 200, bias=False)
+    head.weight = emb.weight
+    return torch.nn.Sequential(emb, torch.nn.Linear(32, 32), head)
+
+
+def prog_tied(rank, world, d):
+    """Tensors sharing one storage (tied weights, views of one tensor, replicated or a
+    rank's own) are written once, by one rank, and load as tensors sharing one storage,
+    as torch.save / torch.load keep them; background saves and into= too."""
+    ddp = torch.nn.parallel.DistributedDataParallel(tied_model())
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
+    ddp(torch.arange(8)).pow(2).mean().backward()
+    opt.step()
+    big = torch.arange(60, dtype=torch.float32).reshape(12, 5).sin()
+    mine = torch.full((6,), float(rank))
+    state = {"model": ddp.state_dict(), "optim": opt.state_dict(), "views": [big[2:6], big[4:10], big.t()],
+             "own": [mine, mine[1:4]]}
+
+    def storage(t):
+        return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+    def shared(back):
+        m = back["model"]
+        assert storage(m["module.0.weight"]).data_ptr() == storage(m["module.2.weight"]).data_ptr()
+        assert len({storage(v).data_ptr() for v in back["views"]}) == 1
+        assert storage(back["own"][0]).data_ptr() == storage(back["own"][1]).data_ptr()
+
+    cd.save(state, d + "/t")
+    m = cd.manifest(d + "/t")
+    assert m["replicated"]["model.module.0.weight"]["shard"] == m["replicated"]["model.module.2.weight"]["shard"]
+    assert len({m["replicated"]["views.%d" % i]["shard"] for i in range(3)}) == 1
+    back = cd.load(d + "/t")
+    assert_state_equal(back, state, "tied")
+    shared(back)
+    # written once: an untied copy of the state takes about the embedding's bytes more
+    cd.save(cloned(state), d + "/u")
+    tied_bytes = sum(s["bytes"] for s in m["shards"])
+    untied_bytes = sum(s["bytes"] for s in cd.manifest(d + "/u")["shards"])
+    assert untied_bytes - tied_bytes > 0.8 * 200 * 32 * 4, (tied_bytes, untied_bytes)
+    h = cd.save(state, d + "/bg", background=True)
+    h.wait(60)
+    back = cd.load(d + "/bg")
+    assert_state_equal(back, state, "tied, background")
+    shared(back)
+    cd.save(cloned(state), d + "/bg2", background=True).wait(60)  # the snapshot memory reused, untied
+    assert_state_equal(cd.load(d + "/bg2"), state, "untied after tied, background")
+    # in place: the model's one tied Parameter is filled
+    want = cloned(state)
+    with torch.no_grad():
+        for p in ddp.parameters():
+            p.zero_()
+    back = cd.load(d + "/t", into={"model": ddp.state_dict()})
+    assert torch.equal(ddp.module[2].weight.detach(), want["model"]["module.2.weight"])
+    assert back["model"]["module.0.weight"].data_ptr() == ddp.module[0].weight.data_ptr()
+
+
+def prog_held(rank, world, d):
+    """Every tensor ckpz hands to gloo outlives the call by HOLD seconds: gloo's worker
+    never drops the last reference to one (which needs the interpreter lock while it
+    holds the group's work lock: destroying the group then deadlocked, issue 28). Later
+    collectives let older tensors go."""
+    import gc
+    import weakref
+
+    seen = []
+    for mod in (dist, dist.distributed_c10d):
+        for name in ("all_gather", "broadcast", "send", "recv"):
+            def spy(*args, _real=getattr(mod, name), **kw):
+                for x in list(args) + list(kw.values()):
+                    for t in (x if isinstance(x, list) else [x]):
+                        if isinstance(t, torch.Tensor):
+                            seen.append(weakref.ref(t))
+                return _real(*args, **kw)
+
+            setattr(mod, name, spy)
+    ddp, opt = train_state()
+    state = rank_state(rank, world, ddp, opt)
+    for call in (lambda: cd.save(state, d + "/h"), lambda: cd.load(d + "/h"), lambda: cd.verify(state["model"]),
+                 lambda: cd.broadcast(state["model"] if rank == 0 else None)):
+        del seen[:]
+        call()
+        time.sleep(0.1)
+        gc.collect()
+        assert seen and all(r() is not None for r in seen), "%d of %d tensors freed" % (
+            sum(r() is None for r in seen), len(seen))
+    ckpz._dist_comm.HOLD = 0.2
+    time.sleep(0.3)
+    earlier = list(seen)
+    cd.verify(state["model"])
+    gc.collect()
+    assert all(r() is None for r in earlier), "held past HOLD"
+
+
 class DistributedTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="ckpz-dist-")
@@ -352,11 +478,32 @@ class DistributedTest(unittest.TestCase):
         spawn(prog_die, 2, self.dir)
         self.assertTrue(os.path.exists(self.dir + "/rank0-done"))
         self.assertFalse(os.path.exists(self.dir + "/ck/rank-00001-of-00002.ckpz.partial"))
+        self.assertEqual([x for x in os.listdir(self.dir) if ".tmp-" in x], [])  # rank 0 removed its temporary
         # the previous checkpoint loads, here in a world of one (rank 0's state, whole Shards)
         back = cd.load(self.dir + "/ck")
         self.assertEqual(back["emb"].rows, 13)
         self.assertTrue(torch.equal(back["emb"].tensor, full_table()))
         self.assertEqual(back["step"], 11)
+
+    def test_rank_dies_3(self):
+        # rank 2 of 3 dies mid-save: ranks 0 and 1 both name it
+        spawn(prog_die, 3, self.dir)
+        for r in (0, 1):
+            self.assertIn("2 did not answer", read_text(self.dir + "/rank%d-done" % r))
+
+    def test_rank_dies_before_load_or_verify(self):
+        for op in ("load", "verify"):
+            spawn(prog_die, 2, self.dir, op)
+            self.assertIn("rank 1 did not answer", read_text(self.dir + "/rank0-done"))
+            os.remove(self.dir + "/rank0-done")
+        spawn(prog_die, 2, self.dir, "verify", 0)  # rank 0, and the store it holds
+        self.assertIn("rank 0", read_text(self.dir + "/rank1-done"))
+
+    def test_tied_storages_2(self):
+        spawn(prog_tied, 2, self.dir)
+
+    def test_collective_tensors_held_2(self):
+        spawn(prog_held, 2, self.dir)
 
     def test_background_2(self):
         spawn(prog_background, 2, self.dir)
@@ -369,6 +516,27 @@ class DistributedTest(unittest.TestCase):
         cd.save(state, self.dir + "/one")
         assert_state_equal(cd.load(self.dir + "/one"), state)
         self.assertRaisesRegex(FileNotFoundError, "manifest", cd.load, self.dir)
+        # a path that is not there, a directory without a manifest, one with shards but no
+        # manifest: each said so, as a ckpz.Error that is a FileNotFoundError too
+        import pickle
+
+        import ckpz.dcp
+
+        none = self.dir + "/none"
+        for call in (cd.load, cd.manifest, lambda p: ckpz.dcp.Reader(p).read_metadata()):
+            with self.assertRaises(ckpz.Error) as cm:
+                call(none)
+            e = cm.exception
+            self.assertIsInstance(e, FileNotFoundError)
+            self.assertIn("no such checkpoint directory: " + none, str(e))
+            self.assertNotIn("did not finish", str(e))
+            again = pickle.loads(pickle.dumps(e))
+            self.assertEqual((type(again), str(again), again.filename), (type(e), str(e), e.filename))
+        self.assertRaisesRegex(ckpz.Error, "no manifest.json: not a ckpz.distributed checkpoint", cd.load, self.dir)
+        shutil.copytree(self.dir + "/one", self.dir + "/half")
+        os.remove(self.dir + "/half/manifest.json")
+        self.assertRaisesRegex(FileNotFoundError, "no manifest.json: an incomplete checkpoint", cd.load,
+                               self.dir + "/half")
         # a manifest pointing outside its shards, or not JSON: a clear error, no KeyError
         import json
 
