@@ -23,27 +23,26 @@ bytes (torch >= 2.1's planner spreads them too, in the order it meets them).
 Extension (torch >= 2.7, whose FileSystemWriter takes stream extensions) is the other
 route: DCP's own files, each item's stream coded by ckpz, read back by the stock
 FileSystemReader given extension_registry() (torch's reader knows only ZStandard
-unless it is handed a registry).
+unless it is handed a registry): _dcp_extension. The metadata file as hostile input:
+_dcp_metadata.
 """
 
 import dataclasses
-import enum
 import io
 import os
 import pickle
 import uuid
 
-from . import _archive, _dcp_compat, _dist_load, _dist_manifest, _dist_save, _dist_state, _files, _lib, _save, \
-    _torchzip, _unpickle
+from . import _dcp_compat, _dist_load, _dist_save, _dist_state, _lib, _save, _torchzip
+from ._dcp_extension import Extension, extension_registry
+from ._dcp_metadata import METADATA, _check_unchecked, _checked_metadata, _metadata_bytes, _safe_metadata
 from ._lib import LEVEL_DEFAULT, Error
-from ._pickle_limits import UnsafeGlobalError
 
 __all__ = ["Writer", "Reader", "BalancedSavePlanner", "Extension", "extension_registry", "checkpoint"]
 
 _N = _dcp_compat.names()
 checkpoint = _N["dcp"]
 FORMAT = "ckpz.dcp"
-METADATA = ".metadata"
 
 
 def _future(value):
@@ -202,22 +201,6 @@ def _zlib_crc(b):
     return zlib.crc32(b)
 
 
-def _metadata_classes():
-    dcp = checkpoint
-    md = __import__(dcp.__name__ + ".metadata", fromlist=["x"])
-    out = []
-    for name in ("Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
-                 "MetadataIndex", "TensorProperties", "MEM_FORMAT_ENCODING", "_MEM_FORMAT_ENCODING", "StorageMeta"):
-        if hasattr(md, name):
-            out.append(getattr(md, name))
-    try:
-        st = __import__("torch.distributed._shard.sharded_tensor.metadata", fromlist=["x"])
-        out += [st.TensorProperties, st.MEM_FORMAT_ENCODING]
-    except Exception:
-        pass
-    return out
-
-
 class Reader(_Directory, _N["StorageReader"]):
     """A DCP StorageReader for what Writer wrote (path None: the checkpoint_id DCP is
     given). Each rank opens only the files holding items it reads and decodes only those
@@ -315,88 +298,6 @@ class Reader(_Directory, _N["StorageReader"]):
             planner.commit_tensor(req, target)
 
 
-def _metadata_bytes(directory, name):
-    """(the bytes of the metadata file, its path); CheckpointMissing saying what is missing."""
-    path = os.path.join(directory, name)
-    if not os.path.exists(path):
-        if not os.path.isdir(directory):
-            raise _dist_manifest.missing(directory, name, None)
-        if name != METADATA:
-            what = "no metadata of this rank (a save with use_collectives=False writes %s)" % name
-        elif any(f.startswith("__") and f.endswith(METADATA) for f in os.listdir(directory)):
-            what = "no metadata of the whole: each rank saved alone (use_collectives=False: __RANK%s)" % METADATA
-        elif any(f.startswith("rank-") and f.endswith(".ckpz") for f in os.listdir(directory)):
-            what = "no metadata: a save that did not finish (the coordinator writes %s last)" % METADATA
-        else:
-            what = "not a ckpz.dcp checkpoint (no %s)" % METADATA
-        raise _dist_manifest.CheckpointMissing("ckpz.dcp: " + what, path)
-    with open(_files.open_regular(path), "rb") as f:  # a FIFO or a device: ckpz.Error naming it
-        return f.read(), path
-
-
-def _safe_metadata(torch, data, path):
-    """DCP metadata unpickled by ckpz's safe unpickler, DCP's metadata classes allowed."""
-
-    def no_persistent(pid):
-        raise Error(_lib.ERR_CORRUPT, "a persistent id in DCP metadata", path)
-
-    allowed = _metadata_classes()
-
-    def enum_member(cls, name):  # Python >= 3.11 pickles an enum member as getattr(cls, name)
-        if any(cls is c for c in allowed) and isinstance(cls, enum.EnumMeta) and isinstance(name, str):
-            return cls[name]
-        raise Error(_lib.ERR_INPUT, "refused: getattr on something else than a metadata enum", path)
-
-    cls = _unpickle.make_unpickler(torch, no_persistent, False, allowed, path,
-                                   overrides={("builtins", "getattr"): enum_member})
-    try:
-        return cls(io.BytesIO(data)).load()
-    except UnsafeGlobalError as e:  # not advice for ckpz.load: say what this directory is
-        if e.name.endswith(".filesystem._StorageInfo"):
-            raise _plain_dcp(path) from None
-        raise Error(_lib.ERR_INPUT, "not ckpz.dcp metadata for this torch release: it names the global '%s', which "
-                    "ckpz.dcp.Reader does not build (another StorageWriter's metadata, or another torch release's: "
-                    "if you trust this directory, Reader(..., trusted=True))" % e.name, path) from None
-
-
-def _plain_dcp(path):
-    return Error(_lib.ERR_INPUT, "not a ckpz.dcp checkpoint: DCP's own FileSystemWriter wrote this directory (its "
-                 "metadata places the items in .distcp files); load it with %s.FileSystemReader"
-                 % checkpoint.__name__, path)
-
-
-def _check_unchecked(sf, path, reqs):
-    """An item without a CRC-32 in the metadata must be one the file itself says it coded
-    lossily (a null CRC must not turn the check off for a swapped or damaged file). Byte
-    blobs are never lossy; 0.4.0's Writer left them unchecked too in a lossy save, so
-    they pass where the file holds lossy tensors."""
-    unchecked = [(req, key) for req, (_, key, crc) in reqs if crc is None]
-    if not unchecked:
-        return
-    lossy = _archive.lossy_names(sf.call, sf.handle)
-    for req, key in unchecked:
-        ok = bool(lossy) if req.type == _N["LoadItemType"].BYTE_IO else "tensors." + key in lossy
-        if not ok:
-            raise Error(_lib.ERR_CHECKSUM, "item %r has no CRC-32 in the metadata, and this file holds it losslessly: "
-                        "only an item coded lossily goes unchecked" % (req.storage_index.fqn,), path)
-
-
-def _checked_metadata(md, path):
-    """md when it is DCP metadata whose storage_data this Reader can follow: each item's
-    (file name, key, CRC-32 or None), the file a plain name in the directory."""
-    if not isinstance(md, _N["Metadata"]) or not isinstance(getattr(md, "storage_data", None), dict):
-        raise Error(_lib.ERR_INPUT, "not DCP metadata written by ckpz.dcp.Writer", path)
-    for index, info in md.storage_data.items():
-        if type(info).__name__ == "_StorageInfo":  # trusted=True got this far
-            raise _plain_dcp(path)
-        if not (isinstance(info, tuple) and len(info) == 3 and isinstance(info[0], str) and isinstance(info[1], str)
-                and (info[2] is None or (type(info[2]) is int and 0 <= info[2] < 1 << 32))
-                and info[0] == os.path.basename(info[0]) and info[0] not in ("", ".", "..")):
-            raise Error(_lib.ERR_CORRUPT, "the metadata's location of %r is malformed" % (getattr(index, "fqn", index),),
-                        path)
-    return md
-
-
 def _planner_base():
     dp = __import__(checkpoint.__name__ + ".default_planner", fromlist=["x"])
     return dp.DefaultSavePlanner, dp.create_default_local_save_plan
@@ -446,107 +347,3 @@ def _item_bytes(torch, item):
     for s in (td.chunk.sizes if item.type == _N["WriteItemType"].SHARD else td.size):
         n *= s
     return n * torch.empty(0, dtype=td.properties.dtype).element_size()
-
-
-# ---- the stream-extension route (torch >= 2.7) --------------------------------------------
-
-_EXT = None
-try:
-    _EXT = __import__(checkpoint.__name__ + "._extension", fromlist=["x"])
-except ImportError:
-    pass
-
-
-def _needs_extensions(what):
-    import torch
-
-    raise RuntimeError("ckpz.dcp.%s needs DCP's stream extensions (torch.distributed.checkpoint._extension, "
-                       "torch 2.7 and later); this is torch %s" % (what, torch.__version__))
-
-
-class _Buffered(io.RawIOBase):
-    """What transform_to returns: it keeps what DCP writes (one item: a blob, or torch.save
-    of one tensor) and codes it into the stream below when DCP closes it (close cascades,
-    as DCP asks of a transform: the stream below ignores it)."""
-
-    def __init__(self, output, opts):
-        super().__init__()
-        self.output = output
-        self.opts = opts
-        self.buf = io.BytesIO()
-
-    def writable(self):
-        return True
-
-    def write(self, b):
-        return self.buf.write(b)
-
-    def close(self):
-        if self.closed:
-            return
-        try:
-            from . import compress_file
-
-            level, threads = self.opts
-            self.buf.seek(0)
-            compress_file(self.buf, self.output, level=level, threads=threads)
-            self.output.close()
-        finally:
-            self.buf = None
-            super().close()
-
-
-class Extension(_EXT.StreamTransformExtension if _EXT is not None else object):
-    """A DCP stream extension (torch >= 2.7) that codes each item FileSystemWriter writes
-    with ckpz (dtype-aware, a CRC-32C per chunk and of the whole item)::
-
-        dcp.save(sd, storage_writer=dcp.FileSystemWriter(path, _extensions=[ckpz.dcp.Extension()]))
-        dcp.load(sd, storage_reader=dcp.FileSystemReader(path, _extension_registry=ckpz.dcp.extension_registry()))
-
-    The metadata names it "stream.ckpz/1". torch's FileSystemReader builds the extensions
-    of an item from that name through the registry it is given; its default registry
-    holds ZStandard only, so a reader must be given extension_registry() (or a registry
-    it registered Extension in). Each item is kept in memory whole before it is coded (DCP
-    hands the stream one item at a time), and read back whole."""
-
-    def __init__(self, level=LEVEL_DEFAULT, threads=0):
-        if _EXT is None:
-            _needs_extensions("Extension")
-        super().__init__()
-        _lib.make_params(level, threads)  # checked now, not at the first item
-        self.level, self.threads = level, threads
-
-    @staticmethod
-    def registry_name():
-        return "stream.ckpz"
-
-    @staticmethod
-    def from_descriptor(version):
-        if str(version).partition(".")[0] != "1":
-            raise ValueError("ckpz.dcp.Extension: stream.ckpz version %r is not one this ckpz reads (1)" % (version,))
-        return Extension()
-
-    def get_descriptor(self):
-        return self.registry_name() + "/1"
-
-    def transform_to(self, output):
-        return _Buffered(output, (self.level, self.threads))
-
-    def transform_from(self, input):
-        from . import decompress_file
-
-        out = io.BytesIO()
-        decompress_file(io.BytesIO(input.read(-1)), out, threads=self.threads)
-        out.seek(0)
-        return out
-
-
-def extension_registry(registry=None):
-    """A DCP ExtensionRegistry (torch >= 2.7) holding Extension, for the stock
-    FileSystemReader's _extension_registry=: registry (one of yours) with it registered,
-    or a new one (which holds torch's ZStandard too)."""
-    if _EXT is None:
-        _needs_extensions("extension_registry")
-    registry = _EXT.ExtensionRegistry() if registry is None else registry
-    registry.register(Extension)
-    return registry

@@ -69,7 +69,7 @@ def setup(instrument=None):
 
     _state["ckpz"] = ckpz
     _state["driver"] = driver
-    _state["targets"] = driver._targets(ckpz.dcp._metadata_classes())
+    _state["targets"] = driver._targets(getattr(ckpz, "_dcp_metadata", ckpz.dcp)._metadata_classes())
     os.makedirs(MARKER_DIR, exist_ok=True)
     import copyreg
 

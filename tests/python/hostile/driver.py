@@ -474,7 +474,7 @@ class Env:
         try:
             import ckpz.dcp
 
-            extra = list(ckpz.dcp._metadata_classes())
+            extra = list(getattr(ckpz, "_dcp_metadata", ckpz.dcp)._metadata_classes())
         except Exception as e:
             self.dcp_error = "import ckpz.dcp failed: %s: %s" % (type(e).__name__, e)
         import craft

@@ -1031,7 +1031,7 @@ def dcp_cases(su):
     shard = os.path.join(su.out, c, "control_valid", shard_name(0, 1))
     with open(shard, "rb") as fo:
         shard_bytes = fo.read()
-    classes = {cls.__name__: cls for cls in cdcp._metadata_classes()}
+    classes = {cls.__name__: cls for cls in getattr(sys.modules.get("ckpz"), "_dcp_metadata", cdcp)._metadata_classes()}
 
     def g(name):
         cls = classes[name]
