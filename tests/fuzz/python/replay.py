@@ -43,6 +43,7 @@ def replay_one(name, paths, timeout):
     mod = __import__("fuzz_" + name)
     mod.setup()
     import _common
+    import driver  # tests/python/hostile, on the path through _common
     failures = []
     files = inputs(paths)
     for path in files:
@@ -77,21 +78,7 @@ def replay_one(name, paths, timeout):
                 os._exit(code)
         os.close(w)
         t0 = time.monotonic()
-        status, timed_out = None, False
-        while True:
-            got, st = os.waitpid(pid, os.WNOHANG)
-            if got:
-                status = st
-                break
-            if time.monotonic() - t0 > timeout:
-                timed_out = True
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                break
-            time.sleep(0.002)
+        status, timed_out = driver.wait_bounded(pid, t0, timeout, 0.002)
         with os.fdopen(r, "rb") as fo:
             msg = fo.read().decode("utf-8", "replace")
         rel = os.path.relpath(path, _HERE)

@@ -568,6 +568,25 @@ def _write(path, res):
     os.replace(tmp, path)
 
 
+def wait_bounded(pid, t0, timeout, poll):
+    """(wait status, timed out) of the child pid, a session leader: killed with its
+    process group once timeout seconds have passed since t0 (time.monotonic()).
+    tests/fuzz/python/replay.py waits for its children the same way."""
+    import signal
+
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            return status, False
+        if time.monotonic() - t0 > timeout:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                os.kill(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1], True
+        time.sleep(poll)
+
+
 def child_setup(log_path):
     """In the child, before the case: stdin, stdout and stderr, faulthandler, no core."""
     fd = os.open(os.devnull, os.O_RDONLY)
@@ -585,8 +604,6 @@ def child_setup(log_path):
 
 def serve(suite_dir):
     """The fork server: one JSON request per stdin line, one JSON reply per stdout line."""
-    import signal
-
     env = Env(suite_dir)
     out = sys.stdout
     threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
@@ -617,21 +634,7 @@ def serve(suite_dir):
                 except BaseException:  # noqa: B902
                     pass
                 os._exit(code)
-        status, timed_out = None, False
-        while True:
-            got, st = os.waitpid(pid, os.WNOHANG)
-            if got:
-                status = st
-                break
-            if time.monotonic() - t0 > req["timeout"]:
-                timed_out = True
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                break
-            time.sleep(0.005)
+        status, timed_out = wait_bounded(pid, t0, req["timeout"], 0.005)
         reply = {"id": case["id"], "timed_out": timed_out, "wall": round(time.monotonic() - t0, 3)}
         if os.WIFSIGNALED(status):
             reply["signal"] = os.WTERMSIG(status)
