@@ -7,7 +7,7 @@
  * entropy-codes), of the top mantissa bits (nearly random in trained weights), zeros,
  * the spread of values, the dtype and size (small tensors pay the fixed per-chunk
  * cost); for a lossy candidate, the sample is coded by the compressor's own quantiser
- * (lib/transforms/quant.c, see lossy_sample.c), which gives the order-0 entropy of the
+ * (lib/transforms/quant_encode.c, see lossy_sample.c), which gives the order-0 entropy of the
  * code planes the entropy stage will see, the exceptions and the group parameters, and
  * the mode, bits, block size and bound themselves. The order is fixed by the
  * model file: changing it means retraining (bench/train-predictor). doc/predict.md
