@@ -63,6 +63,13 @@ typedef struct dstate {
     size_t nc, cap_c;
     unsigned flags;       /* CTR_FILE_* */
     size_t group;         /* first entry of the current group: packed entries and their owner */
+    ctr_header h;         /* the file's header */
+    ctr_base b;           /* its base frame (a delta file) */
+    int base_missing;     /* a delta file restored without its base: fine until an entry needs it */
+    const ctr_entry *cur; /* the entry whose chunks follow */
+    uint64_t cur_pos;     /* bytes of it restored so far */
+    uint64_t chunk_no;    /* chunks read */
+    size_t max_payload;   /* the largest chunk payload the header's chunk size allows */
 } dstate;
 
 static const char *entry_name(const dstate *d, uint32_t i)
@@ -187,6 +194,105 @@ out:
     return err;
 }
 
+/* The file header, and a delta file's base frame: the caller's base is checked before
+ * anything else (a wrong base is refused at once). */
+static ckpz_error read_head(dstate *d, const ckpz_params *p)
+{
+    ckpz_ctx *ctx = d->ctx;
+    ckpz_error err;
+    uint8_t hb[CTR_HEADER_SIZE];
+    ptrdiff_t got = 0;
+    while (got < CTR_HEADER_SIZE) { /* an empty or tiny input is "not ckpz", not "truncated" */
+        ptrdiff_t r = d->rd(d->rd_opaque, hb + got, CTR_HEADER_SIZE - (size_t)got);
+        if (r < 0) return ctx_fail(ctx, CKPZ_ERR_READ, "read error");
+        if (r == 0) break;
+        got += r;
+    }
+    if (got < 8 || memcmp(hb, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
+    if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
+    d->in_pos = CTR_HEADER_SIZE;
+    if ((err = ctr_header_read(ctx, hb, &d->h))) return err;
+    d->flags = ctr_file_flags(&d->h);
+    if (!d->h.based) return CKPZ_OK;
+    uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
+    size_t used;
+    if ((err = read_exact(d, bb, 8, "the base frame"))) return err;
+    uint32_t blen = ld32(bb + 4);
+    if (ld32(bb) == CTR_TAG_BASE && blen >= CTR_BASE_FIXED && blen <= CTR_BASE_FIXED + CTR_MAX_BASE_NAME &&
+        (err = read_exact(d, bb + 8, blen + 4, "the base frame")))
+        return err;
+    if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &d->b, &used))) return err;
+    if (p->base && (err = base_verify(ctx, &d->b, p))) return err;
+    d->base_missing = !p->base;
+    return CKPZ_OK;
+}
+
+/* An entry frame (its tag already read into fb): the entry whose chunks follow. */
+static ckpz_error read_entry_frame(dstate *d, const uint8_t *fb)
+{
+    ckpz_ctx *ctx = d->ctx;
+    ckpz_error err;
+    uint8_t fr[8 + CTR_ENTRY_MAX + 4]; /* the whole frame: tag, length, body, CRC */
+    uint32_t blen;
+    uint64_t at = d->in_pos - 4;
+    memcpy(fr, fb, 4);
+    if ((err = read_exact(d, fr + 4, 4, "an entry frame"))) return err;
+    if ((err = ctr_entry_frame_len(ctx, fr, UINT64_MAX, d->ne, at, &blen))) return err;
+    if ((err = read_exact(d, fr + 8, blen + 4, "an entry frame"))) return err;
+    if (grow_array((void **)&d->e, &d->cap_e, d->ne + 1, sizeof *d->e))
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if ((err = ctr_entry_frame_read(ctx, fr, blen, d->flags, d->ne, at, &d->e[d->ne]))) return err;
+    if (!d->ne || !(d->e[d->ne - 1].flags & CTR_ENTRY_PACKED)) d->group = d->ne; /* a new group */
+    d->cur = &d->e[d->ne++];
+    d->cur_pos = 0;
+    /* Only entries coded against the base need it: a delta file none of whose entries
+     * matched its base restores without it. */
+    if (d->base_missing && (d->cur->flags & CTR_ENTRY_BASED))
+        return base_verify(ctx, &d->b, d->p); /* names the base the file needs */
+    return CKPZ_OK;
+}
+
+/* A chunk frame (its tag already read into fb): header checked against its entry,
+ * payload read into the job, the chunk recorded for the seek table's check. */
+static ckpz_error read_chunk_frame(dstate *d, uint8_t *fb, djob *j)
+{
+    ckpz_ctx *ctx = d->ctx;
+    const ckpz_params *p = d->p;
+    const ctr_entry *cur = d->cur;
+    ckpz_error err;
+    uint64_t frame_at = d->in_pos - 4;
+    if ((err = read_exact(d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) return err;
+    ctr_chunk *c = &j->h;
+    char what[200], who[160];
+    chunk_owner(d, d->group, (uint32_t)(d->ne ? d->ne - 1 : 0), who, sizeof who);
+    snprintf(what, sizeof what, "chunk %llu (%s)", (unsigned long long)d->chunk_no, who);
+    if ((err = ctr_chunk_read(ctx, fb, d->h.chunk_size, d->max_payload, what, c))) return err;
+    if (d->ne == 0 || c->entry != d->ne - 1)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c->entry,
+                        d->ne ? d->ne - 1 : 0);
+    if (cur->flags & CTR_ENTRY_PACKED) /* its bytes are in its owner's chunk */
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a chunk of a packed entry", what);
+    if (c->xf == XF_QUANT && !(cur->flags & CTR_ENTRY_LOSSY))
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", what);
+    /* the base's bytes for the chunk, when the base has them all (a chunk with a
+     * predictor needs them: chunk_decode refuses one without) */
+    j->base = (cur->flags & CTR_ENTRY_BASED) && cur->base_offset <= p->base_size &&
+                      d->cur_pos <= p->base_size - cur->base_offset &&
+                      c->raw_len <= p->base_size - cur->base_offset - d->cur_pos
+                  ? p->base + cur->base_offset + d->cur_pos
+                  : NULL;
+    d->cur_pos += c->raw_len;
+    j->dtype = (ckpz_dtype)cur->dtype;
+    if ((err = read_exact(d, j->payload, c->payload_len, what))) return err;
+    if (grow_array((void **)&d->c, &d->cap_c, d->nc + 1, sizeof *d->c))
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    d->c[d->nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
+    j->chunk_no = d->chunk_no++;
+    j->entry = c->entry;
+    j->group = d->group;
+    return CKPZ_OK;
+}
+
 ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                               const ckpz_sink *dst, ckpz_stats *stats)
 {
@@ -196,55 +302,21 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     ckpz_sink out;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
-    ckpz_read_fn rd = in.read;
-    void *rd_opaque = in.opaque;
-    ckpz_write_fn wr = out.write;
-    void *wr_opaque = out.opaque;
-    if (!rd) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
+    if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
-    dstate d = {ctx, &p, rd, rd_opaque, wr, wr_opaque, 0, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, 0};
-    uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h;
-    ptrdiff_t got = 0;
-    while (got < CTR_HEADER_SIZE) { /* an empty or tiny input is "not ckpz", not "truncated" */
-        ptrdiff_t r = rd(rd_opaque, hb + got, CTR_HEADER_SIZE - (size_t)got);
-        if (r < 0) return ctx_fail(ctx, CKPZ_ERR_READ, "read error");
-        if (r == 0) break;
-        got += r;
-    }
-    if (got < 8 || memcmp(hb, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
-    if (got < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
-    d.in_pos = CTR_HEADER_SIZE;
-    if ((err = ctr_header_read(ctx, hb, &h))) return err;
-    d.flags = ctr_file_flags(&h);
-    ctr_base b = {0};
-    int base_missing = 0; /* a delta file restored without its base: fine until an entry needs it */
-    if (h.based) { /* a delta file: check the caller's base before anything else */
-        uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
-        size_t used;
-        if ((err = read_exact(&d, bb, 8, "the base frame"))) return err;
-        uint32_t blen = ld32(bb + 4);
-        if (ld32(bb) == CTR_TAG_BASE && blen >= CTR_BASE_FIXED && blen <= CTR_BASE_FIXED + CTR_MAX_BASE_NAME &&
-            (err = read_exact(&d, bb + 8, blen + 4, "the base frame")))
-            return err;
-        if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &b, &used))) return err;
-        if (p.base && (err = base_verify(ctx, &b, &p))) return err; /* a wrong base is refused at once */
-        base_missing = !p.base;
-    }
-    const uint8_t *base = p.base;
-    const ctr_entry *cur = NULL; /* the entry whose chunks follow */
-    uint64_t cur_pos = 0;        /* bytes of it restored so far */
+    dstate d = {.ctx = ctx, .p = &p, .rd = in.read, .rd_opaque = in.opaque, .wr = out.write, .wr_opaque = out.opaque};
+    if ((err = read_head(&d, &p))) return err;
+    const ctr_header h = d.h;
 
     int workers = p.threads - 1; /* the calling thread codes too */
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
-    size_t max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
-    if (max_payload + CTR_FRAME_SIZE > p.mem_limit)
+    d.max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
+    if (d.max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
     struct workmem *wm = workmem_take(ctx); /* scratch and job buffers kept by the context */
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
-    uint64_t chunk_no = 0;
     size_t bchunk = 0;
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0))
         goto nomem;
@@ -258,33 +330,14 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         uint32_t tag = ld32(fb);
         if (tag == CTR_TAG_INDEX) break;
         if (tag == CTR_TAG_ENTRY) {
-            uint8_t fr[8 + CTR_ENTRY_MAX + 4]; /* the whole frame: tag, length, body, CRC */
-            uint32_t blen;
-            uint64_t at = d.in_pos - 4;
-            memcpy(fr, fb, 4);
-            if ((err = read_exact(&d, fr + 4, 4, "an entry frame"))) goto fail;
-            if ((err = ctr_entry_frame_len(ctx, fr, UINT64_MAX, d.ne, at, &blen))) goto fail;
-            if ((err = read_exact(&d, fr + 8, blen + 4, "an entry frame"))) goto fail;
-            if (grow_array((void **)&d.e, &d.cap_e, d.ne + 1, sizeof *d.e)) goto nomem;
-            if ((err = ctr_entry_frame_read(ctx, fr, blen, d.flags, d.ne, at, &d.e[d.ne]))) goto fail;
-            if (!d.ne || !(d.e[d.ne - 1].flags & CTR_ENTRY_PACKED)) d.group = d.ne; /* a new group */
-            cur = &d.e[d.ne++];
-            cur_pos = 0;
-            /* Only entries coded against the base need it: a delta file none of whose
-             * entries matched its base restores without it. */
-            if (base_missing && (cur->flags & CTR_ENTRY_BASED)) {
-                err = base_verify(ctx, &b, &p); /* names the base the file needs */
-                goto fail;
-            }
+            if ((err = read_entry_frame(&d, fb))) goto fail;
             continue;
         }
         if (tag != CTR_TAG_CHUNK) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unknown frame tag at byte %llu (after chunk %llu)",
-                           (unsigned long long)(d.in_pos - 4), (unsigned long long)chunk_no);
+                           (unsigned long long)(d.in_pos - 4), (unsigned long long)d.chunk_no);
             goto fail;
         }
-        uint64_t frame_at = d.in_pos - 4;
-        if ((err = read_exact(&d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) goto fail;
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
             if ((!j->payload && !(j->payload = malloc(workmem_out_bound(bchunk)))) ||
@@ -294,39 +347,7 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
             j = pipeline_retire(pl);
             if ((err = retire(&d, j))) goto fail;
         }
-        ctr_chunk *c = &j->h;
-        char what[200], who[160];
-        chunk_owner(&d, d.group, (uint32_t)(d.ne ? d.ne - 1 : 0), who, sizeof who);
-        snprintf(what, sizeof what, "chunk %llu (%s)", (unsigned long long)chunk_no, who);
-        if ((err = ctr_chunk_read(ctx, fb, h.chunk_size, max_payload, what, c))) goto fail;
-        if (d.ne == 0 || c->entry != d.ne - 1) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c->entry,
-                           d.ne ? d.ne - 1 : 0);
-            goto fail;
-        }
-        if (cur->flags & CTR_ENTRY_PACKED) { /* its bytes are in its owner's chunk */
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a chunk of a packed entry", what);
-            goto fail;
-        }
-        if (c->xf == XF_QUANT && !(cur->flags & CTR_ENTRY_LOSSY)) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", what);
-            goto fail;
-        }
-        /* the base's bytes for the chunk, when the base has them all (a chunk with a
-         * predictor needs them: chunk_decode refuses one without) */
-        j->base = (cur->flags & CTR_ENTRY_BASED) && cur->base_offset <= p.base_size &&
-                          cur_pos <= p.base_size - cur->base_offset &&
-                          c->raw_len <= p.base_size - cur->base_offset - cur_pos
-                      ? base + cur->base_offset + cur_pos
-                      : NULL;
-        cur_pos += c->raw_len;
-        j->dtype = (ckpz_dtype)cur->dtype;
-        if ((err = read_exact(&d, j->payload, c->payload_len, what))) goto fail;
-        if (grow_array((void **)&d.c, &d.cap_c, d.nc + 1, sizeof *d.c)) goto nomem;
-        d.c[d.nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
-        j->chunk_no = chunk_no++;
-        j->entry = c->entry;
-        j->group = d.group;
+        if ((err = read_chunk_frame(&d, fb, j))) goto fail;
         pipeline_submit(pl, j);
     }
     while ((j = pipeline_retire(pl)))
