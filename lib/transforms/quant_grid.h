@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/dtype.h"
-#include "quant.h"
+#include "ckpz.h"
 
 /* ---- elements as doubles ------------------------------------------------------------
  * Through the dtype table (common/dtype.h); f32 and bf16, the common checkpoint dtypes,
