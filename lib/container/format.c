@@ -7,8 +7,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "container/container.h"
-#include "transforms/planes.h"
-#include "transforms/predict.h"
+#include "transforms/ids.h"
 
 const uint8_t ctr_magic[8] = {0x89, 'C', 'K', 'P', 'Z', '\r', '\n', 0x1a};
 

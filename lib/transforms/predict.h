@@ -17,15 +17,7 @@
 #include <stdint.h>
 
 #include "ckpz.h"
-
-/* Predictor ids are stored in chunk frames: the numbers are fixed. */
-enum pred_id {
-    PRED_NONE = 0, /* no base: the chunk as it is */
-    PRED_XOR = 1,  /* x ^ b */
-    PRED_DIFF = 2, /* zigzag(M(x) - M(b)) per element */
-    PRED_COPY = 3, /* x equals b: nothing stored */
-    PRED_COUNT_
-};
+#include "ids.h" /* enum pred_id */
 
 /* "none", "xor", "diff", "copy"; "?" for other values. */
 const char *pred_name(uint8_t pred);

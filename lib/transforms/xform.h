@@ -14,17 +14,8 @@
 #include <stdint.h>
 
 #include "ckpz.h"
+#include "ids.h" /* enum xf_id */
 
-/* Transform ids are stored in chunk frames: the numbers are fixed. Ranges as for codec
- * ids: 0-63 this format's, assigned in order; 64-127 later versions of the format;
- * 128-255 private use, never written by ckpz. */
-enum xf_id {
-    XF_NONE = 0,  /* one plane: the bytes as they are */
-    XF_FLOAT = 1, /* rotate left 1, split MSB first (planes.h) */
-    XF_INT = 2,   /* split MSB first (planes.h) */
-    XF_QUANT = 3, /* lossy codes and their side planes (quant.h) */
-    XF_ESC = 4    /* diff residuals: low byte planes, top bytes escape-coded (escape.h) */
-};
 #define XF_ID_LIMIT 64      /* ids of this format: below this */
 #define XF_MAX_PLANES 9     /* the most planes of any transform (8 byte planes + the tail) */
 #define XF_KEEP (-1)        /* plane role: coded as it is (stored), e.g. a header */
