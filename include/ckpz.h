@@ -859,6 +859,35 @@ typedef struct ckpz_tune_result {
 CKPZ_API ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs,
                               int cpu_budget, ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque);
 
+/* ==== safetensors headers (lib/formats/safetensors.c) =================================
+ * The one safetensors header writer: what ckpz hands itself or a caller as a safetensors
+ * file that exists only as a read callback (the tuner's samples, libckpz_mpi's shards,
+ * the Python package's target_bw=) is described here, so that every such header is what
+ * the reader takes back. */
+
+/* One tensor of a safetensors header. */
+typedef struct ckpz_st_tensor {
+    const char *name;      /* UTF-8, NUL-terminated; not "__metadata__" */
+    ckpz_dtype dtype;      /* a type with a safetensors name (ckpz_dtype_format_name) */
+    uint32_t ndim;         /* at most 64 */
+    const uint64_t *shape; /* ndim values, outermost first (NULL when ndim is 0) */
+} ckpz_st_tensor;
+
+/* The header of a safetensors file of the n tensors t in this order, their data back to
+ * back from offset 0 (dtype size x shape bytes each): 8-byte little-endian length, then
+ * compact JSON ("data_offsets" in that layout; names escaped as the safetensors package
+ * escapes them) padded with spaces to a multiple of 8 bytes. *len gets the header's
+ * length and *data_bytes (may be NULL) the data's; with dst NULL nothing is written (ask
+ * the size, then call again), else dst must hold cap >= *len bytes (CKPZ_ERR_LIMIT
+ * otherwise). A tensor with no name, a name that is not UTF-8 or is "__metadata__", a
+ * dtype without a safetensors name, over 64 dimensions, or sizes past 2^64 is refused
+ * with CKPZ_ERR_PARAM and a message naming it; a header over what ckpz reads (256 MiB)
+ * with CKPZ_ERR_LIMIT. Not checked: names that repeat (the safetensors package refuses
+ * them; ckpz's reader takes both). ctx may be NULL (no message). */
+CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, void *dst,
+                                            size_t cap, size_t *len, uint64_t *data_bytes);
+/* ==== end of safetensors headers ====================================================== */
+
 #ifdef __cplusplus
 }
 #endif

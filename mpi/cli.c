@@ -1,6 +1,6 @@
 /* cli.c — ckpz-mpi: `mpirun -n N ckpz-mpi [ckpz options] FILE...`. The command line is
- * ckpz's own (programs/cli.c, built a second time with its operations renamed, see
- * CMakeLists.txt), so options, usage and messages are ckpz's; compression, -d and -t run
+ * ckpz's own (programs/cli.c's cli_main, run over this file's table of operations, mpi_ops),
+ * so options, usage and messages are ckpz's; compression, -d and -t run
  * on all ranks through libckpz_mpi, the other operations (-l, --extract, -b, --rebase,
  * --predict) on rank 0 alone. Only rank 0 prints: the other ranks' output goes to
  * /dev/null, and libckpz_mpi hands every rank the message of the rank that failed, so
@@ -10,6 +10,7 @@
  * default, all cores, would have every rank of a node use all of them). */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,11 +18,11 @@
 #include "basefile.h"
 #include "bench.h"
 #include "ckpz_mpi.h"
+#include "cli.h"
 #include "display.h"
+#include "filelist.h"
 #include "ops.h"
 #include "predict_cli.h"
-
-int ckpz_cli_main(int argc, char **argv); /* programs/cli.c's main */
 
 static int g_rank;
 
@@ -32,27 +33,27 @@ static int on_rank0(int rc)
     return rc;
 }
 
-int mpi_list_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_list_files(const fio_prefs *p, const char *const *files, int n)
 {
     return on_rank0(g_rank == 0 ? fio_list_files(p, files, n) : 0);
 }
 
-int mpi_extract(const fio_prefs *p, const char *tensor, const char *file)
+static int mpi_extract(const fio_prefs *p, const char *tensor, const char *file)
 {
     return on_rank0(g_rank == 0 ? fio_extract(p, tensor, file) : 0);
 }
 
-int mpi_rebase_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_rebase_files(const fio_prefs *p, const char *const *files, int n)
 {
     return on_rank0(g_rank == 0 ? fio_rebase_files(p, files, n) : 0);
 }
 
-int mpi_bench_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_bench_files(const fio_prefs *p, const char *const *files, int n)
 {
     return on_rank0(g_rank == 0 ? bench_files(p, files, n) : 0);
 }
 
-int mpi_predict_run(const fio_prefs *p, const char *const *files, int n, const predict_opts *o)
+static int mpi_predict_run(const fio_prefs *p, const char *const *files, int n, const predict_opts *o)
 {
     return on_rank0(g_rank == 0 ? predict_run(p, files, n, o) : 0);
 }
@@ -69,33 +70,66 @@ static int all_ok(int ok)
 
 typedef enum { OP_COMPRESS, OP_DECOMPRESS, OP_TEST } mpi_op;
 
-/* The output name, as ckpz names it (FILE.ckpz, FILE without .ckpz, or -o); NULL after
- * printing why there is none. Checked alike on every rank (the same files). */
-static char *output_name(const fio_prefs *p, mpi_op op, const char *src, char *buf, size_t cap)
+/* The output name (fio_output_name: ckpz's), into *dst (malloc'd); 1 after printing why
+ * there is none, or when it exists without -f: checked here, on every rank alike (the
+ * same files), because a rank that stopped inside the collective call would leave the
+ * others waiting. */
+static int output_name(const fio_prefs *p, mpi_op op, const char *src, char **dst)
 {
-    size_t n = strlen(src), s = strlen(FIO_SUFFIX);
-    int has = n >= s && !strcmp(src + n - s, FIO_SUFFIX);
     struct stat st;
-    if (p->out_name) {
-        snprintf(buf, cap, "%s", p->out_name);
-    } else if (op == OP_COMPRESS) {
-        if (has && !p->force) {
-            fio_error("%s: already has %s suffix -- ignored (use -f to compress it again)", src, FIO_SUFFIX);
-            return NULL;
-        }
-        snprintf(buf, cap, "%s%s", src, FIO_SUFFIX);
-    } else {
-        if (!has || n == s || src[n - s - 1] == '/') {
-            fio_error("%s: unknown suffix (expected %s; use -o to name the output)", src, FIO_SUFFIX);
-            return NULL;
-        }
-        snprintf(buf, cap, "%.*s", (int)(n - s), src);
+    if (fio_output_name(p, op == OP_DECOMPRESS, 0, src, dst) != 0) return 1;
+    if (!p->force && lstat(*dst, &st) == 0) {
+        fio_error("%s: already exists (use -f to overwrite)", *dst);
+        return 1;
     }
-    if (!p->force && lstat(buf, &st) == 0) {
-        fio_error("%s: already exists (use -f to overwrite)", buf);
-        return NULL;
+    return 0;
+}
+
+/* One file on every rank: src to out (NULL for -t), coded against base; n files in the
+ * run (for the summary's rule). 0, or 1 after printing why. */
+static int run_one(const fio_prefs *p, mpi_op op, const char *src, const char *out, const fio_base *base, int n)
+{
+    ckpz_params params;
+    fio_params(p, &params);
+    if (!p->threads_set) params.threads = 1;
+    if (base && base->path) {
+        params.base = base->data;
+        params.base_size = base->size;
+        params.base_name = fio_base_record_name(base);
+        params.base_depth = base->depth;
     }
-    return buf;
+    ckpz_stats st;
+    char why[600];
+    double t0 = MPI_Wtime();
+    ckpz_error e = op == OP_COMPRESS
+                       ? ckpz_mpi_compress_file(MPI_COMM_WORLD, &params, src, out, &st, why, sizeof why)
+                       : ckpz_mpi_decompress_file(MPI_COMM_WORLD, &params, src, out, &st, why, sizeof why);
+    double dt = MPI_Wtime() - t0;
+    if (e) {
+        fio_error("%s: %s", src, why);
+        return 1;
+    }
+    if (op == OP_COMPRESS && p->policy && g_rank == 0) {
+        ckpz_ctx *ctx = ckpz_ctx_create();
+        if (ctx) fio_lossy_report(ctx, p, out);
+        ckpz_ctx_free(ctx);
+    }
+    if (p->verbosity < 2 || (n > 1 && p->verbosity < 3 && !isatty(STDERR_FILENO))) return 0;
+    char a[32], b[32];
+    double ratio = st.compressed_bytes ? (double)st.original_bytes / (double)st.compressed_bytes : 0.0;
+    double mbs = (double)st.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9);
+    if (op == OP_TEST)
+        fprintf(stderr, "%s : OK\n", src);
+    else if (op == OP_COMPRESS)
+        fprintf(stderr, "%s : %.1f%% (%s => %s, %s) %.3fx, %.1f MB/s\n", src,
+                st.original_bytes ? 100.0 * (double)st.compressed_bytes / (double)st.original_bytes : 0.0,
+                fio_human(a, sizeof a, st.original_bytes), fio_human(b, sizeof b, st.compressed_bytes), out,
+                ratio, mbs);
+    else
+        fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", src,
+                fio_human(a, sizeof a, st.compressed_bytes), fio_human(b, sizeof b, st.original_bytes), out,
+                ratio, mbs);
+    return 0;
 }
 
 static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, int n)
@@ -103,7 +137,6 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
     fio_base cache;
     const fio_base *base = NULL;
     int failed = 0;
-    char dst[4096];
     fio_set_verbosity(p->verbosity);
     memset(&cache, 0, sizeof cache);
     if (p->to_stdout || (p->out_name && !strcmp(p->out_name, "-"))) {
@@ -122,7 +155,7 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
         base = &cache;
     }
     for (int i = 0; i < n; i++) {
-        const char *out = NULL;
+        char *out = NULL;
         struct stat fst;
         if (!strcmp(files[i], "-")) {
             fio_error("ckpz-mpi reads files at offsets: standard input is not supported");
@@ -137,72 +170,45 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
             failed = 1;
             continue;
         }
-        int ok = op == OP_TEST || (out = output_name(p, op, files[i], dst, sizeof dst)) != NULL;
+        int ok = op == OP_TEST || output_name(p, op, files[i], &out) == 0;
         if (ok && op != OP_COMPRESS) ok = fio_base_for(p, files[i], &cache, &base) == 0;
         if (!all_ok(ok)) {
+            free(out);
             failed = 1;
             continue;
         }
-        ckpz_params params;
-        fio_params(p, &params);
-        if (!p->threads_set) params.threads = 1;
-        if (base && base->path) {
-            params.base = base->data;
-            params.base_size = base->size;
-            params.base_name = fio_base_record_name(base);
-            params.base_depth = base->depth;
-        }
-        ckpz_stats st;
-        char why[600];
-        double t0 = MPI_Wtime();
-        ckpz_error e = op == OP_COMPRESS
-                           ? ckpz_mpi_compress_file(MPI_COMM_WORLD, &params, files[i], out, &st, why, sizeof why)
-                           : ckpz_mpi_decompress_file(MPI_COMM_WORLD, &params, files[i], out, &st, why, sizeof why);
-        double dt = MPI_Wtime() - t0;
-        if (e) {
-            fio_error("%s: %s", files[i], why);
-            failed = 1;
-            continue;
-        }
-        if (op == OP_COMPRESS && p->policy && g_rank == 0) {
-            ckpz_ctx *ctx = ckpz_ctx_create();
-            if (ctx) fio_lossy_report(ctx, p, out);
-            ckpz_ctx_free(ctx);
-        }
-        if (p->verbosity < 2 || (n > 1 && p->verbosity < 3 && !isatty(STDERR_FILENO))) continue;
-        char a[32], b[32];
-        double ratio = st.compressed_bytes ? (double)st.original_bytes / (double)st.compressed_bytes : 0.0;
-        double mbs = (double)st.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9);
-        if (op == OP_TEST)
-            fprintf(stderr, "%s : OK\n", files[i]);
-        else if (op == OP_COMPRESS)
-            fprintf(stderr, "%s : %.1f%% (%s => %s, %s) %.3fx, %.1f MB/s\n", files[i],
-                    st.original_bytes ? 100.0 * (double)st.compressed_bytes / (double)st.original_bytes : 0.0,
-                    fio_human(a, sizeof a, st.original_bytes), fio_human(b, sizeof b, st.compressed_bytes), out,
-                    ratio, mbs);
-        else
-            fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", files[i],
-                    fio_human(a, sizeof a, st.compressed_bytes), fio_human(b, sizeof b, st.original_bytes), out,
-                    ratio, mbs);
+        failed |= run_one(p, op, files[i], out, base, n);
+        free(out);
     }
     fio_base_free(&cache);
     return failed;
 }
 
-int mpi_compress_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_compress_files(const fio_prefs *p, const char *const *files, int n)
 {
     return run_files(p, OP_COMPRESS, files, n);
 }
 
-int mpi_decompress_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_decompress_files(const fio_prefs *p, const char *const *files, int n)
 {
     return run_files(p, OP_DECOMPRESS, files, n);
 }
 
-int mpi_test_files(const fio_prefs *p, const char *const *files, int n)
+static int mpi_test_files(const fio_prefs *p, const char *const *files, int n)
 {
     return run_files(p, OP_TEST, files, n);
 }
+
+static const cli_ops mpi_ops = {
+    .compress = mpi_compress_files,
+    .decompress = mpi_decompress_files,
+    .test = mpi_test_files,
+    .list = mpi_list_files,
+    .extract = mpi_extract,
+    .rebase = mpi_rebase_files,
+    .bench = mpi_bench_files,
+    .predict = mpi_predict_run,
+};
 
 int main(int argc, char **argv)
 {
@@ -212,7 +218,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    int rc = ckpz_cli_main(argc, argv);
+    int rc = cli_main(argc, argv, &mpi_ops);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;

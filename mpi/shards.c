@@ -100,21 +100,6 @@ static void planned(run *r, ckpz_split *s, const void *arg)
     ((vfile *)arg)->planning = 0;
 }
 
-/* JSON string body of name into out (NULL: only count); returns its length. */
-static size_t json_escape(const char *name, char *out)
-{
-    size_t n = 0;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
-        char tmp[8];
-        int k = *c == '"' || *c == '\\' ? snprintf(tmp, sizeof tmp, "\\%c", *c)
-                : *c < 0x20             ? snprintf(tmp, sizeof tmp, "\\u%04x", *c)
-                                        : snprintf(tmp, sizeof tmp, "%c", *c);
-        if (out) memcpy(out + n, tmp, (size_t)k);
-        n += (size_t)k;
-    }
-    return n;
-}
-
 ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
                                      const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
 {
@@ -174,7 +159,7 @@ ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, c
     }
 
     /* the virtual file: its header (JSON, padded to 8 bytes with spaces) and layout */
-    size_t cap = 0, json = 2, sat = 0;
+    size_t cap = 0, sat = 0, pool = 0;
     for (int k = 0, pos = 0; k < r.size; k++) {
         long long end = pos + every[2 * k];
         while (pos < end) { /* count the tensors */
@@ -206,7 +191,7 @@ ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, c
             else if (bytes <= SMALL) vt->data = all_small + sat;
             if (bytes <= SMALL) sat += (size_t)bytes;
             names[v.nt] = (char *)all + pos; /* its descriptor */
-            json += 40 + 24 * (size_t)h[1] + 2 * 21 + 6 * (size_t)h[2] + 32;
+            pool += (size_t)h[2] + 1 + 8 * (size_t)h[1];
             data_off += bytes;
             pos += 12 + 8 * (int)h[1] + (int)h[2];
             v.nt++;
@@ -217,45 +202,34 @@ ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, c
         free(every);
         goto out;
     }
-    char *j = malloc(json + 16);
-    size_t jl = 0;
-    if (!j) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; j && i < v.nt; i++) {
+    /* the header, from the library's safetensors writer: each name NUL-terminated and
+     * each shape aligned, out of the descriptors */
+    ckpz_st_tensor *st = malloc((v.nt ? v.nt : 1) * sizeof *st);
+    uint64_t *dims = malloc(pool + 8), *dim = dims;
+    char *text = malloc(pool + 1), *tx = text;
+    size_t hl = 0;
+    if (!st || !dims || !text) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !r.err && i < v.nt; i++) {
         const uint8_t *d = (const uint8_t *)names[i];
         uint32_t h[3];
         memcpy(h, d, 12);
-        char name[65536 + 1];
-        size_t nl = h[2] < 65536 ? h[2] : 65536;
-        memcpy(name, d + 12 + 8 * h[1], nl);
-        name[nl] = '\0';
-        j[jl++] = i ? ',' : '{';
-        j[jl++] = '"';
-        jl += json_escape(name, j + jl);
-        jl += (size_t)sprintf(j + jl, "\":{\"dtype\":\"%s\",\"shape\":[",
-                              ckpz_dtype_format_name((ckpz_dtype)h[0], CKPZ_INPUT_SAFETENSORS));
-        for (uint32_t k = 0; k < h[1]; k++) {
-            uint64_t dim;
-            memcpy(&dim, d + 12 + 8 * k, 8);
-            jl += (size_t)sprintf(j + jl, "%s%llu", k ? "," : "", (unsigned long long)dim);
-        }
-        jl += (size_t)sprintf(j + jl, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)v.t[i].off,
-                              (unsigned long long)(v.t[i].off + v.t[i].len));
+        memcpy(dim, d + 12, 8 * (size_t)h[1]);
+        memcpy(tx, d + 12 + 8 * (size_t)h[1], h[2]);
+        tx[h[2]] = '\0';
+        st[i] = (ckpz_st_tensor){tx, (ckpz_dtype)h[0], h[1], dim};
+        dim += h[1], tx += h[2] + 1;
     }
-    if (j) {
-        if (!v.nt) j[jl++] = '{';
-        j[jl++] = '}';
-        while ((8 + jl) % 8) j[jl++] = ' ';
-        if (!(v.head = malloc(8 + jl))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-        else {
-            uint64_t len = jl;
-            for (int b = 0; b < 8; b++) v.head[b] = (char)(len >> (8 * b));
-            memcpy(v.head + 8, j, jl);
-            v.head_len = 8 + jl;
-            v.size = v.head_len + data_off;
-            for (size_t i = 0; i < v.nt; i++) v.t[i].off += v.head_len;
-        }
+    ckpz_error e = CKPZ_OK;
+    if (!r.err && ((e = ckpz_safetensors_header(ctx, st, v.nt, NULL, 0, &hl, NULL)) != CKPZ_OK ||
+                   !(v.head = malloc(hl)) ||
+                   (e = ckpz_safetensors_header(ctx, st, v.nt, v.head, hl, &hl, NULL)) != CKPZ_OK))
+        mr_fail(&r, e ? e : CKPZ_ERR_NOMEM, "%s", e ? ckpz_ctx_message(ctx) : "out of memory");
+    if (!r.err) {
+        v.head_len = hl;
+        v.size = v.head_len + data_off;
+        for (size_t i = 0; i < v.nt; i++) v.t[i].off += v.head_len;
     }
-    free(j);
+    free(st), free(dims), free(text);
     free(names);
     free(every);
     if (mr_agree(&r)) goto out;

@@ -1,12 +1,13 @@
-/* cli.c — main() of the ckpz command: arguments in, one operation out.
+/* cli.c — the ckpz command line (cli.h): arguments in, one operation out.
  *
  * The flags are the ones zstd, xz and gzip users already type (-d -c -k --rm -f -o -r
  * -T# -1..-9 -v -q -l -t --), parsed by hand so that short flags combine the way they do
  * there (-dkf, -T4, -c3) and options may follow file names. Parsing only fills a
- * fio_prefs (prefs.h) and picks an operation (ops.h: ops.c, list.c, rebase.c work on
- * files; bench.c is the in-memory benchmark, predict_cli.c the prediction). A usage
- * error exits with 2 before any file is touched; a failure on a file exits with 1 after
- * the remaining files were processed.
+ * fio_prefs (prefs.h) and picks an operation, which runs through the front end's table
+ * (cli_ops: ckpz's in main.c, over ops.c, list.c, rebase.c, bench.c and predict_cli.c;
+ * ckpz-mpi's in mpi/cli.c). Parsing (long_option, short_options, parse_args) and running
+ * (dispatch) are apart. A usage error exits with 2 before any file is touched; a failure
+ * on a file exits with 1 after the remaining files were processed.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -16,9 +17,9 @@
 
 #include "bench.h"
 #include "ckpz.h"
+#include "cli.h"
 #include "fileio.h"
 #include "filelist.h"
-#include "ops.h"
 #include "predict_cli.h"
 #include "prefs.h"
 
@@ -355,304 +356,328 @@ static int build_policy(const lossy_flags *l, char **text)
     return 0;
 }
 
-static char *g_policy; /* freed by main */
-static char **g_expanded; /* -r's file list, freed by main */
-static int g_nexpanded;
-
-/* Everything but the file list's allocation, so that every return frees it. */
-static int cli_main(int argc, char **argv, const char **files)
-{
-    lossy_flags lf = {.sym = -1};
+/* One run of the command: what the arguments asked for. */
+typedef struct cli_run {
     fio_prefs p;
-    cli_mode mode = MODE_COMPRESS;
-    const char *extract_name = NULL;
-    int nfiles = 0, i, rc, opts_done = 0, format_set = 0, dtype_set = 0, recursive = 0;
-    char out_last = 0; /* 'c' or 'o': the later of -c and -o, which counts */
-    predict_opts po = {0, NULL};
+    lossy_flags lf;
+    cli_mode mode;
+    const char *extract_name;
+    predict_opts po;
+    const char **files; /* the file names, then -r's expansion of them */
+    int nfiles, opts_done, format_set, dtype_set, recursive;
+    char out_last;      /* 'c' or 'o': the later of -c and -o, which counts */
+    char *policy;       /* malloc'd (build_policy) */
+    char **expanded;    /* -r's file list (fio_expand_dirs) */
+    int nexpanded;
+} cli_run;
 
-    fio_prefs_init(&p);
+#define CLI_GO (-1) /* an option was taken: parse on (else: the exit status) */
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (opts_done || a[0] != '-' || a[1] == '\0') {
-            files[nfiles++] = a;
-            continue;
-        }
-        if (a[1] == '-') { /* long option */
-            const char *name = a + 2, *eq = strchr(name, '=');
-            const char *val = eq ? eq + 1 : NULL;
-            size_t len = eq ? (size_t)(eq - name) : strlen(name);
-            int rcopt = 0;
+static int version(void)
+{
+    printf("ckpz %s (libckpz %s, zstd %s)\n", CKPZ_VERSION_STRING, ckpz_version_string(), bench_zstd_version());
+    return 0;
+}
+
+/* The long option argv[*i] ("--name", "--name=V", or "--name V", which moves *i on). */
+static int long_option(cli_run *r, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *name = a + 2, *eq = strchr(name, '=');
+    const char *val = eq ? eq + 1 : NULL;
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    int rcopt = 0;
 #define IS(s) (len == strlen(s) && !strncmp(name, s, len))
 /* options with a value take "--opt=V" or "--opt V" */
-#define NEED_VAL()                                                       \
-    do {                                                                 \
-        if (!val) {                                                      \
-            if (i + 1 >= argc) return bad_usage("option '%s' needs a value", a); \
-            val = argv[++i];                                             \
-        }                                                                \
+#define NEED_VAL()                                                                      \
+    do {                                                                                \
+        if (!val) {                                                                     \
+            if (*i + 1 >= argc) return bad_usage("option '%s' needs a value", a);      \
+            val = argv[++*i];                                                           \
+        }                                                                               \
     } while (0)
-#define NO_VAL()                                                                      \
-    do {                                                                              \
-        if (val) return bad_usage("option '%s' takes no value", a);                   \
+#define NO_VAL()                                                                        \
+    do {                                                                                \
+        if (val) return bad_usage("option '%s' takes no value", a);                     \
     } while (0)
-            if (len == 0) {
-                opts_done = 1;
-                continue;
-            } else if (IS("compress")) { NO_VAL(); mode = MODE_COMPRESS; }
-            else if (IS("decompress") || IS("uncompress")) { NO_VAL(); mode = MODE_DECOMPRESS; }
-            else if (IS("test")) { NO_VAL(); mode = MODE_TEST; }
-            else if (IS("list")) { NO_VAL(); mode = MODE_LIST; }
-            else if (IS("bench")) { NO_VAL(); mode = MODE_BENCH; }
-            else if (IS("extract")) { NEED_VAL(); mode = MODE_EXTRACT; extract_name = val; }
-            else if (IS("rebase")) { NO_VAL(); mode = MODE_REBASE; }
-            else if (IS("predict")) {
-                if (val && strcmp(val, "features")) return bad_usage("--predict takes no value or =features");
-                mode = MODE_PREDICT;
-                po.features = val != NULL;
-            }
-            else if (IS("model")) { NEED_VAL(); po.model_path = val; }
-            else if (IS("base")) { NEED_VAL(); p.base_path = val; }
-            else if (IS("keyframe-every")) {
-                unsigned long v;
-                NEED_VAL();
-                if (parse_uint(val, &v) != 0 || v < 1 || v > 1000000)
-                    return bad_usage("--keyframe-every needs a number of files, 1..1000000");
-                p.keyframe_every = (unsigned)v;
-            }
-            else if (IS("abs") || IS("rel") || IS("pointwise-rel") || IS("change-rel")) {
-                char mname[16];
-                snprintf(mname, sizeof mname, "%.*s", (int)len, name);
-                NEED_VAL();
-                rcopt = set_bound(&lf, mname, val);
-            }
-            else if (IS("int8")) {
-                if (lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
-                if (val && strcmp(val, "sym") && strcmp(val, "asym")) return bad_usage("--int8 takes sym or asym");
-                if (val) lf.sym = val[0] == 's';
-                lf.mode = "int8";
-            }
-            else if (IS("bits")) {
-                NEED_VAL();
-                if (lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
-                if (strcmp(val, "8") && strcmp(val, "16")) return bad_usage("--bits takes 8 or 16");
-                lf.mode = val[0] == '8' ? "bits 8" : "bits 16";
-            }
-            else if (IS("block")) {
-                unsigned long v;
-                NEED_VAL();
-                if (parse_uint(val, &v) != 0 || v < 16 || v > (1ul << 24))
-                    return bad_usage("--block needs a number of elements, 16..16777216");
-                lf.block = (int)v;
-                lf.block_set = 1;
-            }
-            else if (IS("percentile")) { NEED_VAL(); rcopt = set_fraction("percentile", val, 50.000001, 100, &lf.pct); lf.pct_set = 1; }
-            else if (IS("prune")) { NEED_VAL(); rcopt = set_fraction("prune", val, 0, 0.999, &lf.prune); lf.prune_set = 1; }
-            else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &p.max_mae); }
-            else if (IS("policy")) { NEED_VAL(); lf.policy_file = val; }
-            else if (IS("stochastic")) { NO_VAL(); lf.stochastic = 1; }
-            else if (IS("target-bw")) {
-                char *end;
-                NEED_VAL();
-                p.target_bw = strtod(val, &end);
-                if (*end || !(p.target_bw > 0) || p.target_bw > 1e7)
-                    return bad_usage("--target-bw needs the output's speed in MB/s, not '%s'", val);
-            }
-            else if (IS("cpu-budget")) {
-                unsigned long v;
-                NEED_VAL();
-                if (parse_uint(val, &v) != 0 || v < 1 || v > 4096) return bad_usage("--cpu-budget needs a thread count >= 1");
-                p.cpu_budget = (int)v;
-            }
-            else if (IS("stats")) {
-                if (val && strcmp(val, "json")) return bad_usage("--stats takes no value or =json");
-                p.stats = val ? 2 : 1;
-            }
-            else if (IS("col-delta")) { NO_VAL(); lf.delta = 1; }
-            else if (IS("stdout")) { NO_VAL(); p.to_stdout = 1; out_last = 'c'; }
-            else if (IS("output")) { NEED_VAL(); p.out_name = val; out_last = 'o'; }
-            else if (IS("recursive")) { NO_VAL(); recursive = 1; }
-            else if (IS("keep")) { NO_VAL(); p.remove_src = 0; }
-            else if (IS("rm")) { NO_VAL(); p.remove_src = 1; }
-            else if (IS("force")) { NO_VAL(); p.force = 1; }
-            else if (IS("verbose")) { NO_VAL(); p.verbosity++; }
-            else if (IS("quiet")) { NO_VAL(); if (p.verbosity > 0) p.verbosity--; }
-            else if (IS("progress")) { NO_VAL(); p.progress = 1; }
-            else if (IS("no-progress")) { NO_VAL(); p.progress = 0; }
-            else if (IS("threads")) { NEED_VAL(); rcopt = set_threads(&p, val); }
-            else if (IS("chunk-size")) { NEED_VAL(); rcopt = set_chunk(&p, val); }
-            else if (IS("format")) { NEED_VAL(); rcopt = set_format(&p, val, &format_set); }
-            else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&p, val, &dtype_set); }
-            else if (IS("shape")) { NEED_VAL(); rcopt = set_shape(&p, val); }
-            else if (IS("codec")) { NEED_VAL(); rcopt = set_codec(&p, val); }
-            else if (IS("memory")) {
-                NEED_VAL();
-                if (parse_size(val, &p.mem_limit) != 0 || p.mem_limit == 0)
-                    return bad_usage("invalid memory limit '%s'", val);
-            }
-            else if (IS("help")) { usage(stdout); return 0; }
-            else if (IS("version")) {
-                NO_VAL();
-                printf("ckpz %s (libckpz %s, zstd %s)\n", CKPZ_VERSION_STRING,
-                       ckpz_version_string(), bench_zstd_version());
-                return 0;
-            } else return bad_usage("unknown option '%s'", a);
+    if (len == 0) {
+        r->opts_done = 1;
+        return CLI_GO;
+    } else if (IS("compress")) { NO_VAL(); r->mode = MODE_COMPRESS; }
+    else if (IS("decompress") || IS("uncompress")) { NO_VAL(); r->mode = MODE_DECOMPRESS; }
+    else if (IS("test")) { NO_VAL(); r->mode = MODE_TEST; }
+    else if (IS("list")) { NO_VAL(); r->mode = MODE_LIST; }
+    else if (IS("bench")) { NO_VAL(); r->mode = MODE_BENCH; }
+    else if (IS("extract")) { NEED_VAL(); r->mode = MODE_EXTRACT; r->extract_name = val; }
+    else if (IS("rebase")) { NO_VAL(); r->mode = MODE_REBASE; }
+    else if (IS("predict")) {
+        if (val && strcmp(val, "features")) return bad_usage("--predict takes no value or =features");
+        r->mode = MODE_PREDICT;
+        r->po.features = val != NULL;
+    }
+    else if (IS("model")) { NEED_VAL(); r->po.model_path = val; }
+    else if (IS("base")) { NEED_VAL(); r->p.base_path = val; }
+    else if (IS("keyframe-every")) {
+        unsigned long v;
+        NEED_VAL();
+        if (parse_uint(val, &v) != 0 || v < 1 || v > 1000000)
+            return bad_usage("--keyframe-every needs a number of files, 1..1000000");
+        r->p.keyframe_every = (unsigned)v;
+    }
+    else if (IS("abs") || IS("rel") || IS("pointwise-rel") || IS("change-rel")) {
+        char mname[16];
+        snprintf(mname, sizeof mname, "%.*s", (int)len, name);
+        NEED_VAL();
+        rcopt = set_bound(&r->lf, mname, val);
+    }
+    else if (IS("int8")) {
+        if (r->lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
+        if (val && strcmp(val, "sym") && strcmp(val, "asym")) return bad_usage("--int8 takes sym or asym");
+        if (val) r->lf.sym = val[0] == 's';
+        r->lf.mode = "int8";
+    }
+    else if (IS("bits")) {
+        NEED_VAL();
+        if (r->lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
+        if (strcmp(val, "8") && strcmp(val, "16")) return bad_usage("--bits takes 8 or 16");
+        r->lf.mode = val[0] == '8' ? "bits 8" : "bits 16";
+    }
+    else if (IS("block")) {
+        unsigned long v;
+        NEED_VAL();
+        if (parse_uint(val, &v) != 0 || v < 16 || v > (1ul << 24))
+            return bad_usage("--block needs a number of elements, 16..16777216");
+        r->lf.block = (int)v;
+        r->lf.block_set = 1;
+    }
+    else if (IS("percentile")) { NEED_VAL(); rcopt = set_fraction("percentile", val, 50.000001, 100, &r->lf.pct); r->lf.pct_set = 1; }
+    else if (IS("prune")) { NEED_VAL(); rcopt = set_fraction("prune", val, 0, 0.999, &r->lf.prune); r->lf.prune_set = 1; }
+    else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &r->p.max_mae); }
+    else if (IS("policy")) { NEED_VAL(); r->lf.policy_file = val; }
+    else if (IS("stochastic")) { NO_VAL(); r->lf.stochastic = 1; }
+    else if (IS("target-bw")) {
+        char *end;
+        NEED_VAL();
+        r->p.target_bw = strtod(val, &end);
+        if (*end || !(r->p.target_bw > 0) || r->p.target_bw > 1e7)
+            return bad_usage("--target-bw needs the output's speed in MB/s, not '%s'", val);
+    }
+    else if (IS("cpu-budget")) {
+        unsigned long v;
+        NEED_VAL();
+        if (parse_uint(val, &v) != 0 || v < 1 || v > 4096) return bad_usage("--cpu-budget needs a thread count >= 1");
+        r->p.cpu_budget = (int)v;
+    }
+    else if (IS("stats")) {
+        if (val && strcmp(val, "json")) return bad_usage("--stats takes no value or =json");
+        r->p.stats = val ? 2 : 1;
+    }
+    else if (IS("col-delta")) { NO_VAL(); r->lf.delta = 1; }
+    else if (IS("stdout")) { NO_VAL(); r->p.to_stdout = 1; r->out_last = 'c'; }
+    else if (IS("output")) { NEED_VAL(); r->p.out_name = val; r->out_last = 'o'; }
+    else if (IS("recursive")) { NO_VAL(); r->recursive = 1; }
+    else if (IS("keep")) { NO_VAL(); r->p.remove_src = 0; }
+    else if (IS("rm")) { NO_VAL(); r->p.remove_src = 1; }
+    else if (IS("force")) { NO_VAL(); r->p.force = 1; }
+    else if (IS("verbose")) { NO_VAL(); r->p.verbosity++; }
+    else if (IS("quiet")) { NO_VAL(); if (r->p.verbosity > 0) r->p.verbosity--; }
+    else if (IS("progress")) { NO_VAL(); r->p.progress = 1; }
+    else if (IS("no-progress")) { NO_VAL(); r->p.progress = 0; }
+    else if (IS("threads")) { NEED_VAL(); rcopt = set_threads(&r->p, val); }
+    else if (IS("chunk-size")) { NEED_VAL(); rcopt = set_chunk(&r->p, val); }
+    else if (IS("format")) { NEED_VAL(); rcopt = set_format(&r->p, val, &r->format_set); }
+    else if (IS("dtype")) { NEED_VAL(); rcopt = set_dtype(&r->p, val, &r->dtype_set); }
+    else if (IS("shape")) { NEED_VAL(); rcopt = set_shape(&r->p, val); }
+    else if (IS("codec")) { NEED_VAL(); rcopt = set_codec(&r->p, val); }
+    else if (IS("memory")) {
+        NEED_VAL();
+        if (parse_size(val, &r->p.mem_limit) != 0 || r->p.mem_limit == 0)
+            return bad_usage("invalid memory limit '%s'", val);
+    }
+    else if (IS("help")) { usage(stdout); return 0; }
+    else if (IS("version")) {
+        NO_VAL();
+        return version();
+    } else return bad_usage("unknown option '%s'", a);
 #undef IS
 #undef NEED_VAL
 #undef NO_VAL
-            if (rcopt) return rcopt;
+    return rcopt ? rcopt : CLI_GO;
+}
+
+/* The cluster of short options argv[*i]: -dkf, -T4, -3, -o FILE (which moves *i on). */
+static int short_options(cli_run *r, int argc, char **argv, int *i)
+{
+    const char *s = argv[*i] + 1;
+    int rc;
+    while (*s) {
+        char c = *s;
+        char opt[3] = {'-', c, '\0'};
+        if (c >= '0' && c <= '9') {
+            unsigned long v = 0;
+            while (*s >= '0' && *s <= '9') {
+                if (v < 1000) v = v * 10 + (unsigned long)(*s - '0');
+                s++;
+            }
+            if ((rc = set_level(&r->p, v)) != 0) return rc;
             continue;
         }
-        /* a cluster of short options: -dkf, -T4, -3, -o FILE */
-        {
-            const char *s = a + 1;
-            while (*s) {
-                char c = *s;
-                char opt[3] = {'-', c, '\0'};
-                if (c >= '0' && c <= '9') {
-                    unsigned long v = 0;
-                    while (*s >= '0' && *s <= '9') {
-                        if (v < 1000) v = v * 10 + (unsigned long)(*s - '0');
-                        s++;
-                    }
-                    if ((rc = set_level(&p, v)) != 0) return rc;
-                    continue;
-                }
-                s++;
-                switch (c) {
-                case 'z': mode = MODE_COMPRESS; break;
-                case 'd': mode = MODE_DECOMPRESS; break;
-                case 't': mode = MODE_TEST; break;
-                case 'l': mode = MODE_LIST; break;
-                case 'b': mode = MODE_BENCH; break;
-                case 'c': p.to_stdout = 1; out_last = 'c'; break;
-                case 'r': recursive = 1; break;
-                case 'k': p.remove_src = 0; break;
-                case 'f': p.force = 1; break;
-                case 'v': p.verbosity++; break;
-                case 'q': if (p.verbosity > 0) p.verbosity--; break;
-                case 'h': usage(stdout); return 0;
-                case 'V':
-                    printf("ckpz %s (libckpz %s, zstd %s)\n", CKPZ_VERSION_STRING,
-                           ckpz_version_string(), bench_zstd_version());
-                    return 0;
-                case 'T':
-                case 'i': {
-                    /* the number follows directly (-T4) or is the next argument (-T 4) */
-                    char num[32];
-                    size_t k = 0;
-                    const char *v;
-                    while (*s >= '0' && *s <= '9' && k < sizeof(num) - 1) num[k++] = *s++;
-                    num[k] = '\0';
-                    if (k == 0 && *s == '\0' && i + 1 < argc) {
-                        v = argv[++i];
-                    } else if (k == 0 && *s) { /* -Tx: the rest of the cluster is the value, to name it */
-                        v = s;
-                        s += strlen(s);
-                    } else {
-                        v = num;
-                    }
-                    if (c == 'T') {
-                        if ((rc = set_threads(&p, v)) != 0) return rc;
-                    } else {
-                        unsigned long sec;
-                        if (parse_uint(v, &sec) != 0 || sec > 3600)
-                            return bad_usage("-i needs a number of seconds, 0..3600");
-                        p.bench_seconds = (double)sec;
-                    }
-                    break;
-                }
-                case 'o':
-                    if (*s) {
-                        p.out_name = s;
-                    } else {
-                        if (i + 1 >= argc) return bad_usage("option '%s' needs a file name", "-o");
-                        p.out_name = argv[++i];
-                    }
-                    s += strlen(s);
-                    out_last = 'o';
-                    break;
-                default:
-                    return bad_usage("unknown option '%s'", opt);
-                }
+        s++;
+        switch (c) {
+        case 'z': r->mode = MODE_COMPRESS; break;
+        case 'd': r->mode = MODE_DECOMPRESS; break;
+        case 't': r->mode = MODE_TEST; break;
+        case 'l': r->mode = MODE_LIST; break;
+        case 'b': r->mode = MODE_BENCH; break;
+        case 'c': r->p.to_stdout = 1; r->out_last = 'c'; break;
+        case 'r': r->recursive = 1; break;
+        case 'k': r->p.remove_src = 0; break;
+        case 'f': r->p.force = 1; break;
+        case 'v': r->p.verbosity++; break;
+        case 'q': if (r->p.verbosity > 0) r->p.verbosity--; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': return version();
+        case 'T':
+        case 'i': {
+            /* the number follows directly (-T4) or is the next argument (-T 4) */
+            char num[32];
+            size_t k = 0;
+            const char *v;
+            while (*s >= '0' && *s <= '9' && k < sizeof(num) - 1) num[k++] = *s++;
+            num[k] = '\0';
+            if (k == 0 && *s == '\0' && *i + 1 < argc) {
+                v = argv[++*i];
+            } else if (k == 0 && *s) { /* -Tx: the rest of the cluster is the value, to name it */
+                v = s;
+                s += strlen(s);
+            } else {
+                v = num;
             }
+            if (c == 'T') {
+                if ((rc = set_threads(&r->p, v)) != 0) return rc;
+            } else {
+                unsigned long sec;
+                if (parse_uint(v, &sec) != 0 || sec > 3600)
+                    return bad_usage("-i needs a number of seconds, 0..3600");
+                r->p.bench_seconds = (double)sec;
+            }
+            break;
+        }
+        case 'o':
+            if (*s) {
+                r->p.out_name = s;
+            } else {
+                if (*i + 1 >= argc) return bad_usage("option '%s' needs a file name", "-o");
+                r->p.out_name = argv[++*i];
+            }
+            s += strlen(s);
+            r->out_last = 'o';
+            break;
+        default:
+            return bad_usage("unknown option '%s'", opt);
         }
     }
+    return CLI_GO;
+}
 
-    if (dtype_set && !format_set) p.format = CKPZ_INPUT_RAW;
-    if (p.raw_ndim && (p.raw_dtype == CKPZ_DTYPE_NONE || p.format != CKPZ_INPUT_RAW))
-        return bad_usage("--shape applies to raw input: give its element type with --dtype");
-    if (p.to_stdout && p.out_name) {
-        /* zstd keeps the later of the two; said rather than done silently */
-        if (p.verbosity >= 2 && strcmp(p.out_name, "-"))
-            fprintf(stderr, "ckpz: both -c and -o given: the later one counts (%s%s)\n",
-                    out_last == 'o' ? "writing " : "writing to standard output, not ",
-                    p.out_name);
-        if (out_last == 'o') p.to_stdout = 0;
-        else p.out_name = NULL;
+/* Options into r, the other arguments into r->files; the checks that take all of them. */
+static int parse_args(cli_run *r, int argc, char **argv)
+{
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (r->opts_done || a[0] != '-' || a[1] == '\0') r->files[r->nfiles++] = a;
+        else if ((rc = a[1] == '-' ? long_option(r, argc, argv, &i) : short_options(r, argc, argv, &i)) != CLI_GO)
+            return rc;
     }
-    if ((rc = build_policy(&lf, &g_policy)) != 0) return rc;
-    p.policy = g_policy;
-    if (p.policy && mode != MODE_COMPRESS && mode != MODE_BENCH && mode != MODE_PREDICT)
+    fio_prefs *p = &r->p;
+    if (r->dtype_set && !r->format_set) p->format = CKPZ_INPUT_RAW;
+    if (p->raw_ndim && (p->raw_dtype == CKPZ_DTYPE_NONE || p->format != CKPZ_INPUT_RAW))
+        return bad_usage("--shape applies to raw input: give its element type with --dtype");
+    if (p->to_stdout && p->out_name) {
+        /* zstd keeps the later of the two; said rather than done silently */
+        if (p->verbosity >= 2 && strcmp(p->out_name, "-"))
+            fprintf(stderr, "ckpz: both -c and -o given: the later one counts (%s%s)\n",
+                    r->out_last == 'o' ? "writing " : "writing to standard output, not ", p->out_name);
+        if (r->out_last == 'o') p->to_stdout = 0;
+        else p->out_name = NULL;
+    }
+    if ((rc = build_policy(&r->lf, &r->policy)) != 0) return rc;
+    p->policy = r->policy;
+    if (p->policy && r->mode != MODE_COMPRESS && r->mode != MODE_BENCH && r->mode != MODE_PREDICT)
         return bad_usage("lossy options apply to compression");
-    if (po.model_path && mode != MODE_PREDICT) return bad_usage("--model applies to --predict");
-    if (recursive && mode == MODE_EXTRACT) return bad_usage("-r does not apply to --extract");
+    if (r->po.model_path && r->mode != MODE_PREDICT) return bad_usage("--model applies to --predict");
+    if (r->recursive && r->mode == MODE_EXTRACT) return bad_usage("-r does not apply to --extract");
+    return CLI_GO;
+}
+
+/* The files of the run (standard input when none; -r's walk), then the operation of the
+ * front end's table. */
+static int dispatch(cli_run *r, const cli_ops *ops)
+{
+    const fio_prefs *p = &r->p;
+    const char **files = r->files;
+    int nfiles = r->nfiles, rc, walk_failed = 0;
+    cli_mode mode = r->mode;
     if (nfiles == 0) {
         if (mode == MODE_BENCH) return bad_usage("-b needs at least one FILE");
         files[0] = "-";
         nfiles = 1;
     }
-    int walk_failed = 0;
-    if (recursive) {
+    if (r->recursive) {
         int want_ckpz = mode != MODE_COMPRESS && mode != MODE_BENCH && mode != MODE_PREDICT;
-        if (fio_expand_dirs(&p, want_ckpz, files, nfiles, &g_expanded, &g_nexpanded, &walk_failed) != 0) {
+        if (fio_expand_dirs(p, want_ckpz, files, nfiles, &r->expanded, &r->nexpanded, &walk_failed) != 0) {
             fputs("ckpz: out of memory\n", stderr);
             return 1;
         }
-        files = (const char **)g_expanded;
-        nfiles = g_nexpanded;
+        files = (const char **)r->expanded;
+        nfiles = r->nexpanded;
         if (nfiles == 0) {
-            if (p.verbosity >= 2) fputs("ckpz: no files found\n", stderr);
+            if (p->verbosity >= 2) fputs("ckpz: no files found\n", stderr);
             return walk_failed;
         }
     }
-    if (p.out_name && nfiles > 1 && (mode == MODE_COMPRESS || mode == MODE_DECOMPRESS || mode == MODE_REBASE))
+    if (p->out_name && nfiles > 1 && (mode == MODE_COMPRESS || mode == MODE_DECOMPRESS || mode == MODE_REBASE))
         return bad_usage("-o takes exactly one input file");
-    if (mode == MODE_EXTRACT && nfiles != 1)
-        return bad_usage("--extract takes exactly one FILE.ckpz");
+    if (mode == MODE_EXTRACT && nfiles != 1) return bad_usage("--extract takes exactly one FILE.ckpz");
 
-    if (mode == MODE_COMPRESS && p.level == CKPZ_LEVEL_MAX && p.verbosity >= 2)
+    if (mode == MODE_COMPRESS && p->level == CKPZ_LEVEL_MAX && p->verbosity >= 2)
         /* the measurements of BENCHMARKS.md: 11 MB/s per core against -3's 1800, for
          * 20.6% savings against 19.8% */
         fprintf(stderr, "ckpz: note: -%d compresses at a few MB/s per core (about 10) for output about 1%% smaller "
                 "than -3's; -q hides this note\n", CKPZ_LEVEL_MAX);
 
     fio_install_signal_handlers();
+    const char *const *f = files;
     switch (mode) {
-    case MODE_COMPRESS: rc = fio_compress_files(&p, files, nfiles); break;
-    case MODE_DECOMPRESS: rc = fio_decompress_files(&p, files, nfiles); break;
-    case MODE_TEST: rc = fio_test_files(&p, files, nfiles); break;
-    case MODE_LIST: rc = fio_list_files(&p, files, nfiles); break;
-    case MODE_EXTRACT: rc = fio_extract(&p, extract_name, files[0]); break;
-    case MODE_BENCH: rc = bench_files(&p, files, nfiles); break;
-    case MODE_REBASE: rc = fio_rebase_files(&p, files, nfiles); break;
-    case MODE_PREDICT: rc = predict_run(&p, files, nfiles, &po); break;
+    case MODE_COMPRESS: rc = ops->compress(p, f, nfiles); break;
+    case MODE_DECOMPRESS: rc = ops->decompress(p, f, nfiles); break;
+    case MODE_TEST: rc = ops->test(p, f, nfiles); break;
+    case MODE_LIST: rc = ops->list(p, f, nfiles); break;
+    case MODE_EXTRACT: rc = ops->extract(p, r->extract_name, f[0]); break;
+    case MODE_BENCH: rc = ops->bench(p, f, nfiles); break;
+    case MODE_REBASE: rc = ops->rebase(p, f, nfiles); break;
+    case MODE_PREDICT: rc = ops->predict(p, f, nfiles, &r->po); break;
     default: rc = 2; break;
     }
     return rc || walk_failed ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+int cli_main(int argc, char **argv, const cli_ops *ops)
 {
-    const char **files = malloc(sizeof(*files) * (size_t)(argc > 0 ? argc : 1));
-    int rc;
-    if (!files) {
+    cli_run r;
+    memset(&r, 0, sizeof r);
+    r.lf.sym = -1;
+    r.mode = MODE_COMPRESS;
+    fio_prefs_init(&r.p);
+    r.files = malloc(sizeof(*r.files) * (size_t)(argc > 0 ? argc : 1));
+    if (!r.files) {
         fputs("ckpz: out of memory\n", stderr);
         return 1;
     }
-    rc = cli_main(argc, argv, files);
-    free(files);
-    free(g_policy);
-    fio_list_free(g_expanded, g_nexpanded);
+    int rc = parse_args(&r, argc, argv);
+    if (rc == CLI_GO) rc = dispatch(&r, ops);
+    free(r.files);
+    free(r.policy);
+    fio_list_free(r.expanded, r.nexpanded);
     return rc;
 }

@@ -8,6 +8,8 @@
  * output of the last run, which nobody wants compressed again) and the operations on
  * .ckpz files take only those. Names given as files pass through unchanged, so the
  * rules that apply to them (a .ckpz named for compression is refused) stay the same.
+ * The output name of each input (fio_output_name) follows the same suffix rule, and is
+ * the one both ckpz and ckpz-mpi use.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -145,4 +147,31 @@ void fio_list_free(char **v, int n)
 {
     for (int i = 0; v && i < n; i++) free(v[i]);
     free(v);
+}
+
+int fio_output_name(const fio_prefs *p, int decompress, int stdout_ok, const char *src, char **dst)
+{
+    size_t n = strlen(src), s = strlen(FIO_SUFFIX);
+    int has = n >= s && strcmp(src + n - s, FIO_SUFFIX) == 0;
+    *dst = NULL;
+    if (p->to_stdout || (p->out_name && strcmp(p->out_name, "-") == 0)) return 0;
+    if (!p->out_name && strcmp(src, "-") == 0) return 0;
+    if (!p->out_name && !decompress && has && !p->force) {
+        fio_error("%s: already has %s suffix -- ignored (use -f to compress it again)", src, FIO_SUFFIX);
+        return 1;
+    }
+    /* decompression strips the suffix; the rest must be a name */
+    if (!p->out_name && decompress && (!has || n == s || src[n - s - 1] == '/')) {
+        fio_error("%s: unknown suffix (expected %s; use -o%s to name the output)", src, FIO_SUFFIX,
+                  stdout_ok ? " or -c" : "");
+        return 1;
+    }
+    if (p->out_name) *dst = strdup(p->out_name);
+    else if ((*dst = malloc(n + s + 1)) != NULL)
+        snprintf(*dst, n + s + 1, "%.*s%s", (int)(decompress ? n - s : n), src, decompress ? "" : FIO_SUFFIX);
+    if (!*dst) {
+        fio_error("%s: out of memory", src);
+        return 1;
+    }
+    return 0;
 }

@@ -1,4 +1,5 @@
-/* filelist.h — `-r`: the files under directories (filelist.c). */
+/* filelist.h — the names of a run's files (filelist.c): `-r`'s walk of directories and
+ * the output name of each input, for ckpz and ckpz-mpi alike. */
 #ifndef CKPZ_FILELIST_H
 #define CKPZ_FILELIST_H
 
@@ -12,5 +13,12 @@
 int fio_expand_dirs(const fio_prefs *p, int want_ckpz, const char *const *in, int n, char ***out, int *nout,
                     int *failed);
 void fio_list_free(char **v, int n);
+
+/* The output of input src, named as zstd names it: -o's name; FILE -> FILE.ckpz
+ * (compression; a name already ending in .ckpz only with -f), FILE.ckpz -> FILE
+ * (decompress: another suffix, or nothing before it, is refused); NULL for standard
+ * output (-c, -o -, or src "-"). *dst is malloc'd or NULL. 0, or 1 after printing why
+ * src has no output (the hint names -c only where the caller takes it: stdout_ok). */
+int fio_output_name(const fio_prefs *p, int decompress, int stdout_ok, const char *src, char **dst);
 
 #endif /* CKPZ_FILELIST_H */

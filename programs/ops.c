@@ -18,6 +18,7 @@
 #include "basefile.h"
 #include "display.h"
 #include "fileio.h"
+#include "filelist.h"
 #include "ops.h"
 
 typedef enum { OP_COMPRESS, OP_DECOMPRESS, OP_TEST } fio_op;
@@ -262,62 +263,6 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
     return 0;
 }
 
-static int has_suffix(const char *name)
-{
-    size_t n = strlen(name), s = strlen(FIO_SUFFIX);
-    return n >= s && strcmp(name + n - s, FIO_SUFFIX) == 0;
-}
-
-/* Output name for one input: NULL = stdout; *skip set when the file is to be left out. */
-static char *output_name(const fio_prefs *p, fio_op op, const char *src, int *skip, int *fail)
-{
-    char *dst;
-    size_t n = strlen(src);
-    *skip = *fail = 0;
-    if (p->to_stdout || (p->out_name && strcmp(p->out_name, "-") == 0)) return NULL;
-    if (p->out_name) {
-        dst = strdup(p->out_name);
-        if (!dst) {
-            fio_error("%s: out of memory", src);
-            *fail = 1;
-        }
-        return dst;
-    }
-    if (strcmp(src, "-") == 0) return NULL;
-    if (op == OP_COMPRESS) {
-        if (has_suffix(src) && !p->force) {
-            fio_error("%s: already has %s suffix -- ignored (use -f to compress it again)", src,
-                     FIO_SUFFIX);
-            *skip = 1;
-            return NULL;
-        }
-        dst = malloc(n + sizeof(FIO_SUFFIX));
-        if (!dst) {
-            fio_error("%s: out of memory", src);
-            *fail = 1;
-            return NULL;
-        }
-        memcpy(dst, src, n);
-        memcpy(dst + n, FIO_SUFFIX, sizeof(FIO_SUFFIX));
-        return dst;
-    }
-    /* decompress: strip the suffix; the rest must be a name */
-    if (!has_suffix(src) || n == strlen(FIO_SUFFIX) || src[n - strlen(FIO_SUFFIX) - 1] == '/') {
-        fio_error("%s: unknown suffix (expected %s; use -o or -c to name the output)", src,
-                  FIO_SUFFIX);
-        *fail = 1;
-        return NULL;
-    }
-    dst = strdup(src);
-    if (!dst) {
-        fio_error("%s: out of memory", src);
-        *fail = 1;
-        return NULL;
-    }
-    dst[n - strlen(FIO_SUFFIX)] = '\0';
-    return dst;
-}
-
 /* With --target-bw, the levels and threads ckpz_tune measures best for the link, into
  * *t (its policy for the caller to free); NULL when the preferences stand (no
  * --target-bw; stdin, which cannot be sampled ahead; a file that cannot be measured,
@@ -364,18 +309,10 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
     if (p->remove_src && (p->to_stdout || (p->out_name && !strcmp(p->out_name, "-"))))
         fio_warn("--rm is ignored when writing to stdout");
     for (i = 0; i < n; i++) {
-        int skip = 0, fail = 0;
         char *dst = NULL;
-        if (op != OP_TEST) {
-            dst = output_name(p, op, files[i], &skip, &fail);
-            if (skip) {
-                failed = 1;
-                continue;
-            }
-            if (fail) {
-                failed = 1;
-                continue;
-            }
+        if (op != OP_TEST && fio_output_name(p, op == OP_DECOMPRESS, 1, files[i], &dst) != 0) {
+            failed = 1;
+            continue;
         }
         if (op == OP_COMPRESS && base && dst && ckpz_same_file(dst, base->path)) {
             fio_error("%s: the output %s is the base it is coded against, aborting", files[i], dst);

@@ -4,8 +4,9 @@
  * spaces by writers), then the tensor data; "data_offsets" are relative to the first
  * byte after the header.
  *
- * The JSON reader is strict (RFC 8259 syntax, UTF-8 validated, no lone surrogates,
- * nesting bounded) and reads only what is needed. What it allocates is bounded by the
+ * The JSON is read by the strict tokenizer of json.c (RFC 8259 syntax, UTF-8 validated,
+ * no lone surrogates, nesting bounded: only 3 levels are meaningful), and only what is
+ * needed. What it allocates is bounded by the
  * header size: decoded names (<= N bytes), shape dimensions (<= N/2) and one record
  * per complete tensor entry (each needs more than 40 bytes of JSON).
  *
@@ -17,10 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ctx.h"
 #include "common/dtype.h"
 #include "formats.h"
+#include "json.h"
 
-#define ST_MAX_DEPTH 64 /* JSON nesting accepted (only 3 levels are meaningful) */
 #define ST_MAX_NDIM 64  /* dimensions of one tensor */
 
 /* The dtype named s[0..len) (the dtype table's safetensors names) and its size; NONE and
@@ -48,13 +50,7 @@ typedef struct {
 } st_ent;
 
 typedef struct {
-    const uint8_t *s;
-    size_t n, i;
-    const char *err; /* first error (static text) */
-    size_t err_at;
-    int oom;
-    char *names;
-    size_t nlen, ncap;
+    json_p j;       /* the tokenizer; j.str holds the decoded names */
     uint64_t *dims;
     size_t dlen, dcap;
     st_ent *ent;
@@ -62,367 +58,29 @@ typedef struct {
     uint64_t base, total; /* data start in the file; file size or CKPZ_SIZE_UNKNOWN */
 } jp;
 
-static int fail(jp *p, const char *msg)
-{
-    if (!p->err) {
-        p->err = msg;
-        p->err_at = p->i;
-    }
-    return -1;
-}
-
-static int oom(jp *p)
-{
-    p->oom = 1;
-    return fail(p, "out of memory");
-}
-
-static void ws(jp *p)
-{
-    while (p->i < p->n) {
-        uint8_t c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        p->i++;
-    }
-}
-
-static int grow_buf(void **buf, size_t *cap, size_t want, size_t elem)
-{
-    if (want <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < want) {
-        if (c > ((size_t)-1) / 2 / elem)
-            return -1;
-        c *= 2;
-    }
-    void *b = realloc(*buf, c * elem);
-    if (!b)
-        return -1;
-    *buf = b;
-    *cap = c;
-    return 0;
-}
-
-static int put(jp *p, const void *b, size_t k)
-{
-    if (grow_buf((void **)&p->names, &p->ncap, p->nlen + k, 1))
-        return oom(p);
-    memcpy(p->names + p->nlen, b, k);
-    p->nlen += k;
-    return 0;
-}
-
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid. */
-static size_t utf8_len(const uint8_t *s, size_t n)
-{
-    uint8_t c = s[0];
-    size_t k;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF)
-        k = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        k = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (n < k || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t j = 2; j < k; j++)
-        if (s[j] < 0x80 || s[j] > 0xBF)
-            return 0;
-    return k;
-}
-
-static int hex4(jp *p, unsigned *v)
-{
-    if (p->n - p->i < 4)
-        return fail(p, "truncated \\u escape");
-    unsigned x = 0;
-    for (int j = 0; j < 4; j++) {
-        uint8_t c = p->s[p->i + j];
-        x <<= 4;
-        if (c >= '0' && c <= '9')
-            x |= c - '0';
-        else if (c >= 'a' && c <= 'f')
-            x |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            x |= c - 'A' + 10;
-        else
-            return fail(p, "bad \\u escape");
-    }
-    p->i += 4;
-    *v = x;
-    return 0;
-}
-
-/* Parses a JSON string at p->i; when keep, appends its decoded UTF-8 to p->names. */
-static int parse_string(jp *p, int keep)
-{
-    if (p->i >= p->n || p->s[p->i] != '"')
-        return fail(p, "expected a string");
-    p->i++;
-    for (;;) {
-        if (p->i >= p->n)
-            return fail(p, "unterminated string");
-        uint8_t c = p->s[p->i];
-        if (c == '"') {
-            p->i++;
-            return 0;
-        }
-        if (c < 0x20)
-            return fail(p, "control character in a string");
-        if (c == '\\') {
-            p->i++;
-            if (p->i >= p->n)
-                return fail(p, "unterminated string");
-            uint8_t e = p->s[p->i++], o;
-            switch (e) {
-            case '"': case '\\': case '/': o = e; break;
-            case 'b': o = '\b'; break;
-            case 'f': o = '\f'; break;
-            case 'n': o = '\n'; break;
-            case 'r': o = '\r'; break;
-            case 't': o = '\t'; break;
-            case 'u': {
-                unsigned cp, lo;
-                if (hex4(p, &cp))
-                    return -1;
-                if (cp >= 0xDC00 && cp <= 0xDFFF)
-                    return fail(p, "lone low surrogate in a \\u escape");
-                if (cp >= 0xD800 && cp <= 0xDBFF) {
-                    if (p->n - p->i < 2 || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
-                        return fail(p, "lone high surrogate in a \\u escape");
-                    p->i += 2;
-                    if (hex4(p, &lo))
-                        return -1;
-                    if (lo < 0xDC00 || lo > 0xDFFF)
-                        return fail(p, "lone high surrogate in a \\u escape");
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                }
-                if (keep) {
-                    uint8_t u[4];
-                    size_t k;
-                    if (cp < 0x80) {
-                        u[0] = (uint8_t)cp;
-                        k = 1;
-                    } else if (cp < 0x800) {
-                        u[0] = (uint8_t)(0xC0 | (cp >> 6));
-                        u[1] = (uint8_t)(0x80 | (cp & 0x3F));
-                        k = 2;
-                    } else if (cp < 0x10000) {
-                        u[0] = (uint8_t)(0xE0 | (cp >> 12));
-                        u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                        u[2] = (uint8_t)(0x80 | (cp & 0x3F));
-                        k = 3;
-                    } else {
-                        u[0] = (uint8_t)(0xF0 | (cp >> 18));
-                        u[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-                        u[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-                        u[3] = (uint8_t)(0x80 | (cp & 0x3F));
-                        k = 4;
-                    }
-                    if (put(p, u, k))
-                        return -1;
-                }
-                continue;
-            }
-            default:
-                p->i--;
-                return fail(p, "bad escape in a string");
-            }
-            if (keep && put(p, &o, 1))
-                return -1;
-            continue;
-        }
-        if (c < 0x80) {
-            if (keep && put(p, &c, 1))
-                return -1;
-            p->i++;
-            continue;
-        }
-        size_t k = utf8_len(p->s + p->i, p->n - p->i);
-        if (!k)
-            return fail(p, "invalid UTF-8 in a string");
-        if (keep && put(p, p->s + p->i, k))
-            return -1;
-        p->i += k;
-    }
-}
-
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
-
-/* Parses a JSON number. *is_uint: it is a non-negative integer without fraction or
- * exponent that fits in 64 bits, whose value is *v. */
-static int parse_number(jp *p, uint64_t *v, int *is_uint)
-{
-    size_t st = p->i;
-    int plain = 1;
-    if (p->i < p->n && p->s[p->i] == '-') {
-        plain = 0;
-        p->i++;
-    }
-    if (p->i >= p->n)
-        return fail(p, "truncated number");
-    if (p->s[p->i] == '0')
-        p->i++;
-    else if (p->s[p->i] >= '1' && p->s[p->i] <= '9')
-        while (p->i < p->n && is_digit(p->s[p->i]))
-            p->i++;
-    else
-        return fail(p, "bad number");
-    size_t int_end = p->i;
-    if (p->i < p->n && p->s[p->i] == '.') {
-        plain = 0;
-        p->i++;
-        if (p->i >= p->n || !is_digit(p->s[p->i]))
-            return fail(p, "bad number fraction");
-        while (p->i < p->n && is_digit(p->s[p->i]))
-            p->i++;
-    }
-    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        plain = 0;
-        p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
-            p->i++;
-        if (p->i >= p->n || !is_digit(p->s[p->i]))
-            return fail(p, "bad number exponent");
-        while (p->i < p->n && is_digit(p->s[p->i]))
-            p->i++;
-    }
-    *is_uint = 0;
-    *v = 0;
-    if (plain) {
-        uint64_t x = 0;
-        for (size_t j = st; j < int_end; j++) {
-            unsigned d = p->s[j] - '0';
-            if (x > (UINT64_MAX - d) / 10)
-                return 0; /* valid JSON, too large for us */
-            x = x * 10 + d;
-        }
-        *v = x;
-        *is_uint = 1;
-    }
-    return 0;
-}
-
-static int literal(jp *p, const char *w)
-{
-    size_t k = strlen(w);
-    if (p->n - p->i < k || memcmp(p->s + p->i, w, k) != 0)
-        return fail(p, "unexpected character");
-    p->i += k;
-    return 0;
-}
-
-static int skip_value(jp *p, int depth)
-{
-    if (depth > ST_MAX_DEPTH)
-        return fail(p, "JSON nested too deeply");
-    if (p->i >= p->n)
-        return fail(p, "truncated JSON");
-    uint64_t v;
-    int u;
-    switch (p->s[p->i]) {
-    case '{':
-        p->i++;
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == '}') {
-            p->i++;
-            return 0;
-        }
-        for (;;) {
-            ws(p);
-            if (parse_string(p, 0))
-                return -1;
-            ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':')
-                return fail(p, "expected ':'");
-            p->i++;
-            ws(p);
-            if (skip_value(p, depth + 1))
-                return -1;
-            ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == '}') {
-                p->i++;
-                return 0;
-            }
-            return fail(p, "expected ',' or '}'");
-        }
-    case '[':
-        p->i++;
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == ']') {
-            p->i++;
-            return 0;
-        }
-        for (;;) {
-            ws(p);
-            if (skip_value(p, depth + 1))
-                return -1;
-            ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
-                continue;
-            }
-            if (p->i < p->n && p->s[p->i] == ']') {
-                p->i++;
-                return 0;
-            }
-            return fail(p, "expected ',' or ']'");
-        }
-    case '"':
-        return parse_string(p, 0);
-    case 't':
-        return literal(p, "true");
-    case 'f':
-        return literal(p, "false");
-    case 'n':
-        return literal(p, "null");
-    default:
-        if (p->s[p->i] == '-' || is_digit(p->s[p->i]))
-            return parse_number(p, &v, &u);
-        return fail(p, "unexpected character");
-    }
-}
-
 /* Parses an array of unsigned integers. Up to `max` values go to out (or, when out is
  * NULL, to p->dims); *count is the number of elements; *ok is cleared when an element
  * is not an unsigned 64-bit integer. */
 static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count,
                             int *ok)
 {
-    if (depth > ST_MAX_DEPTH)
-        return fail(p, "JSON nested too deeply");
+    if (depth > JSON_MAX_DEPTH)
+        return json_fail(&p->j, "JSON nested too deeply");
     *count = 0;
-    p->i++; /* '[' */
-    ws(p);
-    if (p->i < p->n && p->s[p->i] == ']') {
-        p->i++;
+    p->j.i++; /* '[' */
+    json_ws(&p->j);
+    if (p->j.i < p->j.n && p->j.s[p->j.i] == ']') {
+        p->j.i++;
         return 0;
     }
     for (;;) {
-        ws(p);
-        if (p->i >= p->n)
-            return fail(p, "truncated JSON");
-        if (p->s[p->i] == '-' || is_digit(p->s[p->i])) {
+        json_ws(&p->j);
+        if (p->j.i >= p->j.n)
+            return json_fail(&p->j, "truncated JSON");
+        if (p->j.s[p->j.i] == '-' || json_digit(p->j.s[p->j.i])) {
             uint64_t v;
             int u;
-            if (parse_number(p, &v, &u))
+            if (json_number(&p->j, &v, &u))
                 return -1;
             if (!u)
                 *ok = 0;
@@ -430,45 +88,45 @@ static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t 
                 if (out)
                     out[*count] = v;
                 else {
-                    if (grow_buf((void **)&p->dims, &p->dcap, p->dlen + 1, sizeof(uint64_t)))
-                        return oom(p);
+                    if (json_grow((void **)&p->dims, &p->dcap, p->dlen + 1, sizeof(uint64_t)))
+                        return json_oom(&p->j);
                     p->dims[p->dlen++] = v;
                 }
             }
         } else {
-            if (skip_value(p, depth + 1))
+            if (json_skip(&p->j, depth + 1))
                 return -1;
             *ok = 0;
         }
         if (*count < SIZE_MAX)
             (*count)++;
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == ',') {
-            p->i++;
+        json_ws(&p->j);
+        if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
+            p->j.i++;
             continue;
         }
-        if (p->i < p->n && p->s[p->i] == ']') {
-            p->i++;
+        if (p->j.i < p->j.n && p->j.s[p->j.i] == ']') {
+            p->j.i++;
             return 0;
         }
-        return fail(p, "expected ',' or ']'");
+        return json_fail(&p->j, "expected ',' or ']'");
     }
 }
 
 static int key_is(const jp *p, size_t off, const char *w)
 {
     size_t k = strlen(w);
-    return p->nlen - off == k && memcmp(p->names + off, w, k) == 0;
+    return p->j.slen - off == k && memcmp(p->j.str + off, w, k) == 0;
 }
 
 enum { F_DTYPE = 1, F_SHAPE = 2, F_OFFSETS = 4 };
 
-/* Parses one tensor entry (p->i at '{'); the tensor's decoded name is
- * p->names[name_off, p->nlen). Records it in p->ent when it is complete and
+/* Parses one tensor entry (p->j.i at '{'); the tensor's decoded name is
+ * p->j.str[name_off, p->j.slen). Records it in p->ent when it is complete and
  * consistent; otherwise rolls the pools back (its bytes will be opaque). */
 static int parse_entry(jp *p, int depth, size_t name_off)
 {
-    size_t name_len = p->nlen - name_off;
+    size_t name_len = p->j.slen - name_off;
     size_t shape_off = p->dlen;
     unsigned seen = 0, esz = 0;
     int ok = 1;
@@ -476,48 +134,48 @@ static int parse_entry(jp *p, int depth, size_t name_off)
     size_t ndim = 0, noff = 0;
     uint64_t off[2] = {0, 0};
 
-    if (depth > ST_MAX_DEPTH)
-        return fail(p, "JSON nested too deeply");
-    p->i++; /* '{' */
-    ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
+    if (depth > JSON_MAX_DEPTH)
+        return json_fail(&p->j, "JSON nested too deeply");
+    p->j.i++; /* '{' */
+    json_ws(&p->j);
+    if (p->j.i < p->j.n && p->j.s[p->j.i] == '}') {
+        p->j.i++;
         goto done;
     }
     for (;;) {
-        ws(p);
-        size_t mark = p->nlen;
-        if (parse_string(p, 1))
+        json_ws(&p->j);
+        size_t mark = p->j.slen;
+        if (json_string(&p->j, 1))
             return -1;
         unsigned f = key_is(p, mark, "dtype")          ? F_DTYPE
                      : key_is(p, mark, "shape")        ? F_SHAPE
                      : key_is(p, mark, "data_offsets") ? F_OFFSETS
                                                        : 0;
-        p->nlen = mark;
-        ws(p);
-        if (p->i >= p->n || p->s[p->i] != ':')
-            return fail(p, "expected ':'");
-        p->i++;
-        ws(p);
-        if (p->i >= p->n)
-            return fail(p, "truncated JSON");
+        p->j.slen = mark;
+        json_ws(&p->j);
+        if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':')
+            return json_fail(&p->j, "expected ':'");
+        p->j.i++;
+        json_ws(&p->j);
+        if (p->j.i >= p->j.n)
+            return json_fail(&p->j, "truncated JSON");
         if (f & seen)
             ok = 0; /* duplicate field */
         seen |= f;
-        if (f == F_DTYPE && p->s[p->i] == '"') {
-            if (parse_string(p, 1))
+        if (f == F_DTYPE && p->j.s[p->j.i] == '"') {
+            if (json_string(&p->j, 1))
                 return -1;
-            dt = st_dtype(p->names + mark, p->nlen - mark, &esz);
+            dt = st_dtype(p->j.str + mark, p->j.slen - mark, &esz);
             if (dt == CKPZ_DTYPE_NONE)
                 ok = 0; /* unknown dtype: opaque bytes, not an error */
-            p->nlen = mark;
-        } else if (f == F_SHAPE && p->s[p->i] == '[') {
+            p->j.slen = mark;
+        } else if (f == F_SHAPE && p->j.s[p->j.i] == '[') {
             p->dlen = shape_off;
             if (parse_uint_array(p, depth + 1, NULL, ST_MAX_NDIM, &ndim, &ok))
                 return -1;
             if (ndim > ST_MAX_NDIM)
                 ok = 0;
-        } else if (f == F_OFFSETS && p->s[p->i] == '[') {
+        } else if (f == F_OFFSETS && p->j.s[p->j.i] == '[') {
             if (parse_uint_array(p, depth + 1, off, 2, &noff, &ok))
                 return -1;
             if (noff != 2)
@@ -525,24 +183,24 @@ static int parse_entry(jp *p, int depth, size_t name_off)
         } else {
             if (f)
                 ok = 0; /* a known field of the wrong type */
-            if (skip_value(p, depth + 1))
+            if (json_skip(&p->j, depth + 1))
                 return -1;
         }
-        ws(p);
-        if (p->i < p->n && p->s[p->i] == ',') {
-            p->i++;
+        json_ws(&p->j);
+        if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
+            p->j.i++;
             continue;
         }
-        if (p->i < p->n && p->s[p->i] == '}') {
-            p->i++;
+        if (p->j.i < p->j.n && p->j.s[p->j.i] == '}') {
+            p->j.i++;
             break;
         }
-        return fail(p, "expected ',' or '}'");
+        return json_fail(&p->j, "expected ',' or '}'");
     }
 done:
     if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS))
         ok = 0;
-    if (ok && name_len && memchr(p->names + name_off, 0, name_len))
+    if (ok && name_len && memchr(p->j.str + name_off, 0, name_len))
         ok = 0; /* "\u0000" in a name: cannot be a C string */
     if (ok && off[0] > off[1])
         ok = 0;
@@ -572,11 +230,11 @@ done:
     }
     if (!ok) {
         p->dlen = shape_off;
-        p->nlen = name_off;
+        p->j.slen = name_off;
         return 0;
     }
-    if (grow_buf((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent)))
-        return oom(p);
+    if (json_grow((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent)))
+        return json_oom(&p->j);
     st_ent *e = &p->ent[p->elen];
     e->begin = off[0];
     e->end = off[1];
@@ -593,47 +251,47 @@ done:
 static int parse_header(jp *p)
 {
     /* The caller checked that the header starts with '{'. */
-    p->i++;
-    ws(p);
-    if (p->i < p->n && p->s[p->i] == '}') {
-        p->i++;
+    p->j.i++;
+    json_ws(&p->j);
+    if (p->j.i < p->j.n && p->j.s[p->j.i] == '}') {
+        p->j.i++;
     } else {
         for (;;) {
-            ws(p);
-            size_t mark = p->nlen;
-            if (parse_string(p, 1))
+            json_ws(&p->j);
+            size_t mark = p->j.slen;
+            if (json_string(&p->j, 1))
                 return -1;
             int meta = key_is(p, mark, "__metadata__");
-            ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':')
-                return fail(p, "expected ':'");
-            p->i++;
-            ws(p);
-            if (p->i >= p->n)
-                return fail(p, "truncated JSON");
-            if (!meta && p->s[p->i] == '{') {
+            json_ws(&p->j);
+            if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':')
+                return json_fail(&p->j, "expected ':'");
+            p->j.i++;
+            json_ws(&p->j);
+            if (p->j.i >= p->j.n)
+                return json_fail(&p->j, "truncated JSON");
+            if (!meta && p->j.s[p->j.i] == '{') {
                 if (parse_entry(p, 2, mark))
                     return -1;
             } else {
-                p->nlen = mark;
-                if (skip_value(p, 2))
+                p->j.slen = mark;
+                if (json_skip(&p->j, 2))
                     return -1;
             }
-            ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') {
-                p->i++;
+            json_ws(&p->j);
+            if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
+                p->j.i++;
                 continue;
             }
-            if (p->i < p->n && p->s[p->i] == '}') {
-                p->i++;
+            if (p->j.i < p->j.n && p->j.s[p->j.i] == '}') {
+                p->j.i++;
                 break;
             }
-            return fail(p, p->i >= p->n ? "truncated JSON" : "expected ',' or '}'");
+            return json_fail(&p->j, p->j.i >= p->j.n ? "truncated JSON" : "expected ',' or '}'");
         }
     }
-    ws(p); /* writers pad the header with spaces */
-    if (p->i != p->n)
-        return fail(p, "unexpected bytes after the JSON object");
+    json_ws(&p->j); /* writers pad the header with spaces */
+    if (p->j.i != p->j.n)
+        return json_fail(&p->j, "unexpected bytes after the JSON object");
     return 0;
 }
 
@@ -649,7 +307,7 @@ static int ent_cmp(const void *a, const void *b)
 
 static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
 {
-    return fmt_push(out, e->dtype, p->names + e->name_off, e->name_len, e->ndim,
+    return fmt_push(out, e->dtype, p->j.str + e->name_off, e->name_len, e->ndim,
                     e->ndim ? p->dims + e->shape_off : NULL, p->base + e->begin,
                     e->end - e->begin);
 }
@@ -752,22 +410,22 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
 
     jp p;
     memset(&p, 0, sizeof(p));
-    p.s = b + 8;
-    p.n = (size_t)n;
+    p.j.s = b + 8;
+    p.j.n = (size_t)n;
     p.base = 8 + n;
     p.total = total;
     fmt_status st = FMT_ERROR;
-    if (grow_buf((void **)&p.names, &p.ncap, 1, 1))
+    if (json_grow((void **)&p.j.str, &p.j.scap, 1, 1))
         return FMT_NOMEM;
     if (parse_header(&p)) {
-        if (p.oom)
+        if (p.j.oom)
             st = FMT_NOMEM;
-        else if (p.err_at >= p.n)
+        else if (p.j.err_at >= p.j.n)
             fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu",
-                   p.err, (size_t)(8 + p.err_at));
+                   p.j.err, (size_t)(8 + p.j.err_at));
         else
-            fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.err,
-                   (size_t)(8 + p.err_at));
+            fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.j.err,
+                   (size_t)(8 + p.j.err_at));
         goto out;
     }
     out->format = CKPZ_INPUT_SAFETENSORS;
@@ -779,7 +437,7 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
     }
     st = FMT_DONE;
 out:
-    free(p.names);
+    free(p.j.str);
     free(p.dims);
     free(p.ent);
     return st;
@@ -789,6 +447,135 @@ static int st_sniff(const uint8_t *p, size_t len)
 {
     (void)p, (void)len;
     return 1; /* no magic: the header length and the JSON decide */
+}
+
+/* ---- the writer ---------------------------------------------------------------------
+ * ckpz_safetensors_header (ckpz.h): the one place ckpz writes a safetensors header (the
+ * tuner's samples, libckpz_mpi's shards, the Python package's target_bw=). Compact JSON
+ * in the tensors' order, strings escaped as serde_json (the safetensors package) and
+ * Python's json write them, padded with spaces to a multiple of 8 bytes; refused is what
+ * this reader would not take back as the same tensors. */
+
+/* Writes s (n bytes) at out + at when out is not NULL; returns the new length. */
+static size_t emit_bytes(char *out, size_t at, const char *s, size_t n)
+{
+    if (out) memcpy(out + at, s, n);
+    return at + n;
+}
+
+/* name as the body of a JSON string (checked to be UTF-8 by the caller). */
+static size_t emit_name(char *out, size_t at, const char *name)
+{
+    static const char shortcut[] = "\\b\\t\\n\\f\\r"; /* 8, 9, 10, 12, 13 */
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        char tmp[8];
+        if (*c == '"' || *c == '\\') {
+            tmp[0] = '\\', tmp[1] = (char)*c;
+            at = emit_bytes(out, at, tmp, 2);
+        } else if (*c >= 8 && *c <= 13 && *c != 11) {
+            unsigned k = *c - 8u - (*c > 11);
+            at = emit_bytes(out, at, shortcut + 2 * k, 2);
+        } else if (*c < 0x20) {
+            snprintf(tmp, sizeof tmp, "\\u%04x", *c);
+            at = emit_bytes(out, at, tmp, 6);
+        } else {
+            at = emit_bytes(out, at, (const char *)c, 1);
+        }
+    }
+    return at;
+}
+
+/* The JSON of the n tensors, their data back to back from offset 0 (checked by the
+ * caller: sizes and offsets fit), padded with spaces to a multiple of 8 bytes, at out
+ * + 8 when out is not NULL; returns its length. */
+static size_t emit_json(const ckpz_st_tensor *t, size_t n, const uint64_t *bytes, char *out)
+{
+    char num[80], *o = out ? out + 8 : NULL;
+    size_t at = emit_bytes(o, 0, "{", 1);
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        at = emit_bytes(o, at, i ? ",\"" : "\"", i ? 2 : 1);
+        at = emit_name(o, at, t[i].name);
+        at = emit_bytes(o, at, "\":{\"dtype\":\"", 12);
+        const char *dt = ckpz_dtype_format_name(t[i].dtype, CKPZ_INPUT_SAFETENSORS);
+        at = emit_bytes(o, at, dt, strlen(dt));
+        at = emit_bytes(o, at, "\",\"shape\":[", 11);
+        for (uint32_t d = 0; d < t[i].ndim; d++) {
+            int k = snprintf(num, sizeof num, "%s%llu", d ? "," : "", (unsigned long long)t[i].shape[d]);
+            at = emit_bytes(o, at, num, (size_t)k);
+        }
+        int k = snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                         (unsigned long long)(off + bytes[i]));
+        at = emit_bytes(o, at, num, (size_t)k);
+        off += bytes[i];
+    }
+    at = emit_bytes(o, at, "}", 1);
+    while (at % 8) at = emit_bytes(o, at, " ", 1);
+    return at;
+}
+
+/* Why tensor i cannot be written, or NULL; its data bytes into *bytes. */
+static const char *st_refusal(const ckpz_st_tensor *t, uint64_t *bytes)
+{
+    if (!t->name) return "has no name";
+    for (const uint8_t *c = (const uint8_t *)t->name; *c;) {
+        size_t k = *c < 0x80 ? 1 : json_utf8_len(c, strlen((const char *)c));
+        if (!k) return "name is not UTF-8";
+        c += k;
+    }
+    if (!strcmp(t->name, "__metadata__")) return "name is the header's metadata key";
+    if (!ckpz_dtype_format_name(t->dtype, CKPZ_INPUT_SAFETENSORS)) return "dtype has no safetensors name";
+    if (t->ndim > ST_MAX_NDIM) return "has more than 64 dimensions";
+    if (t->ndim && !t->shape) return "has no shape";
+    /* product(shape) * element size, as the reader computes it: any 0 dimension wins */
+    uint64_t prod = ckpz_dtype_size(t->dtype);
+    int zero = 0, ovf = 0;
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) zero = 1;
+        else if (prod > UINT64_MAX / t->shape[d]) ovf = 1;
+        else prod *= t->shape[d];
+    }
+    if (ovf && !zero) return "holds more than 2^64 bytes";
+    *bytes = zero ? 0 : prod;
+    return NULL;
+}
+
+ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, void *dst, size_t cap,
+                                   size_t *len, uint64_t *data_bytes)
+{
+    ctx_clear(ctx);
+    if (len) *len = 0;
+    if (data_bytes) *data_bytes = 0;
+    if ((n && !t) || !len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "safetensors header: no tensors or no length");
+    uint64_t *bytes = malloc((n ? n : 1) * sizeof *bytes), total = 0;
+    if (!bytes) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "safetensors header: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *why = st_refusal(&t[i], &bytes[i]);
+        if (!why && bytes[i] > UINT64_MAX - total) why = "ends past 2^64 bytes of data";
+        if (why) {
+            free(bytes);
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "safetensors header: tensor %zu ('%.100s') %s", i,
+                            t[i].name ? t[i].name : "", why);
+        }
+        total += bytes[i];
+    }
+    size_t json = emit_json(t, n, bytes, NULL);
+    ckpz_error e = CKPZ_OK;
+    if (json > FMT_PROBE_MAX - 8)
+        e = ctx_fail(ctx, CKPZ_ERR_LIMIT, "safetensors header: %zu bytes of JSON, over the %u a reader takes",
+                     json, (unsigned)(FMT_PROBE_MAX - 8));
+    else if (dst && cap < 8 + json)
+        e = ctx_fail(ctx, CKPZ_ERR_LIMIT, "safetensors header: needs %zu bytes, %zu given", 8 + json, cap);
+    else if (dst) {
+        uint8_t *h = dst;
+        for (int b = 0; b < 8; b++) h[b] = (uint8_t)((uint64_t)json >> (8 * b));
+        emit_json(t, n, bytes, (char *)h);
+    }
+    free(bytes);
+    if (e) return e;
+    *len = 8 + json;
+    if (data_bytes) *data_bytes = total;
+    return CKPZ_OK;
 }
 
 const fmt_reader fmt_reader_safetensors = {CKPZ_INPUT_SAFETENSORS, "safetensors", st_sniff, st_describe, NULL,

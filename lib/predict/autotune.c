@@ -185,26 +185,28 @@ static size_t gather(const ckpz_source *f, const segs *v, int role, ckpz_dtype d
     return n;
 }
 
-/* A safetensors file of the first np pieces of data as 1-D tensors of dt, into out
- * (HEADER_ROOM + their bytes); returns its length. */
+/* A safetensors file of the first np pieces of data as 1-D tensors of dt ("s0", "s1",
+ * ...; opaque bytes as U8), into out (HEADER_ROOM + their bytes): the header from the
+ * library's one safetensors writer. Returns its length, or 0 when it cannot be made. */
 static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_dtype dt, uint8_t *out)
 {
-    const char *st_name = ckpz_dtype_format_name(dt, CKPZ_INPUT_SAFETENSORS);
-    if (!st_name) st_name = ckpz_dtype_format_name(CKPZ_DTYPE_U8, CKPZ_INPUT_SAFETENSORS); /* opaque bytes */
-    char *h = (char *)out + 8;
-    size_t hl = 0, off = 0, room = HEADER_ROOM - 8;
+    if (!ckpz_dtype_format_name(dt, CKPZ_INPUT_SAFETENSORS)) dt = CKPZ_DTYPE_U8; /* opaque bytes */
     unsigned es = ckpz_dtype_size(dt);
-    hl += (size_t)snprintf(h + hl, room - hl, "{");
-    for (size_t i = 0; i < np; i++) {
-        hl += (size_t)snprintf(h + hl, room - hl, "%s\"s%zu\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                               i ? "," : "", i, st_name, pc[i].len / es, off, off + pc[i].len);
+    ckpz_st_tensor *t = malloc((np ? np : 1) * sizeof *t);
+    uint64_t *dims = malloc((np ? np : 1) * sizeof *dims);
+    char (*names)[24] = malloc((np ? np : 1) * sizeof *names);
+    size_t hl = 0, off = 0;
+    for (size_t i = 0; t && dims && names && i < np; i++) {
+        snprintf(names[i], sizeof names[i], "s%zu", i);
+        dims[i] = pc[i].len / es;
+        t[i] = (ckpz_st_tensor){names[i], dt, 1, &dims[i]};
         off += pc[i].len;
     }
-    hl += (size_t)snprintf(h + hl, room - hl, "}");
-    while (hl % 8) h[hl++] = ' ';
-    for (int b = 0; b < 8; b++) out[b] = (uint8_t)((uint64_t)hl >> (8 * b));
-    memcpy(out + 8 + hl, data, off);
-    return 8 + hl + off;
+    if (t && dims && names && ckpz_safetensors_header(NULL, t, np, out, HEADER_ROOM, &hl, NULL) != CKPZ_OK) hl = 0;
+    free(t), free(dims), free(names);
+    if (!hl) return 0;
+    memcpy(out + hl, data, off);
+    return hl + off;
 }
 
 /* Compresses and restores the sample (np pieces of buf, coded against the same pieces of
@@ -226,7 +228,7 @@ static int measure(ckpz_ctx *ctx, const ckpz_params *p, double link_mbs, const u
             for (use = 0, bytes = 0; use < np && bytes < nall / 16;) bytes += pc[use++].len;
         }
         size_t m = sample_file(buf, pc, use, dt, st);
-        if (bbuf) sample_file(bbuf, pc, use, dt, bst);
+        if (!m || (bbuf && !sample_file(bbuf, pc, use, dt, bst))) return -1;
         ckpz_params q = *p;
         q.level = tune_levels[k];
         q.threads = 1;     /* tune.c's scale(T) makes it T threads */

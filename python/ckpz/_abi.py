@@ -36,6 +36,7 @@ ERR_INTERNAL = 14
 ERR_BASE = 15
 
 DTYPE_NONE = 0  # CKPZ_DTYPE_NONE: opaque bytes
+DTYPE_U8 = 11  # CKPZ_DTYPE_U8
 INPUT_SAFETENSORS = 2  # CKPZ_INPUT_SAFETENSORS
 INPUT_TORCH = 4  # CKPZ_INPUT_TORCH: a torch.save zip archive
 
@@ -203,3 +204,14 @@ class TuneResult(ctypes.Structure):
         ("measure_seconds", ctypes.c_double),
     ]
 
+
+
+class StTensor(ctypes.Structure):
+    """struct ckpz_st_tensor (ckpz_safetensors_header)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("dtype", ctypes.c_int),  # ckpz_dtype
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+    ]

@@ -41,6 +41,9 @@ version_number = _declare("ckpz_version_number", ctypes.c_uint)
 version_string = _declare("ckpz_version_string", ctypes.c_char_p)
 error_name = _declare("ckpz_error_name", ctypes.c_char_p, _int)
 dtype_name = _declare("ckpz_dtype_name", ctypes.c_char_p, _int)
+dtype_from_name = _declare("ckpz_dtype_from_name", _int, ctypes.c_char_p)
+dtype_size = _declare("ckpz_dtype_size", ctypes.c_uint, _int)
+dtype_format_name = _declare("ckpz_dtype_format_name", ctypes.c_char_p, _int, _int)
 input_format_name = _declare("ckpz_input_format_name", ctypes.c_char_p, _int)
 params_init = _declare("ckpz_params_init", None, _vp)
 ctx_create = _declare("ckpz_ctx_create", _vp)
@@ -76,6 +79,7 @@ zip_source_create_opts = _declare("ckpz_zip_source_create_opts", _int, _vp, _P(Z
 zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
 zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
 source_init = _declare("ckpz_source_init", None, _P(Source))
+safetensors_header = _declare("ckpz_safetensors_header", _int, _vp, _P(StTensor), _sz, _vp, _sz, _P(_sz), _P(_u64))
 tune = _declare("ckpz_tune", _int, _vp, _P(Params), _P(Source), ctypes.c_double, _int, _P(TuneResult), WRITE_FN, _vp)
 
 # The library's own callbacks, handed back to it as function pointers: I/O through them

@@ -12,15 +12,38 @@ Reading samples copies a few MB; nothing else is touched.
 
 import bisect
 import ctypes
-import json
-import struct
 
 from . import _lib
 
 __all__ = []  # private module
 
-_ST_DTYPE = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
-             "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+def _st_dtype(dtype, nbytes):
+    """The ckpz_dtype of a storage of torch dtype (the library's names: torch.float32 is
+    "float32"), and its element size; U8 (opaque bytes) where safetensors has no name for
+    the library's type, or the bytes are not whole elements of it."""
+    name = str(dtype).replace("torch.", "").encode("ascii", "replace")
+    dt = _lib.dtype_from_name(name)
+    if dt == _lib.DTYPE_NONE or not _lib.dtype_format_name(dt, _lib.INPUT_SAFETENSORS):
+        return _lib.DTYPE_U8, 1
+    size = _lib.dtype_size(dt)
+    return (dt, size) if nbytes % size == 0 else (_lib.DTYPE_U8, 1)
+
+
+def _header(tensors, call):
+    """The safetensors header of [(name, ckpz_dtype, elements)], 1-D tensors back to back,
+    from the library's one writer (ckpz_safetensors_header); a refusal raises its Error."""
+    n = len(tensors)
+    entries = (_lib.StTensor * max(n, 1))()
+    dims = (ctypes.c_uint64 * max(n, 1))(*[count for _, _, count in tensors])
+    at, keep = ctypes.addressof(dims), [name.encode("utf-8", "replace") for name, _, _ in tensors]
+    for i, (_, dt, _) in enumerate(tensors):
+        entries[i] = _lib.StTensor(keep[i], dt, 1, ctypes.cast(at + 8 * i, ctypes.POINTER(ctypes.c_uint64)))
+    size = ctypes.c_size_t()
+    call.check(_lib.safetensors_header(call.ctx, entries, n, None, 0, ctypes.byref(size), None))
+    head = ctypes.create_string_buffer(size.value)
+    call.check(_lib.safetensors_header(call.ctx, entries, n, head, size.value, ctypes.byref(size), None))
+    return head.raw
 
 
 def names(torch, obj):
@@ -44,24 +67,20 @@ def names(torch, obj):
 class _Layout:
     """A safetensors file over the storages, readable at any offset (a PREAD_FN)."""
 
-    def __init__(self, torch, names, pickled):
-        header, self.parts, at = {}, [], 0
+    def __init__(self, names, pickled, call):
+        tensors, self.parts, at = [], [], 0
         for key in sorted(pickled.storages, key=lambda k: int(k) if k.isdigit() else k):
             st = pickled.storages[key]
             n = st.nbytes()
             if not n:
                 continue
             dtype, ptr = pickled.origins.get(key, (None, 0))
-            dname = str(dtype).replace("torch.", "")
-            code = _ST_DTYPE.get(dname, "U8")
-            size = torch._utils._element_size(dtype) if code != "U8" or dname == "uint8" else 1
+            dt, size = _st_dtype(dtype, n)
             name = "%s#%s" % (names.get(ptr, "storage"), key)  # unique, and the path for the roles
-            header[name] = {"dtype": code, "shape": [n // size], "data_offsets": [at, at + n]}
+            tensors.append((name, dt, n // size))
             self.parts.append((at, n, st.data_ptr()))
             at += n
-        text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        text += b" " * (-len(text) % 8)
-        self.head = struct.pack("<Q", len(text)) + text
+        self.head = _header(tensors, call)
         self.size = len(self.head) + at
         self.starts = [p[0] for p in self.parts]
 
@@ -94,7 +113,7 @@ def choose(torch, names, pickled, params, target_bw, call):
     """Sets params' level, threads and policy (a user's policy is kept) for a link of
     target_bw MB/s, from ckpz_tune on pickled's storages (names: from names()); returns
     the ckpz_tune_result. target_bw was check()ed by the caller."""
-    layout = _Layout(torch, names, pickled)
+    layout = _Layout(names, pickled, call)
     src = _lib.Source()
     _lib.source_init(ctypes.byref(src))
     src.pread = call.guard(_lib.PREAD_FN, layout._pread, -1)

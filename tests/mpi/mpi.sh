@@ -11,6 +11,11 @@
 #             serial -t does, also when its checksum is resealed; and over single-byte
 #             damages across a stand-alone and a delta file, serial -t and ckpz-mpi -t
 #             agree on pass or fail.
+#   options   ckpz's command line over ckpz-mpi's table of operations (programs/cli.h):
+#             output names as ckpz gives them (FILE -> FILE.ckpz and back, refusals of a
+#             .ckpz input, an unknown suffix, an existing output), usage errors and -h/-V
+#             as ckpz's, what MPI-IO cannot do (-c, stdin) refused, and the operations of
+#             rank 0 (--extract, --rebase, -b, --predict) giving serial ckpz's output.
 # Usage: mpi.sh PART CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM
 set -u
 part=$1 ckpz=$2 cmpi=$3 src=$4 shim=$5
@@ -246,7 +251,47 @@ PYEOF
     done
     echo "hostile: $sweeps runs of ckpz-mpi -t on damaged files compared with serial -t"
     ;;
-*) echo "usage: mpi.sh identity|restore|faults|hostile CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM"; exit 2 ;;
+options)
+    # expect WANT_EXIT TEXT CMD...: ckpz-mpi on 2 ranks exits WANT_EXIT, and (when TEXT is
+    # not empty) says TEXT on stderr or stdout
+    expect() {
+        local want=$1 text=$2; shift 2
+        run 2 "$@" > "$tmp/msg" 2>&1
+        local got=$?
+        [ $got = "$want" ] || bad "ckpz-mpi $*: exit $got, not $want: $(head -c 300 "$tmp/msg")"
+        [ -z "$text" ] || grep -qF -- "$text" "$tmp/msg" || bad "ckpz-mpi $*: no '$text' in: $(head -c 300 "$tmp/msg")"
+    }
+    cp "$f32" "$tmp/m.safetensors"
+    expect 0 "" -q "$tmp/m.safetensors"
+    "$ckpz" -q -f -T1 -o "$tmp/serial.ckpz" "$f32"
+    cmp -s "$tmp/m.safetensors.ckpz" "$tmp/serial.ckpz" || bad "FILE -> FILE.ckpz: not serial ckpz's bytes"
+    expect 1 "already exists (use -f to overwrite)" "$tmp/m.safetensors"
+    expect 1 "already has .ckpz suffix -- ignored" "$tmp/m.safetensors.ckpz"
+    mv "$tmp/m.safetensors" "$tmp/m.orig"
+    expect 0 "" -q -d "$tmp/m.safetensors.ckpz"
+    cmp -s "$tmp/m.safetensors" "$f32" || bad "-d FILE.ckpz -> FILE: not the original"
+    expect 1 "m.orig: unknown suffix (expected .ckpz; use -o to name the output)" -d "$tmp/m.orig"
+    expect 1 "-c and -o - are not supported" -c "$tmp/m.orig"
+    expect 2 "-o takes exactly one input file" -f -o "$tmp/x" "$tmp/m.orig" "$tmp/m.safetensors"
+    expect 2 "Try 'ckpz -h' for help." --no-such-option "$tmp/m.orig"
+    expect 2 "level must be 1..9" -12 "$tmp/m.orig"
+    expect 0 "Usage: ckpz [OPTIONS] [FILE...]" -h
+    expect 0 "ckpz $("$ckpz" -V | cut -d' ' -f2)" -V
+    ls "$tmp" | grep -q '^x$' && bad "a usage error left an output"
+    # rank 0's operations: serial ckpz's output
+    name=transformer.h.0.ln_1.weight
+    expect 0 "" -f --extract "$name" -o "$tmp/t.mpi" "$tmp/m.safetensors.ckpz"
+    "$ckpz" -q -f --extract "$name" -o "$tmp/t.serial" "$tmp/m.safetensors.ckpz"
+    cmp -s "$tmp/t.mpi" "$tmp/t.serial" || bad "--extract: not serial ckpz's bytes"
+    "$ckpz" -q -f -T1 --chunk-size=64K --base "$f32" -o "$tmp/d.ckpz" "$tmp/next.safetensors"
+    expect 0 "" -q -f --rebase --base "$f32" -o "$tmp/r.mpi" "$tmp/d.ckpz"
+    "$ckpz" -q -f --rebase --base "$f32" -o "$tmp/r.serial" "$tmp/d.ckpz"
+    cmp -s "$tmp/r.mpi" "$tmp/r.serial" || bad "--rebase: not serial ckpz's bytes"
+    expect 0 "" --predict "$f32"
+    "$ckpz" --predict "$f32" 2>&1 | cmp -s - "$tmp/msg" || bad "--predict: not serial ckpz's output"
+    expect 0 "zstd" -b -i0 "$f32"
+    ;;
+*) echo "usage: mpi.sh identity|restore|faults|hostile|options CKPZ CKPZ_MPI SOURCE_DIR FAULTSHIM"; exit 2 ;;
 esac
 [ $fail = 0 ] && echo "mpi $part: ok"
 exit $fail

@@ -137,6 +137,12 @@ int main(void)
     FIELD(ckpz_tune_result, uncompressed_seconds);
     FIELD(ckpz_tune_result, measure_seconds);
 
+    STRUCT(ckpz_st_tensor);
+    FIELD(ckpz_st_tensor, name);
+    FIELD(ckpz_st_tensor, dtype);
+    FIELD(ckpz_st_tensor, ndim);
+    FIELD(ckpz_st_tensor, shape);
+
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);
     ENUM(ckpz_input_format);
@@ -149,6 +155,7 @@ int main(void)
     CONST(CKPZ_BASE_NAME_MAX);
     CONST(CKPZ_BASE_PROBE);
     CONST(CKPZ_DTYPE_NONE);
+    CONST(CKPZ_DTYPE_U8);
     CONST(CKPZ_INPUT_TORCH);
     CONST(CKPZ_INPUT_SAFETENSORS);
 

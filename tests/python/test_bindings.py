@@ -46,6 +46,7 @@ STRUCTS = {
     "ckpz_zip_options": _abi.ZipOptions,
     "ckpz_source": _abi.Source,
     "ckpz_tune_result": _abi.TuneResult,
+    "ckpz_st_tensor": _abi.StTensor,
 }
 # The callback type each ctypes prototype of _abi mirrors.
 CALLBACKS = {

@@ -328,8 +328,10 @@ class TestTargetBw(Case):
         from ckpz import _torchzip, _tune
 
         obj = self.state()
+        obj['we"ird\\ \n\u540d \ud800'] = torch.ones(5, dtype=torch.int16)  # JSON escapes, UTF-8, a lone surrogate
         pickled = _torchzip.pickle_state(torch, obj)
-        layout = _tune._Layout(torch, _tune.names(torch, obj), pickled)
+        with _lib.Call() as call:  # the header comes from the library's writer
+            layout = _tune._Layout(_tune.names(torch, obj), pickled, call)
         buf = ctypes.create_string_buffer(layout.size)
         self.assertEqual(layout._pread(None, ctypes.addressof(buf), layout.size, 0), 0)
         self.assertEqual(layout._pread(None, ctypes.addressof(buf), 2, layout.size - 1), -1)  # past the end
@@ -346,8 +348,9 @@ class TestTargetBw(Case):
         names = " ".join(header)
         self.assertIn("optim.state.0.exp_avg_sq#", names)  # the roles come from these paths
         self.assertIn("model.", names)
+        self.assertIn('we"ird\\ \n\u540d ?#', names)  # escaped and read back; the surrogate replaced
         dtypes = {e["dtype"] for e in header.values()}
-        self.assertTrue({"F32", "BF16", "BOOL", "I64"} <= dtypes, dtypes)
+        self.assertTrue({"F32", "BF16", "BOOL", "I64", "I16"} <= dtypes, dtypes)  # the library's dtype names
         # a chunk of a piece read at an odd offset across the header's end
         part = ctypes.create_string_buffer(100)
         self.assertEqual(layout._pread(None, ctypes.addressof(part), 100, 8 + hl - 50), 0)
