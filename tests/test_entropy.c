@@ -447,7 +447,7 @@ static void test_residual_zstd(ent_ctx *c)
                 for (size_t k = 0; k < 512; k++)
                     b[i + k] = (uint8_t)(1 + rnd() % 3);
         else /* 2% of the bytes, one at a time */
-            for (size_t i = 0; i < n; i += 50)
+            for (size_t i = 0; i + 50 <= n; i += 50)
                 b[i + rnd() % 50] = (uint8_t)(1 + rnd() % 3);
         uint8_t got;
         size_t len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_RESIDUAL, &got);
