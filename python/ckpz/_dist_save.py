@@ -94,7 +94,17 @@ def _lossy_names(path, payload):
 def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
     """The save itself, on the calling thread: tensors are CPU tensors or Shards of them (a
     snapshot, for background saves), ties {name: first name of the tensors sharing its
-    storage} (_dist_state.host_tied)."""
+    storage} (_dist_state.host_tied). Rank 0's temporary directory goes on every way out
+    that did not commit it (an interrupt too)."""
+    held = []
+    try:
+        _run(torch, skeleton, tensors, dst, group, replicated, opts, ties, held)
+    finally:
+        for out in held:
+            out.abort()  # nothing left to do once committed
+
+
+def _run(torch, skeleton, tensors, dst, group, replicated, opts, ties, held):
     ties = ties or {}
     rank, world = _dist_comm.rank_world(group)
     dst = os.path.abspath(os.fspath(dst))
@@ -104,6 +114,7 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
         if rank == 0:
             os.makedirs(parent, exist_ok=True)
             out = _files.Published(dst, _lib.PUBLISH_DIRECTORY)  # .NAME.ckpz-PID-HOST-RANDOM.tmp
+            held.append(out)
             tmp = out.temp
         names = sorted(tensors)
         flat = [tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n] for n in names]
