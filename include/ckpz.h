@@ -859,7 +859,7 @@ typedef struct ckpz_tune_result {
 CKPZ_API ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs,
                               int cpu_budget, ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque);
 
-/* ==== safetensors headers (lib/formats/safetensors.c) =================================
+/* ==== safetensors headers (lib/formats/safetensors.c) ==========================
  * The one safetensors header writer: what ckpz hands itself or a caller as a safetensors
  * file that exists only as a read callback (the tuner's samples, libckpz_mpi's shards,
  * the Python package's target_bw=) is described here, so that every such header is what
@@ -887,6 +887,50 @@ typedef struct ckpz_st_tensor {
 CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, void *dst,
                                             size_t cap, size_t *len, uint64_t *data_bytes);
 /* ==== end of safetensors headers ====================================================== */
+
+/* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */
+/* How the CLI, the Python package and libckpz_mpi put an output (a file, or a directory
+ * of files) in place; a new front end uses the same calls. The output is written under a
+ * temporary name beside its final name, .NAME.ckpz-PID-HOST-RANDOM.tmp (hidden; PID the
+ * writer's process id, HOST 8 hex digits of its host name's hash, RANDOM 8 hex digits),
+ * held locked by its writer, and renamed into place by ckpz_publish_commit only once
+ * complete. Every failure removes the temporary output. What a writer killed outright
+ * leaves, the next ckpz_publish_open of the same final name removes: only this pattern,
+ * only when HOST is this host, PID no live process here and nobody holds its lock (so a
+ * temporary output of a live writer, in this process or another, is never touched; a
+ * reused PID or another host's leftover is kept). Not guaranteed: the removal of a
+ * leftover of another host, or of a PID reused since. On failure errno keeps the
+ * system's error and ctx (may be NULL) the message, which names the final name. */
+/* flags of ckpz_publish_open: */
+#define CKPZ_PUBLISH_DIRECTORY 2u /* the output is a directory (made empty, filled by the caller) */
+#define CKPZ_PUBLISH_ANONYMOUS 8u /* a file without a name (O_TMPFILE) where the file system
+                                     has them: a SIGKILL then leaves nothing at all */
+/* flags of ckpz_publish_commit (or of open, for the commit): */
+#define CKPZ_PUBLISH_REPLACE 1u   /* an existing final name is replaced (else the commit
+                                     refuses it: "NAME: appeared while writing; not overwritten") */
+#define CKPZ_PUBLISH_DURABLE 4u   /* the commit fsyncs the output and then its directory */
+typedef struct ckpz_publish ckpz_publish;
+/* Removes the dead writers' leftovers of name (above), then creates the temporary
+ * output. *out is NULL on failure. */
+CKPZ_API ckpz_error ckpz_publish_open(ckpz_ctx *ctx, const char *name, unsigned flags, ckpz_publish **out);
+/* The temporary file's descriptor (write it with ckpz_fd_write, ckpz_sink_fd...), open
+ * until the commit or abort; -1 for a directory. */
+CKPZ_API int ckpz_publish_fd(const ckpz_publish *p);
+/* The temporary output's path ("" for an anonymous file): a directory's to fill, a
+ * file's for processes that open it by name (MPI-IO) or a signal handler's unlink. */
+CKPZ_API const char *ckpz_publish_temp(const ckpz_publish *p);
+/* fsync (CKPZ_PUBLISH_DURABLE), close, rename into place (over an existing name only
+ * with CKPZ_PUBLISH_REPLACE); frees p whatever happens (on failure the temporary output
+ * is gone and the final name is as it was). */
+CKPZ_API ckpz_error ckpz_publish_commit(ckpz_ctx *ctx, ckpz_publish *p, unsigned flags);
+/* Removes the temporary output and frees p (NULL: nothing). Keeps errno. */
+CKPZ_API void ckpz_publish_abort(ckpz_publish *p);
+/* 1 when the last component of path is a temporary name of this pattern (ckpz -r skips
+ * them), else 0. */
+CKPZ_API int ckpz_publish_is_temp(const char *path);
+/* Removes the dead writers' leftovers of the final name `name` (ckpz_publish_open does);
+ * returns how many. Keeps errno. */
+CKPZ_API int ckpz_publish_sweep(const char *name);
 
 #ifdef __cplusplus
 }

@@ -15,10 +15,11 @@
  *
  * Every call is collective over comm. All ranks return the same code and, in why, the
  * same message (the first failing rank's, naming chunk and tensor where one is at fault,
- * and the rank when comm has more than one); no rank is left waiting. Outputs are written
- * under a temporary name in the same folder and renamed by rank 0 once all ranks agree
- * that every byte was written; on failure no file is left under either name. An existing
- * out_path is replaced. params->base (a delta's base, whole in memory on every rank) must
+ * and the rank when comm has more than one); no rank is left waiting. Outputs are
+ * published by rank 0 (ckpz_publish_*: written as the hidden .NAME.ckpz-PID-HOST-RANDOM.tmp
+ * beside NAME, renamed once all ranks agree that every byte was written); on failure no
+ * file is left under either name, and what a job killed outright leaves (the hidden
+ * name only) the next write of the same name removes. An existing out_path is replaced. params->base (a delta's base, whole in memory on every rank) must
  * be the same on every rank. params->progress is not called. */
 #ifndef CKPZ_MPI_H
 #define CKPZ_MPI_H

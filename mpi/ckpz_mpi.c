@@ -8,8 +8,12 @@
  * only (opening, reading, coding, decoding, writing) the ranks agree (mr_agree(): an
  * all-reduce of the lowest failing rank, then that rank's code and message broadcast)
  * before any rank decides what to do next. A failure therefore ends every rank at the
- * same point with the same message. The output is a temporary file beside the final
- * name, renamed by rank 0 only after the ranks agree that it is complete.
+ * same point with the same message. The output is published by the library on rank 0
+ * (ckpz_publish_*, lib/file/publish.c: the hidden .NAME.ckpz-PID-HOST-RANDOM.tmp beside
+ * the final name, the CLI's and the Python package's pattern), which every rank opens
+ * by that name; rank 0 renames it only after the ranks agree that it is complete, and
+ * removes it otherwise. A job killed outright leaves the hidden file, which the next
+ * publish of the same name removes once rank 0's process is gone.
  *
  * The long loops (coding, restoring) run in rounds, the same number on every rank, and
  * do not hold the ranks in step: a rank writes its bytes on its own (independent MPI-IO)
@@ -60,11 +64,11 @@ static int open_input(run *r, const char *path, ckpz_fd *f, ckpz_source *src)
     return 0;
 }
 
-/* The output: rank 0 makes a temporary file beside out_path, the ranks open it. */
+/* The output: rank 0 publishes it (a temporary file beside out_path), the ranks open it. */
 typedef struct output {
     const char *path; /* the final name, for messages */
     char tmp[PATH_MAX];
-    int created;
+    ckpz_publish *pub; /* rank 0's, until output_close */
     MPI_File fh;
     int open;
     int called;   /* output_open ran (on every rank alike): output_close must */
@@ -76,20 +80,12 @@ static void output_open(run *r, output *o, const char *out_path)
     o->path = out_path;
     o->called = 1;
     if (r->rank == 0) {
-        if (snprintf(o->tmp, sizeof o->tmp, "%s.XXXXXX", out_path) >= (int)sizeof o->tmp) {
+        ckpz_ctx *ctx = ckpz_ctx_create();
+        ckpz_error e = ckpz_publish_open(ctx, out_path, 0, &o->pub);
+        if (e) mr_fail_ctx(r, e, ctx);
+        else if (snprintf(o->tmp, sizeof o->tmp, "%s", ckpz_publish_temp(o->pub)) >= (int)sizeof o->tmp)
             mr_fail(r, CKPZ_ERR_PARAM, "%s: name too long", out_path);
-        } else {
-            int fd = mkstemp(o->tmp);
-            if (fd < 0) {
-                mr_fail(r, CKPZ_ERR_WRITE, "%s: cannot create: %s", out_path, strerror(errno));
-            } else {
-                mode_t um = umask(0);
-                umask(um);
-                if (fchmod(fd, 0666 & ~um) != 0 || close(fd) != 0)
-                    mr_fail(r, CKPZ_ERR_WRITE, "%s: %s", o->tmp, strerror(errno));
-                o->created = 1;
-            }
-        }
+        ckpz_ctx_free(ctx);
     }
     MPI_Bcast(o->tmp, (int)sizeof o->tmp, MPI_CHAR, 0, r->comm);
     if (mr_agree(r)) return;
@@ -170,11 +166,18 @@ static void output_close(run *r, output *o, const char *out_path)
         o->open = 0;
     }
     mr_agree(r);
-    if (r->rank == 0 && o->created) {
-        if (!r->err && rename(o->tmp, out_path) != 0)
-            mr_fail(r, CKPZ_ERR_WRITE, "%s: cannot rename to %s: %s", o->tmp, out_path, strerror(errno));
-        if (r->err) unlink(o->tmp);
+    if (r->rank == 0 && o->pub) {
+        if (r->err) {
+            ckpz_publish_abort(o->pub);
+        } else {
+            ckpz_ctx *ctx = ckpz_ctx_create();
+            ckpz_error e = ckpz_publish_commit(ctx, o->pub, CKPZ_PUBLISH_REPLACE);
+            if (e) mr_fail_ctx(r, e, ctx);
+            ckpz_ctx_free(ctx);
+        }
+        o->pub = NULL;
     }
+    (void)out_path; /* the publish knows it */
     mr_agree(r);
 }
 

@@ -70,8 +70,8 @@ typedef struct fio_out {
     ckpz_fd io;         /* the library's fd adapter moves the bytes */
     int is_stdout;
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
-    int temp;           /* writing a temporary file: anonymous (anon), or a named one */
-    int anon;           /* O_TMPFILE: the file has no name until fio_out_commit links it */
+    int temp;           /* writing a temporary file (pub): anonymous, or a named one */
+    ckpz_publish *pub;  /* the library's publish of it (lib/file/publish.c) */
     unsigned char *buf;
     size_t len;
     uint64_t bytes;

@@ -6,7 +6,9 @@
  * or loop), and only regular files are taken. ckpz adds the suffix rule that zstd has
  * as --exclude-compressed: compression skips files that already end in .ckpz (the
  * output of the last run, which nobody wants compressed again) and the operations on
- * .ckpz files take only those. Names given as files pass through unchanged, so the
+ * .ckpz files take only those. Temporary outputs (.NAME.ckpz-PID-HOST-RANDOM.tmp,
+ * ckpz_publish_is_temp: another run's output in progress, or a killed one's) are skipped
+ * by every operation. Names given as files pass through unchanged, so the
  * rules that apply to them (a .ckpz named for compression is refused) stay the same.
  * The output name of each input (fio_output_name) follows the same suffix rule, and is
  * the one both ckpz and ckpz-mpi use.
@@ -88,6 +90,10 @@ static int walk(const fio_prefs *p, int want_ckpz, const char *dir, int depth, l
     }
     while ((de = readdir(d))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (ckpz_publish_is_temp(de->d_name)) { /* an output being written (or a dead writer's) */
+            if (p->verbosity >= 3) fprintf(stderr, "ckpz: %s/%s: a temporary output -- ignored\n", dir, de->d_name);
+            continue;
+        }
         if (push(&names, join(dir, de->d_name)) != 0) {
             rc = -1;
             break;

@@ -55,8 +55,9 @@ itself and renamed into place once complete and counted; on any error (Ctrl-C
 included: long calls run on a helper thread, and Ctrl-C stops them cleanly and raises
 KeyboardInterrupt) the temporary file is removed and an existing destination is left
 untouched. An interrupt that comes too late to stop a save (its file already in place)
-raises a KeyboardInterrupt saying so. What a killed process leaves (.NAME.PID.*.tmp)
-the next save to NAME removes. Files are read by name only when they are regular files
+raises a KeyboardInterrupt saying so. What a killed process leaves
+(.NAME.ckpz-PID-HOST-RANDOM.tmp, the library's pattern for every front end) the next save
+to NAME removes. Files are read by name only when they are regular files
 (a FIFO or a device is a ckpz.Error naming it), except that ``load`` reads a FIFO as a
 stream.
 """
@@ -170,7 +171,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     once the new file is in place (the save completed) still raises KeyboardInterrupt,
     whose message then says so ("ckpz: interrupted after the save completed: F was
     written"). A plain KeyboardInterrupt means f is untouched. The temporary file of a
-    save killed outright (.NAME.PID.XXXXXXXXXXXX.tmp beside f) is removed by the next
+    save killed outright (.NAME.ckpz-PID-HOST-RANDOM.tmp beside f) is removed by the next
     save to f, once its process is gone.
     """
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,

@@ -64,13 +64,7 @@ def missing(directory, name, what):
 
 def write_manifest(directory, manifest):
     """Writes directory/manifest.json through a temporary name, synced."""
-    path = os.path.join(directory, MANIFEST)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _files.write_file(os.path.join(directory, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
 
 
 _NOT_BRACKET = bytes(range(256)).translate(None, b"[]{}")

@@ -7,22 +7,21 @@ directory beside the destination, then they exchange how that went. Only when ev
 shard is complete does rank 0 write the manifest and rename the directory into place
 (exchanging it atomically with an older checkpoint of the same name), and only then
 does save return, on every rank, or raise, on every rank, naming the ranks that failed.
-A rank that dies mid-save leaves a temporary directory and the previous checkpoint
-untouched; the others raise when the group's timeout expires or the peer's socket
+The directory is published by the library (_files.Published: .NAME.ckpz-PID-HOST-RANDOM.tmp
+until committed, removed on every error). A rank that dies mid-save leaves the previous
+checkpoint untouched, and rank 0's death its temporary directory, which the next save to
+the name removes; the others raise when the group's timeout expires or the peer's socket
 closes. background=True copies the tensors (the snapshot: the only wait) and runs the
 same steps on a thread, talking on a side group.
 """
 
 import copy
-import ctypes
 import os
 import pickle
-import secrets
-import shutil
 import threading
 import time
 
-from . import _archive, _bases, _dist_comm, _dist_manifest, _dist_state, _save, _torchzip
+from . import _archive, _bases, _dist_comm, _dist_manifest, _dist_state, _files, _lib, _save, _torchzip
 from ._dist_state import Shard
 from ._lib import Error
 
@@ -33,23 +32,16 @@ _pool = {}  # (dtype, shape) -> [tensors]: snapshot memory of the previous backg
 _pool_lock = threading.Lock()
 
 
-def _exchange_or_replace(tmp, dst):
-    """Renames the directory tmp to dst; an existing dst is exchanged atomically
-    (renameat2) where the system allows, and removed afterwards."""
-    if not os.path.lexists(dst):
-        os.rename(tmp, dst)
-        return
-    if not os.path.isdir(dst) or (os.listdir(dst) and not os.path.exists(os.path.join(dst, _dist_manifest.MANIFEST))):
+def _commit(out, dst):
+    """Puts the finished directory in place (the library exchanges it atomically with an
+    older checkpoint of the same name where the system allows, and removes that); a dst
+    that is not a ckpz.distributed checkpoint is refused. The directory is gone either way
+    when this raises."""
+    if os.path.lexists(dst) and (not os.path.isdir(dst) or (
+            os.listdir(dst) and not os.path.exists(os.path.join(dst, _dist_manifest.MANIFEST)))):
+        out.abort()
         raise FileExistsError("ckpz.distributed.save: %s exists and is not a ckpz.distributed checkpoint" % dst)
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
-    if fn is not None and fn(-100, os.fsencode(tmp), -100, os.fsencode(dst), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    old = tmp + ".old"
-    os.rename(dst, old)
-    os.rename(tmp, dst)
-    shutil.rmtree(old, ignore_errors=True)
+    out.commit(_lib.PUBLISH_REPLACE | _lib.PUBLISH_DURABLE)
 
 
 def _fsync(path):
@@ -102,17 +94,28 @@ def _lossy_names(path, payload):
 def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
     """The save itself, on the calling thread: tensors are CPU tensors or Shards of them (a
     snapshot, for background saves), ties {name: first name of the tensors sharing its
-    storage} (_dist_state.host_tied)."""
+    storage} (_dist_state.host_tied). Rank 0's temporary directory goes on every way out
+    that did not commit it (an interrupt too)."""
+    held = []
+    try:
+        _run(torch, skeleton, tensors, dst, group, replicated, opts, ties, held)
+    finally:
+        for out in held:
+            out.abort()  # nothing left to do once committed
+
+
+def _run(torch, skeleton, tensors, dst, group, replicated, opts, ties, held):
     ties = ties or {}
     rank, world = _dist_comm.rank_world(group)
     dst = os.path.abspath(os.fspath(dst))
     parent = os.path.dirname(dst)
-    tmp, facts, early = None, None, None
+    out, tmp, facts, early = None, None, None, None
     try:  # an error here must still reach the others' first exchange, or they would wait
         if rank == 0:
             os.makedirs(parent, exist_ok=True)
-            tmp = os.path.join(parent, ".%s.tmp-%s" % (os.path.basename(dst), secrets.token_hex(4)))
-            os.mkdir(tmp)
+            out = _files.Published(dst, _lib.PUBLISH_DIRECTORY)  # .NAME.ckpz-PID-HOST-RANDOM.tmp
+            held.append(out)
+            tmp = out.temp
         names = sorted(tensors)
         flat = [tensors[n].tensor if isinstance(tensors[n], Shard) else tensors[n] for n in names]
         sums = _dist_state.crcs(flat, opts["threads"]) if replicated is None else [None] * len(names)
@@ -125,15 +128,15 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
         try:
             return _dist_comm.gather(obj, group, op, dst)
         except Error:
-            if rank == 0 and tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+            if out is not None:
+                out.abort()
             raise
 
     everyone = gather((tmp, facts, None if early is None else "%s: %s" % (type(early).__name__, early)))
     failed = [(r, msg) for r, (_, _, msg) in enumerate(everyone) if msg is not None]
     if failed:
-        if rank == 0 and tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if out is not None:
+            out.abort()
         if early is not None and len(failed) == 1:
             raise early
         raise Error(_dist_state._lib.ERR_WRITE, "the checkpoint was not saved: " +
@@ -166,13 +169,12 @@ def run(torch, skeleton, tensors, dst, group, replicated, opts, ties=None):
         try:
             manifest = _manifest(table, done, world, opts, dst)
             _dist_manifest.write_manifest(tmp, manifest)
-            _fsync(tmp)
-            _exchange_or_replace(tmp, dst)
-            _fsync(parent)
+            _commit(out, dst)
         except Exception as e:
+            out.abort()  # a refused commit leaves no directory behind
             committed = "%s: %s" % (type(e).__name__, e)
     elif rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
+        out.abort()
     if not failed:
         if rank == 0 and committed is None:
             op, tmp = "ckpz.distributed.save (the checkpoint itself was written completely)", None

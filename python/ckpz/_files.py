@@ -1,11 +1,11 @@
 """Files: where the package's bytes come from and go.
 
-Outputs named by path are written to a temporary file beside the destination (by the
-library itself, through ckpz_fd_write: no byte passes through Python) and renamed over
-it only after the call succeeded and the byte count was checked; anything else (an
-error, KeyboardInterrupt, a signal) removes the temporary file and leaves the
-destination as it was (Sink); what SIGKILL leaves, the next save to the name removes
-(the one rule telling a dead writer's file from a live one's is below). Inputs named by
+Outputs named by path are published by the library (Published: a temporary file beside
+the destination, written by the library itself through ckpz_fd_write, so that no byte
+passes through Python) and renamed over it only after the call succeeded and the byte
+count was checked; anything else (an error, KeyboardInterrupt, a signal) removes the
+temporary file and leaves the destination as it was (Sink); what SIGKILL leaves, the
+next save to the name removes (the library's rule, below). Inputs named by
 path are read by the library through their descriptor (Source); binary file objects on
 either side go through callbacks. A loader opens files by path with open_regular, which
 refuses without blocking what is not a regular file (a FIFO blocks forever, a device
@@ -14,11 +14,8 @@ never ends). read_whole takes a whole .ckpz file into memory (mapped where it ca
 
 import contextlib
 import errno
-import fcntl
 import io
 import os
-import re
-import secrets
 import select
 import stat
 
@@ -70,99 +67,70 @@ def open_regular(path, fifo=False):
         raise
 
 
-# ---- temporary files -----------------------------------------------------------------------
+# ---- publishing outputs -------------------------------------------------------------------
 #
-# A save writes .NAME.PID.XXXXXXXXXXXX.tmp beside NAME (PID: the writer's process id) and
-# holds an flock on it until it is renamed or removed. A process killed mid-save (SIGKILL,
-# a crash, the machine going down) leaves that file, and the next save to NAME removes
-# it, but only a file that is certainly no live writer's:
-#   - its name is this pattern for this NAME (other names' files, the CLI's
-#     .NAME.tmpXXXXXX and ckpz-mpi's NAME.XXXXXX are never touched),
-#   - it is a regular file owned by this user,
-#   - PID is no live process here: a save still running in this machine's processes
-#     (this process's included: a background save to the same name) is never touched,
-#   - and no process holds its lock: a writer whose PID means nothing here (another
-#     pid namespace, another host on a shared file system) keeps its lock while it lives
-#     (the kernel drops it when the process dies, however it dies).
-# Age is not used: a writer may pause for minutes (a suspended job). A file removed before
-# its writer locked it is seen (the name no longer leads to it) and another made; between
-# close and rename a remover on another host can take it: that save fails (its rename
-# finds no file), no data is lost. On one host the PID rule alone decides.
-
-_TMP_TAIL = re.compile(r"([1-9][0-9]{0,8})\.[0-9a-f]{12}\.tmp")
+# Every output named by path (a save's file, a distributed save's directory, a DCP
+# metadata file) is published by the library (ckpz_publish_*, lib/file/publish.c), as the
+# CLI's and ckpz-mpi's are: written as .NAME.ckpz-PID-HOST-RANDOM.tmp beside NAME, held
+# locked by its writer, renamed into place once complete, removed on any error. What a
+# writer killed outright (SIGKILL, a crash) leaves, the next save to NAME removes, but
+# only a dead writer's: this pattern for this NAME, this host, no live process PID here,
+# and nobody holding its lock (include/ckpz.h, "publishing outputs", has the whole rule).
 
 
-def _tmp_prefix(base):
-    return ".%s." % base[:200]
+def _publish_error(ctx, path):
+    e = _lib.ctypes.get_errno()
+    msg = _lib.decode(_lib.ctx_message(ctx) or b"") or "cannot publish"
+    return OSError(e, msg) if e else Error(_lib.ERR_WRITE, msg, path)
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)  # this process's own saves (a background one) are alive too
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):  # EPERM: another user's process
-        pass
-    return True
+class Published:
+    """An output being written under the library's temporary name beside path: `temp`
+    (its path), `fd` (a file's descriptor, owned by this object; -1 for a directory).
+    commit() puts it in place; abort() (or leaving the with block without a commit)
+    removes it."""
 
-
-def remove_stale_temporaries(directory, base):
-    """Removes the temporary files that dead saves to directory/base left (the rule above).
-    Best effort: what cannot be examined or removed stays."""
-    prefix = _tmp_prefix(base)
-    try:
-        with os.scandir(directory) as it:
-            names = [e.name for e in it if e.name.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        m = _TMP_TAIL.fullmatch(name, len(prefix))
-        if m is None or _alive(int(m.group(1))):
-            continue
-        path = os.path.join(directory, name)
+    def __init__(self, path, flags=0):
+        self.path = os.fsdecode(os.fspath(path))
+        handle = _lib.ctypes.c_void_p()
+        ctx = _lib._take_ctx()
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
-                         | getattr(os, "O_CLOEXEC", 0))  # writable: an flock on NFS is a write lock
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:  # a live writer holds it (or no locks here: then nothing is known)
-                continue
-            now = os.stat(path, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                os.unlink(path)
-        except OSError:
-            pass
+            if _lib.publish_open(ctx, os.fsencode(self.path), flags, _lib.ctypes.byref(handle)):
+                raise _publish_error(ctx, self.path)
         finally:
-            os.close(fd)
+            _lib._give_ctx(ctx)
+        self._handle = handle
+        self.temp = os.fsdecode(_lib.publish_temp(handle))
+        self.fd = _lib.publish_fd(handle)
+
+    def commit(self, flags=_lib.PUBLISH_REPLACE):
+        handle, self._handle = self._handle, None
+        ctx = _lib._take_ctx()
+        try:
+            if _lib.publish_commit(ctx, handle, flags):
+                raise _publish_error(ctx, self.path)
+        finally:
+            _lib._give_ctx(ctx)
+
+    def abort(self):
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _lib.publish_abort(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.abort()
 
 
-def _create_temporary(directory, base):
-    """(path, fd) of a new temporary file for directory/base, locked (the rule above)."""
-    for _ in range(100):
-        tmp = os.path.join(directory, "%s%d.%s.tmp" % (_tmp_prefix(base), os.getpid(), secrets.token_hex(6)))
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-        except FileExistsError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:  # held: a remover on another host removes it; else no locks here
-                if isinstance(e, BlockingIOError):
-                    raise
-            st, now = os.fstat(fd), os.stat(tmp, follow_symlinks=False)
-            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
-                return tmp, fd
-        except OSError:  # removed before it was locked: another name
-            pass
-        os.close(fd)
-    raise FileExistsError("ckpz: cannot create a temporary file in %s" % directory)
+def write_file(path, data):
+    """Writes the bytes data to path (published, synced)."""
+    with Published(path) as out:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(out.fd, view):]
+        out.commit(_lib.PUBLISH_REPLACE | _lib.PUBLISH_DURABLE)
 
 
 class Sink:
@@ -173,20 +141,17 @@ class Sink:
 
     def __init__(self, dst):
         self.dst = dst
-        self.tmp = None
-        self.real = None
+        self.out = None
         self.fd = None
         self.file = None
         self._py_bytes = 0
         if is_path(dst):
             name = os.fsdecode(os.fspath(dst))
-            self.real = os.path.realpath(name)  # write through a symlink, as open() would
-            if os.path.isdir(self.real):
+            real = os.path.realpath(name)  # write through a symlink, as open() would
+            if os.path.isdir(real):
                 raise IsADirectoryError(21, "Is a directory", name)
-            d, base = os.path.split(self.real)
-            remove_stale_temporaries(d, base)
-            self.tmp, fd = _create_temporary(d, base)
-            self.fd = _lib.Fd(fd, 0, 0)
+            self.out = Published(real)
+            self.fd = _lib.Fd(self.out.fd, 0, 0)
         elif hasattr(dst, "write"):
             self.file = dst
         else:
@@ -230,23 +195,18 @@ class Sink:
             raise Error(
                 _lib.ERR_WRITE, "%d bytes written where the library produced %d" % (self.written, expected), self.dst
             )
-        if self.fd is None:
-            return
-        fd, self.fd = self.fd.fd, None
-        os.close(fd)
-        os.replace(self.tmp, self.real)
-        self.tmp = None
+        if self.out is not None:
+            self.fd = None
+            self.out.commit()  # closes the descriptor
 
     def close(self):
-        if self.fd is not None:
-            fd, self.fd = self.fd.fd, None
-            os.close(fd)
-        if self.tmp is not None:
-            tmp, self.tmp = self.tmp, None
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        self.fd = None
+        if self.out is not None:
+            self.out.abort()
+
+    @property
+    def tmp(self):
+        return self.out.temp if self.out is not None else None
 
     def __enter__(self):
         return self

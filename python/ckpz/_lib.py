@@ -80,6 +80,13 @@ zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
 zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
 source_init = _declare("ckpz_source_init", None, _P(Source))
 safetensors_header = _declare("ckpz_safetensors_header", _int, _vp, _P(StTensor), _sz, _vp, _sz, _P(_sz), _P(_u64))
+publish_open = _declare("ckpz_publish_open", _int, _vp, ctypes.c_char_p, ctypes.c_uint, _P(_vp))
+publish_fd = _declare("ckpz_publish_fd", _int, _vp)
+publish_temp = _declare("ckpz_publish_temp", ctypes.c_char_p, _vp)
+publish_commit = _declare("ckpz_publish_commit", _int, _vp, _vp, ctypes.c_uint)
+publish_abort = _declare("ckpz_publish_abort", None, _vp)
+publish_is_temp = _declare("ckpz_publish_is_temp", _int, ctypes.c_char_p)
+publish_sweep = _declare("ckpz_publish_sweep", _int, ctypes.c_char_p)
 tune = _declare("ckpz_tune", _int, _vp, _P(Params), _P(Source), ctypes.c_double, _int, _P(TuneResult), WRITE_FN, _vp)
 
 # The library's own callbacks, handed back to it as function pointers: I/O through them

@@ -61,7 +61,7 @@ def load():
             errors.append("%s: no such file" % p)
             continue
         try:
-            found = ctypes.CDLL(p)
+            found = ctypes.CDLL(p, use_errno=True)  # errno of a failed publish (_files)
         except OSError as e:
             errors.append(str(e))
             if explicit:

@@ -33,7 +33,7 @@ import os
 import pickle
 import uuid
 
-from . import _dcp_compat, _dist_load, _dist_save, _dist_state, _lib, _save, _torchzip
+from . import _dcp_compat, _dist_load, _dist_save, _dist_state, _files, _lib, _save, _torchzip
 from ._dcp_extension import Extension, extension_registry
 from ._dcp_metadata import METADATA, _check_unchecked, _checked_metadata, _metadata_bytes, _safe_metadata
 from ._lib import LEVEL_DEFAULT, Error
@@ -173,12 +173,7 @@ class Writer(_Directory, _N["StorageWriter"]):
             metadata.storage_meta = self.storage_meta()
         alone = not self.use_collectives and self.rank is not None
         name = self._metadata_name(self.rank if alone else None)
-        tmp = os.path.join(self._where(), name + ".tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(metadata, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self._where(), name))
+        _files.write_file(os.path.join(self._where(), name), pickle.dumps(metadata))
 
 
 def _item_key(item, used):

@@ -55,7 +55,7 @@ same_file() {
 exists() { [ -e "$1" ] || fail "$1 should exist"; ok; }
 absent() { [ ! -e "$1" ] || fail "$1 should not exist"; ok; }
 
-# no_temp_files DIR: no .NAME.tmpXXXXXX left behind
+# no_temp_files DIR: no temporary output (.NAME.ckpz-PID-HOST-RANDOM.tmp) left behind
 no_temp_files() {
     local left
     left=$(find "${1:-.}" -maxdepth 1 -name '.*.tmp*' | head -5)
@@ -64,7 +64,7 @@ no_temp_files() {
 }
 
 # temp_output_of PID DIR: how process PID is writing its output in DIR (absolute):
-# "named" when DIR holds a .NAME.tmpXXXXXX file, "anonymous" when PID has an unnamed
+# "named" when DIR holds a .NAME.ckpz-PID-HOST-RANDOM.tmp file, "anonymous" when PID has an unnamed
 # (O_TMPFILE) file of DIR open, nothing when neither (yet)
 temp_output_of() {
     local l

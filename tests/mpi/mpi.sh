@@ -118,6 +118,36 @@ faults)
             bad "a failing write ($what): no message naming the output and the rank: $(cat "$tmp/msg")"
         ls "$tmp" | grep -q "^w\." && bad "a failing write ($what) left $(ls "$tmp" | grep "^w\.")"
     done
+    # a rank killed outright (SIGKILL) mid-write: no visible file (only the hidden
+    # .k.ckpz.ckpz-PID-HOST-RANDOM.tmp), and the next run to the same name removes that
+    # leftover of a dead writer
+    timeout 60 mpirun "${mpx[@]}" -n 2 --oversubscribe "$cmpi" -q -f -9 --chunk-size=64K --format=raw \
+        --dtype=f32 -o "$tmp/k.ckpz" "$tmp/big.f32" > "$tmp/msg" 2>&1 &
+    mpid=$!
+    killed=
+    for _ in $(seq 1 1000); do
+        if ls -A "$tmp" | grep -q "k\.ckpz\."; then
+            rank=$(ps -o pid= --ppid "$(ps -o pid= --ppid "$mpid" | head -1)" | tail -1) # timeout, mpirun, ranks
+            [ -n "$rank" ] && kill -KILL $rank && killed=1
+            break
+        fi
+        sleep 0.01
+    done
+    wait "$mpid"
+    if [ -n "$killed" ]; then
+        ls "$tmp" | grep -q "^k\.ckpz" && bad "a killed rank left a visible $(ls "$tmp" | grep "^k\.ckpz")"
+        # the job's other ranks may outlive mpirun a moment: the leftover is removed only once
+        # its writer (rank 0) is gone
+        for x in $(ls -A "$tmp" | grep "^\.k\.ckpz\.ckpz-"); do
+            p=${x#.k.ckpz.ckpz-}
+            for _ in $(seq 1 500); do kill -0 "${p%%-*}" 2>/dev/null || break; sleep 0.02; done
+        done
+        run 2 -q -f --chunk-size=64K --format=raw --dtype=f32 -o "$tmp/k.ckpz" "$tmp/big.f32" ||
+            bad "the run after a killed one: exit $?"
+        ls -A "$tmp" | grep -q "^\.k\.ckpz\." && bad "the next run left the killed one's $(ls -A "$tmp" | grep "^\.k")"
+    else
+        echo "SKIP: the 2-rank compression ended before a rank could be killed"
+    fi
     ;;
 hostile)
     # damage FILE OUT POS [reseal]: OUT is FILE with the byte at POS xor 0x5a; reseal:

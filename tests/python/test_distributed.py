@@ -158,7 +158,7 @@ def prog_roundtrip(rank, world, d):
     expect_error(lambda: cd.save(state, d + "/afile/ck"), "rank 0" if rank else "afile")
     dist.barrier()
     if rank == 0:
-        assert not [x for x in os.listdir(d) if ".tmp-" in x], os.listdir(d)
+        assert not [x for x in os.listdir(d) if x.startswith(".")], os.listdir(d)
 
 
 def prog_reshard(rank, world, d):
@@ -478,7 +478,7 @@ class DistributedTest(unittest.TestCase):
         spawn(prog_die, 2, self.dir)
         self.assertTrue(os.path.exists(self.dir + "/rank0-done"))
         self.assertFalse(os.path.exists(self.dir + "/ck/rank-00001-of-00002.ckpz.partial"))
-        self.assertEqual([x for x in os.listdir(self.dir) if ".tmp-" in x], [])  # rank 0 removed its temporary
+        self.assertEqual([x for x in os.listdir(self.dir) if x.startswith(".")], [])  # rank 0 removed its temporary
         # the previous checkpoint loads, here in a world of one (rank 0's state, whole Shards)
         back = cd.load(self.dir + "/ck")
         self.assertEqual(back["emb"].rows, 13)
@@ -510,6 +510,54 @@ class DistributedTest(unittest.TestCase):
 
     def test_load_into_2(self):
         spawn(prog_into, 2, self.dir)
+
+    def hidden(self, name):
+        return sorted(x for x in os.listdir(self.dir) if x.startswith("." + name + "."))
+
+    def test_killed_save_leaves_a_directory_the_next_save_removes(self):
+        import signal
+        import subprocess
+
+        k = self.dir + "/k"
+        cd.save({"w": torch.zeros(3)}, k)
+        dying = ("import os, signal, torch, ckpz.distributed as cd\nfrom ckpz import _dist_save\n"
+                 "real = _dist_save._write_shard\n"
+                 "def dying(payload, path, opts, base):\n"
+                 "    real(payload, path, opts, base)\n"
+                 "    os.kill(os.getpid(), signal.SIGKILL)\n"
+                 "_dist_save._write_shard = dying\n"
+                 "cd.save({'w': torch.randn(1 << 20)}, %r)\n" % k)
+        proc = subprocess.run([sys.executable, "-c", dying], env=package_under_test.child_env(), timeout=DEADLINE)
+        self.assertEqual(proc.returncode, -signal.SIGKILL)
+        left = self.hidden("k")
+        self.assertEqual(len(left), 1, left)  # the killed save's directory, with its shard
+        self.assertTrue(os.path.isdir(os.path.join(self.dir, left[0])))
+        self.assertTrue(os.listdir(os.path.join(self.dir, left[0])))
+        # a save still running elsewhere (holding its directory): never removed
+        live = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom ckpz import _files, _lib\n"
+                                 "d = _files.Published(%r, _lib.PUBLISH_DIRECTORY)\nprint(d.temp, flush=True)\n"
+                                 "time.sleep(120)\n" % k], env=package_under_test.child_env(),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            theirs = os.path.basename(live.stdout.readline().strip())
+            self.assertNotIn(theirs, left)
+            cd.save({"w": torch.ones(3)}, k)
+            self.assertEqual(self.hidden("k"), [theirs])
+        finally:
+            live.kill()
+            live.wait()
+            live.stdout.close()
+        self.assertTrue(torch.equal(cd.load(k)["w"], torch.ones(3)))
+        cd.save({"w": torch.ones(3)}, k)  # its writer gone too: removed
+        self.assertEqual(self.hidden("k"), [])
+
+    def test_refused_commit_leaves_no_directory(self):
+        os.mkdir(self.dir + "/notck")
+        open(self.dir + "/notck/x", "w").close()
+        with self.assertRaisesRegex(ckpz.Error, "not saved.*exists and is not a ckpz.distributed checkpoint"):
+            cd.save({"w": torch.ones(3)}, self.dir + "/notck")
+        self.assertEqual(self.hidden("notck"), [])
+        self.assertEqual(os.listdir(self.dir + "/notck"), ["x"])
 
     def test_single_process(self):
         state = {"a": torch.randn(5, 3), "b": [torch.arange(4), 3.5]}

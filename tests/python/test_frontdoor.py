@@ -922,12 +922,30 @@ except OSError as e:
         self.assertEqual(self.leftovers("n.ckpz"), [])
 
 
+def host_hash():
+    """The HOST field of the library's temporary names: FNV-1a of the host name."""
+    import socket
+
+    h = 2166136261
+    for c in socket.gethostname().encode():
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return "%08x" % h
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
 class TestKilledSaves(Case):
-    """A save killed with SIGKILL leaves its temporary file; the next save to the same
-    name removes it, and never the temporary file of a save still running."""
+    """A save killed with SIGKILL leaves its temporary file (.NAME.ckpz-PID-HOST-RANDOM.tmp);
+    the next save to the same name removes it, and never the temporary file of a save
+    still running, another host's or another pattern's."""
 
     def temporaries(self, name):
-        return sorted(x for x in os.listdir(self.dir) if x.startswith("." + name + ".") and x.endswith(".tmp"))
+        return sorted(x for x in os.listdir(self.dir)
+                      if x.startswith("." + name + ".ckpz-") and _lib.publish_is_temp(x.encode()))
 
     def child(self, code, pipe=False):
         return subprocess.Popen([sys.executable, "-c", code], env=package_under_test.child_env(),
@@ -952,11 +970,14 @@ class TestKilledSaves(Case):
             proc.wait()
         left = self.temporaries("big.pt.ckpz")
         self.assertEqual(len(left), 1, left)
-        other = [".other.pt.ckpz.%d.0123456789ab.tmp" % proc.pid, ".big.pt.ckpz.tmpAbC123", "big.pt.ckpz.x1Y2z3"]
-        for x in other:  # another name's, the CLI's and ckpz-mpi's patterns: not this rule's to remove
+        self.assertIn(".ckpz-%d-%s-" % (proc.pid, host_hash()), left[0])
+        other = [".other.pt.ckpz.ckpz-%d-%s-0123abcd.tmp" % (proc.pid, host_hash()),  # another name's
+                 ".big.pt.ckpz.ckpz-%d-%s-0123abcd.tmp" % (proc.pid, "%08x" % (int(host_hash(), 16) ^ 1)),  # host
+                 ".big.pt.ckpz.%d.0123456789ab.tmp" % proc.pid,  # ckpz 0.4's patterns: not this rule's
+                 ".big.pt.ckpz.tmpAbC123", "big.pt.ckpz.x1Y2z3"]
+        for x in other:
             open(self.path(x), "w").close()
         ckpz.save({"w": torch.ones(4)}, p)
-        self.assertEqual(self.temporaries("big.pt.ckpz"), [])
         self.assertEqual(self.leftovers("big.pt.ckpz"), sorted(other))
         self.assertTrue(torch.equal(ckpz.load(p)["w"], torch.ones(4)))
 
@@ -971,13 +992,10 @@ class TestKilledSaves(Case):
             theirs = os.path.basename(proc.stdout.readline().strip())
             self.assertEqual(self.temporaries("c.pt.ckpz"), [theirs])
             # a leftover whose pid is not alive here but whose file a live process holds
-            # locked (a writer in another pid namespace, or on another host)
-            dead_pid = subprocess.Popen(["true"])
-            dead_pid.wait()
-            locked = self.path(".c.pt.ckpz.%d.00112233aabb.tmp" % dead_pid.pid)
+            # locked (a writer in another pid namespace of this host)
+            locked = self.path(".c.pt.ckpz.ckpz-%d-%s-00112233.tmp" % (dead_pid(), host_hash()))
             with _files.Sink(p) as mine:  # made here, then renamed as if written by the dead pid
                 os.rename(mine.tmp, locked)
-                mine.tmp = None
                 ckpz.save({"w": torch.ones(4)}, p)
                 self.assertEqual(self.temporaries("c.pt.ckpz"), sorted([theirs, os.path.basename(locked)]))
         finally:
