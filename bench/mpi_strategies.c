@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* CKPZ_SPLIT_RECORD_SIZE */
+#include "ckpz.h"
 #include "ckpz_mpi.h"
 
 static void *load(const char *path, size_t *n)

@@ -1,5 +1,5 @@
-/* split.c — one compression split over processes (ckpz.h "one compression, many
- * processes"; libckpz_mpi is its user). Every process plans the whole input without
+/* split.c — one compression split over processes (ckpz_experimental.h "one compression,
+ * many processes"; libckpz_mpi is its user). Every process plans the whole input without
  * reading the chunks' bytes (plan.c with a skip callback: only the bytes the format
  * readers ask for are read), codes the chunks it is given with the coder the serial
  * encoder uses (encode.c), and, once every chunk's small fixed-size result is known to
@@ -20,6 +20,7 @@
 #include "common/pipeline.h"
 #include "encode.h"
 #include "io/io.h"
+#include "split.h"
 #include "workmem.h"
 
 _Static_assert(sizeof(chunk_result) <= CKPZ_SPLIT_RECORD_SIZE, "a record holds a chunk_result");
@@ -253,8 +254,8 @@ done:
  * 353 MB, 1 rank, 1.1 s user + 1.7 s sys against serial ckpz's 0.25 + 0.2 s). Room for
  * every frame is taken once: growing it would copy the frames and touch fresh pages
  * again. */
-ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
-                           size_t *coded_len)
+ckpz_error split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
+                      size_t *coded_len)
 {
     *coded = NULL;
     *coded_len = 0;
@@ -398,8 +399,8 @@ ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uin
     return err;
 }
 
-ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
-                            const void *coded, size_t coded_len, ckpz_split_out *out)
+ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
+                       const void *coded, size_t coded_len, ckpz_split_out *out)
 {
     if (first > s->nc || n > s->nc - first) {
         ctx_clear(ctx);

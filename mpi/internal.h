@@ -6,6 +6,8 @@
 #ifndef CKPZ_MPI_INTERNAL_H
 #define CKPZ_MPI_INTERNAL_H
 
+#define CKPZ_EXPERIMENTAL /* the split calls */
+#include "ckpz.h"
 #include "ckpz_mpi.h"
 
 #define MSG_MAX 512

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_tune */
 #include "autotune.h"
 
 static int to_stderr(void *opaque, const void *buf, size_t n)

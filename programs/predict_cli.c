@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "display.h"
 #include "predict_cli.h"

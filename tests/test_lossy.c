@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"

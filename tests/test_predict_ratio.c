@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "predict/features.h"
 #include "predict/lossy_sample.h"

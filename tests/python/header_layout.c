@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#define CKPZ_EXPERIMENTAL /* the zip source and tune structs, which the bindings mirror */
 #include "ckpz.h"
 
 #define STRUCT(T) printf("struct %s %zu\n", #T, sizeof(T))
