@@ -31,6 +31,19 @@ extern "C" {
 #define CKPZ_API __attribute__((visibility("default")))
 #endif
 
+/* Marks what is on its way out: using it warns with msg under GCC and Clang
+ * (-Wdeprecated-declarations, on by default); elsewhere it is nothing. What it marks stays
+ * until the next SOVERSION. CKPZ_DISABLE_DEPRECATE_WARNINGS, defined before including,
+ * turns the warnings off (as zstd's ZSTD_DISABLE_DEPRECATE_WARNINGS): the library, which
+ * still honours what it marks, builds so. */
+#ifdef CKPZ_DISABLE_DEPRECATE_WARNINGS
+#define CKPZ_DEPRECATED(msg)
+#elif defined(__GNUC__) || defined(__clang__)
+#define CKPZ_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define CKPZ_DEPRECATED(msg)
+#endif
+
 #define CKPZ_VERSION_MAJOR 0
 #define CKPZ_VERSION_MINOR 4
 #define CKPZ_VERSION_PATCH 0
@@ -167,8 +180,8 @@ typedef struct ckpz_params {
     /* Deprecated: set ckpz_source.progress instead (the calls taking a source). Still
      * honoured where the source sets none, and the one way to watch the one-shot
      * in-memory calls, which take no source. May be NULL. */
-    ckpz_progress_fn progress;
-    void *progress_opaque;
+    ckpz_progress_fn progress CKPZ_DEPRECATED("set ckpz_source.progress instead");
+    void *progress_opaque CKPZ_DEPRECATED("set ckpz_source.progress_opaque instead");
     /* Delta coding. Compression: the previous checkpoint's original bytes (NULL = a
      * stand-alone file). Tensors that match one of the base's by name, dtype and shape,
      * and opaque runs at the same offset with the same length, are coded against it
@@ -200,8 +213,8 @@ typedef struct ckpz_params {
     double max_mae;        /* default max-mae for rules without one; 0 = none */
     /* Deprecated: set ckpz_sink.patch instead (what it does is told there). Still
      * honoured, with its own opaque pointer, where the sink sets none. */
-    int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
-    void *patch_opaque;
+    int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off) CKPZ_DEPRECATED("set ckpz_sink.patch instead");
+    void *patch_opaque CKPZ_DEPRECATED("set ckpz_sink.opaque instead");
     /* Raw input (CKPZ_INPUT_RAW, or AUTO falling back to raw, with a raw_dtype): the
      * tensor's shape, outermost dimension first, raw_ndim values (1..64, each >= 1);
      * raw_ndim 0: one dimension of as many elements as the input holds. The input must

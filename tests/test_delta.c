@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "memfile.h"
 #include "testutil.h"

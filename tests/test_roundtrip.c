@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "testutil.h"
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #define CKPZ_EXPERIMENTAL /* the zip source and tune structs, which the bindings mirror */
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* the layout of the deprecated params fields too */
 #include "ckpz.h"
 
 #define STRUCT(T) printf("struct %s %zu\n", #T, sizeof(T))
