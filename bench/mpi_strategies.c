@@ -83,7 +83,7 @@ int main(int argc, char **argv)
                 e = ckpz_mpi_bcast(MPI_COMM_WORLD, &p, 0, data, n, &moved, why, sizeof why);
                 p.base = NULL, p.base_size = 0;
             } else {
-                ckpz_stats st;
+                ckpz_stats st = {.struct_size = sizeof st};
                 e = ckpz_mpi_compress_same(MPI_COMM_WORLD, &p, mine, n, out, &st, why, sizeof why);
                 moved = st.chunks * CKPZ_SPLIT_RECORD_SIZE; /* the records all-gathered */
             }

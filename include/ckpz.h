@@ -2,14 +2,29 @@
  *
  * libckpz compresses deep-learning checkpoints (safetensors, torch.save archives, NumPy
  * .npy/.npz, GGUF, raw tensor dumps) losslessly into a chunked, checksummed, seekable
- * container (doc/format.md) and restores the original file byte for byte. Everything a program needs is here:
- * the CLI, the benchmark and the bindings use this header only.
+ * container (doc/format.md) and restores the original file byte for byte. This header
+ * is the stable part: errors, parameters, streaming, one-shot, delta files and their
+ * chains, random access. The calls that may still change (one compression split over
+ * processes, torch.save archives from memory, ratio prediction, the link tuner) are in
+ * ckpz_experimental.h, which a program sees only when it defines CKPZ_EXPERIMENTAL
+ * before including this header.
  *
  * Conventions: every symbol is prefixed ckpz_/CKPZ_; contexts are opaque, created and
  * freed by the caller (free accepts NULL); functions return a ckpz_error (0 = success)
  * and leave a human-readable message, naming the chunk and tensor where known, in the
  * context (ckpz_ctx_message). Parameters live in a struct that starts with its own size
  * so that it can grow without breaking callers built against an older header.
+ *
+ * Structs the library fills (ckpz_stats, ckpz_base_info, ckpz_entry, ckpz_archive_info,
+ * and the experimental ones) start with their size too, which the caller sets:
+ *     ckpz_stats st = {.struct_size = sizeof st};
+ * The library fills the fields that lie within struct_size bytes and leaves the rest
+ * alone, so a struct grows at its end and a caller built against an older, smaller
+ * header gets the fields it knows. A struct_size below sizeof(size_t) (0: never set) or
+ * above this library's sizeof (a header newer than the library) is CKPZ_ERR_PARAM, with
+ * a message naming the struct where the call takes a context. Structs the library reads
+ * from arrays (ckpz_span, ckpz_zip_member) and the adapters' state (ckpz_fd, ckpz_mem)
+ * have fixed layouts: a new field would come as a new struct.
  *
  * Not guaranteed: the compressed bytes for a given input may change between versions
  * (the format version guarantees that older files stay readable, not that new ones
@@ -356,6 +371,7 @@ CKPZ_API void ckpz_sink_fd(ckpz_sink *s, ckpz_fd *f);
 
 /* Statistics of one compression or decompression. */
 typedef struct ckpz_stats {
+    size_t struct_size;        /* set by the caller: sizeof(ckpz_stats) */
     uint64_t original_bytes;   /* bytes of the original file */
     uint64_t compressed_bytes; /* bytes of the .ckpz file */
     uint64_t tensor_bytes;     /* original bytes that belong to tensors */
@@ -441,6 +457,7 @@ CKPZ_API void ckpz_free(void *p);
 /* ---- delta files: what a file needs -------------------------------------------------- */
 #define CKPZ_BASE_NAME_MAX 4096
 typedef struct ckpz_base_info {
+    size_t struct_size; /* set by the caller: sizeof(ckpz_base_info) */
     int needed;        /* 0: a stand-alone file (the other fields are zero) */
     uint64_t size;     /* bytes of the base's original */
     uint32_t checksum; /* CRC-32C of the base's original */
@@ -496,7 +513,8 @@ CKPZ_API size_t ckpz_chain_length(const ckpz_chain *c);
 CKPZ_API const char *ckpz_chain_path(const ckpz_chain *c, size_t i);
 /* Link i: 1 for a .ckpz file (*info, when not NULL, is what ckpz_base_info_read gives
  * for it: needed = 0 for a stand-alone bottom), 0 for an original checkpoint (the
- * bottom; *info zeroed), -1 when i is out of range. */
+ * bottom; *info zeroed but for struct_size), -1 when i is out of range or info has a bad
+ * struct_size. */
 CKPZ_API int ckpz_chain_link(const ckpz_chain *c, size_t i, ckpz_base_info *info);
 /* Why the walk stopped short ("" after CKPZ_OK), whole, into buf[0..cap) (cut to fit,
  * always terminated when cap > 0); returns its length, as snprintf does. */
@@ -507,6 +525,7 @@ typedef struct ckpz_archive ckpz_archive;
 
 /* One entry of the tensor index: a tensor or a run of opaque bytes. */
 typedef struct ckpz_entry {
+    size_t struct_size;     /* set by the caller: sizeof(ckpz_entry) */
     const char *name;       /* tensor name; "" for opaque bytes */
     ckpz_dtype dtype;       /* CKPZ_DTYPE_NONE for opaque bytes */
     uint32_t ndim;
@@ -531,6 +550,7 @@ typedef struct ckpz_entry {
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {
+    size_t struct_size;        /* set by the caller: sizeof(ckpz_archive_info) */
     unsigned format_version;
     ckpz_input_format format; /* the original file's format */
     uint64_t original_size;
@@ -554,9 +574,11 @@ CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
 CKPZ_API ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                                          ckpz_archive **out);
 CKPZ_API void ckpz_archive_close(ckpz_archive *a);
-CKPZ_API void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
-/* What the file needs to be restored (needed = 0 for a stand-alone file). */
-CKPZ_API void ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info);
+/* The file's figures; CKPZ_ERR_PARAM only for a bad info->struct_size. */
+CKPZ_API ckpz_error ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
+/* What the file needs to be restored (needed = 0 for a stand-alone file); CKPZ_ERR_PARAM
+ * only for a bad info->struct_size. */
+CKPZ_API ckpz_error ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info);
 /* Entry i (0-based, < info.entries); the strings and arrays live as long as `a`. */
 CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e);
 /* Index of the first tensor named `name` (opaque entries are skipped, so "" finds a

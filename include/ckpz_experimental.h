@@ -63,13 +63,14 @@ CKPZ_API uint64_t ckpz_split_bound(const ckpz_split *s, uint64_t first, uint64_t
 CKPZ_API ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
                                          void *dst, size_t cap, size_t *coded_len);
 
-/* A stretch of output bytes in memory. */
+/* A stretch of output bytes in memory (an array element: its layout is fixed). */
 typedef struct ckpz_piece {
     const void *ptr;
     size_t len;
 } ckpz_piece;
 
 typedef struct ckpz_split_out {
+    size_t struct_size;    /* set by the caller: sizeof(ckpz_split_out) */
     void *head;            /* the file's first head_len bytes (header, base frame) */
     size_t head_len;
     /* The bytes of the chunks given, in file order from region_offset, as pieces: the
@@ -86,8 +87,9 @@ typedef struct ckpz_split_out {
     uint64_t tail_offset;
     uint64_t file_size;
     uint32_t content_checksum; /* CRC-32C of the original (restored, for a lossy file) */
-    ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them */
     void *frames;              /* what pieces outside the coded bytes point into */
+    ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them
+                                  (last, so that it can grow) */
 } ckpz_split_out;
 
 /* The file's layout a stretch at a time, for processes that write while others still
@@ -104,7 +106,8 @@ typedef struct ckpz_split_out {
 CKPZ_API ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto,
                                    uint64_t first, uint64_t n, const void *coded, size_t coded_len,
                                    ckpz_split_out *out);
-CKPZ_API void ckpz_split_out_free(ckpz_split_out *o); /* accepts NULL */
+/* Frees what o holds and zeroes it, struct_size kept; accepts NULL. */
+CKPZ_API void ckpz_split_out_free(ckpz_split_out *o);
 
 /* ---- torch.save archives written from memory ------------------------------------------ */
 /* A read callback that produces, from members in the caller's memory, the stored zip
@@ -204,6 +207,8 @@ CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);
 
 /* One predicted tensor (or run of opaque bytes, dtype NONE: predicted as stored). */
 typedef struct ckpz_prediction {
+    size_t struct_size;        /* set by the library: sizeof(ckpz_prediction) in its header
+                                  (a callback built against a newer header checks it) */
     const char *name;          /* "" for opaque bytes; valid during the callback only */
     ckpz_dtype dtype;
     uint32_t ndim;
@@ -218,6 +223,7 @@ typedef struct ckpz_prediction {
 } ckpz_prediction;
 
 typedef struct ckpz_predict_total {
+    size_t struct_size;        /* set by the caller: sizeof(ckpz_predict_total) */
     uint64_t original_bytes;   /* the file */
     uint64_t tensor_bytes;
     uint64_t tensors;
@@ -246,6 +252,7 @@ CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
 /* What ckpz_tune chose: set level and threads in the compression's params, and policy
  * (when not empty) as params->policy. */
 typedef struct ckpz_tune_result {
+    size_t struct_size;           /* set by the caller: sizeof(ckpz_tune_result) */
     int level;
     int threads;
     char policy[320];             /* lossless rules, one level per kind of tensor

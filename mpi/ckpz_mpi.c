@@ -281,7 +281,7 @@ typedef struct layout {
  * none), and writes this rank's bytes of them (rank 0: the head and the tail too). */
 static void lay_write(run *r, ckpz_ctx *ctx, layout *l, output *o, uint64_t upto, const slice *mine)
 {
-    ckpz_split_out so;
+    ckpz_split_out so = {.struct_size = sizeof so};
     ckpz_error e = ckpz_split_lay(ctx, l->s, l->records, upto, mine ? mine->first : 0, mine ? mine->n : 0,
                                   mine ? mine->coded : NULL, mine ? mine->len : 0, &so);
     if (e) {
@@ -557,11 +557,10 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
     ckpz_fd f = {.fd = -1};
     ckpz_source src;
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     output o;
     uint8_t *buf = NULL;
     memset(&o, 0, sizeof o);
-    memset(&info, 0, sizeof info);
 
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     else if (open_input(&r, in_path, &f, &src) == 0) {

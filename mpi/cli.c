@@ -152,7 +152,7 @@ static int run_files(const fio_prefs *p, mpi_op op, const char *const *files, in
             params.base_name = fio_base_record_name(base);
             params.base_depth = base->depth;
         }
-        ckpz_stats st;
+        ckpz_stats st = {.struct_size = sizeof st};
         char why[600];
         double t0 = MPI_Wtime();
         ckpz_error e = op == OP_COMPRESS

@@ -81,7 +81,7 @@ static int split(const ckpz_params *p, const uint8_t *in, size_t n, int parts, u
     }
     *file = NULL;
     for (int r = 0; r < parts && ok; r++) {
-        ckpz_split_out o;
+        ckpz_split_out o = {.struct_size = sizeof o};
         ckpz_error e = split_write(ctx, pl[r], records, first[r], first[r + 1] - first[r], coded[r],
                                    coded_len[r], &o);
         CHECKF(e == CKPZ_OK, "write: %s", ckpz_ctx_message(ctx));
@@ -166,7 +166,7 @@ static int stretches(const ckpz_params *p, const uint8_t *in, size_t n, int part
             uint64_t upto = i == ns ? nc : (i + 1) * step < nc ? (i + 1) * step : nc;
             int mine = i < ns && (int)(i % parts) == r;
             if (i == ns && upto == (ns ? nc : 1)) break; /* laid out with the last stretch */
-            ckpz_split_out o;
+            ckpz_split_out o = {.struct_size = sizeof o};
             ckpz_error e = ckpz_split_lay(ctx, pl[r], records, upto, mine ? i * step : 0, mine ? upto - i * step : 0,
                                           mine ? coded[i] : NULL, mine ? coded_len[i] : 0, &o);
             CHECKF(e == CKPZ_OK, "lay: %s", ckpz_ctx_message(ctx));
@@ -198,7 +198,7 @@ static int stretches(const ckpz_params *p, const uint8_t *in, size_t n, int part
         prog = (counted){.abort_at = 1};
         CHECK(ckpz_split_code_into(ctx, pl[0], 0, 1, records, coded[0], ckpz_split_bound(pl[0], 0, 1), &got) ==
               CKPZ_ERR_ABORTED);
-        ckpz_split_out o;
+        ckpz_split_out o = {.struct_size = sizeof o};
         CHECK(ckpz_split_lay(ctx, pl[0], records, 1, 0, 0, NULL, 0, &o) == CKPZ_OK);
         ckpz_split_out_free(&o);
         CHECK(ckpz_split_lay(ctx, pl[0], records, 0, 0, 0, NULL, 0, &o) == CKPZ_ERR_PARAM);

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
     unsigned tag = (unsigned)getpid();
     MPI_Bcast(&tag, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
     snprintf(out, sizeof out, "/tmp/ckpz-test-strategies.%u.ckpz", tag);
-    ckpz_stats st;
+    ckpz_stats st = {.struct_size = sizeof st};
     e = ckpz_mpi_compress_same(MPI_COMM_WORLD, &p, next, n, out, &st, why, sizeof why);
     CHECK(e == CKPZ_OK, "compress_same: %s", why);
     if (rank == 0 && e == CKPZ_OK) {
