@@ -22,6 +22,12 @@
 extern "C" {
 #endif
 
+/* ---- libraries built on libckpz ------------------------------------------------------ */
+/* Replaces ctx's message with msg ("" or NULL: none) and returns code, so that a library
+ * layered on libckpz (libckpz_mpi) reports its failures through the caller's context,
+ * as the library's own calls do. ctx may be NULL. */
+CKPZ_API ckpz_error ckpz_ctx_report(ckpz_ctx *ctx, ckpz_error code, const char *msg);
+
 /* ---- one compression, many processes ------------------------------------------------ */
 /* The serial encoder taken apart so that processes (MPI ranks: libckpz_mpi) can share
  * one compression and write one file together, byte for byte the file

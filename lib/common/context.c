@@ -24,6 +24,12 @@ const char *ckpz_error_name(ckpz_error code)
 }
 
 const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }
+
+ckpz_error ckpz_ctx_report(ckpz_ctx *ctx, ckpz_error code, const char *msg)
+{
+    if (ctx) snprintf(ctx->msg, sizeof ctx->msg, "%s", msg ? msg : "");
+    return code;
+}
 void ckpz_free(void *p) { free(p); }
 
 void ctx_clear(ckpz_ctx *ctx)
