@@ -1,4 +1,5 @@
-"""The types and constants of include/ckpz.h, as ctypes declares them.
+"""The types and constants of include/ckpz.h (and of ckpz_experimental.h, for the zip
+source and the tuner), as ctypes declares them.
 
 Each struct here has the header's exact layout (field names, types and order), and each
 constant the header's value: the library reads and writes these structs in place, so a
