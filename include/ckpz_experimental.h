@@ -2,7 +2,7 @@
  *
  * Not included by default: a program opts in by defining CKPZ_EXPERIMENTAL before it
  * includes <ckpz.h> (one rule, as zstd's ZSTD_STATIC_LINKING_ONLY), which then includes
- * this header; including this header without the macro is an error. What is here:
+ * this header; including this header itself is an error. What is here:
  *   - one compression shared by many processes (ckpz_split_*; libckpz_mpi uses it);
  *   - torch.save archives written from memory (ckpz_zip_source_*);
  *   - ratio prediction (ckpz_predict_*) and the link tuner (ckpz_tune).
@@ -13,10 +13,9 @@
 #ifndef CKPZ_EXPERIMENTAL_H
 #define CKPZ_EXPERIMENTAL_H
 
-#ifndef CKPZ_EXPERIMENTAL
-#error "ckpz_experimental.h: define CKPZ_EXPERIMENTAL before including <ckpz.h>"
+#if !defined(CKPZ_EXPERIMENTAL) || !defined(CKPZ_H)
+#error "ckpz_experimental.h: define CKPZ_EXPERIMENTAL, then #include <ckpz.h>, which includes this header"
 #endif
-#include "ckpz.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -185,18 +185,6 @@ ckpz_error ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info)
     return CKPZ_OK;
 }
 
-static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out);
-
-ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e)
-{
-    if (OUT_CHECK(NULL, e, "ckpz_entry")) return CKPZ_ERR_PARAM;
-    if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
-    ckpz_entry mine;
-    entry_fill(a, i, &mine);
-    OUT_GIVE(e, &mine);
-    return CKPZ_OK;
-}
-
 static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
 {
     const ctr_entry *e = &a->e[i];
@@ -228,6 +216,16 @@ static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
         double range = l->vmax > l->vmin ? l->vmax - l->vmin : 0;
         out->psnr = out->rmse > 0 && range > 0 ? 20 * log10(range / out->rmse) : INFINITY;
     }
+}
+
+ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e)
+{
+    if (OUT_CHECK(NULL, e, "ckpz_entry")) return CKPZ_ERR_PARAM;
+    if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
+    ckpz_entry mine;
+    entry_fill(a, i, &mine);
+    OUT_GIVE(e, &mine);
+    return CKPZ_OK;
 }
 
 ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *name, uint64_t *index)
