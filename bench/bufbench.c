@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "memio.h"
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* CKPZ_SPLIT_RECORD_SIZE */
+#include "ckpz.h"
 #include "ckpz_mpi.h"
 
 static void *load(const char *path, size_t *n)
@@ -51,7 +53,8 @@ int main(int argc, char **argv)
     ckpz_params p;
     ckpz_params_init(&p);
     p.threads = argc > 4 ? atoi(argv[4]) : 1;
-    char why[600], out[256];
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    char out[256];
     unsigned tag = (unsigned)MPI_Wtime();
     MPI_Bcast(&tag, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
     snprintf(out, sizeof out, "/dev/shm/mpi_strategies.%u.ckpz", tag);
@@ -78,16 +81,16 @@ int main(int argc, char **argv)
             } else if (s == 1 || s == 2) {
                 p.base = s == 2 ? base : NULL;
                 p.base_size = s == 2 ? nb : 0;
-                e = ckpz_mpi_bcast(MPI_COMM_WORLD, &p, 0, data, n, &moved, why, sizeof why);
+                e = ckpz_mpi_bcast(ctx, MPI_COMM_WORLD, &p, 0, data, n, &moved);
                 p.base = NULL, p.base_size = 0;
             } else {
-                ckpz_stats st;
-                e = ckpz_mpi_compress_same(MPI_COMM_WORLD, &p, mine, n, out, &st, why, sizeof why);
+                ckpz_stats st = {.struct_size = sizeof st};
+                e = ckpz_mpi_compress_same(ctx, MPI_COMM_WORLD, &p, mine, n, out, &st);
                 moved = st.chunks * CKPZ_SPLIT_RECORD_SIZE; /* the records all-gathered */
             }
             double dt = slowest(t0);
             if (e) {
-                if (rank == 0) fprintf(stderr, "%s: %s\n", names[s], why);
+                if (rank == 0) fprintf(stderr, "%s: %s\n", names[s], ckpz_ctx_message(ctx));
                 ok = 0;
                 break;
             }
@@ -102,6 +105,7 @@ int main(int argc, char **argv)
     }
     if (rank == 0) remove(out);
     free(mine), free(base), free(recv);
+    ckpz_ctx_free(ctx);
     MPI_Finalize();
     return 0;
 }

@@ -36,7 +36,7 @@ static int restore_share(const char *path, const char *out, int q, int p, int ow
     ckpz_fd f = {.fd = open(path, O_RDONLY)};
     ckpz_source src;
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     int rc = 1, fd = open(out, O_WRONLY | O_CREAT, 0644);
     off_t size = f.fd >= 0 ? lseek(f.fd, 0, SEEK_END) : -1;
     if (!ctx || f.fd < 0 || fd < 0 || size < 0) goto done;

@@ -2,14 +2,29 @@
  *
  * libckpz compresses deep-learning checkpoints (safetensors, torch.save archives, NumPy
  * .npy/.npz, GGUF, raw tensor dumps) losslessly into a chunked, checksummed, seekable
- * container (doc/format.md) and restores the original file byte for byte. Everything a program needs is here:
- * the CLI, the benchmark and the bindings use this header only.
+ * container (doc/format.md) and restores the original file byte for byte. This header
+ * is the stable part: errors, parameters, streaming, one-shot, delta files and their
+ * chains, random access. The calls that may still change (one compression split over
+ * processes, torch.save archives from memory, ratio prediction, the link tuner) are in
+ * ckpz_experimental.h, which a program sees only when it defines CKPZ_EXPERIMENTAL
+ * before including this header.
  *
  * Conventions: every symbol is prefixed ckpz_/CKPZ_; contexts are opaque, created and
  * freed by the caller (free accepts NULL); functions return a ckpz_error (0 = success)
  * and leave a human-readable message, naming the chunk and tensor where known, in the
  * context (ckpz_ctx_message). Parameters live in a struct that starts with its own size
  * so that it can grow without breaking callers built against an older header.
+ *
+ * Structs the library fills (ckpz_stats, ckpz_base_info, ckpz_entry, ckpz_archive_info,
+ * and the experimental ones) start with their size too, which the caller sets:
+ *     ckpz_stats st = {.struct_size = sizeof st};
+ * The library fills the fields that lie within struct_size bytes and leaves the rest
+ * alone, so a struct grows at its end and a caller built against an older, smaller
+ * header gets the fields it knows. A struct_size below sizeof(size_t) (0: never set) or
+ * above this library's sizeof (a header newer than the library) is CKPZ_ERR_PARAM, with
+ * a message naming the struct where the call takes a context. Structs the library reads
+ * from arrays (ckpz_span, ckpz_zip_member) and the adapters' state (ckpz_fd, ckpz_mem)
+ * have fixed layouts: a new field would come as a new struct.
  *
  * Not guaranteed: the compressed bytes for a given input may change between versions
  * (the format version guarantees that older files stay readable, not that new ones
@@ -29,6 +44,19 @@ extern "C" {
 #define CKPZ_API
 #else
 #define CKPZ_API __attribute__((visibility("default")))
+#endif
+
+/* Marks what is on its way out: using it warns with msg under GCC and Clang
+ * (-Wdeprecated-declarations, on by default); elsewhere it is nothing. What it marks stays
+ * until the next SOVERSION. CKPZ_DISABLE_DEPRECATE_WARNINGS, defined before including,
+ * turns the warnings off (as zstd's ZSTD_DISABLE_DEPRECATE_WARNINGS): the library, which
+ * still honours what it marks, builds so. */
+#ifdef CKPZ_DISABLE_DEPRECATE_WARNINGS
+#define CKPZ_DEPRECATED(msg)
+#elif defined(__GNUC__) || defined(__clang__)
+#define CKPZ_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#else
+#define CKPZ_DEPRECATED(msg)
 #endif
 
 #define CKPZ_VERSION_MAJOR 0
@@ -167,8 +195,8 @@ typedef struct ckpz_params {
     /* Deprecated: set ckpz_source.progress instead (the calls taking a source). Still
      * honoured where the source sets none, and the one way to watch the one-shot
      * in-memory calls, which take no source. May be NULL. */
-    ckpz_progress_fn progress;
-    void *progress_opaque;
+    ckpz_progress_fn progress CKPZ_DEPRECATED("set ckpz_source.progress instead");
+    void *progress_opaque CKPZ_DEPRECATED("set ckpz_source.progress_opaque instead");
     /* Delta coding. Compression: the previous checkpoint's original bytes (NULL = a
      * stand-alone file). Tensors that match one of the base's by name, dtype and shape,
      * and opaque runs at the same offset with the same length, are coded against it
@@ -200,8 +228,8 @@ typedef struct ckpz_params {
     double max_mae;        /* default max-mae for rules without one; 0 = none */
     /* Deprecated: set ckpz_sink.patch instead (what it does is told there). Still
      * honoured, with its own opaque pointer, where the sink sets none. */
-    int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off);
-    void *patch_opaque;
+    int (*patch)(void *opaque, const void *buf, size_t n, uint64_t off) CKPZ_DEPRECATED("set ckpz_sink.patch instead");
+    void *patch_opaque CKPZ_DEPRECATED("set ckpz_sink.opaque instead");
     /* Raw input (CKPZ_INPUT_RAW, or AUTO falling back to raw, with a raw_dtype): the
      * tensor's shape, outermost dimension first, raw_ndim values (1..64, each >= 1);
      * raw_ndim 0: one dimension of as many elements as the input holds. The input must
@@ -343,6 +371,7 @@ CKPZ_API void ckpz_sink_fd(ckpz_sink *s, ckpz_fd *f);
 
 /* Statistics of one compression or decompression. */
 typedef struct ckpz_stats {
+    size_t struct_size;        /* set by the caller: sizeof(ckpz_stats) */
     uint64_t original_bytes;   /* bytes of the original file */
     uint64_t compressed_bytes; /* bytes of the .ckpz file */
     uint64_t tensor_bytes;     /* original bytes that belong to tensors */
@@ -428,6 +457,7 @@ CKPZ_API void ckpz_free(void *p);
 /* ---- delta files: what a file needs -------------------------------------------------- */
 #define CKPZ_BASE_NAME_MAX 4096
 typedef struct ckpz_base_info {
+    size_t struct_size; /* set by the caller: sizeof(ckpz_base_info) */
     int needed;        /* 0: a stand-alone file (the other fields are zero) */
     uint64_t size;     /* bytes of the base's original */
     uint32_t checksum; /* CRC-32C of the base's original */
@@ -483,7 +513,8 @@ CKPZ_API size_t ckpz_chain_length(const ckpz_chain *c);
 CKPZ_API const char *ckpz_chain_path(const ckpz_chain *c, size_t i);
 /* Link i: 1 for a .ckpz file (*info, when not NULL, is what ckpz_base_info_read gives
  * for it: needed = 0 for a stand-alone bottom), 0 for an original checkpoint (the
- * bottom; *info zeroed), -1 when i is out of range. */
+ * bottom; *info zeroed but for struct_size), -1 when i is out of range or info has a bad
+ * struct_size. */
 CKPZ_API int ckpz_chain_link(const ckpz_chain *c, size_t i, ckpz_base_info *info);
 /* Why the walk stopped short ("" after CKPZ_OK), whole, into buf[0..cap) (cut to fit,
  * always terminated when cap > 0); returns its length, as snprintf does. */
@@ -494,6 +525,7 @@ typedef struct ckpz_archive ckpz_archive;
 
 /* One entry of the tensor index: a tensor or a run of opaque bytes. */
 typedef struct ckpz_entry {
+    size_t struct_size;     /* set by the caller: sizeof(ckpz_entry) */
     const char *name;       /* tensor name; "" for opaque bytes */
     ckpz_dtype dtype;       /* CKPZ_DTYPE_NONE for opaque bytes */
     uint32_t ndim;
@@ -518,6 +550,7 @@ typedef struct ckpz_entry {
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {
+    size_t struct_size;        /* set by the caller: sizeof(ckpz_archive_info) */
     unsigned format_version;
     ckpz_input_format format; /* the original file's format */
     uint64_t original_size;
@@ -541,9 +574,11 @@ CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
 CKPZ_API ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                                          ckpz_archive **out);
 CKPZ_API void ckpz_archive_close(ckpz_archive *a);
-CKPZ_API void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
-/* What the file needs to be restored (needed = 0 for a stand-alone file). */
-CKPZ_API void ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info);
+/* The file's figures; CKPZ_ERR_PARAM only for a bad info->struct_size. */
+CKPZ_API ckpz_error ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info);
+/* What the file needs to be restored (needed = 0 for a stand-alone file); CKPZ_ERR_PARAM
+ * only for a bad info->struct_size. */
+CKPZ_API ckpz_error ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info);
 /* Entry i (0-based, < info.entries); the strings and arrays live as long as `a`. */
 CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e);
 /* Index of the first tensor named `name` (opaque entries are skipped, so "" finds a
@@ -597,342 +632,18 @@ CKPZ_API ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz
  * 0.4.0. */
 CKPZ_API ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a);
 
-/* ---- one compression, many processes ------------------------------------------------ */
-/* The serial encoder taken apart so that processes (MPI ranks: libckpz_mpi) can share
- * one compression and write one file together, byte for byte the file
- * ckpz_compress_io writes for the same input and params:
- *   1. every process plans the whole input (ckpz_split_plan: only the bytes the format
- *      readers need are read), so all hold the same list of chunks;
- *   2. each codes the chunks it is given (ckpz_split_code: its input bytes read through
- *      the source's pread, coded on params->threads threads), keeping the frames and
- *      a record of CKPZ_SPLIT_RECORD_SIZE bytes per chunk;
- *   3. the records of all chunks, in order, go to every process (an all-gather);
- *   4. each lays the file out from them (ckpz_split_write) and writes the bytes of its
- *      chunks at their offset; one of them also writes the head and the tail.
- * Records are plain bytes, valid only between processes running the same build of the
- * library on machines of the same byte order. The plan holds a pointer to params->base
- * and params->policy's rules; the base must stay valid until ckpz_split_free. The
- * source's progress callback is called as each chunk is coded (ckpz_split_code and
- * ckpz_split_code_into; done and total: the call's input bytes; non-zero aborts the
- * call), on the calling thread, and not while planning or laying out. A plan is used by
- * one thread at a time: it keeps the coder's buffers and a layout in progress. */
-typedef struct ckpz_split ckpz_split;
-#define CKPZ_SPLIT_RECORD_SIZE 128
-
-/* src needs pread and size. On failure *out is NULL and ctx says why (as compression
- * would: a malformed input, a policy that does not parse). */
-CKPZ_API ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                                    ckpz_split **out);
-CKPZ_API void ckpz_split_free(ckpz_split *s); /* accepts NULL */
-CKPZ_API uint64_t ckpz_split_chunks(const ckpz_split *s);
-/* Chunk i's bytes are the input's [*offset, *offset + *length); i == chunks gives the
- * end of the input. Chunks are in input order and share no bytes. */
-CKPZ_API void ckpz_split_chunk(const ckpz_split *s, uint64_t i, uint64_t *offset, uint64_t *length);
-/* The name of the tensor chunk i belongs to (its last, for a chunk of packed entries),
- * "" for opaque bytes; valid until ckpz_split_free. */
-CKPZ_API const char *ckpz_split_chunk_name(const ckpz_split *s, uint64_t i);
-/* Codes chunks [first, first + n): records gets n records; *coded (malloc'd, free()
- * it) their frames, *coded_len bytes. Not guaranteed: any particular size of a record's
- * frame (chunks equal to the base's have none). */
-CKPZ_API ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
-                                    void **coded, size_t *coded_len);
-/* The same into the caller's memory (reused from call to call, its pages are faulted
- * in once): dst holds cap bytes, at least ckpz_split_bound(s, first, n). */
-CKPZ_API uint64_t ckpz_split_bound(const ckpz_split *s, uint64_t first, uint64_t n);
-CKPZ_API ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records,
-                                         void *dst, size_t cap, size_t *coded_len);
-
-/* A stretch of output bytes in memory. */
-typedef struct ckpz_piece {
-    const void *ptr;
-    size_t len;
-} ckpz_piece;
-
-typedef struct ckpz_split_out {
-    void *head;            /* the file's first head_len bytes (header, base frame) */
-    size_t head_len;
-    /* The bytes of the chunks given, in file order from region_offset, as pieces: the
-     * frames inside the coded bytes given (which must outlive them: nothing is copied)
-     * and the frames laid out around them (entries, runs of copies), kept in `frames`.
-     * No piece is longer than 1 GiB. */
-    ckpz_piece *pieces;
-    size_t npieces;
-    size_t region_len;
-    uint64_t region_offset;
-    void *tail;            /* the index and trailer (and a copy frame that ends the
-                              chunks), at tail_offset, up to file_size */
-    size_t tail_len;
-    uint64_t tail_offset;
-    uint64_t file_size;
-    uint32_t content_checksum; /* CRC-32C of the original (restored, for a lossy file) */
-    ckpz_stats stats;          /* the whole compression's, as ckpz_compress_io gives them */
-    void *frames;              /* what pieces outside the coded bytes point into */
-} ckpz_split_out;
-
-/* From the records of all ckpz_split_chunks chunks (in order) and the frames coded for
- * chunks [first, first + n) (as ckpz_split_code gave them): the file's layout and the
- * bytes of those chunks. Regions of consecutive ranges of chunks are consecutive in the
- * file; head, regions and tail together are the whole file. May be called again. */
-CKPZ_API ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first,
-                                     uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out);
-/* The same layout a stretch at a time, for processes that write while others still
- * code: lays out chunks [laid, upto), laid being where the previous call stopped (0 for
- * the first call, and after a call that reached the last chunk or failed). records
- * holds every chunk's record at its index, as for ckpz_split_write (only chunks [laid,
- * upto) are read); coded the frames of chunks [first, first + n) among them (n may be
- * 0). out gets those chunks' bytes as pieces from region_offset, the head when the call
- * starts at chunk 0, and the tail, content_checksum and stats when upto is
- * ckpz_split_chunks(s). A run of chunks equal to the base's is written with the chunk
- * after it (or the tail), as serial ckpz writes it. The calls' heads, regions and tail
- * make the file ckpz_split_write gives; ckpz_split_write abandons a layout in progress. */
-CKPZ_API ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto,
-                                   uint64_t first, uint64_t n, const void *coded, size_t coded_len,
-                                   ckpz_split_out *out);
-CKPZ_API void ckpz_split_out_free(ckpz_split_out *o); /* accepts NULL */
-
 /* CRC-32C (Castagnoli), as the container uses it: crc of buf[0..n) continuing from crc
  * (0 to start), and the CRC of A then B from crc_a, crc_b and B's length. */
 CKPZ_API uint32_t ckpz_crc32c(uint32_t crc, const void *buf, size_t n);
 CKPZ_API uint32_t ckpz_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
-/* ---- torch.save archives written from memory ------------------------------------------ */
-/* A read callback that produces, from members in the caller's memory, the stored zip
- * archive torch.save (torch >= 1.6) writes: each member's local header with its data
- * aligned (64 bytes by default) by an extra field of padding, a data descriptor after
- * each non-empty member, then the central directory and zip64 end records, with zip64
- * fields exactly where torch's writer puts them (sizes or offsets of 4 GiB and more).
- * Member bytes are copied straight into the library's chunk buffers and their CRC-32
- * taken on the way: given to ckpz_compress_stream as its reader (with
- * ckpz_zip_source_size as the size hint) the archive is compressed without ever existing
- * uncompressed. The members are laid out in the order given: which records a torch
- * release writes, and in what order, is the caller's business (torch 1.13: data.pkl,
- * the storages, version; torch 2.x adds records and a serialization id, see
- * ckpz_zip_options). Names are copied at creation; the data must stay valid and
- * unchanged until the last read. */
-typedef struct ckpz_zip_member {
-    const char *name;  /* full name in the archive ("ckpt/data/0"), not starting with '/' */
-    const void *data;  /* may be NULL when size is 0 */
-    uint64_t size;
-} ckpz_zip_member;
-typedef struct ckpz_zip_source ckpz_zip_source;
-
-/* CKPZ_ERR_PARAM for a bad name (empty, over 65535 bytes, starting with '/') or more
- * than 2^32 - 1 members; CKPZ_ERR_NOMEM. */
-CKPZ_API ckpz_error ckpz_zip_source_create(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
-                                           ckpz_zip_source **out);
-/* How torch's writer of a given release and configuration lays the archive out, for
- * ckpz_zip_source_create_opts; ckpz_zip_options_init sets what ckpz_zip_source_create
- * does (torch 1.13's writer and torch 2.x's defaults: 64-byte alignment, CRC-32 fields
- * computed, no serialization id). Added in 0.4.0. */
-typedef struct ckpz_zip_options {
-    size_t struct_size;   /* set by ckpz_zip_options_init */
-    /* Each member's data starts at a multiple of this many bytes (1..65536): torch's
-     * storage_alignment (torch.utils.serialization.config.save.storage_alignment). */
-    uint32_t alignment;
-    /* 0: every CRC-32 field (local descriptor, central directory) is written as 0 and
-     * no CRC is computed, as torch.serialization.set_crc32_options(False) makes torch's
-     * writer do. Default 1. */
-    int crc32;
-    /* Non-NULL: the archive gets one more member after the given ones, of this name
-     * (e.g. "ckpt/.data/serialization_id"), holding the id torch 2.x's writer
-     * appends: 40 ASCII digits, id_names_hash as %020llu, then as %020llu the fold
-     * h = h ^ (c + 0x9e3779b9 + (h << 6) + (h >> 2)) (mod 2^64, from h = 0) of the CRC-32
-     * field c of every non-empty member before it, in order. id_names_hash is torch's
-     * hash of the record names, which depends on its C++ library's std::hash and
-     * unordered_set: the caller gets it from torch itself. Copied at creation. */
-    const char *id_name;
-    uint64_t id_names_hash;
-} ckpz_zip_options;
-CKPZ_API void ckpz_zip_options_init(ckpz_zip_options *o);
-/* As ckpz_zip_source_create, laid out as opt says (NULL: the defaults). CKPZ_ERR_PARAM
- * also for an alignment out of range, a bad id_name, or a struct_size this library does
- * not know. Added in 0.4.0. */
-CKPZ_API ckpz_error ckpz_zip_source_create_opts(ckpz_ctx *ctx, const ckpz_zip_member *members, size_t n,
-                                                const ckpz_zip_options *opt, ckpz_zip_source **out);
-/* Bytes the archive has in all (known before the first read). */
-CKPZ_API uint64_t ckpz_zip_source_size(const ckpz_zip_source *s);
-/* A ckpz_read_fn: the opaque pointer is the ckpz_zip_source. */
-CKPZ_API ptrdiff_t ckpz_zip_source_read(void *s, void *buf, size_t n);
-/* Accepts NULL. */
-CKPZ_API void ckpz_zip_source_free(ckpz_zip_source *s);
-
-/* ---- ratio prediction (lib/predict, doc/predict.md) --------------------------------- */
-/* Predicts, per tensor and for the whole file, the ratio that compression with a
- * candidate setting would reach, without compressing: features are computed from a
- * sample of each tensor (at most sample_bytes in a few windows spread over it, read
- * through pread; the whole tensor is never read) and fed to a small MLP whose weights
- * load from a text file (data/ratio_mlp.txt) or, by default, from the copy built into
- * the library. The setting is a level and, for lossy coding, a policy in the text
- * ckpz_params.policy takes (doc/lossy.md); tensors the policy leaves exact (norms,
- * biases, vectors, integers, exp_avg_sq outside pointwise-rel) are predicted for
- * lossless coding, as the compressor codes them. Not guaranteed: the prediction is an
- * estimate (a few percentage points of space savings on typical checkpoints, more on
- * unusual data or for settings the model was not trained on: doc/predict.md lists
- * them); the features and the built-in model may change between versions. A delta
- * against a base is not predicted (change-rel, which needs one, predicts exact). */
-#define CKPZ_PREDICT_FEATURES 30
-
-typedef struct ckpz_predict_params {
-    size_t struct_size;        /* set by ckpz_predict_params_init */
-    int level;                 /* candidate: level CKPZ_LEVEL_MIN..MAX */
-    ckpz_input_format format;  /* as for compression */
-    ckpz_dtype raw_dtype;
-    size_t sample_bytes;       /* per tensor; 0 = default (64 KiB); 4 KiB..16 MiB */
-    size_t sample_budget;      /* all tensors of one file together; 0 = default (16 MiB);
-                                  each tensor gets at least 16 KiB (or its size) */
-    const char *model_path;    /* model weights (text, doc/predict.md); NULL = built in */
-    const char *policy;        /* candidate: lossy rules as in ckpz_params; NULL = lossless */
-    double max_mae;            /* as in ckpz_params */
-    int features_only;         /* 1: compute the features and load no model (tensors are then
-                                  predicted as stored): how a new model is trained */
-    uint32_t raw_ndim;         /* as in ckpz_params (added in 0.4.0) */
-    const uint64_t *raw_shape;
-} ckpz_predict_params;
-
-CKPZ_API void ckpz_predict_params_init(ckpz_predict_params *p);
-
-/* One predicted tensor (or run of opaque bytes, dtype NONE: predicted as stored). */
-typedef struct ckpz_prediction {
-    const char *name;          /* "" for opaque bytes; valid during the callback only */
-    ckpz_dtype dtype;
-    uint32_t ndim;
-    const uint64_t *shape;     /* valid during the callback only */
-    uint64_t offset, length;   /* byte range in the file */
-    uint64_t sampled;          /* bytes the features were computed from */
-    int lossy;                 /* predicted for lossy coding (else exact) */
-    const char *lossy_mode;    /* "lossless", "rel", "pointwise-rel", "affine", ... */
-    double savings;            /* predicted 1 - compressed / original */
-    double ratio;              /* predicted original / compressed */
-    double features[CKPZ_PREDICT_FEATURES]; /* the model's inputs (doc/predict.md) */
-} ckpz_prediction;
-
-typedef struct ckpz_predict_total {
-    uint64_t original_bytes;   /* the file */
-    uint64_t tensor_bytes;
-    uint64_t tensors;
-    uint64_t lossy_tensors;    /* of which predicted for lossy coding */
-    double predicted_bytes;    /* predicted compressed size of the whole file */
-    double ratio;              /* original_bytes / predicted_bytes */
-} ckpz_predict_total;
-
-/* Called once per segment in file order; return non-zero to stop (CKPZ_ERR_ABORTED). */
-typedef int (*ckpz_predict_fn)(void *opaque, const ckpz_prediction *t);
-
-/* Predicts the compression of a checkpoint in its original format (file_size bytes
- * read through pr) with the setting in params. each and total may be NULL. A malformed
- * model file fails with CKPZ_ERR_PARAM and a message naming the file and the line; a
- * malformed policy with CKPZ_ERR_PARAM and its line. */
-CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
-                                      ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
-                                      ckpz_predict_fn each, void *each_opaque,
-                                      ckpz_predict_total *total);
-
-/* Name of feature i ("zero_frac", ...; NULL when i is out of range). */
-CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
-
-/* ---- choosing the levels for a link (lib/predict/autotune.c, tune.c) ------------------- */
-
-/* What ckpz_tune chose: set level and threads in the compression's params, and policy
- * (when not empty) as params->policy. */
-typedef struct ckpz_tune_result {
-    int level;
-    int threads;
-    char policy[320];             /* lossless rules, one level per kind of tensor
-                                     (`*exp_avg_sq* lossless level 6`, ...); "" when one
-                                     level serves the whole input */
-    double save_seconds;          /* the model's time to compress and send it */
-    double uncompressed_seconds;  /* to send it as it is */
-    double measure_seconds;       /* what choosing took */
-} ckpz_tune_result;
-
-/* Chooses the level per kind of tensor (Adam's exp_avg_sq and exp_avg, gradients, the
- * rest) and the thread count that compress src (random access: pread and size) fastest
- * through a link of link_mbs MB/s, compression overlapped with sending: it measures the
- * candidate levels on samples of each kind, cut and coded as the compression will
- * (0.1-0.2 s; not at all for an input the link moves in under half a second), then
- * minimises the cost model (lib/predict/tune.c: max(compress, transfer); of choices
- * within 2%, the least compress + transfer + restore). params gives the format, chunking, a base
- * (tensors found in it are measured as deltas) and a user policy (kept: one level then);
- * params->threads > 0 and cpu_budget > 0 cap the threads (otherwise every core).
- * explain, when not NULL, gets the measurements and the model's table as text (the
- * CLI's -v). Not guaranteed: any particular choice for given data; it is measured. */
-CKPZ_API ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs,
-                              int cpu_budget, ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque);
-
-/* ==== safetensors headers (lib/formats/safetensors.c) ==========================
- * The one safetensors header writer: what ckpz hands itself or a caller as a safetensors
- * file that exists only as a read callback (the tuner's samples, libckpz_mpi's shards,
- * the Python package's target_bw=) is described here, so that every such header is what
- * the reader takes back. */
-
-/* One tensor of a safetensors header. */
-typedef struct ckpz_st_tensor {
-    const char *name;      /* UTF-8, NUL-terminated; not "__metadata__" */
-    ckpz_dtype dtype;      /* a type with a safetensors name (ckpz_dtype_format_name) */
-    uint32_t ndim;         /* at most 64 */
-    const uint64_t *shape; /* ndim values, outermost first (NULL when ndim is 0) */
-} ckpz_st_tensor;
-
-/* The header of a safetensors file of the n tensors t in this order, their data back to
- * back from offset 0 (dtype size x shape bytes each): 8-byte little-endian length, then
- * compact JSON ("data_offsets" in that layout; names escaped as the safetensors package
- * escapes them) padded with spaces to a multiple of 8 bytes. *len gets the header's
- * length and *data_bytes (may be NULL) the data's; with dst NULL nothing is written (ask
- * the size, then call again), else dst must hold cap >= *len bytes (CKPZ_ERR_LIMIT
- * otherwise). A tensor with no name, a name that is not UTF-8 or is "__metadata__", a
- * dtype without a safetensors name, over 64 dimensions, or sizes past 2^64 is refused
- * with CKPZ_ERR_PARAM and a message naming it; a header over what ckpz reads (256 MiB)
- * with CKPZ_ERR_LIMIT. Not checked: names that repeat (the safetensors package refuses
- * them; ckpz's reader takes both). ctx may be NULL (no message). */
-CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, void *dst,
-                                            size_t cap, size_t *len, uint64_t *data_bytes);
-/* ==== end of safetensors headers ====================================================== */
-
-/* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */
-/* How the CLI, the Python package and libckpz_mpi put an output (a file, or a directory
- * of files) in place; a new front end uses the same calls. The output is written under a
- * temporary name beside its final name, .NAME.ckpz-PID-HOST-RANDOM.tmp (hidden; PID the
- * writer's process id, HOST 8 hex digits of its host name's hash, RANDOM 8 hex digits),
- * held locked by its writer, and renamed into place by ckpz_publish_commit only once
- * complete. Every failure removes the temporary output. What a writer killed outright
- * leaves, the next ckpz_publish_open of the same final name removes: only this pattern,
- * only when HOST is this host, PID no live process here and nobody holds its lock (so a
- * temporary output of a live writer, in this process or another, is never touched; a
- * reused PID or another host's leftover is kept). Not guaranteed: the removal of a
- * leftover of another host, or of a PID reused since. On failure errno keeps the
- * system's error and ctx (may be NULL) the message, which names the final name. */
-/* flags of ckpz_publish_open: */
-#define CKPZ_PUBLISH_DIRECTORY 2u /* the output is a directory (made empty, filled by the caller) */
-#define CKPZ_PUBLISH_ANONYMOUS 8u /* a file without a name (O_TMPFILE) where the file system
-                                     has them: a SIGKILL then leaves nothing at all */
-/* flags of ckpz_publish_commit (or of open, for the commit): */
-#define CKPZ_PUBLISH_REPLACE 1u   /* an existing final name is replaced (else the commit
-                                     refuses it: "NAME: appeared while writing; not overwritten") */
-#define CKPZ_PUBLISH_DURABLE 4u   /* the commit fsyncs the output and then its directory */
-typedef struct ckpz_publish ckpz_publish;
-/* Removes the dead writers' leftovers of name (above), then creates the temporary
- * output. *out is NULL on failure. */
-CKPZ_API ckpz_error ckpz_publish_open(ckpz_ctx *ctx, const char *name, unsigned flags, ckpz_publish **out);
-/* The temporary file's descriptor (write it with ckpz_fd_write, ckpz_sink_fd...), open
- * until the commit or abort; -1 for a directory. */
-CKPZ_API int ckpz_publish_fd(const ckpz_publish *p);
-/* The temporary output's path ("" for an anonymous file): a directory's to fill, a
- * file's for processes that open it by name (MPI-IO) or a signal handler's unlink. */
-CKPZ_API const char *ckpz_publish_temp(const ckpz_publish *p);
-/* fsync (CKPZ_PUBLISH_DURABLE), close, rename into place (over an existing name only
- * with CKPZ_PUBLISH_REPLACE); frees p whatever happens (on failure the temporary output
- * is gone and the final name is as it was). */
-CKPZ_API ckpz_error ckpz_publish_commit(ckpz_ctx *ctx, ckpz_publish *p, unsigned flags);
-/* Removes the temporary output and frees p (NULL: nothing). Keeps errno. */
-CKPZ_API void ckpz_publish_abort(ckpz_publish *p);
-/* 1 when the last component of path is a temporary name of this pattern (ckpz -r skips
- * them), else 0. */
-CKPZ_API int ckpz_publish_is_temp(const char *path);
-/* Removes the dead writers' leftovers of the final name `name` (ckpz_publish_open does);
- * returns how many. Keeps errno. */
-CKPZ_API int ckpz_publish_sweep(const char *name);
-
 #ifdef __cplusplus
 }
 #endif
 #endif /* CKPZ_H */
+
+/* The experimental part (ckpz_experimental.h), outside the guard so that a later
+ * include with CKPZ_EXPERIMENTAL defined still brings it in. */
+#if defined(CKPZ_EXPERIMENTAL) && !defined(CKPZ_EXPERIMENTAL_H)
+#include "ckpz_experimental.h"
+#endif

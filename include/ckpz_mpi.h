@@ -13,14 +13,22 @@
  * (ckpz_archive_check_frames), and the whole file's checksum from the ranks' parts: a
  * file is refused for whatever the serial decoder (ckpz -d, -t) refuses it for.
  *
- * Every call is collective over comm. All ranks return the same code and, in why, the
- * same message (the first failing rank's, naming chunk and tensor where one is at fault,
- * and the rank when comm has more than one); no rank is left waiting. Outputs are
- * published by rank 0 (ckpz_publish_*: written as the hidden .NAME.ckpz-PID-HOST-RANDOM.tmp
- * beside NAME, renamed once all ranks agree that every byte was written); on failure no
- * file is left under either name, and what a job killed outright leaves (the hidden
- * name only) the next write of the same name removes. An existing out_path is replaced. params->base (a delta's base, whole in memory on every rank) must
- * be the same on every rank. params->progress is not called. */
+ * Every call is collective over comm and reports as libckpz's calls do: a ckpz_error, and
+ * the message in the caller's context (ckpz_ctx_message; ctx may be NULL, and each rank
+ * passes its own). All ranks return the same code and message (the first failing rank's,
+ * naming chunk and tensor where one is at fault, and the rank when comm has more than
+ * one; "" on success); no rank is left waiting. The library calls a rank makes use its
+ * ctx, whose working memory then serves the next call. A stats struct (may be NULL)
+ * starts with its struct_size, as ckpz.h's do; it is filled on every rank. Inputs are
+ * sources (ckpz.h) each rank reads at offsets: pread and size are needed; the *_file
+ * calls open a path as one. Outputs are published by rank 0 (ckpz_publish_*: written as
+ * the hidden .NAME.ckpz-PID-HOST-RANDOM.tmp beside NAME, renamed once all ranks agree
+ * that every byte was written); on failure no file is left under either name, and what a
+ * job killed outright leaves (the hidden name only) the next write of the same name
+ * removes. An existing out_path is replaced. params->base (a delta's base, whole in
+ * memory on every rank) must be the same on every rank. params->progress is not called;
+ * a source's progress, where set, is called on its rank as the rank codes or restores
+ * its pieces (done and total of each piece, not of the file). */
 #ifndef CKPZ_MPI_H
 #define CKPZ_MPI_H
 
@@ -32,16 +40,23 @@
 extern "C" {
 #endif
 
-/* Compresses in_path into out_path. stats (may be NULL) is the whole file's on every
- * rank; why (may be NULL) gets the message on failure ("" on success). */
-ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
-                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+/* Compresses the input (every rank's src: the same bytes) into out_path. stats: the
+ * whole file's. Output is a path, not a sink: the ranks write one file at their offsets
+ * through MPI-IO, under a temporary name that rank 0 renames. */
+ckpz_error ckpz_mpi_compress(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const ckpz_source *src,
+                             const char *out_path, ckpz_stats *stats);
+/* The same with in_path opened on every rank as the source. */
+ckpz_error ckpz_mpi_compress_file(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                  const char *out_path, ckpz_stats *stats);
 
-/* Restores in_path (a .ckpz file) into out_path; out_path NULL: verifies every frame
- * (entry frames, the layout, every chunk) and the content checksum, as ckpz -t does, and
- * writes nothing. */
-ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
-                                    const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+/* Restores a .ckpz file (every rank's src: the same bytes) into out_path; out_path NULL:
+ * verifies every frame (entry frames, the layout, every chunk) and the content checksum,
+ * as ckpz -t does, and writes nothing. */
+ckpz_error ckpz_mpi_decompress(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const ckpz_source *src,
+                               const char *out_path, ckpz_stats *stats);
+/* The same with in_path opened on every rank as the source. */
+ckpz_error ckpz_mpi_decompress_file(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                    const char *out_path, ckpz_stats *stats);
 
 /* One tensor of a rank's shard. */
 typedef struct ckpz_mpi_tensor {
@@ -58,8 +73,8 @@ typedef struct ckpz_mpi_tensor {
  * file; the container is byte for byte what ckpz writes for it). params->format is
  * ignored. Names must differ across all ranks. Rank 0 writes as it codes; a later rank's
  * bytes follow all earlier ranks', so it holds its coded tensors until those are coded. */
-ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
-                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params,
+                                     const ckpz_mpi_tensor *t, size_t n, const char *out_path, ckpz_stats *stats);
 
 /* ---- one state to many ranks (seed 001's sync strategies) ---- */
 /* Root compresses its data (size bytes) with params, against params->base when set (a
@@ -67,8 +82,8 @@ ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, c
  * and broadcasts the compressed bytes; every other rank verifies them (every checksum)
  * and decodes them into its data (room for size bytes, which must be the root's size).
  * *moved (may be NULL): the bytes broadcast. */
-ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
-                          uint64_t *moved, char *why, size_t why_cap);
+ckpz_error ckpz_mpi_bcast(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, int root, void *data,
+                          size_t size, uint64_t *moved);
 
 /* Every rank holds its own copy of a state that should be the same everywhere (data-
  * parallel replicas): the ranks check that it is, by the CRC-32C of every chunk (only
@@ -76,8 +91,8 @@ ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, vo
  * ckpz_mpi_compress_file does. Copies that differ: CKPZ_ERR_CORRUPT naming the lowest
  * rank whose copy differs from rank 0's and the first tensor where it does; nothing is
  * written. */
-ckpz_error ckpz_mpi_compress_same(MPI_Comm comm, const ckpz_params *params, const void *data, size_t size,
-                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap);
+ckpz_error ckpz_mpi_compress_same(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const void *data,
+                                  size_t size, const char *out_path, ckpz_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -158,7 +158,7 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
-    a->info = (ckpz_archive_info){h.version, (ckpz_input_format)h.format, t.original_size, file_size,
+    a->info = (ckpz_archive_info){sizeof a->info, h.version, (ckpz_input_format)h.format, t.original_size, file_size,
                                   h.chunk_size, t.content_crc, a->ne, a->nc, h.lossy};
     free(ib);
     *out = a;
@@ -169,18 +169,27 @@ fail:
     return err;
 }
 
-void ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info) { *info = a->info; }
-
-void ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info)
+ckpz_error ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info)
 {
-    base_info_fill(a->based ? &a->base : NULL, info);
+    if (OUT_CHECK(NULL, info, "ckpz_archive_info")) return CKPZ_ERR_PARAM;
+    OUT_GIVE(info, &a->info);
+    return CKPZ_OK;
 }
 
-ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
+ckpz_error ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info *info)
 {
-    if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
+    if (OUT_CHECK(NULL, info, "ckpz_base_info")) return CKPZ_ERR_PARAM;
+    ckpz_base_info mine;
+    base_info_fill(a->based ? &a->base : NULL, &mine);
+    OUT_GIVE(info, &mine);
+    return CKPZ_OK;
+}
+
+static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
+{
     const ctr_entry *e = &a->e[i];
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     out->name = e->name;
     out->dtype = (ckpz_dtype)e->dtype;
     out->ndim = e->ndim;
@@ -207,6 +216,15 @@ ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *out
         double range = l->vmax > l->vmin ? l->vmax - l->vmin : 0;
         out->psnr = out->rmse > 0 && range > 0 ? 20 * log10(range / out->rmse) : INFINITY;
     }
+}
+
+ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e)
+{
+    if (OUT_CHECK(NULL, e, "ckpz_entry")) return CKPZ_ERR_PARAM;
+    if (i >= a->ne) return CKPZ_ERR_NOT_FOUND;
+    ckpz_entry mine;
+    entry_fill(a, i, &mine);
+    OUT_GIVE(e, &mine);
     return CKPZ_OK;
 }
 

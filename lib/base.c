@@ -27,6 +27,7 @@ ckpz_error base_verify(ckpz_ctx *ctx, const ctr_base *b, const ckpz_params *p)
 void base_info_fill(const ctr_base *b, ckpz_base_info *info)
 {
     memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
     if (!b) return;
     info->needed = 1;
     info->size = b->size;
@@ -36,13 +37,11 @@ void base_info_fill(const ctr_base *b, ckpz_base_info *info)
     info->name[b->name_len] = 0;
 }
 
-ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info)
+static ckpz_error base_info_read(ckpz_ctx *ctx, const uint8_t *p, size_t n, ckpz_base_info *info)
 {
-    ctx_clear(ctx);
-    const uint8_t *p = head;
     ctr_header h;
     ckpz_error err;
-    memset(info, 0, sizeof *info);
+    base_info_fill(NULL, info);
     if (n < 8 || memcmp(p, ctr_magic, 8) != 0) return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "not a ckpz file");
     if (n < CTR_HEADER_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated inside its header");
     if ((err = ctr_header_read(ctx, p, &h))) return err;
@@ -52,4 +51,14 @@ ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_b
     if ((err = ctr_base_frame_read(ctx, p + CTR_HEADER_SIZE, n - CTR_HEADER_SIZE, &b, &used))) return err;
     base_info_fill(&b, info);
     return CKPZ_OK;
+}
+
+ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_base_info *info)
+{
+    ctx_clear(ctx);
+    if (OUT_CHECK(ctx, info, "ckpz_base_info")) return CKPZ_ERR_PARAM;
+    ckpz_base_info mine;
+    ckpz_error err = base_info_read(ctx, head, n, &mine);
+    OUT_GIVE(info, &mine); /* zeroed on failure */
+    return err;
 }

@@ -20,6 +20,7 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     ckpz_params p; /* with the hooks in effect (io_resolve) */
     ckpz_source in;
     ckpz_sink out;
+    if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
     uint64_t size_hint = in.size;
@@ -89,12 +90,8 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
         }
     }
     if (stats) {
-        stats->original_bytes = w.original;
-        stats->compressed_bytes = w.pos;
-        stats->tensor_bytes = pl.tensor_bytes;
-        stats->tensors = pl.tensors;
-        stats->chunks = w.nc;
-        stats->format = pl.segs.format;
+        ckpz_stats st = {sizeof st, w.original, w.pos, pl.tensor_bytes, pl.tensors, w.nc, pl.segs.format};
+        OUT_GIVE(stats, &st);
     }
     goto done;
 nomem:

@@ -300,6 +300,7 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     ckpz_params p; /* with the hooks in effect (io_resolve) */
     ckpz_source in;
     ckpz_sink out;
+    if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
     if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
@@ -354,13 +355,11 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         if ((err = retire(&d, j))) goto fail;
     if ((err = finish(&d))) goto fail;
     if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->original_bytes = d.original;
-        stats->compressed_bytes = d.in_pos;
-        stats->chunks = d.nc;
-        stats->format = (ckpz_input_format)h.format;
+        ckpz_stats st = {.struct_size = sizeof st, .original_bytes = d.original, .compressed_bytes = d.in_pos,
+                         .chunks = d.nc, .format = (ckpz_input_format)h.format};
         for (size_t i = 0; i < d.ne; i++)
-            if (d.e[i].dtype != CKPZ_DTYPE_NONE) stats->tensors++;
+            if (d.e[i].dtype != CKPZ_DTYPE_NONE) st.tensors++;
+        OUT_GIVE(stats, &st);
     }
     goto done;
 nomem:

@@ -1,5 +1,5 @@
-/* split.c — one compression split over processes (ckpz.h "one compression, many
- * processes"; libckpz_mpi is its user). Every process plans the whole input without
+/* split.c — one compression split over processes (ckpz_experimental.h "one compression,
+ * many processes"; libckpz_mpi is its user). Every process plans the whole input without
  * reading the chunks' bytes (plan.c with a skip callback: only the bytes the format
  * readers ask for are read), codes the chunks it is given with the coder the serial
  * encoder uses (encode.c), and, once every chunk's small fixed-size result is known to
@@ -20,6 +20,7 @@
 #include "common/pipeline.h"
 #include "encode.h"
 #include "io/io.h"
+#include "split.h"
 #include "workmem.h"
 
 _Static_assert(sizeof(chunk_result) <= CKPZ_SPLIT_RECORD_SIZE, "a record holds a chunk_result");
@@ -253,8 +254,8 @@ done:
  * 353 MB, 1 rank, 1.1 s user + 1.7 s sys against serial ckpz's 0.25 + 0.2 s). Room for
  * every frame is taken once: growing it would copy the frames and touch fresh pages
  * again. */
-ckpz_error ckpz_split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
-                           size_t *coded_len)
+ckpz_error split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, void *records, void **coded,
+                      size_t *coded_len)
 {
     *coded = NULL;
     *coded_len = 0;
@@ -309,11 +310,11 @@ static int collect_write(void *opaque, const void *buf, size_t n)
  * first + n), whose bytes become out's pieces (and out's head when it starts, its tail
  * when it reaches the last chunk). The writer keeps what crosses calls (a run of copies
  * not yet written, the seek table, the entries' chunk counts). */
-ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first,
-                          uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out)
+static ckpz_error lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first, uint64_t n,
+                      const void *coded, size_t coded_len, ckpz_split_out *out)
 {
-    ctx_clear(ctx);
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     uint64_t from = s->laying ? s->laid : 0;
     if (upto > s->nc || upto < from || (n && (first < from || first > upto || n > upto - first))) {
         writer_free(&s->w);
@@ -384,7 +385,7 @@ ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uin
         out->file_size = w->pos;
         if (upto == s->nc) {
             out->content_checksum = w->content_crc;
-            out->stats = (ckpz_stats){w->original, w->pos, s->pl.tensor_bytes, s->pl.tensors, w->nc, s->pl.segs.format};
+            out->stats = (ckpz_stats){sizeof out->stats, w->original, w->pos, s->pl.tensor_bytes, s->pl.tensors, w->nc, s->pl.segs.format};
         }
         s->laid = upto;
     } else {
@@ -398,12 +399,30 @@ ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uin
     return err;
 }
 
-ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
-                            const void *coded, size_t coded_len, ckpz_split_out *out)
+/* The pointers out holds must lie within its struct_size: ckpz_split_out_free frees them. */
+#define SPLIT_OUT_MIN offsetof(ckpz_split_out, stats)
+
+ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first,
+                          uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out)
+{
+    ctx_clear(ctx);
+    if (OUT_CHECK(ctx, out, "ckpz_split_out")) return CKPZ_ERR_PARAM;
+    if (out->struct_size < SPLIT_OUT_MIN)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_split_out.struct_size %zu does not hold its pointers (%zu)",
+                        out->struct_size, (size_t)SPLIT_OUT_MIN);
+    ckpz_split_out mine;
+    ckpz_error err = lay(ctx, s, records, upto, first, n, coded, coded_len, &mine);
+    OUT_GIVE(out, &mine);
+    return err;
+}
+
+ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
+                       const void *coded, size_t coded_len, ckpz_split_out *out)
 {
     if (first > s->nc || n > s->nc - first) {
         ctx_clear(ctx);
-        memset(out, 0, sizeof *out);
+        ckpz_split_out none = {.struct_size = sizeof none};
+        if (out->struct_size >= sizeof(size_t)) OUT_GIVE(out, &none);
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu of %zu", (unsigned long long)first,
                         (unsigned long long)(first + n), s->nc);
     }
@@ -413,7 +432,8 @@ ckpz_error ckpz_split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, u
 
 void ckpz_split_out_free(ckpz_split_out *o)
 {
-    if (!o) return;
+    if (!o || o->struct_size < SPLIT_OUT_MIN) return;
     free(o->head), free(o->pieces), free(o->frames), free(o->tail);
-    memset(o, 0, sizeof *o);
+    ckpz_split_out none = {.struct_size = sizeof none};
+    OUT_GIVE(o, &none);
 }

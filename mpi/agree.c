@@ -5,12 +5,25 @@
 
 #include "internal.h"
 
-void mr_init(run *r, MPI_Comm comm)
+void mr_init(run *r, MPI_Comm comm, ckpz_ctx *caller, const ckpz_stats *stats)
 {
     memset(r, 0, sizeof *r);
     r->comm = comm;
     MPI_Comm_rank(comm, &r->rank);
     MPI_Comm_size(comm, &r->size);
+    r->caller = caller;
+    r->ctx = caller ? caller : (r->own = ckpz_ctx_create());
+    if (!r->ctx) mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
+    /* as libckpz checks the structs it fills (ckpz.h) */
+    if (stats && (stats->struct_size < sizeof(size_t) || stats->struct_size > sizeof *stats))
+        mr_fail(r, CKPZ_ERR_PARAM, "ckpz_stats.struct_size %zu is not a size of it this library fills (%zu to %zu)",
+                stats->struct_size, sizeof(size_t), sizeof *stats);
+}
+
+void mr_give_stats(ckpz_stats *out, const ckpz_stats *mine)
+{
+    size_t have = out->struct_size < sizeof *out ? out->struct_size : sizeof *out;
+    if (have > sizeof have) memcpy((char *)out + sizeof have, (const char *)mine + sizeof have, have - sizeof have);
 }
 
 /* Records this rank's first failure (later ones are consequences). */
@@ -64,9 +77,9 @@ ckpz_error mr_agree(run *r)
     return r->err;
 }
 
-ckpz_error mr_finish(run *r, char *why, size_t cap)
+ckpz_error mr_finish(run *r)
 {
-    if (why && cap) snprintf(why, cap, "%s", r->err ? r->msg : "");
-    return r->err;
+    ckpz_ctx_free(r->own);
+    return ckpz_ctx_report(r->caller, r->err, r->err ? r->msg : "");
 }
 

@@ -64,6 +64,14 @@ static int open_input(run *r, const char *path, ckpz_fd *f, ckpz_source *src)
     return 0;
 }
 
+/* A caller's source: the ranks read it at offsets. 0, or -1 with r failed. */
+static int check_source(run *r, const ckpz_source *src)
+{
+    if (src && src->pread && src->size != CKPZ_SIZE_UNKNOWN) return 0;
+    mr_fail(r, CKPZ_ERR_PARAM, "the ranks read the input at offsets: the source needs pread and a size");
+    return -1;
+}
+
 /* The output: rank 0 publishes it (a temporary file beside out_path), the ranks open it. */
 typedef struct output {
     const char *path; /* the final name, for messages */
@@ -284,7 +292,7 @@ typedef struct layout {
  * none), and writes this rank's bytes of them (rank 0: the head and the tail too). */
 static void lay_write(run *r, ckpz_ctx *ctx, layout *l, output *o, uint64_t upto, const slice *mine)
 {
-    ckpz_split_out so;
+    ckpz_split_out so = {.struct_size = sizeof so};
     ckpz_error e = ckpz_split_lay(ctx, l->s, l->records, upto, mine ? mine->first : 0, mine ? mine->n : 0,
                                   mine ? mine->coded : NULL, mine ? mine->len : 0, &so);
     if (e) {
@@ -481,7 +489,7 @@ void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const 
     if (!stop && !r->err && !l.ended)
         mr_fail(r, CKPZ_ERR_PARAM, "%s: chunk %llu was given to no rank", out_path, (unsigned long long)l.frontier);
     output_close(r, &o, out_path);
-    if (!r->err && stats) *stats = l.stats;
+    if (!r->err && stats) mr_give_stats(stats, &l.stats);
 out:
     if (o.called) output_close(r, &o, out_path);
     for (size_t i = 0; i < l.npend; i++) free(l.pend[i].coded);
@@ -494,21 +502,27 @@ out:
     ckpz_split_free(s);
 }
 
-ckpz_error ckpz_mpi_compress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
-                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+ckpz_error ckpz_mpi_compress(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, const ckpz_source *src,
+                             const char *out_path, ckpz_stats *stats)
 {
     run r;
-    mr_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
+    mr_init(&r, comm, caller, stats);
+    int ok = !r.err && check_source(&r, src) == 0;
+    mr_compress_source(&r, r.ctx, params, ok ? src : NULL, out_path, stats, NULL, NULL, NULL);
+    return mr_finish(&r);
+}
+
+ckpz_error ckpz_mpi_compress_file(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                  const char *out_path, ckpz_stats *stats)
+{
+    run r;
+    mr_init(&r, comm, caller, stats);
     ckpz_fd f = {.fd = -1};
     ckpz_source src;
-    int ok = 0;
-    if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    else ok = open_input(&r, in_path, &f, &src) == 0;
-    mr_compress_source(&r, ctx, params, ok ? &src : NULL, out_path, stats, NULL, NULL, NULL);
+    int ok = !r.err && open_input(&r, in_path, &f, &src) == 0;
+    mr_compress_source(&r, r.ctx, params, ok ? &src : NULL, out_path, stats, NULL, NULL, NULL);
     if (f.fd >= 0) close(f.fd);
-    ckpz_ctx_free(ctx);
-    return mr_finish(&r, why, why_cap);
+    return mr_finish(&r);
 }
 
 /* Every rank's failures, seen without holding the ranks in step: a loop of the same
@@ -551,37 +565,34 @@ static uint64_t piece(const ckpz_archive *a, uint64_t k, uint64_t stop, uint64_t
     return end - at;
 }
 
-ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, const char *in_path,
-                                    const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+/* Collective: the ranks restore src (each rank's own source of the .ckpz file; NULL on a
+ * rank that already failed) into out_path (NULL: verify only). */
+static void restore(run *r, const ckpz_params *params, const ckpz_source *src, const char *out_path,
+                    ckpz_stats *stats)
 {
-    run r;
-    mr_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    ckpz_fd f = {.fd = -1};
-    ckpz_source src;
+    MPI_Comm comm = r->comm;
+    ckpz_ctx *ctx = r->ctx;
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     output o;
     uint8_t *buf = NULL;
     memset(&o, 0, sizeof o);
-    memset(&info, 0, sizeof info);
 
-    if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    else if (open_input(&r, in_path, &f, &src) == 0) {
-        ckpz_error e = ckpz_archive_open_io(ctx, params, &src, &a);
+    if (src && !r->err) {
+        ckpz_error e = ckpz_archive_open_io(ctx, params, src, &a);
         /* what the ranks' chunk reads never touch, as serial ckpz's sequential decoder
          * reads it: the entry frames and the frames' layout (small: one rank does it) */
-        if (!e && r.rank == 0) e = ckpz_archive_check_frames(ctx, a);
-        if (e) mr_fail_ctx(&r, e, ctx);
+        if (!e && r->rank == 0) e = ckpz_archive_check_frames(ctx, a);
+        if (e) mr_fail_ctx(r, e, ctx);
         else ckpz_archive_get_info(a, &info);
     }
-    if (mr_agree(&r)) goto out;
+    if (mr_agree(r)) goto out;
 
     /* This rank's share: whole chunks (as compressing splits them), restored in pieces of
      * whole chunks of about RESTORE_PIECE bytes, each decoded into one buffer that is
      * checksummed and written while the cache still holds it; no chunk is decoded twice. */
     uint64_t size = info.original_size, k0 = 0, nk = 0, lo, hi, len;
-    share(&r, r.rank, 0, info.chunks, archive_chunk, a, &k0, &nk);
+    share(r, r->rank, 0, info.chunks, archive_chunk, a, &k0, &nk);
     ckpz_archive_chunk(a, k0, &lo, &len);
     ckpz_archive_chunk(a, k0 + nk, &hi, &len);
     unsigned long long mine = 0, rounds = 0;
@@ -591,66 +602,84 @@ ckpz_error ckpz_mpi_decompress_file(MPI_Comm comm, const ckpz_params *params, co
         if (n > cap) cap = (size_t)n;
     }
     MPI_Allreduce(&mine, &rounds, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
-    if (mine && !(buf = malloc(cap))) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
-    if (mr_agree(&r)) goto out;
+    if (mine && !(buf = malloc(cap))) mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
+    if (mr_agree(r)) goto out;
     if (out_path) {
-        output_open(&r, &o, out_path);
-        if (r.err) goto out;
+        output_open(r, &o, out_path);
+        if (r->err) goto out;
     }
     uint32_t crc = 0;
     uint64_t next = k0; /* the first chunk of this rank's next piece */
     watch w = {MPI_REQUEST_NULL, 0, 0};
-    for (unsigned long long i = 0; i < rounds && !watch_round(&r, &w, i); i++) {
+    for (unsigned long long i = 0; i < rounds && !watch_round(r, &w, i); i++) {
         uint64_t at;
         ckpz_archive_chunk(a, next, &at, &len);
         size_t n = (size_t)piece(a, next, k0 + nk, &next); /* 0 past this rank's last piece */
-        if (!n || r.err) continue;
+        if (!n || r->err) continue;
         ckpz_span span = {at, n, buf};
         ckpz_error e = ckpz_archive_read(ctx, a, &span, 1);
-        if (e) mr_fail_ctx(&r, e, ctx);
+        if (e) mr_fail_ctx(r, e, ctx);
         else crc = ckpz_crc32c(crc, buf, n);
-        if (o.called) write_pieces(&r, &o, at, &(ckpz_piece){buf, n}, 1);
+        if (o.called) write_pieces(r, &o, at, &(ckpz_piece){buf, n}, 1);
     }
     MPI_Wait(&w.req, MPI_STATUS_IGNORE);
-    mr_agree(&r);
-    if (!r.err) {
+    mr_agree(r);
+    if (!r->err) {
         /* the whole file's checksum from the ranks' parts, in rank order */
         struct {
             uint32_t crc;
             uint32_t pad;
             uint64_t len;
-        } part = {crc, 0, hi - lo}, *parts = r.rank == 0 ? calloc((size_t)r.size, sizeof *parts) : NULL;
-        int ok = r.rank != 0 || parts != NULL, all_ok = 0;
+        } part = {crc, 0, hi - lo}, *parts = r->rank == 0 ? calloc((size_t)r->size, sizeof *parts) : NULL;
+        int ok = r->rank != 0 || parts != NULL, all_ok = 0;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
         if (!all_ok) {
-            mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
+            mr_fail(r, CKPZ_ERR_NOMEM, "out of memory");
         } else {
             MPI_Gather(&part, (int)sizeof part, MPI_BYTE, parts, (int)sizeof part, MPI_BYTE, 0, comm);
-            if (r.rank == 0) {
+            if (r->rank == 0) {
                 uint32_t whole = 0;
-                for (int k = 0; k < r.size; k++) whole = ckpz_crc32c_combine(whole, parts[k].crc, parts[k].len);
+                for (int k = 0; k < r->size; k++) whole = ckpz_crc32c_combine(whole, parts[k].crc, parts[k].len);
                 if (whole != info.content_checksum)
-                    mr_fail(&r, CKPZ_ERR_CHECKSUM,
+                    mr_fail(r, CKPZ_ERR_CHECKSUM,
                          "content checksum mismatch: the restored bytes have CRC-32C %08x, the file says %08x",
                          (unsigned)whole, (unsigned)info.content_checksum);
             }
         }
         free(parts);
-        mr_agree(&r);
+        mr_agree(r);
     }
-    if (o.called) output_close(&r, &o, out_path);
-    if (!r.err && stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->original_bytes = size;
-        stats->compressed_bytes = info.compressed_size;
-        stats->chunks = info.chunks;
-        stats->format = info.format;
+    if (o.called) output_close(r, &o, out_path);
+    if (!r->err && stats) {
+        ckpz_stats st = {.struct_size = sizeof st, .original_bytes = size, .compressed_bytes = info.compressed_size,
+                         .chunks = info.chunks, .format = info.format};
+        mr_give_stats(stats, &st);
     }
 out:
-    if (o.called) output_close(&r, &o, out_path);
+    if (o.called) output_close(r, &o, out_path);
     free(buf);
     ckpz_archive_close(a);
+}
+
+ckpz_error ckpz_mpi_decompress(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, const ckpz_source *src,
+                               const char *out_path, ckpz_stats *stats)
+{
+    run r;
+    mr_init(&r, comm, caller, stats);
+    int ok = !r.err && check_source(&r, src) == 0;
+    restore(&r, params, ok ? src : NULL, out_path, stats);
+    return mr_finish(&r);
+}
+
+ckpz_error ckpz_mpi_decompress_file(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, const char *in_path,
+                                    const char *out_path, ckpz_stats *stats)
+{
+    run r;
+    mr_init(&r, comm, caller, stats);
+    ckpz_fd f = {.fd = -1};
+    ckpz_source src;
+    int ok = !r.err && open_input(&r, in_path, &f, &src) == 0;
+    restore(&r, params, ok ? &src : NULL, out_path, stats);
     if (f.fd >= 0) close(f.fd);
-    ckpz_ctx_free(ctx);
-    return mr_finish(&r, why, why_cap);
+    return mr_finish(&r);
 }

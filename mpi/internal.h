@@ -6,6 +6,8 @@
 #ifndef CKPZ_MPI_INTERNAL_H
 #define CKPZ_MPI_INTERNAL_H
 
+#define CKPZ_EXPERIMENTAL /* the split calls */
+#include "ckpz.h"
 #include "ckpz_mpi.h"
 
 #define MSG_MAX 512
@@ -16,9 +18,16 @@ typedef struct run {
     ckpz_error err;
     int agreed;  /* err is every rank's (set by agree on all ranks alike) */
     char msg[MSG_MAX];
+    ckpz_ctx *ctx;     /* the library calls': the caller's, else own */
+    ckpz_ctx *own;     /* made for a caller that gave none; mr_finish frees it */
+    ckpz_ctx *caller;  /* mr_finish leaves the call's message there */
 } run;
 
-void mr_init(run *r, MPI_Comm comm);
+/* A call's start: its ranks, the context its library calls use (the caller's, else a
+ * new one), and the check of the caller's stats struct (may be NULL), failing r. */
+void mr_init(run *r, MPI_Comm comm, ckpz_ctx *caller, const ckpz_stats *stats);
+/* The whole call's stats into the caller's, as far as its struct_size reaches. */
+void mr_give_stats(ckpz_stats *out, const ckpz_stats *mine);
 /* Records this rank's first failure (later ones are consequences). */
 void mr_fail(run *r, ckpz_error code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mr_fail_ctx(run *r, ckpz_error code, ckpz_ctx *ctx);
@@ -26,8 +35,9 @@ void mr_fail_mpi(run *r, const char *path, const char *doing, int rc);
 /* Collective: the lowest failing rank's code and message, on every rank (with the
  * rank's number when there are several). Once agreed, later calls return it at once. */
 ckpz_error mr_agree(run *r);
-/* The call's result: the code, and the message into why[0..cap). */
-ckpz_error mr_finish(run *r, char *why, size_t cap);
+/* The call's result: the code, and the message in the caller's context ("" on
+ * success); frees the call's own context. */
+ckpz_error mr_finish(run *r);
 
 /* Room for n bytes written once and in bulk (room.c); free() it. */
 void *mr_room(size_t n);

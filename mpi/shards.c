@@ -100,12 +100,12 @@ static void planned(run *r, ckpz_split *s, const void *arg)
     ((vfile *)arg)->planning = 0;
 }
 
-ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t, size_t n,
-                                     const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params,
+                                     const ckpz_mpi_tensor *t, size_t n, const char *out_path, ckpz_stats *stats)
 {
     run r;
-    mr_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
+    mr_init(&r, comm, caller, stats);
+    ckpz_ctx *ctx = r.ctx;
     uint8_t *desc = NULL, *all = NULL, *small = NULL, *all_small = NULL;
     int *counts = calloc((size_t)r.size, sizeof(int)), *displs = calloc((size_t)r.size, sizeof(int));
     vfile v = {0};
@@ -246,6 +246,5 @@ ckpz_error ckpz_mpi_compress_tensors(MPI_Comm comm, const ckpz_params *params, c
 out:
     free(desc), free(all), free(small), free(all_small), free(counts), free(displs);
     free(v.head), free(v.t);
-    ckpz_ctx_free(ctx);
-    return mr_finish(&r, why, why_cap);
+    return mr_finish(&r);
 }

@@ -18,12 +18,12 @@ static void bcast_bytes(MPI_Comm comm, void *buf, uint64_t n, int root)
         MPI_Bcast((char *)buf + at, (int)(n - at < BCAST_PIECE ? n - at : BCAST_PIECE), MPI_BYTE, root, comm);
 }
 
-ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
-                          uint64_t *moved, char *why, size_t why_cap)
+ckpz_error ckpz_mpi_bcast(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, int root, void *data,
+                          size_t size, uint64_t *moved)
 {
     run r;
-    mr_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
+    mr_init(&r, comm, caller, NULL);
+    ckpz_ctx *ctx = r.ctx;
     ckpz_mem packed = {0};
     unsigned long long clen = 0;
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
@@ -59,8 +59,7 @@ ckpz_error ckpz_mpi_bcast(MPI_Comm comm, const ckpz_params *params, int root, vo
     if (moved) *moved = clen;
 done:
     free(packed.data);
-    ckpz_ctx_free(ctx);
-    return mr_finish(&r, why, why_cap);
+    return mr_finish(&r);
 }
 
 typedef struct same_arg {
@@ -101,18 +100,17 @@ out:
     free(ref);
 }
 
-ckpz_error ckpz_mpi_compress_same(MPI_Comm comm, const ckpz_params *params, const void *data, size_t size,
-                                  const char *out_path, ckpz_stats *stats, char *why, size_t why_cap)
+ckpz_error ckpz_mpi_compress_same(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, const void *data,
+                                  size_t size, const char *out_path, ckpz_stats *stats)
 {
     run r;
-    mr_init(&r, comm);
-    ckpz_ctx *ctx = ckpz_ctx_create();
+    mr_init(&r, comm, caller, stats);
+    ckpz_ctx *ctx = r.ctx;
     ckpz_mem in = {.data = (void *)data, .size = size};
     ckpz_source src;
     same_arg arg = {data};
     ckpz_source_mem(&src, &in);
     if (!ctx) mr_fail(&r, CKPZ_ERR_NOMEM, "out of memory");
     mr_compress_source(&r, ctx, params, ctx ? &src : NULL, out_path, stats, check_same, NULL, &arg);
-    ckpz_ctx_free(ctx);
-    return mr_finish(&r, why, why_cap);
+    return mr_finish(&r);
 }

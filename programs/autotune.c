@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_tune */
 #include "autotune.h"
 
 static int to_stderr(void *opaque, const void *buf, size_t n)
@@ -23,7 +24,7 @@ int autotune_choose(const fio_prefs *p, const char *path, const void *base, size
     struct stat st;
     ckpz_source src;
     ckpz_params params;
-    ckpz_tune_result r;
+    ckpz_tune_result r = {.struct_size = sizeof r};
     int rc = -1;
     ckpz_ctx *ctx = ckpz_ctx_create();
     out->policy = NULL;

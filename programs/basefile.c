@@ -119,7 +119,7 @@ int fio_base_load(const fio_prefs *p, const char *path, fio_base *b)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_chain *c = NULL;
-    ckpz_base_info info;
+    ckpz_base_info info = {.struct_size = sizeof info};
     fio_base cur, next;
     memset(b, 0, sizeof(*b));
     memset(&cur, 0, sizeof(cur));
@@ -165,7 +165,7 @@ fail:
 int fio_base_for_head(const fio_prefs *p, const char *src, const unsigned char *head, size_t hlen, fio_base *cache,
                       const fio_base **out)
 {
-    ckpz_base_info info;
+    ckpz_base_info info = {.struct_size = sizeof info};
     ckpz_ctx *ctx;
     char *path = NULL;
     *out = NULL;

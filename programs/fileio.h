@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_publish_*: how outputs are put in place */
+#include "ckpz.h"
 #include "prefs.h"
 
 #define FIO_BUF_SIZE (4u << 20)

@@ -22,6 +22,7 @@
 
 #include "display.h"
 #include "filelist.h"
+#include "fileio.h" /* ckpz_publish_is_temp (experimental) */
 
 #define MAX_DEPTH 512 /* directories inside directories; deeper trees are refused */
 

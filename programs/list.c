@@ -138,8 +138,8 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
 {
     fio_in in;
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
-    ckpz_entry e;
+    ckpz_archive_info info = {.struct_size = sizeof info};
+    ckpz_entry e = {.struct_size = sizeof e};
     uint64_t i, tensors = 0;
     int wname = 4, wdtype = 5, wshape = 5, widx = 1, verbose = p->verbosity >= 3;
     char shape[256], h1[32], h2[32], r[32], *nbuf = NULL;
@@ -246,15 +246,14 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                    (unsigned long long)info.compressed_size);
     }
     {
-        ckpz_base_info bi;
+        ckpz_base_info bi = {.struct_size = sizeof bi};
         ckpz_archive_get_base(a, &bi);
         if (bi.needed) {
             uint64_t based = 0;
             for (i = 0; i < info.entries; i++)
                 if (ckpz_archive_entry(a, i, &e) == CKPZ_OK && e.based) based++;
             /* the recorded name is data from the file: print it escaped */
-            ckpz_entry shown;
-            memset(&shown, 0, sizeof(shown));
+            ckpz_entry shown = {.struct_size = sizeof shown};
             shown.name = bi.name;
             shown.dtype = CKPZ_DTYPE_F32;
             display_name(&shown, 0, &nbuf, &ncap);
@@ -356,8 +355,8 @@ void fio_lossy_report(ckpz_ctx *ctx, const fio_prefs *p, const char *name)
 {
     fio_in in;
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
-    ckpz_entry e;
+    ckpz_archive_info info = {.struct_size = sizeof info};
+    ckpz_entry e = {.struct_size = sizeof e};
     if (p->verbosity >= 3) list_one(ctx, p, name, 1);
     if (p->verbosity < 1 || archive_open(ctx, p, &in, name, NULL, &a) != 0) return;
     ckpz_archive_get_info(a, &info);

@@ -131,7 +131,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
     ckpz_source from;
     ckpz_sink to;
     ckpz_params params;
-    ckpz_stats stats;
+    ckpz_stats stats = {.struct_size = sizeof stats};
     fio_progress pg;
     ckpz_error e;
     double t0, dt;
@@ -162,7 +162,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
     }
     fio_in_source(&in, &from);
     fio_out_sink(&out, &to); /* a file can be patched: the base's CRC needs no pass of its own */
-    memset(&stats, 0, sizeof(stats));
+    stats = (ckpz_stats){.struct_size = sizeof stats};
     fio_progress_start(&pg, in.name, p, &from);
     struct rusage ru0;
     getrusage(RUSAGE_SELF, &ru0);
@@ -174,7 +174,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
          * back to back, as zstd does with frames */
         in.split = 1;
         for (;;) {
-            ckpz_stats one;
+            ckpz_stats one = {.struct_size = sizeof one};
             e = ckpz_decompress_io(ctx, &params, &from, has_out ? &to : NULL, &one);
             if (e != CKPZ_OK) break;
             add_stats(&stats, &one);

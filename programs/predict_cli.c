@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "display.h"
 #include "predict_cli.h"
@@ -133,7 +134,7 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
             continue;
         }
         show s = {features, pp.features_only, n > 1, i == 0, name, 0, 0};
-        ckpz_predict_total tot;
+        ckpz_predict_total tot = {.struct_size = sizeof tot};
         double t0 = fio_now();
         ckpz_error e = ckpz_predict_file(ctx, &pp, ckpz_fd_pread, &f, (uint64_t)st.st_size, show_one, &s, &tot);
         double dt = fio_now() - t0;

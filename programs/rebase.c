@@ -20,8 +20,8 @@ static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_ba
     size_t packed_size = 0;
     uint64_t orig_size = 0;
     ckpz_params params;
-    ckpz_base_info bi;
-    ckpz_stats stats;
+    ckpz_base_info bi = {.struct_size = sizeof bi};
+    ckpz_stats stats = {.struct_size = sizeof stats};
     fio_out out;
     fio_prefs wp = *p;
     struct stat st;

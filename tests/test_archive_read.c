@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "memfile.h"
 #include "testutil.h"
@@ -191,12 +192,12 @@ static void check_read(ckpz_ctx *ctx, ckpz_archive *a, const spanset *ss, const 
 /* Every entry as a span (in reverse order), then the whole file as one. */
 static void check_entries(ckpz_ctx *ctx, ckpz_archive *a, const uint8_t *want, const char *what)
 {
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     ckpz_archive_get_info(a, &info);
     spanset ss;
     spans_alloc(&ss, info.entries);
     for (uint64_t i = info.entries; i-- > 0;) {
-        ckpz_entry en;
+        ckpz_entry en = {.struct_size = sizeof en};
         CHECK(ckpz_archive_entry(a, i, &en) == CKPZ_OK);
         spans_add(&ss, en.offset, en.length);
     }
@@ -213,13 +214,13 @@ static void check_entries(ckpz_ctx *ctx, ckpz_archive *a, const uint8_t *want, c
  * that repeat an earlier span's range. */
 static void random_spans(spanset *ss, ckpz_archive *a, size_t n)
 {
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     ckpz_archive_get_info(a, &info);
     uint64_t size = info.original_size;
     spans_alloc(ss, n);
     while (ss->n < n) {
         uint64_t off, len;
-        ckpz_entry en;
+        ckpz_entry en = {.struct_size = sizeof en};
         switch (rng() % 7) {
         case 0: /* across an entry boundary */
             ckpz_archive_entry(a, rng() % info.entries, &en);
@@ -279,7 +280,7 @@ static void test_lossless(void)
         cfile cf;
         ckpz_archive *a = open_z(ctx, &cf, z, zl, threads, NULL, 0, NULL, NULL);
         if (!a) continue;
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         CHECK(info.chunks > 20 && info.entries >= NT + 1);
         snprintf(what, sizeof what, "entries T%d", threads);
@@ -296,7 +297,7 @@ static void test_lossless(void)
         }
         /* every byte its own span, over the end of the first tensor */
         {
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             CHECK(ckpz_archive_entry(a, 2, &en) == CKPZ_OK);
             spanset ss;
             spans_alloc(&ss, 64);
@@ -401,7 +402,7 @@ static void test_lossy(void)
         cfile cf;
         ckpz_archive *a = open_z(ctx, &cf, z, zl, threads, NULL, 0, NULL, NULL);
         if (!a) continue;
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         CHECK(info.lossy);
         check_entries(ctx, a, full, "lossy entries");
@@ -446,7 +447,7 @@ static void test_delta(void)
         ckpz_archive *a = open_z(ctx, &cf, z, zl, threads, base, bl, NULL, NULL);
         if (!a) continue;
         uint64_t idx;
-        ckpz_entry en;
+        ckpz_entry en = {.struct_size = sizeof en};
         CHECK(ckpz_archive_find(ctx, a, "same", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK);
         CHECKF(en.based && en.chunks == 1 && en.length > 4 * CHUNK, "'same': %llu chunks",
                (unsigned long long)en.chunks);
@@ -463,7 +464,7 @@ static void test_delta(void)
         /* without the base */
         a = open_z(ctx, &cf, z, zl, threads, NULL, 0, NULL, NULL);
         if (!a) continue;
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         int based = 0, alone = 0;
         for (uint64_t i = 0; i < info.entries; i++) {
@@ -520,7 +521,7 @@ static void test_damage(void)
         if (!a) continue;
         /* chunk 5 is the fifth of "emb.weight" (entry 1; the header, opaque bytes, is
          * chunk 0: it does not lead a tensor's chunk) */
-        ckpz_entry en, hdr;
+        ckpz_entry en = {.struct_size = sizeof en}, hdr = {.struct_size = sizeof hdr};
         CHECK(ckpz_archive_entry(a, 0, &hdr) == CKPZ_OK && hdr.chunks == 1);
         CHECK(ckpz_archive_entry(a, 1, &en) == CKPZ_OK && !strcmp(en.name, "emb.weight") && en.chunks > 6);
         uint64_t k = 5, coff = en.offset + (k - 1) * CHUNK;
@@ -600,13 +601,13 @@ static void test_progress(void)
         cfile cf;
         ckpz_archive *a = open_z(ctx, &cf, z, zl, threads, NULL, 0, progress, &pr);
         if (!a) continue;
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         spanset ss;
         spans_alloc(&ss, info.entries + 1);
         uint64_t chunks = 0, total = 0;
         for (uint64_t i = 0; i < info.entries; i++) {
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             CHECK(ckpz_archive_entry(a, i, &en) == CKPZ_OK);
             if (i == 0 || i == 2 || i + 1 == info.entries) continue;
             spans_add(&ss, en.offset, en.length);

@@ -173,7 +173,7 @@ static uint64_t entries(blob z)
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_mem f = mem_in(z.p, z.n, 0);
     ckpz_archive *a = NULL;
-    ckpz_archive_info info = {0};
+    ckpz_archive_info info = {.struct_size = sizeof info};
     if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, z.n, &a) == CKPZ_OK) ckpz_archive_get_info(a, &info);
     ckpz_archive_close(a);
     ckpz_ctx_free(ctx);

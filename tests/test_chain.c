@@ -95,7 +95,7 @@ int main(void)
 
     /* the chain, and a restore through it from the bottom up */
     ckpz_chain *ch = NULL;
-    ckpz_base_info info;
+    ckpz_base_info info = {.struct_size = sizeof info};
     CHECKF(ckpz_chain_open(ctx, at("c.ckpz"), &ch) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
     CHECK(ckpz_chain_length(ch) == 3 && !strcmp(ckpz_chain_path(ch, 0), at("c.ckpz")) &&
           !strcmp(ckpz_chain_path(ch, 1), at("b.bin.ckpz")) && !strcmp(ckpz_chain_path(ch, 2), at("a.bin")));

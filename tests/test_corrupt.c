@@ -396,7 +396,7 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
         p.base = s->base;
         p.base_size = s->base_len;
         ckpz_mem r = mem_in(b, len, 4093);
-        ckpz_stats st;
+        ckpz_stats st = {.struct_size = sizeof st};
         ckpz_error e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, &st);
         if (e == CKPZ_OK) {
             CHECK(x->expect != MUST_FAIL, "%s: decompress_stream(wr=NULL) returned CKPZ_OK", what);
@@ -424,13 +424,13 @@ static void run_readers(const sample *s, const uint8_t *b, size_t len, const exp
             check_error("archive_open", what, e, ckpz_ctx_message(ctx), x, 0);
             CHECK(a == NULL, "%s: archive_open failed but returned an archive", what);
         } else {
-            ckpz_archive_info info;
+            ckpz_archive_info info = {.struct_size = sizeof info};
             ckpz_archive_get_info(a, &info);
             CHECK(info.original_size == s->olen, "%s: archive_open OK with original size %llu, not %zu", what,
                   (unsigned long long)info.original_size, s->olen);
             ckpz_mem w = mem_out(dst, s->olen + 1);
             for (uint64_t i = 0; i < info.entries; i++) {
-                ckpz_entry en;
+                ckpz_entry en = {.struct_size = sizeof en};
                 if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) {
                     CHECK(0, "%s: archive_entry(%llu) failed", what, (unsigned long long)i);
                     continue;
@@ -517,12 +517,12 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, zl, &a);
     CHECK(e == CKPZ_OK, "%s: cannot open the intact archive: %s", label, ckpz_ctx_message(ctx));
     if (a) {
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         CHECK(info.chunks == s->nchunks, "%s: archive has %llu chunks, layout walk found %zu", label,
               (unsigned long long)info.chunks, s->nchunks);
         for (uint64_t i = 0; i < info.entries && i < 64; i++) {
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             ckpz_archive_entry(a, i, &en);
             snprintf(s->ent[i].name, sizeof s->ent[i].name, "%s", en.name);
             s->ent[i].tensor = en.dtype != CKPZ_DTYPE_NONE;
@@ -1027,11 +1027,11 @@ static void test_base_errors(const sample *s)
         e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, s->zlen, &a);
         if (k == 0) { /* opens (for listing); extraction of a coded-against-base entry fails */
             CHECK(e == CKPZ_OK, "no base: archive_open: %s", ckpz_ctx_message(ctx));
-            ckpz_base_info bi;
+            ckpz_base_info bi = {.struct_size = sizeof bi};
             if (a) ckpz_archive_get_base(a, &bi);
             CHECK(a && bi.needed && bi.size == s->base_len && bi.depth == 1, "no base: archive_get_base");
             ckpz_mem w = mem_out(dst, s->olen);
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             uint64_t idx = 0;
             CHECK(a && ckpz_archive_find(ctx, a, "b", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK &&
                       en.based, "no base: tensor b is not coded against the base");

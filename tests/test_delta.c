@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"
@@ -93,7 +94,7 @@ static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, con
     ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
     uint64_t idx, c = UINT64_MAX;
-    ckpz_entry e;
+    ckpz_entry e = {.struct_size = sizeof e};
     *based = -1;
     if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK && ckpz_archive_find(ctx, a, name, &idx) == CKPZ_OK &&
         ckpz_archive_entry(a, idx, &e) == CKPZ_OK) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "memfile.h"
 #include "testutil.h"
@@ -203,7 +204,7 @@ static void test_calls(void)
     int calls = 0;
     s.progress = count_progress;
     s.progress_opaque = &calls;
-    ckpz_stats st;
+    ckpz_stats st = {.struct_size = sizeof st};
     CHECKF(ckpz_compress_io(ctx, &p, &s, &k, &st) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
     CHECK(k.patch && st.compressed_bytes == wlen && out.bytes > wlen && calls > 0); /* written, then patched */
     uint8_t *got = malloc(wlen + 1);

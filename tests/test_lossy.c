@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"
@@ -182,7 +183,7 @@ static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out
 {
     ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     memset(out, 0, NT * sizeof *out);
     if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) != CKPZ_OK) {
         CHECKF(0, "archive_open: %s", ckpz_ctx_message(ctx));
@@ -192,7 +193,7 @@ static void list_entries(ckpz_ctx *ctx, const uint8_t *z, size_t zl, listed *out
     CHECK(info.format_version == 5 && (z[10] & 2) && info.lossy); /* version 5, feature bit 1 (lossy) */
     for (int i = 0; i < NT; i++) {
         uint64_t idx;
-        ckpz_entry e;
+        ckpz_entry e = {.struct_size = sizeof e};
         if (ckpz_archive_find(ctx, a, T[i].name, &idx) || ckpz_archive_entry(a, idx, &e)) {
             CHECKF(0, "no entry %s", T[i].name);
             continue;
@@ -328,7 +329,7 @@ static void test_raw_shape(ckpz_ctx *ctx)
         sizes[shaped] = zl;
         ckpz_mem f = mem_in(z, zl, 0);
         ckpz_archive *a = NULL;
-        ckpz_entry en;
+        ckpz_entry en = {.struct_size = sizeof en};
         if (e == CKPZ_OK && ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK &&
             ckpz_archive_entry(a, 0, &en) == CKPZ_OK) {
             CHECK(en.dtype == CKPZ_DTYPE_F32 && en.lossy == shaped);

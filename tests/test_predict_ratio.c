@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_predict_file */
 #include "ckpz.h"
 #include "predict/features.h"
 #include "predict/lossy_sample.h"
@@ -379,7 +380,7 @@ static void test_file(void)
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
     ckpz_predict_params_init(&p);
-    ckpz_predict_total tot;
+    ckpz_predict_total tot = {.struct_size = sizeof tot};
     int count = 0;
     CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, count_cb, &count, &tot) == CKPZ_OK);
     CHECK(count == 2 && tot.tensors == 2 && tot.original_bytes == n && tot.tensor_bytes == 327680);
@@ -453,7 +454,7 @@ static void test_file_policy(void)
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
     ckpz_predict_params_init(&p);
-    ckpz_predict_total lossless, lossy;
+    ckpz_predict_total lossless = {.struct_size = sizeof lossless}, lossy = {.struct_size = sizeof lossy};
     seen s0 = {0}, s1 = {0};
     CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, seen_cb, &s0, &lossless) == CKPZ_OK);
     CHECK(s0.n == 3 && !s0.lossy[0] && !s0.lossy[1] && !s0.lossy[2] && lossless.lossy_tensors == 0);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define CKPZ_EXPERIMENTAL /* ckpz_publish_* */
 #include "ckpz.h"
 #include "testutil.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
 #include "ckpz.h"
 #include "testutil.h"
 
@@ -68,7 +69,7 @@ static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz
     ckpz_ctx *ctx = ckpz_ctx_create();
     rd_t r = reader(src, n, step, 0);
     ckpz_mem w = {.grow = 1};
-    ckpz_stats st;
+    ckpz_stats st = {.struct_size = sizeof st};
     ckpz_error e = ckpz_compress_stream(ctx, p, rd_fn, &r, hint ? n : CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &w, &st);
     CHECKF(e == CKPZ_OK, "%s: compress: %s", what, ckpz_ctx_message(ctx));
     if (e) goto out;
@@ -94,12 +95,12 @@ static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz
     e = ckpz_archive_open(ctx, p, ckpz_mem_pread, &w, w.size, &a);
     CHECKF(e == CKPZ_OK, "%s: archive_open: %s", what, ckpz_ctx_message(ctx));
     if (!e) {
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         CHECK(info.original_size == n && info.compressed_size == w.size);
         uint64_t covered = 0;
         for (uint64_t i = 0; i < info.entries; i++) {
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             CHECK(ckpz_archive_entry(a, i, &en) == CKPZ_OK);
             CHECK(en.offset == covered);
             ckpz_mem w3 = {.grow = 1};
@@ -110,7 +111,7 @@ static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz
             free(w3.data);
         }
         CHECK(covered == n);
-        CHECK(ckpz_archive_entry(a, info.entries, &(ckpz_entry){0}) == CKPZ_ERR_NOT_FOUND);
+        CHECK(ckpz_archive_entry(a, info.entries, &(ckpz_entry){.struct_size = sizeof(ckpz_entry)}) == CKPZ_ERR_NOT_FOUND);
         ckpz_archive_close(a);
     }
     free(back);
@@ -203,11 +204,11 @@ static void test_safetensors(void)
     ckpz_mem w = {.data = z, .size = zn};
     ckpz_archive *a;
     CHECK(ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &w, zn, &a) == CKPZ_OK);
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     ckpz_archive_get_info(a, &info);
     CHECK(info.format == CKPZ_INPUT_SAFETENSORS);
     uint64_t idx;
-    ckpz_entry e;
+    ckpz_entry e = {.struct_size = sizeof e};
     CHECK(ckpz_archive_find(ctx, a, "emb.weight", &idx) == CKPZ_OK);
     CHECK(ckpz_archive_entry(a, idx, &e) == CKPZ_OK && e.dtype == CKPZ_DTYPE_BF16 && e.ndim == 1 &&
           e.shape[0] == 70000 && e.length == 140000 && e.compressed < e.length);

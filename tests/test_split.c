@@ -1,5 +1,5 @@
-/* test_split.c — one compression split into parts (ckpz.h "one compression, many
- * processes"), each part coded alone and the file laid out from all parts' records,
+/* test_split.c — one compression split into parts (ckpz_experimental.h "one compression,
+ * many processes"), each part coded alone and the file laid out from all parts' records,
  * must give the bytes ckpz_compress_io gives: on the sample safetensors files, a
  * torch.save file and raw bytes, in 1, 2, 3 and 7 parts, lossless, lossy with rules
  * whose bounds depend on whole tensors (rel, pruning), and against a base in which some
@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CKPZ_EXPERIMENTAL
 #include "ckpz.h"
 #include "memfile.h"
+#include "split.h"
 #include "testutil.h"
 
 static uint8_t *load(const char *path, size_t *n)
@@ -72,16 +74,16 @@ static int split(const ckpz_params *p, const uint8_t *in, size_t n, int parts, u
     }
     records = calloc(nc + 1, CKPZ_SPLIT_RECORD_SIZE);
     for (int r = 0; r < parts && ok; r++) {
-        ckpz_error e = ckpz_split_code(ctx, pl[r], first[r], first[r + 1] - first[r],
-                                       records + first[r] * CKPZ_SPLIT_RECORD_SIZE, &coded[r], &coded_len[r]);
+        ckpz_error e = split_code(ctx, pl[r], first[r], first[r + 1] - first[r],
+                                  records + first[r] * CKPZ_SPLIT_RECORD_SIZE, &coded[r], &coded_len[r]);
         CHECKF(e == CKPZ_OK, "code: %s", ckpz_ctx_message(ctx));
         ok = e == CKPZ_OK;
     }
     *file = NULL;
     for (int r = 0; r < parts && ok; r++) {
-        ckpz_split_out o;
-        ckpz_error e = ckpz_split_write(ctx, pl[r], records, first[r], first[r + 1] - first[r], coded[r],
-                                        coded_len[r], &o);
+        ckpz_split_out o = {.struct_size = sizeof o};
+        ckpz_error e = split_write(ctx, pl[r], records, first[r], first[r + 1] - first[r], coded[r],
+                                   coded_len[r], &o);
         CHECKF(e == CKPZ_OK, "write: %s", ckpz_ctx_message(ctx));
         if ((ok = e == CKPZ_OK)) {
             if (!*file) *file = calloc(o.file_size, 1), *size = o.file_size;
@@ -164,7 +166,7 @@ static int stretches(const ckpz_params *p, const uint8_t *in, size_t n, int part
             uint64_t upto = i == ns ? nc : (i + 1) * step < nc ? (i + 1) * step : nc;
             int mine = i < ns && (int)(i % parts) == r;
             if (i == ns && upto == (ns ? nc : 1)) break; /* laid out with the last stretch */
-            ckpz_split_out o;
+            ckpz_split_out o = {.struct_size = sizeof o};
             ckpz_error e = ckpz_split_lay(ctx, pl[r], records, upto, mine ? i * step : 0, mine ? upto - i * step : 0,
                                           mine ? coded[i] : NULL, mine ? coded_len[i] : 0, &o);
             CHECKF(e == CKPZ_OK, "lay: %s", ckpz_ctx_message(ctx));
@@ -196,7 +198,7 @@ static int stretches(const ckpz_params *p, const uint8_t *in, size_t n, int part
         prog = (counted){.abort_at = 1};
         CHECK(ckpz_split_code_into(ctx, pl[0], 0, 1, records, coded[0], ckpz_split_bound(pl[0], 0, 1), &got) ==
               CKPZ_ERR_ABORTED);
-        ckpz_split_out o;
+        ckpz_split_out o = {.struct_size = sizeof o};
         CHECK(ckpz_split_lay(ctx, pl[0], records, 1, 0, 0, NULL, 0, &o) == CKPZ_OK);
         ckpz_split_out_free(&o);
         CHECK(ckpz_split_lay(ctx, pl[0], records, 0, 0, 0, NULL, 0, &o) == CKPZ_ERR_PARAM);

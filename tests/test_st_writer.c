@@ -8,6 +8,7 @@
  * message naming the tensor.
  *
  * Standalone program: returns non-zero and prints each failed check. */
+#define CKPZ_EXPERIMENTAL /* ckpz_safetensors_header */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

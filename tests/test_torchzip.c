@@ -264,8 +264,7 @@ static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
     if (s == FMT_DONE)
         fmt_list_free(&l);
 
-    ckpz_stats st;
-    memset(&st, 0, sizeof st);
+    ckpz_stats st = {.struct_size = sizeof st};
     if (!roundtrip(file, ctx, buf, n, 1, 0, &st)) {
         CHECKF(st.format == fmt, "%s: stats format %d", file, (int)st.format);
         CHECKF(st.tensors == nw, "%s: stats tensors %" PRIu64 ", want %zu", file, st.tensors, nw);
@@ -311,7 +310,7 @@ static void test_truncations(ckpz_ctx *ctx, const char *file)
             fmt_list_free(&l);
         }
         if (k % 97 == 0 || k + 3 >= n) {
-            ckpz_stats st;
+            ckpz_stats st = {.struct_size = sizeof st};
             roundtrip(what, ctx, c, k, k & 1, 0, &st);
         }
         free(c);
@@ -359,7 +358,7 @@ static void test_mutations(ckpz_ctx *ctx, const char *file, int rounds)
             fmt_list_free(&l);
         }
         if (r % 16 == 0) {
-            ckpz_stats st;
+            ckpz_stats st = {.struct_size = sizeof st};
             roundtrip(what, ctx, m, n, 1, 0, &st);
         }
     }

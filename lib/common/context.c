@@ -24,6 +24,12 @@ const char *ckpz_error_name(ckpz_error code)
 }
 
 const char *ckpz_ctx_message(const ckpz_ctx *ctx) { return ctx ? ctx->msg : ""; }
+
+ckpz_error ckpz_ctx_report(ckpz_ctx *ctx, ckpz_error code, const char *msg)
+{
+    if (ctx) snprintf(ctx->msg, sizeof ctx->msg, "%s", msg ? msg : "");
+    return code;
+}
 void ckpz_free(void *p) { free(p); }
 
 void ctx_clear(ckpz_ctx *ctx)
@@ -40,6 +46,27 @@ ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
         va_end(ap);
     }
     return code;
+}
+
+int out_check(ckpz_ctx *ctx, const void *out, size_t full, const char *type)
+{
+    size_t have;
+    memcpy(&have, out, sizeof have);
+    if (have >= sizeof have && have <= full) return 0;
+    if (have == 0)
+        ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size is 0: set it to sizeof(%s)", type, type);
+    else
+        ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size %zu is not a size of it this library fills (%zu to %zu)%s",
+                 type, have, sizeof have, full, have > full ? ": the program's ckpz.h is newer than the library" : "");
+    return -1;
+}
+
+void out_give(void *out, const void *mine, size_t full)
+{
+    size_t have;
+    memcpy(&have, out, sizeof have);
+    if (have > full) have = full;
+    if (have > sizeof have) memcpy((char *)out + sizeof have, (const char *)mine + sizeof have, have - sizeof have);
 }
 
 void ckpz_params_init(ckpz_params *p)

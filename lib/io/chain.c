@@ -90,12 +90,10 @@ int ckpz_chain_link(const ckpz_chain *c, size_t i, ckpz_base_info *info)
     if (!c || i >= c->n) return -1;
     const chain_link *l = &c->v[i];
     if (info) {
-        memset(info, 0, sizeof *info);
-        info->needed = l->needed;
-        info->size = l->size;
-        info->checksum = l->checksum;
-        info->depth = l->depth;
-        snprintf(info->name, sizeof info->name, "%s", l->name ? l->name : "");
+        if (OUT_CHECK(NULL, info, "ckpz_base_info")) return -1;
+        ckpz_base_info mine = {sizeof mine, l->needed, l->size, l->checksum, l->depth, ""};
+        snprintf(mine.name, sizeof mine.name, "%s", l->name ? l->name : "");
+        OUT_GIVE(info, &mine);
     }
     return l->ckpz;
 }
@@ -177,7 +175,7 @@ static ckpz_error add(ckpz_ctx *ctx, ckpz_chain *c, char *path, unsigned char *h
     l->dev = st.st_dev;
     l->ino = st.st_ino;
     ckpz_ctx scratch;
-    ckpz_base_info info;
+    ckpz_base_info info = {.struct_size = sizeof info};
     memset(&scratch, 0, sizeof scratch);
     ckpz_error err = ckpz_base_info_read(&scratch, head, n, &info);
     if (err == CKPZ_ERR_NOT_CKPZ) { /* an original checkpoint: the bottom */

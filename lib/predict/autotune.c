@@ -288,7 +288,11 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_tune: params, a source, a result and a link rate > 0 are needed");
     if (!src->pread || src->size == CKPZ_SIZE_UNKNOWN)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_tune: the input is sampled ahead: it needs pread and a size");
+    if (OUT_CHECK(ctx, out, "ckpz_tune_result")) return CKPZ_ERR_PARAM;
+    ckpz_tune_result mine, *user = out; /* filled whole, given as far as the caller's reaches */
+    out = &mine;
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     size_t zcap = ckpz_compress_bound(SAMPLE + HEADER_ROOM);
     uint8_t *buf = malloc(SAMPLE), *bbuf = NULL, *zbuf = malloc(zcap);
     uint8_t *sfile = malloc(SAMPLE + HEADER_ROOM), *bst = NULL, *back = malloc(SAMPLE + HEADER_ROOM);
@@ -325,7 +329,7 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     pp.raw_shape = params->raw_ndim ? params->raw_shape : NULL;
     pp.sample_bytes = 4096;
     pp.sample_budget = 4096;
-    ckpz_predict_total tot;
+    ckpz_predict_total tot = {.struct_size = sizeof tot};
     if ((err = ckpz_predict_file(mctx, &pp, src->pread, src->opaque, src->size, collect, &v, &tot))) {
         err = ctx_fail(ctx, err, "reading the input's layout: %s", ckpz_ctx_message(mctx));
         goto out;
@@ -439,6 +443,7 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     if (ex) tune_explain(ex, &in, &ch, out->measure_seconds);
     err = CKPZ_OK;
 out:
+    OUT_GIVE(user, &mine);
     if (ex) {
         fclose(ex);
         if (!err && text_len && explain(explain_opaque, text, text_len) != 0)

@@ -126,12 +126,24 @@ static fmt_status pread_fetch(void *opaque, uint64_t at, size_t want, const uint
     return FMT_DONE;
 }
 
+static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
+                               uint64_t file_size, ckpz_predict_fn each, void *each_opaque, ckpz_predict_total *total);
+
 ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
                              uint64_t file_size, ckpz_predict_fn each, void *each_opaque, ckpz_predict_total *total)
 {
-    ckpz_predict_params p;
     ctx_clear(ctx);
-    if (total) memset(total, 0, sizeof *total);
+    if (total && OUT_CHECK(ctx, total, "ckpz_predict_total")) return CKPZ_ERR_PARAM;
+    ckpz_predict_total mine = {.struct_size = sizeof mine};
+    ckpz_error err = predict_file(ctx, params, pr, pr_opaque, file_size, each, each_opaque, &mine);
+    if (total) OUT_GIVE(total, &mine);
+    return err;
+}
+
+static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
+                               uint64_t file_size, ckpz_predict_fn each, void *each_opaque, ckpz_predict_total *total)
+{
+    ckpz_predict_params p;
     ckpz_predict_params_init(&p);
     if (params) {
         if (params->struct_size < offsetof(ckpz_predict_params, model_path) + sizeof(const char *) ||
@@ -212,6 +224,7 @@ ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, c
         if (len == 0) continue;
         ckpz_prediction t;
         memset(&t, 0, sizeof t);
+        t.struct_size = sizeof t;
         t.name = s->name ? s->name : "";
         t.dtype = s->dtype;
         t.ndim = s->ndim;

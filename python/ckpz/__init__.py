@@ -43,9 +43,9 @@ delta file recorded, in its directory (as ``ckpz -d`` does)::
     state = ckpz.load("step200.pt.ckpz")     # reads step100.pt.ckpz beside it
 
 The package is pure Python over libckpz through ctypes. It looks for the library at,
-in order: the path in the environment variable ``CKPZ_LIBRARY``; ``libckpz.so.0`` or
+in order: the path in the environment variable ``CKPZ_LIBRARY``; ``libckpz.so.1`` or
 ``libckpz.so`` in the package's own directory; the path recorded by ``make install``
-(``ckpz/_install.py``); ``<prefix>/lib/libckpz.so.0`` for a package installed in
+(``ckpz/_install.py``); ``<prefix>/lib/libckpz.so.1`` for a package installed in
 ``<prefix>/lib/python3/dist-packages``; the repository's ``build/libckpz.so`` when run
 from a checkout (``python/ckpz/../../build``); then the system's search path. A library
 of another release, or none, is an ImportError saying which paths were tried.

@@ -1,4 +1,5 @@
-"""The types and constants of include/ckpz.h, as ctypes declares them.
+"""The types and constants of include/ckpz.h (and of ckpz_experimental.h, for the zip
+source and the tuner), as ctypes declares them.
 
 Each struct here has the header's exact layout (field names, types and order), and each
 constant the header's value: the library reads and writes these structs in place, so a
@@ -55,6 +56,16 @@ PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, c
 READ_FN = ctypes.CFUNCTYPE(c_ptrdiff, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 WRITE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 PREAD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64)
+
+
+class Sized:
+    """Mixed into the structs the library fills, which start with their size (ckpz.h):
+    set to the size declared here, so that every instance carries it as a C caller's does.
+    Not for arrays of them (ctypes makes their elements without __init__)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
 
 
 class Params(ctypes.Structure):
@@ -114,10 +125,11 @@ class ZipOptions(ctypes.Structure):
     ]
 
 
-class Stats(ctypes.Structure):
+class Stats(Sized, ctypes.Structure):
     """struct ckpz_stats."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("original_bytes", ctypes.c_uint64),
         ("compressed_bytes", ctypes.c_uint64),
         ("tensor_bytes", ctypes.c_uint64),
@@ -127,10 +139,11 @@ class Stats(ctypes.Structure):
     ]
 
 
-class EntryStruct(ctypes.Structure):
+class EntryStruct(Sized, ctypes.Structure):
     """struct ckpz_entry."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("name", ctypes.c_char_p),
         ("dtype", ctypes.c_int),
         ("ndim", ctypes.c_uint32),
@@ -155,10 +168,11 @@ class EntryStruct(ctypes.Structure):
     ]
 
 
-class ArchiveInfo(ctypes.Structure):
+class ArchiveInfo(Sized, ctypes.Structure):
     """struct ckpz_archive_info."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("format_version", ctypes.c_uint),
         ("format", ctypes.c_int),
         ("original_size", ctypes.c_uint64),
@@ -171,10 +185,11 @@ class ArchiveInfo(ctypes.Structure):
     ]
 
 
-class BaseInfo(ctypes.Structure):
+class BaseInfo(Sized, ctypes.Structure):
     """struct ckpz_base_info."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("needed", ctypes.c_int),
         ("size", ctypes.c_uint64),
         ("checksum", ctypes.c_uint32),
@@ -197,10 +212,11 @@ class Source(ctypes.Structure):
     ]
 
 
-class TuneResult(ctypes.Structure):
+class TuneResult(Sized, ctypes.Structure):
     """struct ckpz_tune_result."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("level", ctypes.c_int),
         ("threads", ctypes.c_int),
         ("policy", ctypes.c_char * 320),

@@ -19,12 +19,17 @@ PACKAGE_VERSION = "0.4.0"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# The library's file name with CMakeLists.txt's SOVERSION: the ABI _abi.py declares (the
+# output structs start with struct_size since SOVERSION 1).
+SONAME = "libckpz.so.1"
+
+
 def _candidates():
     """Where to look for libckpz, in order (see ckpz's module docstring)."""
     env = os.environ.get("CKPZ_LIBRARY")
     if env:
         return [env], True
-    paths = [os.path.join(_HERE, n) for n in ("libckpz.so.0", "libckpz.so")]
+    paths = [os.path.join(_HERE, n) for n in (SONAME, "libckpz.so")]
     # Written by `make install` next to this file: the installed library's path.
     try:
         from . import _install  # type: ignore
@@ -35,13 +40,13 @@ def _candidates():
         pass
     # Installed layout ${prefix}/lib/python3/dist-packages/ckpz -> ${prefix}/lib
     prefix_lib = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
-    paths.append(os.path.join(prefix_lib, "libckpz.so.0"))
+    paths.append(os.path.join(prefix_lib, SONAME))
     # Run from the repository: python/ckpz/../../build
     paths.append(os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libckpz.so")))
     found = ctypes.util.find_library("ckpz")
     if found:
         paths.append(found)
-    paths.append("libckpz.so.0")
+    paths.append(SONAME)
     return paths, False
 
 

@@ -116,7 +116,7 @@ static void run_all(const uint8_t *data, size_t size)
 
     /* streaming, test mode, in odd pieces */
     ckpz_mem r = mem_in(data, size, 1021);
-    ckpz_stats st;
+    ckpz_stats st = {.struct_size = sizeof st};
     ckpz_error e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, &st);
     need_message(e, ctx, "decompress_stream(wr=NULL)");
     ckpz_error e_test = e;
@@ -148,12 +148,12 @@ static void run_all(const uint8_t *data, size_t size)
     e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, size, &a);
     need_message(e, ctx, "archive_open");
     if (e == CKPZ_OK) {
-        ckpz_archive_info info;
+        ckpz_archive_info info = {.struct_size = sizeof info};
         ckpz_archive_get_info(a, &info);
         uint64_t total = 0;
         int all_ok = 1;
         for (uint64_t i = 0; i < info.entries; i++) {
-            ckpz_entry en;
+            ckpz_entry en = {.struct_size = sizeof en};
             if (ckpz_archive_entry(a, i, &en) != CKPZ_OK) abort();
             if (i == 0 && en.name[0]) {
                 uint64_t idx;

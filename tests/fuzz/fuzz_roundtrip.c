@@ -66,12 +66,12 @@ static void roundtrip(const uint8_t *src, size_t n, ckpz_input_format fmt, ckpz_
     ckpz_mem f = mem_in(z, zl, 0);
     ckpz_archive *a = NULL;
     if ((e = ckpz_archive_open(ctx, &p, ckpz_mem_pread, &f, zl, &a))) die("archive_open", e, ctx);
-    ckpz_archive_info info;
+    ckpz_archive_info info = {.struct_size = sizeof info};
     ckpz_archive_get_info(a, &info);
     if (info.original_size != n || info.compressed_size != zl) abort();
     ckpz_mem o = mem_out(dst, n);
     for (uint64_t i = 0; i < info.entries; i++) {
-        ckpz_entry en;
+        ckpz_entry en = {.struct_size = sizeof en};
         if (ckpz_archive_entry(a, i, &en)) abort();
         if (en.offset != o.size) abort(); /* entries tile the original in order */
         if ((e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &o))) die("archive_extract", e, ctx);

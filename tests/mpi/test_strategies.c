@@ -3,6 +3,8 @@
  * against a base all ranks hold; ckpz_mpi_compress_same writes serial ckpz's bytes when
  * the copies agree, and when rank 2's copy differs in one tensor every rank fails with
  * one message naming rank 2 and that tensor, and no file is written;
+ * ckpz_mpi_compress and ckpz_mpi_decompress take every rank's input as a source, report
+ * through the caller's context and refuse a stats struct of a size they do not fill;
  * ckpz_mpi_compress_tensors writes one container of every rank's shard (small tensors
  * packed across ranks among them) that is serial ckpz's file of the safetensors it
  * restores to, each tensor's bytes where they belong. */
@@ -55,20 +57,21 @@ int main(int argc, char **argv)
     ckpz_params_init(&p);
     p.threads = 1;
     p.chunk_size = 64 << 10;
-    char why[600] = "";
+    ckpz_ctx *mc = ckpz_ctx_create(); /* the calls report through it */
+#define WHY ckpz_ctx_message(mc)
     uint64_t moved = 0, moved_delta = 0;
 
     /* root-broadcast, then the delta against the base everyone holds */
     memcpy(data, rank == 0 ? next : orig, n);
     if (rank) memset(data, 0, n);
-    ckpz_error e = ckpz_mpi_bcast(MPI_COMM_WORLD, &p, 0, data, n, &moved, why, sizeof why);
-    CHECK(e == CKPZ_OK && !memcmp(data, next, n), "bcast: %s", why);
+    ckpz_error e = ckpz_mpi_bcast(mc, MPI_COMM_WORLD, &p, 0, data, n, &moved);
+    CHECK(e == CKPZ_OK && !memcmp(data, next, n), "bcast: %s", WHY);
     if (rank) memset(data, 0, n);
     else memcpy(data, next, n);
     p.base = orig;
     p.base_size = n;
-    e = ckpz_mpi_bcast(MPI_COMM_WORLD, &p, 0, data, n, &moved_delta, why, sizeof why);
-    CHECK(e == CKPZ_OK && !memcmp(data, next, n), "delta bcast: %s", why);
+    e = ckpz_mpi_bcast(mc, MPI_COMM_WORLD, &p, 0, data, n, &moved_delta);
+    CHECK(e == CKPZ_OK && !memcmp(data, next, n), "delta bcast: %s", WHY);
     CHECK(moved_delta > 0 && moved_delta < moved / 10, "a delta of a few changes moved %llu bytes of %llu",
           (unsigned long long)moved_delta, (unsigned long long)moved);
     p.base = NULL;
@@ -79,9 +82,9 @@ int main(int argc, char **argv)
     unsigned tag = (unsigned)getpid();
     MPI_Bcast(&tag, 1, MPI_UNSIGNED, 0, MPI_COMM_WORLD);
     snprintf(out, sizeof out, "/tmp/ckpz-test-strategies.%u.ckpz", tag);
-    ckpz_stats st;
-    e = ckpz_mpi_compress_same(MPI_COMM_WORLD, &p, next, n, out, &st, why, sizeof why);
-    CHECK(e == CKPZ_OK, "compress_same: %s", why);
+    ckpz_stats st = {.struct_size = sizeof st};
+    e = ckpz_mpi_compress_same(mc, MPI_COMM_WORLD, &p, next, n, out, &st);
+    CHECK(e == CKPZ_OK, "compress_same: %s", WHY);
     if (rank == 0 && e == CKPZ_OK) {
         ckpz_ctx *ctx = ckpz_ctx_create();
         ckpz_mem in = {.data = next, .size = n}, ser = {.grow = 1};
@@ -103,10 +106,45 @@ int main(int argc, char **argv)
     /* rank 2's copy differs in one tensor */
     memcpy(data, next, n);
     if (rank == 2) data[4000000] ^= 1;
-    e = ckpz_mpi_compress_same(MPI_COMM_WORLD, &p, data, n, out, &st, why, sizeof why);
-    CHECK(e == CKPZ_ERR_CORRUPT && strstr(why, "(rank 2)") && strstr(why, "tensor '"),
-          "a differing copy: %s (%s)", ckpz_error_name(e), why);
+    e = ckpz_mpi_compress_same(mc, MPI_COMM_WORLD, &p, data, n, out, &st);
+    CHECK(e == CKPZ_ERR_CORRUPT && strstr(WHY, "(rank 2)") && strstr(WHY, "tensor '"),
+          "a differing copy: %s (%s)", ckpz_error_name(e), WHY);
     CHECK(access(out, F_OK) != 0, "a differing copy left %s", out);
+
+    /* the source calls (every rank's input from memory), the restore on all ranks, and a
+     * stats struct of a size the library does not fill: every rank fails alike */
+    ckpz_mem in_m = {.data = next, .size = n};
+    ckpz_source in_s;
+    ckpz_source_mem(&in_s, &in_m);
+    e = ckpz_mpi_compress(mc, MPI_COMM_WORLD, &p, &in_s, out, &st);
+    CHECK(e == CKPZ_OK && st.original_bytes == n && !WHY[0], "compress from a source: %s", WHY);
+    size_t zn = 0;
+    uint8_t *z = e == CKPZ_OK ? load(out, &zn) : NULL;
+    ckpz_mem z_m = {.data = z, .size = zn};
+    ckpz_source z_s;
+    ckpz_source_mem(&z_s, &z_m);
+    char back[300];
+    snprintf(back, sizeof back, "%s.out", out);
+    ckpz_stats st2 = {.struct_size = sizeof st2};
+    e = ckpz_mpi_decompress(mc, MPI_COMM_WORLD, &p, &z_s, back, &st2);
+    CHECK(e == CKPZ_OK && st2.original_bytes == n && st2.compressed_bytes == zn, "restore from a source: %s", WHY);
+    size_t bn = 0;
+    uint8_t *restored = e == CKPZ_OK ? load(back, &bn) : NULL;
+    CHECK(restored && bn == n && !memcmp(restored, next, n), "restore from a source: not the original bytes");
+    free(restored);
+    z_s.pread = NULL;
+    e = ckpz_mpi_decompress(mc, MPI_COMM_WORLD, &p, &z_s, back, NULL);
+    CHECK(e == CKPZ_ERR_PARAM && strstr(WHY, "pread"), "a source without pread: %s (%s)", ckpz_error_name(e), WHY);
+    ckpz_stats bad = {.struct_size = sizeof bad + 8};
+    e = ckpz_mpi_compress(NULL, MPI_COMM_WORLD, &p, &in_s, back, &bad); /* no context: the code alone */
+    CHECK(e == CKPZ_ERR_PARAM, "stats of a newer header: %s", ckpz_error_name(e));
+    bad.struct_size = 0;
+    e = ckpz_mpi_decompress(mc, MPI_COMM_WORLD, &p, &z_s, NULL, &bad);
+    CHECK(e == CKPZ_ERR_PARAM && strstr(WHY, "ckpz_stats.struct_size"), "stats without a size: %s", WHY);
+    free(z);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) remove(out), remove(back);
+    MPI_Barrier(MPI_COMM_WORLD);
 
     /* per-rank shards: small tensors at both ends of each rank's list, so that packed
      * groups span ranks, a large one, an empty one */
@@ -122,8 +160,8 @@ int main(int argc, char **argv)
                              {names[1], CKPZ_DTYPE_F32, 2, sw, w},
                              {names[2], CKPZ_DTYPE_F32, 1, sb, b},
                              {names[3], CKPZ_DTYPE_F32, 1, se, NULL}};
-    e = ckpz_mpi_compress_tensors(MPI_COMM_WORLD, &p, ts, 4, out, &st, why, sizeof why);
-    CHECK(e == CKPZ_OK, "compress_tensors: %s", why);
+    e = ckpz_mpi_compress_tensors(mc, MPI_COMM_WORLD, &p, ts, 4, out, &st);
+    CHECK(e == CKPZ_OK, "compress_tensors: %s", WHY);
     if (rank == 0 && e == CKPZ_OK) {
         size_t fn = 0;
         uint8_t *file = load(out, &fn);
@@ -170,6 +208,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf(all ? "test_strategies: %d check(s) failed\n" : "test_strategies: all checks passed\n", all);
     free(orig), free(next), free(data);
+    ckpz_ctx_free(mc);
     MPI_Finalize();
     return all != 0;
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # `pip wheel` of this checkout, installed into a throwaway virtual environment, used
 # from outside the checkout: what a user gets from `pip install <clone>`. Checks that
-# the wheel is platform-specific (it holds libckpz.so.0) and carries no MPI, that the
+# the wheel is platform-specific (it holds libckpz.so.1) and carries no MPI, that the
 # installed package loads its own bundled library, that `ckpz -V` runs from the venv's
 # bin/ on PATH, that package, library, CLI and wheel metadata give CMakeLists.txt's
 # version, and a round trip through compress_file / decompress_file and the CLI.
@@ -41,7 +41,7 @@ name=$(basename "$whl")
 echo "built $name in $(( $(date +%s) - t0 )) s"
 case $name in
 ckpz-"$version"-py3-none-linux_*.whl) ;;
-*) fail "wheel $name: expected ckpz-$version-py3-none-linux_<arch>.whl (a platform wheel: it holds libckpz.so.0)" ;;
+*) fail "wheel $name: expected ckpz-$version-py3-none-linux_<arch>.whl (a platform wheel: it holds libckpz.so.1)" ;;
 esac
 
 # A fresh environment (no system site-packages) gets the wheel alone.
@@ -60,16 +60,16 @@ errors = []
 if not pkg.startswith(os.path.realpath(env) + os.sep):
     errors.append("ckpz imported from %s, not from the environment %s" % (pkg, env))
 lib = os.path.realpath(ckpz._lib.LIBRARY_PATH)
-if lib != os.path.join(pkg, "libckpz.so.0"):
+if lib != os.path.join(pkg, "libckpz.so.1"):
     errors.append("libckpz loaded from %s, not the one bundled in %s" % (lib, pkg))
 got = {"ckpz.__version__": ckpz.__version__, "ckpz.library_version()": ckpz.library_version(),
        "wheel metadata": dist_version("ckpz")}
 for what, v in got.items():
     if v != version:
         errors.append("%s is %s, CMakeLists.txt says %s" % (what, v, version))
-with open(os.path.join(pkg, "libckpz.so.0"), "rb") as f:
+with open(os.path.join(pkg, "libckpz.so.1"), "rb") as f:
     if b"libmpi" in f.read():
-        errors.append("the bundled libckpz.so.0 names libmpi: MPI must be off in the wheel")
+        errors.append("the bundled libckpz.so.1 names libmpi: MPI must be off in the wheel")
 if os.path.exists(os.path.join(env, "bin", "ckpz-mpi")):
     errors.append("the wheel installed ckpz-mpi")
 print("imported", pkg, "with", lib, got)

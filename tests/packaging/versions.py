@@ -4,12 +4,15 @@ CMakeLists.txt's project() line is the source: pyproject.toml reads it with a re
 (scikit-build-core's regex provider), include/ckpz.h states it for C users, the Python
 package for its release check (_loader.PACKAGE_VERSION), and the built library and CLI
 report it. This reads each (the header and the package as text, the library through
-ctypes, the CLI through -V) and fails naming every one that differs.
+ctypes, the CLI through -V) and fails naming every one that differs. The ABI's number
+too: CMakeLists.txt's CKPZ_SOVERSION is the one the package loads (_loader.SONAME) and
+the one the built library's file name carries.
 
     versions.py SOURCE_DIR LIBCKPZ_SO CKPZ_CLI
 """
 
 import ctypes
+import os
 import re
 import subprocess
 import sys
@@ -57,6 +60,16 @@ def main():
     if not m:
         sys.exit("FAIL: ckpz -V printed %r" % out)
     found["ckpz -V (the CLI)"], found["ckpz -V (libckpz)"] = m.group(1), m.group(2)
+
+    soversion = one(r"^set\(CKPZ_SOVERSION (\d+)\)", read(src + "/CMakeLists.txt"), "CMakeLists.txt CKPZ_SOVERSION")
+    soname = one(r'^SONAME = "libckpz\.so\.(\d+)"', read(src + "/python/ckpz/_loader.py"), "_loader.py SONAME")
+    built = os.path.basename(os.path.realpath(lib))  # libckpz.so.0.4.0: VERSION, not SOVERSION
+    link = os.path.join(os.path.dirname(lib), "libckpz.so." + soversion)
+    for what, v in (("python/ckpz/_loader.py SONAME", soname),
+                    ("the built library's libckpz.so.N", soversion if os.path.exists(link) else "missing")):
+        print("%-50s %s" % (what, v))
+        if v != soversion:
+            sys.exit("FAIL: CMakeLists.txt's CKPZ_SOVERSION is %s, %s is %s (%s)" % (soversion, what, v, built))
 
     bad = ["%s is %s" % (k, v) for k, v in found.items() if v != cmake]
     for k, v in found.items():

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#define CKPZ_EXPERIMENTAL /* the zip source and tune structs, which the bindings mirror */
+#define CKPZ_DISABLE_DEPRECATE_WARNINGS /* the layout of the deprecated params fields too */
 #include "ckpz.h"
 
 #define STRUCT(T) printf("struct %s %zu\n", #T, sizeof(T))
@@ -55,6 +57,7 @@ int main(void)
     FIELD(ckpz_fd, bytes);
 
     STRUCT(ckpz_stats);
+    FIELD(ckpz_stats, struct_size);
     FIELD(ckpz_stats, original_bytes);
     FIELD(ckpz_stats, compressed_bytes);
     FIELD(ckpz_stats, tensor_bytes);
@@ -63,6 +66,7 @@ int main(void)
     FIELD(ckpz_stats, format);
 
     STRUCT(ckpz_base_info);
+    FIELD(ckpz_base_info, struct_size);
     FIELD(ckpz_base_info, needed);
     FIELD(ckpz_base_info, size);
     FIELD(ckpz_base_info, checksum);
@@ -70,6 +74,7 @@ int main(void)
     FIELD(ckpz_base_info, name);
 
     STRUCT(ckpz_entry);
+    FIELD(ckpz_entry, struct_size);
     FIELD(ckpz_entry, name);
     FIELD(ckpz_entry, dtype);
     FIELD(ckpz_entry, ndim);
@@ -93,6 +98,7 @@ int main(void)
     FIELD(ckpz_entry, frozen);
 
     STRUCT(ckpz_archive_info);
+    FIELD(ckpz_archive_info, struct_size);
     FIELD(ckpz_archive_info, format_version);
     FIELD(ckpz_archive_info, format);
     FIELD(ckpz_archive_info, original_size);
@@ -130,6 +136,7 @@ int main(void)
     FIELD(ckpz_source, progress_opaque);
 
     STRUCT(ckpz_tune_result);
+    FIELD(ckpz_tune_result, struct_size);
     FIELD(ckpz_tune_result, level);
     FIELD(ckpz_tune_result, threads);
     FIELD(ckpz_tune_result, policy);
