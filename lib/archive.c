@@ -4,7 +4,8 @@
  * (ckpz -l, --extract), or many ranges straight into the caller's memory in parallel
  * (ckpz_archive_read, for bindings that load each tensor into storage allocated once at
  * its final size, with no whole-file buffer); and a file held in memory is restored with
- * every chunk decoded straight into its place, in parallel and without copies. */
+ * every chunk decoded straight into its place, in parallel and without copies
+ * (archive_restore.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,28 +21,6 @@
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 #include "workmem.h"
-
-struct ckpz_archive {
-    ckpz_pread_fn pr;
-    void *opaque;
-    ckpz_archive_info info;
-    size_t mem_limit;
-    ctr_entry *e;
-    size_t ne;
-    ctr_chunkrec *c;
-    size_t nc;
-    uint64_t *compressed; /* per entry */
-    uint64_t data_start;  /* offset of the first entry frame */
-    uint64_t index_offset; /* where the frames end */
-    int based;            /* a delta file */
-    unsigned flags;       /* CTR_FILE_* */
-    ctr_base base;
-    const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
-    uint64_t *chunk_off;  /* per chunk, its offset in the original; [nc] = original size */
-    int threads;          /* from the params given at open, resolved */
-    ckpz_progress_fn progress;
-    void *progress_opaque;
-};
 
 void ckpz_archive_close(ckpz_archive *a)
 {
@@ -239,11 +218,9 @@ ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *n
     return ctx_fail(ctx, CKPZ_ERR_NOT_FOUND, "no tensor named '%s'", name);
 }
 
-/* The base's bytes for the chunk of len bytes that starts `rel` bytes into entry e (NULL
- * when the entry has no base or the base ends first); CKPZ_ERR_BASE when the caller gave
- * no base. */
-static ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
-                             const uint8_t **base)
+/* archive.h */
+ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
+                      const uint8_t **base)
 {
     *base = NULL;
     if (!(e->flags & CTR_ENTRY_BASED)) return CKPZ_OK;
@@ -272,12 +249,10 @@ static void chunk_where(char *buf, size_t size, const ckpz_archive *a, uint64_t 
         snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k, entry_name(e));
 }
 
-/* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
- * out; *result is out, or the base's bytes for a copy frame. Messages go to msg, naming
- * the chunk and its tensor. */
-static ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no,
-                                 const uint8_t *frame, const uint8_t *base, ent_ctx *ec, uint8_t *planes,
-                                 uint8_t *out, const uint8_t **result, uint32_t *raw_crc)
+/* archive.h */
+ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no, const uint8_t *frame,
+                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, const uint8_t **result,
+                          uint32_t *raw_crc)
 {
     const ctr_chunkrec *r = &a->c[k];
     const ctr_entry *e = &a->e[entry_no];
@@ -568,181 +543,5 @@ out:
     free(jobs);
     free(sp);
     workmem_keep(ctx, wm);
-    return err;
-}
-
-/* ---- whole-file restore from memory ---- */
-
-typedef struct rjob {
-    uint64_t chunk;
-    uint32_t entry_no;
-    uint32_t raw_crc;
-    ckpz_error err;
-    struct ckpz_ctx msg; /* workers must not write the caller's context */
-} rjob;
-
-typedef struct rstate {
-    const ckpz_archive *a;
-    const uint8_t *src;
-    uint8_t *dst;
-    const uint64_t *raw_off;
-    chunk_scratch *scratch;
-} rstate;
-
-static void restore_job(void *v, int worker, void *arg)
-{
-    rjob *j = v;
-    const rstate *st = arg;
-    j->msg.msg[0] = 0;
-    const ckpz_archive *a = st->a;
-    const ctr_entry *e = &a->e[j->entry_no];
-    uint8_t *out = st->dst + st->raw_off[j->chunk];
-    const uint8_t *base, *result;
-    j->err = chunk_base(&j->msg, a, e, st->raw_off[j->chunk] - e->offset, a->c[j->chunk].raw_len, &base);
-    if (!j->err)
-        j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, st->src + a->c[j->chunk].frame_offset, base,
-                                st->scratch->ec[worker], st->scratch->planes[worker], out, &result, &j->raw_crc);
-    if (!j->err && result != out) memcpy(out, result, a->c[j->chunk].raw_len);
-}
-
-/* The frames must lie in file order exactly as the index says: each entry's frame (equal
- * to its index record), then its chunks, back to back, up to the index. The entry frames
- * are read here (the only reader of them besides the sequential decoder, whose checks
- * they share: ctr_entry_frame_len/_read); chunk frames only by where the seek table puts
- * them, since reading one means decoding it, and that checks it. */
-ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
-{
-    ctx_clear(ctx);
-    uint64_t pos = a->data_start, end = a->index_offset;
-    uint8_t *fr = NULL;
-    size_t cap = 0;
-    ckpz_error err = CKPZ_OK;
-    for (size_t i = 0; i < a->ne && !err; i++) {
-        const ctr_entry *e = &a->e[i];
-        uint8_t hb[8];
-        uint32_t blen;
-        if (pos > end || end - pos < 12) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", i, (unsigned long long)pos);
-            break;
-        }
-        if (a->pr(a->opaque, hb, sizeof hb, pos) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
-            break;
-        }
-        if ((err = ctr_entry_frame_len(ctx, hb, end - pos, i, pos, &blen))) break;
-        if (12 + (size_t)blen > cap) {
-            uint8_t *nf = realloc(fr, 12 + (size_t)blen);
-            if (!nf) {
-                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            fr = nf;
-            cap = 12 + (size_t)blen;
-        }
-        memcpy(fr, hb, sizeof hb);
-        if (a->pr(a->opaque, fr + 8, (size_t)blen + 4, pos + 8) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
-            break;
-        }
-        ctr_entry f;
-        if ((err = ctr_entry_frame_read(ctx, fr, blen, a->flags, i, pos, &f))) break;
-        int same = ctr_entry_same(&f, e);
-        ctr_entry_clear(&f);
-        if (!same) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", i,
-                           (unsigned long long)pos);
-            break;
-        }
-        pos += 12 + (uint64_t)blen;
-        for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
-            if (a->c[k].frame_offset != pos) {
-                err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu is not where the index says (byte %llu)",
-                               (unsigned long long)k, (unsigned long long)pos);
-                break;
-            }
-            pos += a->c[k].frame_len;
-        }
-    }
-    if (!err && pos != end)
-        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unindexed bytes before the index (bytes %llu..%llu)",
-                       (unsigned long long)pos, (unsigned long long)end);
-    free(fr);
-    return err;
-}
-
-ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, const uint8_t *src, size_t src_size,
-                                  uint8_t *dst, size_t dst_size)
-{
-    ckpz_params p;
-    ckpz_error err = params_resolve(ctx, params, &p);
-    if (err) return err;
-    ckpz_mem m = {.data = (void *)src, .size = src_size};
-    ckpz_source in;
-    ckpz_source_mem(&in, &m);
-    ckpz_archive *a;
-    if ((err = ckpz_archive_open_io(ctx, &p, &in, &a))) return err;
-    if (a->info.original_size != dst_size) {
-        err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
-                       (unsigned long long)a->info.original_size);
-        ckpz_archive_close(a);
-        return err;
-    }
-    if (a->based && !a->base_bytes) {
-        err = base_verify(ctx, &a->base, &p); /* no base given: the message names the one needed */
-        ckpz_archive_close(a);
-        return err;
-    }
-    int workers = p.threads - 1;
-    size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
-    struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
-    rstate st = {a, src, dst, a->chunk_off,
-                 wm && !workmem_scratch(wm, workers + 1, a->info.chunk_size,
-                                        a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
-                     ? wm->scratch
-                     : NULL};
-    rjob *jobs = calloc(depth, sizeof *jobs), *j;
-    pipeline *pl = NULL;
-    uint32_t content_crc = 0;
-    uint64_t done = 0;
-    if (!st.scratch || !jobs) goto nomem;
-    if ((err = ckpz_archive_check_frames(ctx, a))) goto out;
-    if (!(pl = pipeline_create(workers, depth, restore_job, &st))) goto nomem;
-    /* Submit chunks in order; retire (oldest first) whenever every job slot is busy, and
-     * at the end until none is pending. */
-    for (uint64_t next = 0, i = 0; next < a->nc || pipeline_pending(pl);) {
-        if (next < a->nc && used < depth) {
-            j = &jobs[used++];
-        } else {
-            j = pipeline_retire(pl);
-            if (j->err) {
-                err = ctx_fail(ctx, j->err, "%s", j->msg.msg);
-                goto out;
-            }
-            uint32_t len = a->c[j->chunk].raw_len;
-            content_crc = crc32c_combine(content_crc, j->raw_crc, len);
-            done += len;
-            if (p.progress && p.progress(p.progress_opaque, done, a->info.original_size)) {
-                err = ctx_fail(ctx, CKPZ_ERR_ABORTED, "aborted");
-                goto out;
-            }
-        }
-        if (next < a->nc) {
-            while (next >= a->e[i].first_chunk + a->e[i].nchunks) i++;
-            j->chunk = next++;
-            j->entry_no = (uint32_t)i;
-            pipeline_submit(pl, j);
-        }
-    }
-    if (content_crc != a->info.content_checksum)
-        err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "content checksum mismatch (expected %08x, got %08x)",
-                       a->info.content_checksum, content_crc);
-    goto out;
-nomem:
-    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-out:
-    pipeline_destroy(pl);
-    workmem_keep(ctx, wm);
-    free(jobs);
-    ckpz_archive_close(a);
     return err;
 }

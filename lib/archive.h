@@ -1,8 +1,48 @@
-/* archive.h — whole-file restore through the index, for a .ckpz held in memory. */
+/* archive.h — the archive reader's inside (archive.c: random access through the index),
+ * shared with the whole-file restore of a .ckpz held in memory (archive_restore.c). */
 #ifndef CKPZ_ARCHIVE_H
 #define CKPZ_ARCHIVE_H
 
 #include "ckpz.h"
+#include "container/container.h"
+#include "entropy/entropy.h"
+
+/* An open archive (ckpz_archive_open_io in archive.c): the index read and checked, the
+ * chunks' original offsets, the caller's base. */
+struct ckpz_archive {
+    ckpz_pread_fn pr;
+    void *opaque;
+    ckpz_archive_info info;
+    size_t mem_limit;
+    ctr_entry *e;
+    size_t ne;
+    ctr_chunkrec *c;
+    size_t nc;
+    uint64_t *compressed; /* per entry */
+    uint64_t data_start;  /* offset of the first entry frame */
+    uint64_t index_offset; /* where the frames end */
+    int based;            /* a delta file */
+    unsigned flags;       /* CTR_FILE_* */
+    ctr_base base;
+    const uint8_t *base_bytes; /* the caller's base, checked; NULL when not given */
+    uint64_t *chunk_off;  /* per chunk, its offset in the original; [nc] = original size */
+    int threads;          /* from the params given at open, resolved */
+    ckpz_progress_fn progress;
+    void *progress_opaque;
+};
+
+/* The base's bytes for the chunk of len bytes that starts `rel` bytes into entry e (NULL
+ * when the entry has no base or the base ends first); CKPZ_ERR_BASE when the caller gave
+ * no base. */
+ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
+                      const uint8_t **base);
+
+/* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
+ * out; *result is out, or the base's bytes for a copy frame. Messages go to msg, naming
+ * the chunk and its tensor. */
+ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no, const uint8_t *frame,
+                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, const uint8_t **result,
+                          uint32_t *raw_crc);
 
 /* Checks every frame against the index (entry frames included), then decodes each chunk
  * straight from src into its place in dst (exactly the original size) on
