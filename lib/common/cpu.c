@@ -14,6 +14,7 @@ static unsigned hardware(void)
     if (__builtin_cpu_supports("sse4.2")) f |= CPU_SSE42;
     if (__builtin_cpu_supports("pclmul")) f |= CPU_PCLMUL;
     if (__builtin_cpu_supports("avx2")) f |= CPU_HAS_AVX2;
+    if ((f & CPU_HAS_AVX2) && (f & CPU_PCLMUL) && __builtin_cpu_supports("vpclmulqdq")) f |= CPU_VPCLMUL256;
     if ((f & CPU_HAS_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")) {
         f |= CPU_HAS_AVX512;

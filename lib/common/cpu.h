@@ -23,7 +23,9 @@ enum {
     CPU_HAS_AVX2 = 1u << 2,   /* AVX2 */
     CPU_HAS_AVX512 = 1u << 3, /* AVX-512 F, BW, VL and VBMI: every AVX-512 kernel needs these */
     CPU_VBMI2 = 1u << 4,      /* AVX-512 VBMI2 (vpcompressb, vpexpandb), with CPU_HAS_AVX512 */
-    CPU_VPCLMUL = 1u << 5     /* VPCLMULQDQ on zmm registers, with CPU_HAS_AVX512 and CPU_PCLMUL */
+    CPU_VPCLMUL = 1u << 5,    /* VPCLMULQDQ on zmm registers, with CPU_HAS_AVX512 and CPU_PCLMUL */
+    CPU_VPCLMUL256 = 1u << 6  /* VPCLMULQDQ on ymm registers, with CPU_HAS_AVX2 and CPU_PCLMUL (level
+                                 avx512: capped at avx2, the PCLMULQDQ loop runs) */
 };
 
 extern int cpu_features_; /* -1 until probed (cpu.c) */

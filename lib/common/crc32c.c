@@ -11,10 +11,16 @@
  * (four accumulators, 256 bytes a step), for either polynomial. The crc32 instruction
  * exists only for CRC-32C, where it reduces the final 128 bits and takes the tail; the
  * zip CRC does both with the tables, which alone manage 1.9 GB/s on Zen 5 (against 55
- * folding), so without VPCLMULQDQ it folds 16-byte blocks with PCLMULQDQ (14 GB/s).
+ * folding), so without AVX-512 it folds 32-byte blocks with VPCLMULQDQ on ymm registers
+ * where the CPU has it, else 16-byte blocks with PCLMULQDQ (14 GB/s). The zip CRC of a
+ * torch.save member is taken while its bytes are copied into a chunk (crc32_zip_copy):
+ * the folding loops store each block they load, so the copy and the CRC are one pass
+ * over the data instead of two (on a Zen 3 core, 364 MB in 4 MiB chunks: copy, then
+ * CRC 0.058 s; fused with PCLMULQDQ 0.035 s; the copy alone 0.022 s).
  * The folding constants are powers of x mod P computed at first use with the same
  * arithmetic as the combination, not copied tables. The x86-64 kernels sit in files of
- * their own (crc32c_sse42.c, crc32c_avx512.c: crc32c_impl.h), chosen here through cpu.h.
+ * their own (crc32c_sse42.c, crc32c_avx2.c, crc32c_avx512.c: crc32c_impl.h), chosen here
+ * through cpu.h.
  */
 #include "crc32c.h"
 
@@ -133,16 +139,24 @@ static uint32_t reduce_soft(crc_poly *P, __m128i r)
     return crc_soft(P, 0, b, 16);
 }
 
-static uint32_t crc_zip_raw(uint32_t crc, const uint8_t *p, size_t n)
+/* With dst, the bytes are also copied there, in the same pass as the folding. */
+static uint32_t crc_zip_raw(uint32_t crc, uint8_t *dst, const uint8_t *p, size_t n)
 {
     size_t done = 0;
     if (n >= 256 && (cpu_features() & CPU_VPCLMUL) && fold_ready(&ieee)) {
         done = n - n % 64;
-        crc = reduce_soft(&ieee, crc_fold512(ieee.fold_tab, crc, p, n));
+        crc = reduce_soft(&ieee, dst ? crc_fold512_copy(ieee.fold_tab, crc, dst, p, n)
+                                     : crc_fold512(ieee.fold_tab, crc, p, n));
+    } else if (n >= 128 && (cpu_features() & CPU_VPCLMUL256) && fold_ready(&ieee)) {
+        done = n - n % 16;
+        crc = reduce_soft(&ieee, dst ? crc_fold256_copy(ieee.fold_tab, crc, dst, p, n)
+                                     : crc_fold256(ieee.fold_tab, crc, p, n));
     } else if (n >= 64 && (cpu_features() & CPU_PCLMUL) && fold_ready(&ieee)) {
         done = n - n % 16;
-        crc = reduce_soft(&ieee, crc_fold128(ieee.fold_tab, crc, p, n));
+        crc = reduce_soft(&ieee, dst ? crc_fold128_copy(ieee.fold_tab, crc, dst, p, n)
+                                     : crc_fold128(ieee.fold_tab, crc, p, n));
     }
+    if (dst) memcpy(dst + done, p + done, n - done);
     return crc_soft(&ieee, crc, p + done, n - done);
 }
 #endif
@@ -167,9 +181,32 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t n)
 uint32_t crc32_zip(uint32_t crc, const void *buf, size_t n)
 {
 #ifdef CRC_HAVE_X86
-    return ~crc_zip_raw(~crc, buf, n);
+    return ~crc_zip_raw(~crc, NULL, buf, n);
 #else
     return ~crc_soft(&ieee, ~crc, buf, n);
+#endif
+}
+
+uint32_t crc32_zip_copy(uint32_t crc, void *dst, const void *src, size_t n)
+{
+    if (!n) return crc;
+#ifdef CRC_HAVE_X86
+    return ~crc_zip_raw(~crc, dst, src, n);
+#else
+    /* In steps small enough that the CRC reads what the copy just wrote from cache. */
+    enum { STEP = 64u << 10 };
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    crc = ~crc;
+    while (n) {
+        size_t k = n < STEP ? n : STEP;
+        memcpy(d, s, k);
+        crc = crc_soft(&ieee, crc, d, k);
+        d += k;
+        s += k;
+        n -= k;
+    }
+    return ~crc;
 #endif
 }
 

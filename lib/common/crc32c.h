@@ -18,6 +18,9 @@ uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* Zip CRC-32 of buf continuing from crc (0 to start), as zlib's crc32(). */
 uint32_t crc32_zip(uint32_t crc, const void *buf, size_t n);
+/* Copies n bytes from src to dst (not overlapping) and returns crc32_zip(crc, src, n),
+ * in one pass over the data. */
+uint32_t crc32_zip_copy(uint32_t crc, void *dst, const void *src, size_t n);
 /* Zip CRC-32 of A||B from crc(A), crc(B) and len(B). */
 uint32_t crc32_zip_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 

@@ -1,20 +1,25 @@
 /* crc32c_sse42.c — the CRC kernels of CPUs with SSE4.2 and PCLMULQDQ (cpu.h level avx2):
  * CRC-32C with the crc32 instruction, three streams to hide its latency, and 16-byte
- * folding with PCLMULQDQ for the zip CRC, whose polynomial has no instruction. See
- * crc32c.c for the choice between them. */
+ * folding with PCLMULQDQ for the zip CRC, whose polynomial has no instruction (also
+ * fused with a copy). See crc32c.c for the choice between them. */
 #include <string.h>
 
 #include "crc32c_impl.h"
 
 #ifdef CRC_HAVE_X86
-/* Four accumulators of 16 bytes (crc32c_impl.h). */
-PCLMUL_TARGET __m128i crc_fold128(const crc_fold_tab k, uint32_t crc, const uint8_t *p, size_t n)
+/* Four accumulators of 16 bytes (crc32c_impl.h). With dst, every block folded is also
+ * stored there: the copy costs no second pass over the data (inlined twice, the stores
+ * compiled out of crc_fold128). */
+static inline __attribute__((always_inline)) PCLMUL_TARGET __m128i fold128_run(const crc_fold_tab k, uint32_t crc,
+                                                                              uint8_t *dst, const uint8_t *p,
+                                                                              size_t n)
 {
-#define LD(o) _mm_loadu_si128((const __m128i *)(const void *)(p + (o)))
+#define LD(o) ld_st128(p + (o), dst ? dst + (o) : NULL)
     __m128i a0 = _mm_xor_si128(LD(0), _mm_cvtsi32_si128((int)crc)), a1 = LD(16), a2 = LD(32), a3 = LD(48);
     p += 64;
+    dst = dst ? dst + 64 : NULL;
     n -= 64;
-    for (; n >= 64; p += 64, n -= 64) {
+    for (; n >= 64; p += 64, dst = dst ? dst + 64 : NULL, n -= 64) {
         a0 = fold128(a0, k[FOLD_D512], LD(0));
         a1 = fold128(a1, k[FOLD_D512], LD(16));
         a2 = fold128(a2, k[FOLD_D512], LD(32));
@@ -22,10 +27,20 @@ PCLMUL_TARGET __m128i crc_fold128(const crc_fold_tab k, uint32_t crc, const uint
     }
     __m128i r = fold128(a0, k[FOLD_D384],
                         fold128(a1, k[FOLD_D256], fold128(a2, k[FOLD_D128], a3)));
-    for (; n >= 16; p += 16, n -= 16)
+    for (; n >= 16; p += 16, dst = dst ? dst + 16 : NULL, n -= 16)
         r = fold128(r, k[FOLD_D128], LD(0));
 #undef LD
     return r;
+}
+
+PCLMUL_TARGET __m128i crc_fold128(const crc_fold_tab k, uint32_t crc, const uint8_t *p, size_t n)
+{
+    return fold128_run(k, crc, NULL, p, n);
+}
+
+PCLMUL_TARGET __m128i crc_fold128_copy(const crc_fold_tab k, uint32_t crc, uint8_t *dst, const uint8_t *p, size_t n)
+{
+    return fold128_run(k, crc, dst, p, n);
 }
 
 #define CASTAGNOLI 0x82f63b78u

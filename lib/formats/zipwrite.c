@@ -346,23 +346,13 @@ static int build_tail(ckpz_zip_source *s)
     return 0;
 }
 
-/* Copies member data and takes its CRC-32 while the bytes are in cache: in steps small
- * enough that the CRC pass reads what the copy just wrote from L1/L2. */
+/* Copies member data and takes its CRC-32 in the same pass (crc32_zip_copy). */
 static void copy_crc(ckpz_zip_source *s, uint8_t *dst, const uint8_t *src, size_t n)
 {
-    enum { STEP = 64u << 10 };
-    if (!s->crc32) { /* the CRC fields stay 0 */
+    if (s->crc32)
+        s->crc = crc32_zip_copy(s->crc, dst, src, n);
+    else /* the CRC fields stay 0 */
         memcpy(dst, src, n);
-        return;
-    }
-    while (n) {
-        size_t k = n < STEP ? n : STEP;
-        memcpy(dst, src, k);
-        s->crc = crc32_zip(s->crc, dst, k);
-        dst += k;
-        src += k;
-        n -= k;
-    }
 }
 
 ptrdiff_t ckpz_zip_source_read(void *opaque, void *out, size_t n)
