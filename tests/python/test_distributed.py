@@ -291,6 +291,11 @@ def prog_die(rank, world, d, op="save", victim=None):
     assert time.monotonic() - t0 < 40
     with open(d + "/rank%d-done" % rank, "w") as f:
         f.write(text)
+    if rank == 0:  # rank 0 holds the store the others ask who is alive: it leaves last
+        others = [r for r in range(world) if r not in (0, victim)]
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not all(os.path.exists(d + "/rank%d-done" % r) for r in others):
+            time.sleep(0.05)
     os._exit(0)  # the group is broken: leave without destroying it
 
 
