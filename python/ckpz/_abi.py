@@ -235,4 +235,12 @@ class StTensor(ctypes.Structure):
         ("dtype", ctypes.c_int),  # ckpz_dtype
         ("ndim", ctypes.c_uint32),
         ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("dtype_name", ctypes.c_char_p),
+        ("elem_size", ctypes.c_uint32),
     ]
+
+
+class StMeta(ctypes.Structure):
+    """struct ckpz_st_meta (ckpz_safetensors_header)."""
+
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
