@@ -300,18 +300,16 @@ def st_header(call, tensors, meta=None):
     name, element size) for one ckpz has no type for), with meta first (None: no
     "__metadata__"; else [(key, value)] UTF-8 bytes, in order), from the library's one
     writer (ckpz_safetensors_header); a refusal raises its Error."""
-    n, flat = len(tensors), [int(d) for _, _, shape in tensors for d in shape]
-    entries, pairs = (StTensor * max(n, 1))(), (StMeta * max(len(meta or ()), 1))()
+    flat = [int(d) for _, _, shape in tensors for d in shape]
     dims = (ctypes.c_uint64 * max(len(flat), 1))(*flat)
-    at = ctypes.addressof(dims)
-    for i, (name, dt, shape) in enumerate(tensors):
+    at, rows = ctypes.addressof(dims), []
+    for name, dt, shape in tensors:
         by_name = dt if isinstance(dt, tuple) else (None, 0)
-        entries[i] = StTensor(name, DTYPE_NONE if by_name[0] else dt, len(shape),
-                              ctypes.pointer(ctypes.c_uint64.from_address(at)), *by_name)
+        rows.append((name, DTYPE_NONE if by_name[0] else dt, len(shape), at) + by_name)
         at += 8 * len(shape)
-    for i, (k, v) in enumerate(meta or ()):
-        pairs[i].key, pairs[i].value = k, v
-    args = [call.ctx, entries, n, pairs if meta is not None else None, len(meta or ())]
+    entries = (StTensor * max(len(rows), 1))(*rows)
+    pairs = (StMeta * max(len(meta or ()), 1))(*(meta or ()))
+    args = [call.ctx, entries, len(rows), pairs if meta is not None else None, len(meta or ())]
     size = ctypes.c_size_t()
     call.check(safetensors_header(*args, None, 0, ctypes.byref(size), None))
     head = ctypes.create_string_buffer(size.value)
