@@ -287,31 +287,46 @@ CKPZ_API ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ck
 
 /* ==== safetensors headers (lib/formats/safetensors.c) ==========================
  * The one safetensors header writer: what ckpz hands itself or a caller as a safetensors
- * file that exists only as a read callback (the tuner's samples, libckpz_mpi's shards,
- * the Python package's target_bw=) is described here, so that every such header is what
- * the reader takes back. */
+ * file (the tuner's samples, libckpz_mpi's shards, the Python package's target_bw= and
+ * ckpz.safetensors.save) is described here, so that every such header is what the reader
+ * takes back. */
 
 /* One tensor of a safetensors header. */
 typedef struct ckpz_st_tensor {
-    const char *name;      /* UTF-8, NUL-terminated; not "__metadata__" */
-    ckpz_dtype dtype;      /* a type with a safetensors name (ckpz_dtype_format_name) */
-    uint32_t ndim;         /* at most 64 */
-    const uint64_t *shape; /* ndim values, outermost first (NULL when ndim is 0) */
+    const char *name;       /* UTF-8, NUL-terminated; not "__metadata__" */
+    ckpz_dtype dtype;       /* a type with a safetensors name (ckpz_dtype_format_name), or
+                               CKPZ_DTYPE_NONE with dtype_name */
+    uint32_t ndim;          /* at most 64 */
+    const uint64_t *shape;  /* ndim values, outermost first (NULL when ndim is 0) */
+    const char *dtype_name; /* NULL, or a safetensors dtype ckpz has no type for ("C64",
+                               "F8_E8M0"): [A-Z0-9_]{1,32}, written as given */
+    uint32_t elem_size;     /* with dtype_name: bytes an element (1 to 64) */
 } ckpz_st_tensor;
 
+/* One entry of a safetensors header's "__metadata__": UTF-8, NUL-terminated strings. */
+typedef struct ckpz_st_meta {
+    const char *key;
+    const char *value;
+} ckpz_st_meta;
+
 /* The header of a safetensors file of the n tensors t in this order, their data back to
- * back from offset 0 (dtype size x shape bytes each): 8-byte little-endian length, then
+ * back from offset 0 (element size x shape bytes each): 8-byte little-endian length, then
  * compact JSON ("data_offsets" in that layout; names escaped as the safetensors package
- * escapes them) padded with spaces to a multiple of 8 bytes. *len gets the header's
- * length and *data_bytes (may be NULL) the data's; with dst NULL nothing is written (ask
- * the size, then call again), else dst must hold cap >= *len bytes (CKPZ_ERR_LIMIT
- * otherwise). A tensor with no name, a name that is not UTF-8 or is "__metadata__", a
- * dtype without a safetensors name, over 64 dimensions, or sizes past 2^64 is refused
- * with CKPZ_ERR_PARAM and a message naming it; a header over what ckpz reads (256 MiB)
- * with CKPZ_ERR_LIMIT. Not checked: names that repeat (the safetensors package refuses
- * them; ckpz's reader takes both). ctx may be NULL (no message). */
-CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, void *dst,
-                                            size_t cap, size_t *len, uint64_t *data_bytes);
+ * and Python's json.dumps(ensure_ascii=False) escape them) padded with spaces to a
+ * multiple of 8 bytes. meta NULL: no "__metadata__"; otherwise it comes first, with the
+ * nmeta pairs in the order given (nmeta 0: {}). *len gets the header's length and
+ * *data_bytes (may be NULL) the data's; with dst NULL nothing is written (ask the size,
+ * then call again), else dst must hold cap >= *len bytes (CKPZ_ERR_LIMIT otherwise). A
+ * tensor with no name, a name that is not UTF-8 or is "__metadata__", a dtype without a
+ * safetensors name (or a dtype_name not of the form above, or given with a dtype), over
+ * 64 dimensions, or sizes past 2^64, and a metadata key or value missing or not UTF-8,
+ * are refused with CKPZ_ERR_PARAM and a message naming it; a header over what ckpz
+ * reads (256 MiB) with CKPZ_ERR_LIMIT. Not checked: names or keys that repeat (the
+ * safetensors package refuses them; ckpz's reader takes both). ctx may be NULL (no
+ * message). */
+CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n,
+                                            const ckpz_st_meta *meta, size_t nmeta, void *dst, size_t cap,
+                                            size_t *len, uint64_t *data_bytes);
 /* ==== end of safetensors headers ====================================================== */
 
 /* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */

@@ -216,13 +216,13 @@ ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *caller, MPI_Comm comm, const ckpz
         memcpy(dim, d + 12, 8 * (size_t)h[1]);
         memcpy(tx, d + 12 + 8 * (size_t)h[1], h[2]);
         tx[h[2]] = '\0';
-        st[i] = (ckpz_st_tensor){tx, (ckpz_dtype)h[0], h[1], dim};
+        st[i] = (ckpz_st_tensor){.name = tx, .dtype = (ckpz_dtype)h[0], .ndim = h[1], .shape = dim};
         dim += h[1], tx += h[2] + 1;
     }
     ckpz_error e = CKPZ_OK;
-    if (!r.err && ((e = ckpz_safetensors_header(ctx, st, v.nt, NULL, 0, &hl, NULL)) != CKPZ_OK ||
+    if (!r.err && ((e = ckpz_safetensors_header(ctx, st, v.nt, NULL, 0, NULL, 0, &hl, NULL)) != CKPZ_OK ||
                    !(v.head = malloc(hl)) ||
-                   (e = ckpz_safetensors_header(ctx, st, v.nt, v.head, hl, &hl, NULL)) != CKPZ_OK))
+                   (e = ckpz_safetensors_header(ctx, st, v.nt, NULL, 0, v.head, hl, &hl, NULL)) != CKPZ_OK))
         mr_fail(&r, e ? e : CKPZ_ERR_NOMEM, "%s", e ? ckpz_ctx_message(ctx) : "out of memory");
     if (!r.err) {
         v.head_len = hl;

@@ -199,10 +199,11 @@ static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_
     for (size_t i = 0; t && dims && names && i < np; i++) {
         snprintf(names[i], sizeof names[i], "s%zu", i);
         dims[i] = pc[i].len / es;
-        t[i] = (ckpz_st_tensor){names[i], dt, 1, &dims[i]};
+        t[i] = (ckpz_st_tensor){.name = names[i], .dtype = dt, .ndim = 1, .shape = &dims[i]};
         off += pc[i].len;
     }
-    if (t && dims && names && ckpz_safetensors_header(NULL, t, np, out, HEADER_ROOM, &hl, NULL) != CKPZ_OK) hl = 0;
+    if (t && dims && names && ckpz_safetensors_header(NULL, t, np, NULL, 0, out, HEADER_ROOM, &hl, NULL) != CKPZ_OK)
+        hl = 0;
     free(t), free(dims), free(names);
     if (!hl) return 0;
     memcpy(out + hl, data, off);

@@ -234,5 +234,13 @@ class StTensor(ctypes.Structure):
         ("name", ctypes.c_char_p),
         ("dtype", ctypes.c_int),  # ckpz_dtype
         ("ndim", ctypes.c_uint32),
-        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("shape", ctypes.c_void_p),  # const uint64_t *, set as an address
+        ("dtype_name", ctypes.c_char_p),
+        ("elem_size", ctypes.c_uint32),
     ]
+
+
+class StMeta(ctypes.Structure):
+    """struct ckpz_st_meta (ckpz_safetensors_header)."""
+
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]

@@ -79,7 +79,8 @@ zip_source_create_opts = _declare("ckpz_zip_source_create_opts", _int, _vp, _P(Z
 zip_source_size = _declare("ckpz_zip_source_size", _u64, _vp)
 zip_source_free = _declare("ckpz_zip_source_free", None, _vp)
 source_init = _declare("ckpz_source_init", None, _P(Source))
-safetensors_header = _declare("ckpz_safetensors_header", _int, _vp, _P(StTensor), _sz, _vp, _sz, _P(_sz), _P(_u64))
+safetensors_header = _declare("ckpz_safetensors_header", _int, _vp, _P(StTensor), _sz, _P(StMeta), _sz, _vp, _sz,
+                              _P(_sz), _P(_u64))
 publish_open = _declare("ckpz_publish_open", _int, _vp, ctypes.c_char_p, ctypes.c_uint, _P(_vp))
 publish_fd = _declare("ckpz_publish_fd", _int, _vp)
 publish_temp = _declare("ckpz_publish_temp", ctypes.c_char_p, _vp)
@@ -291,3 +292,26 @@ def view_at(ptr, n, writable=False):
 
 def decode(s):
     return s.decode("utf-8", "replace") if s is not None else None
+
+
+def st_header(call, tensors, meta=None):
+    """The header (bytes) of a safetensors file of tensors, [(name, dtype, shape)] in file
+    order, their data back to back (name: UTF-8 bytes; dtype: a ckpz_dtype, or (safetensors
+    name, element size) for one ckpz has no type for), with meta first (None: no
+    "__metadata__"; else [(key, value)] UTF-8 bytes, in order), from the library's one
+    writer (ckpz_safetensors_header); a refusal raises its Error."""
+    flat = [int(d) for _, _, shape in tensors for d in shape]
+    dims = (ctypes.c_uint64 * max(len(flat), 1))(*flat)
+    at, rows = ctypes.addressof(dims), []
+    for name, dt, shape in tensors:
+        by_name = dt if isinstance(dt, tuple) else (None, 0)
+        rows.append((name, DTYPE_NONE if by_name[0] else dt, len(shape), at) + by_name)
+        at += 8 * len(shape)
+    entries = (StTensor * max(len(rows), 1))(*rows)
+    pairs = (StMeta * max(len(meta or ()), 1))(*(meta or ()))
+    args = [call.ctx, entries, len(rows), pairs if meta is not None else None, len(meta or ())]
+    size = ctypes.c_size_t()
+    call.check(safetensors_header(*args, None, 0, ctypes.byref(size), None))
+    head = ctypes.create_string_buffer(size.value)
+    call.check(safetensors_header(*args, head, size.value, ctypes.byref(size), None))
+    return head.raw

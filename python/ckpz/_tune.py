@@ -30,22 +30,6 @@ def _st_dtype(dtype, nbytes):
     return (dt, size) if nbytes % size == 0 else (_lib.DTYPE_U8, 1)
 
 
-def _header(tensors, call):
-    """The safetensors header of [(name, ckpz_dtype, elements)], 1-D tensors back to back,
-    from the library's one writer (ckpz_safetensors_header); a refusal raises its Error."""
-    n = len(tensors)
-    entries = (_lib.StTensor * max(n, 1))()
-    dims = (ctypes.c_uint64 * max(n, 1))(*[count for _, _, count in tensors])
-    at, keep = ctypes.addressof(dims), [name.encode("utf-8", "replace") for name, _, _ in tensors]
-    for i, (_, dt, _) in enumerate(tensors):
-        entries[i] = _lib.StTensor(keep[i], dt, 1, ctypes.cast(at + 8 * i, ctypes.POINTER(ctypes.c_uint64)))
-    size = ctypes.c_size_t()
-    call.check(_lib.safetensors_header(call.ctx, entries, n, None, 0, ctypes.byref(size), None))
-    head = ctypes.create_string_buffer(size.value)
-    call.check(_lib.safetensors_header(call.ctx, entries, n, head, size.value, ctypes.byref(size), None))
-    return head.raw
-
-
 def names(torch, obj):
     """{storage address: dotted path of the first tensor of obj on that storage}."""
     out = {}
@@ -77,10 +61,10 @@ class _Layout:
             dtype, ptr = pickled.origins.get(key, (None, 0))
             dt, size = _st_dtype(dtype, n)
             name = "%s#%s" % (names.get(ptr, "storage"), key)  # unique, and the path for the roles
-            tensors.append((name, dt, n // size))
+            tensors.append((name.encode("utf-8", "replace"), dt, (n // size,)))
             self.parts.append((at, n, st.data_ptr()))
             at += n
-        self.head = _header(tensors, call)
+        self.head = _lib.st_header(call, tensors)  # the library's one writer
         self.size = len(self.head) + at
         self.starts = [p[0] for p in self.parts]
 

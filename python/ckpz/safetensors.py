@@ -7,10 +7,11 @@
 
 A .safetensors.ckpz file is a safetensors file compressed by libckpz: ``ckpz -d`` restores
 the bytes ``safetensors.torch.save_file`` writes for the same dict. The format is written
-here, without that package: 8 bytes of header length, compact JSON padded with spaces to
-8 bytes, the tensors sorted as the package sorts them (by dtype in its order, then by
-name). It writes "__metadata__" in a hash map's order, which changes from run to run;
-ckpz sorts the keys (the same JSON, in another order, for two keys or more).
+without that package, its header by the library's one writer (ckpz_safetensors_header):
+8 bytes of header length, compact JSON padded with spaces to 8 bytes, the tensors sorted
+as the package sorts them (by dtype in its order, then by name). It writes "__metadata__"
+in a hash map's order, which changes from run to run; ckpz sorts the keys (the same
+JSON, in another order, for two keys or more).
 
 Saving streams the file to the library out of the tensors' memory (a read callback: no
 uncompressed copy; a CUDA tensor copied to the host in its turn), the format named so that
@@ -44,7 +45,7 @@ DEPTH_MAX = 64  # JSON nesting, as libckpz's reader (3 levels mean anything)
 VALUES_MAX = 2_000_000  # commas outside strings: ~7 a tensor, so ~280k tensors (~100 B each parsed)
 NDIM_MAX = 64
 _META = "__metadata__"
-_SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 cannot hold
+_NOT_C_UTF8 = re.compile("[\0\ud800-\udfff]")  # what UTF-8 (surrogates) or a C string (NUL) cannot hold
 
 # The safetensors dtypes torch holds, NAME:torch attribute:bytes, in the order the package
 # writes tensors (then by name; checked against safetensors 0.8.0 by test_safetensors).
@@ -78,8 +79,8 @@ def _entry(torch, by_torch, name, t, path):
     if not isinstance(name, str):
         raise _refuse(path, "tensor names must be str, not %s (%r)" % (type(name).__name__, name))
     what = "tensor %r" % name
-    if name == _META or _SURROGATE.search(name):
-        raise _refuse(path, "%s: not a tensor name (the header's metadata, or not UTF-8)" % what)
+    if name == _META or _NOT_C_UTF8.search(name):
+        raise _refuse(path, "%s: not a tensor name (the header's metadata, a NUL, or not UTF-8)" % what)
     if not isinstance(t, torch.Tensor):
         raise _refuse(path, "%s is a %s, not a torch.Tensor" % (what, type(t).__name__))
     if t.layout != torch.strided or t.device.type == "meta":
@@ -89,7 +90,7 @@ def _entry(torch, by_torch, name, t, path):
     if not t.is_contiguous():
         raise _refuse(path, "%s is not contiguous: save t.contiguous() (safetensors.torch refuses it too)" % what)
     rank, code, size = by_torch[t.dtype]
-    return rank, name, code, t, t.numel() * size
+    return rank, name, (code.encode("ascii"), size), t, t.numel() * size
 
 
 def _check_disjoint(entries, path):
@@ -103,13 +104,14 @@ def _check_disjoint(entries, path):
             prev = (dev, ptr + n, name)
 
 
-def _metadata_json(metadata, path):
+def _metadata(metadata, path):
+    """[(key, value)] of metadata as UTF-8 bytes, sorted by key."""
     if not isinstance(metadata, dict):
         raise _refuse(path, "metadata must be a dict of str -> str, not %s" % type(metadata).__name__)
     for k, v in metadata.items():
-        if not isinstance(k, str) or not isinstance(v, str) or _SURROGATE.search(k + v):
-            raise _refuse(path, "metadata must map str to str (UTF-8): %r -> %r" % (k, v))
-    return json.dumps(dict(sorted(metadata.items())), ensure_ascii=False, separators=(",", ":"))
+        if not isinstance(k, str) or not isinstance(v, str) or _NOT_C_UTF8.search(k + v):
+            raise _refuse(path, "metadata must map str to str (UTF-8, no NUL): %r -> %r" % (k, v))
+    return [(k.encode("utf-8"), v.encode("utf-8")) for k, v in sorted(metadata.items())]
 
 
 class _Plan:
@@ -124,21 +126,13 @@ class _Plan:
         by_torch = _dtypes(torch)[0]
         entries = sorted(_entry(torch, by_torch, k, t, path) for k, t in tensors.items())
         _check_disjoint(entries, path)
-        parts, self.parts, at = [], [], 0
-        if metadata is not None:
-            parts.append('"%s":%s' % (_META, _metadata_json(metadata, path)))
-        for _, name, code, t, n in entries:
-            parts.append('%s:{"dtype":"%s","shape":[%s],"data_offsets":[%d,%d]}' % (
-                json.dumps(name, ensure_ascii=False), code, ",".join(str(int(d)) for d in t.shape), at, at + n))
-            self.parts.append((t, n))
-            at += n
-        text = ("{%s}" % ",".join(parts)).encode("utf-8")
-        text += b" " * (-len(text) % 8)
-        if len(text) > HEADER_MAX:
-            raise _refuse(path, "a header of %d bytes, over safetensors' limit" % len(text), _lib.ERR_LIMIT)
-        head = struct.pack("<Q", len(text)) + text
-        self.parts.insert(0, (ctypes.create_string_buffer(head, len(head)), len(head)))
-        self.nbytes = len(head) + at
+        meta = None if metadata is None else _metadata(metadata, path)
+        with _lib.Call(None, path) as call:  # the header from the library's one writer
+            head = _lib.st_header(call, [(name.encode("utf-8"), dt, t.shape) for _, name, dt, t, _ in entries], meta)
+        if len(head) - 8 > HEADER_MAX:
+            raise _refuse(path, "a header of %d bytes, over safetensors' limit" % (len(head) - 8), _lib.ERR_LIMIT)
+        self.parts = [(ctypes.create_string_buffer(head, len(head)), len(head))] + [(t, n) for _, _, _, t, n in entries]
+        self.nbytes = sum(n for _, n in self.parts)
         self._i, self._at, self._addr, self._held = 0, 0, None, None
 
     def size(self):

@@ -149,6 +149,12 @@ int main(void)
     FIELD(ckpz_st_tensor, dtype);
     FIELD(ckpz_st_tensor, ndim);
     FIELD(ckpz_st_tensor, shape);
+    FIELD(ckpz_st_tensor, dtype_name);
+    FIELD(ckpz_st_tensor, elem_size);
+
+    STRUCT(ckpz_st_meta);
+    FIELD(ckpz_st_meta, key);
+    FIELD(ckpz_st_meta, value);
 
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);

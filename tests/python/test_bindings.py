@@ -49,6 +49,7 @@ STRUCTS = {
     "ckpz_source": _abi.Source,
     "ckpz_tune_result": _abi.TuneResult,
     "ckpz_st_tensor": _abi.StTensor,
+    "ckpz_st_meta": _abi.StMeta,
 }
 # The callback type each ctypes prototype of _abi mirrors.
 CALLBACKS = {

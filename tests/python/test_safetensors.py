@@ -268,6 +268,8 @@ class SaveRefusals(Base):
         self.refused({1: x}, words=["str"])
         self.refused({"__metadata__": x}, words=["__metadata__"])
         self.refused({"bad\ud800": x}, words=["UTF-8"])
+        self.refused({"nul\0": x}, words=["NUL"])  # a C string cannot hold it
+        self.refused({"a": x}, {"k": "v\0"}, words=["metadata", "NUL"])
         self.refused({"nc": torch.zeros(4, 4).t()}, words=["'nc'", "contiguous"])
         self.refused({"a": x, "b": x}, words=["'a'", "'b'", "share memory"])
         self.refused({"a": x[2:5], "b": x[4:8]}, words=["share memory"])
