@@ -339,7 +339,9 @@ CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor 
  * leaves, the next ckpz_publish_open of the same final name removes: only this pattern,
  * only when HOST is this host, PID no live process here and nobody holds its lock (so a
  * temporary output of a live writer, in this process or another, is never touched; a
- * reused PID or another host's leftover is kept). Not guaranteed: the removal of a
+ * reused PID or another host's leftover is kept); with it go the regular files other
+ * libraries named after it (TEMP.MORE: the TEMP.locktest.N that Open MPI's MPI-IO leaves
+ * when a rank is killed while it opens the file). Not guaranteed: the removal of a
  * leftover of another host, or of a PID reused since. On failure errno keeps the
  * system's error and ctx (may be NULL) the message, which names the final name. */
 /* flags of ckpz_publish_open: */

@@ -131,6 +131,20 @@ static int parse_tail(const char *s, long *pid, uint32_t *host)
     return 0;
 }
 
+/* A file another library made beside a temporary output, named after it: the tail
+ * PID-HOST-RANDOM.tmp.MORE (MPI-IO's TEMP.locktest.N, which Open MPI leaves when a rank
+ * is killed while it opens the file). 0 and pid, host, or -1. */
+static int companion_of(const char *s, long *pid, uint32_t *host)
+{
+    const char *t = strstr(s, SUFFIX ".");
+    char tail[64];
+    size_t n = t ? (size_t)(t - s) + strlen(SUFFIX) : 0;
+    if (!t || n >= sizeof tail || !t[strlen(SUFFIX) + 1]) return -1;
+    memcpy(tail, s, n);
+    tail[n] = 0;
+    return parse_tail(tail, pid, host);
+}
+
 int ckpz_publish_is_temp(const char *path)
 {
     const char *slash = path ? strrchr(path, '/') : NULL;
@@ -175,9 +189,16 @@ int ckpz_publish_sweep(const char *name)
         long pid;
         uint32_t host;
         struct stat st, fst;
-        if (strncmp(de->d_name, prefix, plen) != 0 || parse_tail(de->d_name + plen, &pid, &host) != 0) continue;
+        if (strncmp(de->d_name, prefix, plen) != 0) continue;
+        int companion = parse_tail(de->d_name + plen, &pid, &host) != 0;
+        if (companion && companion_of(de->d_name + plen, &pid, &host) != 0) continue;
         if (host != me || pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path) continue;
+        if (companion) { /* another library's file beside a dead writer's temporary: no lock of ours */
+            if (lstat(path, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) && unlink(path) == 0)
+                removed++;
+            continue;
+        }
         if (lstat(path, &st) != 0 || st.st_uid != geteuid() || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
             continue;
         /* writable: an flock on NFS is a write lock */

@@ -19,7 +19,8 @@ kill -0 "$dead" 2>/dev/null && fail "pid $dead still in use"
 head -c 300000 "$ROOT/samples/gpt-small.bf16.safetensors" >in.bin
 
 # --- the next run removes a dead writer's file and directory, nothing else
-removed=(".out.ckpz.ckpz-$dead-$host-0000abcd.tmp" ".out.ckpz.ckpz-$dead-$host-0000abce.tmp")
+removed=(".out.ckpz.ckpz-$dead-$host-0000abcd.tmp" ".out.ckpz.ckpz-$dead-$host-0000abce.tmp"
+         ".out.ckpz.ckpz-$dead-$host-0000abcd.tmp.locktest.1") # MPI-IO's file beside a killed rank's
 kept=(".out.ckpz.ckpz-$$-$host-0000abcf.tmp"         # a live writer (this shell)
       ".out.ckpz.ckpz-$dead-$other_host-0000abd0.tmp" # another host's: its pid means nothing here
       ".other.ckpz.ckpz-$dead-$host-0000abd1.tmp"     # another name's
@@ -27,7 +28,9 @@ kept=(".out.ckpz.ckpz-$$-$host-0000abcf.tmp"         # a live writer (this shell
       ".out.ckpz.tmpAbC123" ".out.ckpz.1234.0123456789ab.tmp" "out.ckpz.x1Y2z3") # other patterns
 echo partial >"${removed[0]}"
 mkdir "${removed[1]}" && echo shard >"${removed[1]}/rank-00000-of-00001.ckpz"
+echo lock >"${removed[2]}"
 for x in "${kept[@]}"; do echo keep >"$x"; done
+echo keep >".out.ckpz.ckpz-$$-$host-0000abcf.tmp.locktest.1" # a live writer's companion
 python3 -c 'import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY)
 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -39,6 +42,7 @@ for _ in $(seq 1 500); do [ -s lock.out ] && break; sleep 0.01; done
 run 0 "$CKPZ" -q -o out.ckpz in.bin
 for x in "${removed[@]}"; do absent "$x"; done
 for x in "${kept[@]}"; do exists "$x"; done
+exists ".out.ckpz.ckpz-$$-$host-0000abcf.tmp.locktest.1"
 kill "$locker"
 wait "$locker" 2>/dev/null
 "$CKPZ" -q -dc out.ckpz | cmp -s - in.bin || fail "out.ckpz does not restore in.bin"
