@@ -126,7 +126,7 @@ static int parse_tail(const char *s, long *pid, uint32_t *host)
         if (s[8] != (field == 0 ? '-' : '.')) return -1;
         s += 9;
     }
-    if (strcmp(s, SUFFIX + 1) != 0) return -1;
+    if (strcmp(s, &SUFFIX[1]) != 0) return -1;
     *pid = p;
     return 0;
 }
