@@ -2,8 +2,10 @@
  * under their names only by the commit, an existing name refused without REPLACE (and
  * kept), replaced with it (a directory exchanged, the old one removed), every failure
  * and abort removing the temporary output, the names ckpz_publish_is_temp recognises, and
- * the sweep removing only a dead writer's leftover of the same name. Runs in a fresh
- * directory under $TMPDIR. */
+ * the sweep removing only a dead writer's leftover of the same name; the replaced file's
+ * release off the caller's thread (lib/file/release.c): what it holds, the old file kept
+ * readable until released, and a fork's child not keeping it. Runs in a fresh directory
+ * under $TMPDIR. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -18,6 +20,7 @@
 
 #define CKPZ_EXPERIMENTAL /* ckpz_publish_* */
 #include "ckpz.h"
+#include "file/release.h"
 #include "testutil.h"
 
 static char g_dir[200];
@@ -192,6 +195,63 @@ static void test_sweep(void)
     for (int i = 2; i < 5; i++) unlink(at(name[i]));
 }
 
+static int fd_open(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+/* Waits (bounded) until fd is closed by the release thread. */
+static int released(int fd)
+{
+    for (int i = 0; i < 5000 && fd_open(fd); i++) usleep(1000);
+    return !fd_open(fd);
+}
+
+static void test_release(ckpz_ctx *ctx)
+{
+    char text[32];
+    int fd;
+    /* only a regular file with one name is held */
+    CHECK(release_hold(at("rel-none")) == -1);
+    CHECK(release_hold(g_dir) == -1);
+    put(at("rel-a"), "a");
+    CHECK(symlink("rel-a", at("rel-link")) == 0);
+    CHECK(release_hold(at("rel-link")) == -1);
+    CHECK(link(at("rel-a"), at("rel-b")) == 0);
+    CHECK(release_hold(at("rel-a")) == -1);
+    unlink(at("rel-b"));
+    unlink(at("rel-link"));
+    release_later(-1); /* ignored */
+    /* a replacing commit: the new content in place, the old file gone once released */
+    for (int round = 0; round < 40; round++) {
+        struct stat st, now;
+        snprintf(text, sizeof text, "round %d", round);
+        CHECK(stat(at("rel-a"), &st) == 0);
+        ckpz_publish *p = open_file(ctx, at("rel-a"), CKPZ_PUBLISH_REPLACE, text);
+        if (!p) return;
+        CHECKF(ckpz_publish_commit(ctx, p, 0) == CKPZ_OK, "%s", ckpz_ctx_message(ctx));
+        CHECK(has(at("rel-a"), text));
+        CHECK(stat(at("rel-a"), &now) == 0 && now.st_ino != st.st_ino);
+    }
+    /* a fork just after the release starts: the child holds no reference to the old file
+     * (with the fork handlers gone, some of these rounds find one) */
+    int kept = 0;
+    for (int round = 0; round < 40; round++) {
+        put(at("rel-old"), "old");
+        put(at("rel-new"), "new");
+        fd = release_hold(at("rel-old"));
+        CHECK(fd >= 0);
+        CHECK(rename(at("rel-new"), at("rel-old")) == 0);
+        release_later(fd);
+        pid_t pid = fork();
+        if (pid == 0) _exit(fd_open(fd) ? 3 : 0);
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        kept += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CHECK(released(fd));
+    }
+    CHECKF(kept == 0, "%d of 40 children kept the replaced file", kept);
+    unlink(at("rel-old"));
+    unlink(at("rel-a"));
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -205,6 +265,7 @@ int main(void)
     test_files(ctx);
     test_directories(ctx);
     test_sweep();
+    test_release(ctx);
     ckpz_ctx_free(ctx);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

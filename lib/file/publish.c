@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "common/ctx.h"
+#include "file/release.h"
 
 #define BASE_MAX 200 /* bytes of the final name kept in the temporary one */
 #define TAG ".ckpz-"
@@ -394,7 +395,7 @@ static int fsync_dir_of(const char *name)
  * the caller (abort). */
 static int put_in_place(ckpz_publish *p)
 {
-    int replace = p->flags & CKPZ_PUBLISH_REPLACE;
+    int replace = p->flags & CKPZ_PUBLISH_REPLACE, old;
     if (p->anon) {
         if (link_anon(p->fd, p->name) == 0) return 0;
         if (errno != EEXIST || !replace) return -1;
@@ -415,7 +416,13 @@ static int put_in_place(ckpz_publish *p)
         p->temp[0] = '\0';
         return 0;
     }
-    if (rename(p->temp, p->name) != 0) return -1;
+    old = release_hold(p->name); /* the replaced file is freed off this thread */
+    if (rename(p->temp, p->name) != 0) {
+        int e = errno;
+        if (old >= 0) close(old);
+        return errno = e, -1;
+    }
+    release_later(old);
     p->temp[0] = '\0';
     return 0;
 }
