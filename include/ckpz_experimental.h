@@ -364,7 +364,9 @@ CKPZ_API int ckpz_publish_fd(const ckpz_publish *p);
 CKPZ_API const char *ckpz_publish_temp(const ckpz_publish *p);
 /* fsync (CKPZ_PUBLISH_DURABLE), close, rename into place (over an existing name only
  * with CKPZ_PUBLISH_REPLACE); frees p whatever happens (on failure the temporary output
- * is gone and the final name is as it was). */
+ * is gone and the final name is as it was). A regular file replaced is freed (its blocks
+ * given back) on a short-lived thread of the library, so the call does not wait for it;
+ * a child forked meanwhile does not keep it, and unloading the library waits for it. */
 CKPZ_API ckpz_error ckpz_publish_commit(ckpz_ctx *ctx, ckpz_publish *p, unsigned flags);
 /* Removes the temporary output and frees p (NULL: nothing). Keeps errno. */
 CKPZ_API void ckpz_publish_abort(ckpz_publish *p);
