@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base.h"
 #include "codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
+#include "container/base.h"
 #include "io/io.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
