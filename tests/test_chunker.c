@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunker.h"
+#include "codec/chunker.h"
 #include "common/bytes.h"
 #include "memfile.h"
 #include "testutil.h"

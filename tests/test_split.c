@@ -14,9 +14,9 @@
 #include <string.h>
 
 #define CKPZ_EXPERIMENTAL
+#include "api/split.h"
 #include "ckpz.h"
 #include "memfile.h"
-#include "split.h"
 #include "testutil.h"
 
 static uint8_t *load(const char *path, size_t *n)

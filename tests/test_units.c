@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/dtype.h"
@@ -13,7 +14,6 @@
 #include "container/container.h"
 #include "isa.h"
 #include "testutil.h"
-#include "codec.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 

@@ -6,9 +6,10 @@
  * the ends now, so that a new transport is one adapter filling a source or a sink; the
  * old fields stay in ckpz_params (its layout never changes) and are honoured where the
  * source or sink leaves the hook unset, which is how the callback entry points keep
- * their behaviour. This file uses nothing above it: the stages (compress.c,
- * decompress.c, archive.c) and the adapters (mem.c, fd.c) call it, and io.c's entry
- * points call the stages, so keeping the two apart keeps the call graph free of circles.
+ * their behaviour. This file uses nothing above it: the entry points (api/compress.c,
+ * api/decompress.c, api/archive.c) and the adapters (mem.c, fd.c) call it, and the
+ * callback entry points (api/callbacks.c) call the former, so keeping the two apart keeps
+ * the call graph free of circles.
  */
 #include <stddef.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* lossy_sample.c — a lossy setting on a tensor's sample (see lossy_sample.h).
  *
  * The plan is the compressor's (quant_plan_shape, then rel's bound R x the value range
- * as lib/compress.c's plan_entry derives it), with the range of the sample extrapolated
+ * as lib/codec/plan.c's plan_entry derives it), with the range of the sample extrapolated
  * to the tensor's element count, since a sample misses the extremes the compressor
  * sees. Each window is coded
  * as a chunk of its own (its elements' group phase from its offset); the histograms of

@@ -1,7 +1,7 @@
 /* lossy_sample.h — what a lossy setting does to a tensor, measured on its sample.
  *
  * The sample's windows go through the compressor's own quantiser (quant_forward), with
- * the plan the compressor would derive for the tensor (lib/compress.c, plan_entry),
+ * the plan the compressor would derive for the tensor (lib/codec/plan.c, plan_entry),
  * the sample standing in for the whole tensor where the plan needs it (rel's value
  * range, extrapolated to the tensor's size; prune's threshold). The code planes it
  * writes are what the entropy stage would code, so their order-0 entropy, the group

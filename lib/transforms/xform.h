@@ -1,6 +1,6 @@
 /* xform.h — the transform registry: every transform a chunk frame can name (doc/format.md,
  * "Transforms", and its reserved id ranges), with its encoder, its decoder and the
- * scratch it needs. lib/codec.c codes a chunk by running a transform's encoder, which
+ * scratch it needs. lib/codec/codec.c codes a chunk by running a transform's encoder, which
  * hands it planes with their roles for the entropy stage, and decodes one by giving the
  * transform's decoder a reader of the chunk's coded planes; what the planes are, how large
  * and where in the scratch, is the transform's own business. A transform id without a
@@ -58,7 +58,7 @@ typedef struct xf_chunk {
     uint8_t *out;              /* raw_len bytes */
 } xf_chunk;
 
-/* The decoder's reader of a chunk's coded planes, in order (lib/codec.c implements it). */
+/* The decoder's reader of a chunk's coded planes, in order (lib/codec/codec.c implements it). */
 enum { XF_IN_DECODE = 0, XF_IN_MAY_POINT = 1, XF_IN_HEADER = 2 };
 typedef struct xf_in xf_in;
 struct xf_in {

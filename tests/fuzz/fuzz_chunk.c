@@ -1,4 +1,4 @@
-/* fuzz_chunk.c — libFuzzer harness for the chunk decoder (lib/codec.c: chunk_decode,
+/* fuzz_chunk.c — libFuzzer harness for the chunk decoder (lib/codec/codec.c: chunk_decode,
  * chunk_copy_check) with arbitrary frames: every dtype, transform (none, float, int,
  * lossy, escape), element size, plane count, predictor and codec.
  *
@@ -19,7 +19,7 @@
  * bytes: the decoded chunk depends on the frame alone, every byte of it is written.
  */
 #include "../isa.h"
-#include "codec.h"
+#include "codec/codec.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
 #include "entropy/ent_internal.h"

@@ -7,7 +7,7 @@
  * and no payload, any other 1..chunk_size original bytes, a payload within the bound
  * that holds its plane descriptors; ctr_chunk_write writes it back byte for byte.
  */
-#include "codec.h"
+#include "codec/codec.h"
 #include "fuzz_container.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(in);
         return 0;
     }
-    /* an entry frame, as lib/decompress.c and ckpz_archive_check_frames read one */
+    /* an entry frame, as lib/codec/decode.c and ckpz_archive_check_frames read one */
     if (n < 8) goto out;
     uint32_t blen;
     ckpz_error err = ctr_entry_frame_len(c, in, n, 0, 0, &blen);

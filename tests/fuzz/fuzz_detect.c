@@ -1,6 +1,6 @@
 /* fuzz_detect.c — libFuzzer harness for format detection and description as the
  * compressor drives it: fmt_describe (lib/formats/readers.c: every row of the reader
- * table) through the driver (lib/formats/drive.c) as lib/chunker.c runs it, then
+ * table) through the driver (lib/formats/drive.c) as lib/codec/chunker.c runs it, then
  * fmt_resume at every resume segment, to the end of the input.
  *
  * Input: byte 0 the requested format (% 16: 0-5 the formats, 6 an invalid one, 7 AUTO

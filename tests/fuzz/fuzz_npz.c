@@ -4,7 +4,7 @@
  * Byte 0 picks the window sizes (bits 0-3: first prefix 1 << b; bits 4-7: the resume
  * window 1 << b); the rest is the file. the reader runs with the whole input and then,
  * through the library's driver (fz_probe), from the chosen prefix; each list is
- * resumed to its end as lib/chunker.c does (fz_resume_all). Checks (fuzz_formats.h): a
+ * resumed to its end as lib/codec/chunker.c does (fz_resume_all). Checks (fuzz_formats.h): a
  * failure leaves a message, the need protocol holds, fmt_resume never fails, every
  * stretch and the final list tile the file, tensors have their shape's length.
  */

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckpz.h"
-#include "codec.h"
+#include "codec/codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "entropy/ent_internal.h"

@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/encode.h"
+#include "codec/workmem.h"
 #include "common/grow.h"
 #include "common/pipeline.h"
-#include "encode.h"
 #include "io/io.h"
 #include "split.h"
-#include "workmem.h"
 
 _Static_assert(sizeof(chunk_result) <= CKPZ_SPLIT_RECORD_SIZE, "a record holds a chunk_result");
 

@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "archive.h"
-#include "base.h"
-#include "codec.h"
+#include "codec/codec.h"
+#include "codec/workmem.h"
 #include "common/crc32c.h"
 #include "common/pipeline.h"
+#include "container/base.h"
 #include "io/io.h"
-#include "workmem.h"
 
 /* ---- whole-file restore from memory ---- */
 

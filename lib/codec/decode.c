@@ -1,38 +1,23 @@
-/* decompress.c — the streaming decompression path: reads a .ckpz stream front to back
- * (so it works from a pipe), hands each chunk frame to a worker that verifies its
- * checksum and decodes it (codec.c), and writes the original bytes in order. At the end
- * the index and trailer are read and cross-checked against what the stream held, and
- * the whole content's checksum is compared. Nothing is decoded before its checksum is
- * verified; every length is checked against the limits before memory is reserved. */
+/* decode.c — see decode.h: reads a .ckpz stream front to back (so it works from a pipe),
+ * hands each chunk frame to a job that verifies its checksum and decodes it (codec.c),
+ * and writes the original bytes in order. At the end the index and trailer are read and
+ * cross-checked against what the stream held, and the whole content's checksum is
+ * compared. Nothing is decoded before its checksum is verified; every length is checked
+ * against the limits before memory is reserved. */
+#include "decode.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base.h"
-#include "codec.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/grow.h"
-#include "common/pipeline.h"
-#include "io/io.h"
+#include "container/base.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
-#include "workmem.h"
 
-typedef struct djob {
-    ctr_chunk h;
-    uint64_t chunk_no;
-    uint32_t entry;
-    size_t group;       /* first entry of the owner's group (== entry when none is packed) */
-    ckpz_dtype dtype;
-    uint8_t *payload, *raw;
-    const uint8_t *base; /* the base's bytes for this chunk, or NULL */
-    const uint8_t *out;  /* the restored bytes: raw, or the base's for a copy frame */
-    ckpz_error err;
-    char why[160];
-} djob;
-
-static void decompress_job(void *v, int worker, void *arg)
+void decode_job(void *v, int worker, void *arg)
 {
     djob *j = v;
     chunk_scratch *s = arg;
@@ -47,39 +32,27 @@ static void decompress_job(void *v, int worker, void *arg)
     }
 }
 
-typedef struct dstate {
-    ckpz_ctx *ctx;
-    const ckpz_params *p;
-    ckpz_read_fn rd;
-    void *rd_opaque;
-    ckpz_write_fn wr;
-    void *wr_opaque;
-    uint64_t in_pos;      /* bytes of the .ckpz consumed */
-    uint64_t original;    /* bytes restored */
-    uint32_t content_crc;
-    ctr_entry *e;         /* entries seen in the stream */
-    size_t ne, cap_e;
-    ctr_chunkrec *c;      /* chunks seen, to check the seek table */
-    size_t nc, cap_c;
-    unsigned flags;       /* CTR_FILE_* */
-    size_t group;         /* first entry of the current group: packed entries and their owner */
-    ctr_header h;         /* the file's header */
-    ctr_base b;           /* its base frame (a delta file) */
-    int base_missing;     /* a delta file restored without its base: fine until an entry needs it */
-    const ctr_entry *cur; /* the entry whose chunks follow */
-    uint64_t cur_pos;     /* bytes of it restored so far */
-    uint64_t chunk_no;    /* chunks read */
-    size_t max_payload;   /* the largest chunk payload the header's chunk size allows */
-} dstate;
+void reader_init(reader *d, ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *rd_opaque, ckpz_write_fn wr,
+                 void *wr_opaque)
+{
+    *d = (reader){.ctx = ctx, .p = p, .rd = rd, .rd_opaque = rd_opaque, .wr = wr, .wr_opaque = wr_opaque};
+}
 
-static const char *entry_name(const dstate *d, uint32_t i)
+void reader_free(reader *d)
+{
+    for (size_t i = 0; i < d->ne; i++) ctr_entry_clear(&d->e[i]);
+    free(d->e);
+    free(d->c);
+}
+
+static const char *entry_name(const reader *d, uint32_t i)
 {
     if (i >= d->ne) return "?";
     return d->e[i].dtype != CKPZ_DTYPE_NONE ? d->e[i].name : "(opaque bytes)";
 }
 
 /* "tensor 'w'", or for a chunk that holds a group, "tensors 'a' to 'w' (packed)". */
-static void chunk_owner(const dstate *d, size_t first, uint32_t owner, char *buf, size_t size)
+static void chunk_owner(const reader *d, size_t first, uint32_t owner, char *buf, size_t size)
 {
     if (first < owner)
         snprintf(buf, size, "tensors '%.60s' to '%.60s' (packed)", entry_name(d, (uint32_t)first), entry_name(d, owner));
@@ -88,7 +61,7 @@ static void chunk_owner(const dstate *d, size_t first, uint32_t owner, char *buf
 }
 
 /* Reads exactly n bytes; a short read is a truncated stream. */
-static ckpz_error read_exact(dstate *d, void *buf, size_t n, const char *what)
+ckpz_error reader_exact(reader *d, void *buf, size_t n, const char *what)
 {
     size_t got = 0;
     while (got < n) {
@@ -103,7 +76,7 @@ static ckpz_error read_exact(dstate *d, void *buf, size_t n, const char *what)
     return CKPZ_OK;
 }
 
-static ckpz_error retire(dstate *d, djob *j)
+ckpz_error reader_emit(reader *d, djob *j)
 {
     if (j->err) {
         char who[160];
@@ -124,7 +97,7 @@ static ckpz_error retire(dstate *d, djob *j)
 
 /* Reads the index and trailer that follow the last frame and checks that they describe
  * exactly the stream that was decoded. */
-static ckpz_error finish(dstate *d)
+ckpz_error reader_end(reader *d)
 {
     ckpz_ctx *ctx = d->ctx;
     uint64_t index_offset = d->in_pos - 4;
@@ -196,7 +169,7 @@ out:
 
 /* The file header, and a delta file's base frame: the caller's base is checked before
  * anything else (a wrong base is refused at once). */
-static ckpz_error read_head(dstate *d, const ckpz_params *p)
+ckpz_error reader_start(reader *d, const ckpz_params *p)
 {
     ckpz_ctx *ctx = d->ctx;
     ckpz_error err;
@@ -216,10 +189,10 @@ static ckpz_error read_head(dstate *d, const ckpz_params *p)
     if (!d->h.based) return CKPZ_OK;
     uint8_t bb[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
     size_t used;
-    if ((err = read_exact(d, bb, 8, "the base frame"))) return err;
+    if ((err = reader_exact(d, bb, 8, "the base frame"))) return err;
     uint32_t blen = ld32(bb + 4);
     if (ld32(bb) == CTR_TAG_BASE && blen >= CTR_BASE_FIXED && blen <= CTR_BASE_FIXED + CTR_MAX_BASE_NAME &&
-        (err = read_exact(d, bb + 8, blen + 4, "the base frame")))
+        (err = reader_exact(d, bb + 8, blen + 4, "the base frame")))
         return err;
     if ((err = ctr_base_frame_read(ctx, bb, sizeof bb, &d->b, &used))) return err;
     if (p->base && (err = base_verify(ctx, &d->b, p))) return err;
@@ -228,7 +201,7 @@ static ckpz_error read_head(dstate *d, const ckpz_params *p)
 }
 
 /* An entry frame (its tag already read into fb): the entry whose chunks follow. */
-static ckpz_error read_entry_frame(dstate *d, const uint8_t *fb)
+ckpz_error reader_entry(reader *d, const uint8_t *fb)
 {
     ckpz_ctx *ctx = d->ctx;
     ckpz_error err;
@@ -236,9 +209,9 @@ static ckpz_error read_entry_frame(dstate *d, const uint8_t *fb)
     uint32_t blen;
     uint64_t at = d->in_pos - 4;
     memcpy(fr, fb, 4);
-    if ((err = read_exact(d, fr + 4, 4, "an entry frame"))) return err;
+    if ((err = reader_exact(d, fr + 4, 4, "an entry frame"))) return err;
     if ((err = ctr_entry_frame_len(ctx, fr, UINT64_MAX, d->ne, at, &blen))) return err;
-    if ((err = read_exact(d, fr + 8, blen + 4, "an entry frame"))) return err;
+    if ((err = reader_exact(d, fr + 8, blen + 4, "an entry frame"))) return err;
     if (grow_array((void **)&d->e, &d->cap_e, d->ne + 1, sizeof *d->e))
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     if ((err = ctr_entry_frame_read(ctx, fr, blen, d->flags, d->ne, at, &d->e[d->ne]))) return err;
@@ -254,14 +227,14 @@ static ckpz_error read_entry_frame(dstate *d, const uint8_t *fb)
 
 /* A chunk frame (its tag already read into fb): header checked against its entry,
  * payload read into the job, the chunk recorded for the seek table's check. */
-static ckpz_error read_chunk_frame(dstate *d, uint8_t *fb, djob *j)
+ckpz_error reader_chunk(reader *d, uint8_t *fb, djob *j)
 {
     ckpz_ctx *ctx = d->ctx;
     const ckpz_params *p = d->p;
     const ctr_entry *cur = d->cur;
     ckpz_error err;
     uint64_t frame_at = d->in_pos - 4;
-    if ((err = read_exact(d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) return err;
+    if ((err = reader_exact(d, fb + 4, CTR_FRAME_SIZE - 4, "a chunk frame header"))) return err;
     ctr_chunk *c = &j->h;
     char what[200], who[160];
     chunk_owner(d, d->group, (uint32_t)(d->ne ? d->ne - 1 : 0), who, sizeof who);
@@ -283,7 +256,7 @@ static ckpz_error read_chunk_frame(dstate *d, uint8_t *fb, djob *j)
                   : NULL;
     d->cur_pos += c->raw_len;
     j->dtype = (ckpz_dtype)cur->dtype;
-    if ((err = read_exact(d, j->payload, c->payload_len, what))) return err;
+    if ((err = reader_exact(d, j->payload, c->payload_len, what))) return err;
     if (grow_array((void **)&d->c, &d->cap_c, d->nc + 1, sizeof *d->c))
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     d->c[d->nc++] = (ctr_chunkrec){frame_at, c->raw_len, CTR_FRAME_SIZE + c->payload_len};
@@ -291,90 +264,4 @@ static ckpz_error read_chunk_frame(dstate *d, uint8_t *fb, djob *j)
     j->entry = c->entry;
     j->group = d->group;
     return CKPZ_OK;
-}
-
-ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                              const ckpz_sink *dst, ckpz_stats *stats)
-{
-    ctx_clear(ctx);
-    ckpz_params p; /* with the hooks in effect (io_resolve) */
-    ckpz_source in;
-    ckpz_sink out;
-    if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
-    ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
-    if (err) return err;
-    if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
-
-    dstate d = {.ctx = ctx, .p = &p, .rd = in.read, .rd_opaque = in.opaque, .wr = out.write, .wr_opaque = out.opaque};
-    if ((err = read_head(&d, &p))) return err;
-    const ctr_header h = d.h;
-
-    int workers = p.threads - 1; /* the calling thread codes too */
-    size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
-    d.max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
-    if (d.max_payload + CTR_FRAME_SIZE > p.mem_limit)
-        return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
-                        h.chunk_size, p.mem_limit);
-    struct workmem *wm = workmem_take(ctx); /* scratch and job buffers kept by the context */
-    djob *jobs = calloc(depth, sizeof *jobs), *j;
-    pipeline *pl = NULL;
-    size_t bchunk = 0;
-    if (!wm || !jobs || workmem_scratch(wm, workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0))
-        goto nomem;
-    bchunk = workmem_buffers(wm, h.chunk_size);
-    for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].payload);
-    if (!(pl = pipeline_create(workers, depth, decompress_job, wm->scratch))) goto nomem;
-
-    for (;;) {
-        uint8_t fb[CTR_FRAME_SIZE];
-        if ((err = read_exact(&d, fb, 4, "a frame tag"))) goto fail;
-        uint32_t tag = ld32(fb);
-        if (tag == CTR_TAG_INDEX) break;
-        if (tag == CTR_TAG_ENTRY) {
-            if ((err = read_entry_frame(&d, fb))) goto fail;
-            continue;
-        }
-        if (tag != CTR_TAG_CHUNK) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unknown frame tag at byte %llu (after chunk %llu)",
-                           (unsigned long long)(d.in_pos - 4), (unsigned long long)d.chunk_no);
-            goto fail;
-        }
-        if (used_jobs < depth) {
-            j = &jobs[used_jobs++];
-            if ((!j->payload && !(j->payload = malloc(workmem_out_bound(bchunk)))) ||
-                (!j->raw && !(j->raw = malloc(bchunk))))
-                goto nomem;
-        } else {
-            j = pipeline_retire(pl);
-            if ((err = retire(&d, j))) goto fail;
-        }
-        if ((err = read_chunk_frame(&d, fb, j))) goto fail;
-        pipeline_submit(pl, j);
-    }
-    while ((j = pipeline_retire(pl)))
-        if ((err = retire(&d, j))) goto fail;
-    if ((err = finish(&d))) goto fail;
-    if (stats) {
-        ckpz_stats st = {.struct_size = sizeof st, .original_bytes = d.original, .compressed_bytes = d.in_pos,
-                         .chunks = d.nc, .format = (ckpz_input_format)h.format};
-        for (size_t i = 0; i < d.ne; i++)
-            if (d.e[i].dtype != CKPZ_DTYPE_NONE) st.tensors++;
-        OUT_GIVE(stats, &st);
-    }
-    goto done;
-nomem:
-    err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-fail:
-done:
-    pipeline_destroy(pl);
-    for (size_t i = 0; jobs && i < depth; i++) {
-        if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].payload);
-        else free(jobs[i].raw), free(jobs[i].payload);
-    }
-    free(jobs);
-    workmem_keep(ctx, wm);
-    for (size_t i = 0; i < d.ne; i++) ctr_entry_clear(&d.e[i]);
-    free(d.e);
-    free(d.c);
-    return err;
 }

@@ -12,15 +12,15 @@
 #include <string.h>
 
 #include "archive.h"
-#include "base.h"
-#include "codec.h"
+#include "codec/codec.h"
+#include "codec/workmem.h"
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/pipeline.h"
+#include "container/base.h"
 #include "io/io.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
-#include "workmem.h"
 
 void ckpz_archive_close(ckpz_archive *a)
 {

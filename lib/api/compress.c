@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/encode.h"
+#include "codec/workmem.h"
 #include "common/pipeline.h"
-#include "encode.h"
 #include "io/io.h"
-#include "workmem.h"
 
 ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
                             ckpz_stats *stats)

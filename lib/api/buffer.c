@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "archive.h"
+#include "codec/workmem.h"
 #include "container/container.h"
-#include "workmem.h"
 
 /* ckpz_compress_bound. Every .ckpz file is laid out as (doc/format.md)
  *

@@ -1,4 +1,4 @@
-/* io.c — the entry points of bare callbacks (ckpz_compress_stream,
+/* callbacks.c — the entry points of bare callbacks (ckpz_compress_stream,
  * ckpz_decompress_stream, ckpz_archive_open) expressed as a source and a sink and handed
  * to the stages' source-and-sink calls. The ends' set-up is in ends.c.
  */
