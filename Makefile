@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz fuzz-ci bench clean
+.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz fuzz-ci bench format format-check clean
 
 all: build
 
@@ -77,6 +77,15 @@ bench:
 	scripts/install-deps --bench
 	$(MAKE) build
 	bench/run --rebuild --corpus $(CORPUS)
+
+# The C style (.clang-format) with clang-format 19.1.7 from PyPI, installed into
+# $(BUILD)/format-venv (scripts/format): `make format` rewrites the C files in place,
+# `make format-check` names those that differ and fails if any.
+format:
+	scripts/format $(BUILD)/format-venv
+
+format-check:
+	scripts/format --check $(BUILD)/format-venv
 
 install: build
 	cmake --install $(BUILD)

@@ -344,6 +344,7 @@ CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor 
  * when a rank is killed while it opens the file). Not guaranteed: the removal of a
  * leftover of another host, or of a PID reused since. On failure errno keeps the
  * system's error and ctx (may be NULL) the message, which names the final name. */
+/* clang-format off */
 /* flags of ckpz_publish_open: */
 #define CKPZ_PUBLISH_DIRECTORY 2u /* the output is a directory (made empty, filled by the caller) */
 #define CKPZ_PUBLISH_ANONYMOUS 8u /* a file without a name (O_TMPFILE) where the file system
@@ -352,6 +353,7 @@ CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor 
 #define CKPZ_PUBLISH_REPLACE 1u   /* an existing final name is replaced (else the commit
                                      refuses it: "NAME: appeared while writing; not overwritten") */
 #define CKPZ_PUBLISH_DURABLE 4u   /* the commit fsyncs the output and then its directory */
+/* clang-format on */
 typedef struct ckpz_publish ckpz_publish;
 /* Removes the dead writers' leftovers of name (above), then creates the temporary
  * output. *out is NULL on failure. */

@@ -27,6 +27,7 @@ typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRAC
 
 static void usage(FILE *f)
 {
+    /* clang-format off */
     fprintf(f,
         "Usage: ckpz [OPTIONS] [FILE...]\n"
         "Compress deep-learning checkpoints losslessly: FILE -> FILE.ckpz, and back with -d.\n"
@@ -111,6 +112,7 @@ static void usage(FILE *f)
         "      --format=FMT      auto, safetensors, torch, npy, npz, gguf, raw (default auto)\n"
         "      --dtype=TYPE      element type of raw input (implies --format=raw):",
         CKPZ_LEVEL_DEFAULT);
+    /* clang-format on */
     /* the library's names, so that a new dtype needs no edit here */
     int col = 80;
     for (int t = 1; t < CKPZ_DTYPE_COUNT_; t++) {
@@ -118,6 +120,7 @@ static void usage(FILE *f)
         if (col + 1 + (int)strlen(name) > 80) col = fprintf(f, "\n%23s", "") - 1;
         col += fprintf(f, " %s", name);
     }
+    /* clang-format off */
     fprintf(f, "\n"
         "      --shape=DIMS      shape of raw input, e.g. 2000x2000 (with --dtype; the file\n"
         "                        must hold exactly that many elements): lossy options\n"
@@ -136,6 +139,7 @@ static void usage(FILE *f)
         "  --                    end of options: every later argument is a file name\n"
         "\n"
         "Exit status: 0 success, 1 a file failed, 2 usage error.\n");
+    /* clang-format on */
 }
 
 /* Prints "ckpz: <message>" and a pointer to -h; returns the usage exit status, 2. */
@@ -386,6 +390,7 @@ static int long_option(cli_run *r, int argc, char **argv, int *i)
     const char *val = eq ? eq + 1 : NULL;
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     int rcopt = 0;
+/* clang-format off */
 #define IS(s) (len == strlen(s) && !strncmp(name, s, len))
 /* options with a value take "--opt=V" or "--opt V" */
 #define NEED_VAL()                                                                      \
@@ -501,6 +506,7 @@ static int long_option(cli_run *r, int argc, char **argv, int *i)
 #undef IS
 #undef NEED_VAL
 #undef NO_VAL
+/* clang-format on */
     return rcopt ? rcopt : CLI_GO;
 }
 

@@ -80,6 +80,7 @@ static void st_f16(uint8_t *p, double v)
  * layout, every plane of the integer role. */
 #define FLOAT(e, m, expl) .cls = DT_FLOAT, .ebits = e, .mbits = m, .exp_planes = expl, .role = DT_ROLE_MANTISSA
 #define INT(c) .cls = c, .role = DT_ROLE_INT
+/* clang-format off */
 #define DTYPE_ROWS(X)                                                                                           \
     X(NONE, .name = "bytes", .aliases = {"none", "opaque"}, .size = 1, .cls = DT_OPAQUE, .role = DT_ROLE_OPAQUE, \
       .layout = DT_LAYOUT_BYTES, .to_double = ld_bytes)                                                          \
@@ -118,6 +119,7 @@ static void st_f16(uint8_t *p, double v)
       .to_double = ld_u64, .safetensors = "U64", .numpy = {"<u8"})                                              \
     X(BOOL, .name = "bool", .size = 1, INT(DT_BOOL), .layout = DT_LAYOUT_BYTES, .to_double = ld_bytes,          \
       .safetensors = "BOOL", .numpy = {"|b1", "<b1"}, .torch = {"BoolStorage", "bool"})
+/* clang-format on */
 
 #define DT_ROW(id, ...) [CKPZ_DTYPE_##id] = {__VA_ARGS__},
 const dtype_info dtype_table[CKPZ_DTYPE_COUNT_] = {DTYPE_ROWS(DT_ROW)};

@@ -93,6 +93,7 @@ static const ent_codec_desc rans1_codec = {
     .estimate = rans1_estimate,
 };
 
+/* clang-format off */
 static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_STORED] = &stored_codec,
     [ENT_CONST] = &const_codec,
@@ -103,6 +104,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_SNAPPY] = &ent_snappy_codec,
     [ENT_DEFLATE] = &ent_deflate_codec,
 };
+/* clang-format on */
 
 const ent_codec_desc *ent_codec_get(unsigned id)
 {

@@ -37,6 +37,7 @@
 /* GGML types, by id: block size in elements, bytes per block, and the ckpz dtype when
  * the elements are plain numbers (their names are the dtype table's), else NONE and the
  * block format's name, which its tensors' u8 rows carry (NAME:TYPE). */
+/* clang-format off */
 static const struct {
     const char *name;
     uint16_t blck, size;
@@ -59,6 +60,7 @@ static const struct {
     [30] = {NULL, 1, 2, CKPZ_DTYPE_BF16},    [34] = {"tq1_0", 256, 54, CKPZ_DTYPE_NONE},
     [35] = {"tq2_0", 256, 66, CKPZ_DTYPE_NONE}, [39] = {"mxfp4", 32, 17, CKPZ_DTYPE_NONE},
 };
+/* clang-format on */
 #define GGML_NTYPES (sizeof ggml_types / sizeof ggml_types[0])
 
 /* Metadata value types: the bytes of a scalar (0: string, array, or not a type). */

@@ -2,6 +2,7 @@
  * without the repository. Written by bench/train-predictor; do not edit. */
 #include "predict/mlp.h"
 
+/* clang-format off */
 const char mlp_builtin_text[] =
     "# ckpz ratio predictor (doc/predict.md); written by bench/train-predictor\n"
     "# 69948 tensors x settings of 27 files (and their small slices), 12 candidates\n"
@@ -93,3 +94,4 @@ const char mlp_builtin_text[] =
     "  0.0207484327 0.307915986 0.0935177654 -0.127688125 -0.0610162392 0.0541023724 0.0663274974 -0.0363230519 0.0961091146 0.132659808 -0.175127372 0.0652325004 0.135757074 0.202398285 0.0907438919 0.186974347 -0.173476323 -0.103513725 -0.0618858822 0.139048383 -0.318193853 0.195824817 -0.206675485 0.106913716\n"
     "bias 0.0859660953\n"
     "end\n";
+/* clang-format on */

@@ -83,20 +83,24 @@ void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 static void diff_fwd_scalar(unsigned esize, int flt, const uint8_t *x, const uint8_t *b, size_t n, uint8_t *r)
 {
     switch (esize) {
+    /* clang-format off */
     case 1: if (flt) { DIFF_FWD_LOOP(uint8_t, 1, 1) } else { DIFF_FWD_LOOP(uint8_t, 1, 0) } break;
     case 2: if (flt) { DIFF_FWD_LOOP(uint16_t, 2, 1) } else { DIFF_FWD_LOOP(uint16_t, 2, 0) } break;
     case 4: if (flt) { DIFF_FWD_LOOP(uint32_t, 4, 1) } else { DIFF_FWD_LOOP(uint32_t, 4, 0) } break;
     default: if (flt) { DIFF_FWD_LOOP(uint64_t, 8, 1) } else { DIFF_FWD_LOOP(uint64_t, 8, 0) } break;
+    /* clang-format on */
     }
 }
 
 static void diff_inv_scalar(unsigned esize, int flt, const uint8_t *r, const uint8_t *b, size_t n, uint8_t *x)
 {
     switch (esize) {
+    /* clang-format off */
     case 1: if (flt) { DIFF_INV_LOOP(uint8_t, 1, 1) } else { DIFF_INV_LOOP(uint8_t, 1, 0) } break;
     case 2: if (flt) { DIFF_INV_LOOP(uint16_t, 2, 1) } else { DIFF_INV_LOOP(uint16_t, 2, 0) } break;
     case 4: if (flt) { DIFF_INV_LOOP(uint32_t, 4, 1) } else { DIFF_INV_LOOP(uint32_t, 4, 0) } break;
     default: if (flt) { DIFF_INV_LOOP(uint64_t, 8, 1) } else { DIFF_INV_LOOP(uint64_t, 8, 0) } break;
+    /* clang-format on */
     }
 }
 
@@ -380,10 +384,12 @@ typedef uint32_t hist3[3][8][256];
 static void hist_window(unsigned esize, int flt, const uint8_t *x, const uint8_t *b, size_t cnt, hist3 *h)
 {
     switch (esize) {
+    /* clang-format off */
     case 1: if (flt) { HIST_LOOP(uint8_t, 1, 1) } else { HIST_LOOP(uint8_t, 1, 0) } break;
     case 2: if (flt) { HIST_LOOP(uint16_t, 2, 1) } else { HIST_LOOP(uint16_t, 2, 0) } break;
     case 4: if (flt) { HIST_LOOP(uint32_t, 4, 1) } else { HIST_LOOP(uint32_t, 4, 0) } break;
     default: if (flt) { HIST_LOOP(uint64_t, 8, 1) } else { HIST_LOOP(uint64_t, 8, 0) } break;
+    /* clang-format on */
     }
 }
 

@@ -91,8 +91,10 @@ fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems
         return fs4(X, F, R, x, b, n, q);                                                  \
     }
 /* XOR (rotated or not), DIFF of integers and of floats (never rotated). */
+/* clang-format off */
 FS2(1, 0, 0) FS2(1, 0, 1) FS2(0, 0, 0) FS2(0, 1, 0)
 FS4(1, 0, 0) FS4(1, 0, 1) FS4(0, 0, 0) FS4(0, 1, 0)
+/* clang-format on */
 #undef FS2
 #undef FS4
 
@@ -163,7 +165,9 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
     {                                                                                                   \
         return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                  \
     }
+/* clang-format off */
 FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
+/* clang-format on */
 #undef FE
 
 size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b,
