@@ -125,7 +125,7 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
         }
         unsigned char magic[8];
         ckpz_fd f = {fd, 0, 0};
-        if (ckpz_fd_pread(&f, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\x89" "CKPZ\r\n\x1a", 8)) {
+        if (ckpz_fd_pread(&f, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\211CKPZ\r\n\032", 8)) {
             /* its bytes are already coded: a prediction would describe them, not the checkpoint */
             fprintf(stderr, "ckpz: %s: is a .ckpz file: --predict predicts the ratio of original checkpoints "
                     "(ckpz -l %s shows what this one achieved)\n", name, name);

@@ -790,7 +790,7 @@ static void test_foreign(void)
             break;
         }
         case 4: buf[0] = 0x89; break;
-        case 5: memcpy(buf, "\x89" "CKPZ\r\n", 7); break;
+        case 5: memcpy(buf, "\211CKPZ\r\n", 7); break;
         }
         uint8_t dst[16];
         ckpz_error e = ckpz_decompress_buffer(ctx, &p, buf, n, dst, sizeof dst);
@@ -895,7 +895,7 @@ static void test_many_entries(void)
 {
     size_t ne = 200000, ilen = 24 + 40 * ne, len = 32 + ilen + 40;
     uint8_t *b = calloc(1, len);
-    memcpy(b, "\x89" "CKPZ\r\n\x1a", 8);
+    memcpy(b, "\211CKPZ\r\n\032", 8);
     b[8] = 1;
     wr32(b + 12, 65536);
     wr32(b + 28, crc32c(0, b, 28));
