@@ -118,9 +118,7 @@ static int raw_c(job *j)
     case CKPZ_CODEC_SNAPPY:
         j->zlen = j->zcap;
         return snappy_compress((const char *)j->src, j->n, (char *)j->z, &j->zlen) != SNAPPY_OK;
-    default:
-        j->zlen = libdeflate_deflate_compress(j->dc, j->src, j->n, j->z, j->zcap);
-        return j->zlen ? 0 : -1;
+    default: j->zlen = libdeflate_deflate_compress(j->dc, j->src, j->n, j->z, j->zcap); return j->zlen ? 0 : -1;
     }
 }
 
@@ -128,13 +126,13 @@ static int raw_d(job *j)
 {
     switch (j->choice) {
     case CKPZ_CODEC_ZSTD: return ZSTD_decompressDCtx(j->zd, j->back, j->n, j->z, j->zlen) != j->n;
-    case CKPZ_CODEC_LZ4: return LZ4_decompress_safe((const char *)j->z, (char *)j->back, (int)j->zlen, (int)j->n) != (int)j->n;
+    case CKPZ_CODEC_LZ4:
+        return LZ4_decompress_safe((const char *)j->z, (char *)j->back, (int)j->zlen, (int)j->n) != (int)j->n;
     case CKPZ_CODEC_SNAPPY: {
         size_t len = j->n;
         return snappy_uncompress((const char *)j->z, j->zlen, (char *)j->back, &len) != SNAPPY_OK || len != j->n;
     }
-    default:
-        return libdeflate_deflate_decompress(j->dd, j->z, j->zlen, j->back, j->n, NULL) != LIBDEFLATE_SUCCESS;
+    default: return libdeflate_deflate_decompress(j->dd, j->z, j->zlen, j->back, j->n, NULL) != LIBDEFLATE_SUCCESS;
     }
 }
 
@@ -153,7 +151,8 @@ static int bench(const char *file, const uint8_t *src, size_t n, int level, doub
     j.level = level;
     j.choice = choice;
     size_t b1 = ckpz_compress_bound(n), b2 = ZSTD_compressBound(n) + (size_t)LZ4_compressBound((int)n) +
-                                                 snappy_max_compressed_length(n) + libdeflate_deflate_compress_bound(NULL, n);
+                                             snappy_max_compressed_length(n) +
+                                             libdeflate_deflate_compress_bound(NULL, n);
     j.zcap = b1 > b2 ? b1 : b2;
     j.z = malloc(j.zcap);
     j.back = malloc(n ? n : 1);
@@ -167,7 +166,8 @@ static int bench(const char *file, const uint8_t *src, size_t n, int level, doub
     const char *name = ckpz_codec_name(choice), *err = NULL;
     char label[48];
     double tc, td;
-    if (!j.z || !j.back || !j.ctx || !j.zc || !j.zd || !j.lz4state || !j.dc || !j.dd || n > (size_t)LZ4_MAX_INPUT_SIZE) {
+    if (!j.z || !j.back || !j.ctx || !j.zc || !j.zd || !j.lz4state || !j.dc || !j.dd ||
+        n > (size_t)LZ4_MAX_INPUT_SIZE) {
         err = "out of memory";
         goto done;
     }

@@ -397,7 +397,8 @@ int main(int argc, char **argv)
         tlist mine = all; /* this file's tensors */
         mine.n = 0;
         while (mine.t < all.t + all.n && !(mine.t->data >= data[i] && mine.t->data < data[i] + size[i])) mine.t++;
-        while (mine.t + mine.n < all.t + all.n && mine.t[mine.n].data >= data[i] && mine.t[mine.n].data < data[i] + size[i])
+        while (mine.t + mine.n < all.t + all.n && mine.t[mine.n].data >= data[i] &&
+               mine.t[mine.n].data < data[i] + size[i])
             mine.n++;
         for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
             char label[96];

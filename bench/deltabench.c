@@ -133,7 +133,8 @@ int main(int argc, char **argv)
     }
     if (argc - optind != 2 || runs < 3 || runs > MAX_RUNS) {
     usage:
-        fprintf(stderr, "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] [-P] FILE BASE\n");
+        fprintf(stderr,
+                "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] [-P] FILE BASE\n");
         return 2;
     }
     src = slurp(argv[optind], &size);
@@ -173,8 +174,7 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < 6; k++) { /* warm-up; a timed mode's stream run comes first */
         int m = order[k];
-        if (!timed[m] && !(m < 2 && (timed[m + 2] || timed[m + 4])))
-            continue;
+        if (!timed[m] && !(m < 2 && (timed[m + 2] || timed[m + 4]))) continue;
         run1(m);
         check_back(m);
     }
@@ -183,8 +183,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < runs; i++) {
         for (int k = 0; k < 6; k++) {
             int m = order[k];
-            if (!timed[m])
-                continue;
+            if (!timed[m]) continue;
             double w = clk(CLOCK_MONOTONIC), c = clk(CLOCK_PROCESS_CPUTIME_ID);
             run1(m);
             cpu[m][i] = clk(CLOCK_PROCESS_CPUTIME_ID) - c;
@@ -196,8 +195,7 @@ int main(int argc, char **argv)
            "\"level\": %d, \"runs\": {",
            size, base_size, csize[0], csize[1], threads, level);
     for (int m = 0, first = 1; m < 6; m++) {
-        if (!timed[m])
-            continue;
+        if (!timed[m]) continue;
         printf("%s\"%s\": {\"cpu\": [", first ? "" : ", ", names[m]);
         first = 0;
         for (int i = 0; i < runs; i++) printf("%s%.6f", i ? ", " : "", cpu[m][i]);

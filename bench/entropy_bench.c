@@ -86,8 +86,7 @@ static void join(uint8_t *out, size_t nel, int w, uint8_t **pl)
         }
     } else {
         for (size_t i = 0; i < nel; i++) {
-            uint32_t v = (uint32_t)pl[0][i] << 24 | (uint32_t)pl[1][i] << 16 |
-                         (uint32_t)pl[2][i] << 8 | pl[3][i];
+            uint32_t v = (uint32_t)pl[0][i] << 24 | (uint32_t)pl[1][i] << 16 | (uint32_t)pl[2][i] << 8 | pl[3][i];
             v = v >> 1 | v << 31;
             memcpy(out + 4 * i, &v, 4);
         }
@@ -108,15 +107,13 @@ int main(int argc, char **argv)
     size_t chunk = (argc > 3 ? (size_t)atol(argv[3]) : 256) * 1024;
     int level = argc > 4 ? atoi(argv[4]) : 3;
     FILE *f = fopen(argv[1], "rb");
-    if (!f)
-        return perror(argv[1]), 2;
+    if (!f) return perror(argv[1]), 2;
     fseek(f, 0, SEEK_END);
     size_t N = (size_t)ftell(f);
     fseek(f, 0, SEEK_SET);
     N -= N % (size_t)w;
     uint8_t *in = malloc(N), *back = malloc(N);
-    if (!in || !back || fread(in, 1, N, f) != N)
-        return 2;
+    if (!in || !back || fread(in, 1, N, f) != N) return 2;
     fclose(f);
     size_t nchunks = (N + chunk - 1) / chunk, maxel = chunk / (size_t)w;
     /* Encoded planes of all chunks are kept so decode can be timed separately. */
@@ -128,8 +125,7 @@ int main(int argc, char **argv)
         pl[k] = malloc(maxel);
         dp[k] = malloc(maxel);
     }
-    for (size_t i = 0; i < nchunks * (size_t)w; i++)
-        enc[i] = malloc(ent_bound(maxel));
+    for (size_t i = 0; i < nchunks * (size_t)w; i++) enc[i] = malloc(ent_bound(maxel));
     ent_ctx *c = ent_ctx_create();
     double te[RUNS], tew[RUNS], td[RUNS], tdw[RUNS], te0[RUNS], td0[RUNS];
     size_t total = 0, tot_plane[4] = {0}, raw_plane[4] = {0};
@@ -146,12 +142,10 @@ int main(int argc, char **argv)
                 size_t id = ch * (size_t)w + (size_t)k;
                 double s = now();
                 elen[id] = ent_encode(c, pl[k], nel, enc[id], ent_bound(nel), level,
-                                      k == 0 ? ENT_HINT_EXPONENT : ENT_HINT_MANTISSA,
-                                      &codec[id]);
+                                      k == 0 ? ENT_HINT_EXPONENT : ENT_HINT_MANTISSA, &codec[id]);
                 double e = now() - s;
                 a += e;
-                if (k == 0)
-                    a0 += e;
+                if (k == 0) a0 += e;
                 total += elen[id] + 16;
                 tot_plane[k] += elen[id] + 16;
                 raw_plane[k] += nel;
@@ -173,8 +167,7 @@ int main(int argc, char **argv)
                 }
                 double e = now() - s;
                 b += e;
-                if (k == 0)
-                    a0 += e;
+                if (k == 0) a0 += e;
             }
             join(back + ch * chunk, nel, w, dp);
         }
@@ -188,23 +181,19 @@ int main(int argc, char **argv)
     }
     int cnt[4][ENT_CODEC_LIMIT] = {{0}};
     for (size_t ch = 0; ch < nchunks; ch++)
-        for (int k = 0; k < w; k++)
-            cnt[k][codec[ch * (size_t)w + (size_t)k]]++;
+        for (int k = 0; k < w; k++) cnt[k][codec[ch * (size_t)w + (size_t)k]]++;
     double MB = (double)N / 1e6, MB0 = (double)raw_plane[0] / 1e6;
-    printf("%s %s chunk %zu KiB level %d: ratio %.4f  planes:", argv[1], argv[2],
-           chunk >> 10, level, (double)N / (double)total);
-    for (int k = 0; k < w; k++)
-        printf(" %.3f", (double)raw_plane[k] / (double)tot_plane[k]);
+    printf("%s %s chunk %zu KiB level %d: ratio %.4f  planes:", argv[1], argv[2], chunk >> 10, level,
+           (double)N / (double)total);
+    for (int k = 0; k < w; k++) printf(" %.3f", (double)raw_plane[k] / (double)tot_plane[k]);
     printf("\n  ckpz planes: enc %.0f MB/s dec %.0f MB/s | whole (split+code): enc %.0f dec %.0f MB/s"
            " | exp plane only: enc %.0f dec %.0f MB/s\n",
-           MB / median(te), MB / median(td), MB / median(tew), MB / median(tdw),
-           MB0 / median(te0), MB0 / median(td0));
+           MB / median(te), MB / median(td), MB / median(tew), MB / median(tdw), MB0 / median(te0), MB0 / median(td0));
     printf("  selector:");
     for (int k = 0; k < w; k++) {
         printf(" p%d[", k);
         for (int q = 0; q < ENT_CODEC_LIMIT; q++)
-            if (cnt[k][q])
-                printf(" %s:%d", ent_codec_name((uint8_t)q), cnt[k][q]);
+            if (cnt[k][q]) printf(" %s:%d", ent_codec_name((uint8_t)q), cnt[k][q]);
         printf(" ]");
     }
     printf("\n");
@@ -227,13 +216,12 @@ int main(int argc, char **argv)
         t0 = now();
         for (size_t ch = 0; ch < nchunks; ch++) {
             size_t len = ch + 1 == nchunks ? N - ch * chunk : chunk;
-            if (ZSTD_decompressDCtx(zd, back + ch * chunk, len, zbuf + ch * zb, zlen[ch]) != len)
-                return 1;
+            if (ZSTD_decompressDCtx(zd, back + ch * chunk, len, zbuf + ch * zb, zlen[ch]) != len) return 1;
         }
         td[run] = now() - t0;
     }
-    printf("  zstd -1 same chunks: ratio %.4f enc %.0f MB/s dec %.0f MB/s\n",
-           (double)N / (double)ztot, MB / median(te), MB / median(td));
+    printf("  zstd -1 same chunks: ratio %.4f enc %.0f MB/s dec %.0f MB/s\n", (double)N / (double)ztot, MB / median(te),
+           MB / median(td));
 
 #ifdef HAVE_HTSCODECS
     /* htscodecs 4x16 rANS on the exponent planes only, against our exponent numbers. */
@@ -262,9 +250,9 @@ int main(int argc, char **argv)
                 free(d);
             }
         }
-        printf("  htscodecs %-6s exp plane: ratio %.4f (ckpz %.4f) enc %.0f dec %.0f MB/s\n",
-               oname[oi], MB0 / ((double)htot / 1e6), (double)raw_plane[0] / (double)tot_plane[0],
-               MB0 / median(he), MB0 / median(hd));
+        printf("  htscodecs %-6s exp plane: ratio %.4f (ckpz %.4f) enc %.0f dec %.0f MB/s\n", oname[oi],
+               MB0 / ((double)htot / 1e6), (double)raw_plane[0] / (double)tot_plane[0], MB0 / median(he),
+               MB0 / median(hd));
     }
 #endif
     return 0;

@@ -60,13 +60,12 @@ static int compress1(job *j)
         if (ZSTD_isError(r)) return -1;
         j->csize = r;
     } else if (!strcmp(j->codec, "lz4")) {
-        int r = LZ4_compress_fast((const char *)j->src, (char *)j->cbuf, (int)j->size,
-                                  (int)j->ccap, j->level);
+        int r = LZ4_compress_fast((const char *)j->src, (char *)j->cbuf, (int)j->size, (int)j->ccap, j->level);
         if (r <= 0) return -1;
         j->csize = (size_t)r;
     } else if (!strcmp(j->codec, "blosc")) {
-        int r = blosc_compress_ctx(j->level, BLOSC_SHUFFLE, (size_t)j->typesize, j->size, j->src,
-                                   j->cbuf, j->ccap, "zstd", 0, 1);
+        int r = blosc_compress_ctx(j->level, BLOSC_SHUFFLE, (size_t)j->typesize, j->size, j->src, j->cbuf, j->ccap,
+                                   "zstd", 0, 1);
         if (r <= 0) return -1;
         j->csize = (size_t)r;
     } else {
@@ -78,8 +77,7 @@ static int compress1(job *j)
 static int decompress1(job *j)
 {
     if (!strcmp(j->codec, "ckpz")) {
-        if (ckpz_decompress_buffer(j->ctx, &j->params, j->cbuf, j->csize, j->back, j->size) !=
-            CKPZ_OK) {
+        if (ckpz_decompress_buffer(j->ctx, &j->params, j->cbuf, j->csize, j->back, j->size) != CKPZ_OK) {
             fprintf(stderr, "ckpz -d: %s\n", ckpz_ctx_message(j->ctx));
             return -1;
         }
@@ -87,8 +85,7 @@ static int decompress1(job *j)
         size_t r = ZSTD_decompressDCtx(j->zd, j->back, j->size, j->cbuf, j->csize);
         if (ZSTD_isError(r) || r != j->size) return -1;
     } else if (!strcmp(j->codec, "lz4")) {
-        int r = LZ4_decompress_safe((const char *)j->cbuf, (char *)j->back, (int)j->csize,
-                                    (int)j->size);
+        int r = LZ4_decompress_safe((const char *)j->cbuf, (char *)j->back, (int)j->csize, (int)j->size);
         if (r < 0 || (size_t)r != j->size) return -1;
     } else if (!strcmp(j->codec, "blosc")) {
         int r = blosc_decompress_ctx(j->cbuf, j->back, j->size, 1);
@@ -204,8 +201,8 @@ int main(int argc, char **argv)
         }
         memset(j.back, 0, j.size);   /* the next run must write everything again */
     }
-    printf("{\"codec\": \"%s\", \"level\": %d, \"typesize\": %d, \"bytes\": %zu, \"compressed\": %zu",
-           j.codec, j.level, j.typesize, j.size, j.csize);
+    printf("{\"codec\": \"%s\", \"level\": %d, \"typesize\": %d, \"bytes\": %zu, \"compressed\": %zu", j.codec, j.level,
+           j.typesize, j.size, j.csize);
     print_list("c_cpu", c_cpu, runs);
     print_list("c_wall", c_wall, runs);
     print_list("d_cpu", d_cpu, runs);

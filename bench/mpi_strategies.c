@@ -75,8 +75,7 @@ int main(int argc, char **argv)
             double t0 = MPI_Wtime();
             if (s == 0) {
                 for (size_t at = 0; at < n; at += 1u << 30)
-                    MPI_Bcast(data + at, (int)(n - at < (1u << 30) ? n - at : (1u << 30)), MPI_BYTE, 0,
-                              MPI_COMM_WORLD);
+                    MPI_Bcast(data + at, (int)(n - at < (1u << 30) ? n - at : (1u << 30)), MPI_BYTE, 0, MPI_COMM_WORLD);
                 moved = n;
             } else if (s == 1 || s == 2) {
                 p.base = s == 2 ? base : NULL;

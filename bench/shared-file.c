@@ -43,8 +43,8 @@ static int restore_share(const char *path, const char *out, int q, int p, int ow
     ckpz_source_fd(&src, &f, (uint64_t)size);
     if (ckpz_archive_open_io(ctx, NULL, &src, &a) != CKPZ_OK) goto done;
     ckpz_archive_get_info(a, &info);
-    uint64_t lo = info.original_size / (uint64_t)p * (uint64_t)q, hi = q == p - 1 ? info.original_size
-                                                                      : info.original_size / (uint64_t)p * (uint64_t)(q + 1);
+    uint64_t lo = info.original_size / (uint64_t)p * (uint64_t)q,
+             hi = q == p - 1 ? info.original_size : info.original_size / (uint64_t)p * (uint64_t)(q + 1);
     uint64_t k = 0, at, len, base;
     while (k < info.chunks && (ckpz_archive_chunk(a, k, &at, &len), at < lo)) k++;
     ckpz_archive_chunk(a, k, &base, &len);

@@ -71,22 +71,22 @@ CKPZ_API const char *ckpz_version_string(void);
 
 /* ---- errors ---------------------------------------------------------------------- */
 /* The numbers are fixed: new codes are only ever appended. */
-#define CKPZ_ERROR_LIST(X)                                                   \
-    X(CKPZ_OK, 0, "no error")                                                \
-    X(CKPZ_ERR_PARAM, 1, "invalid parameter")                                \
-    X(CKPZ_ERR_NOMEM, 2, "out of memory")                                    \
-    X(CKPZ_ERR_READ, 3, "read error")                                        \
-    X(CKPZ_ERR_WRITE, 4, "write error")                                      \
-    X(CKPZ_ERR_NOT_CKPZ, 5, "not a ckpz file")                               \
-    X(CKPZ_ERR_VERSION, 6, "unsupported format version or reserved field")   \
-    X(CKPZ_ERR_TRUNCATED, 7, "truncated ckpz file")                          \
-    X(CKPZ_ERR_CHECKSUM, 8, "checksum mismatch")                             \
-    X(CKPZ_ERR_CORRUPT, 9, "corrupt data")                                   \
-    X(CKPZ_ERR_LIMIT, 10, "size exceeds the memory limit")                   \
-    X(CKPZ_ERR_NOT_FOUND, 11, "no such tensor")                              \
-    X(CKPZ_ERR_INPUT, 12, "input does not match the requested format")       \
-    X(CKPZ_ERR_ABORTED, 13, "aborted by the caller")                         \
-    X(CKPZ_ERR_INTERNAL, 14, "internal error")                              \
+#define CKPZ_ERROR_LIST(X)                                                 \
+    X(CKPZ_OK, 0, "no error")                                              \
+    X(CKPZ_ERR_PARAM, 1, "invalid parameter")                              \
+    X(CKPZ_ERR_NOMEM, 2, "out of memory")                                  \
+    X(CKPZ_ERR_READ, 3, "read error")                                      \
+    X(CKPZ_ERR_WRITE, 4, "write error")                                    \
+    X(CKPZ_ERR_NOT_CKPZ, 5, "not a ckpz file")                             \
+    X(CKPZ_ERR_VERSION, 6, "unsupported format version or reserved field") \
+    X(CKPZ_ERR_TRUNCATED, 7, "truncated ckpz file")                        \
+    X(CKPZ_ERR_CHECKSUM, 8, "checksum mismatch")                           \
+    X(CKPZ_ERR_CORRUPT, 9, "corrupt data")                                 \
+    X(CKPZ_ERR_LIMIT, 10, "size exceeds the memory limit")                 \
+    X(CKPZ_ERR_NOT_FOUND, 11, "no such tensor")                            \
+    X(CKPZ_ERR_INPUT, 12, "input does not match the requested format")     \
+    X(CKPZ_ERR_ABORTED, 13, "aborted by the caller")                       \
+    X(CKPZ_ERR_INTERNAL, 14, "internal error")                             \
     X(CKPZ_ERR_BASE, 15, "missing or wrong base checkpoint")
 
 typedef enum {
@@ -387,9 +387,8 @@ typedef struct ckpz_stats {
  * per two chunks of it, and per 2 MiB, so an input of one or two chunks starts no
  * thread). Work runs on params->threads threads; writing overlaps compression and
  * memory stays bounded by a few chunks per thread. stats may be NULL. */
-CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params,
-                                         ckpz_read_fn rd, void *rd_opaque, uint64_t size_hint,
-                                         ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
+CKPZ_API ckpz_error ckpz_compress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
+                                         uint64_t size_hint, ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
 
 /* The same over a source (read, size and progress used) and a sink (write, and patch
  * when given: see ckpz_sink). ckpz_compress_stream is this call with a source and a sink
@@ -402,8 +401,7 @@ CKPZ_API ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, c
  * checksum at the end. wr may be NULL: everything is verified and nothing is written
  * (ckpz -t). On error, some output may already have been written: callers writing to a
  * file must write to a temporary name. Uses params->threads, mem_limit and progress. */
-CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params,
-                                           ckpz_read_fn rd, void *rd_opaque,
+CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
                                            ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
 /* The same over a source (read and progress used) and a sink (write; dst NULL, or its
  * write NULL: verify only). */
@@ -432,26 +430,22 @@ CKPZ_API size_t ckpz_compress_bound(size_t src_size);
  * partial output and *written is 0. Uses the context's kept memory (see
  * ckpz_ctx_create): a loop over buffers with one context and one dst allocates no
  * chunk-sized memory after its first call (only the input's small tables). */
-CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params,
-                                       const void *src, size_t src_size,
+CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                        void *dst, size_t dst_capacity, size_t *written);
 
 /* Compresses src into a buffer allocated by the library (*dst, *dst_size); release it
  * with ckpz_free. The same output as ckpz_compress_into; the buffer is allocated once,
  * at ckpz_compress_bound(src_size) bytes (its pages only touched as the output reaches
  * them), and shrunk to the output's size. */
-CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
-                                         const void *src, size_t src_size,
+CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                          void **dst, size_t *dst_size);
 /* Decompresses a whole ckpz file in memory into dst, which must hold exactly the
  * original size (ckpz_original_size tells it). */
-CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params,
-                                           const void *src, size_t src_size,
+CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                            void *dst, size_t dst_size);
 /* Original size recorded in a complete ckpz file held in memory. Only the header and
  * trailer checksums are verified: bound the value before allocating by it. */
-CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size,
-                                       uint64_t *size);
+CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size, uint64_t *size);
 CKPZ_API void ckpz_free(void *p);
 
 /* ---- delta files: what a file needs -------------------------------------------------- */
@@ -566,9 +560,8 @@ typedef struct ckpz_archive_info {
  * the header, trailer and index (and their checksums); chunks are read on demand. A
  * delta file opens without its base (listing needs none); params->base, when given, is
  * checked here and used by extraction, which fails with CKPZ_ERR_BASE without it. */
-CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params,
-                                      ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
-                                      ckpz_archive **out);
+CKPZ_API ckpz_error ckpz_archive_open(ckpz_ctx *ctx, const ckpz_params *params, ckpz_pread_fn pr, void *pr_opaque,
+                                      uint64_t file_size, ckpz_archive **out);
 /* The same over a source: its pread and size (both needed), and its progress for
  * ckpz_archive_read (the deprecated params->progress where it sets none). */
 CKPZ_API ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
@@ -583,16 +576,14 @@ CKPZ_API ckpz_error ckpz_archive_get_base(const ckpz_archive *a, ckpz_base_info 
 CKPZ_API ckpz_error ckpz_archive_entry(const ckpz_archive *a, uint64_t i, ckpz_entry *e);
 /* Index of the first tensor named `name` (opaque entries are skipped, so "" finds a
  * tensor whose name is empty), or CKPZ_ERR_NOT_FOUND. */
-CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *name,
-                                      uint64_t *index);
+CKPZ_API ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *name, uint64_t *index);
 /* Chunk i (< info.chunks) holds the original file's [*offset, *offset + *length); i ==
  * chunks gives the end of the file. Chunks are in file order and share no bytes: spans
  * that start and end on chunk boundaries are decoded with no chunk decoded twice, which
  * a caller reading a file piece by piece wants. */
 CKPZ_API void ckpz_archive_chunk(const ckpz_archive *a, uint64_t i, uint64_t *offset, uint64_t *length);
 /* Decodes entry i alone (its original bytes) to `wr`, verifying its chunks. */
-CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i,
-                                         ckpz_write_fn wr, void *wr_opaque);
+CKPZ_API ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz_write_fn wr, void *wr_opaque);
 
 /* One range of the original file to decode into the caller's memory. */
 typedef struct ckpz_span {

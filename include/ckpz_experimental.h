@@ -53,8 +53,7 @@ typedef struct ckpz_split ckpz_split;
 
 /* src needs pread and size. On failure *out is NULL and ctx says why (as compression
  * would: a malformed input, a policy that does not parse). */
-CKPZ_API ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                                    ckpz_split **out);
+CKPZ_API ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, ckpz_split **out);
 CKPZ_API void ckpz_split_free(ckpz_split *s); /* accepts NULL */
 CKPZ_API uint64_t ckpz_split_chunks(const ckpz_split *s);
 /* Chunk i's bytes are the input's [*offset, *offset + *length); i == chunks gives the
@@ -111,9 +110,8 @@ typedef struct ckpz_split_out {
  * ckpz_split_chunks(s). A run of chunks equal to the base's is written with the chunk
  * after it (or the tail), as serial ckpz writes it. The calls' heads, regions and tail
  * are the whole file, byte for byte what ckpz_compress_io writes. */
-CKPZ_API ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto,
-                                   uint64_t first, uint64_t n, const void *coded, size_t coded_len,
-                                   ckpz_split_out *out);
+CKPZ_API ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first,
+                                   uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out);
 /* Frees what o holds and zeroes it, struct_size kept; accepts NULL. */
 CKPZ_API void ckpz_split_out_free(ckpz_split_out *o);
 
@@ -247,9 +245,8 @@ typedef int (*ckpz_predict_fn)(void *opaque, const ckpz_prediction *t);
  * read through pr) with the setting in params. each and total may be NULL. A malformed
  * model file fails with CKPZ_ERR_PARAM and a message naming the file and the line; a
  * malformed policy with CKPZ_ERR_PARAM and its line. */
-CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
-                                      ckpz_pread_fn pr, void *pr_opaque, uint64_t file_size,
-                                      ckpz_predict_fn each, void *each_opaque,
+CKPZ_API ckpz_error ckpz_predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr,
+                                      void *pr_opaque, uint64_t file_size, ckpz_predict_fn each, void *each_opaque,
                                       ckpz_predict_total *total);
 
 /* Name of feature i ("zero_frac", ...; NULL when i is out of range). */
@@ -324,9 +321,8 @@ typedef struct ckpz_st_meta {
  * reads (256 MiB) with CKPZ_ERR_LIMIT. Not checked: names or keys that repeat (the
  * safetensors package refuses them; ckpz's reader takes both). ctx may be NULL (no
  * message). */
-CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n,
-                                            const ckpz_st_meta *meta, size_t nmeta, void *dst, size_t cap,
-                                            size_t *len, uint64_t *data_bytes);
+CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, const ckpz_st_meta *meta,
+                                            size_t nmeta, void *dst, size_t cap, size_t *len, uint64_t *data_bytes);
 /* ==== end of safetensors headers ====================================================== */
 
 /* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */

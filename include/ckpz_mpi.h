@@ -73,8 +73,8 @@ typedef struct ckpz_mpi_tensor {
  * file; the container is byte for byte what ckpz writes for it). params->format is
  * ignored. Names must differ across all ranks. Rank 0 writes as it codes; a later rank's
  * bytes follow all earlier ranks', so it holds its coded tensors until those are coded. */
-ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params,
-                                     const ckpz_mpi_tensor *t, size_t n, const char *out_path, ckpz_stats *stats);
+ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, const ckpz_mpi_tensor *t,
+                                     size_t n, const char *out_path, ckpz_stats *stats);
 
 /* ---- one state to many ranks (seed 001's sync strategies) ---- */
 /* Root compresses its data (size bytes) with params, against params->base when set (a
@@ -82,8 +82,8 @@ ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_pa
  * and broadcasts the compressed bytes; every other rank verifies them (every checksum)
  * and decodes them into its data (room for size bytes, which must be the root's size).
  * *moved (may be NULL): the bytes broadcast. */
-ckpz_error ckpz_mpi_bcast(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, int root, void *data,
-                          size_t size, uint64_t *moved);
+ckpz_error ckpz_mpi_bcast(ckpz_ctx *ctx, MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
+                          uint64_t *moved);
 
 /* Every rank holds its own copy of a state that should be the same everywhere (data-
  * parallel replicas): the ranks check that it is, by the CRC-32C of every chunk (only

@@ -82,4 +82,3 @@ ckpz_error mr_finish(run *r)
     ckpz_ctx_free(r->own);
     return ckpz_ctx_report(r->caller, r->err, r->err ? r->msg : "");
 }
-

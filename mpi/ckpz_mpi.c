@@ -193,7 +193,10 @@ static void output_close(run *r, output *o, const char *out_path)
  * split plan (compressing) or an open archive (restoring). */
 typedef void (*chunk_fn)(const void *obj, uint64_t k, uint64_t *off, uint64_t *len);
 static void split_chunk(const void *s, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_split_chunk(s, k, off, len); }
-static void archive_chunk(const void *a, uint64_t k, uint64_t *off, uint64_t *len) { ckpz_archive_chunk(a, k, off, len); }
+static void archive_chunk(const void *a, uint64_t k, uint64_t *off, uint64_t *len)
+{
+    ckpz_archive_chunk(a, k, off, len);
+}
 
 /* The first chunk of [b, e) that starts at or past byte `at` (e if none). */
 static uint64_t first_from(chunk_fn chunk, const void *obj, uint64_t b, uint64_t e, uint64_t at)
@@ -382,9 +385,8 @@ static int settle(run *r, ckpz_ctx *ctx, layout *l, output *o, exchange *x)
  * start writing when that one does). A rank after a rank that has not finished holds its
  * coded chunks until the layout reaches them (with ranges: all of them; without: a
  * round's). */
-void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                        const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
-                        const void *arg)
+void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const char *out_path,
+                        ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign, const void *arg)
 {
     ckpz_split *s = NULL;
     uint8_t *records = NULL;
@@ -567,8 +569,7 @@ static uint64_t piece(const ckpz_archive *a, uint64_t k, uint64_t stop, uint64_t
 
 /* Collective: the ranks restore src (each rank's own source of the .ckpz file; NULL on a
  * rank that already failed) into out_path (NULL: verify only). */
-static void restore(run *r, const ckpz_params *params, const ckpz_source *src, const char *out_path,
-                    ckpz_stats *stats)
+static void restore(run *r, const ckpz_params *params, const ckpz_source *src, const char *out_path, ckpz_stats *stats)
 {
     MPI_Comm comm = r->comm;
     ckpz_ctx *ctx = r->ctx;
@@ -642,8 +643,8 @@ static void restore(run *r, const ckpz_params *params, const ckpz_source *src, c
                 for (int k = 0; k < r->size; k++) whole = ckpz_crc32c_combine(whole, parts[k].crc, parts[k].len);
                 if (whole != info.content_checksum)
                     mr_fail(r, CKPZ_ERR_CHECKSUM,
-                         "content checksum mismatch: the restored bytes have CRC-32C %08x, the file says %08x",
-                         (unsigned)whole, (unsigned)info.content_checksum);
+                            "content checksum mismatch: the restored bytes have CRC-32C %08x, the file says %08x",
+                            (unsigned)whole, (unsigned)info.content_checksum);
             }
         }
         free(parts);
@@ -651,8 +652,11 @@ static void restore(run *r, const ckpz_params *params, const ckpz_source *src, c
     }
     if (o.called) output_close(r, &o, out_path);
     if (!r->err && stats) {
-        ckpz_stats st = {.struct_size = sizeof st, .original_bytes = size, .compressed_bytes = info.compressed_size,
-                         .chunks = info.chunks, .format = info.format};
+        ckpz_stats st = {.struct_size = sizeof st,
+                         .original_bytes = size,
+                         .compressed_bytes = info.compressed_size,
+                         .chunks = info.chunks,
+                         .format = info.format};
         mr_give_stats(stats, &st);
     }
 out:

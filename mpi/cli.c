@@ -87,8 +87,8 @@ static int output_name(const fio_prefs *p, mpi_op op, const char *src, char **ds
 
 /* One file on every rank: src to out (NULL for -t), coded against base; n files in the
  * run (for the summary's rule). 0, or 1 after printing why. */
-static int run_one(ckpz_ctx *ctx, const fio_prefs *p, mpi_op op, const char *src, const char *out,
-                   const fio_base *base, int n)
+static int run_one(ckpz_ctx *ctx, const fio_prefs *p, mpi_op op, const char *src, const char *out, const fio_base *base,
+                   int n)
 {
     ckpz_params params;
     fio_params(p, &params);
@@ -113,17 +113,15 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, mpi_op op, const char *src
     char a[32], b[32];
     double ratio = st.compressed_bytes ? (double)st.original_bytes / (double)st.compressed_bytes : 0.0;
     double mbs = (double)st.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9);
-    if (op == OP_TEST)
-        fprintf(stderr, "%s : OK\n", src);
+    if (op == OP_TEST) fprintf(stderr, "%s : OK\n", src);
     else if (op == OP_COMPRESS)
         fprintf(stderr, "%s : %.1f%% (%s => %s, %s) %.3fx, %.1f MB/s\n", src,
                 st.original_bytes ? 100.0 * (double)st.compressed_bytes / (double)st.original_bytes : 0.0,
-                fio_human(a, sizeof a, st.original_bytes), fio_human(b, sizeof b, st.compressed_bytes), out,
-                ratio, mbs);
+                fio_human(a, sizeof a, st.original_bytes), fio_human(b, sizeof b, st.compressed_bytes), out, ratio,
+                mbs);
     else
-        fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", src,
-                fio_human(a, sizeof a, st.compressed_bytes), fio_human(b, sizeof b, st.original_bytes), out,
-                ratio, mbs);
+        fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", src, fio_human(a, sizeof a, st.compressed_bytes),
+                fio_human(b, sizeof b, st.original_bytes), out, ratio, mbs);
     return 0;
 }
 

@@ -51,8 +51,7 @@ typedef void (*chunk_assign_fn)(const run *r, const ckpz_split *s, const void *a
 /* Collective: the ranks compress src (each rank's own source of the input; NULL on a
  * rank that already failed) into out_path (ckpz_mpi.c). check and assign (may be NULL)
  * get arg. */
-void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                        const char *out_path, ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign,
-                        const void *arg);
+void mr_compress_source(run *r, ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const char *out_path,
+                        ckpz_stats *stats, plan_check_fn check, chunk_assign_fn assign, const void *arg);
 
 #endif

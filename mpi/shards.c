@@ -154,8 +154,8 @@ ckpz_error ckpz_mpi_compress_tensors(ckpz_ctx *caller, MPI_Comm comm, const ckpz
     for (int pass = 0; pass < 2; pass++) {
         int at = 0;
         for (int k = 0; k < r.size; k++) counts[k] = (int)every[2 * k + pass], displs[k] = at, at += counts[k];
-        MPI_Allgatherv(pass ? small : desc, (int)(pass ? slen : dlen), MPI_BYTE, pass ? all_small : all, counts,
-                       displs, MPI_BYTE, comm);
+        MPI_Allgatherv(pass ? small : desc, (int)(pass ? slen : dlen), MPI_BYTE, pass ? all_small : all, counts, displs,
+                       MPI_BYTE, comm);
     }
 
     /* the virtual file: its header (JSON, padded to 8 bytes with spaces) and layout */

@@ -18,8 +18,8 @@ static void bcast_bytes(MPI_Comm comm, void *buf, uint64_t n, int root)
         MPI_Bcast((char *)buf + at, (int)(n - at < BCAST_PIECE ? n - at : BCAST_PIECE), MPI_BYTE, root, comm);
 }
 
-ckpz_error ckpz_mpi_bcast(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, int root, void *data,
-                          size_t size, uint64_t *moved)
+ckpz_error ckpz_mpi_bcast(ckpz_ctx *caller, MPI_Comm comm, const ckpz_params *params, int root, void *data, size_t size,
+                          uint64_t *moved)
 {
     run r;
     mr_init(&r, comm, caller, NULL);

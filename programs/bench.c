@@ -23,10 +23,7 @@
 #define BENCH_MIN_RUNS 3
 #define BENCH_MAX_RUNS 10000
 
-const char *bench_zstd_version(void)
-{
-    return ZSTD_versionString();
-}
+const char *bench_zstd_version(void) { return ZSTD_versionString(); }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -72,8 +69,7 @@ static double measure(bench_job *j, double seconds)
 static int run_ckpz_c(bench_job *j)
 {
     ckpz_mem in = {.data = (void *)j->src, .size = j->src_size}, out = {.data = j->dst, .capacity = j->dst_cap};
-    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, ckpz_mem_read, &in, j->src_size, ckpz_mem_write, &out,
-                                        NULL);
+    ckpz_error e = ckpz_compress_stream(j->ctx, j->params, ckpz_mem_read, &in, j->src_size, ckpz_mem_write, &out, NULL);
     if (e != CKPZ_OK) {
         snprintf(j->err, sizeof(j->err), "ckpz compression: %s", ckpz_ctx_message(j->ctx));
         return -1;
@@ -84,8 +80,7 @@ static int run_ckpz_c(bench_job *j)
 
 static int run_ckpz_d(bench_job *j)
 {
-    ckpz_error e = ckpz_decompress_buffer(j->ctx, j->params, j->src, j->src_size, j->dst,
-                                          j->dst_cap);
+    ckpz_error e = ckpz_decompress_buffer(j->ctx, j->params, j->src, j->src_size, j->dst, j->dst_cap);
     if (e != CKPZ_OK) {
         snprintf(j->err, sizeof(j->err), "ckpz decompression: %s", ckpz_ctx_message(j->ctx));
         return -1;
@@ -138,15 +133,13 @@ static void status_clear(const fio_prefs *p)
 
 static void print_line(const char *label, const char *name, size_t size, const bench_result *r)
 {
-    printf("%-14s %s : %9llu -> %9llu (%.3fx) %7.1f MB/s %7.1f MB/s\n", label, name,
-           (unsigned long long)size, (unsigned long long)r->csize,
-           r->csize ? (double)size / (double)r->csize : 0.0, r->cspeed, r->dspeed);
+    printf("%-14s %s : %9llu -> %9llu (%.3fx) %7.1f MB/s %7.1f MB/s\n", label, name, (unsigned long long)size,
+           (unsigned long long)r->csize, r->csize ? (double)size / (double)r->csize : 0.0, r->cspeed, r->dspeed);
     fflush(stdout);
 }
 
 /* ckpz round trip; 0 or -1 (message printed). */
-static int bench_ckpz(const fio_prefs *p, const char *name, const void *src, size_t size,
-                      bench_result *r)
+static int bench_ckpz(const fio_prefs *p, const char *name, const void *src, size_t size, bench_result *r)
 {
     ckpz_params params;
     bench_job j;
@@ -179,8 +172,7 @@ static int bench_ckpz(const fio_prefs *p, const char *name, const void *src, siz
     r->cspeed = (double)size / 1e6 / t;
 
     if (ckpz_original_size(j.ctx, j.dst, j.dst_size, &orig) != CKPZ_OK || orig != size) {
-        snprintf(j.err, sizeof(j.err), "ckpz_original_size: %s",
-                 orig != size ? "wrong size" : ckpz_ctx_message(j.ctx));
+        snprintf(j.err, sizeof(j.err), "ckpz_original_size: %s", orig != size ? "wrong size" : ckpz_ctx_message(j.ctx));
         goto fail;
     }
     back = malloc(size ? size : 1);
@@ -216,8 +208,7 @@ fail:
     return rc;
 }
 
-static int bench_zstd(const fio_prefs *p, int level, const char *name, const void *src,
-                      size_t size, bench_result *r)
+static int bench_zstd(const fio_prefs *p, int level, const char *name, const void *src, size_t size, bench_result *r)
 {
     bench_job j;
     void *comp = NULL, *back = NULL;
@@ -272,8 +263,7 @@ fail:
 
 static void print_ratio(const char *vs, const bench_result *c, const bench_result *z)
 {
-    printf("ckpz/%s: compress %.2fx, decompress %.2fx\n", vs,
-           z->cspeed > 0 ? c->cspeed / z->cspeed : 0.0,
+    printf("ckpz/%s: compress %.2fx, decompress %.2fx\n", vs, z->cspeed > 0 ? c->cspeed / z->cspeed : 0.0,
            z->dspeed > 0 ? c->dspeed / z->dspeed : 0.0);
 }
 

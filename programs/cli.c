@@ -23,7 +23,16 @@
 #include "predict_cli.h"
 #include "prefs.h"
 
-typedef enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_EXTRACT, MODE_BENCH, MODE_REBASE, MODE_PREDICT } cli_mode;
+typedef enum {
+    MODE_COMPRESS,
+    MODE_DECOMPRESS,
+    MODE_TEST,
+    MODE_LIST,
+    MODE_EXTRACT,
+    MODE_BENCH,
+    MODE_REBASE,
+    MODE_PREDICT
+} cli_mode;
 
 static void usage(FILE *f)
 {
@@ -203,8 +212,7 @@ static int set_level(fio_prefs *p, unsigned long v)
 static int set_threads(fio_prefs *p, const char *s)
 {
     unsigned long v;
-    if (parse_uint(s, &v) != 0 || v > 4096)
-        return bad_usage("invalid thread count '%s' (0 = all cores)", s ? s : "");
+    if (parse_uint(s, &v) != 0 || v > 4096) return bad_usage("invalid thread count '%s' (0 = all cores)", s ? s : "");
     p->threads = (int)v;
     p->threads_set = 1;
     return 0;
@@ -214,8 +222,7 @@ static int set_chunk(fio_prefs *p, const char *s)
 {
     size_t v;
     if (parse_size(s, &v) != 0) return bad_usage("invalid chunk size '%s'", s ? s : "");
-    if (v < CKPZ_CHUNK_MIN || v > CKPZ_CHUNK_MAX)
-        return bad_usage("chunk size must be 64 KiB..16 MiB, not '%s'", s);
+    if (v < CKPZ_CHUNK_MIN || v > CKPZ_CHUNK_MAX) return bad_usage("chunk size must be 64 KiB..16 MiB, not '%s'", s);
     p->chunk_size = v;
     return 0;
 }
@@ -254,8 +261,7 @@ static int set_shape(fio_prefs *p, const char *s)
         if (*c != 'x' && *c != 'X' && *c != ',') break;
         c++;
     }
-    return bad_usage("invalid shape '%s' (dimensions >= 1 joined by 'x', at most %d: e.g. 2000x2000)", s,
-                     FIO_MAX_NDIM);
+    return bad_usage("invalid shape '%s' (dimensions >= 1 joined by 'x', at most %d: e.g. 2000x2000)", s, FIO_MAX_NDIM);
 }
 
 static int set_codec(fio_prefs *p, const char *s)
@@ -276,8 +282,7 @@ static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
 {
     ckpz_dtype t = ckpz_dtype_from_name(s);
     /* NONE is a valid answer only for the names of opaque bytes */
-    if (t == CKPZ_DTYPE_NONE && strcmp(s, "bytes") && strcmp(s, "none"))
-        return bad_usage("unknown dtype '%s'", s);
+    if (t == CKPZ_DTYPE_NONE && strcmp(s, "bytes") && strcmp(s, "none")) return bad_usage("unknown dtype '%s'", s);
     p->raw_dtype = t;
     *dtype_set = 1;
     return 0;
@@ -326,7 +331,8 @@ static int build_policy(const lossy_flags *l, char **text)
         return bad_usage("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
     if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) && strncmp(l->mode, "change-rel", 10))
         return bad_usage("--stochastic applies to --abs, --rel and --change-rel");
-    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) && (l->pct_set || l->block_set || l->delta))
+    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) &&
+        (l->pct_set || l->block_set || l->delta))
         return bad_usage("--percentile, --block and --col-delta apply to --int8 and --bits");
     if (!l->mode && l->delta) return bad_usage("--col-delta needs --int8 or --bits");
     if (!l->mode && !l->policy_file) return 0;
@@ -534,12 +540,17 @@ static int short_options(cli_run *r, int argc, char **argv, int *i)
         case 't': r->mode = MODE_TEST; break;
         case 'l': r->mode = MODE_LIST; break;
         case 'b': r->mode = MODE_BENCH; break;
-        case 'c': r->p.to_stdout = 1; r->out_last = 'c'; break;
+        case 'c':
+            r->p.to_stdout = 1;
+            r->out_last = 'c';
+            break;
         case 'r': r->recursive = 1; break;
         case 'k': r->p.remove_src = 0; break;
         case 'f': r->p.force = 1; break;
         case 'v': r->p.verbosity++; break;
-        case 'q': if (r->p.verbosity > 0) r->p.verbosity--; break;
+        case 'q':
+            if (r->p.verbosity > 0) r->p.verbosity--;
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': return version();
         case 'T':
@@ -562,8 +573,7 @@ static int short_options(cli_run *r, int argc, char **argv, int *i)
                 if ((rc = set_threads(&r->p, v)) != 0) return rc;
             } else {
                 unsigned long sec;
-                if (parse_uint(v, &sec) != 0 || sec > 3600)
-                    return bad_usage("-i needs a number of seconds, 0..3600");
+                if (parse_uint(v, &sec) != 0 || sec > 3600) return bad_usage("-i needs a number of seconds, 0..3600");
                 r->p.bench_seconds = (double)sec;
             }
             break;
@@ -578,8 +588,7 @@ static int short_options(cli_run *r, int argc, char **argv, int *i)
             s += strlen(s);
             r->out_last = 'o';
             break;
-        default:
-            return bad_usage("unknown option '%s'", opt);
+        default: return bad_usage("unknown option '%s'", opt);
         }
     }
     return CLI_GO;
@@ -649,8 +658,10 @@ static int dispatch(cli_run *r, const cli_ops *ops)
     if (mode == MODE_COMPRESS && p->level == CKPZ_LEVEL_MAX && p->verbosity >= 2)
         /* the measurements of BENCHMARKS.md: 11 MB/s per core against -3's 1800, for
          * 20.6% savings against 19.8% */
-        fprintf(stderr, "ckpz: note: -%d compresses at a few MB/s per core (about 10) for output about 1%% smaller "
-                "than -3's; -q hides this note\n", CKPZ_LEVEL_MAX);
+        fprintf(stderr,
+                "ckpz: note: -%d compresses at a few MB/s per core (about 10) for output about 1%% smaller "
+                "than -3's; -q hides this note\n",
+                CKPZ_LEVEL_MAX);
 
     fio_install_signal_handlers();
     const char *const *f = files;

@@ -128,4 +128,3 @@ void fio_progress_end(fio_progress *pg)
     pthread_mutex_unlock(&pg->lock);
     pthread_mutex_destroy(&pg->lock);
 }
-

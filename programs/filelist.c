@@ -48,10 +48,7 @@ static int push(list *l, char *s /* taken */)
     return 0;
 }
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int has_ckpz_suffix(const char *name)
 {
@@ -80,7 +77,8 @@ static int walk(const fio_prefs *p, int want_ckpz, const char *dir, int depth, l
     struct dirent *de;
     int rc = 0;
     if (depth > MAX_DEPTH) {
-        if (p->verbosity >= 1) fprintf(stderr, "ckpz: %s: directories nested deeper than %d -- ignored\n", dir, MAX_DEPTH);
+        if (p->verbosity >= 1)
+            fprintf(stderr, "ckpz: %s: directories nested deeper than %d -- ignored\n", dir, MAX_DEPTH);
         *failed = 1;
         return 0;
     }
@@ -117,7 +115,9 @@ static int walk(const fio_prefs *p, int want_ckpz, const char *dir, int depth, l
             if (p->verbosity >= 3) fprintf(stderr, "ckpz: %s: not a regular file -- ignored\n", path);
         } else if (has_ckpz_suffix(path) != want_ckpz) {
             if (p->verbosity >= 3)
-                fprintf(stderr, want_ckpz ? "ckpz: %s: no %s suffix -- ignored\n" : "ckpz: %s: already has %s suffix -- ignored\n",
+                fprintf(stderr,
+                        want_ckpz ? "ckpz: %s: no %s suffix -- ignored\n"
+                                  : "ckpz: %s: already has %s suffix -- ignored\n",
                         path, FIO_SUFFIX);
         } else {
             rc = push(l, path);

@@ -274,8 +274,8 @@ int fio_in_changed(fio_in *in, const char *doing, int check_count)
     }
     if (now.st_size != in->st.st_size || now.st_mtim.tv_sec != in->st.st_mtim.tv_sec ||
         now.st_mtim.tv_nsec != in->st.st_mtim.tv_nsec) {
-        fio_error("%s: changed while %s (%lld bytes at the start, %lld at the end); output discarded", in->name,
-                  doing, (long long)in->st.st_size, (long long)now.st_size);
+        fio_error("%s: changed while %s (%lld bytes at the start, %lld at the end); output discarded", in->name, doing,
+                  (long long)in->st.st_size, (long long)now.st_size);
         return 1;
     }
     /* a size of 0 at the start is also what /proc and /sys files say: no count to hold */

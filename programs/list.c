@@ -76,19 +76,23 @@ static int display_width(const char *str)
     int w = 0;
     while (*s) {
         unsigned cp = *s, extra = 0;
-        if (cp >= 0xf0) { cp &= 0x07; extra = 3; }
-        else if (cp >= 0xe0) { cp &= 0x0f; extra = 2; }
-        else if (cp >= 0xc0) { cp &= 0x1f; extra = 1; }
+        if (cp >= 0xf0) {
+            cp &= 0x07;
+            extra = 3;
+        } else if (cp >= 0xe0) {
+            cp &= 0x0f;
+            extra = 2;
+        } else if (cp >= 0xc0) {
+            cp &= 0x1f;
+            extra = 1;
+        }
         s++;
         while (extra-- && (*s & 0xc0) == 0x80) cp = (cp << 6) | (*s++ & 0x3f);
-        if ((cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) ||
-            (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
-            (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
-            (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1faff) ||
-            (cp >= 0x20000 && cp <= 0x3fffd))
+        if ((cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf) || (cp >= 0xac00 && cp <= 0xd7a3) ||
+            (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
+            (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1faff) || (cp >= 0x20000 && cp <= 0x3fffd))
             w += 2;
-        else
-            w += 1;
+        else w += 1;
     }
     return w;
 }
@@ -103,8 +107,7 @@ static void format_shape(char *buf, size_t len, const ckpz_entry *e)
     }
     used += (size_t)snprintf(buf, len, "[");
     for (d = 0; d < e->ndim && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, d ? ", %llu" : "%llu",
-                                 (unsigned long long)e->shape[d]);
+        used += (size_t)snprintf(buf + used, len - used, d ? ", %llu" : "%llu", (unsigned long long)e->shape[d]);
     if (used < len) snprintf(buf + used, len - used, "]");
     if (used >= len && len > 4) strcpy(buf + len - 4, "..]");
 }
@@ -167,8 +170,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             return 1;
         }
         if ((w = display_width(nbuf)) > wname) wname = w;
-        if ((w = (int)strlen(ckpz_dtype_name(e.dtype) ? ckpz_dtype_name(e.dtype) : "?")) > wdtype)
-            wdtype = w;
+        if ((w = (int)strlen(ckpz_dtype_name(e.dtype) ? ckpz_dtype_name(e.dtype) : "?")) > wdtype) wdtype = w;
         format_shape(shape, sizeof(shape), &e);
         if ((w = (int)strlen(shape)) > wshape) wshape = w;
         if (e.dtype != CKPZ_DTYPE_NONE) tensors++;
@@ -178,8 +180,8 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     if (widx < 1) widx = 1;
 
     if (print_name) printf("%s:\n", in.name);
-    printf("%*s  %-*s  %-*s  %-*s  %10s  %10s  %7s", widx, "#", wname, "name", wdtype, "dtype",
-           wshape, "shape", "original", "compressed", "ratio");
+    printf("%*s  %-*s  %-*s  %-*s  %10s  %10s  %7s", widx, "#", wname, "name", wdtype, "dtype", wshape, "shape",
+           "original", "compressed", "ratio");
     if (info.lossy) printf("  %-13s  %9s  %9s  %7s", "lossy", "MAE", "max err", "PSNR");
     if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
     printf("\n");
@@ -198,15 +200,14 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
         dn = ckpz_dtype_name(e.dtype);
         format_shape(shape, sizeof(shape), &e);
         display_name(&e, raw_input, &nbuf, &ncap); /* fits: the first pass grew it */
-        printf("%*llu  %s%*s  %-*s  %-*s  %10s  %10s  %7s", widx, (unsigned long long)i,
-               nbuf, wname - display_width(nbuf), "", wdtype, dn ? dn : "?", wshape, shape,
+        printf("%*llu  %s%*s  %-*s  %-*s  %10s  %10s  %7s", widx, (unsigned long long)i, nbuf,
+               wname - display_width(nbuf), "", wdtype, dn ? dn : "?", wshape, shape,
                fio_human(h1, sizeof(h1), e.length), fio_human(h2, sizeof(h2), e.compressed),
                ratio_str(r, sizeof(r), e.length, e.compressed));
         if (info.lossy) print_lossy(&e);
         if (verbose)
-            printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset,
-                   (unsigned long long)e.length, (unsigned long long)e.compressed,
-                   (unsigned long long)e.chunks);
+            printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset, (unsigned long long)e.length,
+                   (unsigned long long)e.compressed, (unsigned long long)e.chunks);
         printf("\n");
     }
     if (opaque_runs) {
@@ -219,14 +220,11 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     }
     {
         const char *fmt = ckpz_input_format_name(info.format);
-        printf("%*s  %-*s  %10s  %10s  %7s  %llu tensors, %llu chunks, %s, crc32c %08x\n",
-               widx, "", wname + 2 + wdtype + 2 + wshape, "total",
-               fio_human(h1, sizeof(h1), info.original_size),
+        printf("%*s  %-*s  %10s  %10s  %7s  %llu tensors, %llu chunks, %s, crc32c %08x\n", widx, "",
+               wname + 2 + wdtype + 2 + wshape, "total", fio_human(h1, sizeof(h1), info.original_size),
                fio_human(h2, sizeof(h2), info.compressed_size),
-               ratio_str(r, sizeof(r), info.original_size, info.compressed_size),
-               (unsigned long long)tensors,
-               (unsigned long long)info.chunks, fmt ? fmt : "?",
-               (unsigned)info.content_checksum);
+               ratio_str(r, sizeof(r), info.original_size, info.compressed_size), (unsigned long long)tensors,
+               (unsigned long long)info.chunks, fmt ? fmt : "?", (unsigned)info.content_checksum);
         if (info.lossy) {
             uint64_t lossy = 0, exact = 0; /* coded lossy: with an error, and every element exact */
             for (i = 0; i < info.entries; i++)
@@ -240,9 +238,8 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             printf(" (the checksums are of the restored content)\n");
         }
         if (verbose)
-            printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n",
-                   info.format_version, fio_human(h1, sizeof(h1), info.chunk_size),
-                   (unsigned long long)info.original_size,
+            printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n", info.format_version,
+                   fio_human(h1, sizeof(h1), info.chunk_size), (unsigned long long)info.original_size,
                    (unsigned long long)info.compressed_size);
     }
     {
@@ -260,14 +257,14 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             if (based)
                 printf("depends on: %s (%llu bytes, crc32c %08x); %llu of %llu entries coded against it; "
                        "restoring takes %u delta file%s\n",
-                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
-                       (unsigned)bi.checksum, (unsigned long long)based, (unsigned long long)info.entries,
-                       (unsigned)bi.depth, bi.depth == 1 ? "" : "s");
+                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size, (unsigned)bi.checksum,
+                       (unsigned long long)based, (unsigned long long)info.entries, (unsigned)bi.depth,
+                       bi.depth == 1 ? "" : "s");
             else /* written against a base, but nothing matched it: stand-alone in fact */
                 printf("written against: %s (%llu bytes, crc32c %08x); 0 of %llu entries coded against it: "
                        "restores without it\n",
-                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size,
-                       (unsigned)bi.checksum, (unsigned long long)info.entries);
+                       nbuf && bi.name[0] ? nbuf : "(unnamed base)", (unsigned long long)bi.size, (unsigned)bi.checksum,
+                       (unsigned long long)info.entries);
         }
     }
     free(nbuf);
@@ -338,8 +335,7 @@ int fio_extract(const fio_prefs *p, const char *tensor, const char *file)
     if (fio_out_commit(&out, NULL, p, 0) != 0) goto done_archive;
     if (p->verbosity >= 3) {
         char h[32];
-        fprintf(stderr, "%s : %s => %s (%s)\n", in.name, tensor, out.name,
-                fio_human(h, sizeof(h), out.bytes));
+        fprintf(stderr, "%s : %s => %s (%s)\n", in.name, tensor, out.name, fio_human(h, sizeof(h), out.bytes));
     }
     rc = 0;
 done_archive:

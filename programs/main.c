@@ -16,7 +16,4 @@ static const cli_ops serial_ops = {
     .predict = predict_run,
 };
 
-int main(int argc, char **argv)
-{
-    return cli_main(argc, argv, &serial_ops);
-}
+int main(int argc, char **argv) { return cli_main(argc, argv, &serial_ops); }

@@ -81,9 +81,9 @@ static void print_stats(const fio_prefs *p, fio_op op, const char *name, const c
         if (link > 0) fprintf(stderr, ",\"target_bw_mb_per_s\":%.3f,\"link_use\":%.3f", p->target_bw, link);
         fputs("}\n", stderr);
     } else {
-        fprintf(stderr, "%s: %s: ratio %.3fx (%llu -> %llu bytes), %.3f s, %.1f MB/s, CPU %.3f s (%.2f cores)",
-                name, what, ratio, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes,
-                wall, (double)st->original_bytes / 1e6 / w, cpu, cpu / w);
+        fprintf(stderr, "%s: %s: ratio %.3fx (%llu -> %llu bytes), %.3f s, %.1f MB/s, CPU %.3f s (%.2f cores)", name,
+                what, ratio, (unsigned long long)st->original_bytes, (unsigned long long)st->compressed_bytes, wall,
+                (double)st->original_bytes / 1e6 / w, cpu, cpu / w);
         if (link > 0) fprintf(stderr, ", link %.0f%% of %.0f MB/s", 100 * link, p->target_bw);
         fputc('\n', stderr);
     }
@@ -193,10 +193,10 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
             fio_error("%s: at byte %llu, after %d complete stream%s: %s", in.name,
                       (unsigned long long)stats.compressed_bytes, streams, streams == 1 ? "" : "s",
                       msg && *msg ? msg : ckpz_error_name(e));
-        else
-            fio_report(ctx, e, &in, has_out ? &out : NULL);
-        const char *doing = op == OP_COMPRESS ? "it was compressed" : op == OP_TEST ? "it was tested"
-                                                                             : "it was decompressed";
+        else fio_report(ctx, e, &in, has_out ? &out : NULL);
+        const char *doing = op == OP_COMPRESS ? "it was compressed"
+                            : op == OP_TEST   ? "it was tested"
+                                              : "it was decompressed";
         fio_in_changed(&in, doing, 0); /* the likely cause, when it did */
         if (has_out) fio_out_abort(&out);
         fio_in_close(&in);
@@ -235,8 +235,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
     if (op == OP_TEST) {
         if (p->verbosity >= 3) {
             char a[32], b[32];
-            fprintf(stderr, "%s : OK (%s => %s, %.1f MB/s)\n", in.name,
-                    fio_human(a, sizeof(a), stats.compressed_bytes),
+            fprintf(stderr, "%s : OK (%s => %s, %.1f MB/s)\n", in.name, fio_human(a, sizeof(a), stats.compressed_bytes),
                     fio_human(b, sizeof(b), stats.original_bytes),
                     (double)stats.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9));
         } else if (p->verbosity >= 2) {
@@ -244,21 +243,17 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
         }
     } else if (summary) {
         char a[32], b[32];
-        double ratio = stats.compressed_bytes
-                           ? (double)stats.original_bytes / (double)stats.compressed_bytes
-                           : 0.0;
+        double ratio = stats.compressed_bytes ? (double)stats.original_bytes / (double)stats.compressed_bytes : 0.0;
         double mbs = (double)stats.original_bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9);
         if (op == OP_COMPRESS)
             fprintf(stderr, "%s : %.1f%% (%s => %s, %s) %.3fx, %.1f MB/s\n", in.name,
-                    stats.original_bytes
-                        ? 100.0 * (double)stats.compressed_bytes / (double)stats.original_bytes
-                        : 0.0,
-                    fio_human(a, sizeof(a), stats.original_bytes),
-                    fio_human(b, sizeof(b), stats.compressed_bytes), out.name, ratio, mbs);
+                    stats.original_bytes ? 100.0 * (double)stats.compressed_bytes / (double)stats.original_bytes : 0.0,
+                    fio_human(a, sizeof(a), stats.original_bytes), fio_human(b, sizeof(b), stats.compressed_bytes),
+                    out.name, ratio, mbs);
         else
             fprintf(stderr, "%s : %s => %s, %s (%.3fx, %.1f MB/s)\n", in.name,
-                    fio_human(a, sizeof(a), stats.compressed_bytes),
-                    fio_human(b, sizeof(b), stats.original_bytes), out.name, ratio, mbs);
+                    fio_human(a, sizeof(a), stats.compressed_bytes), fio_human(b, sizeof(b), stats.original_bytes),
+                    out.name, ratio, mbs);
     }
     return 0;
 }
@@ -300,9 +295,10 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
         base = &cache;
         if (p->keyframe_every && cache.depth + 1 >= p->keyframe_every) {
             if (p->verbosity >= 3)
-                fprintf(stderr, "ckpz: keyframe: %s is %u delta file%s deep, --keyframe-every %u: "
-                        "writing stand-alone files\n", p->base_path, (unsigned)cache.depth,
-                        cache.depth == 1 ? "" : "s", p->keyframe_every);
+                fprintf(stderr,
+                        "ckpz: keyframe: %s is %u delta file%s deep, --keyframe-every %u: "
+                        "writing stand-alone files\n",
+                        p->base_path, (unsigned)cache.depth, cache.depth == 1 ? "" : "s", p->keyframe_every);
             base = NULL;
         }
     }
@@ -334,8 +330,7 @@ static int run_files(const fio_prefs *p, fio_op op, const char *const *files, in
         if (op == OP_COMPRESS)
             fprintf(stderr, "%d files compressed : %.1f%% (%s => %s) %.3fx\n", tot.files,
                     tot.original ? 100.0 * (double)tot.compressed / (double)tot.original : 0.0, a, b, ratio);
-        else
-            fprintf(stderr, "%d files decompressed : %s => %s (%.3fx)\n", tot.files, a, b, ratio);
+        else fprintf(stderr, "%d files decompressed : %s => %s (%.3fx)\n", tot.files, a, b, ratio);
     }
     fio_base_free(&cache);
     ckpz_ctx_free(ctx);
@@ -352,7 +347,4 @@ int fio_decompress_files(const fio_prefs *p, const char *const *files, int n)
     return run_files(p, OP_DECOMPRESS, files, n);
 }
 
-int fio_test_files(const fio_prefs *p, const char *const *files, int n)
-{
-    return run_files(p, OP_TEST, files, n);
-}
+int fio_test_files(const fio_prefs *p, const char *const *files, int n) { return run_files(p, OP_TEST, files, n); }

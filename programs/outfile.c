@@ -56,8 +56,7 @@ void fio_install_signal_handlers(void)
     for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         struct sigaction sa, old;
         /* nohup'ed runs keep ignoring SIGHUP */
-        if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-            continue;
+        if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
@@ -75,10 +74,7 @@ static void block_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &s, old);
 }
 
-static void restore_signals(const sigset_t *old)
-{
-    pthread_sigmask(SIG_SETMASK, old, NULL);
-}
+static void restore_signals(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
 /* ---- output ----------------------------------------------------------------------- */
 const char *fio_io_strerror(int e)
@@ -258,8 +254,8 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
         /* fsync only when the input is about to be deleted (--rm): like zstd and gzip,
          * a plain run leaves flushing to the kernel rather than wait for the disk */
         block_signals(&old);
-        ckpz_error e = ckpz_publish_commit(ctx, o->pub, (p->force ? CKPZ_PUBLISH_REPLACE : 0) |
-                                                            (durable ? CKPZ_PUBLISH_DURABLE : 0));
+        ckpz_error e = ckpz_publish_commit(
+            ctx, o->pub, (p->force ? CKPZ_PUBLISH_REPLACE : 0) | (durable ? CKPZ_PUBLISH_DURABLE : 0));
         g_tmp_active = 0;
         restore_signals(&old);
         o->pub = NULL;
@@ -290,7 +286,6 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
     return 0;
 }
 
-
 void fio_out_sink(fio_out *o, ckpz_sink *dst)
 {
     ckpz_sink_init(dst);
@@ -307,7 +302,7 @@ void fio_report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out *ou
     else if (e == CKPZ_ERR_BASE && in && msg && *msg)
         fio_error("%s: %s; %s", in->name, msg,
                   !strncmp(msg, "wrong base", 10) ? "name the right one with --base"
-                  : in->is_stdin              ? "name the base with --base"
-                                              : "it is not beside the file: name it with --base");
+                  : in->is_stdin                  ? "name the base with --base"
+                                                  : "it is not beside the file: name it with --base");
     else fio_error("%s: %s", in ? in->name : "?", msg && *msg ? msg : ckpz_error_name(e));
 }

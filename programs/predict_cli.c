@@ -113,7 +113,8 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
         struct stat st;
         int fd = strcmp(name, "-") ? open(name, O_RDONLY) : -1;
         if (fd < 0) {
-            fprintf(stderr, "ckpz: %s: %s\n", name, strcmp(name, "-") ? strerror(errno) : "--predict needs a file (it reads samples by offset)");
+            fprintf(stderr, "ckpz: %s: %s\n", name,
+                    strcmp(name, "-") ? strerror(errno) : "--predict needs a file (it reads samples by offset)");
             failed = 1;
             continue;
         }
@@ -127,8 +128,10 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
         ckpz_fd f = {fd, 0, 0};
         if (ckpz_fd_pread(&f, magic, sizeof magic, 0) == 0 && !memcmp(magic, "\211CKPZ\r\n\032", 8)) {
             /* its bytes are already coded: a prediction would describe them, not the checkpoint */
-            fprintf(stderr, "ckpz: %s: is a .ckpz file: --predict predicts the ratio of original checkpoints "
-                    "(ckpz -l %s shows what this one achieved)\n", name, name);
+            fprintf(stderr,
+                    "ckpz: %s: is a .ckpz file: --predict predicts the ratio of original checkpoints "
+                    "(ckpz -l %s shows what this one achieved)\n",
+                    name, name);
             close(fd);
             failed = 1;
             continue;
@@ -145,14 +148,16 @@ int predict_run(const fio_prefs *p, const char *const *files, int n, const predi
             break;
         }
         if (e) {
-            fprintf(stderr, "ckpz: %s: %s\n", name, ckpz_ctx_message(ctx)[0] ? ckpz_ctx_message(ctx) : ckpz_error_name(e));
+            fprintf(stderr, "ckpz: %s: %s\n", name,
+                    ckpz_ctx_message(ctx)[0] ? ckpz_ctx_message(ctx) : ckpz_error_name(e));
             failed = 1;
             continue;
         }
         char a[32], b[32];
         header(&s);
         if (features) {
-            printf("# total\t%llu\t%.0f\t%.6f\n", (unsigned long long)tot.original_bytes, tot.predicted_bytes, tot.ratio);
+            printf("# total\t%llu\t%.0f\t%.6f\n", (unsigned long long)tot.original_bytes, tot.predicted_bytes,
+                   tot.ratio);
         } else {
             printf("total: %.2fx  (%s -> %s predicted, %llu tensors, %llu lossy)\n", tot.ratio,
                    fio_human(a, sizeof a, tot.original_bytes),

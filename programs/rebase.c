@@ -77,8 +77,7 @@ static int rebase_one(ckpz_ctx *ctx, const fio_prefs *p, const char *src, fio_ba
     if (p->verbosity >= 2)
         fprintf(stderr, "%s : stand-alone now (%s, %.3fx) -> %s\n", src,
                 fio_human((char[32]){0}, 32, stats.compressed_bytes),
-                stats.compressed_bytes ? (double)stats.original_bytes / (double)stats.compressed_bytes : 0.0,
-                out.name);
+                stats.compressed_bytes ? (double)stats.original_bytes / (double)stats.compressed_bytes : 0.0, out.name);
     rc = 0;
 out:
     free(orig);

@@ -17,9 +17,6 @@ static inline int force_isa(const char *isa)
 }
 
 /* The highest level this CPU runs, whatever CKPZ_CPU said. */
-static inline int top_isa(void)
-{
-    return force_isa("avx512");
-}
+static inline int top_isa(void) { return force_isa("avx512"); }
 
 #endif

@@ -17,9 +17,6 @@ static inline ckpz_mem mem_in(const void *p, size_t n, size_t step)
 
 /* A writer into cap bytes at p (ckpz_mem_write, ckpz_mem_patch): writing past cap fails
  * and sets full. */
-static inline ckpz_mem mem_out(void *p, size_t cap)
-{
-    return (ckpz_mem){.data = p, .capacity = cap};
-}
+static inline ckpz_mem mem_out(void *p, size_t cap) { return (ckpz_mem){.data = p, .capacity = cap}; }
 
 #endif

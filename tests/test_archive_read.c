@@ -64,8 +64,8 @@ static uint8_t *make_st(const tdesc *t, size_t nt, uint8_t *const *data, size_t 
     for (size_t i = 0; i < nt; i++) {
         size_t b = t[i].rows * t[i].cols * ckpz_dtype_size(t[i].t);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
-                               ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
-                               t[i].name, t[i].dtype, t[i].rows, t[i].cols, off, off + b);
+                               ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}", t[i].name,
+                               t[i].dtype, t[i].rows, t[i].cols, off, off + b);
         off += b;
     }
     jl += (size_t)snprintf(json + jl, sizeof json - jl, "}");
@@ -87,11 +87,13 @@ static uint8_t *make_st(const tdesc *t, size_t nt, uint8_t *const *data, size_t 
 
 /* Several dtypes, most over many chunks (none a whole number of them), one tiny, one
  * empty (an entry that owns no chunk). */
-static const tdesc tensors[] = {
-    {"emb.weight", "BF16", CKPZ_DTYPE_BF16, 300, 1001}, {"h.0.attn.w", "F32", CKPZ_DTYPE_F32, 250, 401},
-    {"empty", "F16", CKPZ_DTYPE_F16, 0, 5},
-    {"h.0.mlp.w", "F16", CKPZ_DTYPE_F16, 130, 999},     {"step", "I64", CKPZ_DTYPE_I64, 1, 1},
-    {"h.0.ln.w", "F32", CKPZ_DTYPE_F32, 2, 77},          {"head.w", "F64", CKPZ_DTYPE_F64, 64, 500}};
+static const tdesc tensors[] = {{"emb.weight", "BF16", CKPZ_DTYPE_BF16, 300, 1001},
+                                {"h.0.attn.w", "F32", CKPZ_DTYPE_F32, 250, 401},
+                                {"empty", "F16", CKPZ_DTYPE_F16, 0, 5},
+                                {"h.0.mlp.w", "F16", CKPZ_DTYPE_F16, 130, 999},
+                                {"step", "I64", CKPZ_DTYPE_I64, 1, 1},
+                                {"h.0.ln.w", "F32", CKPZ_DTYPE_F32, 2, 77},
+                                {"head.w", "F64", CKPZ_DTYPE_F64, 64, 500}};
 #define NT (sizeof tensors / sizeof *tensors)
 
 /* A pread over memory that counts its calls and the ones that go back in the file, and
@@ -424,10 +426,13 @@ static void test_lossy(void)
 static void test_delta(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
-    tdesc tb[] = {{"same", "F32", CKPZ_DTYPE_F32, 100, 1000}, {"moved", "F32", CKPZ_DTYPE_F32, 60, 1000},
+    tdesc tb[] = {{"same", "F32", CKPZ_DTYPE_F32, 100, 1000},
+                  {"moved", "F32", CKPZ_DTYPE_F32, 60, 1000},
                   {"half", "BF16", CKPZ_DTYPE_BF16, 90, 1000}};
-    tdesc tn[] = {{"same", "F32", CKPZ_DTYPE_F32, 100, 1000}, {"moved", "F32", CKPZ_DTYPE_F32, 60, 1000},
-                  {"half", "BF16", CKPZ_DTYPE_BF16, 90, 1000}, {"new", "F32", CKPZ_DTYPE_F32, 30, 1000}};
+    tdesc tn[] = {{"same", "F32", CKPZ_DTYPE_F32, 100, 1000},
+                  {"moved", "F32", CKPZ_DTYPE_F32, 60, 1000},
+                  {"half", "BF16", CKPZ_DTYPE_BF16, 90, 1000},
+                  {"new", "F32", CKPZ_DTYPE_F32, 30, 1000}};
     uint8_t *db[3], *dn[4];
     for (int i = 0; i < 3; i++) {
         size_t b = tb[i].rows * tb[i].cols * ckpz_dtype_size(tb[i].t);

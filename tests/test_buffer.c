@@ -90,7 +90,8 @@ static uint8_t *make_st(size_t nt, size_t name_len, const char *dtype, unsigned 
     for (int k = 0; k < 8; k++) p[k] = (uint8_t)((uint64_t)hl >> (8 * k));
     memset(p + 8, ' ', hl);
     memcpy(p + 8, h.p, h.n);
-    for (size_t i = 0; i < nt * bytes; i++) p[8 + hl + i] = smooth ? (uint8_t)(i % 2 ? 0x3c : rng() % 8) : (uint8_t)rng();
+    for (size_t i = 0; i < nt * bytes; i++)
+        p[8 + hl + i] = smooth ? (uint8_t)(i % 2 ? 0x3c : rng() % 8) : (uint8_t)rng();
     free(h.p);
     *len = n;
     return p;
@@ -104,7 +105,8 @@ static uint8_t *make_st_f32(size_t nt, size_t rows, size_t cols, size_t *len)
     size_t b = rows * cols * 4;
     sb_str(&h, "{");
     for (size_t i = 0; i < nt; i++) {
-        snprintf(tmp, sizeof tmp, "%s\"layer%zu.weight\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
+        snprintf(tmp, sizeof tmp,
+                 "%s\"layer%zu.weight\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
                  i ? "," : "", i, rows, cols, i * b, (i + 1) * b);
         sb_str(&h, tmp);
     }
@@ -248,9 +250,8 @@ static void test_bound_formula(void)
 
 static void test_bound_random(void)
 {
-    static const size_t sizes[] = {0,     1,      2,      7,      8,           63,          100,
-                                   4095,  4096,   65535,  65536,  65537,       200003,      1u << 20,
-                                   (1u << 20) + 3, (3u << 20) + 5};
+    static const size_t sizes[] = {
+        0, 1, 2, 7, 8, 63, 100, 4095, 4096, 65535, 65536, 65537, 200003, 1u << 20, (1u << 20) + 3, (3u << 20) + 5};
     ckpz_ctx *ctx = ckpz_ctx_create();
     char longname[5001];
     memset(longname, 'b', 5000);
@@ -264,7 +265,10 @@ static void test_bound_random(void)
             switch (v) {
             case 0: break; /* auto: opaque */
             case 1: p.level = 1, p.chunk_size = CKPZ_CHUNK_MIN, p.threads = 2; break;
-            case 2: p.level = 9; if (n > (256u << 10)) continue; break;
+            case 2:
+                p.level = 9;
+                if (n > (256u << 10)) continue;
+                break;
             case 3: p.format = CKPZ_INPUT_RAW, p.raw_dtype = CKPZ_DTYPE_BF16; break;
             case 4: p.format = CKPZ_INPUT_RAW, p.raw_dtype = CKPZ_DTYPE_F32, p.threads = 3; break;
             case 5: /* a delta with the longest base name, against unrelated bytes */
@@ -487,7 +491,8 @@ static void test_context_reuse(void)
         blob s = compress_stream(p, calls[i].src, calls[i].n, 2 * calls[i].n + (1u << 20));
         CHECKF(same(s, fresh[i]), "call %zu: streaming and buffer differ", i);
         free(s.p);
-        if (!calls[i].policy || strstr(calls[i].policy, "lossless")) check_restores(p, fresh[i], calls[i].src, calls[i].n);
+        if (!calls[i].policy || strstr(calls[i].policy, "lossless"))
+            check_restores(p, fresh[i], calls[i].src, calls[i].n);
         c = ckpz_ctx_create();
         restored[i] = restore_with(c, p, fresh[i], calls[i].n);
         CHECKF(restored[i] != NULL, "call %zu: a fresh context does not restore it: %s", i, ckpz_ctx_message(c));
@@ -505,25 +510,25 @@ static void test_context_reuse(void)
             size_t w = 0;
             CHECK(ckpz_compress_into(ctx, &ps[i], calls[i].src, calls[i].n, dst, fresh[i].n, &w) == CKPZ_OK);
             CHECK(w == fresh[i].n && memcmp(dst, fresh[i].p, w) == 0);
-            CHECK(ckpz_compress_into(ctx, &ps[i], calls[i].src, calls[i].n, dst, fresh[i].n / 2, &w) ==
-                  CKPZ_ERR_LIMIT);
+            CHECK(ckpz_compress_into(ctx, &ps[i], calls[i].src, calls[i].n, dst, fresh[i].n / 2, &w) == CKPZ_ERR_LIMIT);
             free(dst);
             /* the streaming call on the reused context too */
             ckpz_mem r = mem_in(calls[i].src, calls[i].n, round == 2 ? 4093 : 0);
             ckpz_mem mw = mem_out(malloc(2 * calls[i].n + (1u << 20)), 2 * calls[i].n + (1u << 20));
-            CHECK(ckpz_compress_stream(ctx, &ps[i], ckpz_mem_read, &r, round == 2 ? CKPZ_SIZE_UNKNOWN : calls[i].n, ckpz_mem_write,
-                                       &mw, NULL) == CKPZ_OK);
+            CHECK(ckpz_compress_stream(ctx, &ps[i], ckpz_mem_read, &r, round == 2 ? CKPZ_SIZE_UNKNOWN : calls[i].n,
+                                       ckpz_mem_write, &mw, NULL) == CKPZ_OK);
             blob want = fresh[i];
             if (round == 2) { /* size unknown: a raw dump's shape is not known either; a fresh context's bytes */
                 ckpz_ctx *c = ckpz_ctx_create();
                 ckpz_mem r2 = mem_in(calls[i].src, calls[i].n, 4093);
                 ckpz_mem w2 = mem_out(malloc(mw.capacity), mw.capacity);
-                CHECK(ckpz_compress_stream(c, &ps[i], ckpz_mem_read, &r2, CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &w2, NULL) == CKPZ_OK);
+                CHECK(ckpz_compress_stream(c, &ps[i], ckpz_mem_read, &r2, CKPZ_SIZE_UNKNOWN, ckpz_mem_write, &w2,
+                                           NULL) == CKPZ_OK);
                 ckpz_ctx_free(c);
                 want = (blob){w2.data, w2.size};
             }
-            CHECKF(same((blob){mw.data, mw.size}, want), "round %d call %zu: streaming on a reused context differs", round,
-                   i);
+            CHECKF(same((blob){mw.data, mw.size}, want), "round %d call %zu: streaming on a reused context differs",
+                   round, i);
             if (want.p != fresh[i].p) free(want.p);
             free(mw.data);
             ckpz_params bad = ps[i];

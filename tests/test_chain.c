@@ -49,8 +49,8 @@ static uint8_t *get(const char *name, size_t *n)
 
 /* name: src coded against base (NULL: stand-alone), recording base_name and, as the
  * CLI does, the delta files behind the base (depth). */
-static void ckpz_file(ckpz_ctx *ctx, const char *name, const uint8_t *src, size_t n, const uint8_t *base,
-                      size_t bn, const char *base_name, uint32_t depth)
+static void ckpz_file(ckpz_ctx *ctx, const char *name, const uint8_t *src, size_t n, const uint8_t *base, size_t bn,
+                      const char *base_name, uint32_t depth)
 {
     ckpz_params p;
     ckpz_params_init(&p);
@@ -164,8 +164,8 @@ int main(void)
         ckpz_file(ctx, name, a, 100, a, 100, next, (uint32_t)i - 1);
     }
     snprintf(name, sizeof name, "k%d.ckpz", CKPZ_CHAIN_MAX);
-    CHECKF(ckpz_chain_open(ctx, at(name), &ch) == CKPZ_OK && ckpz_chain_length(ch) == CKPZ_CHAIN_MAX + 1,
-           "%s", ckpz_ctx_message(ctx));
+    CHECKF(ckpz_chain_open(ctx, at(name), &ch) == CKPZ_OK && ckpz_chain_length(ch) == CKPZ_CHAIN_MAX + 1, "%s",
+           ckpz_ctx_message(ctx));
     ckpz_chain_free(ch);
     snprintf(name, sizeof name, "k%d.ckpz", CKPZ_CHAIN_MAX + 1);
     CHECK(ckpz_chain_open(ctx, at(name), &ch) == CKPZ_ERR_BASE && ckpz_chain_length(ch) == CKPZ_CHAIN_MAX + 1);

@@ -18,8 +18,7 @@ typedef struct toy {
 /* Describes records from `at`: header opaque, data as a tensor; stops at a record whose
  * header is not complete in p (resume there). A record with the high bit of its length
  * set asks to see its whole data before describing it (exercises FMT_NEED_MORE). */
-static fmt_status toy_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
-                             size_t *need)
+static fmt_status toy_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof, size_t *need)
 {
     toy *t = state;
     t->calls++;
@@ -108,8 +107,8 @@ static void run(size_t step, size_t chunk)
         got += n;
     }
     CHECKF(ok, "chunk order/offsets (step %zu, chunk %zu)", step, chunk);
-    CHECKF(got == total && !memcmp(in, out, total), "bytes handed out (step %zu, chunk %zu): %zu of %zu", step,
-           chunk, got, total);
+    CHECKF(got == total && !memcmp(in, out, total), "bytes handed out (step %zu, chunk %zu): %zu of %zu", step, chunk,
+           got, total);
     CHECKF(tensors == nrec && empty == 1, "entries: %zu tensors, %zu empty", tensors, empty);
     CHECK(t->calls >= 3 && t->need_more_calls >= 1);
     /* the final list tiles the input */
@@ -142,8 +141,7 @@ static void under_described(void)
         memcpy(out + got, buf, n);
         got += n;
     }
-    CHECKF(got == sizeof in && !memcmp(in, out, sizeof in), "under-described input: %zu of %zu bytes", got,
-           sizeof in);
+    CHECKF(got == sizeof in && !memcmp(in, out, sizeof in), "under-described input: %zu of %zu bytes", got, sizeof in);
     chunker_free(&ch);
     fmt_list_free(&l);
 }

@@ -75,10 +75,10 @@ static void failf(const char *fmt, ...)
     fflush(stdout);
 }
 
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        n_checks++;                                                                                          \
-        if (!(cond)) failf(__VA_ARGS__);                                                                     \
+#define CHECK(cond, ...)                 \
+    do {                                 \
+        n_checks++;                      \
+        if (!(cond)) failf(__VA_ARGS__); \
     } while (0)
 
 /* ---- little-endian helpers ---------------------------------------------------------- */
@@ -159,9 +159,8 @@ static uint8_t *make_small_safetensors(size_t *len)
         int bf = t % 3 == 1 && t != 7; /* 7 is F32, as the tensor after it */
         size_t bytes = elems[t] * (bf ? 2 : 4);
         jl += snprintf(json + jl, sizeof json - (size_t)jl,
-                       "%s\"layer.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                       t ? "," : "", t, t % 2 ? "bias" : "norm.weight", bf ? "BF16" : "F32", elems[t], off,
-                       off + bytes);
+                       "%s\"layer.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}", t ? "," : "",
+                       t, t % 2 ? "bias" : "norm.weight", bf ? "BF16" : "F32", elems[t], off, off + bytes);
         off += bytes;
     }
     json[jl++] = '}';
@@ -326,8 +325,8 @@ static int trunc_code_ok(ckpz_error e)
     return e == CKPZ_ERR_TRUNCATED || e == CKPZ_ERR_NOT_CKPZ || e == CKPZ_ERR_CORRUPT || e == CKPZ_ERR_CHECKSUM;
 }
 
-static void check_error(const char *reader, const char *what, ckpz_error e, const char *msg,
-                        const expectation *x, int naming)
+static void check_error(const char *reader, const char *what, ckpz_error e, const char *msg, const expectation *x,
+                        int naming)
 {
     CHECK(msg && msg[0], "%s: %s: error %d (%s) without a message", what, reader, e, ckpz_error_name(e));
     if (x->trunc_codes)
@@ -535,8 +534,8 @@ static int build_sample(sample *s, const char *label, const uint8_t *orig, size_
     run_readers(s, s->z, s->zlen, &ok, label, 0);
     ckpz_ctx_free(ctx);
     printf("%s: %zu -> %zu bytes, %zu entries, %zu chunks, codecs stored/const/rans0/rans1/zstd = %u/%u/%u/%u/%u\n",
-           label, olen, zl, s->nent, s->nchunks, s->codec_seen[0], s->codec_seen[1], s->codec_seen[2],
-           s->codec_seen[3], s->codec_seen[4]);
+           label, olen, zl, s->nent, s->nchunks, s->codec_seen[0], s->codec_seen[1], s->codec_seen[2], s->codec_seen[3],
+           s->codec_seen[4]);
     return 0;
 }
 
@@ -693,7 +692,7 @@ static void test_truncation(const sample *s)
     cuts[n++] = 31;
     for (size_t i = 0; i < s->nsec && n < 1900; i++) {
         const section *c = &s->sec[i];
-        size_t pts[] = {c->off, c->off + 1, c->off + 4, c->off + 8, c->off + c->len / 2, c->off + c->len - 1,
+        size_t pts[] = {c->off,      c->off + 1,  c->off + 4,  c->off + 8,  c->off + c->len / 2, c->off + c->len - 1,
                         c->off + 16, c->off + 31, c->off + 32, c->off + 40, c->off + c->len - 4};
         for (size_t k = 0; k < sizeof pts / sizeof *pts; k++)
             if (pts[k] < s->zlen && pts[k] >= c->off && pts[k] < c->off + c->len) cuts[n++] = pts[k];
@@ -725,7 +724,7 @@ static void test_appended(const sample *s, const sample *other)
         const char *name;
         size_t n;
         int kind;
-    } cases[] = {{"1 zero byte", 1, 0},         {"7 random bytes", 7, 1},       {"40 zero bytes", 40, 0},
+    } cases[] = {{"1 zero byte", 1, 0},        {"7 random bytes", 7, 1},         {"40 zero bytes", 40, 0},
                  {"100 random bytes", 100, 1}, {"a copy of the trailer", 40, 2}, {"index+trailer again", 0, 3},
                  {"the same file", 0, 4},      {"another ckpz file", 0, 5}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -768,8 +767,8 @@ static void test_foreign(void)
     struct {
         const char *name;
         size_t n;
-    } cases[6] = {{"empty input", 0}, {"zstd frame", 0}, {"random bytes", 1000}, {"PNG header", 0},
-                  {"one byte", 1},    {"7 bytes of magic", 7}};
+    } cases[6] = {{"empty input", 0}, {"zstd frame", 0}, {"random bytes", 1000},
+                  {"PNG header", 0},  {"one byte", 1},   {"7 bytes of magic", 7}};
     uint8_t src[3000];
     for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k % 17);
     for (int c = 0; c < 6; c++) {
@@ -782,9 +781,9 @@ static void test_foreign(void)
             buf[0] = 0x42;
             break;
         case 3: {
-            static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,   0,   0,  13,
-                                          'I',  'H', 'D', 'R', 0,    0,    0,    16,   0,   0,   0,  16,
-                                          8,    6,   0,   0,   0,    0x1f, 0xf3, 0xff, 0x61};
+            static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0,    0,
+                                          13,   'I', 'H', 'D', 'R',  0,    0,    0,    16,   0,    0,
+                                          0,    16,  8,   6,   0,    0,    0,    0x1f, 0xf3, 0xff, 0x61};
             memcpy(buf, png, sizeof png);
             n = sizeof png;
             break;
@@ -815,10 +814,8 @@ static void test_foreign(void)
 static void set_trailer(uint8_t *b, size_t len, int field, uint64_t v)
 {
     uint8_t *t = b + len - 40;
-    if (field < 3)
-        wr64(t + 8 * field, v);
-    else
-        wr32(t + 24 + 4 * (field - 3), (uint32_t)v);
+    if (field < 3) wr64(t + 8 * field, v);
+    else wr32(t + 24 + 4 * (field - 3), (uint32_t)v);
     wr32(t + 36, crc32c(0, t, 36));
 }
 
@@ -927,8 +924,8 @@ static void test_many_entries(void)
     ckpz_archive_close(a);
     ckpz_mem r = mem_in(b, len, 0);
     e = ckpz_decompress_stream(ctx, &p, ckpz_mem_read, &r, NULL, NULL, NULL);
-    CHECK(e != CKPZ_OK && ckpz_ctx_message(ctx)[0], "index of %zu entries not in the stream: decompress_stream: %s",
-          ne, ckpz_error_name(e));
+    CHECK(e != CKPZ_OK && ckpz_ctx_message(ctx)[0], "index of %zu entries not in the stream: decompress_stream: %s", ne,
+          ckpz_error_name(e));
     ckpz_ctx_free(ctx);
     free(b);
 }
@@ -967,8 +964,9 @@ static void test_chunk_size_limit(const uint8_t *orig, size_t olen)
         free(dst);
         ckpz_archive_close(a);
     }
-    CHECK(e == CKPZ_ERR_LIMIT, "16 MiB chunk size in the header, mem_limit 1 MiB: archive open/extract returned %s (%s)",
-          ckpz_error_name(e), ckpz_ctx_message(ctx));
+    CHECK(e == CKPZ_ERR_LIMIT,
+          "16 MiB chunk size in the header, mem_limit 1 MiB: archive open/extract returned %s (%s)", ckpz_error_name(e),
+          ckpz_ctx_message(ctx));
     ckpz_free(z);
     ckpz_ctx_free(ctx);
 }
@@ -1034,7 +1032,8 @@ static void test_base_errors(const sample *s)
             ckpz_entry en = {.struct_size = sizeof en};
             uint64_t idx = 0;
             CHECK(a && ckpz_archive_find(ctx, a, "b", &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &en) == CKPZ_OK &&
-                      en.based, "no base: tensor b is not coded against the base");
+                      en.based,
+                  "no base: tensor b is not coded against the base");
             e = a ? ckpz_archive_extract(ctx, a, idx, ckpz_mem_write, &w) : CKPZ_ERR_INTERNAL;
             CHECK(e == CKPZ_ERR_BASE && strstr(ckpz_ctx_message(ctx), crc), "no base: extract: %d %s", e,
                   ckpz_ctx_message(ctx));
@@ -1115,8 +1114,8 @@ int main(void)
                        NULL) == 0;
     size_t sm_len;
     uint8_t *sm = make_small_safetensors(&sm_len);
-    ok &= build_sample(&s[8], "packed small tensors", sm, sm_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0,
-                       NULL) == 0;
+    ok &= build_sample(&s[8], "packed small tensors", sm, sm_len, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, 3, NULL, 0, NULL) ==
+          0;
     if (ok) {
         CHECK(s[0].nchunks >= 5 && s[0].nent >= 3, "safetensors sample: only %zu chunks, %zu entries", s[0].nchunks,
               s[0].nent);

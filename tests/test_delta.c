@@ -28,9 +28,10 @@ static uint8_t *write_st(const tdesc *t, size_t nt, size_t *len, uint8_t *const 
     jl += (size_t)snprintf(json + jl, sizeof json - jl, "{");
     for (size_t i = 0; i < nt; i++) {
         size_t b = t[i].n * t[i].esize;
-        jl += (size_t)snprintf(json + jl, sizeof json - jl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%u,%zu],"
-                               "\"data_offsets\":[%zu,%zu]}", i ? "," : "", t[i].name, t[i].dtype, t[i].rows,
-                               t[i].n / t[i].rows, off, off + b);
+        jl += (size_t)snprintf(json + jl, sizeof json - jl,
+                               "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%u,%zu],"
+                               "\"data_offsets\":[%zu,%zu]}",
+                               i ? "," : "", t[i].name, t[i].dtype, t[i].rows, t[i].n / t[i].rows, off, off + b);
         off += b;
     }
     jl += (size_t)snprintf(json + jl, sizeof json - jl, "}");
@@ -88,7 +89,6 @@ static int restores(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const uint8_t *o
 
 static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const char *name, int *based);
 
-
 static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const char *name, int *based)
 {
     ckpz_mem f = mem_in(z, zl, 0);
@@ -96,8 +96,8 @@ static uint64_t entry_compressed(ckpz_ctx *ctx, const uint8_t *z, size_t zl, con
     uint64_t idx, c = UINT64_MAX;
     ckpz_entry e = {.struct_size = sizeof e};
     *based = -1;
-    if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK && ckpz_archive_find(ctx, a, name, &idx) == CKPZ_OK &&
-        ckpz_archive_entry(a, idx, &e) == CKPZ_OK) {
+    if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &f, zl, &a) == CKPZ_OK &&
+        ckpz_archive_find(ctx, a, name, &idx) == CKPZ_OK && ckpz_archive_entry(a, idx, &e) == CKPZ_OK) {
         c = e.compressed;
         *based = e.based;
     }
@@ -190,15 +190,16 @@ int main(void)
     ckpz_ctx *ctx = ckpz_ctx_create();
     /* base: same, moved, bf16, gone, reshaped, retyped; next: same, moved, bf16, new,
      * reshaped (other rows), retyped (F32 -> I32, same bytes) */
-    tdesc tb[] = {{"same", "F32", 100000, 4, 10},  {"moved", "F32", 60000, 4, 4}, {"half", "BF16", 90000, 2, 3},
-                  {"gone", "F32", 5000, 4, 1},     {"reshaped", "F32", 6000, 4, 2}, {"retyped", "F32", 4000, 4, 1}};
-    tdesc tn[] = {{"same", "F32", 100000, 4, 10},  {"moved", "F32", 60000, 4, 4}, {"half", "BF16", 90000, 2, 3},
-                  {"new", "F32", 5000, 4, 1},      {"reshaped", "F32", 6000, 4, 3}, {"retyped", "I32", 4000, 4, 1}};
+    tdesc tb[] = {{"same", "F32", 100000, 4, 10}, {"moved", "F32", 60000, 4, 4},   {"half", "BF16", 90000, 2, 3},
+                  {"gone", "F32", 5000, 4, 1},    {"reshaped", "F32", 6000, 4, 2}, {"retyped", "F32", 4000, 4, 1}};
+    tdesc tn[] = {{"same", "F32", 100000, 4, 10}, {"moved", "F32", 60000, 4, 4},   {"half", "BF16", 90000, 2, 3},
+                  {"new", "F32", 5000, 4, 1},     {"reshaped", "F32", 6000, 4, 3}, {"retyped", "I32", 4000, 4, 1}};
     uint8_t *db[6], *dn[6];
     for (int i = 0; i < 6; i++) {
         db[i] = malloc(tb[i].n * tb[i].esize);
         if (tb[i].esize == 4) fill_f32(db[i], tb[i].n, 0.02f);
-        else for (size_t k = 0; k < tb[i].n * 2; k++) db[i][k] = (uint8_t)(k & 1 ? 0x3c + (rng() & 1) : rng());
+        else
+            for (size_t k = 0; k < tb[i].n * 2; k++) db[i][k] = (uint8_t)(k & 1 ? 0x3c + (rng() & 1) : rng());
         dn[i] = malloc(tn[i].n * tn[i].esize);
         memcpy(dn[i], db[i], tn[i].n * tn[i].esize);
     }

@@ -18,14 +18,14 @@
 #include "transforms/planes.h"
 
 static int failures;
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            failures++;                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                     \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-        }                                                                            \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
     } while (0)
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -38,8 +38,7 @@ static uint32_t rnd(void)
 }
 
 enum { D_CONST, D_RANDOM, D_SKEW, D_EXPO, D_ALL256, D_RARE, D_RUNS, D_SUCC, D_COUNT };
-static const char *dname[D_COUNT] = {"const", "random", "skewed", "exponent",
-                                     "all256", "rare", "runs", "successor"};
+static const char *dname[D_COUNT] = {"const", "random", "skewed", "exponent", "all256", "rare", "runs", "successor"};
 
 static void fill(uint8_t *b, size_t n, int d)
 {
@@ -58,8 +57,7 @@ static void fill(uint8_t *b, size_t n, int d)
         }
         case D_EXPO: { /* sum of uniforms ~ bell around 0x7a, drifting along the plane */
             int v = 0;
-            for (int k = 0; k < 4; k++)
-                v += (int)(rnd() % 7);
+            for (int k = 0; k < 4; k++) v += (int)(rnd() % 7);
             b[i] = (uint8_t)(0x68 + v + (int)((i >> 14) % 3));
             break;
         }
@@ -73,8 +71,8 @@ static void fill(uint8_t *b, size_t n, int d)
     }
 }
 
-static const uint8_t codecs[] = {ENT_STORED, ENT_CONST, ENT_RANS0, ENT_RANS1, ENT_ZSTD, ENT_LZ4, ENT_SNAPPY,
-                                 ENT_DEFLATE};
+static const uint8_t codecs[] = {ENT_STORED, ENT_CONST, ENT_RANS0,  ENT_RANS1,
+                                 ENT_ZSTD,   ENT_LZ4,   ENT_SNAPPY, ENT_DEFLATE};
 
 /* The LZ back ends: bit flips in their literals decode to other bytes (the chunk's CRC
  * catches those), and their top levels are slow. */
@@ -89,16 +87,14 @@ static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what
     uint8_t *enc = malloc(cap + 1), *dec = malloc(n + 1);
     for (size_t k = 0; k < sizeof codecs; k++) {
         for (int lv = 1; lv <= 9; lv += 4) {
-            if (lz_backend(codecs[k]) && lv == 9 && n > 70000)
-                continue;
+            if (lz_backend(codecs[k]) && lv == 9 && n > 70000) continue;
             uint8_t got = 255;
             size_t len = ent_encode_with(c, codecs[k], src, n, enc, cap, lv, &got);
             CHECK(len <= n, "%s n=%zu forced %s: %zu > n", what, n, ent_codec_name(codecs[k]), len);
             CHECK(got == codecs[k] || got == ENT_STORED, "%s: forced codec reported %d", what, got);
             int r = ent_decode(c, got, enc, len, dec, n);
-            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0),
-                  "%s n=%zu forced %s level %d: round trip (r=%d)", what, n,
-                  ent_codec_name(got), lv, r);
+            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0), "%s n=%zu forced %s level %d: round trip (r=%d)",
+                  what, n, ent_codec_name(got), lv, r);
             if (n > 0) {
                 r = ent_decode(c, got, enc, len, dec, n - 1);
                 CHECK(r == -1 || got == ENT_CONST, "%s n=%zu %s: accepted wrong n-1", what, n, ent_codec_name(got));
@@ -108,16 +104,14 @@ static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what
     static const int levels[] = {1, 3, 9};
     for (int h = 0; h < 4; h++)
         for (int li = 0; li < 3; li++) {
-            if (levels[li] == 9 && n > 70000)
-                continue;
+            if (levels[li] == 9 && n > 70000) continue;
             uint8_t got = 255;
             size_t len = ent_encode(c, src, n, enc, cap, levels[li], h, &got);
             CHECK(len <= n + 1, "%s n=%zu selector %zu bytes", what, n, len);
             CHECK(ent_codec_known(got), "%s: bad codec id", what);
             int r = ent_decode(c, got, enc, len, dec, n);
-            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0),
-                  "%s n=%zu selector %s level %d hint %d: round trip", what, n,
-                  ent_codec_name(got), levels[li], h);
+            CHECK(r == 0 && (n == 0 || memcmp(dec, src, n) == 0), "%s n=%zu selector %s level %d hint %d: round trip",
+                  what, n, ent_codec_name(got), levels[li], h);
         }
     free(enc);
     free(dec);
@@ -125,15 +119,13 @@ static void roundtrip(ent_ctx *c, const uint8_t *src, size_t n, const char *what
 
 static void test_roundtrips(ent_ctx *c)
 {
-    static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 31, 32, 33, 63, 64, 65, 100, 257,
-                                   1000, 4095, 4097, 16384, 16385, 65543, 131072, 200001,
-                                   1 << 20};
+    static const size_t sizes[] = {0,   1,   2,    3,    5,    7,     31,    32,    33,     63,     64,     65,
+                                   100, 257, 1000, 4095, 4097, 16384, 16385, 65543, 131072, 200001, 1 << 20};
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         size_t n = sizes[si];
         uint8_t *b = malloc(n + 1);
         for (int d = 0; d < D_COUNT; d++) {
-            if (n >= 131072 && (d == D_ALL256 || d == D_RUNS))
-                continue;
+            if (n >= 131072 && (d == D_ALL256 || d == D_RUNS)) continue;
             char what[64];
             snprintf(what, sizeof what, "%s", dname[d]);
             fill(b, n, d);
@@ -236,10 +228,9 @@ static void test_choice(ent_ctx *c)
  * bytes: all 256 values, geometric (byte tables of 256, every slot used); a span of
  * 100 (byte tables of 128); two values 200 apart; mostly zero with rare values
  * anywhere (frequency-1 symbols at both ends of the table). */
-enum { P_TWO, P_WIDE60, P_SPREAD40, P_SPREAD64, P_SPREAD65, P_EDGE, P_RESID, P_SPAN100, P_FAR2,
-       P_SPARSE, P_COUNT };
-static const char *pname[P_COUNT] = {"two", "wide60", "spread40", "spread64", "spread65", "edge",
-                                     "residual", "span100", "far2", "sparse"};
+enum { P_TWO, P_WIDE60, P_SPREAD40, P_SPREAD64, P_SPREAD65, P_EDGE, P_RESID, P_SPAN100, P_FAR2, P_SPARSE, P_COUNT };
+static const char *pname[P_COUNT] = {"two",  "wide60",   "spread40", "spread64", "spread65",
+                                     "edge", "residual", "span100",  "far2",     "sparse"};
 
 static void fill_parity(uint8_t *b, size_t n, int d)
 {
@@ -282,27 +273,23 @@ static void test_simd_parity(ent_ctx *c)
         printf("no AVX2 on this CPU: parity test skipped\n");
         return;
     }
-    if (top < CPU_AVX512)
-        printf("no AVX-512 on this CPU: its parity test skipped\n");
+    if (top < CPU_AVX512) printf("no AVX-512 on this CPU: its parity test skipped\n");
     static const size_t sizes[] = {32, 63, 100, 1025, 4097, 40000, 131072 + 77, 700000};
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
         size_t n = sizes[si];
-        uint8_t *b = malloc(n), *ref = malloc(ent_bound(n)), *e = malloc(ent_bound(n)),
-                *d = malloc(n);
+        uint8_t *b = malloc(n), *ref = malloc(ent_bound(n)), *e = malloc(ent_bound(n)), *d = malloc(n);
         for (int dist = 0; dist < D_COUNT + P_COUNT; dist++) {
             const char *nm = dist < D_COUNT ? dname[dist] : pname[dist - D_COUNT];
-            if (dist < D_COUNT)
-                fill(b, n, dist);
-            else
-                fill_parity(b, n, dist - D_COUNT);
+            if (dist < D_COUNT) fill(b, n, dist);
+            else fill_parity(b, n, dist - D_COUNT);
             uint8_t c0, c1;
             force_isa("scalar");
             size_t l0 = ent_encode_with(c, ENT_RANS0, b, n, ref, ent_bound(n), 3, &c0);
             for (int lv = CPU_AVX2; lv <= top; lv++) {
                 CHECK(force_isa(isa[lv]) == lv, "CKPZ_CPU=%s not in force", isa[lv]);
                 size_t l1 = ent_encode_with(c, ENT_RANS0, b, n, e, ent_bound(n), 3, &c1);
-                CHECK(l0 == l1 && c0 == c1 && memcmp(ref, e, l0) == 0,
-                      "scalar and %s encoders differ (%s n=%zu)", isa[lv], nm, n);
+                CHECK(l0 == l1 && c0 == c1 && memcmp(ref, e, l0) == 0, "scalar and %s encoders differ (%s n=%zu)",
+                      isa[lv], nm, n);
                 force_isa("scalar");
                 CHECK(ent_decode(c, c1, e, l1, d, n) == 0 && memcmp(d, b, n) == 0,
                       "scalar decode of %s stream (%s n=%zu)", isa[lv], nm, n);
@@ -343,11 +330,9 @@ static void test_histogram(void)
                 ent_histogram(b, n, h1);
                 top_isa();
                 ent_histogram(b, n, h2);
-                CHECK(memcmp(h1, h2, sizeof h1) == 0, "histogram paths differ (n=%zu span %d lo %d)",
-                      n, span, lo);
+                CHECK(memcmp(h1, h2, sizeof h1) == 0, "histogram paths differ (n=%zu span %d lo %d)", n, span, lo);
                 uint64_t tot = 0;
-                for (int s = 0; s < 256; s++)
-                    tot += h1[s];
+                for (int s = 0; s < 256; s++) tot += h1[s];
                 CHECK(tot == n, "histogram total %llu of %zu", (unsigned long long)tot, n);
             }
     free(b);
@@ -369,12 +354,9 @@ static void test_histogram_sparse(void)
                 size_t n = sizes[si];
                 for (size_t i = 0; i < n; i++) {
                     int other;
-                    if (ri < 4)
-                        other = (int)(rnd() % 1000) < rates[ri];
-                    else if (ri == 4) /* clean start, then half others: gives up */
-                        other = i >= n / 3 && rnd() % 2;
-                    else /* runs of others */
-                        other = (i / 37) % 11 == 3;
+                    if (ri < 4) other = (int)(rnd() % 1000) < rates[ri];
+                    else if (ri == 4) /* clean start, then half others: gives up */ other = i >= n / 3 && rnd() % 2;
+                    else /* runs of others */ other = (i / 37) % 11 == 3;
                     b[i] = (uint8_t)(other ? rnd() : (uint32_t)doms[di]);
                 }
                 for (size_t i = 0; i < 256 && i < n; i++) /* the first 256 bytes decide */
@@ -384,8 +366,8 @@ static void test_histogram_sparse(void)
                 ent_histogram(b, n, h1);
                 top_isa();
                 ent_histogram(b, n, h2);
-                CHECK(memcmp(h1, h2, sizeof h1) == 0, "sparse histogram differs (n=%zu dominant %d case %zu)",
-                      n, doms[di], ri);
+                CHECK(memcmp(h1, h2, sizeof h1) == 0, "sparse histogram differs (n=%zu dominant %d case %zu)", n,
+                      doms[di], ri);
             }
     free(b);
 }
@@ -428,8 +410,8 @@ static void test_histogram_sampled(void)
                     missing += (s < dlo || s > dhi) && h[2][s];
                 }
                 CHECK(tot == n, "sampled histogram total %llu of %zu", (unsigned long long)tot, n);
-                CHECK(!missing, "sampled histogram: %d values of the range not counted once (n=%zu span %d)",
-                      missing, n, span);
+                CHECK(!missing, "sampled histogram: %d values of the range not counted once (n=%zu span %d)", missing,
+                      n, span);
             }
     free(b);
 }
@@ -444,15 +426,13 @@ static void test_residual_zstd(ent_ctx *c)
         memset(b, 0, n);
         if (runs) /* 2% of the bytes: rows of 512 changed values */
             for (size_t i = 0; i + 512 <= n; i += 25600)
-                for (size_t k = 0; k < 512; k++)
-                    b[i + k] = (uint8_t)(1 + rnd() % 3);
+                for (size_t k = 0; k < 512; k++) b[i + k] = (uint8_t)(1 + rnd() % 3);
         else /* 2% of the bytes, one at a time */
-            for (size_t i = 0; i + 50 <= n; i += 50)
-                b[i + rnd() % 50] = (uint8_t)(1 + rnd() % 3);
+            for (size_t i = 0; i + 50 <= n; i += 50) b[i + rnd() % 50] = (uint8_t)(1 + rnd() % 3);
         uint8_t got;
         size_t len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_RESIDUAL, &got);
-        CHECK(got == (runs ? ENT_ZSTD : ENT_RANS0), "residual plane (%s): chose %s",
-              runs ? "runs" : "isolated", ent_codec_name(got));
+        CHECK(got == (runs ? ENT_ZSTD : ENT_RANS0), "residual plane (%s): chose %s", runs ? "runs" : "isolated",
+              ent_codec_name(got));
         CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && memcmp(dec, b, n) == 0, "residual round trip");
     }
     free(b);
@@ -468,8 +448,7 @@ static void test_crc(void)
     CHECK(crc32c(0, "123456789", 9) == 0xe3069283u, "crc32c check value");
     size_t nmax = 300000;
     uint8_t *b = malloc(nmax + 64);
-    for (size_t i = 0; i < nmax + 64; i++)
-        b[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < nmax + 64; i++) b[i] = (uint8_t)rnd();
     for (int t = 0; t < 4000; t++) {
         size_t n = t < 3000 ? (size_t)t : rnd() % nmax, off = rnd() % 64;
         uint32_t init = t & 1 ? rnd() : 0;
@@ -481,8 +460,8 @@ static void test_crc(void)
         CHECK(a == r, "crc32c paths differ (n=%zu off %zu)", n, off);
         if (n > 2) { /* and a CRC continues across any split */
             size_t cut = rnd() % n;
-            CHECK(crc32c(crc32c(init, b + off, cut), b + off + cut, n - cut) == a,
-                  "crc32c split at %zu of %zu", cut, n);
+            CHECK(crc32c(crc32c(init, b + off, cut), b + off + cut, n - cut) == a, "crc32c split at %zu of %zu", cut,
+                  n);
         }
     }
     free(b);
@@ -491,22 +470,20 @@ static void test_crc(void)
 static void test_hostile(ent_ctx *c)
 {
     size_t n = 40000;
-    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *bad = malloc(ent_bound(n) + 64),
-            *dec = malloc(n);
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *bad = malloc(ent_bound(n) + 64), *dec = malloc(n);
     for (int dist = D_SKEW; dist <= D_EXPO; dist++) {
         fill(b, n, dist);
         for (size_t k = 0; k < sizeof codecs; k++) {
             uint8_t got;
             size_t len = ent_encode_with(c, codecs[k], b, n, enc, ent_bound(n), 3, &got);
-            if (got != codecs[k] || got == ENT_STORED)
-                continue;
+            if (got != codecs[k] || got == ENT_STORED) continue;
             /* Truncation must be detected by every coded format. */
             for (size_t cut = 0; cut < len; cut += 1 + cut / 16) {
                 memcpy(bad, enc, cut);
                 for (int sc = 0; sc < 2; sc++) {
                     force_isa(sc ? "scalar" : "avx512");
-                    CHECK(ent_decode(c, got, bad, cut, dec, n) == -1,
-                          "%s truncated to %zu of %zu accepted", ent_codec_name(got), cut, len);
+                    CHECK(ent_decode(c, got, bad, cut, dec, n) == -1, "%s truncated to %zu of %zu accepted",
+                          ent_codec_name(got), cut, len);
                 }
             }
             top_isa();
@@ -518,13 +495,12 @@ static void test_hostile(ent_ctx *c)
                 bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
                 caught += ent_decode(c, got, bad, len, dec, n) == -1;
             }
-            CHECK(caught * 4 >= tries * 3 || lz_backend(got),
-                  "%s: only %d of %d bit flips detected", ent_codec_name(got), caught, tries);
+            CHECK(caught * 4 >= tries * 3 || lz_backend(got), "%s: only %d of %d bit flips detected",
+                  ent_codec_name(got), caught, tries);
             /* Garbage of many lengths. */
             for (int t = 0; t < 300; t++) {
                 size_t gl = rnd() % (len + 64);
-                for (size_t i = 0; i < gl; i++)
-                    bad[i] = (uint8_t)rnd();
+                for (size_t i = 0; i < gl; i++) bad[i] = (uint8_t)rnd();
                 if (gl > 2 && (t & 1)) {
                     bad[0] = enc[0]; /* plausible header */
                     bad[1] = enc[1];
@@ -556,8 +532,7 @@ static void test_planes(void)
 {
     size_t nmax = 8 * 1000 + 7;
     uint8_t *src = malloc(nmax), *pl = malloc(nmax), *ref = malloc(nmax), *back = malloc(nmax);
-    for (size_t i = 0; i < nmax; i++)
-        src[i] = (uint8_t)rnd();
+    for (size_t i = 0; i < nmax; i++) src[i] = (uint8_t)rnd();
     static const uint8_t xfs[] = {XF_FLOAT, XF_INT};
     static const uint8_t es[] = {2, 4, 8};
     for (int lv = 0; lv < 2; lv++) {
@@ -574,12 +549,10 @@ static void test_planes(void)
                     }
                     for (size_t e = 0; e < elems; e++) {
                         uint64_t v = 0;
-                        for (unsigned b = 0; b < w; b++)
-                            v |= (uint64_t)src[e * w + b] << (8 * b);
+                        for (unsigned b = 0; b < w; b++) v |= (uint64_t)src[e * w + b] << (8 * b);
                         if (xfs[xi] == XF_FLOAT)
                             v = (v << 1 | v >> (8 * w - 1)) & (w == 8 ? ~0ull : ((1ull << (8 * w)) - 1));
-                        for (unsigned b = 0; b < w; b++)
-                            rplane[b][e] = (uint8_t)(v >> (8 * (w - 1 - b)));
+                        for (unsigned b = 0; b < w; b++) rplane[b][e] = (uint8_t)(v >> (8 * (w - 1 - b)));
                     }
                     memcpy(rplane[w], src + elems * w, n - elems * w);
                     memset(pl, 0xaa, nmax);
@@ -587,8 +560,8 @@ static void test_planes(void)
                     CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu", xfs[xi], w, elems);
                     memset(back, 0xaa, nmax);
                     xf_merge(xfs[xi], w, (const uint8_t *const *)plane, n, back);
-                    CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu",
-                          xfs[xi], w, elems);
+                    CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu", xfs[xi], w,
+                          elems);
                 }
     }
     top_isa();
@@ -612,8 +585,7 @@ int main(void)
     test_simd_parity(c);
     test_histogram();
     test_histogram_sampled();
-    if (top_isa() >= CPU_AVX512)
-        test_histogram_sparse();
+    if (top_isa() >= CPU_AVX512) test_histogram_sparse();
     test_residual_zstd(c);
     test_crc();
     test_planes();

@@ -14,13 +14,12 @@
 static int failures;
 static const char *ctx = "";
 
-#define CHECK(c)                                                                      \
-    do {                                                                              \
-        if (!(c)) {                                                                   \
-            fprintf(stderr, "%s:%d: [%s] check failed: %s\n", __FILE__, __LINE__, ctx, \
-                    #c);                                                              \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK(c)                                                                            \
+    do {                                                                                    \
+        if (!(c)) {                                                                         \
+            fprintf(stderr, "%s:%d: [%s] check failed: %s\n", __FILE__, __LINE__, ctx, #c); \
+            failures++;                                                                     \
+        }                                                                                   \
     } while (0)
 
 #define U CKPZ_SIZE_UNKNOWN
@@ -43,8 +42,7 @@ static void bput(buf *x, const void *p, size_t k)
 {
     if (x->n + k > x->cap) {
         size_t c = x->cap ? x->cap : 256;
-        while (c < x->n + k)
-            c *= 2;
+        while (c < x->n + k) c *= 2;
         x->b = realloc(x->b, c);
         if (!x->b) {
             fprintf(stderr, "out of memory\n");
@@ -52,8 +50,7 @@ static void bput(buf *x, const void *p, size_t k)
         }
         x->cap = c;
     }
-    if (k)
-        memcpy(x->b + x->n, p, k);
+    if (k) memcpy(x->b + x->n, p, k);
     x->n += k;
 }
 
@@ -61,8 +58,7 @@ static void bbyte(buf *x, uint8_t c) { bput(x, &c, 1); }
 
 static void bu64(buf *x, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        bbyte(x, (uint8_t)(v >> (8 * i)));
+    for (int i = 0; i < 8; i++) bbyte(x, (uint8_t)(v >> (8 * i)));
 }
 
 static void bfree(buf *x)
@@ -78,10 +74,8 @@ static uint64_t make_st_pad(buf *x, const char *json, size_t pad, size_t data_le
     x->n = 0;
     bu64(x, j + pad);
     bput(x, json, j);
-    for (size_t i = 0; i < pad; i++)
-        bbyte(x, ' ');
-    for (size_t i = 0; i < data_len; i++)
-        bbyte(x, (uint8_t)(i * 31 + 7));
+    for (size_t i = 0; i < pad; i++) bbyte(x, ' ');
+    for (size_t i = 0; i < data_len; i++) bbyte(x, (uint8_t)(i * 31 + 7));
     return 8 + j + pad;
 }
 
@@ -99,8 +93,7 @@ static uint64_t make_st(buf *x, const char *json, size_t data_len)
 static void check_tiling(const fmt_list *l, uint64_t total)
 {
     CHECK(l->n >= 1);
-    if (l->n < 1)
-        return;
+    if (l->n < 1) return;
     uint64_t cur = 0;
     for (size_t i = 0; i < l->n; i++) {
         const fmt_segment *s = &l->seg[i];
@@ -114,10 +107,8 @@ static void check_tiling(const fmt_list *l, uint64_t total)
         if (s->dtype == CKPZ_DTYPE_NONE) {
             CHECK(s->name == NULL);
             CHECK(s->ndim == 0 && s->shape == NULL);
-            if (i + 1 < l->n)
-                CHECK(s->length > 0);
-            if (i > 0)
-                CHECK(l->seg[i - 1].dtype != CKPZ_DTYPE_NONE);
+            if (i + 1 < l->n) CHECK(s->length > 0);
+            if (i > 0) CHECK(l->seg[i - 1].dtype != CKPZ_DTYPE_NONE);
         } else {
             CHECK(s->name != NULL);
             CHECK((s->ndim == 0) == (s->shape == NULL));
@@ -125,32 +116,26 @@ static void check_tiling(const fmt_list *l, uint64_t total)
                 uint64_t prod = dsize(s->dtype);
                 int zero = 0;
                 for (uint32_t d = 0; d < s->ndim; d++) {
-                    if (s->shape[d] == 0)
-                        zero = 1;
-                    else
-                        prod *= s->shape[d];
+                    if (s->shape[d] == 0) zero = 1;
+                    else prod *= s->shape[d];
                 }
                 CHECK((zero ? 0 : prod) == s->length);
-                if (total != U)
-                    CHECK(s->offset + s->length <= total);
+                if (total != U) CHECK(s->offset + s->length <= total);
             }
         }
-        if (s->length == OPEN)
-            break;
+        if (s->length == OPEN) break;
         CHECK(s->length <= UINT64_MAX - cur);
         cur += s->length;
     }
-    if (total != U)
-        CHECK(l->seg[l->n - 1].offset <= total);
+    if (total != U) CHECK(l->seg[l->n - 1].offset <= total);
 }
 
 /* Calls fmt_describe on an exactly-sized heap copy of b[0, len). */
-static fmt_status describe(const uint8_t *b, size_t len, uint64_t total, ckpz_input_format f,
-                           ckpz_dtype raw, fmt_list *l, size_t *need, char *why, size_t wl)
+static fmt_status describe(const uint8_t *b, size_t len, uint64_t total, ckpz_input_format f, ckpz_dtype raw,
+                           fmt_list *l, size_t *need, char *why, size_t wl)
 {
     uint8_t *c = malloc(len ? len : 1);
-    if (len)
-        memcpy(c, b, len);
+    if (len) memcpy(c, b, len);
     fmt_request rq = {.format = f, .raw_dtype = raw};
     fmt_status st = fmt_describe(c, len, total, &rq, l, need, why, wl);
     free(c);
@@ -163,10 +148,8 @@ static fmt_status describe_all(const buf *x, ckpz_input_format f, fmt_list *l, c
     size_t need = 0;
     fmt_status st = describe(x->b, x->n, x->n, f, CKPZ_DTYPE_NONE, l, &need, why, 256);
     CHECK(st != FMT_NEED_MORE);
-    if (st == FMT_DONE)
-        check_tiling(l, x->n);
-    if (st == FMT_ERROR)
-        CHECK(why[0] != '\0');
+    if (st == FMT_DONE) check_tiling(l, x->n);
+    if (st == FMT_ERROR) CHECK(why[0] != '\0');
     return st;
 }
 
@@ -194,8 +177,7 @@ static fmt_status stream_fetch(void *opaque, uint64_t at, size_t want, const uin
     size_t n = want < s->x->n ? want : s->x->n;
     free(s->copy);
     s->copy = malloc(n ? n : 1);
-    if (n)
-        memcpy(s->copy, s->x->b, n);
+    if (n) memcpy(s->copy, s->x->b, n);
     s->last = n;
     *p = s->copy;
     *len = n;
@@ -206,9 +188,8 @@ static fmt_status stream_fetch(void *opaque, uint64_t at, size_t want, const uin
 /* Streams through the driver: starts with `first` bytes and grows the prefix as the
  * reader asks. With size_known the total is given from the start, else only once the
  * input ends. */
-static fmt_status describe_stream(const buf *x, size_t first, int size_known,
-                                  ckpz_input_format f, ckpz_dtype raw, fmt_list *l,
-                                  char *why, int *rounds)
+static fmt_status describe_stream(const buf *x, size_t first, int size_known, ckpz_input_format f, ckpz_dtype raw,
+                                  fmt_list *l, char *why, int *rounds)
 {
     stream_src s = {x, size_known, 0, NULL, l, 0};
     fmt_source src = {stream_fetch, &s, size_known ? x->n : U};
@@ -217,8 +198,7 @@ static fmt_status describe_stream(const buf *x, size_t first, int size_known,
     free(s.copy);
     *rounds = s.rounds;
     CHECK(st == FMT_DONE || st == FMT_ERROR);
-    if (st == FMT_DONE)
-        check_tiling(l, size_known || s.last == x->n ? x->n : U);
+    if (st == FMT_DONE) check_tiling(l, size_known || s.last == x->n ? x->n : U);
     return st;
 }
 
@@ -233,9 +213,8 @@ static void expect(const fmt_list *l, const xseg *e, size_t n)
     CHECK(l->n == n);
     if (l->n != n) {
         for (size_t i = 0; i < l->n; i++)
-            fprintf(stderr, "    seg %zu: dtype %d name %s off %" PRIu64 " len %" PRIu64 "\n", i,
-                    (int)l->seg[i].dtype, l->seg[i].name ? l->seg[i].name : "(null)",
-                    l->seg[i].offset, l->seg[i].length);
+            fprintf(stderr, "    seg %zu: dtype %d name %s off %" PRIu64 " len %" PRIu64 "\n", i, (int)l->seg[i].dtype,
+                    l->seg[i].name ? l->seg[i].name : "(null)", l->seg[i].offset, l->seg[i].length);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -243,10 +222,8 @@ static void expect(const fmt_list *l, const xseg *e, size_t n)
         CHECK(s->dtype == e[i].dt);
         CHECK(s->offset == e[i].off);
         CHECK(s->length == e[i].len);
-        if (e[i].name)
-            CHECK(s->name && strcmp(s->name, e[i].name) == 0);
-        else
-            CHECK(s->name == NULL);
+        if (e[i].name) CHECK(s->name && strcmp(s->name, e[i].name) == 0);
+        else CHECK(s->name == NULL);
     }
 }
 
@@ -254,8 +231,7 @@ static void expect_shape(const fmt_segment *s, uint32_t ndim, const uint64_t *di
 {
     CHECK(s->ndim == ndim);
     if (s->ndim == ndim)
-        for (uint32_t i = 0; i < ndim; i++)
-            CHECK(s->shape[i] == dims[i]);
+        for (uint32_t i = 0; i < ndim; i++) CHECK(s->shape[i] == dims[i]);
 }
 
 /* ---- safetensors ------------------------------------------------------------------------ */
@@ -300,8 +276,10 @@ static void test_st_basic(void)
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
     CHECK(l.n == 4 && l.seg[1].offset == base);
     fmt_list_free(&l);
-    base = make_st(&x, "{ \"a\" : {\n\t\"dtype\" : \"F32\" , \"shape\" : [ 2 , 3 ] ,\r\n"
-                       "\"data_offsets\" : [ 0 , 24 ] } , \"__metadata__\" : { } }\n", 24);
+    base = make_st(&x,
+                   "{ \"a\" : {\n\t\"dtype\" : \"F32\" , \"shape\" : [ 2 , 3 ] ,\r\n"
+                   "\"data_offsets\" : [ 0 , 24 ] } , \"__metadata__\" : { } }\n",
+                   24);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base},
@@ -328,14 +306,11 @@ static void test_st_dtypes(void)
     static const struct {
         const char *name;
         ckpz_dtype dt;
-    } t[] = {{"F64", CKPZ_DTYPE_F64},      {"F32", CKPZ_DTYPE_F32},
-             {"F16", CKPZ_DTYPE_F16},      {"BF16", CKPZ_DTYPE_BF16},
-             {"F8_E4M3", CKPZ_DTYPE_F8E4M3}, {"F8_E5M2", CKPZ_DTYPE_F8E5M2},
-             {"I64", CKPZ_DTYPE_I64},      {"I32", CKPZ_DTYPE_I32},
-             {"I16", CKPZ_DTYPE_I16},      {"I8", CKPZ_DTYPE_I8},
-             {"U64", CKPZ_DTYPE_U64},      {"U32", CKPZ_DTYPE_U32},
-             {"U16", CKPZ_DTYPE_U16},      {"U8", CKPZ_DTYPE_U8},
-             {"BOOL", CKPZ_DTYPE_BOOL}};
+    } t[] = {{"F64", CKPZ_DTYPE_F64},   {"F32", CKPZ_DTYPE_F32},        {"F16", CKPZ_DTYPE_F16},
+             {"BF16", CKPZ_DTYPE_BF16}, {"F8_E4M3", CKPZ_DTYPE_F8E4M3}, {"F8_E5M2", CKPZ_DTYPE_F8E5M2},
+             {"I64", CKPZ_DTYPE_I64},   {"I32", CKPZ_DTYPE_I32},        {"I16", CKPZ_DTYPE_I16},
+             {"I8", CKPZ_DTYPE_I8},     {"U64", CKPZ_DTYPE_U64},        {"U32", CKPZ_DTYPE_U32},
+             {"U16", CKPZ_DTYPE_U16},   {"U8", CKPZ_DTYPE_U8},          {"BOOL", CKPZ_DTYPE_BOOL}};
     size_t nt = sizeof(t) / sizeof(t[0]);
     char js[4096];
     size_t k = 0;
@@ -344,8 +319,7 @@ static void test_st_dtypes(void)
     for (size_t i = 0; i < nt; i++) {
         uint64_t len = 3 * dsize(t[i].dt); /* odd element count */
         k += snprintf(js + k, sizeof(js) - k,
-                      "%s\"t_%s\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[%" PRIu64
-                      ",%" PRIu64 "]}",
+                      "%s\"t_%s\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}",
                       i ? "," : "", t[i].name, t[i].name, off, off + len);
         off += len;
     }
@@ -380,14 +354,13 @@ static void test_st_order_names_zero(void)
     fmt_list l;
     char why[256];
     /* Listed out of order, metadata in the middle, unicode names, escapes. */
-    const char *js =
-        "{\"z\\u00e9ta\\ud83d\\ude00\":{\"data_offsets\":[16,24],\"shape\":[2],\"dtype\":\"F32\"},"
-        "\"__metadata__\":{\"format\":\"pt\",\"k\":\"v \\\" \\\\ \\u1234\"},"
-        "\"\xc3\xa9t\xc3\xa9\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
-        "\"q\\\"\\\\\\/\\n\\t\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]},"
-        "\"empty1\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[24,24]},"
-        "\"empty0\":{\"dtype\":\"F32\",\"shape\":[2,0,3],\"data_offsets\":[0,0]},"
-        "\"scalar\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[24,28]}}";
+    const char *js = "{\"z\\u00e9ta\\ud83d\\ude00\":{\"data_offsets\":[16,24],\"shape\":[2],\"dtype\":\"F32\"},"
+                     "\"__metadata__\":{\"format\":\"pt\",\"k\":\"v \\\" \\\\ \\u1234\"},"
+                     "\"\xc3\xa9t\xc3\xa9\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+                     "\"q\\\"\\\\\\/\\n\\t\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]},"
+                     "\"empty1\":{\"dtype\":\"F16\",\"shape\":[0],\"data_offsets\":[24,24]},"
+                     "\"empty0\":{\"dtype\":\"F32\",\"shape\":[2,0,3],\"data_offsets\":[0,0]},"
+                     "\"scalar\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[24,28]}}";
     uint64_t base = make_st(&x, js, 28);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
     xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base},
@@ -489,8 +462,7 @@ static void test_st_bad_entries(void)
                      "\"c\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}");
         uint64_t base = make_st(&x, js, 24);
         CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
-        int overlap_a = strcmp(cases[c].what, "overlap") == 0 ||
-                        strcmp(cases[c].what, "same range twice") == 0;
+        int overlap_a = strcmp(cases[c].what, "overlap") == 0 || strcmp(cases[c].what, "same range twice") == 0;
         if (overlap_a) {
             /* "a" and "bad" overlap: both opaque, up to the end of the longer one. */
             xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base + 16},
@@ -534,8 +506,7 @@ static void test_st_bad_entries(void)
     }
     fmt_list_free(&l);
     size_t need;
-    CHECK(describe(x.b, base, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_DONE);
+    CHECK(describe(x.b, base, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base},
                     {CKPZ_DTYPE_F32, "a", base, 16},
@@ -601,8 +572,7 @@ static void test_st_malformed(void)
         make_st(&x, cases[c].json, 16);
         CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
         CHECK(contains(why, cases[c].reason));
-        if (!contains(why, cases[c].reason))
-            fprintf(stderr, "    why: %s\n", why);
+        if (!contains(why, cases[c].reason)) fprintf(stderr, "    why: %s\n", why);
         CHECK(l.n == 0 && l.seg == NULL);
         fmt_list_free(&l);
         CHECK(describe_all(&x, CKPZ_INPUT_AUTO, &l, why) == FMT_DONE);
@@ -617,10 +587,8 @@ static void test_st_malformed(void)
     for (int depth = 60; depth <= 100; depth += 40) {
         size_t k = 0;
         k += snprintf(js + k, sizeof(js) - k, "{\"__metadata__\":");
-        for (int i = 0; i < depth; i++)
-            js[k++] = '[';
-        for (int i = 0; i < depth; i++)
-            js[k++] = ']';
+        for (int i = 0; i < depth; i++) js[k++] = '[';
+        for (int i = 0; i < depth; i++) js[k++] = ']';
         snprintf(js + k, sizeof(js) - k, "}");
         make_st(&x, js, 0);
         fmt_status st = describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why);
@@ -638,8 +606,7 @@ static void test_st_malformed(void)
     x.n = 0;
     bu64(&x, 1234567890123ull);
     bput(&x, "{}      ", 8);
-    for (int i = 0; i < 4080; i++)
-        bbyte(&x, 0);
+    for (int i = 0; i < 4080; i++) bbyte(&x, 0);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
     CHECK(contains(why, "safetensors header length 1234567890123 exceeds the file size 4096"));
     CHECK(describe_all(&x, CKPZ_INPUT_AUTO, &l, why) == FMT_DONE);
@@ -649,8 +616,7 @@ static void test_st_malformed(void)
     }
     fmt_list_free(&l);
     /* Size unknown: the probe limit decides. */
-    CHECK(describe(x.b, 64, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_ERROR);
+    CHECK(describe(x.b, 64, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_ERROR);
     CHECK(contains(why, "exceeds the limit"));
     /* Length fields 0, 1 and 2^64-1. */
     uint64_t lens[] = {0, 1, UINT64_MAX, FMT_PROBE_MAX};
@@ -659,8 +625,7 @@ static void test_st_malformed(void)
         bu64(&x, lens[i]);
         bput(&x, "{}", 2);
         CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
-        CHECK(describe(x.b, x.n, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                       sizeof(why)) == FMT_ERROR);
+        CHECK(describe(x.b, x.n, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_ERROR);
     }
     /* Files shorter than the length field. */
     ctx = "tiny files";
@@ -691,10 +656,8 @@ static void test_st_malformed(void)
     x.n = 0;
     bu64(&x, 100000);
     bbyte(&x, '{');
-    for (int i = 0; i < 100; i++)
-        bbyte(&x, (uint8_t)i);
-    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_DONE);
+    for (int i = 0; i < 100; i++) bbyte(&x, (uint8_t)i);
+    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_DONE);
     fmt_list_free(&l);
     bfree(&x);
 }
@@ -708,17 +671,15 @@ static void test_st_need_more(void)
     char js[20000];
     size_t k = 0;
     k += snprintf(js + k, sizeof(js) - k, "{\"__metadata__\":{\"big\":\"");
-    for (int i = 0; i < 10000; i++)
-        js[k++] = 'x';
-    snprintf(js + k, sizeof(js) - k,
-             "\"},\"w\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]}}");
+    for (int i = 0; i < 10000; i++) js[k++] = 'x';
+    snprintf(js + k, sizeof(js) - k, "\"},\"w\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]}}");
     uint64_t base = make_st(&x, js, 6);
     static const size_t firsts[] = {0, 1, 7, 8, 9, 64, 4096};
     for (int known = 0; known < 2; known++) {
         for (size_t f = 0; f < sizeof(firsts) / sizeof(firsts[0]); f++) {
             int rounds;
-            CHECK(describe_stream(&x, firsts[f], known, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, why,
-                                  &rounds) == FMT_DONE);
+            CHECK(describe_stream(&x, firsts[f], known, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, why, &rounds) ==
+                  FMT_DONE);
             CHECK(rounds >= 1 && rounds <= 2);
             xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base},
                         {CKPZ_DTYPE_BF16, "w", base, 6},
@@ -729,21 +690,17 @@ static void test_st_need_more(void)
     }
     /* The exact request: 8 bytes first, then 8 + N. */
     size_t need = 0;
-    CHECK(describe(x.b, 4, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_NEED_MORE);
+    CHECK(describe(x.b, 4, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_NEED_MORE);
     CHECK(need == 8);
-    CHECK(describe(x.b, 100, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_NEED_MORE);
+    CHECK(describe(x.b, 100, U, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_NEED_MORE);
     CHECK(need == base);
-    CHECK(describe(x.b, 100, x.n, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_NEED_MORE);
+    CHECK(describe(x.b, 100, x.n, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) ==
+          FMT_NEED_MORE);
     CHECK(need == base);
     /* The input ends before the header does. */
-    CHECK(describe(x.b, 100, 100, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_ERROR);
+    CHECK(describe(x.b, 100, 100, CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_ERROR);
     CHECK(contains(why, "exceeds the file size 100"));
-    CHECK(describe(x.b, 100, 100, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_DONE);
+    CHECK(describe(x.b, 100, 100, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_DONE);
     CHECK(l.n == 1 && l.format == CKPZ_INPUT_RAW);
     fmt_list_free(&l);
     bfree(&x);
@@ -768,11 +725,9 @@ static uint64_t make_npy(buf *x, int major, const char *dict, size_t data_len)
         bbyte(x, 0);
     }
     bput(x, dict, d);
-    for (size_t i = d; i + 1 < hl; i++)
-        bbyte(x, ' ');
+    for (size_t i = d; i + 1 < hl; i++) bbyte(x, ' ');
     bbyte(x, '\n');
-    for (size_t i = 0; i < data_len; i++)
-        bbyte(x, (uint8_t)(i * 13 + 1));
+    for (size_t i = 0; i < data_len; i++) bbyte(x, (uint8_t)(i * 13 + 1));
     return pre + hl;
 }
 
@@ -784,17 +739,15 @@ static void test_npy(void)
     static const struct {
         const char *descr;
         ckpz_dtype dt;
-    } t[] = {{"<f2", CKPZ_DTYPE_F16}, {"<f4", CKPZ_DTYPE_F32}, {"<f8", CKPZ_DTYPE_F64},
-             {"|i1", CKPZ_DTYPE_I8},  {"<i2", CKPZ_DTYPE_I16}, {"<i4", CKPZ_DTYPE_I32},
-             {"<i8", CKPZ_DTYPE_I64}, {"|u1", CKPZ_DTYPE_U8},  {"<u2", CKPZ_DTYPE_U16},
-             {"<u4", CKPZ_DTYPE_U32}, {"<u8", CKPZ_DTYPE_U64}, {"|b1", CKPZ_DTYPE_BOOL},
+    } t[] = {{"<f2", CKPZ_DTYPE_F16}, {"<f4", CKPZ_DTYPE_F32}, {"<f8", CKPZ_DTYPE_F64}, {"|i1", CKPZ_DTYPE_I8},
+             {"<i2", CKPZ_DTYPE_I16}, {"<i4", CKPZ_DTYPE_I32}, {"<i8", CKPZ_DTYPE_I64}, {"|u1", CKPZ_DTYPE_U8},
+             {"<u2", CKPZ_DTYPE_U16}, {"<u4", CKPZ_DTYPE_U32}, {"<u8", CKPZ_DTYPE_U64}, {"|b1", CKPZ_DTYPE_BOOL},
              {"<V2", CKPZ_DTYPE_BF16}};
     for (int major = 1; major <= 3; major++) {
         for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
             ctx = t[i].descr;
             char d[256];
-            snprintf(d, sizeof(d), "{'descr': '%s', 'fortran_order': False, 'shape': (3, 5), }",
-                     t[i].descr);
+            snprintf(d, sizeof(d), "{'descr': '%s', 'fortran_order': False, 'shape': (3, 5), }", t[i].descr);
             uint64_t len = 15 * dsize(t[i].dt);
             uint64_t ds = make_npy(&x, major, d, len);
             CHECK(ds % 64 == 0);
@@ -805,8 +758,7 @@ static void test_npy(void)
                             {t[i].dt, "array", ds, len},
                             {CKPZ_DTYPE_NONE, NULL, ds + len, OPEN}};
                 expect(&l, e, 3);
-                if (l.n == 3)
-                    expect_shape(&l.seg[1], 2, (uint64_t[]){3, 5});
+                if (l.n == 3) expect_shape(&l.seg[1], 2, (uint64_t[]){3, 5});
                 fmt_list_free(&l);
             }
         }
@@ -821,8 +773,10 @@ static void test_npy(void)
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 0, {0}, 4},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", 1, {7}, 28},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }", 1, {0}, 0},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 99999999999999999), }", 2,
-         {0, 99999999999999999ull}, 0},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 99999999999999999), }",
+         2,
+         {0, 99999999999999999ull},
+         0},
         {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 1), }", 3, {2, 3, 1}, 24},
         {"{\"shape\": (2L, 3L), \"fortran_order\": False, \"descr\": \"<i2\"}", 2, {2, 3}, 12},
         {"{'descr':'<u1','fortran_order':False,'shape':(5,)}", 1, {5}, 5},
@@ -881,8 +835,7 @@ static void test_npy(void)
         make_npy(&x, 1, bad[i].dict, 12);
         CHECK(describe_all(&x, CKPZ_INPUT_NPY, &l, why) == FMT_ERROR);
         CHECK(contains(why, bad[i].reason));
-        if (!contains(why, bad[i].reason))
-            fprintf(stderr, "    why: %s\n", why);
+        if (!contains(why, bad[i].reason)) fprintf(stderr, "    why: %s\n", why);
         CHECK(describe_all(&x, CKPZ_INPUT_AUTO, &l, why) == FMT_DONE);
         CHECK(l.format == CKPZ_INPUT_RAW && l.n == 1);
         fmt_list_free(&l);
@@ -904,8 +857,7 @@ static void test_npy(void)
     x.b[11] = 0x7f;
     CHECK(describe_all(&x, CKPZ_INPUT_NPY, &l, why) == FMT_ERROR);
     size_t need;
-    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_ERROR);
+    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_ERROR);
     CHECK(contains(why, "limit"));
 
     ctx = "npy need more";
@@ -914,8 +866,8 @@ static void test_npy(void)
     for (int known = 0; known < 2; known++) {
         for (size_t f = 0; f < sizeof(firsts) / sizeof(firsts[0]); f++) {
             int rounds;
-            CHECK(describe_stream(&x, firsts[f], known, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, why,
-                                  &rounds) == FMT_DONE);
+            CHECK(describe_stream(&x, firsts[f], known, CKPZ_INPUT_AUTO, CKPZ_DTYPE_NONE, &l, why, &rounds) ==
+                  FMT_DONE);
             xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, ds},
                         {CKPZ_DTYPE_F64, "array", ds, 32},
                         {CKPZ_DTYPE_NONE, NULL, ds + 32, OPEN}};
@@ -923,11 +875,9 @@ static void test_npy(void)
             fmt_list_free(&l);
         }
     }
-    CHECK(describe(x.b, 10, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_NEED_MORE);
+    CHECK(describe(x.b, 10, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_NEED_MORE);
     CHECK(need == 12);
-    CHECK(describe(x.b, 12, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_NEED_MORE);
+    CHECK(describe(x.b, 12, U, CKPZ_INPUT_NPY, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_NEED_MORE);
     CHECK(need == ds);
     bfree(&x);
 }
@@ -941,23 +891,19 @@ static void test_raw(void)
     char why[256];
     size_t need;
     ctx = "raw";
-    for (int i = 0; i < 10; i++)
-        bbyte(&x, (uint8_t)(i + 0x80));
+    for (int i = 0; i < 10; i++) bbyte(&x, (uint8_t)(i + 0x80));
     /* 10 bytes of f32: two elements, 2 opaque bytes. */
-    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, &l, &need, why, sizeof(why)) ==
-          FMT_DONE);
+    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, &l, &need, why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 8}, {CKPZ_DTYPE_NONE, NULL, 8, OPEN}};
         expect(&l, e, 2);
-        if (l.n == 2)
-            expect_shape(&l.seg[0], 1, (uint64_t[]){2});
+        if (l.n == 2) expect_shape(&l.seg[0], 1, (uint64_t[]){2});
     }
     CHECK(l.format == CKPZ_INPUT_RAW);
     check_tiling(&l, x.n);
     fmt_list_free(&l);
     /* A whole number of elements: the tail is empty. */
-    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_BF16, &l, &need, why, sizeof(why)) ==
-          FMT_DONE);
+    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_AUTO, CKPZ_DTYPE_BF16, &l, &need, why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_BF16, "data", 0, 10}, {CKPZ_DTYPE_NONE, NULL, 10, OPEN}};
         expect(&l, e, 2);
@@ -966,49 +912,41 @@ static void test_raw(void)
     CHECK(contains(why, "not safetensors"));
     fmt_list_free(&l);
     /* Size unknown: an open tensor. */
-    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_RAW, CKPZ_DTYPE_F16, &l, &need, why, sizeof(why)) ==
-          FMT_DONE);
+    CHECK(describe(x.b, x.n, U, CKPZ_INPUT_RAW, CKPZ_DTYPE_F16, &l, &need, why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_F16, "data", 0, OPEN}};
         expect(&l, e, 1);
-        if (l.n == 1)
-            CHECK(l.seg[0].ndim == 0 && l.seg[0].shape == NULL);
+        if (l.n == 1) CHECK(l.seg[0].ndim == 0 && l.seg[0].shape == NULL);
     }
     fmt_list_free(&l);
     /* No dtype: one opaque run. Empty input too. */
-    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) ==
-          FMT_DONE);
+    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, OPEN}};
         expect(&l, e, 1);
     }
     fmt_list_free(&l);
-    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &l, &need, why, sizeof why) ==
-          FMT_DONE);
+    CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_AUTO}, &l, &need, why, sizeof why) == FMT_DONE);
     CHECK(l.n == 1 && l.seg[0].length == OPEN);
     fmt_list_free(&l);
     CHECK(fmt_describe(NULL, 0, 0, &(fmt_request){.format = CKPZ_INPUT_RAW, .raw_dtype = CKPZ_DTYPE_F64}, &l, &need,
-                       why, sizeof(why)) ==
-          FMT_DONE);
+                       why, sizeof(why)) == FMT_DONE);
     {
         xseg e[] = {{CKPZ_DTYPE_F64, "data", 0, 0}, {CKPZ_DTYPE_NONE, NULL, 0, OPEN}};
         expect(&l, e, 2);
     }
     fmt_list_free(&l);
     /* Bad arguments. */
-    CHECK(describe(x.b, x.n, x.n, (ckpz_input_format)42, CKPZ_DTYPE_NONE, &l, &need, why,
-                   sizeof(why)) == FMT_ERROR);
+    CHECK(describe(x.b, x.n, x.n, (ckpz_input_format)42, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why)) == FMT_ERROR);
     CHECK(contains(why, "unknown input format"));
-    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_COUNT_, &l, &need, why, sizeof(why)) ==
-          FMT_ERROR);
+    CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_COUNT_, &l, &need, why, sizeof(why)) == FMT_ERROR);
     CHECK(describe(x.b, x.n, x.n, CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, &l, NULL, NULL, 0) == FMT_DONE);
     fmt_list_free(&l);
     /* A shape (--shape): the tensor has it when the size agrees, else an error naming
      * both; with the size unknown it is described closed, the rest opaque. */
     {
         x.n = 0;
-        for (int i = 0; i < 24; i++)
-            bbyte(&x, (uint8_t)i);
+        for (int i = 0; i < 24; i++) bbyte(&x, (uint8_t)i);
         uint64_t sh[2] = {2, 3}, bad[2] = {2, 4}, zero[2] = {2, 0};
         fmt_request rq = {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 2, sh};
         CHECK(fmt_raw_bytes(&rq) == 24);
@@ -1017,8 +955,7 @@ static void test_raw(void)
             CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_DONE);
             xseg e[] = {{CKPZ_DTYPE_F32, "data", 0, 24}, {CKPZ_DTYPE_NONE, NULL, 24, OPEN}};
             expect(&l, e, 2);
-            if (l.n == 2)
-                expect_shape(&l.seg[0], 2, sh);
+            if (l.n == 2) expect_shape(&l.seg[0], 2, sh);
             check_tiling(&l, x.n);
             fmt_list_free(&l);
         }
@@ -1111,13 +1048,10 @@ static void mutate(buf *x, size_t hdr_end)
         size_t span = hdr_end < x->n ? hdr_end : x->n;
         size_t pos = (size_t)(rnd() % span);
         switch (rnd() % 8) {
-        case 0: /* random byte */
-            x->b[pos] = (uint8_t)rnd();
-            break;
+        case 0: /* random byte */ x->b[pos] = (uint8_t)rnd(); break;
         case 1:
         case 2: /* JSON-ish byte */
-            if (pos >= 8)
-                x->b[pos] = (uint8_t)alphabet[rnd() % (sizeof(alphabet) - 1)];
+            if (pos >= 8) x->b[pos] = (uint8_t)alphabet[rnd() % (sizeof(alphabet) - 1)];
             break;
         case 3: /* delete a byte */
             if (pos >= 8) {
@@ -1134,18 +1068,13 @@ static void mutate(buf *x, size_t hdr_end)
             break;
         case 5: { /* nudge the length field */
             uint64_t n = 0;
-            for (int j = 7; j >= 0; j--)
-                n = (n << 8) | x->b[j];
+            for (int j = 7; j >= 0; j--) n = (n << 8) | x->b[j];
             n += (uint64_t)(rnd() % 33) - 16;
-            if (rnd() % 8 == 0)
-                n = rnd() >> (rnd() % 64);
-            for (int j = 0; j < 8; j++)
-                x->b[j] = (uint8_t)(n >> (8 * j));
+            if (rnd() % 8 == 0) n = rnd() >> (rnd() % 64);
+            for (int j = 0; j < 8; j++) x->b[j] = (uint8_t)(n >> (8 * j));
             break;
         }
-        case 6: /* truncate */
-            x->n = (size_t)(rnd() % (x->n + 1));
-            break;
+        case 6: /* truncate */ x->n = (size_t)(rnd() % (x->n + 1)); break;
         default: { /* change a digit (offsets, shapes) */
             for (size_t t = 0; t < 64; t++) {
                 size_t p2 = 8 + (size_t)(rnd() % (span > 8 ? span - 8 : 1));
@@ -1171,12 +1100,10 @@ static void fuzz_one(const buf *x, ckpz_input_format forced)
         ckpz_input_format f = mode ? forced : CKPZ_INPUT_AUTO;
         fmt_status st = describe(x->b, x->n, x->n, f, CKPZ_DTYPE_NONE, &l, &need, why, sizeof(why));
         CHECK(st != FMT_NEED_MORE);
-        if (f == CKPZ_INPUT_AUTO)
-            CHECK(st == FMT_DONE);
+        if (f == CKPZ_INPUT_AUTO) CHECK(st == FMT_DONE);
         if (st == FMT_DONE) {
             check_tiling(&l, x->n);
-            if (mode && l.n > 2)
-                fuzz_tensor_lists++;
+            if (mode && l.n > 2) fuzz_tensor_lists++;
             fmt_list_free(&l);
         } else {
             CHECK(why[0] != '\0');
@@ -1185,34 +1112,28 @@ static void fuzz_one(const buf *x, ckpz_input_format forced)
         /* Streaming, total unknown until the end. */
         int rounds;
         st = describe_stream(x, (size_t)(rnd() % 80), 0, f, CKPZ_DTYPE_BF16, &l, why, &rounds);
-        if (f == CKPZ_INPUT_AUTO)
-            CHECK(st == FMT_DONE);
-        if (st == FMT_DONE)
-            fmt_list_free(&l);
+        if (f == CKPZ_INPUT_AUTO) CHECK(st == FMT_DONE);
+        if (st == FMT_DONE) fmt_list_free(&l);
     }
 }
 
 static void test_fuzz(void)
 {
     ctx = "mutations";
-    const char *js =
-        "{\"__metadata__\":{\"format\":\"pt\"},"
-        "\"layer.0.w\":{\"dtype\":\"BF16\",\"shape\":[4,3],\"data_offsets\":[0,24]},"
-        "\"layer.0.b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
-        "\"n\\u00e9\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[40,48]},"
-        "\"e\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[48,48]},"
-        "\"m\":{\"dtype\":\"F16\",\"shape\":[1,2,1],\"data_offsets\":[48,52]}}";
+    const char *js = "{\"__metadata__\":{\"format\":\"pt\"},"
+                     "\"layer.0.w\":{\"dtype\":\"BF16\",\"shape\":[4,3],\"data_offsets\":[0,24]},"
+                     "\"layer.0.b\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[24,36]},"
+                     "\"n\\u00e9\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[40,48]},"
+                     "\"e\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[48,48]},"
+                     "\"m\":{\"dtype\":\"F16\",\"shape\":[1,2,1],\"data_offsets\":[48,52]}}";
     buf seed = {0}, x = {0};
     uint64_t base = make_st(&seed, js, 60);
     int iters = 20000;
     const char *env = getenv("CKPZ_FUZZ_ITERS");
-    if (env)
-        iters = atoi(env);
+    if (env) iters = atoi(env);
     env = getenv("CKPZ_FUZZ_SEED");
-    if (env)
-        rng ^= strtoull(env, NULL, 0) * 0x2545F4914F6CDD1Dull;
-    if (!rng)
-        rng = 1;
+    if (env) rng ^= strtoull(env, NULL, 0) * 0x2545F4914F6CDD1Dull;
+    if (!rng) rng = 1;
     int done = 0, before = failures;
     for (int it = 0; it < iters && failures - before < 20; it++) {
         x.n = 0;
@@ -1222,8 +1143,7 @@ static void test_fuzz(void)
         done++;
     }
     buf npy = {0};
-    uint64_t ds =
-        make_npy(&npy, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 48);
+    uint64_t ds = make_npy(&npy, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", 48);
     for (int it = 0; it < iters / 4 && failures - before < 20; it++) {
         x.n = 0;
         bput(&x, npy.b, npy.n);
@@ -1231,8 +1151,7 @@ static void test_fuzz(void)
         fuzz_one(&x, CKPZ_INPUT_NPY);
         done++;
     }
-    printf("mutation loop: %d inputs, %d still described with tensors\n", done,
-           fuzz_tensor_lists);
+    printf("mutation loop: %d inputs, %d still described with tensors\n", done, fuzz_tensor_lists);
     bfree(&seed);
     bfree(&npy);
     bfree(&x);
@@ -1245,8 +1164,7 @@ static fmt_status failing_fetch(void *opaque, uint64_t at, size_t want, const ui
     int *calls = opaque;
     static const uint8_t zeros[8];
     (void)at;
-    if ((*calls)++)
-        return FMT_READ; /* the second fetch fails */
+    if ((*calls)++) return FMT_READ; /* the second fetch fails */
     *p = zeros;
     *len = want < 4 ? want : 4; /* too short for any header: the reader asks for more */
     *eof = 0;
@@ -1261,8 +1179,7 @@ static void test_table(void)
     for (int f = 0; f < CKPZ_INPUT_COUNT_; f++) {
         const fmt_reader *r = fmt_reader_get((ckpz_input_format)f);
         CHECK(r && r->id == (ckpz_input_format)f && r->name && r->name[0]);
-        if (!r)
-            continue;
+        if (!r) continue;
         CHECK(!strcmp(ckpz_input_format_name((ckpz_input_format)f), r->name));
         CHECK(f == CKPZ_INPUT_AUTO || r->describe);
         CHECK(!r->resume == !r->free_state);
@@ -1270,8 +1187,7 @@ static void test_table(void)
         int seen = 0;
         for (size_t i = 0; i < fmt_reader_count; i++) {
             seen += fmt_readers[i] == r;
-            if (fmt_readers[i] != r)
-                CHECK(strcmp(fmt_readers[i]->name, r->name) != 0);
+            if (fmt_readers[i] != r) CHECK(strcmp(fmt_readers[i]->name, r->name) != 0);
         }
         CHECK(seen == 1);
     }
@@ -1283,13 +1199,13 @@ static void test_table(void)
     fmt_list l;
     size_t need = 0;
     char why[256];
-    CHECK(fmt_describe((const uint8_t *)"x", 1, 1, &(fmt_request){.format = (ckpz_input_format)99}, &l,
-                       &need, why, sizeof why) == FMT_ERROR);
+    CHECK(fmt_describe((const uint8_t *)"x", 1, 1, &(fmt_request){.format = (ckpz_input_format)99}, &l, &need, why,
+                       sizeof why) == FMT_ERROR);
     CHECK(why[0] != '\0');
     int calls = 0;
     fmt_source src = {failing_fetch, &calls, U};
-    CHECK(fmt_drive_describe(&src, 4, &(fmt_request){.format = CKPZ_INPUT_SAFETENSORS}, &l, why,
-                             sizeof why) == FMT_READ);
+    CHECK(fmt_drive_describe(&src, 4, &(fmt_request){.format = CKPZ_INPUT_SAFETENSORS}, &l, why, sizeof why) ==
+          FMT_READ);
     CHECK(calls == 2 && l.n == 0 && strstr(why, "read error"));
     ckpz_ctx *c = ckpz_ctx_create();
     fmt_request rq = {.format = CKPZ_INPUT_NPY};

@@ -31,10 +31,14 @@ typedef struct {
 } tdesc;
 
 static tdesc T[NT] = {
-    {"w.f32", "F32", 64, 1000, 4, 1, 0},        {"w.bf16", "BF16", 50, 800, 2, 1, 0},
-    {"w.f16", "F16", 40, 600, 2, 1, 0},         {"w.f64", "F64", 20, 500, 8, 1, 0},
-    {"state.exp_avg_sq", "F32", 100, 700, 4, 1, 0}, {"layer.bias", "F32", 2, 300, 4, 0, 0},
-    {"final_norm.weight", "F32", 10, 10, 4, 0, 0}, {"vec", "F32", 1, 1000, 4, 0, 0},
+    {"w.f32", "F32", 64, 1000, 4, 1, 0},
+    {"w.bf16", "BF16", 50, 800, 2, 1, 0},
+    {"w.f16", "F16", 40, 600, 2, 1, 0},
+    {"w.f64", "F64", 20, 500, 8, 1, 0},
+    {"state.exp_avg_sq", "F32", 100, 700, 4, 1, 0},
+    {"layer.bias", "F32", 2, 300, 4, 0, 0},
+    {"final_norm.weight", "F32", 10, 10, 4, 0, 0},
+    {"vec", "F32", 1, 1000, 4, 0, 0},
     {"ids", "I64", 10, 10, 8, 0, 0},
 };
 
@@ -106,12 +110,15 @@ static uint8_t *make_file(size_t *len)
     for (int i = 0; i < NT; i++) {
         size_t b = T[i].rows * T[i].cols * T[i].es;
         if (T[i].rows == 1)
-            jl += (size_t)snprintf(json + jl, sizeof json - jl, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],"
-                                   "\"data_offsets\":[%zu,%zu]}", T[i].name, T[i].dtype, T[i].cols, off, off + b);
+            jl += (size_t)snprintf(json + jl, sizeof json - jl,
+                                   ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],"
+                                   "\"data_offsets\":[%zu,%zu]}",
+                                   T[i].name, T[i].dtype, T[i].cols, off, off + b);
         else
-            jl += (size_t)snprintf(json + jl, sizeof json - jl, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],"
-                                   "\"data_offsets\":[%zu,%zu]}", T[i].name, T[i].dtype, T[i].rows, T[i].cols, off,
-                                   off + b);
+            jl += (size_t)snprintf(json + jl, sizeof json - jl,
+                                   ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],"
+                                   "\"data_offsets\":[%zu,%zu]}",
+                                   T[i].name, T[i].dtype, T[i].rows, T[i].cols, off, off + b);
         T[i].off = off;
         off += b;
     }
@@ -139,7 +146,6 @@ static uint8_t *make_file(size_t *len)
     *len = n;
     return p;
 }
-
 
 static int file_level = 3; /* ckpz_params.level for compress() */
 
@@ -207,8 +213,8 @@ enum { B_ABS, B_REL, B_PREL, B_AFFINE, B_CLIPPED };
 
 /* Checks every element of the lossy-eligible tensors against the bound; returns the
  * fraction of finite elements restored as exactly zero while not zero before. */
-static double check_bounds(const char *what, const uint8_t *orig, const uint8_t *rest, size_t n, int kind,
-                           double bound, const listed *ls)
+static double check_bounds(const char *what, const uint8_t *orig, const uint8_t *rest, size_t n, int kind, double bound,
+                           const listed *ls)
 {
     /* Adam's second moment is lossy only on the log grid (safe default) */
     int v_lossy = strstr(what, "pointwise-rel") != NULL;
@@ -246,17 +252,17 @@ static double check_bounds(const char *what, const uint8_t *orig, const uint8_t 
                 finite++;
                 zeroed += b == 0 && a != 0;
             }
-            double lim = kind == B_ABS    ? bound
-                         : kind == B_REL  ? bound * (hi - lo)
-                         : kind == B_PREL ? bound * fabs(a)
+            double lim = kind == B_ABS      ? bound
+                         : kind == B_REL    ? bound * (hi - lo)
+                         : kind == B_PREL   ? bound * fabs(a)
                          : kind == B_AFFINE ? (hi - lo) / 100 /* a loose sanity bound */
                                             : INFINITY;      /* percentile calibration clips outliers */
             if (!(e <= lim)) bad++;
             if (kind == B_PREL && (signbit(a) != signbit(b) || (a != 0 && b == 0))) bad++;
         }
         CHECKF(bad == 0, "%s: %s: %zu elements outside the bound", what, t->name, bad);
-        CHECKF(fabs(ls[i].max_error - maxe) <= 1e-12 * (maxe + 1e-300) + 1e-300, "%s: %s: listed max error %g, measured %g",
-               what, t->name, ls[i].max_error, maxe);
+        CHECKF(fabs(ls[i].max_error - maxe) <= 1e-12 * (maxe + 1e-300) + 1e-300,
+               "%s: %s: listed max error %g, measured %g", what, t->name, ls[i].max_error, maxe);
         CHECKF(fabs(ls[i].mae * (double)nel - sum) <= 1e-6 * (sum + 1e-300), "%s: %s: listed MAE %g, measured %g", what,
                t->name, ls[i].mae, sum / (double)nel);
     }
@@ -432,8 +438,7 @@ int main(void)
     run_mode(ctx, orig, n, "* bits 8 block 64 delta", B_AFFINE, 0, NULL, NULL);
     run_mode(ctx, orig, n, "* int8 delta prune 0.2", B_CLIPPED, 0, NULL, NULL);
     /* rules: first match wins, comments, and a rule per tensor family */
-    run_mode(ctx, orig, n, "# families\n*.exp_avg_sq pointwise-rel 0.01  # v\n\n* abs 1e-3\n", B_ABS, 1e-3, NULL,
-             NULL);
+    run_mode(ctx, orig, n, "# families\n*.exp_avg_sq pointwise-rel 0.01  # v\n\n* abs 1e-3\n", B_ABS, 1e-3, NULL, NULL);
     /* pruning: about the asked share becomes zero, the rest within the bound */
     run_mode(ctx, orig, n, "* abs 1e-3 prune 0.3", B_CLIPPED, 0, &zs, &zprune);
     CHECKF(zs > 0.27 && zs < 0.33, "prune 0.3 zeroed %.3f of the values", zs);

@@ -50,15 +50,25 @@ static void store_le(uint8_t *p, uint64_t v, unsigned esize)
 static uint64_t special(unsigned esize)
 {
     static const uint64_t s1[] = {0x00, 0x80, 0x7f, 0xff, 0x01, 0x81, 0x7e, 0xfe, 0x7c, 0xfc, 0x78, 0xf8};
-    static const uint64_t s2[] = {0x0000, 0x8000, 0x7fff, 0xffff, 0x0001, 0x8001, 0x7f80, 0xff80, 0x7fc0,
-                                  0x7c00, 0xfc00, 0x7e00, 0x03ff, 0x007f, 0x3c00, 0xbf80};
-    static const uint64_t s4[] = {0, 0x80000000, 0x7fffffff, 0xffffffff, 1, 0x80000001, 0x7f800000,
-                                  0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x007fffff, 0x807fffff,
-                                  0x3f800000, 0xbf800000, 0x00800000};
-    static const uint64_t s8[] = {0, 0x8000000000000000ull, 0x7fffffffffffffffull, ~0ull, 1,
-                                  0x8000000000000001ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
-                                  0x7ff8000000000000ull, 0x7ff0000000000001ull, 0x000fffffffffffffull,
-                                  0x3ff0000000000000ull, 0xbff0000000000000ull, 0x0010000000000000ull};
+    static const uint64_t s2[] = {0x0000, 0x8000, 0x7fff, 0xffff, 0x0001, 0x8001, 0x7f80, 0xff80,
+                                  0x7fc0, 0x7c00, 0xfc00, 0x7e00, 0x03ff, 0x007f, 0x3c00, 0xbf80};
+    static const uint64_t s4[] = {0,          0x80000000, 0x7fffffff, 0xffffffff, 1,          0x80000001,
+                                  0x7f800000, 0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x007fffff,
+                                  0x807fffff, 0x3f800000, 0xbf800000, 0x00800000};
+    static const uint64_t s8[] = {0,
+                                  0x8000000000000000ull,
+                                  0x7fffffffffffffffull,
+                                  ~0ull,
+                                  1,
+                                  0x8000000000000001ull,
+                                  0x7ff0000000000000ull,
+                                  0xfff0000000000000ull,
+                                  0x7ff8000000000000ull,
+                                  0x7ff0000000000001ull,
+                                  0x000fffffffffffffull,
+                                  0x3ff0000000000000ull,
+                                  0xbff0000000000000ull,
+                                  0x0010000000000000ull};
     switch (esize) {
     case 1: return s1[rng() % (sizeof s1 / sizeof *s1)];
     case 2: return s2[rng() % (sizeof s2 / sizeof *s2)];
@@ -186,8 +196,8 @@ static uint64_t f64_bits(double f)
 
 static void test_order(void)
 {
-    float f[] = {-INFINITY, -FLT_MAX, -1.0f, -FLT_MIN, -FLT_TRUE_MIN, -0.0f, 0.0f, FLT_TRUE_MIN, FLT_MIN, 1.0f,
-                 FLT_MAX, INFINITY};
+    float f[] = {-INFINITY, -FLT_MAX,     -1.0f,   -FLT_MIN, -FLT_TRUE_MIN, -0.0f,
+                 0.0f,      FLT_TRUE_MIN, FLT_MIN, 1.0f,     FLT_MAX,       INFINITY};
     size_t nf = sizeof f / sizeof *f;
     uint64_t v[64];
     for (size_t i = 0; i < nf; i++) v[i] = f32_bits(f[i]);
@@ -196,8 +206,8 @@ static void test_order(void)
     v[4] = 0x8001;
     v[7] = 0x0001; /* bf16 denormal minimum */
     check_order(v, nf, 2, "bf16");
-    const uint64_t h[] = {0xfc00, 0xfbff, 0xbc00, 0x8400, 0x8001, 0x8000, 0x0000, 0x0001, 0x0400, 0x3c00, 0x7bff,
-                          0x7c00};
+    const uint64_t h[] = {0xfc00, 0xfbff, 0xbc00, 0x8400, 0x8001, 0x8000,
+                          0x0000, 0x0001, 0x0400, 0x3c00, 0x7bff, 0x7c00};
     check_order(h, sizeof h / sizeof *h, 2, "f16");
     double d[] = {-INFINITY, -DBL_MAX, -1.0, -DBL_MIN, -4.9e-324, -0.0, 0.0, 4.9e-324, DBL_MIN, 1.0, DBL_MAX, INFINITY};
     for (size_t i = 0; i < nf; i++) v[i] = f64_bits(d[i]);
@@ -322,7 +332,8 @@ static void test_choose(void)
         memcpy(xf, bf, nf * 4);
         fill_f32(xf, nf / 8);
         for (size_t i = nf / 8; i < nf; i++) xf[i] = nextafterf(xf[i], rng() & 1 ? INFINITY : -INFINITY);
-        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_DIFF, "f32 steps after an unrelated start n %zu", n);
+        CHECKF(pred_choose(CKPZ_DTYPE_F32, x, b, n, NULL, NULL) == PRED_DIFF,
+               "f32 steps after an unrelated start n %zu", n);
 
         /* integer counters that moved a little */
         int32_t *xi = (int32_t *)x, *bi = (int32_t *)b;
@@ -413,7 +424,7 @@ static void test_tables(void)
 static void test_forward_split(void)
 {
     const ckpz_dtype types[] = {CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F32, CKPZ_DTYPE_I16,
-                                CKPZ_DTYPE_U32, CKPZ_DTYPE_I32, CKPZ_DTYPE_F64, CKPZ_DTYPE_U8};
+                                CKPZ_DTYPE_U32,  CKPZ_DTYPE_I32, CKPZ_DTYPE_F64, CKPZ_DTYPE_U8};
     const size_t elems[] = {0, 1, 63, 64, 65, 127, 128, 129, 500, 1000, 4096 + 3};
     size_t cap = 8 * 4100 + 8;
     uint8_t *x = malloc(cap), *b = malloc(cap), *r = malloc(cap), *ref = malloc(cap), *got = malloc(cap);
@@ -434,10 +445,8 @@ static void test_forward_split(void)
                     gp[k] = got + k * count;
                 }
                 pred_forward(p, pes, flt, x, b, n, r);
-                if (xf != XF_NONE)
-                    xf_split(xf, pes, r, count * pes, rp);
-                else
-                    memcpy(ref, r, n);
+                if (xf != XF_NONE) xf_split(xf, pes, r, count * pes, rp);
+                else memcpy(ref, r, n);
                 memset(got, 0xa5, cap);
                 size_t done = pred_forward_split(p, xf, pes, flt, x, b, n, gp);
                 int ok = done % (64 * (size_t)pes) == 0 && done <= n;

@@ -24,7 +24,9 @@ static size_t row(char *b, size_t cap, const char *const *head, unsigned nhead, 
     size_t at = 0;
     for (unsigned i = 0; i < FEAT_COUNT; i++)
         at += (size_t)snprintf(b + at, cap - at, "%s%s", i ? " " : "",
-                               i < nhead ? head[i] : i + 1 == FEAT_COUNT ? last : rest);
+                               i < nhead             ? head[i]
+                               : i + 1 == FEAT_COUNT ? last
+                                                     : rest);
     return at;
 }
 
@@ -33,8 +35,7 @@ static size_t row(char *b, size_t cap, const char *const *head, unsigned nhead, 
 static const char *tiny_model(void)
 {
     static char t[4096];
-    static const char *const one[] = {"1"}, *const two[] = {"2"}, *const ones[] = {"1", "1"},
-                             *const minus[] = {"-1"};
+    static const char *const one[] = {"1"}, *const two[] = {"2"}, *const ones[] = {"1", "1"}, *const minus[] = {"-1"};
     if (t[0]) return t;
     size_t at = (size_t)snprintf(t, sizeof t, "# test network\nckpz-ratio-mlp 1\ninputs %u\nlayers 2\nmean ",
                                  (unsigned)FEAT_COUNT);
@@ -84,7 +85,9 @@ static void test_parse(void)
     snprintf(layer_fewer, sizeof layer_fewer, "layer %u 2 relu", (unsigned)FEAT_COUNT - 1);
     /* the input count must be the library's feature count, whatever else matches */
     const char *const bad_inputs[][2] = {
-        {inputs, fewer}, {inputs, more}, {inputs, "inputs 16"}, /* 16: the lossless-only model */
+        {inputs, fewer},
+        {inputs, more},
+        {inputs, "inputs 16"}, /* 16: the lossless-only model */
         {layer, layer_fewer},
     };
     for (size_t i = 0; i < sizeof bad_inputs / sizeof bad_inputs[0]; i++) {
@@ -302,7 +305,8 @@ static void test_lossy_sample(void)
     q.bound = 1e-3;
     CHECK(lossy_sample(ls, &q, CKPZ_DTYPE_F32, 2, shape2, wlen[0], buf, woff, wlen, 1, 1 << 16, &l) == 1);
     CHECKF(fabs(l.abs_bound - 1e-3) < 1e-15, "%g", l.abs_bound);
-    CHECK(lossy_sample(ls, &q, CKPZ_DTYPE_F32, 2, shape2, (uint64_t)wlen[0] << 20, buf, woff, wlen, 1, 1 << 16, &l) == 1);
+    CHECK(lossy_sample(ls, &q, CKPZ_DTYPE_F32, 2, shape2, (uint64_t)wlen[0] << 20, buf, woff, wlen, 1, 1 << 16, &l) ==
+          1);
     CHECKF(fabs(l.abs_bound - 1e-3 * sqrt(log(4096.0 * (1 << 20)) / log(4096.0))) < 1e-15, "%g", l.abs_bound);
 
     /* exact, as the compressor codes it: lossless; rel of a constant tensor (a zero

@@ -113,8 +113,7 @@ static void test_files(ckpz_ctx *ctx)
     /* a directory that does not exist: the message names it, errno says why */
     ckpz_publish *p = NULL;
     CHECK(ckpz_publish_open(ctx, at("no/such/x.ckpz"), 0, &p) == CKPZ_ERR_WRITE && p == NULL && errno == ENOENT);
-    CHECKF(strstr(ckpz_ctx_message(ctx), "x.ckpz: cannot create it: directory '") != NULL, "%s",
-           ckpz_ctx_message(ctx));
+    CHECKF(strstr(ckpz_ctx_message(ctx), "x.ckpz: cannot create it: directory '") != NULL, "%s", ckpz_ctx_message(ctx));
     ckpz_publish_abort(NULL);
 }
 

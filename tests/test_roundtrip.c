@@ -42,15 +42,23 @@ static void fill(uint8_t *p, size_t bytes, ckpz_dtype t)
         switch (t) {
         case CKPZ_DTYPE_F32: bits = fb; break;
         case CKPZ_DTYPE_BF16: bits = fb >> 16; break;
-        case CKPZ_DTYPE_F16: bits = ((fb >> 16) & 0x8000) | ((((fb >> 23) & 0xff) - 112) << 10 & 0x7c00) | ((fb >> 13) & 0x3ff); break;
+        case CKPZ_DTYPE_F16:
+            bits = ((fb >> 16) & 0x8000) | ((((fb >> 23) & 0xff) - 112) << 10 & 0x7c00) | ((fb >> 13) & 0x3ff);
+            break;
         case CKPZ_DTYPE_F64: memcpy(&bits, &v, 8); break;
         default: bits = (uint64_t)(int64_t)(v * 2000); break;
         }
         /* sprinkle special values */
         switch (rng() % 97) {
-        case 0: bits = t == CKPZ_DTYPE_F64 ? 0x7ff8000000000001ull : t == CKPZ_DTYPE_F32 ? 0x7fc00001u : 0x7fc1; break; /* NaN */
-        case 1: bits = t == CKPZ_DTYPE_F64 ? 0xfff0000000000000ull : t == CKPZ_DTYPE_F32 ? 0xff800000u : 0xff80; break; /* -Inf */
-        case 2: bits = t == CKPZ_DTYPE_F64 ? 0x7ff0000000000000ull : t == CKPZ_DTYPE_F32 ? 0x7f800000u : 0x7f80; break; /* +Inf */
+        case 0:
+            bits = t == CKPZ_DTYPE_F64 ? 0x7ff8000000000001ull : t == CKPZ_DTYPE_F32 ? 0x7fc00001u : 0x7fc1;
+            break; /* NaN */
+        case 1:
+            bits = t == CKPZ_DTYPE_F64 ? 0xfff0000000000000ull : t == CKPZ_DTYPE_F32 ? 0xff800000u : 0xff80;
+            break; /* -Inf */
+        case 2:
+            bits = t == CKPZ_DTYPE_F64 ? 0x7ff0000000000000ull : t == CKPZ_DTYPE_F32 ? 0x7f800000u : 0x7f80;
+            break; /* +Inf */
         case 3: bits = 1; break;                                      /* smallest denormal */
         case 4: bits = 1ull << (8 * es - 1); break;                    /* -0.0 */
         default: break;
@@ -105,13 +113,14 @@ static void roundtrip(const char *what, const uint8_t *src, size_t n, const ckpz
             CHECK(en.offset == covered);
             ckpz_mem w3 = {.grow = 1};
             e = ckpz_archive_extract(ctx, a, i, ckpz_mem_write, &w3);
-            CHECKF(e == CKPZ_OK && w3.size == en.length && same(w3.data, src + en.offset, en.length), "%s: extract %llu: %s",
-                   what, (unsigned long long)i, ckpz_ctx_message(ctx));
+            CHECKF(e == CKPZ_OK && w3.size == en.length && same(w3.data, src + en.offset, en.length),
+                   "%s: extract %llu: %s", what, (unsigned long long)i, ckpz_ctx_message(ctx));
             covered += en.length;
             free(w3.data);
         }
         CHECK(covered == n);
-        CHECK(ckpz_archive_entry(a, info.entries, &(ckpz_entry){.struct_size = sizeof(ckpz_entry)}) == CKPZ_ERR_NOT_FOUND);
+        CHECK(ckpz_archive_entry(a, info.entries, &(ckpz_entry){.struct_size = sizeof(ckpz_entry)}) ==
+              CKPZ_ERR_NOT_FOUND);
         ckpz_archive_close(a);
     }
     free(back);
@@ -122,9 +131,9 @@ out:
 
 static void test_dtypes_raw(void)
 {
-    ckpz_dtype types[] = {CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F32, CKPZ_DTYPE_F64, CKPZ_DTYPE_F8E4M3,
-                          CKPZ_DTYPE_F8E5M2, CKPZ_DTYPE_I8, CKPZ_DTYPE_I16, CKPZ_DTYPE_I32, CKPZ_DTYPE_I64,
-                          CKPZ_DTYPE_U8, CKPZ_DTYPE_NONE};
+    ckpz_dtype types[] = {CKPZ_DTYPE_BF16,   CKPZ_DTYPE_F16,    CKPZ_DTYPE_F32, CKPZ_DTYPE_F64,
+                          CKPZ_DTYPE_F8E4M3, CKPZ_DTYPE_F8E5M2, CKPZ_DTYPE_I8,  CKPZ_DTYPE_I16,
+                          CKPZ_DTYPE_I32,    CKPZ_DTYPE_I64,    CKPZ_DTYPE_U8,  CKPZ_DTYPE_NONE};
     size_t sizes[] = {0, 1, 2, 3, 4, 7, 8, 9, 1001, 65536, 65537, 200003};
     uint8_t *buf = malloc(200003);
     char what[128];
@@ -149,10 +158,16 @@ static void test_dtypes_raw(void)
  * one with a single element), then trailing bytes the header does not mention. */
 static size_t make_safetensors(uint8_t *out, size_t cap)
 {
-    static const struct { const char *name, *dt; ckpz_dtype t; size_t n; } ts[] = {
-        {"emb.weight", "BF16", CKPZ_DTYPE_BF16, 70000}, {"ln.bias", "F32", CKPZ_DTYPE_F32, 1},
-        {"empty", "F16", CKPZ_DTYPE_F16, 0},            {"h.0.w", "F32", CKPZ_DTYPE_F32, 40001},
-        {"step", "I64", CKPZ_DTYPE_I64, 1},             {"h.0.d", "F64", CKPZ_DTYPE_F64, 333}};
+    static const struct {
+        const char *name, *dt;
+        ckpz_dtype t;
+        size_t n;
+    } ts[] = {{"emb.weight", "BF16", CKPZ_DTYPE_BF16, 70000},
+              {"ln.bias", "F32", CKPZ_DTYPE_F32, 1},
+              {"empty", "F16", CKPZ_DTYPE_F16, 0},
+              {"h.0.w", "F32", CKPZ_DTYPE_F32, 40001},
+              {"step", "I64", CKPZ_DTYPE_I64, 1},
+              {"h.0.d", "F64", CKPZ_DTYPE_F64, 333}};
     char json[2048];
     size_t pos = 0, off = 0;
     pos += (size_t)snprintf(json + pos, sizeof json - pos, "{\"__metadata__\":{\"format\":\"pt\"}");

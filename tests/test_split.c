@@ -82,8 +82,7 @@ static int split(const ckpz_params *p, const uint8_t *in, size_t n, int parts, u
     *file = NULL;
     for (int r = 0; r < parts && ok; r++) {
         ckpz_split_out o = {.struct_size = sizeof o};
-        ckpz_error e = split_write(ctx, pl[r], records, first[r], first[r + 1] - first[r], coded[r],
-                                   coded_len[r], &o);
+        ckpz_error e = split_write(ctx, pl[r], records, first[r], first[r + 1] - first[r], coded[r], coded_len[r], &o);
         CHECKF(e == CKPZ_OK, "write: %s", ckpz_ctx_message(ctx));
         if ((ok = e == CKPZ_OK)) {
             if (!*file) *file = calloc(o.file_size, 1), *size = o.file_size;
@@ -221,8 +220,7 @@ static void same(const char *what, const ckpz_params *p, const uint8_t *in, size
         uint8_t *f = NULL;
         size_t size = 0;
         if (!split(p, in, n, parts[i], &f, &size)) continue;
-        CHECKF(size == ref.size && !memcmp(f, ref.data, size), "%s in %d parts: not the serial file", what,
-               parts[i]);
+        CHECKF(size == ref.size && !memcmp(f, ref.data, size), "%s in %d parts: not the serial file", what, parts[i]);
         free(f);
     }
     static const struct {
@@ -233,8 +231,10 @@ static void same(const char *what, const ckpz_params *p, const uint8_t *in, size
         uint8_t *f = NULL;
         size_t size = 0;
         if (!stretches(p, in, n, laid[i].parts, laid[i].step, &f, &size)) continue;
-        CHECKF(size == ref.size && !memcmp(f, ref.data, size), "%s laid out in stretches of %llu chunks, %d parts: "
-               "not the serial file", what, (unsigned long long)laid[i].step, laid[i].parts);
+        CHECKF(size == ref.size && !memcmp(f, ref.data, size),
+               "%s laid out in stretches of %llu chunks, %d parts: "
+               "not the serial file",
+               what, (unsigned long long)laid[i].step, laid[i].parts);
         free(f);
     }
     free(ref.data);

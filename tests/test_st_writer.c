@@ -205,8 +205,10 @@ int main(void)
         char want[1024];
         ckpz_st_tensor t = st(all, CKPZ_DTYPE_U8, 0, NULL);
         ckpz_st_meta m = {all, all};
-        snprintf(want, sizeof want, "{\"__metadata__\":{%s:%s},%s:{\"dtype\":\"U8\",\"shape\":[],"
-                 "\"data_offsets\":[0,1]}}", esc, esc, esc);
+        snprintf(want, sizeof want,
+                 "{\"__metadata__\":{%s:%s},%s:{\"dtype\":\"U8\",\"shape\":[],"
+                 "\"data_offsets\":[0,1]}}",
+                 esc, esc, esc);
         writes(&t, 1, &m, 1, want);
     }
 
@@ -218,7 +220,8 @@ int main(void)
         const ckpz_st_meta m[3] = {{"a", "\xc3\xa9\n\x01\""}, {"m", ""}, {"z", "1"}};
         const char *xj = "\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
         char want[256];
-        snprintf(want, sizeof want, "{\"__metadata__\":{\"a\":\"\xc3\xa9\\n\\u0001\\\"\",\"m\":\"\",\"z\":\"1\"},%s}", xj);
+        snprintf(want, sizeof want, "{\"__metadata__\":{\"a\":\"\xc3\xa9\\n\\u0001\\\"\",\"m\":\"\",\"z\":\"1\"},%s}",
+                 xj);
         writes(&x, 1, m, 3, want);
         snprintf(want, sizeof want, "{\"__metadata__\":{},%s}", xj);
         writes(&x, 1, m, 0, want);
@@ -241,7 +244,8 @@ int main(void)
         ckpz_st_tensor t[2] = {st("c", CKPZ_DTYPE_NONE, 2, s2), st("e", CKPZ_DTYPE_NONE, 1, &dim)};
         t[0].dtype_name = "C64", t[0].elem_size = 8;
         t[1].dtype_name = "F8_E8M0", t[1].elem_size = 1;
-        writes(t, 2, NULL, 0, "{\"c\":{\"dtype\":\"C64\",\"shape\":[3,2],\"data_offsets\":[0,48]},"
+        writes(t, 2, NULL, 0,
+               "{\"c\":{\"dtype\":\"C64\",\"shape\":[3,2],\"data_offsets\":[0,48]},"
                "\"e\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[48,52]}}");
         static const char *bad_names[] = {"", "c64", "F8-E8M0", "C64 ", "\"", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456"};
         for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {

@@ -35,8 +35,7 @@ typedef struct {
 static uint8_t *slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -53,8 +52,7 @@ static uint8_t *slurp(const char *path, size_t *n)
 static size_t read_expect(const char *path, want_t *w, size_t max)
 {
     FILE *f = fopen(path, "r");
-    if (!f)
-        return (size_t)-1;
+    if (!f) return (size_t)-1;
     char line[1024];
     size_t n = 0;
     while (n < max && fgets(line, sizeof line, f)) {
@@ -67,8 +65,7 @@ static size_t read_expect(const char *path, want_t *w, size_t max)
         for (;;) {
             char *e;
             unsigned long long v = strtoull(s, &e, 10);
-            if (e == s || x->ndim >= 16)
-                break;
+            if (e == s || x->ndim >= 16) break;
             x->shape[x->ndim++] = v;
             s = e;
         }
@@ -84,12 +81,9 @@ static int tiles(const fmt_list *l)
     uint64_t cur = 0;
     for (size_t i = 0; i < l->n; i++) {
         const fmt_segment *s = &l->seg[i];
-        if (s->offset != cur || s->resume)
-            return 0;
-        if (s->length == FMT_LEN_OPEN)
-            return i + 1 == l->n && s->dtype == CKPZ_DTYPE_NONE;
-        if (s->dtype != CKPZ_DTYPE_NONE && !s->name)
-            return 0;
+        if (s->offset != cur || s->resume) return 0;
+        if (s->length == FMT_LEN_OPEN) return i + 1 == l->n && s->dtype == CKPZ_DTYPE_NONE;
+        if (s->dtype != CKPZ_DTYPE_NONE && !s->name) return 0;
         cur += s->length;
     }
     return 0;
@@ -110,10 +104,8 @@ static int describe(const uint8_t *buf, size_t n, size_t win, int total_known, c
         fmt_status s = fmt_describe(c, k, total_known ? n : (k == n ? n : CKPZ_SIZE_UNKNOWN),
                                     &(fmt_request){.format = fmt}, l, &need, why, sizeof why);
         free(c);
-        if (s < 0)
-            return -1;
-        if (s == FMT_DONE)
-            break;
+        if (s < 0) return -1;
+        if (s == FMT_DONE) break;
         if (need <= k || need > FMT_PROBE_MAX) {
             fprintf(stderr, "describe asked for %zu with %zu\n", need, k);
             return -1;
@@ -139,10 +131,8 @@ static int describe(const uint8_t *buf, size_t n, size_t win, int total_known, c
             size_t need = 0;
             fmt_status s = fmt_resume(l, c, k, k == rest, &need);
             free(c);
-            if (s < 0)
-                return -1;
-            if (s == FMT_DONE)
-                break;
+            if (s < 0) return -1;
+            if (s == FMT_DONE) break;
             if (need <= k || need > FMT_PROBE_MAX || k == rest) {
                 fprintf(stderr, "resume asked for %zu with %zu\n", need, k);
                 return -1;
@@ -160,24 +150,22 @@ static void check_list(const char *what, const fmt_list *l, const want_t *w, siz
     size_t j = 0;
     for (size_t i = 0; i < l->n; i++) {
         const fmt_segment *s = &l->seg[i];
-        if (s->dtype == CKPZ_DTYPE_NONE)
-            continue;
+        if (s->dtype == CKPZ_DTYPE_NONE) continue;
         if (j >= nw) {
             CHECKF(0, "%s: unexpected tensor %s at %" PRIu64, what, s->name, s->offset);
             j++;
             continue;
         }
         const want_t *x = &w[j++];
-        CHECKF(s->offset == x->off && s->length == x->len, "%s: %s at %" PRIu64 "+%" PRIu64 ", want %" PRIu64
-               "+%" PRIu64, what, s->name, s->offset, s->length, x->off, x->len);
+        CHECKF(s->offset == x->off && s->length == x->len,
+               "%s: %s at %" PRIu64 "+%" PRIu64 ", want %" PRIu64 "+%" PRIu64, what, s->name, s->offset, s->length,
+               x->off, x->len);
         CHECKF(!strcmp(ckpz_dtype_name(s->dtype), x->dtype), "%s: %s dtype %s, want %s", what, s->name,
                ckpz_dtype_name(s->dtype), x->dtype);
         CHECKF(!strcmp(s->name, x->name), "%s: name %s, want %s", what, s->name, x->name);
         int same = s->ndim == x->ndim;
-        for (uint32_t d = 0; same && d < s->ndim; d++)
-            same = s->shape[d] == x->shape[d];
-        CHECKF(same, "%s: %s shape (ndim %u) differs from the expected (ndim %u)", what, s->name, s->ndim,
-               x->ndim);
+        for (uint32_t d = 0; same && d < s->ndim; d++) same = s->shape[d] == x->shape[d];
+        CHECKF(same, "%s: %s shape (ndim %u) differs from the expected (ndim %u)", what, s->name, s->ndim, x->ndim);
     }
     CHECKF(j == nw, "%s: %zu tensors, want %zu", what, j, nw);
 }
@@ -227,8 +215,7 @@ static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
     size_t n;
     uint8_t *buf = slurp(path, &n);
     CHECKF(buf != NULL, "cannot read %s", path);
-    if (!buf)
-        return;
+    if (!buf) return;
     snprintf(what, sizeof what, "%s.expect", path);
     want_t w[64];
     size_t nw = read_expect(what, w, 64);
@@ -247,8 +234,7 @@ static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
                          known ? "known" : "unknown", forced ? "forced" : "auto");
                 int r = describe(buf, n, wins[i], known, forced ? fmt : CKPZ_INPUT_AUTO, &l);
                 CHECKF(r == 0, "%s: reader error", what);
-                if (!r)
-                    check_list(what, &l, w, nw, fmt);
+                if (!r) check_list(what, &l, w, nw, fmt);
                 fmt_list_free(&l);
             }
         }
@@ -261,8 +247,7 @@ static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
                                 &(fmt_request){.format = fmt == CKPZ_INPUT_TORCH ? CKPZ_INPUT_NPZ : CKPZ_INPUT_TORCH},
                                 &l, &need, why, sizeof why);
     CHECKF(s == FMT_ERROR, "%s: the other zip reader accepted it", file);
-    if (s == FMT_DONE)
-        fmt_list_free(&l);
+    if (s == FMT_DONE) fmt_list_free(&l);
 
     ckpz_stats st = {.struct_size = sizeof st};
     if (!roundtrip(file, ctx, buf, n, 1, 0, &st)) {
@@ -293,8 +278,7 @@ static void test_truncations(ckpz_ctx *ctx, const char *file)
     size_t n;
     uint8_t *buf = slurp(path, &n);
     CHECKF(buf != NULL, "cannot read %s", path);
-    if (!buf)
-        return;
+    if (!buf) return;
     for (size_t k = 0; k <= n; k++) {
         fmt_list l;
         uint8_t *c = malloc(k ? k : 1);
@@ -302,11 +286,9 @@ static void test_truncations(ckpz_ctx *ctx, const char *file)
         snprintf(what, sizeof what, "%s cut to %zu", file, k);
         for (int forced = 0; forced < 2; forced++) {
             int r = describe(c, k, k % 3 ? 0 : 64, 1, forced ? CKPZ_INPUT_TORCH : CKPZ_INPUT_AUTO, &l);
-            if (forced && r)
-                continue; /* a forced format may refuse a cut header */
+            if (forced && r) continue; /* a forced format may refuse a cut header */
             CHECKF(r == 0, "%s: reader error", what);
-            if (!r)
-                CHECKF(tiles(&l), "%s: does not tile", what);
+            if (!r) CHECKF(tiles(&l), "%s: does not tile", what);
             fmt_list_free(&l);
         }
         if (k % 97 == 0 || k + 3 >= n) {
@@ -326,22 +308,18 @@ static void test_mutations(ckpz_ctx *ctx, const char *file, int rounds)
     size_t n;
     uint8_t *buf = slurp(path, &n);
     CHECKF(buf != NULL, "cannot read %s", path);
-    if (!buf)
-        return;
+    if (!buf) return;
     /* the pickle: from the first local header's data to the first "PK\7\b" */
     size_t ps = 30 + (buf[26] | buf[27] << 8) + (buf[28] | buf[29] << 8), pe = ps;
-    while (pe + 4 <= n && memcmp(buf + pe, "PK\x07\x08", 4))
-        pe++;
+    while (pe + 4 <= n && memcmp(buf + pe, "PK\x07\x08", 4)) pe++;
     uint8_t *m = malloc(n);
     for (int r = 0; r < rounds; r++) {
         memcpy(m, buf, n);
         int edits = 1 + (int)(rng() % 4);
         for (int e = 0; e < edits; e++) {
             size_t at;
-            if (rng() % 4 == 0 || pe <= ps)
-                at = (size_t)(rng() % n); /* anywhere, headers included */
-            else
-                at = ps + (size_t)(rng() % (pe - ps));
+            if (rng() % 4 == 0 || pe <= ps) at = (size_t)(rng() % n); /* anywhere, headers included */
+            else at = ps + (size_t)(rng() % (pe - ps));
             switch (rng() % 3) {
             case 0: m[at] = (uint8_t)rng(); break;
             case 1: m[at] ^= (uint8_t)(1u << (rng() % 8)); break;
@@ -353,8 +331,7 @@ static void test_mutations(ckpz_ctx *ctx, const char *file, int rounds)
         for (int win = 0; win < 2; win++) {
             int rr = describe(m, n, win ? 50 : 0, win, CKPZ_INPUT_AUTO, &l);
             CHECKF(rr == 0, "%s: reader error", what);
-            if (!rr)
-                CHECKF(tiles(&l), "%s: does not tile", what);
+            if (!rr) CHECKF(tiles(&l), "%s: does not tile", what);
             fmt_list_free(&l);
         }
         if (r % 16 == 0) {
@@ -373,8 +350,7 @@ int main(void)
         fprintf(stderr, "no context\n");
         return 2;
     }
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        test_file(ctx, files[i].file, files[i].fmt);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) test_file(ctx, files[i].file, files[i].fmt);
     test_truncations(ctx, "nested.pt");
     test_truncations(ctx, "empty.pt");
     test_truncations(ctx, "arrays.npz");

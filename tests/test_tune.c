@@ -43,8 +43,7 @@ static void one_role(void)
      * on the link), the best save; 2 threads is the fewest that reach it */
     in.link = 100e6;
     tune_choose(&in, &ch);
-    CHECKF(ch.level == 6 && ch.threads == 2 && ch.uniform && !ch.policy[0], "100 MB/s: -%d -T%d", ch.level,
-           ch.threads);
+    CHECKF(ch.level == 6 && ch.threads == 2 && ch.uniform && !ch.policy[0], "100 MB/s: -%d -T%d", ch.level, ch.threads);
     CHECKF(ch.save > 7.69 && ch.save < 7.70, "100 MB/s: save %g", ch.save);
 
     /* the same without -6 measured: -3 at 8.0 s, already on one thread */

@@ -69,8 +69,7 @@ static void test_crc(void)
             for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
                 for (size_t n = 0; n <= 1100; n++) {
                     uint32_t init = o ? (uint32_t)(n * 0x9e3779b9u + o) : 0;
-                    if (K->crc(init, buf + offs[o], n) != crc_ref(K->poly, init, buf + offs[o], n) &&
-                        !bad++) {
+                    if (K->crc(init, buf + offs[o], n) != crc_ref(K->poly, init, buf + offs[o], n) && !bad++) {
                         first_n = n;
                         first_off = offs[o];
                     }
@@ -99,8 +98,8 @@ static void test_crc(void)
 
         /* long buffers: the same values on every path, against the definition once, and
          * combined from two parts */
-        static const size_t longs[][2] = {{1u << 20, 0}, {(1u << 20) + 13, 3}, {(2u << 20) + 37, 1},
-                                          {(4u << 20) - 5, 7}, {4u << 20, 64}};
+        static const size_t longs[][2] = {
+            {1u << 20, 0}, {(1u << 20) + 13, 3}, {(2u << 20) + 37, 1}, {(4u << 20) - 5, 7}, {4u << 20, 64}};
         for (size_t i = 0; i < sizeof longs / sizeof *longs; i++) {
             size_t n = longs[i][0];
             const uint8_t *p = buf + longs[i][1];
@@ -233,7 +232,8 @@ static void square(void *job, int worker, void *arg)
     (void)worker;
     (void)arg;
     long *v = job;
-    for (volatile int i = 0; i < (int)(rng_state & 1023); i++) {} /* uneven job times */
+    for (volatile int i = 0; i < (int)(rng_state & 1023); i++) {
+    } /* uneven job times */
     *v = *v * *v;
 }
 
@@ -295,11 +295,11 @@ static void test_packed_index(ckpz_ctx *ctx)
 {
     const unsigned F = CTR_FILE_PACKED | CTR_FILE_BASED | CTR_FILE_LOSSY;
     /* bytes 0..9 opaque and 10..17 a tensor, packed; 18..29 their owner; 30..129 alone */
-    ctr_entry ok[4] = {{.flags = CTR_ENTRY_PACKED, .offset = 0, .length = 10},
-                       {.dtype = 3, .flags = CTR_ENTRY_PACKED, .name = "a", .name_len = 1, .offset = 10, .length = 8},
-                       {.dtype = 3, .name = "b", .name_len = 1, .offset = 18, .length = 12, .nchunks = 1},
-                       {.dtype = 3, .name = "c", .name_len = 1, .offset = 30, .length = 100, .first_chunk = 1,
-                        .nchunks = 1}};
+    ctr_entry ok[4] = {
+        {.flags = CTR_ENTRY_PACKED, .offset = 0, .length = 10},
+        {.dtype = 3, .flags = CTR_ENTRY_PACKED, .name = "a", .name_len = 1, .offset = 10, .length = 8},
+        {.dtype = 3, .name = "b", .name_len = 1, .offset = 18, .length = 12, .nchunks = 1},
+        {.dtype = 3, .name = "c", .name_len = 1, .offset = 30, .length = 100, .first_chunk = 1, .nchunks = 1}};
     ctr_chunkrec cr[3] = {{32, 30, 50}, {100, 100, 60}, {160, 0, 40}};
     ctr_entry e[4];
     CHECK(index_roundtrip(ctx, ok, 4, cr, 2, 130, F) == CKPZ_OK);
@@ -316,18 +316,24 @@ static void test_packed_index(ckpz_ctx *ctx)
         ctr_chunkrec c[3] = {cr[0], cr[1], cr[2]};
         size_t nchunks = 2;
         switch (k) {
-        case 0: e[1].nchunks = 1, e[2].first_chunk = 1, e[3].first_chunk = 2, nchunks = 3; /* a packed one owns one */
-            c[1].raw_len = 8, c[2] = cr[1], c[0].raw_len = 22; break;
+        case 0:
+            e[1].nchunks = 1, e[2].first_chunk = 1, e[3].first_chunk = 2, nchunks = 3; /* a packed one owns one */
+            c[1].raw_len = 8, c[2] = cr[1], c[0].raw_len = 22;
+            break;
         case 1: e[3].flags = CTR_ENTRY_PACKED, e[3].nchunks = 0; break;          /* the last entry packed */
-        case 2: e[2].nchunks = 2, e[3].first_chunk = 2, nchunks = 3; /* an owner of two chunks, the first */
-            c[0].raw_len = 18, c[1].raw_len = 12, c[2] = cr[1]; break;   /* holding only the group */
+        case 2:
+            e[2].nchunks = 2, e[3].first_chunk = 2, nchunks = 3; /* an owner of two chunks, the first */
+            c[0].raw_len = 18, c[1].raw_len = 12, c[2] = cr[1];
+            break;   /* holding only the group */
         case 3: c[0].raw_len = 29, c[1].raw_len = 101; break;                     /* the group's bytes differ */
         case 4: e[1].flags |= CTR_ENTRY_BASED; break;                              /* packed and based */
         case 5: e[2].flags |= CTR_ENTRY_LOSSY, e[2].lossy.mode = 1; break;         /* a lossy owner */
         case 6: e[2].flags |= CTR_ENTRY_BASED; break;                              /* a based owner */
         case 7: e[0].length = 0, e[1].offset = 0, e[1].length = 18; break;         /* an empty packed entry */
-        case 8: e[2].length = 0, e[2].nchunks = 0, e[3].offset = 18, e[3].length = 112, e[3].first_chunk = 0; /* the */
-            c[0].raw_len = 130, nchunks = 1; break; /* owner is an empty entry, the next owns the group: not allowed */
+        case 8:
+            e[2].length = 0, e[2].nchunks = 0, e[3].offset = 18, e[3].length = 112, e[3].first_chunk = 0; /* the */
+            c[0].raw_len = 130, nchunks = 1;
+            break; /* owner is an empty entry, the next owns the group: not allowed */
         }
         CHECKF(index_roundtrip(ctx, e, 4, c, nchunks, 130, F) == CKPZ_ERR_CORRUPT, "case %d: %s", k,
                ckpz_ctx_message(ctx));
@@ -358,8 +364,8 @@ static void test_container(void)
     CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 5 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
     hd.lossy = 1;
     ctr_header_write(hb, &hd);
-    CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 7 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based &&
-          h2.lossy && h2.packed);
+    CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 7 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based && h2.lossy &&
+          h2.packed);
     CHECK(ctr_file_flags(&h2) == (CTR_FILE_BASED | CTR_FILE_LOSSY | CTR_FILE_PACKED));
     /* a feature this reader does not know is named, and is "newer", not "corrupt" */
     for (unsigned bit = 3; bit < 16; bit++) {
@@ -415,8 +421,15 @@ static void test_container(void)
     }
 
     uint8_t fb[CTR_FRAME_SIZE];
-    ctr_chunk c = {.entry = 3, .raw_len = 65536, .payload_len = 40000, .xf = 1, .esize = 2, .nplanes = 2,
-                   .raw_crc = 0x1234, .payload_crc = 0x5678}, c2;
+    ctr_chunk c = {.entry = 3,
+                   .raw_len = 65536,
+                   .payload_len = 40000,
+                   .xf = 1,
+                   .esize = 2,
+                   .nplanes = 2,
+                   .raw_crc = 0x1234,
+                   .payload_crc = 0x5678},
+              c2;
     ctr_chunk_write(fb, &c);
     CHECK(ctr_chunk_read(ctx, fb, 65536, 70000, "chunk 0", &c2) == CKPZ_OK && !memcmp(&c, &c2, sizeof c));
     CHECK(ctr_chunk_read(ctx, fb, 32768, 70000, "chunk 0", &c2) == CKPZ_ERR_CORRUPT);  /* raw > chunk size */
@@ -435,8 +448,15 @@ static void test_container(void)
     /* index round trip and consistency checks */
     uint64_t shape[2] = {4, 8};
     ctr_entry e[2] = {{.name = "", .length = 100, .nchunks = 1},
-                      {.dtype = 1, .name_len = 1, .ndim = 2, .name = "w", .shape = shape, .offset = 100,
-                       .length = 64, .first_chunk = 1, .nchunks = 1}};
+                      {.dtype = 1,
+                       .name_len = 1,
+                       .ndim = 2,
+                       .name = "w",
+                       .shape = shape,
+                       .offset = 100,
+                       .length = 64,
+                       .first_chunk = 1,
+                       .nchunks = 1}};
     ctr_chunkrec cr[2] = {{32, 100, 50}, {100, 64, 60}};
     size_t isz = ctr_index_size(e, 2, 2);
     uint8_t *ib = malloc(isz);
@@ -450,7 +470,8 @@ static void test_container(void)
     free(pe);
     free(pc);
     CHECK(ctr_index_read(ctx, ib, isz, 1000, 165, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
-    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);  /* frame past index */
+    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) ==
+          CKPZ_ERR_CORRUPT);  /* frame past index */
     st64(ib + 8, 1ull << 40); /* entry count */
     CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
     free(ib);
@@ -576,13 +597,17 @@ static void test_dtypes(void)
           from_d(CKPZ_DTYPE_F16, 65520.0) == 0x7c00 && from_d(CKPZ_DTYPE_F16, 65519.0) == 0x7bff);
 
     /* FP8: e4m3fn has no infinities, its only NaNs are S.1111.111 */
-    static const struct { ckpz_dtype t; uint8_t b; double v; } f8[] = {
-        {CKPZ_DTYPE_F8E4M3, 0x00, 0.0}, {CKPZ_DTYPE_F8E4M3, 0x01, 0x1p-9}, {CKPZ_DTYPE_F8E4M3, 0x07, 7 * 0x1p-9},
-        {CKPZ_DTYPE_F8E4M3, 0x08, 0x1p-6}, {CKPZ_DTYPE_F8E4M3, 0x38, 1.0}, {CKPZ_DTYPE_F8E4M3, 0x78, 256.0},
-        {CKPZ_DTYPE_F8E4M3, 0x7e, 448.0}, {CKPZ_DTYPE_F8E4M3, 0x7f, NAN}, {CKPZ_DTYPE_F8E4M3, 0xfe, -448.0},
-        {CKPZ_DTYPE_F8E4M3, 0xff, NAN}, {CKPZ_DTYPE_F8E4M3, 0x80, -0.0}, {CKPZ_DTYPE_F8E5M2, 0x3c, 1.0},
-        {CKPZ_DTYPE_F8E5M2, 0x01, 0x1p-16}, {CKPZ_DTYPE_F8E5M2, 0x7b, 57344.0}, {CKPZ_DTYPE_F8E5M2, 0x7c, INFINITY},
-        {CKPZ_DTYPE_F8E5M2, 0x7d, NAN}, {CKPZ_DTYPE_F8E5M2, 0xfc, -INFINITY}, {CKPZ_DTYPE_F8E5M2, 0xc0, -2.0},
+    static const struct {
+        ckpz_dtype t;
+        uint8_t b;
+        double v;
+    } f8[] = {
+        {CKPZ_DTYPE_F8E4M3, 0x00, 0.0},     {CKPZ_DTYPE_F8E4M3, 0x01, 0x1p-9},    {CKPZ_DTYPE_F8E4M3, 0x07, 7 * 0x1p-9},
+        {CKPZ_DTYPE_F8E4M3, 0x08, 0x1p-6},  {CKPZ_DTYPE_F8E4M3, 0x38, 1.0},       {CKPZ_DTYPE_F8E4M3, 0x78, 256.0},
+        {CKPZ_DTYPE_F8E4M3, 0x7e, 448.0},   {CKPZ_DTYPE_F8E4M3, 0x7f, NAN},       {CKPZ_DTYPE_F8E4M3, 0xfe, -448.0},
+        {CKPZ_DTYPE_F8E4M3, 0xff, NAN},     {CKPZ_DTYPE_F8E4M3, 0x80, -0.0},      {CKPZ_DTYPE_F8E5M2, 0x3c, 1.0},
+        {CKPZ_DTYPE_F8E5M2, 0x01, 0x1p-16}, {CKPZ_DTYPE_F8E5M2, 0x7b, 57344.0},   {CKPZ_DTYPE_F8E5M2, 0x7c, INFINITY},
+        {CKPZ_DTYPE_F8E5M2, 0x7d, NAN},     {CKPZ_DTYPE_F8E5M2, 0xfc, -INFINITY}, {CKPZ_DTYPE_F8E5M2, 0xc0, -2.0},
     };
     for (size_t i = 0; i < sizeof f8 / sizeof *f8; i++)
         CHECKF(same_value(to_d(f8[i].t, f8[i].b), f8[i].v), "%s 0x%02x: %g, not %g", ckpz_dtype_name(f8[i].t), f8[i].b,

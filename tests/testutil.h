@@ -8,22 +8,22 @@
 
 static int test_failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-            test_failures++;                                                          \
-        }                                                                             \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            test_failures++;                                                         \
+        }                                                                            \
     } while (0)
 
-#define CHECKF(cond, ...)                                                             \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-            test_failures++;                                                          \
-        }                                                                             \
+#define CHECKF(cond, ...)                                                            \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+            test_failures++;                                                         \
+        }                                                                            \
     } while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

@@ -137,8 +137,10 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     a->pr = pr;
     a->opaque = opaque;
     a->mem_limit = p.mem_limit;
-    a->info = (ckpz_archive_info){sizeof a->info, h.version, (ckpz_input_format)h.format, t.original_size, file_size,
-                                  h.chunk_size, t.content_crc, a->ne, a->nc, h.lossy};
+    a->info = (ckpz_archive_info){sizeof a->info,  h.version, (ckpz_input_format)h.format,
+                                  t.original_size, file_size, h.chunk_size,
+                                  t.content_crc,   a->ne,     a->nc,
+                                  h.lossy};
     free(ib);
     *out = a;
     return CKPZ_OK;
@@ -245,8 +247,7 @@ static void chunk_where(char *buf, size_t size, const ckpz_archive *a, uint64_t 
     if (first < e)
         snprintf(buf, size, "chunk %llu (tensors '%.60s' to '%.60s' (packed))", (unsigned long long)k,
                  entry_name(first), entry_name(e));
-    else
-        snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k, entry_name(e));
+    else snprintf(buf, size, "chunk %llu (tensor '%.100s')", (unsigned long long)k, entry_name(e));
 }
 
 /* archive.h */
@@ -455,9 +456,10 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
     if (depth > njobs) depth = (size_t)njobs;
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
-    sstate st = {a, wm && !workmem_scratch(wm, workers + 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
-                        ? wm->scratch
-                        : NULL,
+    sstate st = {a,
+                 wm && !workmem_scratch(wm, workers + 1, cs, a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
+                     ? wm->scratch
+                     : NULL,
                  straddle ? calloc((size_t)workers + 1, sizeof(uint8_t *)) : NULL};
     sjob *jobs = calloc(depth, sizeof *jobs), *j;
     uint8_t **lent = calloc(depth, sizeof *lent); /* slot i's raw buffer, borrowed with its frame */

@@ -74,8 +74,8 @@ static ckpz_error compress_once(ckpz_ctx *ctx, const ckpz_params *q, const void 
 /* ckpz_compress_into. The file as the input is described, if it fits the bound; else
  * the input coded as opaque bytes, which always fits (see above). Either way the output
  * does not depend on cap, which only decides whether it can be kept. */
-static ckpz_error compress_memory(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
-                                  void *dst, size_t cap, size_t *written)
+static ckpz_error compress_memory(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size, void *dst,
+                                  size_t cap, size_t *written)
 {
     ckpz_params q;
     ctx_clear(ctx);
@@ -116,8 +116,8 @@ ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params, const vo
     return compress_memory(ctx, params, src, src_size, dst, dst_capacity, written);
 }
 
-ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
-                                void **dst, size_t *dst_size)
+ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size, void **dst,
+                                size_t *dst_size)
 {
     *dst = NULL;
     *dst_size = 0;
@@ -139,8 +139,8 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
     return CKPZ_OK;
 }
 
-ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
-                                  void *dst, size_t dst_size)
+ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size, void *dst,
+                                  size_t dst_size)
 {
     ctx_clear(ctx);
     return archive_restore_memory(ctx, params, src, src_size, dst, dst_size);

@@ -12,8 +12,8 @@
 #include "common/pipeline.h"
 #include "io/io.h"
 
-ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
-                              const ckpz_sink *dst, ckpz_stats *stats)
+ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                              ckpz_stats *stats)
 {
     ctx_clear(ctx);
     ckpz_params p; /* with the hooks in effect (io_resolve) */
@@ -75,8 +75,11 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         if ((err = reader_emit(&d, j))) goto fail;
     if ((err = reader_end(&d))) goto fail;
     if (stats) {
-        ckpz_stats st = {.struct_size = sizeof st, .original_bytes = d.original, .compressed_bytes = d.in_pos,
-                         .chunks = d.nc, .format = (ckpz_input_format)h.format};
+        ckpz_stats st = {.struct_size = sizeof st,
+                         .original_bytes = d.original,
+                         .compressed_bytes = d.in_pos,
+                         .chunks = d.nc,
+                         .format = (ckpz_input_format)h.format};
         for (size_t i = 0; i < d.ne; i++)
             if (d.e[i].dtype != CKPZ_DTYPE_NONE) st.tensors++;
         OUT_GIVE(stats, &st);

@@ -192,8 +192,7 @@ ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, ui
     size_t fbound = workmem_out_bound(p->chunk_size);
     uint64_t done = 0, coded_raw = 0, all_raw = 0;
     for (uint64_t k = first; k < first + n; k++) all_raw += s->c[k].raw_len;
-    if (!wm || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
-        goto nomem;
+    if (!wm || workmem_scratch(wm, workers + 1, p->chunk_size, s->lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0)) goto nomem;
     if (s->njobs < depth) {
         cjob *more = realloc(s->jobs, depth * sizeof *more);
         if (!more) goto nomem;
@@ -215,8 +214,7 @@ ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, ui
         } else {
             /* the oldest job (all of them after the last chunk) is done: its frame and record */
             while ((j = pipeline_retire(pline))) {
-                if (j->d.raw_len && !j->r.copy && ckpz_mem_write(&outm, j->out, (size_t)j->r.out_len) != 0)
-                    goto nomem;
+                if (j->d.raw_len && !j->r.copy && ckpz_mem_write(&outm, j->out, (size_t)j->r.out_len) != 0) goto nomem;
                 memcpy((uint8_t *)records + done++ * CKPZ_SPLIT_RECORD_SIZE, &j->r, sizeof j->r);
                 coded_raw += j->d.raw_len;
                 if (s->progress && s->progress(s->progress_opaque, coded_raw, all_raw)) {
@@ -319,8 +317,9 @@ static ckpz_error lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_
     if (upto > s->nc || upto < from || (n && (first < from || first > upto || n > upto - first))) {
         writer_free(&s->w);
         s->laying = 0; /* a failed call ends the layout, whatever failed */
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu laid out to %llu, after %llu", (unsigned long long)first,
-                        (unsigned long long)(first + n), (unsigned long long)upto, (unsigned long long)from);
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunks %llu..%llu laid out to %llu, after %llu",
+                        (unsigned long long)first, (unsigned long long)(first + n), (unsigned long long)upto,
+                        (unsigned long long)from);
     }
     ckpz_mem head = {0}, tail = {0};
     collect region = {coded, coded_len, {0}, NULL, NULL, 0, 0, 0};
@@ -346,8 +345,7 @@ static ckpz_error lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_
         int mine = n && k >= first && k < first + n;
         const uint8_t *frame = NULL;
         if (r.out_len > workmem_out_bound(s->p.chunk_size)) {
-            err = ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk %llu's record is not one of this plan's",
-                           (unsigned long long)k);
+            err = ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk %llu's record is not one of this plan's", (unsigned long long)k);
             break;
         }
         if (k == first) out->region_offset = w->pos;
@@ -385,7 +383,8 @@ static ckpz_error lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_
         out->file_size = w->pos;
         if (upto == s->nc) {
             out->content_checksum = w->content_crc;
-            out->stats = (ckpz_stats){sizeof out->stats, w->original, w->pos, s->pl.tensor_bytes, s->pl.tensors, w->nc, s->pl.segs.format};
+            out->stats = (ckpz_stats){sizeof out->stats, w->original, w->pos,           s->pl.tensor_bytes,
+                                      s->pl.tensors,     w->nc,       s->pl.segs.format};
         }
         s->laid = upto;
     } else {
@@ -402,8 +401,8 @@ static ckpz_error lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_
 /* The pointers out holds must lie within its struct_size: ckpz_split_out_free frees them. */
 #define SPLIT_OUT_MIN offsetof(ckpz_split_out, stats)
 
-ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first,
-                          uint64_t n, const void *coded, size_t coded_len, ckpz_split_out *out)
+ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t upto, uint64_t first, uint64_t n,
+                          const void *coded, size_t coded_len, ckpz_split_out *out)
 {
     ctx_clear(ctx);
     if (OUT_CHECK(ctx, out, "ckpz_split_out")) return CKPZ_ERR_PARAM;
@@ -416,8 +415,8 @@ ckpz_error ckpz_split_lay(ckpz_ctx *ctx, ckpz_split *s, const void *records, uin
     return err;
 }
 
-ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
-                       const void *coded, size_t coded_len, ckpz_split_out *out)
+ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n, const void *coded,
+                       size_t coded_len, ckpz_split_out *out)
 {
     if (first > s->nc || n > s->nc - first) {
         ctx_clear(ctx);

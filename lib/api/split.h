@@ -17,7 +17,7 @@ ckpz_error split_code(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, uint64_t n, 
 /* From the records of all chunks (in order) and the frames coded for chunks [first,
  * first + n) (as split_code gave them): the file's layout and the bytes of those chunks,
  * as ckpz_split_lay gives them for the whole file. Abandons a layout in progress. */
-ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n,
-                       const void *coded, size_t coded_len, ckpz_split_out *out);
+ckpz_error split_write(ckpz_ctx *ctx, ckpz_split *s, const void *records, uint64_t first, uint64_t n, const void *coded,
+                       size_t coded_len, ckpz_split_out *out);
 
 #endif

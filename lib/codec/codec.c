@@ -20,10 +20,7 @@
 #include "transforms/quant.h"
 #include "transforms/xform.h"
 
-size_t chunk_planes_bound(size_t n, int lossy)
-{
-    return xf_scratch_bound(n, lossy);
-}
+size_t chunk_planes_bound(size_t n, int lossy) { return xf_scratch_bound(n, lossy); }
 
 /* The planes on a cache line's start: the split loops store 64 bytes at a time at
  * plane + 64k, each store one line instead of two (a malloc'd block starts at any
@@ -73,16 +70,12 @@ void chunk_scratch_free(chunk_scratch *s)
     free(s);
 }
 
-size_t chunk_frame_bound(size_t n)
-{
-    return CTR_FRAME_SIZE + xf_coded_bound(n, CTR_PLANE_DESC);
-}
+size_t chunk_frame_bound(size_t n) { return CTR_FRAME_SIZE + xf_coded_bound(n, CTR_PLANE_DESC); }
 
 /* Codes the transform's planes into the payload after the frame header, each with the
  * entropy stage's choice for its role, and seals the frame: plane descriptors, lengths,
  * checksums. Returns the frame length. */
-static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n, const xf_out *o,
-                          uint8_t *out)
+static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n, const xf_out *o, uint8_t *out)
 {
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)o->n * CTR_PLANE_DESC;
     for (unsigned i = 0; i < o->n; i++) {
@@ -108,13 +101,19 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
 /* Codes the chunk with one predictor (and, for diff residuals with esc_low >= 0, the
  * escape transform with threshold esc_t, keeping esc_low low bytes as plain planes). */
 static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                          const uint8_t *base, uint8_t pred, int esc_low, unsigned esc_t, uint8_t *planes,
-                          uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
+                          const uint8_t *base, uint8_t pred, int esc_low, unsigned esc_t, uint8_t *planes, uint8_t *out,
+                          uint32_t *raw_crc, uint32_t *base_crc)
 {
     ctr_chunk h = {0};
     xf_esc_opt eo = {(unsigned)esc_low, esc_t};
-    xf_enc e = {.pred = pred, .dtype = dtype, .raw = raw, .n = n, .base = base, .scratch = planes,
-                .base_crc = base_crc, .opt = &eo};
+    xf_enc e = {.pred = pred,
+                .dtype = dtype,
+                .raw = raw,
+                .n = n,
+                .base = base,
+                .scratch = planes,
+                .base_crc = base_crc,
+                .opt = &eo};
     e.xf = xf_for_chunk(pred, dtype, esc_low, &e.esize);
     xf_out o;
     xf_get(e.xf)->encode(&e, &o, raw_crc); /* lossless transforms take every chunk */
@@ -133,8 +132,8 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     unsigned esc_t;
     uint8_t pred = pred_choose(dtype, raw, base, n, &low, &esc_t);
     if (level < 7) {
-        size_t len =
-            encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, base_crc);
+        size_t len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc,
+                                 base_crc);
         /* The estimate is order-0: it cannot see the zero runs that stand-alone coding
          * turns into almost nothing (sparse gradients). Where a sample of elements is a
          * quarter zero or more, code stand-alone too and keep the smaller. */
@@ -145,8 +144,8 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
             zeros += (es >= 8 ? v : v & ((1ull << (8 * es)) - 1)) == 0;
         }
         if (pred != PRED_NONE && zeros * 4 >= seen && seen) {
-            size_t len0 =
-                encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
+            size_t len0 = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc,
+                                      NULL);
             if (len0 <= len) return len0;
             len = encode_with(ec, level, dtype, entry, raw, n, base, pred, low, esc_t, planes, out, raw_crc, NULL);
         }
@@ -189,8 +188,15 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     quant_stats cs;
     quant_stats_init(&cs);
     quant_opt q = {s->qw[worker], plan, elem0, rest, &cs};
-    xf_enc e = {.xf = XF_QUANT, .esize = (uint8_t)ckpz_dtype_size(dtype), .pred = PRED_NONE, .dtype = dtype,
-                .raw = raw, .n = n, .base = base, .scratch = planes, .opt = &q};
+    xf_enc e = {.xf = XF_QUANT,
+                .esize = (uint8_t)ckpz_dtype_size(dtype),
+                .pred = PRED_NONE,
+                .dtype = dtype,
+                .raw = raw,
+                .n = n,
+                .base = base,
+                .scratch = planes,
+                .opt = &q};
     xf_out o;
     uint32_t crc = 0;
     int np = xf_get(XF_QUANT)->encode(&e, &o, &crc);
@@ -322,8 +328,8 @@ static ckpz_error read_end(xf_in *in)
     return CKPZ_OK;
 }
 
-ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
-                        const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen)
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload, const uint8_t *base,
+                        uint8_t *planes, uint8_t *out, char *why, size_t whylen)
 {
     if (h->pred != PRED_NONE && (h->pred == PRED_COPY || !base)) {
         snprintf(why, whylen, "%s predictor without base bytes to predict from", pred_name(h->pred));
@@ -338,8 +344,13 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
         snprintf(why, whylen, "compressed data checksum mismatch");
         return CKPZ_ERR_CHECKSUM;
     }
-    plane_reader r = {{read_plane, read_end, why, whylen}, ec, payload, (size_t)h->nplanes * CTR_PLANE_DESC,
-                      h->payload_len, 0, h->nplanes};
+    plane_reader r = {{read_plane, read_end, why, whylen},
+                      ec,
+                      payload,
+                      (size_t)h->nplanes * CTR_PLANE_DESC,
+                      h->payload_len,
+                      0,
+                      h->nplanes};
     xf_chunk c = {h->xf, h->esize, h->nplanes, h->pred, h->raw_len, h->raw_crc, dtype, base, planes, out};
     return t->decode(&c, &r.in);
 }

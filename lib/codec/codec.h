@@ -59,8 +59,8 @@ void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out
  * predictor is then corrupt). Copy frames are not decoded here: their bytes are the
  * base's, checked with chunk_copy_check. On failure returns an error code and writes
  * the reason to why. */
-ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
-                        const uint8_t *base, uint8_t *planes, uint8_t *out, char *why, size_t whylen);
+ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload, const uint8_t *base,
+                        uint8_t *planes, uint8_t *out, char *why, size_t whylen);
 
 /* Checks a copy frame against the base's bytes it stands for (h->raw_len bytes). */
 ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, size_t whylen);

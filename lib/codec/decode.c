@@ -55,9 +55,9 @@ static const char *entry_name(const reader *d, uint32_t i)
 static void chunk_owner(const reader *d, size_t first, uint32_t owner, char *buf, size_t size)
 {
     if (first < owner)
-        snprintf(buf, size, "tensors '%.60s' to '%.60s' (packed)", entry_name(d, (uint32_t)first), entry_name(d, owner));
-    else
-        snprintf(buf, size, "tensor '%.100s'", entry_name(d, owner));
+        snprintf(buf, size, "tensors '%.60s' to '%.60s' (packed)", entry_name(d, (uint32_t)first),
+                 entry_name(d, owner));
+    else snprintf(buf, size, "tensor '%.100s'", entry_name(d, owner));
 }
 
 /* Reads exactly n bytes; a short read is a truncated stream. */
@@ -142,8 +142,8 @@ ckpz_error reader_end(reader *d)
         err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "index checksum mismatch");
         goto out;
     }
-    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit,
-                              d->flags, &e, &ne, &c, &nc)))
+    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit, d->flags,
+                              &e, &ne, &c, &nc)))
         goto out;
     int same = t.original_size == d->original && ne == d->ne && nc == d->nc;
     for (size_t i = 0; same && i < nc; i++)

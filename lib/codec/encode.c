@@ -39,10 +39,10 @@ void encode_job(void *v, int worker, void *arg)
          * coding is cheap. A group that leads a larger owner is coded as the owner. */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes,
-                                       j->out, &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
-                                  &r->raw_crc, NULL);
+        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
+                                       &r->raw_crc, NULL);
+        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, j->raw, d->raw_len, NULL, planes, j->out, &r->raw_crc,
+                                  NULL);
         if (as_bytes < r->out_len)
             r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
                                       &r->raw_crc, NULL);
@@ -55,8 +55,8 @@ void encode_job(void *v, int worker, void *arg)
      * lossy coder falls back to lossless coding, which can, when that would be larger),
      * so the chunk restores its original bytes either way. */
     if (r->out_len > chunk_frame_bound(d->raw_len))
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len,
-                                  NULL, ws->scratch->planes[worker], j->out, &r->raw_crc, NULL);
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL,
+                                  ws->scratch->planes[worker], j->out, &r->raw_crc, NULL);
 }
 
 void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,

@@ -130,7 +130,8 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
         if (s->length > pl->p->mem_limit)
             return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT,
                             "tensor '%.100s' (%llu bytes) is larger than the memory limit, which %s needs whole",
-                            s->name, (unsigned long long)s->length, q->mode == QM_ABS ? "prune" : quant_mode_name(q->mode));
+                            s->name, (unsigned long long)s->length,
+                            q->mode == QM_ABS ? "prune" : quant_mode_name(q->mode));
         uint8_t *buf = NULL;
         if (!pl->skip) {
             if (!(buf = realloc(pl->whole, (size_t)s->length)))
@@ -257,8 +258,23 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         quant_plan *plan = &pl->plan;
         if (plan->spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
             e->flags |= CTR_ENTRY_LOSSY;
-            e->lossy = (ctr_lossy){plan->spec.mode, plan->spec.bits, plan->spec.sym, plan->spec.per_row, plan->group,
-                                   plan->spec.bound, plan->abs_bound, plan->prune_thr, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+            e->lossy = (ctr_lossy){plan->spec.mode,
+                                   plan->spec.bits,
+                                   plan->spec.sym,
+                                   plan->spec.per_row,
+                                   plan->group,
+                                   plan->spec.bound,
+                                   plan->abs_bound,
+                                   plan->prune_thr,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0};
         } else {
             plan->spec.mode = QM_NONE;
         }

@@ -22,10 +22,7 @@ void ckpz_ctx_free(ckpz_ctx *ctx)
  * compress_job (compress.c) codes the chunk again as opaque bytes (transform none, one
  * plane: at most CTR_FRAME_SIZE + CTR_PLANE_DESC + n), which is what the file gets; the
  * buffer only has to hold the first attempt. */
-size_t workmem_out_bound(size_t chunk_size)
-{
-    return chunk_frame_bound(chunk_size) + chunk_size / 2 + 128;
-}
+size_t workmem_out_bound(size_t chunk_size) { return chunk_frame_bound(chunk_size) + chunk_size / 2 + 128; }
 
 struct workmem *workmem_take(ckpz_ctx *ctx)
 {

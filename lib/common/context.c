@@ -53,11 +53,10 @@ int out_check(ckpz_ctx *ctx, const void *out, size_t full, const char *type)
     size_t have;
     memcpy(&have, out, sizeof have);
     if (have >= sizeof have && have <= full) return 0;
-    if (have == 0)
-        ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size is 0: set it to sizeof(%s)", type, type);
+    if (have == 0) ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size is 0: set it to sizeof(%s)", type, type);
     else
-        ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size %zu is not a size of it this library fills (%zu to %zu)%s",
-                 type, have, sizeof have, full, have > full ? ": the program's ckpz.h is newer than the library" : "");
+        ctx_fail(ctx, CKPZ_ERR_PARAM, "%s.struct_size %zu is not a size of it this library fills (%zu to %zu)%s", type,
+                 have, sizeof have, full, have > full ? ": the program's ckpz.h is newer than the library" : "");
     return -1;
 }
 
@@ -100,8 +99,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
 {
     ckpz_params_init(out);
     if (in) {
-        if (in->struct_size < offsetof(ckpz_params, progress_opaque) + sizeof(void *) ||
-            in->struct_size > sizeof *out)
+        if (in->struct_size < offsetof(ckpz_params, progress_opaque) + sizeof(void *) || in->struct_size > sizeof *out)
             return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_params not initialised with ckpz_params_init");
         memcpy(out, in, in->struct_size);
         out->struct_size = sizeof *out;
@@ -125,8 +123,8 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
     if (out->threads > 256) out->threads = 256;
     if (out->chunk_size == 0) out->chunk_size = CKPZ_DEFAULT_CHUNK;
     if (out->chunk_size < CKPZ_CHUNK_MIN || out->chunk_size > CKPZ_CHUNK_MAX)
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk size %zu out of range %u..%u", out->chunk_size,
-                        CKPZ_CHUNK_MIN, CKPZ_CHUNK_MAX);
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "chunk size %zu out of range %u..%u", out->chunk_size, CKPZ_CHUNK_MIN,
+                        CKPZ_CHUNK_MAX);
     out->chunk_size &= ~(size_t)7; /* a whole number of elements of every dtype */
     if ((unsigned)out->format >= CKPZ_INPUT_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown input format");
     if ((unsigned)out->raw_dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_PARAM, "unknown dtype");

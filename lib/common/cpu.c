@@ -25,10 +25,7 @@ static unsigned hardware(void)
     return f;
 }
 
-const char *cpu_level_name(int level)
-{
-    return level >= CPU_AVX512 ? "avx512" : level == CPU_AVX2 ? "avx2" : "scalar";
-}
+const char *cpu_level_name(int level) { return level >= CPU_AVX512 ? "avx512" : level == CPU_AVX2 ? "avx2" : "scalar"; }
 
 /* The groups a level allows. */
 static unsigned allowed(const char *cap)

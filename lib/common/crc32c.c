@@ -52,8 +52,7 @@ static void make_tables(crc_poly *P)
         P->table[0][i] = c;
     }
     for (unsigned i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            P->table[t][i] = (P->table[t - 1][i] >> 8) ^ P->table[0][P->table[t - 1][i] & 0xff];
+        for (int t = 1; t < 8; t++) P->table[t][i] = (P->table[t - 1][i] >> 8) ^ P->table[0][P->table[t - 1][i] & 0xff];
     __atomic_store_n(&P->table_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -66,9 +65,8 @@ static uint32_t crc_soft(crc_poly *P, uint32_t crc, const uint8_t *p, size_t n)
         uint64_t v;
         memcpy(&v, p, 8);
         v ^= crc; /* little-endian host assumed by the slicing tables */
-        crc = table[7][v & 0xff] ^ table[6][(v >> 8) & 0xff] ^ table[5][(v >> 16) & 0xff] ^
-              table[4][(v >> 24) & 0xff] ^ table[3][(v >> 32) & 0xff] ^ table[2][(v >> 40) & 0xff] ^
-              table[1][(v >> 48) & 0xff] ^ table[0][v >> 56];
+        crc = table[7][v & 0xff] ^ table[6][(v >> 8) & 0xff] ^ table[5][(v >> 16) & 0xff] ^ table[4][(v >> 24) & 0xff] ^
+              table[3][(v >> 32) & 0xff] ^ table[2][(v >> 40) & 0xff] ^ table[1][(v >> 48) & 0xff] ^ table[0][v >> 56];
         p += 8;
         n -= 8;
     }
@@ -108,10 +106,7 @@ static uint32_t x_pow(uint32_t poly, uint64_t e)
  * product of 64-bit values comes out multiplied by x. So H*x^(64+d) + L*x^d mod P is
  * clmul(H, x^(63+d) mod P) ^ clmul(L, x^(d-1) mod P), the 32-bit remainders placed in
  * the high half of each 64-bit operand (bit 63-e holds x^e). */
-static uint64_t fold_k(uint32_t poly, uint64_t e)
-{
-    return (uint64_t)x_pow(poly, e) << 32;
-}
+static uint64_t fold_k(uint32_t poly, uint64_t e) { return (uint64_t)x_pow(poly, e) << 32; }
 
 /* 1 when P->fold_tab may be read. One thread computes it; others meanwhile take a
  * slower path instead of waiting or writing the table too. */
@@ -167,7 +162,8 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t n)
 #ifdef CRC_HAVE_X86
     unsigned f = cpu_features();
     if (f & CPU_SSE42) {
-        const uint64_t(*fold)[2] = n >= 1024 && (f & CPU_VPCLMUL) && fold_ready(&castagnoli) ? castagnoli.fold_tab : NULL;
+        const uint64_t(*fold)[2] = n >= 1024 && (f & CPU_VPCLMUL) && fold_ready(&castagnoli) ? castagnoli.fold_tab
+                                                                                             : NULL;
         crc = crc32c_sse42(crc, buf, n, fold);
     } else {
         crc = crc_soft(&castagnoli, crc, buf, n);

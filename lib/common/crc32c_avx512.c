@@ -7,11 +7,10 @@
 #ifdef CRC_HAVE_X86
 #define CLMUL_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
 
-static inline __attribute__((always_inline)) CLMUL_TARGET __m512i fold512(__m512i a, __m512i k,
-                                                                         __m512i data)
+static inline __attribute__((always_inline)) CLMUL_TARGET __m512i fold512(__m512i a, __m512i k, __m512i data)
 {
-    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00),
-                                     _mm512_clmulepi64_epi128(a, k, 0x11), data, 0x96);
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(a, k, 0x00), _mm512_clmulepi64_epi128(a, k, 0x11), data,
+                                     0x96);
 }
 
 static inline __attribute__((always_inline)) CLMUL_TARGET __m512i ld_st512(const uint8_t *p, uint8_t *dst)
@@ -24,8 +23,7 @@ static inline __attribute__((always_inline)) CLMUL_TARGET __m512i ld_st512(const
 /* With dst, every block folded is also stored there (inlined twice: the stores are
  * compiled out of crc_fold512). */
 static inline __attribute__((always_inline)) CLMUL_TARGET __m128i fold512_run(const crc_fold_tab k, uint32_t crc,
-                                                                             uint8_t *dst, const uint8_t *p,
-                                                                             size_t n)
+                                                                              uint8_t *dst, const uint8_t *p, size_t n)
 {
 #define K512(d) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)k[d]))
 #define LD(o) ld_st512(p + (o), dst ? dst + (o) : NULL)
@@ -45,8 +43,7 @@ static inline __attribute__((always_inline)) CLMUL_TARGET __m128i fold512_run(co
     }
     const __m512i k1 = K512(FOLD_D512);
     a3 = fold512(a0, K512(FOLD_D1536), fold512(a1, K512(FOLD_D1024), fold512(a2, k1, a3)));
-    for (; n >= 64; p += 64, dst = dst ? dst + 64 : NULL, n -= 64)
-        a3 = fold512(a3, k1, LD(0));
+    for (; n >= 64; p += 64, dst = dst ? dst + 64 : NULL, n -= 64) a3 = fold512(a3, k1, LD(0));
 #undef LD
 #undef K512
     __m128i r = fold128(_mm512_extracti32x4_epi32(a3, 0), k[FOLD_D384], _mm512_extracti32x4_epi32(a3, 3));

@@ -35,11 +35,10 @@ typedef uint64_t crc_fold_tab[FOLD_N][2];
 
 /* Folds the 128-bit accumulator a forward by the distance of k2 onto data. */
 static inline __attribute__((always_inline)) PCLMUL_TARGET __m128i fold128(__m128i a, const uint64_t k2[2],
-                                                                          __m128i data)
+                                                                           __m128i data)
 {
     __m128i k = _mm_loadu_si128((const __m128i *)(const void *)k2);
-    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00),
-                                       _mm_clmulepi64_si128(a, k, 0x11)), data);
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), data);
 }
 
 /* A 16-byte load from p, also stored to dst unless dst is NULL (for the folding loops

@@ -11,8 +11,7 @@
  * stored there: the copy costs no second pass over the data (inlined twice, the stores
  * compiled out of crc_fold128). */
 static inline __attribute__((always_inline)) PCLMUL_TARGET __m128i fold128_run(const crc_fold_tab k, uint32_t crc,
-                                                                              uint8_t *dst, const uint8_t *p,
-                                                                              size_t n)
+                                                                               uint8_t *dst, const uint8_t *p, size_t n)
 {
 #define LD(o) ld_st128(p + (o), dst ? dst + (o) : NULL)
     __m128i a0 = _mm_xor_si128(LD(0), _mm_cvtsi32_si128((int)crc)), a1 = LD(16), a2 = LD(32), a3 = LD(48);
@@ -25,10 +24,8 @@ static inline __attribute__((always_inline)) PCLMUL_TARGET __m128i fold128_run(c
         a2 = fold128(a2, k[FOLD_D512], LD(32));
         a3 = fold128(a3, k[FOLD_D512], LD(48));
     }
-    __m128i r = fold128(a0, k[FOLD_D384],
-                        fold128(a1, k[FOLD_D256], fold128(a2, k[FOLD_D128], a3)));
-    for (; n >= 16; p += 16, dst = dst ? dst + 16 : NULL, n -= 16)
-        r = fold128(r, k[FOLD_D128], LD(0));
+    __m128i r = fold128(a0, k[FOLD_D384], fold128(a1, k[FOLD_D256], fold128(a2, k[FOLD_D128], a3)));
+    for (; n >= 16; p += 16, dst = dst ? dst + 16 : NULL, n -= 16) r = fold128(r, k[FOLD_D128], LD(0));
 #undef LD
     return r;
 }
@@ -54,7 +51,7 @@ static uint32_t x_pow8_8192(void)
 }
 
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p, size_t n,
-                                                         const crc_fold_tab fold)
+                                                        const crc_fold_tab fold)
 {
     if (n >= 1024 && fold) {
         size_t done = n - n % 64;

@@ -14,8 +14,7 @@ struct ckpz_ctx {
 };
 
 /* Records the message (printf format) and returns code, for `return ctx_fail(...)`. */
-ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+ckpz_error ctx_fail(ckpz_ctx *ctx, ckpz_error code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void ctx_clear(ckpz_ctx *ctx);
 
 /* A raw shape (ckpz_params.raw_ndim, raw_shape) for format f and element type t: 0, or

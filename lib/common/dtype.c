@@ -20,12 +20,9 @@ static double minifloat(uint32_t v, unsigned ebits, unsigned mbits, int inf)
     uint32_t e = (v >> mbits) & ((1u << ebits) - 1), m = v & ((1u << mbits) - 1);
     int bias = (1 << (ebits - 1)) - 1;
     double x;
-    if (e == (1u << ebits) - 1 && (inf || m == (1u << mbits) - 1))
-        x = inf && !m ? INFINITY : NAN;
-    else if (e == 0)
-        x = ldexp((double)m, 1 - bias - (int)mbits);
-    else
-        x = ldexp((double)(m | 1u << mbits), (int)e - bias - (int)mbits);
+    if (e == (1u << ebits) - 1 && (inf || m == (1u << mbits) - 1)) x = inf && !m ? INFINITY : NAN;
+    else if (e == 0) x = ldexp((double)m, 1 - bias - (int)mbits);
+    else x = ldexp((double)(m | 1u << mbits), (int)e - bias - (int)mbits);
     return (v >> (ebits + mbits)) & 1 ? -x : x;
 }
 
@@ -158,10 +155,7 @@ ckpz_dtype dtype_find(enum dt_naming naming, const char *s, size_t len)
     return CKPZ_DTYPE_COUNT_;
 }
 
-const char *ckpz_dtype_name(ckpz_dtype t)
-{
-    return (unsigned)t < CKPZ_DTYPE_COUNT_ ? dtype_table[t].name : NULL;
-}
+const char *ckpz_dtype_name(ckpz_dtype t) { return (unsigned)t < CKPZ_DTYPE_COUNT_ ? dtype_table[t].name : NULL; }
 
 unsigned ckpz_dtype_size(ckpz_dtype t) { return (unsigned)t < CKPZ_DTYPE_COUNT_ ? dtype_table[t].size : 1; }
 

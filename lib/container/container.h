@@ -82,7 +82,6 @@ typedef struct ctr_chunk {
 #define CTR_FILE_PACKED 4
 /* The file properties a header allows. */
 
-
 /* What a lossy entry was coded with, and the errors it got (doc/format.md). */
 typedef struct ctr_lossy {
     uint8_t mode, bits, sym, per_row; /* transforms/quant.h: quant_mode and quant_spec fields */
@@ -137,8 +136,8 @@ void ctr_chunk_write(uint8_t *out, const ctr_chunk *c);
  * bound for the coders in use); a copy frame (PRED_COPY) has no planes and no payload
  * and may cover more than chunk_size bytes. Whether the chunk's entry has a base (a
  * predictor needs one) is the caller's to check. */
-ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
-                          const char *where, ctr_chunk *c);
+ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload, const char *where,
+                          ctr_chunk *c);
 
 /* Entry record: the stream form (in an entry frame) or the index form (with length
  * and chunk range). */
@@ -158,8 +157,7 @@ void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e);
  * the frame's first 8 bytes: its tag and body length (16..CTR_ENTRY_MAX, and the whole
  * frame, 12 + *blen bytes, within `room`). Then the whole frame in[0..12 + blen): its
  * checksum, and the record, which must fill the body (on failure e holds nothing). */
-ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at,
-                               uint32_t *blen);
+ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at, uint32_t *blen);
 ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t no,
                                 uint64_t at, ctr_entry *e);
 /* 1 when the stream-form fields of a and b agree (an entry frame and its index record). */
@@ -169,9 +167,9 @@ int ctr_entry_same(const ctr_entry *a, const ctr_entry *b);
 size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
 void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
 /* Parses and cross-checks an index (its CRC already verified by the caller). */
-ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
-                          size_t *ne, ctr_chunkrec **chunks, size_t *nc);
+ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
+                          size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
+                          size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
 ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);

@@ -24,7 +24,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
     st16(out + 8, CTR_VERSION_FEAT);
-    st16(out + 10, (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) | (h->packed ? CTR_FEAT_PACKED : 0));
+    st16(out + 10,
+         (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) | (h->packed ? CTR_FEAT_PACKED : 0));
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -133,11 +134,10 @@ void ctr_chunk_write(uint8_t *out, const ctr_chunk *c)
     st32(out + 28, crc32c(0, out, 28));
 }
 
-ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload,
-                          const char *where, ctr_chunk *c)
+ckpz_error ctr_chunk_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t chunk_size, size_t max_payload, const char *where,
+                          ctr_chunk *c)
 {
-    if (ld32(in) != CTR_TAG_CHUNK)
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: frame tag missing", where);
+    if (ld32(in) != CTR_TAG_CHUNK) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: frame tag missing", where);
     if (crc32c(0, in, 28) != ld32(in + 28))
         return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "%s: frame header checksum mismatch", where);
     c->entry = ld32(in + 4);
@@ -241,7 +241,8 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
     if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)))
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: a packed entry coded against the base or lossy");
-    if (e->dtype >= CKPZ_DTYPE_COUNT_) return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
+    if (e->dtype >= CKPZ_DTYPE_COUNT_)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
     if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
     if (index_form) {
         e->length = ld64(p + 16);
@@ -311,8 +312,7 @@ void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e)
     st32(out + 8 + body, crc32c(0, out, 8 + body));
 }
 
-ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at,
-                               uint32_t *blen)
+ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at, uint32_t *blen)
 {
     if (ld32(in) != CTR_TAG_ENTRY)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", no, (unsigned long long)at);
@@ -348,8 +348,8 @@ ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen,
 int ctr_entry_same(const ctr_entry *a, const ctr_entry *b)
 {
     return a->offset == b->offset && a->dtype == b->dtype && a->ndim == b->ndim && a->flags == b->flags &&
-           a->base_offset == b->base_offset && a->name_len == b->name_len &&
-           !memcmp(a->name, b->name, a->name_len) && !memcmp(a->shape, b->shape, 8 * (size_t)a->ndim);
+           a->base_offset == b->base_offset && a->name_len == b->name_len && !memcmp(a->name, b->name, a->name_len) &&
+           !memcmp(a->shape, b->shape, 8 * (size_t)a->ndim);
 }
 
 /* ---- index ---- */
@@ -378,9 +378,9 @@ void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chun
     }
 }
 
-ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
-                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
+                          size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
+                          size_t *nc)
 {
     *entries = NULL;
     *chunks = NULL;

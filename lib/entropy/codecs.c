@@ -17,18 +17,15 @@ static size_t stored_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *d
     (void)c, (void)level;
     if (cap < n) /* broken contract (cap < ent_bound): never write past dst */
         return 0;
-    if (n)
-        memcpy(dst, src, n);
+    if (n) memcpy(dst, src, n);
     return n;
 }
 
 static int stored_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     (void)c;
-    if (srclen != n)
-        return -1;
-    if (n)
-        memcpy(dst, src, n);
+    if (srclen != n) return -1;
+    if (n) memcpy(dst, src, n);
     return 0;
 }
 
@@ -36,10 +33,8 @@ static size_t const_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
 {
     (void)c, (void)level;
     for (size_t i = 1; i < n; i++)
-        if (src[i] != src[0])
-            return 0;
-    if (n == 0 || cap < 1)
-        return 0;
+        if (src[i] != src[0]) return 0;
+    if (n == 0 || cap < 1) return 0;
     dst[0] = src[0];
     return 1;
 }
@@ -47,8 +42,7 @@ static size_t const_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
 static int const_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     (void)c;
-    if (srclen != 1 || n == 0)
-        return -1;
+    if (srclen != 1 || n == 0) return -1;
     memset(dst, src[0], n);
     return 0;
 }
@@ -106,10 +100,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
 };
 /* clang-format on */
 
-const ent_codec_desc *ent_codec_get(unsigned id)
-{
-    return id < ENT_CODEC_LIMIT ? codecs[id] : NULL;
-}
+const ent_codec_desc *ent_codec_get(unsigned id) { return id < ENT_CODEC_LIMIT ? codecs[id] : NULL; }
 
 const char *ent_codec_name(uint8_t codec)
 {
@@ -120,9 +111,10 @@ const char *ent_codec_name(uint8_t codec)
 /* ---- the public coder choice (ckpz_params.codec) --------------------------------------
  * AUTO and RANS are the selector's policies; every other choice is one back end, whose
  * name is its registry row's. */
-static const uint8_t choice_codec[CKPZ_CODEC_COUNT_] = {
-    [CKPZ_CODEC_ZSTD] = ENT_ZSTD, [CKPZ_CODEC_LZ4] = ENT_LZ4, [CKPZ_CODEC_SNAPPY] = ENT_SNAPPY,
-    [CKPZ_CODEC_DEFLATE] = ENT_DEFLATE};
+static const uint8_t choice_codec[CKPZ_CODEC_COUNT_] = {[CKPZ_CODEC_ZSTD] = ENT_ZSTD,
+                                                        [CKPZ_CODEC_LZ4] = ENT_LZ4,
+                                                        [CKPZ_CODEC_SNAPPY] = ENT_SNAPPY,
+                                                        [CKPZ_CODEC_DEFLATE] = ENT_DEFLATE};
 
 const char *ckpz_codec_name(ckpz_codec choice)
 {
@@ -148,7 +140,7 @@ const char *ent_codec_missing(uint8_t codec)
 const char *ent_choice_missing(ckpz_codec choice)
 {
     return (unsigned)choice < CKPZ_CODEC_COUNT_ && choice_codec[choice] ? ent_codec_missing(choice_codec[choice])
-                                                                          : NULL;
+                                                                        : NULL;
 }
 
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice)
@@ -157,18 +149,13 @@ void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice)
     c->force = (unsigned)choice < CKPZ_CODEC_COUNT_ ? choice_codec[choice] : 0;
 }
 
-ent_ctx *ent_ctx_create(void)
-{
-    return calloc(1, sizeof(ent_ctx));
-}
+ent_ctx *ent_ctx_create(void) { return calloc(1, sizeof(ent_ctx)); }
 
 void ent_ctx_free(ent_ctx *c)
 {
-    if (!c)
-        return;
+    if (!c) return;
     for (unsigned id = 0; id < ENT_CODEC_LIMIT; id++)
-        if (codecs[id] && codecs[id]->free)
-            codecs[id]->free(c);
+        if (codecs[id] && codecs[id]->free) codecs[id]->free(c);
     free(c->scratch);
     free(c->bhist);
     free(c->o1cnt);

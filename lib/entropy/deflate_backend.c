@@ -21,8 +21,7 @@ typedef struct {
 
 static deflate_state *state(ent_ctx *c)
 {
-    if (!c->state[ENT_DEFLATE])
-        c->state[ENT_DEFLATE] = calloc(1, sizeof(deflate_state));
+    if (!c->state[ENT_DEFLATE]) c->state[ENT_DEFLATE] = calloc(1, sizeof(deflate_state));
     return c->state[ENT_DEFLATE];
 }
 
@@ -30,14 +29,12 @@ static size_t deflate_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *
 {
     deflate_state *z = state(c);
     int dl = level <= 3 ? 1 : level <= 6 ? 6 : 12;
-    if (!z)
-        return 0;
+    if (!z) return 0;
     if (z->c && z->level != dl) {
         libdeflate_free_compressor(z->c);
         z->c = NULL;
     }
-    if (!z->c && !(z->c = libdeflate_alloc_compressor(dl)))
-        return 0;
+    if (!z->c && !(z->c = libdeflate_alloc_compressor(dl))) return 0;
     z->level = dl;
     /* anything not below n loses to stored; 0 when it does not fit */
     return libdeflate_deflate_compress(z->c, src, n, dst, cap < n ? cap : n - 1);
@@ -46,8 +43,7 @@ static size_t deflate_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *
 static int deflate_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     deflate_state *z = state(c);
-    if (!z || (!z->d && !(z->d = libdeflate_alloc_decompressor())))
-        return -1;
+    if (!z || (!z->d && !(z->d = libdeflate_alloc_decompressor()))) return -1;
     size_t used = 0;
     /* no actual-size pointer: anything but exactly n bytes fails */
     enum libdeflate_result r = libdeflate_deflate_decompress_ex(z->d, src, srclen, dst, n, &used, NULL);

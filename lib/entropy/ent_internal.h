@@ -92,15 +92,13 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
 void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt);
 
 /* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */
-size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                    int level);
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
 int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 /* Estimated order-1 size in bytes (counts its tables); fills c->o1cnt and the plan
  * in c->o1own. sampled: from a quarter of the plane, for deciding only. */
-double rans1_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist0,
-                      int sampled);
+double rans1_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist0, int sampled);
 
 /* One row of the codec registry (codecs.c). */
 typedef struct ent_codec_desc {
@@ -135,9 +133,8 @@ extern const ent_codec_desc ent_deflate_codec; /* deflate_backend.c */
 
 /* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
  * it, like the selector; *codec says what was written. */
-size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
-                       uint8_t *dst, size_t cap, int level, uint8_t *codec);
-
+size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
+                       uint8_t *codec);
 
 /* Vector kernels (x86-64 with GCC or clang; target attributes, chosen at run time
  * through common/cpu.h): every one writes exactly what the portable loop would. */
@@ -153,8 +150,8 @@ size_t rans0_dec_avx2(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_
                       uint8_t *out, size_t len);
 /* rans0_avx512.c: as rans0_enc_avx2. Register tables when the segment's values span at
  * most 64, byte tables otherwise. Needs CPU_AVX512. */
-uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
-                          size_t lo, size_t hi, uint8_t *p);
+uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
+                          uint8_t *p);
 /* hist_avx512.c. Histogram of planes whose values span at most 64 or that are mostly one
  * value: counts the first k bytes of src into cnt (set, not added to) and returns k, a
  * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the rest.
@@ -164,8 +161,7 @@ size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt);
  * lie in [lo, hi]: returns 1, or 0 (cnt untouched) when the range is wider than the
  * byte counters' passes take or the pieces are too long. */
 #define ENT_PIECES_MAX 4
-size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi,
-                              uint32_t *cnt);
+size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi, uint32_t *cnt);
 /* Least and largest byte of the first k bytes of src (*lo, *hi lowered/raised to them);
  * returns k, a multiple of 64. Needs CPU_AVX512. */
 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);

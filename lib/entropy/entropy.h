@@ -56,14 +56,13 @@ size_t ent_bound(size_t n);
  * level allows (1 = fastest .. 9 = smallest), among those c's choice allows
  * (ent_ctx_set_codec). Returns the encoded size and sets *codec. Never fails: stored is
  * always possible. n may be 0. */
-size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                  int level, int hint, uint8_t *codec);
+size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
+                  uint8_t *codec);
 
 /* Decodes exactly n bytes from src[0..srclen) with the given codec.
  * Returns 0 on success, -1 if the input is corrupt or does not decode to exactly n bytes,
  * or the codec is not one this build has (ent_codec_known). */
-int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
-               uint8_t *dst, size_t n);
+int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 
 /* 1 when this build has the codec: a file using another was written by a newer ckpz
  * (or a private build) and must be refused as such, not as corrupt. */

@@ -24,13 +24,11 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
     /* Below a few vectors the range pass and the per-window sums do not pay. */
     if (n >= 1024 && cpu_level() >= CPU_AVX512) {
         size_t done = ent_hist_avx512(src, n, cnt);
-        if (done == n)
-            return;
+        if (done == n) return;
         if (done) {
             uint32_t rest[256];
             hist_table(src + done, n - done, rest);
-            for (int s = 0; s < 256; s++)
-                cnt[s] += rest[s];
+            for (int s = 0; s < 256; s++) cnt[s] += rest[s];
             return;
         }
     }
@@ -49,8 +47,7 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
     unsigned lo = 255, hi = 0;
     size_t i = 0;
 #ifdef ENT_HAVE_X86
-    if (cpu_level() >= CPU_AVX512)
-        i = ent_minmax_avx512(src, n, &lo, &hi);
+    if (cpu_level() >= CPU_AVX512) i = ent_minmax_avx512(src, n, &lo, &hi);
 #endif
 #if defined(__SSE2__)
     __m128i mn = _mm_set1_epi8((char)0xff), mx = _mm_setzero_si128();
@@ -84,8 +81,7 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
         memset(cnt, 0, 256 * sizeof *cnt);
         for (int k = 0; k < 4; k++) {
             ent_histogram(at[k], piece, part);
-            for (int s = 0; s < 256; s++)
-                cnt[s] += part[s];
+            for (int s = 0; s < 256; s++) cnt[s] += part[s];
         }
     }
     /* Scale to n (rounding down), floor the range at 1, and give what is left over (or
@@ -126,8 +122,7 @@ static void hist_table(const uint8_t *src, size_t n, uint32_t *cnt)
         h[6][(v >> 48) & 0xff]++;
         h[7][v >> 56]++;
     }
-    for (; i < n; i++)
-        h[0][src[i]]++;
+    for (; i < n; i++) h[0][src[i]]++;
     for (int s = 0; s < 256; s++)
         cnt[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s] + h[4][s] + h[5][s] + h[6][s] + h[7][s];
 }

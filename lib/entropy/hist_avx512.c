@@ -53,11 +53,9 @@ T512V2 static size_t hist_sparse(const uint8_t *src, size_t n, uint32_t *cnt, ui
         }
         if (j < k) t[0][buf[j]]++;
         other += k;
-        if (other * 256 > i * max_other)
-            break;
+        if (other * 256 > i * max_other) break;
     }
-    for (int s = 0; s < 256; s++)
-        cnt[s] = t[0][s] + t[1][s];
+    for (int s = 0; s < 256; s++) cnt[s] = t[0][s] + t[1][s];
     cnt[d] += (uint32_t)(i - other);
     return i;
 }
@@ -75,17 +73,27 @@ T512 static void count_spans(const uint8_t *const *at, size_t nv, int np, uint32
             for (size_t j = 0; j < nv; j++) {
                 /* v - base == k exactly when v is the k-th value of this group. */
                 __m512i v = _mm512_sub_epi8(_mm512_loadu_si512((const void *)(at[k] + 64 * j)), base);
-#define HCOUNT(k) \
-    c##k = _mm512_mask_add_epi8(c##k, _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(k)), c##k, one)
-                HCOUNT(0); HCOUNT(1); HCOUNT(2); HCOUNT(3);
-                HCOUNT(4); HCOUNT(5); HCOUNT(6); HCOUNT(7);
+#define HCOUNT(k) c##k = _mm512_mask_add_epi8(c##k, _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(k)), c##k, one)
+                HCOUNT(0);
+                HCOUNT(1);
+                HCOUNT(2);
+                HCOUNT(3);
+                HCOUNT(4);
+                HCOUNT(5);
+                HCOUNT(6);
+                HCOUNT(7);
 #undef HCOUNT
             }
-#define HFLUSH(k)                                                                    \
-    if (g + k < range)                                                               \
-        cnt[lo + g + k] += (uint32_t)_mm512_reduce_add_epi64(_mm512_sad_epu8(c##k, zero))
-        HFLUSH(0); HFLUSH(1); HFLUSH(2); HFLUSH(3);
-        HFLUSH(4); HFLUSH(5); HFLUSH(6); HFLUSH(7);
+#define HFLUSH(k) \
+    if (g + k < range) cnt[lo + g + k] += (uint32_t)_mm512_reduce_add_epi64(_mm512_sad_epu8(c##k, zero))
+        HFLUSH(0);
+        HFLUSH(1);
+        HFLUSH(2);
+        HFLUSH(3);
+        HFLUSH(4);
+        HFLUSH(5);
+        HFLUSH(6);
+        HFLUSH(7);
 #undef HFLUSH
     }
 }
@@ -100,8 +108,7 @@ T512 static void hist_range(const uint8_t *src, size_t n, uint32_t *cnt, int lo,
         size_t len = nv - w0 < 255 ? nv - w0 : 255;
         count_spans(&at, len, 1, cnt, lo, range);
     }
-    for (size_t i = nv * 64; i < n; i++)
-        cnt[src[i]]++;
+    for (size_t i = nv * 64; i < n; i++) cnt[src[i]]++;
 }
 
 /* The least and largest byte of v. */
@@ -127,8 +134,7 @@ T512 size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len,
                                    uint32_t *cnt)
 {
     size_t v = len / 64;
-    if (hi < lo || hi - lo >= HIST_MAX_RANGE || np > ENT_PIECES_MAX || (size_t)np * v > 255)
-        return 0;
+    if (hi < lo || hi - lo >= HIST_MAX_RANGE || np > ENT_PIECES_MAX || (size_t)np * v > 255) return 0;
     memset(cnt, 0, 256 * sizeof *cnt);
     count_spans(at, v, np, cnt, (int)lo, (int)(hi - lo + 1));
     for (int k = 0; k < np; k++)
@@ -138,8 +144,7 @@ T512 size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len,
 
 T512 size_t ent_hist_avx512(const uint8_t *src, size_t n, uint32_t *cnt)
 {
-    if (n < 256)
-        return 0;
+    if (n < 256) return 0;
     /* A look at the first 256 bytes sends wide, undominated planes (mantissa and
      * low residual bytes) straight to the table without a pass over the rest. */
     __m512i mn = _mm512_loadu_si512((const void *)src), mx = mn;

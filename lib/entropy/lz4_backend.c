@@ -21,15 +21,12 @@ typedef struct {
 
 static size_t lz4_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    if (n > LZ4_MAX_INPUT_SIZE)
-        return 0;
+    if (n > LZ4_MAX_INPUT_SIZE) return 0;
     lz4_state *z = c->state[ENT_LZ4];
-    if (!z && !(z = c->state[ENT_LZ4] = calloc(1, sizeof *z)))
-        return 0;
+    if (!z && !(z = c->state[ENT_LZ4] = calloc(1, sizeof *z))) return 0;
     int hc = level >= 4;
     void **st = hc ? &z->hc : &z->fast;
-    if (!*st && !(*st = malloc(hc ? (size_t)LZ4_sizeofStateHC() : (size_t)LZ4_sizeofState())))
-        return 0;
+    if (!*st && !(*st = malloc(hc ? (size_t)LZ4_sizeofStateHC() : (size_t)LZ4_sizeofState()))) return 0;
     /* anything not below n loses to stored */
     int lim = (int)(cap < n ? cap : n - 1);
     int r = hc ? LZ4_compress_HC_extStateHC(*st, (const char *)src, (char *)dst, (int)n, lim, level <= 6 ? 6 : 12)
@@ -40,8 +37,7 @@ static size_t lz4_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst,
 static int lz4_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     (void)c;
-    if (srclen == 0 || srclen > INT_MAX || n > INT_MAX)
-        return -1;
+    if (srclen == 0 || srclen > INT_MAX || n > INT_MAX) return -1;
     int r = LZ4_decompress_safe((const char *)src, (char *)dst, (int)srclen, (int)n);
     return r >= 0 && (size_t)r == n ? 0 : -1;
 }

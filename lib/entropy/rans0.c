@@ -40,14 +40,12 @@ static int leb_read(const uint8_t **pp, const uint8_t *end, size_t *v)
     const uint8_t *p = *pp;
     uint64_t r = 0;
     for (int shift = 0; shift < 35; shift += 7) {
-        if (p >= end)
-            return -1;
+        if (p >= end) return -1;
         uint8_t b = *p++;
         r |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
             /* canonical encodings only: no padding bytes, no bits past 32 */
-            if ((shift && b == 0) || r > UINT32_MAX)
-                return -1;
+            if ((shift && b == 0) || r > UINT32_MAX) return -1;
             *pp = p;
             *v = (size_t)r;
             return 0;
@@ -60,8 +58,7 @@ int rans0_base_shift(int level, size_t n)
 {
     int sh = level <= 2 ? 15 : level <= 5 ? 14 : 13;
     /* Tiny planes: one block, never more than needed. */
-    while (sh > 10 && ((size_t)1 << sh) > n)
-        sh--;
+    while (sh > 10 && ((size_t)1 << sh) > n) sh--;
     return sh;
 }
 
@@ -70,19 +67,15 @@ static double seg_cost(const uint32_t *cnt, uint64_t total)
     return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
 }
 
-
-size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                    int level)
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    if (n == 0)
-        return 0;
+    if (n == 0) return 0;
     int sh = rans0_base_shift(level, n);
     size_t B = (size_t)1 << sh;
     size_t nb = (n + B - 1) >> sh;
     /* Layout of bhist: nb block histograms, then per segment its first block and a
      * normalised table (reusing the block's slot as uint16[256]). */
-    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t))))
-        return 0;
+    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 0;
     uint32_t *bh = c->bhist;
     size_t *segstart = (size_t *)(void *)(bh + nb * 256);
     if (c->bhist_shift != sh || c->bhist_src != src || c->bhist_n != n) {
@@ -103,8 +96,7 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
         const uint32_t *h = bh + b * 256;
         uint64_t tot = (b + 1 == nb) ? n - (b << sh) : B;
         uint32_t m[256];
-        for (int s = 0; s < 256; s++)
-            m[s] = cur[s] + h[s];
+        for (int s = 0; s < 256; s++) m[s] = cur[s] + h[s];
         double cm = seg_cost(m, curtot + tot);
         double ch = seg_cost(h, tot);
         if (cm <= curcost + ch) {
@@ -123,14 +115,12 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
     est += curcost + 2 + 4 * (n >= RANS0_BIG_PLANE ? 64 : 32);
-    if (est >= (double)n || cap < 1)
-        return 0;
+    if (est >= (double)n || cap < 1) return 0;
 
     /* Header: tables are written now; the stream goes to scratch and is copied after. */
     size_t hdr = 0;
     size_t lim = cap < n ? cap : n; /* anything not below n loses to STORED anyway */
-    if (lim < 2)
-        return 0;
+    if (lim < 2) return 0;
     dst[hdr++] = (uint8_t)sh;
     hdr++; /* lane count, set below */
     for (size_t k = 0; k < nseg; k++) {
@@ -142,25 +132,21 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
         memcpy(f, tmp, sizeof tmp);
         size_t tl = leb_write(tb, b1 - b0);
         tl += rans_table_write(f, tb + tl);
-        if (hdr + tl >= lim)
-            return 0;
+        if (hdr + tl >= lim) return 0;
         memcpy(dst + hdr, tb, tl);
         hdr += tl;
     }
-    if (hdr >= n)
-        return 0;
+    if (hdr >= n) return 0;
     unsigned N = n >= RANS0_BIG_PLANE ? 64 : 32, NM = N - 1;
     dst[1] = N == 64 ? 6 : 5;
 
     /* Worst case 12 bits per symbol plus the states; 2n is loose and simple. */
     size_t scap = 2 * n + 4 * RANS0_NMAX + 64;
     uint8_t *sbuf = ent_scratch(c, scap);
-    if (!sbuf)
-        return 0;
+    if (!sbuf) return 0;
     uint8_t *p = sbuf + scap;
     uint32_t *st = c->st;
-    for (unsigned j = 0; j < N; j++)
-        st[j] = RANS_L;
+    for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
     rans_esym *E = c->etab;
 #ifdef ENT_HAVE_X86
     int simd = cpu_level();
@@ -168,14 +154,12 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     for (size_t k = nseg; k-- > 0;) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         size_t s0 = b0 << sh, s1 = b1 << sh;
-        if (s1 > n)
-            s1 = n;
+        if (s1 > n) s1 = n;
         const uint16_t *fq = (const uint16_t *)(const void *)(bh + b0 * 256);
         rans_build_esym(fq, E);
         size_t vlo = s0;
 #ifdef ENT_HAVE_X86
-        if (simd >= CPU_AVX2)
-            vlo = s0 + (s1 - s0) / N * N; /* segments start on a round */
+        if (simd >= CPU_AVX2) vlo = s0 + (s1 - s0) / N * N; /* segments start on a round */
 #endif
         for (size_t i = s1; i-- > vlo;) {
             const rans_esym *e = &E[src[i]];
@@ -202,54 +186,48 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
         p[3] = (uint8_t)(st[j] >> 24);
     }
     size_t slen = (size_t)(sbuf + scap - p);
-    if (hdr + slen >= n || hdr + slen > cap)
-        return 0;
+    if (hdr + slen >= n || hdr + slen > cap) return 0;
     memcpy(dst + hdr, p, slen);
     return hdr + slen;
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers
  * guarantee 2 bytes per remaining state in the round). */
-#define DEC_STEP(j)                                                                  \
-    do {                                                                             \
-        uint32_t x_ = st[j];                                                         \
-        uint32_t e_ = dt[x_ & (RANS_M - 1)];                                         \
-        out[j] = (uint8_t)e_;                                                        \
-        x_ = (e_ >> 20) * (x_ >> RANS_BITS) + ((e_ >> 8) & (RANS_M - 1));            \
-        uint32_t nd_ = x_ < RANS_L;                                                  \
-        uint32_t w_ = (uint32_t)p[0] | ((uint32_t)p[1] << 8);                        \
-        x_ = (x_ << (nd_ << 4)) | (w_ & (0u - nd_));                                 \
-        p += 2 * nd_;                                                                \
-        st[j] = x_;                                                                  \
+#define DEC_STEP(j)                                                       \
+    do {                                                                  \
+        uint32_t x_ = st[j];                                              \
+        uint32_t e_ = dt[x_ & (RANS_M - 1)];                              \
+        out[j] = (uint8_t)e_;                                             \
+        x_ = (e_ >> 20) * (x_ >> RANS_BITS) + ((e_ >> 8) & (RANS_M - 1)); \
+        uint32_t nd_ = x_ < RANS_L;                                       \
+        uint32_t w_ = (uint32_t)p[0] | ((uint32_t)p[1] << 8);             \
+        x_ = (x_ << (nd_ << 4)) | (w_ & (0u - nd_));                      \
+        p += 2 * nd_;                                                     \
+        st[j] = x_;                                                       \
     } while (0)
 
 /* Decodes whole rounds of N symbols (first symbol on state 0) while a round's worst
  * case of input remains; returns the symbols done. */
-static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp,
-                         const uint8_t *end, uint8_t *out, size_t len)
+static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
+                         uint8_t *out, size_t len)
 {
     const uint8_t *p = *pp;
     size_t i = 0;
     for (; i + N <= len && end - p >= 2 * (ptrdiff_t)N; i += N, out += N) {
-        for (unsigned j = 0; j < N; j++)
-            DEC_STEP(j);
+        for (unsigned j = 0; j < N; j++) DEC_STEP(j);
     }
     *pp = p;
     return i;
 }
 
-
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
-    if (n == 0 || srclen < 2)
-        return -1;
+    if (n == 0 || srclen < 2) return -1;
     const uint8_t *p = src, *end = src + srclen;
     int sh = *p++;
-    if (sh < 10 || sh > 24)
-        return -1;
+    if (sh < 10 || sh > 24) return -1;
     int lg = *p++;
-    if (lg != 5 && lg != 6)
-        return -1;
+    if (lg != 5 && lg != 6) return -1;
     unsigned N = 1u << lg;
     size_t nb = ((n - 1) >> sh) + 1;
     /* Pass 1: validate the segment list and find where the stream starts. */
@@ -258,20 +236,15 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
     uint16_t f[256];
     while (covered < nb) {
         size_t k;
-        if (leb_read(&p, end, &k) || k == 0 || k > nb - covered)
-            return -1;
-        if (rans_table_read(&p, end, f))
-            return -1;
+        if (leb_read(&p, end, &k) || k == 0 || k > nb - covered) return -1;
+        if (rans_table_read(&p, end, f)) return -1;
         covered += k;
     }
-    if ((size_t)(end - p) < 4 * (size_t)N)
-        return -1;
+    if ((size_t)(end - p) < 4 * (size_t)N) return -1;
     uint32_t *st = c->st;
     for (unsigned j = 0; j < N; j++) {
-        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                (uint32_t)p[3] << 24;
-        if (st[j] < RANS_L)
-            return -1;
+        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (st[j] < RANS_L) return -1;
         p += 4;
     }
 #ifdef ENT_HAVE_X86
@@ -286,13 +259,11 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
             return -1;
         rans_build_dtab(f, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
-        if (s1 > n || b + k == nb)
-            s1 = n;
+        if (s1 > n || b + k == nb) s1 = n;
         b += k;
         size_t i = s0, done;
 #ifdef ENT_HAVE_X86
-        if (use_avx2)
-            done = rans0_dec_avx2(N, st, dt, &p, end, dst + i, s1 - i);
+        if (use_avx2) done = rans0_dec_avx2(N, st, dt, &p, end, dst + i, s1 - i);
         else
 #endif
             done = dec_scalar(N, st, dt, &p, end, dst + i, s1 - i);
@@ -305,18 +276,15 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
             dst[i] = (uint8_t)e;
             x = (e >> 20) * (x >> RANS_BITS) + ((e >> 8) & (RANS_M - 1));
             if (x < RANS_L) {
-                if (end - p < 2)
-                    return -1;
+                if (end - p < 2) return -1;
                 x = (x << 16) | (uint32_t)p[0] | ((uint32_t)p[1] << 8);
                 p += 2;
             }
             st[j] = x;
         }
     }
-    if (p != end)
-        return -1;
+    if (p != end) return -1;
     for (unsigned j = 0; j < N; j++)
-        if (st[j] != RANS_L)
-            return -1;
+        if (st[j] != RANS_L) return -1;
     return 0;
 }

@@ -11,38 +11,35 @@
 /* Encoder: for a mask of lanes that flush a word, nibble 8-c+k (c = lanes flushing)
  * = the k-th flushing lane, so their words land at the top of 8 in lane order. */
 static const uint32_t enc_lut[256] = {
-    0x00000000u, 0x00000000u, 0x10000000u, 0x10000000u, 0x20000000u, 0x20000000u, 0x21000000u, 0x21000000u,
-    0x30000000u, 0x30000000u, 0x31000000u, 0x31000000u, 0x32000000u, 0x32000000u, 0x32100000u, 0x32100000u,
-    0x40000000u, 0x40000000u, 0x41000000u, 0x41000000u, 0x42000000u, 0x42000000u, 0x42100000u, 0x42100000u,
-    0x43000000u, 0x43000000u, 0x43100000u, 0x43100000u, 0x43200000u, 0x43200000u, 0x43210000u, 0x43210000u,
-    0x50000000u, 0x50000000u, 0x51000000u, 0x51000000u, 0x52000000u, 0x52000000u, 0x52100000u, 0x52100000u,
-    0x53000000u, 0x53000000u, 0x53100000u, 0x53100000u, 0x53200000u, 0x53200000u, 0x53210000u, 0x53210000u,
-    0x54000000u, 0x54000000u, 0x54100000u, 0x54100000u, 0x54200000u, 0x54200000u, 0x54210000u, 0x54210000u,
-    0x54300000u, 0x54300000u, 0x54310000u, 0x54310000u, 0x54320000u, 0x54320000u, 0x54321000u, 0x54321000u,
-    0x60000000u, 0x60000000u, 0x61000000u, 0x61000000u, 0x62000000u, 0x62000000u, 0x62100000u, 0x62100000u,
-    0x63000000u, 0x63000000u, 0x63100000u, 0x63100000u, 0x63200000u, 0x63200000u, 0x63210000u, 0x63210000u,
-    0x64000000u, 0x64000000u, 0x64100000u, 0x64100000u, 0x64200000u, 0x64200000u, 0x64210000u, 0x64210000u,
-    0x64300000u, 0x64300000u, 0x64310000u, 0x64310000u, 0x64320000u, 0x64320000u, 0x64321000u, 0x64321000u,
-    0x65000000u, 0x65000000u, 0x65100000u, 0x65100000u, 0x65200000u, 0x65200000u, 0x65210000u, 0x65210000u,
-    0x65300000u, 0x65300000u, 0x65310000u, 0x65310000u, 0x65320000u, 0x65320000u, 0x65321000u, 0x65321000u,
-    0x65400000u, 0x65400000u, 0x65410000u, 0x65410000u, 0x65420000u, 0x65420000u, 0x65421000u, 0x65421000u,
-    0x65430000u, 0x65430000u, 0x65431000u, 0x65431000u, 0x65432000u, 0x65432000u, 0x65432100u, 0x65432100u,
-    0x70000000u, 0x70000000u, 0x71000000u, 0x71000000u, 0x72000000u, 0x72000000u, 0x72100000u, 0x72100000u,
-    0x73000000u, 0x73000000u, 0x73100000u, 0x73100000u, 0x73200000u, 0x73200000u, 0x73210000u, 0x73210000u,
-    0x74000000u, 0x74000000u, 0x74100000u, 0x74100000u, 0x74200000u, 0x74200000u, 0x74210000u, 0x74210000u,
-    0x74300000u, 0x74300000u, 0x74310000u, 0x74310000u, 0x74320000u, 0x74320000u, 0x74321000u, 0x74321000u,
-    0x75000000u, 0x75000000u, 0x75100000u, 0x75100000u, 0x75200000u, 0x75200000u, 0x75210000u, 0x75210000u,
-    0x75300000u, 0x75300000u, 0x75310000u, 0x75310000u, 0x75320000u, 0x75320000u, 0x75321000u, 0x75321000u,
-    0x75400000u, 0x75400000u, 0x75410000u, 0x75410000u, 0x75420000u, 0x75420000u, 0x75421000u, 0x75421000u,
-    0x75430000u, 0x75430000u, 0x75431000u, 0x75431000u, 0x75432000u, 0x75432000u, 0x75432100u, 0x75432100u,
-    0x76000000u, 0x76000000u, 0x76100000u, 0x76100000u, 0x76200000u, 0x76200000u, 0x76210000u, 0x76210000u,
-    0x76300000u, 0x76300000u, 0x76310000u, 0x76310000u, 0x76320000u, 0x76320000u, 0x76321000u, 0x76321000u,
-    0x76400000u, 0x76400000u, 0x76410000u, 0x76410000u, 0x76420000u, 0x76420000u, 0x76421000u, 0x76421000u,
-    0x76430000u, 0x76430000u, 0x76431000u, 0x76431000u, 0x76432000u, 0x76432000u, 0x76432100u, 0x76432100u,
-    0x76500000u, 0x76500000u, 0x76510000u, 0x76510000u, 0x76520000u, 0x76520000u, 0x76521000u, 0x76521000u,
-    0x76530000u, 0x76530000u, 0x76531000u, 0x76531000u, 0x76532000u, 0x76532000u, 0x76532100u, 0x76532100u,
-    0x76540000u, 0x76540000u, 0x76541000u, 0x76541000u, 0x76542000u, 0x76542000u, 0x76542100u, 0x76542100u,
-    0x76543000u, 0x76543000u, 0x76543100u, 0x76543100u, 0x76543200u, 0x76543200u, 0x76543210u, 0x76543210u,
+    0x00000000u, 0x00000000u, 0x10000000u, 0x10000000u, 0x20000000u, 0x20000000u, 0x21000000u, 0x21000000u, 0x30000000u,
+    0x30000000u, 0x31000000u, 0x31000000u, 0x32000000u, 0x32000000u, 0x32100000u, 0x32100000u, 0x40000000u, 0x40000000u,
+    0x41000000u, 0x41000000u, 0x42000000u, 0x42000000u, 0x42100000u, 0x42100000u, 0x43000000u, 0x43000000u, 0x43100000u,
+    0x43100000u, 0x43200000u, 0x43200000u, 0x43210000u, 0x43210000u, 0x50000000u, 0x50000000u, 0x51000000u, 0x51000000u,
+    0x52000000u, 0x52000000u, 0x52100000u, 0x52100000u, 0x53000000u, 0x53000000u, 0x53100000u, 0x53100000u, 0x53200000u,
+    0x53200000u, 0x53210000u, 0x53210000u, 0x54000000u, 0x54000000u, 0x54100000u, 0x54100000u, 0x54200000u, 0x54200000u,
+    0x54210000u, 0x54210000u, 0x54300000u, 0x54300000u, 0x54310000u, 0x54310000u, 0x54320000u, 0x54320000u, 0x54321000u,
+    0x54321000u, 0x60000000u, 0x60000000u, 0x61000000u, 0x61000000u, 0x62000000u, 0x62000000u, 0x62100000u, 0x62100000u,
+    0x63000000u, 0x63000000u, 0x63100000u, 0x63100000u, 0x63200000u, 0x63200000u, 0x63210000u, 0x63210000u, 0x64000000u,
+    0x64000000u, 0x64100000u, 0x64100000u, 0x64200000u, 0x64200000u, 0x64210000u, 0x64210000u, 0x64300000u, 0x64300000u,
+    0x64310000u, 0x64310000u, 0x64320000u, 0x64320000u, 0x64321000u, 0x64321000u, 0x65000000u, 0x65000000u, 0x65100000u,
+    0x65100000u, 0x65200000u, 0x65200000u, 0x65210000u, 0x65210000u, 0x65300000u, 0x65300000u, 0x65310000u, 0x65310000u,
+    0x65320000u, 0x65320000u, 0x65321000u, 0x65321000u, 0x65400000u, 0x65400000u, 0x65410000u, 0x65410000u, 0x65420000u,
+    0x65420000u, 0x65421000u, 0x65421000u, 0x65430000u, 0x65430000u, 0x65431000u, 0x65431000u, 0x65432000u, 0x65432000u,
+    0x65432100u, 0x65432100u, 0x70000000u, 0x70000000u, 0x71000000u, 0x71000000u, 0x72000000u, 0x72000000u, 0x72100000u,
+    0x72100000u, 0x73000000u, 0x73000000u, 0x73100000u, 0x73100000u, 0x73200000u, 0x73200000u, 0x73210000u, 0x73210000u,
+    0x74000000u, 0x74000000u, 0x74100000u, 0x74100000u, 0x74200000u, 0x74200000u, 0x74210000u, 0x74210000u, 0x74300000u,
+    0x74300000u, 0x74310000u, 0x74310000u, 0x74320000u, 0x74320000u, 0x74321000u, 0x74321000u, 0x75000000u, 0x75000000u,
+    0x75100000u, 0x75100000u, 0x75200000u, 0x75200000u, 0x75210000u, 0x75210000u, 0x75300000u, 0x75300000u, 0x75310000u,
+    0x75310000u, 0x75320000u, 0x75320000u, 0x75321000u, 0x75321000u, 0x75400000u, 0x75400000u, 0x75410000u, 0x75410000u,
+    0x75420000u, 0x75420000u, 0x75421000u, 0x75421000u, 0x75430000u, 0x75430000u, 0x75431000u, 0x75431000u, 0x75432000u,
+    0x75432000u, 0x75432100u, 0x75432100u, 0x76000000u, 0x76000000u, 0x76100000u, 0x76100000u, 0x76200000u, 0x76200000u,
+    0x76210000u, 0x76210000u, 0x76300000u, 0x76300000u, 0x76310000u, 0x76310000u, 0x76320000u, 0x76320000u, 0x76321000u,
+    0x76321000u, 0x76400000u, 0x76400000u, 0x76410000u, 0x76410000u, 0x76420000u, 0x76420000u, 0x76421000u, 0x76421000u,
+    0x76430000u, 0x76430000u, 0x76431000u, 0x76431000u, 0x76432000u, 0x76432000u, 0x76432100u, 0x76432100u, 0x76500000u,
+    0x76500000u, 0x76510000u, 0x76510000u, 0x76520000u, 0x76520000u, 0x76521000u, 0x76521000u, 0x76530000u, 0x76530000u,
+    0x76531000u, 0x76531000u, 0x76532000u, 0x76532000u, 0x76532100u, 0x76532100u, 0x76540000u, 0x76540000u, 0x76541000u,
+    0x76541000u, 0x76542000u, 0x76542000u, 0x76542100u, 0x76542100u, 0x76543000u, 0x76543000u, 0x76543100u, 0x76543100u,
+    0x76543200u, 0x76543200u, 0x76543210u, 0x76543210u,
 };
 
 /* Per-symbol encoder parameters for the vector path, one 16-byte row so that eight
@@ -58,8 +55,7 @@ static void build_vsym(const uint16_t *freq, uint32_t (*vt)[4])
         if (f) {
             uint32_t l = 0, magic = 0, s1 = 0, s2 = 0;
             if (f > 1) {
-                while ((1u << l) < f)
-                    l++;
+                while ((1u << l) < f) l++;
                 magic = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1);
                 s1 = 1;
                 s2 = l - 1;
@@ -73,13 +69,13 @@ static void build_vsym(const uint16_t *freq, uint32_t (*vt)[4])
     }
 }
 
-static inline __attribute__((always_inline, target("avx2"))) uint8_t *
-enc_avx2_n(const unsigned N, uint32_t *st, const uint32_t (*vt)[4], const uint8_t *src,
-           size_t lo, size_t hi, uint8_t *p)
+static inline __attribute__((always_inline, target("avx2"))) uint8_t *enc_avx2_n(const unsigned N, uint32_t *st,
+                                                                                 const uint32_t (*vt)[4],
+                                                                                 const uint8_t *src, size_t lo,
+                                                                                 size_t hi, uint8_t *p)
 {
     __m256i X[RANS0_NMAX / 8];
-    for (unsigned v = 0; v < N / 8; v++)
-        X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
+    for (unsigned v = 0; v < N / 8; v++) X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
     const __m256i low16 = _mm256_set1_epi32(0xffff);
     const __m256i low8 = _mm256_set1_epi32(0xff);
     const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
@@ -101,11 +97,9 @@ enc_avx2_n(const unsigned N, uint32_t *st, const uint32_t (*vt)[4], const uint8_
             __m256i x = X[v];
             __m256i ge = _mm256_cmpeq_epi32(_mm256_max_epu32(x, xmax), x);
             int m = _mm256_movemask_ps(_mm256_castsi256_ps(ge));
-            __m256i idx = _mm256_and_si256(
-                _mm256_srlv_epi32(_mm256_set1_epi32((int)enc_lut[m]), shifts), nib);
+            __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)enc_lut[m]), shifts), nib);
             __m256i wv = _mm256_permutevar8x32_epi32(_mm256_and_si256(x, low16), idx);
-            __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(wv),
-                                           _mm256_extracti128_si256(wv, 1));
+            __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(wv), _mm256_extracti128_si256(wv, 1));
             _mm_storeu_si128((__m128i *)(void *)(p - 16), w16);
             p -= 2 * __builtin_popcount((unsigned)m);
             x = _mm256_blendv_epi8(x, _mm256_srli_epi32(x, 16), ge);
@@ -114,27 +108,23 @@ enc_avx2_n(const unsigned N, uint32_t *st, const uint32_t (*vt)[4], const uint8_
             __m256i t = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
             __m256i s1 = _mm256_and_si256(_mm256_srli_epi32(pk, 16), low8);
             __m256i s2 = _mm256_srli_epi32(pk, 24);
-            __m256i q = _mm256_srlv_epi32(
-                _mm256_add_epi32(t, _mm256_srlv_epi32(_mm256_sub_epi32(x, t), s1)), s2);
+            __m256i q = _mm256_srlv_epi32(_mm256_add_epi32(t, _mm256_srlv_epi32(_mm256_sub_epi32(x, t), s1)), s2);
             __m256i cm = _mm256_and_si256(pk, low16);
             X[v] = _mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_mullo_epi32(q, cm));
         }
     }
-    for (unsigned v = 0; v < N / 8; v++)
-        _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
+    for (unsigned v = 0; v < N / 8; v++) _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
     return p;
 }
 
-__attribute__((target("avx2"))) static uint8_t *
-enc_avx2_32(uint32_t *st, const uint32_t (*vt)[4], const uint8_t *src, size_t lo, size_t hi,
-            uint8_t *p)
+__attribute__((target("avx2"))) static uint8_t *enc_avx2_32(uint32_t *st, const uint32_t (*vt)[4], const uint8_t *src,
+                                                            size_t lo, size_t hi, uint8_t *p)
 {
     return enc_avx2_n(32, st, vt, src, lo, hi, p);
 }
 
-__attribute__((target("avx2"))) static uint8_t *
-enc_avx2_64(uint32_t *st, const uint32_t (*vt)[4], const uint8_t *src, size_t lo, size_t hi,
-            uint8_t *p)
+__attribute__((target("avx2"))) static uint8_t *enc_avx2_64(uint32_t *st, const uint32_t (*vt)[4], const uint8_t *src,
+                                                            size_t lo, size_t hi, uint8_t *p)
 {
     return enc_avx2_n(64, st, vt, src, lo, hi, p);
 }
@@ -147,15 +137,13 @@ uint8_t *rans0_enc_avx2(ent_ctx *c, unsigned N, const uint16_t *freq, const uint
                    : enc_avx2_32(c->st, (const uint32_t(*)[4])c->vtab, src, lo, hi, p);
 }
 
-
 /* Decoder: row m lists, for each lane i that refills (bit i of m), how many refilling
  * lanes come before it: the index of its word among those read. Built by the
  * preprocessor so the table is constant data (no init, no race). */
 #define PB_(m, i) (((m) >> (i)) & 1)
-#define PC_(m, i)                                                                     \
-    ((i > 0 ? PB_(m, 0) : 0) + (i > 1 ? PB_(m, 1) : 0) + (i > 2 ? PB_(m, 2) : 0) +    \
-     (i > 3 ? PB_(m, 3) : 0) + (i > 4 ? PB_(m, 4) : 0) + (i > 5 ? PB_(m, 5) : 0) +    \
-     (i > 6 ? PB_(m, 6) : 0))
+#define PC_(m, i)                                                                                            \
+    ((i > 0 ? PB_(m, 0) : 0) + (i > 1 ? PB_(m, 1) : 0) + (i > 2 ? PB_(m, 2) : 0) + (i > 3 ? PB_(m, 3) : 0) + \
+     (i > 4 ? PB_(m, 4) : 0) + (i > 5 ? PB_(m, 5) : 0) + (i > 6 ? PB_(m, 6) : 0))
 #define PR_(m) {PC_(m, 0), PC_(m, 1), PC_(m, 2), PC_(m, 3), PC_(m, 4), PC_(m, 5), PC_(m, 6), PC_(m, 7)}
 #define PR4_(m) PR_(m), PR_(m + 1), PR_(m + 2), PR_(m + 3)
 #define PR16_(m) PR4_(m), PR4_(m + 4), PR4_(m + 8), PR4_(m + 12)
@@ -165,14 +153,14 @@ static const uint32_t dec_perm[256][8] = {PR64_(0), PR64_(64), PR64_(128), PR64_
 /* The table lookup is done with scalar loads, not vpgatherdd: gathers measured 2x
  * slower on the AMD machine this was tuned on, and the lookup is on the critical
  * path of every round. */
-static inline __attribute__((always_inline, target("avx2"))) size_t
-dec_avx2_n(const unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp,
-           const uint8_t *end, uint8_t *out, size_t len)
+static inline __attribute__((always_inline, target("avx2"))) size_t dec_avx2_n(const unsigned N, uint32_t *st,
+                                                                               const uint32_t *dt, const uint8_t **pp,
+                                                                               const uint8_t *end, uint8_t *out,
+                                                                               size_t len)
 {
     const uint8_t *p = *pp;
     __m256i X[RANS0_NMAX / 8];
-    for (unsigned v = 0; v < N / 8; v++)
-        X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
+    for (unsigned v = 0; v < N / 8; v++) X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
     const __m256i mask12 = _mm256_set1_epi32(RANS_M - 1);
     const __m256i low8 = _mm256_set1_epi32(0xff);
     const __m256i zero = _mm256_setzero_si256();
@@ -184,9 +172,8 @@ dec_avx2_n(const unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **p
             __m256i x = X[v];
             uint32_t ix[8];
             _mm256_storeu_si256((__m256i *)(void *)ix, _mm256_and_si256(x, mask12));
-            __m256i e = _mm256_setr_epi32((int)dt[ix[0]], (int)dt[ix[1]], (int)dt[ix[2]],
-                                          (int)dt[ix[3]], (int)dt[ix[4]], (int)dt[ix[5]],
-                                          (int)dt[ix[6]], (int)dt[ix[7]]);
+            __m256i e = _mm256_setr_epi32((int)dt[ix[0]], (int)dt[ix[1]], (int)dt[ix[2]], (int)dt[ix[3]],
+                                          (int)dt[ix[4]], (int)dt[ix[5]], (int)dt[ix[6]], (int)dt[ix[7]]);
             S[v] = _mm256_and_si256(e, low8);
             __m256i f = _mm256_srli_epi32(e, 20);
             __m256i b = _mm256_and_si256(_mm256_srli_epi32(e, 8), mask12);
@@ -195,8 +182,7 @@ dec_avx2_n(const unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **p
             int m = _mm256_movemask_ps(_mm256_castsi256_ps(nd));
             /* Refilling lanes take the next words in lane order: expand them. */
             __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-            w = _mm256_permutevar8x32_epi32(
-                w, _mm256_loadu_si256((const __m256i *)(const void *)dec_perm[m]));
+            w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)(const void *)dec_perm[m]));
             __m256i xs = _mm256_or_si256(_mm256_slli_epi32(x, 16), w);
             X[v] = _mm256_blendv_epi8(x, xs, nd);
             p += 2 * __builtin_popcount((unsigned)m);
@@ -209,22 +195,19 @@ dec_avx2_n(const unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **p
             _mm256_storeu_si256((__m256i *)(void *)(out + i + 8 * v), cc);
         }
     }
-    for (unsigned v = 0; v < N / 8; v++)
-        _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
+    for (unsigned v = 0; v < N / 8; v++) _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
     *pp = p;
     return i;
 }
 
-__attribute__((target("avx2"))) static size_t
-dec_avx2_32(uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
-            uint8_t *out, size_t len)
+__attribute__((target("avx2"))) static size_t dec_avx2_32(uint32_t *st, const uint32_t *dt, const uint8_t **pp,
+                                                          const uint8_t *end, uint8_t *out, size_t len)
 {
     return dec_avx2_n(32, st, dt, pp, end, out, len);
 }
 
-__attribute__((target("avx2"))) static size_t
-dec_avx2_64(uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
-            uint8_t *out, size_t len)
+__attribute__((target("avx2"))) static size_t dec_avx2_64(uint32_t *st, const uint32_t *dt, const uint8_t **pp,
+                                                          const uint8_t *end, uint8_t *out, size_t len)
 {
     return dec_avx2_n(64, st, dt, pp, end, out, len);
 }

@@ -42,18 +42,15 @@ static int zbuild(const uint16_t *freq, uint32_t (*tab)[64])
     int lo, hi;
     span(freq, &lo, &hi);
     int mode = hi - lo < 32 ? ZK32 : hi - lo < 64 ? ZK64 : -1;
-    if (mode < 0)
-        return -1;
+    if (mode < 0) return -1;
     memset(tab, 0, 4 * 64 * sizeof(uint32_t));
     uint32_t cum = 0;
     for (int s = 0; s < 256; s++) {
         uint32_t f = freq[s];
-        if (!f)
-            continue;
+        if (!f) continue;
         unsigned slot = mode == ZK32 ? (unsigned)s & 31 : (unsigned)s & 63;
         uint32_t l = 0;
-        while ((1u << l) < f)
-            l++;
+        while ((1u << l) < f) l++;
         tab[0][slot] = f << (32 - RANS_BITS);
         if (f == 1) {
             tab[1][slot] = UINT32_MAX;
@@ -69,25 +66,22 @@ static int zbuild(const uint16_t *freq, uint32_t (*tab)[64])
     return mode;
 }
 
-static inline __attribute__((always_inline)) T512 __m512i
-zlook(const int mode, const __m512i *t, __m512i s, __mmask16 hi)
+static inline __attribute__((always_inline)) T512 __m512i zlook(const int mode, const __m512i *t, __m512i s,
+                                                                __mmask16 hi)
 {
     __m512i a = _mm512_permutex2var_epi32(t[0], s, t[1]);
-    if (mode == ZK32)
-        return a;
+    if (mode == ZK32) return a;
     return _mm512_mask_blend_epi32(hi, a, _mm512_permutex2var_epi32(t[2], s, t[3]));
 }
 
-static inline __attribute__((always_inline)) T512 uint8_t *
-zenc(const unsigned N, const int mode, uint32_t *st, const uint32_t (*tab)[64],
-     const uint8_t *src, size_t lo, size_t hi, uint8_t *p)
+static inline __attribute__((always_inline)) T512 uint8_t *zenc(const unsigned N, const int mode, uint32_t *st,
+                                                                const uint32_t (*tab)[64], const uint8_t *src,
+                                                                size_t lo, size_t hi, uint8_t *p)
 {
     __m512i X[RANS0_NMAX / 16], T[4][4];
-    for (unsigned v = 0; v < N / 16; v++)
-        X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
+    for (unsigned v = 0; v < N / 16; v++) X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
     for (int f = 0; f < 4; f++)
-        for (int r = 0; r < 4; r++)
-            T[f][r] = _mm512_loadu_si512((const void *)(tab[f] + 16 * r));
+        for (int r = 0; r < 4; r++) T[f][r] = _mm512_loadu_si512((const void *)(tab[f] + 16 * r));
     const __m512i bit5 = _mm512_set1_epi32(32), low16 = _mm512_set1_epi32(0xffff);
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t i0 = hi; i0 > lo;) {
@@ -111,24 +105,20 @@ zenc(const unsigned N, const int mode, uint32_t *st, const uint32_t (*tab)[64],
             __m512i pe = _mm512_mul_epu32(x, mag);
             __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
             __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-            __m512i q = _mm512_srlv_epi32(
-                _mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
-                _mm512_srli_epi32(pk, 16));
-            X[v] = _mm512_add_epi32(_mm512_add_epi32(x, bias),
-                                    _mm512_mullo_epi32(q, _mm512_and_si512(pk, low16)));
+            __m512i q = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
+                                          _mm512_srli_epi32(pk, 16));
+            X[v] = _mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_mullo_epi32(q, _mm512_and_si512(pk, low16)));
         }
     }
-    for (unsigned v = 0; v < N / 16; v++)
-        _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
+    for (unsigned v = 0; v < N / 16; v++) _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
     return p;
 }
 
-#define ZENC(N, M)                                                                    \
-    T512 static uint8_t *zenc_##N##_##M(uint32_t *st, const uint32_t (*tab)[64],      \
-                                        const uint8_t *src, size_t lo, size_t hi,     \
-                                        uint8_t *p)                                   \
-    {                                                                                 \
-        return zenc(N, M, st, tab, src, lo, hi, p);                                   \
+#define ZENC(N, M)                                                                                             \
+    T512 static uint8_t *zenc_##N##_##M(uint32_t *st, const uint32_t(*tab)[64], const uint8_t *src, size_t lo, \
+                                        size_t hi, uint8_t *p)                                                 \
+    {                                                                                                          \
+        return zenc(N, M, st, tab, src, lo, hi, p);                                                            \
     }
 ZENC(32, ZK32)
 ZENC(32, ZK64)
@@ -158,8 +148,7 @@ static int wbuild(const uint16_t *freq, uint8_t (*wt)[256])
     uint32_t cum = 0;
     for (int s = 0; s < 256; s++) {
         uint32_t f = freq[s];
-        if (!f)
-            continue;
+        if (!f) continue;
         /* Present values span less than wrap + 1: their low bits are distinct. */
         unsigned slot = (unsigned)s & wrap;
         uint32_t d = f | cum << 12;
@@ -171,12 +160,11 @@ static int wbuild(const uint16_t *freq, uint8_t (*wt)[256])
     return mode;
 }
 
-static inline __attribute__((always_inline)) T512 __m512i
-wlook(const int mode, const __m512i *t, __m512i s, __mmask64 top)
+static inline __attribute__((always_inline)) T512 __m512i wlook(const int mode, const __m512i *t, __m512i s,
+                                                                __mmask64 top)
 {
     __m512i a = _mm512_permutex2var_epi8(t[0], s, t[1]);
-    if (mode == W128)
-        return a;
+    if (mode == W128) return a;
     return _mm512_mask_blend_epi8(top, a, _mm512_permutex2var_epi8(t[2], s, t[3]));
 }
 
@@ -185,23 +173,19 @@ wlook(const int mode, const __m512i *t, __m512i s, __mmask64 top)
 #define WI01(j) 0, 0, (char)(64 + (j)), (char)(j) /* _mm512_set_epi8: high byte first */
 #define WI2(j) 0, (char)(j), 0, 0
 
-static inline __attribute__((always_inline)) T512 uint8_t *
-wenc(const unsigned N, const int mode, uint32_t *st, const uint8_t (*wt)[256],
-     const uint8_t *src, size_t lo, size_t hi, uint8_t *p)
+static inline __attribute__((always_inline)) T512 uint8_t *wenc(const unsigned N, const int mode, uint32_t *st,
+                                                                const uint8_t (*wt)[256], const uint8_t *src, size_t lo,
+                                                                size_t hi, uint8_t *p)
 {
     __m512i X[RANS0_NMAX / 16], T[3][4], I01[4], I2[4];
-    for (unsigned v = 0; v < N / 16; v++)
-        X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
+    for (unsigned v = 0; v < N / 16; v++) X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
     int nt = mode == W128 ? 2 : 4;
     for (int f = 0; f < 3; f++)
-        for (int r = 0; r < nt; r++)
-            T[f][r] = _mm512_loadu_si512((const void *)(wt[f] + 64 * r));
-    const __m512i i01 = _mm512_set_epi8(
-        WI01(15), WI01(14), WI01(13), WI01(12), WI01(11), WI01(10), WI01(9), WI01(8),
-        WI01(7), WI01(6), WI01(5), WI01(4), WI01(3), WI01(2), WI01(1), WI01(0));
-    const __m512i i2 = _mm512_set_epi8(
-        WI2(15), WI2(14), WI2(13), WI2(12), WI2(11), WI2(10), WI2(9), WI2(8),
-        WI2(7), WI2(6), WI2(5), WI2(4), WI2(3), WI2(2), WI2(1), WI2(0));
+        for (int r = 0; r < nt; r++) T[f][r] = _mm512_loadu_si512((const void *)(wt[f] + 64 * r));
+    const __m512i i01 = _mm512_set_epi8(WI01(15), WI01(14), WI01(13), WI01(12), WI01(11), WI01(10), WI01(9), WI01(8),
+                                        WI01(7), WI01(6), WI01(5), WI01(4), WI01(3), WI01(2), WI01(1), WI01(0));
+    const __m512i i2 = _mm512_set_epi8(WI2(15), WI2(14), WI2(13), WI2(12), WI2(11), WI2(10), WI2(9), WI2(8), WI2(7),
+                                       WI2(6), WI2(5), WI2(4), WI2(3), WI2(2), WI2(1), WI2(0));
     for (unsigned v = 0; v < N / 16; v++) {
         I01[v] = _mm512_add_epi8(i01, _mm512_set1_epi8((char)(16 * v)));
         I2[v] = _mm512_add_epi8(i2, _mm512_set1_epi8((char)(16 * v)));
@@ -211,11 +195,9 @@ wenc(const unsigned N, const int mode, uint32_t *st, const uint8_t (*wt)[256],
     for (size_t i0 = hi; i0 > lo;) {
         i0 -= N;
         __m512i s = N == 64 ? _mm512_loadu_si512((const void *)(src + i0))
-                            : _mm512_zextsi256_si512(
-                                  _mm256_loadu_si256((const __m256i *)(const void *)(src + i0)));
+                            : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(src + i0)));
         __mmask64 top = mode == W256 ? _mm512_movepi8_mask(s) : 0;
-        __m512i b0 = wlook(mode, T[0], s, top), b1 = wlook(mode, T[1], s, top),
-                b2 = wlook(mode, T[2], s, top);
+        __m512i b0 = wlook(mode, T[0], s, top), b1 = wlook(mode, T[1], s, top), b2 = wlook(mode, T[2], s, top);
         for (unsigned v = N / 16; v-- > 0;) {
             __m512i d = _mm512_maskz_permutex2var_epi8(0x3333333333333333ull, b0, I01[v], b1);
             d = _mm512_mask_permutexvar_epi8(d, 0x4444444444444444ull, I2[v], b2);
@@ -229,9 +211,8 @@ wenc(const unsigned N, const int mode, uint32_t *st, const uint8_t (*wt)[256],
             _mm256_storeu_si256((__m256i *)(void *)(p - 32), _mm512_cvtepi32_epi16(w));
             p -= 2 * c;
             x = _mm512_mask_srli_epi32(x, fl, x, 16);
-            __m512 qf = _mm512_div_round_ps(
-                _mm512_cvt_roundepu32_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
-                _mm512_cvtepi32_ps(f), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m512 qf = _mm512_div_round_ps(_mm512_cvt_roundepu32_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC),
+                                            _mm512_cvtepi32_ps(f), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
             __m512i q = _mm512_cvttps_epu32(qf);
             __m512i r = _mm512_sub_epi32(x, _mm512_mullo_epi32(q, f));
             /* q one short: r in [f, 2f); the state then lacks M - f. */
@@ -241,19 +222,17 @@ wenc(const unsigned N, const int mode, uint32_t *st, const uint8_t (*wt)[256],
             X[v] = _mm512_mask_add_epi32(y, lowq, y, _mm512_sub_epi32(mM, f));
         }
     }
-    for (unsigned v = 0; v < N / 16; v++)
-        _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
+    for (unsigned v = 0; v < N / 16; v++) _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
     return p;
 }
 #undef WI01
 #undef WI2
 
-#define WENC(N, M)                                                                    \
-    T512 static uint8_t *wenc_##N##_##M(uint32_t *st, const uint8_t (*wt)[256],       \
-                                        const uint8_t *src, size_t lo, size_t hi,     \
-                                        uint8_t *p)                                   \
-    {                                                                                 \
-        return wenc(N, M, st, wt, src, lo, hi, p);                                    \
+#define WENC(N, M)                                                                                            \
+    T512 static uint8_t *wenc_##N##_##M(uint32_t *st, const uint8_t(*wt)[256], const uint8_t *src, size_t lo, \
+                                        size_t hi, uint8_t *p)                                                \
+    {                                                                                                         \
+        return wenc(N, M, st, wt, src, lo, hi, p);                                                            \
     }
 WENC(32, W128)
 WENC(32, W256)
@@ -261,27 +240,22 @@ WENC(64, W128)
 WENC(64, W256)
 #undef WENC
 
-static uint8_t *wide_enc(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
-                         size_t lo, size_t hi, uint8_t *p)
+static uint8_t *wide_enc(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
+                         uint8_t *p)
 {
     int mode = wbuild(freq, c->wtab);
     const uint8_t(*t)[256] = (const uint8_t(*)[256])c->wtab;
-    if (N == 64)
-        return mode == W128 ? wenc_64_W128(c->st, t, src, lo, hi, p) : wenc_64_W256(c->st, t, src, lo, hi, p);
+    if (N == 64) return mode == W128 ? wenc_64_W128(c->st, t, src, lo, hi, p) : wenc_64_W256(c->st, t, src, lo, hi, p);
     return mode == W128 ? wenc_32_W128(c->st, t, src, lo, hi, p) : wenc_32_W256(c->st, t, src, lo, hi, p);
 }
 
-uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src,
-                          size_t lo, size_t hi, uint8_t *p)
+uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
+                          uint8_t *p)
 {
     int mode = zbuild(freq, c->ztab);
-    if (mode < 0)
-        return wide_enc(c, N, freq, src, lo, hi, p);
+    if (mode < 0) return wide_enc(c, N, freq, src, lo, hi, p);
     const uint32_t(*t)[64] = (const uint32_t(*)[64])c->ztab;
-    if (N == 64)
-        return mode == ZK32 ? zenc_64_ZK32(c->st, t, src, lo, hi, p)
-                            : zenc_64_ZK64(c->st, t, src, lo, hi, p);
-    return mode == ZK32 ? zenc_32_ZK32(c->st, t, src, lo, hi, p)
-                        : zenc_32_ZK64(c->st, t, src, lo, hi, p);
+    if (N == 64) return mode == ZK32 ? zenc_64_ZK32(c->st, t, src, lo, hi, p) : zenc_64_ZK64(c->st, t, src, lo, hi, p);
+    return mode == ZK32 ? zenc_32_ZK32(c->st, t, src, lo, hi, p) : zenc_32_ZK64(c->st, t, src, lo, hi, p);
 }
 #endif

@@ -24,22 +24,18 @@ static int clog_ready;
 
 static void clog_init(void)
 {
-    for (uint32_t c = 1; c <= CLOG_MAX; c++)
-        clog_tab[c] = (double)c * log2((double)c);
+    for (uint32_t c = 1; c <= CLOG_MAX; c++) clog_tab[c] = (double)c * log2((double)c);
     __atomic_store_n(&clog_ready, 1, __ATOMIC_RELEASE);
 }
 
 double ent_bits(const uint32_t *cnt, uint64_t total)
 {
-    if (total == 0)
-        return 0.0;
-    if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE))
-        clog_init();
+    if (total == 0) return 0.0;
+    if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE)) clog_init();
     /* Four sums: one chain of 256 dependent additions was the cost. Small alphabets
      * (the escape transform's A plane: 32 values) stop at their largest value. */
     int top = 256;
-    while (top > 4 && !(cnt[top - 1] | cnt[top - 2] | cnt[top - 3] | cnt[top - 4]))
-        top -= 4;
+    while (top > 4 && !(cnt[top - 1] | cnt[top - 2] | cnt[top - 3] | cnt[top - 4])) top -= 4;
     double a[4] = {0, 0, 0, 0};
     for (int s = 0; s < top; s += 4)
         for (int k = 0; k < 4; k++) {
@@ -53,18 +49,14 @@ double ent_bits(const uint32_t *cnt, uint64_t total)
 
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total)
 {
-    if (total == 0)
-        return 2;
+    if (total == 0) return 2;
     int lo = 0, hi = 255;
-    while (lo < 255 && !cnt[lo])
-        lo++;
-    while (hi > lo && !cnt[hi])
-        hi--;
+    while (lo < 255 && !cnt[lo]) lo++;
+    while (hi > lo && !cnt[hi]) hi--;
     size_t bytes = 2;
     /* A symbol needs two bytes once its scaled frequency reaches 128/4096. */
     uint64_t big = (total * 127 + RANS_M - 1) / RANS_M;
-    for (int s = lo; s < hi; s++)
-        bytes += 1 + (cnt[s] > big);
+    for (int s = lo; s < hi; s++) bytes += 1 + (cnt[s] > big);
     return bytes;
 }
 
@@ -89,13 +81,10 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
     }
     int32_t sum = 0;
     for (int s = 0; s < 256; s++) {
-        if (!cnt[s])
-            continue;
+        if (!cnt[s]) continue;
         uint32_t f = (uint32_t)(((uint64_t)cnt[s] * RANS_M + total / 2) / total);
-        if (f == 0)
-            f = 1;
-        if (f > RANS_M - 1)
-            f = RANS_M - 1;
+        if (f == 0) f = 1;
+        if (f > RANS_M - 1) f = RANS_M - 1;
         freq[s] = (uint16_t)f;
         sum += (int32_t)f;
     }
@@ -103,16 +92,12 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
     while (sum != (int32_t)RANS_M) {
         int m = -1;
         for (int s = 0; s < 256; s++)
-            if (freq[s] && (m < 0 || freq[s] > freq[m]) &&
-                (sum > (int32_t)RANS_M ? freq[s] > 1 : freq[s] < RANS_M - 1))
+            if (freq[s] && (m < 0 || freq[s] > freq[m]) && (sum > (int32_t)RANS_M ? freq[s] > 1 : freq[s] < RANS_M - 1))
                 m = s;
-        if (m < 0)
-            break; /* unreachable: >= 2 symbols always leave room */
+        if (m < 0) break; /* unreachable: >= 2 symbols always leave room */
         int32_t d = (int32_t)RANS_M - sum;
-        if (d < 0 && -d > (int32_t)freq[m] - 1)
-            d = 1 - (int32_t)freq[m];
-        if (d > 0 && d > (int32_t)(RANS_M - 1) - (int32_t)freq[m])
-            d = (int32_t)(RANS_M - 1) - (int32_t)freq[m];
+        if (d < 0 && -d > (int32_t)freq[m] - 1) d = 1 - (int32_t)freq[m];
+        if (d > 0 && d > (int32_t)(RANS_M - 1) - (int32_t)freq[m]) d = (int32_t)(RANS_M - 1) - (int32_t)freq[m];
         freq[m] = (uint16_t)((int32_t)freq[m] + d);
         sum += d;
     }
@@ -121,10 +106,8 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
 size_t rans_table_write(const uint16_t *freq, uint8_t *out)
 {
     int lo = 0, hi = 255;
-    while (lo < 255 && !freq[lo])
-        lo++;
-    while (hi > lo && !freq[hi])
-        hi--;
+    while (lo < 255 && !freq[lo]) lo++;
+    while (hi > lo && !freq[hi]) hi--;
     size_t k = 0;
     out[k++] = (uint8_t)lo;
     out[k++] = (uint8_t)hi;
@@ -143,8 +126,7 @@ size_t rans_table_write(const uint16_t *freq, uint8_t *out)
 int rans_table_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
 {
     const uint8_t *p = *pp;
-    if (end - p < 2)
-        return -1;
+    if (end - p < 2) return -1;
     int lo = p[0], hi = p[1];
     p += 2;
     if (lo >= hi) /* one symbol would need frequency RANS_M, never written */
@@ -152,12 +134,10 @@ int rans_table_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
     memset(freq, 0, 256 * sizeof *freq);
     uint32_t sum = 0;
     for (int s = lo; s < hi; s++) {
-        if (p >= end)
-            return -1;
+        if (p >= end) return -1;
         uint32_t f = *p++;
         if (f & 0x80) {
-            if (p >= end || *p >= (RANS_M >> 7))
-                return -1;
+            if (p >= end || *p >= (RANS_M >> 7)) return -1;
             f = (f & 0x7f) | ((uint32_t)*p++ << 7);
             if (f < 128) /* non-canonical: keeps one byte string per table */
                 return -1;
@@ -165,11 +145,9 @@ int rans_table_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
         freq[s] = (uint16_t)f;
         sum += f;
     }
-    if (sum >= RANS_M || (freq[lo] == 0 && lo < hi) )
-        return -1;
+    if (sum >= RANS_M || (freq[lo] == 0 && lo < hi)) return -1;
     freq[hi] = (uint16_t)(RANS_M - sum);
-    if (freq[hi] > RANS_M - 1)
-        return -1;
+    if (freq[hi] > RANS_M - 1) return -1;
     *pp = p;
     return 0;
 }
@@ -203,8 +181,7 @@ void rans_build_dtab(const uint16_t *freq, uint32_t *dtab)
     uint32_t cum = 0;
     for (uint32_t s = 0; s < 256; s++) {
         uint32_t f = freq[s];
-        for (uint32_t k = 0; k < f; k++)
-            dtab[cum + k] = s | (k << 8) | (f << 20);
+        for (uint32_t k = 0; k < f; k++) dtab[cum + k] = s | (k << 8) | (f << 20);
         cum += f;
     }
 }

@@ -7,11 +7,9 @@
 
 int ent_grow(void **buf, size_t *cap, size_t need)
 {
-    if (*cap >= need)
-        return 0;
+    if (*cap >= need) return 0;
     void *nb = realloc(*buf, need);
-    if (!nb)
-        return -1;
+    if (!nb) return -1;
     *buf = nb;
     *cap = need;
     return 0;
@@ -22,7 +20,4 @@ uint8_t *ent_scratch(ent_ctx *c, size_t n)
     return ent_grow((void **)&c->scratch, &c->scratch_cap, n) ? NULL : c->scratch;
 }
 
-uint8_t *ent_cand(ent_ctx *c, size_t n)
-{
-    return ent_grow((void **)&c->cand, &c->cand_cap, n) ? NULL : c->cand;
-}
+uint8_t *ent_cand(ent_ctx *c, size_t n) { return ent_grow((void **)&c->cand, &c->cand_cap, n) ? NULL : c->cand; }

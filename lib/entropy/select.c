@@ -17,39 +17,30 @@
 #include "common/cpu.h"
 #include "ent_internal.h"
 
-size_t ent_bound(size_t n)
-{
-    return n + 16;
-}
+size_t ent_bound(size_t n) { return n + 16; }
 
 static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint8_t *codec)
 {
     *codec = ENT_STORED;
     if (cap < n) /* broken contract (cap < ent_bound): never write past dst */
         return 0;
-    if (n)
-        memcpy(dst, src, n);
+    if (n) memcpy(dst, src, n);
     return n;
 }
 
-int ent_codec_known(uint8_t codec)
-{
-    return ent_codec_get(codec) != NULL;
-}
+int ent_codec_known(uint8_t codec) { return ent_codec_get(codec) != NULL; }
 
-size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n,
-                       uint8_t *dst, size_t cap, int level, uint8_t *codec)
+size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
+                       uint8_t *codec)
 {
     const ent_codec_desc *d = ent_codec_get(want);
     size_t r = 0;
     c->bhist_src = NULL;
-    if (n == 0 || !d)
-        return store(src, n, dst, cap, codec);
+    if (n == 0 || !d) return store(src, n, dst, cap, codec);
     if (d->estimate) { /* the exact estimate first, as the selector does */
         uint32_t h[256];
         ent_histogram(src, n, h);
-        if (d->estimate(c, src, n, h, 0) >= 1e300)
-            return store(src, n, dst, cap, codec);
+        if (d->estimate(c, src, n, h, 0) >= 1e300) return store(src, n, dst, cap, codec);
     }
     r = d->encode(c, src, n, dst, cap, level);
     if (r) {
@@ -82,8 +73,7 @@ static size_t sample_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
             t[3][v >> 56]++;
         }
     }
-    for (int s = 0; s < 256; s++)
-        cnt[s] = t[0][s] + t[1][s] + t[2][s] + t[3][s];
+    for (int s = 0; s < 256; s++) cnt[s] = t[0][s] + t[1][s] + t[2][s] + t[3][s];
     return m;
 }
 
@@ -101,8 +91,7 @@ static int nonzero_clustered(const uint8_t *src, size_t n)
         const uint8_t *p = src + o;
         size_t len = n - o < 1024 ? n - o : 1024, i = 0;
 #ifdef ENT_HAVE_X86
-        if (cpu_level() >= CPU_AVX2)
-            i = ent_runs_avx2(p, len, &runs, &nz);
+        if (cpu_level() >= CPU_AVX2) i = ent_runs_avx2(p, len, &runs, &nz);
 #endif
         for (; i < len; i++) {
             runs += p[i] && (i == 0 || !p[i - 1]);
@@ -112,21 +101,18 @@ static int nonzero_clustered(const uint8_t *src, size_t n)
     return 2 * nz >= 3 * runs;
 }
 
-size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap,
-                  int level, int hint, uint8_t *codec)
+size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
+                  uint8_t *codec)
 {
-    if (n == 0)
-        return store(src, n, dst, cap, codec);
-    if (level < 1)
-        level = 1;
+    if (n == 0) return store(src, n, dst, cap, codec);
+    if (level < 1) level = 1;
     uint32_t h[256];
     if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024) {
         /* Mostly random: a 1/8 sample (1 KiB of every 8) decides STORED, so these
          * planes cost one pass over 12% of their bytes; the sample's entropy runs low
          * by ~0.03 bits, which only makes coding attempts more likely. */
         size_t m = sample_histogram(src, n, h);
-        if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6)
-            return store(src, n, dst, cap, codec);
+        if (ent_bits(h, m) / 8 >= 0.9875 * (double)m && level < 6) return store(src, n, dst, cap, codec);
     }
     if (c->force) {
         /* A forced back end codes every plane not stored unseen above or one value. */
@@ -146,18 +132,14 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     int sh = rans0_base_shift(level, n);
     size_t nb = ((n - 1) >> sh) + 1;
     c->bhist_src = NULL;
-    if (ent_grow((void **)&c->bhist, &c->bhist_cap,
-                 nb * (256 * sizeof(uint32_t) + sizeof(size_t))) == 0) {
+    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t))) == 0) {
         memset(h, 0, sizeof h);
         for (size_t b = 0; b < nb; b++) {
             size_t s0 = b << sh, len = (b + 1 == nb) ? n - s0 : ((size_t)1 << sh);
             uint32_t *bh = c->bhist + b * 256;
-            if (hint == ENT_HINT_SMALL)
-                ent_histogram_sampled(src + s0, len, bh);
-            else
-                ent_histogram(src + s0, len, bh);
-            for (int s = 0; s < 256; s++)
-                h[s] += bh[s];
+            if (hint == ENT_HINT_SMALL) ent_histogram_sampled(src + s0, len, bh);
+            else ent_histogram(src + s0, len, bh);
+            for (int s = 0; s < 256; s++) h[s] += bh[s];
         }
         c->bhist_src = src;
         c->bhist_n = n;
@@ -166,21 +148,20 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         ent_histogram(src, n, h);
     }
     int present = 0;
-    for (int s = 0; s < 256; s++)
-        present += h[s] != 0;
+    for (int s = 0; s < 256; s++) present += h[s] != 0;
     if (present == 1 && cap >= 1) {
         c->bhist_src = NULL;
         dst[0] = src[0];
         *codec = ENT_CONST;
         return 1;
     }
-    const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0), *o1 = ent_codec_get(ENT_RANS1),
-                         *lz = ent_codec_get(ENT_ZSTD);
+    const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0), *o1 = ent_codec_get(ENT_RANS1), *lz = ent_codec_get(ENT_ZSTD);
     double est0 = o0->estimate(c, src, n, h, 0);
     /* Planes mostly of zero bytes (gradients of rows that saw no tokens, pruned or
      * padded tensors) hold long runs that zstd codes in almost nothing and fast. */
-    int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
-                                               : h[0] > n / 2;
+    int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL
+                         ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
+                         : h[0] > n / 2;
     int try_zstd = !c->only_rans && (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy);
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
@@ -199,15 +180,13 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * chain per lane) and gained 0-0.5% of file size on the planes measured, so the
      * default level leaves it out; level 4-5 try it on exponent planes from a sampled
      * estimate, level >= 6 on any plane with an exact one. */
-    int try_o1 = (hint == ENT_HINT_EXPONENT && level >= 4) ||
-                 (level >= 6 && hint != ENT_HINT_MANTISSA);
+    int try_o1 = (hint == ENT_HINT_EXPONENT && level >= 4) || (level >= 6 && hint != ENT_HINT_MANTISSA);
     if (try_o1 && n >= 4096 && (est0 < keep * (double)n || level >= 6)) {
         int sampled = level < 6;
         double est1 = o1->estimate(c, src, n, h, sampled);
         /* Order-0 actual size vs order-1 estimate: the estimate runs ~0.3% low. */
         if (est1 * 1.003 < (double)best) {
-            if (sampled)
-                est1 = o1->estimate(c, src, n, h, 0);
+            if (sampled) est1 = o1->estimate(c, src, n, h, 0);
             uint8_t *cb = est1 * 1.003 < (double)best ? ent_cand(c, n) : NULL;
             size_t r = cb ? o1->encode(c, src, n, cb, n, level) : 0;
             if (r && r < best) {
@@ -227,17 +206,14 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         }
     }
     c->bhist_src = NULL;
-    if (bestc == ENT_STORED)
-        return store(src, n, dst, cap, codec);
+    if (bestc == ENT_STORED) return store(src, n, dst, cap, codec);
     *codec = bestc;
     return best;
 }
 
-int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen,
-               uint8_t *dst, size_t n)
+int ent_decode(ent_ctx *c, uint8_t codec, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     const ent_codec_desc *d = ent_codec_get(codec);
-    if (!c || !d || (srclen && !src) || (n && !dst))
-        return -1;
+    if (!c || !d || (srclen && !src) || (n && !dst)) return -1;
     return d->decode(c, src, srclen, dst, n);
 }

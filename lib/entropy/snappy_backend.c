@@ -33,8 +33,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void load(void)
 {
     void *h = dlopen(SNAPPY_LIB, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return;
+    if (!h) return;
     /* POSIX: a function's address read through a void * (the only way dlsym gives it) */
     *(void **)&api.compress = dlsym(h, "snappy_compress");
     *(void **)&api.uncompress = dlsym(h, "snappy_uncompress");
@@ -52,12 +51,10 @@ static const char *snappy_missing(void)
 static size_t snappy_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
     (void)level;
-    if (snappy_missing())
-        return 0;
+    if (snappy_missing()) return 0;
     size_t len = api.max_compressed_length(n);
     uint8_t *buf = ent_scratch(c, len);
-    if (!buf || api.compress((const char *)src, n, (char *)buf, &len) != SNAPPY_OK || len >= n || len > cap)
-        return 0;
+    if (!buf || api.compress((const char *)src, n, (char *)buf, &len) != SNAPPY_OK || len >= n || len > cap) return 0;
     memcpy(dst, buf, len);
     return len;
 }

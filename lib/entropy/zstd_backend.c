@@ -17,37 +17,30 @@ typedef struct {
 
 static zstd_state *state(ent_ctx *c)
 {
-    if (!c->state[ENT_ZSTD])
-        c->state[ENT_ZSTD] = calloc(1, sizeof(zstd_state));
+    if (!c->state[ENT_ZSTD]) c->state[ENT_ZSTD] = calloc(1, sizeof(zstd_state));
     return c->state[ENT_ZSTD];
 }
 
 static size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
     zstd_state *z = state(c);
-    if (!z || (!z->c && !(z->c = ZSTD_createCCtx())))
-        return 0;
+    if (!z || (!z->c && !(z->c = ZSTD_createCCtx()))) return 0;
     int zl = level <= 3 ? 3 : level <= 6 ? 9 : 19;
     size_t r = ZSTD_compressCCtx(z->c, dst, cap, src, n, zl);
-    if (ZSTD_isError(r) || r >= n)
-        return 0;
+    if (ZSTD_isError(r) || r >= n) return 0;
     return r;
 }
 
 static int zstd_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     zstd_state *z = state(c);
-    if (!z || (!z->d && !(z->d = ZSTD_createDCtx())))
-        return -1;
+    if (!z || (!z->d && !(z->d = ZSTD_createDCtx()))) return -1;
     /* Exactly one frame, declaring exactly n bytes (the encoder always declares it). */
-    if (ZSTD_findFrameCompressedSize(src, srclen) != srclen)
-        return -1;
+    if (ZSTD_findFrameCompressedSize(src, srclen) != srclen) return -1;
     unsigned long long fs = ZSTD_getFrameContentSize(src, srclen);
-    if (fs != (unsigned long long)n)
-        return -1;
+    if (fs != (unsigned long long)n) return -1;
     size_t r = ZSTD_decompressDCtx(z->d, dst, n, src, srclen);
-    if (ZSTD_isError(r) || r != n)
-        return -1;
+    if (ZSTD_isError(r) || r != n) return -1;
     return 0;
 }
 

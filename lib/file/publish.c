@@ -196,12 +196,10 @@ int ckpz_publish_sweep(const char *name)
         if (host != me || pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, de->d_name) >= sizeof path) continue;
         if (companion) { /* another library's file beside a dead writer's temporary: no lock of ours */
-            if (lstat(path, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) && unlink(path) == 0)
-                removed++;
+            if (lstat(path, &st) == 0 && st.st_uid == geteuid() && S_ISREG(st.st_mode) && unlink(path) == 0) removed++;
             continue;
         }
-        if (lstat(path, &st) != 0 || st.st_uid != geteuid() || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
-            continue;
+        if (lstat(path, &st) != 0 || st.st_uid != geteuid() || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) continue;
         /* writable: an flock on NFS is a write lock */
         int fd = open(path, (S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_WRONLY | O_NONBLOCK) | O_NOFOLLOW |
                                 O_NOCTTY | O_CLOEXEC);
@@ -221,7 +219,8 @@ int ckpz_publish_sweep(const char *name)
 static ckpz_error create_error(ckpz_ctx *ctx, const char *name, const char *dir, int e)
 {
     errno = e;
-    if (e == ENOENT) return ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot create it: directory '%s' does not exist", name, dir);
+    if (e == ENOENT)
+        return ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot create it: directory '%s' does not exist", name, dir);
     if (e == ENOTDIR) return ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot create it: '%s' is not a directory", name, dir);
     return ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot create it: %s", name, strerror(e));
 }
@@ -254,8 +253,7 @@ static int create_named(ckpz_publish *p)
         /* EWOULDBLOCK: held by a remover that took it for a dead writer's; other errors:
          * no locks on this file system, and the pid rule alone decides */
         int locked = flock(p->fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK;
-        if (locked && fstat(p->fd, &a) == 0 && lstat(p->temp, &b) == 0 && a.st_dev == b.st_dev &&
-            a.st_ino == b.st_ino)
+        if (locked && fstat(p->fd, &a) == 0 && lstat(p->temp, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
             return 0;
         close(p->fd); /* removed before it was locked: another name */
         p->fd = -1;
@@ -448,8 +446,9 @@ ckpz_error ckpz_publish_commit(ckpz_ctx *ctx, ckpz_publish *p, unsigned flags)
     }
     if (put_in_place(p) != 0) {
         e = errno;
-        rc = e == EEXIST ? ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: appeared while writing; not overwritten", p->name)
-                         : ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot put the output in place: %s", p->name, strerror(e));
+        rc = e == EEXIST
+                 ? ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: appeared while writing; not overwritten", p->name)
+                 : ctx_fail(ctx, CKPZ_ERR_WRITE, "%s: cannot put the output in place: %s", p->name, strerror(e));
         ckpz_publish_abort(p);
         return errno = e, rc;
     }

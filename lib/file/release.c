@@ -114,7 +114,8 @@ void release_later(int fd)
     if (fd < 0) return;
     pthread_once(&once, setup);
     pthread_mutex_lock(&lock);
-    for (i = 0; i < SLOTS && slot_state[i] != FREE; i++) {}
+    for (i = 0; i < SLOTS && slot_state[i] != FREE; i++) {
+    }
     if (i < SLOTS) {
         slot_state[i] = HELD;
         slot_fd[i] = fd;

@@ -12,17 +12,15 @@
 #include "common/ctx.h"
 #include "formats.h"
 
-static fmt_status fetch(const fmt_source *src, uint64_t at, size_t want, const uint8_t **p, size_t *len,
-                        int *eof, char *why, size_t whylen)
+static fmt_status fetch(const fmt_source *src, uint64_t at, size_t want, const uint8_t **p, size_t *len, int *eof,
+                        char *why, size_t whylen)
 {
     *p = NULL;
     *len = 0;
     *eof = 0;
     fmt_status st = src->fetch(src->opaque, at, want, p, len, eof);
-    if (st == FMT_READ)
-        fmt_why(why, whylen, "read error describing the input from byte %llu", (unsigned long long)at);
-    if (st == FMT_DONE && !*p && *len)
-        st = FMT_PROTOCOL;
+    if (st == FMT_READ) fmt_why(why, whylen, "read error describing the input from byte %llu", (unsigned long long)at);
+    if (st == FMT_DONE && !*p && *len) st = FMT_PROTOCOL;
     return st;
 }
 
@@ -67,19 +65,16 @@ static fmt_status drive(const fmt_source *src, uint64_t at, size_t first, step *
         size_t have, need = 0;
         int eof;
         fmt_status st = fetch(src, at, want, &p, &have, &eof, s->why, s->whylen);
-        if (st != FMT_DONE)
-            return st;
+        if (st != FMT_DONE) return st;
         st = s->run(s, p, have, eof, eof ? at + have : src->size, &need);
-        if (st != FMT_NEED_MORE)
-            return st;
-        if ((st = check_need(need, have, eof, s->why, s->whylen)) != FMT_DONE)
-            return st;
+        if (st != FMT_NEED_MORE) return st;
+        if ((st = check_need(need, have, eof, s->why, s->whylen)) != FMT_DONE) return st;
         want = need;
     }
 }
 
-fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out,
-                              char *why, size_t whylen)
+fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out, char *why,
+                              size_t whylen)
 {
     step s = {describe_step, rq, out, why, whylen};
     return drive(src, 0, first, &s);
@@ -87,8 +82,7 @@ fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_req
 
 fmt_status fmt_drive_resume(const fmt_source *src, size_t first, fmt_list *l, char *why, size_t whylen)
 {
-    if (!l->n || !l->seg[l->n - 1].resume)
-        return FMT_DONE;
+    if (!l->n || !l->seg[l->n - 1].resume) return FMT_DONE;
     step s = {resume_step, NULL, l, why, whylen};
     return drive(src, l->seg[l->n - 1].offset, first, &s);
 }
@@ -97,8 +91,7 @@ fmt_status fmt_drive_all(const fmt_source *src, size_t first, fmt_list *l, char 
 {
     while (l->n && l->seg[l->n - 1].resume) {
         fmt_status st = fmt_drive_resume(src, first, l, why, whylen);
-        if (st != FMT_DONE)
-            return st;
+        if (st != FMT_DONE) return st;
     }
     return FMT_DONE;
 }
@@ -107,17 +100,13 @@ ckpz_error fmt_fail(ckpz_ctx *ctx, fmt_status st, const fmt_request *rq, const c
 {
     switch (st) {
     case FMT_DONE:
-    case FMT_NEED_MORE:
-        break;
+    case FMT_NEED_MORE: break;
     case FMT_ERROR:
         return ctx_fail(ctx, CKPZ_ERR_INPUT, "input is not valid %s: %s", ckpz_input_format_name(rq->format),
                         why && why[0] ? why : "unrecognised");
-    case FMT_NOMEM:
-        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory describing the input");
-    case FMT_READ:
-        return ctx_fail(ctx, CKPZ_ERR_READ, "%s", why && why[0] ? why : "read error describing the input");
-    case FMT_PROTOCOL:
-        break;
+    case FMT_NOMEM: return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory describing the input");
+    case FMT_READ: return ctx_fail(ctx, CKPZ_ERR_READ, "%s", why && why[0] ? why : "read error describing the input");
+    case FMT_PROTOCOL: break;
     }
     return ctx_fail(ctx, CKPZ_ERR_INTERNAL, "%s", why && why[0] ? why : "format reader out of protocol");
 }

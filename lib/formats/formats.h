@@ -83,8 +83,8 @@ typedef struct fmt_reader {
      * (<= FMT_PROBE_MAX), FMT_ERROR when the input is not this format (a reason in
      * why[]), FMT_NOMEM. On anything but FMT_DONE, *out holds nothing. Never fails on
      * odd input of its own format: what it cannot trust becomes opaque bytes. */
-    fmt_status (*describe)(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
-                           struct fmt_list *out, size_t *need, char *why, size_t whylen);
+    fmt_status (*describe)(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, struct fmt_list *out,
+                           size_t *need, char *why, size_t whylen);
     /* Piecewise formats (NULL otherwise): pushes segments for the input from byte `at`
      * on, given p[0..len) = the bytes from there (eof: the input ends at at + len),
      * ending with fmt_push_resume or nothing (the rest is then opaque). FMT_NEED_MORE
@@ -116,8 +116,8 @@ const fmt_reader *fmt_reader_get(ckpz_input_format f);
  * FMT_ERROR comes only from a forced format the input does not match, a raw shape the
  * input's size contradicts, or an invalid request. After a fallback to raw, why[] holds a note naming the readers that declined
  * and why (for verbose output); it is "" otherwise. */
-fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const fmt_request *rq,
-                        fmt_list *out, size_t *need, char *why, size_t whylen);
+fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
+                        size_t *need, char *why, size_t whylen);
 
 void fmt_list_free(fmt_list *l);
 /* Drops the segments after the first n (those a reader pushed before finding them wrong). */
@@ -144,8 +144,8 @@ typedef struct fmt_source {
 /* Describes the input from its start: offers `first` bytes, then what the readers ask
  * for. FMT_DONE (*out set), FMT_ERROR (forced format not matched: why[]), FMT_NOMEM,
  * FMT_READ, FMT_PROTOCOL (why[]). */
-fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out,
-                              char *why, size_t whylen);
+fmt_status fmt_drive_describe(const fmt_source *src, size_t first, const fmt_request *rq, fmt_list *out, char *why,
+                              size_t whylen);
 /* Replaces the resume segment that ends l: offers the bytes from its offset on, `first`
  * of them first. FMT_DONE, FMT_NOMEM, FMT_READ, FMT_PROTOCOL (why[]). */
 fmt_status fmt_drive_resume(const fmt_source *src, size_t first, fmt_list *l, char *why, size_t whylen);
@@ -167,8 +167,8 @@ typedef struct npy_info {
     uint64_t data_off;   /* the header's length: the data starts here */
     uint64_t nbytes;     /* the data's length (when dtype != NONE) */
 } npy_info;
-fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info,
-                            size_t *need, char *why, size_t whylen);
+fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_info *info, size_t *need, char *why,
+                            size_t whylen);
 
 /* The common start of every reader: clears *need, why and *out, and clamps *len to
  * total. Returns -1 (the reader then returns FMT_ERROR) when out is NULL. */
@@ -178,8 +178,8 @@ int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *wh
 void fmt_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
-int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
-             uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length);
+int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len, uint32_t ndim, const uint64_t *shape,
+             uint64_t offset, uint64_t length);
 /* Appends the resume segment: the reader wants to look again at `offset`. */
 int fmt_push_resume(fmt_list *l, uint64_t offset);
 /* Appends opaque segments so that the list tiles [0, end) and then an open tail. */

@@ -79,27 +79,22 @@ typedef struct {
 static uint64_t ld(const uint8_t *p, unsigned n)
 {
     uint64_t v = 0;
-    for (unsigned k = n; k-- > 0;)
-        v = v << 8 | p[k];
+    for (unsigned k = n; k-- > 0;) v = v << 8 | p[k];
     return v;
 }
 
 /* 1 when n more bytes are at hand; else records what is wanted (0). */
 static int have(cur *c, uint64_t n)
 {
-    if (n <= c->len - c->i)
-        return 1;
-    if (c->i + n < c->i || c->i + n > UINT64_MAX / 2)
-        c->bad = "a length runs past any file";
-    else if (!c->need)
-        c->need = c->i + n;
+    if (n <= c->len - c->i) return 1;
+    if (c->i + n < c->i || c->i + n > UINT64_MAX / 2) c->bad = "a length runs past any file";
+    else if (!c->need) c->need = c->i + n;
     return 0;
 }
 
 static int get(cur *c, unsigned n, uint64_t *v)
 {
-    if (!have(c, n))
-        return -1;
+    if (!have(c, n)) return -1;
     *v = ld(c->p + c->i, n);
     c->i += n;
     return 0;
@@ -107,8 +102,7 @@ static int get(cur *c, unsigned n, uint64_t *v)
 
 static int skip(cur *c, uint64_t n)
 {
-    if (!have(c, n))
-        return -1;
+    if (!have(c, n)) return -1;
     c->i += (size_t)n;
     return 0;
 }
@@ -116,8 +110,7 @@ static int skip(cur *c, uint64_t n)
 /* A string: its length, then the bytes; *s and *n point at them in the prefix. */
 static int string(cur *c, const uint8_t **s, uint64_t *n)
 {
-    if (get(c, 8, n) || !have(c, *n))
-        return -1;
+    if (get(c, 8, n) || !have(c, *n)) return -1;
     *s = c->p + c->i;
     c->i += (size_t)*n;
     return 0;
@@ -130,19 +123,16 @@ static int value(cur *c, uint64_t t, int depth)
         c->bad = "unknown metadata value type";
         return -1;
     }
-    if (scalar_size[t])
-        return skip(c, scalar_size[t]);
+    if (scalar_size[t]) return skip(c, scalar_size[t]);
     const uint8_t *s;
     uint64_t n;
-    if (t == GGUF_STRING)
-        return string(c, &s, &n);
+    if (t == GGUF_STRING) return string(c, &s, &n);
     uint64_t et, count;
     if (depth >= GGUF_MAX_DEPTH) {
         c->bad = "metadata arrays nested too deep";
         return -1;
     }
-    if (get(c, 4, &et) || get(c, 8, &count))
-        return -1;
+    if (get(c, 4, &et) || get(c, 8, &count)) return -1;
     if (et >= GGUF_NVTYPES) {
         c->bad = "unknown metadata value type";
         return -1;
@@ -161,8 +151,7 @@ static int value(cur *c, uint64_t t, int depth)
         return -1;
     }
     for (uint64_t k = 0; k < count; k++)
-        if (value(c, et, depth + 1))
-            return -1;
+        if (value(c, et, depth + 1)) return -1;
     return 0;
 }
 
@@ -180,10 +169,8 @@ typedef struct {
 static int info_cmp(const void *a, const void *b)
 {
     const g_info *x = a, *y = b;
-    if (x->off != y->off)
-        return x->off < y->off ? -1 : 1;
-    if (x->bytes != y->bytes)
-        return x->bytes < y->bytes ? -1 : 1;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
@@ -191,26 +178,19 @@ static int info_cmp(const void *a, const void *b)
  * cannot vouch for them (unknown type, overflow, a row that is not whole blocks). */
 static uint64_t tensor_bytes(const g_info *g)
 {
-    if (g->type >= GGML_NTYPES || !ggml_types[g->type].size)
-        return UINT64_MAX;
+    if (g->type >= GGML_NTYPES || !ggml_types[g->type].size) return UINT64_MAX;
     uint64_t n = 1;
     int zero = 0;
     for (uint32_t d = 0; d < g->ndim; d++) {
         uint64_t k = ld(g->dims + 8 * (size_t)d, 8);
-        if (k == 0)
-            zero = 1;
-        else if (n > UINT64_MAX / k)
-            return UINT64_MAX;
-        else
-            n *= k;
+        if (k == 0) zero = 1;
+        else if (n > UINT64_MAX / k) return UINT64_MAX;
+        else n *= k;
     }
     uint64_t row = g->ndim ? ld(g->dims, 8) : 1, blck = ggml_types[g->type].blck;
-    if (row % blck)
-        return UINT64_MAX;
-    if (zero)
-        return 0;
-    if ((n / blck) > UINT64_MAX / ggml_types[g->type].size)
-        return UINT64_MAX;
+    if (row % blck) return UINT64_MAX;
+    if (zero) return 0;
+    if ((n / blck) > UINT64_MAX / ggml_types[g->type].size) return UINT64_MAX;
     return n / blck * ggml_types[g->type].size;
 }
 
@@ -218,16 +198,14 @@ static uint64_t tensor_bytes(const g_info *g)
 static int push_info(fmt_list *out, const g_info *g)
 {
     uint64_t shape[GGUF_MAX_DIMS];
-    for (uint32_t d = 0; d < g->ndim; d++)
-        shape[g->ndim - 1 - d] = ld(g->dims + 8 * (size_t)d, 8);
+    for (uint32_t d = 0; d < g->ndim; d++) shape[g->ndim - 1 - d] = ld(g->dims + 8 * (size_t)d, 8);
     ckpz_dtype dt = ggml_types[g->type].dtype;
     if (dt != CKPZ_DTYPE_NONE)
         return fmt_push(out, dt, (const char *)g->name, (size_t)g->name_len, g->ndim, shape, g->off, g->bytes);
     const char *tn = ggml_types[g->type].name;
     size_t nl = (size_t)g->name_len, tl = strlen(tn);
     char *name = malloc(nl + 1 + tl);
-    if (!name)
-        return -1;
+    if (!name) return -1;
     memcpy(name, g->name, nl);
     name[nl] = ':';
     memcpy(name + nl + 1, tn, tl);
@@ -242,8 +220,7 @@ static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, co
                                 size_t *need, char *why, size_t whylen)
 {
     (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
     static const uint8_t magic[4] = {'G', 'G', 'U', 'F'};
     if (memcmp(p, magic, len < 4 ? len : 4) != 0) {
@@ -269,8 +246,7 @@ static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, co
     size_t ninf = 0, cap = 0;
     uint64_t align = 32;
     fmt_status st = FMT_DONE;
-    if (get(&c, 8, &ntensors) || get(&c, 8, &nkv))
-        goto short_;
+    if (get(&c, 8, &ntensors) || get(&c, 8, &nkv)) goto short_;
     if (ntensors > FMT_PROBE_MAX / GGUF_INFO_MIN || nkv > FMT_PROBE_MAX / 13) {
         c.bad = "counts larger than any header";
         goto bad;
@@ -278,16 +254,14 @@ static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, co
     for (uint64_t k = 0; k < nkv; k++) {
         const uint8_t *key;
         uint64_t kl, t;
-        if (string(&c, &key, &kl) || get(&c, 4, &t))
-            goto short_;
+        if (string(&c, &key, &kl) || get(&c, 4, &t)) goto short_;
         if (kl == 17 && !memcmp(key, "general.alignment", 17)) {
             uint64_t a;
             if (t != 4) { /* u32 */
                 c.bad = "general.alignment is not a u32";
                 goto bad;
             }
-            if (get(&c, 4, &a))
-                goto short_;
+            if (get(&c, 4, &a)) goto short_;
             if (a == 0 || a % 8 || a > (1u << 30)) {
                 c.bad = "general.alignment is not a multiple of 8";
                 goto bad;
@@ -301,16 +275,14 @@ static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, co
         g_info g;
         memset(&g, 0, sizeof g);
         uint64_t nd, t;
-        if (string(&c, &g.name, &g.name_len) || get(&c, 4, &nd))
-            goto short_;
+        if (string(&c, &g.name, &g.name_len) || get(&c, 4, &nd)) goto short_;
         if (nd > GGUF_MAX_DIMS) {
             c.bad = "a tensor with more dimensions than GGML has";
             goto bad;
         }
         g.ndim = (uint32_t)nd;
         g.dims = c.p + c.i;
-        if (skip(&c, 8 * nd) || get(&c, 4, &t) || get(&c, 8, &g.off))
-            goto short_;
+        if (skip(&c, 8 * nd) || get(&c, 4, &t) || get(&c, 8, &g.off)) goto short_;
         g.type = (uint32_t)(t > UINT32_MAX ? UINT32_MAX : t);
         g.idx = (size_t)k;
         if (grow_array((void **)&inf, &cap, ninf + 1, sizeof *inf)) {
@@ -328,28 +300,23 @@ static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, co
                 g->bytes <= UINT64_MAX - data - g->off && !memchr(g->name, 0, (size_t)g->name_len);
         if (g->ok) {
             g->off += data;
-            if (total != CKPZ_SIZE_UNKNOWN && g->off + g->bytes > total)
-                g->ok = 0; /* data past the end of the file */
+            if (total != CKPZ_SIZE_UNKNOWN && g->off + g->bytes > total) g->ok = 0; /* data past the end of the file */
         }
     }
     /* keep the tensors in offset order; a run of tensors that overlap one another is
      * left opaque as a whole, an empty one inside another dropped */
     size_t nok = 0;
     for (size_t k = 0; k < ninf; k++)
-        if (inf[k].ok)
-            inf[nok++] = inf[k];
-    if (nok > 1)
-        qsort(inf, nok, sizeof *inf, info_cmp);
+        if (inf[k].ok) inf[nok++] = inf[k];
+    if (nok > 1) qsort(inf, nok, sizeof *inf, info_cmp);
     out->format = CKPZ_INPUT_GGUF;
     for (size_t k = 0; k < nok;) {
         size_t j = k + 1, members = 1;
         uint64_t run_end = inf[k].off + inf[k].bytes;
         for (; j < nok && inf[j].off < run_end; j++) {
-            if (!inf[j].bytes)
-                continue; /* an empty tensor inside another holds no bytes: dropped */
+            if (!inf[j].bytes) continue; /* an empty tensor inside another holds no bytes: dropped */
             members++;
-            if (inf[j].off + inf[j].bytes > run_end)
-                run_end = inf[j].off + inf[j].bytes;
+            if (inf[j].off + inf[j].bytes > run_end) run_end = inf[j].off + inf[j].bytes;
         }
         if (members == 1 && push_info(out, &inf[k])) {
             st = FMT_NOMEM;
@@ -374,10 +341,8 @@ short_:
             c.bad = "a header larger than the limit";
         } else {
             uint64_t want = c.need > 2 * (uint64_t)len ? c.need : 2 * (uint64_t)len;
-            if (want > FMT_PROBE_MAX)
-                want = FMT_PROBE_MAX;
-            if (total != CKPZ_SIZE_UNKNOWN && want > total)
-                want = total;
+            if (want > FMT_PROBE_MAX) want = FMT_PROBE_MAX;
+            if (total != CKPZ_SIZE_UNKNOWN && want > total) want = total;
             *need = (size_t)want;
             st = FMT_NEED_MORE;
             goto done;
@@ -387,15 +352,11 @@ bad:
     free(inf);
     return fmt_all_opaque(out, CKPZ_INPUT_GGUF, why, whylen, c.bad);
 done:
-    if (st != FMT_DONE)
-        fmt_list_free(out);
+    if (st != FMT_DONE) fmt_list_free(out);
     free(inf);
     return st;
 }
 
-static int gguf_sniff(const uint8_t *p, size_t len)
-{
-    return len >= 4 && !memcmp(p, "GGUF", 4);
-}
+static int gguf_sniff(const uint8_t *p, size_t len) { return len >= 4 && !memcmp(p, "GGUF", 4); }
 
 const fmt_reader fmt_reader_gguf = {CKPZ_INPUT_GGUF, "gguf", gguf_sniff, gguf_describe, NULL, NULL};

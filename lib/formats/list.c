@@ -16,8 +16,7 @@
 
 void fmt_why(char *why, size_t whylen, const char *fmt, ...)
 {
-    if (!why || !whylen)
-        return;
+    if (!why || !whylen) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, whylen, fmt, ap);
@@ -26,15 +25,11 @@ void fmt_why(char *why, size_t whylen, const char *fmt, ...)
 
 int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen)
 {
-    if (need)
-        *need = 0;
-    if (why && whylen)
-        why[0] = '\0';
-    if (!out)
-        return -1;
+    if (need) *need = 0;
+    if (why && whylen) why[0] = '\0';
+    if (!out) return -1;
     memset(out, 0, sizeof(*out));
-    if (total != CKPZ_SIZE_UNKNOWN && *len > total)
-        *len = (size_t)total;
+    if (total != CKPZ_SIZE_UNKNOWN && *len > total) *len = (size_t)total;
     return 0;
 }
 
@@ -47,11 +42,10 @@ static void seg_clear(fmt_segment *s)
     s->ndim = 0;
 }
 
-int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
-             uint32_t ndim, const uint64_t *shape, uint64_t offset, uint64_t length)
+int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len, uint32_t ndim, const uint64_t *shape,
+             uint64_t offset, uint64_t length)
 {
-    if (!l || grow_array((void **)&l->seg, &l->cap, l->n + 1, sizeof(fmt_segment)))
-        return -1;
+    if (!l || grow_array((void **)&l->seg, &l->cap, l->n + 1, sizeof(fmt_segment))) return -1;
     fmt_segment s;
     memset(&s, 0, sizeof(s));
     s.dtype = dtype;
@@ -59,13 +53,10 @@ int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len,
     s.length = length;
     if (dtype != CKPZ_DTYPE_NONE) {
         /* A tensor always has a name (possibly empty). */
-        if (!name)
-            name_len = 0;
+        if (!name) name_len = 0;
         s.name = malloc(name_len + 1);
-        if (!s.name)
-            return -1;
-        if (name_len)
-            memcpy(s.name, name, name_len);
+        if (!s.name) return -1;
+        if (name_len) memcpy(s.name, name, name_len);
         s.name[name_len] = '\0';
         if (ndim && shape) {
             s.shape = malloc((size_t)ndim * sizeof(uint64_t));
@@ -89,10 +80,8 @@ static void append(fmt_segment *d, size_t *n, fmt_segment s, size_t floor)
         fmt_segment *p = &d[*n - 1];
         if (p->dtype == CKPZ_DTYPE_NONE && p->length != FMT_LEN_OPEN) {
             /* Contiguous by construction. */
-            if (s.length == FMT_LEN_OPEN)
-                p->length = FMT_LEN_OPEN;
-            else
-                p->length += s.length;
+            if (s.length == FMT_LEN_OPEN) p->length = FMT_LEN_OPEN;
+            else p->length += s.length;
             return;
         }
     }
@@ -111,8 +100,7 @@ static fmt_segment opaque(uint64_t offset, uint64_t length)
 
 int fmt_push_resume(fmt_list *l, uint64_t offset)
 {
-    if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, offset, FMT_LEN_OPEN))
-        return -1;
+    if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, offset, FMT_LEN_OPEN)) return -1;
     l->seg[l->n - 1].resume = 1;
     return 0;
 }
@@ -122,15 +110,12 @@ int fmt_push_resume(fmt_list *l, uint64_t offset)
 static int finish_from(fmt_list *l, size_t first, uint64_t start)
 {
     /* Worst case: a gap before every segment plus the open tail. */
-    if (l->n > (((size_t)-1) / sizeof(fmt_segment) - 1) / 2)
-        return -1;
+    if (l->n > (((size_t)-1) / sizeof(fmt_segment) - 1) / 2) return -1;
     size_t cap = first + 2 * (l->n - first) + 1;
     fmt_segment *d = malloc(cap * sizeof(*d));
-    if (!d)
-        return -1;
+    if (!d) return -1;
     size_t n = first, i;
-    if (first)
-        memcpy(d, l->seg, first * sizeof(*d));
+    if (first) memcpy(d, l->seg, first * sizeof(*d));
     uint64_t cur = start;
     int open = 0;
 
@@ -140,15 +125,13 @@ static int finish_from(fmt_list *l, size_t first, uint64_t start)
             seg_clear(&s);
             continue;
         }
-        if (s.dtype == CKPZ_DTYPE_NONE)
-            seg_clear(&s);
+        if (s.dtype == CKPZ_DTYPE_NONE) seg_clear(&s);
         int is_open = s.length == FMT_LEN_OPEN || s.length > UINT64_MAX - s.offset;
         uint64_t end = is_open ? UINT64_MAX : s.offset + s.length;
         if (s.offset < cur) {
             /* Overlaps what is already described: keep only the new bytes, opaque. */
             seg_clear(&s);
-            if (!is_open && end <= cur)
-                continue;
+            if (!is_open && end <= cur) continue;
             s = opaque(cur, is_open ? FMT_LEN_OPEN : end - cur);
         } else if (s.offset > cur) {
             append(d, &n, opaque(cur, s.offset - cur), first);
@@ -159,12 +142,10 @@ static int finish_from(fmt_list *l, size_t first, uint64_t start)
         } else {
             cur = s.offset + s.length;
         }
-        if (s.dtype == CKPZ_DTYPE_NONE && s.length == 0)
-            continue; /* empty opaque run: nothing to describe */
+        if (s.dtype == CKPZ_DTYPE_NONE && s.length == 0) continue; /* empty opaque run: nothing to describe */
         append(d, &n, s, first);
     }
-    if (!open)
-        append(d, &n, opaque(cur, FMT_LEN_OPEN), first);
+    if (!open) append(d, &n, opaque(cur, FMT_LEN_OPEN), first);
 
     free(l->seg);
     l->seg = d;
@@ -173,10 +154,7 @@ static int finish_from(fmt_list *l, size_t first, uint64_t start)
     return 0;
 }
 
-int fmt_finish(fmt_list *l)
-{
-    return l ? finish_from(l, 0, 0) : -1;
-}
+int fmt_finish(fmt_list *l) { return l ? finish_from(l, 0, 0) : -1; }
 
 fmt_status fmt_all_opaque(fmt_list *out, ckpz_input_format f, char *why, size_t whylen, const char *reason)
 {
@@ -192,20 +170,17 @@ fmt_status fmt_all_opaque(fmt_list *out, ckpz_input_format f, char *why, size_t 
 
 fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t *need)
 {
-    if (!l || !l->n || !l->seg[l->n - 1].resume)
-        return FMT_ERROR;
+    if (!l || !l->n || !l->seg[l->n - 1].resume) return FMT_ERROR;
     size_t first = l->n - 1;
     uint64_t at = l->seg[first].offset;
     l->n = first; /* the resume segment owns no memory */
     fmt_status s = FMT_ERROR;
-    if (l->reader && l->reader->resume && !(eof && len == 0))
-        s = l->reader->resume(l->state, l, at, p, len, eof, need);
+    if (l->reader && l->reader->resume && !(eof && len == 0)) s = l->reader->resume(l->state, l, at, p, len, eof, need);
     /* A reader must make progress: a resume point at or before this one would loop. */
     if (s == FMT_DONE && l->n > first && l->seg[l->n - 1].resume && l->seg[l->n - 1].offset <= at)
         l->seg[l->n - 1].resume = 0;
     if (s != FMT_DONE) {
-        while (l->n > first)
-            seg_clear(&l->seg[--l->n]);
+        while (l->n > first) seg_clear(&l->seg[--l->n]);
         if (s == FMT_NOMEM) {
             (void)fmt_push_resume(l, at); /* the callers give up; the list stays whole if it can */
             return FMT_NOMEM;
@@ -213,8 +188,7 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
         if (s == FMT_NEED_MORE && *need > len && *need <= FMT_PROBE_MAX && !eof)
             return fmt_push_resume(l, at) ? FMT_NOMEM : FMT_NEED_MORE;
         /* The reader gave up: the rest of the input is opaque. */
-        if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at, FMT_LEN_OPEN))
-            return FMT_NOMEM;
+        if (fmt_push(l, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, at, FMT_LEN_OPEN)) return FMT_NOMEM;
         return FMT_DONE;
     }
     return finish_from(l, first, at) ? FMT_NOMEM : FMT_DONE;
@@ -222,18 +196,14 @@ fmt_status fmt_resume(fmt_list *l, const uint8_t *p, size_t len, int eof, size_t
 
 void fmt_list_drop(fmt_list *l, size_t n)
 {
-    while (l->n > n)
-        seg_clear(&l->seg[--l->n]);
+    while (l->n > n) seg_clear(&l->seg[--l->n]);
 }
 
 void fmt_list_free(fmt_list *l)
 {
-    if (!l)
-        return;
-    for (size_t i = 0; i < l->n; i++)
-        seg_clear(&l->seg[i]);
+    if (!l) return;
+    for (size_t i = 0; i < l->n; i++) seg_clear(&l->seg[i]);
     free(l->seg);
-    if (l->state && l->reader && l->reader->free_state)
-        l->reader->free_state(l->state);
+    if (l->state && l->reader && l->reader->free_state) l->reader->free_state(l->state);
     memset(l, 0, sizeof(*l));
 }

@@ -21,36 +21,29 @@ typedef struct npz_state {
 static int npz_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
 {
     (void)ctx;
-    if (m->method != 0 || !zip_name_ends(m, ".npy"))
-        return ZIP_CB_OK;
+    if (m->method != 0 || !zip_name_ends(m, ".npy")) return ZIP_CB_OK;
     npy_info info;
     size_t nn = 0;
     size_t avail = m->avail;
-    if (m->size != ZIP_SIZE_UNKNOWN && avail > m->size)
-        avail = (size_t)m->size;
-    fmt_status s = npy_parse_header(m->data, avail, m->size == ZIP_SIZE_UNKNOWN ? CKPZ_SIZE_UNKNOWN : m->size,
-                                    &info, &nn, NULL, 0);
+    if (m->size != ZIP_SIZE_UNKNOWN && avail > m->size) avail = (size_t)m->size;
+    fmt_status s = npy_parse_header(m->data, avail, m->size == ZIP_SIZE_UNKNOWN ? CKPZ_SIZE_UNKNOWN : m->size, &info,
+                                    &nn, NULL, 0);
     if (s == FMT_NEED_MORE) {
-        if (m->eof || nn <= m->avail)
-            return ZIP_CB_OK;
+        if (m->eof || nn <= m->avail) return ZIP_CB_OK;
         *need = nn;
         return ZIP_CB_NEED;
     }
-    if (s != FMT_DONE || info.dtype == CKPZ_DTYPE_NONE || info.nbytes > UINT64_MAX - info.data_off)
-        return ZIP_CB_OK;
+    if (s != FMT_DONE || info.dtype == CKPZ_DTYPE_NONE || info.nbytes > UINT64_MAX - info.data_off) return ZIP_CB_OK;
     uint64_t len = info.data_off + info.nbytes;
-    if (m->size == ZIP_SIZE_UNKNOWN)
-        m->size = len; /* checked against the data descriptor by the walker */
-    else if (m->size != len)
-        return ZIP_CB_OK;
+    if (m->size == ZIP_SIZE_UNKNOWN) m->size = len; /* checked against the data descriptor by the walker */
+    else if (m->size != len) return ZIP_CB_OK;
     if (fmt_push(l, info.dtype, (const char *)m->name, m->name_len - 4, info.ndim, info.shape,
                  m->data_off + info.data_off, info.nbytes))
         return ZIP_CB_NOMEM;
     return ZIP_CB_OK;
 }
 
-static fmt_status npz_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
-                             size_t *need)
+static fmt_status npz_resume(void *state, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof, size_t *need)
 {
     npz_state *z = state;
     return zip_walk(&z->ws, l, at, p, len, eof, 0, npz_member, NULL, need);
@@ -58,25 +51,22 @@ static fmt_status npz_resume(void *state, fmt_list *l, uint64_t at, const uint8_
 
 static void npz_free(void *state) { free(state); }
 
-static fmt_status npz_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
-                               fmt_list *out, size_t *need, char *why, size_t whylen)
+static fmt_status npz_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
+                               size_t *need, char *why, size_t whylen)
 {
     (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;
     fmt_status first = zip_first_member(p, len, total, &m, need, why, whylen);
-    if (first != FMT_DONE)
-        return first;
+    if (first != FMT_DONE) return first;
     if (!zip_name_ends(&m, ".npy")) {
         fmt_why(why, whylen, "zip archive whose first member is not a .npy file");
         return FMT_ERROR;
     }
     npz_state *z = calloc(1, sizeof(*z));
-    if (!z)
-        return FMT_NOMEM;
+    if (!z) return FMT_NOMEM;
     out->format = CKPZ_INPUT_NPZ;
     out->reader = &fmt_reader_npz;
     out->state = z;

@@ -19,8 +19,21 @@
 #define PKL_MAX_NAME 1024
 #define PKL_MAX_NDIM 64
 
-enum { O_NONE, O_BOOL, O_INT, O_FLOAT, O_STR, O_BYTES, O_TUPLE, O_LIST, O_DICT, O_GLOBAL, O_STORAGE,
-       O_TENSOR, O_OTHER };
+enum {
+    O_NONE,
+    O_BOOL,
+    O_INT,
+    O_FLOAT,
+    O_STR,
+    O_BYTES,
+    O_TUPLE,
+    O_LIST,
+    O_DICT,
+    O_GLOBAL,
+    O_STORAGE,
+    O_TENSOR,
+    O_OTHER
+};
 enum { K_NONE, K_OBJ, K_INDEX, K_SKIP }; /* how an object is keyed in its parent */
 
 typedef struct {
@@ -60,14 +73,11 @@ typedef struct {
 
 static int grow(void **a, size_t *cap, size_t want, size_t esz)
 {
-    if (want <= *cap)
-        return 0;
+    if (want <= *cap) return 0;
     size_t c = *cap ? *cap : 64;
-    while (c < want)
-        c *= 2;
+    while (c < want) c *= 2;
     void *n = realloc(*a, c * esz);
-    if (!n)
-        return -1;
+    if (!n) return -1;
     *a = n;
     *cap = c;
     return 0;
@@ -81,10 +91,8 @@ static int grow(void **a, size_t *cap, size_t want, size_t esz)
 
 static int new_obj(pk *k, int kind, uint32_t *id)
 {
-    if (k->no >= k->limit)
-        return R_BAD;
-    if (grow((void **)&k->o, &k->co, k->no + 1, sizeof(pobj)))
-        return R_NOMEM;
+    if (k->no >= k->limit) return R_BAD;
+    if (grow((void **)&k->o, &k->co, k->no + 1, sizeof(pobj))) return R_NOMEM;
     pobj *o = &k->o[k->no];
     memset(o, 0, sizeof(*o));
     o->kind = (uint8_t)kind;
@@ -95,10 +103,8 @@ static int new_obj(pk *k, int kind, uint32_t *id)
 
 static int push(pk *k, uint32_t id)
 {
-    if (k->ns >= k->limit)
-        return R_BAD;
-    if (grow((void **)&k->stack, &k->cs, k->ns + 1, sizeof(uint32_t)))
-        return R_NOMEM;
+    if (k->ns >= k->limit) return R_BAD;
+    if (grow((void **)&k->stack, &k->cs, k->ns + 1, sizeof(uint32_t))) return R_NOMEM;
     k->stack[k->ns++] = id;
     return R_OK;
 }
@@ -113,24 +119,21 @@ static size_t base(const pk *k) { return k->nm ? k->marks[k->nm - 1] : 0; }
 
 static int pop(pk *k, uint32_t *id)
 {
-    if (k->ns <= base(k))
-        return R_BAD;
+    if (k->ns <= base(k)) return R_BAD;
     *id = k->stack[--k->ns];
     return R_OK;
 }
 
 static int top(pk *k, uint32_t *id)
 {
-    if (k->ns <= base(k))
-        return R_BAD;
+    if (k->ns <= base(k)) return R_BAD;
     *id = k->stack[k->ns - 1];
     return R_OK;
 }
 
 static int pop_mark(pk *k, size_t *start)
 {
-    if (!k->nm)
-        return R_BAD;
+    if (!k->nm) return R_BAD;
     *start = k->marks[--k->nm];
     return R_OK;
 }
@@ -139,8 +142,7 @@ static int pop_mark(pk *k, size_t *start)
 static void place(pk *k, uint32_t child, uint32_t parent, int key_kind, uint32_t key)
 {
     pobj *c = &k->o[child];
-    if (child == parent || c->parent != NIL)
-        return;
+    if (child == parent || c->parent != NIL) return;
     if (c->kind != O_TENSOR && c->kind != O_DICT && c->kind != O_LIST && c->kind != O_TUPLE && c->kind != O_OTHER)
         return;
     c->parent = parent;
@@ -153,8 +155,7 @@ static int need(const pk *k, size_t n) { return k->len - k->pos < n ? R_NEED : R
 static uint64_t le(const uint8_t *p, unsigned n)
 {
     uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
+    for (unsigned i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
 
@@ -179,14 +180,11 @@ static uint32_t tuple_item(const pk *k, uint32_t tup, uint32_t i)
 static int make_tuple(pk *k, size_t from)
 {
     size_t n = k->ns - from;
-    if (k->ni + n > k->limit)
-        return R_BAD;
-    if (grow((void **)&k->items, &k->ci, k->ni + n, sizeof(uint32_t)))
-        return R_NOMEM;
+    if (k->ni + n > k->limit) return R_BAD;
+    if (grow((void **)&k->items, &k->ci, k->ni + n, sizeof(uint32_t))) return R_NOMEM;
     uint32_t id;
     int r = new_obj(k, O_TUPLE, &id);
-    if (r)
-        return r;
+    if (r) return r;
     k->o[id].a = (uint32_t)k->ni;
     k->o[id].b = (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
@@ -204,13 +202,11 @@ static ckpz_dtype storage_dtype(const pk *k, uint32_t g, int *known)
 {
     const pobj *o = &k->o[g];
     *known = 0;
-    if (o->kind != O_GLOBAL)
-        return CKPZ_DTYPE_NONE;
+    if (o->kind != O_GLOBAL) return CKPZ_DTYPE_NONE;
     if (!eq(k, o->a, o->b, "torch") && !eq(k, o->a, o->b, "torch.cuda") && !eq(k, o->a, o->b, "torch.storage"))
         return CKPZ_DTYPE_NONE;
     ckpz_dtype t = dtype_find(DT_NAMES_TORCH, (const char *)k->p + o->c, o->d);
-    if (t == CKPZ_DTYPE_COUNT_)
-        return CKPZ_DTYPE_NONE;
+    if (t == CKPZ_DTYPE_COUNT_) return CKPZ_DTYPE_NONE;
     *known = 1;
     return t;
 }
@@ -220,18 +216,15 @@ static int persid(pk *k)
 {
     uint32_t pid, id;
     int r = pop(k, &pid);
-    if (r)
-        return r;
+    if (r) return r;
     uint32_t tag = tuple_item(k, pid, 0), ty = tuple_item(k, pid, 1), key = tuple_item(k, pid, 2),
              num = tuple_item(k, pid, 4);
     if (k->o[pid].kind != O_TUPLE || k->o[pid].b != 5 || k->o[tag].kind != O_STR ||
         !eq(k, k->o[tag].a, k->o[tag].b, "storage") || k->o[key].kind != O_STR || k->o[num].kind != O_INT ||
         k->o[num].i < 0)
         return push_new(k, O_OTHER, &id); /* some other persistent object */
-    if (k->nrec >= k->limit)
-        return R_BAD;
-    if (grow((void **)&k->rec, &k->crec, k->nrec + 1, sizeof(prec)))
-        return R_NOMEM;
+    if (k->nrec >= k->limit) return R_BAD;
+    if (grow((void **)&k->rec, &k->crec, k->nrec + 1, sizeof(prec))) return R_NOMEM;
     int known;
     prec *s = &k->rec[k->nrec];
     s->key_off = k->o[key].a;
@@ -239,8 +232,7 @@ static int persid(pk *k)
     s->dtype = storage_dtype(k, ty, &known);
     s->numel = (uint64_t)k->o[num].i;
     s->tensor = NIL;
-    if ((r = push_new(k, O_STORAGE, &id)))
-        return r;
+    if ((r = push_new(k, O_STORAGE, &id))) return r;
     k->o[id].a = (uint32_t)k->nrec++;
     return R_OK;
 }
@@ -250,19 +242,16 @@ static int rebuild_tensor(pk *k, uint32_t args, uint32_t *res)
 {
     uint32_t st = tuple_item(k, args, 0), off = tuple_item(k, args, 1), size = tuple_item(k, args, 2),
              stride = tuple_item(k, args, 3);
-    if (st == NIL || stride == NIL || k->o[st].kind != O_STORAGE)
-        return new_obj(k, O_OTHER, res);
+    if (st == NIL || stride == NIL || k->o[st].kind != O_STORAGE) return new_obj(k, O_OTHER, res);
     int r = new_obj(k, O_TENSOR, res);
-    if (r)
-        return r;
+    if (r) return r;
     pobj *t = &k->o[*res];
     t->a = k->o[st].a;
     t->b = size;
     t->c = stride;
     t->i = k->o[off].kind == O_INT ? k->o[off].i : -1;
     prec *s = &k->rec[t->a];
-    if (s->tensor == NIL)
-        s->tensor = *res;
+    if (s->tensor == NIL) s->tensor = *res;
     return R_OK;
 }
 
@@ -270,10 +259,8 @@ static int reduce(pk *k)
 {
     uint32_t args, fn, res;
     int r = pop(k, &args);
-    if (!r)
-        r = pop(k, &fn);
-    if (r)
-        return r;
+    if (!r) r = pop(k, &fn);
+    if (r) return r;
     if (is_global(k, fn, "torch._utils", "_rebuild_tensor_v2")) {
         r = rebuild_tensor(k, args, &res);
     } else if (is_global(k, fn, "torch._tensor", "_rebuild_from_type_v2") &&
@@ -285,26 +272,22 @@ static int reduce(pk *k)
                 is_global(k, fn, "torch._utils", "_rebuild_parameter_with_state")) &&
                tuple_item(k, args, 0) != NIL && k->o[tuple_item(k, args, 0)].kind == O_TENSOR) {
         res = tuple_item(k, args, 0); /* the parameter is its tensor */
-        if (k->o[res].parent == args)
-            k->o[res].parent = NIL;
+        if (k->o[res].parent == args) k->o[res].parent = NIL;
         r = R_OK;
     } else if (is_global(k, fn, "collections", "OrderedDict") || is_global(k, fn, "builtins", "dict") ||
                is_global(k, fn, "__builtin__", "dict")) {
         r = new_obj(k, O_DICT, &res);
     } else {
         r = new_obj(k, O_OTHER, &res);
-        if (!r)
-            place(k, args, res, K_SKIP, 0);
+        if (!r) place(k, args, res, K_SKIP, 0);
     }
     return r ? r : push(k, res);
 }
 
 static int set_items(pk *k, uint32_t target, size_t from, size_t to)
 {
-    if ((to - from) % 2)
-        return R_BAD;
-    for (size_t i = from; i < to; i += 2)
-        place(k, k->stack[i + 1], target, K_OBJ, k->stack[i]);
+    if ((to - from) % 2) return R_BAD;
+    for (size_t i = from; i < to; i += 2) place(k, k->stack[i + 1], target, K_OBJ, k->stack[i]);
     return R_OK;
 }
 
@@ -314,8 +297,7 @@ static int append_items(pk *k, uint32_t target, size_t from, size_t to)
     int counts = t->kind == O_LIST || t->kind == O_OTHER; /* 'a' is the item count only there */
     for (size_t i = from; i < to; i++) {
         place(k, k->stack[i], target, counts ? K_INDEX : K_SKIP, counts ? t->a : 0);
-        if (counts)
-            t->a++;
+        if (counts) t->a++;
     }
     return R_OK;
 }
@@ -324,31 +306,25 @@ static int memo_put(pk *k, uint64_t key)
 {
     uint32_t id;
     int r = top(k, &id);
-    if (r)
-        return r;
+    if (r) return r;
     /* Keys are bounded by the bytes read so far (writers number them from 0, one per
      * PUT), not by the length given: the same pickle reads the same whatever follows
      * its STOP. */
-    if (key >= k->pos + 16)
-        return R_BAD;
+    if (key >= k->pos + 16) return R_BAD;
     if (key >= k->nmemo) {
         size_t cap = k->nmemo;
-        if (grow((void **)&k->memo, &cap, (size_t)key + 1, sizeof(uint32_t)))
-            return R_NOMEM;
-        for (size_t i = k->nmemo; i < cap; i++)
-            k->memo[i] = NIL;
+        if (grow((void **)&k->memo, &cap, (size_t)key + 1, sizeof(uint32_t))) return R_NOMEM;
+        for (size_t i = k->nmemo; i < cap; i++) k->memo[i] = NIL;
         k->nmemo = cap;
     }
-    if (k->memo[key] == NIL)
-        k->mcount++;
+    if (k->memo[key] == NIL) k->mcount++;
     k->memo[key] = id;
     return R_OK;
 }
 
 static int memo_get(pk *k, uint64_t key)
 {
-    if (key >= k->nmemo || k->memo[key] == NIL)
-        return R_BAD;
+    if (key >= k->nmemo || k->memo[key] == NIL) return R_BAD;
     return push(k, k->memo[key]);
 }
 
@@ -356,8 +332,7 @@ static int memo_get(pk *k, uint64_t key)
 static int line(pk *k, size_t *off, size_t *n)
 {
     const uint8_t *e = memchr(k->p + k->pos, '\n', k->len - k->pos);
-    if (!e)
-        return R_NEED;
+    if (!e) return R_NEED;
     *off = k->pos;
     *n = (size_t)(e - (k->p + k->pos));
     k->pos += *n + 1;
@@ -367,12 +342,10 @@ static int line(pk *k, size_t *off, size_t *n)
 static int dec(const pk *k, size_t off, size_t n, uint64_t *v)
 {
     uint64_t x = 0;
-    if (!n || n > 18)
-        return R_BAD;
+    if (!n || n > 18) return R_BAD;
     for (size_t i = 0; i < n; i++) {
         uint8_t c = k->p[off + i];
-        if (c < '0' || c > '9')
-            return R_BAD;
+        if (c < '0' || c > '9') return R_BAD;
         x = x * 10 + (c - '0');
     }
     *v = x;
@@ -383,10 +356,8 @@ static int push_str(pk *k, int kind, size_t n)
 {
     uint32_t id;
     int r = need(k, n);
-    if (r)
-        return r;
-    if ((r = push_new(k, kind, &id)))
-        return r;
+    if (r) return r;
+    if ((r = push_new(k, kind, &id))) return r;
     k->o[id].a = (uint32_t)k->pos;
     k->o[id].b = (uint32_t)n;
     k->pos += n;
@@ -397,8 +368,7 @@ static int push_int(pk *k, int kind, int64_t v)
 {
     uint32_t id;
     int r = push_new(k, kind, &id);
-    if (!r)
-        k->o[id].i = v;
+    if (!r) k->o[id].i = v;
     return r;
 }
 
@@ -407,27 +377,22 @@ static int run(pk *k, uint32_t *root)
 {
     for (;;) {
         int r = need(k, 1);
-        if (r)
-            return r;
+        if (r) return r;
         uint8_t op = k->p[k->pos++];
         uint32_t id, v, t;
         size_t from, off, n;
         uint64_t x;
         switch (op) {
         case 0x80: /* PROTO */
-            if ((r = need(k, 1)))
-                return r;
-            if (k->p[k->pos++] > 5)
-                return R_BAD;
+            if ((r = need(k, 1))) return r;
+            if (k->p[k->pos++] > 5) return R_BAD;
             break;
         case 0x95: /* FRAME */
-            if ((r = need(k, 8)))
-                return r;
+            if ((r = need(k, 8))) return r;
             k->pos += 8;
             break;
         case '.': /* STOP */
-            if ((r = pop(k, root)))
-                return r;
+            if ((r = pop(k, root))) return r;
             return R_OK;
         case '}': r = push_new(k, O_DICT, &id); break;
         case ']': r = push_new(k, O_LIST, &id); break;
@@ -437,51 +402,41 @@ static int run(pk *k, uint32_t *root)
         case 0x89: r = push_int(k, O_BOOL, 0); break;
         case 0x8f: /* EMPTY_SET */ r = push_new(k, O_OTHER, &id); break;
         case '(': /* MARK */
-            if (k->nm >= k->limit)
-                return R_BAD;
-            if (grow((void **)&k->marks, &k->cm, k->nm + 1, sizeof(size_t)))
-                return R_NOMEM;
+            if (k->nm >= k->limit) return R_BAD;
+            if (grow((void **)&k->marks, &k->cm, k->nm + 1, sizeof(size_t))) return R_NOMEM;
             k->marks[k->nm++] = k->ns;
             break;
         case 'X': /* BINUNICODE */
         case 'T': /* BINSTRING */
         case 'B': /* BINBYTES */
-            if ((r = need(k, 4)))
-                return r;
+            if ((r = need(k, 4))) return r;
             x = le(k->p + k->pos, 4);
             k->pos += 4;
-            if (op == 'T' && (x & 0x80000000u))
-                return R_BAD;
-            if (x > k->len)
-                return R_NEED;
+            if (op == 'T' && (x & 0x80000000u)) return R_BAD;
+            if (x > k->len) return R_NEED;
             r = push_str(k, op == 'B' ? O_BYTES : O_STR, (size_t)x);
             break;
         case 0x8c: /* SHORT_BINUNICODE */
         case 'U':  /* SHORT_BINSTRING */
         case 'C':  /* SHORT_BINBYTES */
-            if ((r = need(k, 1)))
-                return r;
+            if ((r = need(k, 1))) return r;
             x = k->p[k->pos++];
             r = push_str(k, op == 'C' ? O_BYTES : O_STR, (size_t)x);
             break;
         case 0x8d: /* BINUNICODE8 */
         case 0x8e: /* BINBYTES8 */
-            if ((r = need(k, 8)))
-                return r;
+            if ((r = need(k, 8))) return r;
             x = le(k->p + k->pos, 8);
             k->pos += 8;
-            if (x > k->len)
-                return R_NEED;
+            if (x > k->len) return R_NEED;
             r = push_str(k, op == 0x8e ? O_BYTES : O_STR, (size_t)x);
             break;
         case 'q': /* BINPUT */
-            if ((r = need(k, 1)))
-                return r;
+            if ((r = need(k, 1))) return r;
             r = memo_put(k, k->p[k->pos++]);
             break;
         case 'r': /* LONG_BINPUT */
-            if ((r = need(k, 4)))
-                return r;
+            if ((r = need(k, 4))) return r;
             x = le(k->p + k->pos, 4);
             k->pos += 4;
             r = memo_put(k, x);
@@ -490,56 +445,46 @@ static int run(pk *k, uint32_t *root)
             r = memo_put(k, k->mcount); /* the key is the memo's length */
             break;
         case 'h': /* BINGET */
-            if ((r = need(k, 1)))
-                return r;
+            if ((r = need(k, 1))) return r;
             r = memo_get(k, k->p[k->pos++]);
             break;
         case 'j': /* LONG_BINGET */
-            if ((r = need(k, 4)))
-                return r;
+            if ((r = need(k, 4))) return r;
             x = le(k->p + k->pos, 4);
             k->pos += 4;
             r = memo_get(k, x);
             break;
         case 'p': /* PUT */
         case 'g': /* GET */
-            if ((r = line(k, &off, &n)) || (r = dec(k, off, n, &x)))
-                return r;
+            if ((r = line(k, &off, &n)) || (r = dec(k, off, n, &x))) return r;
             r = op == 'p' ? memo_put(k, x) : memo_get(k, x);
             break;
         case 'J': /* BININT */
-            if ((r = need(k, 4)))
-                return r;
+            if ((r = need(k, 4))) return r;
             x = le(k->p + k->pos, 4);
             k->pos += 4;
             r = push_int(k, O_INT, (int64_t)(int32_t)(uint32_t)x);
             break;
         case 'K': /* BININT1 */
-            if ((r = need(k, 1)))
-                return r;
+            if ((r = need(k, 1))) return r;
             r = push_int(k, O_INT, k->p[k->pos++]);
             break;
         case 'M': /* BININT2 */
-            if ((r = need(k, 2)))
-                return r;
+            if ((r = need(k, 2))) return r;
             x = le(k->p + k->pos, 2);
             k->pos += 2;
             r = push_int(k, O_INT, (int64_t)x);
             break;
         case 0x8a: /* LONG1 */
         case 0x8b: /* LONG4 */
-            if ((r = need(k, op == 0x8a ? 1 : 4)))
-                return r;
+            if ((r = need(k, op == 0x8a ? 1 : 4))) return r;
             n = (size_t)le(k->p + k->pos, op == 0x8a ? 1 : 4);
             k->pos += op == 0x8a ? 1 : 4;
-            if (n > k->len)
-                return R_NEED;
-            if ((r = need(k, n)))
-                return r;
+            if (n > k->len) return R_NEED;
+            if ((r = need(k, n))) return r;
             if (n <= 8) {
                 x = le(k->p + k->pos, (unsigned)n);
-                if (n && n < 8 && (k->p[k->pos + n - 1] & 0x80))
-                    x |= ~(uint64_t)0 << (8 * n); /* sign extension */
+                if (n && n < 8 && (k->p[k->pos + n - 1] & 0x80)) x |= ~(uint64_t)0 << (8 * n); /* sign extension */
                 k->pos += n;
                 r = push_int(k, O_INT, (int64_t)x);
             } else {
@@ -548,8 +493,7 @@ static int run(pk *k, uint32_t *root)
             }
             break;
         case 'G': /* BINFLOAT */
-            if ((r = need(k, 8)))
-                return r;
+            if ((r = need(k, 8))) return r;
             k->pos += 8;
             r = push_new(k, O_FLOAT, &id);
             break;
@@ -558,70 +502,57 @@ static int run(pk *k, uint32_t *root)
         case 'F': /* FLOAT (text) */
         case 'S': /* STRING (text) */
         case 'V': /* UNICODE (text) */
-            if ((r = line(k, &off, &n)))
-                return r;
+            if ((r = line(k, &off, &n))) return r;
             if (op == 'I' && n == 2 && k->p[off] == '0' && (k->p[off + 1] == '0' || k->p[off + 1] == '1'))
                 r = push_int(k, O_BOOL, k->p[off + 1] == '1');
             else if ((op == 'I' || op == 'L') && !dec(k, off, n - (op == 'L' && n && k->p[off + n - 1] == 'L'), &x))
                 r = push_int(k, O_INT, (int64_t)x);
-            else
-                r = push_new(k, op == 'F' ? O_FLOAT : O_OTHER, &id);
+            else r = push_new(k, op == 'F' ? O_FLOAT : O_OTHER, &id);
             break;
         case 't': /* TUPLE */
-            if ((r = pop_mark(k, &from)))
-                return r;
+            if ((r = pop_mark(k, &from))) return r;
             r = make_tuple(k, from);
             break;
         case 0x85: /* TUPLE1 */
         case 0x86: /* TUPLE2 */
         case 0x87: /* TUPLE3 */
             n = (size_t)(op - 0x84);
-            if (k->ns < base(k) + n)
-                return R_BAD;
+            if (k->ns < base(k) + n) return R_BAD;
             r = make_tuple(k, k->ns - n);
             break;
         case 's': /* SETITEM */
-            if (k->ns < base(k) + 3)
-                return R_BAD;
+            if (k->ns < base(k) + 3) return R_BAD;
             r = set_items(k, k->stack[k->ns - 3], k->ns - 2, k->ns);
             k->ns -= 2;
             break;
         case 'u': /* SETITEMS */
-            if ((r = pop_mark(k, &from)))
-                return r;
-            if (from <= base(k))
-                return R_BAD;
+            if ((r = pop_mark(k, &from))) return r;
+            if (from <= base(k)) return R_BAD;
             r = set_items(k, k->stack[from - 1], from, k->ns);
             k->ns = from;
             break;
         case 'a': /* APPEND */
-            if (k->ns < base(k) + 2)
-                return R_BAD;
+            if (k->ns < base(k) + 2) return R_BAD;
             r = append_items(k, k->stack[k->ns - 2], k->ns - 1, k->ns);
             k->ns -= 1;
             break;
         case 'e': /* APPENDS */
         case 0x90: /* ADDITEMS */
-            if ((r = pop_mark(k, &from)))
-                return r;
-            if (from <= base(k))
-                return R_BAD;
+            if ((r = pop_mark(k, &from))) return r;
+            if (from <= base(k)) return R_BAD;
             r = append_items(k, k->stack[from - 1], from, k->ns);
             k->ns = from;
             break;
         case 0x91: /* FROZENSET */
-            if ((r = pop_mark(k, &from)))
-                return r;
+            if ((r = pop_mark(k, &from))) return r;
             k->ns = from;
             r = push_new(k, O_OTHER, &id);
             break;
         case 'c': /* GLOBAL */
         {
             size_t mo, mn;
-            if ((r = line(k, &mo, &mn)) || (r = line(k, &off, &n)))
-                return r;
-            if ((r = push_new(k, O_GLOBAL, &id)))
-                return r;
+            if ((r = line(k, &mo, &mn)) || (r = line(k, &off, &n))) return r;
+            if ((r = push_new(k, O_GLOBAL, &id))) return r;
             k->o[id].a = (uint32_t)mo;
             k->o[id].b = (uint32_t)mn;
             k->o[id].c = (uint32_t)off;
@@ -629,12 +560,9 @@ static int run(pk *k, uint32_t *root)
             break;
         }
         case 0x93: /* STACK_GLOBAL */
-            if ((r = pop(k, &v)) || (r = pop(k, &t)))
-                return r;
-            if (k->o[v].kind != O_STR || k->o[t].kind != O_STR)
-                return R_BAD;
-            if ((r = push_new(k, O_GLOBAL, &id)))
-                return r;
+            if ((r = pop(k, &v)) || (r = pop(k, &t))) return r;
+            if (k->o[v].kind != O_STR || k->o[t].kind != O_STR) return R_BAD;
+            if ((r = push_new(k, O_GLOBAL, &id))) return r;
             k->o[id].a = k->o[t].a;
             k->o[id].b = k->o[t].b;
             k->o[id].c = k->o[v].a;
@@ -642,41 +570,32 @@ static int run(pk *k, uint32_t *root)
             break;
         case 'R': r = reduce(k); break;
         case 0x81: /* NEWOBJ */
-            if ((r = pop(k, &v)) || (r = pop(k, &t)) || (r = push_new(k, O_OTHER, &id)))
-                return r;
+            if ((r = pop(k, &v)) || (r = pop(k, &t)) || (r = push_new(k, O_OTHER, &id))) return r;
             place(k, v, id, K_SKIP, 0);
             break;
         case 0x92: /* NEWOBJ_EX */
-            if ((r = pop(k, &v)) || (r = pop(k, &v)) || (r = pop(k, &t)) || (r = push_new(k, O_OTHER, &id)))
-                return r;
+            if ((r = pop(k, &v)) || (r = pop(k, &v)) || (r = pop(k, &t)) || (r = push_new(k, O_OTHER, &id))) return r;
             break;
         case 'b': /* BUILD */
-            if ((r = pop(k, &v)) || (r = top(k, &t)))
-                return r;
+            if ((r = pop(k, &v)) || (r = top(k, &t))) return r;
             place(k, v, t, K_SKIP, 0);
             break;
         case 'Q': r = persid(k); break;
         case '0': /* POP */
-            if (k->ns > base(k))
-                k->ns--;
-            else if ((r = pop_mark(k, &from)))
-                return r;
+            if (k->ns > base(k)) k->ns--;
+            else if ((r = pop_mark(k, &from))) return r;
             break;
         case '1': /* POP_MARK */
-            if ((r = pop_mark(k, &from)))
-                return r;
+            if ((r = pop_mark(k, &from))) return r;
             k->ns = from;
             break;
         case '2': /* DUP */
-            if ((r = top(k, &v)))
-                return r;
+            if ((r = top(k, &v))) return r;
             r = push(k, v);
             break;
-        default:
-            return R_BAD; /* PERSID (text), EXT*, INST, OBJ, buffers, anything unknown */
+        default: return R_BAD; /* PERSID (text), EXT*, INST, OBJ, buffers, anything unknown */
         }
-        if (r)
-            return r;
+        if (r) return r;
     }
 }
 
@@ -695,13 +614,21 @@ static int key_text(const pk *k, const pobj *o, char *buf, size_t cap, size_t *n
             len = kk->b;
             break;
         case O_INT: len = (size_t)snprintf(tmp, sizeof tmp, "%lld", (long long)kk->i); break;
-        case O_BOOL: s = kk->i ? "True" : "False"; len = strlen(s); break;
-        case O_NONE: s = "None"; len = 4; break;
-        default: s = "?"; len = 1; break;
+        case O_BOOL:
+            s = kk->i ? "True" : "False";
+            len = strlen(s);
+            break;
+        case O_NONE:
+            s = "None";
+            len = 4;
+            break;
+        default:
+            s = "?";
+            len = 1;
+            break;
         }
     }
-    if (len > cap)
-        return -1;
+    if (len > cap) return -1;
     for (size_t i = 0; i < len; i++) {
         uint8_t c = (uint8_t)s[i];
         buf[i] = c < 0x20 || c == 0x7f ? '_' : (char)c;
@@ -718,22 +645,17 @@ static char *path_name(const pk *k, uint32_t t, uint32_t root)
     uint32_t o = t;
     while (o != root) {
         const pobj *x = &k->o[o];
-        if (x->parent == NIL || depth >= PKL_MAX_DEPTH)
-            return NULL;
-        if (x->key_kind != K_SKIP)
-            chain[depth++] = o;
+        if (x->parent == NIL || depth >= PKL_MAX_DEPTH) return NULL;
+        if (x->key_kind != K_SKIP) chain[depth++] = o;
         o = x->parent;
     }
-    if (!depth)
-        return NULL;
+    if (!depth) return NULL;
     char buf[PKL_MAX_NAME + 1];
     size_t n = 0;
     for (size_t i = depth; i-- > 0;) {
         size_t kn;
-        if (n && n < PKL_MAX_NAME)
-            buf[n++] = '.';
-        if (n >= PKL_MAX_NAME || key_text(k, &k->o[chain[i]], buf + n, PKL_MAX_NAME - n, &kn))
-            return NULL;
+        if (n && n < PKL_MAX_NAME) buf[n++] = '.';
+        if (n >= PKL_MAX_NAME || key_text(k, &k->o[chain[i]], buf + n, PKL_MAX_NAME - n, &kn)) return NULL;
         n += kn;
     }
     char *s = malloc(n + 1);
@@ -749,32 +671,24 @@ static int tensor_shape(const pk *k, uint32_t t, uint64_t numel, uint64_t *shape
 {
     const pobj *x = &k->o[t];
     const pobj *sz = &k->o[x->b], *st = &k->o[x->c];
-    if (x->i != 0 || sz->kind != O_TUPLE || st->kind != O_TUPLE || sz->b != st->b || sz->b > PKL_MAX_NDIM)
-        return -1;
+    if (x->i != 0 || sz->kind != O_TUPLE || st->kind != O_TUPLE || sz->b != st->b || sz->b > PKL_MAX_NDIM) return -1;
     uint64_t prod = 1;
     int zero = 0;
     for (uint32_t i = 0; i < sz->b; i++) {
         const pobj *d = &k->o[k->items[sz->a + i]];
-        if (d->kind != O_INT || d->i < 0)
-            return -1;
+        if (d->kind != O_INT || d->i < 0) return -1;
         shape[i] = (uint64_t)d->i;
-        if (!shape[i])
-            zero = 1;
-        else if (prod > UINT64_MAX / shape[i])
-            return -1;
-        else
-            prod *= shape[i];
+        if (!shape[i]) zero = 1;
+        else if (prod > UINT64_MAX / shape[i]) return -1;
+        else prod *= shape[i];
     }
-    if (zero)
-        prod = 0;
-    if (prod != numel)
-        return -1;
+    if (zero) prod = 0;
+    if (prod != numel) return -1;
     if (prod) {
         uint64_t acc = 1;
         for (uint32_t i = sz->b; i-- > 0;) {
             const pobj *d = &k->o[k->items[st->a + i]];
-            if (shape[i] != 1 && (d->kind != O_INT || (uint64_t)d->i != acc))
-                return -1;
+            if (shape[i] != 1 && (d->kind != O_INT || (uint64_t)d->i != acc)) return -1;
             acc *= shape[i];
         }
     }
@@ -793,10 +707,8 @@ static int rkey_cmp(const void *a, const void *b)
     const rkey *x = a, *y = b;
     size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
     int c = memcmp(x->key, y->key, n);
-    if (c)
-        return c;
-    if (x->key_len != y->key_len)
-        return x->key_len < y->key_len ? -1 : 1;
+    if (c) return c;
+    if (x->key_len != y->key_len) return x->key_len < y->key_len ? -1 : 1;
     return x->rec < y->rec ? -1 : x->rec > y->rec;
 }
 
@@ -807,8 +719,7 @@ static int same_key(const rkey *x, const rkey *y)
 
 void pkl_storages_free(pkl_storages *t)
 {
-    if (!t)
-        return;
+    if (!t) return;
     for (size_t i = 0; i < t->n; i++) {
         free(t->s[i].key);
         free(t->s[i].name);
@@ -826,8 +737,7 @@ static pkl_status build(pk *k, uint32_t root, pkl_storages *out)
 {
     size_t n = k->nrec;
     for (size_t i = 0; i < n; i++)
-        if (k->rec[i].key_len > 4096 || memchr(k->p + k->rec[i].key_off, '\0', k->rec[i].key_len))
-            return PKL_BAD;
+        if (k->rec[i].key_len > 4096 || memchr(k->p + k->rec[i].key_off, '\0', k->rec[i].key_len)) return PKL_BAD;
     rkey *ks = malloc((n ? n : 1) * sizeof(rkey));
     out->s = calloc(n ? n : 1, sizeof(pkl_storage));
     if (!ks || !out->s) {
@@ -848,16 +758,14 @@ static pkl_status build(pk *k, uint32_t root, pkl_storages *out)
         const prec *r = &k->rec[ks[i].rec];
         uint32_t first = r->tensor;
         while (j < n && same_key(&ks[i], &ks[j])) {
-            if (k->rec[ks[j].rec].tensor < first)
-                first = k->rec[ks[j].rec].tensor;
+            if (k->rec[ks[j].rec].tensor < first) first = k->rec[ks[j].rec].tensor;
             j++;
         }
         pkl_storage *s = &out->s[out->n++];
         s->dtype = r->dtype;
         s->numel = r->numel;
         s->key = malloc((size_t)r->key_len + 1);
-        if (!s->key)
-            goto oom;
+        if (!s->key) goto oom;
         memcpy(s->key, k->p + r->key_off, r->key_len);
         s->key[r->key_len] = '\0';
         uint64_t shape[PKL_MAX_NDIM];
@@ -874,15 +782,13 @@ static pkl_status build(pk *k, uint32_t root, pkl_storages *out)
         if (!s->name) {
             size_t nl = 5 + strlen(s->key) + 1;
             s->name = malloc(nl);
-            if (!s->name)
-                goto oom;
+            if (!s->name) goto oom;
             snprintf(s->name, nl, "data/%s", s->key);
         }
         s->ndim = ndim;
         if (ndim) {
             s->shape = malloc(ndim * sizeof(uint64_t));
-            if (!s->shape)
-                goto oom;
+            if (!s->shape) goto oom;
             memcpy(s->shape, shape, ndim * sizeof(uint64_t));
         }
         i = j;
@@ -898,8 +804,7 @@ oom:
 pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, size_t *end)
 {
     memset(out, 0, sizeof(*out));
-    if (len > (size_t)UINT32_MAX - 64)
-        return PKL_BAD;
+    if (len > (size_t)UINT32_MAX - 64) return PKL_BAD;
     pk k;
     memset(&k, 0, sizeof(k));
     k.p = p;
@@ -931,14 +836,10 @@ const pkl_storage *pkl_find(const pkl_storages *t, const uint8_t *key, size_t ke
         const char *s = t->s[mid].key;
         size_t sl = strlen(s), n = sl < key_len ? sl : key_len;
         int c = memcmp(s, key, n);
-        if (!c)
-            c = sl < key_len ? -1 : sl > key_len;
-        if (!c)
-            return &t->s[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
+        if (!c) c = sl < key_len ? -1 : sl > key_len;
+        if (!c) return &t->s[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
     }
     return NULL;
 }

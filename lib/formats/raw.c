@@ -15,13 +15,11 @@
 
 uint64_t fmt_raw_bytes(const fmt_request *rq)
 {
-    if (!rq || !rq->raw_ndim || !rq->raw_shape || rq->raw_dtype == CKPZ_DTYPE_NONE)
-        return UINT64_MAX;
+    if (!rq || !rq->raw_ndim || !rq->raw_shape || rq->raw_dtype == CKPZ_DTYPE_NONE) return UINT64_MAX;
     uint64_t n = ckpz_dtype_size(rq->raw_dtype);
     for (uint32_t d = 0; d < rq->raw_ndim; d++) {
         uint64_t k = rq->raw_shape[d];
-        if (k == 0 || n > (UINT64_MAX - 1) / k)
-            return UINT64_MAX;
+        if (k == 0 || n > (UINT64_MAX - 1) / k) return UINT64_MAX;
         n *= k;
     }
     return n;
@@ -43,15 +41,15 @@ static fmt_status raw_describe(const uint8_t *p, size_t len, uint64_t total, con
                                size_t *need, char *why, size_t whylen)
 {
     (void)p;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     ckpz_dtype dt = rq ? rq->raw_dtype : CKPZ_DTYPE_NONE;
     int rc = 0;
     if (rq && rq->raw_ndim) {
         uint64_t bytes = fmt_raw_bytes(rq);
         if (bytes == UINT64_MAX) {
-            fmt_why(why, whylen, "%s", dt == CKPZ_DTYPE_NONE ? "a raw shape needs an element type"
-                                                             : "a raw shape with a zero or too many elements");
+            fmt_why(why, whylen, "%s",
+                    dt == CKPZ_DTYPE_NONE ? "a raw shape needs an element type"
+                                          : "a raw shape with a zero or too many elements");
             return FMT_ERROR;
         }
         if (total != CKPZ_SIZE_UNKNOWN && total != bytes) {

@@ -26,8 +26,7 @@ _Static_assert(sizeof fmt_readers / sizeof fmt_readers[0] == CKPZ_INPUT_COUNT_, 
 const fmt_reader *fmt_reader_get(ckpz_input_format f)
 {
     for (size_t i = 0; i < fmt_reader_count; i++)
-        if (fmt_readers[i]->id == f)
-            return fmt_readers[i];
+        if (fmt_readers[i]->id == f) return fmt_readers[i];
     return NULL;
 }
 
@@ -45,41 +44,34 @@ static fmt_status detect(const uint8_t *p, size_t len, uint64_t total, const fmt
     size_t used = 0;
     for (size_t i = 0; i < fmt_reader_count; i++) {
         const fmt_reader *rd = fmt_readers[i];
-        if (!rd->sniff || !rd->sniff(p, len))
-            continue;
+        if (!rd->sniff || !rd->sniff(p, len)) continue;
         r[0] = '\0';
         fmt_status st = rd->describe(p, len, total, rq, out, need, r, sizeof r);
         if (st == FMT_DONE) {
             out->reader = rd;
             return st;
         }
-        if (st != FMT_ERROR)
-            return st; /* more bytes wanted, or out of memory */
+        if (st != FMT_ERROR) return st; /* more bytes wanted, or out of memory */
         if (used < sizeof note) {
             int k = snprintf(note + used, sizeof note - used, "%snot %s (%s)", used ? "; " : "", rd->name, r);
-            if (k > 0)
-                used += (size_t)k;
+            if (k > 0) used += (size_t)k;
         }
     }
     fmt_status st = fmt_reader_raw.describe(p, len, total, rq, out, need, why, whylen);
     if (st == FMT_DONE) {
         out->reader = &fmt_reader_raw;
-        if (used)
-            fmt_why(why, whylen, "raw input: %s", note);
+        if (used) fmt_why(why, whylen, "raw input: %s", note);
     }
     return st;
 }
 
-fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const fmt_request *rq,
-                        fmt_list *out, size_t *need, char *why, size_t whylen)
+fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
+                        size_t *need, char *why, size_t whylen)
 {
-    if (!prefix)
-        len = 0;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (!prefix) len = 0;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     static const uint8_t none = 0;
-    if (!prefix)
-        prefix = &none; /* readers compare 0 bytes of it */
+    if (!prefix) prefix = &none; /* readers compare 0 bytes of it */
     if (!rq || (unsigned)rq->raw_dtype >= CKPZ_DTYPE_COUNT_) {
         fmt_why(why, whylen, "unknown raw dtype %d", rq ? (int)rq->raw_dtype : -1);
         return FMT_ERROR;
@@ -89,11 +81,9 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const
         fmt_why(why, whylen, "unknown input format %d", (int)rq->format);
         return FMT_ERROR;
     }
-    if (rd->id == CKPZ_INPUT_AUTO)
-        return detect(prefix, len, total, rq, out, need, why, whylen);
+    if (rd->id == CKPZ_INPUT_AUTO) return detect(prefix, len, total, rq, out, need, why, whylen);
     fmt_status st = rd->describe(prefix, len, total, rq, out, need, why, whylen);
-    if (st == FMT_DONE)
-        out->reader = rd;
+    if (st == FMT_DONE) out->reader = rd;
     return st;
 }
 

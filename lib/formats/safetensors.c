@@ -61,11 +61,9 @@ typedef struct {
 /* Parses an array of unsigned integers. Up to `max` values go to out (or, when out is
  * NULL, to p->dims); *count is the number of elements; *ok is cleared when an element
  * is not an unsigned 64-bit integer. */
-static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count,
-                            int *ok)
+static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count, int *ok)
 {
-    if (depth > JSON_MAX_DEPTH)
-        return json_fail(&p->j, "JSON nested too deeply");
+    if (depth > JSON_MAX_DEPTH) return json_fail(&p->j, "JSON nested too deeply");
     *count = 0;
     p->j.i++; /* '[' */
     json_ws(&p->j);
@@ -75,31 +73,24 @@ static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t 
     }
     for (;;) {
         json_ws(&p->j);
-        if (p->j.i >= p->j.n)
-            return json_fail(&p->j, "truncated JSON");
+        if (p->j.i >= p->j.n) return json_fail(&p->j, "truncated JSON");
         if (p->j.s[p->j.i] == '-' || json_digit(p->j.s[p->j.i])) {
             uint64_t v;
             int u;
-            if (json_number(&p->j, &v, &u))
-                return -1;
-            if (!u)
-                *ok = 0;
+            if (json_number(&p->j, &v, &u)) return -1;
+            if (!u) *ok = 0;
             else if (*count < max) {
-                if (out)
-                    out[*count] = v;
+                if (out) out[*count] = v;
                 else {
-                    if (json_grow((void **)&p->dims, &p->dcap, p->dlen + 1, sizeof(uint64_t)))
-                        return json_oom(&p->j);
+                    if (json_grow((void **)&p->dims, &p->dcap, p->dlen + 1, sizeof(uint64_t))) return json_oom(&p->j);
                     p->dims[p->dlen++] = v;
                 }
             }
         } else {
-            if (json_skip(&p->j, depth + 1))
-                return -1;
+            if (json_skip(&p->j, depth + 1)) return -1;
             *ok = 0;
         }
-        if (*count < SIZE_MAX)
-            (*count)++;
+        if (*count < SIZE_MAX) (*count)++;
         json_ws(&p->j);
         if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
             p->j.i++;
@@ -134,8 +125,7 @@ static int parse_entry(jp *p, int depth, size_t name_off)
     size_t ndim = 0, noff = 0;
     uint64_t off[2] = {0, 0};
 
-    if (depth > JSON_MAX_DEPTH)
-        return json_fail(&p->j, "JSON nested too deeply");
+    if (depth > JSON_MAX_DEPTH) return json_fail(&p->j, "JSON nested too deeply");
     p->j.i++; /* '{' */
     json_ws(&p->j);
     if (p->j.i < p->j.n && p->j.s[p->j.i] == '}') {
@@ -145,46 +135,34 @@ static int parse_entry(jp *p, int depth, size_t name_off)
     for (;;) {
         json_ws(&p->j);
         size_t mark = p->j.slen;
-        if (json_string(&p->j, 1))
-            return -1;
+        if (json_string(&p->j, 1)) return -1;
         unsigned f = key_is(p, mark, "dtype")          ? F_DTYPE
                      : key_is(p, mark, "shape")        ? F_SHAPE
                      : key_is(p, mark, "data_offsets") ? F_OFFSETS
                                                        : 0;
         p->j.slen = mark;
         json_ws(&p->j);
-        if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':')
-            return json_fail(&p->j, "expected ':'");
+        if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':') return json_fail(&p->j, "expected ':'");
         p->j.i++;
         json_ws(&p->j);
-        if (p->j.i >= p->j.n)
-            return json_fail(&p->j, "truncated JSON");
-        if (f & seen)
-            ok = 0; /* duplicate field */
+        if (p->j.i >= p->j.n) return json_fail(&p->j, "truncated JSON");
+        if (f & seen) ok = 0; /* duplicate field */
         seen |= f;
         if (f == F_DTYPE && p->j.s[p->j.i] == '"') {
-            if (json_string(&p->j, 1))
-                return -1;
+            if (json_string(&p->j, 1)) return -1;
             dt = st_dtype(p->j.str + mark, p->j.slen - mark, &esz);
-            if (dt == CKPZ_DTYPE_NONE)
-                ok = 0; /* unknown dtype: opaque bytes, not an error */
+            if (dt == CKPZ_DTYPE_NONE) ok = 0; /* unknown dtype: opaque bytes, not an error */
             p->j.slen = mark;
         } else if (f == F_SHAPE && p->j.s[p->j.i] == '[') {
             p->dlen = shape_off;
-            if (parse_uint_array(p, depth + 1, NULL, ST_MAX_NDIM, &ndim, &ok))
-                return -1;
-            if (ndim > ST_MAX_NDIM)
-                ok = 0;
+            if (parse_uint_array(p, depth + 1, NULL, ST_MAX_NDIM, &ndim, &ok)) return -1;
+            if (ndim > ST_MAX_NDIM) ok = 0;
         } else if (f == F_OFFSETS && p->j.s[p->j.i] == '[') {
-            if (parse_uint_array(p, depth + 1, off, 2, &noff, &ok))
-                return -1;
-            if (noff != 2)
-                ok = 0;
+            if (parse_uint_array(p, depth + 1, off, 2, &noff, &ok)) return -1;
+            if (noff != 2) ok = 0;
         } else {
-            if (f)
-                ok = 0; /* a known field of the wrong type */
-            if (json_skip(&p->j, depth + 1))
-                return -1;
+            if (f) ok = 0; /* a known field of the wrong type */
+            if (json_skip(&p->j, depth + 1)) return -1;
         }
         json_ws(&p->j);
         if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
@@ -198,14 +176,11 @@ static int parse_entry(jp *p, int depth, size_t name_off)
         return json_fail(&p->j, "expected ',' or '}'");
     }
 done:
-    if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS))
-        ok = 0;
+    if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS)) ok = 0;
     if (ok && name_len && memchr(p->j.str + name_off, 0, name_len))
         ok = 0; /* "\u0000" in a name: cannot be a C string */
-    if (ok && off[0] > off[1])
-        ok = 0;
-    if (ok && off[1] > UINT64_MAX - p->base)
-        ok = 0;
+    if (ok && off[0] > off[1]) ok = 0;
+    if (ok && off[1] > UINT64_MAX - p->base) ok = 0;
     if (ok && p->total != CKPZ_SIZE_UNKNOWN && p->base + off[1] > p->total)
         ok = 0; /* data beyond the end of the file */
     if (ok) {
@@ -214,27 +189,20 @@ done:
         int zero = 0, ovf = 0;
         for (size_t j = 0; j < ndim; j++) {
             uint64_t d = p->dims[shape_off + j];
-            if (d == 0)
-                zero = 1;
-            else if (prod > UINT64_MAX / d)
-                ovf = 1;
-            else
-                prod *= d;
+            if (d == 0) zero = 1;
+            else if (prod > UINT64_MAX / d) ovf = 1;
+            else prod *= d;
         }
-        if (zero)
-            prod = 0;
-        else if (ovf)
-            ok = 0;
-        if (ok && prod != off[1] - off[0])
-            ok = 0;
+        if (zero) prod = 0;
+        else if (ovf) ok = 0;
+        if (ok && prod != off[1] - off[0]) ok = 0;
     }
     if (!ok) {
         p->dlen = shape_off;
         p->j.slen = name_off;
         return 0;
     }
-    if (json_grow((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent)))
-        return json_oom(&p->j);
+    if (json_grow((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent))) return json_oom(&p->j);
     st_ent *e = &p->ent[p->elen];
     e->begin = off[0];
     e->end = off[1];
@@ -259,23 +227,18 @@ static int parse_header(jp *p)
         for (;;) {
             json_ws(&p->j);
             size_t mark = p->j.slen;
-            if (json_string(&p->j, 1))
-                return -1;
+            if (json_string(&p->j, 1)) return -1;
             int meta = key_is(p, mark, "__metadata__");
             json_ws(&p->j);
-            if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':')
-                return json_fail(&p->j, "expected ':'");
+            if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':') return json_fail(&p->j, "expected ':'");
             p->j.i++;
             json_ws(&p->j);
-            if (p->j.i >= p->j.n)
-                return json_fail(&p->j, "truncated JSON");
+            if (p->j.i >= p->j.n) return json_fail(&p->j, "truncated JSON");
             if (!meta && p->j.s[p->j.i] == '{') {
-                if (parse_entry(p, 2, mark))
-                    return -1;
+                if (parse_entry(p, 2, mark)) return -1;
             } else {
                 p->j.slen = mark;
-                if (json_skip(&p->j, 2))
-                    return -1;
+                if (json_skip(&p->j, 2)) return -1;
             }
             json_ws(&p->j);
             if (p->j.i < p->j.n && p->j.s[p->j.i] == ',') {
@@ -290,26 +253,22 @@ static int parse_header(jp *p)
         }
     }
     json_ws(&p->j); /* writers pad the header with spaces */
-    if (p->j.i != p->j.n)
-        return json_fail(&p->j, "unexpected bytes after the JSON object");
+    if (p->j.i != p->j.n) return json_fail(&p->j, "unexpected bytes after the JSON object");
     return 0;
 }
 
 static int ent_cmp(const void *a, const void *b)
 {
     const st_ent *x = a, *y = b;
-    if (x->begin != y->begin)
-        return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end)
-        return x->end < y->end ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
 {
     return fmt_push(out, e->dtype, p->j.str + e->name_off, e->name_len, e->ndim,
-                    e->ndim ? p->dims + e->shape_off : NULL, p->base + e->begin,
-                    e->end - e->begin);
+                    e->ndim ? p->dims + e->shape_off : NULL, p->base + e->begin, e->end - e->begin);
 }
 
 /* Emits the entries sorted by offset. A run of entries that overlap one another is
@@ -317,27 +276,22 @@ static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
  * tensor's range is dropped (it holds no bytes). */
 static int emit(fmt_list *out, jp *p)
 {
-    if (p->elen > 1)
-        qsort(p->ent, p->elen, sizeof(st_ent), ent_cmp);
+    if (p->elen > 1) qsort(p->ent, p->elen, sizeof(st_ent), ent_cmp);
     int have = 0;
     size_t first = 0, cnt = 0;
     uint64_t ce = 0;
     for (size_t k = 0; k < p->elen; k++) {
         const st_ent *e = &p->ent[k];
         if (have && e->begin < ce) {
-            if (e->begin == e->end)
-                continue;
+            if (e->begin == e->end) continue;
             cnt++;
-            if (e->end > ce)
-                ce = e->end;
+            if (e->end > ce) ce = e->end;
             continue;
         }
-        if (have && cnt == 1 && push_ent(out, p, &p->ent[first]))
-            return -1;
+        if (have && cnt == 1 && push_ent(out, p, &p->ent[first])) return -1;
         have = 0;
         if (e->begin == e->end) {
-            if (push_ent(out, p, e))
-                return -1;
+            if (push_ent(out, p, e)) return -1;
             continue;
         }
         have = 1;
@@ -345,51 +299,44 @@ static int emit(fmt_list *out, jp *p)
         cnt = 1;
         ce = e->end;
     }
-    if (have && cnt == 1 && push_ent(out, p, &p->ent[first]))
-        return -1;
+    if (have && cnt == 1 && push_ent(out, p, &p->ent[first])) return -1;
     return 0;
 }
 
-static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq,
-                              fmt_list *out, size_t *need, char *why, size_t whylen)
+static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
+                              size_t *need, char *why, size_t whylen)
 {
     (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
 
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {
-            fmt_why(why, whylen, "file of %llu bytes is too short for a safetensors header",
-                   (unsigned long long)total);
+            fmt_why(why, whylen, "file of %llu bytes is too short for a safetensors header", (unsigned long long)total);
             return FMT_ERROR;
         }
-        if (need)
-            *need = 8;
+        if (need) *need = 8;
         return FMT_NEED_MORE;
     }
     uint64_t n = 0;
-    for (int j = 7; j >= 0; j--)
-        n = (n << 8) | b[j];
+    for (int j = 7; j >= 0; j--) n = (n << 8) | b[j];
     if (n < 2) {
-        fmt_why(why, whylen, "safetensors header length %llu is too small",
-               (unsigned long long)n);
+        fmt_why(why, whylen, "safetensors header length %llu is too small", (unsigned long long)n);
         return FMT_ERROR;
     }
     if (total != CKPZ_SIZE_UNKNOWN && n > total - 8) {
-        fmt_why(why, whylen, "safetensors header length %llu exceeds the file size %llu",
-               (unsigned long long)n, (unsigned long long)total);
+        fmt_why(why, whylen, "safetensors header length %llu exceeds the file size %llu", (unsigned long long)n,
+                (unsigned long long)total);
         return FMT_ERROR;
     }
     if (n > FMT_PROBE_MAX - 8) {
-        fmt_why(why, whylen, "safetensors header length %llu exceeds the limit of %u bytes",
-               (unsigned long long)n, (unsigned)(FMT_PROBE_MAX - 8));
+        fmt_why(why, whylen, "safetensors header length %llu exceeds the limit of %u bytes", (unsigned long long)n,
+                (unsigned)(FMT_PROBE_MAX - 8));
         return FMT_ERROR;
     }
     size_t hend = (size_t)(8 + n);
     size_t avail = len < hend ? len : hend;
     if (avail > 8 && b[8] != '{') {
-        fmt_why(why, whylen, "safetensors header does not start with '{' (byte 0x%02x)",
-               b[8]);
+        fmt_why(why, whylen, "safetensors header does not start with '{' (byte 0x%02x)", b[8]);
         return FMT_ERROR;
     }
     /* Cheap check on what is there before asking for the rest: JSON text never holds
@@ -397,14 +344,12 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
     for (size_t j = 8; j < avail; j++) {
         uint8_t c = b[j];
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-            fmt_why(why, whylen, "safetensors header: control byte 0x%02x at offset %zu",
-                   c, j);
+            fmt_why(why, whylen, "safetensors header: control byte 0x%02x at offset %zu", c, j);
             return FMT_ERROR;
         }
     }
     if (len < hend) {
-        if (need)
-            *need = hend;
+        if (need) *need = hend;
         return FMT_NEED_MORE;
     }
 
@@ -415,22 +360,17 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
     p.base = 8 + n;
     p.total = total;
     fmt_status st = FMT_ERROR;
-    if (json_grow((void **)&p.j.str, &p.j.scap, 1, 1))
-        return FMT_NOMEM;
+    if (json_grow((void **)&p.j.str, &p.j.scap, 1, 1)) return FMT_NOMEM;
     if (parse_header(&p)) {
-        if (p.j.oom)
-            st = FMT_NOMEM;
+        if (p.j.oom) st = FMT_NOMEM;
         else if (p.j.err_at >= p.j.n)
-            fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu",
-                   p.j.err, (size_t)(8 + p.j.err_at));
-        else
-            fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.j.err,
-                   (size_t)(8 + p.j.err_at));
+            fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu", p.j.err,
+                    (size_t)(8 + p.j.err_at));
+        else fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.j.err, (size_t)(8 + p.j.err_at));
         goto out;
     }
     out->format = CKPZ_INPUT_SAFETENSORS;
-    if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base) || emit(out, &p) ||
-        fmt_finish(out)) {
+    if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base) || emit(out, &p) || fmt_finish(out)) {
         fmt_list_free(out);
         st = FMT_NOMEM;
         goto out;
@@ -587,8 +527,8 @@ static ckpz_error meta_refusal(ckpz_ctx *ctx, const ckpz_st_meta *meta, size_t n
     for (size_t i = 0; i < nmeta; i++) {
         const char *k = meta[i].key, *v = meta[i].value;
         if (!k || !v || !is_utf8(k) || !is_utf8(v))
-            return ctx_fail(ctx, CKPZ_ERR_PARAM, "safetensors header: metadata entry %zu ('%.100s') %s", i,
-                            k ? k : "", !k || !v ? "has no key or no value" : "is not UTF-8");
+            return ctx_fail(ctx, CKPZ_ERR_PARAM, "safetensors header: metadata entry %zu ('%.100s') %s", i, k ? k : "",
+                            !k || !v ? "has no key or no value" : "is not UTF-8");
     }
     return CKPZ_OK;
 }
@@ -616,8 +556,8 @@ ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_
     }
     size_t json = emit_json(t, n, meta, nmeta, bytes, NULL);
     if (json > FMT_PROBE_MAX - 8)
-        e = ctx_fail(ctx, CKPZ_ERR_LIMIT, "safetensors header: %zu bytes of JSON, over the %u a reader takes",
-                     json, (unsigned)(FMT_PROBE_MAX - 8));
+        e = ctx_fail(ctx, CKPZ_ERR_LIMIT, "safetensors header: %zu bytes of JSON, over the %u a reader takes", json,
+                     (unsigned)(FMT_PROBE_MAX - 8));
     else if (dst && cap < 8 + json)
         e = ctx_fail(ctx, CKPZ_ERR_LIMIT, "safetensors header: needs %zu bytes, %zu given", 8 + json, cap);
     else if (dst) {
@@ -632,5 +572,4 @@ ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_
     return CKPZ_OK;
 }
 
-const fmt_reader fmt_reader_safetensors = {CKPZ_INPUT_SAFETENSORS, "safetensors", st_sniff, st_describe, NULL,
-                                           NULL};
+const fmt_reader fmt_reader_safetensors = {CKPZ_INPUT_SAFETENSORS, "safetensors", st_sniff, st_describe, NULL, NULL};

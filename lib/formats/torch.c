@@ -39,15 +39,11 @@ static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
         return ZIP_CB_OK;
     const pkl_storage *s = pkl_find(&t->st, m->name + pl + 5, m->name_len - pl - 5);
     unsigned esz = s && s->dtype != CKPZ_DTYPE_NONE ? ckpz_dtype_size(s->dtype) : 0;
-    if (!esz || s->numel > UINT64_MAX / esz)
-        return ZIP_CB_OK;
+    if (!esz || s->numel > UINT64_MAX / esz) return ZIP_CB_OK;
     uint64_t bytes = s->numel * esz;
-    if (m->size == ZIP_SIZE_UNKNOWN)
-        m->size = bytes; /* checked against the data descriptor by the walker */
-    else if (m->size != bytes)
-        return ZIP_CB_OK;
-    if (fmt_push(l, s->dtype, s->name, strlen(s->name), s->ndim, s->shape, m->data_off, bytes))
-        return ZIP_CB_NOMEM;
+    if (m->size == ZIP_SIZE_UNKNOWN) m->size = bytes; /* checked against the data descriptor by the walker */
+    else if (m->size != bytes) return ZIP_CB_OK;
+    if (fmt_push(l, s->dtype, s->name, strlen(s->name), s->ndim, s->shape, m->data_off, bytes)) return ZIP_CB_NOMEM;
     return ZIP_CB_OK;
 }
 
@@ -66,24 +62,21 @@ static void torch_free(void *state)
     free(t);
 }
 
-static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq,
-                                 fmt_list *out, size_t *need, char *why, size_t whylen)
+static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
+                                 size_t *need, char *why, size_t whylen)
 {
     (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen))
-        return FMT_ERROR;
+    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;
     fmt_status first = zip_first_member(p, len, total, &m, need, why, whylen);
-    if (first != FMT_DONE)
-        return first;
+    if (first != FMT_DONE) return first;
     if (!zip_name_ends(&m, "data.pkl") || (m.name_len > 8 && m.name[m.name_len - 9] != '/')) {
         fmt_why(why, whylen, "zip archive without data.pkl first");
         return FMT_ERROR;
     }
-    if (m.method != 0)
-        return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: compressed data.pkl");
+    if (m.method != 0) return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: compressed data.pkl");
 
     /* The pickle: all of it must be in the prefix. */
     size_t ds = (size_t)m.data_off, avail = len - ds;
@@ -91,8 +84,7 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
         if (m.size > FMT_PROBE_MAX - ds)
             return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl too large");
         if (avail < m.size) {
-            if (eof)
-                return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
+            if (eof) return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
             *need = ds + (size_t)m.size;
             return FMT_NEED_MORE;
         }
@@ -101,14 +93,12 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     pkl_storages st;
     size_t plen = 0;
     pkl_status ps = pkl_torch_storages(p + ds, avail, &st, &plen);
-    if (ps == PKL_NOMEM)
-        return FMT_NOMEM;
+    if (ps == PKL_NOMEM) return FMT_NOMEM;
     if (ps == PKL_NEED) {
         if (eof || m.size != ZIP_SIZE_UNKNOWN || len >= FMT_PROBE_MAX)
             return fmt_all_opaque(out, CKPZ_INPUT_TORCH, why, whylen, "torch archive: data.pkl cut short");
         size_t want = len < (FMT_PROBE_MAX / 2) ? 2 * len : FMT_PROBE_MAX;
-        if (want < len + (64u << 10))
-            want = len + (64u << 10) < FMT_PROBE_MAX ? len + (64u << 10) : FMT_PROBE_MAX;
+        if (want < len + (64u << 10)) want = len + (64u << 10) < FMT_PROBE_MAX ? len + (64u << 10) : FMT_PROBE_MAX;
         *need = want;
         return FMT_NEED_MORE;
     }
@@ -141,8 +131,7 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     }
     fmt_status s = FMT_DONE;
     size_t nn = 0;
-    if (at <= len)
-        s = zip_walk(&t->ws, out, at, p + at, len - (size_t)at, eof, 1, torch_member, t, &nn);
+    if (at <= len) s = zip_walk(&t->ws, out, at, p + at, len - (size_t)at, eof, 1, torch_member, t, &nn);
     if (s == FMT_NOMEM || fmt_finish(out)) {
         fmt_list_free(out);
         return FMT_NOMEM;
@@ -150,5 +139,5 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     return FMT_DONE;
 }
 
-const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch", fmt_sniff_zip, torch_describe, torch_resume,
-                                     torch_free};
+const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch",      fmt_sniff_zip,
+                                     torch_describe,   torch_resume, torch_free};

@@ -26,8 +26,7 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
 {
     static const uint8_t sig[4] = {'P', 'K', 3, 4};
     size_t k = len < 4 ? len : 4;
-    if (memcmp(p, sig, k) != 0)
-        return -1;
+    if (memcmp(p, sig, k) != 0) return -1;
     if (len < 30) {
         *need = 30;
         return 0;
@@ -54,8 +53,7 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
         size_t i = 0;
         while (i + 4 <= x) {
             size_t id = rd16(e + i), sz = rd16(e + i + 2);
-            if (i + 4 + sz > x)
-                break;
+            if (i + 4 + sz > x) break;
             if (id == 1) {
                 size_t q = 0;
                 uint64_t u = usize, c = csize;
@@ -72,8 +70,7 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
                         q += 8;
                     }
                 }
-                if (c != 0xFFFFFFFFu || csize != 0xFFFFFFFFu)
-                    m->size = c;
+                if (c != 0xFFFFFFFFu || csize != 0xFFFFFFFFu) m->size = c;
                 (void)u;
                 break;
             }
@@ -83,15 +80,13 @@ int zip_local_header(const uint8_t *p, size_t len, uint64_t off, zip_member *m, 
         m->size = csize;
     }
     /* A size no file can hold (a hostile zip64 field): not a member, the rest is opaque. */
-    if (m->size != ZIP_SIZE_UNKNOWN && m->size > UINT64_MAX - m->data_off - 24)
-        return -1;
+    if (m->size != ZIP_SIZE_UNKNOWN && m->size > UINT64_MAX - m->data_off - 24) return -1;
     return 1;
 }
 
 static int is_sig(const uint8_t *p)
 {
-    if (p[0] != 'P' || p[1] != 'K')
-        return 0;
+    if (p[0] != 'P' || p[1] != 'K') return 0;
     return (p[2] == 3 && p[3] == 4) || (p[2] == 1 && p[3] == 2) || (p[2] == 5 && p[3] == 6) ||
            (p[2] == 6 && p[3] == 6) || (p[2] == 6 && p[3] == 7) || (p[2] == 7 && p[3] == 8);
 }
@@ -100,24 +95,21 @@ static int is_sig(const uint8_t *p)
  * or 24), 0 when there is none that matches, -1 when more bytes are needed. */
 static int desc_len(const uint8_t *p, size_t len, int eof, uint64_t size, unsigned method)
 {
-    if (len < 28 && !eof)
-        return -1;
+    if (len < 28 && !eof) return -1;
     int has_sig = len >= 4 && rd32(p) == ZIP_DESC_SIG;
     /* candidates: {length, offset of the sizes, 64-bit} */
-    static const struct { int len, at, wide; } c[4] = {{16, 8, 0}, {24, 8, 1}, {12, 4, 0}, {20, 4, 1}};
+    static const struct {
+        int len, at, wide;
+    } c[4] = {{16, 8, 0}, {24, 8, 1}, {12, 4, 0}, {20, 4, 1}};
     int best = 0;
     for (int i = has_sig ? 0 : 2; i < 4; i++) {
-        if (len < (size_t)c[i].len)
-            continue;
+        if (len < (size_t)c[i].len) continue;
         uint64_t cs = c[i].wide ? rd64(p + c[i].at) : rd32(p + c[i].at);
         uint64_t us = c[i].wide ? rd64(p + c[i].at + 8) : rd32(p + c[i].at + 4);
-        if (cs != size || (method == 0 && us != size))
-            continue;
+        if (cs != size || (method == 0 && us != size)) continue;
         size_t after = (size_t)c[i].len;
-        if (len - after >= 4 ? is_sig(p + after) : (eof && len == after))
-            return c[i].len;
-        if (!best)
-            best = c[i].len;
+        if (len - after >= 4 ? is_sig(p + after) : (eof && len == after)) return c[i].len;
+        if (!best) best = c[i].len;
     }
     return best;
 }
@@ -128,17 +120,15 @@ static uint64_t desc_scan(const uint8_t *d, size_t n, int eof, unsigned method)
 {
     for (size_t q = 0; q + 4 <= n; q++) {
         const uint8_t *s = memchr(d + q, 'P', n - q - 3);
-        if (!s)
-            break;
+        if (!s) break;
         q = (size_t)(s - d);
-        if (rd32(s) == ZIP_DESC_SIG && desc_len(s, n - q, eof, q, method) > 0)
-            return q;
+        if (rd32(s) == ZIP_DESC_SIG && desc_len(s, n - q, eof, q, method) > 0) return q;
     }
     return ZIP_SIZE_UNKNOWN;
 }
 
-fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
-                    int progress, zip_member_fn cb, void *ctx, size_t *need)
+fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof, int progress,
+                    zip_member_fn cb, void *ctx, size_t *need)
 {
     zip_walk_state s = *st;
     size_t pos = 0;
@@ -152,21 +142,17 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
                 want = (uint64_t)pos + 28;
                 goto stop;
             }
-            if (d == 0)
-                goto done; /* no descriptor where expected: the rest is opaque */
+            if (d == 0) goto done; /* no descriptor where expected: the rest is opaque */
             pos += (size_t)d;
             s.desc_pending = 0;
         }
-        if (pos >= len && eof)
-            goto done;
+        if (pos >= len && eof) goto done;
         zip_member m;
         size_t hn = 0;
         int h = zip_local_header(p + pos, len - pos, at + pos, &m, &hn);
-        if (h < 0)
-            goto done; /* central directory, or something else: opaque */
+        if (h < 0) goto done; /* central directory, or something else: opaque */
         if (h == 0) {
-            if (eof)
-                goto done;
+            if (eof) goto done;
             want = (uint64_t)pos + hn;
             goto stop;
         }
@@ -176,21 +162,17 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
         m.eof = eof;
         size_t cn = 0, pushed = l->n;
         int r = cb(ctx, l, &m, &cn);
-        if (r == ZIP_CB_NOMEM)
-            return FMT_NOMEM;
+        if (r == ZIP_CB_NOMEM) return FMT_NOMEM;
         if (r == ZIP_CB_NEED) {
-            if (eof || cn <= m.avail)
-                goto done; /* a callback bug; be safe */
+            if (eof || cn <= m.avail) goto done; /* a callback bug; be safe */
             want = (uint64_t)pos + hl + cn;
             goto stop;
         }
         if (m.size == ZIP_SIZE_UNKNOWN) {
-            if (!(m.flags & 8))
-                goto done; /* no size anywhere */
+            if (!(m.flags & 8)) goto done; /* no size anywhere */
             m.size = desc_scan(m.data, m.avail, eof, m.method);
             if (m.size == ZIP_SIZE_UNKNOWN) {
-                if (eof || m.avail >= ZIP_SCAN_MAX)
-                    goto done;
+                if (eof || m.avail >= ZIP_SCAN_MAX) goto done;
                 size_t more = m.avail < (64u << 10) ? (64u << 10) : m.avail;
                 want = (uint64_t)pos + hl + m.avail + more;
                 goto stop;
@@ -208,10 +190,8 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
         }
         moved = 1;
         if (next - at >= (uint64_t)len) {
-            if (next - at == (uint64_t)len && eof && !s.desc_pending)
-                goto done;
-            if (fmt_push_resume(l, next))
-                return FMT_NOMEM;
+            if (next - at == (uint64_t)len && eof && !s.desc_pending) goto done;
+            if (fmt_push_resume(l, next)) return FMT_NOMEM;
             *st = s;
             return FMT_DONE;
         }
@@ -221,13 +201,11 @@ fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t 
 stop:
     /* The bytes from `at` + pos on are not enough to go on. */
     if (moved) {
-        if (fmt_push_resume(l, at + pos))
-            return FMT_NOMEM;
+        if (fmt_push_resume(l, at + pos)) return FMT_NOMEM;
         *st = s;
         return FMT_DONE;
     }
-    if (want <= len || want > FMT_PROBE_MAX)
-        goto done;
+    if (want <= len || want > FMT_PROBE_MAX) goto done;
     *need = (size_t)want;
     return FMT_NEED_MORE;
 

@@ -61,8 +61,8 @@ typedef struct zip_walk_state {
  * `at` in this call, so the walker may end with a resume segment at `at` itself instead
  * of asking for more bytes. FMT_DONE, FMT_NEED_MORE (*need bytes from `at`) or
  * FMT_NOMEM. The state is updated only on FMT_DONE. */
-fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof,
-                    int progress, zip_member_fn cb, void *ctx, size_t *need);
+fmt_status zip_walk(zip_walk_state *st, fmt_list *l, uint64_t at, const uint8_t *p, size_t len, int eof, int progress,
+                    zip_member_fn cb, void *ctx, size_t *need);
 
 /* Parses the local header at p[0..len). 1: parsed into *m (data/avail/eof not set);
  * 0: more bytes needed, *need = how many from p; -1: not a local header. */

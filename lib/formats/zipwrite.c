@@ -116,15 +116,9 @@ static size_t head_len(const zmember *m)
     return LFH_SIZE + m->name_len + z64_extra_len(m->size, m->hdr_off) + 4 + m->pad;
 }
 
-static size_t desc_len(const zmember *m)
-{
-    return m->size ? (m->z64 ? 24 : 16) : 0;
-}
+static size_t desc_len(const zmember *m) { return m->size ? (m->z64 ? 24 : 16) : 0; }
 
-static size_t central_len(const zmember *m)
-{
-    return CDH_SIZE + m->name_len + z64_extra_len(m->size, m->hdr_off);
-}
+static size_t central_len(const zmember *m) { return CDH_SIZE + m->name_len + z64_extra_len(m->size, m->hdr_off); }
 
 static void build_head(ckpz_zip_source *s, const zmember *m);
 static int build_tail(ckpz_zip_source *s);
@@ -168,24 +162,26 @@ ckpz_error ckpz_zip_source_create_opts(ckpz_ctx *ctx, const ckpz_zip_member *mem
     if (opt) {
         if (opt->struct_size < offsetof(ckpz_zip_options, id_names_hash) + sizeof(uint64_t) ||
             opt->struct_size > sizeof o)
-            return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_zip_options: unknown struct_size %zu (call ckpz_zip_options_init)",
-                            opt->struct_size);
+            return ctx_fail(ctx, CKPZ_ERR_PARAM,
+                            "ckpz_zip_options: unknown struct_size %zu (call ckpz_zip_options_init)", opt->struct_size);
         memcpy(&o, opt, opt->struct_size);
     }
     if (o.alignment < 1 || o.alignment > ALIGN_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "alignment %u not in 1..%u", o.alignment, ALIGN_MAX);
     if (o.id_name && bad_name(o.id_name))
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "invalid serialization id name '%.100s' (1 to 65535 bytes, not starting with '/')",
-                        o.id_name);
+        return ctx_fail(ctx, CKPZ_ERR_PARAM,
+                        "invalid serialization id name '%.100s' (1 to 65535 bytes, not starting with '/')", o.id_name);
     if (n && !members) return ctx_fail(ctx, CKPZ_ERR_PARAM, "no members given");
     if (n >= U32_LIMIT - (o.id_name != NULL))
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "%zu members: a zip archive holds fewer than 2^32", n + (o.id_name != NULL));
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "%zu members: a zip archive holds fewer than 2^32",
+                        n + (o.id_name != NULL));
     size_t total_n = n + (o.id_name != NULL);
     for (size_t i = 0; i < n; i++) {
         const char *nm = members[i].name;
         if (bad_name(nm))
-            return ctx_fail(ctx, CKPZ_ERR_PARAM, "member %zu: invalid name '%.100s' (1 to 65535 bytes, not starting with '/')",
-                            i, nm ? nm : "");
+            return ctx_fail(ctx, CKPZ_ERR_PARAM,
+                            "member %zu: invalid name '%.100s' (1 to 65535 bytes, not starting with '/')", i,
+                            nm ? nm : "");
         if (members[i].size && !members[i].data)
             return ctx_fail(ctx, CKPZ_ERR_PARAM, "member %zu ('%.100s'): no data for %llu bytes", i, nm,
                             (unsigned long long)members[i].size);
@@ -349,10 +345,8 @@ static int build_tail(ckpz_zip_source *s)
 /* Copies member data and takes its CRC-32 in the same pass (crc32_zip_copy). */
 static void copy_crc(ckpz_zip_source *s, uint8_t *dst, const uint8_t *src, size_t n)
 {
-    if (s->crc32)
-        s->crc = crc32_zip_copy(s->crc, dst, src, n);
-    else /* the CRC fields stay 0 */
-        memcpy(dst, src, n);
+    if (s->crc32) s->crc = crc32_zip_copy(s->crc, dst, src, n);
+    else /* the CRC fields stay 0 */ memcpy(dst, src, n);
 }
 
 ptrdiff_t ckpz_zip_source_read(void *opaque, void *out, size_t n)

@@ -229,8 +229,8 @@ ckpz_error ckpz_chain_open(ckpz_ctx *ctx, const char *path, ckpz_chain **out)
             err = stop(ctx, c, CKPZ_ERR_BASE,
                        "%s: is a delta file whose base (%llu bytes, CRC-32C %08x%s%s%s) is not beside it; "
                        "restore it first or rebase it",
-                       l->path, (unsigned long long)l->size, (unsigned)l->checksum, l->name[0] ? ", '" : "",
-                       l->name, l->name[0] ? "'" : "");
+                       l->path, (unsigned long long)l->size, (unsigned)l->checksum, l->name[0] ? ", '" : "", l->name,
+                       l->name[0] ? "'" : "");
             break;
         }
     }

@@ -117,7 +117,6 @@ void ckpz_sink_fd(ckpz_sink *s, ckpz_fd *f)
     s->opaque = f;
     /* pwrite ignores the offset under O_APPEND, and offsets count from the output's
      * first byte: a regular file written from its start only */
-    if (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && fl >= 0 && !(fl & O_APPEND) &&
-        lseek(f->fd, 0, SEEK_CUR) == 0)
+    if (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && fl >= 0 && !(fl & O_APPEND) && lseek(f->fd, 0, SEEK_CUR) == 0)
         s->patch = ckpz_fd_patch;
 }

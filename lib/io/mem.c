@@ -16,10 +16,7 @@
 #include "ckpz.h"
 
 /* Bytes [0, n) of m that hold data: a sink that counted past its buffer kept only that. */
-static size_t kept(const ckpz_mem *m)
-{
-    return m->limit && m->size > m->capacity ? m->capacity : m->size;
-}
+static size_t kept(const ckpz_mem *m) { return m->limit && m->size > m->capacity ? m->capacity : m->size; }
 
 ptrdiff_t ckpz_mem_read(void *opaque, void *buf, size_t n)
 {

@@ -100,8 +100,7 @@ static void segs_free(segs *v)
 
 /* Finds each tensor of v in the base (same name, dtype and size, as the library matches
  * them; base tensors taken once) and sets its boff; returns how many were found. */
-static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const void *base, size_t base_size,
-                         segs *v)
+static size_t match_base(ckpz_ctx *ctx, const ckpz_predict_params *pp, const void *base, size_t base_size, segs *v)
 {
     segs b = {0};
     ckpz_mem m = {.data = (void *)base, .size = base_size};
@@ -151,8 +150,8 @@ static uint64_t pick(uint64_t c)
  * fall on the same few tensors of every layer (layers repeat one layout), so the one
  * is drawn by a hash of the chunk's number. With base: only tensors found in the base,
  * whose bytes at the same places go to bbuf. */
-static size_t gather(const ckpz_source *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk, uint8_t *buf,
-                     const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
+static size_t gather(const ckpz_source *f, const segs *v, int role, ckpz_dtype dt, size_t want, size_t chunk,
+                     uint8_t *buf, const uint8_t *base, uint8_t *bbuf, piece *pc, size_t *npc)
 {
     size_t n = 0;
     uint64_t bytes = 0, c = 0;
@@ -194,7 +193,7 @@ static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_
     unsigned es = ckpz_dtype_size(dt);
     ckpz_st_tensor *t = malloc((np ? np : 1) * sizeof *t);
     uint64_t *dims = malloc((np ? np : 1) * sizeof *dims);
-    char (*names)[24] = malloc((np ? np : 1) * sizeof *names);
+    char(*names)[24] = malloc((np ? np : 1) * sizeof *names);
     size_t hl = 0, off = 0;
     for (size_t i = 0; t && dims && names && i < np; i++) {
         snprintf(names[i], sizeof names[i], "s%zu", i);
@@ -214,9 +213,9 @@ static size_t sample_file(const uint8_t *data, const piece *pc, size_t np, ckpz_
  * bbuf when bbuf is not NULL) at each candidate level, as the compression will code it:
  * one chunk a piece, on one context, into z (zcap >= ckpz_compress_bound of a sample
  * file); st, bst and back hold a sample file each. */
-static int measure(ckpz_ctx *ctx, const ckpz_params *p, double link_mbs, const uint8_t *buf, const piece *pc, size_t np, ckpz_dtype dt,
-                   const uint8_t *bbuf, uint8_t *st, uint8_t *bst, uint8_t *back, uint8_t *z, size_t zcap,
-                   tune_role *rc)
+static int measure(ckpz_ctx *ctx, const ckpz_params *p, double link_mbs, const uint8_t *buf, const piece *pc, size_t np,
+                   ckpz_dtype dt, const uint8_t *bbuf, uint8_t *st, uint8_t *bst, uint8_t *back, uint8_t *z,
+                   size_t zcap, tune_role *rc)
 {
     size_t nall = 0;
     for (size_t i = 0; i < np; i++) nall += pc[i].len;
@@ -281,8 +280,8 @@ static void say(FILE *f, const char *fmt, ...)
     va_end(ap);
 }
 
-ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs,
-                     int cpu_budget, ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque)
+ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, double link_mbs, int cpu_budget,
+                     ckpz_tune_result *out, ckpz_write_fn explain, void *explain_opaque)
 {
     ctx_clear(ctx);
     if (!params || !src || !out || !(link_mbs > 0))
@@ -316,8 +315,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     if (budget > MAX_THREADS) budget = MAX_THREADS;
     out->uncompressed_seconds = S / (link_mbs * 1e6);
     if (tune_quick(S, link_mbs, budget, &out->level, &out->threads)) {
-        say(ex, "--target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: -%d -T%d\n",
-            link_mbs, out->uncompressed_seconds, out->level, out->threads);
+        say(ex, "--target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: -%d -T%d\n", link_mbs,
+            out->uncompressed_seconds, out->level, out->threads);
         out->save_seconds = out->uncompressed_seconds;
         err = CKPZ_OK;
         goto out;
@@ -388,8 +387,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         rc[r].delta = rc[r].sample > 0;
         if (!rc[r].delta) /* no base, or none of the role's tensors in it: stand-alone */
             rc[r].sample = gather(src, &v, r, rc[r].dt, share, chunk, buf, NULL, NULL, pc, &npc);
-        if (rc[r].sample == 0 || measure(mctx, params, link_mbs, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL, sfile, bst, back,
-                                         zbuf, zcap, &rc[r])) {
+        if (rc[r].sample == 0 || measure(mctx, params, link_mbs, buf, pc, npc, rc[r].dt, rc[r].delta ? bbuf : NULL,
+                                         sfile, bst, back, zbuf, zcap, &rc[r])) {
             if (r != TUNE_W) { /* unmeasurable: counted with the rest */
                 rc[TUNE_W].bytes += rc[r].bytes;
                 rc[r].bytes = 0;
@@ -419,9 +418,10 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
             say(ex, "  %-21s %7.1f MB", tune_role_name[r], rc[r].bytes / 1e6);
             if (rc[r].sample)
                 say(ex, " (%s, %.2f MB measured%s)", ckpz_dtype_name(rc[r].dt), (double)rc[r].sample / 1e6,
-                    !base ? "" : rc[r].delta ? ", delta" : ", stand-alone: not in the base");
-            else
-                say(ex, " (costed as %s)", tune_role_name[w_alias]);
+                    !base         ? ""
+                    : rc[r].delta ? ", delta"
+                                  : ", stand-alone: not in the base");
+            else say(ex, " (costed as %s)", tune_role_name[w_alias]);
             for (int k = 0; k < TUNE_NLEVELS; k++)
                 if (rc[r].measured[k])
                     say(ex, "  -%d %.3fx %.0f/%.0f MB/s", tune_levels[k], rc[r].ratio[k], rc[r].sc[k] / 1e6,

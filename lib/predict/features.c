@@ -21,19 +21,19 @@
 #include "transforms/quant.h"
 
 static const char *const names[FEAT_COUNT] = {
-    "dtype_bf16", "dtype_f16", "dtype_f32", "dtype_other", "elem_size", "log2_bytes", "small",
-    "zero_frac", "log_std", "log_mean_abs", "exp_entropy", "mant_entropy", "exp_distinct",
-    "exp_delta", "repeat",
-    "block_range", "range_std", "undersample", "level", "lossless", "mode_grid", "mode_log",
-    "mode_affine", "bits", "log2_group", "sym", "log_bound", "code_bits", "exc_frac", "est_savings",
+    "dtype_bf16",   "dtype_f16", "dtype_f32", "dtype_other",  "elem_size",   "log2_bytes",
+    "small",        "zero_frac", "log_std",   "log_mean_abs", "exp_entropy", "mant_entropy",
+    "exp_distinct", "exp_delta", "repeat",    "block_range",  "range_std",   "undersample",
+    "level",        "lossless",  "mode_grid", "mode_log",     "mode_affine", "bits",
+    "log2_group",   "sym",       "log_bound", "code_bits",    "exc_frac",    "est_savings",
 };
 
 _Static_assert(FEAT_COUNT == CKPZ_PREDICT_FEATURES, "ckpz.h's CKPZ_PREDICT_FEATURES is the feature count");
 
 const char *feat_name(unsigned i) { return i < FEAT_COUNT ? names[i] : NULL; }
 
-void feat_windows(uint64_t length, unsigned esize, size_t budget, uint64_t off[FEAT_WINDOWS],
-                  size_t len[FEAT_WINDOWS], unsigned *n)
+void feat_windows(uint64_t length, unsigned esize, size_t budget, uint64_t off[FEAT_WINDOWS], size_t len[FEAT_WINDOWS],
+                  unsigned *n)
 {
     if (esize == 0) esize = 1;
     uint64_t elems = length / esize;

@@ -22,7 +22,10 @@
 #include "ckpz.h"
 
 enum {
-    FEAT_BF16, FEAT_F16, FEAT_F32, FEAT_OTHER, /* dtype, one-hot */
+    FEAT_BF16,
+    FEAT_F16,
+    FEAT_F32,
+    FEAT_OTHER, /* dtype, one-hot */
     FEAT_ELEM_SIZE,   /* bytes per element / 8 */
     FEAT_LOG2_BYTES,  /* log2(tensor bytes) / 32 */
     FEAT_SMALL,       /* min(1, 1024 / tensor bytes): share of the fixed costs */
@@ -82,8 +85,8 @@ double feat_range_extrapolate(double range, uint64_t sampled, uint64_t total);
  * sampling at most `budget` bytes: *n windows (<= FEAT_WINDOWS) of off[k], len[k]
  * bytes relative to the tensor's start, each a whole number of elements, in order and
  * not overlapping. */
-void feat_windows(uint64_t length, unsigned esize, size_t budget, uint64_t off[FEAT_WINDOWS],
-                  size_t len[FEAT_WINDOWS], unsigned *n);
+void feat_windows(uint64_t length, unsigned esize, size_t budget, uint64_t off[FEAT_WINDOWS], size_t len[FEAT_WINDOWS],
+                  unsigned *n);
 
 /* Features of a tensor of dtype t and `length` bytes from p[0..n) (the windows, back to
  * back; n a multiple of the element size), for coding at `level`, lossless when lossy

@@ -148,7 +148,8 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
     if (params) {
         if (params->struct_size < offsetof(ckpz_predict_params, model_path) + sizeof(const char *) ||
             params->struct_size > sizeof p)
-            return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_predict_params: unknown struct_size %zu (call ckpz_predict_params_init)",
+            return ctx_fail(ctx, CKPZ_ERR_PARAM,
+                            "ckpz_predict_params: unknown struct_size %zu (call ckpz_predict_params_init)",
                             params->struct_size);
         memcpy(&p, params, params->struct_size);
     }
@@ -220,7 +221,8 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
             continue;
         }
         if (s->offset >= file_size) continue;
-        uint64_t len = s->length == FMT_LEN_OPEN || s->length > file_size - s->offset ? file_size - s->offset : s->length;
+        uint64_t len = s->length == FMT_LEN_OPEN || s->length > file_size - s->offset ? file_size - s->offset
+                                                                                      : s->length;
         if (len == 0) continue;
         ckpz_prediction t;
         memset(&t, 0, sizeof t);
@@ -276,8 +278,7 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
             feat_lossy fl;
             int lossy = 0;
             if (spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
-                lossy = lossy_sample(ls, &spec, s->dtype, s->ndim, s->shape, len, buf, woff, wlen, nw, lossy_per,
-                                     &fl);
+                lossy = lossy_sample(ls, &spec, s->dtype, s->ndim, s->shape, len, buf, woff, wlen, nw, lossy_per, &fl);
                 if (lossy < 0) {
                     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory sampling tensor '%s'", t.name);
                     goto done;

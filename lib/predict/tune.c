@@ -94,8 +94,7 @@ static int next_combo(const tune_role *rc, int *lv)
 {
     for (int r = 0; r < TUNE_NROLES; r++) {
         if (!(rc[r].bytes > 0)) continue;
-        do
-            lv[r]++;
+        do lv[r]++;
         while (lv[r] < TUNE_NLEVELS && !rc[r].measured[lv[r]]);
         if (lv[r] < TUNE_NLEVELS) return 1;
         lv[r] = 0;
@@ -166,8 +165,8 @@ void tune_choose(const tune_input *in, tune_choice *ch)
         size_t at = 0;
         for (int r = 0; r < TUNE_NROLES; r++)
             if (rc[r].bytes > 0 || r == TUNE_W)
-                at += (size_t)snprintf(ch->policy + at, sizeof ch->policy - at, "%s lossless level %d\n",
-                                       role_glob[r], tune_levels[ch->lv[r]]);
+                at += (size_t)snprintf(ch->policy + at, sizeof ch->policy - at, "%s lossless level %d\n", role_glob[r],
+                                       tune_levels[ch->lv[r]]);
     } else if (!ch->uniform) { /* the user's policy holds: the level of most of the bytes */
         int r0 = TUNE_W;
         for (int r = 0; r < TUNE_NROLES; r++)

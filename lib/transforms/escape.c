@@ -91,8 +91,7 @@ ptrdiff_t esc_count(unsigned T, const uint8_t *a, size_t elems)
     return over ? -1 : (ptrdiff_t)n;
 }
 
-int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
-                uint8_t *const *top)
+int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, uint8_t *const *top)
 {
     size_t i = 0, ne = 0;
 #ifdef XF_HAVE_X86

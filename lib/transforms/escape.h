@@ -42,7 +42,6 @@ ptrdiff_t esc_count(unsigned T, const uint8_t *a, size_t elems);
 /* Decoder: the K top planes of elems elements from a[] and the escape planes e[k]
  * (esc_count(a) entries each, readable ESC_SLACK bytes further). Returns 0, or -1 if an
  * escape does not fit K bytes once T is added back (never written). */
-int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
-                uint8_t *const *top);
+int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, uint8_t *const *top);
 
 #endif

@@ -14,8 +14,8 @@
 /* K = 1: top byte hi. K = 2: top bytes hi (most significant) and lo. Writes 64 A bytes
  * to a and appends the escapes (h - T) to e[0] (and e[1]) at *ne, writing 64 bytes
  * there (ESC_SLACK); t = T in every byte. */
-static inline __attribute__((always_inline)) T512E void esc_step(int K, __m512i t, __m512i hi, __m512i lo,
-                                                                  uint8_t *a, uint8_t *const *e, size_t *ne)
+static inline __attribute__((always_inline)) T512E void esc_step(int K, __m512i t, __m512i hi, __m512i lo, uint8_t *a,
+                                                                 uint8_t *const *e, size_t *ne)
 {
     if (K == 1) {
         __mmask64 esc = _mm512_cmpge_epu8_mask(hi, t);

@@ -11,13 +11,12 @@
 
 /* Whole steps of 64 elements; returns the elements done. */
 T512 size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a,
-                      uint8_t *const *e, size_t *nesc)
+                           uint8_t *const *e, size_t *nesc)
 {
     const __m512i t = _mm512_set1_epi8((char)T);
     size_t i = 0, nv = elems / 64 * 64;
     if (K == 1)
-        for (; i < nv; i += 64)
-            esc_step(1, t, _mm512_loadu_si512((const void *)(top[0] + i)), t, a + i, e, nesc);
+        for (; i < nv; i += 64) esc_step(1, t, _mm512_loadu_si512((const void *)(top[0] + i)), t, a + i, e, nesc);
     else
         for (; i < nv; i += 64)
             esc_step(2, t, _mm512_loadu_si512((const void *)(top[0] + i)),
@@ -26,7 +25,7 @@ T512 size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, si
 }
 
 T512 size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
-                      size_t *nesc, uint8_t *const *top, int *bad)
+                           size_t *nesc, uint8_t *const *top, int *bad)
 {
     const __m512i t = _mm512_set1_epi8((char)T), one = _mm512_set1_epi8(1);
     const __m512i ff = _mm512_set1_epi8((char)0xff);

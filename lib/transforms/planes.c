@@ -39,8 +39,10 @@ unsigned xf_plane_sizes(uint8_t xf, uint8_t esize, size_t n, size_t *sizes)
 
 int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i)
 {
-    static const int hint[] = {[DT_ROLE_OPAQUE] = ENT_HINT_OPAQUE, [DT_ROLE_EXPONENT] = ENT_HINT_EXPONENT,
-                               [DT_ROLE_MANTISSA] = ENT_HINT_MANTISSA, [DT_ROLE_INT] = ENT_HINT_INT};
+    static const int hint[] = {[DT_ROLE_OPAQUE] = ENT_HINT_OPAQUE,
+                               [DT_ROLE_EXPONENT] = ENT_HINT_EXPONENT,
+                               [DT_ROLE_MANTISSA] = ENT_HINT_MANTISSA,
+                               [DT_ROLE_INT] = ENT_HINT_INT};
     const dtype_info *d = dtype_get(dtype);
     if (i >= esize) return ENT_HINT_OPAQUE; /* tail bytes */
     return i < d->exp_planes ? ENT_HINT_EXPONENT : hint[d->role];
@@ -48,51 +50,85 @@ int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i)
 
 /* Portable loops over `count` elements; q[b] / p[b] point at each plane's first byte
  * for these elements. */
-#define SPLIT_LOOP(T, W, ROT)                                            \
-    for (size_t e = 0; e < count; e++) {                                 \
-        T v;                                                             \
-        memcpy(&v, src + e * W, W);                                      \
-        if (ROT) v = (T)((v << 1) | (v >> (8 * W - 1)));                 \
-        for (unsigned b = 0; b < W; b++)                                 \
-            q[b][e] = (uint8_t)(v >> (8 * (W - 1 - b)));                 \
+#define SPLIT_LOOP(T, W, ROT)                                                         \
+    for (size_t e = 0; e < count; e++) {                                              \
+        T v;                                                                          \
+        memcpy(&v, src + e * W, W);                                                   \
+        if (ROT) v = (T)((v << 1) | (v >> (8 * W - 1)));                              \
+        for (unsigned b = 0; b < W; b++) q[b][e] = (uint8_t)(v >> (8 * (W - 1 - b))); \
     }
 
-#define MERGE_LOOP(T, W, ROT)                                            \
-    for (size_t e = 0; e < count; e++) {                                 \
-        T v = 0;                                                         \
-        for (unsigned b = 0; b < W; b++)                                 \
-            v |= (T)((T)p[b][e] << (8 * (W - 1 - b)));                   \
-        if (ROT) v = (T)((v >> 1) | (v << (8 * W - 1)));                 \
-        memcpy(dst + e * W, &v, W);                                      \
+#define MERGE_LOOP(T, W, ROT)                                                       \
+    for (size_t e = 0; e < count; e++) {                                            \
+        T v = 0;                                                                    \
+        for (unsigned b = 0; b < W; b++) v |= (T)((T)p[b][e] << (8 * (W - 1 - b))); \
+        if (ROT) v = (T)((v >> 1) | (v << (8 * W - 1)));                            \
+        memcpy(dst + e * W, &v, W);                                                 \
     }
 
 static void split_scalar(unsigned esize, int rot, const uint8_t *src, size_t count, uint8_t *const *q)
 {
     if (esize == 2) {
-        if (rot) { SPLIT_LOOP(uint16_t, 2, 1) } else { SPLIT_LOOP(uint16_t, 2, 0) }
+        if (rot) {
+            SPLIT_LOOP(uint16_t, 2, 1)
+        } else {
+            SPLIT_LOOP(uint16_t, 2, 0)
+        }
     } else if (esize == 4) {
-        if (rot) { SPLIT_LOOP(uint32_t, 4, 1) } else { SPLIT_LOOP(uint32_t, 4, 0) }
+        if (rot) {
+            SPLIT_LOOP(uint32_t, 4, 1)
+        } else {
+            SPLIT_LOOP(uint32_t, 4, 0)
+        }
     } else {
-        if (rot) { SPLIT_LOOP(uint64_t, 8, 1) } else { SPLIT_LOOP(uint64_t, 8, 0) }
+        if (rot) {
+            SPLIT_LOOP(uint64_t, 8, 1)
+        } else {
+            SPLIT_LOOP(uint64_t, 8, 0)
+        }
     }
 }
 
 static void merge_scalar(unsigned esize, int rot, const uint8_t *const *p, size_t count, uint8_t *dst)
 {
     if (esize == 2) {
-        if (rot) { MERGE_LOOP(uint16_t, 2, 1) } else { MERGE_LOOP(uint16_t, 2, 0) }
+        if (rot) {
+            MERGE_LOOP(uint16_t, 2, 1)
+        } else {
+            MERGE_LOOP(uint16_t, 2, 0)
+        }
     } else if (esize == 4) {
-        if (rot) { MERGE_LOOP(uint32_t, 4, 1) } else { MERGE_LOOP(uint32_t, 4, 0) }
+        if (rot) {
+            MERGE_LOOP(uint32_t, 4, 1)
+        } else {
+            MERGE_LOOP(uint32_t, 4, 0)
+        }
     } else {
-        if (rot) { MERGE_LOOP(uint64_t, 8, 1) } else { MERGE_LOOP(uint64_t, 8, 0) }
+        if (rot) {
+            MERGE_LOOP(uint64_t, 8, 1)
+        } else {
+            MERGE_LOOP(uint64_t, 8, 0)
+        }
     }
 }
 
 #if defined(__SSE2__)
-static inline __m128i rotl16(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_slli_epi16(v, 1), _mm_srli_epi16(v, 15)) : v; }
-static inline __m128i rotr16(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_srli_epi16(v, 1), _mm_slli_epi16(v, 15)) : v; }
-static inline __m128i rotl32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_slli_epi32(v, 1), _mm_srli_epi32(v, 31)) : v; }
-static inline __m128i rotr32(__m128i v, int rot) { return rot ? _mm_or_si128(_mm_srli_epi32(v, 1), _mm_slli_epi32(v, 31)) : v; }
+static inline __m128i rotl16(__m128i v, int rot)
+{
+    return rot ? _mm_or_si128(_mm_slli_epi16(v, 1), _mm_srli_epi16(v, 15)) : v;
+}
+static inline __m128i rotr16(__m128i v, int rot)
+{
+    return rot ? _mm_or_si128(_mm_srli_epi16(v, 1), _mm_slli_epi16(v, 15)) : v;
+}
+static inline __m128i rotl32(__m128i v, int rot)
+{
+    return rot ? _mm_or_si128(_mm_slli_epi32(v, 1), _mm_srli_epi32(v, 31)) : v;
+}
+static inline __m128i rotr32(__m128i v, int rot)
+{
+    return rot ? _mm_or_si128(_mm_srli_epi32(v, 1), _mm_slli_epi32(v, 31)) : v;
+}
 
 /* 16 elements per step; returns how many elements were done. */
 static size_t split2_sse2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
@@ -140,8 +176,7 @@ static size_t split4_sse2(const uint8_t *src, size_t elems, uint8_t *const *pl, 
         __m128i b = rotl32(_mm_loadu_si128((const __m128i *)(s + 16)), rot);
         __m128i c = rotl32(_mm_loadu_si128((const __m128i *)(s + 32)), rot);
         __m128i d = rotl32(_mm_loadu_si128((const __m128i *)(s + 48)), rot);
-        for (int k = 0; k < 4; k++)
-            _mm_storeu_si128((__m128i *)(pl[3 - k] + e), byte_of4(a, b, c, d, k));
+        for (int k = 0; k < 4; k++) _mm_storeu_si128((__m128i *)(pl[3 - k] + e), byte_of4(a, b, c, d, k));
     }
     return e;
 }

@@ -59,24 +59,24 @@ void pred_transform(uint8_t pred, ckpz_dtype dtype, uint8_t *xf, uint8_t *esize)
 #define ZIGZAG(T, W, d) ((T)((T)((d) << 1) ^ SIGNMASK(T, W, d)))
 #define UNZIGZAG(T, z) ((T)(((z) >> 1) ^ (T)(0 - (T)((z) & 1))))
 
-#define DIFF_FWD_LOOP(T, W, FLT)                                         \
-    for (size_t i = 0; i + (W) <= n; i += (W)) {                         \
-        T u, v;                                                          \
-        memcpy(&u, x + i, W);                                            \
-        memcpy(&v, b + i, W);                                            \
-        T d = (T)(FMAP(T, W, FLT, u) - FMAP(T, W, FLT, v));              \
-        d = ZIGZAG(T, W, d);                                             \
-        memcpy(r + i, &d, W);                                            \
+#define DIFF_FWD_LOOP(T, W, FLT)                            \
+    for (size_t i = 0; i + (W) <= n; i += (W)) {            \
+        T u, v;                                             \
+        memcpy(&u, x + i, W);                               \
+        memcpy(&v, b + i, W);                               \
+        T d = (T)(FMAP(T, W, FLT, u) - FMAP(T, W, FLT, v)); \
+        d = ZIGZAG(T, W, d);                                \
+        memcpy(r + i, &d, W);                               \
     }
 
-#define DIFF_INV_LOOP(T, W, FLT)                                         \
-    for (size_t i = 0; i + (W) <= n; i += (W)) {                         \
-        T z, v;                                                          \
-        memcpy(&z, r + i, W);                                            \
-        memcpy(&v, b + i, W);                                            \
-        T m = (T)(UNZIGZAG(T, z) + FMAP(T, W, FLT, v));                  \
-        m = FMAP(T, W, FLT, m);                                          \
-        memcpy(x + i, &m, W);                                            \
+#define DIFF_INV_LOOP(T, W, FLT)                        \
+    for (size_t i = 0; i + (W) <= n; i += (W)) {        \
+        T z, v;                                         \
+        memcpy(&z, r + i, W);                           \
+        memcpy(&v, b + i, W);                           \
+        T m = (T)(UNZIGZAG(T, z) + FMAP(T, W, FLT, v)); \
+        m = FMAP(T, W, FLT, m);                         \
+        memcpy(x + i, &m, W);                           \
     }
 
 /* Whole elements of n bytes; a partial last element is left to the caller. */
@@ -135,63 +135,58 @@ static inline __m128i one_64(void) { return _mm_set1_epi64x(1); }
 
 /* 32 bytes per step (two independent vectors); FLT is a constant at each call site,
  * so the F map is compiled in or out. Returns how many bytes were done. */
-#define DIFF_SSE2(N)                                                                    \
-    static inline __m128i fmap_##N(__m128i v, int flt)                                  \
-    {                                                                                   \
-        return flt ? _mm_xor_si128(v, srl1_##N(sra_##N(v))) : v;                        \
-    }                                                                                   \
-    static inline __m128i fwd_##N(__m128i u, __m128i v, int flt)                        \
-    {                                                                                   \
-        __m128i d = sub_##N(fmap_##N(u, flt), fmap_##N(v, flt));                        \
-        return _mm_xor_si128(add_##N(d, d), sra_##N(d));                                \
-    }                                                                                   \
-    static inline __m128i inv_##N(__m128i z, __m128i v, int flt)                        \
-    {                                                                                   \
-        __m128i lsb = sub_##N(_mm_setzero_si128(), _mm_and_si128(z, one_##N()));       \
-        __m128i d = _mm_xor_si128(srl1_##N(z), lsb);                                    \
-        return fmap_##N(add_##N(d, fmap_##N(v, flt)), flt);                             \
-    }                                                                                   \
-    static size_t diff_fwd_sse2_##N(const uint8_t *x, const uint8_t *b, size_t n,       \
-                                    uint8_t *r, int flt)                                \
-    {                                                                                   \
-        size_t i = 0;                                                                   \
-        if (flt) {                                                                      \
-            for (; i + 32 <= n; i += 32) {                                              \
-                __m128i z0 = fwd_##N(LOADU(x + i), LOADU(b + i), 1);                    \
-                __m128i z1 = fwd_##N(LOADU(x + i + 16), LOADU(b + i + 16), 1);          \
-                STOREU(r + i, z0);                                                      \
-                STOREU(r + i + 16, z1);                                                 \
-            }                                                                           \
-        } else {                                                                        \
-            for (; i + 32 <= n; i += 32) {                                              \
-                __m128i z0 = fwd_##N(LOADU(x + i), LOADU(b + i), 0);                    \
-                __m128i z1 = fwd_##N(LOADU(x + i + 16), LOADU(b + i + 16), 0);          \
-                STOREU(r + i, z0);                                                      \
-                STOREU(r + i + 16, z1);                                                 \
-            }                                                                           \
-        }                                                                               \
-        return i;                                                                       \
-    }                                                                                   \
-    static size_t diff_inv_sse2_##N(const uint8_t *r, const uint8_t *b, size_t n,       \
-                                    uint8_t *x, int flt)                                \
-    {                                                                                   \
-        size_t i = 0;                                                                   \
-        if (flt) {                                                                      \
-            for (; i + 32 <= n; i += 32) {                                              \
-                __m128i x0 = inv_##N(LOADU(r + i), LOADU(b + i), 1);                    \
-                __m128i x1 = inv_##N(LOADU(r + i + 16), LOADU(b + i + 16), 1);          \
-                STOREU(x + i, x0);                                                      \
-                STOREU(x + i + 16, x1);                                                 \
-            }                                                                           \
-        } else {                                                                        \
-            for (; i + 32 <= n; i += 32) {                                              \
-                __m128i x0 = inv_##N(LOADU(r + i), LOADU(b + i), 0);                    \
-                __m128i x1 = inv_##N(LOADU(r + i + 16), LOADU(b + i + 16), 0);          \
-                STOREU(x + i, x0);                                                      \
-                STOREU(x + i + 16, x1);                                                 \
-            }                                                                           \
-        }                                                                               \
-        return i;                                                                       \
+#define DIFF_SSE2(N)                                                                                                \
+    static inline __m128i fmap_##N(__m128i v, int flt) { return flt ? _mm_xor_si128(v, srl1_##N(sra_##N(v))) : v; } \
+    static inline __m128i fwd_##N(__m128i u, __m128i v, int flt)                                                    \
+    {                                                                                                               \
+        __m128i d = sub_##N(fmap_##N(u, flt), fmap_##N(v, flt));                                                    \
+        return _mm_xor_si128(add_##N(d, d), sra_##N(d));                                                            \
+    }                                                                                                               \
+    static inline __m128i inv_##N(__m128i z, __m128i v, int flt)                                                    \
+    {                                                                                                               \
+        __m128i lsb = sub_##N(_mm_setzero_si128(), _mm_and_si128(z, one_##N()));                                    \
+        __m128i d = _mm_xor_si128(srl1_##N(z), lsb);                                                                \
+        return fmap_##N(add_##N(d, fmap_##N(v, flt)), flt);                                                         \
+    }                                                                                                               \
+    static size_t diff_fwd_sse2_##N(const uint8_t *x, const uint8_t *b, size_t n, uint8_t *r, int flt)              \
+    {                                                                                                               \
+        size_t i = 0;                                                                                               \
+        if (flt) {                                                                                                  \
+            for (; i + 32 <= n; i += 32) {                                                                          \
+                __m128i z0 = fwd_##N(LOADU(x + i), LOADU(b + i), 1);                                                \
+                __m128i z1 = fwd_##N(LOADU(x + i + 16), LOADU(b + i + 16), 1);                                      \
+                STOREU(r + i, z0);                                                                                  \
+                STOREU(r + i + 16, z1);                                                                             \
+            }                                                                                                       \
+        } else {                                                                                                    \
+            for (; i + 32 <= n; i += 32) {                                                                          \
+                __m128i z0 = fwd_##N(LOADU(x + i), LOADU(b + i), 0);                                                \
+                __m128i z1 = fwd_##N(LOADU(x + i + 16), LOADU(b + i + 16), 0);                                      \
+                STOREU(r + i, z0);                                                                                  \
+                STOREU(r + i + 16, z1);                                                                             \
+            }                                                                                                       \
+        }                                                                                                           \
+        return i;                                                                                                   \
+    }                                                                                                               \
+    static size_t diff_inv_sse2_##N(const uint8_t *r, const uint8_t *b, size_t n, uint8_t *x, int flt)              \
+    {                                                                                                               \
+        size_t i = 0;                                                                                               \
+        if (flt) {                                                                                                  \
+            for (; i + 32 <= n; i += 32) {                                                                          \
+                __m128i x0 = inv_##N(LOADU(r + i), LOADU(b + i), 1);                                                \
+                __m128i x1 = inv_##N(LOADU(r + i + 16), LOADU(b + i + 16), 1);                                      \
+                STOREU(x + i, x0);                                                                                  \
+                STOREU(x + i + 16, x1);                                                                             \
+            }                                                                                                       \
+        } else {                                                                                                    \
+            for (; i + 32 <= n; i += 32) {                                                                          \
+                __m128i x0 = inv_##N(LOADU(r + i), LOADU(b + i), 0);                                                \
+                __m128i x1 = inv_##N(LOADU(r + i + 16), LOADU(b + i + 16), 0);                                      \
+                STOREU(x + i, x0);                                                                                  \
+                STOREU(x + i + 16, x1);                                                                             \
+            }                                                                                                       \
+        }                                                                                                           \
+        return i;                                                                                                   \
     }
 
 DIFF_SSE2(8)
@@ -235,8 +230,7 @@ static void xor_bytes(const uint8_t *x, const uint8_t *b, size_t n, uint8_t *r)
     for (; i < n; i++) r[i] = x[i] ^ b[i];
 }
 
-void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b, size_t n,
-                  uint8_t *r)
+void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b, size_t n, uint8_t *r)
 {
     if (pred == PRED_XOR) {
         xor_bytes(x, b, n, r);
@@ -265,8 +259,7 @@ void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, 
     if (whole < n) diff_fwd_scalar(1, 0, x + whole, b + whole, n - whole, r + whole);
 }
 
-void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n,
-                  uint8_t *x)
+void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n, uint8_t *x)
 {
     if (pred == PRED_XOR) {
         xor_bytes(r, b, n, x);
@@ -296,12 +289,12 @@ void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, 
 }
 
 /* ---- residual and plane split in one pass (predict_avx512.c) ----------------------- */
-size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
-                          const uint8_t *b, size_t n, uint8_t *const *plane)
+size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b,
+                          size_t n, uint8_t *const *plane)
 {
 #ifdef XF_HAVE_X86
-    if ((pred != PRED_XOR && pred != PRED_DIFF) || (xf != XF_INT && xf != XF_FLOAT) ||
-        (esize != 2 && esize != 4) || cpu_level() < CPU_AVX512)
+    if ((pred != PRED_XOR && pred != PRED_DIFF) || (xf != XF_INT && xf != XF_FLOAT) || (esize != 2 && esize != 4) ||
+        cpu_level() < CPU_AVX512)
         return 0;
     int rot = xf == XF_FLOAT;
     if (pred == PRED_DIFF && rot) /* DIFF is split as integers: no rotation */
@@ -317,12 +310,10 @@ size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, co
                         size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc)
 {
 #ifdef XF_HAVE_X86
-    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !(cpu_features() & CPU_VBMI2))
-        return 0;
+    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !(cpu_features() & CPU_VBMI2)) return 0;
     return pred_esc_avx512(esize, is_float != 0, L, T, x, b, n / esize, low, a, e, nesc);
 #else
-    (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e,
-        (void)nesc;
+    (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e, (void)nesc;
     return 0;
 #endif
 }
@@ -352,32 +343,33 @@ static void make_clog(void)
 typedef uint32_t hist3[3][8][256];
 
 #define ROTL1(T, W, v) ((T)((T)((v) << 1) | (T)((v) >> (8 * (W) - 1))))
-#define HIST_ONE(T, W, FLT, e, H)                                                  \
-    do {                                                                           \
-        T u, v;                                                                    \
-        memcpy(&u, x + (e) * (W), W);                                              \
-        memcpy(&v, b + (e) * (W), W);                                              \
-        T o = (T)(u ^ v);                                                          \
-        T d = (T)(FMAP(T, W, FLT, u) - FMAP(T, W, FLT, v));                        \
-        d = ZIGZAG(T, W, d);                                                       \
-        if ((FLT) && (W) > 1) {                                                    \
-            u = ROTL1(T, W, u);                                                    \
-            o = ROTL1(T, W, o);                                                    \
-        }                                                                          \
-        _Pragma("GCC unroll 8") for (unsigned k = 0; k < (W); k++) {               \
-            (H)[0][k][(uint8_t)(u >> (8 * k))]++;                                  \
-            (H)[1][k][(uint8_t)(o >> (8 * k))]++;                                  \
-            (H)[2][k][(uint8_t)(d >> (8 * k))]++;                                  \
-        }                                                                          \
+#define HIST_ONE(T, W, FLT, e, H)                                  \
+    do {                                                           \
+        T u, v;                                                    \
+        memcpy(&u, x + (e) * (W), W);                              \
+        memcpy(&v, b + (e) * (W), W);                              \
+        T o = (T)(u ^ v);                                          \
+        T d = (T)(FMAP(T, W, FLT, u) - FMAP(T, W, FLT, v));        \
+        d = ZIGZAG(T, W, d);                                       \
+        if ((FLT) && (W) > 1) {                                    \
+            u = ROTL1(T, W, u);                                    \
+            o = ROTL1(T, W, o);                                    \
+        }                                                          \
+        _Pragma("GCC unroll 8") for (unsigned k = 0; k < (W); k++) \
+        {                                                          \
+            (H)[0][k][(uint8_t)(u >> (8 * k))]++;                  \
+            (H)[1][k][(uint8_t)(o >> (8 * k))]++;                  \
+            (H)[2][k][(uint8_t)(d >> (8 * k))]++;                  \
+        }                                                          \
     } while (0)
 /* Even and odd elements go to their own set: the top bytes repeat a few values, and
  * one set made every element wait for the previous one's increment of the same count. */
-#define HIST_LOOP(T, W, FLT)                                                       \
-    size_t e = 0;                                                                  \
-    for (; e + 2 <= cnt; e += 2) {                                                 \
-        HIST_ONE(T, W, FLT, e, h[0]);                                              \
-        HIST_ONE(T, W, FLT, e + 1, h[1]);                                          \
-    }                                                                              \
+#define HIST_LOOP(T, W, FLT)              \
+    size_t e = 0;                         \
+    for (; e + 2 <= cnt; e += 2) {        \
+        HIST_ONE(T, W, FLT, e, h[0]);     \
+        HIST_ONE(T, W, FLT, e + 1, h[1]); \
+    }                                     \
     if (e < cnt) HIST_ONE(T, W, FLT, e, h[0]);
 
 /* Adds cnt elements of x and b to the two sets of histograms h[0] and h[1]. */
@@ -442,7 +434,7 @@ uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t
         }
         total = (uint32_t)(NWIN * win);
     }
-    uint32_t (*h)[8][256] = hs[0];
+    uint32_t(*h)[8][256] = hs[0];
     for (int c = 0; c < 3; c++)
         for (unsigned k = 0; k < es; k++)
             for (unsigned v = 0; v < 256; v++) h[c][k][v] += hs[1][c][k][v];

@@ -34,19 +34,17 @@ int pred_is_float(ckpz_dtype dtype);
  * Elements are little-endian. n should be a multiple of esize; a tail of n % esize
  * bytes is coded byte by byte as integers. r may be x (in place); b must not overlap r
  * unless it equals x. An unknown pred id is treated as PRED_NONE. */
-void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b, size_t n,
-                  uint8_t *r);
+void pred_forward(uint8_t pred, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b, size_t n, uint8_t *r);
 /* Inverse: x from r and b (PRED_COPY copies b and ignores r). x may be r (in place). */
-void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n,
-                  uint8_t *x);
+void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, const uint8_t *b, size_t n, uint8_t *x);
 
 /* pred_forward followed by xf_split (planes.h) of the residual, in one pass where a
  * vector loop exists: PRED_XOR or PRED_DIFF, XF_INT or XF_FLOAT, esize 2 or 4, a CPU
  * with AVX-512 VBMI. Writes the planes of the first k bytes of x (k a multiple of
  * 64 * esize, plane[i][0 .. k / esize)) and returns k, which is 0 when no loop applies;
  * the caller predicts and splits the rest. Same bytes as the two-step path. */
-size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x,
-                          const uint8_t *b, size_t n, uint8_t *const *plane);
+size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float, const uint8_t *x, const uint8_t *b,
+                          size_t n, uint8_t *const *plane);
 /* PRED_DIFF's residual of x against b (esize 2 or 4), split and put through the escape
  * transform (escape.h) in one pass: the L low bytes of each element to low[0 .. L)
  * (most significant first, as planes K .. esize - 1 of xf_split), A = min(h, T) to a,
@@ -71,8 +69,7 @@ size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, co
  * the sampled elements would fit A (no escape transform); and esc_t (if not NULL) the
  * threshold T to code it with (ESC_T_SMALL, or ESC_T_WIDE where a quarter or more of the
  * sample would escape at ESC_T_SMALL, in chunks of 16384 elements or more). */
-uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low,
-                    unsigned *esc_t);
+uint8_t pred_choose(ckpz_dtype dtype, const uint8_t *x, const uint8_t *b, size_t n, int *diff_low, unsigned *esc_t);
 
 /* The transform (planes.h ids) and element size that split the residual of pred:
  * NONE, XOR (and COPY) -> xf_choose(dtype); DIFF -> XF_INT with the dtype's element size

@@ -14,8 +14,8 @@
 
 /* Residual of one vector of 16- or 32-bit elements (W = 2 or 4), rotated left by one
  * bit when ROT (XF_FLOAT); constant arguments compile the unused steps out. */
-static inline __attribute__((always_inline)) T512 __m512i res_vec(int W, int xor_, int flt, int rot,
-                                                                   __m512i u, __m512i v)
+static inline __attribute__((always_inline)) T512 __m512i res_vec(int W, int xor_, int flt, int rot, __m512i u,
+                                                                  __m512i v)
 {
     __m512i r;
     if (xor_) {
@@ -35,9 +35,7 @@ static inline __attribute__((always_inline)) T512 __m512i res_vec(int W, int xor
         __m512i d = _mm512_sub_epi32(u, v);
         r = _mm512_xor_si512(_mm512_add_epi32(d, d), _mm512_srai_epi32(d, 31));
     }
-    if (rot)
-        r = W == 2 ? _mm512_or_si512(_mm512_slli_epi16(r, 1), _mm512_srli_epi16(r, 15))
-                   : _mm512_rol_epi32(r, 1);
+    if (rot) r = W == 2 ? _mm512_or_si512(_mm512_slli_epi16(r, 1), _mm512_srli_epi16(r, 15)) : _mm512_rol_epi32(r, 1);
     return r;
 }
 
@@ -45,9 +43,8 @@ static inline __attribute__((always_inline)) T512 __m512i res_vec(int W, int xor
 #define ST(p, v) _mm512_storeu_si512((void *)(p), v)
 
 /* 64 elements per step, most significant byte to plane 0; returns elements done. */
-static inline __attribute__((always_inline)) T512 size_t
-fs2(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *p0,
-    uint8_t *p1)
+static inline __attribute__((always_inline)) T512 size_t fs2(int xor_, int flt, int rot, const uint8_t *x,
+                                                             const uint8_t *b, size_t elems, uint8_t *p0, uint8_t *p1)
 {
     const __m512i hi = split_idx2(1), lo = split_idx2(0);
     size_t e = 0;
@@ -60,8 +57,8 @@ fs2(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems
     return e;
 }
 
-static inline __attribute__((always_inline)) T512 size_t
-fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems, uint8_t *const *q)
+static inline __attribute__((always_inline)) T512 size_t fs4(int xor_, int flt, int rot, const uint8_t *x,
+                                                             const uint8_t *b, size_t elems, uint8_t *const *q)
 {
     const __m512i top = split_idx4(3), bot = split_idx4(1);
     size_t e = 0;
@@ -78,17 +75,15 @@ fs4(int xor_, int flt, int rot, const uint8_t *x, const uint8_t *b, size_t elems
 #undef LD
 #undef ST
 
-#define FS2(X, F, R)                                                                      \
-    T512 static size_t fs2_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n,         \
-                                     uint8_t *const *q)                                   \
-    {                                                                                     \
-        return fs2(X, F, R, x, b, n, q[0], q[1]);                                         \
+#define FS2(X, F, R)                                                                                  \
+    T512 static size_t fs2_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n, uint8_t *const *q) \
+    {                                                                                                 \
+        return fs2(X, F, R, x, b, n, q[0], q[1]);                                                     \
     }
-#define FS4(X, F, R)                                                                      \
-    T512 static size_t fs4_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n,         \
-                                     uint8_t *const *q)                                   \
-    {                                                                                     \
-        return fs4(X, F, R, x, b, n, q);                                                  \
+#define FS4(X, F, R)                                                                                  \
+    T512 static size_t fs4_##X##F##R(const uint8_t *x, const uint8_t *b, size_t n, uint8_t *const *q) \
+    {                                                                                                 \
+        return fs4(X, F, R, x, b, n, q);                                                              \
     }
 /* XOR (rotated or not), DIFF of integers and of floats (never rotated). */
 /* clang-format off */
@@ -102,10 +97,9 @@ FS4(1, 0, 0) FS4(1, 0, 1) FS4(0, 0, 0) FS4(0, 1, 0)
  * K = W - L bytes go through esc_step, the L low bytes to their planes. */
 /* W, flt and L are constants in every copy below, so that the planes stay in registers
  * and the loop holds no stores but the planes'. */
-static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, unsigned L, unsigned T,
-                                                             const uint8_t *x, const uint8_t *b, size_t elems,
-                                                             uint8_t *const *low, uint8_t *a, uint8_t *const *e,
-                                                             size_t *ne)
+static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, unsigned L, unsigned T, const uint8_t *x,
+                                                             const uint8_t *b, size_t elems, uint8_t *const *low,
+                                                             uint8_t *a, uint8_t *const *e, size_t *ne)
 {
     const __m512i t = _mm512_set1_epi8((char)T);
     uint8_t *lo0 = L > 0 ? low[0] : NULL, *lo1 = L > 1 ? low[1] : NULL;
@@ -115,7 +109,8 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
         const __m512i ih = split_idx2(1), il = split_idx2(0);
         for (; i + 64 <= elems; i += 64) {
             const uint8_t *xs = x + 2 * i, *bs = b + 2 * i;
-            __m512i r0 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)xs), _mm512_loadu_si512((const void *)bs));
+            __m512i r0 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)xs),
+                                 _mm512_loadu_si512((const void *)bs));
             __m512i r1 = res_vec(2, 0, flt, 0, _mm512_loadu_si512((const void *)(xs + 64)),
                                  _mm512_loadu_si512((const void *)(bs + 64)));
             __m512i p[2]; /* high bytes, low bytes */
@@ -159,26 +154,24 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
 
 /* One copy per element size, float or integer, and number of low planes L (W - L is
  * 1 or 2). */
-#define FE(W, F, L)                                                                                     \
+#define FE(W, F, L)                                                                                       \
     T512E static size_t fe##W##_##F##_##L(unsigned T, const uint8_t *x, const uint8_t *b, size_t n,       \
                                           uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *ne) \
-    {                                                                                                   \
-        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                  \
+    {                                                                                                     \
+        return fe(W, F, L, T, x, b, n, low, a, e, ne);                                                    \
     }
 /* clang-format off */
 FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
 /* clang-format on */
 #undef FE
 
-size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b,
-                         size_t elems, uint8_t *const *plane)
+size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b, size_t elems,
+                         uint8_t *const *plane)
 {
     typedef size_t (*fn)(const uint8_t *, const uint8_t *, size_t, uint8_t *const *);
     fn f;
-    if (xor_)
-        f = esize == 2 ? (rot ? fs2_101 : fs2_100) : (rot ? fs4_101 : fs4_100);
-    else
-        f = esize == 2 ? (flt ? fs2_010 : fs2_000) : (flt ? fs4_010 : fs4_000);
+    if (xor_) f = esize == 2 ? (rot ? fs2_101 : fs2_100) : (rot ? fs4_101 : fs4_100);
+    else f = esize == 2 ? (flt ? fs2_010 : fs2_000) : (flt ? fs4_010 : fs4_000);
     return f(x, b, elems, plane);
 }
 
@@ -187,8 +180,7 @@ size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const ui
 {
     typedef size_t (*fn)(unsigned, const uint8_t *, const uint8_t *, size_t, uint8_t *const *, uint8_t *,
                          uint8_t *const *, size_t *);
-    static const fn tab[2][2][2] = {{{fe2_0_0, fe2_0_1}, {fe2_1_0, fe2_1_1}},
-                                    {{fe4_0_2, fe4_0_3}, {fe4_1_2, fe4_1_3}}};
+    static const fn tab[2][2][2] = {{{fe2_0_0, fe2_0_1}, {fe2_1_0, fe2_1_1}}, {{fe4_0_2, fe4_0_3}, {fe4_1_2, fe4_1_3}}};
     return tab[esize == 4][flt][L - (esize - 2)](T, x, b, elems, low, a, e, nesc);
 }
 #endif

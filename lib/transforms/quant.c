@@ -11,10 +11,7 @@
 #include "common/dtype.h"
 #include "quant_grid.h"
 
-int quant_dtype_ok(ckpz_dtype t)
-{
-    return (unsigned)t < CKPZ_DTYPE_COUNT_ && dtype_get(t)->from_double != NULL;
-}
+int quant_dtype_ok(ckpz_dtype t) { return (unsigned)t < CKPZ_DTYPE_COUNT_ && dtype_get(t)->from_double != NULL; }
 
 const char *quant_mode_name(uint8_t mode)
 {

@@ -148,8 +148,8 @@ int quant_forward(quant_work *w, const quant_plan *plan, ckpz_dtype dtype, uint6
 
 /* Restores n bytes from the planes (plane[i] holds L->size[i] bytes). Returns 0, or -1
  * when the planes are inconsistent (codes out of range, exceptions miscounted). */
-int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const *plane, const uint8_t *base,
-                  size_t n, uint8_t *out);
+int quant_inverse(const quant_layout *L, ckpz_dtype dtype, const uint8_t *const *plane, const uint8_t *base, size_t n,
+                  uint8_t *out);
 
 /* For the compressor's per-tensor plan: lowers *vmin and raises *vmax to the smallest
  * and largest finite values of n bytes of dtype (rel's range). */

@@ -66,8 +66,8 @@ int quant_set_kept(quant_layout *L, const uint8_t *bitmap)
 
 /* The absolute grid for f32 or bf16 (es = b32) without a bitmap, the common case:
  * recon_abs and the rounding to the dtype, without the generic element access. */
-static inline int inverse_abs_fast(unsigned es, const quant_layout *L, const uint8_t *const *plane,
-                                   const uint8_t *base, uint8_t *out)
+static inline int inverse_abs_fast(unsigned es, const quant_layout *L, const uint8_t *const *plane, const uint8_t *base,
+                                   uint8_t *out)
 {
     const uint8_t *hi = plane[3], *lo = L->w == 2 ? plane[4] : NULL, *exc = plane[3 + L->w];
     uint32_t maxc = L->w == 1 ? 255u : 65535u;

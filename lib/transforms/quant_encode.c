@@ -63,10 +63,7 @@ size_t quant_out_bound(size_t n)
 
 /* Bound check of a reconstructed value: within tolerance, and a value that is not a
  * NaN or infinity (a finite original never restores as one). */
-static int within(double r, double x, double tol)
-{
-    return isfinite(r) && fabs(r - x) <= tol;
-}
+static int within(double r, double x, double tol) { return isfinite(r) && fabs(r - x) <= tol; }
 
 /* The errors of restored against x (and, with a base, how many changed elements were
  * restored as the base's by the grid: pruned ones, dropped on purpose, do not count). */
@@ -438,8 +435,15 @@ static int encode_pass(quant_work *w, const quant_plan *pl, ckpz_dtype dt, uint6
                        const uint8_t *base, size_t n, int bits, uint8_t *out, uint8_t *restored, size_t *sizes,
                        quant_stats *st)
 {
-    enc e = {.pl = pl, .dt = dt, .es = ckpz_dtype_size(dt), .x = x, .base = base, .restored = restored,
-             .q = w->q, .neg = w->neg, .thr = pl->prune_thr};
+    enc e = {.pl = pl,
+             .dt = dt,
+             .es = ckpz_dtype_size(dt),
+             .x = x,
+             .base = base,
+             .restored = restored,
+             .q = w->q,
+             .neg = w->neg,
+             .thr = pl->prune_thr};
     e.nel = n / e.es;
     e.mode = pl->spec.mode == QM_REL || pl->spec.mode == QM_CREL ? QM_ABS : pl->spec.mode;
     e.prune = e.thr > 0;

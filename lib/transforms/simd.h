@@ -19,17 +19,17 @@ size_t xf_merge_avx512(unsigned esize, const uint8_t *const *pl, size_t elems, u
 
 /* predict_avx512.c: pred_forward_split for XOR (xor_) or DIFF of floats (flt) or integers,
  * rotated when rot (XOR only); pred_forward_esc (needs CPU_VBMI2 too). */
-size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b,
-                         size_t elems, uint8_t *const *plane);
+size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b, size_t elems,
+                         uint8_t *const *plane);
 size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                        size_t elems, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
 
 /* escape_avx512.c: esc_forward and esc_inverse for K = 1 or 2 (needs CPU_VBMI2); the
  * inverse sets *bad when an escape overflows its K bytes. */
-size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a,
-                      uint8_t *const *e, size_t *nesc);
-size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems,
-                      size_t *nesc, uint8_t *const *top, int *bad);
+size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a, uint8_t *const *e,
+                      size_t *nesc);
+size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, size_t *nesc,
+                      uint8_t *const *top, int *bad);
 #endif
 
 #endif

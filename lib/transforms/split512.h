@@ -64,8 +64,8 @@ static inline __attribute__((always_inline)) T512 void split4_vec(__m512i a, __m
 }
 
 static inline __attribute__((always_inline)) T512 void split4_step(__m512i a, __m512i b, __m512i c, __m512i d,
-                                                                   __m512i i32, __m512i i10, uint8_t *p0,
-                                                                   uint8_t *p1, uint8_t *p2, uint8_t *p3)
+                                                                   __m512i i32, __m512i i10, uint8_t *p0, uint8_t *p1,
+                                                                   uint8_t *p2, uint8_t *p3)
 {
     __m512i p[4];
     split4_vec(a, b, c, d, i32, i10, p);

@@ -31,10 +31,7 @@
  * one-thread speed instead of 1.73x (bench: ckpz -b -T1/-T2, 371 MB), most likely
  * cache-set aliasing between them. */
 #define ESC_EXTRA (ESC_SLACK * (XF_MAX_PLANES + 2))
-size_t xf_lossless_scratch(size_t n)
-{
-    return n + n / 2 + n + ESC_EXTRA;
-}
+size_t xf_lossless_scratch(size_t n) { return n + n / 2 + n + ESC_EXTRA; }
 
 /* Every byte-plane split of n bytes coded within ent_bound of each plane's size. */
 size_t xf_bytes_coded(size_t n)
@@ -219,7 +216,8 @@ ckpz_error xf_bytes_decode(const xf_chunk *c, xf_in *in)
     }
     if ((err = in->end(in))) return err;
     if (c->xf == XF_NONE) {
-        if (c->pred != PRED_NONE) pred_inverse(c->pred, 1, pred_is_float(c->dtype), c->out, c->base, c->raw_len, c->out);
+        if (c->pred != PRED_NONE)
+            pred_inverse(c->pred, 1, pred_is_float(c->dtype), c->out, c->base, c->raw_len, c->out);
         if (crc32c(0, c->out, c->raw_len) != c->raw_crc) {
             snprintf(in->why, in->whylen, "decoded data checksum mismatch");
             return CKPZ_ERR_CHECKSUM;

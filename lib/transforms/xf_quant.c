@@ -14,17 +14,14 @@
 
 _Static_assert(QUANT_PLANES_MAX <= XF_MAX_PLANES, "a lossy chunk's planes fit the registry's");
 
-size_t xf_quant_scratch(size_t n)
-{
-    return quant_out_bound(n);
-}
+size_t xf_quant_scratch(size_t n) { return quant_out_bound(n); }
 
 int xf_quant_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
 {
     const quant_opt *q = e->opt;
     size_t sizes[QUANT_PLANES_MAX];
-    int np = quant_forward(q->work, q->plan, e->dtype, q->elem0, e->raw, e->base, e->n, e->scratch, q->restored,
-                           sizes, q->stats);
+    int np = quant_forward(q->work, q->plan, e->dtype, q->elem0, e->raw, e->base, e->n, e->scratch, q->restored, sizes,
+                           q->stats);
     if (np <= 0) return np;
     *raw_crc = crc32c(0, q->restored, e->n);
     /* Roles: the header is stored (the decoder reads it before anything else); group
@@ -35,8 +32,11 @@ int xf_quant_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
     for (int i = 0, at = 0; i < np; at += (int)sizes[i], i++) {
         o->src[i] = e->scratch + at;
         o->size[i] = sizes[i];
-        o->hint[i] = i == 0 ? XF_KEEP : i == 2 ? ENT_HINT_INT : i == 3 ? ENT_HINT_EXPONENT
-                     : (i == 4 && e->scratch[1] == 2) ? ENT_HINT_MANTISSA : ENT_HINT_OPAQUE;
+        o->hint[i] = i == 0                           ? XF_KEEP
+                     : i == 2                         ? ENT_HINT_INT
+                     : i == 3                         ? ENT_HINT_EXPONENT
+                     : (i == 4 && e->scratch[1] == 2) ? ENT_HINT_MANTISSA
+                                                      : ENT_HINT_OPAQUE;
     }
     return np;
 }

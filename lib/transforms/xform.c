@@ -13,10 +13,7 @@ static const xf_desc transforms[XF_ID_LIMIT] = {
 };
 #undef ROW
 
-const xf_desc *xf_get(unsigned id)
-{
-    return id < XF_ID_LIMIT && transforms[id].decode ? &transforms[id] : NULL;
-}
+const xf_desc *xf_get(unsigned id) { return id < XF_ID_LIMIT && transforms[id].decode ? &transforms[id] : NULL; }
 
 size_t xf_scratch_bound(size_t n, int lossy)
 {
@@ -28,7 +25,4 @@ size_t xf_scratch_bound(size_t n, int lossy)
     return most;
 }
 
-size_t xf_coded_bound(size_t n, size_t desc)
-{
-    return XF_MAX_PLANES * desc + xf_bytes_coded(n);
-}
+size_t xf_coded_bound(size_t n, size_t desc) { return XF_MAX_PLANES * desc + xf_bytes_coded(n); }

@@ -100,8 +100,8 @@ static void *next(const char *name)
 }
 
 /* the next definition of name, looked up once */
-#define REAL(name, type)                 \
-    static type real_##name;             \
+#define REAL(name, type)     \
+    static type real_##name; \
     if (!real_##name) real_##name = (type)next(#name)
 
 static void note(const char *what)
@@ -167,7 +167,10 @@ static ssize_t allow(int fd, int op, size_t n, int *fault)
     *fault = 1;
     switch (g_kind) {
     case K_ZERO: note(op == OP_READ ? "read zero" : "write zero"); return 0;
-    case K_SHORT: note(op == OP_READ ? "read short" : "write short"); *fault = 0; return (ssize_t)(n < g_short ? n : g_short);
+    case K_SHORT:
+        note(op == OP_READ ? "read short" : "write short");
+        *fault = 0;
+        return (ssize_t)(n < g_short ? n : g_short);
     case K_EINTR: {
         static unsigned long long calls;
         if (__atomic_fetch_add(&calls, 1, __ATOMIC_ACQ_REL) % 2) {
@@ -178,8 +181,14 @@ static ssize_t allow(int fd, int op, size_t n, int *fault)
         errno = EINTR;
         return -1;
     }
-    case K_ENOSPC: note(op == OP_READ ? "read enospc" : "write enospc"); errno = ENOSPC; return -1;
-    default: note(op == OP_READ ? "read eio" : "write eio"); errno = EIO; return -1;
+    case K_ENOSPC:
+        note(op == OP_READ ? "read enospc" : "write enospc");
+        errno = ENOSPC;
+        return -1;
+    default:
+        note(op == OP_READ ? "read eio" : "write eio");
+        errno = EIO;
+        return -1;
     }
 }
 

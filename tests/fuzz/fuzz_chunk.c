@@ -38,8 +38,8 @@ static void set_simd(int level, int others)
     force_isa(isa[!others && level > 1 ? 1 : level]);
 }
 
-static ckpz_error decode(const ctr_chunk *h, ckpz_dtype dt, const uint8_t *payload, const uint8_t *base,
-                         uint8_t *out, uint32_t prefill, int level, int others, char *why, size_t whylen)
+static ckpz_error decode(const ctr_chunk *h, ckpz_dtype dt, const uint8_t *payload, const uint8_t *base, uint8_t *out,
+                         uint32_t prefill, int level, int others, char *why, size_t whylen)
 {
     static fz_buf bp;
     size_t pb = chunk_planes_bound(h->raw_len, h->xf == XF_QUANT);
@@ -100,7 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int l1 = (int)((flags >> 1) & 3) > 2 ? 2 : (int)((flags >> 1) & 3), o1 = !((flags >> 3) & 1);
         uint8_t *out = fz_take(&bout, c.raw_len), *out2 = fz_take(&bout2, c.raw_len);
         e = decode(&c, dt, payload, base, out, 1, l1, o1, why, sizeof why);
-        if (c.pred != PRED_NONE && !base) FZ_CHECK(e != CKPZ_OK, "a chunk with predictor %u decoded without a base", c.pred);
+        if (c.pred != PRED_NONE && !base)
+            FZ_CHECK(e != CKPZ_OK, "a chunk with predictor %u decoded without a base", c.pred);
         if (e == CKPZ_OK || (e == CKPZ_ERR_CHECKSUM && !strcmp(why, "decoded data checksum mismatch"))) {
             ctr_chunk c2 = c;
             c2.raw_crc = crc32c(0, out, c.raw_len);

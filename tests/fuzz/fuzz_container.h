@@ -25,8 +25,7 @@ static inline ckpz_ctx *fz_ctx(void)
 
 static inline void fz_need_msg(const ckpz_ctx *c, ckpz_error e, const char *who)
 {
-    FZ_CHECK(e == CKPZ_OK || ckpz_ctx_message(c)[0], "%s failed with %s but left no message", who,
-             ckpz_error_name(e));
+    FZ_CHECK(e == CKPZ_OK || ckpz_ctx_message(c)[0], "%s failed with %s but left no message", who, ckpz_error_name(e));
     FZ_CHECK((int)e >= 0 && (int)e <= (int)CKPZ_ERR_BASE, "%s returned %d", who, (int)e);
 }
 

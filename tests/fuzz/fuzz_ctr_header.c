@@ -33,8 +33,8 @@ static void one(const uint8_t *in)
                  "header: version %u written back differently", h.version);
     }
     ctr_header h2;
-    FZ_CHECK(ctr_header_read(fz_ctx(), out, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size &&
-                 h2.format == h.format && h2.based == h.based && h2.lossy == h.lossy && h2.packed == h.packed,
+    FZ_CHECK(ctr_header_read(fz_ctx(), out, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format &&
+                 h2.based == h.based && h2.lossy == h.lossy && h2.packed == h.packed,
              "header: the written header reads differently");
 }
 

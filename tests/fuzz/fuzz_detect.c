@@ -20,8 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 3) return 0;
     unsigned r = data[0] % 16, d = data[1] % 18;
-    ckpz_input_format req = r == 6 ? (ckpz_input_format)99 : r < 6 ? (ckpz_input_format)r
-                            : r >= 8 && r - 2 < CKPZ_INPUT_COUNT_ ? (ckpz_input_format)(r - 2) : CKPZ_INPUT_AUTO;
+    ckpz_input_format req = r == 6                                ? (ckpz_input_format)99
+                            : r < 6                               ? (ckpz_input_format)r
+                            : r >= 8 && r - 2 < CKPZ_INPUT_COUNT_ ? (ckpz_input_format)(r - 2)
+                                                                  : CKPZ_INPUT_AUTO;
     ckpz_dtype raw = d >= 16 ? (ckpz_dtype)(d == 16 ? 99 : -1) : (ckpz_dtype)d;
     size_t want = (size_t)1 << (data[2] & 15), window = (size_t)1 << (2 * (data[2] >> 5));
     int known = (data[2] >> 4) & 1;

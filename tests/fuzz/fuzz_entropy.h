@@ -55,8 +55,8 @@ static inline int fz_decode(fz_dec_fn dec, uint8_t codec, int simd, const uint8_
     return r;
 }
 
-static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flags, const uint8_t *src,
-                                     size_t srclen, size_t n)
+static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flags, const uint8_t *src, size_t srclen,
+                                     size_t n)
 {
     const char *name = ent_codec_name(codec);
     int s1 = (int)(flags & 3) > 2 ? 2 : (int)(flags & 3), s2 = (s1 + 1) % 3;
@@ -67,8 +67,8 @@ static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flag
     int r1 = fz_decode(dec, codec, s1, in, srclen, a, n);
     /* a second decode where the first succeeded, or (rANS order 0: vector loops) always */
     int r2 = r1 == 0 || codec == ENT_RANS0 ? fz_decode(dec, codec, s2, in, srclen, b, n) : r1;
-    FZ_CHECK(r1 == r2, "%s: %zu bytes into %zu: vector level %d says %d, level %d says %d", name, srclen, n, s1, r1,
-             s2, r2);
+    FZ_CHECK(r1 == r2, "%s: %zu bytes into %zu: vector level %d says %d, level %d says %d", name, srclen, n, s1, r1, s2,
+             r2);
     if (r1 == 0 && memcmp(a, b, n)) {
         size_t k = 0;
         while (a[k] == b[k]) k++;

@@ -38,8 +38,8 @@ static inline void fz_check_segs(const fmt_list *l, size_t from, uint64_t at, ui
                  (unsigned long long)s->offset, (unsigned long long)cur);
         FZ_CHECK(open == last, "%s: segment %zu of %zu is %s", who, i, l->n, open ? "open" : "closed but last");
         FZ_CHECK(open || s->length <= UINT64_MAX - s->offset, "%s: segment %zu wraps around", who, i);
-        FZ_CHECK(!s->resume || (last && open && s->dtype == CKPZ_DTYPE_NONE), "%s: misplaced resume segment %zu",
-                 who, i);
+        FZ_CHECK(!s->resume || (last && open && s->dtype == CKPZ_DTYPE_NONE), "%s: misplaced resume segment %zu", who,
+                 i);
         if (s->dtype == CKPZ_DTYPE_NONE) {
             FZ_CHECK(!s->name && !s->shape && !s->ndim, "%s: opaque segment %zu has a name or shape", who, i);
         } else {
@@ -58,11 +58,11 @@ static inline void fz_check_segs(const fmt_list *l, size_t from, uint64_t at, ui
                     else n *= s->shape[d];
                 }
                 if (zero) n = 0, ovf = 0;
-                FZ_CHECK(!ovf && n == s->length, "%s: tensor %zu ('%s'): %llu bytes for its shape, length %llu", who,
-                         i, s->name, ovf ? 0ull : (unsigned long long)n, (unsigned long long)s->length);
+                FZ_CHECK(!ovf && n == s->length, "%s: tensor %zu ('%s'): %llu bytes for its shape, length %llu", who, i,
+                         s->name, ovf ? 0ull : (unsigned long long)n, (unsigned long long)s->length);
                 if (in_bounds && total != CKPZ_SIZE_UNKNOWN)
-                    FZ_CHECK(s->offset + s->length <= total, "%s: tensor %zu ('%s') ends past the input (%llu)", who,
-                             i, s->name, (unsigned long long)total);
+                    FZ_CHECK(s->offset + s->length <= total, "%s: tensor %zu ('%s') ends past the input (%llu)", who, i,
+                             s->name, (unsigned long long)total);
             }
         }
         if (!open) cur = s->offset + s->length;
@@ -102,8 +102,7 @@ static inline fmt_status fz_fetch(void *opaque, uint64_t at, size_t want, const 
 {
     fz_src *s = opaque;
     FZ_CHECK(++s->calls <= s->size + 3, "%s: the reader keeps asking for more", s->who);
-    if (!s->l)
-        FZ_CHECK(at == 0, "%s: describe fetches at %llu", s->who, (unsigned long long)at);
+    if (!s->l) FZ_CHECK(at == 0, "%s: describe fetches at %llu", s->who, (unsigned long long)at);
     else
         FZ_CHECK(s->l->n == s->first + 1 && s->l->seg[s->first].resume && s->l->seg[s->first].offset == at,
                  "%s: fmt_resume asked for more but changed the list", s->who);

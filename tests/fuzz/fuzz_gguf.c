@@ -22,8 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK(s == FMT_DONE || s == FMT_ERROR || s == FMT_NOMEM, "gguf: status %d", (int)s);
     FZ_CHECK(s != FMT_ERROR || why[0], "gguf: FMT_ERROR without a message");
     if (s == FMT_ERROR) /* only a file without the magic and a known version is not GGUF */
-        FZ_CHECK(size < 8 || memcmp(data, "GGUF", 4) || (data[4] != 2 && data[4] != 3) || data[5] || data[6] ||
-                     data[7],
+        FZ_CHECK(size < 8 || memcmp(data, "GGUF", 4) || (data[4] != 2 && data[4] != 3) || data[5] || data[6] || data[7],
                  "gguf: refused a file with the magic and version %u", data[4]);
     if (s == FMT_DONE) {
         FZ_CHECK(a.format == CKPZ_INPUT_GGUF && !a.state, "gguf: format %d", (int)a.format);

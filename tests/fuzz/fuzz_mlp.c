@@ -25,8 +25,8 @@ static void check_model(const mlp *m, unsigned inputs)
     unsigned prev = inputs;
     for (unsigned l = 0; l < m->nlayers; l++) {
         const mlp_layer *L = &m->layer[l];
-        FZ_CHECK(L->in == prev && L->out >= 1 && L->out <= MLP_MAX_WIDTH && L->w && L->b, "mlp: layer %u is %u x %u",
-                 l, L->in, L->out);
+        FZ_CHECK(L->in == prev && L->out >= 1 && L->out <= MLP_MAX_WIDTH && L->w && L->b, "mlp: layer %u is %u x %u", l,
+                 L->in, L->out);
         for (size_t k = 0; k < (size_t)L->in * L->out; k++)
             FZ_CHECK(isfinite(L->w[k]) && fabs(L->w[k]) <= MLP_MAX_ABS, "mlp: layer %u weight %zu", l, k);
         for (unsigned k = 0; k < L->out; k++)
@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *k = size > 8 ? memchr(text, 'i', size < 64 ? size : 64) : NULL;
     if (k && (size_t)(text + size - k) > 7 && !memcmp(k, "inputs ", 7)) {
         unsigned v = 0;
-        for (const char *q = k + 7; q < text + size && *q >= '0' && *q <= '9' && v < 1000; q++) v = v * 10 + (unsigned)(*q - '0');
+        for (const char *q = k + 7; q < text + size && *q >= '0' && *q <= '9' && v < 1000; q++)
+            v = v * 10 + (unsigned)(*q - '0');
         if (v >= 1 && v <= MLP_MAX_WIDTH && v != FEAT_COUNT) parse(text, size, v);
     }
     free(text);

@@ -41,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(s != FMT_ERROR || why[0], "npy_parse_header: FMT_ERROR without a message");
         if (s == FMT_NEED_MORE)
             FZ_CHECK(!known && need > size && need <= FMT_PROBE_MAX,
-                     "npy_parse_header: asks for %zu bytes with %zu (size %s)", need, size, known ? "known" : "unknown");
+                     "npy_parse_header: asks for %zu bytes with %zu (size %s)", need, size,
+                     known ? "known" : "unknown");
         if (s == FMT_DONE) check_info(&info, total, "npy_parse_header");
     }
     fmt_list a, b;

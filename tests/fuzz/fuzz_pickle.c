@@ -69,8 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
              "pickle: cut to its end (%zu of %zu bytes) it reads differently (status %d)", end, size, (int)s2);
     pkl_storages_free(&u);
     s2 = pkl_torch_storages(cut, end - 1, &u, &end2);
-    FZ_CHECK(s2 == PKL_NEED, "pickle: cut one byte short of its end (%zu) it is status %d, not PKL_NEED", end,
-             (int)s2);
+    FZ_CHECK(s2 == PKL_NEED, "pickle: cut one byte short of its end (%zu) it is status %d, not PKL_NEED", end, (int)s2);
     free(cut);
     pkl_storages_free(&t);
     return 0;

@@ -12,10 +12,16 @@
 #include "transforms/policy.h"
 #include "fuzz_util.h"
 
-static const char *const names[] = {"model.layers.0.mlp.weight", "h.1.attn.c_attn.weight", "ln_f.weight",
-                                    "optimizer.state.3.exp_avg_sq", "layer.norm.weight", "w", "", "data/7"};
-static const ckpz_dtype dtypes[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F64, CKPZ_DTYPE_I32,
-                                    CKPZ_DTYPE_NONE};
+static const char *const names[] = {"model.layers.0.mlp.weight",
+                                    "h.1.attn.c_attn.weight",
+                                    "ln_f.weight",
+                                    "optimizer.state.3.exp_avg_sq",
+                                    "layer.norm.weight",
+                                    "w",
+                                    "",
+                                    "data/7"};
+static const ckpz_dtype dtypes[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16,
+                                    CKPZ_DTYPE_F64, CKPZ_DTYPE_I32,  CKPZ_DTYPE_NONE};
 
 static int must_stay(const char *name, ckpz_dtype dt, uint32_t ndim)
 {
@@ -27,9 +33,9 @@ static int must_stay(const char *name, ckpz_dtype dt, uint32_t ndim)
 static int same_spec(const quant_spec *a, const quant_spec *b)
 {
     return a->mode == b->mode && a->bits == b->bits && a->sym == b->sym && a->per_row == b->per_row &&
-           a->stochastic == b->stochastic && a->delta == b->delta && a->no_base == b->no_base &&
-           a->group == b->group && a->bound == b->bound && a->pct == b->pct && a->prune == b->prune &&
-           a->max_mae == b->max_mae && a->level == b->level;
+           a->stochastic == b->stochastic && a->delta == b->delta && a->no_base == b->no_base && a->group == b->group &&
+           a->bound == b->bound && a->pct == b->pct && a->prune == b->prune && a->max_mae == b->max_mae &&
+           a->level == b->level;
 }
 
 static void check_spec(const quant_spec *q, const char *name, ckpz_dtype dt, uint32_t ndim, int lossy)
@@ -38,14 +44,13 @@ static void check_spec(const quant_spec *q, const char *name, ckpz_dtype dt, uin
     if (q->mode == QM_NONE) return;
     FZ_CHECK(lossy, "policy: '%s' is lossy but policy_lossy says 0", name);
     FZ_CHECK(!must_stay(name, dt, ndim), "policy: '%s' (dtype %d, %u dims) must stay lossless", name, (int)dt, ndim);
-    FZ_CHECK(q->prune >= 0 && q->prune <= 0.999 && q->max_mae >= 0, "policy: '%s': prune %g max-mae %g", name,
-             q->prune, q->max_mae);
+    FZ_CHECK(q->prune >= 0 && q->prune <= 0.999 && q->max_mae >= 0, "policy: '%s': prune %g max-mae %g", name, q->prune,
+             q->max_mae);
     if (q->mode == QM_AFFINE)
         FZ_CHECK((q->bits == 8 || q->bits == 16) && q->group >= 16 && q->group <= (1u << 24) &&
                      (q->pct == 0 || (q->pct > 50 && q->pct <= 100)),
                  "policy: '%s': bits %u group %u pct %g", name, q->bits, q->group, q->pct);
-    else
-        FZ_CHECK(q->bound > 0 && (q->mode != QM_PREL || q->bound < 1), "policy: '%s': bound %g", name, q->bound);
+    else FZ_CHECK(q->bound > 0 && (q->mode != QM_PREL || q->bound < 1), "policy: '%s': bound %g", name, q->bound);
     if (strstr(name, "exp_avg_sq")) FZ_CHECK(q->mode == QM_PREL && q->prune == 0, "policy: exp_avg_sq not kept safe");
 }
 

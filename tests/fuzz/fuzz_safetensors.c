@@ -23,8 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_check_segs(&a, 0, 0, size, 1, "safetensors");
         FZ_CHECK(!a.seg[a.n - 1].resume, "safetensors: resume segment");
     }
-    fmt_status s2 = fz_probe(CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, data, size, 1, 1, 1, &b,
-                             "safetensors (probe)");
+    fmt_status s2 = fz_probe(CKPZ_INPUT_SAFETENSORS, CKPZ_DTYPE_NONE, data, size, 1, 1, 1, &b, "safetensors (probe)");
     FZ_CHECK(s2 == s, "safetensors: probe ends with %d, the whole input gives %d", (int)s2, (int)s);
     if (s2 == FMT_DONE) {
         FZ_CHECK(fz_same_list(&a, &b), "safetensors: the probe describes the file differently");

@@ -44,9 +44,9 @@ static inline __attribute__((noreturn, format(printf, 1, 2))) void fz_die(const 
     abort();
 }
 
-#define FZ_CHECK(cond, ...)                                                                                            \
-    do {                                                                                                               \
-        if (!(cond)) fz_die(__VA_ARGS__);                                                                              \
+#define FZ_CHECK(cond, ...)               \
+    do {                                  \
+        if (!(cond)) fz_die(__VA_ARGS__); \
     } while (0)
 
 /* An exact-size heap copy of p[0..n) (one byte allocated for n == 0); aborts when out of
@@ -103,9 +103,6 @@ static inline uint64_t fz_le(const uint8_t *p, unsigned n)
 
 /* Fills b[0..n) with a byte chosen by seed (prefills that differ between two decodes,
  * so that a byte the decoder did not write shows as a difference). */
-static inline void fz_fill(uint8_t *b, size_t n, uint32_t seed)
-{
-    memset(b, (uint8_t)(0xa5u + 0x3bu * seed), n);
-}
+static inline void fz_fill(uint8_t *b, size_t n, uint32_t seed) { memset(b, (uint8_t)(0xa5u + 0x3bu * seed), n); }
 
 #endif

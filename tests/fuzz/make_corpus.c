@@ -131,9 +131,8 @@ static size_t small_safetensors(uint8_t *p)
     for (int t = 0; t < 12; t++) {
         int bf = t % 3 == 1;
         jl += snprintf(json + jl, sizeof json - (size_t)jl,
-                       "%s\"h.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
-                       t ? "," : "", t, t % 2 ? "bias" : "ln.weight", bf ? "BF16" : "F32", elems[t], off,
-                       off + elems[t] * (bf ? 2 : 4));
+                       "%s\"h.%d.%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}", t ? "," : "", t,
+                       t % 2 ? "bias" : "ln.weight", bf ? "BF16" : "F32", elems[t], off, off + elems[t] * (bf ? 2 : 4));
         off += elems[t] * (bf ? 2 : 4);
     }
     json[jl++] = '}';

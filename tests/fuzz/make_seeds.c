@@ -241,8 +241,8 @@ static void format_seeds(void)
         ctl = 0xb2;
         put2("zip", "callback-modes", &ctl, 1, z, n);
     }
-    const char *real[] = {"empty.pt", "scalar.pt", "shared.pt", "nested.pt", "bf16_state.pt", "fp32_state.pt",
-                          "arrays.npz", "arrays_z.npz"};
+    const char *real[] = {"empty.pt",      "scalar.pt",     "shared.pt",  "nested.pt",
+                          "bf16_state.pt", "fp32_state.pt", "arrays.npz", "arrays_z.npz"};
     for (size_t i = 0; i < sizeof real / sizeof *real; i++) {
         char path[256], nm[64];
         snprintf(path, sizeof path, "tests/data/torch/%s", real[i]);
@@ -252,8 +252,10 @@ static void format_seeds(void)
         uint8_t ctl = (uint8_t)(i * 37 + 0x19);
         put2("zip", real[i], &ctl, 1, f, fl);
         if (is_npz) put2("npz", real[i], &ctl, 1, f, fl);
-        uint8_t c3[3] = {(uint8_t)(i & 1 ? 7 : is_npz ? CKPZ_INPUT_NPZ : CKPZ_INPUT_TORCH), 0,
-                         (uint8_t)(i * 29 + 0x0c)};
+        uint8_t c3[3] = {(uint8_t)(i & 1    ? 7
+                                   : is_npz ? CKPZ_INPUT_NPZ
+                                            : CKPZ_INPUT_TORCH),
+                         0, (uint8_t)(i * 29 + 0x0c)};
         put2("detect", real[i], c3, 3, f, fl);
         if (!is_npz) { /* the pickle */
             zip_member m;
@@ -349,7 +351,7 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"}, {ENT_RANS1, "rans1"}, {ENT_ZSTD, "zstd"},
+    } co[] = {{ENT_RANS0, "rans0"}, {ENT_RANS1, "rans1"},   {ENT_ZSTD, "zstd"},
               {ENT_LZ4, "lz4"},     {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
@@ -400,8 +402,15 @@ static void entropy_seeds(void)
 static void chunk_seed(const char *name, ckpz_dtype dt, int based, const uint8_t *frame, uint8_t flags)
 {
     uint32_t raw_len = ld32(frame + 8), pl = ld32(frame + 12);
-    uint8_t h[13] = {(uint8_t)dt, (uint8_t)(flags | (based ? 1 : 0)), (uint8_t)raw_len, (uint8_t)(raw_len >> 8),
-                     (uint8_t)(raw_len >> 16), frame[16], frame[17], frame[18], frame[19]};
+    uint8_t h[13] = {(uint8_t)dt,
+                     (uint8_t)(flags | (based ? 1 : 0)),
+                     (uint8_t)raw_len,
+                     (uint8_t)(raw_len >> 8),
+                     (uint8_t)(raw_len >> 16),
+                     frame[16],
+                     frame[17],
+                     frame[18],
+                     frame[19]};
     memcpy(h + 9, frame + 20, 4);
     put2("chunk", name, h, 13, frame + CTR_FRAME_SIZE, pl);
 }
@@ -428,8 +437,8 @@ static void chunk_seeds(void)
             }
             uint32_t crc;
             int level = 1 + (dt * 2 + based) % 9;
-            size_t fl = chunk_encode(ec, level, (ckpz_dtype)dt, 0, raw, n, based ? basebuf : NULL, planes, out,
-                                     &crc, NULL);
+            size_t fl = chunk_encode(ec, level, (ckpz_dtype)dt, 0, raw, n, based ? basebuf : NULL, planes, out, &crc,
+                                     NULL);
             (void)fl;
             char nm[64];
             snprintf(nm, sizeof nm, "dt%d-%s-l%d", dt, based ? "based" : "plain", level);
@@ -469,8 +478,9 @@ static void chunk_seeds(void)
     /* lossy: every grid, pruning, 16-bit codes, with and without the base */
     chunk_scratch *cs = chunk_scratch_create(1, 1 << 17, CHUNK_SCRATCH_ENCODE_LOSSY);
     if (!cs) die("out of memory");
-    const char *specs[] = {"* abs 1e-3", "* abs 1e-6 prune 0.3", "* pointwise-rel 0.05", "* bits 8 block 32 sym",
-                           "* bits 16 per-channel", "* int8", "* abs 1e-4 stochastic", "* bits 8 delta"};
+    const char *specs[] = {
+        "* abs 1e-3", "* abs 1e-6 prune 0.3",  "* pointwise-rel 0.05", "* bits 8 block 32 sym", "* bits 16 per-channel",
+        "* int8",     "* abs 1e-4 stochastic", "* bits 8 delta"};
     static const ckpz_dtype ldt[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F64};
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
         char why[128];
@@ -584,9 +594,12 @@ static void container_seeds(void)
         int based;
         ckpz_dtype dt;
         size_t n;
-    } f[] = {{"v5-f32", NULL, 0, CKPZ_DTYPE_F32, 4000},          {"v5-multichunk", NULL, 0, CKPZ_DTYPE_I32, 140000},
-             {"v5-lossy", "* abs 1e-3", 0, CKPZ_DTYPE_F32, 8000}, {"v5-delta", NULL, 1, CKPZ_DTYPE_BF16, FUZZ_BASE_BYTES},
-             {"v5-delta-lossy", "* abs 1e-4", 1, CKPZ_DTYPE_F32, FUZZ_BASE_BYTES}, {"v5-empty", NULL, 0, CKPZ_DTYPE_NONE, 0}};
+    } f[] = {{"v5-f32", NULL, 0, CKPZ_DTYPE_F32, 4000},
+             {"v5-multichunk", NULL, 0, CKPZ_DTYPE_I32, 140000},
+             {"v5-lossy", "* abs 1e-3", 0, CKPZ_DTYPE_F32, 8000},
+             {"v5-delta", NULL, 1, CKPZ_DTYPE_BF16, FUZZ_BASE_BYTES},
+             {"v5-delta-lossy", "* abs 1e-4", 1, CKPZ_DTYPE_F32, FUZZ_BASE_BYTES},
+             {"v5-empty", NULL, 0, CKPZ_DTYPE_NONE, 0}};
     for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
         if (f[k].based) {
             memcpy(buf, fuzz_base(), FUZZ_BASE_BYTES);

@@ -17,14 +17,14 @@
 #include "ckpz_mpi.h"
 
 static int failures, rank;
-#define CHECK(c, ...)                                                                 \
-    do {                                                                              \
-        if (!(c)) {                                                                   \
+#define CHECK(c, ...)                                                                            \
+    do {                                                                                         \
+        if (!(c)) {                                                                              \
             fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, __FILE__, __LINE__, #c); \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fputc('\n', stderr);                                                      \
-            failures++;                                                               \
-        }                                                                             \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fputc('\n', stderr);                                                                 \
+            failures++;                                                                          \
+        }                                                                                        \
     } while (0)
 
 static uint8_t *load(const char *path, size_t *n)
@@ -107,8 +107,8 @@ int main(int argc, char **argv)
     memcpy(data, next, n);
     if (rank == 2) data[4000000] ^= 1;
     e = ckpz_mpi_compress_same(mc, MPI_COMM_WORLD, &p, data, n, out, &st);
-    CHECK(e == CKPZ_ERR_CORRUPT && strstr(WHY, "(rank 2)") && strstr(WHY, "tensor '"),
-          "a differing copy: %s (%s)", ckpz_error_name(e), WHY);
+    CHECK(e == CKPZ_ERR_CORRUPT && strstr(WHY, "(rank 2)") && strstr(WHY, "tensor '"), "a differing copy: %s (%s)",
+          ckpz_error_name(e), WHY);
     CHECK(access(out, F_OK) != 0, "a differing copy left %s", out);
 
     /* the source calls (every rank's input from memory), the restore on all ranks, and a
@@ -176,7 +176,8 @@ int main(int argc, char **argv)
         ckpz_source_mem(&src, &in2);
         ckpz_sink_mem(&dst, &again);
         CHECK(ckpz_compress_io(ctx, &p, &src, &dst, NULL) == CKPZ_OK, "serial: %s", ckpz_ctx_message(ctx));
-        CHECK(again.size == fn && !memcmp(again.data, file, fn), "compress_tensors: not serial ckpz's file of its safetensors");
+        CHECK(again.size == fn && !memcmp(again.data, file, fn),
+              "compress_tensors: not serial ckpz's file of its safetensors");
         ckpz_archive *ar = NULL;
         uint64_t idx;
         CHECK(ckpz_archive_open(ctx, &p, ckpz_mem_pread, &in, fn, &ar) == CKPZ_OK, "open: %s", ckpz_ctx_message(ctx));
@@ -185,7 +186,7 @@ int main(int argc, char **argv)
             snprintf(nm, sizeof nm, "r%d.w", k);
             ckpz_mem got = {.grow = 1};
             CHECK(ckpz_archive_find(ctx, ar, nm, &idx) == CKPZ_OK &&
-                  ckpz_archive_extract(ctx, ar, idx, ckpz_mem_write, &got) == CKPZ_OK && got.size == W * 4,
+                      ckpz_archive_extract(ctx, ar, idx, ckpz_mem_write, &got) == CKPZ_OK && got.size == W * 4,
                   "%s: %s", nm, ckpz_ctx_message(ctx));
             int okv = got.size == W * 4;
             for (int i = 0; okv && i < W; i++) {
