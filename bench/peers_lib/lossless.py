@@ -16,6 +16,8 @@ blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes.
   openzl         OpenZL 0.3 per tensor with the graph of its safetensors profile
                    (bf16/f32: interpret as numbers, float deconstruct, sign+fraction
                    stored, exponent FSE; f16: bytes split, FSE each), header and gaps zstd
+  openzl le-uN     OpenZL's numeric profile of the file's main element width (zli's
+                   le-u16 / le-u32: interpret as little-endian numbers, FieldLZ)
   openzl trained   per tensor, the best of a set of OpenZL graphs chosen on the same
                    tensor of a sibling checkpoint (--train-step), never on the measured
                    file: OpenZL's trainer (zli train) is not in its PyPI package, so the
@@ -180,18 +182,22 @@ def _graphs():
         return lambda c: N.TransposeSplit()(c, g(c))
     store, fse, huf, comp = (lambda c: G.Store()(c)), (lambda c: G.Fse()(c)), (lambda c: G.Huffman()(c)), (lambda c: G.Compress()(c))
     num, struc = zl.Type.Numeric, zl.Type.Struct
+    fieldlz = lambda c: G.FieldLz()(c)  # noqa: E731 - what the le-uN profiles end in
     return {
         "BF16": [("store+fse", num, deco(N.BFloat16Deconstruct, store, fse)),
                  ("fse+fse", num, deco(N.BFloat16Deconstruct, fse, fse)),
                  ("huf+huf", num, deco(N.BFloat16Deconstruct, huf, huf)),
                  ("comp+fse", num, deco(N.BFloat16Deconstruct, comp, fse)),
-                 ("bytes-fse", struc, tsplit(fse))],
+                 ("bytes-fse", struc, tsplit(fse)),
+                 ("fieldlz", num, fieldlz)],
         "F16": [("bytes-fse", struc, tsplit(fse)),
                 ("bytes-huf", struc, tsplit(huf)),
                 ("store+fse", num, deco(N.Float16Deconstruct, store, fse)),
                 ("fse+fse", num, deco(N.Float16Deconstruct, fse, fse)),
-                ("comp", struc, tsplit(comp))],
+                ("comp", struc, tsplit(comp)),
+                ("fieldlz", num, fieldlz)],
         "F32": [("store+fse", num, deco(N.Float32Deconstruct, store, fse)),
+                ("fieldlz", num, fieldlz),
                 ("fse+fse", num, deco(N.Float32Deconstruct, fse, fse)),
                 ("bytes+fse", num, deco(N.Float32Deconstruct, tsplit(fse), fse)),
                 ("bytes+huf", num, deco(N.Float32Deconstruct, tsplit(huf), huf)),
@@ -279,6 +285,42 @@ class OpenZL:
         return b"".join(self.dctx.decompress(f)[0].content.as_bytes() for f in blob)
 
 
+class OpenZLNumeric:
+    """OpenZL's numeric profile for the file's main element width (zli's le-u16 / le-u32:
+    the whole file as little-endian numbers, FieldLZ), untrained."""
+    threaded = False
+    mutates_input = False
+    name = "openzl le-uN"
+
+    def __init__(self):
+        self.zl, self.graphs, self.nodes = _zl()
+        self.ctxs = {}
+        self.dctx = self.zl.DCtx()
+
+    def prepare(self, path, data, segs):
+        width = layout.SIZES[layout.main_dtype(segs)]
+        if width not in self.ctxs:
+            zl = self.zl
+            c = zl.Compressor()
+            c.select_starting_graph(self.nodes.ConvertSerialToNumLE(width)(c, self.graphs.FieldLz()(c)))
+            cc = zl.CCtx()
+            cc.set_parameter(zl.CParam.StickyParameters, 1)
+            cc.ref_compressor(c)
+            cc.set_parameter(zl.CParam.FormatVersion, zl.MAX_FORMAT_VERSION)
+            self.ctxs[width] = (c, cc)
+        self.cctx, self.width = self.ctxs[width][1], width
+
+    def compress(self, data, threads):
+        n = len(data) // self.width * self.width  # a tail of fewer bytes than a number: zstd
+        head = self.cctx.compress([self.zl.Input(self.zl.Type.Serial, np.frombuffer(data, np.uint8, n))])
+        import zstandard
+        return [head, zstandard.ZstdCompressor(level=3).compress(data[n:])]
+
+    def decompress(self, blob, threads):
+        import zstandard
+        return self.dctx.decompress(blob[0])[0].content.as_bytes() + zstandard.ZstdDecompressor().decompress(blob[1])
+
+
 def size(blob):
     """Bytes a compressed result takes (per-tensor frames: theirs plus a 4-byte length each)."""
     if isinstance(blob, list):
@@ -301,7 +343,7 @@ def families(train_step=None, step=None):
                    lambda: Blosc2("shuffle", "lz4", 5)],
         "h5": [lambda: H5Bitshuffle("zstd"), lambda: H5Bitshuffle("lz4")],
         "zipnn": [lambda: ZipNN()],
-        "openzl": [lambda: OpenZL()],
+        "openzl": [lambda: OpenZL(), lambda: OpenZLNumeric()],
     }
     if train_step is not None:
         fam["openzl"].append(lambda: OpenZL(sibling(train_step, step)))
