@@ -5,7 +5,7 @@ safetensors: from its JSON header. torch.save .pt (zip, stored entries): one seg
 data/N entry; the pickle is not read (no torch here), so an entry's dtype is --pt-dtype
 (F32 for the corpus's .pt, whose tensors are all FP32 but one I64 step counter, whose 8
 bytes go as F32 too: harmless, every codec round-trips bytes). Anything else: one opaque
-segment, and --raw-dtype for the codecs that need an element type.
+segment (main_dtype then says F32 for the codecs that need an element type).
 """
 
 import json
@@ -70,16 +70,19 @@ def pt_segments(path, data, dtype):
             start = info.header_offset + 30 + fn_len + ex_len
             size = info.file_size
             dt = dtype if size % SIZES[dtype] == 0 else None
-            segs.append(Segment(start, start + size, dt, info.filename, (size // SIZES[dtype],)))
+            # named without the archive's top folder, which torch.save names after the file
+            # (step300_full/data/0): siblings' tensors then share names
+            name = info.filename.split("/", 1)[1]
+            segs.append(Segment(start, start + size, dt, name, (size // SIZES[dtype],)))
     return _fill_gaps(segs, len(data))
 
 
-def segments(path, data, pt_dtype="F32", raw_dtype="F32"):
+def segments(path, data, pt_dtype="F32"):
     if path.endswith(".safetensors"):
         return safetensors_segments(data)
     if path.endswith(".pt") and zipfile.is_zipfile(path):
         return pt_segments(path, data, pt_dtype)
-    return [Segment(0, len(data), None if raw_dtype is None else None)]
+    return [Segment(0, len(data))]
 
 
 def main_dtype(segs, fallback="F32"):
