@@ -239,7 +239,9 @@ class OpenZL:
         if typ == zl.Type.Numeric:
             return zl.Input(typ, np.frombuffer(data, layout.UINT[width], s.size // width, s.start))
         if typ == zl.Type.Struct:
-            return zl.Input(typ, np.frombuffer(data, np.uint8, s.size, s.start).reshape(-1, width))
+            # the binding takes a 2-D array's first dimension as the struct's width (and the
+            # memory as it lies): (width, n) over the same bytes, n structs of width bytes
+            return zl.Input(typ, np.frombuffer(data, np.uint8, s.size, s.start).reshape(width, -1))
         return zl.Input(typ, np.frombuffer(data, np.uint8, s.size, s.start))
 
     def _one(self, data, s, gname):
