@@ -23,7 +23,10 @@ class Pool:
                 cmd += ["--train-step", str(train_step), "--step", str(step)]
             p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
             self.procs[fam] = p
-            hello = json.loads(p.stdout.readline())
+            line = p.stdout.readline()
+            if not line:
+                raise RuntimeError("bench/peers: worker %s did not start (exit %s; its errors above)" % (fam, p.wait()))
+            hello = json.loads(line)
             for name, threaded in hello["tools"]:
                 self.owner[name], self.threaded[name] = fam, threaded
                 self.order.append(name)
@@ -91,6 +94,8 @@ def measure_file(pool, path, tools, thread_counts, runs, slow, sample_mb, log):
     rows = []
     for threads in thread_counts:
         todo = [t for t in tools if threads == 1 or pool.threaded[t]]
+        if not todo:
+            continue
         got = {t: [] for t in todo}
         for rnd in range(runs + 1):
             k = rnd % len(todo)
