@@ -1,10 +1,12 @@
 """The lossless codecs, one adapter each, used as their documentation says is best for
 tensors. An adapter: name; threaded (False: one thread only); prepare(path, data, segs)
 once per file (element type, a sibling-trained choice); compress(data, threads) ->
-blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes.
+blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes;
+mutates_input (True: compress writes into its input, which then gets a copy).
 
   ckpz -L          libckpz in memory (ckpz_compress_buffer / ckpz_decompress_buffer
-                   through the package's ctypes declarations), as `ckpz -b` measures it
+                   through the package's ctypes declarations), one call each way into a
+                   new output buffer, as every adapter here (`ckpz -b` reuses its buffers)
   zstd -L          zstandard (python-zstandard), threads= for more than one thread
   blosc2 F+C L     python-blosc2's compress2: typesize = the file's main element size,
                    shuffle or bitshuffle, zstd or lz4 (the Blosc2 docs' advice for
@@ -13,7 +15,7 @@ blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes.
                    chunked dataset of its element type, in an in-memory HDF5 file
   zipnn            ZipNN(input_format="byte", bytearray_dtype=the file's main dtype,
                    method AUTO, threads=): how its file tools compress a checkpoint
-  openzl         OpenZL 0.3 per tensor with the graph of its safetensors profile
+  openzl           OpenZL 0.3 per tensor with the graph of its safetensors profile
                    (bf16/f32: interpret as numbers, float deconstruct, sign+fraction
                    stored, exponent FSE; f16: bytes split, FSE each), header and gaps zstd
   openzl le-uN     OpenZL's numeric profile of the file's main element width (zli's
