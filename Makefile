@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz fuzz-ci bench format format-check clean
+.PHONY: all build deps demo test test-quick fresh-debian check install asan fuzz fuzz-ci bench peers format format-check clean
 
 all: build
 
@@ -86,6 +86,12 @@ format:
 
 format-check:
 	scripts/format --check $(BUILD)/format-venv
+
+# ckpz against the real peers (ZipNN, OpenZL, Blosc2, hdf5plugin, SZ3, zfp, zstd), pinned
+# and pip-installed into build/peers-venv by bench/peers itself, on the step-300 files of
+# $(CORPUS) (bench/make-corpus): the table, docs/peers.csv, peers-lossy.csv, peers.svg.
+peers: build
+	bench/peers --corpus $(CORPUS)
 
 install: build
 	cmake --install $(BUILD)

@@ -1,0 +1,107 @@
+"""The printed table, the CSV and the SVG chart (ratio against decompression MB/s per
+core, one thread, each setting over all files: total bytes over total compressed, total
+bytes over total CPU seconds)."""
+
+import csv
+import html
+import math
+
+from .layout import kind_of
+
+COLUMNS = ["file", "tool", "threads", "ratio", "comp_mbs_core", "decomp_mbs_core", "comp_mbs_wall",
+           "decomp_mbs_wall", "peak_rss_mb", "added_rss_mb", "bytes", "compressed", "runs", "comp_spread",
+           "sampled", "checked", "worst_err_over_bound", "lossy_values"]
+
+
+def table(rows, lossy=False):
+    head = "%-26s %-24s %2s %8s %9s %9s %9s %9s %8s %7s" % (
+        "file", "setting", "T", "ratio", "comp/core", "dec/core", "comp", "dec", "peak MB", "+MB")
+    if lossy:
+        head += " %9s" % "err/bound"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        line = "%-26s %-24s %2d %7.4fx %9.1f %9.1f %9.1f %9.1f %8.0f %7.0f" % (
+            kind_of(r["file"])[:26], r["tool"] + ("*" if r["sampled"] else ""), r["threads"], r["ratio"],
+            r["comp_mbs_core"], r["decomp_mbs_core"], r["comp_mbs_wall"], r["decomp_mbs_wall"],
+            r["peak_rss_mb"], r["added_rss_mb"])
+        if lossy:
+            line += " %9.3f" % r.get("worst_err_over_bound", float("nan"))
+        if not r["checked"]:
+            line += "  CHECK FAILED"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_csv(path, rows, meta):
+    with open(path, "w", newline="") as f:
+        for k, v in meta:
+            f.write("# %s: %s\n" % (k, v))
+        w = csv.DictWriter(f, fieldnames=["kind"] + COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            out = dict(r)
+            for k, v in out.items():
+                if isinstance(v, float):
+                    out[k] = "%.6g" % v
+            w.writerow(out)
+
+
+def totals(rows):
+    """Per setting over every file, one thread: (ratio, decompression MB/s per core)."""
+    acc = {}
+    for r in rows:
+        if r["threads"] != 1:
+            continue
+        a = acc.setdefault(r["tool"], [0, 0, 0.0])
+        a[0] += r["bytes"]
+        a[1] += r["compressed"]
+        a[2] += r["bytes"] / 1e6 / r["decomp_mbs_core"]
+    return {t: (a[0] / a[1], a[0] / 1e6 / a[2]) for t, a in acc.items()}
+
+
+def write_svg(path, rows, title):
+    pts = totals(rows)
+    if not pts:
+        return
+    W, H, L, R, T, B = 760, 460, 70, 200, 40, 50
+    xs = [math.log10(v[1]) for v in pts.values()]
+    ys = [v[0] for v in pts.values()]
+    x0, x1 = math.floor(min(xs)), math.ceil(max(xs))
+    x1 = max(x1, x0 + 1)
+    y0, y1 = min(ys), max(ys)
+    pad = (y1 - y0) * 0.1 or 0.05
+    y0, y1 = y0 - pad, y1 + pad
+
+    def X(v):
+        return L + (math.log10(v) - x0) / (x1 - x0) * (W - L - R)
+
+    def Y(v):
+        return H - B - (v - y0) / (y1 - y0) * (H - T - B)
+
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+           'font-size="11">' % (W, H), '<rect width="100%" height="100%" fill="white"/>',
+           '<text x="%d" y="20" font-size="13">%s</text>' % (L, html.escape(title))]
+    for e in range(x0, x1 + 1):
+        for m in (1, 2, 5):
+            v = m * 10 ** e
+            if x0 <= math.log10(v) <= x1:
+                out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>' % (X(v), T, X(v), H - B))
+                out.append('<text x="%.1f" y="%d" text-anchor="middle">%g</text>' % (X(v), H - B + 15, v))
+    step = 10 ** math.floor(math.log10((y1 - y0) / 4 or 1))
+    v = math.ceil(y0 / step) * step
+    while v <= y1:
+        out.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>' % (L, Y(v), W - R, Y(v)))
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%.3g</text>' % (L - 5, Y(v) + 4, v))
+        v += step
+    out.append('<text x="%d" y="%d" text-anchor="middle">decompression MB/s per core (one thread, log)</text>'
+               % ((L + W - R) // 2, H - 12))
+    out.append('<text transform="translate(16,%d) rotate(-90)" text-anchor="middle">ratio (all files)</text>'
+               % ((T + H - B) // 2))
+    for name, (ratio, speed) in sorted(pts.items()):
+        color = "#c0392b" if name.startswith("ckpz") else "#2c3e50"
+        out.append('<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>' % (X(speed), Y(ratio), color))
+        out.append('<text x="%.1f" y="%.1f" fill="%s">%s</text>' % (X(speed) + 6, Y(ratio) + 4, color,
+                                                                   html.escape(name)))
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")

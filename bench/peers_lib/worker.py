@@ -1,0 +1,128 @@
+"""One family of codecs in its own process, driven by bench/peers over a pipe.
+
+    python -m peers_lib.worker FAMILY [--train-step N --step M]
+
+Requests and replies are JSON lines (the replies on a duplicate of the original
+standard output; the libraries' own printing goes to standard error):
+  {"op": "load", "path": P, "sample_mb": N}  read the file, find its tensors
+  {"op": "run", "tool": T, "threads": N, "sample": B}  one timed round trip, checked
+  {"op": "quit"}
+The first reply lists the family's settings. A run's reply: compressed size, wall and
+CPU seconds of compression and decompression, VmRSS before and VmHWM after (the peak,
+reset before the run through /proc/self/clear_refs), and the check (lossless: every
+byte; lossy: the worst error over its bound and whether the other bytes are exact).
+"""
+
+import ctypes
+import gc
+import json
+import os
+import sys
+import time
+
+from . import layout, lossless, lossy
+
+
+def _status_kb(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak():
+    """Frees what earlier runs left (the collector, then malloc_trim hands free heap pages
+    back), then resets VmHWM to the RSS now: the peak read after the run is this run's."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def sample_of(data, mb):
+    """A slice of mb MiB from the middle of the file, 4 KiB aligned (the slow settings'
+    timed input)."""
+    n = min(len(data), mb << 20)
+    start = (len(data) - n) // 2 // 4096 * 4096
+    return bytes(data[start:start + n])
+
+
+class Worker:
+    def __init__(self, family, train_step, step):
+        fams = dict(lossless.families(train_step, step))
+        fams.update(lossy.families())
+        self.tools = {}
+        for make in fams[family]:
+            t = make()
+            self.tools[t.name] = t
+        self.prepared = {}
+
+    def load(self, path, sample_mb):
+        with open(path, "rb") as f:
+            self.data = f.read()
+        self.path = path
+        self.segs = layout.segments(path, self.data)
+        self.sample = sample_of(self.data, sample_mb)
+        self.prepared = {}
+        return {"bytes": len(self.data), "sample": len(self.sample), "dtype": layout.main_dtype(self.segs)}
+
+    def run(self, name, threads, sample):
+        t = self.tools[name]
+        data = self.sample if sample else self.data
+        if self.prepared.get(name) != sample:  # per file, and again on a switch to or from the sample
+            t.prepare(self.path, data, self.segs if not sample else [layout.Segment(0, len(data))])
+            self.prepared[name] = sample
+        src = bytes(bytearray(data)) if t.mutates_input else data
+        peak_ok = _reset_peak()
+        rss0 = _status_kb("VmRSS")
+        w0, c0 = time.perf_counter(), time.process_time()
+        blob = t.compress(src, threads)
+        w1, c1 = time.perf_counter(), time.process_time()
+        out = t.decompress(blob, threads)
+        w2, c2 = time.perf_counter(), time.process_time()
+        hwm = _status_kb("VmHWM") if peak_ok else 0
+        r = {"size": lossless.size(blob), "bytes": len(data), "c_wall": w1 - w0, "c_cpu": c1 - c0,
+             "d_wall": w2 - w1, "d_cpu": c2 - c1, "rss0_kb": rss0, "hwm_kb": hwm}
+        del blob
+        if hasattr(t, "bound"):
+            worst, exact, n = lossy.check(data, out, self.segs, t.mode, t.bound)
+            r.update(ok=bool(worst <= 1.0 and exact), worst=worst, exact=exact, lossy_values=n)
+        else:
+            r["ok"] = len(out) == len(data) and memoryview(out).cast("B") == memoryview(data).cast("B")
+        return r
+
+
+def main():
+    args = sys.argv[1:]
+    family = args[0]
+    train_step = int(args[args.index("--train-step") + 1]) if "--train-step" in args else None
+    step = int(args[args.index("--step") + 1]) if "--step" in args else None
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    w = Worker(family, train_step, step)
+    reply.write(json.dumps({"tools": [[n, t.threaded] for n, t in w.tools.items()]}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            if req["op"] == "quit":
+                break
+            if req["op"] == "load":
+                out = w.load(req["path"], req.get("sample_mb", 8))
+            else:
+                out = w.run(req["tool"], req["threads"], req.get("sample", False))
+        except Exception as e:  # reported, and the run counts as failed
+            out = {"error": "%s: %s" % (type(e).__name__, e)}
+        reply.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
