@@ -252,5 +252,19 @@ def _close_side_groups():
         except Exception:
             pass
         del g
-    # _held is left to the interpreter's teardown: freeing it now could hand gloo the
-    # last reference to a tensor of a collective that has only just finished
+    _keep_held_past_exit()
+
+
+def _keep_held_past_exit():
+    """Gives _held one reference nobody drops, so that the interpreter's teardown never
+    frees the tensors of the last collectives. Freed by Python while a gloo work still
+    holds them, a tensor's Python object would pass to that work, whose worker thread
+    then needs the interpreter lock to free it: during Py_FinalizeEx that thread is ended
+    from inside a C++ destructor, and the process aborts ("terminate called without an
+    active exception"; caught in a core dump: ProcessGroupGloo::runLoop ->
+    ~AsyncAllgatherWork -> TensorImpl::decref_pyobject -> take_gil ->
+    PyThread_exit_thread, the main thread in Py_FinalizeEx's collection). The tensors
+    are empty (hold): what stays is a few small objects, until the process ends."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_held))
