@@ -47,8 +47,12 @@ class Ckpz:
     def prepare(self, path, data, segs):
         pass
 
+    def params(self, threads):
+        """The compression parameters; CkpzLossy adds its policy."""
+        return self.lib.make_params(self.level, threads)
+
     def compress(self, data, threads):
-        p = self.lib.make_params(self.level, threads)
+        p = self.params(threads)
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
         rc = self.lib.compress_buffer(self.ctx, ctypes.byref(p), data, len(data), ctypes.byref(out), ctypes.byref(n))
         if rc:
