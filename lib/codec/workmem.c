@@ -19,7 +19,7 @@ void ckpz_ctx_free(ckpz_ctx *ctx)
  * escapes far more than the sample: its planes hold up to 2 + (E + 1) * (n / E) + tail
  * <= 2 + 1.5 n bytes (E = 2), in at most E + 3 = 7 planes, each coded in at most its own
  * size. Such a frame would be refused by every decoder (payload over the bound), so
- * compress_job (compress.c) codes the chunk again as opaque bytes (transform none, one
+ * encode_job (encode.c) codes the chunk again as opaque bytes (transform none, one
  * plane: at most CTR_FRAME_SIZE + CTR_PLANE_DESC + n), which is what the file gets; the
  * buffer only has to hold the first attempt. */
 size_t workmem_out_bound(size_t chunk_size) { return chunk_frame_bound(chunk_size) + chunk_size / 2 + 128; }

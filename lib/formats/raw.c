@@ -7,7 +7,7 @@
  * tensor has it, and the input must be exactly its bytes: a size that disagrees is an
  * error, not a guess, since a wrong shape would code rows that are not rows. When the
  * size is not known, the tensor is described with the shape's length and the consumer
- * checks the size at the end (compress.c).
+ * checks the size at the end (plan.c).
  */
 #include <stdio.h>
 

@@ -116,7 +116,7 @@ static inline fmt_status fz_fetch(void *opaque, uint64_t at, size_t want, const 
     return FMT_DONE;
 }
 
-/* compress.c's describe over data[0..size), through the driver: a prefix of `want`
+/* chunker.c's describe over data[0..size), through the driver: a prefix of `want`
  * bytes, then exactly what the reader asks for. requested: the format (a reader's own
  * id to test that reader). hint_known: the caller knows the input size (else
  * CKPZ_SIZE_UNKNOWN until a fetch comes back short). error_ok: FMT_ERROR is allowed
