@@ -44,12 +44,21 @@ test_that("R arrays are stored with their own shape, element [i, j] where R has 
   m <- matrix(as.double(1:6), 2, 3)
   l <- ckpz_list(ckpz_compress(m))
   expect_identical(l$shape[l$name == "x"], "2x3")
-  # the row-major bytes of the file: 1 3 5 / 2 4 6
+  # the file is row-major: the CLI restores the rows 1 3 5 and 2 4 6
   f <- tempfile()
-  on.exit(unlink(f))
+  out <- tempfile()
+  on.exit(unlink(c(f, out)))
   ckpz_write(list(m = m), f)
-  res <- run_cli("-d", "-c", f)
-  expect_equal(res$status, 0L)
+  expect_equal(run_cli("-d", "-o", out, f)$status, 0L)
+  e <- ckpz_list(f)
+  e <- e[e$name == "m", ]
+  con <- file(out, "rb")
+  seek(con, e$offset)
+  v <- readBin(con, "double", 6L, endian = "little")
+  close(con)
+  expect_identical(v, c(1, 3, 5, 2, 4, 6))
+  a <- array(as.double(1:24), c(2, 3, 4))
+  expect_identical(ckpz_list(ckpz_compress(a))$shape[2], "2x3x4")
 })
 
 test_that("dtype = 'f32' stores doubles as float32, widened back to double", {
