@@ -59,6 +59,7 @@ SEXP rk_compress(SEXP x, SEXP level, SEXP threads, SEXP single, SEXP policy, SEX
     ckpz_source s;
     ckpz_sink k;
     ckpz_source_mem(&s, &m);
+    s.progress = rk_progress;
     ckpz_sink_mem(&k, &o);
     ckpz_error e = ckpz_compress_io(rk_ctx(), &p, &s, &k, NULL);
     if (e) rk_fail(e, "ckpz_compress");
@@ -126,6 +127,7 @@ static void source_of(SEXP src, archive *h)
         h->fd.fd = rk_open_regular(source_name(src), &size);
         ckpz_source_fd(&h->src, &h->fd, size);
     }
+    h->src.progress = rk_progress;
 }
 
 /* The archive of src, held by *guard (protected: the caller unprotects it). */
@@ -330,6 +332,7 @@ SEXP rk_write(SEXP obj, SEXP path, SEXP overwrite, SEXP level, SEXP threads, SEX
     ckpz_source s;
     ckpz_sink k;
     ckpz_source_mem(&s, &m);
+    s.progress = rk_progress;
     ckpz_sink_fd(&k, &out);
     ckpz_stats stats = {.struct_size = sizeof stats};
     e = ckpz_compress_io(rk_ctx(), &p, &s, &k, &stats);

@@ -35,6 +35,20 @@ void rk_ctx_release(void)
     g_ctx = NULL;
 }
 
+static void check_interrupt(void *unused)
+{
+    (void)unused;
+    R_CheckUserInterrupt();
+}
+
+int rk_progress(void *opaque, uint64_t done, uint64_t total)
+{
+    (void)opaque;
+    (void)done;
+    (void)total;
+    return R_ToplevelExec(check_interrupt, NULL) == FALSE;
+}
+
 static const char *code_name(ckpz_error code)
 {
     switch (code) {
@@ -59,6 +73,7 @@ void rk_fail(ckpz_error code, const char *what)
 {
     char buf[4096];
     const char *m = g_ctx ? ckpz_ctx_message(g_ctx) : "";
+    if (code == CKPZ_ERR_ABORTED) m = "interrupted";
     if (!m || !*m) m = ckpz_error_name(code);
     if (what)
         snprintf(buf, sizeof buf, "%s: %s", what, m);

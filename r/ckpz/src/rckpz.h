@@ -27,6 +27,12 @@ void NORET rk_fail(ckpz_error code, const char *what);
 /* The same for the package's own refusals, with a printf-style message. */
 void NORET rk_failf(ckpz_error code, const char *fmt, ...);
 
+/* A ckpz_progress_fn that lets Ctrl-C stop a long call: it asks R for a pending
+ * interrupt without letting R jump out of the library (R_ToplevelExec), and returns
+ * non-zero so that the library stops cleanly (CKPZ_ERR_ABORTED, reported as
+ * "interrupted"). Set as every source's progress. */
+int rk_progress(void *opaque, uint64_t done, uint64_t total);
+
 /* One tensor of an R object: its name, element type and shape (outermost first, as in
  * the file), and the R vector that holds its values. */
 typedef struct rk_tensor {
