@@ -131,3 +131,22 @@ test_that("ckpz_read opens what the CLI made from safetensors, BF16 widened", {
   expect_gt(p$ratio, 1)
   expect_equal(nrow(p$tensors), 120)
 })
+
+test_that("ckpz_read opens what the CLI made from a torch.save archive, FP16/BF16 widened", {
+  # fixtures/torch-small.pt.ckpz: `ckpz torch-small.pt` of torch.save({"w": w, "h":
+  # w[:2, :3].half(), "b": w[:2, :3].bfloat16(), "step": torch.tensor(5)}), w randn(3, 4)
+  f <- test_path("fixtures", "torch-small.pt.ckpz")
+  x <- ckpz_read(f)
+  expect_setequal(names(x), c("w", "h", "b", "step"))
+  expect_identical(dim(x$w), c(3L, 4L))
+  expect_identical(dim(x$h), c(2L, 3L))
+  ref <- x$w[1:2, 1:3]
+  expect_lte(max(abs(x$h - ref) / abs(ref)), 2^-11)
+  expect_lte(max(abs(x$b - ref) / abs(ref)), 2^-8)
+  expect_false(identical(x$h, ref))
+  expect_identical(x$step, 5) # int64: a double
+  l <- ckpz_list(f)
+  expect_identical(attr(l, "format"), "torch")
+  expect_identical(l$dtype[match(c("h", "b", "step"), l$name)], c("f16", "bf16", "i64"))
+  expect_true(ckpz_test(f))
+})
