@@ -45,10 +45,10 @@ SEXP rk_compress(SEXP x, SEXP level, SEXP threads, SEXP single, SEXP policy, SEX
         src = rk_image(t, nt, &n);
         p.format = CKPZ_INPUT_SAFETENSORS;
     }
-    /* Streamed into memory rather than ckpz_compress_into: an input too small for its own
-     * tensor index (one empty tensor) keeps its tensors instead of turning opaque, so it
-     * comes back with its shape. The output needs at most the one-shot bound plus the
-     * index of the few tensors an R object makes. */
+    /* Streamed into memory rather than ckpz_compress_into, which codes an input as opaque
+     * bytes where its tensor index would not fit the one-shot bound (tiny tensors that do
+     * not compress): streamed, the tensors stay tensors and come back with their shapes.
+     * The output needs at most the bound plus the index of the few tensors R gives. */
     size_t bound = ckpz_compress_bound(n);
     if (!bound || bound > SIZE_MAX - (1u << 20)) rk_failf(CKPZ_ERR_LIMIT, "ckpz_compress: %zu bytes are too many", n);
     ckpz_mem m = {0}, o = {0};
@@ -103,8 +103,9 @@ int rk_open_regular(const char *path, uint64_t *size)
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) rk_failf(CKPZ_ERR_READ, "%s: %s", path, strerror(errno));
     struct stat st = {0};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int err = errno;
+    int bad = fstat(fd, &st) != 0;
+    if (bad || !S_ISREG(st.st_mode)) {
+        int err = bad ? errno : 0;
         close(fd);
         if (S_ISDIR(st.st_mode)) rk_failf(CKPZ_ERR_READ, "%s: is a directory", path);
         rk_failf(CKPZ_ERR_READ, "%s: %s", path, err ? strerror(err) : "not a regular file");
@@ -192,7 +193,12 @@ SEXP rk_decompress(SEXP raw, SEXP threads)
     SEXP guard;
     archive *h = archive_open(raw, threads, &guard);
     SEXP out;
-    if (h->info.format == CKPZ_INPUT_RAW) { /* opaque bytes: restored whole, every checksum checked */
+    int tensors = 0; /* a raw dump the CLI coded with --dtype has one; R's raw vectors none */
+    for (uint64_t i = 0; i < h->info.entries && !tensors; i++) {
+        ckpz_entry e = {.struct_size = sizeof e};
+        tensors = ckpz_archive_entry(h->a, i, &e) == CKPZ_OK && e.dtype != CKPZ_DTYPE_NONE;
+    }
+    if (h->info.format == CKPZ_INPUT_RAW && !tensors) { /* opaque bytes: restored whole, every checksum checked */
         if (h->info.original_size > (uint64_t)R_XLEN_T_MAX) rk_failf(CKPZ_ERR_LIMIT, "raw vector: too large");
         out = PROTECT(Rf_allocVector(RAWSXP, (R_xlen_t)h->info.original_size));
         ckpz_params p;

@@ -150,3 +150,18 @@ test_that("ckpz_read opens what the CLI made from a torch.save archive, FP16/BF1
   expect_identical(l$dtype[match(c("h", "b", "step"), l$name)], c("f16", "bf16", "i64"))
   expect_true(ckpz_test(f))
 })
+
+test_that("a raw dump the CLI coded with --dtype and --shape reads as its array", {
+  d <- tempfile()
+  dir.create(d)
+  on.exit(unlink(d, recursive = TRUE))
+  raw_file <- file.path(d, "dump.bin")
+  v <- as.double(1:1000) / 8 # exact in float32
+  writeBin(v, raw_file, size = 4L, endian = "little")
+  expect_equal(run_cli("-q", "--dtype", "f32", "--shape", "10x100", raw_file)$status, 0L)
+  z <- readBin(paste0(raw_file, ".ckpz"), "raw", 1e6)
+  x <- ckpz_decompress(z)
+  expect_identical(dim(x), c(10L, 100L))
+  expect_identical(x, matrix(v, 10, 100, byrow = TRUE))
+  expect_identical(unname(ckpz_read(z)), list(x))
+})
