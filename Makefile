@@ -93,8 +93,21 @@ format-check:
 peers: build
 	bench/peers --corpus $(CORPUS)
 
+# Installs the library, headers, libckpz.pc, the CLI and the Python package (CMake), then,
+# where R is installed, the R package (r/ckpz) against the libckpz just installed (found
+# by pkg-config under the install prefix), built from a copy in $(BUILD)/r-install into
+# R's first library, or into R_LIBRARY when set.
+R_LIBRARY ?=
 install: build
 	cmake --install $(BUILD)
+	@if command -v R >/dev/null 2>&1; then \
+	  prefix=$$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' $(BUILD)/CMakeCache.txt); \
+	  libdir=$$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' $(BUILD)/CMakeCache.txt); \
+	  case $$libdir in /*) ;; *) libdir=$$prefix/$$libdir ;; esac; \
+	  rm -rf $(BUILD)/r-install && mkdir -p $(BUILD)/r-install && cp -R r/ckpz $(BUILD)/r-install/ && \
+	  PKG_CONFIG_PATH=$$libdir/pkgconfig$${PKG_CONFIG_PATH:+:$$PKG_CONFIG_PATH} \
+	    R CMD INSTALL $(if $(R_LIBRARY),-l $(R_LIBRARY)) $(BUILD)/r-install/ckpz; \
+	else echo "R is not installed: the R package (r/ckpz) is not installed (scripts/install-deps installs r-base-dev)"; fi
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,0 +1,3 @@
+library(testthat)
+library(ckpz)
+test_check("ckpz")
