@@ -169,7 +169,8 @@ static SEXP archive_tensors(archive *h, const char *what)
             elems[nt] * ckpz_dtype_size(e[nt].dtype) != e[nt].length)
             rk_failf(CKPZ_ERR_CORRUPT, "%s: tensor '%s': its shape does not match its %llu bytes", what, e[nt].name,
                      (unsigned long long)e[nt].length);
-        if (e[nt].length > SIZE_MAX) rk_failf(CKPZ_ERR_LIMIT, "%s: tensor '%s' does not fit in memory", what, e[nt].name);
+        if (e[nt].length > SIZE_MAX)
+            rk_failf(CKPZ_ERR_LIMIT, "%s: tensor '%s' does not fit in memory", what, e[nt].name);
         span[nt].offset = e[nt].offset;
         span[nt].length = e[nt].length;
         span[nt].dst = e[nt].length ? R_alloc((size_t)e[nt].length, 1) : NULL;
@@ -312,8 +313,7 @@ SEXP rk_test(SEXP src, SEXP threads)
 
 /* ---- writing a file ----------------------------------------------------------------------- */
 
-SEXP rk_write(SEXP obj, SEXP path, SEXP overwrite, SEXP level, SEXP threads, SEXP single, SEXP policy,
-              SEXP max_mae)
+SEXP rk_write(SEXP obj, SEXP path, SEXP overwrite, SEXP level, SEXP threads, SEXP single, SEXP policy, SEXP max_mae)
 {
     const char *name = R_ExpandFileName(Rf_translateChar(STRING_ELT(path, 0)));
     int replace = Rf_asLogical(overwrite) == TRUE;

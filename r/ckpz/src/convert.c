@@ -33,13 +33,11 @@ uint64_t rk_elements(uint32_t ndim, const uint64_t *shape, int *ok)
  * by the product of the dimensions before it. */
 /* One run of the last axis, elements of type T (memcpy keeps it free of alignment and
  * aliasing assumptions; with a constant size it is a plain move). */
-#define RUN(T)                                                                   \
-    for (uint64_t i = 0; i < last; i++) {                                        \
+#define RUN(T)                                                                               \
+    for (uint64_t i = 0; i < last; i++) {                                                    \
         unsigned char *rp = r + (off + i * step) * sizeof(T), *cp = c + (j + i) * sizeof(T); \
-        if (to_c)                                                                \
-            memcpy(cp, rp, sizeof(T));                                           \
-        else                                                                     \
-            memcpy(rp, cp, sizeof(T));                                           \
+        if (to_c) memcpy(cp, rp, sizeof(T));                                                 \
+        else memcpy(rp, cp, sizeof(T));                                                      \
     }
 
 static void reverse_axes(unsigned char *r, unsigned char *c, size_t esz, uint32_t k, const uint64_t *d, uint64_t n,
@@ -79,10 +77,8 @@ void rk_tensor_of(SEXP x, const char *name, int single, rk_tensor *t)
 {
     t->name = name;
     t->x = x;
-    if (TYPEOF(x) == REALSXP)
-        t->dtype = single ? CKPZ_DTYPE_F32 : CKPZ_DTYPE_F64;
-    else if (TYPEOF(x) == INTSXP && !Rf_inherits(x, "factor"))
-        t->dtype = CKPZ_DTYPE_I32;
+    if (TYPEOF(x) == REALSXP) t->dtype = single ? CKPZ_DTYPE_F32 : CKPZ_DTYPE_F64;
+    else if (TYPEOF(x) == INTSXP && !Rf_inherits(x, "factor")) t->dtype = CKPZ_DTYPE_I32;
     else
         rk_failf(CKPZ_ERR_PARAM, "%s: not a double or integer vector, matrix or array (a %s)", name,
                  Rf_type2char(TYPEOF(x)));
@@ -204,15 +200,43 @@ static double e4m3_to_double(uint8_t b) /* the fn variant: no infinities, S.1111
 static double elem_double(const unsigned char *p, ckpz_dtype dt)
 {
     switch (dt) {
-    case CKPZ_DTYPE_BF16: { uint16_t v; memcpy(&v, p, 2); return bf16_to_double(v); }
-    case CKPZ_DTYPE_F16: { uint16_t v; memcpy(&v, p, 2); return half_to_double(v); }
-    case CKPZ_DTYPE_F32: { float v; memcpy(&v, p, 4); return v; }
-    case CKPZ_DTYPE_F64: { double v; memcpy(&v, p, 8); return v; }
+    case CKPZ_DTYPE_BF16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return bf16_to_double(v);
+    }
+    case CKPZ_DTYPE_F16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return half_to_double(v);
+    }
+    case CKPZ_DTYPE_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case CKPZ_DTYPE_F64: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
     case CKPZ_DTYPE_F8E4M3: return e4m3_to_double(*p);
     case CKPZ_DTYPE_F8E5M2: return half_to_double((uint16_t)(*p << 8));
-    case CKPZ_DTYPE_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
-    case CKPZ_DTYPE_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
-    case CKPZ_DTYPE_U64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
+    case CKPZ_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
+    case CKPZ_DTYPE_U32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case CKPZ_DTYPE_U64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
     default: return NA_REAL;
     }
 }
@@ -222,9 +246,21 @@ static int elem_int(const unsigned char *p, ckpz_dtype dt)
     switch (dt) {
     case CKPZ_DTYPE_I8: return (int8_t)*p;
     case CKPZ_DTYPE_U8: return *p;
-    case CKPZ_DTYPE_I16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case CKPZ_DTYPE_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
-    case CKPZ_DTYPE_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case CKPZ_DTYPE_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case CKPZ_DTYPE_U16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case CKPZ_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
     default: return *p != 0; /* bool */
     }
 }
@@ -233,17 +269,16 @@ SEXP rk_value(const void *src, ckpz_dtype dt, uint32_t ndim, const uint64_t *sha
 {
     SEXPTYPE type;
     switch (dt) {
-    case CKPZ_DTYPE_I8: case CKPZ_DTYPE_U8: case CKPZ_DTYPE_I16: case CKPZ_DTYPE_U16: case CKPZ_DTYPE_I32:
-        type = INTSXP;
-        break;
-    case CKPZ_DTYPE_BOOL:
-        type = LGLSXP;
-        break;
-    default:
-        type = REALSXP;
+    case CKPZ_DTYPE_I8:
+    case CKPZ_DTYPE_U8:
+    case CKPZ_DTYPE_I16:
+    case CKPZ_DTYPE_U16:
+    case CKPZ_DTYPE_I32: type = INTSXP; break;
+    case CKPZ_DTYPE_BOOL: type = LGLSXP; break;
+    default: type = REALSXP;
     }
-    if (n > (uint64_t)R_XLEN_T_MAX) rk_failf(CKPZ_ERR_LIMIT, "%llu elements: more than an R vector holds",
-                                             (unsigned long long)n);
+    if (n > (uint64_t)R_XLEN_T_MAX)
+        rk_failf(CKPZ_ERR_LIMIT, "%llu elements: more than an R vector holds", (unsigned long long)n);
     size_t esz = ckpz_dtype_size(dt);
     /* R order first, in the file's type, then widened into the R vector */
     unsigned char *r = (unsigned char *)R_alloc(n ? (size_t)n * esz : 1, 1);
@@ -261,8 +296,8 @@ SEXP rk_value(const void *src, ckpz_dtype dt, uint32_t ndim, const uint64_t *sha
     if (ndim >= 2) {
         SEXP dim = PROTECT(Rf_allocVector(INTSXP, ndim));
         for (uint32_t i = 0; i < ndim; i++) {
-            if (shape[i] > INT_MAX) rk_failf(CKPZ_ERR_LIMIT, "a dimension of %llu: more than R's dim holds",
-                                             (unsigned long long)shape[i]);
+            if (shape[i] > INT_MAX)
+                rk_failf(CKPZ_ERR_LIMIT, "a dimension of %llu: more than R's dim holds", (unsigned long long)shape[i]);
             INTEGER(dim)[i] = (int)shape[i];
         }
         Rf_setAttrib(v, R_DimSymbol, dim);

@@ -12,8 +12,7 @@
 
 SEXP rk_compress(SEXP x, SEXP level, SEXP threads, SEXP single, SEXP policy, SEXP max_mae);
 SEXP rk_decompress(SEXP raw, SEXP threads);
-SEXP rk_write(SEXP obj, SEXP path, SEXP overwrite, SEXP level, SEXP threads, SEXP single, SEXP policy,
-              SEXP max_mae);
+SEXP rk_write(SEXP obj, SEXP path, SEXP overwrite, SEXP level, SEXP threads, SEXP single, SEXP policy, SEXP max_mae);
 SEXP rk_read(SEXP src, SEXP threads);
 SEXP rk_list(SEXP src);
 SEXP rk_test(SEXP src, SEXP threads);
@@ -75,10 +74,8 @@ void rk_fail(ckpz_error code, const char *what)
     const char *m = g_ctx ? ckpz_ctx_message(g_ctx) : "";
     if (code == CKPZ_ERR_ABORTED) m = "interrupted";
     if (!m || !*m) m = ckpz_error_name(code);
-    if (what)
-        snprintf(buf, sizeof buf, "%s: %s", what, m);
-    else
-        snprintf(buf, sizeof buf, "%s", m);
+    if (what) snprintf(buf, sizeof buf, "%s: %s", what, m);
+    else snprintf(buf, sizeof buf, "%s", m);
     raise(code, buf);
 }
 
@@ -92,14 +89,13 @@ void rk_failf(ckpz_error code, const char *fmt, ...)
     raise(code, buf);
 }
 
-SEXP rk_version(void)
-{
-    return Rf_mkString(ckpz_version_string());
-}
+SEXP rk_version(void) { return Rf_mkString(ckpz_version_string()); }
 
 /* Through void (*)(void), the one function type GCC lets any other convert to without a
  * warning: R's table holds every routine as a DL_FUNC and calls it with its arity. */
+/* clang-format off */
 #define CALL(name, fn, n) {#name, (DL_FUNC)(void (*)(void))&fn, n}
+/* clang-format on */
 static const R_CallMethodDef calls[] = {
     CALL(compress, rk_compress, 6),
     CALL(decompress, rk_decompress, 2),

@@ -114,7 +114,8 @@ SEXP rk_predict(SEXP src, SEXP level, SEXP single, SEXP policy, SEXP max_mae)
     }
     Rf_setAttrib(rowsv, R_NamesSymbol, rn);
     SEXP out = PROTECT(Rf_allocVector(VECSXP, 4)), on = PROTECT(Rf_allocVector(STRSXP, 4));
-    SET_VECTOR_ELT(out, 0, Rf_ScalarReal(1.0 - (tot.original_bytes ? tot.predicted_bytes / (double)tot.original_bytes : 1.0)));
+    SET_VECTOR_ELT(out, 0,
+                   Rf_ScalarReal(1.0 - (tot.original_bytes ? tot.predicted_bytes / (double)tot.original_bytes : 1.0)));
     SET_VECTOR_ELT(out, 1, Rf_ScalarReal(tot.ratio));
     SET_VECTOR_ELT(out, 2, Rf_ScalarReal(tot.predicted_bytes));
     SET_VECTOR_ELT(out, 3, rowsv);
