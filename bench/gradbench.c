@@ -46,7 +46,8 @@ int main(int argc, char **argv)
     uint64_t s = 88172645463325252ull;
     for (uint64_t i = 0; i < n; i++) {
         double v = 0;
-        for (int k = 0; k < 4; k++) s ^= s << 13, s ^= s >> 7, s ^= s << 17, v += (double)(s >> 11) / 9007199254740992.0;
+        for (int k = 0; k < 4; k++)
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17, v += (double)(s >> 11) / 9007199254740992.0;
         f32[i] = (float)((v - 2.0) * 1e-3);
     }
     ckpz_ctx *ctx = ckpz_ctx_create();
@@ -89,8 +90,10 @@ int main(int argc, char **argv)
                             p.seed = (uint64_t)i;
                             double t0 = now();
                             ckpz_error e = CKPZ_OK;
-                            if (k == 0) e = ckpz_grad_pack(ctx, &p, dts[d], g, n, NULL, pkt, cap > cap4 ? cap : cap4, &w);
-                            if (k == 1) e = ckpz_grad_pack(ctx, &p, dts[d], g, n, res, pkt, cap > cap4 ? cap : cap4, &w);
+                            if (k == 0)
+                                e = ckpz_grad_pack(ctx, &p, dts[d], g, n, NULL, pkt, cap > cap4 ? cap : cap4, &w);
+                            if (k == 1)
+                                e = ckpz_grad_pack(ctx, &p, dts[d], g, n, res, pkt, cap > cap4 ? cap : cap4, &w);
                             if (k == 2) e = ckpz_grad_unpack(ctx, pkt, w, dts[d], back, n);
                             t[i] = now() - t0;
                             if (e) return fprintf(stderr, "gradbench: %s\n", ckpz_ctx_message(ctx)), 1;

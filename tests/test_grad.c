@@ -263,8 +263,8 @@ static void test_levels(void)
         for (size_t di = 0; di < 3; di++)
             for (int v = 0; v < 8; v++) {
                 size_t n = sizes[si];
-                float *x = malloc(n * 4 + 4), *xv = malloc(n * 4 + 4), *r0 = malloc(n * 4 + 4),
-                      *r = malloc(n * 4 + 4), *y0 = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
+                float *x = malloc(n * 4 + 4), *xv = malloc(n * 4 + 4), *r0 = malloc(n * 4 + 4), *r = malloc(n * 4 + 4),
+                      *y0 = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
                 fill(x, n), fill(r0, n);
                 void *g = as_dtype(dts[di], x, n, xv);
                 ckpz_grad_params p;
@@ -326,8 +326,7 @@ static void test_hostile(void)
             for (int flip = 0; flip < 2; flip++) {
                 memcpy(m, pkt, len);
                 m[i] ^= flip ? 0x80 : 0x01;
-                CHECKF(ckpz_grad_unpack(ctx, m, len, CKPZ_DTYPE_F32, y, N) != CKPZ_OK, "byte %zu flipped accepted",
-                       i);
+                CHECKF(ckpz_grad_unpack(ctx, m, len, CKPZ_DTYPE_F32, y, N) != CKPZ_OK, "byte %zu flipped accepted", i);
                 if (i >= len - 4) continue;
                 reseal(m, len); /* past the checksum, to the field checks */
                 ckpz_grad_info info = {.struct_size = sizeof info};
@@ -348,9 +347,9 @@ static void test_hostile(void)
             size_t off;
             uint8_t val;
             ckpz_error want;
-        } cases[] = {{4, 2, CKPZ_ERR_VERSION},  {5, 16, CKPZ_ERR_VERSION}, {6, CKPZ_DTYPE_I8, CKPZ_ERR_VERSION},
-                     {7, 2, CKPZ_ERR_VERSION},  {20, 1, CKPZ_ERR_VERSION}, {23, 1, CKPZ_ERR_VERSION},
-                     {19, 1, CKPZ_ERR_CORRUPT}, {16, 1, CKPZ_ERR_CORRUPT}, {12, N + 2, CKPZ_ERR_TRUNCATED},
+        } cases[] = {{4, 2, CKPZ_ERR_VERSION},      {5, 16, CKPZ_ERR_VERSION},    {6, CKPZ_DTYPE_I8, CKPZ_ERR_VERSION},
+                     {7, 2, CKPZ_ERR_VERSION},      {20, 1, CKPZ_ERR_VERSION},    {23, 1, CKPZ_ERR_VERSION},
+                     {19, 1, CKPZ_ERR_CORRUPT},     {16, 1, CKPZ_ERR_CORRUPT},    {12, N + 2, CKPZ_ERR_TRUNCATED},
                      {12, N - 3, CKPZ_ERR_CORRUPT}, {27, 0xff, CKPZ_ERR_CORRUPT}, {27, 0x80, CKPZ_ERR_CORRUPT}};
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             memcpy(m, pkt, len);

@@ -76,7 +76,4 @@ extern const grad_kernels grad_kernels_scalar;
 extern const grad_kernels grad_kernels_avx2;
 #endif
 
-/* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). */
-const grad_kernels *grad_kernels_get(void);
-
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/bytes.h"
+#include "common/cpu.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
 #include "common/dtype.h"
@@ -36,10 +37,17 @@ typedef struct grad_head {
     size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
 } grad_head;
 
-static int grad_dtype_ok(ckpz_dtype t)
+/* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
+ * here, not beside the portable loops, which the vector files call for their tails. */
+static const grad_kernels *grad_kernels_get(void)
 {
-    return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16;
+#ifdef GRAD_HAVE_X86
+    if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
+#endif
+    return &grad_kernels_scalar;
 }
+
+static int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
 
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
@@ -167,9 +175,16 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
                 K->add(res + i, v, len); /* residual + grad, the values quantised */
                 v = res + i;
             }
-            grad_qjob j = {.v = v, .n = len, .idx = (uint32_t)i, .inv = inv, .scale = scale, .qmax = qmax,
-                           .stochastic = (h->flags & GRAD_FLAG_STOCHASTIC) != 0, .key = key,
-                           .codes = h->bits == 8 ? (int8_t *)(codes + i) : q4, .resid = res ? res + i : NULL};
+            grad_qjob j = {.v = v,
+                           .n = len,
+                           .idx = (uint32_t)i,
+                           .inv = inv,
+                           .scale = scale,
+                           .qmax = qmax,
+                           .stochastic = (h->flags & GRAD_FLAG_STOCHASTIC) != 0,
+                           .key = key,
+                           .codes = h->bits == 8 ? (int8_t *)(codes + i) : q4,
+                           .resid = res ? res + i : NULL};
             K->quant(&j);
             if (h->bits == 4)
                 for (size_t k = 0; k < len; k++) {
@@ -182,8 +197,8 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
     }
 }
 
-ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype dtype, const void *grad,
-                          uint64_t n, float *residual, void *dst, size_t cap, size_t *written)
+ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype dtype, const void *grad, uint64_t n,
+                          float *residual, void *dst, size_t cap, size_t *written)
 {
     ctx_clear(ctx);
     if (written) *written = 0;
@@ -236,8 +251,8 @@ static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad
     if (want != got)
         return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "gradient packet: CRC-32C %08x, packet says %08x (%zu bytes)",
                         (unsigned)got, (unsigned)want, len);
-    *h = (grad_head){.bits = src[5], .dtype = (ckpz_dtype)src[6], .flags = src[7], .block = ld32(src + 8),
-                     .count = ld64(src + 12)};
+    *h = (grad_head){
+        .bits = src[5], .dtype = (ckpz_dtype)src[6], .flags = src[7], .block = ld32(src + 8), .count = ld64(src + 12)};
     if (h->bits != 8 && h->bits != 4)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: %u-bit codes (8 or 4)", h->bits);
     if (!grad_dtype_ok(h->dtype)) return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: dtype %u", src[6]);
@@ -260,8 +275,10 @@ static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad
     for (uint64_t b = 0; b < h->nblocks; b++) {
         uint32_t u = ld32(src + h->scales + 4 * b);
         if (u >= 0x7f800000u) /* negative (sign bit set), infinite or NaN */
-            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: block %llu's scale (bits %08x) is not a finite "
-                            "value >= 0", (unsigned long long)b, (unsigned)u);
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT,
+                            "gradient packet: block %llu's scale (bits %08x) is not a finite "
+                            "value >= 0",
+                            (unsigned long long)b, (unsigned)u);
     }
     const uint8_t *c = src + h->codes;
     uint64_t bad = h->count;
@@ -289,8 +306,12 @@ ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
     if (e) return e;
-    ckpz_grad_info mine = {.struct_size = sizeof mine, .count = h.count, .dtype = h.dtype, .bits = h.bits,
-                           .block = h.block, .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0};
+    ckpz_grad_info mine = {.struct_size = sizeof mine,
+                           .count = h.count,
+                           .dtype = h.dtype,
+                           .bits = h.bits,
+                           .block = h.block,
+                           .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0};
     OUT_GIVE(info, &mine);
     return CKPZ_OK;
 }

@@ -1,12 +1,11 @@
 /* quant.c — the portable loops of blockwise gradient quantisation (grad.h says what each
- * kernel computes) and the choice of the kernels for the CPU. These loops are the
+ * kernel computes; pack.c chooses the level's kernels). These loops are the
  * definition: every vector path (quant_avx2.c) writes the same codes and residuals, bit
  * for bit, which tests/test_grad.c checks at every CKPZ_CPU level. The library builds
  * lib/grad/ with -ffp-contract=off so that no compiler fuses a multiply and an add here
  * that a vector path keeps apart. */
 #include <math.h>
 
-#include "common/cpu.h"
 #include "grad/grad.h"
 
 static void absmax_scalar(const float *a, const float *b, size_t n, uint32_t *acc)
@@ -58,11 +57,3 @@ static size_t check_scalar(const int8_t *codes, size_t n, int qmax)
 }
 
 const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar, quant_scalar, dequant_scalar, check_scalar};
-
-const grad_kernels *grad_kernels_get(void)
-{
-#ifdef GRAD_HAVE_X86
-    if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
-#endif
-    return &grad_kernels_scalar;
-}
