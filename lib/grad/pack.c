@@ -34,6 +34,7 @@ typedef struct grad_head {
     unsigned flags;
     uint32_t block;
     uint64_t count, nblocks;
+    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
     size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
 } grad_head;
 
@@ -86,7 +87,8 @@ static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t
     if (n > GRAD_COUNT_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: %llu elements (at most 2^32 - 1 a packet)",
                         (unsigned long long)n);
-    *h = (grad_head){.bits = q.bits, .flags = q.stochastic ? GRAD_FLAG_STOCHASTIC : 0, .block = q.block, .count = n};
+    *h = (grad_head){
+        .bits = q.bits, .flags = q.stochastic ? GRAD_FLAG_STOCHASTIC : 0, .block = q.block, .count = n, .seed = q.seed};
     if (!grad_layout(h)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: the packet exceeds the address space");
     return CKPZ_OK;
 }
@@ -221,7 +223,7 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
     st32(pkt + 20, 0); /* byte 20: the scales' format (0: FP32); 21..23 reserved */
 
     const grad_kernels *K = grad_kernels_get();
-    grad_key key = grad_key_of(p->stochastic ? p->seed : 0);
+    grad_key key = grad_key_of(h.seed);
     uint64_t span = residual ? h.nblocks : 1;
     for (uint64_t b0 = 0; b0 < h.nblocks; b0 += span) {
         uint64_t b1 = b0 + span < h.nblocks ? b0 + span : h.nblocks, bad;
