@@ -74,9 +74,10 @@ def allreduce(state, what, buf):
     return buf.div_(w)
 
 
-def quantized_allreduce(state, index, buf, what):
+def quantized_allreduce(state, index, layout, buf, what):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
-    quantised as above: a new tensor like buf (or buf itself after a fallback)."""
+    quantised as above: a new tensor like buf (or buf itself after a fallback). layout:
+    the bucket's, for its residuals (CompressionState._residuals)."""
     import torch
 
     dist = _dist_comm.dist_module()
@@ -84,7 +85,7 @@ def quantized_allreduce(state, index, buf, what):
     host = buf if buf.device.type == "cpu" else buf.cpu()
     bounds = shard_bounds(n, w, codec.block)
     slots = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
-    residual, owned = state._residuals(index, n, bounds[me][1] - bounds[me][0])
+    residual, owned = state._residuals(index, layout, n, bounds[me])
     seed = state._seed(index)
 
     # phase 1: my packet of every shard to its owner
