@@ -66,17 +66,22 @@ def collective(state, what, start):
 
 
 def allreduce(state, what, buf):
-    """buf summed over the ranks, in place, then divided by the world size."""
+    """The mean of buf over the ranks, a new tensor: the sum of a copy of buf (kept past
+    the collective, _dist_comm.hold: buf may be a tensor of the caller's that nothing
+    else holds), divided by the world size."""
     dist = _dist_comm.dist_module()
-    collective(state, what, lambda: dist.all_reduce(buf, group=state.group, async_op=True))
+    wire = buf.clone()
+    collective(state, what, lambda: dist.all_reduce(wire, group=state.group, async_op=True))
     w = state.world
     state.bytes_sent += 2 * (w - 1) * buf.numel() * buf.element_size() // w
-    return buf.div_(w)
+    mean = wire / w
+    _dist_comm.hold([wire])
+    return mean
 
 
 def quantized_allreduce(state, index, layout, buf, what):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
-    quantised as above: a new tensor like buf (or buf itself after a fallback). layout:
+    quantised as above (or sent as it is, see above): a new tensor like buf. layout:
     the bucket's, for its residuals (CompressionState._residuals)."""
     import torch
 

@@ -106,12 +106,14 @@ def train(ddp, opt, steps, first=0):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
 def prog_train(rank, world, d, method):
-    ddp, opt, state = make(method)
+    # one bucket of 5456 elements (DDP's small buckets differ between torch releases,
+    # and each shard's packet costs a 29-byte header and flag)
+    ddp, opt, state = make(method, cap=25)
     losses = train(ddp, opt, 60)
     out = {"losses": losses}
     if state is not None:
@@ -321,7 +323,7 @@ class DDPTest(unittest.TestCase):
             self.assertEqual(r0["steps"], 60)
             self.assertEqual(r0["uncompressed"], 0)
             # 8 bits of 32 and a 4-byte scale per 256 elements: 4 / (1 + 1/64) = 3.94x at most,
-            # less a 29-byte header and flag per shard (buckets of about 2000 elements here)
+            # less a 29-byte header and flag per shard: 3.90x on this model's 5456 elements
             self.assertGreaterEqual(r0["allreduce"] / r0["sent"], ratio, (method, r0["allreduce"], r0["sent"]))
             self.assertLess(r0["allreduce"] / r0["sent"], {"q8": 4.0, "q4": 8.0}[method])
 
