@@ -8,7 +8,8 @@
  *   - ratio prediction (ckpz_predict_*) and the link tuner (ckpz_tune);
  *   - the safetensors header writer (ckpz_safetensors_header);
  *   - publishing outputs under a temporary name (ckpz_publish_*: the CLI, the Python
- *     package and libckpz_mpi use it; a new front end should too).
+ *     package and libckpz_mpi use it; a new front end should too);
+ *   - gradient compression for data-parallel training (ckpz_grad_*).
  * These calls are exported by the same libckpz and follow the conventions of ckpz.h
  * (contexts, ckpz_error, struct_size), but their signatures, structs and behaviour may
  * change in any release, SOVERSION or not: a caller rebuilds against each new ckpz.h.
@@ -324,6 +325,65 @@ typedef struct ckpz_st_meta {
 CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor *t, size_t n, const ckpz_st_meta *meta,
                                             size_t nmeta, void *dst, size_t cap, size_t *len, uint64_t *data_bytes);
 /* ==== end of safetensors headers ====================================================== */
+
+/* ---- gradient compression (lib/grad, doc/gradients.md) ------------------------------- */
+/* Gradients of data-parallel training packed for the wire: each block of `block`
+ * elements gets one FP32 scale (its largest magnitude / qmax) and signed codes of `bits`
+ * bits (8: [-127, 127], 4: [-7, 7], two a byte), rounded to nearest or stochastically
+ * (unbiased: each code rounds up with the probability of its fraction, the draws a hash
+ * of (seed, element index), so one seed gives the same packet on every CPU and
+ * instruction set). A packet (doc/gradients.md) is a 24-byte header, the scales, the
+ * codes and a CRC-32C of all; ckpz_grad_unpack refuses any packet that is not exactly
+ * consistent. Buffers are FP32, BF16 or FP16 (CKPZ_DTYPE_F32, _BF16, _F16), little-endian,
+ * aligned to their element size, at most 2^32 - 1 elements. Not guaranteed: the packet's
+ * bytes for given values across releases (the version byte changes with them). */
+typedef struct ckpz_grad_params {
+    size_t struct_size; /* set by ckpz_grad_params_init */
+    unsigned bits;      /* 8 or 4 (default 8) */
+    uint32_t block;     /* elements per scale, 1..65536 (default 256) */
+    int stochastic;     /* 0: to nearest, ties to even (default); 1: stochastic */
+    uint64_t seed;      /* the draws of stochastic rounding: a new seed each step */
+} ckpz_grad_params;
+CKPZ_API void ckpz_grad_params_init(ckpz_grad_params *p);
+
+/* The packet's size in bytes for n elements, written to *size (exact: a packet is
+ * never shorter). CKPZ_ERR_PARAM for bad params or n. */
+CKPZ_API ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size);
+
+/* Packs grad[0..n) of dtype into dst (cap bytes, at least ckpz_grad_packet_size),
+ * *written the packet's size. With residual (FP32, n elements; zeros at the first step)
+ * it is error feedback, in place: grad + residual is what gets quantised, and residual
+ * becomes (grad + residual) - (what the packet decodes to, in FP32), so what a step
+ * leaves out is sent by later steps. A NaN or an infinity in grad (+ residual) is
+ * CKPZ_ERR_INPUT naming the element: nothing useful is in dst, and residual is left as
+ * it was (the caller sends that bucket uncompressed, so that an AMP grad scaler sees
+ * the overflow). A block whose largest magnitude is below 2^-118 has scale 0 and codes
+ * 0 (with error feedback, its values stay in the residual). */
+CKPZ_API ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype dtype, const void *grad,
+                                   uint64_t n, float *residual, void *dst, size_t cap, size_t *written);
+
+typedef struct ckpz_grad_info {
+    size_t struct_size; /* set by the caller: sizeof(ckpz_grad_info) */
+    uint64_t count;     /* elements */
+    ckpz_dtype dtype;   /* of the buffer packed */
+    unsigned bits;
+    uint32_t block;
+    int stochastic;     /* how it was rounded (information only) */
+} ckpz_grad_info;
+
+/* Checks the whole packet src[0..len) (what ckpz_grad_unpack checks) and describes it:
+ * CKPZ_ERR_NOT_CKPZ (no packet magic), CKPZ_ERR_VERSION (another version, a reserved
+ * field set), CKPZ_ERR_TRUNCATED / CKPZ_ERR_CORRUPT (sizes that disagree with len),
+ * CKPZ_ERR_CHECKSUM, CKPZ_ERR_CORRUPT (a scale negative or not finite, a code out of
+ * range), each with a message in ctx. */
+CKPZ_API ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_grad_info *info);
+
+/* Decodes the packet src[0..len) into out: n elements of dtype (FP32, BF16 or FP16,
+ * whatever the packed buffer's was; BF16 and FP16 rounded to nearest, ties to even).
+ * n must be the packet's count (CKPZ_ERR_PARAM otherwise). Errors as
+ * ckpz_grad_info_read; on error out is unspecified. */
+CKPZ_API ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out,
+                                     uint64_t n);
 
 /* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */
 /* How the CLI, the Python package and libckpz_mpi put an output (a file, or a directory

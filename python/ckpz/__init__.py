@@ -31,6 +31,8 @@ Also here: ``compress_file`` / ``decompress_file`` (any file, like the CLI),
 Submodules, imported on their own: ``ckpz.distributed`` (checkpoints sharded over
 torch.distributed ranks; broadcast, verify, delta sync, send/recv) and ``ckpz.dcp``
 (a storage plug-in for torch's distributed checkpoint); doc/distributed.md.
+``ckpz.ddp``: a DDP communication hook sending gradients quantised to 8 or 4 bits, with
+error feedback saved in the checkpoint (experimental); doc/gradients.md.
 ``ckpz.safetensors``: save_file / load_file / save / load as the safetensors package's,
 for .safetensors.ckpz files (``ckpz -d`` restores the package's bytes); doc/python.md.
 

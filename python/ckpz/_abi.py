@@ -37,6 +37,9 @@ ERR_INTERNAL = 14
 ERR_BASE = 15
 
 DTYPE_NONE = 0  # CKPZ_DTYPE_NONE: opaque bytes
+DTYPE_BF16 = 1  # CKPZ_DTYPE_BF16
+DTYPE_F16 = 2  # CKPZ_DTYPE_F16
+DTYPE_F32 = 3  # CKPZ_DTYPE_F32
 DTYPE_U8 = 11  # CKPZ_DTYPE_U8
 INPUT_SAFETENSORS = 2  # CKPZ_INPUT_SAFETENSORS
 INPUT_TORCH = 4  # CKPZ_INPUT_TORCH: a torch.save zip archive
@@ -225,6 +228,30 @@ class TuneResult(Sized, ctypes.Structure):
         ("measure_seconds", ctypes.c_double),
     ]
 
+
+class GradParams(Sized, ctypes.Structure):
+    """struct ckpz_grad_params (ckpz_experimental.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("bits", ctypes.c_uint),
+        ("block", ctypes.c_uint32),
+        ("stochastic", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+    ]
+
+
+class GradInfo(Sized, ctypes.Structure):
+    """struct ckpz_grad_info (ckpz_experimental.h)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("count", ctypes.c_uint64),
+        ("dtype", ctypes.c_int),  # ckpz_dtype
+        ("bits", ctypes.c_uint),
+        ("block", ctypes.c_uint32),
+        ("stochastic", ctypes.c_int),
+    ]
 
 
 class StTensor(ctypes.Structure):

@@ -88,6 +88,11 @@ publish_commit = _declare("ckpz_publish_commit", _int, _vp, _vp, ctypes.c_uint)
 publish_abort = _declare("ckpz_publish_abort", None, _vp)
 publish_is_temp = _declare("ckpz_publish_is_temp", _int, ctypes.c_char_p)
 publish_sweep = _declare("ckpz_publish_sweep", _int, ctypes.c_char_p)
+grad_params_init = _declare("ckpz_grad_params_init", None, _P(GradParams))
+grad_packet_size = _declare("ckpz_grad_packet_size", _int, _vp, _P(GradParams), _u64, _P(_sz))
+grad_pack = _declare("ckpz_grad_pack", _int, _vp, _P(GradParams), _int, _vp, _u64, _vp, _vp, _sz, _P(_sz))
+grad_info_read = _declare("ckpz_grad_info_read", _int, _vp, _vp, _sz, _P(GradInfo))
+grad_unpack = _declare("ckpz_grad_unpack", _int, _vp, _vp, _sz, _int, _vp, _u64)
 tune = _declare("ckpz_tune", _int, _vp, _P(Params), _P(Source), ctypes.c_double, _int, _P(TuneResult), WRITE_FN, _vp)
 
 # The library's own callbacks, handed back to it as function pointers: I/O through them

@@ -156,6 +156,21 @@ int main(void)
     FIELD(ckpz_st_meta, key);
     FIELD(ckpz_st_meta, value);
 
+    STRUCT(ckpz_grad_params);
+    FIELD(ckpz_grad_params, struct_size);
+    FIELD(ckpz_grad_params, bits);
+    FIELD(ckpz_grad_params, block);
+    FIELD(ckpz_grad_params, stochastic);
+    FIELD(ckpz_grad_params, seed);
+
+    STRUCT(ckpz_grad_info);
+    FIELD(ckpz_grad_info, struct_size);
+    FIELD(ckpz_grad_info, count);
+    FIELD(ckpz_grad_info, dtype);
+    FIELD(ckpz_grad_info, bits);
+    FIELD(ckpz_grad_info, block);
+    FIELD(ckpz_grad_info, stochastic);
+
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);
     ENUM(ckpz_input_format);
@@ -168,6 +183,9 @@ int main(void)
     CONST(CKPZ_BASE_NAME_MAX);
     CONST(CKPZ_BASE_PROBE);
     CONST(CKPZ_DTYPE_NONE);
+    CONST(CKPZ_DTYPE_BF16);
+    CONST(CKPZ_DTYPE_F16);
+    CONST(CKPZ_DTYPE_F32);
     CONST(CKPZ_DTYPE_U8);
     CONST(CKPZ_INPUT_TORCH);
     CONST(CKPZ_INPUT_SAFETENSORS);

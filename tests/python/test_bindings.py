@@ -50,6 +50,8 @@ STRUCTS = {
     "ckpz_tune_result": _abi.TuneResult,
     "ckpz_st_tensor": _abi.StTensor,
     "ckpz_st_meta": _abi.StMeta,
+    "ckpz_grad_params": _abi.GradParams,
+    "ckpz_grad_info": _abi.GradInfo,
 }
 # The callback type each ctypes prototype of _abi mirrors.
 CALLBACKS = {

@@ -1,0 +1,111 @@
+/* gradbench.c — gradient packing and unpacking speed on one core (ckpz_grad_*,
+ * doc/gradients.md), the figures of issue 30's ">= 2 GB/s per core for 8-bit": for each
+ * CKPZ_CPU level, dtype, bit width and rounding, a buffer of N normal-ish values is
+ * packed (plain and with error feedback) and unpacked REPS times; the median run gives
+ * GB/s of the gradient's own bytes (N * element size / time), on the calling thread.
+ * A benchmark, not a test: it checks nothing but that each call succeeds. The library
+ * reads CKPZ_CPU once, so each instruction-set level is one run:
+ *
+ * Usage: [CKPZ_CPU=scalar|avx2|avx512] gradbench [N [REPS [BLOCK]]]
+ *        (defaults: 4194304 elements, 9 runs, block 256) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CKPZ_EXPERIMENTAL
+#include "ckpz.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp);
+    return t[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 4194304;
+    int reps = argc > 2 ? atoi(argv[2]) : 9;
+    uint32_t block = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 256;
+    if (!n || reps < 1 || reps > 1000) return fprintf(stderr, "usage: gradbench [N [REPS [BLOCK]]]\n"), 2;
+    float *f32 = malloc(n * 4), *res = malloc(n * 4), *back = malloc(n * 4);
+    uint16_t *h16 = malloc(n * 2);
+    uint64_t s = 88172645463325252ull;
+    for (uint64_t i = 0; i < n; i++) {
+        double v = 0;
+        for (int k = 0; k < 4; k++)
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17, v += (double)(s >> 11) / 9007199254740992.0;
+        f32[i] = (float)((v - 2.0) * 1e-3);
+    }
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_grad_params p;
+    ckpz_grad_params_init(&p);
+    p.block = block;
+    size_t cap;
+    p.bits = 4;
+    size_t cap4;
+    ckpz_grad_packet_size(ctx, &p, n, &cap4);
+    p.bits = 8;
+    ckpz_grad_packet_size(ctx, &p, n, &cap);
+    void *pkt = malloc(cap > cap4 ? cap : cap4);
+    double *t = malloc((size_t)reps * sizeof *t);
+    printf("gradbench: %llu elements, block %u, median of %d runs, GB/s of the gradient's bytes, one core\n",
+           (unsigned long long)n, (unsigned)block, reps);
+    printf("%-7s %-5s %-4s %-10s %8s %8s %8s\n", "cpu", "dtype", "bits", "rounding", "pack", "pack+ef", "unpack");
+    const char *isa = getenv("CKPZ_CPU") ? getenv("CKPZ_CPU") : "default";
+    static const ckpz_dtype dts[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16};
+    {
+        for (int d = 0; d < 3; d++) {
+            unsigned es = ckpz_dtype_size(dts[d]);
+            const void *g = f32;
+            if (es == 2) { /* the top half of each float: a bf16 buffer; good enough as f16 bits too */
+                for (uint64_t i = 0; i < n; i++) {
+                    uint32_t u;
+                    memcpy(&u, &f32[i], 4);
+                    h16[i] = dts[d] == CKPZ_DTYPE_BF16 ? (uint16_t)(u >> 16) : (uint16_t)(0x1000u + (u >> 20 & 0x7ff));
+                }
+                g = h16;
+            }
+            for (unsigned bits = 8; bits >= 4; bits -= 4)
+                for (int sto = 0; sto < 2; sto++) {
+                    double r[3];
+                    p.bits = bits, p.stochastic = sto;
+                    size_t w;
+                    for (int k = 0; k < 3; k++) {
+                        memset(res, 0, n * 4);
+                        for (int i = 0; i < reps; i++) {
+                            p.seed = (uint64_t)i;
+                            double t0 = now();
+                            ckpz_error e = CKPZ_OK;
+                            if (k == 0)
+                                e = ckpz_grad_pack(ctx, &p, dts[d], g, n, NULL, pkt, cap > cap4 ? cap : cap4, &w);
+                            if (k == 1)
+                                e = ckpz_grad_pack(ctx, &p, dts[d], g, n, res, pkt, cap > cap4 ? cap : cap4, &w);
+                            if (k == 2) e = ckpz_grad_unpack(ctx, pkt, w, dts[d], back, n);
+                            t[i] = now() - t0;
+                            if (e) return fprintf(stderr, "gradbench: %s\n", ckpz_ctx_message(ctx)), 1;
+                        }
+                        r[k] = (double)n * es / median(t, reps) / 1e9;
+                    }
+                    printf("%-7s %-5s %-4u %-10s %8.2f %8.2f %8.2f\n", isa, ckpz_dtype_name(dts[d]), bits,
+                           sto ? "stochastic" : "nearest", r[0], r[1], r[2]);
+                }
+        }
+    }
+    ckpz_ctx_free(ctx);
+    free(f32), free(res), free(back), free(h16), free(pkt), free(t);
+    return 0;
+}

@@ -1,0 +1,367 @@
+/* pack.c — the gradient calls (ckpz_grad_*, include/ckpz_experimental.h) and their wire
+ * format (doc/gradients.md): a 24-byte header, one FP32 scale per block, the codes (one
+ * byte each at 8 bits, two a byte at 4), a CRC-32C of all before it.
+ *
+ * Packing is two passes per group of blocks over the caller's buffer, staged GRAD_PIECE
+ * elements at a time as float32 (dtype.h's loads: the kernels know one type): the first
+ * finds each block's largest magnitude (and any NaN or infinity), the second quantises.
+ * Without error feedback a group is one block, whose pieces are still in cache for the
+ * second pass; with it the group is the whole buffer, so that a non-finite value is
+ * found before the residual changes (the call then leaves it as it was). Unpacking
+ * checks the whole packet first (sizes against len, reserved fields, CRC, every scale
+ * and code): a packet either decodes in full or not at all. */
+#include <string.h>
+
+#include "common/bytes.h"
+#include "common/cpu.h"
+#include "common/crc32c.h"
+#include "common/ctx.h"
+#include "common/dtype.h"
+#include "grad/grad.h"
+
+#define GRAD_MAGIC "CKGQ"
+#define GRAD_VERSION 1
+#define GRAD_HEADER 24
+#define GRAD_PIECE 1024
+#define GRAD_BLOCK_MAX 65536u
+#define GRAD_COUNT_MAX 0xffffffffull
+#define GRAD_FLAG_STOCHASTIC 1u
+#define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
+
+typedef struct grad_head {
+    unsigned bits;
+    ckpz_dtype dtype;
+    unsigned flags;
+    uint32_t block;
+    uint64_t count, nblocks;
+    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
+    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
+} grad_head;
+
+/* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
+ * here, not beside the portable loops, which the vector files call for their tails. */
+static const grad_kernels *grad_kernels_get(void)
+{
+#ifdef GRAD_HAVE_X86
+    if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
+#endif
+    return &grad_kernels_scalar;
+}
+
+static int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
+
+/* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
+ * overflows 64 bits. 0 when the packet would not fit in a size_t. */
+static int grad_layout(grad_head *h)
+{
+    uint64_t codes = h->bits == 8 ? h->count : (h->count + 1) / 2;
+    h->nblocks = (h->count + h->block - 1) / h->block;
+    uint64_t size = GRAD_HEADER + 4 * h->nblocks + codes + 4;
+    if (size > SIZE_MAX) return 0;
+    h->scales = GRAD_HEADER;
+    h->codes = GRAD_HEADER + (size_t)(4 * h->nblocks);
+    h->size = (size_t)size;
+    return 1;
+}
+
+void ckpz_grad_params_init(ckpz_grad_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->bits = 8;
+    p->block = 256;
+}
+
+static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
+{
+    if (!p || p->struct_size < sizeof(size_t) || p->struct_size > sizeof *p)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_grad_params: struct_size not set (ckpz_grad_params_init)");
+    ckpz_grad_params q;
+    ckpz_grad_params_init(&q);
+    memcpy(&q, p, p->struct_size);
+    if (q.bits != 8 && q.bits != 4) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: bits %u (8 or 4)", q.bits);
+    if (q.block < 1 || q.block > GRAD_BLOCK_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: block %u (1..%u)", (unsigned)q.block, GRAD_BLOCK_MAX);
+    if (q.stochastic != 0 && q.stochastic != 1)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: stochastic %d (0 or 1)", q.stochastic);
+    if (n > GRAD_COUNT_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: %llu elements (at most 2^32 - 1 a packet)",
+                        (unsigned long long)n);
+    *h = (grad_head){
+        .bits = q.bits, .flags = q.stochastic ? GRAD_FLAG_STOCHASTIC : 0, .block = q.block, .count = n, .seed = q.seed};
+    if (!grad_layout(h)) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: the packet exceeds the address space");
+    return CKPZ_OK;
+}
+
+ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size)
+{
+    ctx_clear(ctx);
+    grad_head h;
+    ckpz_error e = grad_params(ctx, p, n, &h);
+    if (size) *size = e ? 0 : h.size;
+    return e;
+}
+
+/* Elements [i0, i0 + n) of src as float32: src itself for FP32, else tmp. */
+static const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
+{
+    if (t == CKPZ_DTYPE_F32) return (const float *)src + i0;
+    const uint8_t *p = (const uint8_t *)src + 2 * i0;
+    if (t == CKPZ_DTYPE_BF16) {
+        for (size_t k = 0; k < n; k++) tmp[k] = dt_ld_b32(2, p + 2 * k);
+    } else {
+        const dtype_info *d = dtype_get(t);
+        for (size_t k = 0; k < n; k++) tmp[k] = (float)d->to_double(p + 2 * k);
+    }
+    return tmp;
+}
+
+/* The first element of block b whose value (plus the residual's) is not finite. */
+static uint64_t grad_nonfinite(const grad_head *h, ckpz_dtype t, const void *grad, const float *res, uint64_t b)
+{
+    float tmp[GRAD_PIECE];
+    uint64_t end = (b + 1) * h->block < h->count ? (b + 1) * h->block : h->count;
+    for (uint64_t i = b * h->block; i < end; i += GRAD_PIECE) {
+        size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+        const float *v = grad_stage(t, grad, i, len, tmp);
+        for (size_t k = 0; k < len; k++) {
+            float x = res ? v[k] + res[i + k] : v[k];
+            if (x - x != 0) return i + k; /* NaN - NaN and inf - inf are NaN */
+        }
+    }
+    return end;
+}
+
+/* Pass 1 over blocks [b0, b1): each block's largest magnitude, as float bits, into its
+ * scale's slot. -1 (and the element in *bad) when one is not finite. */
+static int grad_pass1(const grad_kernels *K, const grad_head *h, ckpz_dtype t, const void *grad, const float *res,
+                      uint8_t *pkt, uint64_t b0, uint64_t b1, uint64_t *bad)
+{
+    float tmp[GRAD_PIECE];
+    for (uint64_t b = b0; b < b1; b++) {
+        uint64_t end = (b + 1) * h->block < h->count ? (b + 1) * h->block : h->count;
+        uint32_t acc = 0;
+        for (uint64_t i = b * h->block; i < end; i += GRAD_PIECE) {
+            size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+            K->absmax(grad_stage(t, grad, i, len, tmp), res ? res + i : NULL, len, &acc);
+        }
+        if (acc >= 0x7f800000u) {
+            *bad = grad_nonfinite(h, t, grad, res, b);
+            return -1;
+        }
+        st32(pkt + h->scales + 4 * b, acc);
+    }
+    return 0;
+}
+
+/* Pass 2 over blocks [b0, b1): scales in place of the magnitudes, codes, residuals. */
+static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, const void *grad, float *res,
+                       grad_key key, uint8_t *pkt, uint64_t b0, uint64_t b1)
+{
+    float tmp[GRAD_PIECE];
+    int8_t q4[GRAD_PIECE];
+    const int qmax = h->bits == 8 ? 127 : 7;
+    uint8_t *codes = pkt + h->codes;
+    for (uint64_t b = b0; b < b1; b++) {
+        uint64_t end = (b + 1) * h->block < h->count ? (b + 1) * h->block : h->count;
+        uint32_t bitsof = ld32(pkt + h->scales + 4 * b);
+        float a, inv = 0, scale = 0;
+        memcpy(&a, &bitsof, 4);
+        if (a >= GRAD_TINY) inv = (float)qmax / a, scale = a / (float)qmax;
+        memcpy(&bitsof, &scale, 4);
+        st32(pkt + h->scales + 4 * b, bitsof);
+        for (uint64_t i = b * h->block; i < end; i += GRAD_PIECE) {
+            size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+            const float *v = grad_stage(t, grad, i, len, tmp);
+            if (res) {
+                K->add(res + i, v, len); /* residual + grad, the values quantised */
+                v = res + i;
+            }
+            grad_qjob j = {.v = v,
+                           .n = len,
+                           .idx = (uint32_t)i,
+                           .inv = inv,
+                           .scale = scale,
+                           .qmax = qmax,
+                           .stochastic = (h->flags & GRAD_FLAG_STOCHASTIC) != 0,
+                           .key = key,
+                           .codes = h->bits == 8 ? (int8_t *)(codes + i) : q4,
+                           .resid = res ? res + i : NULL};
+            K->quant(&j);
+            if (h->bits == 4)
+                for (size_t k = 0; k < len; k++) {
+                    uint64_t e = i + k;
+                    uint8_t nib = (uint8_t)(q4[k] & 0x0f);
+                    if (e & 1) codes[e >> 1] |= (uint8_t)(nib << 4);
+                    else codes[e >> 1] = nib;
+                }
+        }
+    }
+}
+
+ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype dtype, const void *grad, uint64_t n,
+                          float *residual, void *dst, size_t cap, size_t *written)
+{
+    ctx_clear(ctx);
+    if (written) *written = 0;
+    grad_head h;
+    ckpz_error e = grad_params(ctx, p, n, &h);
+    if (e) return e;
+    if (!grad_dtype_ok(dtype))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: dtype %s (f32, bf16 or f16)",
+                        ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    if (!dst || cap < h.size)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: %zu bytes of room for a packet of %zu", dst ? cap : 0,
+                        h.size);
+    if (n && !grad) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: no gradient buffer");
+    h.dtype = dtype;
+    uint8_t *pkt = dst;
+    memcpy(pkt, GRAD_MAGIC, 4);
+    pkt[4] = GRAD_VERSION, pkt[5] = (uint8_t)h.bits, pkt[6] = (uint8_t)dtype, pkt[7] = (uint8_t)h.flags;
+    st32(pkt + 8, h.block);
+    st64(pkt + 12, h.count);
+    st32(pkt + 20, 0); /* byte 20: the scales' format (0: FP32); 21..23 reserved */
+
+    const grad_kernels *K = grad_kernels_get();
+    grad_key key = grad_key_of(h.seed);
+    uint64_t span = residual ? h.nblocks : 1;
+    for (uint64_t b0 = 0; b0 < h.nblocks; b0 += span) {
+        uint64_t b1 = b0 + span < h.nblocks ? b0 + span : h.nblocks, bad;
+        if (grad_pass1(K, &h, dtype, grad, residual, pkt, b0, b1, &bad))
+            return ctx_fail(ctx, CKPZ_ERR_INPUT, "gradient packing: element %llu (block %llu) is %s%s",
+                            (unsigned long long)bad, (unsigned long long)(bad / h.block), "NaN or infinite",
+                            residual ? " with the residual added; the residual is unchanged" : "");
+        grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
+    }
+    st32(pkt + h.size - 4, crc32c(0, pkt, h.size - 4));
+    if (written) *written = h.size;
+    return CKPZ_OK;
+}
+
+/* The header of src[0..len) and every check of the packet (grad_head filled). */
+static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
+{
+    if (!src && len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packet: no buffer");
+    if (len < 4 || memcmp(src, GRAD_MAGIC, 4))
+        return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "gradient packet: no magic %s (%zu bytes)", GRAD_MAGIC, len);
+    if (len < GRAD_HEADER + 4)
+        return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "gradient packet: %zu bytes, shorter than a header", len);
+    if (src[4] != GRAD_VERSION)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: version %u (this ckpz reads %u)", src[4],
+                        GRAD_VERSION);
+    uint32_t want = ld32(src + len - 4), got = crc32c(0, src, len - 4);
+    if (want != got)
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "gradient packet: CRC-32C %08x, packet says %08x (%zu bytes)",
+                        (unsigned)got, (unsigned)want, len);
+    *h = (grad_head){
+        .bits = src[5], .dtype = (ckpz_dtype)src[6], .flags = src[7], .block = ld32(src + 8), .count = ld64(src + 12)};
+    if (h->bits != 8 && h->bits != 4)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: %u-bit codes (8 or 4)", h->bits);
+    if (!grad_dtype_ok(h->dtype)) return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: dtype %u", src[6]);
+    if (h->flags & ~GRAD_FLAG_STOCHASTIC || ld32(src + 20))
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: reserved fields set (flags %02x, bytes 20-23 %08x)",
+                        h->flags, (unsigned)ld32(src + 20));
+    if (h->block < 1 || h->block > GRAD_BLOCK_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: block of %u elements (1..%u)", (unsigned)h->block,
+                        GRAD_BLOCK_MAX);
+    if (h->count > GRAD_COUNT_MAX)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: %llu elements (at most 2^32 - 1)",
+                        (unsigned long long)h->count);
+    if (!grad_layout(h) || h->size != len)
+        return ctx_fail(ctx, len < h->size ? CKPZ_ERR_TRUNCATED : CKPZ_ERR_CORRUPT,
+                        "gradient packet: %llu elements in blocks of %u need %llu bytes, the packet has %zu",
+                        (unsigned long long)h->count, (unsigned)h->block,
+                        (unsigned long long)(GRAD_HEADER + 4 * h->nblocks + 4 +
+                                             (h->bits == 8 ? h->count : (h->count + 1) / 2)),
+                        len);
+    for (uint64_t b = 0; b < h->nblocks; b++) {
+        uint32_t u = ld32(src + h->scales + 4 * b);
+        if (u >= 0x7f800000u) /* negative (sign bit set), infinite or NaN */
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT,
+                            "gradient packet: block %llu's scale (bits %08x) is not a finite "
+                            "value >= 0",
+                            (unsigned long long)b, (unsigned)u);
+    }
+    const uint8_t *c = src + h->codes;
+    uint64_t bad = h->count;
+    if (h->bits == 8) {
+        bad = grad_kernels_get()->check((const int8_t *)c, (size_t)h->count, 127);
+    } else {
+        for (uint64_t i = 0; i < h->count; i++)
+            if (((c[i >> 1] >> (i & 1 ? 4 : 0)) & 0x0f) == 8) {
+                bad = i;
+                break;
+            }
+        if (bad == h->count && h->count & 1 && c[h->count >> 1] >> 4)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: the last byte's unused half is not zero");
+    }
+    if (bad < h->count)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: element %llu's code is out of [-%d, %d]",
+                        (unsigned long long)bad, h->bits == 8 ? 127 : 7, h->bits == 8 ? 127 : 7);
+    return CKPZ_OK;
+}
+
+ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_grad_info *info)
+{
+    ctx_clear(ctx);
+    if (OUT_CHECK(ctx, info, "ckpz_grad_info")) return CKPZ_ERR_PARAM;
+    grad_head h;
+    ckpz_error e = grad_parse(ctx, src, len, &h);
+    if (e) return e;
+    ckpz_grad_info mine = {.struct_size = sizeof mine,
+                           .count = h.count,
+                           .dtype = h.dtype,
+                           .bits = h.bits,
+                           .block = h.block,
+                           .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0};
+    OUT_GIVE(info, &mine);
+    return CKPZ_OK;
+}
+
+ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n)
+{
+    ctx_clear(ctx);
+    if (!grad_dtype_ok(dtype))
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: dtype %s (f32, bf16 or f16)",
+                        ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    grad_head h;
+    ckpz_error e = grad_parse(ctx, src, len, &h);
+    if (e) return e;
+    if (n != h.count)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: room for %llu elements, the packet has %llu",
+                        (unsigned long long)n, (unsigned long long)h.count);
+    if (n && !out) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: no output buffer");
+    const grad_kernels *K = grad_kernels_get();
+    const uint8_t *pkt = src, *codes = pkt + h.codes;
+    const dtype_info *d = dtype_get(dtype);
+    float tmp[GRAD_PIECE];
+    int8_t q4[GRAD_PIECE];
+    for (uint64_t b = 0; b < h.nblocks; b++) {
+        uint64_t end = (b + 1) * h.block < h.count ? (b + 1) * h.block : h.count;
+        uint32_t u = ld32(pkt + h.scales + 4 * b);
+        float scale;
+        memcpy(&scale, &u, 4);
+        for (uint64_t i = b * h.block; i < end; i += GRAD_PIECE) {
+            size_t len_ = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+            const int8_t *c = (const int8_t *)(codes + i);
+            if (h.bits == 4) {
+                for (size_t k = 0; k < len_; k++) {
+                    uint64_t el = i + k;
+                    uint8_t nib = (uint8_t)((codes[el >> 1] >> (el & 1 ? 4 : 0)) << 4);
+                    q4[k] = (int8_t)((int8_t)nib >> 4); /* sign-extended */
+                }
+                c = q4;
+            }
+            float *o = dtype == CKPZ_DTYPE_F32 ? (float *)out + i : tmp;
+            K->dequant(c, len_, scale, o);
+            if (dtype != CKPZ_DTYPE_F32) {
+                uint8_t *p = (uint8_t *)out + 2 * i;
+                for (size_t k = 0; k < len_; k++) {
+                    if (dtype == CKPZ_DTYPE_BF16) dt_st_b32(2, p + 2 * k, tmp[k]);
+                    else d->from_double(p + 2 * k, tmp[k]);
+                }
+            }
+        }
+    }
+    return CKPZ_OK;
+}

@@ -1,0 +1,113 @@
+/* quant_avx2.c — the AVX2 loops of blockwise gradient quantisation, 8 floats a step, the
+ * tail of each call through the portable loop's arithmetic: the same operations as
+ * quant.c in the same order (multiply, round or floor, compare against the element's
+ * draw, clamp; residual = v - code * scale, not fused), so the codes and residuals are
+ * quant.c's bit for bit. The draws are grad.h's hash computed in 32-bit lanes. */
+#include "grad/grad.h"
+
+#ifdef GRAD_HAVE_X86
+#include <immintrin.h>
+#include <math.h>
+
+#define TAVX2 __attribute__((target("avx2")))
+
+static TAVX2 void absmax_avx2(const float *a, const float *b, size_t n, uint32_t *acc)
+{
+    const __m256i mask = _mm256_set1_epi32(0x7fffffff);
+    __m256i m = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(a + i);
+        if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v), mask));
+    }
+    uint32_t lanes[8], r = *acc;
+    _mm256_storeu_si256((__m256i *)(void *)lanes, m);
+    for (int k = 0; k < 8; k++) r = lanes[k] > r ? lanes[k] : r;
+    *acc = r;
+    if (i < n) grad_kernels_scalar.absmax(a + i, b ? b + i : NULL, n - i, acc);
+}
+
+static TAVX2 void add_avx2(float *a, const float *b, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(a + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++) a[i] += b[i];
+}
+
+static inline TAVX2 __m256i hash8(__m256i x)
+{
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0x846ca68bu));
+    return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+/* 8 int32 codes (already clamped) to 8 bytes. */
+static inline TAVX2 void store8(int8_t *dst, __m256i q)
+{
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64((__m128i *)(void *)dst, _mm_packs_epi16(w, w));
+}
+
+static TAVX2 void quant_avx2(const grad_qjob *j)
+{
+    const __m256 inv = _mm256_set1_ps(j->inv), scale = _mm256_set1_ps(j->scale);
+    const __m256 unit = _mm256_set1_ps(0x1p-24f);
+    const __m256i hi = _mm256_set1_epi32(j->qmax), lo = _mm256_set1_epi32(-j->qmax);
+    const __m256i k0 = _mm256_set1_epi32((int)j->key.k0), k1 = _mm256_set1_epi32((int)j->key.k1);
+    __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)j->idx), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i step = _mm256_set1_epi32(8);
+    size_t i = 0, n = j->n;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(j->v + i), y = _mm256_mul_ps(v, inv);
+        __m256i q;
+        if (j->stochastic) {
+            __m256 fl = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+            __m256 frac = _mm256_sub_ps(y, fl);
+            __m256i h = hash8(_mm256_add_epi32(hash8(_mm256_xor_si256(idx, k0)), k1));
+            __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit);
+            __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
+            q = _mm256_sub_epi32(_mm256_cvttps_epi32(fl), up); /* up is -1 where true */
+            idx = _mm256_add_epi32(idx, step);
+        } else {
+            q = _mm256_cvtps_epi32(y); /* MXCSR's default: to nearest, ties to even */
+        }
+        q = _mm256_max_epi32(_mm256_min_epi32(q, hi), lo);
+        store8(j->codes + i, q);
+        if (j->resid) _mm256_storeu_ps(j->resid + i, _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale)));
+    }
+    if (i < n) {
+        grad_qjob t = *j;
+        t.v += i, t.n -= i, t.idx += (uint32_t)i, t.codes += i;
+        if (t.resid) t.resid += i;
+        grad_kernels_scalar.quant(&t);
+    }
+}
+
+static TAVX2 void dequant_avx2(const int8_t *codes, size_t n, float scale, float *out)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(codes + i)));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(c), s));
+    }
+    if (i < n) grad_kernels_scalar.dequant(codes + i, n - i, scale, out + i);
+}
+
+static TAVX2 size_t check_avx2(const int8_t *codes, size_t n, int qmax)
+{
+    const __m256i hi = _mm256_set1_epi8((char)qmax), lo = _mm256_set1_epi8((char)-qmax);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i c = _mm256_loadu_si256((const __m256i *)(const void *)(codes + i));
+        __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi8(c, hi), _mm256_cmpgt_epi8(lo, c));
+        if (!_mm256_testz_si256(bad, bad)) break; /* the scalar loop names the first */
+    }
+    return i + grad_kernels_scalar.check(codes + i, n - i, qmax);
+}
+
+const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2, quant_avx2, dequant_avx2, check_avx2};
+#endif

@@ -1,0 +1,118 @@
+"""libckpz's gradient kernels (ckpz_grad_*, doc/gradients.md) over CPU torch tensors.
+
+Codec holds one setting (bits, block, rounding) and packs a contiguous FP32, BF16 or FP16
+tensor into a CKGQ packet written into a uint8 tensor, with error feedback through an
+FP32 residual tensor; unpack checks a packet (every byte: it came off the wire) and
+decodes it into a tensor of the same element count. Addresses go to C as they are (no
+copies); the caller keeps the tensors alive across a call. Not public API.
+"""
+
+import ctypes
+
+from . import _lib
+from ._lib import Error
+
+__all__ = []  # private module
+
+BITS = (8, 4)
+BLOCK_MAX = 65536
+
+
+def _dtypes():
+    import torch
+
+    return {torch.float32: _lib.DTYPE_F32, torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_F16}
+
+
+def dtype_code(dtype):
+    """The ckpz_dtype of a torch dtype the kernels take, else ValueError."""
+    code = _dtypes().get(dtype)
+    if code is None:
+        raise ValueError("ckpz.ddp: gradients of %s cannot be quantised (FP32, BF16 or FP16 only)" % (dtype,))
+    return code
+
+
+def _cpu_contiguous(t, what):
+    if t.device.type != "cpu" or not t.is_contiguous():
+        raise ValueError("ckpz: %s must be a contiguous CPU tensor" % what)
+
+
+class Codec:
+    """Packs and unpacks gradients with one setting: bits (8 or 4), block (elements per
+    scale) and stochastic rounding (with a seed given per call)."""
+
+    def __init__(self, bits=8, block=256, stochastic=False):
+        if bits not in BITS:
+            raise ValueError("ckpz.ddp: bits must be 8 or 4, not %r" % (bits,))
+        if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= BLOCK_MAX:
+            raise ValueError("ckpz.ddp: block must be an int in 1..%d, not %r" % (BLOCK_MAX, block))
+        self.params = _lib.GradParams()
+        _lib.grad_params_init(ctypes.byref(self.params))
+        self.params.struct_size = ctypes.sizeof(_lib.GradParams)
+        self.params.bits = bits
+        self.params.block = block
+        self.params.stochastic = 1 if stochastic else 0
+        self.bits, self.block, self.stochastic = bits, block, bool(stochastic)
+        self._sizes = {}
+
+    def packet_size(self, n):
+        """Bytes of the packet of n elements (exact)."""
+        size = self._sizes.get(n)
+        if size is None:
+            out = ctypes.c_size_t()
+            with _lib.Call() as call:
+                call.check(_lib.grad_packet_size(call.ctx, ctypes.byref(self.params), n, ctypes.byref(out)))
+            size = self._sizes[n] = out.value
+        return size
+
+    def pack(self, grad, residual, dst, seed=0):
+        """Packs grad (a contiguous CPU FP32/BF16/FP16 tensor) into dst (a uint8 tensor of
+        packet_size(grad.numel()) bytes), residual (FP32, same count, or None) updated in
+        place. Returns True, or False when grad (+ residual) holds a NaN or an infinity
+        (then residual is as it was and dst holds nothing useful)."""
+        n = grad.numel()
+        _cpu_contiguous(grad, "a gradient")
+        _cpu_contiguous(dst, "a packet buffer")
+        if dst.numel() != self.packet_size(n):
+            raise ValueError("ckpz: the packet buffer has %d bytes, not %d" % (dst.numel(), self.packet_size(n)))
+        res = None
+        if residual is not None:
+            _cpu_contiguous(residual, "a residual")
+            if residual.numel() != n or residual.element_size() != 4 or not residual.is_floating_point():
+                raise ValueError("ckpz: the residual must be FP32 with the gradient's %d elements" % n)
+            res = residual.data_ptr()
+        self.params.seed = seed & 0xFFFFFFFFFFFFFFFF
+        written = ctypes.c_size_t()
+        with _lib.Call() as call:
+            err = _lib.grad_pack(call.ctx, ctypes.byref(self.params), dtype_code(grad.dtype), grad.data_ptr() or None,
+                                 n, res, dst.data_ptr(), dst.numel(), ctypes.byref(written))
+            if err == _lib.ERR_INPUT:
+                return False
+            call.check(err)
+        return True
+
+    def unpack(self, packet, out, what="a packet"):
+        """Checks the packet (a contiguous CPU uint8 tensor, any bytes) and decodes it into
+        out (FP32/BF16/FP16, its element count the packet's). A packet that is not exactly
+        what pack makes (damaged, truncated, another count, bits or block than this
+        codec's) raises Error naming what."""
+        _cpu_contiguous(packet, what)
+        _cpu_contiguous(out, "an output")
+        info = self.info(packet, what)
+        if info.count != out.numel() or info.bits != self.bits or info.block != self.block:
+            raise Error(_lib.ERR_CORRUPT, "%s holds %d elements at %d bits, block %d: %d at %d bits, block %d expected"
+                        % (what, info.count, info.bits, info.block, out.numel(), self.bits, self.block))
+        with _lib.Call() as call:
+            err = _lib.grad_unpack(call.ctx, packet.data_ptr(), packet.numel(), dtype_code(out.dtype),
+                                   out.data_ptr() or None, out.numel())
+            if err:
+                raise Error(err, "%s: %s" % (what, call.message()))
+
+    def info(self, packet, what="a packet"):
+        """The packet's ckpz_grad_info (the whole packet checked), or Error naming what."""
+        info = _lib.GradInfo()
+        with _lib.Call() as call:
+            err = _lib.grad_info_read(call.ctx, packet.data_ptr() or None, packet.numel(), ctypes.byref(info))
+            if err:
+                raise Error(err, "%s: %s" % (what, call.message()))
+        return info

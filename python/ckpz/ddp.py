@@ -1,0 +1,284 @@
+"""ckpz.ddp: gradients of DistributedDataParallel training quantised on the wire.
+
+::
+
+    state = ckpz.ddp.CompressionState(method="q8", warmup_steps=10)
+    model.register_comm_hook(state, ckpz.ddp.hook)
+    ...
+    ckpz.save({"model": model.state_dict(), "ddp_hook": state.state_dict()}, path)
+    state.load_state_dict(ckpz.load(path)["ddp_hook"])          # on resuming
+
+The hook replaces DDP's all-reduce of each gradient bucket by a quantised one
+(libckpz's ckpz_grad_* kernels, doc/gradients.md): blockwise 8-bit or 4-bit codes with
+one FP32 scale per block, a reduce-scatter then an all-gather of checksummed packets, so
+each rank sends about a quarter (8-bit) or an eighth (4-bit) of what an FP32 all-reduce
+sends, for any number of ranks. Error feedback keeps what quantisation left out (one
+residual per bucket, and one per shard a rank averages) and sends it at later steps;
+the residuals and the step counter are the state's state_dict, saved with the
+checkpoint (ckpz.save, ckpz.distributed.save: each rank's own). Residuals follow the
+parameters when DDP lays its buckets out anew (after its first step, and in a resumed
+run): found by name with model= given, else by dtype and shape where those are unique.
+The first warmup_steps
+steps go uncompressed. A bucket holding a NaN or an infinity on any rank goes
+uncompressed on every rank (an AMP grad scaler sees the overflow and skips the step).
+
+Every collective is bounded by timeout (seconds; None: the process group's): a rank that
+died or stopped answering makes every other rank's backward fail with ckpz.Error naming
+it, never hang; so does a packet that fails its checks. torch >= 2 raises that
+ckpz.Error from backward() as it is; torch 1.13's autograd engine turns it into a
+RuntimeError carrying its text ("Error: ..."): state.error holds the ckpz.Error itself.
+
+Methods: "q8" (method="quantize", bits=8: the default), "q4" (bits=4). Sparsifying
+methods (top-k, an all-gather scheme) are planned, with density=.
+"""
+
+import zlib
+
+from . import _ddp_wire, _dist_comm, _grad
+from ._lib import Error
+
+__all__ = ["CompressionState", "hook"]
+
+METHODS = {"quantize": None, "q8": 8, "q4": 4}  # method -> bits it sets (None: bits=)
+STATE_FORMAT = "ckpz.ddp/1"
+
+
+class CompressionState:
+    """What ckpz.ddp.hook needs between steps, and its settings.
+
+    process_group: the group DDP reduces over (None: the default group). method: "q8",
+    "q4", or "quantize" with bits= 8 (default) or 4. block: elements per scale (1..65536; 256:
+    about 1.6 % more bytes than the codes alone at 8-bit). stochastic: round codes
+    stochastically (unbiased; a new seed per step, bucket and rank) instead of to nearest;
+    with error feedback, to nearest is enough. error_feedback: keep residuals (True).
+    warmup_steps: the first steps go uncompressed (the step counts backward passes: a
+    step is over when DDP's last bucket was reduced). timeout: seconds each collective
+    may take (None: the process group's timeout). model: the module whose parameters
+    DDP reduces (the DDP model or the one it wraps, the same kind when resuming): its
+    parameter names key the saved residuals; without it, parameters are told apart by
+    dtype and shape, and residuals of parameters that share both restart from zero when
+    DDP's buckets change.
+
+    After a step: step, bytes_sent (what this rank sent for the buckets, payload only),
+    bytes_allreduce (what a ring all-reduce of the same buckets would have sent),
+    uncompressed_buckets (buckets sent as they are for a NaN or infinity), error (the
+    last ckpz.Error the hook raised, or None).
+    """
+
+    def __init__(self, process_group=None, method="q8", bits=None, block=256, stochastic=False, error_feedback=True,
+                 warmup_steps=0, timeout=None, density=None, model=None):
+        if method not in METHODS:
+            raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
+        if METHODS[method] is not None and bits not in (None, METHODS[method]):
+            raise ValueError("ckpz.ddp: method %r is %d bits, not bits=%r" % (method, METHODS[method], bits))
+        if density is not None:
+            raise ValueError("ckpz.ddp: density= is for the sparsifying methods (not in this release)")
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError("ckpz.ddp: warmup_steps must be an int >= 0, not %r" % (warmup_steps,))
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ValueError("ckpz.ddp: timeout must be a number of seconds > 0, or None")
+        self.method = "quantize"
+        self.codec = _grad.Codec(METHODS[method] or bits or 8, block, stochastic)
+        self.bits, self.block, self.stochastic = self.codec.bits, block, bool(stochastic)
+        self.error_feedback = bool(error_feedback)
+        self.warmup_steps = warmup_steps
+        self.timeout = timeout
+        self.group = process_group
+        self.step = 0
+        self.exchanges = 0  # collectives entered: the same count on every rank
+        self.bytes_sent = 0
+        self.bytes_allreduce = 0
+        self.uncompressed_buckets = 0
+        self.error = None
+        # bucket index -> (its layout, FP32 residual of the bucket, of my shard of its mean)
+        self._buckets = {}
+        self._seen = set()  # indexes of the buckets of this step
+        self._old = []  # residuals of this step's buckets before they changed layout
+        self._names = {}  # parameter -> its name (model=)
+        if model is not None:
+            self._names = {p: name for name, p in model.named_parameters()}
+        self._rank_world = None
+
+    # ---- the ranks -------------------------------------------------------------------
+
+    @property
+    def rank(self):
+        return self._ranks()[0]
+
+    @property
+    def world(self):
+        return self._ranks()[1]
+
+    def _ranks(self):
+        if self._rank_world is None:
+            self._rank_world = _dist_comm.rank_world(self.group)
+        return self._rank_world
+
+    # ---- per bucket ------------------------------------------------------------------
+
+    def _residuals(self, index, layout, n, shard):
+        """(residual of bucket index: n elements, residual of my shard [lo, hi) of its
+        mean), (None, None) without error feedback.
+
+        A bucket's residuals are kept with its layout: each parameter's key (its name,
+        with model= given; else its dtype and shape) and element count. A bucket whose
+        layout is not the one kept (DDP rebuilds its buckets once, after the first step:
+        a run resumed from a checkpoint starts with other buckets than those saved) gets
+        each parameter's part of the residuals where it was, found by its key, when the
+        key is unique among the buckets kept (zeros otherwise)."""
+        if not self.error_feedback:
+            return None, None
+        have = self._buckets.pop(index, None)
+        self._seen.add(index)
+        if have is not None and have[0] == layout and have[1].numel() == n and have[2].numel() == shard[1] - shard[0]:
+            self._buckets[index] = have
+            return have[1], have[2]
+        if have is not None:
+            self._old.append(have)
+        new = _moved(layout, n, shard, self._old + list(self._buckets.values()), self.world, self.rank, self.block)
+        self._buckets[index] = new
+        return new[1], new[2]
+
+    def _step_done(self):
+        """Counts the step; drops the residuals of buckets this step did not have (DDP's
+        initial ones, after it rebuilt its buckets; restored ones not used)."""
+        self.step += 1
+        for i in [i for i in self._buckets if i not in self._seen]:
+            del self._buckets[i]
+        self._seen, self._old = set(), []
+
+    def _seed(self, index):
+        """The stochastic rounding's seed for this step, bucket and rank (even: each use
+        adds its own small offset)."""
+        return (zlib.crc32(b"%d/%d/%d" % (self.step, index, self.rank)) << 20) & ~1
+
+    # ---- checkpoints -----------------------------------------------------------------
+
+    def state_dict(self):
+        """What a resumed run needs: the step counter and the residuals (this rank's own:
+        save it per rank, ckpz.distributed.save does), with the settings they depend on.
+        Tensors are the state's own (CPU FP32): save before the next step changes them."""
+        return {"format": STATE_FORMAT, "method": self.method, "bits": self.bits, "block": self.block,
+                "world": self.world, "rank": self.rank, "step": self.step,
+                "layouts": {str(i): b[0] for i, b in sorted(self._buckets.items())},
+                "residuals": {str(i): b[1] for i, b in sorted(self._buckets.items())},
+                "owned_residuals": {str(i): b[2] for i, b in sorted(self._buckets.items())}}
+
+    def load_state_dict(self, sd):
+        """Restores state_dict()'s step and residuals (copies). ValueError when sd is not
+        one, or was saved with another bits, block or world size (the residuals would not
+        fit); the rank must be the same for the residuals to be this rank's."""
+        if not isinstance(sd, dict) or sd.get("format") != STATE_FORMAT:
+            raise ValueError("ckpz.ddp: not a CompressionState.state_dict() (no format %r)" % STATE_FORMAT)
+        for key in ("method", "bits", "block", "world", "rank"):
+            if sd.get(key) != getattr(self, key):
+                raise ValueError("ckpz.ddp: the state was saved with %s=%r, this one has %r"
+                                 % (key, sd.get(key), getattr(self, key)))
+        step = sd.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValueError("ckpz.ddp: the state's step is %r, not an int >= 0" % (step,))
+        tables = [_table(sd, key, f) for key, f in (("layouts", _is_layout), ("residuals", _is_vector),
+                                                     ("owned_residuals", _is_vector))]
+        if not set(tables[0]) == set(tables[1]) == set(tables[2]):
+            raise ValueError("ckpz.ddp: the state's layouts, residuals and owned_residuals name other buckets")
+        self.step = step
+        self._buckets = {i: (tables[0][i], tables[1][i].detach().to("cpu", copy=True).contiguous(),
+                             tables[2][i].detach().to("cpu", copy=True).contiguous()) for i in tables[0]}
+        self._seen, self._old = set(), []
+
+
+def _is_layout(v):
+    return isinstance(v, str)
+
+
+def _is_vector(v):
+    import torch
+
+    return isinstance(v, torch.Tensor) and v.dim() == 1 and v.dtype == torch.float32
+
+
+def _table(sd, key, check):
+    """sd[key], a dict {"INDEX": value}, as {INDEX: value}, each value check()ed."""
+    table = sd.get(key)
+    if not isinstance(table, dict):
+        raise ValueError("ckpz.ddp: the state's %s is not a dict" % key)
+    for name, v in table.items():
+        if not (isinstance(name, str) and name.isdigit() and check(v)):
+            raise ValueError("ckpz.ddp: the state's %s[%r] is not what a bucket has there" % (key, name))
+    return {int(name): v for name, v in table.items()}
+
+
+def _layout(state, bucket):
+    """The bucket's parameters as text, "KEY:ELEMENTS" a line: what its residual fits."""
+    return "\n".join("%s:%d" % (state._names.get(p) or "%s%s" % (str(p.dtype)[6:], tuple(p.shape)), p.numel())
+                     for p in bucket.parameters())
+
+
+def _parts(layout):
+    """{key: offset} of the parameters of layout whose key appears once, and the keys."""
+    at, where, keys = 0, {}, []
+    for line in layout.split("\n") if layout else []:
+        key, _, count = line.rpartition(":")
+        where[key] = None if key in where else at
+        keys.append((key, at, int(count)))
+        at += int(count)
+    return where, keys
+
+
+def _moved(layout, n, shard, sources, world, rank, block):
+    """(layout, residual, owned residual) of a bucket of n elements laid out as layout,
+    my shard of it [lo, hi): each parameter's parts copied from the one source (layout,
+    residual, owned residual: of a bucket of this world, rank and block) that holds its
+    key, zeros where none or several do."""
+    import torch
+
+    res, full = torch.zeros(n, dtype=torch.float32), torch.zeros(n, dtype=torch.float32)
+    count, parts = {}, []
+    for src in sources:
+        where, keys = _parts(src[0])
+        total = sum(k for _, _, k in keys)
+        if total != src[1].numel():
+            continue
+        src_lo, src_hi = _ddp_wire.shard_bounds(total, world, block)[rank]
+        if src[2].numel() != src_hi - src_lo:
+            continue
+        src_full = torch.zeros(total, dtype=torch.float32)
+        src_full[src_lo:src_hi] = src[2]
+        parts.append((where, src[1], src_full))
+        for key in where:
+            count[key] = count.get(key, 0) + 1
+    for key, at, k in _parts(layout)[1]:
+        for where, src_res, src_full in parts:
+            off = where.get(key)
+            if off is not None and count[key] == 1 and src_res[off:off + k].numel() == k:
+                res[at:at + k] = src_res[off:off + k]
+                full[at:at + k] = src_full[off:off + k]
+    return layout, res, full[shard[0]:shard[1]].clone()
+
+
+def hook(state, bucket):
+    """DDP's communication hook (model.register_comm_hook(state, ckpz.ddp.hook)): the
+    bucket's mean over the ranks, as a completed torch.futures.Future."""
+    import torch
+
+    buf = bucket.buffer()
+    index = bucket.index()
+    what = "ckpz.ddp.hook (step %d, bucket %d)" % (state.step, index)
+    w = state.world
+    try:
+        if w == 1:
+            result = buf
+        elif state.step < state.warmup_steps or not buf.is_floating_point() or buf.dtype == torch.float64:
+            state.bytes_allreduce += 2 * (w - 1) * buf.numel() * buf.element_size() // w
+            result = _ddp_wire.allreduce(state, what, buf)
+        else:
+            state.bytes_allreduce += 2 * (w - 1) * buf.numel() * buf.element_size() // w
+            result = _ddp_wire.quantized_allreduce(state, index, _layout(state, bucket), buf.contiguous(), what)
+    except Error as e:
+        state.error = e
+        raise
+    if bucket.is_last():
+        state._step_done()
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return fut
