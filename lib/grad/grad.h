@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpz.h"
+
 /* The random number of element i under key: lowbias32 (a 32-bit integer hash with low
  * bias) applied twice, keyed before each round. Vector paths: the same two rounds per
  * lane. */
@@ -75,5 +77,28 @@ extern const grad_kernels grad_kernels_scalar;
 #define GRAD_HAVE_X86 1
 extern const grad_kernels grad_kernels_avx2;
 #endif
+
+#define GRAD_PIECE 1024
+#define GRAD_BLOCK_MAX 65536u
+#define GRAD_COUNT_MAX 0xffffffffull
+#define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
+
+/* pack.c: the kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU);
+ * the dtypes packed; elements [i0, i0 + n) of src as float32 (src itself for FP32, else
+ * tmp; n <= GRAD_PIECE). */
+const grad_kernels *grad_kernels_get(void);
+int grad_dtype_ok(ckpz_dtype t);
+const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp);
+
+/* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
+ * params are resolved (q: a whole struct, defaults filled) or the magic seen. */
+#define GRAD_SPARSE_MAGIC "CKGS"
+ckpz_error grad_sparse_size(ckpz_ctx *ctx, const ckpz_grad_params *q, uint64_t n, size_t *size);
+ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype dtype, const void *grad, uint64_t n,
+                            float *residual, void *dst, size_t cap, size_t *written);
+ckpz_error grad_sparse_info(ckpz_ctx *ctx, const uint8_t *src, size_t len, ckpz_grad_info *mine);
+/* out: n elements of dtype, or (add set) n FP32 elements the values are added into. */
+ckpz_error grad_sparse_unpack(ckpz_ctx *ctx, const uint8_t *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n,
+                              int add);
 
 #endif

@@ -22,11 +22,7 @@
 #define GRAD_MAGIC "CKGQ"
 #define GRAD_VERSION 1
 #define GRAD_HEADER 24
-#define GRAD_PIECE 1024
-#define GRAD_BLOCK_MAX 65536u
-#define GRAD_COUNT_MAX 0xffffffffull
 #define GRAD_FLAG_STOCHASTIC 1u
-#define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
 
 typedef struct grad_head {
     unsigned bits;
@@ -40,7 +36,7 @@ typedef struct grad_head {
 
 /* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
  * here, not beside the portable loops, which the vector files call for their tails. */
-static const grad_kernels *grad_kernels_get(void)
+const grad_kernels *grad_kernels_get(void)
 {
 #ifdef GRAD_HAVE_X86
     if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
@@ -48,7 +44,7 @@ static const grad_kernels *grad_kernels_get(void)
     return &grad_kernels_scalar;
 }
 
-static int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
+int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
 
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
@@ -70,15 +66,24 @@ void ckpz_grad_params_init(ckpz_grad_params *p)
     p->struct_size = sizeof *p;
     p->bits = 8;
     p->block = 256;
+    p->density = 0.01;
 }
 
-static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
+/* The caller's params as a whole struct (defaults past its struct_size) into *q. */
+static ckpz_error grad_params_copy(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_grad_params *q)
 {
     if (!p || p->struct_size < sizeof(size_t) || p->struct_size > sizeof *p)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_grad_params: struct_size not set (ckpz_grad_params_init)");
-    ckpz_grad_params q;
-    ckpz_grad_params_init(&q);
-    memcpy(&q, p, p->struct_size);
+    ckpz_grad_params_init(q);
+    memcpy(q, p, p->struct_size);
+    if (q->kind > CKPZ_GRAD_THRESHOLD) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: kind %u", q->kind);
+    return CKPZ_OK;
+}
+
+/* The dense packet's layout for the resolved params q. */
+static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
+{
+    ckpz_grad_params q = *p;
     if (q.bits != 8 && q.bits != 4) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: bits %u (8 or 4)", q.bits);
     if (q.block < 1 || q.block > GRAD_BLOCK_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: block %u (1..%u)", (unsigned)q.block, GRAD_BLOCK_MAX);
@@ -96,14 +101,18 @@ static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t
 ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size)
 {
     ctx_clear(ctx);
+    if (size) *size = 0;
+    ckpz_grad_params q;
+    ckpz_error e = grad_params_copy(ctx, p, &q);
+    if (e) return e;
+    if (q.kind != CKPZ_GRAD_DENSE) return grad_sparse_size(ctx, &q, n, size);
     grad_head h;
-    ckpz_error e = grad_params(ctx, p, n, &h);
+    e = grad_params(ctx, &q, n, &h);
     if (size) *size = e ? 0 : h.size;
     return e;
 }
 
-/* Elements [i0, i0 + n) of src as float32: src itself for FP32, else tmp. */
-static const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
+const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
 {
     if (t == CKPZ_DTYPE_F32) return (const float *)src + i0;
     const uint8_t *p = (const uint8_t *)src + 2 * i0;
@@ -204,12 +213,16 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
 {
     ctx_clear(ctx);
     if (written) *written = 0;
-    grad_head h;
-    ckpz_error e = grad_params(ctx, p, n, &h);
+    ckpz_grad_params q;
+    ckpz_error e = grad_params_copy(ctx, p, &q);
     if (e) return e;
     if (!grad_dtype_ok(dtype))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: dtype %s (f32, bf16 or f16)",
                         ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    if (q.kind != CKPZ_GRAD_DENSE) return grad_sparse_pack(ctx, &q, dtype, grad, n, residual, dst, cap, written);
+    grad_head h;
+    e = grad_params(ctx, &q, n, &h);
+    if (e) return e;
     if (!dst || cap < h.size)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: %zu bytes of room for a packet of %zu", dst ? cap : 0,
                         h.size);
@@ -305,25 +318,38 @@ ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_
 {
     ctx_clear(ctx);
     if (OUT_CHECK(ctx, info, "ckpz_grad_info")) return CKPZ_ERR_PARAM;
+    ckpz_grad_info mine;
+    if (src && len >= 4 && !memcmp(src, GRAD_SPARSE_MAGIC, 4)) {
+        ckpz_error e = grad_sparse_info(ctx, src, len, &mine);
+        if (e) return e;
+        OUT_GIVE(info, &mine);
+        return CKPZ_OK;
+    }
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
     if (e) return e;
-    ckpz_grad_info mine = {.struct_size = sizeof mine,
-                           .count = h.count,
-                           .dtype = h.dtype,
-                           .bits = h.bits,
-                           .block = h.block,
-                           .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0};
+    mine = (ckpz_grad_info){.struct_size = sizeof mine,
+                            .count = h.count,
+                            .dtype = h.dtype,
+                            .bits = h.bits,
+                            .block = h.block,
+                            .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0,
+                            .kind = CKPZ_GRAD_DENSE,
+                            .nnz = h.count};
     OUT_GIVE(info, &mine);
     return CKPZ_OK;
 }
 
-ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n)
+/* ckpz_grad_unpack, and with add set ckpz_grad_unpack_add (out: FP32, added into). */
+static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n,
+                              int add)
 {
     ctx_clear(ctx);
     if (!grad_dtype_ok(dtype))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: dtype %s (f32, bf16 or f16)",
                         ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    if (src && len >= 4 && !memcmp(src, GRAD_SPARSE_MAGIC, 4))
+        return grad_sparse_unpack(ctx, src, len, dtype, out, n, add);
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
     if (e) return e;
@@ -352,8 +378,9 @@ ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dty
                 }
                 c = q4;
             }
-            float *o = dtype == CKPZ_DTYPE_F32 ? (float *)out + i : tmp;
+            float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;
             K->dequant(c, len_, scale, o);
+            if (add) K->add((float *)out + i, tmp, len_);
             if (dtype != CKPZ_DTYPE_F32) {
                 uint8_t *p = (uint8_t *)out + 2 * i;
                 for (size_t k = 0; k < len_; k++) {
@@ -364,4 +391,14 @@ ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dty
         }
     }
     return CKPZ_OK;
+}
+
+ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n)
+{
+    return grad_unpack(ctx, src, len, dtype, out, n, 0);
+}
+
+ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t len, float *acc, uint64_t n)
+{
+    return grad_unpack(ctx, src, len, CKPZ_DTYPE_F32, acc, n, 1);
 }
