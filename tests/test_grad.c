@@ -676,6 +676,53 @@ static void test_sparse_ratio(void)
     free(x), free(r), free(pkt);
 }
 
+/* Unpacking to BF16 and FP16 at every level: each value the dtype table's nearest, over
+ * the whole range (FP16's subnormals and overflow to infinity), and at the ties: blocks
+ * of 16 whose scale has tie bits of either type and whose codes are powers of two (so
+ * each decoded value keeps those bits). */
+static void test_narrow(void)
+{
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    enum { N = 4099, B = 16 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    for (size_t i = 0; i < N; i++) x[i] = (float)(rng_normal() * ldexp(1.0, (int)(rng() % 80) - 40));
+    ckpz_grad_params p;
+    ckpz_grad_params_init(&p);
+    p.block = B;
+    size_t len;
+    uint8_t *pkt = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &len), *out = malloc(2 * N), w[2];
+    size_t nb = (N + B - 1) / B;
+    for (size_t b = 0; b < nb; b += 2) {
+        static const uint32_t low[] = {0x8000, 0x7fff, 0x18000, 0x1000, 0x3000, 0x0fff, 0};
+        uint32_t u = ((uint32_t)(rng() % 0x7a000000u) & ~0x1ffffu) | low[rng() % 7];
+        for (int k = 0; k < 4; k++) pkt[24 + 4 * b + k] = (uint8_t)(u >> 8 * k);
+        for (size_t i = b * B; i < (b + 1) * B && i < N; i++) {
+            int c = 1 << (rng() % 7);
+            pkt[24 + 4 * nb + i] = (uint8_t)(rng() & 1 ? c : -c);
+        }
+    }
+    reseal(pkt, len);
+    CHECK(ckpz_grad_unpack(ctx, pkt, len, CKPZ_DTYPE_F32, y, N) == CKPZ_OK);
+    int top = top_isa();
+    for (int m = 0; m <= top; m++) {
+        force_isa(isa[m]);
+        for (int t = 0; t < 2; t++) {
+            ckpz_dtype dt = t ? CKPZ_DTYPE_F16 : CKPZ_DTYPE_BF16;
+            const dtype_info *d = dtype_get(dt);
+            CHECK(ckpz_grad_unpack(ctx, pkt, len, dt, out, N) == CKPZ_OK);
+            size_t bad = 0;
+            for (size_t i = 0; i < N; i++) {
+                d->from_double(w, y[i]);
+                if (memcmp(w, out + 2 * i, 2) && !bad++)
+                    fprintf(stderr, "%s %s: element %zu (%g) differs\n", isa[m], d->name, i, y[i]);
+            }
+            CHECK(!bad);
+        }
+    }
+    force_isa("avx512");
+    free(x), free(y), free(pkt), free(out);
+}
+
 int main(void)
 {
     ctx = ckpz_ctx_create();
@@ -684,6 +731,7 @@ int main(void)
     test_feedback();
     test_nonfinite();
     test_levels();
+    test_narrow();
     test_hostile();
     test_sparse();
     test_sparse_levels();

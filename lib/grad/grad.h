@@ -70,6 +70,10 @@ typedef struct grad_kernels {
     void (*dequant)(const int8_t *codes, size_t n, float scale, float *out);
     /* The first code outside [-qmax, qmax] among n, or n. */
     size_t (*check)(const int8_t *codes, size_t n, int qmax);
+    /* n BF16 or FP16 values (little-endian) to float32, exactly. */
+    void (*widen)(int f16, const uint8_t *src, size_t n, float *out);
+    /* n floats to BF16 or FP16, to nearest, ties to even (a NaN stays a NaN). */
+    void (*narrow)(int f16, const float *in, size_t n, uint8_t *dst);
 } grad_kernels;
 
 extern const grad_kernels grad_kernels_scalar;

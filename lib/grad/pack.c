@@ -115,13 +115,7 @@ ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint6
 const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
 {
     if (t == CKPZ_DTYPE_F32) return (const float *)src + i0;
-    const uint8_t *p = (const uint8_t *)src + 2 * i0;
-    if (t == CKPZ_DTYPE_BF16) {
-        for (size_t k = 0; k < n; k++) tmp[k] = dt_ld_b32(2, p + 2 * k);
-    } else {
-        const dtype_info *d = dtype_get(t);
-        for (size_t k = 0; k < n; k++) tmp[k] = (float)d->to_double(p + 2 * k);
-    }
+    grad_kernels_get()->widen(t == CKPZ_DTYPE_F16, (const uint8_t *)src + 2 * i0, n, tmp);
     return tmp;
 }
 
@@ -359,7 +353,6 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
     if (n && !out) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: no output buffer");
     const grad_kernels *K = grad_kernels_get();
     const uint8_t *pkt = src, *codes = pkt + h.codes;
-    const dtype_info *d = dtype_get(dtype);
     float tmp[GRAD_PIECE];
     int8_t q4[GRAD_PIECE];
     for (uint64_t b = 0; b < h.nblocks; b++) {
@@ -381,13 +374,7 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
             float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;
             K->dequant(c, len_, scale, o);
             if (add) K->add((float *)out + i, tmp, len_);
-            if (dtype != CKPZ_DTYPE_F32) {
-                uint8_t *p = (uint8_t *)out + 2 * i;
-                for (size_t k = 0; k < len_; k++) {
-                    if (dtype == CKPZ_DTYPE_BF16) dt_st_b32(2, p + 2 * k, tmp[k]);
-                    else d->from_double(p + 2 * k, tmp[k]);
-                }
-            }
+            if (dtype != CKPZ_DTYPE_F32 && !add) K->narrow(dtype == CKPZ_DTYPE_F16, tmp, len_, (uint8_t *)out + 2 * i);
         }
     }
     return CKPZ_OK;

@@ -109,5 +109,64 @@ static TAVX2 size_t check_avx2(const int8_t *codes, size_t n, int qmax)
     return i + grad_kernels_scalar.check(codes + i, n - i, qmax);
 }
 
-const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2, quant_avx2, dequant_avx2, check_avx2};
+/* FP16 through F16C (vcvtph2ps is exact; vcvtps2ph to nearest, ties to even, as the
+ * dtype table rounds), on the CPUs that have it: every AVX2 CPU made so far, but it is
+ * a feature of its own, asked for here (common/cpu.h has no group for it). */
+static int has_f16c(void)
+{
+    static int f = -1;
+    int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("f16c") ? 1 : 0;
+        __atomic_store_n(&f, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static __attribute__((target("avx2,f16c"))) void widen_avx2(int f16, const uint8_t *src, size_t n, float *out)
+{
+    size_t i = 0;
+    if (f16 && !has_f16c()) {
+        grad_kernels_scalar.widen(f16, src, n, out);
+        return;
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i));
+        __m256 f = f16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        _mm256_storeu_ps(out + i, f);
+    }
+    if (i < n) grad_kernels_scalar.widen(f16, src + 2 * i, n - i, out + i);
+}
+
+static __attribute__((target("avx2,f16c"))) void narrow_avx2(int f16, const float *in, size_t n, uint8_t *dst)
+{
+    size_t i = 0;
+    if (f16 && !has_f16c()) {
+        grad_kernels_scalar.narrow(f16, in, n, dst);
+        return;
+    }
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i quiet = _mm256_set1_epi32(0x400000);
+    for (; i + 8 <= n; i += 8) {
+        __m256 f = _mm256_loadu_ps(in + i);
+        __m128i h;
+        if (f16) {
+            h = _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        } else { /* dt_st_b32: a NaN made quiet, else to nearest, ties to even */
+            __m256i u = _mm256_castps_si256(f);
+            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, mag), inf);
+            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+            u = _mm256_blendv_epi8(r, _mm256_or_si256(u, quiet), nan);
+            u = _mm256_srli_epi32(u, 16);
+            h = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+        }
+        _mm_storeu_si128((__m128i *)(void *)(dst + 2 * i), h);
+    }
+    if (i < n) grad_kernels_scalar.narrow(f16, in + i, n - i, dst + 2 * i);
+}
+
+const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2,   quant_avx2, dequant_avx2,
+                                        check_avx2,  widen_avx2, narrow_avx2};
 #endif
