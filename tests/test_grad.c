@@ -360,6 +360,19 @@ static void test_hostile(void)
             CHECKF(e == cases[c].want, "%u-bit: byte %zu = %u: %s (%s)", bits, cases[c].off, cases[c].val,
                    ckpz_error_name(e), ckpz_ctx_message(ctx));
         }
+        /* a scale whose largest multiple overflows (decoded as infinity) */
+        memcpy(m, pkt, len);
+        memcpy(m + 24, "\xff\xff\x7f\x7f", 4);
+        reseal(m, len);
+        CHECK(ckpz_grad_unpack(ctx, m, len, CKPZ_DTYPE_F32, y, N) == CKPZ_ERR_CORRUPT);
+        {
+            float big[3] = {0x1.fffffep127f, -0x1.fffffep127f, 1}, yb[3];
+            size_t blen;
+            uint8_t *bp = pack(&p, CKPZ_DTYPE_F32, big, 3, NULL, &blen);
+            CHECK(ckpz_grad_unpack(ctx, bp, blen, CKPZ_DTYPE_F32, yb, 3) == CKPZ_OK && isfinite(yb[0]) &&
+                  yb[0] > 0x1p127f && isfinite(yb[1]));
+            free(bp);
+        }
         /* block 0, and a code out of range */
         memcpy(m, pkt, len);
         memset(m + 8, 0, 4);

@@ -87,6 +87,16 @@ extern const grad_kernels grad_kernels_avx2;
 #define GRAD_COUNT_MAX 0xffffffffull
 #define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
 
+/* A block's scale for largest magnitude a: a / qmax, lowered by an ulp where a rounding
+ * would make qmax * scale overflow (a within an ulp of FLT_MAX), since a decoder refuses
+ * a scale whose largest value is not finite. */
+static inline float grad_scale(float a, int qmax)
+{
+    float s = a / (float)qmax;
+    while (!((float)qmax * s <= 0x1.fffffep127f)) s = __builtin_nextafterf(s, 0);
+    return s;
+}
+
 /* pack.c: the kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU);
  * the dtypes packed; elements [i0, i0 + n) of src as float32 (src itself for FP32, else
  * tmp; n <= GRAD_PIECE). */

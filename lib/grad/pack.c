@@ -170,7 +170,7 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
         uint32_t bitsof = ld32(pkt + h->scales + 4 * b);
         float a, inv = 0, scale = 0;
         memcpy(&a, &bitsof, 4);
-        if (a >= GRAD_TINY) inv = (float)qmax / a, scale = a / (float)qmax;
+        if (a >= GRAD_TINY) inv = (float)qmax / a, scale = grad_scale(a, qmax);
         memcpy(&bitsof, &scale, 4);
         st32(pkt + h->scales + 4 * b, bitsof);
         for (uint64_t i = b * h->block; i < end; i += GRAD_PIECE) {
@@ -281,12 +281,15 @@ static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad
                         (unsigned long long)(GRAD_HEADER + 4 * h->nblocks + 4 +
                                              (h->bits == 8 ? h->count : (h->count + 1) / 2)),
                         len);
+    const float qmax = h->bits == 8 ? 127.0f : 7.0f;
     for (uint64_t b = 0; b < h->nblocks; b++) {
         uint32_t u = ld32(src + h->scales + 4 * b);
-        if (u >= 0x7f800000u) /* negative (sign bit set), infinite or NaN */
+        float f;
+        memcpy(&f, &u, 4);
+        if (u >= 0x7f800000u || !(qmax * f <= 0x1.fffffep127f)) /* negative, not finite, or qmax * it not */
             return ctx_fail(ctx, CKPZ_ERR_CORRUPT,
-                            "gradient packet: block %llu's scale (bits %08x) is not a finite "
-                            "value >= 0",
+                            "gradient packet: block %llu's scale (bits %08x) is not a value >= 0 "
+                            "whose multiples up to the largest code are finite",
                             (unsigned long long)b, (unsigned)u);
     }
     const uint8_t *c = src + h->codes;

@@ -295,7 +295,7 @@ ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype
             K->absmax(vals + b0, NULL, len, &a_bits);
             float a, inv = 0, scale = 0;
             memcpy(&a, &a_bits, 4);
-            if (a >= GRAD_TINY) inv = 127.0f / a, scale = a / 127.0f;
+            if (a >= GRAD_TINY) inv = 127.0f / a, scale = grad_scale(a, 127);
             memcpy(&a_bits, &scale, 4);
             st32(pkt + h.scales + 4 * (b0 / h.block), a_bits);
             grad_qjob j = {.v = vals + b0,
@@ -440,9 +440,12 @@ static ckpz_error sp_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, sp_hea
     if (h->bits == 8) {
         for (uint64_t b = 0; b < (h->nnz + h->block - 1) / h->block; b++) {
             uint32_t u = ld32(src + h->scales + 4 * b);
-            if (u >= 0x7f800000u)
+            float f;
+            memcpy(&f, &u, 4);
+            if (u >= 0x7f800000u || !(127.0f * f <= 0x1.fffffep127f))
                 return ctx_fail(ctx, CKPZ_ERR_CORRUPT,
-                                "sparse gradient packet: scale %llu (bits %08x) is not a finite value >= 0",
+                                "sparse gradient packet: scale %llu (bits %08x) is not a value >= 0 whose "
+                                "multiples up to 127 are finite",
                                 (unsigned long long)b, (unsigned)u);
         }
         uint64_t bad = grad_kernels_get()->check((const int8_t *)(src + h->values), (size_t)h->nnz, 127);
