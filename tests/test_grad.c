@@ -736,6 +736,86 @@ static void test_narrow(void)
     free(x), free(y), free(pkt), free(out);
 }
 
+/* The sum of packets: the packet ckpz_grad_pack writes for the FP32 sums of what the
+ * inputs decode to (added in order), so within half its own step of them; the same at
+ * every level; layouts that differ, sparse packets, too little room and a damaged input
+ * refused. */
+static void test_sum(void)
+{
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    const size_t sizes[] = {1, 7, 255, 256, 257, 4099};
+    int top = top_isa();
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int v = 0; v < 8; v++) {
+            size_t n = sizes[si], m = 1 + (size_t)(rng() % 4);
+            ckpz_grad_params p;
+            ckpz_grad_params_init(&p);
+            p.bits = v & 1 ? 4 : 8, p.block = v & 2 ? 33 : 256, p.stochastic = v >> 2 & 1;
+            uint8_t *pk[4];
+            size_t lens[4], len;
+            float *x = malloc(n * 4), *y = malloc(n * 4), *sum = calloc(n, 4), *ys = malloc(n * 4);
+            for (size_t k = 0; k < m; k++) {
+                fill(x, n);
+                p.seed = rng();
+                pk[k] = pack(&p, CKPZ_DTYPE_F32, x, n, NULL, &lens[k]);
+                CHECK(ckpz_grad_unpack(ctx, pk[k], lens[k], CKPZ_DTYPE_F32, y, n) == CKPZ_OK);
+                for (size_t i = 0; i < n; i++) sum[i] = k ? sum[i] + y[i] : y[i];
+            }
+            p.stochastic = 0;
+            uint8_t *want = pack(&p, CKPZ_DTYPE_F32, sum, n, NULL, &len), *got = malloc(len);
+            CHECK(len == lens[0]);
+            for (int lv = 0; lv <= top; lv++) {
+                force_isa(isa[lv]);
+                size_t w = 0;
+                memset(got, 0xa5, len);
+                ckpz_error e = ckpz_grad_sum(ctx, (const void *const *)pk, lens, m, got, len, &w);
+                CHECKF(e == CKPZ_OK && w == len, "sum: %s", ckpz_ctx_message(ctx));
+                CHECKF(!memcmp(got, want, len), "%s n=%zu case %d m=%zu: the sum is not pack's packet of the sums",
+                       isa[lv], n, v, m);
+            }
+            force_isa("avx512");
+            CHECK(ckpz_grad_unpack(ctx, got, len, CKPZ_DTYPE_F32, ys, n) == CKPZ_OK);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!(fabsf(ys[i] - sum[i]) <= 0.5f * scale_of(got, i / p.block) * 1.0001f + 1e-37f) && !bad++)
+                    fprintf(stderr, "sum: element %zu: %g, the inputs' sum %g\n", i, ys[i], sum[i]);
+            CHECK(!bad);
+            for (size_t k = 0; k < m; k++) free(pk[k]);
+            free(want), free(got), free(x), free(y), free(sum), free(ys);
+        }
+    /* refusals */
+    enum { N = 100 };
+    float x[N];
+    fill(x, N);
+    ckpz_grad_params p;
+    ckpz_grad_params_init(&p);
+    size_t la, lb, lc, w;
+    uint8_t *a = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &la), out[1024];
+    p.block = 64;
+    uint8_t *b = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &lb);
+    p.kind = CKPZ_GRAD_TOPK;
+    uint8_t *c = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &lc);
+    const void *two[2] = {a, b};
+    size_t lens[2] = {la, lb};
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    CHECK(strstr(ckpz_ctx_message(ctx), "packet 1"));
+    two[1] = c, lens[1] = lc;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    two[1] = a, lens[1] = la;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, la - 1, &w) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_grad_sum(ctx, two, lens, 0, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    uint8_t *d = malloc(la);
+    memcpy(d, a, la);
+    d[30] ^= 1;
+    two[1] = d;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_CHECKSUM);
+    CHECKF(strstr(ckpz_ctx_message(ctx), "packet 1: ") && strstr(ckpz_ctx_message(ctx), "CRC"), "%s",
+           ckpz_ctx_message(ctx));
+    two[1] = a;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_OK && w == la);
+    free(a), free(b), free(c), free(d);
+}
+
 int main(void)
 {
     ctx = ckpz_ctx_create();
@@ -750,6 +830,7 @@ int main(void)
     test_sparse_levels();
     test_sparse_hostile();
     test_sparse_ratio();
+    test_sum();
     ckpz_ctx_free(ctx);
     return test_summary("test_grad");
 }

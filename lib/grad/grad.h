@@ -104,6 +104,26 @@ const grad_kernels *grad_kernels_get(void);
 int grad_dtype_ok(ckpz_dtype t);
 const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp);
 
+#define GRAD_MAGIC "CKGQ"
+#define GRAD_VERSION 1
+#define GRAD_HEADER 24
+#define GRAD_FLAG_STOCHASTIC 1u
+
+typedef struct grad_head {
+    unsigned bits;
+    ckpz_dtype dtype;
+    unsigned flags;
+    uint32_t block;
+    uint64_t count, nblocks;
+    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
+    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
+} grad_head;
+
+/* The layout of a dense packet of h's count, block and bits (0: beyond a size_t); the
+ * header of src[0..len) and every check of the dense packet, h filled. */
+int grad_layout(grad_head *h);
+ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h);
+
 /* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
  * params are resolved (q: a whole struct, defaults filled) or the magic seen. */
 #define GRAD_SPARSE_MAGIC "CKGS"

@@ -19,21 +19,6 @@
 #include "common/dtype.h"
 #include "grad/grad.h"
 
-#define GRAD_MAGIC "CKGQ"
-#define GRAD_VERSION 1
-#define GRAD_HEADER 24
-#define GRAD_FLAG_STOCHASTIC 1u
-
-typedef struct grad_head {
-    unsigned bits;
-    ckpz_dtype dtype;
-    unsigned flags;
-    uint32_t block;
-    uint64_t count, nblocks;
-    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
-    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
-} grad_head;
-
 /* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
  * here, not beside the portable loops, which the vector files call for their tails. */
 const grad_kernels *grad_kernels_get(void)
@@ -48,7 +33,7 @@ int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_
 
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
-static int grad_layout(grad_head *h)
+int grad_layout(grad_head *h)
 {
     uint64_t codes = h->bits == 8 ? h->count : (h->count + 1) / 2;
     h->nblocks = (h->count + h->block - 1) / h->block;
@@ -246,7 +231,7 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
 }
 
 /* The header of src[0..len) and every check of the packet (grad_head filled). */
-static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
+ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
 {
     if (!src && len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packet: no buffer");
     if (len < 4 || memcmp(src, GRAD_MAGIC, 4))
