@@ -7,9 +7,10 @@
  * and a number of ties at it, taken in index order: for top-k the cut is the k-th
  * largest magnitude, found exactly by two histogram passes over the buffer (the top 16
  * bits, then the low 16 within the cut's bin: 256 KiB of counters, no copy or sort of
- * the buffer); for a threshold it is the threshold's bits. A counting pass then gives the
- * kept elements and the bytes of their gaps, so the packet's layout is known before the
- * pass that writes it. With error feedback no pass before the last changes the residual
+ * the buffer); for a threshold it is the threshold's bits, and a first pass counts what
+ * it keeps (and refuses a NaN or infinity). The last pass gathers the kept indices and
+ * values; the packet is laid out from them. With error feedback no pass before the last
+ * changes the residual
  * (a NaN or infinity is refused with it untouched), and the last leaves each element's
  * residual as v (not sent) or v minus what the packet decodes to. The selection is the
  * same scalar code at every level, and the quantisation the same kernels as the dense
@@ -178,33 +179,31 @@ static int sp_topk(const sp_src *s, uint64_t k, sp_sel *sel, uint32_t *hist, uin
     return 0;
 }
 
-/* Counts what sel keeps and the bytes of its gaps; threshold mode (check set) also
- * refuses a value not finite. */
-static int sp_count(const sp_src *s, sp_sel sel, int check, uint64_t *nnz, uint64_t *gaps, uint64_t *bad)
+/* Threshold mode's first pass: counts what sel keeps (ties: none) and refuses a value
+ * not finite. */
+static int sp_count(const sp_src *s, sp_sel sel, uint64_t *nnz, uint64_t *bad)
 {
     float tmp[GRAD_PIECE], sum[GRAD_PIECE];
-    uint64_t kept = 0, bytes = 0, next = 0, ties = sel.ties; /* next: the index a gap of 0 means */
+    uint64_t kept = 0;
     for (uint64_t i = 0; i < s->n; i += GRAD_PIECE) {
         size_t len = s->n - i < GRAD_PIECE ? (size_t)(s->n - i) : GRAD_PIECE;
         const float *v = sp_piece(s, i, len, tmp, sum);
         for (size_t j = 0; j < len; j++) {
             uint32_t m = sp_mag(v[j]);
-            if (check && m >= 0x7f800000u) {
+            if (m >= 0x7f800000u) {
                 *bad = i + j;
                 return -1;
             }
-            if (m > sel.cut || (m == sel.cut && ties && ties--)) {
-                kept++, bytes += varint_len(i + j - next);
-                next = i + j + 1;
-            }
+            kept += m > sel.cut;
         }
     }
-    *nnz = kept, *gaps = bytes;
+    *nnz = kept;
     return 0;
 }
 
-/* The writing pass: idx and vals get the kept elements; the residual becomes v. */
-static void sp_gather(const grad_kernels *K, const sp_src *s, float *res, sp_sel sel, uint32_t *idx, float *vals)
+/* The last pass: idx and vals get the kept elements (their number returned); the
+ * residual becomes v. */
+static uint64_t sp_gather(const grad_kernels *K, const sp_src *s, float *res, sp_sel sel, uint32_t *idx, float *vals)
 {
     float tmp[GRAD_PIECE];
     uint64_t kept = 0, ties = sel.ties;
@@ -220,6 +219,7 @@ static void sp_gather(const grad_kernels *K, const sp_src *s, float *res, sp_sel
             if (m > sel.cut || (m == sel.cut && ties && ties--)) idx[kept] = (uint32_t)(i + j), vals[kept++] = v[j];
         }
     }
+    return kept;
 }
 
 ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype dtype, const void *grad, uint64_t n,
@@ -238,21 +238,30 @@ ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype
     const grad_kernels *K = grad_kernels_get();
     sp_src s = {dtype, grad, residual, n};
     sp_sel sel = {0, 0};
-    uint64_t nnz, gaps;
+    uint64_t nnz = 0, gaps = 0;
     int r;
     if (q->kind == CKPZ_GRAD_TOPK) {
         uint32_t *hist = malloc(65536 * sizeof *hist);
         if (!hist) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "gradient sparsification: no memory for a histogram");
         r = sp_topk(&s, kmax, &sel, hist, &bad);
         free(hist);
-        if (!r) r = sp_count(&s, sel, 0, &nnz, &gaps, &bad);
+        nnz = kmax; /* room: at most k are kept */
     } else {
         sel.cut = sp_mag(q->threshold) - 1, sel.ties = 0; /* above the cut: >= threshold */
-        r = sp_count(&s, sel, 1, &nnz, &gaps, &bad);
+        r = sp_count(&s, sel, &nnz, &bad);
     }
     if (r)
         return ctx_fail(ctx, CKPZ_ERR_INPUT, "gradient sparsification: element %llu is NaN or infinite%s",
                         (unsigned long long)bad, residual ? " with the residual added; the residual is unchanged" : "");
+    uint32_t *idx = malloc(nnz * sizeof *idx + 1);
+    float *vals = malloc(nnz * sizeof *vals + 1);
+    if (!idx || !vals) {
+        free(idx), free(vals);
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "gradient sparsification: no memory for %llu values",
+                        (unsigned long long)nnz);
+    }
+    nnz = sp_gather(K, &s, residual, sel, idx, vals);
+    for (uint64_t j = 0, next = 0; j < nnz; next = (uint64_t)idx[j++] + 1) gaps += varint_len(idx[j] - next);
     sp_head h = {.bits = q->bits,
                  .flags = q->stochastic && q->bits == 8 ? SP_FLAG_STOCHASTIC : 0,
                  .kind = q->kind,
@@ -263,14 +272,6 @@ ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype
     h.coding = gaps <= sp_bitmap_len(n) ? SP_GAPS : SP_BITMAP;
     h.ilen = h.coding == SP_GAPS ? gaps : sp_bitmap_len(n);
     sp_layout(&h); /* no larger than the bound */
-    uint32_t *idx = malloc(nnz * sizeof *idx + 1);
-    float *vals = malloc(nnz * sizeof *vals + 1);
-    if (!idx || !vals) {
-        free(idx), free(vals);
-        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "gradient sparsification: no memory for %llu values",
-                        (unsigned long long)nnz);
-    }
-    sp_gather(K, &s, residual, sel, idx, vals);
 
     uint8_t *pkt = dst;
     memcpy(pkt, GRAD_SPARSE_MAGIC, 4);
