@@ -6,6 +6,7 @@
 #include "grad/grad.h"
 
 #ifdef GRAD_HAVE_X86
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 
@@ -116,9 +117,9 @@ static int has_f16c(void)
 {
     static int f = -1;
     int v = __atomic_load_n(&f, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("f16c") ? 1 : 0;
+    if (v < 0) { /* CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c") */
+        unsigned a, b, c = 0, d;
+        v = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
         __atomic_store_n(&f, v, __ATOMIC_RELAXED);
     }
     return v;
