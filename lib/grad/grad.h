@@ -74,7 +74,31 @@ typedef struct grad_kernels {
     void (*widen)(int f16, const uint8_t *src, size_t n, float *out);
     /* n floats to BF16 or FP16, to nearest, ties to even (a NaN stays a NaN). */
     void (*narrow)(int f16, const float *in, size_t n, uint8_t *dst);
+    /* 4-bit codes, two a byte: dst[k] = q[2k] & 15 | q[2k + 1] << 4 for k < pairs; and
+     * back, each nibble sign-extended. */
+    void (*nib_pack)(const int8_t *q, size_t pairs, uint8_t *dst);
+    void (*nib_unpack)(const uint8_t *src, size_t pairs, int8_t *q);
 } grad_kernels;
+
+/* Codes [i, i + n) of 4-bit code bytes c to int8 in q, and q to them (the halves of
+ * bytes outside [i, i + n) kept): the kernels' pairs, the odd ends one nibble each. */
+static inline void grad_nib_get(const grad_kernels *K, const uint8_t *c, uint64_t i, size_t n, int8_t *q)
+{
+    size_t k = 0;
+    if (n && i & 1) q[k++] = (int8_t)((int8_t)(c[i >> 1] & 0xf0) >> 4);
+    K->nib_unpack(c + ((i + k) >> 1), (n - k) / 2, q + k);
+    k += (n - k) & ~(size_t)1;
+    if (k < n) q[k] = (int8_t)((int8_t)(uint8_t)(c[(i + k) >> 1] << 4) >> 4);
+}
+
+static inline void grad_nib_put(const grad_kernels *K, const int8_t *q, uint64_t i, size_t n, uint8_t *c)
+{
+    size_t k = 0;
+    if (n && i & 1) c[i >> 1] = (uint8_t)((c[i >> 1] & 0x0f) | (uint8_t)(q[k++] << 4));
+    K->nib_pack(q + k, (n - k) / 2, c + ((i + k) >> 1));
+    k += (n - k) & ~(size_t)1;
+    if (k < n) c[(i + k) >> 1] = (uint8_t)(q[k] & 0x0f); /* the high half: the next element's, or 0 */
+}
 
 extern const grad_kernels grad_kernels_scalar;
 #if defined(__x86_64__) || defined(__i386__)

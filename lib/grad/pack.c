@@ -176,13 +176,7 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
                            .codes = h->bits == 8 ? (int8_t *)(codes + i) : q4,
                            .resid = res ? res + i : NULL};
             K->quant(&j);
-            if (h->bits == 4)
-                for (size_t k = 0; k < len; k++) {
-                    uint64_t e = i + k;
-                    uint8_t nib = (uint8_t)(q4[k] & 0x0f);
-                    if (e & 1) codes[e >> 1] |= (uint8_t)(nib << 4);
-                    else codes[e >> 1] = nib;
-                }
+            if (h->bits == 4) grad_nib_put(K, q4, i, len, codes);
         }
     }
 }
@@ -282,11 +276,14 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     if (h->bits == 8) {
         bad = grad_kernels_get()->check((const int8_t *)c, (size_t)h->count, 127);
     } else {
-        for (uint64_t i = 0; i < h->count; i++)
-            if (((c[i >> 1] >> (i & 1 ? 4 : 0)) & 0x0f) == 8) {
-                bad = i;
-                break;
-            }
+        const grad_kernels *K = grad_kernels_get();
+        int8_t q4[GRAD_PIECE];
+        for (uint64_t i = 0; i < h->count && bad == h->count; i += GRAD_PIECE) {
+            size_t n = h->count - i < GRAD_PIECE ? (size_t)(h->count - i) : GRAD_PIECE;
+            grad_nib_get(K, c, i, n, q4);
+            size_t k = K->check(q4, n, 7);
+            if (k < n) bad = i + k;
+        }
         if (bad == h->count && h->count & 1 && c[h->count >> 1] >> 4)
             return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: the last byte's unused half is not zero");
     }
@@ -352,11 +349,7 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
             size_t len_ = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
             const int8_t *c = (const int8_t *)(codes + i);
             if (h.bits == 4) {
-                for (size_t k = 0; k < len_; k++) {
-                    uint64_t el = i + k;
-                    uint8_t nib = (uint8_t)((codes[el >> 1] >> (el & 1 ? 4 : 0)) << 4);
-                    q4[k] = (int8_t)((int8_t)nib >> 4); /* sign-extended */
-                }
+                grad_nib_get(K, codes, i, len_, q4);
                 c = q4;
             }
             float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;

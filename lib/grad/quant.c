@@ -78,5 +78,18 @@ static void narrow_scalar(int f16, const float *in, size_t n, uint8_t *dst)
     for (size_t i = 0; i < n; i++) d->from_double(dst + 2 * i, in[i]);
 }
 
-const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar,   quant_scalar, dequant_scalar,
-                                          check_scalar,  widen_scalar, narrow_scalar};
+static void nib_pack_scalar(const int8_t *q, size_t pairs, uint8_t *dst)
+{
+    for (size_t k = 0; k < pairs; k++) dst[k] = (uint8_t)((q[2 * k] & 0x0f) | (uint8_t)(q[2 * k + 1] << 4));
+}
+
+static void nib_unpack_scalar(const uint8_t *src, size_t pairs, int8_t *q)
+{
+    for (size_t k = 0; k < pairs; k++) {
+        q[2 * k] = (int8_t)((int8_t)(uint8_t)(src[k] << 4) >> 4);
+        q[2 * k + 1] = (int8_t)((int8_t)src[k] >> 4);
+    }
+}
+
+const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar,    quant_scalar,    dequant_scalar,   check_scalar,
+                                          widen_scalar,  narrow_scalar, nib_pack_scalar, nib_unpack_scalar};

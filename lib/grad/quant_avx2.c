@@ -168,6 +168,37 @@ static __attribute__((target("avx2,f16c"))) void narrow_avx2(int f16, const floa
     if (i < n) grad_kernels_scalar.narrow(f16, in + i, n - i, dst + 2 * i);
 }
 
-const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2,   quant_avx2, dequant_avx2,
-                                        check_avx2,  widen_avx2, narrow_avx2};
+/* 32 codes to 16 bytes: the low nibbles of each pair weighted 1 and 16 (vpmaddubsw),
+ * the 16-bit sums packed to bytes. */
+static TAVX2 void nib_pack_avx2(const int8_t *q, size_t pairs, uint8_t *dst)
+{
+    const __m256i low = _mm256_set1_epi8(0x0f), w = _mm256_set1_epi16(0x1001);
+    size_t k = 0;
+    for (; k + 16 <= pairs; k += 16) {
+        __m256i c = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(q + 2 * k)), low);
+        __m256i s = _mm256_maddubs_epi16(c, w);
+        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        _mm_storeu_si128((__m128i *)(void *)(dst + k), b);
+    }
+    if (k < pairs) grad_kernels_scalar.nib_pack(q + 2 * k, pairs - k, dst + k);
+}
+
+/* 16 bytes to 32 codes: the halves interleaved, sign-extended as (x ^ 8) - 8. */
+static TAVX2 void nib_unpack_avx2(const uint8_t *src, size_t pairs, int8_t *q)
+{
+    const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    size_t k = 0;
+    for (; k + 16 <= pairs; k += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + k));
+        __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);
+        lo = _mm_sub_epi8(_mm_xor_si128(lo, eight), eight);
+        hi = _mm_sub_epi8(_mm_xor_si128(hi, eight), eight);
+        _mm_storeu_si128((__m128i *)(void *)(q + 2 * k), _mm_unpacklo_epi8(lo, hi));
+        _mm_storeu_si128((__m128i *)(void *)(q + 2 * k + 16), _mm_unpackhi_epi8(lo, hi));
+    }
+    if (k < pairs) grad_kernels_scalar.nib_unpack(src + k, pairs - k, q + 2 * k);
+}
+
+const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2,    quant_avx2,    dequant_avx2,   check_avx2,
+                                        widen_avx2,  narrow_avx2, nib_pack_avx2, nib_unpack_avx2};
 #endif

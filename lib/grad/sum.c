@@ -18,13 +18,11 @@
 #include "grad/grad.h"
 
 /* Codes [i, i + n) of a packet's code bytes as int8 (4-bit: sign-extended nibbles). */
-static const int8_t *sum_codes(const grad_head *h, const uint8_t *codes, uint64_t i, size_t n, int8_t *q4)
+static const int8_t *sum_codes(const grad_kernels *K, const grad_head *h, const uint8_t *codes, uint64_t i, size_t n,
+                               int8_t *q4)
 {
     if (h->bits == 8) return (const int8_t *)(codes + i);
-    for (size_t k = 0; k < n; k++) {
-        uint64_t e = i + k;
-        q4[k] = (int8_t)((int8_t)(uint8_t)((codes[e >> 1] >> (e & 1 ? 4 : 0)) << 4) >> 4);
-    }
+    grad_nib_get(K, codes, i, n, q4);
     return q4;
 }
 
@@ -74,7 +72,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
             memcpy(&scale, &u, 4);
             for (uint64_t i = b0; i < end; i += GRAD_PIECE) {
                 size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
-                const int8_t *c = sum_codes(&h, pk + h.codes, i, len, q4);
+                const int8_t *c = sum_codes(K, &h, pk + h.codes, i, len, q4);
                 if (!p) K->dequant(c, len, scale, acc + (i - b0));
                 else {
                     K->dequant(c, len, scale, tmp);
@@ -105,13 +103,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
                            .qmax = qmax,
                            .codes = h.bits == 8 ? (int8_t *)(out + h.codes + i) : q4};
             K->quant(&j);
-            if (h.bits == 4)
-                for (size_t k = 0; k < n; k++) {
-                    uint64_t e = i + k;
-                    uint8_t nib = (uint8_t)(q4[k] & 0x0f);
-                    if (e & 1) out[h.codes + (e >> 1)] |= (uint8_t)(nib << 4);
-                    else out[h.codes + (e >> 1)] = nib;
-                }
+            if (h.bits == 4) grad_nib_put(K, q4, i, n, out + h.codes);
         }
     }
     free(acc);
