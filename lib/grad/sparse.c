@@ -6,8 +6,9 @@
  * The selection is a magnitude cut (the float bits of |v|, ordered as the values are)
  * and a number of ties at it, taken in index order: for top-k the cut is the k-th
  * largest magnitude, found exactly by two histogram passes over the buffer (the top 16
- * bits, then the low 16 within the cut's bin: 256 KiB of counters, no copy or sort of
- * the buffer); for a threshold it is the threshold's bits, and a first pass counts what
+ * bits, counted into 4 tables in turn so that elements of one bin do not wait on each
+ * other's increment, then the low 16 within the cut's bin: 1 MiB of counters, no copy
+ * or sort of the buffer); for a threshold it is the threshold's bits, and a first pass counts what
  * it keeps (and refuses a NaN or infinity). The last pass gathers the kept indices and
  * values; the packet is laid out from them. With error feedback no pass before the last
  * changes the residual
@@ -30,6 +31,7 @@
 #define SP_FLAG_STOCHASTIC 1u
 #define SP_GAPS 0   /* index coding: LEB128 varints of the gaps */
 #define SP_BITMAP 1 /* one bit per element, element i in bit i % 8 of byte i / 8 */
+#define SP_HISTS 4  /* top-k's first histogram: tables counted into in turn, then summed */
 
 typedef struct sp_head {
     unsigned bits, flags, coding, kind;
@@ -145,19 +147,26 @@ typedef struct sp_sel {
 static int sp_topk(const sp_src *s, uint64_t k, sp_sel *sel, uint32_t *hist, uint64_t *bad)
 {
     float tmp[GRAD_PIECE], sum[GRAD_PIECE];
-    memset(hist, 0, 65536 * sizeof *hist);
+    memset(hist, 0, SP_HISTS * 65536 * sizeof *hist);
     for (uint64_t i = 0; i < s->n; i += GRAD_PIECE) {
         size_t len = s->n - i < GRAD_PIECE ? (size_t)(s->n - i) : GRAD_PIECE;
         const float *v = sp_piece(s, i, len, tmp, sum);
-        for (size_t j = 0; j < len; j++) {
+        uint32_t top = 0;
+        for (size_t j = 0; j < len; j++) { /* SP_HISTS tables in turn: no chain of increments of one bin */
             uint32_t m = sp_mag(v[j]);
-            if (m >= 0x7f800000u) {
-                *bad = i + j;
-                return -1;
-            }
-            hist[m >> 16]++;
+            top = m > top ? m : top;
+            hist[(j % SP_HISTS) << 16 | m >> 16]++;
+        }
+        if (top >= 0x7f800000u) {
+            for (size_t j = 0; j < len; j++)
+                if (sp_mag(v[j]) >= 0x7f800000u) {
+                    *bad = i + j;
+                    return -1;
+                }
         }
     }
+    for (uint32_t b = 0; b < 65536; b++)
+        for (int t = 1; t < SP_HISTS; t++) hist[b] += hist[(uint32_t)t << 16 | b];
     uint64_t above = 0;
     uint32_t bin = 0x7f80;
     while (bin > 0 && above + hist[bin - 1] < k) above += hist[--bin];
@@ -241,7 +250,7 @@ ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype
     uint64_t nnz = 0, gaps = 0;
     int r;
     if (q->kind == CKPZ_GRAD_TOPK) {
-        uint32_t *hist = malloc(65536 * sizeof *hist);
+        uint32_t *hist = malloc(SP_HISTS * 65536 * sizeof *hist);
         if (!hist) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "gradient sparsification: no memory for a histogram");
         r = sp_topk(&s, kmax, &sel, hist, &bad);
         free(hist);
