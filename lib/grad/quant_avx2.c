@@ -60,11 +60,17 @@ static TAVX2 void quant_avx2(const grad_qjob *j)
     const __m256i k0 = _mm256_set1_epi32((int)j->key.k0), k1 = _mm256_set1_epi32((int)j->key.k1);
     __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)j->idx), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256i step = _mm256_set1_epi32(8);
+    /* the job's fields in locals: the stores to the codes (a char type) may alias *j,
+     * which the loop would otherwise load again after each */
+    const float *src = j->v;
+    int8_t *codes = j->codes;
+    float *resid = j->resid;
+    const int stochastic = j->stochastic;
     size_t i = 0, n = j->n;
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(j->v + i), y = _mm256_mul_ps(v, inv);
+        __m256 v = _mm256_loadu_ps(src + i), y = _mm256_mul_ps(v, inv);
         __m256i q;
-        if (j->stochastic) {
+        if (stochastic) {
             __m256 fl = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
             __m256 frac = _mm256_sub_ps(y, fl);
             __m256i h = hash8(_mm256_add_epi32(hash8(_mm256_xor_si256(idx, k0)), k1));
@@ -76,8 +82,8 @@ static TAVX2 void quant_avx2(const grad_qjob *j)
             q = _mm256_cvtps_epi32(y); /* MXCSR's default: to nearest, ties to even */
         }
         q = _mm256_max_epi32(_mm256_min_epi32(q, hi), lo);
-        store8(j->codes + i, q);
-        if (j->resid) _mm256_storeu_ps(j->resid + i, _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale)));
+        store8(codes + i, q);
+        if (resid) _mm256_storeu_ps(resid + i, _mm256_sub_ps(v, _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale)));
     }
     if (i < n) {
         grad_qjob t = *j;
