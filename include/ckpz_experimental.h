@@ -413,7 +413,8 @@ CKPZ_API ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t 
  * (their largest magnitude / qmax): the packet ckpz_grad_pack writes for those FP32
  * sums. Error: each decoded value is within half the block's new step of the sum of the
  * inputs' decoded values (n hops of a ring add n such errors, each at most half a step
- * of the partial sum's block). Errors: as ckpz_grad_unpack for any input (the message
+ * of the partial sum's block); a block whose sums are all below 2^-118 in magnitude
+ * becomes 0, as in ckpz_grad_pack. Errors: as ckpz_grad_unpack for any input (the message
  * names it); CKPZ_ERR_PARAM for a sparse packet, another layout or too little room;
  * CKPZ_ERR_INPUT for a block whose sum overflows to infinity. */
 CKPZ_API ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *lens, size_t m, void *dst,

@@ -8,8 +8,10 @@
  * packet's fields are in range (count <= 2^32 - 1, nnz <= count, 8, 4 or 32 bits) and it
  * decodes in full: finite FP32 values (a sparse packet's at most nnz of them non-zero),
  * unpack_add into zeros giving the same values, BF16 and FP16 outputs each the dtype
- * table's nearest of the FP32 value; a room of another size is CKPZ_ERR_PARAM. Packets
- * of over 2^20 elements are checked up to the decoding. */
+ * table's nearest of the FP32 value; a room of another size is CKPZ_ERR_PARAM; a dense
+ * packet summed with itself (ckpz_grad_sum) decodes to within half its new step of twice
+ * the values, or overflows (CKPZ_ERR_INPUT). Packets of over 2^20 elements are checked up
+ * to the decoding. */
 #include <math.h>
 
 #define CKPZ_EXPERIMENTAL
@@ -68,6 +70,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             d->from_double(w, y[i]);
             FZ_CHECK(!memcmp(w, h + 2 * i, 2), "%s element %zu is not the nearest of %g", d->name, i, y[i]);
         }
+    }
+    if (info.kind == CKPZ_GRAD_DENSE) { /* the packet plus itself: within half its new step of 2y */
+        const void *two[2] = {pkt, pkt};
+        size_t lens[2] = {len, len}, w = 0;
+        uint8_t *sum = malloc(len);
+        ckpz_error se = ckpz_grad_sum(ctx, two, lens, 2, sum, len, &w);
+        FZ_CHECK(se == CKPZ_OK || se == CKPZ_ERR_INPUT, "sum of an accepted packet: %s", ckpz_ctx_message(ctx));
+        if (se == CKPZ_OK) {
+            FZ_CHECK(w == len && ckpz_grad_unpack(ctx, sum, w, CKPZ_DTYPE_F32, acc, n) == CKPZ_OK,
+                     "the sum does not decode: %s", ckpz_ctx_message(ctx));
+            for (size_t i = 0; i < n; i++) {
+                float two_y = y[i] + y[i], step = 0;
+                uint32_t u = (uint32_t)sum[24 + 4 * (i / info.block)] | (uint32_t)sum[25 + 4 * (i / info.block)] << 8 |
+                             (uint32_t)sum[26 + 4 * (i / info.block)] << 16 |
+                             (uint32_t)sum[27 + 4 * (i / info.block)] << 24;
+                memcpy(&step, &u, 4);
+                float bound = step == 0 ? 0x1p-118f : 0.5f * step * 1.0001f + 1e-37f; /* a tiny block: 0 */
+                FZ_CHECK(fabsf(acc[i] - two_y) <= bound, "sum element %zu: %g, 2y %g", i, acc[i], two_y);
+            }
+        }
+        free(sum);
     }
     free(y), free(acc), free(h);
 out:
