@@ -406,8 +406,8 @@ CKPZ_API ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len,
 CKPZ_API ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t len, float *acc, uint64_t n);
 
 /* The sum of m dense packets srcs[p][0..lens[p]) of one layout (count, dtype, bits,
- * block) as one packet of that layout in dst (cap bytes, at least the inputs' size; not
- * overlapping them), *written its size: a ring all-reduce's step, at the packets' size.
+ * block) as one packet of that layout in dst (cap bytes, at least the inputs' size;
+ * either srcs[0] itself, the sum in place, or overlapping no input), *written its size: a ring all-reduce's step, at the packets' size.
  * Block by block (never the whole buffer in FP32) the inputs' decoded values are added
  * in the order given, and the sums quantised to nearest with the block's new scale
  * (their largest magnitude / qmax): the packet ckpz_grad_pack writes for those FP32

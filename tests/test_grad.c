@@ -421,6 +421,15 @@ static void test_sum(void)
                 CHECKF(e == CKPZ_OK && w == len, "sum: %s", ckpz_ctx_message(ctx));
                 CHECKF(!memcmp(got, want, len), "%s n=%zu case %d m=%zu: the sum is not pack's packet of the sums",
                        isa[lv], n, v, m);
+                /* in place: the first input is the output */
+                uint8_t *first = malloc(len), *keep0 = pk[0];
+                memcpy(first, pk[0], len);
+                pk[0] = first;
+                e = ckpz_grad_sum(ctx, (const void *const *)pk, lens, m, first, len, &w);
+                CHECKF(e == CKPZ_OK && !memcmp(first, want, len), "%s n=%zu case %d m=%zu: the sum in place differs",
+                       isa[lv], n, v, m);
+                pk[0] = keep0;
+                free(first);
             }
             force_isa("avx512");
             CHECK(ckpz_grad_unpack(ctx, got, len, CKPZ_DTYPE_F32, ys, n) == CKPZ_OK);

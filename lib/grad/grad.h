@@ -81,7 +81,8 @@ typedef struct grad_kernels {
 } grad_kernels;
 
 /* Codes [i, i + n) of 4-bit code bytes c to int8 in q, and q to them (the halves of
- * bytes outside [i, i + n) kept): the kernels' pairs, the odd ends one nibble each. */
+ * bytes outside [i, i + n) kept, so an odd count's padding half is the writer's to
+ * clear): the kernels' pairs, the odd ends one nibble each. */
 static inline void grad_nib_get(const grad_kernels *K, const uint8_t *c, uint64_t i, size_t n, int8_t *q)
 {
     size_t k = 0;
@@ -97,7 +98,8 @@ static inline void grad_nib_put(const grad_kernels *K, const int8_t *q, uint64_t
     if (n && i & 1) c[i >> 1] = (uint8_t)((c[i >> 1] & 0x0f) | (uint8_t)(q[k++] << 4));
     K->nib_pack(q + k, (n - k) / 2, c + ((i + k) >> 1));
     k += (n - k) & ~(size_t)1;
-    if (k < n) c[(i + k) >> 1] = (uint8_t)(q[k] & 0x0f); /* the high half: the next element's, or 0 */
+    if (k < n) /* the high half kept: the next element's (written or still to be read), or the padding */
+        c[(i + k) >> 1] = (uint8_t)((c[(i + k) >> 1] & 0xf0) | (q[k] & 0x0f));
 }
 
 extern const grad_kernels grad_kernels_scalar;

@@ -219,6 +219,7 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
                             residual ? " with the residual added; the residual is unchanged" : "");
         grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
     }
+    if (h.bits == 4 && h.count & 1) pkt[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
     st32(pkt + h.size - 4, crc32c(0, pkt, h.size - 4));
     if (written) *written = h.size;
     return CKPZ_OK;

@@ -7,7 +7,10 @@
  * block's sums; their largest magnitude sets the block's new scale, and the sums are
  * quantised to nearest by the same kernel as a pack. So the result is the packet that
  * ckpz_grad_pack would write for the sum of what the inputs decode to, bit for bit at
- * every level, and its error against that sum is at most half of its own step. */
+ * every level, and its error against that sum is at most half of its own step. Each
+ * block of every input is read before that block of the output is written (a 4-bit
+ * byte shared by two blocks keeps its other half), so the output may be the first
+ * input itself: a ring's partial sum updated in place. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +64,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
     const int qmax = h.bits == 8 ? 127 : 7;
     int8_t q4[GRAD_PIECE];
     uint8_t *out = dst;
-    memcpy(out, srcs[0], GRAD_HEADER);
+    if (out != srcs[0]) memcpy(out, srcs[0], GRAD_HEADER);
     out[7] = 0; /* rounded to nearest */
     for (uint64_t b = 0; b < h.nblocks; b++) {
         uint64_t b0 = b * h.block, end = b0 + h.block < h.count ? b0 + h.block : h.count;
@@ -107,6 +110,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
         }
     }
     free(acc);
+    if (h.bits == 4 && h.count & 1) out[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
     st32(out + h.size - 4, crc32c(0, out, h.size - 4));
     if (written) *written = h.size;
     return CKPZ_OK;
