@@ -406,16 +406,17 @@ CKPZ_API ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len,
 CKPZ_API ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t len, float *acc, uint64_t n);
 
 /* The sum of m dense packets srcs[p][0..lens[p]) of one layout (count, dtype, bits,
- * block) as one packet of that layout in dst (cap bytes, at least the inputs' size;
- * either srcs[0] itself, the sum in place, or overlapping no input), *written its size: a ring all-reduce's step, at the packets' size.
- * Block by block (never the whole buffer in FP32) the inputs' decoded values are added
- * in the order given, and the sums quantised to nearest with the block's new scale
- * (their largest magnitude / qmax): the packet ckpz_grad_pack writes for those FP32
- * sums. Error: each decoded value is within half the block's new step of the sum of the
- * inputs' decoded values (n hops of a ring add n such errors, each at most half a step
- * of the partial sum's block); a block whose sums are all below 2^-118 in magnitude
- * becomes 0, as in ckpz_grad_pack. Errors: as ckpz_grad_unpack for any input (the message
- * names it); CKPZ_ERR_PARAM for a sparse packet, another layout or too little room;
+ * block) as one packet of that layout in dst, *written its size: a ring all-reduce's
+ * step, at the packets' size. dst holds cap bytes (at least the inputs' size) and is
+ * either srcs[0] itself (the sum in place) or overlaps no input. Block by block (never
+ * the whole buffer in FP32) the inputs' decoded values are added in the order given and
+ * the sums quantised to nearest with the block's new scale (their largest magnitude /
+ * qmax): the packet ckpz_grad_pack writes for those FP32 sums. Error: each decoded
+ * value is within half the block's new step of the sum of the inputs' decoded values
+ * (n hops of a ring add n such errors, each at most half a step of the partial sum's
+ * block); a block whose sums are all below 2^-118 in magnitude becomes 0, as in
+ * ckpz_grad_pack. Errors: as ckpz_grad_unpack for any input (the message names it);
+ * CKPZ_ERR_PARAM for a sparse packet, another layout or too little room;
  * CKPZ_ERR_INPUT for a block whose sum overflows to infinity. */
 CKPZ_API ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *lens, size_t m, void *dst,
                                   size_t cap, size_t *written);
