@@ -95,7 +95,7 @@ static inline void grad_nib_get(const grad_kernels *K, const uint8_t *c, uint64_
 static inline void grad_nib_put(const grad_kernels *K, const int8_t *q, uint64_t i, size_t n, uint8_t *c)
 {
     size_t k = 0;
-    if (n && i & 1) c[i >> 1] = (uint8_t)((c[i >> 1] & 0x0f) | (uint8_t)(q[k++] << 4));
+    if (n && i & 1) c[i >> 1] = (uint8_t)((c[i >> 1] & 0x0f) | (uint8_t)((uint8_t)q[k++] << 4));
     K->nib_pack(q + k, (n - k) / 2, c + ((i + k) >> 1));
     k += (n - k) & ~(size_t)1;
     if (k < n) /* the high half kept: the next element's (written or still to be read), or the padding */

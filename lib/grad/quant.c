@@ -80,7 +80,7 @@ static void narrow_scalar(int f16, const float *in, size_t n, uint8_t *dst)
 
 static void nib_pack_scalar(const int8_t *q, size_t pairs, uint8_t *dst)
 {
-    for (size_t k = 0; k < pairs; k++) dst[k] = (uint8_t)((q[2 * k] & 0x0f) | (uint8_t)(q[2 * k + 1] << 4));
+    for (size_t k = 0; k < pairs; k++) dst[k] = (uint8_t)((q[2 * k] & 0x0f) | (uint8_t)((uint8_t)q[2 * k + 1] << 4));
 }
 
 static void nib_unpack_scalar(const uint8_t *src, size_t pairs, int8_t *q)
