@@ -1,9 +1,10 @@
 /* grad.h — the kernels under the gradient calls (ckpz_grad_*, include/ckpz_experimental.h;
  * doc/gradients.md): blockwise quantisation of float32 values to signed codes of 8 or 4
- * bits with one scale per block, and back. The public calls (pack.c) stage each stretch
- * of the caller's FP32, BF16 or FP16 buffer as float32 (through dtype.h's converters)
- * and hand it here, so the kernels know one type and every instruction-set path sees the
- * same floats. Each path (quant.c: portable; quant_avx2.c) does the same float
+ * bits with one scale per block, and back; 4-bit codes two a byte; BF16 and FP16
+ * widened to float32 and narrowed back. The public calls (pack.c, sparse.c, sum.c)
+ * stage each stretch of the caller's FP32, BF16 or FP16 buffer as float32 (the widening
+ * kernel, exact) and hand it to the others, so they know one type and every
+ * instruction-set path sees the same floats. Each path (quant.c: portable; quant_avx2.c) does the same float
  * operations in the same order, none fused, so all write the same codes and residuals
  * bit for bit; stochastic rounding draws its numbers from a counter-based hash of
  * (seed, element index), which a vector lane computes as the scalar loop does.
