@@ -3,6 +3,9 @@
  * CKPZ_CPU level, dtype, bit width and rounding, a buffer of N normal-ish values is
  * packed (plain and with error feedback) and unpacked REPS times; the median run gives
  * GB/s of the gradient's own bytes (N * element size / time), on the calling thread.
+ * Then FP32 sparsification (top 1 %, a threshold keeping about as many; 8-bit and FP32
+ * values: pack, pack with error feedback, unpack, unpack_add, and how many times fewer
+ * bytes than the FP32 gradient) and the sum of two dense packets (ckpz_grad_sum).
  * A benchmark, not a test: it checks nothing but that each call succeeds. The library
  * reads CKPZ_CPU once, so each instruction-set level is one run:
  *
@@ -26,6 +29,12 @@ static double now(void)
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -104,6 +113,70 @@ int main(int argc, char **argv)
                            sto ? "stochastic" : "nearest", r[0], r[1], r[2]);
                 }
         }
+    }
+    /* Sparsification (FP32 gradients): top-k and a threshold chosen to keep about the
+     * same 1 %, 8-bit and FP32 values; unpack writes the dense buffer, unpack_add adds
+     * into one. Then the sum of two 8-bit (and 4-bit) packets, GB/s of one gradient. */
+    printf("\n%-7s %-24s %8s %8s %8s %8s %8s\n", "cpu", "sparse (f32)", "pack", "pack+ef", "unpack", "unp+add",
+           "x fewer");
+    float thr = 0;
+    {
+        float *mag = malloc(n * 4);
+        for (uint64_t i = 0; i < n; i++) mag[i] = f32[i] < 0 ? -f32[i] : f32[i];
+        qsort(mag, n, 4, cmpf);
+        thr = mag[n - n / 100 - 1];
+        free(mag);
+    }
+    for (int c = 0; c < 4; c++) {
+        ckpz_grad_params q;
+        ckpz_grad_params_init(&q);
+        q.kind = c < 2 ? CKPZ_GRAD_TOPK : CKPZ_GRAD_THRESHOLD, q.density = 0.01, q.threshold = thr;
+        q.bits = c & 1 ? 32 : 8;
+        size_t qcap, w = 0;
+        if (ckpz_grad_packet_size(ctx, &q, n, &qcap))
+            return fprintf(stderr, "gradbench: %s\n", ckpz_ctx_message(ctx)), 1;
+        void *qp = malloc(qcap);
+        double r[4], ratio = 0;
+        for (int kk = 0; kk < 4; kk++) {
+            int k = kk < 2 ? 1 - kk : kk; /* with error feedback first: unpack reads a plain packet */
+            memset(res, 0, n * 4);
+            for (int i = 0; i < reps; i++) {
+                if (k == 1) memset(res, 0, n * 4); /* a residual of one step, not of REPS on one gradient */
+                double t0 = now();
+                ckpz_error e = CKPZ_OK;
+                if (k < 2) e = ckpz_grad_pack(ctx, &q, CKPZ_DTYPE_F32, f32, n, k ? res : NULL, qp, qcap, &w);
+                if (k == 2) e = ckpz_grad_unpack(ctx, qp, w, CKPZ_DTYPE_F32, back, n);
+                if (k == 3) e = ckpz_grad_unpack_add(ctx, qp, w, back, n);
+                t[i] = now() - t0;
+                if (e) return fprintf(stderr, "gradbench: %s\n", ckpz_ctx_message(ctx)), 1;
+            }
+            r[k] = (double)n * 4 / median(t, reps) / 1e9;
+            if (k == 0) ratio = 4.0 * (double)n / (double)w;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", c < 2 ? "top 1 %" : "threshold ~1 %", c & 1 ? "fp32" : "8-bit");
+        printf("%-7s %-24s %8.2f %8.2f %8.2f %8.2f %8.1f\n", isa, name, r[0], r[1], r[2], r[3], ratio);
+        free(qp);
+    }
+    printf("\n%-7s %-24s %8s\n", "cpu", "sum of 2 packets (f32)", "sum");
+    for (unsigned bits = 8; bits >= 4; bits -= 4) {
+        p.bits = bits, p.stochastic = 0;
+        size_t la, lb, w;
+        void *b2 = malloc(cap), *o = malloc(cap);
+        ckpz_grad_pack(ctx, &p, CKPZ_DTYPE_F32, f32, n, NULL, pkt, cap, &la);
+        ckpz_grad_pack(ctx, &p, CKPZ_DTYPE_F32, back, n, NULL, b2, cap, &lb);
+        const void *two[2] = {pkt, b2};
+        size_t lens[2] = {la, lb};
+        for (int i = 0; i < reps; i++) {
+            double t0 = now();
+            ckpz_error e = ckpz_grad_sum(ctx, two, lens, 2, o, cap, &w);
+            t[i] = now() - t0;
+            if (e) return fprintf(stderr, "gradbench: %s\n", ckpz_ctx_message(ctx)), 1;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%u-bit", bits);
+        printf("%-7s %-24s %8.2f\n", isa, name, (double)n * 4 / median(t, reps) / 1e9);
+        free(b2), free(o);
     }
     ckpz_ctx_free(ctx);
     free(f32), free(res), free(back), free(h16), free(pkt), free(t);

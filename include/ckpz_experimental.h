@@ -343,11 +343,24 @@ typedef struct ckpz_grad_params {
     uint32_t block;     /* elements per scale, 1..65536 (default 256) */
     int stochastic;     /* 0: to nearest, ties to even (default); 1: stochastic */
     uint64_t seed;      /* the draws of stochastic rounding: a new seed each step */
+    /* Sparsification (added after the fields above: a caller whose struct_size stops
+     * before them packs dense). CKPZ_GRAD_TOPK keeps the k = ceil(density * n) largest
+     * magnitudes (ties: the lowest indices; zeros never), CKPZ_GRAD_THRESHOLD those of
+     * magnitude >= threshold; the packet holds their indices (delta-coded or a bitmap,
+     * whichever is smaller) and their values, FP32 (bits 32) or 8-bit codes with one
+     * scale per `block` values kept (bits 8); bits 4 is refused. */
+    unsigned kind;      /* CKPZ_GRAD_DENSE (default), CKPZ_GRAD_TOPK, CKPZ_GRAD_THRESHOLD */
+    double density;     /* top-k: (0, 1] (default 0.01) */
+    float threshold;    /* threshold: finite, > 0 */
 } ckpz_grad_params;
+#define CKPZ_GRAD_DENSE 0u
+#define CKPZ_GRAD_TOPK 1u
+#define CKPZ_GRAD_THRESHOLD 2u
 CKPZ_API void ckpz_grad_params_init(ckpz_grad_params *p);
 
-/* The packet's size in bytes for n elements, written to *size (exact: a packet is
- * never shorter). CKPZ_ERR_PARAM for bad params or n. */
+/* The packet's size in bytes for n elements, written to *size: exact for a dense
+ * packet; for a sparse one the most it can take (the packet written is often shorter:
+ * *written). CKPZ_ERR_PARAM for bad params or n. */
 CKPZ_API ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size);
 
 /* Packs grad[0..n) of dtype into dst (cap bytes, at least ckpz_grad_packet_size),
@@ -369,6 +382,9 @@ typedef struct ckpz_grad_info {
     unsigned bits;
     uint32_t block;
     int stochastic;     /* how it was rounded (information only) */
+    /* added later (a caller's shorter struct_size does not get them): */
+    unsigned kind;      /* CKPZ_GRAD_DENSE, or how a sparse packet chose (_TOPK, _THRESHOLD) */
+    uint64_t nnz;       /* sparse: the values it holds (dense: count) */
 } ckpz_grad_info;
 
 /* Checks the whole packet src[0..len) (what ckpz_grad_unpack checks) and describes it:
@@ -384,6 +400,26 @@ CKPZ_API ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t l
  * ckpz_grad_info_read; on error out is unspecified. */
 CKPZ_API ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out,
                                      uint64_t n);
+/* Adds what the packet src[0..len) decodes to (in FP32, as ckpz_grad_unpack gives it)
+ * into acc[0..n), FP32 (a sparse packet touches only its indices). Same checks and
+ * errors as ckpz_grad_unpack; on error acc is unchanged. */
+CKPZ_API ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t len, float *acc, uint64_t n);
+
+/* The sum of m dense packets srcs[p][0..lens[p]) of one layout (count, dtype, bits,
+ * block) as one packet of that layout in dst, *written its size: a ring all-reduce's
+ * step, at the packets' size. dst holds cap bytes (at least the inputs' size) and is
+ * either srcs[0] itself (the sum in place) or overlaps no input. Block by block (never
+ * the whole buffer in FP32) the inputs' decoded values are added in the order given and
+ * the sums quantised to nearest with the block's new scale (their largest magnitude /
+ * qmax): the packet ckpz_grad_pack writes for those FP32 sums. Error: each decoded
+ * value is within half the block's new step of the sum of the inputs' decoded values
+ * (n hops of a ring add n such errors, each at most half a step of the partial sum's
+ * block); a block whose sums are all below 2^-118 in magnitude becomes 0, as in
+ * ckpz_grad_pack. Errors: as ckpz_grad_unpack for any input (the message names it);
+ * CKPZ_ERR_PARAM for a sparse packet, another layout or too little room;
+ * CKPZ_ERR_INPUT for a block whose sum overflows to infinity. */
+CKPZ_API ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *lens, size_t m, void *dst,
+                                  size_t cap, size_t *written);
 
 /* ---- publishing outputs (lib/file/publish.c) ------------------------------------------ */
 /* How the CLI, the Python package and libckpz_mpi put an output (a file, or a directory

@@ -5,61 +5,10 @@
  * the residual untouched, empty and odd sizes, every CPU level writing the same packet
  * and residual bit for bit, and hostile packets (every byte flipped, with and without
  * the CRC re-sealed; every truncation; fields out of range) refused or decoded in
- * bounds. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define CKPZ_EXPERIMENTAL
-#include "ckpz.h"
-#include "common/crc32c.h"
-#include "common/dtype.h"
-#include "isa.h"
-#include "testutil.h"
-
-static ckpz_ctx *ctx;
-
-/* Values spread over magnitudes, so blocks get different scales; some exact zeros. */
-static void fill(float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double mag = ldexp(1.0, (int)(rng() % 40) - 30);
-        x[i] = rng() % 17 == 0 ? 0.0f : (float)(rng_normal() * mag);
-    }
-}
-
-/* x as a buffer of dtype t (FP32 as is, BF16/FP16 rounded by the dtype table), and
- * those values back as floats in xv. */
-static void *as_dtype(ckpz_dtype t, const float *x, size_t n, float *xv)
-{
-    const dtype_info *d = dtype_get(t);
-    uint8_t *b = malloc(n * d->size + 1);
-    for (size_t i = 0; i < n; i++) {
-        d->from_double(b + i * d->size, x[i]);
-        xv[i] = (float)d->to_double(b + i * d->size);
-    }
-    return b;
-}
-
-static float scale_of(const uint8_t *pkt, size_t b)
-{
-    uint32_t u = (uint32_t)pkt[24 + 4 * b] | (uint32_t)pkt[25 + 4 * b] << 8 | (uint32_t)pkt[26 + 4 * b] << 16 |
-                 (uint32_t)pkt[27 + 4 * b] << 24;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint8_t *pack(const ckpz_grad_params *p, ckpz_dtype t, const void *g, size_t n, float *res, size_t *len)
-{
-    size_t cap = 0;
-    CHECK(ckpz_grad_packet_size(ctx, p, n, &cap) == CKPZ_OK);
-    uint8_t *pkt = malloc(cap);
-    ckpz_error e = ckpz_grad_pack(ctx, p, t, g, n, res, pkt, cap, len);
-    CHECKF(e == CKPZ_OK, "pack n=%zu: %s", n, ckpz_ctx_message(ctx));
-    CHECK(*len == cap);
-    return pkt;
-}
+ * bounds; BF16/FP16 output the dtype table's rounding at every level (ties, the whole
+ * range); the sum of packets (ckpz_grad_sum) pack's packet of the sums. Sparse packets:
+ * test_grad_sparse.c. */
+#include "grad_util.h"
 
 /* Round trips: every size around the block, both widths, both roundings, each dtype. */
 static void test_bounds(void)
@@ -296,12 +245,6 @@ static void test_levels(void)
             }
 }
 
-static void reseal(uint8_t *pkt, size_t len)
-{
-    uint32_t c = crc32c(0, pkt, len - 4);
-    for (int k = 0; k < 4; k++) pkt[len - 4 + k] = (uint8_t)(c >> 8 * k);
-}
-
 /* Hostile packets: each decoded into a buffer of exactly the elements promised (the
  * sanitizer build sees any read or write out of bounds). */
 static void test_hostile(void)
@@ -359,6 +302,19 @@ static void test_hostile(void)
             CHECKF(e == cases[c].want, "%u-bit: byte %zu = %u: %s (%s)", bits, cases[c].off, cases[c].val,
                    ckpz_error_name(e), ckpz_ctx_message(ctx));
         }
+        /* a scale whose largest multiple overflows (decoded as infinity) */
+        memcpy(m, pkt, len);
+        memcpy(m + 24, "\xff\xff\x7f\x7f", 4);
+        reseal(m, len);
+        CHECK(ckpz_grad_unpack(ctx, m, len, CKPZ_DTYPE_F32, y, N) == CKPZ_ERR_CORRUPT);
+        {
+            float big[3] = {0x1.fffffep127f, -0x1.fffffep127f, 1}, yb[3];
+            size_t blen;
+            uint8_t *bp = pack(&p, CKPZ_DTYPE_F32, big, 3, NULL, &blen);
+            CHECK(ckpz_grad_unpack(ctx, bp, blen, CKPZ_DTYPE_F32, yb, 3) == CKPZ_OK && isfinite(yb[0]) &&
+                  yb[0] > 0x1p127f && isfinite(yb[1]));
+            free(bp);
+        }
         /* block 0, and a code out of range */
         memcpy(m, pkt, len);
         memset(m + 8, 0, 4);
@@ -382,6 +338,142 @@ static void test_hostile(void)
     }
 }
 
+/* Unpacking to BF16 and FP16 at every level: each value the dtype table's nearest, over
+ * the whole range (FP16's subnormals and overflow to infinity), and at the ties: blocks
+ * of 16 whose scale has tie bits of either type and whose codes are powers of two (so
+ * each decoded value keeps those bits). */
+static void test_narrow(void)
+{
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    enum { N = 4099, B = 16 };
+    float *x = malloc(N * 4), *y = malloc(N * 4);
+    for (size_t i = 0; i < N; i++) x[i] = (float)(rng_normal() * ldexp(1.0, (int)(rng() % 80) - 40));
+    ckpz_grad_params p;
+    ckpz_grad_params_init(&p);
+    p.block = B;
+    size_t len;
+    uint8_t *pkt = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &len), *out = malloc(2 * N), w[2];
+    size_t nb = (N + B - 1) / B;
+    for (size_t b = 0; b < nb; b += 2) {
+        static const uint32_t low[] = {0x8000, 0x7fff, 0x18000, 0x1000, 0x3000, 0x0fff, 0};
+        uint32_t u = ((uint32_t)(rng() % 0x7a000000u) & ~0x1ffffu) | low[rng() % 7];
+        for (int k = 0; k < 4; k++) pkt[24 + 4 * b + k] = (uint8_t)(u >> 8 * k);
+        for (size_t i = b * B; i < (b + 1) * B && i < N; i++) {
+            int c = 1 << (rng() % 7);
+            pkt[24 + 4 * nb + i] = (uint8_t)(rng() & 1 ? c : -c);
+        }
+    }
+    reseal(pkt, len);
+    CHECK(ckpz_grad_unpack(ctx, pkt, len, CKPZ_DTYPE_F32, y, N) == CKPZ_OK);
+    int top = top_isa();
+    for (int m = 0; m <= top; m++) {
+        force_isa(isa[m]);
+        for (int t = 0; t < 2; t++) {
+            ckpz_dtype dt = t ? CKPZ_DTYPE_F16 : CKPZ_DTYPE_BF16;
+            const dtype_info *d = dtype_get(dt);
+            CHECK(ckpz_grad_unpack(ctx, pkt, len, dt, out, N) == CKPZ_OK);
+            size_t bad = 0;
+            for (size_t i = 0; i < N; i++) {
+                d->from_double(w, y[i]);
+                if (memcmp(w, out + 2 * i, 2) && !bad++)
+                    fprintf(stderr, "%s %s: element %zu (%g) differs\n", isa[m], d->name, i, y[i]);
+            }
+            CHECK(!bad);
+        }
+    }
+    force_isa("avx512");
+    free(x), free(y), free(pkt), free(out);
+}
+
+/* The sum of packets: the packet ckpz_grad_pack writes for the FP32 sums of what the
+ * inputs decode to (added in order), so within half its own step of them; the same at
+ * every level; layouts that differ, sparse packets, too little room and a damaged input
+ * refused. */
+static void test_sum(void)
+{
+    static const char *const isa[] = {"scalar", "avx2", "avx512"};
+    const size_t sizes[] = {1, 7, 255, 256, 257, 4099};
+    int top = top_isa();
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int v = 0; v < 8; v++) {
+            size_t n = sizes[si], m = 1 + (size_t)(rng() % 4);
+            ckpz_grad_params p;
+            ckpz_grad_params_init(&p);
+            p.bits = v & 1 ? 4 : 8, p.block = v & 2 ? 33 : 256, p.stochastic = v >> 2 & 1;
+            uint8_t *pk[4];
+            size_t lens[4], len;
+            float *x = malloc(n * 4), *y = malloc(n * 4), *sum = calloc(n, 4), *ys = malloc(n * 4);
+            for (size_t k = 0; k < m; k++) {
+                fill(x, n);
+                p.seed = rng();
+                pk[k] = pack(&p, CKPZ_DTYPE_F32, x, n, NULL, &lens[k]);
+                CHECK(ckpz_grad_unpack(ctx, pk[k], lens[k], CKPZ_DTYPE_F32, y, n) == CKPZ_OK);
+                for (size_t i = 0; i < n; i++) sum[i] = k ? sum[i] + y[i] : y[i];
+            }
+            p.stochastic = 0;
+            uint8_t *want = pack(&p, CKPZ_DTYPE_F32, sum, n, NULL, &len), *got = malloc(len);
+            CHECK(len == lens[0]);
+            for (int lv = 0; lv <= top; lv++) {
+                force_isa(isa[lv]);
+                size_t w = 0;
+                memset(got, 0xa5, len);
+                ckpz_error e = ckpz_grad_sum(ctx, (const void *const *)pk, lens, m, got, len, &w);
+                CHECKF(e == CKPZ_OK && w == len, "sum: %s", ckpz_ctx_message(ctx));
+                CHECKF(!memcmp(got, want, len), "%s n=%zu case %d m=%zu: the sum is not pack's packet of the sums",
+                       isa[lv], n, v, m);
+                /* in place: the first input is the output */
+                uint8_t *first = malloc(len), *keep0 = pk[0];
+                memcpy(first, pk[0], len);
+                pk[0] = first;
+                e = ckpz_grad_sum(ctx, (const void *const *)pk, lens, m, first, len, &w);
+                CHECKF(e == CKPZ_OK && !memcmp(first, want, len), "%s n=%zu case %d m=%zu: the sum in place differs",
+                       isa[lv], n, v, m);
+                pk[0] = keep0;
+                free(first);
+            }
+            force_isa("avx512");
+            CHECK(ckpz_grad_unpack(ctx, got, len, CKPZ_DTYPE_F32, ys, n) == CKPZ_OK);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!(fabsf(ys[i] - sum[i]) <= 0.5f * scale_of(got, i / p.block) * 1.0001f + 1e-37f) && !bad++)
+                    fprintf(stderr, "sum: element %zu: %g, the inputs' sum %g\n", i, ys[i], sum[i]);
+            CHECK(!bad);
+            for (size_t k = 0; k < m; k++) free(pk[k]);
+            free(want), free(got), free(x), free(y), free(sum), free(ys);
+        }
+    /* refusals */
+    enum { N = 100 };
+    float x[N];
+    fill(x, N);
+    ckpz_grad_params p;
+    ckpz_grad_params_init(&p);
+    size_t la, lb, lc, w;
+    uint8_t *a = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &la), out[1024];
+    p.block = 64;
+    uint8_t *b = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &lb);
+    p.kind = CKPZ_GRAD_TOPK;
+    uint8_t *c = pack(&p, CKPZ_DTYPE_F32, x, N, NULL, &lc);
+    const void *two[2] = {a, b};
+    size_t lens[2] = {la, lb};
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    CHECK(strstr(ckpz_ctx_message(ctx), "packet 1"));
+    two[1] = c, lens[1] = lc;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    two[1] = a, lens[1] = la;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, la - 1, &w) == CKPZ_ERR_PARAM);
+    CHECK(ckpz_grad_sum(ctx, two, lens, 0, out, sizeof out, &w) == CKPZ_ERR_PARAM);
+    uint8_t *d = malloc(la);
+    memcpy(d, a, la);
+    d[30] ^= 1;
+    two[1] = d;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_ERR_CHECKSUM);
+    CHECKF(strstr(ckpz_ctx_message(ctx), "packet 1: ") && strstr(ckpz_ctx_message(ctx), "CRC"), "%s",
+           ckpz_ctx_message(ctx));
+    two[1] = a;
+    CHECK(ckpz_grad_sum(ctx, two, lens, 2, out, sizeof out, &w) == CKPZ_OK && w == la);
+    free(a), free(b), free(c), free(d);
+}
+
 int main(void)
 {
     ctx = ckpz_ctx_create();
@@ -390,7 +482,9 @@ int main(void)
     test_feedback();
     test_nonfinite();
     test_levels();
+    test_narrow();
     test_hostile();
+    test_sum();
     ckpz_ctx_free(ctx);
     return test_summary("test_grad");
 }

@@ -1,9 +1,10 @@
 /* grad.h — the kernels under the gradient calls (ckpz_grad_*, include/ckpz_experimental.h;
  * doc/gradients.md): blockwise quantisation of float32 values to signed codes of 8 or 4
- * bits with one scale per block, and back. The public calls (pack.c) stage each stretch
- * of the caller's FP32, BF16 or FP16 buffer as float32 (through dtype.h's converters)
- * and hand it here, so the kernels know one type and every instruction-set path sees the
- * same floats. Each path (quant.c: portable; quant_avx2.c) does the same float
+ * bits with one scale per block, and back; 4-bit codes two a byte; BF16 and FP16
+ * widened to float32 and narrowed back. The public calls (pack.c, sparse.c, sum.c)
+ * stage each stretch of the caller's FP32, BF16 or FP16 buffer as float32 (the widening
+ * kernel, exact) and hand it to the others, so they know one type and every
+ * instruction-set path sees the same floats. Each path (quant.c: portable; quant_avx2.c) does the same float
  * operations in the same order, none fused, so all write the same codes and residuals
  * bit for bit; stochastic rounding draws its numbers from a counter-based hash of
  * (seed, element index), which a vector lane computes as the scalar loop does.
@@ -13,6 +14,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ckpz.h"
 
 /* The random number of element i under key: lowbias32 (a 32-bit integer hash with low
  * bias) applied twice, keyed before each round. Vector paths: the same two rounds per
@@ -68,12 +71,95 @@ typedef struct grad_kernels {
     void (*dequant)(const int8_t *codes, size_t n, float scale, float *out);
     /* The first code outside [-qmax, qmax] among n, or n. */
     size_t (*check)(const int8_t *codes, size_t n, int qmax);
+    /* n BF16 or FP16 values (little-endian) to float32, exactly. */
+    void (*widen)(int f16, const uint8_t *src, size_t n, float *out);
+    /* n floats to BF16 or FP16, to nearest, ties to even (a NaN stays a NaN). */
+    void (*narrow)(int f16, const float *in, size_t n, uint8_t *dst);
+    /* 4-bit codes, two a byte: dst[k] = q[2k] & 15 | q[2k + 1] << 4 for k < pairs; and
+     * back, each nibble sign-extended. */
+    void (*nib_pack)(const int8_t *q, size_t pairs, uint8_t *dst);
+    void (*nib_unpack)(const uint8_t *src, size_t pairs, int8_t *q);
 } grad_kernels;
+
+/* Codes [i, i + n) of 4-bit code bytes c to int8 in q, and q to them (the halves of
+ * bytes outside [i, i + n) kept, so an odd count's padding half is the writer's to
+ * clear): the kernels' pairs, the odd ends one nibble each. */
+static inline void grad_nib_get(const grad_kernels *K, const uint8_t *c, uint64_t i, size_t n, int8_t *q)
+{
+    size_t k = 0;
+    if (n && i & 1) q[k++] = (int8_t)((int8_t)(c[i >> 1] & 0xf0) >> 4);
+    K->nib_unpack(c + ((i + k) >> 1), (n - k) / 2, q + k);
+    k += (n - k) & ~(size_t)1;
+    if (k < n) q[k] = (int8_t)((int8_t)(uint8_t)(c[(i + k) >> 1] << 4) >> 4);
+}
+
+static inline void grad_nib_put(const grad_kernels *K, const int8_t *q, uint64_t i, size_t n, uint8_t *c)
+{
+    size_t k = 0;
+    if (n && i & 1) c[i >> 1] = (uint8_t)((c[i >> 1] & 0x0f) | (uint8_t)((uint8_t)q[k++] << 4));
+    K->nib_pack(q + k, (n - k) / 2, c + ((i + k) >> 1));
+    k += (n - k) & ~(size_t)1;
+    if (k < n) /* the high half kept: the next element's (written or still to be read), or the padding */
+        c[(i + k) >> 1] = (uint8_t)((c[(i + k) >> 1] & 0xf0) | (q[k] & 0x0f));
+}
 
 extern const grad_kernels grad_kernels_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 #define GRAD_HAVE_X86 1
 extern const grad_kernels grad_kernels_avx2;
 #endif
+
+#define GRAD_PIECE 1024
+#define GRAD_BLOCK_MAX 65536u
+#define GRAD_COUNT_MAX 0xffffffffull
+#define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
+
+/* A block's scale for largest magnitude a: a / qmax, lowered by an ulp where a rounding
+ * would make qmax * scale overflow (a within an ulp of FLT_MAX), since a decoder refuses
+ * a scale whose largest value is not finite. */
+static inline float grad_scale(float a, int qmax)
+{
+    float s = a / (float)qmax;
+    while (!((float)qmax * s <= 0x1.fffffep127f)) s = __builtin_nextafterf(s, 0);
+    return s;
+}
+
+/* pack.c: the kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU);
+ * the dtypes packed; elements [i0, i0 + n) of src as float32 (src itself for FP32, else
+ * tmp; n <= GRAD_PIECE). */
+const grad_kernels *grad_kernels_get(void);
+int grad_dtype_ok(ckpz_dtype t);
+const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp);
+
+#define GRAD_MAGIC "CKGQ"
+#define GRAD_VERSION 1
+#define GRAD_HEADER 24
+#define GRAD_FLAG_STOCHASTIC 1u
+
+typedef struct grad_head {
+    unsigned bits;
+    ckpz_dtype dtype;
+    unsigned flags;
+    uint32_t block;
+    uint64_t count, nblocks;
+    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
+    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
+} grad_head;
+
+/* The layout of a dense packet of h's count, block and bits (0: beyond a size_t); the
+ * header of src[0..len) and every check of the dense packet, h filled. */
+int grad_layout(grad_head *h);
+ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h);
+
+/* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
+ * params are resolved (q: a whole struct, defaults filled) or the magic seen. */
+#define GRAD_SPARSE_MAGIC "CKGS"
+ckpz_error grad_sparse_size(ckpz_ctx *ctx, const ckpz_grad_params *q, uint64_t n, size_t *size);
+ckpz_error grad_sparse_pack(ckpz_ctx *ctx, const ckpz_grad_params *q, ckpz_dtype dtype, const void *grad, uint64_t n,
+                            float *residual, void *dst, size_t cap, size_t *written);
+ckpz_error grad_sparse_info(ckpz_ctx *ctx, const uint8_t *src, size_t len, ckpz_grad_info *mine);
+/* out: n elements of dtype, or (add set) n FP32 elements the values are added into. */
+ckpz_error grad_sparse_unpack(ckpz_ctx *ctx, const uint8_t *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n,
+                              int add);
 
 #endif

@@ -19,28 +19,9 @@
 #include "common/dtype.h"
 #include "grad/grad.h"
 
-#define GRAD_MAGIC "CKGQ"
-#define GRAD_VERSION 1
-#define GRAD_HEADER 24
-#define GRAD_PIECE 1024
-#define GRAD_BLOCK_MAX 65536u
-#define GRAD_COUNT_MAX 0xffffffffull
-#define GRAD_FLAG_STOCHASTIC 1u
-#define GRAD_TINY 0x1p-118f /* below: scale 0 (its reciprocal and a/qmax stay normal above) */
-
-typedef struct grad_head {
-    unsigned bits;
-    ckpz_dtype dtype;
-    unsigned flags;
-    uint32_t block;
-    uint64_t count, nblocks;
-    uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
-    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
-} grad_head;
-
 /* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
  * here, not beside the portable loops, which the vector files call for their tails. */
-static const grad_kernels *grad_kernels_get(void)
+const grad_kernels *grad_kernels_get(void)
 {
 #ifdef GRAD_HAVE_X86
     if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
@@ -48,11 +29,11 @@ static const grad_kernels *grad_kernels_get(void)
     return &grad_kernels_scalar;
 }
 
-static int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
+int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
 
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
-static int grad_layout(grad_head *h)
+int grad_layout(grad_head *h)
 {
     uint64_t codes = h->bits == 8 ? h->count : (h->count + 1) / 2;
     h->nblocks = (h->count + h->block - 1) / h->block;
@@ -70,15 +51,24 @@ void ckpz_grad_params_init(ckpz_grad_params *p)
     p->struct_size = sizeof *p;
     p->bits = 8;
     p->block = 256;
+    p->density = 0.01;
 }
 
-static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
+/* The caller's params as a whole struct (defaults past its struct_size) into *q. */
+static ckpz_error grad_params_copy(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_grad_params *q)
 {
     if (!p || p->struct_size < sizeof(size_t) || p->struct_size > sizeof *p)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "ckpz_grad_params: struct_size not set (ckpz_grad_params_init)");
-    ckpz_grad_params q;
-    ckpz_grad_params_init(&q);
-    memcpy(&q, p, p->struct_size);
+    ckpz_grad_params_init(q);
+    memcpy(q, p, p->struct_size);
+    if (q->kind > CKPZ_GRAD_THRESHOLD) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: kind %u", q->kind);
+    return CKPZ_OK;
+}
+
+/* The dense packet's layout for the resolved params q. */
+static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
+{
+    ckpz_grad_params q = *p;
     if (q.bits != 8 && q.bits != 4) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: bits %u (8 or 4)", q.bits);
     if (q.block < 1 || q.block > GRAD_BLOCK_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: block %u (1..%u)", (unsigned)q.block, GRAD_BLOCK_MAX);
@@ -96,23 +86,21 @@ static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t
 ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size)
 {
     ctx_clear(ctx);
+    if (size) *size = 0;
+    ckpz_grad_params q;
+    ckpz_error e = grad_params_copy(ctx, p, &q);
+    if (e) return e;
+    if (q.kind != CKPZ_GRAD_DENSE) return grad_sparse_size(ctx, &q, n, size);
     grad_head h;
-    ckpz_error e = grad_params(ctx, p, n, &h);
+    e = grad_params(ctx, &q, n, &h);
     if (size) *size = e ? 0 : h.size;
     return e;
 }
 
-/* Elements [i0, i0 + n) of src as float32: src itself for FP32, else tmp. */
-static const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
+const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
 {
     if (t == CKPZ_DTYPE_F32) return (const float *)src + i0;
-    const uint8_t *p = (const uint8_t *)src + 2 * i0;
-    if (t == CKPZ_DTYPE_BF16) {
-        for (size_t k = 0; k < n; k++) tmp[k] = dt_ld_b32(2, p + 2 * k);
-    } else {
-        const dtype_info *d = dtype_get(t);
-        for (size_t k = 0; k < n; k++) tmp[k] = (float)d->to_double(p + 2 * k);
-    }
+    grad_kernels_get()->widen(t == CKPZ_DTYPE_F16, (const uint8_t *)src + 2 * i0, n, tmp);
     return tmp;
 }
 
@@ -167,7 +155,7 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
         uint32_t bitsof = ld32(pkt + h->scales + 4 * b);
         float a, inv = 0, scale = 0;
         memcpy(&a, &bitsof, 4);
-        if (a >= GRAD_TINY) inv = (float)qmax / a, scale = a / (float)qmax;
+        if (a >= GRAD_TINY) inv = (float)qmax / a, scale = grad_scale(a, qmax);
         memcpy(&bitsof, &scale, 4);
         st32(pkt + h->scales + 4 * b, bitsof);
         for (uint64_t i = b * h->block; i < end; i += GRAD_PIECE) {
@@ -188,13 +176,7 @@ static void grad_pass2(const grad_kernels *K, const grad_head *h, ckpz_dtype t, 
                            .codes = h->bits == 8 ? (int8_t *)(codes + i) : q4,
                            .resid = res ? res + i : NULL};
             K->quant(&j);
-            if (h->bits == 4)
-                for (size_t k = 0; k < len; k++) {
-                    uint64_t e = i + k;
-                    uint8_t nib = (uint8_t)(q4[k] & 0x0f);
-                    if (e & 1) codes[e >> 1] |= (uint8_t)(nib << 4);
-                    else codes[e >> 1] = nib;
-                }
+            if (h->bits == 4) grad_nib_put(K, q4, i, len, codes);
         }
     }
 }
@@ -204,12 +186,16 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
 {
     ctx_clear(ctx);
     if (written) *written = 0;
-    grad_head h;
-    ckpz_error e = grad_params(ctx, p, n, &h);
+    ckpz_grad_params q;
+    ckpz_error e = grad_params_copy(ctx, p, &q);
     if (e) return e;
     if (!grad_dtype_ok(dtype))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: dtype %s (f32, bf16 or f16)",
                         ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    if (q.kind != CKPZ_GRAD_DENSE) return grad_sparse_pack(ctx, &q, dtype, grad, n, residual, dst, cap, written);
+    grad_head h;
+    e = grad_params(ctx, &q, n, &h);
+    if (e) return e;
     if (!dst || cap < h.size)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: %zu bytes of room for a packet of %zu", dst ? cap : 0,
                         h.size);
@@ -233,13 +219,14 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
                             residual ? " with the residual added; the residual is unchanged" : "");
         grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
     }
+    if (h.bits == 4 && h.count & 1) pkt[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
     st32(pkt + h.size - 4, crc32c(0, pkt, h.size - 4));
     if (written) *written = h.size;
     return CKPZ_OK;
 }
 
 /* The header of src[0..len) and every check of the packet (grad_head filled). */
-static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
+ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
 {
     if (!src && len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packet: no buffer");
     if (len < 4 || memcmp(src, GRAD_MAGIC, 4))
@@ -274,12 +261,15 @@ static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad
                         (unsigned long long)(GRAD_HEADER + 4 * h->nblocks + 4 +
                                              (h->bits == 8 ? h->count : (h->count + 1) / 2)),
                         len);
+    const float qmax = h->bits == 8 ? 127.0f : 7.0f;
     for (uint64_t b = 0; b < h->nblocks; b++) {
         uint32_t u = ld32(src + h->scales + 4 * b);
-        if (u >= 0x7f800000u) /* negative (sign bit set), infinite or NaN */
+        float f;
+        memcpy(&f, &u, 4);
+        if (u >= 0x7f800000u || !(qmax * f <= 0x1.fffffep127f)) /* negative, not finite, or qmax * it not */
             return ctx_fail(ctx, CKPZ_ERR_CORRUPT,
-                            "gradient packet: block %llu's scale (bits %08x) is not a finite "
-                            "value >= 0",
+                            "gradient packet: block %llu's scale (bits %08x) is not a value >= 0 "
+                            "whose multiples up to the largest code are finite",
                             (unsigned long long)b, (unsigned)u);
     }
     const uint8_t *c = src + h->codes;
@@ -287,11 +277,14 @@ static ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad
     if (h->bits == 8) {
         bad = grad_kernels_get()->check((const int8_t *)c, (size_t)h->count, 127);
     } else {
-        for (uint64_t i = 0; i < h->count; i++)
-            if (((c[i >> 1] >> (i & 1 ? 4 : 0)) & 0x0f) == 8) {
-                bad = i;
-                break;
-            }
+        const grad_kernels *K = grad_kernels_get();
+        int8_t q4[GRAD_PIECE];
+        for (uint64_t i = 0; i < h->count && bad == h->count; i += GRAD_PIECE) {
+            size_t n = h->count - i < GRAD_PIECE ? (size_t)(h->count - i) : GRAD_PIECE;
+            grad_nib_get(K, c, i, n, q4);
+            size_t k = K->check(q4, n, 7);
+            if (k < n) bad = i + k;
+        }
         if (bad == h->count && h->count & 1 && c[h->count >> 1] >> 4)
             return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: the last byte's unused half is not zero");
     }
@@ -305,25 +298,38 @@ ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_
 {
     ctx_clear(ctx);
     if (OUT_CHECK(ctx, info, "ckpz_grad_info")) return CKPZ_ERR_PARAM;
+    ckpz_grad_info mine;
+    if (src && len >= 4 && !memcmp(src, GRAD_SPARSE_MAGIC, 4)) {
+        ckpz_error e = grad_sparse_info(ctx, src, len, &mine);
+        if (e) return e;
+        OUT_GIVE(info, &mine);
+        return CKPZ_OK;
+    }
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
     if (e) return e;
-    ckpz_grad_info mine = {.struct_size = sizeof mine,
-                           .count = h.count,
-                           .dtype = h.dtype,
-                           .bits = h.bits,
-                           .block = h.block,
-                           .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0};
+    mine = (ckpz_grad_info){.struct_size = sizeof mine,
+                            .count = h.count,
+                            .dtype = h.dtype,
+                            .bits = h.bits,
+                            .block = h.block,
+                            .stochastic = (h.flags & GRAD_FLAG_STOCHASTIC) != 0,
+                            .kind = CKPZ_GRAD_DENSE,
+                            .nnz = h.count};
     OUT_GIVE(info, &mine);
     return CKPZ_OK;
 }
 
-ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n)
+/* ckpz_grad_unpack, and with add set ckpz_grad_unpack_add (out: FP32, added into). */
+static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n,
+                              int add)
 {
     ctx_clear(ctx);
     if (!grad_dtype_ok(dtype))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: dtype %s (f32, bf16 or f16)",
                         ckpz_dtype_name(dtype) ? ckpz_dtype_name(dtype) : "?");
+    if (src && len >= 4 && !memcmp(src, GRAD_SPARSE_MAGIC, 4))
+        return grad_sparse_unpack(ctx, src, len, dtype, out, n, add);
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
     if (e) return e;
@@ -333,7 +339,6 @@ ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dty
     if (n && !out) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: no output buffer");
     const grad_kernels *K = grad_kernels_get();
     const uint8_t *pkt = src, *codes = pkt + h.codes;
-    const dtype_info *d = dtype_get(dtype);
     float tmp[GRAD_PIECE];
     int8_t q4[GRAD_PIECE];
     for (uint64_t b = 0; b < h.nblocks; b++) {
@@ -345,23 +350,24 @@ ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dty
             size_t len_ = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
             const int8_t *c = (const int8_t *)(codes + i);
             if (h.bits == 4) {
-                for (size_t k = 0; k < len_; k++) {
-                    uint64_t el = i + k;
-                    uint8_t nib = (uint8_t)((codes[el >> 1] >> (el & 1 ? 4 : 0)) << 4);
-                    q4[k] = (int8_t)((int8_t)nib >> 4); /* sign-extended */
-                }
+                grad_nib_get(K, codes, i, len_, q4);
                 c = q4;
             }
-            float *o = dtype == CKPZ_DTYPE_F32 ? (float *)out + i : tmp;
+            float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;
             K->dequant(c, len_, scale, o);
-            if (dtype != CKPZ_DTYPE_F32) {
-                uint8_t *p = (uint8_t *)out + 2 * i;
-                for (size_t k = 0; k < len_; k++) {
-                    if (dtype == CKPZ_DTYPE_BF16) dt_st_b32(2, p + 2 * k, tmp[k]);
-                    else d->from_double(p + 2 * k, tmp[k]);
-                }
-            }
+            if (add) K->add((float *)out + i, tmp, len_);
+            if (dtype != CKPZ_DTYPE_F32 && !add) K->narrow(dtype == CKPZ_DTYPE_F16, tmp, len_, (uint8_t *)out + 2 * i);
         }
     }
     return CKPZ_OK;
+}
+
+ckpz_error ckpz_grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_dtype dtype, void *out, uint64_t n)
+{
+    return grad_unpack(ctx, src, len, dtype, out, n, 0);
+}
+
+ckpz_error ckpz_grad_unpack_add(ckpz_ctx *ctx, const void *src, size_t len, float *acc, uint64_t n)
+{
+    return grad_unpack(ctx, src, len, CKPZ_DTYPE_F32, acc, n, 1);
 }

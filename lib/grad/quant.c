@@ -6,6 +6,8 @@
  * that a vector path keeps apart. */
 #include <math.h>
 
+#include "common/dtype.h"
+
 #include "grad/grad.h"
 
 static void absmax_scalar(const float *a, const float *b, size_t n, uint32_t *acc)
@@ -56,4 +58,38 @@ static size_t check_scalar(const int8_t *codes, size_t n, int qmax)
     return n;
 }
 
-const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar, quant_scalar, dequant_scalar, check_scalar};
+static void widen_scalar(int f16, const uint8_t *src, size_t n, float *out)
+{
+    if (!f16) {
+        for (size_t i = 0; i < n; i++) out[i] = dt_ld_b32(2, src + 2 * i);
+        return;
+    }
+    const dtype_info *d = dtype_get(CKPZ_DTYPE_F16);
+    for (size_t i = 0; i < n; i++) out[i] = (float)d->to_double(src + 2 * i);
+}
+
+static void narrow_scalar(int f16, const float *in, size_t n, uint8_t *dst)
+{
+    if (!f16) {
+        for (size_t i = 0; i < n; i++) dt_st_b32(2, dst + 2 * i, in[i]);
+        return;
+    }
+    const dtype_info *d = dtype_get(CKPZ_DTYPE_F16);
+    for (size_t i = 0; i < n; i++) d->from_double(dst + 2 * i, in[i]);
+}
+
+static void nib_pack_scalar(const int8_t *q, size_t pairs, uint8_t *dst)
+{
+    for (size_t k = 0; k < pairs; k++) dst[k] = (uint8_t)((q[2 * k] & 0x0f) | (uint8_t)((uint8_t)q[2 * k + 1] << 4));
+}
+
+static void nib_unpack_scalar(const uint8_t *src, size_t pairs, int8_t *q)
+{
+    for (size_t k = 0; k < pairs; k++) {
+        q[2 * k] = (int8_t)((int8_t)(uint8_t)(src[k] << 4) >> 4);
+        q[2 * k + 1] = (int8_t)((int8_t)src[k] >> 4);
+    }
+}
+
+const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar,    quant_scalar,    dequant_scalar,   check_scalar,
+                                          widen_scalar,  narrow_scalar, nib_pack_scalar, nib_unpack_scalar};

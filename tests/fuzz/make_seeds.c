@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#define CKPZ_EXPERIMENTAL
 #include "ckpz.h"
 #include "codec/codec.h"
 #include "common/bytes.h"
@@ -663,6 +664,39 @@ static void container_seeds(void)
     }
 }
 
+/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8- and 4-bit,
+ * sparse with gaps and with a bitmap, FP32 and 8-bit values, each as written (control 0)
+ * and with control 1 (resealed). */
+static void grad_seeds(void)
+{
+    enum { N = 300 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = (float)gauss();
+    static const struct {
+        unsigned kind, bits;
+        double density;
+        const char *name;
+    } cases[] = {{CKPZ_GRAD_DENSE, 8, 0, "dense8"},   {CKPZ_GRAD_DENSE, 4, 0, "dense4"},
+                 {CKPZ_GRAD_TOPK, 8, 0.05, "gaps8"},  {CKPZ_GRAD_TOPK, 32, 0.05, "gaps32"},
+                 {CKPZ_GRAD_TOPK, 8, 0.7, "bitmap8"}, {CKPZ_GRAD_THRESHOLD, 32, 0, "threshold32"}};
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        ckpz_grad_params p;
+        ckpz_grad_params_init(&p);
+        p.kind = cases[c].kind, p.bits = cases[c].bits, p.block = 32, p.stochastic = (int)(c & 1);
+        p.density = cases[c].density, p.threshold = 1.0f;
+        uint8_t pkt[4096];
+        size_t len;
+        if (ckpz_grad_pack(ctx, &p, CKPZ_DTYPE_F32, x, N, NULL, pkt, sizeof pkt, &len)) die(ckpz_ctx_message(ctx));
+        for (uint8_t ctl = 0; ctl < 2; ctl++) {
+            char name[64];
+            snprintf(name, sizeof name, "%s-%u", cases[c].name, ctl);
+            put2("grad", name, &ctl, 1, pkt, len);
+        }
+    }
+    ckpz_ctx_free(ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -676,6 +710,7 @@ int main(int argc, char **argv)
     entropy_seeds();
     chunk_seeds();
     container_seeds();
+    grad_seeds();
     ent_ctx_free(ec);
     printf("wrote %zu seeds, %zu bytes\n", total_files, total_bytes);
     return 0;
