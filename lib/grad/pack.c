@@ -13,23 +13,10 @@
 #include <string.h>
 
 #include "common/bytes.h"
-#include "common/cpu.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
 #include "common/dtype.h"
 #include "grad/grad.h"
-
-/* The kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU). Chosen
- * here, not beside the portable loops, which the vector files call for their tails. */
-const grad_kernels *grad_kernels_get(void)
-{
-#ifdef GRAD_HAVE_X86
-    if (cpu_level() >= CPU_AVX2) return &grad_kernels_avx2;
-#endif
-    return &grad_kernels_scalar;
-}
-
-int grad_dtype_ok(ckpz_dtype t) { return t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16; }
 
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
@@ -95,13 +82,6 @@ ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint6
     e = grad_params(ctx, &q, n, &h);
     if (size) *size = e ? 0 : h.size;
     return e;
-}
-
-const float *grad_stage(ckpz_dtype t, const void *src, uint64_t i0, size_t n, float *tmp)
-{
-    if (t == CKPZ_DTYPE_F32) return (const float *)src + i0;
-    grad_kernels_get()->widen(t == CKPZ_DTYPE_F16, (const uint8_t *)src + 2 * i0, n, tmp);
-    return tmp;
 }
 
 /* The first element of block b whose value (plus the residual's) is not finite. */

@@ -238,6 +238,9 @@ class GradParams(Sized, ctypes.Structure):
         ("block", ctypes.c_uint32),
         ("stochastic", ctypes.c_int),
         ("seed", ctypes.c_uint64),
+        ("kind", ctypes.c_uint),  # CKPZ_GRAD_DENSE, _TOPK, _THRESHOLD
+        ("density", ctypes.c_double),
+        ("threshold", ctypes.c_float),
     ]
 
 
@@ -251,6 +254,8 @@ class GradInfo(Sized, ctypes.Structure):
         ("bits", ctypes.c_uint),
         ("block", ctypes.c_uint32),
         ("stochastic", ctypes.c_int),
+        ("kind", ctypes.c_uint),
+        ("nnz", ctypes.c_uint64),
     ]
 
 

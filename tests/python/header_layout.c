@@ -162,6 +162,9 @@ int main(void)
     FIELD(ckpz_grad_params, block);
     FIELD(ckpz_grad_params, stochastic);
     FIELD(ckpz_grad_params, seed);
+    FIELD(ckpz_grad_params, kind);
+    FIELD(ckpz_grad_params, density);
+    FIELD(ckpz_grad_params, threshold);
 
     STRUCT(ckpz_grad_info);
     FIELD(ckpz_grad_info, struct_size);
@@ -170,6 +173,8 @@ int main(void)
     FIELD(ckpz_grad_info, bits);
     FIELD(ckpz_grad_info, block);
     FIELD(ckpz_grad_info, stochastic);
+    FIELD(ckpz_grad_info, kind);
+    FIELD(ckpz_grad_info, nnz);
 
     ENUM(ckpz_error);
     ENUM(ckpz_dtype);
