@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "plan.h"
 #include "transforms/ids.h" /* XF_NONE, XF_FLOAT, XF_INT */
 
 #ifdef __cplusplus
@@ -33,6 +34,25 @@ cudaError_t xf_gpu_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n
 /* xf_merge on the device: the inverse of xf_gpu_split, same pairs. */
 cudaError_t xf_gpu_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst,
                          cudaStream_t stream);
+
+/* decode.cu: a .ckpz file in device memory restored from its host plan (plan.h). */
+enum { GPU_DEC_RANS = 1, GPU_DEC_MERGE = 2, GPU_DEC_HOST = 4, GPU_DEC_ALL = 7 };
+typedef struct gpu_dec gpu_dec;
+/* Device copies of the plan's tables and the plane scratch (the plan must outlive it). */
+cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out);
+/* Queues the parts asked for on the stream: the rANS planes into the scratch, the merge
+ * of every device chunk into d_out, the host-decoded chunks' copies into d_out (from the
+ * plan's pageable buffer). d_file: the whole file in device memory; d_out: the original
+ * size. A merge reads the scratch the rANS part wrote: run both, in this order. */
+cudaError_t gpu_dec_run(gpu_dec *d, const uint8_t *d_file, uint8_t *d_out, unsigned parts, cudaStream_t s);
+/* After the stream is synchronised: 1 when a rANS plane was refused as corrupt, with
+ * its chunk and plane numbers (UINT32_MAX when its error word could not be read). */
+int gpu_dec_failed(gpu_dec *d, uint32_t *chunk, uint32_t *plane);
+void gpu_dec_free(gpu_dec *d); /* accepts NULL */
+/* The rANS warp alone: d_rp[0..nrp) decoded from d_file into d_scratch, d_bad[i] set to
+ * 1 for a plane the CPU's rans0_decode would refuse (left as it was otherwise). */
+cudaError_t gpu_rans0_planes(const gpu_rplane *d_rp, size_t nrp, const uint8_t *d_file, uint8_t *d_scratch,
+                             uint32_t *d_bad, cudaStream_t s);
 
 #ifdef __cplusplus
 }

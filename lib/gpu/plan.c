@@ -80,7 +80,6 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
     if (at != end)
         return ctx_fail(w->ctx, CKPZ_ERR_CORRUPT, "chunk %u: payload has %llu unused bytes", no,
                         (unsigned long long)(end - at));
-    if (m->n > pl->merge_max) pl->merge_max = m->n;
     pl->nmc++;
     return CKPZ_OK;
 }

@@ -58,7 +58,6 @@ typedef struct gpu_plan {
     size_t nrp;
     gpu_mchunk *mc;
     size_t nmc;
-    uint32_t merge_max;      /* largest n of a merge job */
     gpu_hchunk *hc;
     size_t nhc;
     uint8_t *host;           /* the host-decoded chunks' bytes, back to back */
