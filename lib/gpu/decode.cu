@@ -23,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include "merge_dev.h"
 #include "rans0_dev.h"
 
 #define FULL 0xffffffffu
@@ -136,52 +137,7 @@ fail:
     if (lane == 0) bad[blockIdx.x] = 1;
 }
 
-template <typename T> __device__ __forceinline__ T rotr1(T v)
-{
-    return (T)((v >> 1) | (v << (8 * sizeof(T) - 1)));
-}
-
-/* Four elements at e of one chunk: W plane bytes each, most significant first. */
-template <typename T, bool ROT>
-__device__ __forceinline__ void merge4(const uint8_t *const *p, uint32_t e, uint32_t cnt, uint8_t *dst)
-{
-    constexpr int W = sizeof(T);
-    T v[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int b = 0; b < W; b++) {
-        const uint8_t *q = p[b] + e;
-        uint32_t u;
-        if (cnt == 4 && ((uintptr_t)q & 3) == 0) u = *(const uint32_t *)q;
-        else {
-            u = 0;
-            for (uint32_t j = 0; j < cnt; j++) u |= (uint32_t)q[j] << (8 * j);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++) v[j] |= (T)((T)((u >> (8 * j)) & 0xff) << (8 * (W - 1 - b)));
-    }
-    uint8_t *d = dst + (size_t)e * W;
-    if (cnt == 4 && ((uintptr_t)d % W) == 0) {
-#pragma unroll
-        for (int j = 0; j < 4; j++) ((T *)d)[j] = ROT ? rotr1(v[j]) : v[j];
-    } else {
-        for (uint32_t j = 0; j < cnt; j++) {
-            T x = ROT ? rotr1(v[j]) : v[j];
-            for (int b = 0; b < W; b++) d[j * W + b] = (uint8_t)(x >> (8 * b));
-        }
-    }
-}
-
-template <typename T, bool ROT> __device__ void merge_chunk(const uint8_t *const *p, uint32_t n, uint8_t *dst)
-{
-    constexpr uint32_t W = sizeof(T);
-    uint32_t elems = n / W, stride = 4 * blockDim.x * gridDim.x;
-    for (uint32_t e = 4 * (blockIdx.x * blockDim.x + threadIdx.x); e < elems; e += stride)
-        merge4<T, ROT>(p, e, elems - e < 4 ? elems - e : 4, dst);
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        for (uint32_t t = 0; t < n % W; t++) dst[(size_t)elems * W + t] = p[W][t];
-}
-
-/* Chunk blockIdx.y (and every gridDim.y-th after it); 4 elements per thread. */
+/* Chunk blockIdx.y (and every gridDim.y-th after it); 4 elements per thread (merge_dev.h). */
 __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *file, const uint8_t *scratch,
                              uint8_t *out)
 {
@@ -191,12 +147,14 @@ __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *fi
         for (int b = 0; b < GPU_PLANES_MAX; b++)
             p[b] = m->plane[b] & GPU_FROM_FILE ? file + (m->plane[b] & ~GPU_FROM_FILE) : scratch + m->plane[b];
         uint8_t *d = out + m->out;
+        uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x, nt = blockDim.x * gridDim.x;
         bool rot = m->xf == XF_FLOAT;
+        /* W a constant in each call: the plane loops unroll */
         switch (m->esize) {
-        case 1: merge_chunk<uint8_t, false>(p, m->n, d); break;
-        case 2: rot ? merge_chunk<uint16_t, true>(p, m->n, d) : merge_chunk<uint16_t, false>(p, m->n, d); break;
-        case 4: rot ? merge_chunk<uint32_t, true>(p, m->n, d) : merge_chunk<uint32_t, false>(p, m->n, d); break;
-        default: rot ? merge_chunk<uint64_t, true>(p, m->n, d) : merge_chunk<uint64_t, false>(p, m->n, d); break;
+        case 1: gm_merge_chunk(1, 0, p, m->n, d, tid, nt); break;
+        case 2: rot ? gm_merge_chunk(2, 1, p, m->n, d, tid, nt) : gm_merge_chunk(2, 0, p, m->n, d, tid, nt); break;
+        case 4: rot ? gm_merge_chunk(4, 1, p, m->n, d, tid, nt) : gm_merge_chunk(4, 0, p, m->n, d, tid, nt); break;
+        default: rot ? gm_merge_chunk(8, 1, p, m->n, d, tid, nt) : gm_merge_chunk(8, 0, p, m->n, d, tid, nt); break;
         }
     }
 }

@@ -1,17 +1,23 @@
-/* test_twin.c — the device decoder's host half and CPU twin, on the CPU: for each .ckpz
- * file named, the plan (lib/gpu/plan.c) plus the twin of the rANS warp
- * (lib/gpu/rans0_twin.c) plus xf_merge must restore exactly what ckpz_decompress_buffer
- * restores. Then hostile bytes: 400 copies of planned rANS planes with one byte changed
- * (or cut short by one word) must be refused or decoded by the twin exactly as the CPU's
- * rans0 decoder refuses or decodes them. No GPU needed (tests/gpu/run.sh builds it).
- * Exit 1 on any difference.
+/* test_twin.c — the device decoder's host half and CPU twins, on the CPU: for each .ckpz
+ * file named, the plan (lib/gpu/plan.c), the twin of the rANS warp (lib/gpu/rans0_twin.c)
+ * and every thread of the merge kernel (lib/gpu/merge_dev.h, with the launch's thread
+ * count) must restore exactly what ckpz_decompress_buffer restores. Then hostile bytes:
+ * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
+ * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
+ * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
+ * I32, U8 and opaque bytes; element counts from 1 up, odd byte counts with a tail plane,
+ * scales that drift along the tensor so that rANS tables change; 64 KiB and 1 MiB chunks;
+ * levels 1, 3 and 9) compressed with ckpz_compress_buffer. No GPU needed (tests/gpu/run.sh
+ * builds it). Exit 1 on any difference.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpz.h"
 #include "entropy/entropy.h"
+#include "gpu/merge_dev.h"
 #include "gpu/plan.h"
 #include "transforms/ids.h"
 #include "transforms/planes.h"
@@ -53,12 +59,18 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
             return -1;
         }
     }
+    uint32_t nthreads = 256; /* gpu_dec_run's grid: 256 per 1024 elements of the largest chunk */
+    for (size_t c = 0; c < pl->nmc; c++) {
+        uint32_t per = (pl->mc[c].n / pl->mc[c].esize + 1023) / 1024;
+        if (256 * per > nthreads) nthreads = 256 * per;
+    }
     for (size_t c = 0; c < pl->nmc; c++) {
         const gpu_mchunk *m = &pl->mc[c];
         const uint8_t *p[GPU_PLANES_MAX];
         for (int b = 0; b < GPU_PLANES_MAX; b++)
             p[b] = m->plane[b] & GPU_FROM_FILE ? file + (m->plane[b] & ~GPU_FROM_FILE) : scratch + m->plane[b];
-        xf_merge(m->xf, m->esize, p, m->n, out + m->out);
+        for (uint32_t t = 0; t < nthreads; t++)
+            gm_merge_chunk(m->esize, m->xf == XF_FLOAT, p, m->n, out + m->out, t, nthreads);
     }
     for (size_t c = 0; c < pl->nhc; c++) memcpy(out + pl->hc[c].out, pl->host + pl->hc[c].src, pl->hc[c].n);
     free(scratch);
@@ -89,11 +101,109 @@ static int mutate(ent_ctx *ec, const gpu_plan *pl, const uint8_t *file, int *ref
     return bad;
 }
 
+/* One file in memory: the checks above; returns the failures. */
+static int check(ckpz_ctx *ctx, ent_ctx *ec, const char *name, const uint8_t *file, size_t size)
+{
+    gpu_plan pl;
+    uint64_t orig;
+    if (ckpz_original_size(ctx, file, size, &orig) || gpu_plan_build(ctx, file, size, &pl)) {
+        fprintf(stderr, "%s: %s\n", name, ckpz_ctx_message(ctx));
+        return 1;
+    }
+    uint8_t *ref = malloc(orig + 1), *out = malloc(orig + 1);
+    if (ckpz_decompress_buffer(ctx, NULL, file, size, ref, orig)) {
+        fprintf(stderr, "%s: %s\n", name, ckpz_ctx_message(ctx));
+        return 1;
+    }
+    memset(out, 0xee, orig);
+    int bad = restore(&pl, file, out) || memcmp(out, ref, orig) != 0;
+    int mbad = 0, refused = 0;
+    for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
+    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
+           "(%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
+           name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc,
+           (unsigned long long)pl.rans0_planes, (unsigned long long)pl.stored_planes, pl.nhc,
+           (unsigned long long)pl.host_size, bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
+    gpu_plan_free(&pl);
+    free(ref);
+    free(out);
+    return bad + mbad;
+}
+
+/* normal(0, 1) by Box-Muller */
+static double gauss(void)
+{
+    double u = ((rnd() >> 11) + 1.0) / 9007199254740993.0, v = (rnd() >> 11) / 9007199254740992.0;
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* n bytes of dtype: values whose scale drifts tenfold and back along the buffer. */
+static void fill(ckpz_dtype t, uint8_t *b, size_t n)
+{
+    size_t es = t == CKPZ_DTYPE_F64 ? 8 : t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_I32 ? 4
+                : t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16 ? 2 : 1;
+    for (size_t i = 0; i + es <= n; i += es) {
+        double x = 0.02 * gauss() * (1.0 + 9.0 * sin(3.14159 * (double)i / (double)n));
+        float f = (float)x;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (t == CKPZ_DTYPE_F64) memcpy(b + i, &x, 8);
+        else if (t == CKPZ_DTYPE_F32) memcpy(b + i, &u, 4);
+        else if (t == CKPZ_DTYPE_BF16) b[i] = (uint8_t)(u >> 16), b[i + 1] = (uint8_t)(u >> 24);
+        else if (t == CKPZ_DTYPE_F16) { /* not a real half: sign, 5-bit exponent range, mantissa bits */
+            uint16_t h = (uint16_t)(((u >> 16) & 0x8000) | ((((u >> 23) & 0xff) - 112) & 0x1f) << 10 | ((u >> 13) & 0x3ff));
+            b[i] = (uint8_t)h, b[i + 1] = (uint8_t)(h >> 8);
+        } else if (t == CKPZ_DTYPE_I32) {
+            int32_t v = (int32_t)(x * 5000);
+            memcpy(b + i, &v, 4);
+        } else b[i] = (uint8_t)(128 + x * 500);
+    }
+    for (size_t i = n / es * es; i < n; i++) b[i] = (uint8_t)rnd();
+}
+
+static int synthetic(ckpz_ctx *ctx, ent_ctx *ec)
+{
+    static const ckpz_dtype types[] = {CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F32, CKPZ_DTYPE_F64,
+                                       CKPZ_DTYPE_I32,  CKPZ_DTYPE_U8,  CKPZ_DTYPE_NONE};
+    static const size_t sizes[] = {1, 2, 7, 1000, 65536 + 3, 1000003, 3u << 20};
+    static const int levels[] = {1, 3, 9};
+    int fails = 0;
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+            for (int cs = 0; cs < 2; cs++) {
+                size_t n = sizes[z];
+                uint8_t *raw = malloc(n);
+                fill(types[t], raw, n);
+                ckpz_params p;
+                ckpz_params_init(&p);
+                p.format = CKPZ_INPUT_RAW;
+                p.raw_dtype = types[t];
+                p.level = levels[(t + z + (size_t)cs) % 3];
+                p.chunk_size = cs ? 1u << 20 : 64u << 10;
+                p.threads = 1;
+                void *f;
+                size_t fsize;
+                char name[96];
+                snprintf(name, sizeof name, "synthetic %s, %zu bytes, chunks %zu, level %d",
+                         types[t] ? ckpz_dtype_format_name(types[t], CKPZ_INPUT_RAW) : "opaque", n, p.chunk_size,
+                         p.level);
+                if (ckpz_compress_buffer(ctx, &p, raw, n, &f, &fsize)) {
+                    fprintf(stderr, "%s: %s\n", name, ckpz_ctx_message(ctx));
+                    return 1;
+                }
+                fails += check(ctx, ec, name, f, fsize);
+                ckpz_free(f);
+                free(raw);
+            }
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
     int fails = 0;
     ckpz_ctx *ctx = ckpz_ctx_create();
     ent_ctx *ec = ent_ctx_create();
+    if (argc < 2) fails += synthetic(ctx, ec);
     for (int f = 1; f < argc; f++) {
         size_t size;
         uint8_t *file = slurp(argv[f], &size);
@@ -101,33 +211,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: cannot read\n", argv[f]);
             return 2;
         }
-        gpu_plan pl;
-        uint64_t orig;
-        if (ckpz_original_size(ctx, file, size, &orig) || gpu_plan_build(ctx, file, size, &pl)) {
-            fprintf(stderr, "%s: %s\n", argv[f], ckpz_ctx_message(ctx));
-            return 2;
-        }
-        uint8_t *ref = malloc(orig), *out = malloc(orig);
-        if (ckpz_decompress_buffer(ctx, NULL, file, size, ref, orig)) {
-            fprintf(stderr, "%s: %s\n", argv[f], ckpz_ctx_message(ctx));
-            return 2;
-        }
-        memset(out, 0xee, orig);
-        int bad = restore(&pl, file, out) || memcmp(out, ref, orig) != 0;
-        int mbad = 0, refused = 0;
-        for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
-        printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
-               "(%llu bytes): %s; changed planes: %d/400 refused, %d disagreements\n",
-               argv[f], (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc,
-               (unsigned long long)pl.rans0_planes, (unsigned long long)pl.stored_planes, pl.nhc,
-               (unsigned long long)pl.host_size, bad ? "DIFFERENT" : "same bytes", refused, mbad);
-        fails += bad + mbad;
-        gpu_plan_free(&pl);
-        free(ref);
-        free(out);
+        fails += check(ctx, ec, argv[f], file, size);
         free(file);
     }
     ent_ctx_free(ec);
     ckpz_ctx_free(ctx);
+    printf("%s\n", fails ? "FAILED" : "all checks passed");
     return fails ? 1 : 0;
 }
