@@ -67,7 +67,8 @@ GPU_HD void gm_merge_chunk(unsigned W, int rot, const uint8_t *const *p, uint32_
                            uint32_t nthreads)
 {
     uint32_t elems = n / W;
-    for (uint32_t e = 4 * tid; e < elems; e += 4 * nthreads) gm_merge4(W, rot, p, e, elems - e < 4 ? elems - e : 4, dst);
+    for (uint32_t e = 4 * tid; e < elems; e += 4 * nthreads)
+        gm_merge4(W, rot, p, e, elems - e < 4 ? elems - e : 4, dst);
     if (tid == 0)
         for (uint32_t t = 0; t < n % W; t++) dst[(size_t)elems * W + t] = p[W][t];
 }

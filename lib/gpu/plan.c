@@ -64,8 +64,8 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
             return ctx_fail(w->ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u: length %u exceeds the payload", no, i, len);
         if (d[0] == ENT_STORED) {
             if (len != sizes[i])
-                return ctx_fail(w->ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (stored): %u bytes, not %zu", no, i,
-                                len, sizes[i]);
+                return ctx_fail(w->ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (stored): %u bytes, not %zu", no, i, len,
+                                sizes[i]);
             m->plane[i] = GPU_FROM_FILE | at;
             pl->stored_planes++;
         } else {
@@ -126,8 +126,8 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
     size_t ne = 0;
     ckpz_dtype dtype = CKPZ_DTYPE_NONE;
     for (;;) {
-        if (size - pos < 4) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated at byte %llu",
-                                            (unsigned long long)pos);
+        if (size - pos < 4)
+            return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated at byte %llu", (unsigned long long)pos);
         uint32_t tag = ld32(file + pos);
         if (tag == CTR_TAG_INDEX) break;
         if (tag == CTR_TAG_ENTRY) {
@@ -145,8 +145,8 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
         char what[64];
         uint32_t no = (uint32_t)pl->chunks;
         snprintf(what, sizeof what, "chunk %u", no);
-        if (tag != CTR_TAG_CHUNK) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unknown frame at byte %llu",
-                                                  (unsigned long long)pos);
+        if (tag != CTR_TAG_CHUNK)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unknown frame at byte %llu", (unsigned long long)pos);
         if (size - pos < CTR_FRAME_SIZE) return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated in %s", what);
         ctr_chunk c;
         if ((err = ctr_chunk_read(ctx, file + pos, h.chunk_size, max_payload, what, &c))) return err;

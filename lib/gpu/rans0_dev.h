@@ -108,10 +108,7 @@ GPU_HD uint32_t gr_slot(const uint16_t *cum, uint32_t slot)
 }
 
 /* One decode step without the refill: the symbol is e's low byte. */
-GPU_HD uint32_t gr_step(uint32_t x, uint32_t e)
-{
-    return (e >> 20) * (x >> GR_BITS) + ((e >> 8) & (GR_M - 1));
-}
+GPU_HD uint32_t gr_step(uint32_t x, uint32_t e) { return (e >> 20) * (x >> GR_BITS) + ((e >> 8) & (GR_M - 1)); }
 
 /* A little-endian u16 / u32 at any byte address. */
 GPU_HD uint32_t gr_ld16(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }

@@ -23,7 +23,8 @@ typedef struct window {
 
 static void win_load(window *v, int k, uint32_t first)
 {
-    for (uint32_t l = 0; l < LANES; l++) v->w[k][l] = first + l < v->nw ? gr_ld16(v->words + 2 * (size_t)(first + l)) : 0;
+    for (uint32_t l = 0; l < LANES; l++)
+        v->w[k][l] = first + l < v->nw ? gr_ld16(v->words + 2 * (size_t)(first + l)) : 0;
 }
 
 /* Moves the window on by 32 words: the kernel's register shift and one new load. */

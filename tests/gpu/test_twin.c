@@ -121,9 +121,9 @@ static int check(ckpz_ctx *ctx, ent_ctx *ec, const char *name, const uint8_t *fi
     for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
     printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
            "(%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
-           name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc,
-           (unsigned long long)pl.rans0_planes, (unsigned long long)pl.stored_planes, pl.nhc,
-           (unsigned long long)pl.host_size, bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
+           name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc, (unsigned long long)pl.rans0_planes,
+           (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
+           bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
     gpu_plan_free(&pl);
     free(ref);
     free(out);
@@ -140,8 +140,10 @@ static double gauss(void)
 /* n bytes of dtype: values whose scale drifts tenfold and back along the buffer. */
 static void fill(ckpz_dtype t, uint8_t *b, size_t n)
 {
-    size_t es = t == CKPZ_DTYPE_F64 ? 8 : t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_I32 ? 4
-                : t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16 ? 2 : 1;
+    size_t es = t == CKPZ_DTYPE_F64                           ? 8
+                : t == CKPZ_DTYPE_F32 || t == CKPZ_DTYPE_I32  ? 4
+                : t == CKPZ_DTYPE_BF16 || t == CKPZ_DTYPE_F16 ? 2
+                                                              : 1;
     for (size_t i = 0; i + es <= n; i += es) {
         double x = 0.02 * gauss() * (1.0 + 9.0 * sin(3.14159 * (double)i / (double)n));
         float f = (float)x;
@@ -151,7 +153,8 @@ static void fill(ckpz_dtype t, uint8_t *b, size_t n)
         else if (t == CKPZ_DTYPE_F32) memcpy(b + i, &u, 4);
         else if (t == CKPZ_DTYPE_BF16) b[i] = (uint8_t)(u >> 16), b[i + 1] = (uint8_t)(u >> 24);
         else if (t == CKPZ_DTYPE_F16) { /* not a real half: sign, 5-bit exponent range, mantissa bits */
-            uint16_t h = (uint16_t)(((u >> 16) & 0x8000) | ((((u >> 23) & 0xff) - 112) & 0x1f) << 10 | ((u >> 13) & 0x3ff));
+            uint16_t h = (uint16_t)(((u >> 16) & 0x8000) | ((((u >> 23) & 0xff) - 112) & 0x1f) << 10 |
+                                    ((u >> 13) & 0x3ff));
             b[i] = (uint8_t)h, b[i + 1] = (uint8_t)(h >> 8);
         } else if (t == CKPZ_DTYPE_I32) {
             int32_t v = (int32_t)(x * 5000);
