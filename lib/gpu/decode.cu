@@ -25,6 +25,9 @@
 
 #include "merge_dev.h"
 #include "rans0_dev.h"
+extern "C" {
+#include "common/ctx.h"
+}
 
 #define FULL 0xffffffffu
 
@@ -255,4 +258,30 @@ extern "C" void gpu_dec_free(gpu_dec *d)
     cudaFree(d->scratch);
     cudaFree(d->bad);
     free(d);
+}
+
+extern "C" ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t src_size, void *d_dst, size_t dst_size,
+                                         cudaStream_t s)
+{
+    gpu_plan pl;
+    ckpz_error err = gpu_plan_build(ctx, (const uint8_t *)src, src_size, &pl);
+    if (err) return err;
+    uint8_t *d_file = NULL;
+    gpu_dec *d = NULL;
+    cudaError_t e = cudaSuccess;
+    uint32_t chunk, plane;
+    if (pl.original_size != dst_size)
+        err = ctx_fail(ctx, CKPZ_ERR_PARAM, "the output holds %zu bytes, the file restores to %llu", dst_size,
+                       (unsigned long long)pl.original_size);
+    else if ((e = cudaMalloc(&d_file, src_size + 1)) || (e = cudaMemcpyAsync(d_file, src, src_size,
+                                                                             cudaMemcpyHostToDevice, s)) ||
+             (e = gpu_dec_create(&pl, &d)) || (e = gpu_dec_run(d, d_file, (uint8_t *)d_dst, GPU_DEC_ALL, s)) ||
+             (e = cudaStreamSynchronize(s)))
+        err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "device: %s", cudaGetErrorString(e));
+    else if (gpu_dec_failed(d, &chunk, &plane))
+        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (rans0): corrupt coded data", chunk, plane);
+    gpu_dec_free(d);
+    cudaFree(d_file);
+    gpu_plan_free(&pl);
+    return err;
 }

@@ -35,7 +35,18 @@ cudaError_t xf_gpu_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n
 cudaError_t xf_gpu_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst,
                          cudaStream_t stream);
 
-/* decode.cu: a .ckpz file in device memory restored from its host plan (plan.h). */
+/* decode.cu. The whole path: a stand-alone .ckpz file in host memory restored into
+ * d_dst (device memory, exactly the original size) on stream s, which is synchronised
+ * before it returns. Only the coded bytes cross the bus; the host plans the file and
+ * decodes the chunks the device has no kernel for (plan.h). Errors as the CPU decoder's,
+ * the message in ctx; a device failure is CKPZ_ERR_NOMEM with CUDA's words. The
+ * per-chunk raw CRC-32C is not checked on the device (the payloads' CRCs are, on the
+ * host), so a corruption that keeps every payload checksum is not caught. */
+ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t src_size, void *d_dst, size_t dst_size,
+                               cudaStream_t s);
+
+/* The same in parts, for callers that keep the file on the device or time the kernels:
+ * a .ckpz file in device memory restored from its host plan. */
 enum { GPU_DEC_RANS = 1, GPU_DEC_MERGE = 2, GPU_DEC_HOST = 4, GPU_DEC_ALL = 7 };
 typedef struct gpu_dec gpu_dec;
 /* Device copies of the plan's tables and the plane scratch (the plan must outlive it). */

@@ -6,7 +6,8 @@
  *
  * Check, for every file: the host plans it (plan.c), the device decodes every order-0
  * rANS plane and merges every planned chunk, the host-decoded chunks are copied up, and
- * the device's bytes must equal ckpz_decompress_buffer's byte for byte. Then hostile
+ * the device's bytes must equal ckpz_decompress_buffer's byte for byte; the same through
+ * the one call ckpz_gpu_decompress. Then hostile
  * bytes: up to 256 of the file's rANS planes, each with one byte changed or one word cut,
  * decoded by the device in one launch, must be refused or decoded exactly as the CPU's
  * rans0 decoder refuses or decodes them.
@@ -105,7 +106,7 @@ static int load(ckpz_ctx *ctx, const char *path, loaded *L)
 }
 
 /* The whole file on the device against the CPU's bytes. */
-static int check_file(loaded *L)
+static int check_file(ckpz_ctx *ctx, loaded *L)
 {
     const gpu_plan *pl = &L->pl;
     uint8_t *d_file, *d_out, *out = (uint8_t *)malloc(L->orig);
@@ -131,11 +132,17 @@ static int check_file(loaded *L)
     if (refused) printf(" (chunk %u plane %u)", ch, pn);
     if (!refused && at < L->orig) printf(" (first at byte %zu)", at);
     printf("\n");
+    /* the one call, from the file in host memory */
+    CHECK(cudaMemset(d_out, 0xee, L->orig));
+    ckpz_error err = ckpz_gpu_decompress(ctx, L->file, L->size, d_out, L->orig, 0);
+    CHECK(cudaMemcpy(out, d_out, L->orig, cudaMemcpyDeviceToHost));
+    int same = !err && memcmp(out, L->ref, L->orig) == 0;
+    printf("  ckpz_gpu_decompress: %s%s\n", err ? ckpz_ctx_message(ctx) : "", err ? "" : same ? "same bytes" : "DIFFERENT");
     gpu_dec_free(d);
     CHECK(cudaFree(d_file));
     CHECK(cudaFree(d_out));
     free(out);
-    return refused || at != L->orig;
+    return refused || at != L->orig || !same;
 }
 
 /* Changed copies of up to 256 rANS planes, one launch, against ent_decode. */
@@ -332,7 +339,7 @@ int main(int argc, char **argv)
         loaded L = {};
         if (load(ctx, argv[i], &L)) return 2;
         if (benching) fails += bench(&L);
-        else fails += check_file(&L) + check_hostile(&L, ec);
+        else fails += check_file(ctx, &L) + check_hostile(&L, ec);
         gpu_plan_free(&L.pl);
         free(L.file);
         free(L.ref);
