@@ -125,6 +125,7 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
     uint64_t pos = CTR_HEADER_SIZE, out = 0;
     size_t ne = 0;
     ckpz_dtype dtype = CKPZ_DTYPE_NONE;
+    uint8_t eflags = 0;
     for (;;) {
         if (size - pos < 4)
             return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated at byte %llu", (unsigned long long)pos);
@@ -137,6 +138,7 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
                 (err = ctr_entry_frame_read(ctx, file + pos, blen, flags, ne, pos, &e)))
                 return err;
             dtype = (ckpz_dtype)e.dtype;
+            eflags = e.flags;
             ctr_entry_clear(&e);
             ne++;
             pos += 12 + (uint64_t)blen;
@@ -155,6 +157,10 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
         if (ne == 0 || c.entry != ne - 1)
             return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: belongs to entry %u, expected %zu", what, c.entry,
                             ne ? ne - 1 : 0);
+        if (eflags & CTR_ENTRY_PACKED) /* its bytes are in its owner's chunk */
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a chunk of a packed entry", what);
+        if (c.xf == XF_QUANT && !(eflags & CTR_ENTRY_LOSSY))
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", what);
         if (c.pred == PRED_COPY) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a copy frame in a stand-alone file", what);
         if (c.raw_len > original - out) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: past the original size", what);
         if (crc32c(0, file + payload, c.payload_len) != c.payload_crc)
