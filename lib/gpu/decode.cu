@@ -15,7 +15,9 @@
  *
  * Hostile input: every load is bounded by the plane's coded bytes and every store by its
  * decoded size; a plane the CPU would refuse sets its error word (gpu_dec_failed). The
- * merge reads stored planes where they lie in the file, at any alignment.
+ * merge reads stored planes where they lie in the file, at any alignment. Last, as the
+ * CPU does, every merged chunk's CRC-32C is taken (crc_dev.h: 1 KiB pieces, one thread
+ * each, combined by atomicXor) and compared with its frame's on the host.
  */
 #include "gpu.h"
 
@@ -23,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include "crc_dev.h"
 #include "merge_dev.h"
 #include "rans0_dev.h"
 extern "C" {
@@ -162,6 +165,19 @@ __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *fi
     }
 }
 
+/* Piece blockIdx.x * 256 + threadIdx.x of chunk blockIdx.y (and every gridDim.y-th
+ * after it): its CRC-32C moved to the chunk's end, XORed into acc[chunk]. */
+__global__ void crc_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *out, const uint32_t *tabs, uint32_t *acc)
+{
+    __shared__ uint32_t tab[256], x2n[64];
+    for (unsigned i = threadIdx.x; i < 256 + 64; i += blockDim.x) (i < 256 ? tab[i] : x2n[i - 256]) = tabs[i];
+    __syncthreads();
+    for (size_t c = blockIdx.y; c < nmc; c += gridDim.y) {
+        uint32_t v = gc_piece(tab, x2n, out + mc[c].out, mc[c].n, blockIdx.x * blockDim.x + threadIdx.x);
+        if (v) atomicXor(&acc[c], v);
+    }
+}
+
 extern "C" cudaError_t gpu_rans0_planes(const gpu_rplane *d_rp, size_t nrp, const uint8_t *d_file, uint8_t *d_scratch,
                                         uint32_t *d_bad, cudaStream_t s)
 {
@@ -184,7 +200,10 @@ struct gpu_dec {
     gpu_mchunk *mc;
     uint8_t *scratch;
     uint32_t *bad;
-    unsigned per; /* merge blocks per chunk: the most elements of a chunk / 1024 */
+    uint32_t *tabs; /* crc_dev.h's tables: 256 + 64 words */
+    uint32_t *acc;  /* per merged chunk: its CRC-32C, once the CRC part has run */
+    unsigned per;   /* merge blocks per chunk: the most elements of a chunk / 1024 */
+    unsigned cper;  /* CRC blocks per chunk: the most bytes of a chunk / 256 pieces */
 };
 
 extern "C" cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out)
@@ -195,11 +214,17 @@ extern "C" cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out)
     for (size_t c = 0; c < pl->nmc; c++) {
         unsigned per = (unsigned)((pl->mc[c].n / pl->mc[c].esize + 1023) / 1024);
         if (per > d->per) d->per = per;
+        unsigned cper = (unsigned)((pl->mc[c].n + 256 * GC_PIECE - 1) / (256 * GC_PIECE));
+        if (cper > d->cper) d->cper = cper;
     }
+    uint32_t tabs[256 + 64];
+    gc_tables(tabs, tabs + 256);
     cudaError_t e;
     if ((e = cudaMalloc(&d->rp, pl->nrp * sizeof *d->rp + 1)) ||
         (e = cudaMalloc(&d->mc, pl->nmc * sizeof *d->mc + 1)) || (e = cudaMalloc(&d->scratch, pl->scratch_size + 1)) ||
-        (e = cudaMalloc(&d->bad, pl->nrp * sizeof *d->bad + 1)) ||
+        (e = cudaMalloc(&d->bad, pl->nrp * sizeof *d->bad + 1)) || (e = cudaMalloc(&d->tabs, sizeof tabs)) ||
+        (e = cudaMalloc(&d->acc, pl->nmc * sizeof *d->acc + 1)) ||
+        (e = cudaMemcpy(d->tabs, tabs, sizeof tabs, cudaMemcpyHostToDevice)) ||
         (e = cudaMemcpy(d->rp, pl->rp, pl->nrp * sizeof *d->rp, cudaMemcpyHostToDevice)) ||
         (e = cudaMemcpy(d->mc, pl->mc, pl->nmc * sizeof *d->mc, cudaMemcpyHostToDevice))) {
         gpu_dec_free(d);
@@ -222,6 +247,12 @@ extern "C" cudaError_t gpu_dec_run(gpu_dec *d, const uint8_t *d_file, uint8_t *d
         merge_chunks<<<grid, 256, 0, s>>>(d->mc, pl->nmc, d_file, d->scratch, d_out);
         if ((e = cudaGetLastError())) return e;
     }
+    if ((parts & GPU_DEC_CRC) && pl->nmc) {
+        if ((e = cudaMemsetAsync(d->acc, 0, pl->nmc * sizeof *d->acc, s))) return e;
+        dim3 grid(d->cper ? d->cper : 1, pl->nmc < 65535 ? (unsigned)pl->nmc : 65535u);
+        crc_chunks<<<grid, 256, 0, s>>>(d->mc, pl->nmc, d_out, d->tabs, d->acc);
+        if ((e = cudaGetLastError())) return e;
+    }
     if (parts & GPU_DEC_HOST)
         for (size_t c = 0; c < pl->nhc; c++)
             if ((e = cudaMemcpyAsync(d_out + pl->hc[c].out, pl->host + pl->hc[c].src, pl->hc[c].n,
@@ -230,24 +261,31 @@ extern "C" cudaError_t gpu_dec_run(gpu_dec *d, const uint8_t *d_file, uint8_t *d
     return cudaSuccess;
 }
 
-extern "C" int gpu_dec_failed(gpu_dec *d, uint32_t *chunk, uint32_t *plane)
+extern "C" int gpu_dec_failed(gpu_dec *d, unsigned parts, uint32_t *chunk, uint32_t *plane)
 {
     const gpu_plan *pl = d->pl;
-    uint32_t *bad = (uint32_t *)malloc(pl->nrp * sizeof *bad + 1);
-    if (!bad || cudaMemcpy(bad, d->bad, pl->nrp * sizeof *bad, cudaMemcpyDeviceToHost)) {
-        free(bad);
-        *chunk = *plane = UINT32_MAX;
-        return 1;
+    size_t nb = parts & GPU_DEC_RANS ? pl->nrp : 0, nc = parts & GPU_DEC_CRC ? pl->nmc : 0;
+    uint32_t *w = (uint32_t *)malloc((nb + nc) * sizeof *w + 1);
+    *chunk = *plane = UINT32_MAX;
+    if (!w || cudaMemcpy(w, d->bad, nb * sizeof *w, cudaMemcpyDeviceToHost) ||
+        cudaMemcpy(w + nb, d->acc, nc * sizeof *w, cudaMemcpyDeviceToHost)) {
+        free(w);
+        return GPU_DEC_UNKNOWN;
     }
-    int any = 0;
-    for (size_t i = 0; i < pl->nrp && !any; i++)
-        if (bad[i]) {
+    int why = 0;
+    for (size_t i = 0; i < nb && !why; i++)
+        if (w[i]) {
             *chunk = pl->rp[i].chunk;
             *plane = pl->rp[i].plane;
-            any = 1;
+            why = GPU_DEC_REFUSED;
         }
-    free(bad);
-    return any;
+    for (size_t c = 0; c < nc && !why; c++)
+        if (w[nb + c] != pl->mc[c].raw_crc) {
+            *chunk = pl->mc[c].chunk;
+            why = GPU_DEC_CHECKSUM;
+        }
+    free(w);
+    return why;
 }
 
 extern "C" void gpu_dec_free(gpu_dec *d)
@@ -257,6 +295,8 @@ extern "C" void gpu_dec_free(gpu_dec *d)
     cudaFree(d->mc);
     cudaFree(d->scratch);
     cudaFree(d->bad);
+    cudaFree(d->tabs);
+    cudaFree(d->acc);
     free(d);
 }
 
@@ -278,8 +318,17 @@ extern "C" ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t
              (e = gpu_dec_create(&pl, &d)) || (e = gpu_dec_run(d, d_file, (uint8_t *)d_dst, GPU_DEC_ALL, s)) ||
              (e = cudaStreamSynchronize(s)))
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "device: %s", cudaGetErrorString(e));
-    else if (gpu_dec_failed(d, &chunk, &plane))
-        err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (rans0): corrupt coded data", chunk, plane);
+    else
+        switch (gpu_dec_failed(d, GPU_DEC_ALL, &chunk, &plane)) {
+        case GPU_DEC_REFUSED:
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (rans0): corrupt coded data", chunk, plane);
+            break;
+        case GPU_DEC_CHECKSUM:
+            err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "chunk %u: checksum mismatch in the restored data", chunk);
+            break;
+        case GPU_DEC_UNKNOWN: err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "device: the check could not be read"); break;
+        default: break;
+        }
     gpu_dec_free(d);
     cudaFree(d_file);
     gpu_plan_free(&pl);

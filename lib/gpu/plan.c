@@ -54,6 +54,8 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
     memset(m, 0, sizeof *m);
     m->out = out;
     m->n = c->raw_len;
+    m->raw_crc = c->raw_crc;
+    m->chunk = no;
     m->xf = c->xf;
     m->esize = c->esize;
     uint64_t at = payload + (uint64_t)np * CTR_PLANE_DESC, end = payload + c->payload_len;

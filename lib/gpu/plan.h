@@ -7,7 +7,8 @@
  * payload's CRC-32C. A chunk the device handles (no predictor; transform none, float or
  * int with a byte-plane layout; every plane stored or order-0 rANS) becomes a merge job
  * whose planes are either read where they lie in the file (stored) or decoded by the
- * device into a plane scratch (rANS, one job per plane). Any other chunk (order-1 rANS,
+ * device into a plane scratch (rANS, one job per plane), and whose restored bytes the
+ * device checks against the frame's CRC-32C. Any other chunk (order-1 rANS,
  * zstd and the LZ codecs, deltas, lossy, escape) is decoded here by the CPU's
  * chunk_decode into host bytes that are copied up: counted, so a caller can say how
  * much the device did.
@@ -41,6 +42,8 @@ typedef struct gpu_mchunk {
     uint64_t out;
     uint64_t plane[GPU_PLANES_MAX];
     uint32_t n;
+    uint32_t raw_crc; /* CRC-32C of the n restored bytes (the frame's) */
+    uint32_t chunk;   /* index in the file's chunk frames, for messages */
     uint8_t xf, esize, pad[2];
 } gpu_mchunk;
 

@@ -14,8 +14,9 @@
  * Benchmark, for each file after --bench: the file tiled to at least 1 GiB of output
  * (k copies of its compressed bytes in device memory, each restored to its own place; the
  * tiles are checked against the CPU's bytes too), decode (rANS planes + merge) timed with
- * CUDA events, median of 10 after 2 warm-up runs, in GB/s of restored bytes; the two
- * parts alone; and the pinned device-to-host copy of the same restored bytes.
+ * CUDA events, median of 10 after 2 warm-up runs, in GB/s of restored bytes; with the
+ * chunks' CRC-32C check; the parts alone; and the pinned device-to-host copy of the
+ * same restored bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,7 +120,7 @@ static int check_file(ckpz_ctx *ctx, loaded *L)
     CHECK(gpu_dec_run(d, d_file, d_out, GPU_DEC_ALL, 0));
     CHECK(cudaDeviceSynchronize());
     uint32_t ch, pn;
-    int refused = gpu_dec_failed(d, &ch, &pn);
+    int refused = gpu_dec_failed(d, GPU_DEC_ALL, &ch, &pn);
     CHECK(cudaMemcpy(out, d_out, L->orig, cudaMemcpyDeviceToHost));
     size_t at = 0;
     while (at < L->orig && out[at] == L->ref[at]) at++;
@@ -128,7 +129,11 @@ static int check_file(ckpz_ctx *ctx, loaded *L)
            (unsigned long long)pl->chunks, pl->nmc, (unsigned long long)pl->rans0_planes,
            (unsigned long long)pl->stored_planes, pl->nhc, (unsigned long long)pl->host_size,
            100.0 * (double)pl->host_size / (double)L->orig,
-           refused ? "REFUSED" : at == L->orig ? "same bytes" : "DIFFERENT");
+           refused == GPU_DEC_REFUSED    ? "REFUSED"
+           : refused == GPU_DEC_CHECKSUM ? "CHECKSUM MISMATCH"
+           : refused                     ? "NOT READ"
+           : at == L->orig               ? "same bytes, checksums agree"
+                                         : "DIFFERENT");
     if (refused) printf(" (chunk %u plane %u)", ch, pn);
     if (!refused && at < L->orig) printf(" (first at byte %zu)", at);
     printf("\n");
@@ -282,10 +287,13 @@ static int bench(loaded *L)
     CHECK(gpu_dec_run(d, d_file, d_out, GPU_DEC_ALL, 0));
     CHECK(cudaDeviceSynchronize());
     uint32_t ch, pn;
-    int refused = gpu_dec_failed(d, &ch, &pn), differ = 0;
+    int refused = gpu_dec_failed(d, GPU_DEC_ALL, &ch, &pn), differ = 0;
     CHECK(cudaMemcpy(h_out, d_out, T.original_size, cudaMemcpyDeviceToHost));
     for (unsigned t = 0; t < k; t++) differ += memcmp(h_out + t * L->orig, L->ref, L->orig) != 0;
     float all = time_parts(d, d_file, d_out, GPU_DEC_RANS | GPU_DEC_MERGE, 10);
+    float checked = time_parts(d, d_file, d_out, GPU_DEC_RANS | GPU_DEC_MERGE | GPU_DEC_CRC, 10);
+    float crc = time_parts(d, d_file, d_out, GPU_DEC_CRC, 10);
+    refused |= gpu_dec_failed(d, GPU_DEC_CRC, &ch, &pn);
     float rans = time_parts(d, d_file, d_out, GPU_DEC_RANS, 10);
     float merge = time_parts(d, d_file, d_out, GPU_DEC_MERGE, 10);
     /* the decode's bytes again after the timed runs */
@@ -313,6 +321,8 @@ static int bench(loaded *L)
     printf("    decode (rANS + merge) %.3f ms = %.1f GB/s; rANS planes alone %.3f ms = %.1f GB/s of output; "
            "merge alone %.3f ms = %.1f GB/s\n",
            all, gb / (all / 1e3), rans, gb / (rans / 1e3), merge, gb / (merge / 1e3));
+    printf("    with the chunks' CRC-32C checked: %.3f ms = %.1f GB/s; the check alone %.3f ms = %.1f GB/s\n", checked,
+           gb / (checked / 1e3), crc, gb / (crc / 1e3));
     printf("    pinned device-to-host copy of the %.3f GB restored: %.3f ms = %.1f GB/s (decode / copy time %.2f)\n", gb,
            d2h, gb / (d2h / 1e3), all / d2h);
     gpu_dec_free(d);

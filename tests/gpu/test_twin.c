@@ -1,7 +1,9 @@
 /* test_twin.c — the device decoder's host half and CPU twins, on the CPU: for each .ckpz
  * file named, the plan (lib/gpu/plan.c), the twin of the rANS warp (lib/gpu/rans0_twin.c)
  * and every thread of the merge kernel (lib/gpu/merge_dev.h, with the launch's thread
- * count) must restore exactly what ckpz_decompress_buffer restores. Then hostile bytes:
+ * count) must restore exactly what ckpz_decompress_buffer restores, and the pieces of
+ * the CRC kernel (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged
+ * chunk its frame's CRC-32C. Then hostile bytes:
  * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
  * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
  * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
@@ -19,6 +21,7 @@
 
 #include "ckpz.h"
 #include "entropy/entropy.h"
+#include "gpu/crc_dev.h"
 #include "gpu/merge_dev.h"
 #include "gpu/plan.h"
 #include "transforms/ids.h"
@@ -74,8 +77,20 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
         for (uint32_t t = 0; t < nthreads; t++)
             gm_merge_chunk(m->esize, m->xf == XF_FLOAT, p, m->n, out + m->out, t, nthreads);
     }
-    for (size_t c = 0; c < pl->nhc; c++) memcpy(out + pl->hc[c].out, pl->host + pl->hc[c].src, pl->hc[c].n);
     free(scratch);
+    /* the CRC kernel: every piece of every merged chunk, XORed in any order */
+    uint32_t tab[256], x2n[64];
+    gc_tables(tab, x2n);
+    for (size_t c = 0; c < pl->nmc; c++) {
+        const gpu_mchunk *m = &pl->mc[c];
+        uint32_t acc = 0;
+        for (uint32_t k = (m->n + GC_PIECE - 1) / GC_PIECE; k-- > 0;) acc ^= gc_piece(tab, x2n, out + m->out, m->n, k);
+        if (acc != m->raw_crc) {
+            fprintf(stderr, "chunk %u: checksum mismatch in the restored data\n", m->chunk);
+            return -1;
+        }
+    }
+    for (size_t c = 0; c < pl->nhc; c++) memcpy(out + pl->hc[c].out, pl->host + pl->hc[c].src, pl->hc[c].n);
     return 0;
 }
 
