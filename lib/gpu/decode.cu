@@ -10,8 +10,9 @@
  * 32-word registers, the first three covering any round, the last three loaded ahead so
  * the stream's global loads are issued long before they are needed. Tables change at
  * segment starts: lane 0 reads the table, the warp scans the cumulative counts and fills
- * the 4096-slot decode table in shared memory 32 slots at a time. rans0_twin.c runs
- * these same steps on the CPU; the parsing is rans0_dev.h, shared by both.
+ * the 4096-slot decode table in shared memory 32 slots at a time: one byte a slot, its
+ * symbol, whose frequency and start a step reads from the counts beside it. rans0_twin.c
+ * runs these same steps on the CPU; the parsing is rans0_dev.h, shared by both.
  *
  * Hostile input: every load is bounded by the plane's coded bytes and every store by its
  * decoded size; a plane the CPU would refuse sets its error word (gpu_dec_failed). The
@@ -42,7 +43,7 @@ __device__ __forceinline__ uint32_t win_word(const uint8_t *w, uint32_t nw, uint
 __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uint8_t *file, uint8_t *scratch,
                                                  uint32_t *bad)
 {
-    __shared__ uint32_t dt[GR_M];
+    __shared__ uint8_t sym[GR_M];
     __shared__ uint16_t freq[256];
     __shared__ uint16_t cum[257];
     const gpu_rplane P = rp[blockIdx.x];
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uin
             }
             if (lane == 31) cum[256] = (uint16_t)GR_M;
             __syncwarp();
-            for (uint32_t slot = lane; slot < GR_M; slot += 32) dt[slot] = gr_slot(cum, slot);
+            for (uint32_t slot = lane; slot < GR_M; slot += 32) sym[slot] = gr_sym(cum, slot);
             __syncwarp();
             uint32_t s0 = (uint32_t)(b << sh), s1 = (uint32_t)((b + k) << sh);
             if ((b + k) << sh > n || b + k == nb) s1 = n;
@@ -99,15 +100,15 @@ __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uin
                 bool a0 = i0 < s1, a1 = N == 64 && i1 < s1, n0 = false, n1 = false;
                 uint32_t y0 = x0, y1 = x1;
                 if (a0) {
-                    uint32_t e = dt[x0 & (GR_M - 1)];
-                    dst[i0] = (uint8_t)e;
-                    y0 = gr_step(x0, e);
+                    uint32_t c = sym[x0 & (GR_M - 1)];
+                    dst[i0] = (uint8_t)c;
+                    y0 = gr_step(x0, freq[c], cum[c]);
                     n0 = y0 < GR_L;
                 }
                 if (a1) {
-                    uint32_t e = dt[x1 & (GR_M - 1)];
-                    dst[i1] = (uint8_t)e;
-                    y1 = gr_step(x1, e);
+                    uint32_t c = sym[x1 & (GR_M - 1)];
+                    dst[i1] = (uint8_t)c;
+                    y1 = gr_step(x1, freq[c], cum[c]);
                     n1 = y1 < GR_L;
                 }
                 uint32_t m0 = __ballot_sync(FULL, n0), m1 = __ballot_sync(FULL, n1);
@@ -182,8 +183,10 @@ extern "C" cudaError_t gpu_rans0_planes(const gpu_rplane *d_rp, size_t nrp, cons
                                         uint32_t *d_bad, cudaStream_t s)
 {
     if (nrp > 0x7fffffffu) return cudaErrorInvalidValue;
-    /* 17 KiB of shared memory per warp: as many warps per SM as the largest carveout
-     * holds (13 on an H100/H200), not the default split's. */
+    /* 5 KiB of shared memory per warp (a symbol per slot, then frequency and start per
+     * symbol): with the largest carveout an SM holds its limit of 32 one-warp blocks
+     * (4224 planes in one wave on an H200), where a 16 KiB table of whole entries held
+     * 13 and left a last partial wave. */
     static int carved;
     if (!carved) {
         cudaFuncSetAttribute(rans0_warp, cudaFuncAttributePreferredSharedMemoryCarveout,

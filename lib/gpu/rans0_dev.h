@@ -96,19 +96,21 @@ GPU_HD const uint8_t *gr_segments(const uint8_t *p, const uint8_t *end, size_t n
     return p;
 }
 
-/* Decode-table slot (rans_build_dtab's entry: symbol | (slot - cum) << 8 | freq << 20)
- * from cum[0..256] (cum[s]: frequencies below s, cum[256] = GR_M): the symbol is the last
- * s with cum[s] <= slot, which has a nonzero frequency. */
-GPU_HD uint32_t gr_slot(const uint16_t *cum, uint32_t slot)
+/* The symbol of a decode-table slot from cum[0..256] (cum[s]: frequencies below s,
+ * cum[256] = GR_M): the last s with cum[s] <= slot, which has a nonzero frequency. The
+ * table holds symbols only (one byte a slot, 4 KiB), so that many warps' tables fit in
+ * an SM's shared memory; the frequency and start come from freq[] and cum[] at decode. */
+GPU_HD uint8_t gr_sym(const uint16_t *cum, uint32_t slot)
 {
     uint32_t s = 0;
     for (uint32_t step = 128; step; step >>= 1)
         if (cum[s + step] <= slot) s += step;
-    return s | ((slot - cum[s]) << 8) | ((uint32_t)(cum[s + 1] - cum[s]) << 20);
+    return (uint8_t)s;
 }
 
-/* One decode step without the refill: the symbol is e's low byte. */
-GPU_HD uint32_t gr_step(uint32_t x, uint32_t e) { return (e >> 20) * (x >> GR_BITS) + ((e >> 8) & (GR_M - 1)); }
+/* One decode step without the refill, for a state whose slot holds a symbol of frequency
+ * f starting at c (rans_build_dtab's entry split in three). */
+GPU_HD uint32_t gr_step(uint32_t x, uint32_t f, uint32_t c) { return f * (x >> GR_BITS) + (x & (GR_M - 1)) - c; }
 
 /* A little-endian u16 / u32 at any byte address. */
 GPU_HD uint32_t gr_ld16(const uint8_t *p) { return (uint32_t)p[0] | ((uint32_t)p[1] << 8); }

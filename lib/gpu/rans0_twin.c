@@ -5,8 +5,8 @@
  * (the words lanes below them take), and the words come from a window of six 32-word
  * registers whose first three cover every word a round can take (a round of 64 states
  * takes at most 64, and starts less than 32 words into the window); the window moves in
- * steps of 32 words. The decode table is filled slot by slot from the cumulative counts
- * (rans0_dev.h). Same result as rans0_decode on every input: the bytes, or -1.
+ * steps of 32 words. The decode table (a symbol per slot) is filled slot by slot from the
+ * cumulative counts (rans0_dev.h); a step reads the symbol's frequency and start. Same result as rans0_decode on every input: the bytes, or -1.
  */
 #include "plan.h"
 #include "rans0_dev.h"
@@ -77,14 +77,14 @@ int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
     for (int k = 0; k < WIN; k++) win_load(&v, k, LANES * (uint32_t)k);
     uint32_t wpos = 0, bad = 0;
     uint16_t freq[256], cum[257];
-    uint32_t dt[GR_M];
+    uint8_t sym[GR_M];
     size_t b = 0;
     while (b < nb) {
         size_t k = 0;
         gr_leb(&tp, end, &k); /* checked by gr_segments */
         gr_table(&tp, end, freq);
         cum_build(freq, cum);
-        for (uint32_t slot = 0; slot < GR_M; slot++) dt[slot] = gr_slot(cum, slot);
+        for (uint32_t slot = 0; slot < GR_M; slot++) sym[slot] = gr_sym(cum, slot);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
         b += k;
@@ -94,9 +94,9 @@ int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
                 need[j] = 0;
                 y[j] = st[j];
                 if (i + j >= s1) continue; /* an idle lane in the plane's last round */
-                uint32_t e = dt[st[j] & (GR_M - 1)];
-                dst[i + j] = (uint8_t)e;
-                y[j] = gr_step(st[j], e);
+                uint8_t c = sym[st[j] & (GR_M - 1)];
+                dst[i + j] = c;
+                y[j] = gr_step(st[j], freq[c], cum[c]);
                 need[j] = y[j] < GR_L;
             }
             for (unsigned j = 0; j < N; j++) {
