@@ -170,8 +170,8 @@ __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *fi
  * after it): its CRC-32C moved to the chunk's end, XORed into acc[chunk]. */
 __global__ void crc_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *out, const uint32_t *tabs, uint32_t *acc)
 {
-    __shared__ uint32_t tab[256], x2n[64];
-    for (unsigned i = threadIdx.x; i < 256 + 64; i += blockDim.x) (i < 256 ? tab[i] : x2n[i - 256]) = tabs[i];
+    __shared__ uint32_t tab[8 * 256], x2n[64];
+    for (unsigned i = threadIdx.x; i < GC_TABS; i += blockDim.x) (i < 8 * 256 ? tab[i] : x2n[i - 8 * 256]) = tabs[i];
     __syncthreads();
     for (size_t c = blockIdx.y; c < nmc; c += gridDim.y) {
         uint32_t v = gc_piece(tab, x2n, out + mc[c].out, mc[c].n, blockIdx.x * blockDim.x + threadIdx.x);
@@ -203,7 +203,7 @@ struct gpu_dec {
     gpu_mchunk *mc;
     uint8_t *scratch;
     uint32_t *bad;
-    uint32_t *tabs; /* crc_dev.h's tables: 256 + 64 words */
+    uint32_t *tabs; /* crc_dev.h's tables: GC_TABS words */
     uint32_t *acc;  /* per merged chunk: its CRC-32C, once the CRC part has run */
     unsigned per;   /* merge blocks per chunk: the most elements of a chunk / 1024 */
     unsigned cper;  /* CRC blocks per chunk: the most bytes of a chunk / 256 pieces */
@@ -220,8 +220,8 @@ extern "C" cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out)
         unsigned cper = (unsigned)((pl->mc[c].n + 256 * GC_PIECE - 1) / (256 * GC_PIECE));
         if (cper > d->cper) d->cper = cper;
     }
-    uint32_t tabs[256 + 64];
-    gc_tables(tabs, tabs + 256);
+    uint32_t tabs[GC_TABS];
+    gc_tables(tabs, tabs + 8 * 256);
     cudaError_t e;
     if ((e = cudaMalloc(&d->rp, pl->nrp * sizeof *d->rp + 1)) ||
         (e = cudaMalloc(&d->mc, pl->nmc * sizeof *d->mc + 1)) || (e = cudaMalloc(&d->scratch, pl->scratch_size + 1)) ||

@@ -3,7 +3,8 @@
  * and every thread of the merge kernel (lib/gpu/merge_dev.h, with the launch's thread
  * count) must restore exactly what ckpz_decompress_buffer restores, and the pieces of
  * the CRC kernel (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged
- * chunk its frame's CRC-32C. Then hostile bytes:
+ * chunk its frame's CRC-32C, and its CRC of runs of bytes at every alignment must be
+ * crc32c's. Then hostile bytes:
  * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
  * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
  * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "ckpz.h"
+#include "common/crc32c.h"
 #include "entropy/entropy.h"
 #include "gpu/crc_dev.h"
 #include "gpu/merge_dev.h"
@@ -79,7 +81,7 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
     }
     free(scratch);
     /* the CRC kernel: every piece of every merged chunk, XORed in any order */
-    uint32_t tab[256], x2n[64];
+    uint32_t tab[8 * 256], x2n[64];
     gc_tables(tab, x2n);
     for (size_t c = 0; c < pl->nmc; c++) {
         const gpu_mchunk *m = &pl->mc[c];
@@ -247,11 +249,35 @@ static int synthetic(ckpz_ctx *ctx, ent_ctx *ec)
     return fails;
 }
 
+/* crc_dev.h's CRC of a run of bytes against the CPU's, at every start modulo 32 (the
+ * bytes before the first 16-byte boundary, the 16-byte steps, the tail): 0 or 1. */
+static int crc_runs(void)
+{
+    static const uint32_t lens[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 47, 100, 1023, 1024, 1025, 4099};
+    uint32_t tab[8 * 256], x2n[64];
+    uint8_t *buf = malloc(4099 + 32);
+    if (!buf) return 1;
+    gc_tables(tab, x2n);
+    for (size_t i = 0; i < 4099 + 32; i++) buf[i] = (uint8_t)rnd();
+    int bad = 0;
+    for (uint32_t at = 0; at < 32; at++)
+        for (size_t k = 0; k < sizeof lens / sizeof *lens; k++)
+            if (gc_bytes(tab, buf + at, lens[k]) != crc32c(0, buf + at, lens[k])) {
+                fprintf(stderr, "crc_dev.h: %u bytes at %u: CRC differs from crc32c\n", lens[k], at);
+                bad = 1;
+            }
+    free(buf);
+    printf("crc_dev.h against crc32c, starts 0..31, %zu lengths: %s\n", sizeof lens / sizeof *lens,
+           bad ? "DIFFERENT" : "same");
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int fails = 0;
     ckpz_ctx *ctx = ckpz_ctx_create();
     ent_ctx *ec = ent_ctx_create();
+    fails += crc_runs();
     if (argc < 2) fails += synthetic(ctx, ec);
     for (int f = 1; f < argc; f++) {
         size_t size;
