@@ -144,7 +144,7 @@ fail:
     if (lane == 0) bad[blockIdx.x] = 1;
 }
 
-/* Chunk blockIdx.y (and every gridDim.y-th after it); 4 elements per thread (merge_dev.h). */
+/* Chunk blockIdx.y (and every gridDim.y-th after it); groups of 4 elements (merge_dev.h). */
 __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *file, const uint8_t *scratch,
                              uint8_t *out)
 {
@@ -205,7 +205,7 @@ struct gpu_dec {
     uint32_t *bad;
     uint32_t *tabs; /* crc_dev.h's tables: GC_TABS words */
     uint32_t *acc;  /* per merged chunk: its CRC-32C, once the CRC part has run */
-    unsigned per;   /* merge blocks per chunk: the most elements of a chunk / 1024 */
+    unsigned per;   /* merge blocks per chunk: the most elements of a chunk / GM_BLOCK_ELEMS */
     unsigned cper;  /* CRC blocks per chunk: the most bytes of a chunk / 256 pieces */
 };
 
@@ -215,7 +215,7 @@ extern "C" cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out)
     if (!d) return cudaErrorMemoryAllocation;
     d->pl = pl;
     for (size_t c = 0; c < pl->nmc; c++) {
-        unsigned per = (unsigned)((pl->mc[c].n / pl->mc[c].esize + 1023) / 1024);
+        unsigned per = (unsigned)((pl->mc[c].n / pl->mc[c].esize + GM_BLOCK_ELEMS - 1) / GM_BLOCK_ELEMS);
         if (per > d->per) d->per = per;
         unsigned cper = (unsigned)((pl->mc[c].n + 256 * GC_PIECE - 1) / (256 * GC_PIECE));
         if (cper > d->cper) d->cper = cper;

@@ -66,9 +66,9 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
             return -1;
         }
     }
-    uint32_t nthreads = 256; /* gpu_dec_run's grid: 256 per 1024 elements of the largest chunk */
+    uint32_t nthreads = 256; /* gpu_dec_run's grid: 256 per GM_BLOCK_ELEMS elements of the largest chunk */
     for (size_t c = 0; c < pl->nmc; c++) {
-        uint32_t per = (pl->mc[c].n / pl->mc[c].esize + 1023) / 1024;
+        uint32_t per = (pl->mc[c].n / pl->mc[c].esize + GM_BLOCK_ELEMS - 1) / GM_BLOCK_ELEMS;
         if (256 * per > nthreads) nthreads = 256 * per;
     }
     for (size_t c = 0; c < pl->nmc; c++) {
