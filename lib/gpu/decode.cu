@@ -1,10 +1,6 @@
 /* decode.cu — a .ckpz file restored in device memory, from the host's plan (plan.h): the
  * order-0 rANS planes decoded by one warp each, then every chunk's planes merged into its
- * original bytes in one launch, then the chunks the host decoded copied up. A chunk whose
- * only coded plane is its first (BF16 and FP32 tensors' exponents, with the mantissa
- * planes stored) is merged by the warp that decodes that plane: each symbol with its
- * element's stored bytes, straight into the output, so its planes never pass through
- * the scratch and the merge launch skips it.
+ * original bytes in one launch, then the chunks the host decoded copied up.
  *
  * rANS (entropy/rans0.c) interleaves 32 or 64 states over one word stream: symbol i is
  * state i % N's, and the renormalisation words are read in symbol order. A warp holds
@@ -44,28 +40,8 @@ __device__ __forceinline__ uint32_t win_word(const uint8_t *w, uint32_t nw, uint
     return i < nw ? gr_ld16(w + 2 * (size_t)i) : 0;
 }
 
-/* Symbol i of a plane: into the scratch, or, for a fused chunk's plane, merged with its
- * stored planes into the chunk's output element (merge_dev.h). */
-struct rans_out {
-    uint8_t *dst;
-    const uint8_t *p[GPU_PLANES_MAX];
-    unsigned W;
-    int rot;
-};
-
-__device__ __forceinline__ void put_sym(const rans_out &o, uint32_t i, uint32_t c)
-{
-    switch (o.W) { /* W a constant in each call: the planes stay in registers */
-    case 0: o.dst[i] = (uint8_t)c; break;
-    case 1: gm_merge1(1, 0, o.p, i, c, o.dst); break;
-    case 2: gm_merge1(2, o.rot, o.p, i, c, o.dst); break;
-    case 4: gm_merge1(4, o.rot, o.p, i, c, o.dst); break;
-    default: gm_merge1(8, o.rot, o.p, i, c, o.dst); break;
-    }
-}
-
 __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uint8_t *file, uint8_t *scratch,
-                                                 uint32_t *bad, const gpu_mchunk *mc, uint8_t *out)
+                                                 uint32_t *bad)
 {
     __shared__ uint8_t sym[GR_M];
     __shared__ uint16_t freq[256];
@@ -73,14 +49,8 @@ __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uin
     const gpu_rplane P = rp[blockIdx.x];
     const unsigned lane = threadIdx.x;
     const uint8_t *src = file + P.src, *end = src + P.len;
+    uint8_t *dst = scratch + P.dst;
     const uint32_t n = P.size;
-    rans_out o;
-    o.dst = scratch + P.dst, o.W = 0, o.rot = 0;
-    if (mc && P.mc != GPU_NO_MC) {
-        const gpu_mchunk *m = &mc[P.mc];
-        o.dst = out + m->out, o.W = m->esize, o.rot = m->xf == XF_FLOAT;
-        for (int b = 1; b < GPU_PLANES_MAX; b++) o.p[b] = file + (m->plane[b] & ~GPU_FROM_FILE);
-    }
     int sh;
     unsigned N;
     size_t nb;
@@ -131,13 +101,13 @@ __global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uin
                 uint32_t y0 = x0, y1 = x1;
                 if (a0) {
                     uint32_t c = sym[x0 & (GR_M - 1)];
-                    put_sym(o, i0, c);
+                    dst[i0] = (uint8_t)c;
                     y0 = gr_step(x0, freq[c], cum[c]);
                     n0 = y0 < GR_L;
                 }
                 if (a1) {
                     uint32_t c = sym[x1 & (GR_M - 1)];
-                    put_sym(o, i1, c);
+                    dst[i1] = (uint8_t)c;
                     y1 = gr_step(x1, freq[c], cum[c]);
                     n1 = y1 < GR_L;
                 }
@@ -176,11 +146,10 @@ fail:
 
 /* Chunk blockIdx.y (and every gridDim.y-th after it); groups of 4 elements (merge_dev.h). */
 __global__ void merge_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *file, const uint8_t *scratch,
-                             uint8_t *out, int fused)
+                             uint8_t *out)
 {
     for (size_t c = blockIdx.y; c < nmc; c += gridDim.y) {
         const gpu_mchunk *m = &mc[c];
-        if (m->fused && fused) continue; /* written by its rANS warp */
         const uint8_t *p[GPU_PLANES_MAX];
         for (int b = 0; b < GPU_PLANES_MAX; b++)
             p[b] = m->plane[b] & GPU_FROM_FILE ? file + (m->plane[b] & ~GPU_FROM_FILE) : scratch + m->plane[b];
@@ -210,29 +179,22 @@ __global__ void crc_chunks(const gpu_mchunk *mc, size_t nmc, const uint8_t *out,
     }
 }
 
-/* gpu_rans0_planes, and with d_mc the fused planes written into d_out. */
-static cudaError_t rans0_launch(const gpu_rplane *d_rp, size_t nrp, const uint8_t *d_file, uint8_t *d_scratch,
-                                uint32_t *d_bad, const gpu_mchunk *d_mc, uint8_t *d_out, cudaStream_t s)
+extern "C" cudaError_t gpu_rans0_planes(const gpu_rplane *d_rp, size_t nrp, const uint8_t *d_file, uint8_t *d_scratch,
+                                        uint32_t *d_bad, cudaStream_t s)
 {
     if (nrp > 0x7fffffffu) return cudaErrorInvalidValue;
     /* 5 KiB of shared memory per warp (a symbol per slot, then frequency and start per
-     * symbol): with the largest carveout, the registers limit the warps an SM holds (21
-     * at 92 a thread for sm_90: 2772 planes in one wave on an H200), where a 16 KiB
-     * table of whole entries held 13 and left a last partial wave. */
+     * symbol): with the largest carveout an SM holds its limit of 32 one-warp blocks
+     * (4224 planes in one wave on an H200), where a 16 KiB table of whole entries held
+     * 13 and left a last partial wave. */
     static int carved;
     if (!carved) {
         cudaFuncSetAttribute(rans0_warp, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
         carved = 1;
     }
-    if (nrp) rans0_warp<<<(unsigned)nrp, 32, 0, s>>>(d_rp, d_file, d_scratch, d_bad, d_mc, d_out);
+    if (nrp) rans0_warp<<<(unsigned)nrp, 32, 0, s>>>(d_rp, d_file, d_scratch, d_bad);
     return cudaGetLastError();
-}
-
-extern "C" cudaError_t gpu_rans0_planes(const gpu_rplane *d_rp, size_t nrp, const uint8_t *d_file, uint8_t *d_scratch,
-                                        uint32_t *d_bad, cudaStream_t s)
-{
-    return rans0_launch(d_rp, nrp, d_file, d_scratch, d_bad, NULL, NULL, s);
 }
 
 struct gpu_dec {
@@ -278,15 +240,14 @@ extern "C" cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out)
 extern "C" cudaError_t gpu_dec_run(gpu_dec *d, const uint8_t *d_file, uint8_t *d_out, unsigned parts, cudaStream_t s)
 {
     const gpu_plan *pl = d->pl;
-    const int fused = !(parts & GPU_DEC_UNFUSED);
     cudaError_t e;
     if (parts & GPU_DEC_RANS) {
         if ((e = cudaMemsetAsync(d->bad, 0, pl->nrp * sizeof *d->bad, s))) return e;
-        if ((e = rans0_launch(d->rp, pl->nrp, d_file, d->scratch, d->bad, fused ? d->mc : NULL, d_out, s))) return e;
+        if ((e = gpu_rans0_planes(d->rp, pl->nrp, d_file, d->scratch, d->bad, s))) return e;
     }
     if ((parts & GPU_DEC_MERGE) && pl->nmc) {
         dim3 grid(d->per ? d->per : 1, pl->nmc < 65535 ? (unsigned)pl->nmc : 65535u);
-        merge_chunks<<<grid, 256, 0, s>>>(d->mc, pl->nmc, d_file, d->scratch, d_out, fused);
+        merge_chunks<<<grid, 256, 0, s>>>(d->mc, pl->nmc, d_file, d->scratch, d_out);
         if ((e = cudaGetLastError())) return e;
     }
     if ((parts & GPU_DEC_CRC) && pl->nmc) {

@@ -48,17 +48,15 @@ ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t src_size, 
 
 /* The same in parts, for callers that keep the file on the device or time the kernels:
  * a .ckpz file in device memory restored from its host plan. */
-enum { GPU_DEC_RANS = 1, GPU_DEC_MERGE = 2, GPU_DEC_CRC = 4, GPU_DEC_HOST = 8, GPU_DEC_ALL = 15, GPU_DEC_UNFUSED = 16 };
+enum { GPU_DEC_RANS = 1, GPU_DEC_MERGE = 2, GPU_DEC_CRC = 4, GPU_DEC_HOST = 8, GPU_DEC_ALL = 15 };
 typedef struct gpu_dec gpu_dec;
 /* Device copies of the plan's tables and the plane scratch (the plan must outlive it). */
 cudaError_t gpu_dec_create(const gpu_plan *pl, gpu_dec **out);
 /* Queues the parts asked for on the stream, in this order: the rANS planes into the
- * scratch (a fused chunk's plane, gpu_mchunk.fused, merged into d_out by its warp),
- * the merge of every other device chunk into d_out (it reads the scratch: run both),
+ * scratch, the merge of every device chunk into d_out (it reads the scratch: run both),
  * the CRC-32C of every merged chunk, the host-decoded chunks' copies into d_out (from
  * the plan's pageable buffer). d_file: the whole file in device memory; d_out: the
- * original size. GPU_DEC_UNFUSED: every plane to the scratch and every chunk merged
- * by the merge launch (the same bytes; for comparing the two ways). */
+ * original size. */
 cudaError_t gpu_dec_run(gpu_dec *d, const uint8_t *d_file, uint8_t *d_out, unsigned parts, cudaStream_t s);
 /* After the stream is synchronised, for the parts that ran: 0, GPU_DEC_REFUSED (a rANS
  * plane the CPU decoder would refuse: its chunk and plane numbers), GPU_DEC_CHECKSUM (a

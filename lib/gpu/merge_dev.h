@@ -81,19 +81,6 @@ GPU_HD void gm_merge4(unsigned W, int rot, const uint8_t *const *p, uint32_t e, 
     }
 }
 
-/* Element i of a chunk whose plane 0 the caller decoded (top, its byte i) and whose
- * planes 1..W-1 are p[1..W-1] (the rANS warp of a fused chunk, decode.cu). */
-GPU_HD void gm_merge1(unsigned W, int rot, const uint8_t *const *p, uint32_t i, uint32_t top, uint8_t *dst)
-{
-    uint64_t x = (uint64_t)top << (8 * (W - 1));
-    for (unsigned b = 1; b < W; b++) x |= (uint64_t)p[b][i] << (8 * (W - 1 - b));
-    if (rot) x = (x >> 1) | ((x & 1) << (8 * W - 1));
-    uint8_t *d = dst + (size_t)i * W;
-    if ((uintptr_t)d % W == 0) gm_store(W, d, x);
-    else
-        for (unsigned b = 0; b < W; b++) d[b] = (uint8_t)(x >> (8 * b));
-}
-
 /* The merge launch: 256-thread blocks, as many per chunk as the largest chunk has
  * GM_BLOCK_ELEMS elements (16 a thread, so that each thread's reading of its chunk's
  * plane list is spread over four groups). */

@@ -72,7 +72,7 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
             pl->stored_planes++;
         } else {
             gpu_rplane *r = &pl->rp[pl->nrp++];
-            *r = (gpu_rplane){at, pl->scratch_size, len, (uint32_t)sizes[i], no, i, GPU_NO_MC};
+            *r = (gpu_rplane){at, pl->scratch_size, len, (uint32_t)sizes[i], no, i};
             m->plane[i] = pl->scratch_size;
             pl->scratch_size += (sizes[i] + 15) & ~(uint64_t)15;
             pl->rans0_planes++;
@@ -82,14 +82,6 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
     if (at != end)
         return ctx_fail(w->ctx, CKPZ_ERR_CORRUPT, "chunk %u: payload has %llu unused bytes", no,
                         (unsigned long long)(end - at));
-    /* One rANS plane, the first (the exponents' or the one plane of bytes), the others
-     * stored and no tail: its warp writes whole elements, the merge launch skips it. */
-    unsigned coded = 0;
-    for (unsigned i = 0; i < np; i++) coded += !(m->plane[i] & GPU_FROM_FILE);
-    if (np == c->esize && coded == 1 && !(m->plane[0] & GPU_FROM_FILE)) {
-        pl->rp[pl->nrp - 1].mc = (uint32_t)pl->nmc;
-        m->fused = 1;
-    }
     pl->nmc++;
     return CKPZ_OK;
 }

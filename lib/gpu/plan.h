@@ -28,17 +28,12 @@ extern "C" {
 #define GPU_PLANES_MAX 9 /* XF_MAX_PLANES */
 #define GPU_FROM_FILE (1ull << 63) /* plane offset flag: in the file buffer, else the scratch */
 
-#define GPU_NO_MC UINT32_MAX /* gpu_rplane.mc of a plane that is merged by the merge launch */
-
-/* A plane the device decodes: coded bytes file[src, src + len) to scratch[dst, dst + size),
- * or, when mc is a chunk's index in gpu_plan.mc, straight into that chunk's output: the
- * chunk's first plane, every other plane stored (gpu_mchunk.fused). */
+/* A plane the device decodes: coded bytes file[src, src + len) to scratch[dst, dst + size). */
 typedef struct gpu_rplane {
     uint64_t src, dst;
     uint32_t len, size;
     uint32_t chunk; /* index in the file's chunk frames, for messages */
     uint32_t plane;
-    uint32_t mc;
 } gpu_rplane;
 
 /* A chunk the device merges: n original bytes at out, from planes plane[b] (an offset in
@@ -49,9 +44,7 @@ typedef struct gpu_mchunk {
     uint32_t n;
     uint32_t raw_crc; /* CRC-32C of the n restored bytes (the frame's) */
     uint32_t chunk;   /* index in the file's chunk frames, for messages */
-    uint8_t xf, esize;
-    uint8_t fused; /* 1: its plane 0 (rANS) is merged by the warp that decodes it */
-    uint8_t pad;
+    uint8_t xf, esize, pad[2];
 } gpu_mchunk;
 
 /* A chunk the host decoded: n bytes at host + src go to out. */

@@ -1,11 +1,10 @@
 /* test_twin.c — the device decoder's host half and CPU twins, on the CPU: for each .ckpz
  * file named, the plan (lib/gpu/plan.c), the twin of the rANS warp (lib/gpu/rans0_twin.c)
  * and every thread of the merge kernel (lib/gpu/merge_dev.h, with the launch's thread
- * count; for a fused chunk, the element merge its rANS warp does per symbol) must
- * restore exactly what ckpz_decompress_buffer restores, and the pieces of the CRC kernel
- * (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged chunk its frame's
- * CRC-32C, and its CRC of runs of bytes at every alignment must be crc32c's. Then
- * hostile bytes:
+ * count) must restore exactly what ckpz_decompress_buffer restores, and the pieces of
+ * the CRC kernel (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged
+ * chunk its frame's CRC-32C, and its CRC of runs of bytes at every alignment must be
+ * crc32c's. Then hostile bytes:
  * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
  * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
  * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
@@ -72,38 +71,13 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
         uint32_t per = (pl->mc[c].n / pl->mc[c].esize + GM_BLOCK_ELEMS - 1) / GM_BLOCK_ELEMS;
         if (256 * per > nthreads) nthreads = 256 * per;
     }
-    /* a fused chunk's plane is its chunk's plane 0, and the chunk's only coded one */
-    size_t fused = 0;
-    for (size_t i = 0; i < pl->nrp; i++) {
-        const gpu_rplane *r = &pl->rp[i];
-        if (r->mc == GPU_NO_MC) continue;
-        const gpu_mchunk *m = r->mc < pl->nmc ? &pl->mc[r->mc] : NULL;
-        int others = 0;
-        for (unsigned b = 1; m && b < m->esize; b++) others += !(m->plane[b] & GPU_FROM_FILE);
-        if (!m || !m->fused || m->plane[0] != r->dst || r->plane != 0 || others || m->n % m->esize) {
-            fprintf(stderr, "chunk %u plane %u: fused with a chunk it cannot be\n", r->chunk, r->plane);
-            free(scratch);
-            return -1;
-        }
-        fused++;
-    }
-    for (size_t c = 0; c < pl->nmc; c++) fused -= pl->mc[c].fused;
-    if (fused) {
-        fprintf(stderr, "fused chunks and fused planes differ in number\n");
-        free(scratch);
-        return -1;
-    }
     for (size_t c = 0; c < pl->nmc; c++) {
         const gpu_mchunk *m = &pl->mc[c];
         const uint8_t *p[GPU_PLANES_MAX];
         for (int b = 0; b < GPU_PLANES_MAX; b++)
             p[b] = m->plane[b] & GPU_FROM_FILE ? file + (m->plane[b] & ~GPU_FROM_FILE) : scratch + m->plane[b];
-        if (m->fused) /* the rANS warp's writes: each symbol with its stored planes */
-            for (uint32_t i = 0; i < m->n / m->esize; i++)
-                gm_merge1(m->esize, m->xf == XF_FLOAT, p, i, p[0][i], out + m->out);
-        else
-            for (uint32_t t = 0; t < nthreads; t++)
-                gm_merge_chunk(m->esize, m->xf == XF_FLOAT, p, m->n, out + m->out, t, nthreads);
+        for (uint32_t t = 0; t < nthreads; t++)
+            gm_merge_chunk(m->esize, m->xf == XF_FLOAT, p, m->n, out + m->out, t, nthreads);
     }
     free(scratch);
     /* the CRC kernel: every piece of every merged chunk, XORed in any order */
@@ -164,13 +138,11 @@ static int check(ckpz_ctx *ctx, ent_ctx *ec, const char *name, const uint8_t *fi
     int bad = restore(&pl, file, out) || memcmp(out, ref, orig) != 0;
     int mbad = 0, refused = 0;
     for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
-    size_t fused = 0;
-    for (size_t c = 0; c < pl.nmc; c++) fused += pl.mc[c].fused;
-    printf("%s: %llu bytes, %llu chunks: %zu merged (%zu by their rANS warp; %llu rANS planes, %llu stored), %zu on "
-           "the host (%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
-           name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc, fused,
-           (unsigned long long)pl.rans0_planes, (unsigned long long)pl.stored_planes, pl.nhc,
-           (unsigned long long)pl.host_size, bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
+    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
+           "(%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
+           name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc, (unsigned long long)pl.rans0_planes,
+           (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
+           bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
     gpu_plan_free(&pl);
     free(ref);
     free(out);
