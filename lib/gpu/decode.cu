@@ -40,8 +40,8 @@ __device__ __forceinline__ uint32_t win_word(const uint8_t *w, uint32_t nw, uint
     return i < nw ? gr_ld16(w + 2 * (size_t)i) : 0;
 }
 
-__global__ void __launch_bounds__(32) rans0_warp(const gpu_rplane *rp, const uint8_t *file, uint8_t *scratch,
-                                                 uint32_t *bad)
+__global__ void __launch_bounds__(32)
+    rans0_warp(const gpu_rplane *rp, const uint8_t *file, uint8_t *scratch, uint32_t *bad)
 {
     __shared__ uint8_t sym[GR_M];
     __shared__ uint16_t freq[256];
@@ -304,7 +304,7 @@ extern "C" void gpu_dec_free(gpu_dec *d)
 }
 
 extern "C" ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t src_size, void *d_dst, size_t dst_size,
-                                         cudaStream_t s)
+                                          cudaStream_t s)
 {
     gpu_plan pl;
     ckpz_error err = gpu_plan_build(ctx, (const uint8_t *)src, src_size, &pl);
@@ -316,13 +316,11 @@ extern "C" ckpz_error ckpz_gpu_decompress(ckpz_ctx *ctx, const void *src, size_t
     if (pl.original_size != dst_size)
         err = ctx_fail(ctx, CKPZ_ERR_PARAM, "the output holds %zu bytes, the file restores to %llu", dst_size,
                        (unsigned long long)pl.original_size);
-    else if ((e = cudaMalloc(&d_file, src_size + 1)) || (e = cudaMemcpyAsync(d_file, src, src_size,
-                                                                             cudaMemcpyHostToDevice, s)) ||
-             (e = gpu_dec_create(&pl, &d)) || (e = gpu_dec_run(d, d_file, (uint8_t *)d_dst, GPU_DEC_ALL, s)) ||
-             (e = cudaStreamSynchronize(s)))
+    else if ((e = cudaMalloc(&d_file, src_size + 1)) ||
+             (e = cudaMemcpyAsync(d_file, src, src_size, cudaMemcpyHostToDevice, s)) || (e = gpu_dec_create(&pl, &d)) ||
+             (e = gpu_dec_run(d, d_file, (uint8_t *)d_dst, GPU_DEC_ALL, s)) || (e = cudaStreamSynchronize(s)))
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "device: %s", cudaGetErrorString(e));
-    else
-        switch (gpu_dec_failed(d, GPU_DEC_ALL, &chunk, &plane)) {
+    else switch (gpu_dec_failed(d, GPU_DEC_ALL, &chunk, &plane)) {
         case GPU_DEC_REFUSED:
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %u: plane %u (rans0): corrupt coded data", chunk, plane);
             break;

@@ -27,14 +27,8 @@ struct planes_in {
     const uint8_t *p[GPU_MAX_PLANES];
 };
 
-template <typename T> __device__ __forceinline__ T rotl1(T v)
-{
-    return (T)((v << 1) | (v >> (8 * sizeof(T) - 1)));
-}
-template <typename T> __device__ __forceinline__ T rotr1(T v)
-{
-    return (T)((v >> 1) | (v << (8 * sizeof(T) - 1)));
-}
+template <typename T> __device__ __forceinline__ T rotl1(T v) { return (T)((v << 1) | (v >> (8 * sizeof(T) - 1))); }
+template <typename T> __device__ __forceinline__ T rotr1(T v) { return (T)((v >> 1) | (v << (8 * sizeof(T) - 1))); }
 
 /* V bytes (2, 4 or 8), the low bytes of a, at p aligned to V. */
 template <int V> __device__ __forceinline__ void store_v(uint8_t *p, unsigned long long a)
@@ -130,10 +124,7 @@ __global__ void merge_one(planes_in pl, size_t from, size_t elems, unsigned tail
     }
 }
 
-static inline unsigned blocks_for(size_t count)
-{
-    return (unsigned)((count + GPU_BLOCK - 1) / GPU_BLOCK);
-}
+static inline unsigned blocks_for(size_t count) { return (unsigned)((count + GPU_BLOCK - 1) / GPU_BLOCK); }
 
 /* How many whole vectors the fast kernels may take: 0 unless every pointer is aligned. */
 static size_t vectors(const void *whole, const void *const *plane, unsigned esize, size_t elems)
@@ -146,10 +137,7 @@ static size_t vectors(const void *whole, const void *const *plane, unsigned esiz
 }
 
 /* Grid dimensions are limited to 2^31 - 1 blocks: far past any chunk (2^39 elements). */
-static int too_many(size_t count)
-{
-    return (count + GPU_BLOCK - 1) / GPU_BLOCK > 0x7fffffffu;
-}
+static int too_many(size_t count) { return (count + GPU_BLOCK - 1) / GPU_BLOCK > 0x7fffffffu; }
 
 template <typename T, bool ROT>
 static cudaError_t split_t(const uint8_t *src, size_t n, uint8_t *const *plane, cudaStream_t s)
@@ -192,9 +180,12 @@ extern "C" cudaError_t xf_gpu_split(uint8_t xf, uint8_t esize, const uint8_t *sr
     if (n == 0) return cudaSuccess;
     bool rot = xf == XF_FLOAT;
     switch (esize) {
-    case 2: return rot ? split_t<uint16_t, true>(src, n, plane, stream) : split_t<uint16_t, false>(src, n, plane, stream);
-    case 4: return rot ? split_t<uint32_t, true>(src, n, plane, stream) : split_t<uint32_t, false>(src, n, plane, stream);
-    case 8: return rot ? split_t<uint64_t, true>(src, n, plane, stream) : split_t<uint64_t, false>(src, n, plane, stream);
+    case 2:
+        return rot ? split_t<uint16_t, true>(src, n, plane, stream) : split_t<uint16_t, false>(src, n, plane, stream);
+    case 4:
+        return rot ? split_t<uint32_t, true>(src, n, plane, stream) : split_t<uint32_t, false>(src, n, plane, stream);
+    case 8:
+        return rot ? split_t<uint64_t, true>(src, n, plane, stream) : split_t<uint64_t, false>(src, n, plane, stream);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -208,9 +199,12 @@ extern "C" cudaError_t xf_gpu_merge(uint8_t xf, uint8_t esize, const uint8_t *co
     if (n == 0) return cudaSuccess;
     bool rot = xf == XF_FLOAT;
     switch (esize) {
-    case 2: return rot ? merge_t<uint16_t, true>(plane, n, dst, stream) : merge_t<uint16_t, false>(plane, n, dst, stream);
-    case 4: return rot ? merge_t<uint32_t, true>(plane, n, dst, stream) : merge_t<uint32_t, false>(plane, n, dst, stream);
-    case 8: return rot ? merge_t<uint64_t, true>(plane, n, dst, stream) : merge_t<uint64_t, false>(plane, n, dst, stream);
+    case 2:
+        return rot ? merge_t<uint16_t, true>(plane, n, dst, stream) : merge_t<uint16_t, false>(plane, n, dst, stream);
+    case 4:
+        return rot ? merge_t<uint32_t, true>(plane, n, dst, stream) : merge_t<uint32_t, false>(plane, n, dst, stream);
+    case 8:
+        return rot ? merge_t<uint64_t, true>(plane, n, dst, stream) : merge_t<uint64_t, false>(plane, n, dst, stream);
     default: return cudaErrorInvalidValue;
     }
 }

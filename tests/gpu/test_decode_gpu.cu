@@ -33,13 +33,13 @@ extern "C" {
 #include "entropy/entropy.h"
 }
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        cudaError_t err_ = (x);                                                                    \
-        if (err_ != cudaSuccess) {                                                                 \
+#define CHECK(x)                                                                                  \
+    do {                                                                                          \
+        cudaError_t err_ = (x);                                                                   \
+        if (err_ != cudaSuccess) {                                                                \
             fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            exit(2);                                                                               \
-        }                                                                                          \
+            exit(2);                                                                              \
+        }                                                                                         \
     } while (0)
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -101,8 +101,8 @@ static int load(ckpz_ctx *ctx, const char *path, loaded *L)
     }
     double t2 = now();
     printf("%s: %llu -> %llu bytes (ratio %.4f); CPU restore %.1f ms, host plan %.1f ms\n", path,
-           (unsigned long long)L->size, (unsigned long long)L->orig, (double)L->orig / (double)L->size,
-           1e3 * (t1 - t0), 1e3 * (t2 - t1));
+           (unsigned long long)L->size, (unsigned long long)L->orig, (double)L->orig / (double)L->size, 1e3 * (t1 - t0),
+           1e3 * (t2 - t1));
     return 0;
 }
 
@@ -142,7 +142,10 @@ static int check_file(ckpz_ctx *ctx, loaded *L)
     ckpz_error err = ckpz_gpu_decompress(ctx, L->file, L->size, d_out, L->orig, 0);
     CHECK(cudaMemcpy(out, d_out, L->orig, cudaMemcpyDeviceToHost));
     int same = !err && memcmp(out, L->ref, L->orig) == 0;
-    printf("  ckpz_gpu_decompress: %s%s\n", err ? ckpz_ctx_message(ctx) : "", err ? "" : same ? "same bytes" : "DIFFERENT");
+    printf("  ckpz_gpu_decompress: %s%s\n", err ? ckpz_ctx_message(ctx) : "",
+           err    ? ""
+           : same ? "same bytes"
+                  : "DIFFERENT");
     gpu_dec_free(d);
     CHECK(cudaFree(d_file));
     CHECK(cudaFree(d_out));
@@ -201,8 +204,8 @@ static int check_hostile(loaded *L, ent_ctx *ec)
         int same = (bad[i] != 0) == (rc[i] != 0) &&
                    (bad[i] || memcmp(got.data() + rp[i].dst, want.data() + rp[i].dst, rp[i].size) == 0);
         if (!same && differ++ < 5)
-            fprintf(stderr, "  changed plane %zu (chunk %u plane %u): device %s, CPU %s\n", i, rp[i].chunk,
-                    rp[i].plane, bad[i] ? "refused" : "decoded", rc[i] ? "refused" : "decoded");
+            fprintf(stderr, "  changed plane %zu (chunk %u plane %u): device %s, CPU %s\n", i, rp[i].chunk, rp[i].plane,
+                    bad[i] ? "refused" : "decoded", rc[i] ? "refused" : "decoded");
     }
     printf("  changed planes: %zu, %d refused by the device, %d disagreements with the CPU\n", np, refused, differ);
     CHECK(cudaFree(d_rp));
@@ -323,8 +326,8 @@ static int bench(loaded *L)
            all, gb / (all / 1e3), rans, gb / (rans / 1e3), merge, gb / (merge / 1e3));
     printf("    with the chunks' CRC-32C checked: %.3f ms = %.1f GB/s; the check alone %.3f ms = %.1f GB/s\n", checked,
            gb / (checked / 1e3), crc, gb / (crc / 1e3));
-    printf("    pinned device-to-host copy of the %.3f GB restored: %.3f ms = %.1f GB/s (decode / copy time %.2f)\n", gb,
-           d2h, gb / (d2h / 1e3), all / d2h);
+    printf("    pinned device-to-host copy of the %.3f GB restored: %.3f ms = %.1f GB/s (decode / copy time %.2f)\n",
+           gb, d2h, gb / (d2h / 1e3), all / d2h);
     gpu_dec_free(d);
     CHECK(cudaFree(d_file));
     CHECK(cudaFree(d_out));

@@ -27,13 +27,13 @@ extern "C" {
 #include "transforms/planes.h"
 }
 
-#define CHECK(x)                                                                                        \
-    do {                                                                                                \
-        cudaError_t err_ = (x);                                                                         \
-        if (err_ != cudaSuccess) {                                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_));      \
-            exit(2);                                                                                    \
-        }                                                                                               \
+#define CHECK(x)                                                                                  \
+    do {                                                                                          \
+        cudaError_t err_ = (x);                                                                   \
+        if (err_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
+            exit(2);                                                                              \
+        }                                                                                         \
     } while (0)
 
 #define BIG ((size_t)512 << 20)
@@ -213,7 +213,8 @@ static void bench(const char *what, uint8_t esize, const uint8_t *host, size_t h
     CHECK(cudaMalloc(&src, n + PAD));
     CHECK(cudaMalloc(&pl, n + PAD));
     CHECK(cudaMalloc(&out, n + PAD));
-    for (size_t o = 0; o < n; o += hn) CHECK(cudaMemcpy(src + so + o, host, std::min(hn, n - o), cudaMemcpyHostToDevice));
+    for (size_t o = 0; o < n; o += hn)
+        CHECK(cudaMemcpy(src + so + o, host, std::min(hn, n - o), cudaMemcpyHostToDevice));
     uint8_t *p[XF_MAX_PLANES];
     for (unsigned i = 0; i < esize; i++) p[i] = pl + so + i * elems;
     double ts = time_it([&] { CHECK(xf_gpu_split(XF_FLOAT, esize, src + so, n, p, 0)); });
