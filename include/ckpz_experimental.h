@@ -31,6 +31,13 @@ extern "C" {
  * as the library's own calls do. ctx may be NULL. */
 CKPZ_API ckpz_error ckpz_ctx_report(ckpz_ctx *ctx, ckpz_error code, const char *msg);
 
+/* n elements of type t at src (little-endian, as files hold them) as doubles into dst,
+ * through the library's type table: exact for every type but 64-bit integers beyond
+ * 2^53 (rounded to nearest); NaN and infinities kept; opaque bytes and bool as their
+ * byte's value. CKPZ_ERR_PARAM for an unknown type or a NULL pointer with n > 0. For
+ * bindings whose language has no narrow floats (R). */
+CKPZ_API ckpz_error ckpz_dtype_to_double(ckpz_dtype t, const void *src, size_t n, double *dst);
+
 /* ---- one compression, many processes ------------------------------------------------ */
 /* The serial encoder taken apart so that processes (MPI ranks: libckpz_mpi) can share
  * one compression and write one file together, byte for byte the file

@@ -2,6 +2,7 @@
  * (known vectors, every path against the definition, combination, the zip CRC taken
  * while copying), byte-plane transforms (exact inverse, plane layout), the ordered
  * pipeline, and container records (round trip, reserved fields rejected). */
+#define CKPZ_EXPERIMENTAL /* ckpz_dtype_to_double */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -546,6 +547,19 @@ static void test_dtypes(void)
         } else {
             CHECKF(d->exp_planes == 0 && d->ebits == 0 && !d->from_double, "%s: not a float", d->name);
         }
+    }
+    /* ckpz_dtype_to_double: the table's values, element by element; refusals */
+    {
+        const uint8_t b[8] = {0x80, 0x3f, 0x00, 0xc0, 0xff, 0x7f, 0x01, 0x00}; /* bf16 1, -2, NaN, tiny */
+        double d[4];
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_BF16, b, 4, d) == CKPZ_OK && d[0] == 1.0 && d[1] == -2.0 && isnan(d[2]) &&
+              d[3] == ldexp(1, -133));
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_I16, b, 4, d) == CKPZ_OK && d[0] == 16256 && d[1] == -16384 &&
+              d[2] == 32767 && d[3] == 1);
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_F8E4M3, b + 4, 1, d) == CKPZ_OK && isnan(d[0])); /* S.1111.111 */
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_COUNT_, b, 1, d) == CKPZ_ERR_PARAM);
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_F32, NULL, 1, d) == CKPZ_ERR_PARAM);
+        CHECK(ckpz_dtype_to_double(CKPZ_DTYPE_F32, NULL, 0, NULL) == CKPZ_OK);
     }
     CHECK(dtype_b32(dtype_get(CKPZ_DTYPE_F32)) == 4 && dtype_b32(dtype_get(CKPZ_DTYPE_BF16)) == 2 &&
           dtype_b32(dtype_get(CKPZ_DTYPE_F16)) == 0 && dtype_b32(dtype_get(CKPZ_DTYPE_I32)) == 0);

@@ -170,6 +170,15 @@ ckpz_dtype ckpz_dtype_from_name(const char *name)
     return CKPZ_DTYPE_NONE;
 }
 
+ckpz_error ckpz_dtype_to_double(ckpz_dtype t, const void *src, size_t n, double *dst)
+{
+    if ((unsigned)t >= CKPZ_DTYPE_COUNT_ || (n && (!src || !dst))) return CKPZ_ERR_PARAM;
+    const dtype_info *d = &dtype_table[t];
+    const uint8_t *p = (const uint8_t *)src;
+    for (size_t i = 0; i < n; i++) dst[i] = d->to_double(p + i * d->size);
+    return CKPZ_OK;
+}
+
 const char *ckpz_dtype_format_name(ckpz_dtype t, ckpz_input_format f)
 {
     if ((unsigned)t >= CKPZ_DTYPE_COUNT_ || t == CKPZ_DTYPE_NONE) return NULL;

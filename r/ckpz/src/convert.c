@@ -172,98 +172,7 @@ void *rk_image(const rk_tensor *in, size_t n, size_t *size)
     return img;
 }
 
-/* ---- widening -------------------------------------------------------------------------- */
-
-static double half_to_double(uint16_t h)
-{
-    int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 1024, e - 25);
-    return h & 0x8000 ? -v : v;
-}
-
-static double bf16_to_double(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static double e4m3_to_double(uint8_t b) /* the fn variant: no infinities, S.1111.111 is NaN */
-{
-    int e = (b >> 3) & 15, m = b & 7;
-    double v = e == 15 && m == 7 ? NAN : e == 0 ? ldexp(m, -9) : ldexp(m | 8, e - 10);
-    return b & 0x80 ? -v : v;
-}
-
-/* Element i of row-major src of type dt as a double. */
-static double elem_double(const unsigned char *p, ckpz_dtype dt)
-{
-    switch (dt) {
-    case CKPZ_DTYPE_BF16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return bf16_to_double(v);
-    }
-    case CKPZ_DTYPE_F16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return half_to_double(v);
-    }
-    case CKPZ_DTYPE_F32: {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case CKPZ_DTYPE_F64: {
-        double v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    case CKPZ_DTYPE_F8E4M3: return e4m3_to_double(*p);
-    case CKPZ_DTYPE_F8E5M2: return half_to_double((uint16_t)(*p << 8));
-    case CKPZ_DTYPE_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return (double)v;
-    }
-    case CKPZ_DTYPE_U32: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    case CKPZ_DTYPE_U64: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        return (double)v;
-    }
-    default: return NA_REAL;
-    }
-}
-
-static int elem_int(const unsigned char *p, ckpz_dtype dt)
-{
-    switch (dt) {
-    case CKPZ_DTYPE_I8: return (int8_t)*p;
-    case CKPZ_DTYPE_U8: return *p;
-    case CKPZ_DTYPE_I16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case CKPZ_DTYPE_U16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    case CKPZ_DTYPE_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    default: return *p != 0; /* bool */
-    }
-}
+/* ---- widening: through the library's type table (ckpz_dtype_to_double) ---------------- */
 
 SEXP rk_value(const void *src, ckpz_dtype dt, uint32_t ndim, const uint64_t *shape, uint64_t n)
 {
@@ -287,11 +196,12 @@ SEXP rk_value(const void *src, ckpz_dtype dt, uint32_t ndim, const uint64_t *sha
     if (type == REALSXP && dt == CKPZ_DTYPE_F64) {
         if (n) memcpy(REAL(v), r, (size_t)n * 8);
     } else if (type == REALSXP) {
-        double *d = REAL(v);
-        for (uint64_t i = 0; i < n; i++) d[i] = elem_double(r + i * esz, dt);
-    } else {
+        if (ckpz_dtype_to_double(dt, r, (size_t)n, REAL(v))) rk_failf(CKPZ_ERR_PARAM, "type %d: no values", (int)dt);
+    } else { /* types of at most 32 bits: exact as doubles */
+        double *w = (double *)R_alloc(n ? (size_t)n : 1, sizeof(double));
+        if (ckpz_dtype_to_double(dt, r, (size_t)n, w)) rk_failf(CKPZ_ERR_PARAM, "type %d: no values", (int)dt);
         int *d = type == INTSXP ? INTEGER(v) : LOGICAL(v);
-        for (uint64_t i = 0; i < n; i++) d[i] = elem_int(r + i * esz, dt);
+        for (uint64_t i = 0; i < n; i++) d[i] = type == LGLSXP ? w[i] != 0 : (int)w[i];
     }
     if (ndim >= 2) {
         SEXP dim = PROTECT(Rf_allocVector(INTSXP, ndim));
