@@ -124,7 +124,13 @@ static inline float grad_scale(float a, int qmax)
     return s;
 }
 
-/* pack.c: the kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU);
+/* The checks a dense or sparse packet starts with (kernels.c): at least `header` bytes
+ * and the CRC, the version this ckpz reads at byte 4, the CRC-32C of all but the last 4
+ * bytes; what names the packet in the message. */
+ckpz_error grad_frame_check(ckpz_ctx *ctx, const char *what, const uint8_t *src, size_t len, size_t header,
+                            unsigned version);
+
+/* kernels.c: the kernels of the level in force (common/cpu.h: the CPU, capped by CKPZ_CPU);
  * the dtypes packed; elements [i0, i0 + n) of src as float32 (src itself for FP32, else
  * tmp; n <= GRAD_PIECE). */
 const grad_kernels *grad_kernels_get(void);

@@ -211,15 +211,8 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     if (!src && len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packet: no buffer");
     if (len < 4 || memcmp(src, GRAD_MAGIC, 4))
         return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "gradient packet: no magic %s (%zu bytes)", GRAD_MAGIC, len);
-    if (len < GRAD_HEADER + 4)
-        return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "gradient packet: %zu bytes, shorter than a header", len);
-    if (src[4] != GRAD_VERSION)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: version %u (this ckpz reads %u)", src[4],
-                        GRAD_VERSION);
-    uint32_t want = ld32(src + len - 4), got = crc32c(0, src, len - 4);
-    if (want != got)
-        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "gradient packet: CRC-32C %08x, packet says %08x (%zu bytes)",
-                        (unsigned)got, (unsigned)want, len);
+    ckpz_error e = grad_frame_check(ctx, "gradient packet", src, len, GRAD_HEADER, GRAD_VERSION);
+    if (e) return e;
     *h = (grad_head){
         .bits = src[5], .dtype = (ckpz_dtype)src[6], .flags = src[7], .block = ld32(src + 8), .count = ld64(src + 12)};
     if (h->bits != 8 && h->bits != 4)

@@ -408,15 +408,8 @@ static int sp_indices(const sp_head *h, const uint8_t *ix, void (*fn)(void *, ui
 
 static ckpz_error sp_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, sp_head *h)
 {
-    if (len < SP_HEADER + 4)
-        return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "sparse gradient packet: %zu bytes, shorter than a header", len);
-    if (src[4] != SP_VERSION)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "sparse gradient packet: version %u (this ckpz reads %u)", src[4],
-                        SP_VERSION);
-    uint32_t want = ld32(src + len - 4), got = crc32c(0, src, len - 4);
-    if (want != got)
-        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "sparse gradient packet: CRC-32C %08x, packet says %08x (%zu bytes)",
-                        (unsigned)got, (unsigned)want, len);
+    ckpz_error e = grad_frame_check(ctx, "sparse gradient packet", src, len, SP_HEADER, SP_VERSION);
+    if (e) return e;
     *h = (sp_head){.bits = src[5],
                    .dtype = (ckpz_dtype)src[6],
                    .flags = src[7],
