@@ -569,12 +569,47 @@ static void test_context_reuse(void)
     free(lossy);
 }
 
+/* An empty tensor where the input ends is a whole entry (listed, restored), in the
+ * buffer and streaming calls; one after bytes the input lacks (a truncated file) is not. */
+static void test_empty_at_end(void)
+{
+    static const char hdr[] = "{\"a\":{\"dtype\":\"F32\",\"shape\":[4,4],\"data_offsets\":[0,64]},"
+                              "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[64,64]}}";
+    size_t hl = (sizeof hdr - 1 + 7) / 8 * 8, n = 8 + hl + 64;
+    uint8_t *src = malloc(n);
+    CHECK(src != NULL);
+    if (!src) return;
+    memset(src, ' ', n);
+    for (int i = 0; i < 8; i++) src[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    memcpy(src + 8, hdr, sizeof hdr - 1);
+    for (size_t i = 0; i < 64; i++) src[8 + hl + i] = (uint8_t)(i * 37 + 11);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.format = CKPZ_INPUT_SAFETENSORS;
+    blob s = compress_stream(&p, src, n, 4 * n + 4096);
+    blob b = check_one(ctx, &p, src, n, 1, 0);
+    CHECKF(entries(s) == 3, "streaming: %llu entries, expected the header bytes, a and the empty z",
+           (unsigned long long)entries(s));
+    CHECK(same(s, b));
+    /* cut inside a: z's place is past the end, so it is not an entry */
+    blob t = compress_stream(&p, src, n - 16, 4 * n + 4096);
+    CHECKF(entries(t) < 3, "truncated: %llu entries, the empty tensor past the end kept",
+           (unsigned long long)entries(t));
+    free(t.p);
+    free(s.p);
+    free(b.p);
+    free(src);
+    ckpz_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_bound_formula();
     test_into_args();
     test_bound_random();
     test_bound_worst();
+    test_empty_at_end();
     test_escape_outgrows();
     test_context_reuse();
     return test_summary("test_buffer");

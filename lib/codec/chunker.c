@@ -129,9 +129,11 @@ ch_event chunker_next(chunker *ch, uint8_t *buf, size_t *len, const fmt_segment 
         if (r == 0) {
             ch->in_seg = 0;
             ch->seg++;
-            /* An empty tensor keeps its entry unless the input ended before it; an
-             * opaque segment without bytes leaves no trace. */
-            if (first && want == 0 && s->dtype != CKPZ_DTYPE_NONE && !(ch->eof && ch->ahead_pos == ch->ahead_len)) {
+            /* An empty tensor keeps its entry unless the input ended before it (a
+             * truncated input: bytes described before it are missing); one that starts
+             * where the input ends is whole. An opaque segment without bytes leaves no
+             * trace. */
+            if (first && want == 0 && s->dtype != CKPZ_DTYPE_NONE && s->offset <= ch->consumed) {
                 *seg = s;
                 *len = 0;
                 return CH_DATA;
