@@ -4,7 +4,8 @@
  * synthetic data (the candidate's columns too), the quantiser run on a sample gives
  * known code entropies and says "exact" where the compressor codes exactly, the sample
  * windows stay inside the tensor, and ckpz_predict_file runs end to end on an
- * in-memory safetensors file with the built-in model, a model file and a policy. */
+ * in-memory safetensors file with the built-in model, a model file and a policy; an F64
+ * tensor, outside the model's float families, is predicted by coding its sample. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -493,6 +494,39 @@ static void test_file_policy(void)
     free(f);
 }
 
+/* An F64 tensor (a type outside the model's float families) is predicted by coding its
+ * sample: within 10 % of what ckpz_compress_buffer gives for the whole file. */
+static void test_file_f64(void)
+{
+    const char *hdr = "{\"d\":{\"dtype\":\"F64\",\"shape\":[256,256],\"data_offsets\":[0,524288]}}";
+    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8, data = 524288, n = 8 + hl + pad + data;
+    uint8_t *f = calloc(1, n);
+    uint64_t h = hl + pad;
+    memcpy(f, &h, 8);
+    memcpy(f + 8, hdr, hl);
+    memset(f + 8 + hl, ' ', pad);
+    for (size_t i = 0; i < data / 8; i++) {
+        double v = 0.02 * rng_normal();
+        memcpy(f + 8 + h + 8 * i, &v, 8);
+    }
+    ckpz_mem m = mem_in(f, n, 0);
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_predict_params p;
+    ckpz_predict_params_init(&p);
+    ckpz_predict_total tot = {.struct_size = sizeof tot};
+    CHECK(ckpz_predict_file(ctx, &p, ckpz_mem_pread, &m, n, NULL, NULL, &tot) == CKPZ_OK);
+    ckpz_params cp;
+    ckpz_params_init(&cp);
+    size_t got = 0;
+    void *z = NULL;
+    CHECK(ckpz_compress_buffer(ctx, &cp, f, n, &z, &got) == CKPZ_OK && got > 0);
+    double actual = got ? (double)n / (double)got : 0;
+    CHECKF(fabs(tot.ratio / actual - 1) < 0.1, "F64: predicted %.3fx, compressed %.3fx", tot.ratio, actual);
+    ckpz_free(z);
+    ckpz_ctx_free(ctx);
+    free(f);
+}
+
 int main(void)
 {
     test_parse();
@@ -502,5 +536,6 @@ int main(void)
     test_windows();
     test_file();
     test_file_policy();
+    test_file_f64();
     return test_summary("test_predict_ratio");
 }

@@ -20,7 +20,9 @@
 
 #include <zstd.h>
 
+#include "codec/codec.h"
 #include "common/ctx.h"
+#include "common/dtype.h"
 #include "formats/formats.h"
 #include "predict/features.h"
 #include "predict/lossy_sample.h"
@@ -124,6 +126,31 @@ static fmt_status pread_fetch(void *opaque, uint64_t at, size_t want, const uint
     *len = have;
     *eof = have == left;
     return FMT_DONE;
+}
+
+/* Savings of a tensor whose element type the model was not trained on (its float
+ * families are BF16, F16 and F32; see features.c): measured by coding each sampled
+ * window as a lossless chunk, as the compressor would. 0, or -1 when out of memory. */
+static int measured_savings(int level, ckpz_dtype dtype, const uint8_t *buf, const size_t *wlen, unsigned nw,
+                            double *sv)
+{
+    size_t most = 0, in = 0, out = 0;
+    for (unsigned k = 0; k < nw; k++)
+        if (wlen[k] > most) most = wlen[k];
+    ent_ctx *ec = ent_ctx_create();
+    uint8_t *planes = malloc(most ? most : 1), *frame = malloc(chunk_frame_bound(most));
+    int rc = ec && planes && frame ? 0 : -1;
+    for (unsigned k = 0; !rc && k < nw; k++) {
+        uint32_t crc;
+        size_t f = chunk_encode(ec, level, dtype, 0, buf + in, wlen[k], NULL, planes, frame, &crc, NULL);
+        in += wlen[k];
+        out += f > CTR_FRAME_SIZE ? f - CTR_FRAME_SIZE : 0;
+    }
+    if (!rc) *sv = in ? 1 - (double)out / (double)in : 0;
+    free(frame);
+    free(planes);
+    ent_ctx_free(ec);
+    return rc;
 }
 
 static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params, ckpz_pread_fn pr, void *pr_opaque,
@@ -289,6 +316,11 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
             int level = spec.level ? spec.level : p.level; /* a rule's 'level N', as in the compressor */
             feat_compute(s->dtype, len, buf, got, level, lossy ? &fl : NULL, t.features);
             double sv = p.features_only ? 0 : mlp_forward(&m, t.features);
+            if (!p.features_only && !lossy && t.features[FEAT_OTHER] > 0 && dtype_is_float(s->dtype) &&
+                measured_savings(level, s->dtype, buf, wlen, nw, &sv)) {
+                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory sampling tensor '%s'", t.name);
+                goto done;
+            }
             /* the payload's savings: never much worse than stored raw, never all */
             if (!(sv < 0.999)) sv = 0.999;
             if (sv < -8) sv = -8;
