@@ -179,6 +179,7 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     if (fs != FMT_DONE) return fmt_fail(ctx, fs, &pl->rq, why);
     if (p->policy && !(pl->pol = policy_parse(p->policy, p->max_mae, why, sizeof why)))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
+    pl->base_named = -1;
     if (p->base && base_index_build(p->base, p->base_size, &pl->rq, &pl->bidx))
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     return CKPZ_OK;
@@ -208,6 +209,22 @@ ckpz_error planner_end(planner *pl)
 static ckpz_error read_failed(planner *pl)
 {
     return ctx_fail(pl->ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)pl->ch.consumed);
+}
+
+/* Whether any tensor of the input is in the base by name: 1, 0, or 1 while the
+ * description is not complete (a piecewise format not read to its end). Opaque bytes
+ * (headers, pickles) are coded against the base's only when it is 1: a file none of
+ * whose tensors is in its base never needs that base for a few header bytes. */
+static int base_named(planner *pl)
+{
+    const fmt_list *l = &pl->segs;
+    while (pl->base_named < 0 && pl->named_scan < l->n && !l->seg[pl->named_scan].resume) {
+        const fmt_segment *s = &l->seg[pl->named_scan++];
+        if (s->dtype != CKPZ_DTYPE_NONE && s->length != FMT_LEN_OPEN && base_index_match(&pl->bidx, s, s->offset))
+            pl->base_named = 1;
+    }
+    if (pl->base_named < 0 && pl->named_scan == l->n) pl->base_named = 0;
+    return pl->base_named != 0;
 }
 
 ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
@@ -243,6 +260,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     if (s) {
         uint64_t off = ch->consumed - n;
         const fmt_segment *m = p->base ? base_index_match(&pl->bidx, s, off) : NULL;
+        if (m && (s->dtype == CKPZ_DTYPE_NONE || s->length == FMT_LEN_OPEN) && !base_named(pl)) m = NULL;
         if ((err = add_entry(pl, s, off, m))) return err;
         ctr_entry *e = &pl->e[pl->ne - 1];
         if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;

@@ -47,6 +47,8 @@ typedef struct planner {
     fmt_request rq;
     policy *pol;
     base_index bidx;
+    int base_named;       /* some tensor matches the base by name: 1, none: 0, not known yet: -1 */
+    size_t named_scan;    /* segments looked at for it */
     int skip;             /* planning without the bytes */
     ctr_entry *e;         /* the entries so far (names and shapes belong to segs) */
     size_t ne, cap_e;

@@ -206,6 +206,21 @@ run 0 "$CKPZ" -q --extract "$T1" -o nomatch/t.bin nomatch/nomatch.ckpz
 [ -s nomatch/t.bin ] || fail "--extract from a delta with no coded entry wrote nothing"
 "$CKPZ" -q -dc <nomatch/nomatch.ckpz >nomatch/pipe.out || fail "a delta with no coded entry through a pipe"
 same_file nomatch/pipe.out a.safetensors
+# the same with headers of one length (a tensor renamed, same size): the header's bytes
+# are not coded against the base's when no tensor is in the base (issue 33)
+python3 - <<'PYEOF' || fail "make renamed safetensors"
+import json, os, struct
+for path, name in (("ren_a.safetensors", "layer.weight"), ("ren_b.safetensors", "other.weight")):
+    h = json.dumps({name: {"dtype": "F32", "shape": [4096], "data_offsets": [0, 16384]}}).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + os.urandom(16384))
+PYEOF
+run 0 "$CKPZ" -q --base ren_a.safetensors -o renamed.ckpz ren_b.safetensors
+"$CKPZ" -l renamed.ckpz >"$WORK/.list" || fail "ckpz -l renamed.ckpz"
+grep -q "; 0 of [0-9]* entries coded against it: restores without it" "$WORK/.list" ||
+    fail "-l of a delta whose only tensor is not in its base: $(tail -1 "$WORK/.list")"
+"$CKPZ" -q -dc <renamed.ckpz >renamed.out || fail "a delta whose tensors are not in its base, without the base"
+same_file renamed.out ren_b.safetensors
 # with a base given, it must still be the right one
 run 1 "$CKPZ" -q -t --base c.safetensors nomatch/nomatch.ckpz
 err_has "wrong base"
