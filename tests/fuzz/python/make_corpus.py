@@ -7,7 +7,8 @@ From the hostile suite (tests/python/hostile/make_suite.py, built in a scratch
 directory with its code payloads aimed at _common.MARKER_DIR): each pickle case's
 data.pkl (unpickler), its .pt (torchzip), each manifest (manifest), each hand-written
 shard pickle (shard) and each DCP .metadata (dcp_metadata), those up to 64 KB, named
-after the case. Besides them, real states as torch.save writes them (a model, AdamW,
+after the case. Hand-made safetensors files, valid and malformed, and the .ckpz of the
+valid ones (safetensors). Besides them, real states as torch.save writes them (a model, AdamW,
 SGD with momentum, LR schedulers, RNG states, an argparse.Namespace): their data.pkl
 and archive. Files named crash-* (minimised findings, added by hand) are kept. Output
 depends on the torch release only through those torch.save seeds and DCP's class paths.
@@ -57,6 +58,51 @@ def real_states():
     ]
 
 
+def _st(header, data):
+    """A safetensors file: header (a dict, or the JSON text as it stands), then data."""
+    import json
+    import struct
+
+    h = header.encode() if isinstance(header, str) else json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    """{name: bytes}: plain safetensors files (valid and malformed) and the .ckpz that
+    ckpz.safetensors.save makes of the valid ones."""
+    import struct
+
+    f32 = struct.pack("<8f", *[0.5 * i - 1 for i in range(8)])
+    t = {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 32]}
+    seeds = {
+        "valid-f32.safetensors": _st({"w": t, "__metadata__": {"step": "3"}}, f32),
+        "valid-mixed.safetensors": _st({
+            "a": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]},
+            "b": {"dtype": "F16", "shape": [2, 2], "data_offsets": [8, 16]},
+            "c": {"dtype": "I64", "shape": [1], "data_offsets": [16, 24]},
+            "d": {"dtype": "BOOL", "shape": [8], "data_offsets": [24, 32]},
+            "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [32, 32]}}, f32),
+        "overlap.safetensors": _st({"a": t, "b": {"dtype": "F32", "shape": [4], "data_offsets": [16, 32]}}, f32),
+        "gap.safetensors": _st({"a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, f32),
+        "past-end.safetensors": _st({"a": {"dtype": "F32", "shape": [16], "data_offsets": [0, 64]}}, f32),
+        "huge-shape.safetensors": _st({"a": {"dtype": "F32", "shape": [1 << 40, 1 << 40], "data_offsets": [0, 32]}},
+                                      f32),
+        "shape-mismatch.safetensors": _st({"a": {"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 32]}}, f32),
+        "duplicate.safetensors": _st('{"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},'
+                                     '"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}}', f32),
+        "nan-number.safetensors": _st('{"a":{"dtype":"F32","shape":[NaN],"data_offsets":[0,32]}}', f32),
+        "bad-dtype.safetensors": _st({"a": {"dtype": "Q9", "shape": [8], "data_offsets": [0, 32]}}, f32),
+        "header-too-long.safetensors": struct.pack("<Q", 1 << 62) + b"{}",
+        "not-json.safetensors": _st("{\"a\": [1, 2", f32),
+    }
+    import ckpz.safetensors
+
+    for name in ("valid-f32", "valid-mixed"):
+        seeds[name + ".safetensors.ckpz"] = ckpz.safetensors.save(ckpz.safetensors.load(seeds[name + ".safetensors"]))
+    return seeds
+
+
 def main():
     out = os.path.join(_HERE, "corpus")
     import make_suite
@@ -67,7 +113,8 @@ def main():
     shutil.rmtree(scratch, ignore_errors=True)
     try:
         su = make_suite.build_suite(os.path.join(scratch, "suite"), _common.MARKER_DIR)
-        seeds = {h: {} for h in ("unpickler", "torchzip", "manifest", "shard", "dcp_metadata")}
+        seeds = {h: {} for h in ("unpickler", "torchzip", "manifest", "shard", "dcp_metadata", "safetensors")}
+        seeds["safetensors"].update(safetensors_seeds())
         for case in su.cases:
             for h, rel in case["seeds"].items():
                 p = os.path.join(su.out, rel)

@@ -24,7 +24,7 @@ import time
 import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-HARNESSES = ["unpickler", "torchzip", "manifest", "shard", "dcp_metadata"]
+HARNESSES = ["unpickler", "torchzip", "manifest", "shard", "dcp_metadata", "safetensors"]
 
 
 def inputs(paths):
