@@ -80,7 +80,7 @@ def pt_segments(path, data, dtype):
 def segments(path, data, pt_dtype="F32"):
     if path.endswith(".safetensors"):
         return safetensors_segments(data)
-    if path.endswith(".pt") and zipfile.is_zipfile(path):
+    if path.endswith((".pt", ".pth")) and zipfile.is_zipfile(path):
         return pt_segments(path, data, pt_dtype)
     return [Segment(0, len(data))]
 

@@ -341,6 +341,17 @@ def sibling(train_step, step):
     return lambda base: base.replace("step%d_" % step, "step%d_" % train_step, 1)
 
 
+def applies(tool, path, train_step, step):
+    """Whether the setting named tool runs on path: a trained OpenZL needs a sibling to train
+    on that is not the measured file itself (the corpus's extra_* files have none)."""
+    if tool != "openzl trained":
+        return True
+    import os
+    base = os.path.basename(path)
+    other = sibling(train_step, step)(base)
+    return other != base and os.path.exists(os.path.join(os.path.dirname(path), other))
+
+
 def families(train_step=None, step=None):
     """Each family's settings (constructors), in the table's order; one worker process
     per family, so that no library shares a process with another's."""
