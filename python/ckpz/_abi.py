@@ -241,6 +241,7 @@ class GradParams(Sized, ctypes.Structure):
         ("kind", ctypes.c_uint),  # CKPZ_GRAD_DENSE, _TOPK, _THRESHOLD
         ("density", ctypes.c_double),
         ("threshold", ctypes.c_float),
+        ("entropy", ctypes.c_uint),  # 1: entropy-code a dense packet's codes when smaller
     ]
 
 

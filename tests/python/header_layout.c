@@ -165,6 +165,7 @@ int main(void)
     FIELD(ckpz_grad_params, kind);
     FIELD(ckpz_grad_params, density);
     FIELD(ckpz_grad_params, threshold);
+    FIELD(ckpz_grad_params, entropy);
 
     STRUCT(ckpz_grad_info);
     FIELD(ckpz_grad_info, struct_size);
