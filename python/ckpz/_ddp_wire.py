@@ -18,8 +18,12 @@ were not finite (NaN or infinity: an overflow an AMP grad scaler must see); 2 no
 the owner refused one it got (phase 2 only). After phase 2 every rank knows the same
 flags, so all take the same way on: any 2 raises ckpz.Error on every rank (the rank that
 refused names the sender and what was wrong); any 1 makes every rank all-reduce the
-bucket uncompressed, so the overflow reaches every rank's result. Phase 2's slots are
-padded with zeros to the longest shard's; a padding byte not zero is refused.
+bucket uncompressed, so the overflow reaches every rank's result. Packets differ in size
+(entropy-coded codes), so each phase sends the slots' sizes first and then exactly the
+slots (exchange): no padding travels.
+
+Top-k (method "topk", topk_allreduce): every rank's sparse packet (CKGS) to every rank,
+each adding all of them: the same mean on every rank.
 
 A collective that fails (a rank died, or stopped answering within the timeout: the
 state's, else the group's) raises ckpz.Error naming the bucket, the step and the ranks

@@ -1,0 +1,186 @@
+"""Tests of ckpz.ddp's methods beyond plain quantisation, on 2 gloo processes (the
+spawning and the small models of test_ddp.py): entropy-coded codes (q8 at >= 4x fewer
+bytes than DDP's FP32 all-reduce on a wider MLP's real gradients, not without the coding),
+top-k (loss falls, >= 30x fewer bytes at density 0.01 with 8-bit values; a damaged
+packet refused on every rank), and method="auto" (injected link and compute times: a
+slow link picks a compressing method, a fast one "none"; both ranks take rank 0's
+choice when they measured differently; state_dict keeps it). Each run prints its
+figures (bytes ratio, last losses against no hook)."""
+
+import os
+import sys
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_ddp as base  # noqa: E402  (spawning, the models, FakeBucket; its tests stay there)
+
+import ckpz  # noqa: E402
+import ckpz._ddp_auto as auto  # noqa: E402
+import ckpz.ddp  # noqa: E402
+
+STEPS = 60
+
+
+def wide(method, seed=0, **kw):
+    """A DDP MLP of 150k parameters (buckets of up to 25 MB: the shards are large enough
+    for entropy coding to pay), its SGD and the hook's state."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(33, 384), torch.nn.Tanh(), torch.nn.Linear(384, 320),
+                                torch.nn.Tanh(), torch.nn.Linear(320, 3))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
+    state = None
+    if method is not None:
+        state = ckpz.ddp.CompressionState(method=method, **kw)
+        ddp.register_comm_hook(state, ckpz.ddp.hook)
+    return ddp, torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9), state
+
+
+def prog_run(rank, world, d, name, method, kw):
+    ddp, opt, state = wide(method, **kw)
+    losses = base.train(ddp, opt, STEPS)
+    out = {"losses": losses}
+    if state is not None:
+        out.update(sent=state.bytes_sent, allreduce=state.bytes_allreduce, uncompressed=state.uncompressed_buckets,
+                   method=state.method, auto=state.state_dict()["auto"])
+    base.write_json("%s/%s-%d.json" % (d, name, rank), out)
+
+
+def prog_auto(rank, world, d, inject0, inject1):
+    """Two warm-up steps, then auto decides (rank 0's injected figures, whatever rank 1
+    measured or was given); the state_dict carries the choice into a fresh state."""
+    ddp, opt, state = wide("auto", warmup_steps=2, auto_inject=inject0 if rank == 0 else inject1)
+    base.train(ddp, opt, 4)
+    sd = state.state_dict()
+    fresh = ckpz.ddp.CompressionState(method="auto", warmup_steps=2)
+    fresh.load_state_dict(sd)
+    assert fresh.method == state.method and fresh._auto.choice == sd["auto"]["choice"], (fresh.method, sd["auto"])
+    base.write_json("%s/auto-%d.json" % (d, rank), {"auto": sd["auto"], "method": state.method,
+                                                    "sent": state.bytes_sent, "allreduce": state.bytes_allreduce})
+
+
+def prog_topk_hostile(rank, world, d):
+    """Rank 1 damages its top-k packet after packing: every rank refuses it, naming rank 1."""
+    state = ckpz.ddp.CompressionState(method="topk", density=0.05)
+    if rank == 1:
+        real = state.codec.pack
+
+        def damaging(grad, residual, dst, seed=0):
+            size = real(grad, residual, dst, seed)
+            dst[size // 2] ^= 8
+            return size
+
+        state.codec.pack = damaging
+    try:
+        ckpz.ddp.hook(state, base.FakeBucket(base.grad_of(rank, 3000, torch.float32), 0))
+    except ckpz.Error as e:
+        text = str(e)
+    else:
+        raise AssertionError("rank %d: a damaged packet went through" % rank)
+    assert "the packet of rank 1" in text and "checksum" in text, text
+
+
+def prog_topk_mean(rank, world, d):
+    """Top-k of a hand-made bucket at density 1: every value kept, the mean within the
+    8-bit values' step (half a step each, nearest) of the exact mean; both ranks alike."""
+    state = ckpz.ddp.CompressionState(method="topk", density=1.0, error_feedback=False)
+    n = 3001
+    got = ckpz.ddp.hook(state, base.FakeBucket(base.grad_of(rank, n, torch.float32), 0)).wait()
+    every = torch.stack([base.grad_of(r, n, torch.float32) for r in range(world)])
+    tol = float(every.abs().max()) / 127 * 0.51
+    err = float((got - every.mean(0)).abs().max())
+    assert err <= tol, (err, tol)
+    base.write_json("%s/mean-%d.json" % (d, rank), got.tolist())
+
+
+class MethodsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = base.tempfile.mkdtemp(prefix="ckpz-ddp-m-")
+
+    def tearDown(self):
+        base.shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_(self, name, method, **kw):
+        base.spawn(prog_run, 2, self.dir, name, method, kw)
+        return [base.read_json("%s/%s-%d.json" % (self.dir, name, r)) for r in range(2)]
+
+    def test_methods_bytes_and_loss(self):
+        runs = {name: self.run_(name, method, **kw) for name, method, kw in (
+            ("none", None, {}), ("q8", "q8", {}), ("q8raw", "q8", {"entropy": False}),
+            ("topk", "topk", {"density": 0.01}))}
+        base_loss = sum(runs["none"][0]["losses"][-10:])
+        for name in ("q8", "q8raw", "topk"):
+            r = runs[name][0]
+            ratio, last = r["allreduce"] / r["sent"], sum(r["losses"][-10:])
+            print("%s: %.2fx fewer bytes than the FP32 all-reduce; loss of the last 10 steps %.4f, no hook %.4f "
+                  "(%+.1f %%)" % (name, ratio, last / 10, base_loss / 10, 100 * (last / base_loss - 1)))
+        for name in ("q8", "q8raw", "topk"):
+            r = runs[name][0]
+            self.assertEqual(r["uncompressed"], 0)
+            # the loss falls (top-k at 1 % more slowly: momentum meets sparse updates)
+            self.assertLess(sum(r["losses"][-10:]), 0.6 * sum(r["losses"][:10]), (name, r["losses"]))
+        q8, raw, topk = (runs[k][0]["allreduce"] / runs[k][0]["sent"] for k in ("q8", "q8raw", "topk"))
+        self.assertGreaterEqual(q8, 4.0)  # the acceptance's 8-bit figure: entropy coding makes it
+        self.assertLess(raw, 3.95)  # 8-bit codes and scales alone cannot
+        self.assertLess(sum(runs["q8"][0]["losses"][-10:]), 1.1 * base_loss)
+        self.assertGreaterEqual(topk, 30.0)
+        self.assertLess(sum(runs["topk"][0]["losses"][-10:]), 1.5 * base_loss)
+
+    def test_topk_mean_within_bounds(self):
+        base.spawn(prog_topk_mean, 2, self.dir)
+        self.assertEqual(base.read_json(self.dir + "/mean-0.json"), base.read_json(self.dir + "/mean-1.json"))
+
+    def test_topk_hostile_packet_refused_on_every_rank(self):
+        base.spawn(prog_topk_hostile, 2, self.dir)
+
+    def auto_(self, inject0, inject1):
+        base.spawn(prog_auto, 2, self.dir, inject0, inject1)
+        got = [base.read_json("%s/auto-%d.json" % (self.dir, r)) for r in range(2)]
+        self.assertEqual(got[0]["auto"]["choice"], got[1]["auto"]["choice"])
+        self.assertEqual(got[0]["method"], got[1]["method"])
+        print("auto: %s (model: %s)" % (got[0]["auto"]["choice"], got[0]["auto"]["model_s"]))
+        return got[0]
+
+    def test_auto_slow_link_compresses(self):
+        # 1 MB/s, 10 ms of compute: rank 1 claims a fast link, rank 0's word holds
+        got = self.auto_({"link_bytes_per_s": 1e6, "compute_s": 0.01}, {"link_bytes_per_s": 1e12, "compute_s": 1.0})
+        self.assertIn(got["auto"]["choice"], ("q8+rans", "q4+rans", "q8", "q4", "topk"))
+        self.assertNotEqual(got["method"], "none")
+        self.assertGreater(got["allreduce"] / got["sent"], 1.5)  # two steps uncompressed, two compressed
+
+    def test_auto_fast_link_none(self):
+        got = self.auto_({"link_bytes_per_s": 1e11, "compute_s": 0.05}, {"link_bytes_per_s": 1e3, "compute_s": 0.0})
+        self.assertEqual(got["auto"]["choice"], "none")
+        self.assertEqual(got["method"], "none")
+
+
+class AutoRuleTest(unittest.TestCase):
+    """The rule without a process group."""
+
+    def test_choose(self):
+        self.assertEqual(auto.choose({"none": 1.0, "q8": 1.015, "topk": 0.9}), "topk")
+        self.assertEqual(auto.choose({"none": 1.0, "q8": 0.99, "topk": 0.985}), "none")  # within 2 %: least lossy
+        self.assertEqual(auto.choose({"none": 2.0, "q8": 1.0, "q8+rans": 0.99, "q4+rans": 0.985}), "q8+rans")
+
+    def test_wire_bytes(self):
+        self.assertEqual(auto.wire_bytes("none", 4, 4000, 0, 1), 6000)
+        self.assertEqual(auto.wire_bytes("topk", 4, 4000, 100, 1), 3 * (100 + 9))
+        self.assertEqual(auto.wire_bytes("q8", 2, 4000, 1000, 1), 1000 + 2 * 9)
+
+    def test_arguments(self):
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="auto", warmup_steps=1)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="q8", density=0.1)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", density=0)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", bits=4)
+        s = ckpz.ddp.CompressionState(method="topk")
+        self.assertEqual((s.method, s.density, s.bits), ("topk", 0.01, 8))
+        sd = s.state_dict()
+        self.assertEqual((sd["method"], sd["requested"], sd["auto"]), ("topk", "topk", None))
+        s.load_state_dict(sd)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState(method="q8").load_state_dict, sd)
+
+
+if __name__ == "__main__":
+    unittest.main()
