@@ -9,9 +9,11 @@ each candidate's kernels on the real buckets (packing, unpacking; no residual ch
 its CPU time and its packets' bytes.
 
 The rule is --target-bw's cost model (lib/predict/tune.c) with the hook's terms: a
-candidate's step takes  compute + cpu + bytes / link  (the hook is synchronous: nothing
-of its exchange overlaps the backward pass, so the terms add where the tuner, which
-overlaps compression with writing, takes their max); of the candidates whose step is
+candidate's step takes  max(compute, cpu + bytes / link)  when the exchange overlaps the
+backward pass (overlap=True; the tuner overlaps compression with writing alike), and
+compute + cpu + bytes / link  when the hook runs it in-line (nothing overlaps: the terms
+add); the warm-up runs in-line either way, so that it measures each term alone. Of the
+candidates whose step is
 within 2 % of the fastest (the model is not finer than that), the least lossy wins
 (none, then 8-bit, 4-bit, top-k), then the fastest. Candidates: none (DDP's all-reduce),
 q8 and q4 with raw and entropy-coded codes, top-k at the state's density. ckpz_tune
@@ -58,8 +60,8 @@ class Planner:
     dict whose "link_bytes_per_s" and "compute_s" replace what is measured (tests; a
     user who knows the link), or None."""
 
-    def __init__(self, density, block, inject=None):
-        self.density, self.block, self.inject = density, block, dict(inject or {})
+    def __init__(self, density, block, inject=None, overlap=False):
+        self.density, self.block, self.inject, self.overlap = density, block, dict(inject or {}), overlap
         self.choice = None
         self.link_time = self.link_bytes = 0.0
         self.computes = []  # compute seconds of each warm-up step after the first
@@ -121,7 +123,8 @@ class Planner:
             if name != "none" and not size:
                 continue
             nbytes = wire_bytes(name, world, self.bucket_bytes, size, self.buckets)
-            out[name] = compute + cpu + nbytes / link
+            exchange = cpu + nbytes / link
+            out[name] = max(compute, exchange) if self.overlap else compute + exchange
         return out, link, compute
 
     def decide(self, state, what):

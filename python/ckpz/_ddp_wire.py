@@ -31,6 +31,8 @@ that did not answer (_dist_comm's diagnosis through the store). Not public API.
 """
 
 import datetime
+import queue
+import threading
 
 from . import _dist_comm, _lib
 from ._lib import Error
@@ -67,6 +69,42 @@ def collective(state, what, start):
         store = _dist_comm._store()
         prefix = "ckpz/ddp/%s/" % _dist_comm._group_name(state.group)
         raise _dist_comm._dead_rank_error(e, state.group, store, prefix, state.exchanges, what, None) from None
+
+
+class Worker:
+    """The exchange thread of a state with overlap=True: buckets' jobs one at a time in
+    the order the hook got them (DDP calls the hook in bucket order on every rank, so
+    the collectives stay in the same order everywhere), each completing its future.
+    After a job fails, the later ones fail at once with the same error (a rank that
+    died would otherwise cost each bucket the whole timeout)."""
+
+    def __init__(self, state):
+        self.state, self.jobs, self.thread = state, queue.Queue(), None
+
+    def submit(self, fn):
+        import torch
+
+        fut = torch.futures.Future()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="ckpz.ddp exchange", daemon=True)
+            self.thread.start()
+        self.jobs.put((fn, fut))
+        return fut
+
+    def _run(self):
+        while True:
+            fn, fut = self.jobs.get()
+            if self.state.error is not None:
+                fut.set_exception(self.state.error)
+                continue
+            try:
+                result = fn()
+            except BaseException as e:  # any failure reaches backward() through the future
+                if self.state.error is None:
+                    self.state.error = e if isinstance(e, Error) else Error(_lib.ERR_INTERNAL, str(e))
+                fut.set_exception(e)
+                continue
+            fut.set_result(result)
 
 
 def allreduce(state, what, buf):

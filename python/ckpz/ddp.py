@@ -57,10 +57,12 @@ class CompressionState:
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_inject: a dict whose "link_bytes_per_s" and "compute_s" replace
     what is measured). entropy: rANS-code the quantised codes where that is smaller
-    (True). block: elements per scale (1..65536; 256: about 1.6 % more bytes than the
-    codes alone at 8-bit). stochastic: round codes
-    stochastically (unbiased; a new seed per step, bucket and rank) instead of to nearest;
-    with error feedback, to nearest is enough. error_feedback: keep residuals (True).
+    (True). overlap: the exchange runs on a thread of the state's, the hook returning at
+    once (DDP overlaps it with the rest of the backward pass; buckets in order, each
+    collective still bounded by the timeout), False: in the hook. block: elements per
+    scale (1..65536; 256: about 1.6 % more bytes than the codes alone at 8-bit).
+    stochastic: round codes stochastically (unbiased; a new seed per step, bucket and
+    rank) instead of to nearest; with error feedback, to nearest is enough. error_feedback: keep residuals (True).
     warmup_steps: the first steps go uncompressed (the step counts backward passes: a
     step is over when DDP's last bucket was reduced). timeout: seconds each collective
     may take (None: the process group's timeout). model: the module whose parameters
@@ -69,14 +71,16 @@ class CompressionState:
     dtype and shape, and residuals of parameters that share both restart from zero when
     DDP's buckets change.
 
-    After a step: step, bytes_sent (what this rank sent for the buckets, payload only),
+    After a step: step, bytes_sent (what this rank's collectives carried for the
+    buckets: packets, flags and sizes),
     bytes_allreduce (what a ring all-reduce of the same buckets would have sent),
     uncompressed_buckets (buckets sent as they are for a NaN or infinity), error (the
     last ckpz.Error the hook raised, or None).
     """
 
     def __init__(self, process_group=None, method="q8", bits=None, block=256, stochastic=False, error_feedback=True,
-                 warmup_steps=0, timeout=None, density=None, model=None, entropy=True, auto_inject=None):
+                 warmup_steps=0, timeout=None, density=None, model=None, entropy=True, auto_inject=None,
+                 overlap=False):
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
         if METHODS[method] is not None and bits not in (None, METHODS[method]):
@@ -94,8 +98,10 @@ class CompressionState:
         self.entropy = bool(entropy)
         self.stochastic = bool(stochastic)
         self.block = block
-        self._auto = _ddp_auto.Planner(self.density, block, auto_inject) if method == "auto" else None
+        self._auto = _ddp_auto.Planner(self.density, block, auto_inject, overlap) if method == "auto" else None
         self._device = None
+        self.overlap = bool(overlap)
+        self._worker = _ddp_wire.Worker(self) if overlap else None
         self._set_method({"q8": "quantize", "q4": "quantize", "auto": "none"}.get(method, method),
                          METHODS[method] or bits or 8, self.entropy)
         self.error_feedback = bool(error_feedback)
@@ -297,12 +303,26 @@ def _moved(layout, n, shard, sources, world, rank, block):
 
 def hook(state, bucket):
     """DDP's communication hook (model.register_comm_hook(state, ckpz.ddp.hook)): the
-    bucket's mean over the ranks, as a completed torch.futures.Future."""
+    bucket's mean over the ranks, as a torch.futures.Future: completed (overlap=False),
+    or completed by the state's exchange thread (overlap=True), so that DDP goes on with
+    the backward pass meanwhile."""
+    import torch
+
+    buf = bucket.buffer()
+    job = (buf, bucket.index(), _layout(state, bucket), bucket.is_last())
+    if state.overlap and (state._auto is None or state._auto.choice is not None):  # auto measures in-line
+        return state._worker.submit(lambda: _reduce(state, *job))
+    fut = torch.futures.Future()
+    fut.set_result(_reduce(state, *job))
+    return fut
+
+
+def _reduce(state, buf, index, layout, last):
+    """The bucket's mean over the ranks (one bucket's turn of the hook, on the calling
+    thread or the exchange thread: in bucket order either way, the same on every rank)."""
     import torch
 
     t0 = time.perf_counter()
-    buf = bucket.buffer()
-    index = bucket.index()
     what = "ckpz.ddp.hook (step %d, bucket %d)" % (state.step, index)
     w = state.world
     auto = state._auto
@@ -324,18 +344,16 @@ def hook(state, bucket):
             if auto is not None and auto.choice is None and not plain:
                 auto.allreduced(2 * (w - 1) * buf.numel() * buf.element_size() / w, time.perf_counter() - t1)
         elif state.method == "topk":
-            result = _ddp_wire.topk_allreduce(state, index, _layout(state, bucket), buf.contiguous(), what)
+            result = _ddp_wire.topk_allreduce(state, index, layout, buf.contiguous(), what)
         else:
-            result = _ddp_wire.quantized_allreduce(state, index, _layout(state, bucket), buf.contiguous(), what)
+            result = _ddp_wire.quantized_allreduce(state, index, layout, buf.contiguous(), what)
     except Error as e:
         state.error = e
         raise
     if auto is not None and auto.choice is None:
         auto.in_hook += time.perf_counter() - t0
-        if bucket.is_last():
+        if last:
             auto.step_done(time.perf_counter())
-    if bucket.is_last():
+    if last:
         state._step_done()
-    fut = torch.futures.Future()
-    fut.set_result(result)
-    return fut
+    return result

@@ -4,8 +4,10 @@ bytes than DDP's FP32 all-reduce on a wider MLP's real gradients, not without th
 top-k (loss falls, >= 30x fewer bytes at density 0.01 with 8-bit values; a damaged
 packet refused on every rank), and method="auto" (injected link and compute times: a
 slow link picks a compressing method, a fast one "none"; both ranks take rank 0's
-choice when they measured differently; state_dict keeps it). Each run prints its
-figures (bytes ratio, last losses against no hook)."""
+choice when they measured differently; state_dict keeps it), and overlap=True (the
+exchange on the state's thread: the same losses bit for bit and the same bytes as
+in-line, and a rank that dies raised on the other within the timeout). Each run prints
+its figures (bytes ratio, last losses against no hook)."""
 
 import os
 import sys
@@ -61,6 +63,28 @@ def prog_auto(rank, world, d, inject0, inject1):
                                                     "sent": state.bytes_sent, "allreduce": state.bytes_allreduce})
 
 
+def prog_die_overlap(rank, world, d):
+    """Rank 1 dies after two steps; rank 0's next backward fails naming it within the
+    state's timeout (3 s), the exchange running on the state's thread."""
+    base.ckpz._dist_comm.GRACE = 2.0
+    ddp, opt, state = wide("q8", timeout=3, overlap=True)
+    base.train(ddp, opt, 2)
+    if rank == 1:
+        os._exit(0)
+    t0 = base.time.monotonic()
+    try:
+        base.train(ddp, opt, 1)
+    except RuntimeError as e:
+        text = str(e)
+    else:
+        raise AssertionError("no error when rank 1 died")
+    took = base.time.monotonic() - t0
+    assert isinstance(state.error, ckpz.Error), state.error
+    assert "rank 1 did not answer" in str(state.error) and "(step 2, bucket 0)" in str(state.error), state.error
+    base.write_json("%s/die-%d.json" % (d, rank), {"text": text, "error": str(state.error), "seconds": took})
+    os._exit(0)  # the group is broken: leave without destroying it
+
+
 def prog_topk_hostile(rank, world, d):
     """Rank 1 damages its top-k packet after packing: every rank refuses it, naming rank 1."""
     state = ckpz.ddp.CompressionState(method="topk", density=0.05)
@@ -109,7 +133,12 @@ class MethodsTest(unittest.TestCase):
     def test_methods_bytes_and_loss(self):
         runs = {name: self.run_(name, method, **kw) for name, method, kw in (
             ("none", None, {}), ("q8", "q8", {}), ("q8raw", "q8", {"entropy": False}),
-            ("topk", "topk", {"density": 0.01}))}
+            ("topk", "topk", {"density": 0.01}), ("q8ov", "q8", {"overlap": True}),
+            ("topkov", "topk", {"density": 0.01, "overlap": True}))}
+        for name in ("q8", "topk"):  # the exchange on a thread computes exactly what in-line does
+            for r in range(2):
+                self.assertEqual(runs[name][r]["losses"], runs[name + "ov"][r]["losses"], name)
+                self.assertEqual(runs[name][r]["sent"], runs[name + "ov"][r]["sent"], name)
         base_loss = sum(runs["none"][0]["losses"][-10:])
         for name in ("q8", "q8raw", "topk"):
             r = runs[name][0]
@@ -127,6 +156,12 @@ class MethodsTest(unittest.TestCase):
         self.assertLess(sum(runs["q8"][0]["losses"][-10:]), 1.1 * base_loss)
         self.assertGreaterEqual(topk, 30.0)
         self.assertLess(sum(runs["topk"][0]["losses"][-10:]), 1.5 * base_loss)
+
+    def test_overlap_rank_dies(self):
+        base.spawn(prog_die_overlap, 2, self.dir)
+        got = base.read_json(self.dir + "/die-0.json")
+        print("overlap, rank 1 died: %.1f s, %s" % (got["seconds"], got["text"][:200]))
+        self.assertLess(got["seconds"], 30)
 
     def test_topk_mean_within_bounds(self):
         base.spawn(prog_topk_mean, 2, self.dir)
