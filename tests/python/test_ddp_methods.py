@@ -217,5 +217,31 @@ class AutoRuleTest(unittest.TestCase):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState(method="q8").load_state_dict, sd)
 
 
+def sweep():
+    """Not a test: `python test_ddp_methods.py sweep` prints each method's mean loss of
+    the last 10 of 60 steps on the wide MLP for 3 initialisations (their spread: the noise
+    floor) and its bytes against the FP32 all-reduce (rank 0, 2 ranks)."""
+    import statistics
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="ckpz-ddp-sweep-")
+    cases = [("none", None, {}), ("q8", "q8", {}), ("q4", "q4", {})] + [
+        ("topk %g" % k, "topk", {"density": k}) for k in (0.1, 0.05, 0.02, 0.01)]
+    for name, method, kw in cases:
+        losses, ratio = [], 1.0
+        for seed in (0, 1, 2):
+            tag = "%s-%d" % (name.replace(" ", ""), seed)
+            base.spawn(prog_run, 2, d, tag, method, dict(kw, seed=seed))
+            r = base.read_json("%s/%s-0.json" % (d, tag))
+            losses.append(sum(r["losses"][-10:]) / 10)
+            ratio = r["allreduce"] / r["sent"] if r.get("sent") else 1.0
+        print("%-10s loss %s (median %.4f)  %.1fx fewer bytes" % (name, " ".join("%.4f" % x for x in losses),
+                                                                 statistics.median(losses), ratio))
+    base.shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    unittest.main()
+    if sys.argv[1:] == ["sweep"]:
+        sweep()
+    else:
+        unittest.main()
