@@ -85,6 +85,53 @@ def prog_die_overlap(rank, world, d):
     os._exit(0)  # the group is broken: leave without destroying it
 
 
+def heavy(rank, n, dtype):
+    """Heavy-tailed values (a t of 3 degrees), as gradients are: codes that code small."""
+    g = torch.Generator().manual_seed(rank * 7919 + n)
+    chi = torch.randn(3, n, generator=g).pow(2).mean(0)
+    return (torch.randn(n, generator=g) / chi.sqrt() * (1 + rank)).to(dtype)
+
+
+def prog_coded(rank, world, d, damage):
+    """Buckets of 60000 heavy-tailed values (FP32, BF16): packets with coded codes, the
+    result within two quantisation steps of the exact mean on both ranks, > 4x fewer
+    bytes. damage: rank 1 flips a bit of a coded packet's codes; every rank raises."""
+    state = ckpz.ddp.CompressionState(method="q8")
+    n = 60000
+    if damage and rank == 1:
+        real = state.codec.pack
+
+        def damaging(grad, residual, dst, seed=0):  # the first packet: shard 0's, for rank 0
+            size = real(grad, residual, dst, seed)
+            assert int(dst[21]) == 2, int(dst[21])  # rANS-coded
+            if not damaging.done:
+                dst[size - 100] ^= 1  # in the coded codes
+                damaging.done = True
+            return size
+
+        damaging.done = False
+        state.codec.pack = damaging
+    out = {}
+    try:
+        for i, dtype in enumerate((torch.float32, torch.bfloat16)):
+            got = ckpz.ddp.hook(state, base.FakeBucket(heavy(rank, n, dtype), i)).wait()
+            every = torch.stack([heavy(r, n, dtype).float() for r in range(world)])
+            a = float(every.abs().max())
+            tol = a / 127 * 1.01 + a * (2 ** -8 if dtype == torch.bfloat16 else 0)
+            err = float((got.float() - every.mean(0)).abs().max())
+            assert err <= tol, (dtype, err, tol)
+            out[str(dtype)] = got.float().sum().item()
+            if dtype == torch.float32:
+                out["ratio"] = state.bytes_allreduce / state.bytes_sent
+    except ckpz.Error as e:
+        assert damage, e
+        text = str(e)
+        assert ("the packet of rank 1" in text and "checksum" in text) if rank == 0 else "refused" in text, text
+        return
+    assert not damage, "a damaged packet went through"
+    base.write_json("%s/coded-%d.json" % (d, rank), out)
+
+
 def prog_topk_hostile(rank, world, d):
     """Rank 1 damages its top-k packet after packing: every rank refuses it, naming rank 1."""
     state = ckpz.ddp.CompressionState(method="topk", density=0.05)
@@ -162,6 +209,17 @@ class MethodsTest(unittest.TestCase):
         got = base.read_json(self.dir + "/die-0.json")
         print("overlap, rank 1 died: %.1f s, %s" % (got["seconds"], got["text"][:200]))
         self.assertLess(got["seconds"], 30)
+
+    def test_coded_buckets_within_bounds(self):
+        base.spawn(prog_coded, 2, self.dir, False)
+        got = [base.read_json("%s/coded-%d.json" % (self.dir, r)) for r in range(2)]
+        for key in ("torch.float32", "torch.bfloat16"):  # the same mean on both ranks
+            self.assertEqual(got[0][key], got[1][key])
+        print("coded FP32 buckets: %.2fx, %.2fx fewer bytes" % (got[0]["ratio"], got[1]["ratio"]))
+        self.assertGreater(min(got[0]["ratio"], got[1]["ratio"]), 4.0)
+
+    def test_coded_packet_damaged_refused_on_every_rank(self):
+        base.spawn(prog_coded, 2, self.dir, True)
 
     def test_topk_mean_within_bounds(self):
         base.spawn(prog_topk_mean, 2, self.dir)
