@@ -1,6 +1,8 @@
 """Tests of ckpz.ddp's methods beyond plain quantisation, on 2 gloo processes (the
 spawning and the small models of test_ddp.py): entropy-coded codes (q8 at >= 4x fewer
-bytes than DDP's FP32 all-reduce on a wider MLP's real gradients, not without the coding),
+bytes than DDP's FP32 all-reduce on a wider MLP's real gradients, not without the coding;
+hand-made heavy-tailed buckets within two steps of the exact mean; a damaged coded packet
+refused on every rank),
 top-k (loss falls, >= 30x fewer bytes at density 0.01 with 8-bit values; a damaged
 packet refused on every rank), and method="auto" (injected link and compute times: a
 slow link picks a compressing method, a fast one "none"; both ranks take rank 0's
