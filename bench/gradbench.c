@@ -2,7 +2,12 @@
  * doc/gradients.md), the figures of issue 30's ">= 2 GB/s per core for 8-bit": for each
  * CKPZ_CPU level, dtype, bit width and rounding, a buffer of N normal-ish values is
  * packed (plain and with error feedback) and unpacked REPS times; the median run gives
- * GB/s of the gradient's own bytes (N * element size / time), on the calling thread.
+ * GB/s of the gradient's own bytes (N * element size / time), on the calling thread,
+ * and the packet's size as times fewer bytes than the FP32 gradient; the rows "rANS"
+ * entropy-code the codes (ckpz_grad_params.entropy). The values are a sum of four
+ * uniforms (about normal: the flattest codes absmax gives); with T set (gradbench N REPS
+ * BLOCK T) a Student t of T degrees of freedom instead, heavier-tailed as real gradients
+ * are (t of 3-5 fits layer gradients of small transformers).
  * Then FP32 sparsification (top 1 %, a threshold keeping about as many; 8-bit and FP32
  * values: pack, pack with error feedback, unpack, unpack_add, and how many times fewer
  * bytes than the FP32 gradient) and the sum of two dense packets (ckpz_grad_sum).
@@ -49,6 +54,7 @@ int main(int argc, char **argv)
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 4194304;
     int reps = argc > 2 ? atoi(argv[2]) : 9;
     uint32_t block = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 256;
+    int tdf = argc > 4 ? atoi(argv[4]) : 0;
     if (!n || reps < 1 || reps > 1000) return fprintf(stderr, "usage: gradbench [N [REPS [BLOCK]]]\n"), 2;
     float *f32 = malloc(n * 4), *res = malloc(n * 4), *back = malloc(n * 4);
     uint16_t *h16 = malloc(n * 2);
@@ -58,6 +64,17 @@ int main(int argc, char **argv)
         for (int k = 0; k < 4; k++)
             s ^= s << 13, s ^= s >> 7, s ^= s << 17, v += (double)(s >> 11) / 9007199254740992.0;
         f32[i] = (float)((v - 2.0) * 1e-3);
+        if (tdf > 0) { /* Student t: a normal over the root of a chi-square's mean */
+            double z = (v - 2.0) * 3.4641016, c2 = 0; /* unit variance */
+            for (int k = 0; k < tdf; k++) {
+                double u = 0;
+                for (int j = 0; j < 4; j++)
+                    s ^= s << 13, s ^= s >> 7, s ^= s << 17, u += (double)(s >> 11) / 9007199254740992.0;
+                u = (u - 2.0) * 1.7320508; /* about normal, unit variance */
+                c2 += u * u;
+            }
+            f32[i] = (float)(z / __builtin_sqrt(c2 / tdf + 1e-30) * 1e-3);
+        }
     }
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_grad_params p;
@@ -73,7 +90,8 @@ int main(int argc, char **argv)
     double *t = malloc((size_t)reps * sizeof *t);
     printf("gradbench: %llu elements, block %u, median of %d runs, GB/s of the gradient's bytes, one core\n",
            (unsigned long long)n, (unsigned)block, reps);
-    printf("%-7s %-5s %-4s %-10s %8s %8s %8s\n", "cpu", "dtype", "bits", "rounding", "pack", "pack+ef", "unpack");
+    printf("%-7s %-5s %-4s %-15s %8s %8s %8s %8s\n", "cpu", "dtype", "bits", "rounding", "pack", "pack+ef", "unpack",
+           "x fewer");
     const char *isa = getenv("CKPZ_CPU") ? getenv("CKPZ_CPU") : "default";
     static const ckpz_dtype dts[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16};
     {
@@ -89,9 +107,10 @@ int main(int argc, char **argv)
                 g = h16;
             }
             for (unsigned bits = 8; bits >= 4; bits -= 4)
-                for (int sto = 0; sto < 2; sto++) {
+                for (int v = 0; v < 3; v++) {
                     double r[3];
-                    p.bits = bits, p.stochastic = sto;
+                    int sto = v == 1;
+                    p.bits = bits, p.stochastic = sto, p.entropy = v == 2;
                     size_t w;
                     for (int k = 0; k < 3; k++) {
                         memset(res, 0, n * 4);
@@ -109,9 +128,13 @@ int main(int argc, char **argv)
                         }
                         r[k] = (double)n * es / median(t, reps) / 1e9;
                     }
-                    printf("%-7s %-5s %-4u %-10s %8.2f %8.2f %8.2f\n", isa, ckpz_dtype_name(dts[d]), bits,
-                           sto ? "stochastic" : "nearest", r[0], r[1], r[2]);
+                    printf("%-7s %-5s %-4u %-15s %8.2f %8.2f %8.2f %8.2f\n", isa, ckpz_dtype_name(dts[d]), bits,
+                           v == 2 ? "nearest, rANS"
+                           : sto  ? "stochastic"
+                                  : "nearest",
+                           r[0], r[1], r[2], 4.0 * (double)n / (double)w);
                 }
+            p.entropy = 0;
         }
     }
     /* Sparsification (FP32 gradients): top-k and a threshold chosen to keep about the

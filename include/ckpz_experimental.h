@@ -359,6 +359,10 @@ typedef struct ckpz_grad_params {
     unsigned kind;      /* CKPZ_GRAD_DENSE (default), CKPZ_GRAD_TOPK, CKPZ_GRAD_THRESHOLD */
     double density;     /* top-k: (0, 1] (default 0.01) */
     float threshold;    /* threshold: finite, > 0 */
+    /* Added later (a shorter struct_size: 0). Dense packets: 1 entropy-codes the codes
+     * (libckpz's order-0 rANS, doc/entropy.md) when that makes the packet smaller, 0 (the
+     * default) writes them as they are; the packet says which (doc/gradients.md). */
+    unsigned entropy;
 } ckpz_grad_params;
 #define CKPZ_GRAD_DENSE 0u
 #define CKPZ_GRAD_TOPK 1u
@@ -366,8 +370,9 @@ typedef struct ckpz_grad_params {
 CKPZ_API void ckpz_grad_params_init(ckpz_grad_params *p);
 
 /* The packet's size in bytes for n elements, written to *size: exact for a dense
- * packet; for a sparse one the most it can take (the packet written is often shorter:
- * *written). CKPZ_ERR_PARAM for bad params or n. */
+ * packet with raw codes; for a sparse one, or a dense one with entropy set, the most it
+ * can take (the packet written is often shorter: *written). CKPZ_ERR_PARAM for bad
+ * params or n. */
 CKPZ_API ckpz_error ckpz_grad_packet_size(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, size_t *size);
 
 /* Packs grad[0..n) of dtype into dst (cap bytes, at least ckpz_grad_packet_size),

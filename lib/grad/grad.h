@@ -149,13 +149,35 @@ typedef struct grad_head {
     uint32_t block;
     uint64_t count, nblocks;
     uint64_t seed; /* packing only: the caller's, as far as its struct_size reaches */
-    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size */
+    size_t scales, codes, size; /* offsets of the scales and codes, the packet's size with raw codes */
+    /* parsing only: how the codes are stored (byte 21: GRAD_CODES_*), the raw codes
+     * (in the packet, or in owned, decoded: free with grad_head_release) */
+    unsigned coding;
+    const uint8_t *cp;
+    uint8_t *owned;
 } grad_head;
 
+/* Byte 21 of a dense packet: the codes as they are, or entropy-coded by the container's
+ * codec of that id (lib/entropy: constant, order-0 rANS; doc/entropy.md). */
+#define GRAD_CODES_RAW 0u
+#define GRAD_CODES_CONST 1u
+#define GRAD_CODES_RANS0 2u
+
 /* The layout of a dense packet of h's count, block and bits (0: beyond a size_t); the
- * header of src[0..len) and every check of the dense packet, h filled. */
+ * header of src[0..len) and every check of the dense packet, h filled (h->cp the raw
+ * codes; grad_head_release frees what decoding them took, also after a failure). */
 int grad_layout(grad_head *h);
 ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h);
+void grad_head_release(grad_head *h);
+
+/* kernels.c: the raw codes c[0..n) entropy-coded in place when that is smaller (order-0
+ * rANS or one repeated byte; never fails: raw when not smaller or out of memory);
+ * returns the bytes they take now, *coding set. And back: len coded bytes of coding to
+ * n raw ones in a new buffer *out (malloc; the caller frees it), -1 when they do not
+ * decode to exactly n bytes (hostile input: never reads or writes outside the buffers),
+ * -2 out of memory. */
+size_t grad_codes_encode(uint8_t *c, size_t n, unsigned *coding);
+int grad_codes_decode(unsigned coding, const uint8_t *src, size_t len, size_t n, uint8_t **out);
 
 /* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
  * params are resolved (q: a whole struct, defaults filled) or the magic seen. */

@@ -1,6 +1,7 @@
 /* pack.c — the gradient calls (ckpz_grad_*, include/ckpz_experimental.h) and their wire
  * format (doc/gradients.md): a 24-byte header, one FP32 scale per block, the codes (one
- * byte each at 8 bits, two a byte at 4), a CRC-32C of all before it.
+ * byte each at 8 bits, two a byte at 4; entropy-coded when asked and smaller), a
+ * CRC-32C of all before it.
  *
  * Packing is two passes per group of blocks over the caller's buffer, staged GRAD_PIECE
  * elements at a time as float32 (dtype.h's loads: the kernels know one type): the first
@@ -10,6 +11,7 @@
  * found before the residual changes (the call then leaves it as it was). Unpacking
  * checks the whole packet first (sizes against len, reserved fields, CRC, every scale
  * and code): a packet either decodes in full or not at all. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/bytes.h"
@@ -200,14 +202,43 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
         grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
     }
     if (h.bits == 4 && h.count & 1) pkt[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
-    st32(pkt + h.size - 4, crc32c(0, pkt, h.size - 4));
-    if (written) *written = h.size;
+    size_t size = h.size;
+    if (q.entropy) {
+        unsigned coding;
+        size = h.codes + grad_codes_encode(pkt + h.codes, h.size - 4 - h.codes, &coding) + 4;
+        pkt[21] = (uint8_t)coding;
+    }
+    st32(pkt + size - 4, crc32c(0, pkt, size - 4));
+    if (written) *written = size;
+    return CKPZ_OK;
+}
+
+/* A packet whose codes are entropy-coded (h->coding): its length against the layout
+ * (coded codes shorter than raw ones, at least one byte), then the codes decoded into
+ * h->owned. The raw codes take at most what the caller's unpacked buffer does (one byte
+ * an element at most), so a hostile count costs no more memory than the output. */
+static ckpz_error grad_parse_coded(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
+{
+    size_t raw = h->size - 4 - h->codes;
+    if (len < h->codes + 5 || len - 4 - h->codes >= raw)
+        return ctx_fail(ctx, len < h->codes + 5 ? CKPZ_ERR_TRUNCATED : CKPZ_ERR_CORRUPT,
+                        "gradient packet: %zu bytes of coded codes for %zu raw ones (%llu elements in blocks of %u; "
+                        "coded codes are shorter than raw)",
+                        len < h->codes + 4 ? (size_t)0 : len - 4 - h->codes, raw, (unsigned long long)h->count,
+                        (unsigned)h->block);
+    int r = grad_codes_decode(h->coding, src + h->codes, len - 4 - h->codes, raw, &h->owned);
+    if (r == -2) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "gradient packet: no memory for %zu bytes of codes", raw);
+    if (r)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: the %s-coded codes do not decode to %zu bytes",
+                        h->coding == GRAD_CODES_CONST ? "constant" : "rANS", raw);
+    h->cp = h->owned;
     return CKPZ_OK;
 }
 
 /* The header of src[0..len) and every check of the packet (grad_head filled). */
 ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *h)
 {
+    *h = (grad_head){0};
     if (!src && len) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packet: no buffer");
     if (len < 4 || memcmp(src, GRAD_MAGIC, 4))
         return ctx_fail(ctx, CKPZ_ERR_NOT_CKPZ, "gradient packet: no magic %s (%zu bytes)", GRAD_MAGIC, len);
@@ -218,8 +249,11 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     if (h->bits != 8 && h->bits != 4)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: %u-bit codes (8 or 4)", h->bits);
     if (!grad_dtype_ok(h->dtype)) return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: dtype %u", src[6]);
-    if (h->flags & ~GRAD_FLAG_STOCHASTIC || ld32(src + 20))
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: reserved fields set (flags %02x, bytes 20-23 %08x)",
+    h->coding = src[21];
+    if (h->flags & ~GRAD_FLAG_STOCHASTIC || src[20] || src[22] || src[23] || h->coding > GRAD_CODES_RANS0)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION,
+                        "gradient packet: reserved fields set or a coding it does not know (flags %02x, bytes 20-23 "
+                        "%08x)",
                         h->flags, (unsigned)ld32(src + 20));
     if (h->block < 1 || h->block > GRAD_BLOCK_MAX)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: block of %u elements (1..%u)", (unsigned)h->block,
@@ -227,7 +261,10 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     if (h->count > GRAD_COUNT_MAX)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: %llu elements (at most 2^32 - 1)",
                         (unsigned long long)h->count);
-    if (!grad_layout(h) || h->size != len)
+    if (grad_layout(h) && h->coding != GRAD_CODES_RAW) {
+        e = grad_parse_coded(ctx, src, len, h);
+        if (e) return e;
+    } else if (!h->size || h->size != len)
         return ctx_fail(ctx, len < h->size ? CKPZ_ERR_TRUNCATED : CKPZ_ERR_CORRUPT,
                         "gradient packet: %llu elements in blocks of %u need %llu bytes, the packet has %zu",
                         (unsigned long long)h->count, (unsigned)h->block,
@@ -245,7 +282,7 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
                             "whose multiples up to the largest code are finite",
                             (unsigned long long)b, (unsigned)u);
     }
-    const uint8_t *c = src + h->codes;
+    const uint8_t *c = h->cp ? h->cp : (h->cp = src + h->codes);
     uint64_t bad = h->count;
     if (h->bits == 8) {
         bad = grad_kernels_get()->check((const int8_t *)c, (size_t)h->count, 127);
@@ -267,6 +304,13 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     return CKPZ_OK;
 }
 
+void grad_head_release(grad_head *h)
+{
+    free(h->owned);
+    h->owned = NULL;
+    h->cp = NULL;
+}
+
 ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_grad_info *info)
 {
     ctx_clear(ctx);
@@ -280,6 +324,7 @@ ckpz_error ckpz_grad_info_read(ckpz_ctx *ctx, const void *src, size_t len, ckpz_
     }
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
+    grad_head_release(&h);
     if (e) return e;
     mine = (ckpz_grad_info){.struct_size = sizeof mine,
                             .count = h.count,
@@ -305,13 +350,16 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
         return grad_sparse_unpack(ctx, src, len, dtype, out, n, add);
     grad_head h;
     ckpz_error e = grad_parse(ctx, src, len, &h);
-    if (e) return e;
-    if (n != h.count)
-        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: room for %llu elements, the packet has %llu",
-                        (unsigned long long)n, (unsigned long long)h.count);
-    if (n && !out) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: no output buffer");
+    if (!e && n != h.count)
+        e = ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: room for %llu elements, the packet has %llu",
+                     (unsigned long long)n, (unsigned long long)h.count);
+    if (!e && n && !out) e = ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient unpacking: no output buffer");
+    if (e) {
+        grad_head_release(&h);
+        return e;
+    }
     const grad_kernels *K = grad_kernels_get();
-    const uint8_t *pkt = src, *codes = pkt + h.codes;
+    const uint8_t *pkt = src, *codes = h.cp;
     float tmp[GRAD_PIECE];
     int8_t q4[GRAD_PIECE];
     for (uint64_t b = 0; b < h.nblocks; b++) {
@@ -332,6 +380,7 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
             if (dtype != CKPZ_DTYPE_F32 && !add) K->narrow(dtype == CKPZ_DTYPE_F16, tmp, len_, (uint8_t *)out + 2 * i);
         }
     }
+    grad_head_release(&h);
     return CKPZ_OK;
 }
 

@@ -41,6 +41,8 @@ DTYPE_BF16 = 1  # CKPZ_DTYPE_BF16
 DTYPE_F16 = 2  # CKPZ_DTYPE_F16
 DTYPE_F32 = 3  # CKPZ_DTYPE_F32
 DTYPE_U8 = 11  # CKPZ_DTYPE_U8
+GRAD_DENSE = 0  # CKPZ_GRAD_DENSE: ckpz_grad_params.kind
+GRAD_TOPK = 1  # CKPZ_GRAD_TOPK
 INPUT_SAFETENSORS = 2  # CKPZ_INPUT_SAFETENSORS
 INPUT_TORCH = 4  # CKPZ_INPUT_TORCH: a torch.save zip archive
 
@@ -241,6 +243,7 @@ class GradParams(Sized, ctypes.Structure):
         ("kind", ctypes.c_uint),  # CKPZ_GRAD_DENSE, _TOPK, _THRESHOLD
         ("density", ctypes.c_double),
         ("threshold", ctypes.c_float),
+        ("entropy", ctypes.c_uint),  # 1: entropy-code a dense packet's codes when smaller
     ]
 
 

@@ -18,8 +18,12 @@ were not finite (NaN or infinity: an overflow an AMP grad scaler must see); 2 no
 the owner refused one it got (phase 2 only). After phase 2 every rank knows the same
 flags, so all take the same way on: any 2 raises ckpz.Error on every rank (the rank that
 refused names the sender and what was wrong); any 1 makes every rank all-reduce the
-bucket uncompressed, so the overflow reaches every rank's result. Phase 2's slots are
-padded with zeros to the longest shard's; a padding byte not zero is refused.
+bucket uncompressed, so the overflow reaches every rank's result. Packets differ in size
+(entropy-coded codes), so each phase sends the slots' sizes first and then exactly the
+slots (exchange): no padding travels.
+
+Top-k (method "topk", topk_allreduce): every rank's sparse packet (CKGS) to every rank,
+each adding all of them: the same mean on every rank.
 
 A collective that fails (a rank died, or stopped answering within the timeout: the
 state's, else the group's) raises ckpz.Error naming the bucket, the step and the ranks
@@ -27,6 +31,8 @@ that did not answer (_dist_comm's diagnosis through the store). Not public API.
 """
 
 import datetime
+import queue
+import threading
 
 from . import _dist_comm, _lib
 from ._lib import Error
@@ -65,6 +71,42 @@ def collective(state, what, start):
         raise _dist_comm._dead_rank_error(e, state.group, store, prefix, state.exchanges, what, None) from None
 
 
+class Worker:
+    """The exchange thread of a state with overlap=True: buckets' jobs one at a time in
+    the order the hook got them (DDP calls the hook in bucket order on every rank, so
+    the collectives stay in the same order everywhere), each completing its future.
+    After a job fails, the later ones fail at once with the same error (a rank that
+    died would otherwise cost each bucket the whole timeout)."""
+
+    def __init__(self, state):
+        self.state, self.jobs, self.thread = state, queue.Queue(), None
+
+    def submit(self, fn):
+        import torch
+
+        fut = torch.futures.Future()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="ckpz.ddp exchange", daemon=True)
+            self.thread.start()
+        self.jobs.put((fn, fut))
+        return fut
+
+    def _run(self):
+        while True:
+            fn, fut = self.jobs.get()
+            if self.state.error is not None:
+                fut.set_exception(self.state.error)
+                continue
+            try:
+                result = fn()
+            except BaseException as e:  # any failure reaches backward() through the future
+                if self.state.error is None:
+                    self.state.error = e if isinstance(e, Error) else Error(_lib.ERR_INTERNAL, str(e))
+                fut.set_exception(e)
+                continue
+            fut.set_result(result)
+
+
 def allreduce(state, what, buf):
     """The mean of buf over the ranks, a new tensor: the sum of a copy of buf (kept past
     the collective, _dist_comm.hold: buf may be a tensor of the caller's that nothing
@@ -79,70 +121,99 @@ def allreduce(state, what, buf):
     return mean
 
 
+def exchange(state, what, send, sizes, limits, device):
+    """Variable-size slots between the ranks (the packets' sizes differ: entropy-coded
+    codes, top-k): send (a CPU uint8 tensor) is cut into len(sizes) pieces, piece j for
+    rank j. The sizes go first (an all_to_all of one int64 per rank), then the bytes
+    (all_to_all with those splits): what travels is exactly the slots, no padding.
+    Returns the pieces got, one per rank (CPU). A size out of [1, limits[i]] from rank i
+    (no packet of that shard takes more) raises ckpz.Error here (the other ranks then
+    time out in the next collective, naming this one)."""
+    import torch
+
+    dist = _dist_comm.dist_module()
+    w = state.world
+    wire_s = _on(torch.tensor(sizes, dtype=torch.int64), device)
+    wire_r = torch.empty(w, dtype=torch.int64, device=wire_s.device)
+    collective(state, what, lambda: dist.all_to_all_single(wire_r, wire_s, group=state.group, async_op=True))
+    got = [int(v) for v in wire_r.cpu()]
+    bad = [i for i, g in enumerate(got) if not 1 <= g <= limits[i]]
+    if bad:
+        raise Error(_lib.ERR_CORRUPT, "%s: rank %d announced a slot of %d bytes (1..%d)"
+                    % (what, bad[0], got[bad[0]], limits[bad[0]]))
+    wire_send = _on(send, device)
+    wire_recv = torch.empty(sum(got), dtype=torch.uint8, device=wire_send.device)
+    collective(state, what, lambda: dist.all_to_all_single(wire_recv, wire_send, got, list(sizes), group=state.group,
+                                                           async_op=True))
+    recv = wire_recv.cpu() if wire_recv.device.type != "cpu" else wire_recv.clone()  # hold empties it
+    state.bytes_sent += 8 * (w - 1) + sum(sizes) - sizes[state.rank]
+    _dist_comm.hold([wire_s, wire_r, wire_send, wire_recv])  # see _dist_comm.hold
+    return list(torch.split(recv, got))
+
+
+def to_all(state, what, slot, limits, device):
+    """slot (CPU uint8) to every rank, every rank's slot back (exchange: exact sizes)."""
+    w = state.world
+    return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device)
+
+
 def quantized_allreduce(state, index, layout, buf, what):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
     quantised as above (or sent as it is, see above): a new tensor like buf. layout:
     the bucket's, for its residuals (CompressionState._residuals)."""
     import torch
 
-    dist = _dist_comm.dist_module()
     codec, w, me, n = state.codec, state.world, state.rank, buf.numel()
     host = buf if buf.device.type == "cpu" else buf.cpu()
     bounds = shard_bounds(n, w, codec.block)
-    slots = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
+    limits = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
     residual, owned = state._residuals(index, layout, n, bounds[me])
     seed = state._seed(index)
 
     # phase 1: my packet of every shard to its owner
-    send = torch.zeros(sum(slots), dtype=torch.uint8)
-    at, finite = 0, True
+    send = torch.zeros(sum(limits), dtype=torch.uint8)
+    at, sizes, finite = 0, [], True
     for j, (lo, hi) in enumerate(bounds):
-        s = send[at:at + slots[j]]
-        finite = finite and codec.pack(host[lo:hi], residual[lo:hi], s[1:], seed + 2 * j)
-        at += slots[j]
+        s = send[at:at + limits[j]]
+        size = 0  # after a NaN, no more packing: no residual changes
+        if finite:
+            size = codec.pack(host[lo:hi], residual[lo:hi] if residual is not None else None, s[1:], seed + 2 * j)
+        finite = finite and size > 0
+        sizes.append(1 + size)
+        at += limits[j]
     if not finite:  # no packet from me this step: every slot says why
-        for start in [sum(slots[:j]) for j in range(w)]:
-            send[start] = NOT_FINITE
-    mine = slots[me]
-    wire_send = _on(send, buf.device)
-    wire_recv = torch.empty(w * mine, dtype=torch.uint8, device=wire_send.device)
-    collective(state, what, lambda: dist.all_to_all_single(wire_recv, wire_send, [mine] * w, slots, group=state.group,
-                                                           async_op=True))
-    recv = wire_recv.cpu() if wire_recv.device.type != "cpu" else wire_recv
+        send, sizes = torch.full((w,), NOT_FINITE, dtype=torch.uint8), [1] * w
+    else:
+        send = torch.cat([send[sum(limits[:j]):sum(limits[:j]) + sizes[j]] for j in range(w)])
+    got = exchange(state, what, send, sizes, [limits[me]] * w, buf.device)
 
     # my shard: the mean of what the ranks sent
     lo, hi = bounds[me]
     mean = torch.zeros(hi - lo, dtype=torch.float32)
-    part = torch.empty(hi - lo, dtype=torch.float32)
     flag, refusal = OK, None
-    for i in range(w):
-        slot = recv[i * mine:(i + 1) * mine]
-        got = int(slot[0])
-        if got == NOT_FINITE:
+    for i, slot in enumerate(got):
+        f = int(slot[0])
+        if f == NOT_FINITE and slot.numel() == 1:
             flag = max(flag, NOT_FINITE)
             continue
         try:
-            if got != OK:
-                raise Error(_lib.ERR_CORRUPT, "flag byte %d (0 or 1 expected)" % got)
-            codec.unpack(slot[1:], part, "the packet of rank %d" % i)
+            if f != OK:
+                raise Error(_lib.ERR_CORRUPT, "flag byte %d (0 or 1 expected)" % f)
+            codec.unpack_add(slot[1:], mean, "the packet of rank %d" % i)
         except Error as e:
             flag, refusal = REFUSED, e
             break
-        mean += part
-    width = max(slots)
-    out = torch.zeros(width, dtype=torch.uint8)
+    out = torch.zeros(limits[me], dtype=torch.uint8)
+    size = 0
     if flag == OK:
         mean.div_(w)
-        if not codec.pack(mean, owned, out[1:mine], seed + 2 * me + 1):
+        size = codec.pack(mean, owned, out[1:], seed + 2 * me + 1)
+        if not size:
             flag = NOT_FINITE
     out[0] = flag
 
     # phase 2: every shard's mean to every rank
-    gathered = [torch.empty(width, dtype=torch.uint8, device=wire_send.device) for _ in range(w)]
-    wire_out = _on(out, buf.device)
-    collective(state, what, lambda: dist.all_gather(gathered, wire_out, group=state.group, async_op=True))
-    outs = [o.cpu() for o in gathered]  # the same tensors on CPU
-    state.bytes_sent += (sum(slots) - mine) + (w - 1) * width
+    outs = to_all(state, what, out[:1 + size], limits, buf.device)
     flags = [int(o[0]) for o in outs]
     if refusal is not None:
         raise Error(refusal.code, "%s: %s" % (what, refusal.message))
@@ -155,11 +226,39 @@ def quantized_allreduce(state, index, layout, buf, what):
         return allreduce(state, what, buf)
     result = torch.empty(n, dtype=buf.dtype)
     for j, (lo, hi) in enumerate(bounds):
-        o = outs[j]
-        if o[slots[j]:].any():
-            raise Error(_lib.ERR_CORRUPT, "%s: the mean of rank %d has padding bytes that are not zero" % (what, j))
-        codec.unpack(o[1:slots[j]], result[lo:hi], "%s: the mean of rank %d" % (what, j))
-    _dist_comm.hold([wire_send, wire_recv, wire_out] + gathered)  # see _dist_comm.hold
+        codec.unpack(outs[j][1:], result[lo:hi], "%s: the mean of rank %d" % (what, j))
+    return result.to(buf.device) if buf.device.type != "cpu" else result
+
+
+def topk_allreduce(state, index, layout, buf, what):
+    """The mean over the ranks of buf, top-k sparsified (method "topk"): each rank packs
+    the density's largest magnitudes of its gradient plus its residual (error feedback:
+    the rest stays in the residual) as a CKGS packet with 8-bit values; every packet
+    goes to every rank (exact sizes); each rank adds all of them and divides by W, so
+    every rank computes the same mean. A NaN or an infinity on any rank: the bucket goes
+    uncompressed on every rank; a packet refused is refused by every rank alike (each
+    checks every packet), every rank raising ckpz.Error naming the sender."""
+    import torch
+
+    codec, w, n = state.codec, state.world, buf.numel()
+    host = buf if buf.device.type == "cpu" else buf.cpu()
+    residual, _ = state._residuals(index, layout, n, (0, 0))
+    limit = 1 + codec.packet_size(n)
+    slot = torch.zeros(limit, dtype=torch.uint8)
+    size = codec.pack(host, residual, slot[1:], state._seed(index))
+    if not size:
+        slot[0] = NOT_FINITE
+    got = to_all(state, what, slot[:1 + size], [limit] * w, buf.device)
+    if any(int(g[0]) == NOT_FINITE and g.numel() == 1 for g in got):
+        state.uncompressed_buckets += 1
+        return allreduce(state, what, buf)
+    acc = torch.zeros(n, dtype=torch.float32)
+    for i, g in enumerate(got):
+        if int(g[0]) != OK:
+            raise Error(_lib.ERR_CORRUPT, "%s: the packet of rank %d: flag byte %d" % (what, i, int(g[0])))
+        codec.unpack_add(g[1:], acc, "%s: the packet of rank %d" % (what, i))
+    acc.div_(w)
+    result = acc.to(buf.dtype)
     return result.to(buf.device) if buf.device.type != "cpu" else result
 
 

@@ -1,10 +1,12 @@
 """libckpz's gradient kernels (ckpz_grad_*, doc/gradients.md) over CPU torch tensors.
 
-Codec holds one setting (bits, block, rounding) and packs a contiguous FP32, BF16 or FP16
-tensor into a CKGQ packet written into a uint8 tensor, with error feedback through an
-FP32 residual tensor; unpack checks a packet (every byte: it came off the wire) and
-decodes it into a tensor of the same element count. Addresses go to C as they are (no
-copies); the caller keeps the tensors alive across a call. Not public API.
+Codec holds one setting (bits, block, rounding, entropy coding of the codes; or top-k
+with a density) and packs a contiguous FP32, BF16 or FP16 tensor into a packet (CKGQ
+dense, CKGS sparse) written into a uint8 tensor, with error feedback through an FP32
+residual tensor; unpack checks a packet (every byte: it came off the wire) and decodes
+it into a tensor of the same element count, unpack_add adds it into an FP32 one.
+Addresses go to C as they are (no copies); the caller keeps the tensors alive across a
+call. Not public API.
 """
 
 import ctypes
@@ -39,11 +41,15 @@ def _cpu_contiguous(t, what):
 
 class Codec:
     """Packs and unpacks gradients with one setting: bits (8 or 4), block (elements per
-    scale) and stochastic rounding (with a seed given per call)."""
+    scale), stochastic rounding (with a seed given per call), entropy (rANS-code the
+    codes when smaller); density set: top-k of that density with 8-bit values."""
 
-    def __init__(self, bits=8, block=256, stochastic=False):
-        if bits not in BITS:
-            raise ValueError("ckpz.ddp: bits must be 8 or 4, not %r" % (bits,))
+    def __init__(self, bits=8, block=256, stochastic=False, entropy=False, density=None):
+        if bits not in BITS or (density is not None and bits != 8):
+            raise ValueError("ckpz.ddp: bits must be 8 or 4 (top-k: 8), not %r" % (bits,))
+        if density is not None and (isinstance(density, bool) or not isinstance(density, (int, float))
+                                    or not 0 < density <= 1):
+            raise ValueError("ckpz.ddp: density must be a number in (0, 1], not %r" % (density,))
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= BLOCK_MAX:
             raise ValueError("ckpz.ddp: block must be an int in 1..%d, not %r" % (BLOCK_MAX, block))
         self.params = _lib.GradParams()
@@ -52,11 +58,17 @@ class Codec:
         self.params.bits = bits
         self.params.block = block
         self.params.stochastic = 1 if stochastic else 0
+        self.params.entropy = 1 if entropy else 0
+        if density is not None:
+            self.params.kind = _lib.GRAD_TOPK
+            self.params.density = float(density)
         self.bits, self.block, self.stochastic = bits, block, bool(stochastic)
+        self.entropy, self.density = bool(entropy), density
         self._sizes = {}
 
     def packet_size(self, n):
-        """Bytes of the packet of n elements (exact)."""
+        """Bytes of the packet of n elements: the most a packet takes (exact for dense
+        packets of raw codes)."""
         size = self._sizes.get(n)
         if size is None:
             out = ctypes.c_size_t()
@@ -67,13 +79,14 @@ class Codec:
 
     def pack(self, grad, residual, dst, seed=0):
         """Packs grad (a contiguous CPU FP32/BF16/FP16 tensor) into dst (a uint8 tensor of
-        packet_size(grad.numel()) bytes), residual (FP32, same count, or None) updated in
-        place. Returns True, or False when grad (+ residual) holds a NaN or an infinity
-        (then residual is as it was and dst holds nothing useful)."""
+        packet_size(grad.numel()) bytes, or more), residual (FP32, same count, or None)
+        updated in place. Returns the packet's size (its bytes are dst[:size]), or 0 when
+        grad (+ residual) holds a NaN or an infinity (then residual is as it was and dst
+        holds nothing useful)."""
         n = grad.numel()
         _cpu_contiguous(grad, "a gradient")
         _cpu_contiguous(dst, "a packet buffer")
-        if dst.numel() != self.packet_size(n):
+        if dst.numel() < self.packet_size(n):
             raise ValueError("ckpz: the packet buffer has %d bytes, not %d" % (dst.numel(), self.packet_size(n)))
         res = None
         if residual is not None:
@@ -87,9 +100,9 @@ class Codec:
             err = _lib.grad_pack(call.ctx, ctypes.byref(self.params), dtype_code(grad.dtype), grad.data_ptr() or None,
                                  n, res, dst.data_ptr(), dst.numel(), ctypes.byref(written))
             if err == _lib.ERR_INPUT:
-                return False
+                return 0
             call.check(err)
-        return True
+        return written.value
 
     def unpack(self, packet, out, what="a packet"):
         """Checks the packet (a contiguous CPU uint8 tensor, any bytes) and decodes it into
@@ -99,7 +112,8 @@ class Codec:
         _cpu_contiguous(packet, what)
         _cpu_contiguous(out, "an output")
         info = self.info(packet, what)
-        if info.count != out.numel() or info.bits != self.bits or info.block != self.block:
+        if (info.count != out.numel() or info.bits != self.bits or info.block != self.block
+                or info.kind != self.params.kind):
             raise Error(_lib.ERR_CORRUPT, "%s holds %d elements at %d bits, block %d: %d at %d bits, block %d expected"
                         % (what, info.count, info.bits, info.block, out.numel(), self.bits, self.block))
         with _lib.Call() as call:
@@ -116,3 +130,26 @@ class Codec:
             if err:
                 raise Error(err, "%s: %s" % (what, call.message()))
         return info
+
+    def unpack_add(self, packet, acc, what="a packet"):
+        """Checks the packet as unpack does and adds what it decodes to into acc (a
+        contiguous CPU FP32 tensor of its element count)."""
+        _cpu_contiguous(packet, what)
+        _cpu_contiguous(acc, "an accumulator")
+        info = self.info(packet, what)
+        if info.count != acc.numel() or info.bits != self.bits or info.kind != self.params.kind:
+            raise Error(_lib.ERR_CORRUPT, "%s holds %d elements at %d bits (kind %d): %d at %d bits (kind %d) expected"
+                        % (what, info.count, info.bits, info.kind, acc.numel(), self.bits, self.params.kind))
+        if acc.dtype != _float32():
+            raise ValueError("ckpz: unpack_add adds into FP32")
+        with _lib.Call() as call:
+            err = _lib.grad_unpack_add(call.ctx, packet.data_ptr(), packet.numel(), acc.data_ptr() or None,
+                                       acc.numel())
+            if err:
+                raise Error(err, "%s: %s" % (what, call.message()))
+
+
+def _float32():
+    import torch
+
+    return torch.float32

@@ -93,6 +93,7 @@ grad_packet_size = _declare("ckpz_grad_packet_size", _int, _vp, _P(GradParams), 
 grad_pack = _declare("ckpz_grad_pack", _int, _vp, _P(GradParams), _int, _vp, _u64, _vp, _vp, _sz, _P(_sz))
 grad_info_read = _declare("ckpz_grad_info_read", _int, _vp, _vp, _sz, _P(GradInfo))
 grad_unpack = _declare("ckpz_grad_unpack", _int, _vp, _vp, _sz, _int, _vp, _u64)
+grad_unpack_add = _declare("ckpz_grad_unpack_add", _int, _vp, _vp, _sz, _vp, _u64)
 tune = _declare("ckpz_tune", _int, _vp, _P(Params), _P(Source), ctypes.c_double, _int, _P(TuneResult), WRITE_FN, _vp)
 
 # The library's own callbacks, handed back to it as function pointers: I/O through them

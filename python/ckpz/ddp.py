@@ -28,18 +28,24 @@ it, never hang; so does a packet that fails its checks. torch >= 2 raises that
 ckpz.Error from backward() as it is; torch 1.13's autograd engine turns it into a
 RuntimeError carrying its text ("Error: ..."): state.error holds the ckpz.Error itself.
 
-Methods: "q8" (method="quantize", bits=8: the default), "q4" (bits=4). Sparsifying
-methods (top-k, an all-gather scheme) are planned, with density=.
+Methods: "q8" (method="quantize", bits=8: the default), "q4" (bits=4), their codes
+entropy-coded where that is smaller (entropy=True, the default; lossless: only the
+bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
+feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
+"auto": one of these chosen after the warm-up steps from the measured link speed and
+compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict.
 """
 
+import time
 import zlib
 
-from . import _ddp_wire, _dist_comm, _grad
+from . import _ddp_auto, _ddp_wire, _dist_comm, _grad
 from ._lib import Error
 
 __all__ = ["CompressionState", "hook"]
 
-METHODS = {"quantize": None, "q8": 8, "q4": 4}  # method -> bits it sets (None: bits=)
+# method -> bits it sets (None: bits=, or none needed)
+METHODS = {"quantize": None, "q8": 8, "q4": 4, "topk": 8, "none": None, "auto": None}
 STATE_FORMAT = "ckpz.ddp/1"
 
 
@@ -47,10 +53,16 @@ class CompressionState:
     """What ckpz.ddp.hook needs between steps, and its settings.
 
     process_group: the group DDP reduces over (None: the default group). method: "q8",
-    "q4", or "quantize" with bits= 8 (default) or 4. block: elements per scale (1..65536; 256:
-    about 1.6 % more bytes than the codes alone at 8-bit). stochastic: round codes
-    stochastically (unbiased; a new seed per step, bucket and rank) instead of to nearest;
-    with error feedback, to nearest is enough. error_feedback: keep residuals (True).
+    "q4", or "quantize" with bits= 8 (default) or 4; "topk" with density= (0.01); "none";
+    "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
+    its top-k's; auto_inject: a dict whose "link_bytes_per_s" and "compute_s" replace
+    what is measured). entropy: rANS-code the quantised codes where that is smaller
+    (True). overlap: the exchange runs on a thread of the state's, the hook returning at
+    once (DDP overlaps it with the rest of the backward pass; buckets in order, each
+    collective still bounded by the timeout), False: in the hook. block: elements per
+    scale (1..65536; 256: about 1.6 % more bytes than the codes alone at 8-bit).
+    stochastic: round codes stochastically (unbiased; a new seed per step, bucket and
+    rank) instead of to nearest; with error feedback, to nearest is enough. error_feedback: keep residuals (True).
     warmup_steps: the first steps go uncompressed (the step counts backward passes: a
     step is over when DDP's last bucket was reduced). timeout: seconds each collective
     may take (None: the process group's timeout). model: the module whose parameters
@@ -59,27 +71,39 @@ class CompressionState:
     dtype and shape, and residuals of parameters that share both restart from zero when
     DDP's buckets change.
 
-    After a step: step, bytes_sent (what this rank sent for the buckets, payload only),
+    After a step: step, bytes_sent (what this rank's collectives carried for the
+    buckets: packets, flags and sizes),
     bytes_allreduce (what a ring all-reduce of the same buckets would have sent),
     uncompressed_buckets (buckets sent as they are for a NaN or infinity), error (the
     last ckpz.Error the hook raised, or None).
     """
 
     def __init__(self, process_group=None, method="q8", bits=None, block=256, stochastic=False, error_feedback=True,
-                 warmup_steps=0, timeout=None, density=None, model=None):
+                 warmup_steps=0, timeout=None, density=None, model=None, entropy=True, auto_inject=None,
+                 overlap=False):
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
         if METHODS[method] is not None and bits not in (None, METHODS[method]):
             raise ValueError("ckpz.ddp: method %r is %d bits, not bits=%r" % (method, METHODS[method], bits))
-        if density is not None:
-            raise ValueError("ckpz.ddp: density= is for the sparsifying methods (not in this release)")
+        if density is not None and method not in ("topk", "auto"):
+            raise ValueError("ckpz.ddp: density= is for method \"topk\" (and \"auto\"'s top-k)")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError("ckpz.ddp: warmup_steps must be an int >= 0, not %r" % (warmup_steps,))
+        if method == "auto" and warmup_steps < 2:
+            raise ValueError("ckpz.ddp: method \"auto\" measures during warm-up: warmup_steps >= 2")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError("ckpz.ddp: timeout must be a number of seconds > 0, or None")
-        self.method = "quantize"
-        self.codec = _grad.Codec(METHODS[method] or bits or 8, block, stochastic)
-        self.bits, self.block, self.stochastic = self.codec.bits, block, bool(stochastic)
+        self.requested = method
+        self.density = (0.01 if density is None else density) if method in ("topk", "auto") else None
+        self.entropy = bool(entropy)
+        self.stochastic = bool(stochastic)
+        self.block = block
+        self._auto = _ddp_auto.Planner(self.density, block, auto_inject, overlap) if method == "auto" else None
+        self._device = None
+        self.overlap = bool(overlap)
+        self._worker = _ddp_wire.Worker(self) if overlap else None
+        self._set_method({"q8": "quantize", "q4": "quantize", "auto": "none"}.get(method, method),
+                         METHODS[method] or bits or 8, self.entropy)
         self.error_feedback = bool(error_feedback)
         self.warmup_steps = warmup_steps
         self.timeout = timeout
@@ -98,6 +122,18 @@ class CompressionState:
         if model is not None:
             self._names = {p: name for name, p in model.named_parameters()}
         self._rank_world = None
+
+    def _set_method(self, method, bits, entropy):
+        """The exchange in use: "quantize" (bits), "topk" (self.density) or "none"."""
+        self.method, self.entropy = method, entropy
+        self.codec = _grad.Codec(bits, self.block, self.stochastic, entropy=entropy,
+                                 density=self.density if method == "topk" else None)
+        self.bits = self.codec.bits
+
+    def _choose(self, name):
+        """Takes auto's choice (a _ddp_auto.CANDIDATES name)."""
+        tier, bits, entropy, topk = _ddp_auto.CANDIDATES[name]
+        self._set_method("topk" if topk else "none" if name == "none" else "quantize", bits or 8, entropy)
 
     # ---- the ranks -------------------------------------------------------------------
 
@@ -158,8 +194,10 @@ class CompressionState:
         """What a resumed run needs: the step counter and the residuals (this rank's own:
         save it per rank, ckpz.distributed.save does), with the settings they depend on.
         Tensors are the state's own (CPU FP32): save before the next step changes them."""
+        auto = dict(self._auto.record) if self._auto is not None and self._auto.choice else None
         return {"format": STATE_FORMAT, "method": self.method, "bits": self.bits, "block": self.block,
-                "world": self.world, "rank": self.rank, "step": self.step,
+                "world": self.world, "rank": self.rank, "step": self.step, "requested": self.requested,
+                "density": self.density, "entropy": self.entropy, "auto": auto,
                 "layouts": {str(i): b[0] for i, b in sorted(self._buckets.items())},
                 "residuals": {str(i): b[1] for i, b in sorted(self._buckets.items())},
                 "owned_residuals": {str(i): b[2] for i, b in sorted(self._buckets.items())}}
@@ -170,6 +208,12 @@ class CompressionState:
         fit); the rank must be the same for the residuals to be this rank's."""
         if not isinstance(sd, dict) or sd.get("format") != STATE_FORMAT:
             raise ValueError("ckpz.ddp: not a CompressionState.state_dict() (no format %r)" % STATE_FORMAT)
+        auto = sd.get("auto")
+        if self._auto is not None and sd.get("requested") == "auto" and isinstance(auto, dict):
+            if auto.get("choice") not in _ddp_auto.CANDIDATES:
+                raise ValueError("ckpz.ddp: the state's auto choice is %r" % (auto.get("choice"),))
+            self._choose(auto["choice"])  # what the saved run chose, without measuring again
+            self._auto.choice, self._auto.record = auto["choice"], dict(auto)
         for key in ("method", "bits", "block", "world", "rank"):
             if sd.get(key) != getattr(self, key):
                 raise ValueError("ckpz.ddp: the state was saved with %s=%r, this one has %r"
@@ -240,10 +284,11 @@ def _moved(layout, n, shard, sources, world, rank, block):
         if total != src[1].numel():
             continue
         src_lo, src_hi = _ddp_wire.shard_bounds(total, world, block)[rank]
-        if src[2].numel() != src_hi - src_lo:
+        if src[2].numel() and src[2].numel() != src_hi - src_lo:  # none: top-k keeps no shard
             continue
         src_full = torch.zeros(total, dtype=torch.float32)
-        src_full[src_lo:src_hi] = src[2]
+        if src[2].numel():
+            src_full[src_lo:src_hi] = src[2]
         parts.append((where, src[1], src_full))
         for key in where:
             count[key] = count.get(key, 0) + 1
@@ -258,27 +303,57 @@ def _moved(layout, n, shard, sources, world, rank, block):
 
 def hook(state, bucket):
     """DDP's communication hook (model.register_comm_hook(state, ckpz.ddp.hook)): the
-    bucket's mean over the ranks, as a completed torch.futures.Future."""
+    bucket's mean over the ranks, as a torch.futures.Future: completed (overlap=False),
+    or completed by the state's exchange thread (overlap=True), so that DDP goes on with
+    the backward pass meanwhile."""
     import torch
 
     buf = bucket.buffer()
-    index = bucket.index()
+    job = (buf, bucket.index(), _layout(state, bucket), bucket.is_last())
+    if state.overlap and (state._auto is None or state._auto.choice is not None):  # auto measures in-line
+        return state._worker.submit(lambda: _reduce(state, *job))
+    fut = torch.futures.Future()
+    fut.set_result(_reduce(state, *job))
+    return fut
+
+
+def _reduce(state, buf, index, layout, last):
+    """The bucket's mean over the ranks (one bucket's turn of the hook, on the calling
+    thread or the exchange thread: in bucket order either way, the same on every rank)."""
+    import torch
+
+    t0 = time.perf_counter()
     what = "ckpz.ddp.hook (step %d, bucket %d)" % (state.step, index)
     w = state.world
+    auto = state._auto
+    state._device = buf.device
     try:
+        plain = not buf.is_floating_point() or buf.dtype == torch.float64
+        if w > 1:
+            state.bytes_allreduce += 2 * (w - 1) * buf.numel() * buf.element_size() // w
+        if auto is not None and auto.choice is None and state.step >= state.warmup_steps and w > 1:
+            state._choose(auto.decide(state, what))
         if w == 1:
             result = buf
-        elif state.step < state.warmup_steps or not buf.is_floating_point() or buf.dtype == torch.float64:
-            state.bytes_allreduce += 2 * (w - 1) * buf.numel() * buf.element_size() // w
+        elif state.step < state.warmup_steps or plain or state.method == "none":
+            t1 = time.perf_counter()
+            if auto is not None and auto.choice is None and not plain and state.step == state.warmup_steps - 1:
+                auto.measure(buf.detach().contiguous().cpu(), w)
+                t1 = time.perf_counter()
             result = _ddp_wire.allreduce(state, what, buf)
+            if auto is not None and auto.choice is None and not plain:
+                auto.allreduced(2 * (w - 1) * buf.numel() * buf.element_size() / w, time.perf_counter() - t1)
+        elif state.method == "topk":
+            result = _ddp_wire.topk_allreduce(state, index, layout, buf.contiguous(), what)
         else:
-            state.bytes_allreduce += 2 * (w - 1) * buf.numel() * buf.element_size() // w
-            result = _ddp_wire.quantized_allreduce(state, index, _layout(state, bucket), buf.contiguous(), what)
+            result = _ddp_wire.quantized_allreduce(state, index, layout, buf.contiguous(), what)
     except Error as e:
         state.error = e
         raise
-    if bucket.is_last():
+    if auto is not None and auto.choice is None:
+        auto.in_hook += time.perf_counter() - t0
+        if last:
+            auto.step_done(time.perf_counter())
+    if last:
         state._step_done()
-    fut = torch.futures.Future()
-    fut.set_result(result)
-    return fut
+    return result

@@ -10,7 +10,8 @@
  * unpack_add into zeros giving the same values, BF16 and FP16 outputs each the dtype
  * table's nearest of the FP32 value; a room of another size is CKPZ_ERR_PARAM; a dense
  * packet summed with itself (ckpz_grad_sum) decodes to within half its new step of twice
- * the values, or overflows (CKPZ_ERR_INPUT). Packets of over 2^20 elements are checked up
+ * the values, or overflows (CKPZ_ERR_INPUT), its codes raw whatever the input's (rANS-coded
+ * or constant codes are decoded first, the same checks). Packets of over 2^20 elements are checked up
  * to the decoding. */
 #include <math.h>
 
@@ -73,12 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (info.kind == CKPZ_GRAD_DENSE) { /* the packet plus itself: within half its new step of 2y */
         const void *two[2] = {pkt, pkt};
-        size_t lens[2] = {len, len}, w = 0;
-        uint8_t *sum = malloc(len);
-        ckpz_error se = ckpz_grad_sum(ctx, two, lens, 2, sum, len, &w);
+        size_t lens[2] = {len, len}, w = 0, raw = 0;
+        ckpz_grad_params p; /* the sum's codes are raw: the room of a raw packet */
+        ckpz_grad_params_init(&p);
+        p.bits = info.bits, p.block = info.block;
+        FZ_CHECK(ckpz_grad_packet_size(ctx, &p, info.count, &raw) == CKPZ_OK && raw >= len, "raw size %zu of %zu", raw,
+                 len);
+        uint8_t *sum = malloc(raw);
+        ckpz_error se = ckpz_grad_sum(ctx, two, lens, 2, sum, raw, &w);
         FZ_CHECK(se == CKPZ_OK || se == CKPZ_ERR_INPUT, "sum of an accepted packet: %s", ckpz_ctx_message(ctx));
         if (se == CKPZ_OK) {
-            FZ_CHECK(w == len && ckpz_grad_unpack(ctx, sum, w, CKPZ_DTYPE_F32, acc, n) == CKPZ_OK,
+            FZ_CHECK(w == raw && ckpz_grad_unpack(ctx, sum, w, CKPZ_DTYPE_F32, acc, n) == CKPZ_OK,
                      "the sum does not decode: %s", ckpz_ctx_message(ctx));
             for (size_t i = 0; i < n; i++) {
                 float two_y = y[i] + y[i], step = 0;

@@ -664,9 +664,9 @@ static void container_seeds(void)
     }
 }
 
-/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8- and 4-bit,
- * sparse with gaps and with a bitmap, FP32 and 8-bit values, each as written (control 0)
- * and with control 1 (resealed). */
+/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8- and 4-bit
+ * (raw, rANS-coded and constant codes), sparse with gaps and with a bitmap, FP32 and
+ * 8-bit values, each as written (control 0) and with control 1 (resealed). */
 static void grad_seeds(void)
 {
     enum { N = 300 };
@@ -694,6 +694,30 @@ static void grad_seeds(void)
             put2("grad", name, &ctl, 1, pkt, len);
         }
     }
+    /* Dense packets whose codes are entropy-coded: rANS (heavy-tailed values, peaked
+     * codes) and constant (zeros), 8- and 4-bit. */
+    enum { NE = 2048 };
+    static float xe[NE];
+    static uint8_t pe[NE + 256];
+    for (int z = 0; z < 2; z++)
+        for (unsigned bits = 8; bits >= 4; bits -= 4) {
+            for (int i = 0; i < NE; i++) {
+                double g = gauss(), c = 0;
+                for (int k = 0; k < 3; k++) c += pow(gauss(), 2);
+                xe[i] = z ? 0.0f : (float)(g / sqrt(c / 3 + 1e-12));
+            }
+            ckpz_grad_params p;
+            ckpz_grad_params_init(&p);
+            p.bits = bits, p.entropy = 1;
+            size_t len;
+            if (ckpz_grad_pack(ctx, &p, CKPZ_DTYPE_F32, xe, NE, NULL, pe, sizeof pe, &len)) die(ckpz_ctx_message(ctx));
+            if (pe[21] != (z ? 1 : 2)) die("grad seeds: the codes were not entropy-coded");
+            for (uint8_t ctl = 0; ctl < 2; ctl++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s%u-%u", z ? "const" : "rans", bits, ctl);
+                put2("grad", name, &ctl, 1, pe, len);
+            }
+        }
     ckpz_ctx_free(ctx);
 }
 

@@ -165,6 +165,7 @@ int main(void)
     FIELD(ckpz_grad_params, kind);
     FIELD(ckpz_grad_params, density);
     FIELD(ckpz_grad_params, threshold);
+    FIELD(ckpz_grad_params, entropy);
 
     STRUCT(ckpz_grad_info);
     FIELD(ckpz_grad_info, struct_size);
@@ -198,6 +199,8 @@ int main(void)
     CONST(CKPZ_PUBLISH_DIRECTORY);
     CONST(CKPZ_PUBLISH_DURABLE);
     CONST(CKPZ_PUBLISH_ANONYMOUS);
+    CONST(CKPZ_GRAD_DENSE);
+    CONST(CKPZ_GRAD_TOPK);
 
     CKPZ_ERROR_LIST(ERROR_CODE)
     return 0;

@@ -361,7 +361,7 @@ class StateTest(unittest.TestCase):
     """What needs no process group."""
 
     def test_arguments(self):
-        for bad in (dict(method="topk"), dict(bits=5, method="quantize"), dict(method="q8", bits=4), dict(block=0), dict(block=65537),
+        for bad in (dict(method="top"), dict(bits=5, method="quantize"), dict(method="q8", bits=4), dict(block=0), dict(block=65537),
                     dict(warmup_steps=-1), dict(timeout=0), dict(density=0.01)):
             self.assertRaises(ValueError, ckpz.ddp.CompressionState, **bad)
         s = ckpz.ddp.CompressionState(method="q4", block=64)
