@@ -167,10 +167,11 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     return FMT_DONE;
 }
 
-/* Detection: a zip archive, or the magic number's pickle that opens a legacy file. */
+/* Detection: a zip archive, or the magic number's pickle that opens a legacy file (or
+ * a prefix too short to tell that starts like it: describe then asks for more). */
 static int torch_sniff(const uint8_t *p, size_t len)
 {
-    return fmt_sniff_zip(p, len) || torch_legacy_sniff(p, len) == 1;
+    return fmt_sniff_zip(p, len) || torch_legacy_sniff(p, len) != 0;
 }
 
 const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch", torch_sniff, torch_describe, torch_resume, torch_free};
