@@ -203,16 +203,28 @@ static const struct {
     const char *file;
     ckpz_input_format fmt;
 } files[] = {
-    {"fp32_state.pt", CKPZ_INPUT_TORCH}, {"bf16_state.pt", CKPZ_INPUT_TORCH}, {"nested.pt", CKPZ_INPUT_TORCH},
-    {"shared.pt", CKPZ_INPUT_TORCH},     {"adamw.pt", CKPZ_INPUT_TORCH},      {"scalar.pt", CKPZ_INPUT_TORCH},
-    {"empty.pt", CKPZ_INPUT_TORCH},      {"arrays.npz", CKPZ_INPUT_NPZ},      {"arrays_z.npz", CKPZ_INPUT_NPZ},
+    {"fp32_state.pt", CKPZ_INPUT_TORCH},
+    {"bf16_state.pt", CKPZ_INPUT_TORCH},
+    {"nested.pt", CKPZ_INPUT_TORCH},
+    {"shared.pt", CKPZ_INPUT_TORCH},
+    {"adamw.pt", CKPZ_INPUT_TORCH},
+    {"scalar.pt", CKPZ_INPUT_TORCH},
+    {"empty.pt", CKPZ_INPUT_TORCH},
+    {"arrays.npz", CKPZ_INPUT_NPZ},
+    {"arrays_z.npz", CKPZ_INPUT_NPZ},
     /* the legacy format, written by torch 1.13 and 2.x */
-    {"legacy1_fp32_state.pt", CKPZ_INPUT_TORCH}, {"legacy1_bf16_state.pt", CKPZ_INPUT_TORCH},
-    {"legacy1_nested.pt", CKPZ_INPUT_TORCH},     {"legacy1_shared.pt", CKPZ_INPUT_TORCH},
-    {"legacy1_scalar.pt", CKPZ_INPUT_TORCH},     {"legacy1_empty.pt", CKPZ_INPUT_TORCH},
-    {"legacy2_fp32_state.pt", CKPZ_INPUT_TORCH}, {"legacy2_bf16_state.pt", CKPZ_INPUT_TORCH},
-    {"legacy2_nested.pt", CKPZ_INPUT_TORCH},     {"legacy2_shared.pt", CKPZ_INPUT_TORCH},
-    {"legacy2_scalar.pt", CKPZ_INPUT_TORCH},     {"legacy2_empty.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_fp32_state.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_bf16_state.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_nested.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_shared.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_scalar.pt", CKPZ_INPUT_TORCH},
+    {"legacy1_empty.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_fp32_state.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_bf16_state.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_nested.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_shared.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_scalar.pt", CKPZ_INPUT_TORCH},
+    {"legacy2_empty.pt", CKPZ_INPUT_TORCH},
 };
 
 static void test_file(ckpz_ctx *ctx, const char *file, ckpz_input_format fmt)
@@ -404,8 +416,8 @@ typedef struct {
  * one dimension), the storages, then `tail` bytes. */
 static void legacy_file(lbuf *o, int little, const ltensor *t, size_t nt, const lstorage *st, size_t ns, size_t tail)
 {
-    static const uint8_t magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
-                                    0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e, 0x80, 0x02, 0x4d, 0xe9, 0x03, 0x2e};
+    static const uint8_t magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a,
+                                    0xa8, 0x50, 0x19, 0x2e, 0x80, 0x02, 0x4d, 0xe9, 0x03, 0x2e};
     o->n = 0;
     put(o, magic, sizeof magic);
     put(o, "\x80\x02}", 3);
@@ -454,8 +466,8 @@ static void check_legacy(ckpz_ctx *ctx, const char *what, const lbuf *f, const c
             size_t j = 0;
             for (size_t k = 0; k < l.n; k++) {
                 if (l.seg[k].dtype == CKPZ_DTYPE_NONE) continue;
-                CHECKF(j < nw && !strcmp(l.seg[k].name, want[j]), "%s: tensor %zu is %s, want %s", w2, j,
-                       l.seg[k].name, j < nw ? want[j] : "none");
+                CHECKF(j < nw && !strcmp(l.seg[k].name, want[j]), "%s: tensor %zu is %s, want %s", w2, j, l.seg[k].name,
+                       j < nw ? want[j] : "none");
                 j++;
             }
             CHECKF(j == nw, "%s: %zu tensors, want %zu", w2, j, nw);
