@@ -3,11 +3,12 @@
  *
  * It runs the pickle opcodes torch uses (protocol 2, and the common ones of protocols
  * 0-5) on a model of the object graph that knows dicts, lists, tuples, strings, numbers,
- * globals, persistent ids and torch's tensor rebuild calls, and nothing else. Its only
+ * globals, persistent ids and torch's tensor rebuild calls, and nothing else. Its main
  * output is the storage table: for every persistent id ('storage', storage_type, key,
  * location, numel[, None]), the key, element type and count, and a name: the dict/list key path
  * of the first tensor that uses the storage (e.g. "model.h.0.attn.weight",
- * "optimizer.state.3.exp_avg"), or "data/KEY" when there is none.
+ * "optimizer.state.3.exp_avg"), or "data/KEY" when there is none. The same machine also
+ * reads a pickled list of strings (the storage keys of a legacy file, pkl_str_list).
  *
  * Memory and work are bounded by the pickle's size; an opcode or structure it does not
  * understand makes the whole pickle unusable (PKL_BAD), never a crash.
