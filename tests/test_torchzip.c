@@ -481,6 +481,23 @@ static void check_legacy(ckpz_ctx *ctx, const char *what, const lbuf *f, const c
     roundtrip(w2, ctx, f->b, f->n, 0, 5, &st);
 }
 
+/* Replaces every `from` in o by `to` (a GLOBAL's text: the pickle stays well formed). */
+static void replace_all(lbuf *o, const char *from, const char *to)
+{
+    static lbuf t;
+    size_t fl = strlen(from), tl = strlen(to);
+    t.n = 0;
+    for (size_t i = 0; i < o->n;) {
+        if (i + fl <= o->n && !memcmp(o->b + i, from, fl)) {
+            put(&t, to, tl);
+            i += fl;
+        } else {
+            put1(&t, o->b[i++]);
+        }
+    }
+    *o = t;
+}
+
 static void test_legacy_hostile(ckpz_ctx *ctx)
 {
     static lbuf f;
@@ -490,6 +507,8 @@ static void test_legacy_hostile(ckpz_ctx *ctx)
 
     legacy_file(&f, 1, t, 3, ok, 3, 0);
     check_legacy(ctx, "valid", &f, abc, 3);
+    replace_all(&f, "_rebuild_tensor_v2\n", "_rebuild_tensor\n");
+    check_legacy(ctx, "tensors of torch < 0.4 (_rebuild_tensor)", &f, abc, 3);
     legacy_file(&f, 1, t, 3, ok, 3, 33);
     check_legacy(ctx, "bytes after the last storage", &f, abc, 3);
     legacy_file(&f, 1, t, 3, ok, 2, 0);
