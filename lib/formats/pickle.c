@@ -69,6 +69,10 @@ typedef struct {
     prec *rec;
     size_t nrec, crec;
     size_t limit; /* objects, items and records stay below this (memo keys: see memo_put) */
+    int collect;      /* pkl_str_list: keep what is appended to the first list made */
+    uint32_t list_id; /* that list, or NIL */
+    uint32_t *list;   /* its items, in order */
+    size_t nlist, clist;
 } pk;
 
 static int grow(void **a, size_t *cap, size_t want, size_t esz)
@@ -211,7 +215,9 @@ static ckpz_dtype storage_dtype(const pk *k, uint32_t g, int *known)
     return t;
 }
 
-/* BINPERSID: ('storage', storage_type, key, location, numel) -> a STORAGE object. */
+/* BINPERSID: ('storage', storage_type, key, location, numel) -> a STORAGE object; the
+ * legacy format (torch < 1.6) adds a sixth item, view metadata, always None as torch
+ * writes it (a view would be part of another storage: left as some other object). */
 static int persid(pk *k)
 {
     uint32_t pid, id;
@@ -219,9 +225,10 @@ static int persid(pk *k)
     if (r) return r;
     uint32_t tag = tuple_item(k, pid, 0), ty = tuple_item(k, pid, 1), key = tuple_item(k, pid, 2),
              num = tuple_item(k, pid, 4);
-    if (k->o[pid].kind != O_TUPLE || k->o[pid].b != 5 || k->o[tag].kind != O_STR ||
-        !eq(k, k->o[tag].a, k->o[tag].b, "storage") || k->o[key].kind != O_STR || k->o[num].kind != O_INT ||
-        k->o[num].i < 0)
+    uint32_t view = tuple_item(k, pid, 5);
+    if (k->o[pid].kind != O_TUPLE || (k->o[pid].b != 5 && (k->o[pid].b != 6 || k->o[view].kind != O_NONE)) ||
+        k->o[tag].kind != O_STR || !eq(k, k->o[tag].a, k->o[tag].b, "storage") || k->o[key].kind != O_STR ||
+        k->o[num].kind != O_INT || k->o[num].i < 0)
         return push_new(k, O_OTHER, &id); /* some other persistent object */
     if (k->nrec >= k->limit) return R_BAD;
     if (grow((void **)&k->rec, &k->crec, k->nrec + 1, sizeof(prec))) return R_NOMEM;
@@ -237,7 +244,8 @@ static int persid(pk *k)
     return R_OK;
 }
 
-/* _rebuild_tensor_v2(storage, storage_offset, size, stride, ...) */
+/* _rebuild_tensor_v2(storage, storage_offset, size, stride, ...), and the same
+ * arguments of _rebuild_tensor (legacy files of torch < 0.4) */
 static int rebuild_tensor(pk *k, uint32_t args, uint32_t *res)
 {
     uint32_t st = tuple_item(k, args, 0), off = tuple_item(k, args, 1), size = tuple_item(k, args, 2),
@@ -261,7 +269,7 @@ static int reduce(pk *k)
     int r = pop(k, &args);
     if (!r) r = pop(k, &fn);
     if (r) return r;
-    if (is_global(k, fn, "torch._utils", "_rebuild_tensor_v2")) {
+    if (is_global(k, fn, "torch._utils", "_rebuild_tensor_v2") || is_global(k, fn, "torch._utils", "_rebuild_tensor")) {
         r = rebuild_tensor(k, args, &res);
     } else if (is_global(k, fn, "torch._tensor", "_rebuild_from_type_v2") &&
                is_global(k, tuple_item(k, args, 0) == NIL ? fn : tuple_item(k, args, 0), "torch._utils",
@@ -295,6 +303,12 @@ static int append_items(pk *k, uint32_t target, size_t from, size_t to)
 {
     pobj *t = &k->o[target];
     int counts = t->kind == O_LIST || t->kind == O_OTHER; /* 'a' is the item count only there */
+    if (k->collect && t->kind == O_LIST && (k->list_id == NIL || k->list_id == target)) {
+        k->list_id = target;
+        if (k->nlist + (to - from) > k->limit) return R_BAD;
+        if (grow((void **)&k->list, &k->clist, k->nlist + (to - from), sizeof(uint32_t))) return R_NOMEM;
+        for (size_t i = from; i < to; i++) k->list[k->nlist++] = k->stack[i];
+    }
     for (size_t i = from; i < to; i++) {
         place(k, k->stack[i], target, counts ? K_INDEX : K_SKIP, counts ? t->a : 0);
         if (counts) t->a++;
@@ -801,15 +815,34 @@ oom:
     return PKL_NOMEM;
 }
 
+static void vm_init(pk *k, const uint8_t *p, size_t len)
+{
+    memset(k, 0, sizeof(*k));
+    k->p = p;
+    k->len = len;
+    k->limit = len + 16;
+    k->list_id = NIL;
+}
+
+static void vm_free(pk *k)
+{
+    free(k->o);
+    free(k->items);
+    free(k->stack);
+    free(k->marks);
+    free(k->memo);
+    free(k->rec);
+    free(k->list);
+}
+
+static pkl_status vm_status(int r) { return r == R_NEED ? PKL_NEED : r == R_BAD ? PKL_BAD : PKL_NOMEM; }
+
 pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, size_t *end)
 {
     memset(out, 0, sizeof(*out));
     if (len > (size_t)UINT32_MAX - 64) return PKL_BAD;
     pk k;
-    memset(&k, 0, sizeof(k));
-    k.p = p;
-    k.len = len;
-    k.limit = len + 16;
+    vm_init(&k, p, len);
     uint32_t root = NIL;
     int r = run(&k, &root);
     pkl_status s;
@@ -817,14 +850,58 @@ pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, s
         *end = k.pos;
         s = build(&k, root, out);
     } else {
-        s = r == R_NEED ? PKL_NEED : r == R_BAD ? PKL_BAD : PKL_NOMEM;
+        s = vm_status(r);
     }
-    free(k.o);
-    free(k.items);
-    free(k.stack);
-    free(k.marks);
-    free(k.memo);
-    free(k.rec);
+    vm_free(&k);
+    return s;
+}
+
+void pkl_strs_free(pkl_strs *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->n; i++) free(t->s[i]);
+    free(t->s);
+    t->s = NULL;
+    t->n = 0;
+}
+
+/* The items of the root list: every one a string without NUL, at most 4096 bytes. */
+static pkl_status str_items(const pk *k, uint32_t root, pkl_strs *out)
+{
+    if (root != k->list_id || k->o[root].kind != O_LIST || k->o[root].a != k->nlist) return PKL_BAD;
+    for (size_t i = 0; i < k->nlist; i++) {
+        const pobj *o = &k->o[k->list[i]];
+        if (o->kind != O_STR || o->b > 4096 || memchr(k->p + o->a, '\0', o->b)) return PKL_BAD;
+    }
+    out->s = calloc(k->nlist ? k->nlist : 1, sizeof(char *));
+    if (!out->s) return PKL_NOMEM;
+    for (size_t i = 0; i < k->nlist; i++, out->n++) {
+        const pobj *o = &k->o[k->list[i]];
+        if (!(out->s[i] = malloc((size_t)o->b + 1))) {
+            pkl_strs_free(out);
+            return PKL_NOMEM;
+        }
+        memcpy(out->s[i], k->p + o->a, o->b);
+        out->s[i][o->b] = '\0';
+    }
+    return PKL_OK;
+}
+
+pkl_status pkl_str_list(const uint8_t *p, size_t len, pkl_strs *out, size_t *end)
+{
+    memset(out, 0, sizeof(*out));
+    if (len > (size_t)UINT32_MAX - 64) return PKL_BAD;
+    pk k;
+    vm_init(&k, p, len);
+    k.collect = 1;
+    uint32_t root = NIL;
+    int r = run(&k, &root);
+    pkl_status s = vm_status(r);
+    if (r == R_OK) {
+        *end = k.pos;
+        s = str_items(&k, root, out);
+    }
+    vm_free(&k);
     return s;
 }
 

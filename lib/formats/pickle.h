@@ -1,12 +1,14 @@
-/* pickle.h — a small, strict reader of the pickles torch.save writes (data.pkl).
+/* pickle.h — a small, strict reader of the pickles torch.save writes (data.pkl, and the
+ * object and storage-key pickles of the legacy format).
  *
  * It runs the pickle opcodes torch uses (protocol 2, and the common ones of protocols
  * 0-5) on a model of the object graph that knows dicts, lists, tuples, strings, numbers,
- * globals, persistent ids and torch's tensor rebuild calls, and nothing else. Its only
+ * globals, persistent ids and torch's tensor rebuild calls, and nothing else. Its main
  * output is the storage table: for every persistent id ('storage', storage_type, key,
- * location, numel), the key, element type and count, and a name: the dict/list key path
+ * location, numel[, None]), the key, element type and count, and a name: the dict/list key path
  * of the first tensor that uses the storage (e.g. "model.h.0.attn.weight",
- * "optimizer.state.3.exp_avg"), or "data/KEY" when there is none.
+ * "optimizer.state.3.exp_avg"), or "data/KEY" when there is none. The same machine also
+ * reads a pickled list of strings (the storage keys of a legacy file, pkl_str_list).
  *
  * Memory and work are bounded by the pickle's size; an opcode or structure it does not
  * understand makes the whole pickle unusable (PKL_BAD), never a crash.
@@ -39,6 +41,19 @@ typedef enum { PKL_OK = 0, PKL_NEED = 1, PKL_BAD = 2, PKL_NOMEM = -1 } pkl_statu
  * the pickle (through STOP). PKL_NEED: the pickle runs past len. PKL_BAD: not a pickle
  * this reader understands. PKL_NOMEM: allocation failure. *out is empty unless PKL_OK. */
 pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, size_t *end);
+
+/* Strings, in order (malloc'd, NUL-terminated). */
+typedef struct pkl_strs {
+    char **s;
+    size_t n;
+} pkl_strs;
+
+/* Reads the pickle of a list of strings at p[0..len) (the storage keys that end the
+ * header of a legacy torch file): PKL_OK with *out and *end as above, PKL_NEED, PKL_BAD
+ * (not a list, or an item that is not a string without NUL of at most 4096 bytes),
+ * PKL_NOMEM. *out is empty unless PKL_OK. Runs the same machine as pkl_torch_storages. */
+pkl_status pkl_str_list(const uint8_t *p, size_t len, pkl_strs *out, size_t *end);
+void pkl_strs_free(pkl_strs *t);
 
 const pkl_storage *pkl_find(const pkl_storages *t, const uint8_t *key, size_t key_len);
 

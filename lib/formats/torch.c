@@ -11,6 +11,9 @@
  * pickle as opaque bytes and then walks the members piecewise (zip_walk): a storage's
  * data becomes a tensor of the pickle's dtype named after the first tensor using it,
  * everything else is opaque. A pickle it cannot read leaves the whole file opaque.
+ *
+ * A file that opens with the pickle of torch's magic number is in the legacy format
+ * (torch < 1.6), which torch_legacy.c describes; this row reads both.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +21,13 @@
 
 #include "formats.h"
 #include "pickle.h"
+#include "torch_legacy.h"
 #include "zip.h"
 
 extern const fmt_reader fmt_reader_torch;
 
 typedef struct torch_state {
+    legacy_state *legacy; /* a legacy file (torch_legacy.c): the rest is unused */
     zip_walk_state ws;
     pkl_storages st;
     char *prefix;     /* "ARCHIVE/" (may be empty) */
@@ -51,15 +56,32 @@ static fmt_status torch_resume(void *state, fmt_list *l, uint64_t at, const uint
                                size_t *need)
 {
     torch_state *t = state;
+    if (t->legacy) return torch_legacy_resume(t->legacy, l, at, p, len, eof, need);
     return zip_walk(&t->ws, l, at, p, len, eof, 0, torch_member, t, need);
 }
 
 static void torch_free(void *state)
 {
     torch_state *t = state;
+    torch_legacy_free(t->legacy);
     pkl_storages_free(&t->st);
     free(t->prefix);
     free(t);
+}
+
+static fmt_status describe_legacy(const uint8_t *p, size_t len, uint64_t total, fmt_list *out, size_t *need, char *why,
+                                  size_t whylen)
+{
+    torch_state *t = calloc(1, sizeof(*t));
+    if (!t) return FMT_NOMEM;
+    fmt_status s = torch_legacy_describe(p, len, total, out, need, why, whylen, &t->legacy);
+    if (s == FMT_DONE && t->legacy) {
+        out->state = t;
+        out->reader = &fmt_reader_torch;
+    } else {
+        free(t);
+    }
+    return s;
 }
 
 static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
@@ -68,6 +90,12 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     (void)rq;
     if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
+    int legacy = torch_legacy_sniff(p, len);
+    if (legacy == -1 && !eof) {
+        *need = total != CKPZ_SIZE_UNKNOWN && total < 32 ? (size_t)total : 32;
+        return FMT_NEED_MORE;
+    }
+    if (legacy == 1) return describe_legacy(p, len, total, out, need, why, whylen);
 
     zip_member m;
     fmt_status first = zip_first_member(p, len, total, &m, need, why, whylen);
@@ -139,5 +167,11 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
     return FMT_DONE;
 }
 
-const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch",      fmt_sniff_zip,
-                                     torch_describe,   torch_resume, torch_free};
+/* Detection: a zip archive, or the magic number's pickle that opens a legacy file (or
+ * a prefix too short to tell that starts like it: describe then asks for more). */
+static int torch_sniff(const uint8_t *p, size_t len)
+{
+    return fmt_sniff_zip(p, len) || torch_legacy_sniff(p, len) != 0;
+}
+
+const fmt_reader fmt_reader_torch = {CKPZ_INPUT_TORCH, "torch", torch_sniff, torch_describe, torch_resume, torch_free};

@@ -1,6 +1,7 @@
-# zip_inputs.sh — torch.save archives and .npz files through the CLI, as files and through
-# pipes: byte-identical restores, storages found (listed with dtypes), and archives whose
-# members are deflated or padded (the rest of the file kept as opaque bytes, never lost).
+# zip_inputs.sh — torch.save archives (and torch.save's legacy format) and .npz files
+# through the CLI, as files and through pipes: byte-identical restores, storages found
+# (listed with dtypes), and archives whose members are deflated or padded (the rest of
+# the file kept as opaque bytes, never lost).
 # Needs /usr/bin/python3 with numpy and torch (installed by scripts/install-deps).
 source "$(dirname "$0")/common.bash" "$@"
 
@@ -20,9 +21,11 @@ for _ in range(3):
     opt.zero_grad(); m(torch.randn(32, 256)).square().mean().backward(); opt.step()
 torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(), "step": 3}, "ckpt.pt")
 torch.save({k: v.bfloat16() for k, v in m.state_dict().items()}, "bf16.pt")
+torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(), "step": 3}, "legacy.pt",
+           _use_new_zipfile_serialization=False)
 PYEOF
 
-for f in stored.npz deflated.npz ckpt.pt bf16.pt; do
+for f in stored.npz deflated.npz ckpt.pt bf16.pt legacy.pt; do
     run 0 "$CKPZ" -q "$f"
     cp "$f" "$f.orig"
     run 0 "$CKPZ" -q -d -f "$f.ckpz"
@@ -45,12 +48,25 @@ grep -Eq "exp_avg_sq +f32" "$WORK/.out" || fail "-l of ckpt.pt lacks an exp_avg_
 run 0 "$CKPZ" -l bf16.pt.ckpz
 grep -Eq "bf16" "$WORK/.out" || fail "-l of bf16.pt lacks bf16 storages"
 
+# the legacy format: detected, or forced with --format=torch; its storages listed
+run 0 "$CKPZ" -l legacy.pt.ckpz
+grep -q "torch" "$WORK/.out" || fail "-l of legacy.pt does not say torch"
+grep -Eq "model\.0\.weight +f32 +\[512, 256\]" "$WORK/.out" || fail "-l of legacy.pt lacks model.0.weight f32 [512, 256]"
+grep -Eq "exp_avg_sq +f32" "$WORK/.out" || fail "-l of legacy.pt lacks an exp_avg_sq storage"
+run 0 "$CKPZ" -q -f --format=torch -o forced.ckpz legacy.pt.orig
+run 0 "$CKPZ" -l forced.ckpz
+grep -Eq "model\.2\.bias +f32" "$WORK/.out" || fail "-l of legacy.pt forced to torch lacks model.2.bias"
+run 0 "$CKPZ" -q -d -c forced.ckpz
+same_file "$WORK/.out" legacy.pt.orig
+
 # torch.load of the restored file equals the original
 $PY -c "
 import torch
 a, b = torch.load('ckpt.pt.orig'), torch.load('ckpt.pt')
 assert all(torch.equal(a['model'][k], b['model'][k]) for k in a['model'])
 assert a['step'] == b['step'] == 3
-" || fail "torch.load of the restored ckpt.pt differs"
+a, b = torch.load('legacy.pt.orig'), torch.load('legacy.pt')
+assert all(torch.equal(a['model'][k], b['model'][k]) for k in a['model'])
+" || fail "torch.load of the restored ckpt.pt or legacy.pt differs"
 ok
 echo "zip_inputs.sh: $CHECKS checks passed"

@@ -8,7 +8,10 @@ Files (all small): fp32_state.pt (a small model's state_dict), bf16_state.pt,
 nested.pt (nested dicts/lists/tuples, ints, strings, FP16/INT64/INT32/INT8/UINT8/BOOL/
 F64 tensors), shared.pt (tied weights and views of one storage), adamw.pt
 ({"model", "optimizer", "step"} after a few AdamW steps), scalar.pt (a 0-dim tensor),
-empty.pt (empty tensors), arrays.npz (np.savez) and arrays_z.npz (np.savez_compressed).
+empty.pt (empty tensors), arrays.npz (np.savez) and arrays_z.npz (np.savez_compressed);
+and the same objects but adamw.pt in torch.save's legacy format
+(_use_new_zipfile_serialization=False), as legacy1_NAME.pt under torch 1.x and
+legacy2_NAME.pt under torch 2.x (`--legacy`: only those).
 
 FILE.expect: one line per tensor data segment the reader should describe,
     offset length dtype name shape...
@@ -18,7 +21,11 @@ else [numel]). The name of a torch storage is the dict/list key path of the firs
 tensor (in pickle order) that uses it, joined with '.', or data/KEY for a bare tensor.
 Deflated .npz members are not listed (they stay opaque).
 
-Usage: /usr/bin/python3 tests/data/make_torch.py OUTDIR
+In a legacy file the tensor segments are the storages' bytes after each one's 8-byte
+count, in the order of the storage-key list.
+
+Usage: /usr/bin/python3 tests/data/make_torch.py [--legacy] OUTDIR
+       /work/venv-t2/bin/python tests/data/make_torch.py --legacy OUTDIR
 """
 import io
 import os
@@ -93,6 +100,21 @@ def contiguous(size):
     return tuple(reversed(st))
 
 
+def storage_name(key, numel, first):
+    name = "data/" + key
+    shape = (numel,)
+    if key in first:
+        p, ref = first[key]
+        if p:
+            name = ".".join(p)
+        n = 1
+        for d in ref.size:
+            n *= d
+        if ref.offset == 0 and n == numel and (numel == 0 or ref.stride == contiguous(ref.size)):
+            shape = ref.size
+    return name, shape
+
+
 def expect_pt(path):
     raw = open(path, "rb").read()
     z = zipfile.ZipFile(path)
@@ -112,18 +134,29 @@ def expect_pt(path):
         stype, numel = pr.storages[key]
         dt, esz = STORAGE_DTYPES[stype]
         assert info.file_size == numel * esz and info.compress_type == 0
-        name = "data/" + key
-        shape = (numel,)
-        if key in first:
-            p, ref = first[key]
-            if p:
-                name = ".".join(p)
-            n = 1
-            for d in ref.size:
-                n *= d
-            if ref.offset == 0 and n == numel and (numel == 0 or ref.stride == contiguous(ref.size)):
-                shape = ref.size
+        name, shape = storage_name(key, numel, first)
         lines.append((data_offset(raw, info), info.file_size, dt, name, shape))
+    return lines
+
+
+def expect_legacy(path):
+    f = open(path, "rb")
+    for _ in range(3):  # magic number, protocol version, sys_info
+        pickle.load(f)
+    pr = Probe(f)
+    obj = pr.load()
+    keys = pickle.load(f)
+    first = {}
+    walk(obj, [], first)
+    lines = []
+    for key in keys:
+        count = struct.unpack("<q", f.read(8))[0]
+        stype, numel = pr.storages[key]
+        dt, esz = STORAGE_DTYPES[stype]
+        assert count == numel
+        name, shape = storage_name(key, numel, first)
+        lines.append((f.tell(), count * esz, dt, name, shape))
+        f.seek(count * esz, 1)
     return lines
 
 
@@ -149,7 +182,10 @@ def write_expect(path, lines):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/torch"
+    args = sys.argv[1:]
+    legacy_only = "--legacy" in args
+    args = [a for a in args if a != "--legacy"]
+    out = args[0] if args else "tests/data/torch"
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(1234)
     np.random.seed(1234)
@@ -198,10 +234,19 @@ def main():
     files["empty.pt"] = {"e": torch.empty(0), "e2": torch.zeros(3, 0, dtype=torch.bfloat16),
                          "x": torch.ones(2)}
 
+    legacy = "legacy%s_" % torch.__version__.split(".")[0]
     for name, obj in files.items():
+        if name != "adamw.pt":
+            p = os.path.join(out, legacy + name)
+            torch.save(obj, p, _use_new_zipfile_serialization=False)
+            write_expect(p, expect_legacy(p))
+        if legacy_only:
+            continue
         p = os.path.join(out, name)
         torch.save(obj, p)
         write_expect(p, expect_pt(p))
+    if legacy_only:
+        return
 
     arrays = {"w": np.random.randn(7, 5).astype(np.float32),
               "ids": np.arange(11, dtype=np.int64),

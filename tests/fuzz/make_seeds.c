@@ -282,6 +282,64 @@ static void format_seeds(void)
     put2("detect", "auto-opaque", c3, 3, b, 100);
 }
 
+/* ---- legacy torch files: real ones, damaged copies, their object pickles ---- */
+
+/* Where the first storage's count is in a legacy file (its .expect's first offset - 8). */
+static size_t first_count(const char *file)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/data/torch/%s.expect", file);
+    FILE *f = fopen(path, "r");
+    unsigned long long off = 0;
+    if (!f || fscanf(f, "%llu", &off) != 1 || off < 8) die("no .expect for a legacy file");
+    fclose(f);
+    return (size_t)off - 8;
+}
+
+static void legacy_seeds(void)
+{
+    const char *real[] = {"legacy1_nested.pt", "legacy1_empty.pt",  "legacy1_fp32_state.pt",
+                          "legacy2_shared.pt", "legacy2_scalar.pt", "legacy2_bf16_state.pt"};
+    for (size_t i = 0; i < sizeof real / sizeof *real; i++) {
+        char path[256], nm[96];
+        snprintf(path, sizeof path, "tests/data/torch/%s", real[i]);
+        size_t fl, c = first_count(real[i]);
+        uint8_t *f = slurp(path, &fl);
+        uint8_t ctl = (uint8_t)(i * 53 + 0x84);
+        put2("legacy", real[i], &ctl, 1, f, fl);
+        uint8_t c3[3] = {(uint8_t)(i & 1 ? 7 : CKPZ_INPUT_TORCH), 0, (uint8_t)(i * 29 + 0x1c)};
+        put2("detect", real[i], c3, 3, f, fl);
+        /* the object's pickle: after the magic (15), version (6) and sys_info pickles */
+        size_t at = 21, end = 0;
+        pkl_storages t;
+        if (pkl_torch_storages(f + at, fl - at, &t, &end) != PKL_OK) die("sys_info of a legacy file not understood");
+        pkl_storages_free(&t);
+        at += end;
+        if (pkl_torch_storages(f + at, fl - at, &t, &end) != PKL_OK) die("legacy pickle not understood");
+        pkl_storages_free(&t);
+        snprintf(nm, sizeof nm, "%.*s.pkl", (int)(strlen(real[i]) - 3), real[i]);
+        put("pickle", nm, f + at, end);
+        if (i) {
+            free(f);
+            continue;
+        }
+        /* damaged: a count one more, a count in bytes, cut inside a storage, big-endian */
+        f[c] += 1;
+        snprintf(nm, sizeof nm, "%s-count-lies", real[i]);
+        put2("legacy", nm, &ctl, 1, f, fl);
+        f[c] -= 1;
+        snprintf(nm, sizeof nm, "%s-cut", real[i]);
+        put2("legacy", nm, &ctl, 1, f, c + 13);
+        size_t le = 0; /* "little_endian", a BINPUT, NEWTRUE */
+        while (le + 16 <= c && memcmp(f + le, "little_endianq", 14)) le++;
+        if (le + 16 > c || f[le + 15] != 0x88) die("no little_endian: True in a legacy file");
+        f[le + 15] = 0x89;
+        snprintf(nm, sizeof nm, "%s-big-endian", real[i]);
+        put2("legacy", nm, &ctl, 1, f, fl);
+        free(f);
+    }
+}
+
 /* ---- policies and models ---- */
 
 static void text_seeds(void)
@@ -730,6 +788,7 @@ int main(int argc, char **argv)
     dir = argv[1];
     if (!(ec = ent_ctx_create())) die("out of memory");
     format_seeds();
+    legacy_seeds();
     text_seeds();
     entropy_seeds();
     chunk_seeds();
