@@ -134,7 +134,10 @@ def write_benchmarks(path, header, lines, notes):
     """Replaces what stands between the bench's markers in path (or adds a section at the
     end with them) by header, the table and the notes."""
     block = "%s\n%s\n\n%s\n\n%s\n%s\n" % (BEGIN, "\n".join(header), "\n".join(lines), "\n".join(notes), END)
-    text = open(path).read() if os.path.exists(path) else ""
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
     if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
         text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END) + 1:]
     else:
