@@ -217,7 +217,10 @@ def probe(hooks):
             said = "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0][:200])
             why[hook] = "the ckpz.ddp under test refused it (%s)" % said if hook.startswith("ckpz-") else said
     dist.destroy_process_group()
-    print(json.dumps({"torch": torch.__version__, "why": why}))
+    import ckpz
+
+    print(json.dumps({"torch": torch.__version__, "why": why, "ckpz": os.path.dirname(os.path.abspath(ckpz.__file__)),
+                      "library": os.environ.get("CKPZ_LIBRARY", "(the package's own)")}))
     _leave()
 
 
