@@ -144,7 +144,7 @@ def train(spec, run, dist, tx):
         loss.backward()
         opt.step()
         mine[step, 1] = time.perf_counter() - t0
-        mine[step, 0] = float(loss)
+        mine[step, 0] = float(loss.detach())
     moved = torch.tensor([float(tx() - b0)], dtype=torch.float64)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
