@@ -1,0 +1,148 @@
+"""bench/ddp-hooks, the table: the runs' records summed up per cell, as Markdown.
+
+A cell is one torch release, model, number of ranks, link rate and hook, over the seeds.
+Per cell:
+
+- bytes/step: what one rank's veth sent per step after the warm-up (mean over ranks and
+  seeds), and no hook's bytes divided by it;
+- step ms: the median over the seeds of each run's median step time after the warm-up
+  (a step's time is its slowest rank's);
+- time to target: the time from the first step until the loss (the mean over the ranks,
+  averaged over a window of SMOOTH steps) first reaches the target, the median over the
+  seeds ("-" when half the seeds or more never reach it; "k/n" says how many did). The
+  target is no hook's smoothed loss at TARGET_AT of the steps, averaged over its seeds;
+- final loss: the mean of the last SMOOTH steps' losses, averaged over the seeds, and
+  the spread (max - min) over the seeds; loss/none, and whether it is within
+  max(1 %, noise floor) above no hook's, the noise floor being no hook's spread over the
+  seeds relative to its mean;
+- load: the machine's 1-minute load average over the cell's runs (min-max of the values
+  taken before and after each run).
+"""
+
+import os
+import statistics
+
+SMOOTH = 5  # steps averaged for a smoothed loss
+TARGET_AT = 0.8  # the target loss: no hook's smoothed loss at this fraction of the steps
+BEGIN, END = "<!-- bench/ddp-hooks begin -->", "<!-- bench/ddp-hooks end -->"
+
+
+def smoothed(losses):
+    """The mean of each window of SMOOTH steps ending at each step (shorter at the start)."""
+    return [sum(losses[max(0, i - SMOOTH + 1):i + 1]) / (i + 1 - max(0, i - SMOOTH + 1)) for i in range(len(losses))]
+
+
+def time_to(rec, target):
+    """Seconds from the first step until rec's smoothed loss is <= target (None: never)."""
+    t = 0.0
+    for loss, s in zip(smoothed(rec["losses"]), rec["seconds"]):
+        t += s
+        if loss <= target:
+            return t
+    return None
+
+
+def cells(records, warmup):
+    """[(key, cell)] in table order, key = (torch, model, world, rate), cell = {hook: figures}."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["torch"], r["model"], r["world"], r["rate"]), {}).setdefault(r["hook"], []).append(r)
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], rate_bits(k[3]))):
+        by_hook = groups[key]
+        base = by_hook.get("none")
+        figures = {}
+        steps = len(base[0]["losses"]) if base else 0
+        at = max(0, min(steps - 1, int(round(TARGET_AT * steps)) - 1))
+        target = statistics.mean(smoothed(r["losses"])[at] for r in base) if base else None
+        base_final = [final(r) for r in base] if base else []
+        floor = (max(base_final) - min(base_final)) / statistics.mean(base_final) if len(base_final) > 1 else 0.0
+        for hook, recs in by_hook.items():
+            fin = [final(r) for r in recs]
+            times = [time_to(r, target) for r in recs] if target is not None else []
+            reached = sorted(t for t in times if t is not None)
+            med_t = None
+            if len(reached) > len(recs) / 2:  # the median over seeds, unreached ones counted as infinite
+                med_t = sorted(reached + [float("inf")] * (len(recs) - len(reached)))[(len(recs) - 1) // 2]
+            loads = [x for r in recs for x in r["load"]]
+            figures[hook] = {
+                "seeds": len(recs), "bytes": statistics.mean(r["bytes_per_step"] for r in recs),
+                "step_s": statistics.median(statistics.median(r["seconds"][warmup:] or r["seconds"]) for r in recs),
+                "to_target": med_t, "reached": len(reached), "final": statistics.mean(fin),
+                "spread": max(fin) - min(fin), "load": (min(loads), max(loads))}
+        if base:
+            b = figures["none"]
+            for f in figures.values():
+                f["vs_bytes"] = b["bytes"] / f["bytes"] if f["bytes"] else float("inf")
+                f["vs_loss"] = f["final"] / b["final"]
+                f["within"] = f["vs_loss"] - 1 <= max(0.01, floor)
+        out.append((key, {"figures": figures, "target": target, "target_step": at + 1, "floor": floor,
+                          "steps": steps}))
+    return out
+
+
+def final(rec):
+    return statistics.mean(rec["losses"][-SMOOTH:])
+
+
+def rate_bits(rate):
+    """Bits per second of a tc rate such as 100mbit, 1gbit, 10gbit (for ordering)."""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+    for u, f in units.items():
+        if rate.endswith(u) and rate[:-len(u)].replace(".", "", 1).isdigit():
+            return float(rate[:-len(u)]) * f
+    return 0.0
+
+
+def markdown(table, hooks, skipped):
+    """The table's lines: one row per cell, in hooks' order, then the cells' targets and
+    noise floors, then the hooks not run and why."""
+    lines = ["| torch | model | ranks | link | hook | bytes/step | vs none | step ms | time to target s | "
+             "final loss (spread) | loss/none | within | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for (torch, model, world, rate), cell in table:
+        figs = cell["figures"]
+        for hook in [h for h in hooks if h in figs]:
+            f = figs[hook]
+            tt = "-" if f["to_target"] is None else "%.1f" % f["to_target"]
+            if f["reached"] < f["seeds"]:
+                tt += " (%d/%d)" % (f["reached"], f["seeds"])
+            lines.append("| %s | %s | %d | %s | %s | %s | %s | %.1f | %s | %.4f (%.4f) | %s | %s | %.1f-%.1f |" % (
+                torch, model, world, rate, hook, human(f["bytes"]),
+                "%.1fx" % f["vs_bytes"] if "vs_bytes" in f else "?", 1e3 * f["step_s"], tt, f["final"],
+                f["spread"], "%.3f" % f["vs_loss"] if "vs_loss" in f else "?",
+                ("yes" if f["within"] else "no") if "within" in f else "?", f["load"][0], f["load"][1]))
+        if cell["target"] is not None:
+            notes.append("- torch %s, %s, %d ranks, %s: target loss %.4f (no hook's at step %d of %d); noise floor "
+                         "%.2f %%, so within = loss/none <= %.4f." % (
+                             torch, model, world, rate, cell["target"], cell["target_step"], cell["steps"],
+                             100 * cell["floor"], 1 + max(0.01, cell["floor"])))
+    for (py, hook), why in sorted(skipped.items()):
+        notes.append("- not run: %s on %s: %s" % (hook, py, why))
+    return lines, notes
+
+
+def human(b):
+    for unit, f in (("MB", 1e6), ("kB", 1e3)):
+        if b >= f:
+            return "%.2f %s" % (b / f, unit)
+    return "%.0f B" % b
+
+
+def write_benchmarks(path, header, lines, notes):
+    """Replaces what stands between the bench's markers in path (or adds a section at the
+    end with them) by header, the table and the notes."""
+    block = "%s\n%s\n\n%s\n\n%s\n%s\n" % (BEGIN, "\n".join(header), "\n".join(lines), "\n".join(notes), END)
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END) + 1:]
+    else:
+        text = text.rstrip("\n") + ("\n\n## DDP gradient compression over emulated links (`bench/ddp-hooks`; tables "
+                                    "between markers are generated)\n\n" + block)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
