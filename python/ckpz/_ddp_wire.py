@@ -63,6 +63,7 @@ def collective(state, what, start):
             ok = work.wait()
         if ok is False:
             raise RuntimeError("no answer within %g s" % state.timeout)
+        _dist_comm.hold([], [work])  # freed by Python, never last by gloo's thread
     except RuntimeError as e:
         if isinstance(e, Error):
             raise

@@ -42,7 +42,7 @@ GRACE = 5.0  # seconds a rank whose exchange failed waits for the others to say 
 HOLD = 2.0  # seconds the tensors of a finished collective are kept (see above)
 
 _side = {}  # (name of the group, timeout) -> the side group for background saves
-_held = collections.deque()  # (time the collective finished, tensors)
+_held = collections.deque()  # (time the collective finished, tensors, works)
 _held_lock = threading.Lock()
 
 
@@ -89,15 +89,18 @@ def _group_name(group):
     return names.get(pg) or ",".join(map(str, global_ranks(group)))
 
 
-def hold(tensors):
+def hold(tensors, works=()):
     """Keeps the tensors of a finished collective HOLD seconds (lets go of older ones),
     their memory released now: each is set to an empty storage, which gloo's reference,
-    the same tensor, sees too (the collective is over: gloo reads and writes no more)."""
+    the same tensor, sees too (the collective is over: gloo reads and writes no more).
+    works: the collective's work objects, kept as long, so that gloo's worker thread is
+    never the last to hold one (on torch 2.13 freeing a work frees Python objects, which
+    takes the interpreter lock: at exit that aborted the process; doc/gradients.md)."""
     for t in tensors:
         t.set_()
     now = time.monotonic()
     with _held_lock:
-        _held.append((now, tensors))
+        _held.append((now, tensors, list(works)))
         while _held and now - _held[0][0] > HOLD:
             _held.popleft()
 
@@ -115,19 +118,21 @@ def _all_gather(obj, group):
     data = pickle.dumps(obj, protocol=4)
     size = torch.tensor([len(data)], dtype=torch.int64, device=dev)
     sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(n)]
-    dist.all_gather(sizes, size, group=group)
+    work = dist.all_gather(sizes, size, group=group, async_op=True)
+    work.wait()
     lengths = [int(s.item()) for s in sizes]
     if dev.type == "cpu":
-        hold([size] + sizes)
+        hold([size] + sizes, [work])
     mine = torch.zeros(max(lengths), dtype=torch.uint8)
     if data:
         mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     mine = mine.to(dev)
     outs = [torch.empty(max(lengths), dtype=torch.uint8, device=dev) for _ in range(n)]
-    dist.all_gather(outs, mine, group=group)
+    work = dist.all_gather(outs, mine, group=group, async_op=True)
+    work.wait()
     got = [o[:k].cpu().numpy().tobytes() for o, k in zip(outs, lengths)]
     if dev.type == "cpu":
-        hold([mine] + outs)
+        hold([mine] + outs, [work])
     return [pickle.loads(g) for g in got]
 
 

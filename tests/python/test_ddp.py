@@ -65,9 +65,9 @@ def _entry(rank, fn, world, port, *args):
     finally:
         dist.destroy_process_group()
     # A rank that finished skips the interpreter's teardown: on torch 2.13 a gloo worker
-    # still freeing a finished collective's tensors while Py_FinalizeEx runs aborts the
-    # process now and then (2 runs in about 10 here, not yet traced to its tensor; see the
-    # closing note of 2026-12-04). What this file checks is done by then.
+    # still freeing a finished collective (DDP's own ones too) while Py_FinalizeEx runs
+    # aborts the process now and then, with or without ckpz (doc/gradients.md, "Known
+    # issues"). What this file checks is done by then.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
