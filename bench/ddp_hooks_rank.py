@@ -209,8 +209,8 @@ def probe(hooks):
         try:
             model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
             ddp = torch.nn.parallel.DistributedDataParallel(model)
-            register(ddp, hook, 1)
-            for _ in range(4):
+            register(ddp, hook, 2)  # auto measures over at least 2 warm-up steps
+            for _ in range(5):
                 ddp(torch.randn(4, 8)).pow(2).mean().backward()
             why[hook] = None
         except Exception as e:  # what the hook's own code or torch said
