@@ -170,7 +170,7 @@ class CNNFamily:
     name = "cnn"
     PRESETS = {
         "default": dict(widths=(32, 64, 128), size=16, classes=10, noise=3.0, n_train=8192,
-                        n_val=2048, batch=64, lr=2e-3, warmup=30, steps=300,
+                        n_val=2048, batch=64, lr=1e-3, warmup=30, steps=300,
                         schedule="cosine", first=60, every=40, eval_every=25),
         "quick": dict(widths=(16, 32), size=12, classes=10, noise=1.0, n_train=2048,
                       n_val=512, batch=32, lr=3e-3, warmup=10, steps=80,
