@@ -541,6 +541,12 @@ typedef struct ckpz_entry {
     uint64_t changed, frozen; /* with a base: elements that differ from the base's, and
                                  of those, the ones the grid restored as the base's
                                  value (pruned ones not counted) */
+    /* The tensor's role as the lossy mode `auto` sees it, from its name, dtype and
+     * shape (doc/lossy.md "auto"): "weight", "exp_avg", "exp_avg_sq" or "exact", and
+     * why (a sentence). Given for every tensor, whatever coding the file used; NULL for
+     * opaque bytes. */
+    const char *role;
+    const char *role_why;
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {

@@ -121,19 +121,19 @@ static const char *ratio_str(char *buf, size_t len, uint64_t orig, uint64_t comp
 }
 
 /* Lossy columns of a listing: mode and bound, MAE, max error, PSNR (dB, against the
- * tensor's value range). */
+ * tensor's value range); the tensor's role (as the mode auto sees it) and why end the line. */
 static void print_lossy(const ckpz_entry *e)
 {
     char m[32];
     if (!e->lossy) {
         printf("  %-13s  %9s  %9s  %7s", e->dtype == CKPZ_DTYPE_NONE ? "" : "lossless", "", "", "");
-        return;
+    } else {
+        const char *mode = !strcmp(e->lossy_mode, "pointwise-rel") ? "prel" : e->lossy_mode;
+        if (!strcmp(e->lossy_mode, "affine")) snprintf(m, sizeof m, "affine");
+        else snprintf(m, sizeof m, "%s %.2g", mode, e->lossy_bound);
+        if (e->psnr == INFINITY) printf("  %-13s  %9.3g  %9.3g  %7s", m, e->mae, e->max_error, "inf");
+        else printf("  %-13s  %9.3g  %9.3g  %7.1f", m, e->mae, e->max_error, e->psnr);
     }
-    const char *mode = !strcmp(e->lossy_mode, "pointwise-rel") ? "prel" : e->lossy_mode;
-    if (!strcmp(e->lossy_mode, "affine")) snprintf(m, sizeof m, "affine");
-    else snprintf(m, sizeof m, "%s %.2g", mode, e->lossy_bound);
-    if (e->psnr == INFINITY) printf("  %-13s  %9.3g  %9.3g  %7s", m, e->mae, e->max_error, "inf");
-    else printf("  %-13s  %9.3g  %9.3g  %7.1f", m, e->mae, e->max_error, e->psnr);
     if (frozen(e)) printf("  FROZEN");
 }
 
@@ -184,6 +184,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
            "original", "compressed", "ratio");
     if (info.lossy) printf("  %-13s  %9s  %9s  %7s", "lossy", "MAE", "max err", "PSNR");
     if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
+    if (info.lossy) printf("  %-10s  %s", "role", "why");
     printf("\n");
     uint64_t opaque_runs = 0, opaque_len = 0, opaque_comp = 0;
     for (i = 0; i < info.entries; i++) {
@@ -208,6 +209,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
         if (verbose)
             printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset, (unsigned long long)e.length,
                    (unsigned long long)e.compressed, (unsigned long long)e.chunks);
+        if (info.lossy && e.role) printf("  %-10s  %s", e.role, e.role_why ? e.role_why : "");
         printf("\n");
     }
     if (opaque_runs) {
