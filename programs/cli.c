@@ -522,8 +522,7 @@ static int parse_args(cli_run *r, int argc, char **argv)
         else p->out_name = NULL;
     }
     char why[160];
-    if ((rc = lossy_build_policy(&r->lf, &r->policy, why, sizeof why)) != 0)
-        return rc < 0 ? bad_usage("%s", why) : rc;
+    if ((rc = lossy_build_policy(&r->lf, &r->policy, why, sizeof why)) != 0) return rc < 0 ? bad_usage("%s", why) : rc;
     p->policy = r->policy;
     if (p->policy && r->mode != MODE_COMPRESS && r->mode != MODE_BENCH && r->mode != MODE_PREDICT)
         return bad_usage("lossy options apply to compression");

@@ -16,10 +16,10 @@ int lossy_takes(const char *name, size_t len)
     static const struct {
         const char *name;
         int kind;
-    } OPTS[] = {{"abs", LOSSY_NEEDS_VAL},         {"rel", LOSSY_NEEDS_VAL},        {"pointwise-rel", LOSSY_NEEDS_VAL},
-                {"change-rel", LOSSY_NEEDS_VAL},  {"int8", LOSSY_MAY_VAL},         {"bits", LOSSY_NEEDS_VAL},
-                {"block", LOSSY_NEEDS_VAL},       {"percentile", LOSSY_NEEDS_VAL}, {"prune", LOSSY_NEEDS_VAL},
-                {"policy", LOSSY_NEEDS_VAL},      {"stochastic", LOSSY_NO_VAL},    {"col-delta", LOSSY_NO_VAL},
+    } OPTS[] = {{"abs", LOSSY_NEEDS_VAL},        {"rel", LOSSY_NEEDS_VAL},        {"pointwise-rel", LOSSY_NEEDS_VAL},
+                {"change-rel", LOSSY_NEEDS_VAL}, {"int8", LOSSY_MAY_VAL},         {"bits", LOSSY_NEEDS_VAL},
+                {"block", LOSSY_NEEDS_VAL},      {"percentile", LOSSY_NEEDS_VAL}, {"prune", LOSSY_NEEDS_VAL},
+                {"policy", LOSSY_NEEDS_VAL},     {"stochastic", LOSSY_NO_VAL},    {"col-delta", LOSSY_NO_VAL},
                 {"lossy", LOSSY_NEEDS_VAL}};
     for (size_t i = 0; i < sizeof OPTS / sizeof *OPTS; i++)
         if (len == strlen(OPTS[i].name) && !strncmp(name, OPTS[i].name, len)) return OPTS[i].kind;

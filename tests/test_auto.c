@@ -63,8 +63,8 @@ static void test_knobs(void)
     static const struct {
         const char *w;
         double k;
-    } ok[] = {{NULL, 1}, {"tight", 0.25}, {"default", 1}, {"aggressive", 4}, {"2.5", 2.5}, {"0.015625", 1.0 / 64},
-              {"16", 16}};
+    } ok[] = {{NULL, 1},    {"tight", 0.25},        {"default", 1}, {"aggressive", 4},
+              {"2.5", 2.5}, {"0.015625", 1.0 / 64}, {"16", 16}};
     static const char *const bad[] = {"", "0", "17", "-1", "abc", "1x", "nan", "inf", "0.01"};
     char why[160];
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
@@ -118,8 +118,8 @@ static void test_policy_syntax(void)
 {
     static const uint64_t shape[] = {64, 128};
     char why[256];
-    static const char *const good[] = {"* auto", "* auto aggressive", "* auto 0.5 level 5", "* auto level 5",
-                                       "* auto max-mae 1", "*.bias lossless\n* auto tight"};
+    static const char *const good[] = {"* auto",         "* auto aggressive", "* auto 0.5 level 5",
+                                       "* auto level 5", "* auto max-mae 1",  "*.bias lossless\n* auto tight"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         policy *p = policy_parse(good[i], 0, why, sizeof why);
         CHECKF(p && policy_lossy(p), "'%s': %s", good[i], p ? "not lossy" : why);
@@ -128,7 +128,10 @@ static void test_policy_syntax(void)
         CHECKF(q.mode == QM_PREL && q.prune == 0, "'%s': exp_avg_sq got mode %u", good[i], q.mode);
         if (strstr(good[i], "level")) CHECKF(q.level == 5, "'%s': level %u", good[i], q.level);
         q = policy_match(p, "model.fc.weight", CKPZ_DTYPE_F32, 2, shape);
-        double k = strstr(good[i], "aggressive") ? 4 : strstr(good[i], "0.5") ? 0.5 : strstr(good[i], "tight") ? 0.25 : 1;
+        double k = strstr(good[i], "aggressive") ? 4
+                   : strstr(good[i], "0.5")      ? 0.5
+                   : strstr(good[i], "tight")    ? 0.25
+                                                 : 1;
         CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k).bound, "'%s': weight mode %u bound %g",
                good[i], q.mode, q.bound);
         policy_free(p);
@@ -159,12 +162,13 @@ static uint8_t *make_file(float *t[NT], size_t *len, size_t off[NT])
     for (int i = 0; i < NT; i++) {
         size_t n = i == STEP ? 1 : NEL;
         if (i == STEP)
-            jl += (size_t)snprintf(json + jl, sizeof json - jl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}",
+            jl += (size_t)snprintf(json + jl, sizeof json - jl,
+                                   "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}",
                                    i ? "," : "", NAMES[i], at, at + 4 * n);
         else
             jl += (size_t)snprintf(json + jl, sizeof json - jl,
-                                   "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}", i ? "," : "",
-                                   NAMES[i], ROWS, COLS, at, at + 4 * n);
+                                   "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}",
+                                   i ? "," : "", NAMES[i], ROWS, COLS, at, at + 4 * n);
         off[i] = at;
         at += 4 * n;
     }

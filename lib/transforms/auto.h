@@ -30,13 +30,7 @@
 #include "ckpz.h"
 #include "transforms/quant.h"
 
-typedef enum auto_role {
-    AUTO_EXACT = 0,
-    AUTO_WEIGHT,
-    AUTO_EXP_AVG,
-    AUTO_EXP_AVG_SQ,
-    AUTO_ROLE_COUNT_
-} auto_role;
+typedef enum auto_role { AUTO_EXACT = 0, AUTO_WEIGHT, AUTO_EXP_AVG, AUTO_EXP_AVG_SQ, AUTO_ROLE_COUNT_ } auto_role;
 
 #define AUTO_MIN_ELEMS 4096
 #define AUTO_K_MIN (1.0 / 64)
