@@ -213,8 +213,9 @@ typedef struct ckpz_params {
     /* Lossy coding (compression). NULL: everything lossless. Otherwise rules, one per
      * line, first match wins: "PATTERN MODE [OPTIONS]" with PATTERN a glob on tensor
      * names and MODE one of
-     *   lossless | abs E | rel R | change-rel R | pointwise-rel R | int8 | bits 8|16
-     * (abs: |x'-x| <= E; rel: <= R x the tensor's max - min; change-rel: <= R x the RMS
+     *   lossless | auto [K] | abs E | rel R | change-rel R | pointwise-rel R | int8 | bits 8|16
+     * (auto: each tensor's mode and bound from its role, K = tight, default, aggressive
+     * or a number moving them together; abs: |x'-x| <= E; rel: <= R x the tensor's max - min; change-rel: <= R x the RMS
      * of the tensor's change since the base; pointwise-rel: <= R|x|, sign kept, never
      * zero; int8: per-channel 8-bit; bits: blockwise, block 64) and OPTIONS sym, asym,
      * block N, per-channel, pct P, prune RATE, stochastic, no-base, max-mae X (see
