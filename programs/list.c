@@ -37,9 +37,12 @@ static int archive_open(ckpz_ctx *ctx, const fio_prefs *p, fio_in *in, const cha
 
 /* A lossy tensor coded against a base whose changes were mostly erased (restored as the
  * base's values) would freeze training at the base's values after a restore: the bound
- * is larger than the updates between the two checkpoints. */
+ * is larger than the updates between the two checkpoints. Adam's moments (their role)
+ * are not training's progress: the optimizer rebuilds them from the gradients, and a log
+ * grid around the base's v keeps most of v within its bound as the base's value. */
 static int frozen(const ckpz_entry *e)
 {
+    if (e->role && (!strcmp(e->role, "exp_avg") || !strcmp(e->role, "exp_avg_sq"))) return 0;
     return e->lossy && e->changed >= 64 && (double)e->frozen >= 0.5 * (double)e->changed;
 }
 

@@ -248,6 +248,15 @@ static void check_file(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const uint8_t
             rms += d * d;
         }
         rms = sqrt(rms / NEL);
+        if (i == W && prev) { /* the update survives the restore on average (bench/resume-test's freeze) */
+            double up = 0, kept = 0;
+            for (size_t j = 0; j < NEL; j++) {
+                double p = ((const float *)(prev + off[i]))[j], u = x[j] - p;
+                up += fabs(u);
+                kept += (u > 0 ? 1 : u < 0 ? -1 : 0) * (y[j] - p);
+            }
+            CHECKF(kept >= 0.8 * up, "%s (k %g): the restore kept %.0f%% of the update", NAMES[i], k, 100 * kept / up);
+        }
         if (i == W && prev)
             CHECKF(fabs(e.abs_bound - bound * rms) <= 1e-3 * bound * rms, "%s: abs bound %g, not %g x RMS %g", NAMES[i],
                    e.abs_bound, bound, rms);
