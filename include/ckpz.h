@@ -213,8 +213,9 @@ typedef struct ckpz_params {
     /* Lossy coding (compression). NULL: everything lossless. Otherwise rules, one per
      * line, first match wins: "PATTERN MODE [OPTIONS]" with PATTERN a glob on tensor
      * names and MODE one of
-     *   lossless | abs E | rel R | change-rel R | pointwise-rel R | int8 | bits 8|16
-     * (abs: |x'-x| <= E; rel: <= R x the tensor's max - min; change-rel: <= R x the RMS
+     *   lossless | auto [K] | abs E | rel R | change-rel R | pointwise-rel R | int8 | bits 8|16
+     * (auto: each tensor's mode and bound from its role, K = tight, default, aggressive
+     * or a number moving them together; abs: |x'-x| <= E; rel: <= R x the tensor's max - min; change-rel: <= R x the RMS
      * of the tensor's change since the base; pointwise-rel: <= R|x|, sign kept, never
      * zero; int8: per-channel 8-bit; bits: blockwise, block 64) and OPTIONS sym, asym,
      * block N, per-channel, pct P, prune RATE, stochastic, no-base, max-mae X (see
@@ -541,6 +542,12 @@ typedef struct ckpz_entry {
     uint64_t changed, frozen; /* with a base: elements that differ from the base's, and
                                  of those, the ones the grid restored as the base's
                                  value (pruned ones not counted) */
+    /* The tensor's role as the lossy mode `auto` sees it, from its name, dtype and
+     * shape (doc/lossy.md "auto"): "weight", "exp_avg", "exp_avg_sq" or "exact", and
+     * why (a sentence). Given for every tensor, whatever coding the file used; NULL for
+     * opaque bytes. */
+    const char *role;
+    const char *role_why;
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "fileio.h"
 #include "filelist.h"
+#include "lossyopt.h"
 #include "predict_cli.h"
 #include "prefs.h"
 
@@ -70,6 +71,9 @@ static void usage(FILE *f)
         "                        it would reach N files (bounds restore cost)\n"
         "\n"
         "Lossy coding (float tensors of 2+ dimensions; never norms, biases, integers):\n"
+        "      --lossy=auto[:K]  bounds per tensor from its role (weight, Adam exp_avg,\n"
+        "                        exp_avg_sq, else exact); K = tight, default, aggressive\n"
+        "                        or a number (1 = default) moves them together\n"
         "      --abs E           every value within E of the original\n"
         "      --rel R           within R x (max - min) of its tensor\n"
         "      --change-rel R    with --base: within R x the RMS of the tensor's change\n"
@@ -288,84 +292,6 @@ static int set_dtype(fio_prefs *p, const char *s, int *dtype_set)
     return 0;
 }
 
-/* The lossy flags, gathered into one policy rule for all tensors. */
-typedef struct lossy_flags {
-    const char *mode;       /* "abs 0.001", ... (points into buf) */
-    char buf[64];
-    const char *policy_file;
-    int block, sym;         /* block 0 = default; sym -1 = default */
-    double pct, prune;
-    int pct_set, prune_set, block_set, stochastic, delta;
-} lossy_flags;
-
-static int set_bound(lossy_flags *l, const char *mode, const char *val)
-{
-    char *end;
-    double v = strtod(val, &end);
-    if (*end || !(v > 0) || v > 1e30 || (!strcmp(mode, "pointwise-rel") && !(v < 1)))
-        return bad_usage("--%s needs a bound > 0%s, not '%s'", mode, strcmp(mode, "pointwise-rel") ? "" : " and < 1",
-                         val);
-    if (l->mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
-    snprintf(l->buf, sizeof l->buf, "%s %.17g", mode, v);
-    l->mode = l->buf;
-    return 0;
-}
-
-static int set_fraction(const char *opt, const char *val, double lo, double hi, double *out)
-{
-    char *end;
-    double v = strtod(val, &end);
-    if (*end || !(v >= lo && v <= hi)) return bad_usage("--%s needs a value in %g..%g, not '%s'", opt, lo, hi, val);
-    *out = v;
-    return 0;
-}
-
-/* The policy text for the library: the --policy file, then a catch-all rule from the
- * flags. *text is malloc'd (NULL when lossless). */
-static int build_policy(const lossy_flags *l, char **text)
-{
-    void *file = NULL;
-    size_t flen = 0;
-    *text = NULL;
-    if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0 || l->stochastic))
-        return bad_usage("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
-    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) && strncmp(l->mode, "change-rel", 10))
-        return bad_usage("--stochastic applies to --abs, --rel and --change-rel");
-    if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) &&
-        (l->pct_set || l->block_set || l->delta))
-        return bad_usage("--percentile, --block and --col-delta apply to --int8 and --bits");
-    if (!l->mode && l->delta) return bad_usage("--col-delta needs --int8 or --bits");
-    if (!l->mode && !l->policy_file) return 0;
-    if (l->policy_file && fio_load_file(l->policy_file, &file, &flen) != 0) return 2;
-    size_t cap = flen + 256;
-    char *t = malloc(cap);
-    if (!t) {
-        free(file);
-        fputs("ckpz: out of memory\n", stderr);
-        return 2;
-    }
-    memcpy(t, file ? file : "", flen);
-    free(file);
-    t[flen] = 0;
-    if (memchr(t, 0, flen)) {
-        free(t);
-        return bad_usage("%s: not a text file", l->policy_file);
-    }
-    if (l->mode) {
-        size_t at = flen;
-        at += (size_t)snprintf(t + at, cap - at, "\n* %s", l->mode);
-        if (l->sym >= 0) at += (size_t)snprintf(t + at, cap - at, " %s", l->sym ? "sym" : "asym");
-        if (l->block_set) at += (size_t)snprintf(t + at, cap - at, " block %d", l->block);
-        if (l->pct_set) at += (size_t)snprintf(t + at, cap - at, " pct %.17g", l->pct);
-        if (l->prune_set) at += (size_t)snprintf(t + at, cap - at, " prune %.17g", l->prune);
-        if (l->stochastic) at += (size_t)snprintf(t + at, cap - at, " stochastic");
-        if (l->delta) at += (size_t)snprintf(t + at, cap - at, " delta");
-        snprintf(t + at, cap - at, "\n");
-    }
-    *text = t;
-    return 0;
-}
-
 /* One run of the command: what the arguments asked for. */
 typedef struct cli_run {
     fio_prefs p;
@@ -395,7 +321,7 @@ static int long_option(cli_run *r, int argc, char **argv, int *i)
     const char *a = argv[*i], *name = a + 2, *eq = strchr(name, '=');
     const char *val = eq ? eq + 1 : NULL;
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
-    int rcopt = 0;
+    int rcopt = 0, kind;
 /* clang-format off */
 #define IS(s) (len == strlen(s) && !strncmp(name, s, len))
 /* options with a value take "--opt=V" or "--opt V" */
@@ -434,37 +360,17 @@ static int long_option(cli_run *r, int argc, char **argv, int *i)
             return bad_usage("--keyframe-every needs a number of files, 1..1000000");
         r->p.keyframe_every = (unsigned)v;
     }
-    else if (IS("abs") || IS("rel") || IS("pointwise-rel") || IS("change-rel")) {
-        char mname[16];
-        snprintf(mname, sizeof mname, "%.*s", (int)len, name);
+    else if ((kind = lossy_takes(name, len)) != LOSSY_NOT_MINE) {
+        char why[160];
+        if (kind == LOSSY_NEEDS_VAL) NEED_VAL();
+        else if (kind == LOSSY_NO_VAL) NO_VAL();
+        if (lossy_option(&r->lf, name, len, val, why, sizeof why)) return bad_usage("%s", why);
+    }
+    else if (IS("max-mae")) {
+        char why[160];
         NEED_VAL();
-        rcopt = set_bound(&r->lf, mname, val);
+        if (lossy_fraction("max-mae", val, 0, 1e30, &r->p.max_mae, why, sizeof why)) return bad_usage("%s", why);
     }
-    else if (IS("int8")) {
-        if (r->lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
-        if (val && strcmp(val, "sym") && strcmp(val, "asym")) return bad_usage("--int8 takes sym or asym");
-        if (val) r->lf.sym = val[0] == 's';
-        r->lf.mode = "int8";
-    }
-    else if (IS("bits")) {
-        NEED_VAL();
-        if (r->lf.mode) return bad_usage("give one lossy mode (or write a --policy file for several)");
-        if (strcmp(val, "8") && strcmp(val, "16")) return bad_usage("--bits takes 8 or 16");
-        r->lf.mode = val[0] == '8' ? "bits 8" : "bits 16";
-    }
-    else if (IS("block")) {
-        unsigned long v;
-        NEED_VAL();
-        if (parse_uint(val, &v) != 0 || v < 16 || v > (1ul << 24))
-            return bad_usage("--block needs a number of elements, 16..16777216");
-        r->lf.block = (int)v;
-        r->lf.block_set = 1;
-    }
-    else if (IS("percentile")) { NEED_VAL(); rcopt = set_fraction("percentile", val, 50.000001, 100, &r->lf.pct); r->lf.pct_set = 1; }
-    else if (IS("prune")) { NEED_VAL(); rcopt = set_fraction("prune", val, 0, 0.999, &r->lf.prune); r->lf.prune_set = 1; }
-    else if (IS("max-mae")) { NEED_VAL(); rcopt = set_fraction("max-mae", val, 0, 1e30, &r->p.max_mae); }
-    else if (IS("policy")) { NEED_VAL(); r->lf.policy_file = val; }
-    else if (IS("stochastic")) { NO_VAL(); r->lf.stochastic = 1; }
     else if (IS("target-bw")) {
         char *end;
         NEED_VAL();
@@ -482,7 +388,6 @@ static int long_option(cli_run *r, int argc, char **argv, int *i)
         if (val && strcmp(val, "json")) return bad_usage("--stats takes no value or =json");
         r->p.stats = val ? 2 : 1;
     }
-    else if (IS("col-delta")) { NO_VAL(); r->lf.delta = 1; }
     else if (IS("stdout")) { NO_VAL(); r->p.to_stdout = 1; r->out_last = 'c'; }
     else if (IS("output")) { NEED_VAL(); r->p.out_name = val; r->out_last = 'o'; }
     else if (IS("recursive")) { NO_VAL(); r->recursive = 1; }
@@ -616,7 +521,8 @@ static int parse_args(cli_run *r, int argc, char **argv)
         if (r->out_last == 'o') p->to_stdout = 0;
         else p->out_name = NULL;
     }
-    if ((rc = build_policy(&r->lf, &r->policy)) != 0) return rc;
+    char why[160];
+    if ((rc = lossy_build_policy(&r->lf, &r->policy, why, sizeof why)) != 0) return rc < 0 ? bad_usage("%s", why) : rc;
     p->policy = r->policy;
     if (p->policy && r->mode != MODE_COMPRESS && r->mode != MODE_BENCH && r->mode != MODE_PREDICT)
         return bad_usage("lossy options apply to compression");

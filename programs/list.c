@@ -37,9 +37,12 @@ static int archive_open(ckpz_ctx *ctx, const fio_prefs *p, fio_in *in, const cha
 
 /* A lossy tensor coded against a base whose changes were mostly erased (restored as the
  * base's values) would freeze training at the base's values after a restore: the bound
- * is larger than the updates between the two checkpoints. */
+ * is larger than the updates between the two checkpoints. Adam's moments (their role)
+ * are not training's progress: the optimizer rebuilds them from the gradients, and a log
+ * grid around the base's v keeps most of v within its bound as the base's value. */
 static int frozen(const ckpz_entry *e)
 {
+    if (e->role && (!strcmp(e->role, "exp_avg") || !strcmp(e->role, "exp_avg_sq"))) return 0;
     return e->lossy && e->changed >= 64 && (double)e->frozen >= 0.5 * (double)e->changed;
 }
 
@@ -121,19 +124,19 @@ static const char *ratio_str(char *buf, size_t len, uint64_t orig, uint64_t comp
 }
 
 /* Lossy columns of a listing: mode and bound, MAE, max error, PSNR (dB, against the
- * tensor's value range). */
+ * tensor's value range); the tensor's role (as the mode auto sees it) and why end the line. */
 static void print_lossy(const ckpz_entry *e)
 {
     char m[32];
     if (!e->lossy) {
         printf("  %-13s  %9s  %9s  %7s", e->dtype == CKPZ_DTYPE_NONE ? "" : "lossless", "", "", "");
-        return;
+    } else {
+        const char *mode = !strcmp(e->lossy_mode, "pointwise-rel") ? "prel" : e->lossy_mode;
+        if (!strcmp(e->lossy_mode, "affine")) snprintf(m, sizeof m, "affine");
+        else snprintf(m, sizeof m, "%s %.2g", mode, e->lossy_bound);
+        if (e->psnr == INFINITY) printf("  %-13s  %9.3g  %9.3g  %7s", m, e->mae, e->max_error, "inf");
+        else printf("  %-13s  %9.3g  %9.3g  %7.1f", m, e->mae, e->max_error, e->psnr);
     }
-    const char *mode = !strcmp(e->lossy_mode, "pointwise-rel") ? "prel" : e->lossy_mode;
-    if (!strcmp(e->lossy_mode, "affine")) snprintf(m, sizeof m, "affine");
-    else snprintf(m, sizeof m, "%s %.2g", mode, e->lossy_bound);
-    if (e->psnr == INFINITY) printf("  %-13s  %9.3g  %9.3g  %7s", m, e->mae, e->max_error, "inf");
-    else printf("  %-13s  %9.3g  %9.3g  %7.1f", m, e->mae, e->max_error, e->psnr);
     if (frozen(e)) printf("  FROZEN");
 }
 
@@ -184,6 +187,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
            "original", "compressed", "ratio");
     if (info.lossy) printf("  %-13s  %9s  %9s  %7s", "lossy", "MAE", "max err", "PSNR");
     if (verbose) printf("  %14s  %14s  %14s  %8s", "offset", "bytes", "comp. bytes", "chunks");
+    if (info.lossy) printf("  %-10s  %s", "role", "why");
     printf("\n");
     uint64_t opaque_runs = 0, opaque_len = 0, opaque_comp = 0;
     for (i = 0; i < info.entries; i++) {
@@ -208,6 +212,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
         if (verbose)
             printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset, (unsigned long long)e.length,
                    (unsigned long long)e.compressed, (unsigned long long)e.chunks);
+        if (info.lossy && e.role) printf("  %-10s  %s", e.role, e.role_why ? e.role_why : "");
         printf("\n");
     }
     if (opaque_runs) {

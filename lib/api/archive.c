@@ -19,6 +19,7 @@
 #include "common/pipeline.h"
 #include "container/base.h"
 #include "io/io.h"
+#include "transforms/auto.h"
 #include "transforms/planes.h"
 #include "transforms/predict.h"
 
@@ -181,6 +182,8 @@ static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
     out->chunks = e->nchunks;
     out->based = (e->flags & CTR_ENTRY_BASED) != 0;
     out->base_offset = e->base_offset;
+    if (e->dtype != CKPZ_DTYPE_NONE)
+        out->role = auto_role_name(auto_role_of(e->name, (ckpz_dtype)e->dtype, e->ndim, e->shape, &out->role_why));
     if (e->flags & CTR_ENTRY_LOSSY) {
         const ctr_lossy *l = &e->lossy;
         out->lossy = 1;

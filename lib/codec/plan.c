@@ -109,6 +109,17 @@ void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_
     if (q->prune > 0) plan->prune_thr = quant_prune_threshold(dt, all, b, n, q->prune);
 }
 
+/* A change-rel tensor without a base: lossless, or the pointwise-rel bound its spec gives
+ * for that case (auto's weights in a keyframe). */
+static void keyframe(quant_plan *plan)
+{
+    quant_spec *q = &plan->spec;
+    q->mode = q->keyframe > 0 && q->keyframe < 1 ? QM_PREL : QM_NONE;
+    q->bound = q->keyframe;
+    q->stochastic = 0;
+    q->no_base = 1;
+}
+
 /* Completes a lossy entry's plan. Modes that depend on the whole tensor (rel: its value
  * range; pruning: the magnitude below which the chosen share of values lies) read the
  * rest of the entry ahead into pl->whole (its first n bytes are in first), within the
@@ -120,7 +131,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
     pl->whole_len = 0;
     quant_plan_shape(plan, s->ndim, s->shape);
     if (q->mode == QM_CREL && (!pl->entry_base || q->no_base)) { /* nothing to be relative to */
-        plan->spec.mode = QM_NONE;
+        keyframe(plan);
         return CKPZ_OK;
     }
     if (!planner_needs_values(plan)) return CKPZ_OK;
@@ -155,7 +166,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
     }
     const uint8_t *b = pl->entry_base && len <= pl->entry_avail && !q->no_base ? pl->entry_base : NULL;
     if (q->mode == QM_CREL && !b) { /* the base ends first: no update to be relative to */
-        plan->spec.mode = QM_NONE;
+        keyframe(plan); /* what was read ahead is handed out as it is */
         return CKPZ_OK;
     }
     pl->values_base = b;
@@ -268,7 +279,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         pl->entry_avail = m ? (m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length) : 0;
         memset(&pl->plan, 0, sizeof pl->plan);
         pl->values_base = NULL;
-        pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim);
+        pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim, s->shape);
         if (pl->plan.spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
             if ((err = plan_entry(pl, s, buf, n))) return err;
             pl->whole_pos = n;
@@ -307,7 +318,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 size_t got;
                 ev = chunker_peek(ch, &t);
                 if (ev != CH_DATA || !t || t->length == FMT_LEN_OPEN || t->length == 0) break;
-                quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim);
+                quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim, t->shape);
                 if (q.mode != QM_NONE || q.level != plan->spec.level ||
                     (p->base && base_index_match(&pl->bidx, t, ch->consumed)))
                     break;

@@ -9,9 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "transforms/auto.h"
+
 typedef struct rule {
     char *pattern;
     quant_spec spec;
+    double auto_k; /* > 0: mode auto at this knob (auto.h) */
 } rule;
 
 struct policy {
@@ -70,6 +73,15 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
     double v;
     if (!strcmp(mode, "lossless")) {
         q->mode = QM_NONE;
+    } else if (!strcmp(mode, "auto")) {
+        char *at = s, *k = word(&s);
+        if (k && (!strcmp(k, "level") || !strcmp(k, "max-mae"))) { /* no knob: put the option back */
+            if (s > k + strlen(k)) k[strlen(k)] = ' ';
+            s = at;
+            k = NULL;
+        }
+        if (auto_knob(k, &r->auto_k, why, whylen)) return -1;
+        q->mode = QM_NONE;
     } else if (!strcmp(mode, "abs") || !strcmp(mode, "rel") || !strcmp(mode, "pointwise-rel") ||
                !strcmp(mode, "change-rel")) {
         q->mode = mode[0] == 'a' ? QM_ABS : mode[0] == 'r' ? QM_REL : mode[0] == 'c' ? QM_CREL : QM_PREL;
@@ -91,7 +103,8 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
         }
         q->bits = (uint8_t)v;
     } else {
-        snprintf(why, whylen, "unknown mode '%s' (lossless, abs, rel, change-rel, pointwise-rel, int8, bits)", mode);
+        snprintf(why, whylen, "unknown mode '%s' (lossless, auto, abs, rel, change-rel, pointwise-rel, int8, bits)",
+                 mode);
         return -1;
     }
     for (char *o; (o = word(&s));) {
@@ -131,7 +144,7 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 return -1;
             }
             q->level = (uint8_t)v;
-        } else if (q->mode != QM_NONE && !strcmp(o, "max-mae")) {
+        } else if ((q->mode != QM_NONE || r->auto_k > 0) && !strcmp(o, "max-mae")) {
             if (number(word(&s), &v) || !(v >= 0)) {
                 snprintf(why, whylen, "max-mae needs a value >= 0");
                 return -1;
@@ -198,11 +211,11 @@ static int contains_ci(const char *s, const char *w)
 int policy_lossy(const policy *p)
 {
     for (size_t i = 0; p && i < p->n; i++)
-        if (p->r[i].spec.mode != QM_NONE) return 1;
+        if (p->r[i].spec.mode != QM_NONE || p->r[i].auto_k > 0) return 1;
     return 0;
 }
 
-quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim)
+quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape)
 {
     quant_spec none = {0};
     if (!p) return none;
@@ -214,6 +227,11 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     if (!quant_dtype_ok(dtype) || ndim < 2) return none;
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
     quant_spec q = p->r[i].spec;
+    if (p->r[i].auto_k > 0) {
+        q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k);
+        q.level = p->r[i].spec.level;
+        q.max_mae = p->r[i].spec.max_mae;
+    }
     /* Adam's second moment divides the step: a value that became zero or negative makes
      * the update explode. Only the log grid guarantees neither, so other modes leave it
      * exact, and it is never pruned. */

@@ -5,7 +5,7 @@
  *     PATTERN  MODE [OPTIONS]        # comment
  *
  * PATTERN is a shell glob on the tensor name (fnmatch: `*`, `?`, `[...]`); MODE is
- * `lossless`, `abs E`, `rel R`, `pointwise-rel R`, `int8` (per-channel: one scale per
+ * `lossless`, `auto [K]` (each tensor's mode and bound from its role: auto.h), `abs E`, `rel R`, `pointwise-rel R`, `int8` (per-channel: one scale per
  * row) or `bits 8|16` (blockwise: one offset and scale per block of 64 elements);
  * OPTIONS are `sym`/`asym`, `block N`, `per-channel`, `pct P` (calibrate to the P-th
  * percentile instead of min-max), `prune RATE` (set the RATE smallest magnitudes to
@@ -36,7 +36,7 @@ void policy_free(policy *p);
 
 /* The spec for one tensor; mode QM_NONE = lossless. The matching rule's level holds
  * for the tensors that stay lossless below too. */
-quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim);
+quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape);
 
 /* 1 when some rule has a lossy mode (a file coded with the policy may be lossy). */
 int policy_lossy(const policy *p);

@@ -65,6 +65,7 @@ typedef struct quant_spec {
     double max_mae;  /* code a chunk losslessly when its mean absolute error would exceed it
                         (QM_AFFINE with 8 bits tries 16 bits first); 0 = no cap */
     uint8_t level;   /* entropy level of the tensor's chunks, 1..9, any mode; 0 = the file's */
+    double keyframe; /* QM_CREL: without a base, pointwise-rel this R instead of lossless (0: lossless) */
 } quant_spec;
 
 /* What the compressor derives for one tensor from its spec and its values. */

@@ -108,7 +108,7 @@ def library_version():
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False, *, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None,
-         background=False, max_pending=1, target_bw=None):
+         background=False, max_pending=1, target_bw=None, lossy=None):
     """Saves obj like ``torch.save(obj, f)``, compressed.
 
     The arguments before ``*`` are torch.save's: obj is anything torch.save accepts
@@ -156,7 +156,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     (and ``ckpz -d``) then need that base: they find it by its recorded file name in the
     same directory, or take it as base=.
 
-    policy, max_mae: lossy coding (see compress_file); ``load`` then returns the
+    policy, max_mae, lossy: lossy coding (see compress_file); ``load`` then returns the
     restored approximations.
 
     target_bw: the rate in MB/s of the link f goes through (a network file system, a
@@ -176,6 +176,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     save killed outright (.NAME.ckpz-PID-HOST-RANDOM.tmp beside f) is removed by the next
     save to f, once its process is gone.
     """
+    policy = _lib.lossy_policy(lossy, policy)
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
                        policy, max_mae, background, max_pending, target_bw, no_byteorder=_disable_byteorder_record)
 
@@ -241,7 +242,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 # ---- files -----------------------------------------------------------------------------
 
 
-def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None):
+def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=None, max_mae=None, lossy=None):
     """Compresses the file src into the .ckpz file dst, like ``ckpz -o dst src``.
 
     src and dst are paths (or binary file objects). The format (safetensors, .npy,
@@ -273,7 +274,14 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     shows each tensor's errors). With base=, lossy tensors are coded around the base's
     values: pass the previous lossy file as the base (closed loop). max_mae: default
     for rules without their own max-mae.
+
+    lossy="auto" (or "auto:K", K = "tight", "default", "aggressive" or a number, 1 =
+    default; as ``ckpz --lossy=auto:K``): each tensor's bound from its role, found from
+    its name, dtype and shape: weights, Adam's exp_avg and exp_avg_sq lossy, the rest
+    exact (doc/lossy.md "auto"); K moves every bound together. With policy= too, the
+    policy's rules come first and auto takes the tensors they leave.
     """
+    policy = _lib.lossy_policy(lossy, policy)
     return _stream.compress_file(src, dst, level, threads, base, policy, max_mae)
 
 

@@ -170,6 +170,8 @@ class EntryStruct(Sized, ctypes.Structure):
         ("exceptions", ctypes.c_uint64),
         ("changed", ctypes.c_uint64),
         ("frozen", ctypes.c_uint64),
+        ("role", ctypes.c_char_p),
+        ("role_why", ctypes.c_char_p),
     ]
 
 

@@ -24,12 +24,14 @@ _CACHE_ENTRY_MAX = 4 << 20  # opaque runs decoded up front (zip headers, the pic
 _CACHE_TOTAL_MAX = 256 << 20  # ... and this much in all; the rest is read where needed
 
 # The public records (ckpz.Entry, ...): named as the package's own, where they are found.
-Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks lossy", defaults=(None,),
-                               module="ckpz")
+Entry = collections.namedtuple("Entry", "name dtype shape offset length compressed chunks lossy role role_why",
+                               defaults=(None, None, None), module="ckpz")
 Entry.__doc__ = """One entry of a .ckpz file's index: a tensor, or a run of opaque bytes
 (name "", dtype "bytes", shape ()). offset and length locate it in the original file;
 compressed is the bytes its chunks take in the .ckpz file. lossy: None when the entry
-restores byte for byte, else a Lossy with its coding and errors."""
+restores byte for byte, else a Lossy with its coding and errors. role: the tensor's role
+as lossy="auto" sees it ("weight", "exp_avg", "exp_avg_sq" or "exact"; None for opaque
+bytes) and role_why the reason, whatever coding the file used."""
 
 Lossy = collections.namedtuple(
     "Lossy", "mode bound abs_bound mae max_error rmse psnr exceptions changed frozen", module="ckpz"
@@ -166,6 +168,8 @@ def entries(path):
                     )
                     if e.lossy
                     else None,
+                    _lib.decode(e.role),
+                    _lib.decode(e.role_why),
                 )
             )
     return out

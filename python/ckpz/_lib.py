@@ -140,6 +140,34 @@ def _unpickled_error(cls, args, state):
     return e
 
 
+_AUTO_KNOBS = ("tight", "default", "aggressive")
+
+
+def lossy_policy(lossy, policy):
+    """The policy text for lossy= ("auto" or "auto:K", as ``ckpz --lossy=auto:K``) and
+    policy= together: the policy's rules, then the catch-all rule "* auto K" (None and
+    None: lossless). K is tight, default, aggressive or a number in 1/64..16 (the
+    library's range, lib/transforms/auto.h), checked here so that a bad one fails
+    before any file is touched."""
+    if lossy is None:
+        return policy
+    if not isinstance(lossy, str) or not (lossy == "auto" or lossy.startswith("auto:")):
+        raise ValueError("ckpz: lossy must be 'auto' or 'auto:K' (K = tight, default, aggressive or a number), "
+                         "not %r" % (lossy,))
+    knob = lossy[5:]
+    if lossy != "auto" and knob not in _AUTO_KNOBS:
+        try:
+            k = float(knob)
+        except ValueError:
+            k = None
+        if k is None or not 1.0 / 64 <= k <= 16:
+            raise ValueError("ckpz: lossy='auto:K' takes tight, default, aggressive or a number in 0.015625..16, "
+                             "not %r" % (knob,))
+    if policy is not None and not isinstance(policy, str):
+        raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
+    return (policy + "\n" if policy else "") + "* auto" + (" " + knob if knob else "") + "\n"
+
+
 def make_params(level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):
     """A ckpz_params filled by ckpz_params_init, with our struct_size and the options,
     each checked for type and range; policy (a str of rules, None: lossless) and max_mae

@@ -38,7 +38,7 @@ __all__ = ["save", "load", "Shard", "DistSaveHandle", "even_rows", "manifest", "
 
 
 def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFAULT, threads=0, base=None,
-         policy=None, max_mae=None, background=False, timeout=None, target_bw=None):
+         policy=None, max_mae=None, background=False, timeout=None, target_bw=None, lossy=None):
     """Saves each rank's state_dict into the checkpoint directory path, collectively:
     every rank of group (None: the default group; without torch.distributed initialised,
     a world of one) calls it with its own state and the same path.
@@ -56,7 +56,7 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     sharing a storage (tied weights, views of one tensor) are written once, by one rank,
     and load sharing one storage, as torch.save and torch.load keep them.
 
-    level, threads, policy, max_mae, target_bw: as ckpz.save, per shard (target_bw: the
+    level, threads, policy, max_mae, lossy, target_bw: as ckpz.save, per shard (target_bw: the
     MB/s each rank's link to the file system gives it). base: the directory of an
     earlier checkpoint saved by as many ranks, in the same directory as path (else
     ValueError): each shard is a delta against the same rank's shard there (load then
@@ -76,6 +76,7 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     shape, Shards that do not cover their rows)."""
     if target_bw is not None:
         _tune.check(target_bw)
+    policy = _lib.lossy_policy(lossy, policy)
     opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae,
             "target_bw": target_bw}
     return _dist_save.save(state_dict, path, group, replicated, opts, background, timeout)

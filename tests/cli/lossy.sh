@@ -193,6 +193,80 @@ run 2 "$CKPZ" -f --policy missing.txt a.safetensors -o bad.ckpz
 absent bad.ckpz
 no_temp_files .
 
+# --lossy=auto: roles from the names of an Adam checkpoint; -l shows role, mode and why;
+# a keyframe codes weights pointwise-rel, a delta file change-rel against the restored
+# keyframe; exp_avg_sq restores > 0 everywhere; auto:aggressive writes less than
+# auto:tight; bad knobs and flags auto sets itself are usage errors
+adam_file() { # OUT SEED
+    python3 - "$1" "$2" <<'PYEOF' || fail "adam_file $1"
+import json, math, random, struct, sys
+out, seed = sys.argv[1], int(sys.argv[2])
+r0, r = random.Random(1), random.Random(seed)
+n = 64 * 128
+w = [r0.gauss(0, 0.02) + seed * 1e-3 * r.gauss(0.3, 1) for _ in range(n)]
+v = [math.exp(r0.gauss(-14, 3) + 0.3 * r.gauss(0, 1)) for _ in range(n)]
+m = [1e-1 * r.gauss(0, 1) * math.sqrt(x) for x in v]
+specs = [("model.fc.weight", w, [64, 128]), ("model.norm.weight", w, [64, 128]),
+         ("optimizer.state.0.exp_avg", m, [64, 128]), ("optimizer.state.0.exp_avg_sq", v, [64, 128]),
+         ("optimizer.state.0.step", [100.0 + seed], [1])]
+header, blobs, off = {}, [], 0
+for name, vals, shape in specs:
+    b = struct.pack("<%df" % len(vals), *vals)
+    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+h = json.dumps(header, separators=(",", ":")).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(out, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PYEOF
+}
+v_positive() { # RESTORED: every exp_avg_sq value > 0
+    python3 - "$1" <<'PYEOF' || fail "exp_avg_sq <= 0 in $1"
+import json, struct, sys, array
+a = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", a[:8])[0]
+s, e = json.loads(a[8:8 + n])["optimizer.state.0.exp_avg_sq"]["data_offsets"]
+v = array.array("f", a[8 + n + s:8 + n + e])
+assert min(v) > 0, min(v)
+PYEOF
+    ok
+}
+adam_file adam0.safetensors 0
+adam_file adam1.safetensors 1
+run 0 "$CKPZ" -q -f --lossy=auto adam0.safetensors -o adam0.ckpz
+run 0 "$CKPZ" -f --lossy=auto --base adam0.ckpz adam1.safetensors -o adam1.ckpz
+# Adam's moments restored as the base's within their bound are not frozen training
+! grep -q "would not move" "$WORK/.err" || { cat "$WORK/.err" >&2; fail "auto: a frozen-training warning"; }
+ok
+for f in adam0 adam1; do
+    run 0 "$CKPZ" -q -d -f $f.ckpz -o $f.out
+    v_positive $f.out
+done
+run 0 "$CKPZ" -l adam0.ckpz
+grep -E "model\.fc\.weight .* prel .* weight " "$WORK/.out" >/dev/null || fail "keyframe weight not prel/weight"
+grep -E "exp_avg_sq .* prel .* exp_avg_sq +Adam second moment" "$WORK/.out" >/dev/null || fail "-l: exp_avg_sq role"
+grep -E "model\.norm\.weight .* lossless .* exact +norm or bias" "$WORK/.out" >/dev/null || fail "-l: norm role"
+grep -E "step .* lossless .* exact +fewer than 2 dimensions" "$WORK/.out" >/dev/null || fail "-l: step role"
+out_has "role        why"
+run 0 "$CKPZ" -l adam1.ckpz
+grep -E "model\.fc\.weight .* change-rel .* weight " "$WORK/.out" >/dev/null || fail "delta weight not change-rel"
+run 0 "$CKPZ" -q -f --lossy=auto:tight adam0.safetensors -o tight.ckpz
+run 0 "$CKPZ" -q -f --lossy=auto:aggressive adam0.safetensors -o aggr.ckpz
+[ "$(stat -c %s aggr.ckpz)" -lt "$(stat -c %s adam0.ckpz)" ] && [ "$(stat -c %s adam0.ckpz)" -lt "$(stat -c %s tight.ckpz)" ] ||
+    fail "auto:aggressive / auto / auto:tight sizes not ordered"
+ok
+for bad in "--lossy=foo" "--lossy=auto:0" "--lossy=auto:17" "--lossy=auto:x" "--lossy=auto:" "--lossy=auto --abs 1e-3" \
+           "--lossy=auto --prune 0.5" "--lossy=autox"; do
+    run 2 "$CKPZ" -f $bad adam0.safetensors -o bad.ckpz
+    absent bad.ckpz
+done
+run 2 "$CKPZ" -f --lossy=auto:bogus adam0.safetensors -o bad.ckpz
+err_has "tight, default, aggressive or a number"
+echo "* auto bogus" > badpolicy.txt
+run 1 "$CKPZ" -f --policy badpolicy.txt adam0.safetensors -o bad.ckpz
+err_has "policy line 1: auto takes tight, default, aggressive"
+absent bad.ckpz
+
 # BF16 weights at --rel 1e-3: the grid is finer than BF16's own steps, so every element
 # restores exactly; the listing says so (it used to count 14 of 40 tensors as restoring
 # approximately), and no lossy frame is larger than the same chunk's lossless frame

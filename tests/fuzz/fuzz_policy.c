@@ -7,7 +7,8 @@
  * and < 1 for pointwise-rel, 8 or 16 bits, block >= 16, prune in 0..0.999, level
  * 0..9, max-mae >= 0, pct in (50, 100]), never a lossy spec for a tensor that must stay
  * lossless (integers, fewer than two dimensions, norm/bias/ln_ names), and a lossy
- * spec only when policy_lossy says the policy has one; parsing is deterministic.
+ * spec only when policy_lossy says the policy has one (mode auto included); parsing is
+ * deterministic.
  */
 #include "transforms/policy.h"
 #include "fuzz_util.h"
@@ -16,12 +17,14 @@ static const char *const names[] = {"model.layers.0.mlp.weight",
                                     "h.1.attn.c_attn.weight",
                                     "ln_f.weight",
                                     "optimizer.state.3.exp_avg_sq",
+                                    "optimizer.state.3.exp_avg",
                                     "layer.norm.weight",
                                     "w",
                                     "",
                                     "data/7"};
 static const ckpz_dtype dtypes[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16,
                                     CKPZ_DTYPE_F64, CKPZ_DTYPE_I32,  CKPZ_DTYPE_NONE};
+static const uint64_t shape[] = {128, 64}; /* large enough for auto's lossy roles */
 
 static int must_stay(const char *name, ckpz_dtype dt, uint32_t ndim)
 {
@@ -76,11 +79,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         for (size_t j = 0; j < sizeof dtypes / sizeof *dtypes; j++)
             for (uint32_t nd = 0; nd <= 2; nd++) {
-                quant_spec q = policy_match(p, names[i], dtypes[j], nd), q2 = policy_match(p2, names[i], dtypes[j], nd);
+                quant_spec q = policy_match(p, names[i], dtypes[j], nd, shape),
+                           q2 = policy_match(p2, names[i], dtypes[j], nd, shape);
                 FZ_CHECK(same_spec(&q, &q2), "policy: two parses match '%s' differently", names[i]);
                 check_spec(&q, names[i], dtypes[j], nd, lossy);
             }
-    quant_spec q = policy_match(p, NULL, CKPZ_DTYPE_NONE, 0);
+    quant_spec q = policy_match(p, NULL, CKPZ_DTYPE_NONE, 0, NULL);
     FZ_CHECK(q.mode == QM_NONE && q.level <= 9, "policy: opaque bytes get mode %u level %u", q.mode, q.level);
     policy_free(p);
     policy_free(p2);

@@ -96,6 +96,8 @@ int main(void)
     FIELD(ckpz_entry, exceptions);
     FIELD(ckpz_entry, changed);
     FIELD(ckpz_entry, frozen);
+    FIELD(ckpz_entry, role);
+    FIELD(ckpz_entry, role_why);
 
     STRUCT(ckpz_archive_info);
     FIELD(ckpz_archive_info, struct_size);

@@ -415,6 +415,53 @@ class TestLossy(Case):
                 self.assertLessEqual((back2["model"][name] - a)[fin].abs().max().item(), 1e-4, name)
         self.assertIsNotNone(ckpz.base_info(q))
 
+    def test_auto(self):
+        """lossy="auto" on ckpz.save and compress_file: roles from the torch.save names
+        (weights, Adam's moments, the rest exact), the bound each got, exp_avg_sq > 0
+        after load, a chain against the previous file, "auto:K" moving the sizes, and
+        bad knobs refused before a file is written."""
+        torch.manual_seed(5)
+        model = torch.nn.Sequential(torch.nn.Linear(128, 96), torch.nn.LayerNorm(96), torch.nn.Linear(96, 64))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95))
+
+        def steps(n):
+            for _ in range(n):
+                loss = model(torch.randn(32, 128)).square().mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return {"model": model.state_dict(), "optimizer": opt.state_dict()}
+
+        state = steps(3)
+        p = self.path("auto.ckpz")
+        ckpz.save(state, p, lossy="auto")
+        roles = {e.name: (e.role, e.lossy.mode if e.lossy else None) for e in ckpz.list(p) if e.role}
+        self.assertEqual(roles["model.0.weight"], ("weight", "pointwise-rel"))
+        self.assertEqual(roles["optimizer.state.0.exp_avg"], ("exp_avg", "pointwise-rel"))
+        self.assertEqual(roles["optimizer.state.0.exp_avg_sq"], ("exp_avg_sq", "pointwise-rel"))
+        for name in ("model.0.bias", "model.1.weight", "optimizer.state.0.step"):
+            self.assertEqual(roles[name], ("exact", None), name)
+        back = ckpz.load(p)
+        for i, st in state["optimizer"]["state"].items():
+            v = back["optimizer"]["state"][i]["exp_avg_sq"]
+            self.assertTrue(bool((v > 0).all()) or not bool((st["exp_avg_sq"] > 0).all()), i)
+        self.assertTrue(torch.equal(back["model"]["1.weight"], state["model"]["1.weight"]))
+        q = self.path("auto2.ckpz")
+        ckpz.save(steps(5), q, lossy="auto", base=p)
+        self.assertEqual({e.name: e.lossy.mode for e in ckpz.list(q) if e.lossy}["model.0.weight"], "change-rel")
+        self.assertTrue(bool((ckpz.load(q)["optimizer"]["state"][0]["exp_avg_sq"] > 0).all()))
+        src = self.path("state.pt")
+        torch.save(state, src)
+        sizes = [ckpz.compress_file(src, self.path("k%d.ckpz" % i), lossy=k)
+                 for i, k in enumerate(("auto:tight", "auto", "auto:aggressive"))]
+        self.assertTrue(sizes[0] > sizes[1] > sizes[2], sizes)
+        for bad in ("auto:0", "auto:bogus", "autox", "manual", 1):
+            with self.assertRaises(ValueError):
+                ckpz.save(state, self.path("bad.ckpz"), lossy=bad)
+            with self.assertRaises(ValueError):
+                ckpz.compress_file(src, self.path("bad.ckpz"), lossy=bad)
+        self.assertFalse(os.path.exists(self.path("bad.ckpz")))
+
     def test_bad_policy(self):
         _, _, state = make_training_state()
         with self.assertRaises(ckpz.Error) as cm:

@@ -1,0 +1,121 @@
+/* auto.c — see auto.h. The bounds per role are one table (AUTO_BOUNDS): what a bound
+ * is at the default knob, and the most it may become as the knob grows. */
+#include "auto.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const ROLE_NAMES[AUTO_ROLE_COUNT_] = {"exact", "weight", "exp_avg", "exp_avg_sq"};
+
+const char *auto_role_name(auto_role r) { return (unsigned)r < AUTO_ROLE_COUNT_ ? ROLE_NAMES[r] : "?"; }
+
+static int contains_ci(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    for (; *s; s++)
+        if (!strncasecmp(s, w, n)) return 1;
+    return 0;
+}
+
+/* The name's last component (after the last '.' or '/'). */
+static const char *leaf(const char *name)
+{
+    const char *l = name;
+    for (const char *p = name; *p; p++)
+        if (*p == '.' || *p == '/') l = p + 1;
+    return l;
+}
+
+/* Optimizer state by its place: torch.save'd {'optimizer': ...} (`optimizer.state.N.*`),
+ * distributed checkpoints (`state.N.*`, `optim.*`), or any `.state.` level below. */
+static int optimizer_state(const char *name)
+{
+    return !strncmp(name, "optimizer.", 10) || !strncmp(name, "optim.", 6) || !strncmp(name, "state.", 6) ||
+           strstr(name, ".state.") || strstr(name, "optimizer_state") || strstr(name, "optim_state");
+}
+
+auto_role auto_role_of(const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape, const char **why)
+{
+    const char *w;
+    auto_role r = AUTO_EXACT;
+    uint64_t n = 1;
+    for (uint32_t i = 0; shape && i < ndim; i++) n *= shape[i];
+    if (!name) name = "";
+    const char *l = leaf(name);
+    if (dtype == CKPZ_DTYPE_NONE) w = "not a tensor";
+    else if (!quant_dtype_ok(dtype)) w = "integer or bool";
+    else if (ndim < 2) w = "fewer than 2 dimensions (bias, norm gain, scalar)";
+    else if (!shape || n < AUTO_MIN_ELEMS) w = "fewer than 4096 elements";
+    else if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) w = "norm or bias";
+    else if (!strcmp(l, "exp_avg_sq")) r = AUTO_EXP_AVG_SQ, w = "Adam second moment (name)";
+    else if (!strcmp(l, "exp_avg")) r = AUTO_EXP_AVG, w = "Adam first moment (name)";
+    else if (!strcmp(l, "grad")) w = "gradient";
+    else if (optimizer_state(name)) w = "other optimizer state";
+    else r = AUTO_WEIGHT, w = "float parameter of >= 2 dimensions";
+    if (why) *why = w;
+    return r;
+}
+
+int auto_knob(const char *word, double *k, char *why, size_t whylen)
+{
+    static const struct {
+        const char *name;
+        double k;
+    } NAMED[] = {{"tight", 0.25}, {"default", 1}, {"aggressive", 4}};
+    *k = 1;
+    if (!word) return 0;
+    for (size_t i = 0; i < sizeof NAMED / sizeof *NAMED; i++)
+        if (!strcmp(word, NAMED[i].name)) {
+            *k = NAMED[i].k;
+            return 0;
+        }
+    char *end;
+    double v = strtod(word, &end);
+    if (!*word || *end || !(v >= AUTO_K_MIN && v <= AUTO_K_MAX)) {
+        snprintf(why, whylen, "auto takes tight, default, aggressive or a number in %g..%g, not '%s'", AUTO_K_MIN,
+                 AUTO_K_MAX, word);
+        return -1;
+    }
+    *k = v;
+    return 0;
+}
+
+/* Per role: the mode, its bound at K = 1 (scaled by K) and the most it may grow to; without
+ * a base (weights: the keyframe's pointwise-rel bound at K = 1, scaled by K, at most
+ * keyframe_max); the share pruned at K = 1 (scaled by K, at most prune_max); and whether
+ * it is coded stand-alone in a delta file. Measured on the corpus' GPT checkpoints 10 steps
+ * apart (doc/lossy.md "auto"): a weight costs ~2.2 bits at change-rel 1 and ~1.4 at 2;
+ * exp_avg ~3.1 bits unpruned whatever the log grid's bound, ~2.0 with half of it pruned,
+ * ~0.6 with 90%; exp_avg_sq ~1.3 bits at pointwise-rel 0.5, ~2.0 at 0.25 and ~1.1 at 0.9.
+ * Adam's steps lr m / sqrt(v) are of about one size across a tensor, so pruning a share of
+ * m by magnitude drops nearly as large a share of the next ~10 steps' progress (measured:
+ * pruning 50% drops 29% of sum |m| / sqrt(v), 90% drops 81%): the default prunes little
+ * and spends the bits there, the weights' bound grows fastest with K. */
+static const struct auto_bound {
+    uint8_t mode;
+    double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
+    uint8_t stochastic, no_base;
+} AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
+    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
+    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 0},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 1},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 0, 0},
+};
+
+quant_spec auto_spec(auto_role r, double k)
+{
+    quant_spec q = {0};
+    if ((unsigned)r >= AUTO_ROLE_COUNT_ || AUTO_BOUNDS[r].mode == QM_NONE) return q;
+    const struct auto_bound *b = &AUTO_BOUNDS[r];
+    q.mode = b->mode;
+    q.bound = fmin(b->bound * k, b->bound_max);
+    q.keyframe = fmin(b->keyframe * k, b->keyframe_max);
+    q.prune = fmin(b->prune * k, b->prune_max);
+    q.stochastic = b->stochastic;
+    q.no_base = b->no_base;
+    q.group = 64;
+    return q;
+}

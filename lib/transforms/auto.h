@@ -1,0 +1,50 @@
+/* auto.h — the policy mode `auto [K]`: each tensor's bound set from what it is.
+ *
+ * A checkpoint of a model trained with Adam holds, per parameter, a weight and two
+ * moments; each tolerates a different error, for a different reason:
+ *   - a weight's error never fades (training goes on from it), but a weight moves by
+ *     about the learning rate per step, so an error measured against its change since
+ *     the base (change-rel, rounded without bias so that every update survives on
+ *     average) costs about as little as the steps in between can bear;
+ *   - exp_avg (m) is rebuilt by the optimizer in ~1/(1 - beta1) steps (10 for 0.9) and is
+ *     not predicted by a base tens of steps old, so it is coded stand-alone on the log
+ *     grid, its smallest magnitudes (the steps that barely move their weight) pruned;
+ *   - exp_avg_sq (v) divides each step: it is coded on the log grid against the base
+ *     (v moves slowly in log terms), never pruned, so none becomes zero or negative;
+ *     an error in it fades in ~1/(1 - beta2) steps.
+ * Everything else stays exact: integer and bool tensors, tensors of fewer than two
+ * dimensions (biases, norm gains, step counts), small tensors (< AUTO_MIN_ELEMS
+ * elements), names of norms and biases, and optimizer state other than Adam's moments.
+ *
+ * Roles come from names only as they appear in torch.save files
+ * (`optimizer.state.16.exp_avg`), safetensors (`*.exp_avg_sq`) and distributed
+ * checkpoints (`state.N.*`, `optim.*`). The knob K (tight 0.25, default 1, aggressive 4,
+ * or a number in AUTO_K_MIN..AUTO_K_MAX) scales every bound together; the file format
+ * does not change: auto only chooses among the existing lossy modes. */
+#ifndef CKPZ_AUTO_H
+#define CKPZ_AUTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpz.h"
+#include "transforms/quant.h"
+
+typedef enum auto_role { AUTO_EXACT = 0, AUTO_WEIGHT, AUTO_EXP_AVG, AUTO_EXP_AVG_SQ, AUTO_ROLE_COUNT_ } auto_role;
+
+#define AUTO_MIN_ELEMS 4096
+#define AUTO_K_MIN (1.0 / 64)
+#define AUTO_K_MAX 16.0
+
+/* The role of a tensor, and in *why (a static string) the reason for it. */
+auto_role auto_role_of(const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape, const char **why);
+const char *auto_role_name(auto_role r);
+
+/* The knob from a word: tight, default, aggressive or a number in AUTO_K_MIN..AUTO_K_MAX
+ * (NULL: default). Returns 0, or -1 with the reason in why. */
+int auto_knob(const char *word, double *k, char *why, size_t whylen);
+
+/* The coding of a tensor of role r at knob k (mode QM_NONE for AUTO_EXACT). */
+quant_spec auto_spec(auto_role r, double k);
+
+#endif
