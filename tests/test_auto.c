@@ -36,6 +36,9 @@ static void test_roles(void)
         {"state.3.exp_avg", CKPZ_DTYPE_F32, 2, big, AUTO_EXP_AVG},           /* DCP */
         {"optim.state.fc.weight.exp_avg_sq", CKPZ_DTYPE_F32, 2, big, AUTO_EXP_AVG_SQ},
         {"fc.weight.exp_avg", CKPZ_DTYPE_F16, 2, big, AUTO_EXP_AVG},          /* safetensors */
+        {"optim.exp_avg.transformer.wte.weight", CKPZ_DTYPE_F32, 2, big, AUTO_EXP_AVG}, /* flattened */
+        {"optim.exp_avg_sq.transformer.wte.weight", CKPZ_DTYPE_F32, 2, big, AUTO_EXP_AVG_SQ},
+        {"optim.exp_avgx.fc.weight", CKPZ_DTYPE_F32, 2, big, AUTO_EXACT},      /* not the key */
         {"optimizer.state.16.step", CKPZ_DTYPE_F32, 0, NULL, AUTO_EXACT},
         {"optimizer.state.2.momentum_buffer", CKPZ_DTYPE_F32, 2, big, AUTO_EXACT},
         {"optimizer.state.2.max_exp_avg_sq", CKPZ_DTYPE_F32, 2, big, AUTO_EXACT},

@@ -29,6 +29,17 @@ static const char *leaf(const char *name)
     return l;
 }
 
+/* Whether w is a whole component of the name ('.' or '/' around it): the moment's key
+ * last (`optimizer.state.3.exp_avg`, `state.3.exp_avg`) or before the parameter's name
+ * (`optim.exp_avg.transformer.wte.weight`, as a flattened state dict writes it). */
+static int has_component(const char *name, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *p = name; (p = strstr(p, w)) != NULL; p++)
+        if ((p == name || p[-1] == '.' || p[-1] == '/') && (p[n] == 0 || p[n] == '.' || p[n] == '/')) return 1;
+    return 0;
+}
+
 /* Optimizer state by its place: torch.save'd {'optimizer': ...} (`optimizer.state.N.*`),
  * distributed checkpoints (`state.N.*`, `optim.*`), or any `.state.` level below. */
 static int optimizer_state(const char *name)
@@ -50,8 +61,8 @@ auto_role auto_role_of(const char *name, ckpz_dtype dtype, uint32_t ndim, const 
     else if (ndim < 2) w = "fewer than 2 dimensions (bias, norm gain, scalar)";
     else if (!shape || n < AUTO_MIN_ELEMS) w = "fewer than 4096 elements";
     else if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) w = "norm or bias";
-    else if (!strcmp(l, "exp_avg_sq")) r = AUTO_EXP_AVG_SQ, w = "Adam second moment (name)";
-    else if (!strcmp(l, "exp_avg")) r = AUTO_EXP_AVG, w = "Adam first moment (name)";
+    else if (has_component(name, "exp_avg_sq")) r = AUTO_EXP_AVG_SQ, w = "Adam second moment (name)";
+    else if (has_component(name, "exp_avg")) r = AUTO_EXP_AVG, w = "Adam first moment (name)";
     else if (!strcmp(l, "grad")) w = "gradient";
     else if (optimizer_state(name)) w = "other optimizer state";
     else r = AUTO_WEIGHT, w = "float parameter of >= 2 dimensions";
