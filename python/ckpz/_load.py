@@ -101,32 +101,36 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
 
     base_cls = pickle_module.Unpickler if pickle_module is not None else pickle.Unpickler
     cls = _unpickle.make_unpickler(torch, persistent_load, trusted, safe_globals, path, base_cls)
-    result = _run_unpickler(data, cls, pickle_load_args, path)
-    # Tensors are rebuilt only inside their storages; this holds whatever ran (a trusted
-    # pickle's own code too): the decoder writes only into storages of the size it read.
-    for key, (u, _, _, nbytes) in storages.items():
-        if u.nbytes() != nbytes:
-            raise Error(_lib.ERR_CORRUPT, "storage %s was resized from %d to %d bytes while unpickling"
-                        % (key, nbytes, u.nbytes()), path)
-    fill(spans)
-    restore = torch.serialization._get_restore_location(map_location)
-    moved = {}
-    for key, (u, dtype, location, _) in storages.items():
-        try:
-            moved[key] = restore(u, location)
-        except Exception as e:  # a device this machine lacks, a location torch cannot parse
-            raise Error(_lib.ERR_INPUT, "storage %s was saved on %r, where it cannot be placed here (%s); "
-                        "map_location= says where to load it" % (key, location, str(e)[:200]), path) from None
-    if any(moved[k] is not storages[k][0] for k in storages):
-        # Some storage goes elsewhere (a GPU): build the objects again around the moved
-        # storages (the pickle is small; the tensors' bytes are not read again).
-        def persistent_load_moved(pid):
-            key = _decode_ascii(pid[2])
-            return _typed(torch, moved[key], storages[key][1])
-
-        cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
-        del result
+    try:
         result = _run_unpickler(data, cls, pickle_load_args, path)
+        # Tensors are rebuilt only inside their storages; this holds whatever ran (a trusted
+        # pickle's own code too): the decoder writes only into storages of the size it read.
+        for key, (u, _, _, nbytes) in storages.items():
+            if u.nbytes() != nbytes:
+                raise Error(_lib.ERR_CORRUPT, "storage %s was resized from %d to %d bytes while unpickling"
+                            % (key, nbytes, u.nbytes()), path)
+        fill(spans)
+        restore = torch.serialization._get_restore_location(map_location)
+        moved = {}
+        for key, (u, dtype, location, _) in storages.items():
+            try:
+                moved[key] = restore(u, location)
+            except Exception as e:  # a device this machine lacks, a location torch cannot parse
+                raise Error(_lib.ERR_INPUT, "storage %s was saved on %r, where it cannot be placed here (%s); "
+                            "map_location= says where to load it" % (key, location, str(e)[:200]), path) from None
+        if any(moved[k] is not storages[k][0] for k in storages):
+            # Some storage goes elsewhere (a GPU): build the objects again around the moved
+            # storages (the pickle is small; the tensors' bytes are not read again).
+            def persistent_load_moved(pid):
+                key = _decode_ascii(pid[2])
+                return _typed(torch, moved[key], storages[key][1])
+
+            cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
+            del result
+            result = _run_unpickler(data, cls, pickle_load_args, path)
+    except BaseException:
+        _clear_sparse(torch)  # the sparse tensors of a load that failed are never checked
+        raise
     _validate_sparse(torch, path)
     return result
 
@@ -134,8 +138,8 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
 def _validate_sparse(torch, path):
     """Sparse tensors' indices against their sizes, once their storages hold the file's
     bytes (torch >= 2 checks them only where sparse invariant checks are switched on:
-    switched on here). torch keeps the tensors to check in a list of its own, which a
-    load that failed before this point may have left filled: it is cleared either way."""
+    switched on here). torch keeps the tensors to check in a list of its own: it is
+    cleared either way, and by the caller when the load fails before this point."""
     validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
     if validate is None:
         return
@@ -146,7 +150,13 @@ def _validate_sparse(torch, path):
     except RuntimeError as e:
         raise Error(_lib.ERR_CORRUPT, "a sparse tensor does not hold together: %s" % str(e)[:200], path) from None
     finally:
-        del getattr(torch._utils, "_sparse_tensors_to_validate", [])[:]
+        _clear_sparse(torch)
+
+
+def _clear_sparse(torch):
+    """Empties torch's list of sparse tensors to check (process-wide state: a load must
+    leave it as it found it, whether it succeeded or not)."""
+    del getattr(torch._utils, "_sparse_tensors_to_validate", [])[:]
 
 
 _TRUE = ("1", "y", "yes", "true")  # what torch.load takes for "set" in its switches
