@@ -363,6 +363,21 @@ static void test_windows(void)
 }
 
 /* ---- end to end on an in-memory safetensors file ---- */
+/* A safetensors file of header hdr and `data` zero bytes of tensor data (calloc'd; its
+ * size in *n): the data start at *start. */
+static uint8_t *st_file(const char *hdr, size_t data, size_t *n, size_t *start)
+{
+    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    uint64_t h = hl + pad;
+    *n = 8 + h + data;
+    *start = 8 + h;
+    uint8_t *f = calloc(1, *n);
+    memcpy(f, &h, 8);
+    memcpy(f + 8, hdr, hl);
+    memset(f + 8 + hl, ' ', pad);
+    return f;
+}
+
 static int count_cb(void *o, const ckpz_prediction *t)
 {
     if (t->dtype != CKPZ_DTYPE_NONE) ++*(int *)o;
@@ -374,13 +389,9 @@ static void test_file(void)
     /* two f32 tensors: zeros (64 KiB) and gaussians (256 KiB) */
     const char *hdr = "{\"z\":{\"dtype\":\"F32\",\"shape\":[16384],\"data_offsets\":[0,65536]},"
                       "\"g\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[65536,327680]}}";
-    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8, n = 8 + hl + pad + 327680;
-    uint8_t *f = calloc(1, n);
-    uint64_t h = hl + pad;
-    memcpy(f, &h, 8);
-    memcpy(f + 8, hdr, hl);
-    memset(f + 8 + hl, ' ', pad);
-    for (int i = 0; i < 65536; i++) put_f32(f + 8 + h + 65536 + 4 * (size_t)i, (float)(0.02 * rng_normal()));
+    size_t n, at;
+    uint8_t *f = st_file(hdr, 327680, &n, &at);
+    for (int i = 0; i < 65536; i++) put_f32(f + at + 65536 + 4 * (size_t)i, (float)(0.02 * rng_normal()));
     ckpz_mem m = mem_in(f, n, 0);
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
@@ -448,13 +459,9 @@ static void test_file_policy(void)
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[0,262144]},"
                       "\"ln_f.weight\":{\"dtype\":\"F32\",\"shape\":[64,64],\"data_offsets\":[262144,278528]},"
                       "\"v\":{\"dtype\":\"F32\",\"shape\":[4096],\"data_offsets\":[278528,294912]}}";
-    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8, data = 294912, n = 8 + hl + pad + data;
-    uint8_t *f = calloc(1, n);
-    uint64_t h = hl + pad;
-    memcpy(f, &h, 8);
-    memcpy(f + 8, hdr, hl);
-    memset(f + 8 + hl, ' ', pad);
-    for (size_t i = 0; i < data / 4; i++) put_f32(f + 8 + h + 4 * i, (float)(0.02 * rng_normal()));
+    size_t data = 294912, n, at;
+    uint8_t *f = st_file(hdr, data, &n, &at);
+    for (size_t i = 0; i < data / 4; i++) put_f32(f + at + 4 * i, (float)(0.02 * rng_normal()));
     ckpz_mem m = mem_in(f, n, 0);
     ckpz_ctx *ctx = ckpz_ctx_create();
     ckpz_predict_params p;
@@ -499,15 +506,11 @@ static void test_file_policy(void)
 static void test_file_f64(void)
 {
     const char *hdr = "{\"d\":{\"dtype\":\"F64\",\"shape\":[256,256],\"data_offsets\":[0,524288]}}";
-    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8, data = 524288, n = 8 + hl + pad + data;
-    uint8_t *f = calloc(1, n);
-    uint64_t h = hl + pad;
-    memcpy(f, &h, 8);
-    memcpy(f + 8, hdr, hl);
-    memset(f + 8 + hl, ' ', pad);
+    size_t data = 524288, n, at;
+    uint8_t *f = st_file(hdr, data, &n, &at);
     for (size_t i = 0; i < data / 8; i++) {
         double v = 0.02 * rng_normal();
-        memcpy(f + 8 + h + 8 * i, &v, 8);
+        memcpy(f + at + 8 * i, &v, 8);
     }
     ckpz_mem m = mem_in(f, n, 0);
     ckpz_ctx *ctx = ckpz_ctx_create();
