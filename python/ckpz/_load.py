@@ -128,18 +128,17 @@ def _load_archive(torch, image, fill, map_location, pickle_module, trusted, safe
             cls = _unpickle.make_unpickler(torch, persistent_load_moved, trusted, safe_globals, path, base_cls)
             del result
             result = _run_unpickler(data, cls, pickle_load_args, path)
-    except BaseException:
-        _clear_sparse(torch)  # the sparse tensors of a load that failed are never checked
-        raise
-    _validate_sparse(torch, path)
+        _validate_sparse(torch, path)
+    finally:
+        _clear_sparse(torch)  # checked or not (a load that failed), the list is left empty
     return result
 
 
 def _validate_sparse(torch, path):
     """Sparse tensors' indices against their sizes, once their storages hold the file's
     bytes (torch >= 2 checks them only where sparse invariant checks are switched on:
-    switched on here). torch keeps the tensors to check in a list of its own: it is
-    cleared either way, and by the caller when the load fails before this point."""
+    switched on here). torch keeps the tensors to check in a list of its own, which the
+    caller empties after this, whether the load succeeded or not."""
     validate = getattr(torch._utils, "_validate_loaded_sparse_tensors", None)
     if validate is None:
         return
@@ -149,8 +148,6 @@ def _validate_sparse(torch, path):
             validate()
     except RuntimeError as e:
         raise Error(_lib.ERR_CORRUPT, "a sparse tensor does not hold together: %s" % str(e)[:200], path) from None
-    finally:
-        _clear_sparse(torch)
 
 
 def _clear_sparse(torch):
