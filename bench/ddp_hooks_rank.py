@@ -96,10 +96,12 @@ def register(ddp, hook, warmup):
         return st
     import ckpz.ddp
 
-    method, _, density = hook[len("ckpz-"):].partition(":")
+    method, _, arg = hook[len("ckpz-"):].partition(":")
     kw = {}
     if method == "topk":
-        kw["density"] = float(density) if density else DENSITY
+        kw["density"] = float(arg) if arg else DENSITY
+    if method == "auto" and arg:  # ckpz-auto:topk: auto_max
+        kw["auto_max"] = arg
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
     return st

@@ -16,7 +16,15 @@ add); the warm-up runs in-line either way, so that it measures each term alone. 
 candidates whose step is
 within 2 % of the fastest (the model is not finer than that), the least lossy wins
 (none, then 8-bit, 4-bit, top-k), then the fastest. Candidates: none (DDP's all-reduce),
-q8 and q4 with raw and entropy-coded codes, top-k at the state's density. ckpz_tune
+q8 and q4 with raw and entropy-coded codes, top-k at the state's density, each only up
+to the state's auto_max, the lossiest tier allowed. Its default is q4: the time model
+knows nothing of the loss, and bench/ddp-hooks measured q8 and q4 (with error feedback)
+at no hook's loss on every model while top-k at densities that pay (0.01-0.05) ended
+5-28 % above it; so top-k is chosen only when the user allows it (auto_max="topk"). Each
+candidate's relative error on the measured buckets, ||decoded - g|| / ||g|| of one step
+before error feedback, goes into the record beside the model (information: one step's
+error does not tell the loss either; GPT gradients gave 0.008 for q8, 0.15 for q4, 0.18
+for top-k 0.05). ckpz_tune
 itself measures compression of a checkpoint file, not of a bucket, so the model is
 applied here, not called. Rank 0 decides and broadcasts its choice (with the state's
 timeout), so every rank takes the same. Not public API.
@@ -29,6 +37,7 @@ from . import _ddp_wire, _dist_comm, _grad
 __all__ = []  # private module
 
 TIE = 1.02  # within 2 % of the fastest: the model is not finer (tune.c)
+TIERS = {"none": 0, "q8": 1, "q4": 2, "topk": 3}  # auto_max's values: the lossiest tier allowed
 # name -> (tier: lossier is higher, bits, entropy, top-k)
 CANDIDATES = {"none": (0, None, False, False), "q8": (1, 8, False, False), "q8+rans": (1, 8, True, False),
               "q4": (2, 4, False, False), "q4+rans": (2, 4, True, False), "topk": (3, 8, False, True)}
@@ -60,14 +69,16 @@ class Planner:
     dict whose "link_bytes_per_s" and "compute_s" replace what is measured (tests; a
     user who knows the link), or None."""
 
-    def __init__(self, density, block, inject=None, overlap=False):
+    def __init__(self, density, block, inject=None, overlap=False, max_tier=TIERS["q4"]):
         self.density, self.block, self.inject, self.overlap = density, block, dict(inject or {}), overlap
+        self.max_tier = max_tier
         self.choice = None
         self.link_time = self.link_bytes = 0.0
         self.computes = []  # compute seconds of each warm-up step after the first
         self.in_hook = 0.0  # seconds in the hook this step
         self.last_end = None  # when the previous step's last bucket was done
         self.costs = {n: [0.0, 0.0] for n in CANDIDATES}  # name -> [cpu seconds, packet bytes]
+        self.errors = {n: [0.0, 0.0] for n in CANDIDATES}  # name -> [sum of squared errors, of squares]
         self.bucket_bytes = 0
         self.buckets = 0
         self.record = {}
@@ -90,8 +101,9 @@ class Planner:
         n = host.numel()
         self.bucket_bytes += n * host.element_size()
         self.buckets += 1
+        square = float(host.float().pow(2).sum())
         for name, (tier, bits, entropy, topk) in CANDIDATES.items():
-            if name == "none":
+            if name == "none" or tier > self.max_tier:
                 continue
             codec = _grad.Codec(bits, self.block, entropy=entropy, density=self.density if topk else None)
             dst = torch.empty(codec.packet_size(n), dtype=torch.uint8)
@@ -104,6 +116,8 @@ class Planner:
             codec.unpack_add(dst[:size], acc)
             t2 = time.perf_counter()
             pack_s, unpack_s = t1 - t0, t2 - t1
+            self.errors[name][0] += float((acc - host.float()).pow(2).sum())
+            self.errors[name][1] += square
             if topk:  # my packet, then every rank's added
                 cpu = pack_s + world * unpack_s
             else:  # every shard, the mean of mine; the packets of my shard, every mean
@@ -118,9 +132,9 @@ class Planner:
         comps = sorted(self.computes)
         compute = self.inject.get("compute_s", comps[len(comps) // 2] if comps else 0.0)
         out = {}
-        for name in CANDIDATES:
+        for name, (tier, *_) in CANDIDATES.items():
             cpu, size = self.costs[name]
-            if name != "none" and not size:
+            if tier > self.max_tier or (name != "none" and not size):
                 continue
             nbytes = wire_bytes(name, world, self.bucket_bytes, size, self.buckets)
             exchange = cpu + nbytes / link
@@ -144,6 +158,8 @@ class Planner:
         if not 0 <= got < len(names):
             got = 0
         self.choice = names[got]
-        self.record = {"choice": self.choice, "link_bytes_per_s": link, "compute_s": compute,
-                       "model_s": {n: round(t, 6) for n, t in table.items()}}
+        self.record = {"choice": self.choice, "auto_max": next(n for n, t in TIERS.items() if t == self.max_tier),
+                       "link_bytes_per_s": link, "compute_s": compute,
+                       "model_s": {n: round(t, 6) for n, t in table.items()},
+                       "rel_error": {n: round((e / sq) ** 0.5, 6) for n, (e, sq) in self.errors.items() if sq}}
         return self.choice

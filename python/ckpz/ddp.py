@@ -33,7 +33,9 @@ entropy-coded where that is smaller (entropy=True, the default; lossless: only t
 bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
 "auto": one of these chosen after the warm-up steps from the measured link speed and
-compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict.
+compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict; no
+lossier than auto_max ("q4" by default, the lossiest method measured at no hook's loss;
+"topk" lets it choose top-k).
 """
 
 import time
@@ -55,8 +57,9 @@ class CompressionState:
     process_group: the group DDP reduces over (None: the default group). method: "q8",
     "q4", or "quantize" with bits= 8 (default) or 4; "topk" with density= (0.01); "none";
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
-    its top-k's; auto_inject: a dict whose "link_bytes_per_s" and "compute_s" replace
-    what is measured). entropy: rANS-code the quantised codes where that is smaller
+    its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
+    default) or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
+    replace what is measured). entropy: rANS-code the quantised codes where that is smaller
     (True). overlap: the exchange runs on a thread of the state's, the hook returning at
     once (DDP overlaps it with the rest of the backward pass; buckets in order, each
     collective still bounded by the timeout), False: in the hook. block: elements per
@@ -80,7 +83,7 @@ class CompressionState:
 
     def __init__(self, process_group=None, method="q8", bits=None, block=256, stochastic=False, error_feedback=True,
                  warmup_steps=0, timeout=None, density=None, model=None, entropy=True, auto_inject=None,
-                 overlap=False):
+                 overlap=False, auto_max=None):
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
         if METHODS[method] is not None and bits not in (None, METHODS[method]):
@@ -89,6 +92,9 @@ class CompressionState:
             raise ValueError("ckpz.ddp: density= is for method \"topk\" (and \"auto\"'s top-k)")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError("ckpz.ddp: warmup_steps must be an int >= 0, not %r" % (warmup_steps,))
+        if auto_max is not None and (method != "auto" or auto_max not in _ddp_auto.TIERS):
+            raise ValueError("ckpz.ddp: auto_max= is for method \"auto\": one of %s, not %r"
+                             % (", ".join(map(repr, _ddp_auto.TIERS)), auto_max))
         if method == "auto" and warmup_steps < 2:
             raise ValueError("ckpz.ddp: method \"auto\" measures during warm-up: warmup_steps >= 2")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -98,7 +104,8 @@ class CompressionState:
         self.entropy = bool(entropy)
         self.stochastic = bool(stochastic)
         self.block = block
-        self._auto = _ddp_auto.Planner(self.density, block, auto_inject, overlap) if method == "auto" else None
+        tier = _ddp_auto.TIERS[auto_max or "q4"]
+        self._auto = _ddp_auto.Planner(self.density, block, auto_inject, overlap, tier) if method == "auto" else None
         self._device = None
         self.overlap = bool(overlap)
         self._worker = _ddp_wire.Worker(self) if overlap else None

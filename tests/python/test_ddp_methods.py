@@ -52,10 +52,10 @@ def prog_run(rank, world, d, name, method, kw):
     base.write_json("%s/%s-%d.json" % (d, name, rank), out)
 
 
-def prog_auto(rank, world, d, inject0, inject1):
+def prog_auto(rank, world, d, inject0, inject1, kw):
     """Two warm-up steps, then auto decides (rank 0's injected figures, whatever rank 1
     measured or was given); the state_dict carries the choice into a fresh state."""
-    ddp, opt, state = wide("auto", warmup_steps=2, auto_inject=inject0 if rank == 0 else inject1)
+    ddp, opt, state = wide("auto", warmup_steps=2, auto_inject=inject0 if rank == 0 else inject1, **kw)
     base.train(ddp, opt, 4)
     sd = state.state_dict()
     fresh = ckpz.ddp.CompressionState(method="auto", warmup_steps=2)
@@ -230,8 +230,8 @@ class MethodsTest(unittest.TestCase):
     def test_topk_hostile_packet_refused_on_every_rank(self):
         base.spawn(prog_topk_hostile, 2, self.dir)
 
-    def auto_(self, inject0, inject1):
-        base.spawn(prog_auto, 2, self.dir, inject0, inject1)
+    def auto_(self, inject0, inject1, **kw):
+        base.spawn(prog_auto, 2, self.dir, inject0, inject1, kw)
         got = [base.read_json("%s/auto-%d.json" % (self.dir, r)) for r in range(2)]
         self.assertEqual(got[0]["auto"]["choice"], got[1]["auto"]["choice"])
         self.assertEqual(got[0]["method"], got[1]["method"])
@@ -241,9 +241,23 @@ class MethodsTest(unittest.TestCase):
     def test_auto_slow_link_compresses(self):
         # 1 MB/s, 10 ms of compute: rank 1 claims a fast link, rank 0's word holds
         got = self.auto_({"link_bytes_per_s": 1e6, "compute_s": 0.01}, {"link_bytes_per_s": 1e12, "compute_s": 1.0})
-        self.assertIn(got["auto"]["choice"], ("q8+rans", "q4+rans", "q8", "q4", "topk"))
-        self.assertNotEqual(got["method"], "none")
+        # the fewest bytes allowed by default: 4-bit (top-k, fewer still, needs auto_max="topk")
+        self.assertIn(got["auto"]["choice"], ("q4+rans", "q4"))
+        self.assertEqual(got["method"], "quantize")
         self.assertGreater(got["allreduce"] / got["sent"], 1.5)  # two steps uncompressed, two compressed
+        err = got["auto"]["rel_error"]  # one step's error of each candidate measured, 8-bit below 4-bit
+        self.assertNotIn("topk", err)
+        self.assertLess(err["q8"], err["q4"])
+        self.assertLess(err["q4"], 0.5)
+
+    def test_auto_max_topk_and_q8(self):
+        slow = {"link_bytes_per_s": 1e6, "compute_s": 0.01}
+        got = self.auto_(slow, slow, auto_max="topk")
+        self.assertEqual((got["auto"]["choice"], got["method"], got["auto"]["auto_max"]), ("topk", "topk", "topk"))
+        self.assertIn("topk", got["auto"]["rel_error"])
+        got = self.auto_(slow, slow, auto_max="q8")
+        self.assertIn(got["auto"]["choice"], ("q8+rans", "q8"))
+        self.assertNotIn("q4", got["auto"]["model_s"])
 
     def test_auto_fast_link_none(self):
         got = self.auto_({"link_bytes_per_s": 1e11, "compute_s": 0.05}, {"link_bytes_per_s": 1e3, "compute_s": 0.0})
@@ -266,6 +280,8 @@ class AutoRuleTest(unittest.TestCase):
 
     def test_arguments(self):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="auto", warmup_steps=1)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="auto", warmup_steps=2, auto_max="q2")
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="q8", auto_max="q4")
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="q8", density=0.1)
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", density=0)
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", bits=4)
