@@ -91,7 +91,7 @@ format-check:
 # and pip-installed into build/peers-venv by bench/peers itself, on the step-300 files of
 # $(CORPUS) (bench/make-corpus): the table, docs/peers.csv, peers-lossy.csv, peers.svg.
 peers: build
-	bench/peers --corpus $(CORPUS)
+	bench/peers --corpus $(CORPUS) --write-benchmarks BENCHMARKS.md
 
 # Installs the library, headers, libckpz.pc, the CLI and the Python package (CMake), then,
 # where R is installed, the R package (r/ckpz) against the libckpz just installed (found
