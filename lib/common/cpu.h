@@ -24,8 +24,10 @@ enum {
     CPU_HAS_AVX512 = 1u << 3, /* AVX-512 F, BW, VL and VBMI: every AVX-512 kernel needs these */
     CPU_VBMI2 = 1u << 4,      /* AVX-512 VBMI2 (vpcompressb, vpexpandb), with CPU_HAS_AVX512 */
     CPU_VPCLMUL = 1u << 5,    /* VPCLMULQDQ on zmm registers, with CPU_HAS_AVX512 and CPU_PCLMUL */
-    CPU_VPCLMUL256 = 1u << 6  /* VPCLMULQDQ on ymm registers, with CPU_HAS_AVX2 and CPU_PCLMUL (level
+    CPU_VPCLMUL256 = 1u << 6, /* VPCLMULQDQ on ymm registers, with CPU_HAS_AVX2 and CPU_PCLMUL (level
                                  avx512: capped at avx2, the PCLMULQDQ loop runs) */
+    CPU_GATHER = 1u << 7      /* AVX-512 gathers faster than scalar loads (cpu.c says where), with
+                                 CPU_HAS_AVX512 */
 };
 
 extern int cpu_features_; /* -1 until probed (cpu.c) */

@@ -152,6 +152,9 @@ size_t rans0_dec_avx2(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_
  * most 64, byte tables otherwise. Needs CPU_AVX512. */
 uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
                           uint8_t *p);
+/* rans0_avx512.c: as rans0_dec_avx2, sixteen states a vector. Needs CPU_AVX512. */
+size_t rans0_dec_avx512(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
+                        uint8_t *out, size_t len);
 /* hist_avx512.c. Histogram of planes whose values span at most 64 or that are mostly one
  * value: counts the first k bytes of src into cnt (set, not added to) and returns k, a
  * multiple of 64 or n; 0 (cnt untouched) for other planes. The caller counts the rest.

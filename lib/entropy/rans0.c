@@ -248,7 +248,7 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
         p += 4;
     }
 #ifdef ENT_HAVE_X86
-    int use_avx2 = cpu_level() >= CPU_AVX2;
+    int simd = cpu_level(), gather = (cpu_features() & CPU_GATHER) != 0;
 #endif
     const uint8_t *tp = tabs;
     size_t b = 0;
@@ -263,7 +263,8 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
         b += k;
         size_t i = s0, done;
 #ifdef ENT_HAVE_X86
-        if (use_avx2) done = rans0_dec_avx2(N, st, dt, &p, end, dst + i, s1 - i);
+        if (simd >= CPU_AVX512 && gather) done = rans0_dec_avx512(N, st, dt, &p, end, dst + i, s1 - i);
+        else if (simd >= CPU_AVX2) done = rans0_dec_avx2(N, st, dt, &p, end, dst + i, s1 - i);
         else
 #endif
             done = dec_scalar(N, st, dt, &p, end, dst + i, s1 - i);

@@ -1,5 +1,5 @@
-/* rans0_avx512.c — the AVX-512 encode loops of order-0 rANS (rans0.c calls them when
- * cpu_level() allows AVX-512).
+/* rans0_avx512.c — the AVX-512 encode and decode loops of order-0 rANS (rans0.c calls
+ * them when cpu_level() allows AVX-512).
  *
  * Exponent planes use a few dozen byte values, so per-symbol data fits in registers:
  * the first loop keeps each encoder field of up to 64 symbols in four zmm registers and
@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+#define T512F __attribute__((target("avx512f")))
 
 /* The least and largest symbol with a frequency (a table has at least two). */
 static void span(const uint16_t *freq, int *lo, int *hi)
@@ -257,5 +258,58 @@ uint8_t *rans0_enc_avx512(ent_ctx *c, unsigned N, const uint16_t *freq, const ui
     const uint32_t(*t)[64] = (const uint32_t(*)[64])c->ztab;
     if (N == 64) return mode == ZK32 ? zenc_64_ZK32(c->st, t, src, lo, hi, p) : zenc_64_ZK64(c->st, t, src, lo, hi, p);
     return mode == ZK32 ? zenc_32_ZK32(c->st, t, src, lo, hi, p) : zenc_32_ZK64(c->st, t, src, lo, hi, p);
+}
+/* The decoder: sixteen states a vector. The decode table (4096 entries of symbol | bias
+ * << 8 | freq << 20, 16 KiB, in L1) is read with a gather, the symbols leave through a
+ * truncating move, and the lanes that fall below RANS_L take the next 16-bit words in
+ * lane order by an expand: the words are consumed in the order of the scalar loop, so
+ * the states, the symbols and the input position are the same after every round. The
+ * 32 bytes read for a vector lie inside the round's 2N that the loop condition checks. */
+static inline __attribute__((always_inline)) T512F size_t dec_n(const unsigned N, uint32_t *st, const uint32_t *dt,
+                                                                const uint8_t **pp, const uint8_t *end, uint8_t *out,
+                                                                size_t len)
+{
+    const uint8_t *p = *pp;
+    __m512i X[RANS0_NMAX / 16];
+    for (unsigned v = 0; v < N / 16; v++) X[v] = _mm512_loadu_si512((const void *)(st + 16 * v));
+    const __m512i mask12 = _mm512_set1_epi32(RANS_M - 1);
+    const __m512i low = _mm512_set1_epi32(RANS_L);
+    size_t i = 0;
+    for (; i + N <= len && end - p >= 2 * (ptrdiff_t)N; i += N) {
+        for (unsigned v = 0; v < N / 16; v++) {
+            __m512i x = X[v];
+            __m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x, mask12), (const void *)dt, 4);
+            _mm_storeu_si128((__m128i *)(void *)(out + i + 16 * v), _mm512_cvtepi32_epi8(e));
+            __m512i f = _mm512_srli_epi32(e, 20);
+            __m512i b = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
+            x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, RANS_BITS)), b);
+            __mmask16 nd = _mm512_cmplt_epu32_mask(x, low);
+            __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+            w = _mm512_maskz_expand_epi32(nd, w);
+            X[v] = _mm512_mask_or_epi32(x, nd, _mm512_slli_epi32(x, 16), w);
+            p += 2 * __builtin_popcount((unsigned)nd);
+        }
+    }
+    for (unsigned v = 0; v < N / 16; v++) _mm512_storeu_si512((void *)(st + 16 * v), X[v]);
+    *pp = p;
+    return i;
+}
+
+T512F static size_t dec_32(uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end, uint8_t *out,
+                           size_t len)
+{
+    return dec_n(32, st, dt, pp, end, out, len);
+}
+
+T512F static size_t dec_64(uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end, uint8_t *out,
+                           size_t len)
+{
+    return dec_n(64, st, dt, pp, end, out, len);
+}
+
+size_t rans0_dec_avx512(unsigned N, uint32_t *st, const uint32_t *dt, const uint8_t **pp, const uint8_t *end,
+                        uint8_t *out, size_t len)
+{
+    return N == 64 ? dec_64(st, dt, pp, end, out, len) : dec_32(st, dt, pp, end, out, len);
 }
 #endif
