@@ -7,6 +7,19 @@
 
 int cpu_features_ = -1;
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* CPUID leaf 7 EDX bit 23, asked directly: older compilers (clang 14) do not know the
+ * name "avx512fp16" in __builtin_cpu_supports. Only asked once AVX-512 itself (and the
+ * OS's saving of its registers) is known. */
+static int has_avx512fp16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 23 & 1u);
+}
+#endif
+
 static unsigned hardware(void)
 {
     unsigned f = 0;
@@ -24,7 +37,7 @@ static unsigned hardware(void)
          * scalar loads (rans0's decoder: 1.2x). AMD's AVX-512 cores measured gathers 2x
          * slower than scalar loads, and earlier Intel cores pay the Gather Data Sampling
          * microcode's penalty: they keep the AVX2 decoder. */
-        if (__builtin_cpu_supports("avx512fp16")) f |= CPU_GATHER;
+        if (has_avx512fp16()) f |= CPU_GATHER;
     }
 #endif
     return f;
