@@ -179,6 +179,18 @@ void grad_head_release(grad_head *h);
 size_t grad_codes_encode(uint8_t *c, size_t n, unsigned *coding);
 int grad_codes_decode(unsigned coding, const uint8_t *src, size_t len, size_t n, uint8_t **out);
 
+/* sign.c: 1-bit codes (bits = 1). grad_sign_sum adds |v[i]| to *acc in element order;
+ * grad_sign_scale is a block's scale from that sum over its n elements (mean |v|, 0
+ * below GRAD_TINY); grad_sign_quant sets bits [i, i + n) of c to the signs of v (1:
+ * v >= 0, decoded +scale; 0: -scale; the other bits of the bytes kept) and, with resid
+ * (may be v itself), resid[k] = v[k] -+ scale; grad_sign_get gives bits [i, i + n) as
+ * codes +-1; grad_sign_pad clears the last byte's bits past count. */
+void grad_sign_sum(const float *v, size_t n, double *acc);
+float grad_sign_scale(double sum, uint64_t n);
+void grad_sign_quant(const float *v, size_t n, float scale, uint8_t *c, uint64_t i, float *resid);
+void grad_sign_get(const uint8_t *c, uint64_t i, size_t n, int8_t *q);
+void grad_sign_pad(uint8_t *c, uint64_t count);
+
 /* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
  * params are resolved (q: a whole struct, defaults filled) or the magic seen. */
 #define GRAD_SPARSE_MAGIC "CKGS"
