@@ -44,8 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FZ_CHECK(info.count <= 0xffffffffull && info.nnz <= info.count, "count %llu, nnz %llu",
              (unsigned long long)info.count, (unsigned long long)info.nnz);
-    FZ_CHECK(info.kind == CKPZ_GRAD_DENSE ? (info.bits == 8 || info.bits == 4 || info.bits == 1) && info.nnz == info.count
-                                          : info.bits == 8 || info.bits == 32,
+    FZ_CHECK(info.kind == CKPZ_GRAD_DENSE
+                 ? (info.bits == 8 || info.bits == 4 || info.bits == 1) && info.nnz == info.count
+                 : info.bits == 8 || info.bits == 32,
              "kind %u with %u bits", info.kind, info.bits);
     if (info.count != 1)
         FZ_CHECK(ckpz_grad_unpack(ctx, pkt, len, CKPZ_DTYPE_F32, one, 1) == CKPZ_ERR_PARAM, "a room of 1 accepted");
