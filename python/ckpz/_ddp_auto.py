@@ -37,10 +37,11 @@ from . import _ddp_wire, _dist_comm, _grad
 __all__ = []  # private module
 
 TIE = 1.02  # within 2 % of the fastest: the model is not finer (tune.c)
-TIERS = {"none": 0, "q8": 1, "q4": 2, "topk": 3}  # auto_max's values: the lossiest tier allowed
+TIERS = {"none": 0, "q8": 1, "q4": 2, "q1": 3, "topk": 4}  # auto_max's values: the lossiest tier allowed
 # name -> (tier: lossier is higher, bits, entropy, top-k)
 CANDIDATES = {"none": (0, None, False, False), "q8": (1, 8, False, False), "q8+rans": (1, 8, True, False),
-              "q4": (2, 4, False, False), "q4+rans": (2, 4, True, False), "topk": (3, 8, False, True)}
+              "q4": (2, 4, False, False), "q4+rans": (2, 4, True, False), "q1": (3, 1, False, False),
+              "topk": (4, 8, False, True)}
 
 
 def wire_bytes(name, world, bucket_bytes, packet_bytes, buckets):
