@@ -4,7 +4,8 @@
  * one scale a block and one bit an element; error feedback's invariant (updates applied
  * plus the last residual sum to the gradients, each step's residual exactly v minus what
  * the packet decodes to); NaN and infinity refused with the residual untouched; entropy
- * asked for still writes raw signs; every CPU level the same packet and residual; hostile
+ * asked for still writes raw signs; every CPU level the same packet, residual and decoded
+ * values (blocks that start mid-byte too); hostile
  * packets (every truncation, every byte flipped with and without the CRC re-sealed,
  * padding bits, a negative or infinite scale) refused or decoded to +-scale; the sum of
  * packets pack's packet of the decoded sums, in place too. */
@@ -137,18 +138,19 @@ static void test_levels(void)
 {
     static const char *const isa[] = {"scalar", "avx2", "avx512"};
     static const ckpz_dtype dts[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16};
-    const size_t sizes[] = {0, 1, 7, 9, 511, 512, 513, 1025, 4099};
+    const size_t sizes[] = {0, 1, 7, 9, 33, 100, 511, 512, 513, 1025, 4099};
+    static const uint32_t blocks[] = {512, 7, 33, 2000};
     int top = top_isa();
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
-        for (size_t di = 0; di < 3; di++) {
+        for (size_t di = 0; di < 3 * 4; di++) {
             size_t n = sizes[si];
             float *x = malloc(n * 4 + 4), *xv = malloc(n * 4 + 4), *r0 = malloc(n * 4 + 4), *r = malloc(n * 4 + 4),
-                  *rs = malloc(n * 4 + 4);
+                  *rs = malloc(n * 4 + 4), *y0 = malloc(n * 4 + 4), *y = malloc(n * 4 + 4);
             fill(x, n), fill(r0, n);
-            void *g = as_dtype(dts[di], x, n, xv);
+            void *g = as_dtype(dts[di % 3], x, n, xv);
             ckpz_grad_params p;
             ckpz_grad_params_init(&p);
-            p.bits = 1, p.block = 512;
+            p.bits = 1, p.block = blocks[di / 3]; /* blocks not a multiple of 8: the kernels' odd starts */
             uint8_t *want[2] = {NULL, NULL};
             size_t wlen[2] = {0, 0};
             for (int m = 0; m <= top; m++) {
@@ -156,19 +158,26 @@ static void test_levels(void)
                 for (int ef = 0; ef < 2; ef++) {
                     memcpy(r, r0, n * 4);
                     size_t len;
-                    uint8_t *pkt = pack(&p, dts[di], g, n, ef ? r : NULL, &len);
+                    uint8_t *pkt = pack(&p, dts[di % 3], g, n, ef ? r : NULL, &len);
                     if (!m) {
                         want[ef] = pkt, wlen[ef] = len;
                         if (ef) memcpy(rs, r, n * 4);
+                        if (!ef) CHECK(ckpz_grad_unpack(ctx, pkt, len, CKPZ_DTYPE_F32, y0, n) == CKPZ_OK);
                         continue;
                     }
-                    CHECKF(len == wlen[ef] && !memcmp(pkt, want[ef], len), "%s n=%zu: packet differs", isa[m], n);
-                    if (ef) CHECKF(!memcmp(rs, r, n * 4), "%s n=%zu: residual differs", isa[m], n);
+                    CHECKF(len == wlen[ef] && !memcmp(pkt, want[ef], len), "%s n=%zu block %u: packet differs", isa[m],
+                           n, (unsigned)p.block);
+                    if (ef)
+                        CHECKF(!memcmp(rs, r, n * 4), "%s n=%zu block %u: residual differs", isa[m], n,
+                               (unsigned)p.block);
+                    CHECK(ckpz_grad_unpack(ctx, want[0], wlen[0], CKPZ_DTYPE_F32, y, n) == CKPZ_OK);
+                    CHECKF(!memcmp(y, y0, n * 4), "%s n=%zu block %u: decoded values differ", isa[m], n,
+                           (unsigned)p.block);
                     free(pkt);
                 }
             }
             force_isa("avx512");
-            free(want[0]), free(want[1]), free(g), free(x), free(xv), free(r0), free(r), free(rs);
+            free(want[0]), free(want[1]), free(g), free(x), free(xv), free(r0), free(r), free(rs), free(y0), free(y);
         }
 }
 

@@ -79,6 +79,9 @@ typedef struct grad_kernels {
      * back, each nibble sign-extended. */
     void (*nib_pack)(const int8_t *q, size_t pairs, uint8_t *dst);
     void (*nib_unpack)(const uint8_t *src, size_t pairs, int8_t *q);
+    /* 1-bit codes (sign.c's grad_sign_quant and grad_sign_get, below) */
+    void (*sign_quant)(const float *v, size_t n, float scale, uint8_t *c, uint64_t i, float *resid);
+    void (*sign_get)(const uint8_t *c, uint64_t i, size_t n, int8_t *q);
 } grad_kernels;
 
 /* Codes [i, i + n) of 4-bit code bytes c to int8 in q, and q to them (the halves of
@@ -179,7 +182,8 @@ void grad_head_release(grad_head *h);
 size_t grad_codes_encode(uint8_t *c, size_t n, unsigned *coding);
 int grad_codes_decode(unsigned coding, const uint8_t *src, size_t len, size_t n, uint8_t **out);
 
-/* sign.c: 1-bit codes (bits = 1). grad_sign_sum adds |v[i]| to *acc in element order;
+/* sign.c: 1-bit codes (bits = 1), the portable loops (the level's: K->sign_quant,
+ * K->sign_get). grad_sign_sum adds |v[i]| to *acc in element order;
  * grad_sign_scale is a block's scale from that sum over its n elements (mean |v|, 0
  * below GRAD_TINY); grad_sign_quant sets bits [i, i + n) of c to the signs of v (1:
  * v >= 0, decoded +scale; 0: -scale; the other bits of the bytes kept) and, with resid

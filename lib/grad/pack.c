@@ -157,7 +157,7 @@ static void grad_pass2_sign(const grad_kernels *K, const grad_head *h, ckpz_dtyp
         for (uint64_t i = start; i < end; i += GRAD_PIECE) {
             size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
             const float *v = res ? res + i : grad_stage(t, grad, i, len, tmp);
-            grad_sign_quant(v, len, scale, pkt + h->codes, i, res ? res + i : NULL);
+            K->sign_quant(v, len, scale, pkt + h->codes, i, res ? res + i : NULL);
         }
     }
 }
@@ -415,7 +415,7 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
                 grad_nib_get(K, codes, i, len_, q4);
                 c = q4;
             } else if (h.bits == 1) {
-                grad_sign_get(codes, i, len_, q4);
+                K->sign_get(codes, i, len_, q4);
                 c = q4;
             }
             float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;

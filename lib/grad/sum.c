@@ -29,7 +29,7 @@ static const int8_t *sum_codes(const grad_kernels *K, const grad_head *h, const 
 {
     if (h->bits == 8) return (const int8_t *)(codes + i);
     if (h->bits == 1) {
-        grad_sign_get(codes, i, n, q4);
+        K->sign_get(codes, i, n, q4);
         return q4;
     }
     grad_nib_get(K, codes, i, n, q4);
@@ -126,7 +126,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
             uint32_t u;
             memcpy(&u, &scale, 4);
             st32(out + h.scales + 4 * b, u);
-            grad_sign_quant(acc, len, scale, out + h.codes, b0, NULL);
+            K->sign_quant(acc, len, scale, out + h.codes, b0, NULL);
             continue;
         }
         float a, inv = 0, scale = 0;
