@@ -1,6 +1,6 @@
 /* grad.h — the kernels under the gradient calls (ckpz_grad_*, include/ckpz_experimental.h;
  * doc/gradients.md): blockwise quantisation of float32 values to signed codes of 8 or 4
- * bits with one scale per block, and back; 4-bit codes two a byte; BF16 and FP16
+ * bits with one scale per block, or to signs (1 bit) with the block's mean magnitude, and back; 4-bit codes two a byte; BF16 and FP16
  * widened to float32 and narrowed back. The public calls (pack.c, sparse.c, sum.c)
  * stage each stretch of the caller's FP32, BF16 or FP16 buffer as float32 (the widening
  * kernel, exact) and hand it to the others, so they know one type and every

@@ -1,7 +1,7 @@
 /* pack.c — the gradient calls (ckpz_grad_*, include/ckpz_experimental.h) and their wire
  * format (doc/gradients.md): a 24-byte header, one FP32 scale per block, the codes (one
- * byte each at 8 bits, two a byte at 4; entropy-coded when asked and smaller), a
- * CRC-32C of all before it.
+ * byte each at 8 bits, two a byte at 4, eight signs a byte at 1; 8 and 4 entropy-coded
+ * when asked and smaller), a CRC-32C of all before it.
  *
  * Packing is two passes per group of blocks over the caller's buffer, staged GRAD_PIECE
  * elements at a time as float32 (dtype.h's loads: the kernels know one type): the first

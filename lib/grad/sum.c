@@ -7,7 +7,8 @@
  * block's sums; their largest magnitude sets the block's new scale, and the sums are
  * quantised to nearest by the same kernel as a pack. So the result is the packet that
  * ckpz_grad_pack would write for the sum of what the inputs decode to, bit for bit at
- * every level, and its error against that sum is at most half of its own step. Each
+ * every level, and its error against that sum is at most half of its own step (1-bit:
+ * the sums' signs with their mean magnitude, as a pack; no step bound). Each
  * block of every input is read before that block of the output is written (a 4-bit
  * byte shared by two blocks keeps its other half), so the output may be the first
  * input itself: a ring's partial sum updated in place. Inputs whose codes are
