@@ -722,9 +722,8 @@ static void container_seeds(void)
     }
 }
 
-/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8-, 4- and 1-bit
- * (raw, rANS-coded and constant codes), sparse with gaps and with a bitmap, FP32 and
- * 8-bit values, each as written (control 0) and with control 1 (resealed). */
+/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8-, 4- and 1-bit (raw, rANS-coded
+ * and constant codes), sparse with gaps and a bitmap, FP32 and 8-bit values, as written (control 0) and resealed (1). */
 static void grad_seeds(void)
 {
     enum { N = 300 };
