@@ -23,6 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DENSITY = 0.01  # ckpz-topk's density when the hook's name gives none (ckpz-topk:0.001)
+Q1_BLOCK = 512  # ckpz-q1's block when the hook's name gives none (ckpz-q1:1024)
 
 
 TASK_SEED = 1234  # the data's law (patterns, Markov chain): the same for every seed
@@ -102,6 +103,8 @@ def register(ddp, hook, warmup):
         kw["density"] = float(arg) if arg else DENSITY
     if method == "auto" and arg:  # ckpz-auto:topk: auto_max
         kw["auto_max"] = arg
+    if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
+        kw["block"] = int(arg) if arg else Q1_BLOCK
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
     return st

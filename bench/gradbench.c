@@ -106,8 +106,8 @@ int main(int argc, char **argv)
                 }
                 g = h16;
             }
-            for (unsigned bits = 8; bits >= 4; bits -= 4)
-                for (int v = 0; v < 3; v++) {
+            for (unsigned bits = 8; bits; bits = bits == 8 ? 4 : bits == 4 ? 1 : 0)
+                for (int v = 0; v < (bits == 1 ? 1 : 3); v++) { /* 1-bit signs: nearest only, raw */
                     double r[3];
                     int sto = v == 1;
                     p.bits = bits, p.stochastic = sto, p.entropy = v == 2;
@@ -182,8 +182,8 @@ int main(int argc, char **argv)
         free(qp);
     }
     printf("\n%-7s %-24s %8s\n", "cpu", "sum of 2 packets (f32)", "sum");
-    for (unsigned bits = 8; bits >= 4; bits -= 4) {
-        p.bits = bits, p.stochastic = 0;
+    for (unsigned bits = 8; bits; bits = bits == 8 ? 4 : bits == 4 ? 1 : 0) {
+        p.bits = bits, p.stochastic = 0, p.entropy = 0;
         size_t la, lb, w;
         void *b2 = malloc(cap), *o = malloc(cap);
         ckpz_grad_pack(ctx, &p, CKPZ_DTYPE_F32, f32, n, NULL, pkt, cap, &la);

@@ -343,10 +343,15 @@ CKPZ_API ckpz_error ckpz_safetensors_header(ckpz_ctx *ctx, const ckpz_st_tensor 
  * codes and a CRC-32C of all; ckpz_grad_unpack refuses any packet that is not exactly
  * consistent. Buffers are FP32, BF16 or FP16 (CKPZ_DTYPE_F32, _BF16, _F16), little-endian,
  * aligned to their element size, at most 2^32 - 1 elements. Not guaranteed: the packet's
- * bytes for given values across releases (the version byte changes with them). */
+ * bytes for given values across releases (the version byte changes with them).
+ * bits = 1 (added later; older libraries refuse such packets as CKPZ_ERR_VERSION): the
+ * block's scale is the mean of its magnitudes and each element one bit, its sign (+scale
+ * for a value >= 0, -scale below): 1 + 32 / block bits an element; stochastic and
+ * entropy do not apply (the signs are written raw); ckpz_grad_sum gives the signs of the
+ * sums with their mean magnitude. */
 typedef struct ckpz_grad_params {
     size_t struct_size; /* set by ckpz_grad_params_init */
-    unsigned bits;      /* 8 or 4 (default 8) */
+    unsigned bits;      /* 8 or 4 (default 8); or 1: scaled signs (below) */
     uint32_t block;     /* elements per scale, 1..65536 (default 256) */
     int stochastic;     /* 0: to nearest, ties to even (default); 1: stochastic */
     uint64_t seed;      /* the draws of stochastic rounding: a new seed each step */

@@ -1,6 +1,6 @@
 /* grad.h — the kernels under the gradient calls (ckpz_grad_*, include/ckpz_experimental.h;
  * doc/gradients.md): blockwise quantisation of float32 values to signed codes of 8 or 4
- * bits with one scale per block, and back; 4-bit codes two a byte; BF16 and FP16
+ * bits with one scale per block, or to signs (1 bit) with the block's mean magnitude, and back; 4-bit codes two a byte; BF16 and FP16
  * widened to float32 and narrowed back. The public calls (pack.c, sparse.c, sum.c)
  * stage each stretch of the caller's FP32, BF16 or FP16 buffer as float32 (the widening
  * kernel, exact) and hand it to the others, so they know one type and every
@@ -79,6 +79,9 @@ typedef struct grad_kernels {
      * back, each nibble sign-extended. */
     void (*nib_pack)(const int8_t *q, size_t pairs, uint8_t *dst);
     void (*nib_unpack)(const uint8_t *src, size_t pairs, int8_t *q);
+    /* 1-bit codes (sign.c's grad_sign_quant and grad_sign_get, below) */
+    void (*sign_quant)(const float *v, size_t n, float scale, uint8_t *c, uint64_t i, float *resid);
+    void (*sign_get)(const uint8_t *c, uint64_t i, size_t n, int8_t *q);
 } grad_kernels;
 
 /* Codes [i, i + n) of 4-bit code bytes c to int8 in q, and q to them (the halves of
@@ -178,6 +181,19 @@ void grad_head_release(grad_head *h);
  * -2 out of memory. */
 size_t grad_codes_encode(uint8_t *c, size_t n, unsigned *coding);
 int grad_codes_decode(unsigned coding, const uint8_t *src, size_t len, size_t n, uint8_t **out);
+
+/* sign.c: 1-bit codes (bits = 1), the portable loops (the level's: K->sign_quant,
+ * K->sign_get). grad_sign_sum adds |v[i]| to *acc in element order;
+ * grad_sign_scale is a block's scale from that sum over its n elements (mean |v|, 0
+ * below GRAD_TINY); grad_sign_quant sets bits [i, i + n) of c to the signs of v (1:
+ * v >= 0, decoded +scale; 0: -scale; the other bits of the bytes kept) and, with resid
+ * (may be v itself), resid[k] = v[k] -+ scale; grad_sign_get gives bits [i, i + n) as
+ * codes +-1; grad_sign_pad clears the last byte's bits past count. */
+void grad_sign_sum(const float *v, size_t n, double *acc);
+float grad_sign_scale(double sum, uint64_t n);
+void grad_sign_quant(const float *v, size_t n, float scale, uint8_t *c, uint64_t i, float *resid);
+void grad_sign_get(const uint8_t *c, uint64_t i, size_t n, int8_t *q);
+void grad_sign_pad(uint8_t *c, uint64_t count);
 
 /* sparse.c: the sparse packet (magic CKGS), called by pack.c's public calls once the
  * params are resolved (q: a whole struct, defaults filled) or the magic seen. */

@@ -1,7 +1,7 @@
 /* pack.c — the gradient calls (ckpz_grad_*, include/ckpz_experimental.h) and their wire
  * format (doc/gradients.md): a 24-byte header, one FP32 scale per block, the codes (one
- * byte each at 8 bits, two a byte at 4; entropy-coded when asked and smaller), a
- * CRC-32C of all before it.
+ * byte each at 8 bits, two a byte at 4, eight signs a byte at 1; 8 and 4 entropy-coded
+ * when asked and smaller), a CRC-32C of all before it.
  *
  * Packing is two passes per group of blocks over the caller's buffer, staged GRAD_PIECE
  * elements at a time as float32 (dtype.h's loads: the kernels know one type): the first
@@ -20,11 +20,17 @@
 #include "common/dtype.h"
 #include "grad/grad.h"
 
+/* The raw code bytes of h's count at h's bits. */
+static uint64_t grad_code_bytes(const grad_head *h)
+{
+    return h->bits == 8 ? h->count : h->bits == 4 ? (h->count + 1) / 2 : (h->count + 7) / 8;
+}
+
 /* The layout of a packet of n elements; n <= GRAD_COUNT_MAX and block >= 1, so nothing
  * overflows 64 bits. 0 when the packet would not fit in a size_t. */
 int grad_layout(grad_head *h)
 {
-    uint64_t codes = h->bits == 8 ? h->count : (h->count + 1) / 2;
+    uint64_t codes = grad_code_bytes(h);
     h->nblocks = (h->count + h->block - 1) / h->block;
     uint64_t size = GRAD_HEADER + 4 * h->nblocks + codes + 4;
     if (size > SIZE_MAX) return 0;
@@ -58,7 +64,8 @@ static ckpz_error grad_params_copy(ckpz_ctx *ctx, const ckpz_grad_params *p, ckp
 static ckpz_error grad_params(ckpz_ctx *ctx, const ckpz_grad_params *p, uint64_t n, grad_head *h)
 {
     ckpz_grad_params q = *p;
-    if (q.bits != 8 && q.bits != 4) return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: bits %u (8 or 4)", q.bits);
+    if (q.bits != 8 && q.bits != 4 && q.bits != 1)
+        return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: bits %u (8, 4 or 1)", q.bits);
     if (q.block < 1 || q.block > GRAD_BLOCK_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "gradient packing: block %u (1..%u)", (unsigned)q.block, GRAD_BLOCK_MAX);
     if (q.stochastic != 0 && q.stochastic != 1)
@@ -122,6 +129,37 @@ static int grad_pass1(const grad_kernels *K, const grad_head *h, ckpz_dtype t, c
         st32(pkt + h->scales + 4 * b, acc);
     }
     return 0;
+}
+
+/* Pass 2 of 1-bit codes over blocks [b0, b1): each block's values (grad + residual,
+ * into the residual) and the sum of their magnitudes, then the scale (mean |v|) in
+ * place of the largest magnitude, the signs and the residuals. */
+static void grad_pass2_sign(const grad_kernels *K, const grad_head *h, ckpz_dtype t, const void *grad, float *res,
+                            uint8_t *pkt, uint64_t b0, uint64_t b1)
+{
+    float tmp[GRAD_PIECE];
+    for (uint64_t b = b0; b < b1; b++) {
+        uint64_t start = b * h->block, end = start + h->block < h->count ? start + h->block : h->count;
+        double sum = 0;
+        for (uint64_t i = start; i < end; i += GRAD_PIECE) {
+            size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+            const float *v = grad_stage(t, grad, i, len, tmp);
+            if (res) {
+                K->add(res + i, v, len);
+                v = res + i;
+            }
+            grad_sign_sum(v, len, &sum);
+        }
+        float scale = grad_sign_scale(sum, end - start);
+        uint32_t u;
+        memcpy(&u, &scale, 4);
+        st32(pkt + h->scales + 4 * b, u);
+        for (uint64_t i = start; i < end; i += GRAD_PIECE) {
+            size_t len = end - i < GRAD_PIECE ? (size_t)(end - i) : GRAD_PIECE;
+            const float *v = res ? res + i : grad_stage(t, grad, i, len, tmp);
+            K->sign_quant(v, len, scale, pkt + h->codes, i, res ? res + i : NULL);
+        }
+    }
 }
 
 /* Pass 2 over blocks [b0, b1): scales in place of the magnitudes, codes, residuals. */
@@ -199,11 +237,13 @@ ckpz_error ckpz_grad_pack(ckpz_ctx *ctx, const ckpz_grad_params *p, ckpz_dtype d
             return ctx_fail(ctx, CKPZ_ERR_INPUT, "gradient packing: element %llu (block %llu) is %s%s",
                             (unsigned long long)bad, (unsigned long long)(bad / h.block), "NaN or infinite",
                             residual ? " with the residual added; the residual is unchanged" : "");
-        grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
+        if (h.bits == 1) grad_pass2_sign(K, &h, dtype, grad, residual, pkt, b0, b1);
+        else grad_pass2(K, &h, dtype, grad, residual, key, pkt, b0, b1);
     }
     if (h.bits == 4 && h.count & 1) pkt[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
+    if (h.bits == 1) grad_sign_pad(pkt + h.codes, h.count);
     size_t size = h.size;
-    if (q.entropy) {
+    if (q.entropy && h.bits != 1) { /* signs are near 1 bit of entropy each: always raw */
         unsigned coding;
         size = h.codes + grad_codes_encode(pkt + h.codes, h.size - 4 - h.codes, &coding) + 4;
         pkt[21] = (uint8_t)coding;
@@ -246,8 +286,8 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     if (e) return e;
     *h = (grad_head){
         .bits = src[5], .dtype = (ckpz_dtype)src[6], .flags = src[7], .block = ld32(src + 8), .count = ld64(src + 12)};
-    if (h->bits != 8 && h->bits != 4)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: %u-bit codes (8 or 4)", h->bits);
+    if (h->bits != 8 && h->bits != 4 && h->bits != 1)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: %u-bit codes (8, 4 or 1)", h->bits);
     if (!grad_dtype_ok(h->dtype)) return ctx_fail(ctx, CKPZ_ERR_VERSION, "gradient packet: dtype %u", src[6]);
     h->coding = src[21];
     if (h->flags & ~GRAD_FLAG_STOCHASTIC || src[20] || src[22] || src[23] || h->coding > GRAD_CODES_RANS0)
@@ -268,10 +308,8 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
         return ctx_fail(ctx, len < h->size ? CKPZ_ERR_TRUNCATED : CKPZ_ERR_CORRUPT,
                         "gradient packet: %llu elements in blocks of %u need %llu bytes, the packet has %zu",
                         (unsigned long long)h->count, (unsigned)h->block,
-                        (unsigned long long)(GRAD_HEADER + 4 * h->nblocks + 4 +
-                                             (h->bits == 8 ? h->count : (h->count + 1) / 2)),
-                        len);
-    const float qmax = h->bits == 8 ? 127.0f : 7.0f;
+                        (unsigned long long)(GRAD_HEADER + 4 * h->nblocks + 4 + grad_code_bytes(h)), len);
+    const float qmax = h->bits == 8 ? 127.0f : h->bits == 4 ? 7.0f : 1.0f;
     for (uint64_t b = 0; b < h->nblocks; b++) {
         uint32_t u = ld32(src + h->scales + 4 * b);
         float f;
@@ -284,7 +322,10 @@ ckpz_error grad_parse(ckpz_ctx *ctx, const uint8_t *src, size_t len, grad_head *
     }
     const uint8_t *c = h->cp ? h->cp : (h->cp = src + h->codes);
     uint64_t bad = h->count;
-    if (h->bits == 8) {
+    if (h->bits == 1) { /* every sign is a code; only the padding bits are checked */
+        if (h->count & 7 && c[h->count >> 3] >> (h->count & 7))
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "gradient packet: the last byte's bits past the count are not zero");
+    } else if (h->bits == 8) {
         bad = grad_kernels_get()->check((const int8_t *)c, (size_t)h->count, 127);
     } else {
         const grad_kernels *K = grad_kernels_get();
@@ -372,6 +413,9 @@ static ckpz_error grad_unpack(ckpz_ctx *ctx, const void *src, size_t len, ckpz_d
             const int8_t *c = (const int8_t *)(codes + i);
             if (h.bits == 4) {
                 grad_nib_get(K, codes, i, len_, q4);
+                c = q4;
+            } else if (h.bits == 1) {
+                K->sign_get(codes, i, len_, q4);
                 c = q4;
             }
             float *o = dtype == CKPZ_DTYPE_F32 && !add ? (float *)out + i : tmp;

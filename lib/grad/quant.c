@@ -91,5 +91,6 @@ static void nib_unpack_scalar(const uint8_t *src, size_t pairs, int8_t *q)
     }
 }
 
-const grad_kernels grad_kernels_scalar = {absmax_scalar, add_scalar,    quant_scalar,    dequant_scalar,   check_scalar,
-                                          widen_scalar,  narrow_scalar, nib_pack_scalar, nib_unpack_scalar};
+const grad_kernels grad_kernels_scalar = {absmax_scalar,     add_scalar,      quant_scalar,  dequant_scalar,
+                                          check_scalar,      widen_scalar,    narrow_scalar, nib_pack_scalar,
+                                          nib_unpack_scalar, grad_sign_quant, grad_sign_get};

@@ -205,6 +205,44 @@ static TAVX2 void nib_unpack_avx2(const uint8_t *src, size_t pairs, int8_t *q)
     if (k < pairs) grad_kernels_scalar.nib_unpack(src + k, pairs - k, q + 2 * k);
 }
 
-const grad_kernels grad_kernels_avx2 = {absmax_avx2, add_avx2,    quant_avx2,    dequant_avx2,   check_avx2,
-                                        widen_avx2,  narrow_avx2, nib_pack_avx2, nib_unpack_avx2};
+/* 1-bit codes: from an element whose index is a multiple of 8, 8 signs a byte (the
+ * compare's mask; a NaN compares false, as v < 0 does in the portable loop) and the
+ * residuals v - (+-scale), the same subtraction as the portable loop; the ends there. */
+static TAVX2 void sign_quant_avx2(const float *v, size_t n, float scale, uint8_t *c, uint64_t i, float *resid)
+{
+    size_t k = (size_t)((8 - (i & 7)) & 7);
+    if (k > n) k = n;
+    if (k) grad_sign_quant(v, k, scale, c, i, resid);
+    const __m256 zero = _mm256_setzero_ps(), pos = _mm256_set1_ps(scale), neg = _mm256_set1_ps(-scale);
+    for (; k + 8 <= n; k += 8) {
+        __m256 x = _mm256_loadu_ps(v + k), lt = _mm256_cmp_ps(x, zero, _CMP_LT_OQ);
+        c[(i + k) >> 3] = (uint8_t)~_mm256_movemask_ps(lt);
+        if (resid) _mm256_storeu_ps(resid + k, _mm256_sub_ps(x, _mm256_blendv_ps(pos, neg, lt)));
+    }
+    if (k < n) grad_sign_quant(v + k, n - k, scale, c, i + k, resid ? resid + k : NULL);
+}
+
+/* 32 signs (4 bytes) to 32 codes +-1: each byte spread over 8 lanes, its bit picked. */
+static TAVX2 void sign_get_avx2(const uint8_t *c, uint64_t i, size_t n, int8_t *q)
+{
+    size_t k = (size_t)((8 - (i & 7)) & 7);
+    if (k > n) k = n;
+    if (k) grad_sign_get(c, i, k, q);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i two = _mm256_set1_epi8(2), one = _mm256_set1_epi8(1);
+    for (; k + 32 <= n; k += 32) {
+        uint32_t w;
+        __builtin_memcpy(&w, c + ((i + k) >> 3), 4);
+        __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), spread);
+        __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+        _mm256_storeu_si256((__m256i *)(void *)(q + k), _mm256_sub_epi8(_mm256_and_si256(set, two), one));
+    }
+    if (k < n) grad_sign_get(c, i + k, n - k, q + k);
+}
+
+const grad_kernels grad_kernels_avx2 = {absmax_avx2,     add_avx2,        quant_avx2,   dequant_avx2,
+                                        check_avx2,      widen_avx2,      narrow_avx2,  nib_pack_avx2,
+                                        nib_unpack_avx2, sign_quant_avx2, sign_get_avx2};
 #endif

@@ -7,7 +7,8 @@
  * block's sums; their largest magnitude sets the block's new scale, and the sums are
  * quantised to nearest by the same kernel as a pack. So the result is the packet that
  * ckpz_grad_pack would write for the sum of what the inputs decode to, bit for bit at
- * every level, and its error against that sum is at most half of its own step. Each
+ * every level, and its error against that sum is at most half of its own step (1-bit:
+ * the sums' signs with their mean magnitude, as a pack; no step bound). Each
  * block of every input is read before that block of the output is written (a 4-bit
  * byte shared by two blocks keeps its other half), so the output may be the first
  * input itself: a ring's partial sum updated in place. Inputs whose codes are
@@ -28,6 +29,10 @@ static const int8_t *sum_codes(const grad_kernels *K, const grad_head *h, const 
                                int8_t *q4)
 {
     if (h->bits == 8) return (const int8_t *)(codes + i);
+    if (h->bits == 1) {
+        K->sign_get(codes, i, n, q4);
+        return q4;
+    }
     grad_nib_get(K, codes, i, n, q4);
     return q4;
 }
@@ -115,6 +120,16 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
             return ctx_fail(ctx, CKPZ_ERR_INPUT, "gradient sum: block %llu's sum overflows to infinity",
                             (unsigned long long)b);
         }
+        if (h.bits == 1) { /* the sums' signs with their mean magnitude, as a pack */
+            double s = 0;
+            grad_sign_sum(acc, len, &s);
+            float scale = grad_sign_scale(s, len);
+            uint32_t u;
+            memcpy(&u, &scale, 4);
+            st32(out + h.scales + 4 * b, u);
+            K->sign_quant(acc, len, scale, out + h.codes, b0, NULL);
+            continue;
+        }
         float a, inv = 0, scale = 0;
         memcpy(&a, &a_bits, 4);
         if (a >= GRAD_TINY) inv = (float)qmax / a, scale = grad_scale(a, qmax);
@@ -136,6 +151,7 @@ ckpz_error ckpz_grad_sum(ckpz_ctx *ctx, const void *const *srcs, const size_t *l
     free(acc);
     sum_release(hs, m);
     if (h.bits == 4 && h.count & 1) out[h.codes + (h.count >> 1)] &= 0x0f; /* the padding half */
+    if (h.bits == 1) grad_sign_pad(out + h.codes, h.count);
     st32(out + h.size - 4, crc32c(0, out, h.size - 4));
     if (written) *written = h.size;
     return CKPZ_OK;

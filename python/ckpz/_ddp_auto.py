@@ -15,12 +15,13 @@ compute + cpu + bytes / link  when the hook runs it in-line (nothing overlaps: t
 add); the warm-up runs in-line either way, so that it measures each term alone. Of the
 candidates whose step is
 within 2 % of the fastest (the model is not finer than that), the least lossy wins
-(none, then 8-bit, 4-bit, top-k), then the fastest. Candidates: none (DDP's all-reduce),
-q8 and q4 with raw and entropy-coded codes, top-k at the state's density, each only up
-to the state's auto_max, the lossiest tier allowed. Its default is q4: the time model
+(none, then 8-bit, 4-bit, 1-bit, top-k), then the fastest. Candidates: none (DDP's
+all-reduce), q8 and q4 with raw and entropy-coded codes, q1 (signs), top-k at the state's
+density, each only up to the state's auto_max, the lossiest tier allowed. Its default is q4: the time model
 knows nothing of the loss, and bench/ddp-hooks measured q8 and q4 (with error feedback)
 at no hook's loss on every model while top-k at densities that pay (0.01-0.05) ended
-5-28 % above it; so top-k is chosen only when the user allows it (auto_max="topk"). Each
+5-28 % above it, and q1 2.7 % (GPT) to 39 % (the tests' MLP) above; so q1 and top-k
+are chosen only when the user allows them (auto_max="q1", "topk"). Each
 candidate's relative error on the measured buckets, ||decoded - g|| / ||g|| of one step
 before error feedback, goes into the record beside the model (information: one step's
 error does not tell the loss either; GPT gradients gave 0.008 for q8, 0.15 for q4, 0.18
@@ -37,10 +38,11 @@ from . import _ddp_wire, _dist_comm, _grad
 __all__ = []  # private module
 
 TIE = 1.02  # within 2 % of the fastest: the model is not finer (tune.c)
-TIERS = {"none": 0, "q8": 1, "q4": 2, "topk": 3}  # auto_max's values: the lossiest tier allowed
+TIERS = {"none": 0, "q8": 1, "q4": 2, "q1": 3, "topk": 4}  # auto_max's values: the lossiest tier allowed
 # name -> (tier: lossier is higher, bits, entropy, top-k)
 CANDIDATES = {"none": (0, None, False, False), "q8": (1, 8, False, False), "q8+rans": (1, 8, True, False),
-              "q4": (2, 4, False, False), "q4+rans": (2, 4, True, False), "topk": (3, 8, False, True)}
+              "q4": (2, 4, False, False), "q4+rans": (2, 4, True, False), "q1": (3, 1, False, False),
+              "topk": (4, 8, False, True)}
 
 
 def wire_bytes(name, world, bucket_bytes, packet_bytes, buckets):

@@ -16,7 +16,7 @@ from ._lib import Error
 
 __all__ = []  # private module
 
-BITS = (8, 4)
+BITS = (8, 4, 1)
 BLOCK_MAX = 65536
 
 
@@ -40,13 +40,13 @@ def _cpu_contiguous(t, what):
 
 
 class Codec:
-    """Packs and unpacks gradients with one setting: bits (8 or 4), block (elements per
+    """Packs and unpacks gradients with one setting: bits (8, 4 or 1: signs), block (elements per
     scale), stochastic rounding (with a seed given per call), entropy (rANS-code the
     codes when smaller); density set: top-k of that density with 8-bit values."""
 
     def __init__(self, bits=8, block=256, stochastic=False, entropy=False, density=None):
         if bits not in BITS or (density is not None and bits != 8):
-            raise ValueError("ckpz.ddp: bits must be 8 or 4 (top-k: 8), not %r" % (bits,))
+            raise ValueError("ckpz.ddp: bits must be 8, 4 or 1 (top-k: 8), not %r" % (bits,))
         if density is not None and (isinstance(density, bool) or not isinstance(density, (int, float))
                                     or not 0 < density <= 1):
             raise ValueError("ckpz.ddp: density must be a number in (0, 1], not %r" % (density,))

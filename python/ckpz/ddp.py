@@ -28,8 +28,9 @@ it, never hang; so does a packet that fails its checks. torch >= 2 raises that
 ckpz.Error from backward() as it is; torch 1.13's autograd engine turns it into a
 RuntimeError carrying its text ("Error: ..."): state.error holds the ckpz.Error itself.
 
-Methods: "q8" (method="quantize", bits=8: the default), "q4" (bits=4), their codes
-entropy-coded where that is smaller (entropy=True, the default; lossless: only the
+Methods: "q8" (method="quantize", bits=8: the default), "q4" (bits=4), "q1" (bits=1:
+each element's sign, the block's mean magnitude as its scale; ~30x at block 512), their codes
+entropy-coded where that is smaller (q8, q4; signs stay raw) (entropy=True, the default; lossless: only the
 bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
 "auto": one of these chosen after the warm-up steps from the measured link speed and
@@ -47,7 +48,7 @@ from ._lib import Error
 __all__ = ["CompressionState", "hook"]
 
 # method -> bits it sets (None: bits=, or none needed)
-METHODS = {"quantize": None, "q8": 8, "q4": 4, "topk": 8, "none": None, "auto": None}
+METHODS = {"quantize": None, "q8": 8, "q4": 4, "q1": 1, "topk": 8, "none": None, "auto": None}
 STATE_FORMAT = "ckpz.ddp/1"
 
 
@@ -55,10 +56,10 @@ class CompressionState:
     """What ckpz.ddp.hook needs between steps, and its settings.
 
     process_group: the group DDP reduces over (None: the default group). method: "q8",
-    "q4", or "quantize" with bits= 8 (default) or 4; "topk" with density= (0.01); "none";
+    "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
-    default) or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
+    default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
     replace what is measured). entropy: rANS-code the quantised codes where that is smaller
     (True). overlap: the exchange runs on a thread of the state's, the hook returning at
     once (DDP overlaps it with the rest of the backward pass; buckets in order, each
@@ -109,7 +110,7 @@ class CompressionState:
         self._device = None
         self.overlap = bool(overlap)
         self._worker = _ddp_wire.Worker(self) if overlap else None
-        self._set_method({"q8": "quantize", "q4": "quantize", "auto": "none"}.get(method, method),
+        self._set_method({"q8": "quantize", "q4": "quantize", "q1": "quantize", "auto": "none"}.get(method, method),
                          METHODS[method] or bits or 8, self.entropy)
         self.error_feedback = bool(error_feedback)
         self.warmup_steps = warmup_steps

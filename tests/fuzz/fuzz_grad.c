@@ -5,12 +5,12 @@
  * Input: byte 0 is control, the rest the packet. Control bit 0: the packet's last four
  * bytes are resealed (its CRC-32C recomputed) so that mutations reach the field checks.
  * Checks: info_read and unpack agree (the same error, a message with it); an accepted
- * packet's fields are in range (count <= 2^32 - 1, nnz <= count, 8, 4 or 32 bits) and it
+ * packet's fields are in range (count <= 2^32 - 1, nnz <= count, 8, 4, 1 or 32 bits) and it
  * decodes in full: finite FP32 values (a sparse packet's at most nnz of them non-zero),
  * unpack_add into zeros giving the same values, BF16 and FP16 outputs each the dtype
  * table's nearest of the FP32 value; a room of another size is CKPZ_ERR_PARAM; a dense
  * packet summed with itself (ckpz_grad_sum) decodes to within half its new step of twice
- * the values, or overflows (CKPZ_ERR_INPUT), its codes raw whatever the input's (rANS-coded
+ * the values (1-bit: to exactly twice them), or overflows (CKPZ_ERR_INPUT), its codes raw whatever the input's (rANS-coded
  * or constant codes are decoded first, the same checks). Packets of over 2^20 elements are checked up
  * to the decoding. */
 #include <math.h>
@@ -44,8 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FZ_CHECK(info.count <= 0xffffffffull && info.nnz <= info.count, "count %llu, nnz %llu",
              (unsigned long long)info.count, (unsigned long long)info.nnz);
-    FZ_CHECK(info.kind == CKPZ_GRAD_DENSE ? (info.bits == 8 || info.bits == 4) && info.nnz == info.count
-                                          : info.bits == 8 || info.bits == 32,
+    FZ_CHECK(info.kind == CKPZ_GRAD_DENSE
+                 ? (info.bits == 8 || info.bits == 4 || info.bits == 1) && info.nnz == info.count
+                 : info.bits == 8 || info.bits == 32,
              "kind %u with %u bits", info.kind, info.bits);
     if (info.count != 1)
         FZ_CHECK(ckpz_grad_unpack(ctx, pkt, len, CKPZ_DTYPE_F32, one, 1) == CKPZ_ERR_PARAM, "a room of 1 accepted");
@@ -93,6 +94,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                              (uint32_t)sum[27 + 4 * (i / info.block)] << 24;
                 memcpy(&step, &u, 4);
                 float bound = step == 0 ? 0x1p-118f : 0.5f * step * 1.0001f + 1e-37f; /* a tiny block: 0 */
+                if (info.bits == 1) /* signs doubled, the mean magnitude doubled: exact */
+                    bound = step == 0 ? 0x1p-117f : 0;
                 FZ_CHECK(fabsf(acc[i] - two_y) <= bound, "sum element %zu: %g, 2y %g", i, acc[i], two_y);
             }
         }

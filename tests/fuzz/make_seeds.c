@@ -548,9 +548,9 @@ static void chunk_seeds(void)
         ckpz_dtype dt = ldt[k % 4];
         unsigned es = ckpz_dtype_size(dt);
         quant_plan plan = {0};
-        plan.spec = policy_match(pol, "w", dt, 2);
-        policy_free(pol);
         uint64_t shape[2] = {40, 64};
+        plan.spec = policy_match(pol, "w", dt, 2, shape);
+        policy_free(pol);
         quant_plan_shape(&plan, 2, shape);
         plan.abs_bound = plan.spec.bound;
         size_t n = 2560 * es;
@@ -722,9 +722,8 @@ static void container_seeds(void)
     }
 }
 
-/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8- and 4-bit
- * (raw, rANS-coded and constant codes), sparse with gaps and with a bitmap, FP32 and
- * 8-bit values, each as written (control 0) and with control 1 (resealed). */
+/* Gradient packets (fuzz_grad.c: a control byte, then the packet): dense 8-, 4- and 1-bit (raw, rANS-coded
+ * and constant codes), sparse with gaps and a bitmap, FP32 and 8-bit values, as written (control 0) and resealed (1). */
 static void grad_seeds(void)
 {
     enum { N = 300 };
@@ -736,7 +735,8 @@ static void grad_seeds(void)
         const char *name;
     } cases[] = {{CKPZ_GRAD_DENSE, 8, 0, "dense8"},   {CKPZ_GRAD_DENSE, 4, 0, "dense4"},
                  {CKPZ_GRAD_TOPK, 8, 0.05, "gaps8"},  {CKPZ_GRAD_TOPK, 32, 0.05, "gaps32"},
-                 {CKPZ_GRAD_TOPK, 8, 0.7, "bitmap8"}, {CKPZ_GRAD_THRESHOLD, 32, 0, "threshold32"}};
+                 {CKPZ_GRAD_TOPK, 8, 0.7, "bitmap8"}, {CKPZ_GRAD_THRESHOLD, 32, 0, "threshold32"},
+                 {CKPZ_GRAD_DENSE, 1, 0, "dense1"}};
     ckpz_ctx *ctx = ckpz_ctx_create();
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         ckpz_grad_params p;

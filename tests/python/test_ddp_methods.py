@@ -206,6 +206,19 @@ class MethodsTest(unittest.TestCase):
         self.assertGreaterEqual(topk, 30.0)
         self.assertLess(sum(runs["topk"][0]["losses"][-10:]), 1.5 * base_loss)
 
+    def test_q1_loss_falls(self):
+        # 1-bit signs with block 512 (about 30x): the loss falls, the bytes ratio printed
+        runs = {name: self.run_(name, method, **kw) for name, method, kw in (
+            ("none", None, {}), ("q1", "q1", {"block": 512}))}
+        base_loss, r = sum(runs["none"][0]["losses"][-10:]), runs["q1"][0]
+        ratio, last = r["allreduce"] / r["sent"], sum(r["losses"][-10:])
+        print("q1 block 512: %.2fx fewer bytes than the FP32 all-reduce; loss of the last 10 steps %.4f, no hook "
+              "%.4f (%+.1f %%)" % (ratio, last / 10, base_loss / 10, 100 * (last / base_loss - 1)))
+        self.assertEqual((r["uncompressed"], r["method"]), (0, "quantize"))
+        self.assertLess(last, 0.6 * sum(r["losses"][:10]), r["losses"])
+        self.assertGreaterEqual(ratio, 25.0)
+        self.assertLess(last, 1.6 * base_loss)  # not at parity: +39 % after 60 steps (doc/gradients.md)
+
     def test_overlap_rank_dies(self):
         base.spawn(prog_die_overlap, 2, self.dir)
         got = base.read_json(self.dir + "/die-0.json")
@@ -253,11 +266,18 @@ class MethodsTest(unittest.TestCase):
     def test_auto_max_topk_and_q8(self):
         slow = {"link_bytes_per_s": 1e6, "compute_s": 0.01}
         got = self.auto_(slow, slow, auto_max="topk")
-        self.assertEqual((got["auto"]["choice"], got["method"], got["auto"]["auto_max"]), ("topk", "topk", "topk"))
+        # the fewest bytes: top-k's, or q1's when the load slows top-k's selection (its model)
+        choice = got["auto"]["choice"]
+        self.assertEqual((choice, got["auto"]["auto_max"]), (auto.choose(got["auto"]["model_s"]), "topk"))
+        self.assertEqual((choice, got["method"]), ("topk", "topk") if choice == "topk" else ("q1", "quantize"))
         self.assertIn("topk", got["auto"]["rel_error"])
         got = self.auto_(slow, slow, auto_max="q8")
         self.assertIn(got["auto"]["choice"], ("q8+rans", "q8"))
         self.assertNotIn("q4", got["auto"]["model_s"])
+        got = self.auto_(slow, slow, auto_max="q1")  # signs: fewer bytes than q4, allowed
+        self.assertEqual((got["auto"]["choice"], got["method"]), ("q1", "quantize"))
+        self.assertNotIn("topk", got["auto"]["model_s"])
+        self.assertLess(got["auto"]["rel_error"]["q4"], got["auto"]["rel_error"]["q1"])
 
     def test_auto_fast_link_none(self):
         got = self.auto_({"link_bytes_per_s": 1e11, "compute_s": 0.05}, {"link_bytes_per_s": 1e3, "compute_s": 0.0})
@@ -285,6 +305,10 @@ class AutoRuleTest(unittest.TestCase):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="q8", density=0.1)
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", density=0)
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="topk", bits=4)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="q1", bits=4)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="quantize", bits=2)
+        self.assertEqual(ckpz.ddp.CompressionState(method="quantize", bits=1).bits, 1)
+        self.assertEqual(ckpz.ddp.CompressionState(method="q1").codec.packet_size(1024), 28 + 4 * 4 + 128)
         s = ckpz.ddp.CompressionState(method="topk")
         self.assertEqual((s.method, s.density, s.bits), ("topk", 0.01, 8))
         sd = s.state_dict()
@@ -293,20 +317,24 @@ class AutoRuleTest(unittest.TestCase):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState(method="q8").load_state_dict, sd)
 
 
-def sweep():
-    """Not a test: `python test_ddp_methods.py sweep` prints each method's mean loss of
-    the last 10 of 60 steps on the wide MLP for 3 initialisations (their spread: the noise
-    floor) and its bytes against the FP32 all-reduce (rank 0, 2 ranks)."""
+def sweep(only=()):
+    """Not a test: `python test_ddp_methods.py sweep [NAME...]` prints each method's mean
+    loss of the last 10 of 60 steps on the wide MLP for 3 initialisations (their spread:
+    the noise floor) and its bytes against the FP32 all-reduce (rank 0, 2 ranks); NAMEs
+    (e.g. none q1/512) run only those cases."""
     import statistics
     import tempfile
 
     d = tempfile.mkdtemp(prefix="ckpz-ddp-sweep-")
     cases = [("none", None, {}), ("q8", "q8", {}), ("q4", "q4", {})] + [
-        ("topk %g" % k, "topk", {"density": k}) for k in (0.1, 0.05, 0.02, 0.01)]
+        ("topk %g" % k, "topk", {"density": k}) for k in (0.1, 0.05, 0.02, 0.01)] + [
+        ("q1/%d" % b, "q1", {"block": b}) for b in (256, 512, 1024)]
     for name, method, kw in cases:
+        if only and name.replace(" ", "") not in only:
+            continue
         losses, ratio = [], 1.0
         for seed in (0, 1, 2):
-            tag = "%s-%d" % (name.replace(" ", ""), seed)
+            tag = "%s-%d" % (name.replace(" ", "").replace("/", "b"), seed)
             base.spawn(prog_run, 2, d, tag, method, dict(kw, seed=seed))
             r = base.read_json("%s/%s-0.json" % (d, tag))
             losses.append(sum(r["losses"][-10:]) / 10)
@@ -317,7 +345,7 @@ def sweep():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["sweep"]:
-        sweep()
+    if sys.argv[1:2] == ["sweep"]:
+        sweep(sys.argv[2:])
     else:
         unittest.main()
