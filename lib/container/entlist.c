@@ -125,6 +125,7 @@ static void put_column(ent_ctx *ec, bbuf *out, const bbuf *c)
 static void put_list(ent_ctx *ec, bbuf *out, const ctr_entry *e, size_t n, int index_form)
 {
     bbuf col[NCOL] = {{0}};
+    if (index_form && !n) return; /* an index without entries has no list */
     if (!index_form) {
         put_uv(out, n);
         put_uv(out, n ? e[0].offset : 0);
