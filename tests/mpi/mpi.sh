@@ -214,7 +214,7 @@ if b[32:36] == b"CKBS":
     p = 32 + 12 + bl
 ents, chunks = [], []
 while p < io:
-    if b[p:p + 4] == b"CKEN":
+    if b[p:p + 4] in (b"CKEN", b"CKEL"):  # an entry frame, or an entry list frame
         bl = struct.unpack_from("<I", b, p + 4)[0]
         ents.append((p, 12 + bl))
         p += 12 + bl
