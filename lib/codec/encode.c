@@ -77,7 +77,8 @@ void writer_free(writer *w)
     free(w->qs);
     free(w->c);
     free(w->spans);
-    w->qs = NULL, w->c = NULL, w->spans = NULL;
+    ent_ctx_free(w->ec);
+    w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL;
 }
 
 static ckpz_error put(writer *w, const void *p, size_t n)
@@ -148,7 +149,9 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
         }
         uint8_t *fr;
         size_t len;
-        if ((err = ctr_list_frame_write(w->ctx, ents + d->first_entry, d->entry - d->first_entry + 1, &fr, &len)))
+        if (!w->ec && !(w->ec = ent_ctx_create())) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+        if ((err = ctr_list_frame_write(w->ctx, w->ec, ents + d->first_entry, d->entry - d->first_entry + 1, &fr,
+                                        &len)))
             return err;
         err = put(w, fr, len);
         free(fr);
@@ -210,7 +213,7 @@ ckpz_error writer_end(writer *w)
     }
     size_t isz;
     uint8_t *idx;
-    if ((err = ctr_index_encode(w->ctx, ents, ne, w->c, w->nc, &idx, &isz))) return err;
+    if ((err = ctr_index_encode(w->ctx, w->ec, ents, ne, w->c, w->nc, &idx, &isz))) return err;
     uint8_t trb[CTR_TRAILER_SIZE];
     ctr_trailer_write(trb, &(ctr_trailer){w->pos, isz, w->original, w->content_crc, crc32c(0, idx, isz)});
     if (!(err = put(w, idx, isz))) err = put(w, trb, sizeof trb);

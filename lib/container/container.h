@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/ctx.h"
+#include "entropy/entropy.h"
 
 #define CTR_VERSION 1       /* stand-alone files */
 #define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
@@ -193,11 +194,12 @@ ckpz_error ctr_list_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, int index
 ckpz_error ctr_list_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
                          size_t mem_limit, uint64_t n_index, ctr_entry **e, size_t *n, size_t *used);
 void ctr_entries_free(ctr_entry *e, size_t n);
-/* The whole index of a file with CTR_FILE_CODED: as ctr_index_write, coded list. */
-ckpz_error ctr_index_encode(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
+/* The whole index of a file with CTR_FILE_CODED: as ctr_index_write, coded list. ec: the
+ * entropy context to code with (a writer keeps one for all its frames), or NULL. */
+ckpz_error ctr_index_encode(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
                             uint8_t **out, size_t *len);
 /* Entry frame that names entries e[0..n) (all but the last own no chunk): a CKEL frame. */
-ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, uint8_t **out, size_t *len);
+ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t n, uint8_t **out, size_t *len);
 /* Entry frames of either kind, as the file's flags say: CKEN (one entry) without
  * CTR_FILE_CODED, CKEL with it; the same two steps as ctr_entry_frame_len/_read. A CKEL
  * body is at most mem_limit bytes. *e gets *n entries (malloc'd; ctr_entries_free). */

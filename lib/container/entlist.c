@@ -153,7 +153,7 @@ ckpz_error ctr_list_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, int index
     return CKPZ_OK;
 }
 
-ckpz_error ctr_index_encode(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
+ckpz_error ctr_index_encode(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
                             uint8_t **out, size_t *len)
 {
     bbuf b = {0};
@@ -163,10 +163,10 @@ ckpz_error ctr_index_encode(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const 
     st64(head + 8, ne);
     st64(head + 16, nc);
     put_bytes(&b, head, sizeof head);
-    ent_ctx *ec = ne ? ent_ctx_create() : NULL; /* no entries: nothing coded (an empty original) */
-    if (ne && !ec) b.bad = 1;
-    if (ne && ec) put_list(ec, &b, e, ne, 1);
-    ent_ctx_free(ec);
+    ent_ctx *own = ne && !ec ? ent_ctx_create() : NULL; /* no entries: nothing coded (an empty original) */
+    if (ne && !ec && !own) b.bad = 1;
+    else if (ne) put_list(ec ? ec : own, &b, e, ne, 1);
+    ent_ctx_free(own);
     for (size_t i = 0; i < nc; i++) {
         st64(rec, c[i].frame_offset);
         st32(rec + 8, c[i].raw_len);
@@ -182,15 +182,15 @@ ckpz_error ctr_index_encode(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const 
     return CKPZ_OK;
 }
 
-ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, uint8_t **out, size_t *len)
+ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t n, uint8_t **out, size_t *len)
 {
     bbuf b = {0};
     uint8_t head[8] = {0}, crc[4];
     put_bytes(&b, head, sizeof head);
-    ent_ctx *ec = ent_ctx_create();
-    if (!ec) b.bad = 1;
-    else put_list(ec, &b, e, n, 0);
-    ent_ctx_free(ec);
+    ent_ctx *own = ec ? NULL : ent_ctx_create();
+    if (!ec && !own) b.bad = 1;
+    else put_list(ec ? ec : own, &b, e, n, 0);
+    ent_ctx_free(own);
     if (!b.bad && b.n - 8 > UINT32_MAX) b.bad = 1;
     if (!b.bad) {
         st32(b.p, CTR_TAG_LIST);

@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t olen, ne2, nc2;
         ctr_entry *e2;
         ctr_chunkrec *k2;
-        if (ctr_index_encode(c, e, ne, k, nc, &out, &olen)) fz_die("out of memory");
+        if (ctr_index_encode(c, NULL, e, ne, k, nc, &out, &olen)) fz_die("out of memory");
         ctx_clear(c);
         err = ctr_index_read(c, out, olen, index_offset, original, (size_t)1 << 20, ff, &e2, &ne2, &k2, &nc2);
         FZ_CHECK(!err && ne2 == ne && nc2 == nc, "coded index: not read back after coding again: %s",
