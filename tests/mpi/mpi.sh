@@ -160,7 +160,8 @@ src, out, pos = sys.argv[1], sys.argv[2], int(sys.argv[3])
 b = bytearray(open(src, "rb").read())
 if len(sys.argv) > 4:
     blen = struct.unpack_from("<I", b, pos + 4)[0]
-    b[pos + 20] ^= 0x01  # the record's offset field
+    # the first entry's offset: a CKEN record's field, or a CKEL list's varint after its count
+    b[pos + (9 if b[pos:pos + 4] == b"CKEL" else 20)] ^= 0x01
     t = 0xffffffff
     for x in b[pos:pos + 8 + blen]:  # CRC-32C, bit by bit (a few dozen bytes)
         t ^= x
