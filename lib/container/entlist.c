@@ -20,7 +20,9 @@
 #include "entropy/entropy.h"
 
 enum { COL_KIND, COL_NUM, COL_NAME, COL_LOSSY, NCOL };
-#define LIST_LEVEL 9 /* descriptions are small: the entropy stage's smallest coding */
+/* The entropy level of the columns. Level 9 (zstd -19) saved 56 bytes of 1.26 MB on
+ * 4,800 small tensors and doubled their compression time. */
+#define LIST_LEVEL 6
 
 typedef struct bbuf {
     uint8_t *p;
