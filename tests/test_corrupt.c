@@ -247,7 +247,7 @@ static int parse_layout(sample *s)
         if (pos + 4 > n - 40 || s->nsec >= 250) return -1;
         uint32_t tag = rd32(z + pos);
         if (!memcmp(z + pos, "CKIX", 4)) break;
-        if (!memcmp(z + pos, "CKEN", 4)) {
+        if (!memcmp(z + pos, "CKEN", 4) || !memcmp(z + pos, "CKEL", 4)) { /* an entry frame, or a list */
             size_t b = rd32(z + pos + 4);
             s->sec[s->nsec++] = (section){SEC_ENTRY, pos, 12 + b, b, ne++, -1, 0};
             pos += 12 + b;

@@ -48,11 +48,47 @@ static void restore_job(void *v, int worker, void *arg)
     if (!j->err && result != out) memcpy(out, result, a->c[j->chunk].raw_len);
 }
 
-/* The frames must lie in file order exactly as the index says: each entry's frame (equal
- * to its index record), then its chunks, back to back, up to the index. The entry frames
- * are read here (the only reader of them besides the sequential decoder, whose checks
- * they share: ctr_entry_frame_len/_read); chunk frames only by where the seek table puts
- * them, since reading one means decoding it, and that checks it. */
+/* The frames must lie in file order exactly as the index says: each entry frame (its
+ * entries equal to their index records, all but the last owning no chunk), then the
+ * last one's chunks, back to back, up to the index. The entry frames are read here (the
+ * only reader of them besides the sequential decoder, whose checks they share:
+ * ctr_eframe_len/_read); chunk frames only by where the seek table puts them, since
+ * reading one means decoding it, and that checks it. */
+static ckpz_error check_eframe(ckpz_ctx *ctx, const ckpz_archive *a, size_t *i, uint64_t *pos, uint64_t end,
+                               uint8_t **fr, size_t *cap)
+{
+    uint8_t hb[8];
+    uint32_t blen;
+    ckpz_error err;
+    if (*pos > end || end - *pos < 12)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", *i, (unsigned long long)*pos);
+    if (a->pr(a->opaque, hb, sizeof hb, *pos) != 0)
+        return ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", *i, (unsigned long long)*pos);
+    if ((err = ctr_eframe_len(ctx, hb, end - *pos, a->flags, a->mem_limit, *i, *pos, &blen))) return err;
+    if (12 + (size_t)blen > *cap) {
+        uint8_t *nf = realloc(*fr, 12 + (size_t)blen);
+        if (!nf) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+        *fr = nf;
+        *cap = 12 + (size_t)blen;
+    }
+    memcpy(*fr, hb, sizeof hb);
+    if (a->pr(a->opaque, *fr + 8, (size_t)blen + 4, *pos + 8) != 0)
+        return ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", *i, (unsigned long long)*pos);
+    ctr_entry *f;
+    size_t n;
+    if ((err = ctr_eframe_read(ctx, *fr, blen, a->flags, a->mem_limit, *i, *pos, &f, &n))) return err;
+    int same = n <= a->ne - *i;
+    for (size_t k = 0; same && k < n; k++)
+        same = ctr_entry_same(&f[k], &a->e[*i + k]) && (k + 1 == n || a->e[*i + k].nchunks == 0);
+    ctr_entries_free(f, n);
+    if (!same)
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", *i,
+                        (unsigned long long)*pos);
+    *i += n - 1; /* the frame's last entry: its chunks follow */
+    *pos += 12 + (uint64_t)blen;
+    return CKPZ_OK;
+}
+
 ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
 {
     ctx_clear(ctx);
@@ -61,42 +97,8 @@ ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
     size_t cap = 0;
     ckpz_error err = CKPZ_OK;
     for (size_t i = 0; i < a->ne && !err; i++) {
+        if ((err = check_eframe(ctx, a, &i, &pos, end, &fr, &cap))) break;
         const ctr_entry *e = &a->e[i];
-        uint8_t hb[8];
-        uint32_t blen;
-        if (pos > end || end - pos < 12) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", i, (unsigned long long)pos);
-            break;
-        }
-        if (a->pr(a->opaque, hb, sizeof hb, pos) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
-            break;
-        }
-        if ((err = ctr_entry_frame_len(ctx, hb, end - pos, i, pos, &blen))) break;
-        if (12 + (size_t)blen > cap) {
-            uint8_t *nf = realloc(fr, 12 + (size_t)blen);
-            if (!nf) {
-                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-                break;
-            }
-            fr = nf;
-            cap = 12 + (size_t)blen;
-        }
-        memcpy(fr, hb, sizeof hb);
-        if (a->pr(a->opaque, fr + 8, (size_t)blen + 4, pos + 8) != 0) {
-            err = ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", i, (unsigned long long)pos);
-            break;
-        }
-        ctr_entry f;
-        if ((err = ctr_entry_frame_read(ctx, fr, blen, a->flags, i, pos, &f))) break;
-        int same = ctr_entry_same(&f, e);
-        ctr_entry_clear(&f);
-        if (!same) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", i,
-                           (unsigned long long)pos);
-            break;
-        }
-        pos += 12 + (uint64_t)blen;
         for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
             if (a->c[k].frame_offset != pos) {
                 err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "chunk %llu is not where the index says (byte %llu)",

@@ -50,7 +50,7 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         if ((err = reader_exact(&d, fb, 4, "a frame tag"))) goto fail;
         uint32_t tag = ld32(fb);
         if (tag == CTR_TAG_INDEX) break;
-        if (tag == CTR_TAG_ENTRY) {
+        if (tag == CTR_TAG_ENTRY || tag == CTR_TAG_LIST) {
             if ((err = reader_entry(&d, fb))) goto fail;
             continue;
         }

@@ -200,28 +200,46 @@ ckpz_error reader_start(reader *d, const ckpz_params *p)
     return CKPZ_OK;
 }
 
-/* An entry frame (its tag already read into fb): the entry whose chunks follow. */
+/* An entry frame (its tag already read into fb): the entries it names, the last of
+ * which owns the chunks that follow (a CKEN frame names one). */
 ckpz_error reader_entry(reader *d, const uint8_t *fb)
 {
     ckpz_ctx *ctx = d->ctx;
     ckpz_error err;
-    uint8_t fr[8 + CTR_ENTRY_MAX + 4]; /* the whole frame: tag, length, body, CRC */
+    uint8_t hb[8];
     uint32_t blen;
     uint64_t at = d->in_pos - 4;
-    memcpy(fr, fb, 4);
-    if ((err = reader_exact(d, fr + 4, 4, "an entry frame"))) return err;
-    if ((err = ctr_entry_frame_len(ctx, fr, UINT64_MAX, d->ne, at, &blen))) return err;
-    if ((err = reader_exact(d, fr + 8, blen + 4, "an entry frame"))) return err;
-    if (grow_array((void **)&d->e, &d->cap_e, d->ne + 1, sizeof *d->e))
-        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-    if ((err = ctr_entry_frame_read(ctx, fr, blen, d->flags, d->ne, at, &d->e[d->ne]))) return err;
-    if (!d->ne || !(d->e[d->ne - 1].flags & CTR_ENTRY_PACKED)) d->group = d->ne; /* a new group */
-    d->cur = &d->e[d->ne++];
+    memcpy(hb, fb, 4);
+    if ((err = reader_exact(d, hb + 4, 4, "an entry frame"))) return err;
+    if ((err = ctr_eframe_len(ctx, hb, UINT64_MAX, d->flags, d->p->mem_limit, d->ne, at, &blen))) return err;
+    uint8_t *fr = malloc(12 + (size_t)blen); /* the whole frame: tag, length, body, CRC */
+    if (!fr) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    memcpy(fr, hb, 8);
+    ctr_entry *got = NULL;
+    size_t n = 0;
+    if (!(err = reader_exact(d, fr + 8, blen + 4, "an entry frame")))
+        err = ctr_eframe_read(ctx, fr, blen, d->flags, d->p->mem_limit, d->ne, at, &got, &n);
+    free(fr);
+    if (!err && grow_array((void **)&d->e, &d->cap_e, d->ne + n, sizeof *d->e))
+        err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (err) {
+        ctr_entries_free(got, n);
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!d->ne || !(d->e[d->ne - 1].flags & CTR_ENTRY_PACKED)) d->group = d->ne; /* a new group */
+        d->e[d->ne++] = got[i];
+        /* Only entries coded against the base need it: a delta file none of whose
+         * entries matched its base restores without it. */
+        if (d->base_missing && (got[i].flags & CTR_ENTRY_BASED)) {
+            for (size_t k = i + 1; k < n; k++) ctr_entry_clear(&got[k]);
+            free(got);
+            return base_verify(ctx, &d->b, d->p); /* names the base the file needs */
+        }
+    }
+    free(got);
+    d->cur = &d->e[d->ne - 1];
     d->cur_pos = 0;
-    /* Only entries coded against the base need it: a delta file none of whose entries
-     * matched its base restores without it. */
-    if (d->base_missing && (d->cur->flags & CTR_ENTRY_BASED))
-        return base_verify(ctx, &d->b, d->p); /* names the base the file needs */
     return CKPZ_OK;
 }
 

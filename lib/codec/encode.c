@@ -77,7 +77,8 @@ void writer_free(writer *w)
     free(w->qs);
     free(w->c);
     free(w->spans);
-    w->qs = NULL, w->c = NULL, w->spans = NULL;
+    ent_ctx_free(w->ec);
+    w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL;
 }
 
 static ckpz_error put(writer *w, const void *p, size_t n)
@@ -93,7 +94,7 @@ ckpz_error writer_start(writer *w, int lossy)
     const ckpz_params *p = w->p;
     uint8_t hdr[CTR_HEADER_SIZE];
     ctr_header_write(hdr, &(ctr_header){(uint32_t)p->chunk_size, (uint8_t)w->pl->segs.format, p->base != NULL,
-                                        lossy != 0, 1, 0});
+                                        lossy != 0, 1, 0, 1});
     ckpz_error err = put(w, hdr, sizeof hdr);
     if (err || !p->base) return err;
     ctr_base *b = &w->bhead;
@@ -135,8 +136,7 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
     ctr_entry *ents = w->pl->e;
     if (grow_array((void **)&w->qs, &w->cap_qs, d->entry + 1, sizeof *w->qs))
         return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
-    if (d->new_entry) {
-        uint8_t buf[8 + CTR_ENTRY_MAX + 4];
+    if (d->new_entry) { /* one frame names the entries that start here: a group and its owner, or one */
         if ((err = flush_copy(w))) return err;
         for (uint32_t i = d->first_entry; i <= d->entry; i++) {
             ctr_entry *e = &ents[i];
@@ -146,9 +146,16 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
                 e->lossy.prune_thr = r->prune_thr;
             }
             e->first_chunk = w->nc;
-            ctr_entry_frame_write(buf, e);
-            if ((err = put(w, buf, ctr_entry_frame_size(e)))) return err;
         }
+        uint8_t *fr;
+        size_t len;
+        if (!w->ec && !(w->ec = ent_ctx_create())) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+        if ((err = ctr_list_frame_write(w->ctx, w->ec, ents + d->first_entry, d->entry - d->first_entry + 1, &fr,
+                                        &len)))
+            return err;
+        err = put(w, fr, len);
+        free(fr);
+        if (err) return err;
     }
     if (d->raw_len && d->lossy && !r->out_len && !r->copy)
         return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory coding tensor '%.100s'", ents[d->entry].name);
@@ -204,10 +211,9 @@ ckpz_error writer_end(writer *w)
         l->vmin = q->vmin <= q->vmax ? q->vmin : 0;
         l->vmax = q->vmin <= q->vmax ? q->vmax : 0;
     }
-    size_t isz = ctr_index_size(ents, ne, w->nc);
-    uint8_t *idx = malloc(isz);
-    if (!idx) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
-    ctr_index_write(idx, ents, ne, w->c, w->nc);
+    size_t isz;
+    uint8_t *idx;
+    if ((err = ctr_index_encode(w->ctx, w->ec, ents, ne, w->c, w->nc, &idx, &isz))) return err;
     uint8_t trb[CTR_TRAILER_SIZE];
     ctr_trailer_write(trb, &(ctr_trailer){w->pos, isz, w->original, w->content_crc, crc32c(0, idx, isz)});
     if (!(err = put(w, idx, isz))) err = put(w, trb, sizeof trb);

@@ -69,6 +69,7 @@ typedef struct writer {
     size_t nspans, cap_spans;
     ctr_base bhead;
     uint8_t bframe[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
+    ent_ctx *ec; /* codes the entry lists of its frames and index (created on first use) */
 } writer;
 
 void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,

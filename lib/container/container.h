@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/ctx.h"
+#include "entropy/entropy.h"
 
 #define CTR_VERSION 1       /* stand-alone files */
 #define CTR_VERSION_DELTA 2 /* files coded against a base (a base frame follows the header) */
@@ -22,7 +23,8 @@
 #define CTR_FEAT_BASE 1u   /* a base frame, based entries, predictors, escape chunks */
 #define CTR_FEAT_LOSSY 2u  /* lossy entries, quant chunks, checksums of restored content */
 #define CTR_FEAT_PACKED 4u /* packed entries: small entries sharing their owner's one chunk */
-#define CTR_FEAT_KNOWN (CTR_FEAT_BASE | CTR_FEAT_LOSSY | CTR_FEAT_PACKED)
+#define CTR_FEAT_CODED 8u  /* coded entry lists: the index's records and the entry frames (entlist.c) */
+#define CTR_FEAT_KNOWN (CTR_FEAT_BASE | CTR_FEAT_LOSSY | CTR_FEAT_PACKED | CTR_FEAT_CODED)
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -39,6 +41,7 @@ extern const uint8_t ctr_magic[8];
 /* Four-byte tags that start each section, read as little-endian u32. */
 #define CTR_TAG_BASE 0x53424b43u  /* "CKBS" */
 #define CTR_TAG_ENTRY 0x4e454b43u /* "CKEN" */
+#define CTR_TAG_LIST 0x4c454b43u  /* "CKEL": entry list frame (feature CTR_FEAT_CODED) */
 #define CTR_TAG_CHUNK 0x48434b43u /* "CKCH" */
 #define CTR_TAG_INDEX 0x58494b43u /* "CKIX" */
 #define CTR_TAG_TRAILER 0x52544b43u /* "CKTR" */
@@ -50,6 +53,7 @@ typedef struct ctr_header {
     uint8_t lossy;  /* entries may be lossy: the content checksum is the restored content's (versions 3-5) */
     uint8_t packed; /* entries may be packed (version 5) */
     uint16_t version; /* set by ctr_header_read; the writer writes version 5 */
+    uint8_t coded;    /* entry lists are coded (version 5, CTR_FEAT_CODED) */
 } ctr_header;
 
 /* Base frame: what a delta file needs to be restored. */
@@ -80,6 +84,7 @@ typedef struct ctr_chunk {
 #define CTR_FILE_BASED 1
 #define CTR_FILE_LOSSY 2
 #define CTR_FILE_PACKED 4
+#define CTR_FILE_CODED 8 /* entry frames are lists (CKEL), the index's records a coded list */
 /* The file properties a header allows. */
 
 /* What a lossy entry was coded with, and the errors it got (doc/format.md). */
@@ -148,6 +153,12 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
 ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
                           ctr_entry *e, size_t *used);
 void ctr_entry_clear(ctr_entry *e);
+/* Pieces of a record shared by both codings of entries (this file and entlist.c): the
+ * lossy fields (returns bytes written; reading refuses an unknown mode), and the checks
+ * of dtype and flags against the file's flags. */
+size_t ctr_lossy_write(uint8_t *p, const ctr_lossy *l, int index_form);
+ckpz_error ctr_lossy_read(ckpz_ctx *ctx, const uint8_t *q, int index_form, ctr_lossy *l);
+ckpz_error ctr_entry_check_kind(ckpz_ctx *ctx, const ctr_entry *e, unsigned file_flags);
 
 /* Entry frame: tag, body length, body (stream form), CRC. Returns bytes written. */
 size_t ctr_entry_frame_size(const ctr_entry *e);
@@ -166,10 +177,45 @@ int ctr_entry_same(const ctr_entry *a, const ctr_entry *b);
 /* Index section: tag, counts, entries (index form), seek table. */
 size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
 void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
-/* Parses and cross-checks an index (its CRC already verified by the caller). */
+/* Parses and cross-checks an index (its CRC already verified by the caller), in the
+ * form the file's flags say (entlist.c: plain records, or with CTR_FILE_CODED a list). */
 ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
                           size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
                           size_t *nc);
+
+/* ---- coded entry lists (entlist.c; doc/format.md "Coded entry lists") ---- */
+/* A list of entries coded in columns: index form (lengths and chunk counts; offsets and
+ * first chunks implied, counted from 0) or stream form (its count and first offset lead).
+ * Writes a malloc'd buffer to *out. */
+ckpz_error ctr_list_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, int index_form, uint8_t **out, size_t *len);
+/* Parses a list from p[0..len): index form: n_index entries; stream form: its own count
+ * (at least 1). *used = the bytes it took. Allocates *e (n entries, each with name and
+ * shape); every count and length is checked against the bytes and mem_limit first. */
+ckpz_error ctr_list_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
+                         size_t mem_limit, uint64_t n_index, ctr_entry **e, size_t *n, size_t *used);
+void ctr_entries_free(ctr_entry *e, size_t n);
+/* The whole index of a file with CTR_FILE_CODED: as ctr_index_write, coded list. ec: the
+ * entropy context to code with (a writer keeps one for all its frames), or NULL. */
+ckpz_error ctr_index_encode(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
+                            uint8_t **out, size_t *len);
+/* Entry frame that names entries e[0..n) (all but the last own no chunk): a CKEL frame. */
+ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t n, uint8_t **out, size_t *len);
+/* Entry frames of either kind, as the file's flags say: CKEN (one entry) without
+ * CTR_FILE_CODED, CKEL with it; the same two steps as ctr_entry_frame_len/_read. A CKEL
+ * body is at most mem_limit bytes. *e gets *n entries (malloc'd; ctr_entries_free). */
+ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsigned file_flags, size_t mem_limit,
+                          size_t no, uint64_t at, uint32_t *blen);
+ckpz_error ctr_eframe_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t mem_limit,
+                           size_t no, uint64_t at, ctr_entry **e, size_t *n);
+
+/* The two halves of ctr_index_read (format.c): a plain index's records, and the checks
+ * both forms share, from the seek table at p + pos on: it takes e[0..e_n) (freed on failure). */
+ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
+                                uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                                size_t *ne, ctr_chunkrec **chunks, size_t *nc);
+ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
+                           uint64_t original_size, ctr_entry *e, size_t e_n, uint64_t c_n, ctr_entry **entries,
+                           size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
 ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);

@@ -24,8 +24,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
     memset(out, 0, CTR_HEADER_SIZE);
     memcpy(out, ctr_magic, 8);
     st16(out + 8, CTR_VERSION_FEAT);
-    st16(out + 10,
-         (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) | (h->packed ? CTR_FEAT_PACKED : 0));
+    st16(out + 10, (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) |
+                       (h->packed ? CTR_FEAT_PACKED : 0) | (h->coded ? CTR_FEAT_CODED : 0));
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -63,6 +63,7 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     h->based = (flags & CTR_FEAT_BASE) != 0;
     h->lossy = (flags & CTR_FEAT_LOSSY) != 0;
     h->packed = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_PACKED);
+    h->coded = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_CODED);
     h->version = (uint16_t)v;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
@@ -75,7 +76,8 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
 
 unsigned ctr_file_flags(const ctr_header *h)
 {
-    return (h->based ? CTR_FILE_BASED : 0u) | (h->lossy ? CTR_FILE_LOSSY : 0u) | (h->packed ? CTR_FILE_PACKED : 0u);
+    return (h->based ? CTR_FILE_BASED : 0u) | (h->lossy ? CTR_FILE_LOSSY : 0u) | (h->packed ? CTR_FILE_PACKED : 0u) |
+           (h->coded ? CTR_FILE_CODED : 0u);
 }
 
 /* ---- base frame ---- */
@@ -170,6 +172,72 @@ size_t ctr_entry_size(const ctr_entry *e, int index_form)
            (size_t)e->name_len + 8 * (size_t)e->ndim;
 }
 
+size_t ctr_lossy_write(uint8_t *p, const ctr_lossy *l, int index_form)
+{
+    p[0] = l->mode;
+    p[1] = l->bits;
+    p[2] = l->sym;
+    p[3] = l->per_row;
+    st32(p + 4, l->group);
+    stf64(p + 8, l->bound);
+    stf64(p + 16, l->abs_bound);
+    stf64(p + 24, l->prune_thr);
+    if (!index_form) return CTR_LOSSY_STREAM;
+    p += CTR_LOSSY_STREAM;
+    st64(p, l->n);
+    st64(p + 8, l->exceptions);
+    st64(p + 16, l->changed);
+    st64(p + 24, l->frozen);
+    stf64(p + 32, l->sum_abs);
+    stf64(p + 40, l->sum_sq);
+    stf64(p + 48, l->max_abs);
+    stf64(p + 56, l->vmin);
+    stf64(p + 64, l->vmax);
+    return CTR_LOSSY_STREAM + CTR_LOSSY_INDEX;
+}
+
+ckpz_error ctr_lossy_read(ckpz_ctx *ctx, const uint8_t *q, int index_form, ctr_lossy *l)
+{
+    l->mode = q[0];
+    l->bits = q[1];
+    l->sym = q[2];
+    l->per_row = q[3];
+    l->group = ld32(q + 4);
+    l->bound = ldf64(q + 8);
+    l->abs_bound = ldf64(q + 16);
+    l->prune_thr = ldf64(q + 24);
+    if (index_form) {
+        q += CTR_LOSSY_STREAM;
+        l->n = ld64(q);
+        l->exceptions = ld64(q + 8);
+        l->changed = ld64(q + 16);
+        l->frozen = ld64(q + 24);
+        l->sum_abs = ldf64(q + 32);
+        l->sum_sq = ldf64(q + 40);
+        l->max_abs = ldf64(q + 48);
+        l->vmin = ldf64(q + 56);
+        l->vmax = ldf64(q + 64);
+    }
+    /* Information only (chunks describe their own coding), but a mode this reader
+     * does not know is a newer file's. */
+    if (l->mode == 0 || l->mode > 5 || l->sym > 1 || l->per_row > 1)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown lossy mode %u", l->mode);
+    return CKPZ_OK;
+}
+
+ckpz_error ctr_entry_check_kind(ckpz_ctx *ctx, const ctr_entry *e, unsigned file_flags)
+{
+    if (e->flags & ~(((file_flags & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) |
+                     ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
+                     ((file_flags & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u)))
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
+    if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)))
+        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: a packed entry coded against the base or lossy");
+    if (e->dtype >= CKPZ_DTYPE_COUNT_)
+        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
+    return CKPZ_OK;
+}
+
 void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
 {
     out[0] = e->dtype;
@@ -188,30 +256,7 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
         st64(p, e->base_offset);
         p += 8;
     }
-    if (e->flags & CTR_ENTRY_LOSSY) {
-        const ctr_lossy *l = &e->lossy;
-        p[0] = l->mode;
-        p[1] = l->bits;
-        p[2] = l->sym;
-        p[3] = l->per_row;
-        st32(p + 4, l->group);
-        stf64(p + 8, l->bound);
-        stf64(p + 16, l->abs_bound);
-        stf64(p + 24, l->prune_thr);
-        p += CTR_LOSSY_STREAM;
-        if (index_form) {
-            st64(p, l->n);
-            st64(p + 8, l->exceptions);
-            st64(p + 16, l->changed);
-            st64(p + 24, l->frozen);
-            stf64(p + 32, l->sum_abs);
-            stf64(p + 40, l->sum_sq);
-            stf64(p + 48, l->max_abs);
-            stf64(p + 56, l->vmin);
-            stf64(p + 64, l->vmax);
-            p += CTR_LOSSY_INDEX;
-        }
-    }
+    if (e->flags & CTR_ENTRY_LOSSY) p += ctr_lossy_write(p, &e->lossy, index_form);
     if (e->name_len) memcpy(p, e->name, e->name_len); /* an unnamed entry may have no name buffer */
     p += e->name_len;
     for (uint32_t i = 0; i < e->ndim; i++, p += 8) st64(p, e->shape[i]);
@@ -222,6 +267,12 @@ void ctr_entry_clear(ctr_entry *e)
     free(e->name);
     free(e->shape);
     memset(e, 0, sizeof *e);
+}
+
+void ctr_entries_free(ctr_entry *e, size_t n)
+{
+    for (size_t i = 0; e && i < n; i++) ctr_entry_clear(&e[i]);
+    free(e);
 }
 
 ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
@@ -235,14 +286,8 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     e->ndim = ld32(p + 4);
     e->offset = ld64(p + 8);
     e->flags = p[1];
-    if (e->flags & ~(((file_flags & CTR_FILE_BASED) ? CTR_ENTRY_BASED : 0u) |
-                     ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
-                     ((file_flags & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u)))
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
-    if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)))
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: a packed entry coded against the base or lossy");
-    if (e->dtype >= CKPZ_DTYPE_COUNT_)
-        return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
+    ckpz_error err = ctr_entry_check_kind(ctx, e, file_flags);
+    if (err) return err;
     if (e->ndim > CTR_MAX_NDIM) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %u dimensions", e->ndim);
     if (index_form) {
         e->length = ld64(p + 16);
@@ -257,32 +302,7 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     if (e->flags & CTR_ENTRY_LOSSY) {
         size_t ln = CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0);
         if (avail < fixed + ln) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
-        const uint8_t *q = p + fixed;
-        ctr_lossy *l = &e->lossy;
-        l->mode = q[0];
-        l->bits = q[1];
-        l->sym = q[2];
-        l->per_row = q[3];
-        l->group = ld32(q + 4);
-        l->bound = ldf64(q + 8);
-        l->abs_bound = ldf64(q + 16);
-        l->prune_thr = ldf64(q + 24);
-        if (index_form) {
-            q += CTR_LOSSY_STREAM;
-            l->n = ld64(q);
-            l->exceptions = ld64(q + 8);
-            l->changed = ld64(q + 16);
-            l->frozen = ld64(q + 24);
-            l->sum_abs = ldf64(q + 32);
-            l->sum_sq = ldf64(q + 40);
-            l->max_abs = ldf64(q + 48);
-            l->vmin = ldf64(q + 56);
-            l->vmax = ldf64(q + 64);
-        }
-        /* Information only (chunks describe their own coding), but a mode this reader
-         * does not know is a newer file's. */
-        if (l->mode == 0 || l->mode > 5 || l->sym > 1 || l->per_row > 1)
-            return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown lossy mode %u", l->mode);
+        if ((err = ctr_lossy_read(ctx, p + fixed, index_form, &e->lossy))) return err;
         fixed += ln;
     }
     size_t need = fixed + e->name_len + 8 * (size_t)e->ndim;
@@ -378,9 +398,9 @@ void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chun
     }
 }
 
-ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
-                          size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
-                          size_t *nc)
+ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
+                                uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                                size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     *entries = NULL;
     *chunks = NULL;
@@ -388,6 +408,7 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     if (len < 24 || ld32(p) != CTR_TAG_INDEX) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: tag missing");
     if (ld32(p + 4) != 0) return ctx_fail(ctx, CKPZ_ERR_VERSION, "index: reserved field set");
     uint64_t e_n = ld64(p + 8), c_n = ld64(p + 16);
+    size_t pos = 24;
     /* Each entry takes at least 40 bytes and each chunk 16: bound counts by the length. */
     if (e_n > len / 40 || c_n > len / CTR_CHUNK_REC || e_n * 40 + c_n * CTR_CHUNK_REC > len - 24)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: %llu entries and %llu chunks do not fit in %zu bytes",
@@ -395,32 +416,43 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     if (e_n * sizeof(ctr_entry) > mem_limit || c_n * sizeof(ctr_chunkrec) > mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "index: too many entries or chunks for the memory limit");
     ctr_entry *e = calloc(e_n ? e_n : 1, sizeof *e);
-    ctr_chunkrec *c = malloc((c_n ? c_n : 1) * sizeof *c);
-    if (!e || !c) {
-        free(e);
-        free(c);
-        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the index");
+    if (!e) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the index");
+    for (size_t i = 0; i < e_n; i++) {
+        size_t used;
+        ckpz_error err = ctr_entry_read(ctx, p + pos, len - pos, 1, file_flags, &e[i], &used);
+        if (err) {
+            ctr_entries_free(e, i + 1); /* a failed read left its entry cleared */
+            return err;
+        }
+        pos += used;
     }
+    return ctr_index_check(ctx, p, len, pos, index_offset, original_size, e, (size_t)e_n, c_n, entries, ne, chunks, nc);
+}
+
+ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
+                           uint64_t original_size, ctr_entry *e, size_t e_n, uint64_t c_n, ctr_entry **entries,
+                           size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+{
     ckpz_error err = CKPZ_OK;
-    size_t pos = 24, i;
+    ctr_chunkrec *c = NULL;
+    if (!(c = malloc((c_n ? c_n : 1) * sizeof *c))) {
+        err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading the index");
+        goto fail;
+    }
     uint64_t at = 0, next_chunk = 0;
     int in_group = 0; /* the previous entry was packed: this one is packed too or owns the group */
-    for (i = 0; i < e_n; i++) {
-        size_t used;
-        if ((err = ctr_entry_read(ctx, p + pos, len - pos, 1, file_flags, &e[i], &used))) goto fail;
-        pos += used;
+    for (size_t k = 0; k < e_n; k++) {
         /* Entries tile the original in order, and own consecutive chunk ranges: a
          * non-empty entry owns chunks, but for a packed one, whose bytes lead its group
          * owner's one chunk. */
-        const ctr_entry *x = &e[i];
+        const ctr_entry *x = &e[k];
         int packed = (x->flags & CTR_ENTRY_PACKED) != 0;
         int owns_ok = packed     ? x->length > 0 && x->nchunks == 0
                       : in_group ? x->length > 0 && x->nchunks >= 1 && !(x->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY))
                                  : (x->length == 0) == (x->nchunks == 0);
         if (x->offset != at || x->length > original_size - at || x->first_chunk != next_chunk ||
             x->nchunks > c_n - next_chunk || !owns_ok) {
-            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%s') is inconsistent", i, x->name);
-            i++;
+            err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%s') is inconsistent", k, x->name);
             goto fail;
         }
         in_group = packed;
@@ -471,9 +503,7 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
     *nc = c_n;
     return CKPZ_OK;
 fail:
-    for (size_t k = 0; k < i && k < e_n; k++) ctr_entry_clear(&e[k]);
-    if (i < e_n) ctr_entry_clear(&e[i]);
-    free(e);
+    ctr_entries_free(e, e_n);
     free(c);
     return err;
 }

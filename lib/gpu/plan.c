@@ -133,16 +133,17 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
             return ctx_fail(ctx, CKPZ_ERR_TRUNCATED, "file is truncated at byte %llu", (unsigned long long)pos);
         uint32_t tag = ld32(file + pos);
         if (tag == CTR_TAG_INDEX) break;
-        if (tag == CTR_TAG_ENTRY) {
+        if (tag == CTR_TAG_ENTRY || tag == CTR_TAG_LIST) { /* the chunks that follow are its last entry's */
             uint32_t blen;
-            ctr_entry e;
-            if ((err = ctr_entry_frame_len(ctx, file + pos, size - pos, ne, pos, &blen)) ||
-                (err = ctr_entry_frame_read(ctx, file + pos, blen, flags, ne, pos, &e)))
+            ctr_entry *e;
+            size_t n;
+            if ((err = ctr_eframe_len(ctx, file + pos, size - pos, flags, size, ne, pos, &blen)) ||
+                (err = ctr_eframe_read(ctx, file + pos, blen, flags, size, ne, pos, &e, &n)))
                 return err;
-            dtype = (ckpz_dtype)e.dtype;
-            eflags = e.flags;
-            ctr_entry_clear(&e);
-            ne++;
+            dtype = (ckpz_dtype)e[n - 1].dtype;
+            eflags = e[n - 1].flags;
+            ctr_entries_free(e, n);
+            ne += n;
             pos += 12 + (uint64_t)blen;
             continue;
         }

@@ -4,12 +4,16 @@
  * ctr_entry_frame_read: tag, body length, body in stream form, CRC).
  * Input: byte 0: bit 0 index form (bare records), bits 1-2 the file's flags
  * (CTR_FILE_BASED, CTR_FILE_LOSSY), bit 3 an entry frame (resealed: its CRC recomputed)
- * instead of a bare record, bit 4 CTR_FILE_PACKED; then the bytes.
+ * instead of a bare record, bit 4 CTR_FILE_PACKED, bit 5 CTR_FILE_CODED: a coded list
+ * (lib/container/entlist.c: ctr_list_read, or a CKEL frame through ctr_eframe_len/_read;
+ * a bare list in index form takes its count from the next 2 bytes); then the bytes.
  * Checks (fuzz_container.h): a failure leaves a message; an accepted record used no
  * more than it had, exactly ctr_entry_size, has only the flags the file allows, a
  * valid dtype, at most CTR_MAX_NDIM dimensions, a NUL-terminated name, and
  * ctr_entry_write writes it back byte for byte; an accepted frame (its record fills
- * its body) is written back byte for byte by ctr_entry_frame_write.
+ * its body) is written back byte for byte by ctr_entry_frame_write. An accepted coded
+ * list has the same properties entry by entry, and coded again (a writer may code it
+ * otherwise) reads back the same entries.
  */
 #include "fuzz_container.h"
 
@@ -32,11 +36,83 @@ static void check_entry(const ctr_entry *e, const uint8_t *in, size_t used, int 
     free(out);
 }
 
+static void check_list(ctr_entry *e, size_t n, int index_form, unsigned ff)
+{
+    uint8_t *out;
+    size_t len, n2, used;
+    ctr_entry *e2;
+    ckpz_ctx *c = fz_ctx();
+    for (size_t i = 0; i < n; i++) {
+        FZ_CHECK(!(e[i].flags & CTR_ENTRY_PACKED) || !(e[i].flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)),
+                 "list: packed with flags %u", e[i].flags);
+        FZ_CHECK(e[i].dtype < CKPZ_DTYPE_COUNT_ && e[i].ndim <= CTR_MAX_NDIM && e[i].name && e[i].shape &&
+                     e[i].name[e[i].name_len] == 0 && (!i || index_form || e[i].offset >= e[i - 1].offset),
+                 "list: entry %zu: dtype %u, %u dims", i, e[i].dtype, e[i].ndim);
+    }
+    if (ctr_list_write(c, e, n, index_form, &out, &len)) fz_die("out of memory");
+    ckpz_error err = ctr_list_read(c, out, len, index_form, ff, (size_t)1 << 20, n, &e2, &n2, &used);
+    FZ_CHECK(!err && n2 == n && used == len, "list: not read back after coding again: %s", ckpz_ctx_message(c));
+    for (size_t i = 0; i < n; i++)
+        FZ_CHECK(ctr_entry_same(&e[i], &e2[i]) &&
+                     (!index_form || (e[i].length == e2[i].length && e[i].first_chunk == e2[i].first_chunk &&
+                                      e[i].nchunks == e2[i].nchunks)),
+                 "list: entry %zu read back differently", i);
+    ctr_entries_free(e2, n2);
+    free(out);
+}
+
+/* A coded list, bare or in a CKEL frame (resealed). */
+static void coded(const uint8_t *in, size_t n, int index_form, int frame, unsigned ff)
+{
+    ckpz_ctx *c = fz_ctx();
+    ctr_entry *e;
+    size_t ne, used;
+    if (!frame) {
+        uint64_t count = 0;
+        if (index_form) {
+            if (n < 2) return;
+            count = ld16(in);
+            in += 2, n -= 2;
+        }
+        uint8_t *b = fz_copy(in, n); /* exact size: a read past it is caught */
+        ckpz_error err = ctr_list_read(c, b, n, index_form, ff, (size_t)1 << 20, count, &e, &ne, &used);
+        fz_need_msg(c, err, "ctr_list_read");
+        if (!err) {
+            FZ_CHECK(used <= n && (!index_form || ne == count), "list: used %zu of %zu bytes", used, n);
+            check_list(e, ne, index_form, ff);
+            ctr_entries_free(e, ne);
+        }
+        free(b);
+        return;
+    }
+    if (n < 8) return;
+    uint8_t *fr = fz_copy(in, n);
+    uint32_t blen;
+    ckpz_error err = ctr_eframe_len(c, fr, n, ff, (size_t)1 << 20, 0, 0, &blen);
+    fz_need_msg(c, err, "ctr_eframe_len");
+    if (!err) {
+        FZ_CHECK(blen >= 2 && 12 + (size_t)blen <= n, "list frame: length %u of %zu", blen, n);
+        st32(fr + 8 + blen, crc32c(0, fr, 8 + (size_t)blen));
+        err = ctr_eframe_read(c, fr, blen, ff, (size_t)1 << 20, 0, 0, &e, &ne);
+        fz_need_msg(c, err, "ctr_eframe_read");
+        if (!err) {
+            FZ_CHECK(ne >= 1, "list frame: no entries");
+            check_list(e, ne, 0, ff);
+            ctr_entries_free(e, ne);
+        }
+    }
+    free(fr);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     int index_form = data[0] & 1, frame = (data[0] >> 3) & 1;
     unsigned ff = ((data[0] >> 1) & 3) | ((data[0] >> 4) & 1 ? CTR_FILE_PACKED : 0u);
+    if ((data[0] >> 5) & 1) {
+        coded(data + 1, size - 1, index_form, frame, ff | CTR_FILE_CODED);
+        return 0;
+    }
     uint8_t *in = fz_copy(data + 1, size - 1);
     size_t n = size - 1;
     ckpz_ctx *c = fz_ctx();

@@ -12,7 +12,7 @@
  * Random mutations almost never get past the CRC-32C checks, so the same readers run a
  * second time on a "resealed" copy: the harness walks the documented layout
  * (doc/format.md) and recomputes every checksum it can (file header, base frame, entry
- * frames, chunk payloads and frame headers, index, trailer). That lets mutated lengths, counts,
+ * frames and entry list frames, chunk payloads and frame headers, index, trailer). That lets mutated lengths, counts,
  * transform/plane fields and coded plane data reach the parsers and entropy decoders.
  *
  * Build: see tests/fuzz/README.md. The same file is linked into replay_decompress.
@@ -68,7 +68,7 @@ static int reseal(uint8_t *b, size_t n)
         }
     }
     while (pos + 4 <= end) {
-        if (!memcmp(b + pos, "CKEN", 4)) {
+        if (!memcmp(b + pos, "CKEN", 4) || !memcmp(b + pos, "CKEL", 4)) { /* entry frame or list */
             if (pos + 8 > end) break;
             size_t body = fz_ld32(b + pos + 4);
             if (body > end - pos - 8 || 4 > end - pos - 8 - body) break;

@@ -593,8 +593,10 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
     char nm[96];
     if (zl < 72) die("short ckpz");
     unsigned flags = ld16(z + 10);
-    /* the file's flags as the harnesses take them: CTR_FILE_* (packed in version 5 only) */
-    uint8_t ff = (uint8_t)(((flags & 1) ? 1 : 0) | ((flags & 2) ? 2 : 0) | (ld16(z + 8) == 5 && (flags & 4) ? 4 : 0));
+    /* the file's flags as the harnesses take them: CTR_FILE_* (packed and coded in version 5 only) */
+    uint8_t ff = (uint8_t)(((flags & 1) ? 1 : 0) | ((flags & 2) ? 2 : 0) | (ld16(z + 8) == 5 && (flags & 4) ? 4 : 0) |
+                           (ld16(z + 8) == 5 && (flags & 8) ? 8 : 0));
+    uint8_t coded = ff & 8 ? 32 : 0; /* ctr_entry's control bit for a coded list */
     put("ctr_header", tag, z, CTR_HEADER_SIZE);
     uint8_t fs[8];
     st64(fs, zl);
@@ -610,13 +612,13 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
     }
     while (pos + 8 <= end) {
         uint32_t tag4 = ld32(z + pos);
-        if (tag4 == CTR_TAG_ENTRY) {
+        if (tag4 == CTR_TAG_ENTRY || tag4 == CTR_TAG_LIST) {
             size_t bl = ld32(z + pos + 4);
             if (entries++ < 2) {
-                uint8_t ctl = (uint8_t)(8 | (ff & 3) << 1 | (ff & 4) << 2);
+                uint8_t ctl = (uint8_t)(8 | (ff & 3) << 1 | (ff & 4) << 2 | coded);
                 snprintf(nm, sizeof nm, "%s-frame%zu", tag, entries);
                 put2("ctr_entry", nm, &ctl, 1, z + pos, 12 + bl);
-                ctl = (uint8_t)((ff & 3) << 1 | (ff & 4) << 2);
+                ctl = (uint8_t)((ff & 3) << 1 | (ff & 4) << 2 | coded);
                 snprintf(nm, sizeof nm, "%s-record%zu", tag, entries);
                 put2("ctr_entry", nm, &ctl, 1, z + pos + 8, bl);
             }
@@ -639,9 +641,15 @@ static void records(const char *tag, const uint8_t *z, size_t zl)
         st64(h + 8, ld64(z + zl - CTR_TRAILER_SIZE + 16));
         h[16] = ff;
         put2("ctr_index", tag, h, 17, z + pos, end - pos);
-        uint8_t ctl = (uint8_t)(1 | (ff & 3) << 1 | (ff & 4) << 2);
+        uint8_t ctl = (uint8_t)(1 | (ff & 3) << 1 | (ff & 4) << 2 | coded);
         snprintf(nm, sizeof nm, "%s-index-record", tag);
-        put2("ctr_entry", nm, &ctl, 1, z + pos + 24, end - pos - 24);
+        if (!coded) {
+            put2("ctr_entry", nm, &ctl, 1, z + pos + 24, end - pos - 24);
+        } else { /* the list's count (2 bytes), then the list and the seek table after it */
+            uint8_t hc[3] = {ctl, (uint8_t)ld64(z + pos + 8), (uint8_t)(ld64(z + pos + 8) >> 8)};
+            size_t nc = (size_t)ld64(z + pos + 16);
+            put2("ctr_entry", nm, hc, 3, z + pos + 24, end - pos - 24 - 16 * nc);
+        }
     }
 }
 
@@ -709,6 +717,7 @@ static void container_seeds(void)
     }
     /* files of the earlier versions, as earlier ckpz wrote them (tests/data/compat) */
     const char *compat[][2] = {{"fp32_state.v1.ckpz", "compat-v1"},
+                               {"fp32_state.v5.ckpz", "compat-v5"},
                                {"next.bf16.v2.ckpz", "compat-v2"},
                                {"next.bf16.v3.ckpz", "compat-v3"},
                                {"next.bf16.v4.ckpz", "compat-v4"}};

@@ -160,7 +160,8 @@ src, out, pos = sys.argv[1], sys.argv[2], int(sys.argv[3])
 b = bytearray(open(src, "rb").read())
 if len(sys.argv) > 4:
     blen = struct.unpack_from("<I", b, pos + 4)[0]
-    b[pos + 20] ^= 0x01  # the record's offset field
+    # the first entry's offset: a CKEN record's field, or a CKEL list's varint after its count
+    b[pos + (9 if b[pos:pos + 4] == b"CKEL" else 20)] ^= 0x01
     t = 0xffffffff
     for x in b[pos:pos + 8 + blen]:  # CRC-32C, bit by bit (a few dozen bytes)
         t ^= x
@@ -214,7 +215,7 @@ if b[32:36] == b"CKBS":
     p = 32 + 12 + bl
 ents, chunks = [], []
 while p < io:
-    if b[p:p + 4] == b"CKEN":
+    if b[p:p + 4] in (b"CKEN", b"CKEL"):  # an entry frame, or an entry list frame
         bl = struct.unpack_from("<I", b, p + 4)[0]
         ents.append((p, 12 + bl))
         p += 12 + bl
