@@ -640,9 +640,11 @@ class TestCraftedFiles(Case):
                 "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
                 "try:\n    ckpz.load(%r)\nexcept ckpz.Error as e:\n    print('error', e.code)\n"
                 "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)\n") % (package_under_test.package_dir(), p)
-        t = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-        self.assertLess(time.perf_counter() - t, 30)
+        # "Fast" is told by the memory (the claimed 64 MiB never touched), not by a clock: a
+        # wall-time bound failed on a loaded machine where importing torch alone took 40 s.
+        # The timeout only catches a hang.
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             timeout=600).stdout.split()
         self.assertEqual(out[0], "error", out)
         self.assertIn(int(out[1]), (_lib.ERR_CHECKSUM, _lib.ERR_CORRUPT))
         if not os.environ.get("CKPZ_TEST_SANITIZED"):  # ASan's shadow memory counts in the RSS
