@@ -26,6 +26,8 @@ typedef struct fio_in {
     struct stat st;
     uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
     unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
+    unsigned char *mem; /* buf's allocation when the caller reads (no pump) */
+    struct fio_pump *pump; /* the thread reading a regular file ahead (pump.h), or NULL */
     size_t pos, len;
     int eof;
     int err;            /* errno of a failed read */
@@ -74,8 +76,10 @@ typedef struct fio_out {
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
     int temp;           /* writing a temporary file (pub): anonymous, or a named one */
     ckpz_publish *pub;  /* the library's publish of it (lib/file/publish.c) */
-    unsigned char *buf;
+    unsigned char *buf;    /* being filled: malloc'd, or the pump's */
     size_t len;
+    int can_pump;          /* a regular file: written behind once a buffer is full */
+    struct fio_pump *pump; /* the thread writing behind (pump.h), or NULL */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;

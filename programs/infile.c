@@ -21,6 +21,7 @@
 
 #include "display.h"
 #include "fileio.h"
+#include "pump.h"
 
 /* Bytes kept before new data in the buffer: a trailer that straddles two reads is still
  * seen whole. */
@@ -107,10 +108,31 @@ static size_t split_end(fio_in *in)
     return in->len;
 }
 
+/* Refills from the pump's next buffer, before which the kept bytes go (its lead of
+ * FIO_HIST bytes is room for them); the buffer handed over before goes back to it. */
+static int refill_pumped(fio_in *in, size_t keep)
+{
+    unsigned char kept[FIO_HIST];
+    size_t r;
+    if (keep) memcpy(kept, in->buf + in->len - keep, keep);
+    unsigned char *d = fio_pump_next(in->pump, &r);
+    if (!d) {
+        in->err = fio_pump_error(in->pump);
+        return -1;
+    }
+    in->buf = d - keep;
+    if (keep) memcpy(in->buf, kept, keep);
+    in->pos = in->scanned = keep;
+    in->len = keep + r;
+    if (r < FIO_BUF_SIZE) in->eof = 1;
+    return 0;
+}
+
 /* Refills the buffer (all of it was handed over), keeping its last FIO_HIST bytes. */
 static int refill(fio_in *in)
 {
     size_t keep = in->split ? (in->len < FIO_HIST ? in->len : FIO_HIST) : 0;
+    if (in->pump) return refill_pumped(in, keep);
     memmove(in->buf, in->buf + in->len - keep, keep);
     in->pos = in->len = in->scanned = keep;
     size_t r;
@@ -135,10 +157,13 @@ ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
             memcpy((char *)dst + got, in->buf + in->pos, k);
             in->pos += k;
             got += k;
+            /* counted at once: split_end places a trailer by stream_pos */
+            in->stream_pos += k;
+            in->consumed += k;
             continue;
         }
         if (in->stream_end || in->eof) break;
-        if (!in->split && n - got >= FIO_BUF_SIZE) { /* big request: no copy */
+        if (!in->split && !in->pump && n - got >= FIO_BUF_SIZE) { /* big request: no copy */
             size_t r;
             if (read_full(&in->io, (char *)dst + got, n - got, &r) != 0) {
                 in->err = in->io.error;
@@ -146,12 +171,12 @@ ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
             }
             if (r < n - got) in->eof = 1;
             got += r;
+            in->stream_pos += r;
+            in->consumed += r;
             break;
         }
         if (refill(in) != 0) return -1;
     }
-    in->consumed += got;
-    in->stream_pos += got;
     return (ptrdiff_t)got;
 }
 
@@ -233,8 +258,13 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
         if (cur < 0) cur = 0;
         in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
     }
-    if (!need_regular) {
-        in->buf = malloc(FIO_HIST + FIO_BUF_SIZE);
+    /* A regular file of more than a buffer is read ahead by a thread of its own, while
+     * the library codes what it was handed (a read of a regular file never waits for
+     * long, so stopping the thread never hangs; a pipe is read by the caller). */
+    if (!need_regular && in->regular && in->size_hint > FIO_BUF_SIZE && in->size_hint != CKPZ_SIZE_UNKNOWN)
+        in->pump = fio_pump_start(&in->io, 0, FIO_BUF_SIZE, FIO_HIST);
+    if (!need_regular && !in->pump) { /* no thread: the caller reads, into a buffer of its own */
+        in->buf = in->mem = malloc(FIO_HIST + FIO_BUF_SIZE);
         if (!in->buf) {
             fio_error("%s: out of memory", in->name);
             goto fail;
@@ -249,10 +279,12 @@ fail:
 
 void fio_in_close(fio_in *in)
 {
+    fio_pump_stop(in->pump); /* before the descriptor it reads closes */
+    in->pump = NULL;
     if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
     in->io.fd = -1;
-    free(in->buf);
-    in->buf = NULL;
+    free(in->mem);
+    in->buf = in->mem = NULL;
 }
 
 void fio_in_source(fio_in *in, ckpz_source *src)
