@@ -1,6 +1,8 @@
 /* infile.c — the command line's inputs: a file, a pipe or stdin read through 4 MiB
  * buffers (one system call per few MiB whatever size the library asks for; the library's
- * fd adapter makes the calls), or read at offsets for random access.
+ * fd adapter makes the calls), or read at offsets for random access. A regular file of
+ * more than one buffer is read ahead by a thread of its own (pump.h) while the library
+ * codes the buffer before.
  *
  * .ckpz streams put end to end restore to their originals end to end, as zstd's frames
  * do: the library reads a stream's index up to the end of its input, so in split mode

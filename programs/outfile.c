@@ -11,8 +11,11 @@
  * (the handler knows its path) and which, left by a SIGKILL, the next run writing OUT
  * removes. Without -f the final name is taken only in one step that cannot replace, so a
  * file that appears meanwhile is never lost. Bytes go out in 4 MiB writes through the
- * library's fd adapter; a write that makes no progress, a failed fsync or close are
- * errors that discard the output. --rm's caller asks for a durable commit: the output and
+ * library's fd adapter, made by a thread of their own (pump.h) once an output to a
+ * regular file fills its first buffer, so that coding and the kernel's copies overlap; a
+ * failed write is then seen at the next write or at the commit, which waits for every
+ * byte. A write that makes no progress, a failed fsync or close are errors that discard
+ * the output. --rm's caller asks for a durable commit: the output and
  * its name are fsync'ed before the input may go.
  */
 #include <errno.h>
