@@ -39,6 +39,9 @@ typedef struct fio_in {
     size_t scanned;      /* buffer offsets up to this were tried as the end of a trailer */
     size_t limit;        /* where the current stream ends in buf, once stream_end */
     int stream_end;
+    int tail_known;      /* the file's last 40 bytes were looked at (regular files) */
+    int one_stream;      /* ... and they are the trailer of a stream as long as the file */
+    uint64_t start;      /* offset of the first byte read (stdin may start further on) */
 } fio_in;
 
 /* Opens name ("-" = stdin). need_regular: random access (list, extract). 0 or -1. */
