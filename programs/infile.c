@@ -280,9 +280,11 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
         in->size_hint = in->st.st_size > cur ? (uint64_t)(in->st.st_size - cur) : 0;
     }
     /* A regular file of more than a buffer is read ahead by a thread of its own, while
-     * the library codes what it was handed (a read of a regular file never waits for
-     * long, so stopping the thread never hangs; a pipe is read by the caller). */
-    if (!need_regular && in->regular && in->size_hint > FIO_BUF_SIZE && in->size_hint != CKPZ_SIZE_UNKNOWN)
+     * the library codes what it was handed, where coding leaves a core free (a read of
+     * a regular file never waits for long, so stopping the thread never hangs; a pipe
+     * is read by the caller). */
+    if (!need_regular && in->regular && in->size_hint > FIO_BUF_SIZE && in->size_hint != CKPZ_SIZE_UNKNOWN &&
+        fio_pump_wanted(p->threads))
         in->pump = fio_pump_start(&in->io, 0, FIO_BUF_SIZE, FIO_HIST);
     if (!need_regular && !in->pump) { /* no thread: the caller reads, into a buffer of its own */
         in->buf = in->mem = malloc(FIO_HIST + FIO_BUF_SIZE);

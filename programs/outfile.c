@@ -258,9 +258,11 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
             return -1;
         }
     }
-    /* a regular file, temporary or stdout's, is written behind; a device or a pipe,
-     * whose write may wait for ever, by the caller (stopping a thread never hangs) */
-    o->can_pump = o->temp || (o->is_stdout && fstat(o->io.fd, &st) == 0 && S_ISREG(st.st_mode));
+    /* a regular file, temporary or stdout's, is written behind where coding leaves a
+     * core free; a device or a pipe, whose write may wait for ever, by the caller
+     * (stopping a thread never hangs) */
+    o->can_pump = fio_pump_wanted(p->threads) &&
+                  (o->temp || (o->is_stdout && fstat(o->io.fd, &st) == 0 && S_ISREG(st.st_mode)));
     o->buf = malloc(FIO_BUF_SIZE);
     if (!o->buf) {
         fio_error("%s: out of memory", o->name);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct fio_pump {
     pthread_mutex_t mu;
@@ -94,6 +95,12 @@ static void *pump_main(void *v)
 {
     fio_pump *p = v;
     return p->writing ? writer_main(p) : reader_main(p);
+}
+
+int fio_pump_wanted(int threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return threads > 0 && cores > 0 && threads < cores;
 }
 
 static void pump_free(fio_pump *p)

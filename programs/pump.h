@@ -19,6 +19,12 @@
 
 typedef struct fio_pump fio_pump;
 
+/* Does coding on `threads` threads (0: all cores) leave a core free for a pump? Where
+ * coding takes every core, a pump's thread only competes with it: its hand-overs cost
+ * 5-10% more CPU than the caller's own reads and writes, and on a 2-core machine loaded
+ * by other work -T1's file to file ran 1.2-1.3x slower with one than without. */
+int fio_pump_wanted(int threads);
+
 /* A pump over io (which it uses alone until fio_pump_stop), reading (writing 0) or
  * writing, whose buffers start `lead` bytes into allocations of lead + size bytes (room
  * a reader keeps for bytes that came before). NULL when out of memory or no thread. */
