@@ -285,7 +285,7 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
      * is read by the caller). */
     if (!need_regular && in->regular && in->size_hint > FIO_BUF_SIZE && in->size_hint != CKPZ_SIZE_UNKNOWN &&
         fio_pump_wanted(p->threads))
-        in->pump = fio_pump_start(&in->io, 0, FIO_BUF_SIZE, FIO_HIST);
+        in->pump = fio_pump_start(&in->io, 0, 2, FIO_BUF_SIZE, FIO_HIST);
     if (!need_regular && !in->pump) { /* no thread: the caller reads, into a buffer of its own */
         in->buf = in->mem = malloc(FIO_HIST + FIO_BUF_SIZE);
         if (!in->buf) {

@@ -111,17 +111,27 @@ static int out_flush(fio_out *o)
     return 0;
 }
 
+/* Writing behind: 4 buffers of 1 MiB (writes of 1 MiB cost the kernel what 4 MiB do;
+ * fewer bytes of fresh buffers to fault in). */
+#define OUT_PUMP_BUFS 4
+#define OUT_PUMP_SIZE (1u << 20)
+
+static int pumped_write(fio_out *o, const unsigned char *src, size_t n);
+
 /* A file of more than one buffer is written behind by a thread of its own (pump.h),
- * started when the first buffer is full; its first buffer takes what o->buf held. No
- * thread: the caller writes, as before. */
-static void pump_begin(fio_out *o)
+ * started when the first buffer is full, which it takes first. No thread: the caller
+ * writes, as before. */
+static int pump_begin(fio_out *o)
 {
     o->can_pump = 0;
-    if (!(o->pump = fio_pump_start(&o->io, 1, FIO_BUF_SIZE, 0))) return;
-    unsigned char *b = fio_pump_buffer(o->pump);
-    memcpy(b, o->buf, o->len);
-    free(o->buf);
-    o->buf = b;
+    if (!(o->pump = fio_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
+    unsigned char *old = o->buf;
+    size_t len = o->len;
+    o->buf = NULL;
+    o->len = 0;
+    int r = pumped_write(o, old, len);
+    free(old);
+    return r;
 }
 
 /* Writing behind: n bytes into the pump's buffers, each queued once full. */
@@ -132,12 +142,12 @@ static int pumped_write(fio_out *o, const unsigned char *src, size_t n)
             o->err = fio_pump_error(o->pump);
             return -1;
         }
-        size_t k = FIO_BUF_SIZE - o->len < n ? FIO_BUF_SIZE - o->len : n;
+        size_t k = OUT_PUMP_SIZE - o->len < n ? OUT_PUMP_SIZE - o->len : n;
         memcpy(o->buf + o->len, src, k);
         o->len += k;
         src += k;
         n -= k;
-        if (o->len == FIO_BUF_SIZE) {
+        if (o->len == OUT_PUMP_SIZE) {
             fio_pump_push(o->pump, o->len);
             o->buf = NULL;
             o->len = 0;
@@ -151,7 +161,7 @@ int fio_out_write(void *opaque, const void *src, size_t n)
     fio_out *o = opaque;
     if (o->err) return -1;
     o->bytes += n;
-    if (o->can_pump && o->len + n > FIO_BUF_SIZE) pump_begin(o);
+    if (o->can_pump && o->len + n > FIO_BUF_SIZE && pump_begin(o) != 0) return -1;
     if (o->pump) return pumped_write(o, src, n);
     if (o->len + n > FIO_BUF_SIZE && out_flush(o) != 0) return -1;
     if (n >= FIO_BUF_SIZE) return put(o, src, n, -1);

@@ -1,4 +1,4 @@
-/* pump.c — see pump.h. One mutex and one condition guard a ring of FIO_PUMP_BUFS
+/* pump.c — see pump.h. One mutex and one condition guard a ring of 2 to FIO_PUMP_MAX
  * buffers. Reading, the thread fills buffers in order while fewer than all are full or
  * held by the caller, who holds one (the last it took) at a time; writing, the caller
  * fills one buffer at a time and queues it, the thread writes queued buffers in order.
@@ -20,8 +20,9 @@ struct fio_pump {
     ckpz_fd fd, *owner;
     int writing, stop, end, err; /* end: the thread read the input's last byte */
     size_t size, lead;
-    unsigned char *mem[FIO_PUMP_BUFS];
-    size_t len[FIO_PUMP_BUFS];
+    int nbuf;
+    unsigned char *mem[FIO_PUMP_MAX];
+    size_t len[FIO_PUMP_MAX];
     /* reading: buffers filled by the thread, taken by the caller; writing: buffers
      * queued by the caller, written (or dropped after an error) by the thread */
     unsigned long made, used;
@@ -52,9 +53,10 @@ static void *reader_main(fio_pump *p)
     pthread_mutex_lock(&p->mu);
     for (;;) {
         /* the caller holds the buffer it took last: the one before `used` */
-        while (!p->stop && p->made >= p->used + FIO_PUMP_BUFS - (p->used > 0)) pthread_cond_wait(&p->cv, &p->mu);
+        while (!p->stop && p->made >= p->used + (unsigned long)p->nbuf - (p->used > 0))
+            pthread_cond_wait(&p->cv, &p->mu);
         if (p->stop) break;
-        size_t slot = p->made % FIO_PUMP_BUFS, got;
+        size_t slot = p->made % (unsigned long)p->nbuf, got;
         pthread_mutex_unlock(&p->mu);
         read_one(p, p->mem[slot] + p->lead, &got);
         pthread_mutex_lock(&p->mu);
@@ -76,7 +78,7 @@ static void *writer_main(fio_pump *p)
     for (;;) {
         while (!p->stop && p->used == p->made) pthread_cond_wait(&p->cv, &p->mu);
         if (p->used == p->made) break; /* stopped with nothing queued */
-        size_t slot = p->used % FIO_PUMP_BUFS;
+        size_t slot = p->used % (unsigned long)p->nbuf;
         if (!p->err && !p->stop) {
             pthread_mutex_unlock(&p->mu);
             int bad = ckpz_fd_write(&p->fd, p->mem[slot], p->len[slot]) != 0;
@@ -105,15 +107,16 @@ int fio_pump_wanted(int threads)
 
 static void pump_free(fio_pump *p)
 {
-    for (int i = 0; i < FIO_PUMP_BUFS; i++) free(p->mem[i]);
+    for (int i = 0; i < FIO_PUMP_MAX; i++) free(p->mem[i]);
     free(p);
 }
 
-fio_pump *fio_pump_start(ckpz_fd *io, int writing, size_t size, size_t lead)
+fio_pump *fio_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead)
 {
-    fio_pump *p = calloc(1, sizeof *p);
+    fio_pump *p = nbuf >= 2 && nbuf <= FIO_PUMP_MAX ? calloc(1, sizeof *p) : NULL;
     if (!p) return NULL;
-    for (int i = 0; i < FIO_PUMP_BUFS; i++)
+    p->nbuf = nbuf;
+    for (int i = 0; i < nbuf; i++)
         if (!(p->mem[i] = malloc(lead + size))) {
             pump_free(p);
             return NULL;
@@ -140,13 +143,14 @@ unsigned char *fio_pump_next(fio_pump *p, size_t *len)
     pthread_mutex_lock(&p->mu);
     while (p->made == p->used && !p->end && !p->err) pthread_cond_wait(&p->cv, &p->mu);
     if (p->made > p->used) { /* bytes read before an error are handed over first */
-        size_t slot = p->used++ % FIO_PUMP_BUFS;
+        size_t slot = p->used++ % (unsigned long)p->nbuf;
         *len = p->len[slot];
         b = p->mem[slot] + p->lead;
         pthread_cond_broadcast(&p->cv); /* the buffer taken before is free again */
     } else if (!p->err) {
         *len = 0;
-        b = p->mem[(p->used + FIO_PUMP_BUFS - 1) % FIO_PUMP_BUFS] + p->lead; /* the held one, unchanged */
+        b = p->mem[(p->used + (unsigned long)p->nbuf - 1) % (unsigned long)p->nbuf] +
+            p->lead; /* the held one, unchanged */
     }
     pthread_mutex_unlock(&p->mu);
     return b;
@@ -156,8 +160,8 @@ unsigned char *fio_pump_buffer(fio_pump *p)
 {
     unsigned char *b = NULL;
     pthread_mutex_lock(&p->mu);
-    while (!p->err && p->made - p->used >= FIO_PUMP_BUFS) pthread_cond_wait(&p->cv, &p->mu);
-    if (!p->err) b = p->mem[p->made % FIO_PUMP_BUFS];
+    while (!p->err && p->made - p->used >= (unsigned long)p->nbuf) pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->err) b = p->mem[p->made % (unsigned long)p->nbuf];
     pthread_mutex_unlock(&p->mu);
     return b;
 }
@@ -165,7 +169,7 @@ unsigned char *fio_pump_buffer(fio_pump *p)
 void fio_pump_push(fio_pump *p, size_t len)
 {
     pthread_mutex_lock(&p->mu);
-    p->len[p->made % FIO_PUMP_BUFS] = len;
+    p->len[p->made % (unsigned long)p->nbuf] = len;
     p->made++;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);

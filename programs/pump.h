@@ -1,6 +1,6 @@
 /* pump.h — one thread that moves the command line's file bytes while the calling thread
  * codes (pump.c): reads ahead from a regular input file, or writes behind to an output
- * file, through a ring of FIO_PUMP_BUFS buffers of FIO_BUF_SIZE bytes.
+ * file, through a ring of a few buffers.
  *
  * With one coding thread, reading and writing a file cost the calling thread as much as
  * a third of the coding time (page-cache copies and tmpfs page allocation are work the
@@ -15,7 +15,7 @@
 
 #include "ckpz.h"
 
-#define FIO_PUMP_BUFS 3
+#define FIO_PUMP_MAX 8 /* buffers at most */
 
 typedef struct fio_pump fio_pump;
 
@@ -26,9 +26,11 @@ typedef struct fio_pump fio_pump;
 int fio_pump_wanted(int threads);
 
 /* A pump over io (which it uses alone until fio_pump_stop), reading (writing 0) or
- * writing, whose buffers start `lead` bytes into allocations of lead + size bytes (room
- * a reader keeps for bytes that came before). NULL when out of memory or no thread. */
-fio_pump *fio_pump_start(ckpz_fd *io, int writing, size_t size, size_t lead);
+ * writing, through nbuf (2..FIO_PUMP_MAX) buffers of size bytes that start `lead` bytes
+ * into their allocations (room a reader keeps for bytes that came before). A reader
+ * needs 2 (one handed over, one being read); every buffer is fresh memory the process
+ * faults in, a cost paid per file. NULL when out of memory or no thread. */
+fio_pump *fio_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead);
 
 /* Reading: the next buffer read ahead (the previous one goes back to the thread), its
  * length (less than size only at the end of the input, 0 past it) in *len. NULL on a
