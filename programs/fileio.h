@@ -26,6 +26,8 @@ typedef struct fio_in {
     struct stat st;
     uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
     unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
+    unsigned char *mem; /* buf's allocation when the caller reads (no pump) */
+    struct fio_pump *pump; /* the thread reading a regular file ahead (pump.h), or NULL */
     size_t pos, len;
     int eof;
     int err;            /* errno of a failed read */
@@ -37,6 +39,9 @@ typedef struct fio_in {
     size_t scanned;      /* buffer offsets up to this were tried as the end of a trailer */
     size_t limit;        /* where the current stream ends in buf, once stream_end */
     int stream_end;
+    int tail_known;      /* the file's last 40 bytes were looked at (regular files) */
+    int one_stream;      /* ... and they are the trailer of a stream as long as the file */
+    uint64_t start;      /* offset of the first byte read (stdin may start further on) */
 } fio_in;
 
 /* Opens name ("-" = stdin). need_regular: random access (list, extract). 0 or -1. */
@@ -74,8 +79,10 @@ typedef struct fio_out {
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
     int temp;           /* writing a temporary file (pub): anonymous, or a named one */
     ckpz_publish *pub;  /* the library's publish of it (lib/file/publish.c) */
-    unsigned char *buf;
+    unsigned char *buf;    /* being filled: malloc'd, or the pump's */
     size_t len;
+    int can_pump;          /* a regular file: written behind once a buffer is full */
+    struct fio_pump *pump; /* the thread writing behind (pump.h), or NULL */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;

@@ -11,8 +11,11 @@
  * (the handler knows its path) and which, left by a SIGKILL, the next run writing OUT
  * removes. Without -f the final name is taken only in one step that cannot replace, so a
  * file that appears meanwhile is never lost. Bytes go out in 4 MiB writes through the
- * library's fd adapter; a write that makes no progress, a failed fsync or close are
- * errors that discard the output. --rm's caller asks for a durable commit: the output and
+ * library's fd adapter, made by a thread of their own (pump.h) once an output to a
+ * regular file fills its first buffer, so that coding and the kernel's copies overlap; a
+ * failed write is then seen at the next write or at the commit, which waits for every
+ * byte. A write that makes no progress, a failed fsync or close are errors that discard
+ * the output. --rm's caller asks for a durable commit: the output and
  * its name are fsync'ed before the input may go.
  */
 #include <errno.h>
@@ -31,6 +34,7 @@
 
 #include "display.h"
 #include "fileio.h"
+#include "pump.h"
 
 /* ---- signals ---------------------------------------------------------------------- */
 /* The handler may only use async-signal-safe calls: the path lives in a static buffer
@@ -90,11 +94,65 @@ static int put(fio_out *o, const void *src, size_t n, int64_t off)
     return -1;
 }
 
+/* Everything written so far is in the file (a pump drained), or -1 with o->err. */
 static int out_flush(fio_out *o)
 {
+    if (o->pump) {
+        if (o->len) fio_pump_push(o->pump, o->len);
+        o->buf = NULL; /* the pump's */
+        o->len = 0;
+        if (fio_pump_drain(o->pump) == 0) return 0;
+        o->err = fio_pump_error(o->pump);
+        return -1;
+    }
     if (o->len == 0) return 0;
     if (put(o, o->buf, o->len, -1) != 0) return -1;
     o->len = 0;
+    return 0;
+}
+
+/* Writing behind: 4 buffers of 1 MiB (writes of 1 MiB cost the kernel what 4 MiB do;
+ * fewer bytes of fresh buffers to fault in). */
+#define OUT_PUMP_BUFS 4
+#define OUT_PUMP_SIZE (1u << 20)
+
+static int pumped_write(fio_out *o, const unsigned char *src, size_t n);
+
+/* A file of more than one buffer is written behind by a thread of its own (pump.h),
+ * started when the first buffer is full, which it takes first. No thread: the caller
+ * writes, as before. */
+static int pump_begin(fio_out *o)
+{
+    o->can_pump = 0;
+    if (!(o->pump = fio_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
+    unsigned char *old = o->buf;
+    size_t len = o->len;
+    o->buf = NULL;
+    o->len = 0;
+    int r = pumped_write(o, old, len);
+    free(old);
+    return r;
+}
+
+/* Writing behind: n bytes into the pump's buffers, each queued once full. */
+static int pumped_write(fio_out *o, const unsigned char *src, size_t n)
+{
+    while (n) {
+        if (!o->buf && !(o->buf = fio_pump_buffer(o->pump))) {
+            o->err = fio_pump_error(o->pump);
+            return -1;
+        }
+        size_t k = OUT_PUMP_SIZE - o->len < n ? OUT_PUMP_SIZE - o->len : n;
+        memcpy(o->buf + o->len, src, k);
+        o->len += k;
+        src += k;
+        n -= k;
+        if (o->len == OUT_PUMP_SIZE) {
+            fio_pump_push(o->pump, o->len);
+            o->buf = NULL;
+            o->len = 0;
+        }
+    }
     return 0;
 }
 
@@ -103,6 +161,8 @@ int fio_out_write(void *opaque, const void *src, size_t n)
     fio_out *o = opaque;
     if (o->err) return -1;
     o->bytes += n;
+    if (o->can_pump && o->len + n > FIO_BUF_SIZE && pump_begin(o) != 0) return -1;
+    if (o->pump) return pumped_write(o, src, n);
     if (o->len + n > FIO_BUF_SIZE && out_flush(o) != 0) return -1;
     if (n >= FIO_BUF_SIZE) return put(o, src, n, -1);
     memcpy(o->buf + o->len, src, n);
@@ -208,6 +268,11 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
             return -1;
         }
     }
+    /* a regular file, temporary or stdout's, is written behind where coding leaves a
+     * core free; a device or a pipe, whose write may wait for ever, by the caller
+     * (stopping a thread never hangs) */
+    o->can_pump = fio_pump_wanted(p->threads) &&
+                  (o->temp || (o->is_stdout && fstat(o->io.fd, &st) == 0 && S_ISREG(st.st_mode)));
     o->buf = malloc(FIO_BUF_SIZE);
     if (!o->buf) {
         fio_error("%s: out of memory", o->name);
@@ -216,8 +281,19 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
     return 0;
 }
 
+/* Stops the pump (what it has not written is dropped) and frees the buffer. */
+static void out_release(fio_out *o)
+{
+    if (o->pump) o->buf = NULL; /* the pump's */
+    fio_pump_stop(o->pump);
+    o->pump = NULL;
+    free(o->buf);
+    o->buf = NULL;
+}
+
 void fio_out_abort(fio_out *o)
 {
+    out_release(o); /* before the descriptor closes */
     if (o->temp) {
         sigset_t old;
         block_signals(&old);
@@ -230,8 +306,6 @@ void fio_out_abort(fio_out *o)
     o->pub = NULL;
     o->io.fd = -1;
     o->temp = 0;
-    free(o->buf);
-    o->buf = NULL;
 }
 
 int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int durable)
@@ -241,6 +315,7 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
         fio_out_abort(o);
         return -1;
     }
+    out_release(o);
     if (o->temp) {
         sigset_t old;
         ckpz_ctx *ctx = ckpz_ctx_create();
@@ -266,23 +341,15 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
             fio_error(strstr(msg, ": appeared while writing") ? "%s (use -f)" : "%s", msg);
         }
         ckpz_ctx_free(ctx);
-        if (e) {
-            free(o->buf);
-            o->buf = NULL;
-            return -1;
-        }
+        if (e) return -1;
     } else if (o->direct) {
         if (close(o->io.fd) != 0) {
             fio_error("%s: write error: %s", o->name, strerror(errno));
             o->io.fd = -1;
-            free(o->buf);
-            o->buf = NULL;
             return -1;
         }
         o->io.fd = -1;
     }
-    free(o->buf);
-    o->buf = NULL;
     return 0;
 }
 

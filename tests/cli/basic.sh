@@ -343,6 +343,32 @@ run 2 "$CKPZ" -f --target-bw fast st.safetensors -o tb2.ckpz
 run 2 "$CKPZ" -f --cpu-budget 0 st.safetensors -o tb2.ckpz
 absent tb2.ckpz
 
+# --- streams back to back in a regular file of several 4 MiB buffers, read ahead by a
+# thread (programs/pump.c, with -T1 on more than one core): a stream longer than a buffer is followed by another (such
+# a file restored 4 MiB and then failed: where the reader looked for the trailer was
+# counted from before the read that crossed the buffer's end), and its 40-byte trailer
+# straddles the end of the first buffer (1, 20 and 39 bytes of it in the next), where
+# only the bytes the reader keeps from the buffer before let it find the stream's end
+head -c 4300000 /dev/urandom >sr.bin
+head -c 100000 /dev/urandom >sr2.bin
+run 0 "$CKPZ" -q -1 -f sr2.bin -o sr2.ckpz
+for over in 1 20 39 100; do
+    want=$((4194304 + over)) n=4190000
+    for _ in 1 2 3; do # stored chunks: the stream grows with its input byte for byte
+        head -c "$n" sr.bin >sr1.bin
+        run 0 "$CKPZ" -q -1 -f sr1.bin -o sr1.ckpz
+        n=$((n + want - $(stat -c %s sr1.ckpz)))
+    done
+    [ "$(stat -c %s sr1.ckpz)" -eq "$want" ] || fail "could not make a stream of $want bytes"
+    cat sr1.ckpz sr2.ckpz sr1.ckpz >sr.ckpz
+    cat sr1.bin sr2.bin sr1.bin >sr.want
+    for t in 1 0; do
+        run 0 "$CKPZ" -q -d -T$t -c sr.ckpz
+        same_file "$WORK/.out" sr.want
+    done
+done
+rm -f sr.bin sr1.bin sr2.bin sr1.ckpz sr2.ckpz sr.ckpz sr.want
+
 no_temp_files .
 no_temp_files ck
 echo "basic.sh: $CHECKS checks passed"

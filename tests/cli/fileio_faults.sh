@@ -199,6 +199,41 @@ exists in.bin.ckpz
 absent out.bin
 cp ckpz.copy in.bin.ckpz
 
+# --- files of several 4 MiB buffers, read ahead and written behind by a thread of their
+# own (programs/pump.c) where coding leaves a core free (-T1 on more than one core): a
+# read or write failing in a later buffer or in the last bytes still ends in exit 1
+# naming the file, with nothing left behind; short transfers and EINTR give a plain
+# run's bytes.
+cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" >pin.bin
+head -c 4000000 /dev/urandom >>pin.bin # 14 MB: more buffers than the pump has
+cp pin.bin pin.copy
+run 0 "$CKPZ" -q -o pref.ckpz pin.bin
+cp pref.ckpz pin.ckpz
+cp pref.ckpz pckpz.copy
+csize=$(stat -c %s pref.ckpz)
+for case in "eio 9000000" "enospc $((csize - 100))" "zero $((csize - 20))"; do
+    set -- $case
+    faulty FAULT_OP=write FAULT_KIND=$1 FAULT_AFTER=$2 -- "$CKPZ" -q -T1 pin.bin
+    fails_cleanly "compress 14 MB, write $1 after $2" pin.bin.ckpz pin.bin.ckpz pin.bin pin.copy
+    faulty FAULT_OP=write FAULT_KIND=$1 FAULT_AFTER=$2 -- "$CKPZ" -q -T1 -d pin.ckpz -o pout.bin
+    fails_cleanly "decompress 14 MB, write $1 after $2" pout.bin pout.bin pin.ckpz pckpz.copy
+done
+for after in 9000000 $(($(stat -c %s pin.bin) - 10)); do
+    faulty FAULT_OP=read FAULT_KIND=eio FAULT_AFTER=$after -- "$CKPZ" -q -T1 --rm pin.bin
+    fails_cleanly "compress 14 MB --rm, read eio after $after" pin.bin pin.bin.ckpz pin.bin pin.copy
+done
+faulty FAULT_OP=read FAULT_KIND=eio FAULT_AFTER=$((csize - 30)) -- "$CKPZ" -q -T1 -d --rm pin.ckpz -o pout.bin
+fails_cleanly "decompress 14 MB --rm, read eio in the trailer" pin.ckpz pout.bin pin.ckpz pckpz.copy
+faulty FAULT_OP=read FAULT_KIND=short FAULT_SHORT=65537 -- "$CKPZ" -q -T1 pin.bin
+works "compress 14 MB, short reads" pin.bin.ckpz pref.ckpz
+rm -f pin.bin.ckpz
+faulty FAULT_OP=write FAULT_KIND=eintr -- "$CKPZ" -q -T1 pin.bin
+works "compress 14 MB, EINTR on writes" pin.bin.ckpz pref.ckpz
+rm -f pin.bin.ckpz
+faulty FAULT_OP=write FAULT_KIND=short FAULT_SHORT=4093 -- "$CKPZ" -q -T1 -d pin.ckpz -o pout.bin
+works "decompress 14 MB, short writes" pout.bin pin.copy
+rm -f pout.bin pin.ckpz pref.ckpz pckpz.copy
+
 # another process really truncating the input: a slow (-9, one thread) compression of
 # 15 MB and `truncate` 0.3 s into it
 cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" \

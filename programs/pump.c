@@ -1,0 +1,208 @@
+/* pump.c — see pump.h. One mutex and one condition guard a ring of 2 to FIO_PUMP_MAX
+ * buffers. Reading, the thread fills buffers in order while fewer than all are full or
+ * held by the caller, who holds one (the last it took) at a time; writing, the caller
+ * fills one buffer at a time and queues it, the thread writes queued buffers in order.
+ * The thread moves bytes through a ckpz_fd of its own (the caller's descriptor, its own
+ * count and error), so that the caller may use its own (pread, a patch after a drain)
+ * without sharing a struct with the thread; fio_pump_stop adds both back.
+ */
+#include "pump.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct fio_pump {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* any change: a buffer filled, taken, queued or written; stop */
+    pthread_t th;
+    ckpz_fd fd, *owner;
+    int writing, stop, end, err; /* end: the thread read the input's last byte */
+    size_t size, lead;
+    int nbuf;
+    unsigned char *mem[FIO_PUMP_MAX];
+    size_t len[FIO_PUMP_MAX];
+    /* reading: buffers filled by the thread, taken by the caller; writing: buffers
+     * queued by the caller, written (or dropped after an error) by the thread */
+    unsigned long made, used;
+};
+
+static void fail(fio_pump *p, int err)
+{
+    if (!p->err) p->err = err;
+}
+
+/* Reading: one buffer, whole unless the input ends. */
+static void read_one(fio_pump *p, unsigned char *dst, size_t *got)
+{
+    *got = 0;
+    while (*got < p->size) {
+        ptrdiff_t r = ckpz_fd_read(&p->fd, dst + *got, p->size - *got);
+        pthread_mutex_lock(&p->mu);
+        if (r < 0) fail(p, p->fd.error ? p->fd.error : EIO);
+        int stop = p->stop || r <= 0;
+        pthread_mutex_unlock(&p->mu);
+        if (r > 0) *got += (size_t)r;
+        if (stop) break;
+    }
+}
+
+static void *reader_main(fio_pump *p)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        /* the caller holds the buffer it took last: the one before `used` */
+        while (!p->stop && p->made >= p->used + (unsigned long)p->nbuf - (p->used > 0))
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stop) break;
+        size_t slot = p->made % (unsigned long)p->nbuf, got;
+        pthread_mutex_unlock(&p->mu);
+        read_one(p, p->mem[slot] + p->lead, &got);
+        pthread_mutex_lock(&p->mu);
+        if (p->err || p->stop) break;
+        p->len[slot] = got;
+        p->made++;
+        if (got < p->size) p->end = 1;
+        pthread_cond_broadcast(&p->cv);
+        if (p->end) break;
+    }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void *writer_main(fio_pump *p)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->used == p->made) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->used == p->made) break; /* stopped with nothing queued */
+        size_t slot = p->used % (unsigned long)p->nbuf;
+        if (!p->err && !p->stop) {
+            pthread_mutex_unlock(&p->mu);
+            int bad = ckpz_fd_write(&p->fd, p->mem[slot], p->len[slot]) != 0;
+            int e = errno; /* 0 when the system took no bytes */
+            pthread_mutex_lock(&p->mu);
+            if (bad) fail(p, e ? (p->fd.error ? p->fd.error : e) : -1);
+        }
+        p->used++; /* written, or dropped after an error or a stop */
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void *pump_main(void *v)
+{
+    fio_pump *p = v;
+    return p->writing ? writer_main(p) : reader_main(p);
+}
+
+int fio_pump_wanted(int threads)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return threads > 0 && cores > 0 && threads < cores;
+}
+
+static void pump_free(fio_pump *p)
+{
+    for (int i = 0; i < FIO_PUMP_MAX; i++) free(p->mem[i]);
+    free(p);
+}
+
+fio_pump *fio_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead)
+{
+    fio_pump *p = nbuf >= 2 && nbuf <= FIO_PUMP_MAX ? calloc(1, sizeof *p) : NULL;
+    if (!p) return NULL;
+    p->nbuf = nbuf;
+    for (int i = 0; i < nbuf; i++)
+        if (!(p->mem[i] = malloc(lead + size))) {
+            pump_free(p);
+            return NULL;
+        }
+    p->fd = (ckpz_fd){io->fd, 0, 0};
+    p->owner = io;
+    p->writing = writing;
+    p->size = size;
+    p->lead = lead;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->th, NULL, pump_main, p) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+        pump_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+unsigned char *fio_pump_next(fio_pump *p, size_t *len)
+{
+    unsigned char *b = NULL;
+    pthread_mutex_lock(&p->mu);
+    while (p->made == p->used && !p->end && !p->err) pthread_cond_wait(&p->cv, &p->mu);
+    if (p->made > p->used) { /* bytes read before an error are handed over first */
+        size_t slot = p->used++ % (unsigned long)p->nbuf;
+        *len = p->len[slot];
+        b = p->mem[slot] + p->lead;
+        pthread_cond_broadcast(&p->cv); /* the buffer taken before is free again */
+    } else if (!p->err) {
+        *len = 0;
+        b = p->mem[(p->used + (unsigned long)p->nbuf - 1) % (unsigned long)p->nbuf] +
+            p->lead; /* the held one, unchanged */
+    }
+    pthread_mutex_unlock(&p->mu);
+    return b;
+}
+
+unsigned char *fio_pump_buffer(fio_pump *p)
+{
+    unsigned char *b = NULL;
+    pthread_mutex_lock(&p->mu);
+    while (!p->err && p->made - p->used >= (unsigned long)p->nbuf) pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->err) b = p->mem[p->made % (unsigned long)p->nbuf];
+    pthread_mutex_unlock(&p->mu);
+    return b;
+}
+
+void fio_pump_push(fio_pump *p, size_t len)
+{
+    pthread_mutex_lock(&p->mu);
+    p->len[p->made % (unsigned long)p->nbuf] = len;
+    p->made++;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+int fio_pump_drain(fio_pump *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->used < p->made) pthread_cond_wait(&p->cv, &p->mu);
+    int bad = p->err != 0;
+    pthread_mutex_unlock(&p->mu);
+    return bad ? -1 : 0;
+}
+
+int fio_pump_error(fio_pump *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int e = p->err;
+    pthread_mutex_unlock(&p->mu);
+    return e;
+}
+
+void fio_pump_stop(fio_pump *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    p->owner->bytes += p->fd.bytes;
+    if (!p->owner->error && p->err > 0) p->owner->error = p->err;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    pump_free(p);
+}
