@@ -262,6 +262,13 @@ CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
 
 /* ---- choosing the levels for a link (lib/predict/autotune.c, tune.c) ------------------- */
 
+/* A level below CKPZ_LEVEL_MIN for ckpz_params.level (and the CLI's -0): every chunk
+ * stored as it is (one plane, no transform, no coding; each chunk still carries its
+ * checksums), for links that move bytes faster than any coding level saves them; the
+ * tuner's candidate for "do not compress". Files written so are ordinary .ckpz files
+ * (every version decodes them); a base is not used. */
+#define CKPZ_LEVEL_STORE 0
+
 /* What ckpz_tune chose: set level and threads in the compression's params, and policy
  * (when not empty) as params->policy. */
 typedef struct ckpz_tune_result {

@@ -109,7 +109,8 @@ static void usage(FILE *f)
         "                        compress a file that already ends in .ckpz\n"
         "\n"
         "Compression:\n"
-        "  -1 .. -9              level (default %d; -9 runs at a few MB/s per core)\n"
+        "  -1 .. -9              level (default %d; -9 runs at a few MB/s per core);\n"
+        "                        -0 stores the chunks as they are (for links faster than coding)\n"
         "  -T#, --threads=#      threads in all, 0 = all cores (default 0)\n"
         "      --target-bw RATE  MB/s of the disk or link the output goes to: measure the\n"
         "                        levels on samples of each role of tensor (exp_avg_sq,\n"
@@ -206,8 +207,8 @@ static int parse_size(const char *s, size_t *out)
 
 static int set_level(fio_prefs *p, unsigned long v)
 {
-    if (v < CKPZ_LEVEL_MIN || v > CKPZ_LEVEL_MAX) {
-        return bad_usage("level must be %d..%d", CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX);
+    if ((v < CKPZ_LEVEL_MIN && v != CKPZ_LEVEL_STORE) || v > CKPZ_LEVEL_MAX) {
+        return bad_usage("level must be %d..%d (or %d: store)", CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX, CKPZ_LEVEL_STORE);
     }
     p->level = (int)v;
     return 0;

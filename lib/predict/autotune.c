@@ -314,13 +314,7 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     if (budget < 1) budget = 1;
     if (budget > MAX_THREADS) budget = MAX_THREADS;
     out->uncompressed_seconds = S / (link_mbs * 1e6);
-    if (tune_quick(S, link_mbs, budget, &out->level, &out->threads)) {
-        say(ex, "--target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: -%d -T%d\n", link_mbs,
-            out->uncompressed_seconds, out->level, out->threads);
-        out->save_seconds = out->uncompressed_seconds;
-        err = CKPZ_OK;
-        goto out;
-    }
+    size_t chunk = (params->chunk_size ? params->chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
     pp.format = params->format;
@@ -334,12 +328,23 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         err = ctx_fail(ctx, err, "reading the input's layout: %s", ckpz_ctx_message(mctx));
         goto out;
     }
+    /* The predictor's ratio (header and tiny samples: a few ms) tells whether measuring
+     * can pay for itself. */
+    if (tune_quick(S, link_mbs, base ? 0 : tot.ratio, budget, (double)chunk, &out->level, &out->threads)) {
+        say(ex,
+            "--target-bw %.0f MB/s: %.3f s uncompressed, predicted %.3fx: measuring (about %.2f s) cannot pay: "
+            "-%d -T%d\n",
+            link_mbs, out->uncompressed_seconds, tot.ratio, tune_measure_cost(link_mbs), out->level, out->threads);
+        out->save_seconds = out->uncompressed_seconds;
+        out->measure_seconds = now() - t_start;
+        err = CKPZ_OK;
+        goto out;
+    }
     err = CKPZ_ERR_NOMEM;
     /* With a base, the tensors it holds are measured as deltas against it. */
     size_t in_base = base && (bbuf = malloc(SAMPLE)) && (bst = malloc(SAMPLE + HEADER_ROOM))
                          ? match_base(mctx, &pp, base, base_size, &v)
                          : 0;
-    size_t chunk = (params->chunk_size ? params->chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
 
     /* Bytes per role and dtype; a role's measured dtype is its most common one. */
     tune_input in;
@@ -434,6 +439,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     in.budget = budget;
     in.biggest = biggest;
     in.user_policy = params->policy != NULL;
+    in.chunk = (double)chunk;
+    in.io_bps = TUNE_IO_BPS;
     tune_choice ch;
     tune_choose(&in, &ch);
     out->level = ch.level;
