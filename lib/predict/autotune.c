@@ -330,12 +330,16 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     }
     /* The predictor's ratio (header and tiny samples: a few ms) tells whether measuring
      * can pay for itself. */
-    if (tune_quick(S, link_mbs, base ? 0 : tot.ratio, budget, (double)chunk, &out->level, &out->threads)) {
+    tune_choice qc;
+    if (tune_quick(S, link_mbs, base ? 0 : tot.ratio, budget, (double)chunk, &qc)) {
+        out->level = qc.level;
+        out->threads = qc.threads;
+        out->save_seconds = qc.save;
         say(ex,
             "--target-bw %.0f MB/s: %.3f s uncompressed, predicted %.3fx: measuring (about %.2f s) cannot pay: "
-            "-%d -T%d\n",
-            link_mbs, out->uncompressed_seconds, tot.ratio, tune_measure_cost(link_mbs), out->level, out->threads);
-        out->save_seconds = out->uncompressed_seconds;
+            "-%d -T%d (save %.3f s on nominal speeds)\n",
+            link_mbs, out->uncompressed_seconds, tot.ratio, tune_measure_cost(link_mbs), out->level, out->threads,
+            out->save_seconds);
         out->measure_seconds = now() - t_start;
         err = CKPZ_OK;
         goto out;

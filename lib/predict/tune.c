@@ -65,8 +65,7 @@ double tune_measure_cost(double link_mbs)
     return link_mbs > TUNE_SLOW_LEVEL_MAX_MBS ? 0.05 : 0.15;
 }
 
-int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, int *level,
-               int *threads)
+int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch)
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
@@ -74,7 +73,6 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
     tune_input in;
-    tune_choice ch;
     memset(&in, 0, sizeof in);
     in.file_bytes = file_bytes;
     in.link = B;
@@ -90,9 +88,7 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
     w->ratio[1] = R;
     w->sc[1] = NOMINAL_L1_C_BPS;
     w->sd[1] = NOMINAL_L1_D_BPS;
-    tune_choose(&in, &ch);
-    *level = ch.level;
-    *threads = ch.threads;
+    tune_choose(&in, ch);
     return 1;
 }
 

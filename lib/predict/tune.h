@@ -71,9 +71,9 @@ typedef struct tune_choice {
  * half a second uncompressed) or compressing can gain little (the predicted ratio's gain
  * on the link under twice what measuring costs), with the level and threads of the
  * model's choice on nominal speeds (TUNE_NOMINAL_*) and the predicted ratio (<= 0:
- * unknown, taken as 1.1); 0 when measuring is worth it. */
-int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, int *level,
-               int *threads);
+ * unknown, taken as 1.1) in ch (its save: the model's on those figures); 0 when
+ * measuring is worth it. */
+int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch);
 /* What measuring costs, seconds (autotune.c, 0.1-0.15 s on 123 MB here, most of it the
  * slow level's; a third of that without it). */
 double tune_measure_cost(double link_mbs);
