@@ -39,8 +39,6 @@ const int tune_levels[TUNE_NLEVELS] = {CKPZ_LEVEL_STORE, 1, 3, 6};
 const char *const tune_role_name[TUNE_NROLES] = {"exp_avg_sq", "exp_avg", "gradients", "weights and the rest"};
 static const char *const role_glob[TUNE_NROLES] = {"*exp_avg_sq*", "*exp_avg*", "*grad*", "*"};
 
-/* Saves shorter than this (file size / link speed) are not worth measuring for. */
-#define QUICK_SAVE_S 0.5
 /* Nominal speeds on one thread for the choice without measuring (bytes/s): storing is a
  * copy and a CRC pass; -1 codes float checkpoints at 1.5-2.5 GB/s and restores them at
  * 2-3 GB/s here (autotune's samples, -vvv), the lower ends taken. */
@@ -69,7 +67,7 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
-    if (!(file_bytes / B < QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs))) return 0;
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs))) return 0;
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
     tune_input in;

@@ -73,6 +73,8 @@ typedef struct tune_choice {
  * model's choice on nominal speeds (TUNE_NOMINAL_*) and the predicted ratio (<= 0:
  * unknown, taken as 1.1) in ch (its save: the model's on those figures); 0 when
  * measuring is worth it. */
+/* Transfers shorter than this (file size / link speed, seconds) are never measured for. */
+#define TUNE_QUICK_SAVE_S 0.5
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch);
 /* What measuring costs, seconds (autotune.c, 0.1-0.15 s on 123 MB here, most of it the
  * slow level's; a third of that without it). */
