@@ -21,9 +21,10 @@
  * 4^4 per thread count; storing only for the whole file), the fewest threads within 2%
  * of the best (the model is not finer than that), then the least c + x + d (of saves
  * that tie, the one that codes least and restores soonest), then the smallest output.
- * What measuring costs is decided before it (tune_quick): a short transfer, or one the
- * predicted ratio cannot shorten by twice what measuring costs, is not measured; the
- * same model then chooses on nominal speeds and the predictor's ratio. The levels reach
+ * What measuring costs is decided before it (tune_quick): a short transfer (under
+ * TUNE_QUICK_SAVE_S; not even predicted, at a nominal 1.1x), or one the predicted ratio
+ * cannot shorten by twice what measuring costs, is not measured; the same model then
+ * chooses between storing and -1 on nominal speeds. The levels reach
  * the library as a policy of lossless rules, one per role (`*exp_avg_sq* lossless level
  * 6`, ...). Lossy modes are never chosen on their own (they change the data); with
  * --policy the user's rules hold and one level serves the file. -v prints each thread
