@@ -266,7 +266,9 @@ CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
  * stored as it is (one plane, no transform, no coding; each chunk still carries its
  * checksums), for links that move bytes faster than any coding level saves them; the
  * tuner's candidate for "do not compress". Files written so are ordinary .ckpz files
- * (every version decodes them); a base is not used. */
+ * (every version decodes them). A base's bytes are not read, but a file written with a
+ * base still names it and asks for it on restoring, as every such file does; lossy
+ * rules of a policy still code their chunks (at level 1). */
 #define CKPZ_LEVEL_STORE 0
 
 /* What ckpz_tune chose: set level and threads in the compression's params, and policy

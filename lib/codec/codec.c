@@ -126,8 +126,8 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
 
 /* CKPZ_LEVEL_STORE: the chunk as it is, one stored plane (XF_NONE, no predictor), so
  * that a link faster than every coding level costs no more than copying and one CRC
- * pass; a base is not read (the chunk restores without it), only its CRC is taken as
- * the container records it. */
+ * pass; a base's bytes are not predicted from, only their CRC is taken, as the
+ * container records it (the file still names its base). */
 static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const uint8_t *base, uint8_t *out,
                             uint32_t *raw_crc, uint32_t *base_crc)
 {
