@@ -262,6 +262,15 @@ CKPZ_API const char *ckpz_predict_feature_name(unsigned i);
 
 /* ---- choosing the levels for a link (lib/predict/autotune.c, tune.c) ------------------- */
 
+/* A level below CKPZ_LEVEL_MIN for ckpz_params.level (and the CLI's -0): every chunk
+ * stored as it is (one plane, no transform, no coding; each chunk still carries its
+ * checksums), for links that move bytes faster than any coding level saves them; the
+ * tuner's candidate for "do not compress". Files written so are ordinary .ckpz files
+ * (every version decodes them). A base's bytes are not read, but a file written with a
+ * base still names it and asks for it on restoring, as every such file does; lossy
+ * rules of a policy still code their chunks (at level 1). */
+#define CKPZ_LEVEL_STORE 0
+
 /* What ckpz_tune chose: set level and threads in the compression's params, and policy
  * (when not empty) as params->policy. */
 typedef struct ckpz_tune_result {
@@ -277,12 +286,15 @@ typedef struct ckpz_tune_result {
 } ckpz_tune_result;
 
 /* Chooses the level per kind of tensor (Adam's exp_avg_sq and exp_avg, gradients, the
- * rest) and the thread count that compress src (random access: pread and size) fastest
- * through a link of link_mbs MB/s, compression overlapped with sending: it measures the
- * candidate levels on samples of each kind, cut and coded as the compression will
- * (0.1-0.2 s; not at all for an input the link moves in under half a second), then
- * minimises the cost model (lib/predict/tune.c: max(compress, transfer); of choices
- * within 2%, the least compress + transfer + restore). params gives the format, chunking, a base
+ * rest) and the thread count that deliver src (random access: pread and size) fastest
+ * through a link of link_mbs MB/s, end to end (coding, sending and the receiver's
+ * restoring overlapped): it measures the candidate levels (CKPZ_LEVEL_STORE, 1, 3, 6)
+ * on samples of each kind, cut and coded as the compression will (0.05-0.2 s; not at
+ * all where the link moves the input in under half a second or the predicted ratio
+ * cannot win back twice that), then minimises the cost model (lib/predict/tune.c: the
+ * first chunk's coding + max(compress, transfer, restore) + the last chunk's restoring;
+ * of choices within 2%, the least compress + transfer + restore); result.level may be
+ * CKPZ_LEVEL_STORE (for the whole input only). params gives the format, chunking, a base
  * (tensors found in it are measured as deltas) and a user policy (kept: one level then);
  * params->threads > 0 and cpu_budget > 0 cap the threads (otherwise every core).
  * explain, when not NULL, gets the measurements and the model's table as text (the

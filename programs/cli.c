@@ -109,13 +109,15 @@ static void usage(FILE *f)
         "                        compress a file that already ends in .ckpz\n"
         "\n"
         "Compression:\n"
-        "  -1 .. -9              level (default %d; -9 runs at a few MB/s per core)\n"
+        "  -1 .. -9              level (default %d; -9 runs at a few MB/s per core);\n"
+        "                        -0 stores the chunks as they are (for links faster than coding)\n"
         "  -T#, --threads=#      threads in all, 0 = all cores (default 0)\n"
         "      --target-bw RATE  MB/s of the disk or link the output goes to: measure the\n"
-        "                        levels on samples of each role of tensor (exp_avg_sq,\n"
-        "                        exp_avg, gradients, the rest; with --base, as deltas)\n"
-        "                        and take the levels and threads that save fastest (-v\n"
-        "                        prints the cost model)\n"
+        "                        levels (storing, -0, included) on samples of each role of\n"
+        "                        tensor (exp_avg_sq, exp_avg, gradients, the rest; with\n"
+        "                        --base, as deltas) and take the levels and threads that\n"
+        "                        deliver the file fastest end to end (-v prints the cost\n"
+        "                        model); not measured where it cannot pay for itself\n"
         "      --cpu-budget N    most threads --target-bw may use (default: -T, all cores)\n"
         "      --chunk-size=SIZE 64K .. 16M (suffixes K, KiB, M, MiB; default 1M)\n"
         "      --codec=NAME      coder of the byte planes: auto (default: per plane the\n"
@@ -206,8 +208,8 @@ static int parse_size(const char *s, size_t *out)
 
 static int set_level(fio_prefs *p, unsigned long v)
 {
-    if (v < CKPZ_LEVEL_MIN || v > CKPZ_LEVEL_MAX) {
-        return bad_usage("level must be %d..%d", CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX);
+    if ((v < CKPZ_LEVEL_MIN && v != CKPZ_LEVEL_STORE) || v > CKPZ_LEVEL_MAX) {
+        return bad_usage("level must be %d..%d (or %d: store)", CKPZ_LEVEL_MIN, CKPZ_LEVEL_MAX, CKPZ_LEVEL_STORE);
     }
     p->level = (int)v;
     return 0;

@@ -1,11 +1,15 @@
 /* test_tune.c — the --target-bw choice (lib/predict/tune.c) on made-up measurements, whose
- * answers are worked out by hand from the cost model: save = max(compress, transfer),
- * compress = bytes / (speed x (1 + 0.73 (T - 1))), transfer = bytes / ratio / link; the
- * fewest threads within 2% of the best save, then the least compress + transfer +
- * decompress, then the smallest output. Measuring
+ * answers are worked out by hand from the cost model: save = first chunk's coding +
+ * max(compress, transfer, restore) + last chunk's restoring, compress = bytes / (speed x
+ * (1 + 0.73 (T - 1))) + bytes / io, transfer = bytes / ratio / link, restore = bytes /
+ * (speed_d x the same scale); the fewest threads within 2% of the best save, then the
+ * least compress + transfer + restore, then the smallest output. Measuring
  * (lib/predict/autotune.c) needs a file and a clock; choosing needs neither, so every rule
- * of the choice is checked here: slow and fast links, levels not measured, roles that
- * want different levels (the policy text), the user's policy, and the quick path. */
+ * of the choice is checked here: slow and fast links, storing when the link outruns every
+ * level, the fixed costs (first and last chunk, the receiver's restoring) moving the
+ * choice, levels not measured, roles that want different levels (the policy text), the
+ * user's policy, and the quick path (whether measuring can pay). */
+#define CKPZ_EXPERIMENTAL /* CKPZ_LEVEL_STORE */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,16 +17,20 @@
 #include "predict/tune.h"
 
 /* One role's measurements: per level (1, 3, 6) ratio and compress speed (bytes/s);
- * decompression at 1 GB/s; measured[2] = slow. */
+ * decompression at 1 GB/s; measured[3] (-6) = slow. Storing (index 0) is measured too:
+ * ratio 1, 4 GB/s both ways. */
 static void role(tune_input *in, int r, double bytes, const double ratio[3], const double sc[3], int slow)
 {
     tune_role *t = &in->role[r];
     memset(t, 0, sizeof *t);
     t->bytes = bytes;
-    for (int k = 0; k < TUNE_NLEVELS; k++) {
-        t->measured[k] = k < 2 || slow;
-        t->ratio[k] = ratio[k];
-        t->sc[k] = sc[k];
+    t->measured[TUNE_STORE] = 1;
+    t->ratio[TUNE_STORE] = 1;
+    t->sc[TUNE_STORE] = t->sd[TUNE_STORE] = 4e9;
+    for (int k = 1; k < TUNE_NLEVELS; k++) {
+        t->measured[k] = k < 3 || slow;
+        t->ratio[k] = ratio[k - 1];
+        t->sc[k] = sc[k - 1];
         t->sd[k] = 1e9;
     }
 }
@@ -47,10 +55,10 @@ static void one_role(void)
     CHECKF(ch.save > 7.69 && ch.save < 7.70, "100 MB/s: save %g", ch.save);
 
     /* the same without -6 measured: -3 at 8.0 s, already on one thread */
-    in.role[TUNE_W].measured[2] = 0;
+    in.role[TUNE_W].measured[3] = 0;
     tune_choose(&in, &ch);
     CHECKF(ch.level == 3 && ch.threads == 1, "100 MB/s, no -6: -%d -T%d", ch.level, ch.threads);
-    in.role[TUNE_W].measured[2] = 1;
+    in.role[TUNE_W].measured[3] = 1;
 
     /* 1 GB/s: -3 (0.8 s on the link) beats -1 (0.833 s whatever the threads, 4% slower);
      * 4 threads code it in 0.8 s, 3 in 0.813 s (within 2%): the fewer, 3 */
@@ -58,10 +66,16 @@ static void one_role(void)
     tune_choose(&in, &ch);
     CHECKF(ch.level == 3 && ch.threads == 3, "1 GB/s: -%d -T%d", ch.level, ch.threads);
 
-    /* one thread at most: -1 (1.0 s of coding) against -3 (2.0 s) */
+    /* one thread at most: -1 codes in 1.0 s (and restores in 1.0 s), -3 in 2.0 s; storing
+     * sends in 1.0 s too and codes least: storing */
     in.budget = 1;
     tune_choose(&in, &ch);
+    CHECKF(ch.level == CKPZ_LEVEL_STORE && ch.threads == 1, "1 GB/s, one thread: -%d -T%d", ch.level, ch.threads);
+    /* without storing measured: -1 */
+    in.role[TUNE_W].measured[TUNE_STORE] = 0;
+    tune_choose(&in, &ch);
     CHECKF(ch.level == 1 && ch.threads == 1, "1 GB/s, one thread: -%d -T%d", ch.level, ch.threads);
+    in.role[TUNE_W].measured[TUNE_STORE] = 1;
 
     /* -v: the table ends with the choice */
     char *text = NULL;
@@ -96,7 +110,7 @@ static void two_roles(void)
     role(&in, TUNE_W, 5e8, RW, SW, 1);
     tune_choose(&in, &ch);
     /* the rest -1 and -3 save the same; -1 comes first and writes no more */
-    CHECKF(!ch.uniform && ch.lv[TUNE_V] == 2 && ch.lv[TUNE_W] == 0 && ch.level == 1 && ch.threads == 1,
+    CHECKF(!ch.uniform && ch.lv[TUNE_V] == 3 && ch.lv[TUNE_W] == 1 && ch.level == 1 && ch.threads == 1,
            "two roles: uniform %d, levels %d/%d, -%d -T%d", ch.uniform, ch.lv[TUNE_V], ch.lv[TUNE_W], ch.level,
            ch.threads);
     CHECKF(!strcmp(ch.policy, "*exp_avg_sq* lossless level 6\n* lossless level 1\n"), "policy:\n%s", ch.policy);
@@ -107,9 +121,9 @@ static void two_roles(void)
      * (the old rule, smallest output, took it): -1 everywhere (least c + x + d) */
     static const double RN[3] = {1.2, 1.2, 1.204}, SN[3] = {1e9, 5e8, 1e8};
     role(&in, TUNE_V, 5e8, RN, SN, 1);
-    in.role[TUNE_V].sd[2] = 2e8;
+    in.role[TUNE_V].sd[3] = 2e8;
     tune_choose(&in, &ch);
-    CHECKF(ch.uniform && ch.lv[TUNE_V] == 0 && ch.level == 1 && ch.threads == 1, "near tie: levels %d/%d, -%d -T%d",
+    CHECKF(ch.uniform && ch.lv[TUNE_V] == 1 && ch.level == 1 && ch.threads == 1, "near tie: levels %d/%d, -%d -T%d",
            ch.lv[TUNE_V], ch.lv[TUNE_W], ch.level, ch.threads);
     role(&in, TUNE_V, 5e8, RV, SV, 1);
 
@@ -123,13 +137,96 @@ static void two_roles(void)
     CHECKF(!ch.policy[0] && ch.level == 6 && !ch.uniform, "user policy, exp_avg_sq the larger: -%d", ch.level);
 }
 
+/* The link outruns every level: storing, which the old model (max(compress, transfer),
+ * levels 1, 3, 6) could not choose; where compression pays, a level. */
+static void store_or_level(void)
+{
+    static const double R[3] = {1.2, 1.25, 1.3}, S[3] = {1e9, 5e8, 1e8};
+    tune_input in;
+    tune_choice ch;
+    memset(&in, 0, sizeof in);
+    in.file_bytes = 1e9;
+    in.budget = 2;
+    in.biggest = TUNE_W;
+    in.chunk = 1 << 20;
+    in.io_bps = 4e9;
+    role(&in, TUNE_W, 1e9, R, S, 1);
+    /* 10 GB/s: storing on 2 threads codes in 0.145 + 0.25 s (reading) against 0.578 + 0.25
+     * s for -1; the link takes 0.1 s either way */
+    in.link = 10e9;
+    tune_choose(&in, &ch);
+    CHECKF(ch.level == CKPZ_LEVEL_STORE && ch.threads == 2 && ch.uniform && !ch.policy[0], "10 GB/s: -%d -T%d",
+           ch.level, ch.threads);
+    CHECKF(ch.save > 0.395 && ch.save < 0.396, "10 GB/s: save %g", ch.save);
+    /* 100 MB/s: 10 s stored, 7.69 s at -6 on 2 threads */
+    in.link = 100e6;
+    tune_choose(&in, &ch);
+    CHECKF(ch.level == 6 && ch.threads == 2, "100 MB/s: -%d -T%d", ch.level, ch.threads);
+    /* storing is for the whole file: never a rule for one role */
+    static const double RV[3] = {1.01, 1.01, 1.01}, SV[3] = {5e8, 5e8, 5e8};
+    in.link = 1e9;
+    role(&in, TUNE_V, 5e8, RV, SV, 0);
+    role(&in, TUNE_W, 5e8, R, S, 0);
+    tune_choose(&in, &ch);
+    CHECKF(!strstr(ch.policy, "level 0") && !(ch.lv[TUNE_V] == TUNE_STORE && ch.lv[TUNE_W] != TUNE_STORE),
+           "mixed store: %d/%d '%s'", ch.lv[TUNE_V], ch.lv[TUNE_W], ch.policy);
+}
+
+/* What max(compress, transfer) left out moves the choice: the receiver's restoring and
+ * the first and last chunk. */
+static void fixed_costs(void)
+{
+    tune_input in;
+    tune_choice ch;
+    memset(&in, 0, sizeof in);
+    in.file_bytes = 1e9;
+    in.budget = 1;
+    in.biggest = TUNE_W;
+    /* 100 MB/s: -3 (1.3x) sends in 7.69 s, -1 (1.2x) in 8.33 s, but the receiver restores
+     * -3 at 100 MB/s: 10 s; the old model took -3 */
+    static const double R[3] = {1.2, 1.3, 1.3}, S[3] = {1e9, 5e8, 1e8};
+    role(&in, TUNE_W, 1e9, R, S, 0);
+    in.role[TUNE_W].sd[2] = 1e8;
+    in.link = 100e6;
+    tune_choose(&in, &ch);
+    CHECKF(ch.level == 1 && ch.threads == 1, "slow restore: -%d -T%d", ch.level, ch.threads);
+    CHECKF(ch.save > 8.333 && ch.save < 8.334, "slow restore: save %g", ch.save);
+
+    /* 64 MB through 1 GB/s on 2 threads, -1 at 1.2x: 53 ms on the link against 64 ms
+     * stored, so -1 without fixed costs; in chunks of 16 MB, -1 codes the first in 16 ms
+     * and restores the last in 16 ms (1 GB/s), storing in 4 + 4 ms: storing */
+    static const double R1[3] = {1.2, 1.2, 1.2}, S1[3] = {1e9, 1e9, 1e9};
+    memset(&in, 0, sizeof in);
+    in.file_bytes = 64e6;
+    in.budget = 2;
+    in.biggest = TUNE_W;
+    in.link = 1e9;
+    role(&in, TUNE_W, 64e6, R1, S1, 0);
+    tune_choose(&in, &ch);
+    CHECKF(ch.level == 1, "no fixed costs: -%d", ch.level);
+    in.chunk = 16e6;
+    tune_choose(&in, &ch);
+    CHECKF(ch.level == CKPZ_LEVEL_STORE, "16 MB chunks: -%d -T%d (save %g)", ch.level, ch.threads, ch.save);
+    CHECKF(ch.save > 0.0719 && ch.save < 0.0721, "16 MB chunks: save %g", ch.save);
+}
+
 static void quick(void)
 {
-    int level = 0, threads = 0;
-    CHECK(tune_quick(1e8, 1000, 8, &level, &threads) && level == CKPZ_LEVEL_DEFAULT && threads == 1);
-    CHECK(tune_quick(1e8, 2500, 8, &level, &threads) && threads == 3);
-    CHECK(tune_quick(1e8, 2500, 2, &level, &threads) && threads == 2); /* within the budget */
-    CHECK(!tune_quick(1e9, 100, 8, &level, &threads));                  /* 10 s: worth measuring */
+    tune_choice ch;
+    /* 0.1 s on the link: not measured; -1 on 2 threads saves 84.5 ms, storing 100.5 ms */
+    CHECKF(tune_quick(1e8, 1000, 1.2, 8, 1 << 20, &ch) && ch.level == 1 && ch.threads == 2 && ch.save > 0.0844 &&
+               ch.save < 0.0846,
+           "quick 1 GB/s: -%d -T%d save %g", ch.level, ch.threads, ch.save);
+    /* 10 GB/s: storing on 2 threads (40 ms) against -1 (64 ms) */
+    CHECKF(tune_quick(1e8, 10000, 1.2, 2, 1 << 20, &ch) && ch.level == CKPZ_LEVEL_STORE && ch.threads == 2,
+           "quick 10 GB/s: -%d -T%d", ch.level, ch.threads);
+    /* 10 s on the link, but 1.03x can take off 0.29 s, under twice what measuring costs
+     * (0.15 s): not measured; -1 (9.71 s) beats storing (10 s) by more than 2% */
+    CHECK(tune_quick(1e9, 100, 1.03, 8, 1 << 20, &ch) && ch.level == 1);
+    /* 1.01x: -1 within 2% of storing, which codes least: storing */
+    CHECK(tune_quick(1e9, 100, 1.01, 8, 1 << 20, &ch) && ch.level == CKPZ_LEVEL_STORE);
+    CHECK(!tune_quick(1e9, 100, 1.2, 8, 1 << 20, &ch)); /* 10 s, 1.2x: worth measuring */
+    CHECK(!tune_quick(1e9, 100, 0, 8, 1 << 20, &ch));   /* no prediction: 1.1x, 0.9 s */
     CHECK(tune_role_of("state.3.exp_avg_sq") == TUNE_V && tune_role_of("state.3.exp_avg") == TUNE_M &&
           tune_role_of("layer.weight.grad") == TUNE_G && tune_role_of("layer.weight") == TUNE_W);
 }
@@ -138,6 +235,8 @@ int main(void)
 {
     one_role();
     two_roles();
+    store_or_level();
+    fixed_costs();
     quick();
     return test_summary("test_tune");
 }

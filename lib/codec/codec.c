@@ -124,9 +124,32 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     return code_planes(ec, level, &h, entry, n, &o, out);
 }
 
+/* CKPZ_LEVEL_STORE: the chunk as it is, one stored plane (XF_NONE, no predictor), so
+ * that a link faster than every coding level costs no more than copying and one CRC
+ * pass; a base's bytes are not predicted from, only their CRC is taken, as the
+ * container records it (the file still names its base). */
+static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const uint8_t *base, uint8_t *out,
+                            uint32_t *raw_crc, uint32_t *base_crc)
+{
+    ctr_chunk h = {0};
+    xf_out o = {.n = 0};
+    if (base && base_crc) *base_crc = crc32c(0, base, n);
+    *raw_crc = crc32c(0, raw, n);
+    o.src[0] = raw;
+    o.size[0] = n;
+    o.hint[0] = XF_KEEP;
+    o.n = 1;
+    h.xf = XF_NONE;
+    h.esize = 1;
+    h.pred = PRED_NONE;
+    h.raw_crc = *raw_crc;
+    return code_planes(NULL, CKPZ_LEVEL_STORE, &h, entry, n, &o, out);
+}
+
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {
+    if (level == CKPZ_LEVEL_STORE) return encode_stored(entry, raw, n, base, out, raw_crc, base_crc);
     if (!base) return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
     int low;
     unsigned esc_t;

@@ -104,7 +104,7 @@ ckpz_error params_resolve(ckpz_ctx *ctx, const ckpz_params *in, ckpz_params *out
         memcpy(out, in, in->struct_size);
         out->struct_size = sizeof *out;
     }
-    if (out->level < CKPZ_LEVEL_MIN || out->level > CKPZ_LEVEL_MAX)
+    if ((out->level < CKPZ_LEVEL_MIN && out->level != CKPZ_LEVEL_STORE) || out->level > CKPZ_LEVEL_MAX)
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "level %d out of range %d..%d", out->level, CKPZ_LEVEL_MIN,
                         CKPZ_LEVEL_MAX);
     if (out->threads < 0) return ctx_fail(ctx, CKPZ_ERR_PARAM, "negative thread count");

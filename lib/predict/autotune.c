@@ -314,13 +314,13 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     if (budget < 1) budget = 1;
     if (budget > MAX_THREADS) budget = MAX_THREADS;
     out->uncompressed_seconds = S / (link_mbs * 1e6);
-    if (tune_quick(S, link_mbs, budget, &out->level, &out->threads)) {
-        say(ex, "--target-bw %.0f MB/s: a save of %.3f s uncompressed, too short to measure for: -%d -T%d\n", link_mbs,
-            out->uncompressed_seconds, out->level, out->threads);
-        out->save_seconds = out->uncompressed_seconds;
-        err = CKPZ_OK;
-        goto out;
-    }
+    size_t chunk = (params->chunk_size ? params->chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
+    /* A transfer under TUNE_QUICK_SAVE_S is not even predicted (the predictor's reads
+     * cost 20-50 ms on a loaded machine: a tenth of such a transfer); a longer one is, and
+     * the predicted ratio tells whether measuring can pay for itself. */
+    tune_choice qc;
+    double ratio = 0; /* not predicted: tune_quick takes a nominal ratio */
+    int quick = out->uncompressed_seconds < TUNE_QUICK_SAVE_S && tune_quick(S, link_mbs, 0, budget, (double)chunk, &qc);
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
     pp.format = params->format;
@@ -330,8 +330,25 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     pp.sample_bytes = 4096;
     pp.sample_budget = 4096;
     ckpz_predict_total tot = {.struct_size = sizeof tot};
-    if ((err = ckpz_predict_file(mctx, &pp, src->pread, src->opaque, src->size, collect, &v, &tot))) {
-        err = ctx_fail(ctx, err, "reading the input's layout: %s", ckpz_ctx_message(mctx));
+    if (!quick) {
+        if ((err = ckpz_predict_file(mctx, &pp, src->pread, src->opaque, src->size, collect, &v, &tot))) {
+            err = ctx_fail(ctx, err, "reading the input's layout: %s", ckpz_ctx_message(mctx));
+            goto out;
+        }
+        ratio = base ? 0 : tot.ratio; /* the predictor does not know deltas */
+        quick = tune_quick(S, link_mbs, ratio, budget, (double)chunk, &qc);
+    }
+    if (quick) {
+        out->level = qc.level;
+        out->threads = qc.threads;
+        out->save_seconds = qc.save;
+        say(ex, "--target-bw %.0f MB/s: %.3f s uncompressed, ", link_mbs, out->uncompressed_seconds);
+        if (ratio > 0) say(ex, "predicted %.3fx", ratio);
+        else say(ex, "ratio not predicted");
+        say(ex, ": measuring (about %.2f s) cannot pay: -%d -T%d (save %.3f s on nominal speeds)\n",
+            tune_measure_cost(link_mbs), out->level, out->threads, out->save_seconds);
+        out->measure_seconds = now() - t_start;
+        err = CKPZ_OK;
         goto out;
     }
     err = CKPZ_ERR_NOMEM;
@@ -339,7 +356,6 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     size_t in_base = base && (bbuf = malloc(SAMPLE)) && (bst = malloc(SAMPLE + HEADER_ROOM))
                          ? match_base(mctx, &pp, base, base_size, &v)
                          : 0;
-    size_t chunk = (params->chunk_size ? params->chunk_size : (1u << 20) /* the library's default */) & ~(size_t)7;
 
     /* Bytes per role and dtype; a role's measured dtype is its most common one. */
     tune_input in;
@@ -434,6 +450,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     in.budget = budget;
     in.biggest = biggest;
     in.user_policy = params->policy != NULL;
+    in.chunk = (double)chunk;
+    in.io_bps = TUNE_IO_BPS;
     tune_choice ch;
     tune_choose(&in, &ch);
     out->level = ch.level;

@@ -1,38 +1,53 @@
 /* tune.c — --target-bw's choice: the levels (one per role of tensor) and the thread
- * count that save a file fastest through a link of B bytes/s, from what autotune.c
- * measured.
+ * count that move a file fastest through a link of B bytes/s, end to end (from the
+ * sender's file to the receiver's restored one), from what autotune.c measured.
  *
  * A codec slower than the link makes saving slower than not compressing; a faster link
- * wants a faster codec. The cost of a configuration (threads T, a level L_r per role r
- * of S_r bytes) is
- *     compress   c = sum S_r / (speed_c(r, L_r) x scale(T))  scale(T) = 1 + 0.73 (T - 1),
- *     transfer   x = sum S_r / ratio(r, L_r) / B             measured (ckpz -b -T1/-T2 on
- *     decompress d = sum S_r / speed_d(r, L_r)               371 MB: 1.73x)
- * and, compression being overlapped with writing, saving takes max(c, x): the choice
- * minimises it over every combination (at most 3^4 per thread count), the fewest threads
- * within 2% of the best (the model is not finer than that), then the least c + x + d
- * (seed 001's total: of saves that tie, the one that codes least and restores soonest),
- * then the smallest output. The levels reach the library as a policy of lossless rules,
- * one per role (`*exp_avg_sq* lossless level 6`, ...). Lossy modes are never chosen on
- * their own (they change the data); with --policy the user's rules hold and one level
- * serves the file. -v prints each thread count's best and every uniform configuration
- * with c, x, d and seed 001's total c + x + d, and the choice; writing the file
- * uncompressed takes S / B, printed too, so that a choice slower than that would show.
+ * wants a faster codec, and a link faster than every level wants none: storing the
+ * chunks as they are (level 0) is a candidate like the others. The cost of a
+ * configuration (threads T, a level L_r per role r of S_r bytes) is
+ *     compress   c = sum S_r / (speed_c(r, L_r) x scale(T)) + S / io
+ *     transfer   x = sum S_r / ratio(r, L_r) / B
+ *     restore    d = sum S_r / (speed_d(r, L_r) x scale(T))   (the receiver alike)
+ *     scale(T) = 1 + 0.73 (T - 1)   (ckpz -b -T1/-T2 on 371 MB: 1.73x)
+ * where io is what the sender spends per byte reading the input and handing it on
+ * (TUNE_IO_BPS). The three overlap chunk by chunk (the CLI streams), but the link
+ * starts only once the first chunk is coded and the file is whole only once the last
+ * one is restored:
+ *     save = C / speed_c + max(c, x, d) + C / speed_d   (C: one chunk, on one thread)
+ * Before, save was max(c, x), with neither the fixed costs nor the receiver, and
+ * storing was not a candidate: a 53 MB torch.save file moved through a 1 Gbit/s link at
+ * 0.81x of raw bytes' speed. The choice minimises save over every combination (at most
+ * 4^4 per thread count; storing only for the whole file), the fewest threads within 2%
+ * of the best (the model is not finer than that), then the least c + x + d (of saves
+ * that tie, the one that codes least and restores soonest), then the smallest output.
+ * What measuring costs is decided before it (tune_quick): a short transfer (under
+ * TUNE_QUICK_SAVE_S; not even predicted, at a nominal 1.1x), or one the predicted ratio
+ * cannot shorten by twice what measuring costs, is not measured; the same model then
+ * chooses between storing and -1 on nominal speeds. The levels reach
+ * the library as a policy of lossless rules, one per role (`*exp_avg_sq* lossless level
+ * 6`, ...). Lossy modes are never chosen on their own (they change the data); with
+ * --policy the user's rules hold and one level serves the file. -v prints each thread
+ * count's best and every uniform configuration with c, x, d, save and c + x + d, and the
+ * choice; writing the file uncompressed takes S / B, printed too.
  */
 #include <math.h>
 #include <string.h>
 
 #include "tune.h"
 
-const int tune_levels[TUNE_NLEVELS] = {1, 3, 6};
+const int tune_levels[TUNE_NLEVELS] = {CKPZ_LEVEL_STORE, 1, 3, 6};
 const char *const tune_role_name[TUNE_NROLES] = {"exp_avg_sq", "exp_avg", "gradients", "weights and the rest"};
 static const char *const role_glob[TUNE_NROLES] = {"*exp_avg_sq*", "*exp_avg*", "*grad*", "*"};
 
-/* Saves shorter than this (file size / link speed) are not worth measuring for. */
-#define QUICK_SAVE_S 0.5
-/* What one thread compresses at the default level, at least (2-3.5 GB/s on float
- * checkpoints here, BENCHMARKS.md): the quick choice's threads per MB/s of link. */
-#define QUICK_MBS_PER_THREAD 1000.0
+/* Nominal speeds on one thread for the choice without measuring (bytes/s): storing is a
+ * copy and a CRC pass; -1 codes float checkpoints at 1.5-2.5 GB/s and restores them at
+ * 2-3 GB/s here (autotune's samples, -vvv), the lower ends taken. */
+#define NOMINAL_STORE_BPS 4e9
+#define NOMINAL_L1_C_BPS 1.5e9
+#define NOMINAL_L1_D_BPS 2e9
+/* The ratio a float checkpoint is taken to reach when the predictor gives none. */
+#define NOMINAL_RATIO 1.1
 
 int tune_role_of(const char *name)
 {
@@ -42,17 +57,37 @@ int tune_role_of(const char *name)
     return TUNE_W;
 }
 
-int tune_quick(double file_bytes, double link_mbs, int budget, int *level, int *threads)
+double tune_measure_cost(double link_mbs)
 {
-    if (!(file_bytes / (link_mbs * 1e6) < QUICK_SAVE_S)) return 0;
-    /* Measuring (5-20 ms) would cost more than a close choice can win on a save this
-     * short: the default level, on as few threads as keep up with the link (the writer
-     * of the output needs a core too: on 2 cores, -T2 into a 1 GB/s pipe was 20% slower
-     * than -T1). */
-    *level = CKPZ_LEVEL_DEFAULT;
-    *threads = (int)ceil(link_mbs / QUICK_MBS_PER_THREAD);
-    if (*threads > budget) *threads = budget;
-    if (*threads < 1) *threads = 1;
+    /* measured (-vvv) on 123 MB: 0.135 s with the slow level, which runs only on links
+     * up to TUNE_SLOW_LEVEL_MAX_MBS; 0.03-0.05 s without it */
+    return link_mbs > TUNE_SLOW_LEVEL_MAX_MBS ? 0.05 : 0.15;
+}
+
+int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch)
+{
+    double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
+    double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs))) return 0;
+    /* Measuring would cost about what a close choice can win: the same model on nominal
+     * speeds, storing against -1 at the predicted ratio. */
+    tune_input in;
+    memset(&in, 0, sizeof in);
+    in.file_bytes = file_bytes;
+    in.link = B;
+    in.budget = budget;
+    in.biggest = TUNE_W;
+    in.chunk = chunk;
+    in.io_bps = TUNE_IO_BPS;
+    tune_role *w = &in.role[TUNE_W];
+    w->bytes = file_bytes;
+    w->measured[TUNE_STORE] = w->measured[1] = 1;
+    w->ratio[TUNE_STORE] = 1;
+    w->sc[TUNE_STORE] = w->sd[TUNE_STORE] = NOMINAL_STORE_BPS;
+    w->ratio[1] = R;
+    w->sc[1] = NOMINAL_L1_C_BPS;
+    w->sd[1] = NOMINAL_L1_D_BPS;
+    tune_choose(&in, ch);
     return 1;
 }
 
@@ -65,18 +100,40 @@ typedef struct {
     double c, x, d, save;
 } cost;
 
-static cost model(const tune_role *rc, const int *lv, int t, double B)
+static cost model(const tune_input *in, const int *lv, int t)
 {
+    const tune_role *rc = in->role;
     cost k = {0, 0, 0, 0};
+    double B = in->link;
     for (int r = 0; r < TUNE_NROLES; r++) {
         if (!(rc[r].bytes > 0)) continue;
         int l = lv[r];
         k.c += rc[r].bytes / (rc[r].sc[l] * scale(t));
         k.x += rc[r].bytes / rc[r].ratio[l] / B;
-        k.d += rc[r].bytes / rc[r].sd[l];
+        k.d += rc[r].bytes / (rc[r].sd[l] * scale(t));
     }
+    if (in->io_bps > 0) k.c += in->file_bytes / in->io_bps;
     k.save = k.c > k.x ? k.c : k.x;
+    if (k.d > k.save) k.save = k.d;
+    /* the first chunk coded before the link starts, the last restored after it ends, on
+     * one thread each, at the level of the rest (the file's first and last bytes) */
+    const tune_role *e = &rc[rc[TUNE_W].bytes > 0 ? TUNE_W : in->biggest];
+    int le = lv[rc[TUNE_W].bytes > 0 ? TUNE_W : in->biggest];
+    double C = in->chunk < in->file_bytes ? in->chunk : in->file_bytes;
+    if (C > 0) k.save += C / e->sc[le] + C / e->sd[le];
     return k;
+}
+
+/* Storing is for the whole file or not at all: a policy rule has no store level. */
+static int mixed_store(const tune_role *rc, const int *lv)
+{
+    int store = 0, other = 0;
+    for (int r = 0; r < TUNE_NROLES; r++)
+        if (rc[r].bytes > 0) {
+            store |= lv[r] == TUNE_STORE;
+            other |= lv[r] != TUNE_STORE;
+        }
+    return store && other;
 }
 
 /* The first combination: each role at its first measured level. */
@@ -111,7 +168,8 @@ static double best_on(const tune_input *in, int t, int *best)
     first_combo(in->role, lv);
     memcpy(best, lv, sizeof lv);
     do {
-        cost k = model(in->role, lv, t, in->link);
+        if (mixed_store(in->role, lv)) continue;
+        cost k = model(in, lv, t);
         if (k.save < s) {
             s = k.save;
             memcpy(best, lv, sizeof lv);
@@ -142,7 +200,8 @@ void tune_choose(const tune_input *in, tune_choice *ch)
     for (int t = 1; t <= in->budget; t++) {
         first_combo(rc, lv);
         do {
-            cost k = model(rc, lv, t, in->link);
+            if (mixed_store(rc, lv)) continue;
+            cost k = model(in, lv, t);
             double total = k.c + k.x + k.d;
             if (k.save <= best * TIE &&
                 (t < ch->threads ||
@@ -154,7 +213,7 @@ void tune_choose(const tune_input *in, tune_choice *ch)
             }
         } while (next_combo(rc, lv));
     }
-    ch->save = model(rc, ch->lv, ch->threads, in->link).save;
+    ch->save = model(in, ch->lv, ch->threads).save;
     /* One level for all roles: no policy. Otherwise a rule per role that has bytes, the
      * rest's level for the file (and so for the bytes outside tensors). */
     ch->uniform = 1;
@@ -207,7 +266,7 @@ void tune_explain(FILE *f, const tune_input *in, const tune_choice *ch, double s
                 if (!ok) continue;
                 snprintf(name, sizeof name, "-%d", tune_levels[k]);
             }
-            cost c = model(rc, u, t, B);
+            cost c = model(in, u, t);
             snprintf(cfg, sizeof cfg, "%s%s -T%d", k < 0 ? "best: " : "", name, t);
             fprintf(f, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", cfg, S / (c.x * B), c.c, c.x, c.d, c.save,
                     c.c + c.x + c.d);
