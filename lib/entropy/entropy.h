@@ -49,6 +49,11 @@ void ent_ctx_free(ent_ctx *c);
 /* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
+/* on: the planes c encodes from now on come from a chunk with repeated content
+ * (codec/repeats.h), so zstd is tried on each of them, random-looking ones included
+ * (repeated rows keep their repeats in every byte plane); 0 on creation. */
+void ent_ctx_set_lz(ent_ctx *c, int on);
+
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
 size_t ent_bound(size_t n);
 
