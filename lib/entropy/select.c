@@ -163,8 +163,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL
                          ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
                          : h[0] > n / 2;
-    int try_zstd =
-        !c->only_rans && (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy || c->lz);
+    int try_zstd = !c->only_rans &&
+                   (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy || c->lz);
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
     double keep = level >= 6 ? 0.996 : 0.9875;
