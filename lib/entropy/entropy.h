@@ -49,10 +49,13 @@ void ent_ctx_free(ent_ctx *c);
 /* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
-/* on: the planes c encodes from now on come from a chunk with repeated content
- * (codec/repeats.h), so zstd is tried on each of them, random-looking ones included
- * (repeated rows keep their repeats in every byte plane); 0 on creation. */
-void ent_ctx_set_lz(ent_ctx *c, int on);
+/* What the planes c encodes from now on come from (codec/repeats.h; ENT_LZ_OFF on
+ * creation): ENT_LZ_RUNS, a chunk with runs of zeros, and ENT_LZ_REPEATS, one with repeated
+ * content, have zstd tried on each plane, random-looking ones included (repeated rows and
+ * zero runs stay in every byte plane); ENT_LZ_REPEATS also at zstd level 6, not 3, at the
+ * fast levels. */
+enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2 };
+void ent_ctx_set_lz(ent_ctx *c, int mode);
 
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
 size_t ent_bound(size_t n);
