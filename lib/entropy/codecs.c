@@ -149,6 +149,8 @@ void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice)
     c->force = (unsigned)choice < CKPZ_CODEC_COUNT_ ? choice_codec[choice] : 0;
 }
 
+void ent_ctx_set_lz(ent_ctx *c, int mode) { c->lz = (uint8_t)mode; }
+
 ent_ctx *ent_ctx_create(void) { return calloc(1, sizeof(ent_ctx)); }
 
 void ent_ctx_free(ent_ctx *c)

@@ -54,6 +54,7 @@ struct ent_ctx {
     void *state[ENT_CODEC_LIMIT]; /* a back end's own contexts, by codec id, created on first use */
     uint8_t only_rans;  /* choice: no zstd (CKPZ_CODEC_RANS) */
     uint8_t force;      /* choice: this back end's id for every plane it takes, or 0 (ent_ctx_set_codec) */
+    uint8_t lz;         /* ENT_LZ_*: the chunk holds zero runs or repeats (ent_ctx_set_lz) */
     uint8_t *cand; /* second candidate's output while the first sits in dst */
     size_t cand_cap;
     uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */

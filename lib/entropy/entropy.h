@@ -49,6 +49,14 @@ void ent_ctx_free(ent_ctx *c);
 /* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
+/* What the planes c encodes from now on come from (codec/repeats.h; ENT_LZ_OFF on
+ * creation): ENT_LZ_RUNS, a chunk with runs of zeros, and ENT_LZ_REPEATS, one with repeated
+ * content, have zstd tried on each plane, random-looking ones included (repeated rows and
+ * zero runs stay in every byte plane); ENT_LZ_REPEATS also at zstd level 6, not 3, at the
+ * fast levels. */
+enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2 };
+void ent_ctx_set_lz(ent_ctx *c, int mode);
+
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
 size_t ent_bound(size_t n);
 

@@ -7,7 +7,8 @@
  * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
  * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
  * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
- * planes that are mostly zero bytes, and for every plane at level >= 6. Every candidate
+ * planes that are mostly zero bytes, for every plane of a chunk with repeats (ent_ctx_set_lz)
+ * and for every plane at level >= 6. Every candidate
  * must beat STORED, so output never exceeds n bytes. A choice other than auto
  * (ent_ctx_set_codec) leaves zstd out (rans) or codes every plane with one back end that
  * is not stored unseen or constant (zstd, lz4, snappy, deflate).
@@ -107,7 +108,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     if (n == 0) return store(src, n, dst, cap, codec);
     if (level < 1) level = 1;
     uint32_t h[256];
-    if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024) {
+    if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024 && !c->lz) {
         /* Mostly random: a 1/8 sample (1 KiB of every 8) decides STORED, so these
          * planes cost one pass over 12% of their bytes; the sample's entropy runs low
          * by ~0.03 bits, which only makes coding attempts more likely. */
@@ -162,7 +163,8 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     int zero_heavy = hint == ENT_HINT_RESIDUAL || hint == ENT_HINT_SMALL
                          ? h[0] > n - n / 16 && (n < 64 * 1024 || nonzero_clustered(src, n))
                          : h[0] > n / 2;
-    int try_zstd = !c->only_rans && (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy);
+    int try_zstd = !c->only_rans &&
+                   (hint == ENT_HINT_OPAQUE || hint == ENT_HINT_INT || level >= 6 || zero_heavy || c->lz);
     /* Near-random planes: the best a table coder could save is below ~1.25% of the
      * plane, not worth a coding pass (level >= 6 still tries down to 0.4%). */
     double keep = level >= 6 ? 0.996 : 0.9875;

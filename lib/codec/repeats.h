@@ -1,0 +1,20 @@
+/* repeats.h — a cheap look for repeated content in a chunk: rows, blocks or runs that
+ * recur whole, which LZ coding finds and byte-plane coding at the default levels does
+ * not try for (doc/format.md's transforms are unchanged; codec.c codes such a chunk a
+ * second way and keeps the smaller frame: doc/entropy.md, "Chunks with repeats"). */
+#ifndef CKPZ_REPEATS_H
+#define CKPZ_REPEATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Of the chunk's sampled 16-byte blocks, in 1/256ths: *repeats, the share of nonzero
+ * blocks equal to an earlier sampled block, and *zeros, the share of blocks of zeros.
+ * Both 0 for chunks too small to sample (under 64 KiB). */
+void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros);
+
+/* From these shares on (1/8 of the samples repeating, 1/4 zero) codec.c tries LZ. */
+#define REPEATS_LIKELY 32u
+#define ZEROS_LIKELY 64u
+
+#endif
