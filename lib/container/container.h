@@ -169,6 +169,10 @@ void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e);
  * frame, 12 + *blen bytes, within `room`). Then the whole frame in[0..12 + blen): its
  * checksum, and the record, which must fill the body (on failure e holds nothing). */
 ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at, uint32_t *blen);
+/* The check under both kinds of entry frame: tag at in, a body length *blen in [lo, hi]
+ * whose frame (12 + *blen bytes) fits in room; errors name frame no at byte at. */
+ckpz_error ctr_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, uint32_t tag, uint32_t lo, uint64_t hi,
+                         size_t no, uint64_t at, uint32_t *blen);
 ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t no,
                                 uint64_t at, ctr_entry *e);
 /* 1 when the stream-form fields of a and b agree (an entry frame and its index record). */

@@ -405,13 +405,7 @@ ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsig
                           size_t no, uint64_t at, uint32_t *blen)
 {
     if (!(file_flags & CTR_FILE_CODED)) return ctr_entry_frame_len(ctx, in, room, no, at, blen);
-    if (ld32(in) != CTR_TAG_LIST)
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", no, (unsigned long long)at);
-    *blen = ld32(in + 4);
-    if (*blen < 2 || *blen > mem_limit || 12 + (uint64_t)*blen > room)
-        return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: invalid length %u", no,
-                        (unsigned long long)at, *blen);
-    return CKPZ_OK;
+    return ctr_frame_len(ctx, in, room, CTR_TAG_LIST, 2, mem_limit, no, at, blen);
 }
 
 ckpz_error ctr_eframe_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t mem_limit,

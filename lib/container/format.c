@@ -332,15 +332,21 @@ void ctr_entry_frame_write(uint8_t *out, const ctr_entry *e)
     st32(out + 8 + body, crc32c(0, out, 8 + body));
 }
 
-ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at, uint32_t *blen)
+ckpz_error ctr_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, uint32_t tag, uint32_t lo, uint64_t hi,
+                         size_t no, uint64_t at, uint32_t *blen)
 {
-    if (ld32(in) != CTR_TAG_ENTRY)
+    if (ld32(in) != tag)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu missing at byte %llu", no, (unsigned long long)at);
     *blen = ld32(in + 4);
-    if (*blen < 16 || *blen > CTR_ENTRY_MAX || 12 + (uint64_t)*blen > room)
+    if (*blen < lo || *blen > hi || 12 + (uint64_t)*blen > room)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu: invalid length %u", no,
                         (unsigned long long)at, *blen);
     return CKPZ_OK;
+}
+
+ckpz_error ctr_entry_frame_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, size_t no, uint64_t at, uint32_t *blen)
+{
+    return ctr_frame_len(ctx, in, room, CTR_TAG_ENTRY, 16, CTR_ENTRY_MAX, no, at, blen);
 }
 
 ckpz_error ctr_entry_frame_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t no,
