@@ -212,13 +212,31 @@ ckpz_error reader_entry(reader *d, const uint8_t *fb)
     memcpy(hb, fb, 4);
     if ((err = reader_exact(d, hb + 4, 4, "an entry frame"))) return err;
     if ((err = ctr_eframe_len(ctx, hb, UINT64_MAX, d->flags, d->p->mem_limit, d->ne, at, &blen))) return err;
-    uint8_t *fr = malloc(12 + (size_t)blen); /* the whole frame: tag, length, body, CRC */
+    /* The whole frame (tag, length, body, CRC), read into a buffer that grows with what
+     * arrives: a damaged length (a list frame's may claim up to the memory limit) costs
+     * at most twice the bytes the stream really holds before its end is found. */
+    size_t want = 12 + (size_t)blen, have = 8, cap = want < 65536 ? want : 65536;
+    uint8_t *fr = malloc(cap);
     if (!fr) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     memcpy(fr, hb, 8);
     ctr_entry *got = NULL;
     size_t n = 0;
-    if (!(err = reader_exact(d, fr + 8, blen + 4, "an entry frame")))
-        err = ctr_eframe_read(ctx, fr, blen, d->flags, d->p->mem_limit, d->ne, at, &got, &n);
+    err = CKPZ_OK;
+    while (!err && have < want) {
+        if (have == cap) {
+            size_t grown = cap * 2 < want ? cap * 2 : want;
+            uint8_t *more = realloc(fr, grown);
+            if (!more) {
+                err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+                break;
+            }
+            fr = more, cap = grown;
+        }
+        size_t k = cap - have;
+        err = reader_exact(d, fr + have, k, "an entry frame");
+        have += k;
+    }
+    if (!err) err = ctr_eframe_read(ctx, fr, blen, d->flags, d->p->mem_limit, d->ne, at, &got, &n);
     free(fr);
     if (!err && grow_array((void **)&d->e, &d->cap_e, d->ne + n, sizeof *d->e))
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
