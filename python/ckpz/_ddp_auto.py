@@ -103,7 +103,8 @@ class Planner:
         n = host.numel()
         self.bucket_bytes += n * host.element_size()
         self.buckets += 1
-        square = float(host.float().pow(2).sum())
+        g = host.float()  # once: a BF16/FP16 bucket would be widened per candidate
+        square = float(g.pow(2).sum())
         for name, (tier, bits, entropy, topk) in CANDIDATES.items():
             if name == "none" or tier > self.max_tier:
                 continue
@@ -118,7 +119,7 @@ class Planner:
             codec.unpack_add(dst[:size], acc)
             t2 = time.perf_counter()
             pack_s, unpack_s = t1 - t0, t2 - t1
-            self.errors[name][0] += float((acc - host.float()).pow(2).sum())
+            self.errors[name][0] += float((acc - g).pow(2).sum())
             self.errors[name][1] += square
             if topk:  # my packet, then every rank's added
                 cpu = pack_s + world * unpack_s
