@@ -221,7 +221,6 @@ ckpz_error reader_entry(reader *d, const uint8_t *fb)
     memcpy(fr, hb, 8);
     ctr_entry *got = NULL;
     size_t n = 0;
-    err = CKPZ_OK;
     while (!err && have < want) {
         if (have == cap) {
             size_t grown = cap * 2 < want ? cap * 2 : want;
