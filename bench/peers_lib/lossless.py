@@ -6,7 +6,9 @@ mutates_input (True: compress writes into its input, which then gets a copy).
 
   ckpz -L          libckpz in memory (ckpz_compress_buffer / ckpz_decompress_buffer
                    through the package's ctypes declarations), one call each way into a
-                   new output buffer, as every adapter here (`ckpz -b` reuses its buffers)
+                   new output buffer, as every adapter here (`ckpz -b` reuses its buffers):
+                   compression's is the library's own (not copied), decompression's comes
+                   from the package's allocator (what ckpz.load restores into)
   zstd -L          zstandard (python-zstandard), threads= for more than one thread
   blosc2 F+C L     python-blosc2's compress2: typesize = the file's main element size,
                    shuffle or bitshuffle, zstd or lz4 (the Blosc2 docs' advice for
@@ -57,21 +59,29 @@ class Ckpz:
         rc = self.lib.compress_buffer(self.ctx, ctypes.byref(p), data, len(data), ctypes.byref(out), ctypes.byref(n))
         if rc:
             raise RuntimeError("ckpz: compression failed (%d)" % rc)
-        blob = ctypes.string_at(out, n.value)
-        self.lib.lib.ckpz_free(out)
-        return blob
+        return _owned(self.lib.lib, out.value, n.value)
 
     def decompress(self, blob, threads):
+        from ckpz import _memory
         p = self.lib.make_params(self.level, threads)
         size = ctypes.c_uint64()
         self.lib.original_size(self.ctx, blob, len(blob), ctypes.byref(size))
-        dst = bytearray(size.value)
+        dst = _memory.alloc(size.value)
         buf = (ctypes.c_char * len(dst)).from_buffer(dst)
         rc = self.lib.decompress_buffer(self.ctx, ctypes.byref(p), blob, len(blob), buf, len(dst))
         del buf
         if rc:
             raise RuntimeError("ckpz: decompression failed (%d)" % rc)
         return dst
+
+
+def _owned(lib, addr, n):
+    """The library's output buffer (addr, n bytes) as a bytes-like object that frees it
+    with ckpz_free when it goes: no copy, as the C API hands it over."""
+    class Blob(ctypes.c_char * n):
+        def __del__(self):
+            lib.ckpz_free(ctypes.c_void_p(addr))
+    return Blob.from_address(addr)
 
 
 class Zstd:

@@ -8,8 +8,9 @@ standard output; the libraries' own printing goes to standard error):
   {"op": "run", "tool": T, "threads": N, "sample": B}  one timed round trip, checked
   {"op": "quit"}
 The first reply lists the family's settings. A run's reply: compressed size, wall and
-CPU seconds of compression and decompression, VmRSS before and VmHWM after (the peak,
-reset before the run through /proc/self/clear_refs), and the check (lossless: every
+CPU seconds of compression and decompression (each starting with the heap's free pages
+handed back, so that neither writes into pages an earlier step faulted in), VmRSS before
+and the larger VmHWM after each (the peak, reset through /proc/self/clear_refs), and the check (lossless: every
 byte; lossy: the worst error over its bound and whether the other bytes are exact).
 """
 
@@ -86,11 +87,17 @@ class Worker:
         w0, c0 = time.perf_counter(), time.process_time()
         blob = t.compress(src, threads)
         w1, c1 = time.perf_counter(), time.process_time()
+        hwm = _status_kb("VmHWM") if peak_ok else 0
+        # Decompression starts as compression did, with the heap's free pages handed
+        # back: its output is fresh memory whatever compression left behind (a loader in
+        # a new process has no pages faulted in for it either).
+        peak_ok = _reset_peak() and peak_ok
+        w1d, c1d = time.perf_counter(), time.process_time()
         out = t.decompress(blob, threads)
         w2, c2 = time.perf_counter(), time.process_time()
-        hwm = _status_kb("VmHWM") if peak_ok else 0
+        hwm = max(hwm, _status_kb("VmHWM")) if peak_ok else 0
         r = {"size": lossless.size(blob), "bytes": len(data), "c_wall": w1 - w0, "c_cpu": c1 - c0,
-             "d_wall": w2 - w1, "d_cpu": c2 - c1, "rss0_kb": rss0, "hwm_kb": hwm}
+             "d_wall": w2 - w1d, "d_cpu": c2 - c1d, "rss0_kb": rss0, "hwm_kb": hwm}
         del blob
         if hasattr(t, "bound"):
             worst, exact, n = lossy.check(data, out, self.segs, t.mode, t.bound)
