@@ -92,10 +92,12 @@ __all__ = [
     "wait_saves",
     "library_version",
     "LEVEL_DEFAULT",
+    "LEVEL_STORE",
 ]
 
 __version__ = _lib.PACKAGE_VERSION
 LEVEL_DEFAULT = _lib.LEVEL_DEFAULT
+LEVEL_STORE = _lib.LEVEL_STORE
 
 
 def library_version():
@@ -136,9 +138,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     tensors are saved from CPU copies and keep their device tag: ``load`` puts them back
     on the GPU unless map_location says otherwise.
 
-    Options: level 1..9 (default 3); threads (0 = all cores). Tensors are read where
-    they lie, and chunks of many tensors are compressed in parallel while the file is
-    written.
+    Options: level 1..9 (default 3) or LEVEL_STORE (0: stored); threads (0 = all
+    cores). Tensors are read where they lie, and chunks of many tensors are compressed in
+    parallel while the file is written.
 
     background=True: returns a ckpz.SaveHandle as soon as the tensors have been copied
     to host memory (the snapshot: the only time the caller waits); compression and
@@ -247,8 +249,8 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
 
     src and dst are paths (or binary file objects). The format (safetensors, .npy,
     torch.save archive, ...) is detected from the content; anything else is compressed
-    as opaque bytes. level is 1..9 (default 3); threads counts the calling thread, 0 =
-    all cores. Returns the number of bytes written. Raises ckpz.Error on failure and
+    as opaque bytes. level is 1..9 (default 3) or LEVEL_STORE (0: stored); threads
+    counts the calling thread, 0 = all cores. Returns the number of bytes written. Raises ckpz.Error on failure and
     OSError for file errors; dst is written to a temporary name and renamed when done.
     KeyboardInterrupt when interrupted: dst is then as it was, unless the message says
     "interrupted after compress_file completed: DST was written" (too late to stop).

@@ -16,6 +16,7 @@ MAGIC = b"\x89CKPZ\r\n\x1a"  # first 8 bytes of every .ckpz file (doc/format.md)
 MIN_CHUNK_COST = 48  # bytes every chunk costs at least in a .ckpz file: frame header + seek record
 
 LEVEL_MIN, LEVEL_MAX, LEVEL_DEFAULT = 1, 9, 3
+LEVEL_STORE = 0  # every chunk stored as it is (CKPZ_LEVEL_STORE, the CLI's -0)
 SIZE_UNKNOWN = (1 << 64) - 1
 
 # ckpz_error codes (fixed numbers; new ones are only appended)

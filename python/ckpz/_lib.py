@@ -172,8 +172,10 @@ def make_params(level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):
     """A ckpz_params filled by ckpz_params_init, with our struct_size and the options,
     each checked for type and range; policy (a str of rules, None: lossless) and max_mae
     as compress_file takes them."""
-    if isinstance(level, bool) or not isinstance(level, int) or not LEVEL_MIN <= level <= LEVEL_MAX:
-        raise ValueError("ckpz: level must be an int in %d..%d, not %r" % (LEVEL_MIN, LEVEL_MAX, level))
+    if isinstance(level, bool) or not isinstance(level, int) or not (
+            LEVEL_MIN <= level <= LEVEL_MAX or level == LEVEL_STORE):
+        raise ValueError("ckpz: level must be an int in %d..%d, or %d (store), not %r"
+                         % (LEVEL_MIN, LEVEL_MAX, LEVEL_STORE, level))
     if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 4096:
         raise ValueError("ckpz: threads must be an int >= 0 (0 = all cores), not %r" % (threads,))
     if max_mae is not None and (isinstance(max_mae, bool) or not isinstance(max_mae, (int, float)) or max_mae < 0):

@@ -195,7 +195,7 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(ckpz.library_version(), "%d.%d.%d" % tuple(int(x) for x in ckpz.__version__.split(".")))
 
     def test_bad_options(self):
-        for level in (0, 10, 2.5, "3", True):
+        for level in (-1, 10, 2.5, "3", True):
             with self.assertRaises(ValueError):
                 ckpz.save({}, io.BytesIO(), level=level)
         with self.assertRaises(ValueError):
@@ -518,9 +518,11 @@ class TestFiles(Case):
         empty = self.path("e.bin")
         open(empty, "wb").close()
         for src in (pt, rnd, empty):
-            for level, threads in ((1, 1), (3, 0), (9, 2)):
+            for level, threads in ((1, 1), (3, 0), (9, 2), (ckpz.LEVEL_STORE, 1)):
                 n = ckpz.compress_file(src, src + ".ckpz", level=level, threads=threads)
                 self.assertEqual(n, os.path.getsize(src + ".ckpz"))
+                if level == ckpz.LEVEL_STORE:  # stored: the original's bytes and the frames around them
+                    self.assertGreaterEqual(n, os.path.getsize(src))
                 m = ckpz.decompress_file(src + ".ckpz", src + ".out", threads=threads)
                 self.assertEqual(m, os.path.getsize(src))
                 self.assertTrue(filecmp.cmp(src, src + ".out", shallow=False), (src, level, threads))
