@@ -553,6 +553,12 @@ static void flip_at(const sample *s, const section *c, size_t pos, unsigned bit,
         x.chunk = c->no;
         if (rel >= 32 && !resealed && c->entry >= 0 && (size_t)c->entry < s->nent && s->ent[c->entry].tensor)
             x.tensor = s->ent[c->entry].name;
+        if (!resealed && rel >= 32 + 8 * (size_t)c->nplanes) {
+            /* a plane's coded bytes: whatever its decoder makes of them, the payload's
+             * checksum is what every reader must report */
+            x.code = CKPZ_ERR_CHECKSUM;
+            x.says = "compressed data checksum mismatch";
+        }
     }
     if (resealed) {
         x.expect = FAIL_OR_SAME;
