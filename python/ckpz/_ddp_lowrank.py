@@ -4,11 +4,14 @@ Per bucket, each parameter's gradient is viewed as a matrix, rows the parameter'
 dimension, columns the rest (a convolution's out x in*kh*kw). A matrix of rows x cols at
 rank r is compressed when its factors take at most half of it, 2 r (rows + cols) <=
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
-as they are, FP32, beside the first factors. With M the rank's gradient plus its residual
+through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce, the state's codec:
+entropy= applies; error feedback of their own, kept as bucket REST + index), which on
+tests/python/test_ddp_methods.py's MLP took its bytes from 22x to 30x fewer than the FP32
+all-reduce at rank 4 (doc/gradients.md). With M the rank's gradient plus its residual
 (error feedback) and Q (cols x r) the same on every rank:
 
-  1. P = M Q; all-reduce (sum) of every P of the bucket, the uncompressed parts and a
-     flag per rank (its M held a NaN or an infinity);
+  1. P = M Q; all-reduce (sum) of every P of the bucket and a flag per rank (its M held
+     a NaN or an infinity); the uncompressed parts' exchange;
   2. P orthonormalised (reduced QR of the sum: every rank the same, from the same sum);
   3. Q_mine = M^T P; all-reduce (sum) of every Q_mine of the bucket;
   4. the mean's approximation P (sum Q_mine / W)^T = P P^T mean(M); Q for the next step
@@ -25,7 +28,7 @@ Q starts from a normal draw seeded by the parameter's key (its name with model=,
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
 uncompressed on every rank (every rank sees the same sum), residuals and Qs unchanged.
-Two collectives per bucket, each bounded by the state's timeout (_ddp_wire.collective: a
+Two all-reduces per bucket (and the 8-bit exchange's four), each bounded by the state's timeout (_ddp_wire.collective: a
 rank that died or stalled is every rank's ckpz.Error). Not public API.
 """
 
@@ -35,6 +38,7 @@ from . import _ddp_wire, _dist_comm
 
 __all__ = []  # private module
 
+REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + its index
 DEFAULT_RANK = 4  # see doc/gradients.md: the MLP sweep
 MAX_RANK = 1024
 
@@ -131,21 +135,27 @@ def allreduce(state, index, layout, shapes, buf, what):
         mats.append((at, k, mat, name))
         ps.append((m[at:at + k].view(mat) @ q).flatten())
     flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.ones(1)
-    wire = _sum(state, what, torch.cat(ps + rest + [flag]), buf.device)
+    wire = _sum(state, what, torch.cat(ps + [flag]), buf.device)
     if float(wire[-1]) > 0:  # a NaN or an infinity somewhere: every rank sees it
         state.uncompressed_buckets += 1
         return _ddp_wire.allreduce(state, what, buf)
     out = torch.zeros(n, dtype=torch.float32)
+    if rest:  # the state's codec (8-bit), error feedback of its own under REST + index
+        lines = layout.split("\n") if len(_keys(layout)) == len(parts) else []
+        sub = "\n".join(line for line, (_, _, mat) in zip(lines, parts) if mat is None)
+        rest = _ddp_wire.quantized_allreduce(state, REST + index, sub, _ddp_wire._on(torch.cat(rest), buf.device),
+                                             what).cpu()
     pos, hats, mine = 0, [], []
     for at, k, (rows, cols), name in mats:
         p = torch.linalg.qr(wire[pos:pos + rows * lr.rank].view(rows, lr.rank))[0]
         pos += rows * lr.rank
         hats.append(p)
         mine.append(m[at:at + k].view(rows, cols).t() @ p)
+    at_rest = 0
     for at, k, mat in parts:
         if mat is None:
-            out[at:at + k] = wire[pos:pos + k] / w
-            pos += k
+            out[at:at + k] = rest[at_rest:at_rest + k]
+            at_rest += k
     qsum = _sum(state, what, torch.cat([q.flatten() for q in mine]), buf.device) if mats else None
     pos = 0
     for (at, k, (rows, cols), name), p, q in zip(mats, hats, mine):

@@ -1,7 +1,7 @@
 """Tests of ckpz.ddp's method "lowrank" on 2 gloo processes (the spawning and the small
 models of test_ddp.py): buckets made by hand whose parameters are matrices, vectors and a
 matrix too thin to compress: the same result on both ranks, the exact mean where the mean
-is of rank <= R or the part went uncompressed; error feedback keeps the sum of the
+is of rank <= R (within 8-bit quantisation where the part is not factored); error feedback keeps the sum of the
 results equal to the sum of the mean gradients less the mean of the last residuals, and
 each residual no larger than what it came from; the state_dict's factors and residuals
 resume the same step bit for bit; a NaN on one rank reaches every rank uncompressed; a
@@ -66,13 +66,14 @@ def prog_roundtrip(rank, world, d):
     got = ckpz.ddp.hook(state, MatrixBucket(grads(rank, 0, low=True), 0, last=True)).wait()
     want = exact(world, 0, low=True)
     assert got.shape == want.shape and got.dtype == torch.float32
-    out["low_err"] = float((got - want).abs().max() / want.abs().max())
+    mats = [(at, k) for at, k, mat in lowrank.plan(SHAPES, RANK) if mat is not None]
+    out["low_err"] = max(float((got[a:a + k] - want[a:a + k]).abs().max() / want[a:a + k].abs().max()) for a, k in mats)
     out["result"] = got.tolist()
     assert state.bytes_sent < state.bytes_allreduce / 4, (state.bytes_sent, state.bytes_allreduce)
-    # a full-rank gradient: the parts sent as they are are the exact mean; the residual
-    # is zero there, and no larger than the gradient plus the residual before
+    # a full-rank gradient: the parts not factored are the mean within two 8-bit steps;
+    # the residual is zero there, and no larger than the gradient plus the residual before
+    state = ckpz.ddp.CompressionState(method="lowrank:%d" % RANK)
     g = grads(rank, 1)
-    before = state._buckets[0][1].clone()
     got = ckpz.ddp.hook(state, MatrixBucket(g.clone(), 0, last=True)).wait()
     res = state._buckets[0][1]
     want = exact(world, 1)
@@ -80,11 +81,11 @@ def prog_roundtrip(rank, world, d):
     assert [p[2] is None for p in parts] == [False, True, True, False], parts
     for at, k, mat in parts:
         if mat is None:
-            assert torch.allclose(got[at:at + k], want[at:at + k], atol=1e-6), (at, k)
+            a = float(torch.stack([grads(r, 1)[at:at + k] for r in range(world)]).abs().max())
+            assert float((got[at:at + k] - want[at:at + k]).abs().max()) <= a / 127 * 1.01, (at, k)  # 8-bit
             assert not res[at:at + k].any()
         else:
-            m = g[at:at + k] + before[at:at + k]
-            assert res[at:at + k].norm() <= m.norm() * (1 + 1e-6)
+            assert res[at:at + k].norm() <= g[at:at + k].norm() * (1 + 1e-6)
             assert res[at:at + k].abs().max() > 0
     # BF16 buckets come back as BF16
     got = ckpz.ddp.hook(state, MatrixBucket(grads(rank, 2).bfloat16(), 1, last=True)).wait()
@@ -94,15 +95,28 @@ def prog_roundtrip(rank, world, d):
 
 def prog_feedback(rank, world, d, ef):
     """Ten steps of full-rank gradients: sum of results + mean of the last residuals ==
-    sum of the exact means (error feedback), and the results of the two ranks equal."""
+    sum of the exact means (error feedback: the factored parts' residuals, and the 8-bit
+    exchange's of the others: each rank's, and the owners' of their shards), and the
+    results of the two ranks equal."""
     state = ckpz.ddp.CompressionState(method="lowrank:1", error_feedback=ef)
     total, want = torch.zeros(N), torch.zeros(N)
     for step in range(10):
         total += ckpz.ddp.hook(state, MatrixBucket(grads(rank, step), 0, last=True)).wait()
         want += exact(world, step)
-    res = state._buckets[0][1].clone() if ef else torch.zeros(N)
+    res = torch.zeros(N)
+    if ef:
+        res += state._buckets[0][1] / world
+        _, rest, owned = state._buckets[lowrank.REST]
+        lo, hi = ckpz._ddp_wire.shard_bounds(rest.numel(), world, state.block)[rank]
+        rest = rest / world
+        rest[lo:hi] += owned
+        at = 0
+        for start, k, mat in lowrank.plan(SHAPES, 1):
+            if mat is None:
+                res[start:start + k] += rest[at:at + k]
+                at += k
     base.torch.distributed.all_reduce(res)
-    err = float((total + res / world - want).abs().max() / want.abs().max())
+    err = float((total + res - want).abs().max() / want.abs().max())
     gap = float((total - want).abs().max() / want.abs().max())
     base.write_json("%s/ef-%d.json" % (d, rank), {"err": err, "gap": gap, "total": total.tolist()})
 
