@@ -4,16 +4,19 @@ Per bucket, each parameter's gradient is viewed as a matrix, rows the parameter'
 dimension, columns the rest (a convolution's out x in*kh*kw). A matrix of rows x cols at
 rank r is compressed when its factors take at most half of it, 2 r (rows + cols) <=
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
-through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce, the state's codec:
-entropy= applies; error feedback of their own, kept as bucket REST + index), which on
-tests/python/test_ddp_methods.py's MLP took its bytes from 22x to 30x fewer than the FP32
-all-reduce at rank 4 (doc/gradients.md). With M the rank's gradient plus its residual
-(error feedback) and Q (cols x r) the same on every rank:
+through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce with the state's
+codec, entropy= applying; error feedback of their own, kept as bucket REST + index). On
+tests/python/test_ddp_methods.py's MLP at rank 4 that and P at 8 bits (below) took the
+bytes from 22x to 48x fewer than the FP32 all-reduce at the same loss (doc/gradients.md).
+With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the same
+on every rank:
 
-  1. P = M Q; all-reduce (sum) of every P of the bucket and a flag per rank (its M held
-     a NaN or an infinity); the uncompressed parts' exchange;
-  2. P orthonormalised (reduced QR of the sum: every rank the same, from the same sum);
-  3. Q_mine = M^T P; all-reduce (sum) of every Q_mine of the bucket;
+  1. P = M Q; the mean of every P of the bucket and a flag per rank (its M held a NaN or
+     an infinity: a NaN in the flag's place) through the 8-bit exchange without error
+     feedback (P's error only tilts the subspace M is projected on, and the residual
+     below is of the P used: the feedback stays exact); the uncompressed parts' exchange;
+  2. P orthonormalised (reduced QR of the mean: every rank the same, from the same mean);
+  3. Q_mine = M^T P; all-reduce (sum, FP32) of every Q_mine of the bucket;
   4. the mean's approximation P (sum Q_mine / W)^T = P P^T mean(M); Q for the next step
      (warm start) is sum Q_mine / W.
 
@@ -22,14 +25,16 @@ of its own matrix (zero where the parameter went uncompressed). Its mean over th
 is mean(M) - the approximation, as if the mean itself were fed back, and it never holds
 more than M_i (torch's PowerSGD keeps M_i minus the mean's approximation, whose
 deviations from the mean add up from step to step). So the sum of the results over the
-steps equals the sum of the mean gradients less the mean of the last residuals.
+steps equals the sum of the mean gradients less the mean of the last residuals (with
+the 8-bit exchange's residuals of the parts not factored).
 
 Q starts from a normal draw seeded by the parameter's key (its name with model=, else
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
-uncompressed on every rank (every rank sees the same sum), residuals and Qs unchanged.
-Two all-reduces per bucket (and the 8-bit exchange's four), each bounded by the state's timeout (_ddp_wire.collective: a
-rank that died or stalled is every rank's ckpz.Error). Not public API.
+uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Two
+8-bit exchanges (four collectives each) and an all-reduce per bucket, each bounded by the
+state's timeout (_ddp_wire.collective: a rank that died or stalled is every rank's
+ckpz.Error; a damaged packet is refused as in the 8-bit exchange). Not public API.
 """
 
 import zlib
@@ -134,10 +139,12 @@ def allreduce(state, index, layout, shapes, buf, what):
         name, q = lr.take(key, mat[1])
         mats.append((at, k, mat, name))
         ps.append((m[at:at + k].view(mat) @ q).flatten())
-    flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.ones(1)
-    wire = _sum(state, what, torch.cat(ps + [flag]), buf.device)
-    if float(wire[-1]) > 0:  # a NaN or an infinity somewhere: every rank sees it
-        state.uncompressed_buckets += 1
+    flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
+    had = state.uncompressed_buckets
+    wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(torch.cat(ps + [flag]), buf.device), what,
+                                         feedback=False).cpu()
+    if not bool(torch.isfinite(wire[-1])):  # a NaN or an infinity on some rank: every rank sees it
+        state.uncompressed_buckets = had + 1
         return _ddp_wire.allreduce(state, what, buf)
     out = torch.zeros(n, dtype=torch.float32)
     if rest:  # the state's codec (8-bit), error feedback of its own under REST + index

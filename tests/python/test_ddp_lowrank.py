@@ -1,7 +1,8 @@
 """Tests of ckpz.ddp's method "lowrank" on 2 gloo processes (the spawning and the small
 models of test_ddp.py): buckets made by hand whose parameters are matrices, vectors and a
 matrix too thin to compress: the same result on both ranks, the exact mean where the mean
-is of rank <= R (within 8-bit quantisation where the part is not factored); error feedback keeps the sum of the
+is of rank <= R (within what 8-bit quantisation of P and of the parts not factored
+leaves); error feedback keeps the sum of the
 results equal to the sum of the mean gradients less the mean of the last residuals, and
 each residual no larger than what it came from; the state_dict's factors and residuals
 resume the same step bit for bit; a NaN on one rank reaches every rank uncompressed; a
@@ -62,7 +63,8 @@ def exact(world, step, low=False):
 def prog_roundtrip(rank, world, d):
     state = ckpz.ddp.CompressionState(method="lowrank:%d" % RANK)
     out = {}
-    # a mean of rank <= RANK: the projection found in one step holds it all
+    # a mean of rank <= RANK: the projection found in one step holds it all, but for the
+    # 8-bit quantisation of P (0.054 of the largest value here; 1e-7 with P in FP32)
     got = ckpz.ddp.hook(state, MatrixBucket(grads(rank, 0, low=True), 0, last=True)).wait()
     want = exact(world, 0, low=True)
     assert got.shape == want.shape and got.dtype == torch.float32
@@ -195,7 +197,8 @@ class LowRankTest(unittest.TestCase):
         base.spawn(prog_roundtrip, 2, self.dir)
         got = [base.read_json("%s/rt-%d.json" % (self.dir, r)) for r in range(2)]
         self.assertEqual(got[0]["result"], got[1]["result"])
-        self.assertLess(got[0]["low_err"], 1e-5)
+        print("lowrank:2, a mean of rank 2: largest error %.3g of the largest value" % got[0]["low_err"])
+        self.assertLess(got[0]["low_err"], 0.1)  # P travels at 8 bits: its subspace is that close
 
     def test_error_feedback(self):
         base.spawn(prog_feedback, 2, self.dir, True)
