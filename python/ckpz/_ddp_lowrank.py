@@ -149,7 +149,9 @@ def allreduce(state, index, layout, shapes, buf, what):
     out = torch.zeros(n, dtype=torch.float32)
     if rest:  # the state's codec (8-bit), error feedback of its own under REST + index
         lines = layout.split("\n") if len(_keys(layout)) == len(parts) else []
-        sub = "\n".join(line for line, (_, _, mat) in zip(lines, parts) if mat is None)
+        # "rest/": keys of their own (the bucket's layout names these parameters too), so
+        # that its residuals follow them when DDP lays buckets out anew (ddp._moved)
+        sub = "\n".join("rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None)
         rest = _ddp_wire.quantized_allreduce(state, REST + index, sub, _ddp_wire._on(torch.cat(rest), buf.device),
                                              what).cpu()
     pos, hats, mine = 0, [], []

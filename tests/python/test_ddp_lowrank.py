@@ -143,6 +143,26 @@ def prog_resume(rank, world, d):
         assert torch.equal(q, loaded._lowrank.qs[name]), name
 
 
+def prog_train_resume(rank, world, d):
+    """DDP training (buckets of 8 kB: several), three steps, a save (ckpz.save of model,
+    optimizer and the hook's state); three more against a new DDP model (other buckets
+    than the rebuilt ones saved) loaded from the save: the same parameters bit for bit."""
+    ddp, opt, state = base.make("lowrank:2")
+    base.train(ddp, opt, 3)
+    path = "%s/ck-%d.ckpz" % (d, rank)
+    ckpz.save({"model": ddp.state_dict(), "optim": opt.state_dict(), "hook": state.state_dict()}, path)
+    base.train(ddp, opt, 3, first=3)
+    want = base.params_of(ddp)
+    ddp2, opt2, state2 = base.make("lowrank:2", seed=1)
+    back = ckpz.load(path)
+    ddp2.load_state_dict(back["model"])
+    opt2.load_state_dict(back["optim"])
+    state2.load_state_dict(back["hook"])
+    assert any(k >= lowrank.REST for k in state2._buckets), list(state2._buckets)
+    base.train(ddp2, opt2, 3, first=3)
+    assert all(torch.equal(a, b) for a, b in zip(base.params_of(ddp2), want)), "resumed run differs"
+
+
 def prog_nan(rank, world, d):
     state = ckpz.ddp.CompressionState(method="lowrank:2")
     ckpz.ddp.hook(state, MatrixBucket(grads(rank, 0), 0, last=True)).wait()
@@ -213,6 +233,9 @@ class LowRankTest(unittest.TestCase):
 
     def test_resume_same_step(self):
         base.spawn(prog_resume, 2, self.dir)
+
+    def test_training_resumes_bit_for_bit(self):
+        base.spawn(prog_train_resume, 2, self.dir)
 
     def test_nan_uncompressed(self):
         base.spawn(prog_nan, 2, self.dir)
