@@ -105,6 +105,8 @@ def register(ddp, hook, warmup):
         kw["auto_max"] = arg
     if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
         kw["block"] = int(arg) if arg else Q1_BLOCK
+    if method == "lowrank" and arg:  # ckpz-lowrank:R: matrix rank R
+        method += ":" + arg
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
     return st

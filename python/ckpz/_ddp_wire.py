@@ -158,17 +158,18 @@ def to_all(state, what, slot, limits, device):
     return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device)
 
 
-def quantized_allreduce(state, index, layout, buf, what):
+def quantized_allreduce(state, index, layout, buf, what, feedback=True):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
     quantised as above (or sent as it is, see above): a new tensor like buf. layout:
-    the bucket's, for its residuals (CompressionState._residuals)."""
+    the bucket's, for its residuals (CompressionState._residuals); feedback=False: none
+    (method "lowrank"'s factors P, orthonormalised after)."""
     import torch
 
     codec, w, me, n = state.codec, state.world, state.rank, buf.numel()
     host = buf if buf.device.type == "cpu" else buf.cpu()
     bounds = shard_bounds(n, w, codec.block)
     limits = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
-    residual, owned = state._residuals(index, layout, n, bounds[me])
+    residual, owned = state._residuals(index, layout, n, bounds[me]) if feedback else (None, None)
     seed = state._seed(index)
 
     # phase 1: my packet of every shard to its owner

@@ -328,7 +328,8 @@ def sweep(only=()):
     d = tempfile.mkdtemp(prefix="ckpz-ddp-sweep-")
     cases = [("none", None, {}), ("q8", "q8", {}), ("q4", "q4", {})] + [
         ("topk %g" % k, "topk", {"density": k}) for k in (0.1, 0.05, 0.02, 0.01)] + [
-        ("q1/%d" % b, "q1", {"block": b}) for b in (256, 512, 1024)]
+        ("q1/%d" % b, "q1", {"block": b}) for b in (256, 512, 1024)] + [
+        ("lowrank:%d" % r, "lowrank:%d" % r, {}) for r in (1, 2, 4, 8)]
     for name, method, kw in cases:
         if only and name.replace(" ", "") not in only:
             continue

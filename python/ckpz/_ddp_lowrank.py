@@ -1,0 +1,196 @@
+"""method "lowrank" of ckpz.ddp: each gradient matrix of a bucket sent as two thin factors.
+
+Per bucket, each parameter's gradient is viewed as a matrix, rows the parameter's first
+dimension, columns the rest (a convolution's out x in*kh*kw). A matrix of rows x cols at
+rank r is compressed when its factors take at most half of it, 2 r (rows + cols) <=
+rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
+through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce with the state's
+codec, entropy= applying; error feedback of their own, kept as bucket REST + index). On
+tests/python/test_ddp_methods.py's MLP at rank 4 that and P at 8 bits (below) took the
+bytes from 22x to 48x fewer than the FP32 all-reduce at the same loss (doc/gradients.md).
+With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the same
+on every rank:
+
+  1. P = M Q; the mean of every P of the bucket and a flag per rank (its M held a NaN or
+     an infinity: a NaN in the flag's place) through the 8-bit exchange without error
+     feedback (P's error only tilts the subspace M is projected on, and the residual
+     below is of the P used: the feedback stays exact); the uncompressed parts' exchange;
+  2. P orthonormalised (reduced QR of the mean: every rank the same, from the same mean);
+  3. Q_mine = M^T P; all-reduce (sum, FP32) of every Q_mine of the bucket;
+  4. the mean's approximation P (sum Q_mine / W)^T = P P^T mean(M); Q for the next step
+     (warm start) is sum Q_mine / W.
+
+Error feedback: the residual of rank i is M_i - P P^T M_i, what the projection left out
+of its own matrix (zero where the parameter went uncompressed). Its mean over the ranks
+is mean(M) - the approximation, as if the mean itself were fed back, and it never holds
+more than M_i (torch's PowerSGD keeps M_i minus the mean's approximation, whose
+deviations from the mean add up from step to step). So the sum of the results over the
+steps equals the sum of the mean gradients less the mean of the last residuals (with
+the 8-bit exchange's residuals of the parts not factored).
+
+Q starts from a normal draw seeded by the parameter's key (its name with model=, else
+dtype and shape, and its occurrence in the step), so every rank starts from the same;
+the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
+uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Two
+8-bit exchanges (four collectives each) and an all-reduce per bucket, each bounded by the
+state's timeout (_ddp_wire.collective: a rank that died or stalled is every rank's
+ckpz.Error; a damaged packet is refused as in the 8-bit exchange). Not public API.
+"""
+
+import zlib
+
+from . import _ddp_wire, _dist_comm
+
+__all__ = []  # private module
+
+REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + its index
+DEFAULT_RANK = 4  # see doc/gradients.md: the MLP sweep
+MAX_RANK = 1024
+
+
+def parse(method):
+    """(method, matrix rank) of a method string: "lowrank" -> ("lowrank", DEFAULT_RANK),
+    "lowrank:R" -> ("lowrank", R); any other method (method, None). ValueError for an R
+    that is not an int in 1..MAX_RANK."""
+    if not isinstance(method, str) or not method.startswith("lowrank"):
+        return method, None
+    if method == "lowrank":
+        return method, DEFAULT_RANK
+    head, colon, r = method.partition(":")
+    if head != "lowrank" or not colon or not r.isdigit() or not 1 <= int(r) <= MAX_RANK:
+        raise ValueError("ckpz.ddp: method \"lowrank:R\" takes a rank R of 1..%d, not %r" % (MAX_RANK, method))
+    return head, int(r)
+
+
+def plan(shapes, rank):
+    """[(offset, elements, (rows, cols) or None: sent as it is)] of a bucket's parameters."""
+    out, at = [], 0
+    for shape in shapes:
+        k = 1
+        for d in shape:
+            k *= d
+        rows = shape[0] if len(shape) >= 2 else 0
+        cols = k // rows if rows else 0
+        mat = (rows, cols) if rows and 2 * rank * (rows + cols) <= rows * cols else None
+        out.append((at, k, mat))
+        at += k
+    return out
+
+
+class Factors:
+    """The Qs of a state, by the parameter's key (#occurrence in the step)."""
+
+    def __init__(self, rank):
+        self.rank, self.qs, self.seen = rank, {}, {}
+
+    def new_step(self):
+        self.seen = {}
+
+    def take(self, key, cols):
+        """The Q of the next parameter of this key (cols x rank): the one kept, else a
+        normal draw seeded by the key (the same on every rank)."""
+        import torch
+
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        name = "%s#%d" % (key, n)
+        q = self.qs.get(name)
+        if q is None or tuple(q.shape) != (cols, self.rank):
+            g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+            q = torch.randn(cols, self.rank, generator=g)
+        return name, q
+
+    def load(self, table):
+        """Restores state_dict's factors (copies); ValueError for one that is not a Q."""
+        import torch
+
+        if not isinstance(table, dict):
+            raise ValueError("ckpz.ddp: the state's factors are not a dict")
+        for name, q in table.items():
+            if not (isinstance(name, str) and isinstance(q, torch.Tensor) and q.dim() == 2
+                    and q.dtype == torch.float32 and q.shape[1] == self.rank):
+                raise ValueError("ckpz.ddp: the state's factors[%r] is not a Q of rank %d" % (name, self.rank))
+        self.qs = {k: q.detach().to("cpu", copy=True).contiguous() for k, q in table.items()}
+
+
+def _keys(layout):
+    return [line.rpartition(":")[0] for line in layout.split("\n")] if layout else []
+
+
+def allreduce(state, index, layout, shapes, buf, what):
+    """The bucket's mean over the ranks as above: a new tensor like buf (contiguous)."""
+    import torch
+
+    w, n, lr = state.world, buf.numel(), state._lowrank
+    host = buf if buf.device.type == "cpu" else buf.cpu()
+    residual, _ = state._residuals(index, layout, n, (0, 0))
+    m = host.float() + residual if residual is not None else host.float().clone()
+    parts = plan(shapes, lr.rank)
+    if sum(k for _, k, _ in parts) != n:  # not laid out as its parameters: all sent as it is
+        parts = [(0, n, None)]
+    keys = _keys(layout)
+    if len(keys) != len(parts):
+        keys = ["bucket%d.%d" % (index, i) for i in range(len(parts))]
+    mats, ps, rest = [], [], []
+    for (at, k, mat), key in zip(parts, keys):
+        if mat is None:
+            rest.append(m[at:at + k])
+            continue
+        name, q = lr.take(key, mat[1])
+        mats.append((at, k, mat, name))
+        ps.append((m[at:at + k].view(mat) @ q).flatten())
+    flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
+    had = state.uncompressed_buckets
+    wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(torch.cat(ps + [flag]), buf.device), what,
+                                         feedback=False).cpu()
+    if not bool(torch.isfinite(wire[-1])):  # a NaN or an infinity on some rank: every rank sees it
+        state.uncompressed_buckets = had + 1
+        return _ddp_wire.allreduce(state, what, buf)
+    out = torch.zeros(n, dtype=torch.float32)
+    if rest:  # the state's codec (8-bit), error feedback of its own under REST + index
+        lines = layout.split("\n") if len(_keys(layout)) == len(parts) else []
+        # "rest/": keys of their own (the bucket's layout names these parameters too), so
+        # that its residuals follow them when DDP lays buckets out anew (ddp._moved)
+        sub = "\n".join("rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None)
+        rest = _ddp_wire.quantized_allreduce(state, REST + index, sub, _ddp_wire._on(torch.cat(rest), buf.device),
+                                             what).cpu()
+    pos, hats, mine = 0, [], []
+    for at, k, (rows, cols), name in mats:
+        p = torch.linalg.qr(wire[pos:pos + rows * lr.rank].view(rows, lr.rank))[0]
+        pos += rows * lr.rank
+        hats.append(p)
+        mine.append(m[at:at + k].view(rows, cols).t() @ p)
+    at_rest = 0
+    for at, k, mat in parts:
+        if mat is None:
+            out[at:at + k] = rest[at_rest:at_rest + k]
+            at_rest += k
+    qsum = _sum(state, what, torch.cat([q.flatten() for q in mine]), buf.device) if mats else None
+    pos = 0
+    for (at, k, (rows, cols), name), p, q in zip(mats, hats, mine):
+        qmean = qsum[pos:pos + cols * lr.rank].view(cols, lr.rank) / w
+        pos += cols * lr.rank
+        out[at:at + k] = (p @ qmean.t()).flatten()
+        lr.qs[name] = qmean.contiguous()
+        if residual is not None:
+            m[at:at + k] -= (p @ q.t()).flatten()
+    if residual is not None:
+        for at, k, mat in parts:
+            if mat is None:
+                m[at:at + k] = 0
+        residual.copy_(m)
+    result = out.to(buf.dtype)
+    return result.to(buf.device) if buf.device.type != "cpu" else result
+
+
+def _sum(state, what, vec, device):
+    """vec's sum over the ranks (an all-reduce on the bucket's device, bounded by the
+    state's timeout), on the CPU; counts a ring all-reduce's bytes of it."""
+    dist = _dist_comm.dist_module()
+    wire = _ddp_wire._on(vec, device)
+    _ddp_wire.collective(state, what, lambda: dist.all_reduce(wire, group=state.group, async_op=True))
+    w = state.world
+    state.bytes_sent += 2 * (w - 1) * vec.numel() * vec.element_size() // w
+    got = wire.cpu() if wire.device.type != "cpu" else wire.clone()  # hold empties wire
+    _dist_comm.hold([wire])
+    return got
