@@ -32,11 +32,14 @@ void encode_job(void *v, int worker, void *arg)
         r->out_len = chunk_encode_lossy(ws->scratch, worker, level, &d->plan, d->dtype, d->entry, d->elem0, j->raw,
                                         d->raw_len, d->plan.spec.no_base ? NULL : j->base, j->out, &r->raw_crc,
                                         &restored, &r->st);
-    } else if (d->group == GROUP_SMALL && d->dtype != CKPZ_DTYPE_NONE) {
+    } else if (d->group == GROUP_SMALL && d->dtype != CKPZ_DTYPE_NONE && !d->uniform) {
         /* A group mixes tensors (and opaque bytes) whose elements need not line up with
-         * the chunk's: coded as its largest dtype and as bytes, the smaller kept. Such
-         * groups are small (PACK_GROUP) and a small share of any checkpoint, so the second
-         * coding is cheap. A group that leads a larger owner is coded as the owner. */
+         * the chunk's: coded as its largest dtype and as bytes, the smaller kept. A group
+         * of whole tensors of one dtype (d->uniform) is coded as that dtype only: as bytes
+         * it was never the smaller on the corpus (23 groups of 4,800 small FP32 tensors,
+         * 11% larger; 9 of a GGUF, 6% larger), and the second coding took a third of the
+         * compression time of a file of small tensors. A group that leads a larger owner
+         * is coded as the owner. */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
         size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
