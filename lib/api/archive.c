@@ -94,9 +94,11 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
             a->base_bytes = p.base;
         }
     }
-    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->flags,
-                              &a->e, &a->ne, &a->c, &a->nc)))
-        goto fail;
+    struct workmem *wm = workmem_take(ctx); /* the entry lists' coder kept by the context */
+    err = ctr_index_read(ctx, workmem_lists(wm), ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit,
+                         a->flags, &a->e, &a->ne, &a->c, &a->nc);
+    workmem_keep(ctx, wm);
+    if (err) goto fail;
     for (size_t i = 0; i < a->ne; i++) /* a based entry starts inside the base */
         if ((a->e[i].flags & CTR_ENTRY_BASED) && a->e[i].base_offset > a->base.size) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%.100s') refers past the end of the base", i,

@@ -80,8 +80,8 @@ void writer_free(writer *w)
     free(w->qs);
     free(w->c);
     free(w->spans);
-    ent_ctx_free(w->ec);
-    w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL;
+    if (w->own_ec) ent_ctx_free(w->ec);
+    w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL, w->own_ec = 0;
 }
 
 static ckpz_error put(writer *w, const void *p, size_t n)
@@ -152,7 +152,8 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
         }
         uint8_t *fr;
         size_t len;
-        if (!w->ec && !(w->ec = ent_ctx_create())) return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+        if (!w->ec && !(w->own_ec = (w->ec = ent_ctx_create()) != NULL))
+            return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
         if ((err = ctr_list_frame_write(w->ctx, w->ec, ents + d->first_entry, d->entry - d->first_entry + 1, &fr,
                                         &len)))
             return err;
