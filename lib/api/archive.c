@@ -120,10 +120,11 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     }
     a->chunk_off[a->nc] = t.original_size;
     uint64_t shared = 0; /* of the current group's frame, given to its packed entries so far */
+    size_t o = 0;        /* the owner of the group entry i is in (found once a group, not once an entry) */
     for (size_t i = 0; i < a->ne; i++) {
         const ctr_entry *e = &a->e[i];
         if (e->flags & CTR_ENTRY_PACKED) {
-            size_t o = i + 1; /* the owner: the index read checked that there is one */
+            if (o <= i) o = i + 1; /* the owner: the index read checked that there is one */
             while (a->e[o].flags & CTR_ENTRY_PACKED) o++;
             const ctr_chunkrec *r = &a->c[a->e[o].first_chunk];
             a->compressed[i] = (uint64_t)((double)r->frame_len * (double)e->length / (double)r->raw_len);
