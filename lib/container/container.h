@@ -103,8 +103,8 @@ typedef struct ctr_entry {
     uint8_t flags;
     uint16_t name_len;
     uint32_t ndim;
-    char *name;       /* NUL-terminated, owned */
-    uint64_t *shape;  /* owned */
+    char *name;       /* NUL-terminated; a read entry's lies in its shape's block */
+    uint64_t *shape;  /* owned: a read entry's holds its name after the dimensions */
     uint64_t offset;  /* in the original */
     uint64_t base_offset; /* of the matching bytes in the base's original (CTR_ENTRY_BASED) */
     uint64_t length;  /* index form only */
@@ -152,6 +152,10 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
  * file_flags: CTR_FILE_BASED / CTR_FILE_LOSSY, the entry flags the file allows. */
 ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
                           ctr_entry *e, size_t *used);
+/* Room for a read entry's ndim dimensions and name_len + 1 bytes of name, one block (one
+ * allocation an entry: 4,800 entries read twice, as the index and as entry frames, spent a
+ * fifth of a restore in malloc and free); 0, or -1 out of memory. */
+int ctr_entry_alloc(ctr_entry *e);
 void ctr_entry_clear(ctr_entry *e);
 /* Pieces of a record shared by both codings of entries (this file and entlist.c): the
  * lossy fields (returns bytes written; reading refuses an unknown mode), and the checks

@@ -296,16 +296,17 @@ static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned f
     if (v > CTR_MAX_NDIM)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %llu dimensions", (unsigned long long)v);
     x->ndim = (uint32_t)v;
-    if (!(x->shape = malloc(8 * (size_t)x->ndim + 1))) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    uint64_t dims[CTR_MAX_NDIM];
     for (uint32_t d = 0; d < x->ndim; d++)
-        if (num(nc, &x->shape[d])) return bad(ctx, "numbers truncated");
+        if (num(nc, &dims[d])) return bad(ctx, "numbers truncated");
     if ((x->flags & CTR_ENTRY_BASED) && num(nc, &x->base_offset)) return bad(ctx, "numbers truncated");
     /* the name: pre bytes of the previous one, then suf of its own */
     if (num(nc, &pre) || num(nc, &suf)) return bad(ctx, "numbers truncated");
     if (pre > (prev ? prev->name_len : 0u) || suf > CTR_MAX_NAME - pre || suf > names->n - names->pos)
         return bad(ctx, "a name's lengths are out of range");
     x->name_len = (uint16_t)(pre + suf);
-    if (!(x->name = malloc((size_t)x->name_len + 1))) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (ctr_entry_alloc(x)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
     if (pre) memcpy(x->name, prev->name, (size_t)pre);
     if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
