@@ -26,8 +26,7 @@
 void ckpz_archive_close(ckpz_archive *a)
 {
     if (!a) return;
-    for (size_t i = 0; i < a->ne; i++) ctr_entry_clear(&a->e[i]);
-    free(a->e);
+    ctr_entries_free(a->e, a->ne);
     free(a->c);
     free(a->compressed);
     free(a->chunk_off);
