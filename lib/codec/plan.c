@@ -363,7 +363,8 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->entry = (uint32_t)(pl->ne - 1);
     c->dtype = c->group == GROUP_SMALL ? group_dtype(pl->e + c->first_entry, pl->ne - c->first_entry)
                                        : (ckpz_dtype)e->dtype;
-    c->uniform = c->group == GROUP_SMALL && uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
+    c->uniform = c->group == GROUP_SMALL && n >= PACK_MAX &&
+                 uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
     c->raw_len = n;
     /* the base may end first (open tails) */
     c->has_base = pl->entry_base && n <= pl->entry_avail;
