@@ -73,7 +73,7 @@ static void test_roundtrip(ckpz_ctx *ctx)
         size_t len, used, got;
         ctr_entry *r;
         CHECK(ctr_list_write(ctx, e, n, index_form, &buf, &len) == CKPZ_OK);
-        ckpz_error err = ctr_list_read(ctx, buf, len, index_form, ALL_FLAGS, LIMIT, n, &r, &got, &used);
+        ckpz_error err = ctr_list_read(ctx, NULL, buf, len, index_form, ALL_FLAGS, LIMIT, n, &r, &got, &used);
         CHECKF(err == CKPZ_OK && got == n && used == len, "form %d: %s", index_form, ckpz_ctx_message(ctx));
         for (size_t i = 0; !err && i < n; i++)
             CHECKF(same_entry(&e[i], &r[i], index_form), "form %d: entry %zu", index_form, i);
@@ -84,8 +84,8 @@ static void test_roundtrip(ckpz_ctx *ctx)
         CHECKF(len * 4 < plain, "form %d: %zu bytes coded, %zu plain", index_form, len, plain);
         /* a file without the entry flags the list uses refuses it */
         ctx_clear(ctx);
-        CHECK(ctr_list_read(ctx, buf, len, index_form, CTR_FILE_PACKED | CTR_FILE_CODED, LIMIT, n, &r, &got, &used) ==
-              CKPZ_ERR_VERSION);
+        CHECK(ctr_list_read(ctx, NULL, buf, len, index_form, CTR_FILE_PACKED | CTR_FILE_CODED, LIMIT, n, &r, &got,
+                            &used) == CKPZ_ERR_VERSION);
         free(buf);
     }
     /* as an index: the seek table after the list, and the tiling checks */
@@ -105,18 +105,21 @@ static void test_roundtrip(ckpz_ctx *ctx)
     ctr_chunkrec *rc;
     CHECK(ctr_index_encode(ctx, NULL, e, n, c, nch, &ib, &isz) == CKPZ_OK);
     ctx_clear(ctx);
-    ckpz_error err = ctr_index_read(ctx, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc);
+    ckpz_error err = ctr_index_read(ctx, NULL, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc);
     CHECKF(err == CKPZ_OK && rne == n && rnc == nch, "coded index: %s", ckpz_ctx_message(ctx));
     for (size_t i = 0; !err && i < n; i++) CHECKF(same_entry(&e[i], &re[i], 1), "coded index: entry %zu", i);
     if (!err) ctr_entries_free(re, rne), free(rc);
     /* the same bytes read as a plain index, or cut short, or with a chunk that does not add up: refused */
     ctx_clear(ctx);
-    CHECK(ctr_index_read(ctx, ib, isz, pos, original, LIMIT, ALL_FLAGS & ~CTR_FILE_CODED, &re, &rne, &rc, &rnc) != 0);
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, pos, original, LIMIT, ALL_FLAGS & ~CTR_FILE_CODED, &re, &rne, &rc, &rnc) !=
+          0);
     ctx_clear(ctx);
-    CHECK(ctr_index_read(ctx, ib, isz - 1, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc) == CKPZ_ERR_CORRUPT);
+    CHECK(ctr_index_read(ctx, NULL, ib, isz - 1, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc) ==
+          CKPZ_ERR_CORRUPT);
     st32(ib + isz - 8, ld32(ib + isz - 8) + 1); /* the last chunk's original length */
     ctx_clear(ctx);
-    CHECK(ctr_index_read(ctx, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc) == CKPZ_ERR_CORRUPT &&
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &rc, &rnc) ==
+              CKPZ_ERR_CORRUPT &&
           strstr(ckpz_ctx_message(ctx), "do not add up"));
     free(ib);
     /* an empty original: the index is no larger than a plain one (24 bytes) */
@@ -129,14 +132,14 @@ static void test_roundtrip(ckpz_ctx *ctx)
     ctr_entry *fe;
     CHECK(ctr_list_frame_write(ctx, NULL, e + 1, 4, &fr, &flen) == CKPZ_OK);
     CHECK(ctr_eframe_len(ctx, fr, flen, ALL_FLAGS, LIMIT, 0, 0, &blen) == CKPZ_OK && 12 + (size_t)blen == flen);
-    CHECK(ctr_eframe_read(ctx, fr, blen, ALL_FLAGS, LIMIT, 0, 0, &fe, &fn) == CKPZ_OK && fn == 4);
+    CHECK(ctr_eframe_read(ctx, NULL, fr, blen, ALL_FLAGS, LIMIT, 0, 0, &fe, &fn) == CKPZ_OK && fn == 4);
     for (size_t i = 0; i < fn; i++) CHECKF(same_entry(&e[1 + i], &fe[i], 0), "frame: entry %zu", i);
     ctr_entries_free(fe, fn);
     ctx_clear(ctx);
     CHECK(ctr_eframe_len(ctx, fr, flen, ALL_FLAGS & ~CTR_FILE_CODED, LIMIT, 0, 0, &blen) == CKPZ_ERR_CORRUPT);
     fr[flen / 2] ^= 1;
     ctx_clear(ctx);
-    CHECK(ctr_eframe_read(ctx, fr, (uint32_t)(flen - 12), ALL_FLAGS, LIMIT, 0, 0, &fe, &fn) == CKPZ_ERR_CHECKSUM);
+    CHECK(ctr_eframe_read(ctx, NULL, fr, (uint32_t)(flen - 12), ALL_FLAGS, LIMIT, 0, 0, &fe, &fn) == CKPZ_ERR_CHECKSUM);
     free(fr);
     ctr_entries_free(e, n);
     free(c);
@@ -182,7 +185,7 @@ static ckpz_error read_list(ckpz_ctx *ctx, const buf *b, ctr_entry **e, size_t *
 {
     size_t used;
     ctx_clear(ctx);
-    ckpz_error err = ctr_list_read(ctx, b->b, b->n, 0, ALL_FLAGS, LIMIT, 0, e, n, &used);
+    ckpz_error err = ctr_list_read(ctx, NULL, b->b, b->n, 0, ALL_FLAGS, LIMIT, 0, e, n, &used);
     if (!err && used != b->n) err = CKPZ_ERR_INTERNAL;
     return err;
 }

@@ -281,7 +281,7 @@ static ckpz_error index_roundtrip(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, 
     ctr_chunkrec *pc;
     size_t pne, pnc;
     ctx_clear(ctx);
-    ckpz_error err = ctr_index_read(ctx, ib, isz, 100000, original, 1 << 20, file_flags, &pe, &pne, &pc, &pnc);
+    ckpz_error err = ctr_index_read(ctx, NULL, ib, isz, 100000, original, 1 << 20, file_flags, &pe, &pne, &pc, &pnc);
     if (!err) {
         for (size_t i = 0; i < pne; i++) ctr_entry_clear(&pe[i]);
         free(pe);
@@ -465,16 +465,16 @@ static void test_container(void)
     ctr_entry *pe;
     ctr_chunkrec *pc;
     size_t ne, nc;
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_OK);
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_OK);
     CHECK(ne == 2 && nc == 2 && !strcmp(pe[1].name, "w") && pe[1].shape[1] == 8 && pc[1].frame_offset == 100);
     for (size_t i = 0; i < ne; i++) ctr_entry_clear(&pe[i]);
     free(pe);
     free(pc);
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 165, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
-    CHECK(ctr_index_read(ctx, ib, isz, 120, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) ==
-          CKPZ_ERR_CORRUPT);  /* frame past index */
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, 1000, 165, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT); /* size */
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, 120, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) ==
+          CKPZ_ERR_CORRUPT); /* frame past index */
     st64(ib + 8, 1ull << 40); /* entry count */
-    CHECK(ctr_index_read(ctx, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
+    CHECK(ctr_index_read(ctx, NULL, ib, isz, 1000, 164, 1 << 20, 0, &pe, &ne, &pc, &nc) == CKPZ_ERR_CORRUPT);
     free(ib);
     test_packed_index(ctx);
 

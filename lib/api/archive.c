@@ -26,8 +26,7 @@
 void ckpz_archive_close(ckpz_archive *a)
 {
     if (!a) return;
-    for (size_t i = 0; i < a->ne; i++) ctr_entry_clear(&a->e[i]);
-    free(a->e);
+    ctr_entries_free(a->e, a->ne);
     free(a->c);
     free(a->compressed);
     free(a->chunk_off);
@@ -94,9 +93,11 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
             a->base_bytes = p.base;
         }
     }
-    if ((err = ctr_index_read(ctx, ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit, a->flags,
-                              &a->e, &a->ne, &a->c, &a->nc)))
-        goto fail;
+    struct workmem *wm = workmem_take(ctx); /* the entry lists' coder kept by the context */
+    err = ctr_index_read(ctx, workmem_lists(wm), ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit,
+                         a->flags, &a->e, &a->ne, &a->c, &a->nc);
+    workmem_keep(ctx, wm);
+    if (err) goto fail;
     for (size_t i = 0; i < a->ne; i++) /* a based entry starts inside the base */
         if ((a->e[i].flags & CTR_ENTRY_BASED) && a->e[i].base_offset > a->base.size) {
             err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: entry %zu ('%.100s') refers past the end of the base", i,
@@ -118,10 +119,11 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     }
     a->chunk_off[a->nc] = t.original_size;
     uint64_t shared = 0; /* of the current group's frame, given to its packed entries so far */
+    size_t o = 0;        /* the owner of the group entry i is in (found once a group, not once an entry) */
     for (size_t i = 0; i < a->ne; i++) {
         const ctr_entry *e = &a->e[i];
         if (e->flags & CTR_ENTRY_PACKED) {
-            size_t o = i + 1; /* the owner: the index read checked that there is one */
+            if (o <= i) o = i + 1; /* the owner: the index read checked that there is one */
             while (a->e[o].flags & CTR_ENTRY_PACKED) o++;
             const ctr_chunkrec *r = &a->c[a->e[o].first_chunk];
             a->compressed[i] = (uint64_t)((double)r->frame_len * (double)e->length / (double)r->raw_len);

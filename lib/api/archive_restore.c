@@ -54,8 +54,8 @@ static void restore_job(void *v, int worker, void *arg)
  * only reader of them besides the sequential decoder, whose checks they share:
  * ctr_eframe_len/_read); chunk frames only by where the seek table puts them, since
  * reading one means decoding it, and that checks it. */
-static ckpz_error check_eframe(ckpz_ctx *ctx, const ckpz_archive *a, size_t *i, uint64_t *pos, uint64_t end,
-                               uint8_t **fr, size_t *cap)
+static ckpz_error check_eframe(ckpz_ctx *ctx, ent_ctx *ec, const ckpz_archive *a, size_t *i, uint64_t *pos,
+                               uint64_t end, uint8_t **fr, size_t *cap)
 {
     uint8_t hb[8];
     uint32_t blen;
@@ -76,7 +76,7 @@ static ckpz_error check_eframe(ckpz_ctx *ctx, const ckpz_archive *a, size_t *i, 
         return ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", *i, (unsigned long long)*pos);
     ctr_entry *f;
     size_t n;
-    if ((err = ctr_eframe_read(ctx, *fr, blen, a->flags, a->mem_limit, *i, *pos, &f, &n))) return err;
+    if ((err = ctr_eframe_read(ctx, ec, *fr, blen, a->flags, a->mem_limit, *i, *pos, &f, &n))) return err;
     int same = n <= a->ne - *i;
     for (size_t k = 0; same && k < n; k++)
         same = ctr_entry_same(&f[k], &a->e[*i + k]) && (k + 1 == n || a->e[*i + k].nchunks == 0);
@@ -89,15 +89,15 @@ static ckpz_error check_eframe(ckpz_ctx *ctx, const ckpz_archive *a, size_t *i, 
     return CKPZ_OK;
 }
 
-ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
+/* ckpz_archive_check_frames, the entry lists decoded with ec (NULL: their own). */
+static ckpz_error check_frames(ckpz_ctx *ctx, ent_ctx *ec, const ckpz_archive *a)
 {
-    ctx_clear(ctx);
     uint64_t pos = a->data_start, end = a->index_offset;
     uint8_t *fr = NULL;
     size_t cap = 0;
     ckpz_error err = CKPZ_OK;
     for (size_t i = 0; i < a->ne && !err; i++) {
-        if ((err = check_eframe(ctx, a, &i, &pos, end, &fr, &cap))) break;
+        if ((err = check_eframe(ctx, ec, a, &i, &pos, end, &fr, &cap))) break;
         const ctr_entry *e = &a->e[i];
         for (uint64_t k = e->first_chunk; k < e->first_chunk + e->nchunks; k++) {
             if (a->c[k].frame_offset != pos) {
@@ -112,6 +112,15 @@ ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
         err = ctx_fail(ctx, CKPZ_ERR_CORRUPT, "unindexed bytes before the index (bytes %llu..%llu)",
                        (unsigned long long)pos, (unsigned long long)end);
     free(fr);
+    return err;
+}
+
+ckpz_error ckpz_archive_check_frames(ckpz_ctx *ctx, const ckpz_archive *a)
+{
+    ctx_clear(ctx);
+    struct workmem *wm = workmem_take(ctx);
+    ckpz_error err = check_frames(ctx, workmem_lists(wm), a);
+    workmem_keep(ctx, wm);
     return err;
 }
 
@@ -150,7 +159,7 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     uint32_t content_crc = 0;
     uint64_t done = 0;
     if (!st.scratch || !jobs) goto nomem;
-    if ((err = ckpz_archive_check_frames(ctx, a))) goto out;
+    if ((err = check_frames(ctx, workmem_lists(wm), a))) goto out;
     if (!(pl = pipeline_create(workers, depth, restore_job, &st))) goto nomem;
     /* Submit chunks in order; retire (oldest first) whenever every job slot is busy, and
      * at the end until none is pending. */

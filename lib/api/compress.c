@@ -57,6 +57,7 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
     ws.scratch = wm->scratch;
+    w.ec = workmem_lists(wm); /* NULL: the writer makes its own */
     bchunk = workmem_buffers(wm, p.chunk_size);
     fbound = workmem_out_bound(bchunk);
     for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].out);
@@ -104,8 +105,8 @@ done:
         else free(jobs[i].raw), free(jobs[i].out);
     }
     free(jobs);
+    writer_free(&w); /* before its entry lists' coder goes back */
     workmem_keep(ctx, wm);
-    writer_free(&w);
     planner_free(&pl);
     return err;
 }

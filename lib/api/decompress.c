@@ -36,6 +36,7 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",
                         h.chunk_size, p.mem_limit);
     struct workmem *wm = workmem_take(ctx); /* scratch and job buffers kept by the context */
+    d.lists = workmem_lists(wm);
     djob *jobs = calloc(depth, sizeof *jobs), *j;
     pipeline *pl = NULL;
     size_t bchunk = 0;

@@ -142,8 +142,8 @@ ckpz_error reader_end(reader *d)
         err = ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "index checksum mismatch");
         goto out;
     }
-    if ((err = ctr_index_read(ctx, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit, d->flags,
-                              &e, &ne, &c, &nc)))
+    if ((err = ctr_index_read(ctx, d->lists, buf, (size_t)t.index_len, t.index_offset, t.original_size, d->p->mem_limit,
+                              d->flags, &e, &ne, &c, &nc)))
         goto out;
     int same = t.original_size == d->original && ne == d->ne && nc == d->nc;
     for (size_t i = 0; same && i < nc; i++)
@@ -235,7 +235,7 @@ ckpz_error reader_entry(reader *d, const uint8_t *fb)
         err = reader_exact(d, fr + have, k, "an entry frame");
         have += k;
     }
-    if (!err) err = ctr_eframe_read(ctx, fr, blen, d->flags, d->p->mem_limit, d->ne, at, &got, &n);
+    if (!err) err = ctr_eframe_read(ctx, d->lists, fr, blen, d->flags, d->p->mem_limit, d->ne, at, &got, &n);
     free(fr);
     if (!err && grow_array((void **)&d->e, &d->cap_e, d->ne + n, sizeof *d->e))
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");

@@ -53,6 +53,7 @@ typedef struct reader {
     uint64_t cur_pos;     /* bytes of it restored so far */
     uint64_t chunk_no;    /* chunks read */
     size_t max_payload;   /* the largest chunk payload the header's chunk size allows */
+    ent_ctx *lists;       /* what entry lists and the index are decoded with (NULL: their own) */
 } reader;
 
 /* The reader of a stream of rd, writing the restored bytes to wr (NULL: checked only),

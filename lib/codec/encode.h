@@ -69,7 +69,9 @@ typedef struct writer {
     size_t nspans, cap_spans;
     ctr_base bhead;
     uint8_t bframe[12 + CTR_BASE_FIXED + CTR_MAX_BASE_NAME];
-    ent_ctx *ec; /* codes the entry lists of its frames and index (created on first use) */
+    ent_ctx *ec;  /* codes the entry lists of its frames and index: the caller's (workmem_lists), or
+                   * made on first use */
+    int own_ec;   /* ec was made here: writer_free frees it */
 } writer;
 
 void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,

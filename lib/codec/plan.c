@@ -78,6 +78,16 @@ static int all_of_dtype(const ctr_entry *e, size_t n, ckpz_dtype dt)
     return 1;
 }
 
+/* Whether the n entries are all tensors of dtype dt, each of whole elements, so that
+ * every element of their chunk lines up with the dtype's. */
+static int uniform_group(const ctr_entry *e, size_t n, ckpz_dtype dt)
+{
+    unsigned es = ckpz_dtype_size(dt);
+    for (size_t i = 0; i < n; i++)
+        if (e[i].dtype != dt || dt == CKPZ_DTYPE_NONE || e[i].length % es) return 0;
+    return 1;
+}
+
 /* The dtype a group's chunk is coded as first: the one that holds most of its bytes. */
 static ckpz_dtype group_dtype(const ctr_entry *e, size_t n)
 {
@@ -353,6 +363,8 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->entry = (uint32_t)(pl->ne - 1);
     c->dtype = c->group == GROUP_SMALL ? group_dtype(pl->e + c->first_entry, pl->ne - c->first_entry)
                                        : (ckpz_dtype)e->dtype;
+    c->uniform = c->group == GROUP_SMALL && n >= PACK_MAX &&
+                 uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
     c->raw_len = n;
     /* the base may end first (open tails) */
     c->has_base = pl->entry_base && n <= pl->entry_avail;

@@ -28,6 +28,7 @@ typedef struct plan_chunk {
     int group;            /* the chunk holds a group (GROUP_*): entries first_entry..entry-1 are packed */
     uint32_t entry;
     ckpz_dtype dtype;     /* what it is coded as */
+    int uniform;          /* a GROUP_SMALL of PACK_MAX bytes or more, of whole tensors of `dtype` only */
     uint64_t in_off;      /* its bytes are the input's [in_off, in_off + raw_len) */
     size_t raw_len;       /* 0: an empty tensor's entry, no chunk */
     int has_base;         /* coded against the base's bytes at base_off */

@@ -15,15 +15,15 @@
 #define GRID 512u
 #define TAB_BITS 12
 #define MIN_BYTES (64u << 10) /* smaller chunks: too few samples, and small groups stay as they were */
+#define GROUP_SAMPLES 256u    /* a group's blocks looked at: a 64 KiB group every 256 bytes */
 
-void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros)
+/* The shares of one 16-byte block every `grid` bytes (a multiple of 16). */
+static void sample(const uint8_t *raw, size_t n, size_t grid, unsigned *repeats, unsigned *zeros)
 {
-    *repeats = *zeros = 0;
-    if (n < MIN_BYTES) return;
     uint32_t tab[1u << TAB_BITS];
     memset(tab, 0, sizeof tab);
     size_t seen = 0, hits = 0, zero = 0;
-    for (size_t at = 0; at + 16 <= n; at += GRID, seen++) {
+    for (size_t at = 0; at + 16 <= n; at += grid, seen++) {
         uint64_t a, b;
         memcpy(&a, raw + at, 8);
         memcpy(&b, raw + at + 8, 8);
@@ -37,6 +37,20 @@ void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *ze
         if (*slot == tag) hits++;
         else *slot = tag;
     }
-    *repeats = (unsigned)(hits * 256 / seen);
-    *zeros = (unsigned)(zero * 256 / seen);
+    *repeats = seen ? (unsigned)(hits * 256 / seen) : 0;
+    *zeros = seen ? (unsigned)(zero * 256 / seen) : 0;
+}
+
+void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros)
+{
+    *repeats = *zeros = 0;
+    if (n >= MIN_BYTES) sample(raw, n, GRID, repeats, zeros);
+}
+
+unsigned group_repeats(const uint8_t *raw, size_t n)
+{
+    unsigned rep, zero;
+    size_t grid = n / GROUP_SAMPLES & ~(size_t)15;
+    sample(raw, n, grid ? grid : 16, &rep, &zero);
+    return rep;
 }

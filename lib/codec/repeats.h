@@ -13,6 +13,13 @@
  * Both 0 for chunks too small to sample (under 64 KiB). */
 void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros);
 
+/* Of a packed group's n bytes (encode.c), 256 sampled 16-byte blocks spread over them
+ * (every n/256 bytes, rounded down to 16), in 1/256ths: the share of nonzero blocks equal
+ * to an earlier sampled one. Tensors repeated whole in a group (copies, tied or freshly
+ * initialised small weights) recur at their length, which such a grid meets when the two
+ * share a large enough factor. */
+unsigned group_repeats(const uint8_t *raw, size_t n);
+
 /* From these shares on (1/8 of the samples repeating, 1/4 zero) codec.c tries LZ. */
 #define REPEATS_LIKELY 32u
 #define ZEROS_LIKELY 64u

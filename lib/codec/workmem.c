@@ -97,9 +97,16 @@ void workmem_return(struct workmem *wm, size_t i, uint8_t *raw, uint8_t *out)
     }
 }
 
+ent_ctx *workmem_lists(struct workmem *wm)
+{
+    if (wm && !wm->lists) wm->lists = ent_ctx_create();
+    return wm ? wm->lists : NULL;
+}
+
 void workmem_free(struct workmem *wm)
 {
     if (!wm) return;
+    ent_ctx_free(wm->lists);
     chunk_scratch_free(wm->scratch);
     for (size_t i = 0; i < wm->nbuf; i++) {
         free(wm->raw[i]);

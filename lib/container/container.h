@@ -103,8 +103,8 @@ typedef struct ctr_entry {
     uint8_t flags;
     uint16_t name_len;
     uint32_t ndim;
-    char *name;       /* NUL-terminated, owned */
-    uint64_t *shape;  /* owned */
+    char *name;       /* NUL-terminated; a read entry's lies in its shape's block */
+    uint64_t *shape;  /* owned: a read entry's holds its name after the dimensions */
     uint64_t offset;  /* in the original */
     uint64_t base_offset; /* of the matching bytes in the base's original (CTR_ENTRY_BASED) */
     uint64_t length;  /* index form only */
@@ -152,6 +152,10 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form);
  * file_flags: CTR_FILE_BASED / CTR_FILE_LOSSY, the entry flags the file allows. */
 ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int index_form, unsigned file_flags,
                           ctr_entry *e, size_t *used);
+/* Room for a read entry's ndim dimensions and name_len + 1 bytes of name, one block (one
+ * allocation an entry: 4,800 entries read twice, as the index and as entry frames, spent a
+ * fifth of a restore in malloc and free); 0, or -1 out of memory. */
+int ctr_entry_alloc(ctr_entry *e);
 void ctr_entry_clear(ctr_entry *e);
 /* Pieces of a record shared by both codings of entries (this file and entlist.c): the
  * lossy fields (returns bytes written; reading refuses an unknown mode), and the checks
@@ -182,10 +186,11 @@ int ctr_entry_same(const ctr_entry *a, const ctr_entry *b);
 size_t ctr_index_size(const ctr_entry *e, size_t ne, size_t nc);
 void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc);
 /* Parses and cross-checks an index (its CRC already verified by the caller), in the
- * form the file's flags say (entlist.c: plain records, or with CTR_FILE_CODED a list). */
-ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
-                          size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
-                          size_t *nc);
+ * form the file's flags say (entlist.c: plain records, or with CTR_FILE_CODED a list,
+ * decoded with ec as ctr_list_read's). */
+ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 /* ---- coded entry lists (entlist.c; doc/format.md "Coded entry lists") ---- */
 /* A list of entries coded in columns: index form (lengths and chunk counts; offsets and
@@ -194,8 +199,11 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
 ckpz_error ctr_list_write(ckpz_ctx *ctx, const ctr_entry *e, size_t n, int index_form, uint8_t **out, size_t *len);
 /* Parses a list from p[0..len): index form: n_index entries; stream form: its own count
  * (at least 1). *used = the bytes it took. Allocates *e (n entries, each with name and
- * shape); every count and length is checked against the bytes and mem_limit first. */
-ckpz_error ctr_list_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
+ * shape); every count and length is checked against the bytes and mem_limit first. ec:
+ * the entropy context to decode the columns with (a caller reading many lists keeps one:
+ * making a zstd context cost 38 us on a 2-core VM, more than decoding a small list), or NULL
+ * for one of its own. */
+ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
                          size_t mem_limit, uint64_t n_index, ctr_entry **e, size_t *n, size_t *used);
 void ctr_entries_free(ctr_entry *e, size_t n);
 /* The whole index of a file with CTR_FILE_CODED: as ctr_index_write, coded list. ec: the
@@ -206,11 +214,12 @@ ckpz_error ctr_index_encode(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size
 ckpz_error ctr_list_frame_write(ckpz_ctx *ctx, ent_ctx *ec, const ctr_entry *e, size_t n, uint8_t **out, size_t *len);
 /* Entry frames of either kind, as the file's flags say: CKEN (one entry) without
  * CTR_FILE_CODED, CKEL with it; the same two steps as ctr_entry_frame_len/_read. A CKEL
- * body is at most mem_limit bytes. *e gets *n entries (malloc'd; ctr_entries_free). */
+ * body is at most mem_limit bytes. *e gets *n entries (malloc'd; ctr_entries_free); ec
+ * as ctr_list_read's. */
 ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsigned file_flags, size_t mem_limit,
                           size_t no, uint64_t at, uint32_t *blen);
-ckpz_error ctr_eframe_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t mem_limit,
-                           size_t no, uint64_t at, ctr_entry **e, size_t *n);
+ckpz_error ctr_eframe_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
+                           size_t mem_limit, size_t no, uint64_t at, ctr_entry **e, size_t *n);
 
 /* The two halves of ctr_index_read (format.c): a plain index's records, and the checks
  * both forms share, from the seek table at p + pos on: it takes e[0..e_n) (freed on failure). */

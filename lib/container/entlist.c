@@ -217,10 +217,12 @@ typedef struct col {
 
 static ckpz_error bad(ckpz_ctx *ctx, const char *why) { return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry list: %s", why); }
 
-/* Decodes the four columns at p[*pos..len), their raw sizes together at most mem_limit. */
-static ckpz_error get_columns(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t *pos, size_t mem_limit, col *cols)
+/* Decodes the four columns at p[*pos..len), their raw sizes together at most mem_limit,
+ * with ec (NULL: a context of its own, made when a column needs one). */
+static ckpz_error get_columns(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, size_t *pos, size_t mem_limit,
+                              col *cols)
 {
-    ent_ctx *ec = NULL;
+    ent_ctx *own = NULL;
     ckpz_error err = CKPZ_OK;
     size_t total = 0;
     for (int k = 0; k < NCOL && !err; k++) {
@@ -249,7 +251,7 @@ static ckpz_error get_columns(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_
             err = ctx_fail(ctx, CKPZ_ERR_VERSION, "entry list: needs codec id %u (written by a newer ckpz?)", codec);
             break;
         }
-        if (!(cols[k].p = malloc((size_t)rl)) || (!ec && !(ec = ent_ctx_create()))) {
+        if (!(cols[k].p = malloc((size_t)rl)) || (!ec && !(ec = own = ent_ctx_create()))) {
             err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry list");
             break;
         }
@@ -258,7 +260,7 @@ static ckpz_error get_columns(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_
             err = bad(ctx, "a column does not decode");
         *pos += (size_t)cl;
     }
-    ent_ctx_free(ec);
+    ent_ctx_free(own);
     return err;
 }
 
@@ -294,16 +296,17 @@ static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned f
     if (v > CTR_MAX_NDIM)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %llu dimensions", (unsigned long long)v);
     x->ndim = (uint32_t)v;
-    if (!(x->shape = malloc(8 * (size_t)x->ndim + 1))) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    uint64_t dims[CTR_MAX_NDIM];
     for (uint32_t d = 0; d < x->ndim; d++)
-        if (num(nc, &x->shape[d])) return bad(ctx, "numbers truncated");
+        if (num(nc, &dims[d])) return bad(ctx, "numbers truncated");
     if ((x->flags & CTR_ENTRY_BASED) && num(nc, &x->base_offset)) return bad(ctx, "numbers truncated");
     /* the name: pre bytes of the previous one, then suf of its own */
     if (num(nc, &pre) || num(nc, &suf)) return bad(ctx, "numbers truncated");
     if (pre > (prev ? prev->name_len : 0u) || suf > CTR_MAX_NAME - pre || suf > names->n - names->pos)
         return bad(ctx, "a name's lengths are out of range");
     x->name_len = (uint16_t)(pre + suf);
-    if (!(x->name = malloc((size_t)x->name_len + 1))) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (ctr_entry_alloc(x)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
     if (pre) memcpy(x->name, prev->name, (size_t)pre);
     if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
@@ -317,7 +320,7 @@ static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned f
     return CKPZ_OK;
 }
 
-ckpz_error ctr_list_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
+ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
                          size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out, size_t *used)
 {
     *out = NULL;
@@ -337,7 +340,7 @@ ckpz_error ctr_list_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, int index_
         *used = 0; /* an index without entries has no list */
         return CKPZ_OK;
     }
-    if ((err = get_columns(ctx, p, len, &pos, mem_limit, cols))) goto out;
+    if ((err = get_columns(ctx, ec, p, len, &pos, mem_limit, cols))) goto out;
     if (cols[COL_KIND].n != 2 * n) {
         err = bad(ctx, "the kinds column does not match the count");
         goto out;
@@ -367,9 +370,9 @@ out:
 }
 
 /* ---- the index ---- */
-ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset, uint64_t original_size,
-                          size_t mem_limit, unsigned file_flags, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks,
-                          size_t *nc)
+ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     if (!(file_flags & CTR_FILE_CODED))
         return ctr_index_read_plain(ctx, p, len, index_offset, original_size, mem_limit, file_flags, entries, ne,
@@ -387,7 +390,7 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t 
                         len);
     size_t list_len = len - 24 - (size_t)c_n * CTR_CHUNK_REC, got, used;
     ctr_entry *e;
-    ckpz_error err = ctr_list_read(ctx, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used);
+    ckpz_error err = ctr_list_read(ctx, ec, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used);
     if (err) {
         char why[sizeof ctx->msg];
         snprintf(why, sizeof why, "%s", ctx->msg);
@@ -408,8 +411,8 @@ ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsig
     return ctr_frame_len(ctx, in, room, CTR_TAG_LIST, 2, mem_limit, no, at, blen);
 }
 
-ckpz_error ctr_eframe_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsigned file_flags, size_t mem_limit,
-                           size_t no, uint64_t at, ctr_entry **e, size_t *n)
+ckpz_error ctr_eframe_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
+                           size_t mem_limit, size_t no, uint64_t at, ctr_entry **e, size_t *n)
 {
     *e = NULL;
     *n = 0;
@@ -429,7 +432,7 @@ ckpz_error ctr_eframe_read(ckpz_ctx *ctx, const uint8_t *in, uint32_t blen, unsi
     if (crc32c(0, in, 8 + (size_t)blen) != ld32(in + 8 + blen))
         return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu at byte %llu: checksum mismatch", no,
                         (unsigned long long)at);
-    ckpz_error err = ctr_list_read(ctx, in + 8, blen, 0, file_flags, mem_limit, 0, e, n, &used);
+    ckpz_error err = ctr_list_read(ctx, ec, in + 8, blen, 0, file_flags, mem_limit, 0, e, n, &used);
     if (!err && used != blen) {
         ctr_entries_free(*e, *n);
         *e = NULL;

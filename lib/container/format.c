@@ -262,16 +262,22 @@ void ctr_entry_write(uint8_t *out, const ctr_entry *e, int index_form)
     for (uint32_t i = 0; i < e->ndim; i++, p += 8) st64(p, e->shape[i]);
 }
 
+int ctr_entry_alloc(ctr_entry *e)
+{
+    e->shape = malloc(8 * (size_t)e->ndim + (size_t)e->name_len + 1);
+    e->name = e->shape ? (char *)(e->shape + e->ndim) : NULL;
+    return e->shape ? 0 : -1;
+}
+
 void ctr_entry_clear(ctr_entry *e)
 {
-    free(e->name);
-    free(e->shape);
+    free(e->shape); /* and the name in it */
     memset(e, 0, sizeof *e);
 }
 
 void ctr_entries_free(ctr_entry *e, size_t n)
 {
-    for (size_t i = 0; e && i < n; i++) ctr_entry_clear(&e[i]);
+    for (size_t i = 0; e && i < n; i++) free(e[i].shape); /* the entries go: nothing to clear */
     free(e);
 }
 
@@ -307,10 +313,7 @@ ckpz_error ctr_entry_read(ckpz_ctx *ctx, const uint8_t *p, size_t avail, int ind
     }
     size_t need = fixed + e->name_len + 8 * (size_t)e->ndim;
     if (avail < need) return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record truncated");
-    e->name = malloc((size_t)e->name_len + 1);
-    e->shape = malloc(8 * (size_t)e->ndim + 1);
-    if (!e->name || !e->shape) {
-        ctr_entry_clear(e);
+    if (ctr_entry_alloc(e)) {
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry record");
     }
     memcpy(e->name, p + fixed, e->name_len);

@@ -138,7 +138,7 @@ static ckpz_error walk_frames(walk *w, size_t size, uint64_t original)
             ctr_entry *e;
             size_t n;
             if ((err = ctr_eframe_len(ctx, file + pos, size - pos, flags, size, ne, pos, &blen)) ||
-                (err = ctr_eframe_read(ctx, file + pos, blen, flags, size, ne, pos, &e, &n)))
+                (err = ctr_eframe_read(ctx, w->ec, file + pos, blen, flags, size, ne, pos, &e, &n)))
                 return err;
             dtype = (ckpz_dtype)e[n - 1].dtype;
             eflags = e[n - 1].flags;

@@ -50,7 +50,7 @@ static void check_list(ctr_entry *e, size_t n, int index_form, unsigned ff)
                  "list: entry %zu: dtype %u, %u dims", i, e[i].dtype, e[i].ndim);
     }
     if (ctr_list_write(c, e, n, index_form, &out, &len)) fz_die("out of memory");
-    ckpz_error err = ctr_list_read(c, out, len, index_form, ff, (size_t)1 << 20, n, &e2, &n2, &used);
+    ckpz_error err = ctr_list_read(c, NULL, out, len, index_form, ff, (size_t)1 << 20, n, &e2, &n2, &used);
     FZ_CHECK(!err && n2 == n && used == len, "list: not read back after coding again: %s", ckpz_ctx_message(c));
     for (size_t i = 0; i < n; i++)
         FZ_CHECK(ctr_entry_same(&e[i], &e2[i]) &&
@@ -75,7 +75,7 @@ static void coded(const uint8_t *in, size_t n, int index_form, int frame, unsign
             in += 2, n -= 2;
         }
         uint8_t *b = fz_copy(in, n); /* exact size: a read past it is caught */
-        ckpz_error err = ctr_list_read(c, b, n, index_form, ff, (size_t)1 << 20, count, &e, &ne, &used);
+        ckpz_error err = ctr_list_read(c, NULL, b, n, index_form, ff, (size_t)1 << 20, count, &e, &ne, &used);
         fz_need_msg(c, err, "ctr_list_read");
         if (!err) {
             FZ_CHECK(used <= n && (!index_form || ne == count), "list: used %zu of %zu bytes", used, n);
@@ -93,7 +93,7 @@ static void coded(const uint8_t *in, size_t n, int index_form, int frame, unsign
     if (!err) {
         FZ_CHECK(blen >= 2 && 12 + (size_t)blen <= n, "list frame: length %u of %zu", blen, n);
         st32(fr + 8 + blen, crc32c(0, fr, 8 + (size_t)blen));
-        err = ctr_eframe_read(c, fr, blen, ff, (size_t)1 << 20, 0, 0, &e, &ne);
+        err = ctr_eframe_read(c, NULL, fr, blen, ff, (size_t)1 << 20, 0, 0, &e, &ne);
         fz_need_msg(c, err, "ctr_eframe_read");
         if (!err) {
             FZ_CHECK(ne >= 1, "list frame: no entries");

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctr_entry *e = (ctr_entry *)1;
     ctr_chunkrec *k = (ctr_chunkrec *)1;
     size_t ne = 99, nc = 99;
-    ckpz_error err = ctr_index_read(c, in, len, index_offset, original, (size_t)1 << 20, ff, &e, &ne, &k, &nc);
+    ckpz_error err = ctr_index_read(c, NULL, in, len, index_offset, original, (size_t)1 << 20, ff, &e, &ne, &k, &nc);
     fz_need_msg(c, err, "ctr_index_read");
     if (err) {
         FZ_CHECK(!e && !k && !ne && !nc, "index: failed but returned entries or chunks");
@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ctr_chunkrec *k2;
         if (ctr_index_encode(c, NULL, e, ne, k, nc, &out, &olen)) fz_die("out of memory");
         ctx_clear(c);
-        err = ctr_index_read(c, out, olen, index_offset, original, (size_t)1 << 20, ff, &e2, &ne2, &k2, &nc2);
+        err = ctr_index_read(c, NULL, out, olen, index_offset, original, (size_t)1 << 20, ff, &e2, &ne2, &k2, &nc2);
         FZ_CHECK(!err && ne2 == ne && nc2 == nc, "coded index: not read back after coding again: %s",
                  ckpz_ctx_message(c));
         for (size_t i = 0; i < ne; i++)
