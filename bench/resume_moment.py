@@ -16,6 +16,9 @@ Modes (c fitted by least squares of |m| against sqrt(v_hat) over the elements it
   q2       sign + 2-bit class of r = |m|/sqrt(v_hat) (quartiles of r per tensor), each
            class restored as its mean r            cost n * (1 + H) / 8 B + 24 B (H: entropy
            of the class symbols)
+  z2       sign + 1-bit class of z = m/sqrt(v_hat): |z| below or above 0.9816 * rms(z)
+           (the 4-level grid that is optimal for a Gaussian z), each class restored as
+           sign * c_k * sqrt(v_hat), c_k fitted per class    cost n * (1 + H) / 8 B + 16 B
 
 The ratio resume-test reports in this mode is computed as: the .ckpz file's size minus the
 replaced exp_avg entries' coded bytes (from the file's index) plus the mode's cost above.
@@ -26,7 +29,7 @@ import sys
 
 import torch
 
-MODES = ("tensor", "row", "tern", "q2")
+MODES = ("tensor", "row", "tern", "q2", "z2")
 TERN_T = 0.5
 HEAD = 8                     # bytes per tensor: a scale and a reference to the v entry
 
@@ -83,6 +86,12 @@ def approx(m, v_hat, mode):
                              for k in range(4)])
         mh = sg * means[cls] * s
         cost = math.ceil(n * (1 + _entropy_bits(cls, 4)) / 8) + HEAD + 16
+    elif mode == "z2":
+        r = torch.where(s > 0, a / s.clamp(min=1e-300), torch.zeros_like(a))
+        outer = r >= 0.9816 * float((r * r).mean().sqrt())
+        c0, c1 = _ls_scale(a[~outer], s[~outer]), _ls_scale(a[outer], s[outer])
+        mh = sg * torch.where(outer, c1 * s, c0 * s)
+        cost = math.ceil(n * (1 + _entropy_bits(outer.long(), 2)) / 8) + HEAD + 8
     else:
         raise ValueError(f"unknown --moment-sign mode {mode!r} ({', '.join(MODES)})")
     return mh.to(m.dtype), cost
