@@ -4,12 +4,13 @@
  * Choosing must cost far less than coding, so the decision runs on one histogram of
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
- * adaptive sub-block tables. Order-1 is estimated only for exponent planes at level
- * >= 4 (any non-mantissa plane at >= 6), and only coded when its estimate (its larger tables
- * counted) beats the order-0 result; zstd is tried for opaque and integer planes, for
- * planes that are mostly zero bytes, for every plane of a chunk with repeats (ent_ctx_set_lz)
- * and for every plane at level >= 6. Every candidate
- * must beat STORED, so output never exceeds n bytes. A choice other than auto
+ * adaptive sub-block tables; on exponent planes, at every level, rANS with a small
+ * context (codec 8) when its estimate beats order 0's size. Order-1 is estimated only
+ * for exponent planes at level >= 4 (any non-mantissa plane at >= 6), and only coded
+ * when its estimate (its larger tables counted) beats the order-0 result; zstd is tried
+ * for opaque and integer planes, for planes that are mostly zero bytes, for every plane
+ * of a chunk with repeats (ent_ctx_set_lz) and for every plane at level >= 6. Every
+ * candidate must beat STORED, so output never exceeds n bytes. A choice other than auto
  * (ent_ctx_set_codec) leaves zstd out (rans) or codes every plane with one back end that
  * is not stored unseen or constant (zstd, lz4, snappy, deflate).
  */
