@@ -1,6 +1,7 @@
 /* rans_ctx_bench.c — codec 8 (rANS with a small context) against order-0 rANS on
  * exponent planes: coded size, encode and decode MB/s (thread CPU time, medians of 5),
- * every round trip checked.
+ * every round trip checked; then the selector's choice (ent_encode, exponent hint), which
+ * compiled against another build's library compares the two builds' choices.
  * Input: a file of planes, each a u32 length then its bytes (bench/rans_ctx_planes.py
  * writes plane 0 of the float transform of every 4 MiB chunk of a safetensors file).
  * Build (after make build): gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib bench/rans_ctx_bench.c \
@@ -59,11 +60,12 @@ int main(int argc, char **argv)
         o += 4 + l;
     }
     ent_ctx *c = ent_ctx_create();
-    static const uint8_t ids[2] = {ENT_RANS0, ENT_RANSCTX};
+    /* order 0 forced, codec 8 forced, then the selector (ent_encode, exponent hint) */
+    static const uint8_t ids[3] = {ENT_RANS0, ENT_RANSCTX, 255};
     uint8_t **enc = malloc(np * sizeof *enc), *codec = malloc(np);
     size_t *el = malloc(np * sizeof *el);
     uint8_t *out = malloc(4u << 20);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         double te[RUNS], td[RUNS];
         size_t csize = 0;
         for (size_t i = 0; i < np; i++) enc[i] = malloc(ent_bound(len[i]));
@@ -71,7 +73,10 @@ int main(int argc, char **argv)
             double t0 = now();
             csize = 0;
             for (size_t i = 0; i < np; i++) {
-                el[i] = ent_encode_with(c, ids[k], buf + off[i], len[i], enc[i], ent_bound(len[i]), level, &codec[i]);
+                el[i] = ids[k] == 255 ? ent_encode(c, buf + off[i], len[i], enc[i], ent_bound(len[i]), level,
+                                                   ENT_HINT_EXPONENT, &codec[i])
+                                      : ent_encode_with(c, ids[k], buf + off[i], len[i], enc[i], ent_bound(len[i]),
+                                                        level, &codec[i]);
                 csize += el[i];
             }
             te[r] = now() - t0;
@@ -83,11 +88,19 @@ int main(int argc, char **argv)
                 if (bad || ent_decode(c, codec[i], enc[i], el[i], out, len[i]) || memcmp(out, buf + off[i], len[i]))
                     return fprintf(stderr, "plane %zu: round trip failed\n", i), 1;
         }
-        size_t fallback = 0;
-        for (size_t i = 0; i < np; i++) fallback += codec[i] != ids[k];
-        printf("%-8s %zu planes %zu bytes -> %zu (%.4f of raw; %zu stored)  encode %.0f MB/s  decode %.0f MB/s\n",
-               ent_codec_name(ids[k]), np, total, csize, (double)csize / (double)total, fallback,
-               (double)total / median(te) / 1e6, (double)total / median(td) / 1e6);
+        size_t fallback = 0, tabs = 0;
+        for (size_t i = 0; i < np; i++) {
+            fallback += codec[i] != ids[k] && ids[k] != 255;
+            if (codec[i] != ENT_RANSCTX) continue;
+            const uint8_t *q = enc[i] + 2; /* m, K, then K tables */
+            uint16_t fr[256];
+            for (unsigned t = 0; t < enc[i][1]; t++) rans_table_read(&q, enc[i] + el[i], fr);
+            tabs += (size_t)(q - enc[i]);
+        }
+        printf("%-8s %zu planes %zu bytes -> %zu (%.4f of raw; %zu stored; %zu table bytes)  encode %.0f MB/s  decode "
+               "%.0f MB/s\n",
+               ids[k] == 255 ? "selector" : ent_codec_name(ids[k]), np, total, csize, (double)csize / (double)total,
+               fallback, tabs, (double)total / median(te) / 1e6, (double)total / median(td) / 1e6);
         for (size_t i = 0; i < np; i++) free(enc[i]);
     }
     ent_ctx_free(c);

@@ -92,7 +92,8 @@ static void test_roundtrips(ent_ctx *c)
             fill(src, n, d);
             size_t len[3];
             uint8_t got[3];
-            for (int k = 0; k < 3; k++) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
+            /* the vector encoders first: nothing the scalar one leaves behind may help them */
+            for (int k = 3; k-- > 0;) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
             for (int k = 1; k < 3; k++)
                 CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
                       "%s n=%zu: %s encoder writes other bytes than the scalar one", dname[d], n, isa[k]);

@@ -25,11 +25,11 @@ typedef struct {
     rans_esym etab[RC_KMAX * 256];   /* encode tables */
     uint32_t cnt[RC_KMAX * 256];     /* counts by context of the plane being coded */
     uint32_t tmp[RC_KMAX * 256];
-    uint32_t zt[4][RC_KMAX * 256]; /* AVX-512 encoder fields (rans_ctx_avx512.c) */
+    uint32_t wide[RC_WIDE * 256]; /* the estimate's counts: 32 buckets around the mode */
+    uint32_t zt[2][RC_KMAX * 256]; /* AVX-512 encoder fields (rans_ctx_avx512.c) */
     const uint8_t *src;              /* the plane the estimate chose m and K for */
     size_t n;
     uint8_t m, K;
-    uint8_t exact; /* cnt holds the exact counts of src around m */
 } rc_state;
 
 static rc_state *rc_get(ent_ctx *c)
@@ -44,9 +44,9 @@ void rc_free(ent_ctx *c)
     c->state[ENT_RANSCTX] = NULL;
 }
 
-static inline unsigned rc_bucket(unsigned prev, int lo, unsigned K)
+static inline unsigned rc_bucket(int prev, int lo, unsigned K)
 {
-    int d = (int)prev - lo;
+    int d = prev - lo;
     return d < 0 ? 0 : (unsigned)d >= K ? K - 1 : (unsigned)d;
 }
 
@@ -55,7 +55,7 @@ static inline unsigned rc_bucket(unsigned prev, int lo, unsigned K)
 static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
 {
     int lo = (int)m - (int)(K / 2);
-    for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket(v, lo, K) * stride;
+    for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket((int)v, lo, K) * stride;
 }
 
 /* Exact counts by 16-bucket context of the whole plane, in the coded layout. Two sets
@@ -87,16 +87,22 @@ static void merge_counts(const uint32_t *c16, unsigned K, uint32_t *out)
 {
     memset(out, 0, K * 256 * sizeof *out);
     for (unsigned b = 0; b < RC_KMAX; b++) {
-        unsigned t = rc_bucket(b, RC_KMAX / 2 - (int)(K / 2), K);
+        unsigned t = rc_bucket((int)b, RC_KMAX / 2 - (int)(K / 2), K);
         for (int s = 0; s < 256; s++) out[256 * t + s] += c16[256 * b + s];
     }
 }
 
-/* Estimated coded size with K contexts from 16-bucket counts scaled by scale. */
-static double est_k(const uint32_t *c16, unsigned K, double scale)
+/* Estimated coded size with K contexts around m from the 32-bucket counts around the
+ * mode (bucket b: previous byte mode - 16 + b, clamped at both ends), scaled by scale.
+ * Exact merging while the window [m - K/2, m - K/2 + K - 1] lies inside the 32. */
+static double est_win(const uint32_t *w, unsigned mode, int m, unsigned K, double scale)
 {
     uint32_t mc[RC_KMAX * 256];
-    merge_counts(c16, K, mc);
+    memset(mc, 0, K * 256 * sizeof *mc);
+    for (unsigned b = 0; b < RC_WIDE; b++) {
+        unsigned t = rc_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
+        for (int s = 0; s < 256; s++) mc[256 * t + s] += w[256 * b + s];
+    }
     double est = 2 + 4.0 * RC_N;
     for (unsigned t = 0; t < K; t++) {
         uint64_t tot = 0;
@@ -110,33 +116,34 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
 {
     rc_state *S = rc_get(c);
     if (n < RC_N || !S) return 1e300;
-    unsigned m = 0;
+    unsigned mode = 0;
     for (unsigned s = 1; s < 256; s++)
-        if (hist[s] > hist[m]) m = s;
-    double scale = 1.0;
-    if (sampled && n >= 64 * 1024) {
-        /* Pairs inside the first 4 KiB of every 16 KiB; the encoder recounts. */
-        memset(S->cnt, 0, sizeof S->cnt);
-        uint32_t off[256];
-        bucket_table(m, RC_KMAX, 256, off);
-        size_t k = 0;
-        for (size_t o = 0; o + 4096 <= n; o += 16384, k += 4096 - RC_W)
-            for (size_t i = o + RC_W; i < o + 4096; i++) S->cnt[off[src[i - RC_W]] + src[i]]++;
-        scale = (double)n / (double)k;
-        S->exact = 0;
-    } else {
-        count_exact(S->cnt, S->tmp, src, n, m);
-        S->exact = 1;
-    }
-    double best = 1e300;
-    for (unsigned K = RC_KMAX; K >= 2; K /= 2) {
-        double e = est_k(S->cnt, K, scale);
+        if (hist[s] > hist[mode]) mode = s;
+    /* Byte pairs 16 apart: sampled, inside the first 4 KiB of every 16 KiB; else all
+     * of them (group boundaries ignored). The encoder recounts. */
+    memset(S->wide, 0, sizeof S->wide);
+    uint32_t off[256];
+    bucket_table(mode, RC_WIDE, 256, off);
+    size_t k = 0, piece = sampled && n >= 64 * 1024 ? 4096 : n, step = piece == n ? n : 16384;
+    for (size_t o = 0; o + piece <= n; o += step, k += piece - RC_W)
+        for (size_t i = o + RC_W; i < o + piece; i++) S->wide[off[src[i - RC_W]] + src[i]]++;
+    double scale = (double)n / (double)k, best = 1e300;
+    /* Centred on the mode with K = 16, 8, 4, 2; and with 16 whose window reaches 2 or
+     * 4 further down (float exponents trail off towards small values: Adam's moments
+     * gained ~0.3% of their exponent plane). */
+    static const struct {
+        uint8_t K, down;
+    } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
+    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+        int m = (int)mode - cand[i].down;
+        if (m < 0) continue;
+        double e = est_win(S->wide, mode, m, cand[i].K, scale);
         if (e < best) {
             best = e;
-            S->K = (uint8_t)K;
+            S->K = cand[i].K;
+            S->m = (uint8_t)m;
         }
     }
-    S->m = (uint8_t)m;
     S->src = src;
     S->n = n;
     return best;
@@ -157,7 +164,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
 #ifdef ENT_HAVE_X86
     int vec = cpu_level() >= CPU_AVX512;
 #endif
-    if (!S->exact) count_exact(S->cnt, S->tmp, src, n, m);
+    count_exact(S->cnt, S->tmp, src, n, m);
     uint32_t mc[RC_KMAX * 256];
     merge_counts(S->cnt, K, mc);
     if (cap < 2) return 0;
@@ -169,7 +176,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
         if (hdr + 512 > cap || hdr >= n) return 0;
         rans_normalize(mc + 256 * t, f);
         hdr += rans_table_write(f, dst + hdr);
-        rans_build_esym(f, S->etab + 256 * t);
+        rans_build_esym(f, S->etab + 256 * t); /* the tail is coded by the scalar loop */
 #ifdef ENT_HAVE_X86
         if (vec) rc_build_zt(f, S->zt, t);
 #endif

@@ -7,6 +7,7 @@
 #include "ent_internal.h"
 
 #define RC_KMAX 16u /* contexts: at most 16 tables */
+#define RC_WIDE 32u /* buckets the estimate counts, to place a window of RC_KMAX */
 #define RC_G 4u     /* groups: one contiguous part of the plane each */
 #define RC_W 16u    /* lanes (states) of a group; the context is the byte RC_W back */
 #define RC_N (RC_G * RC_W)
@@ -29,7 +30,7 @@ size_t rc_dec_avx2(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, con
                    uint8_t *dst, size_t P);
 size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
                      uint8_t *dst, size_t P);
-/* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the four field
+/* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the two field
  * arrays zt from table t's frequencies, then codes all whole rounds (the tail of group
  * RC_G-1 coded before, by the scalar loop) with tables zt, continuing st and writing
  * words down from p; returns the new p. Needs CPU_AVX512. */

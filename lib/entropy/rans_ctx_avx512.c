@@ -52,31 +52,28 @@ T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigne
 }
 
 /* ---- the encoder ---------------------------------------------------------------------
- * Sixteen lanes of a group a vector, as the decoder, in the reverse order. Per (context,
- * symbol) the four fields of rans0_avx512.c's register encoder (xmax, magic, bias,
- * M - f | shift << 16) are gathered from K × 256-entry arrays: the quotient comes from
- * the 32-bit magic multiply, exact like the scalar reciprocal, so the states and the
- * words are the same as the scalar loop's. Flushing lanes' words are compressed in lane
- * order and stored so that they end at p. */
+ * Sixteen lanes of a group a vector, as the decoder, in the reverse order. The quotient
+ * x / f comes from rans0_avx512.c's 32-bit magic multiply (exact like the scalar
+ * reciprocal, so the states and words are the scalar loop's). Per (context, symbol) two
+ * words are gathered from K × 256-entry arrays: the magic, and M - f | shift << 12 |
+ * bias << 16 (12, 4 and 13 bits; xmax = f << 20 follows from M - f). Flushing lanes'
+ * words are compressed in lane order and stored so that they end at p. */
 void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t)
 {
     uint32_t cum = 0;
     for (unsigned s = 0; s < 256; s++) {
         uint32_t f = freq[s], k = t * 256 + s, l = 0;
         if (!f) {
-            zt[0][k] = zt[1][k] = zt[2][k] = zt[3][k] = 0;
+            zt[0][k] = zt[1][k] = 0;
             continue;
         }
         while ((1u << l) < f) l++;
-        zt[0][k] = f << (32 - RANS_BITS);
         if (f == 1) {
-            zt[1][k] = UINT32_MAX;
-            zt[2][k] = cum + RANS_M - 1;
-            zt[3][k] = RANS_M - 1;
+            zt[0][k] = UINT32_MAX;
+            zt[1][k] = (RANS_M - 1) | (cum + RANS_M - 1) << 16;
         } else {
-            zt[1][k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1);
-            zt[2][k] = cum;
-            zt[3][k] = (RANS_M - f) | (l - 1) << 16;
+            zt[0][k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1);
+            zt[1][k] = (RANS_M - f) | (l - 1) << 12 | cum << 16;
         }
         cum += f;
     }
@@ -90,7 +87,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint
     __m512i X[RC_G];
     for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
     const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
-    const __m512i zero = _mm512_setzero_si512(), low16 = _mm512_set1_epi32(0xffff), mv = _mm512_set1_epi32((int)m);
+    const __m512i zero = _mm512_setzero_si512(), mv = _mm512_set1_epi32((int)m), mM = _mm512_set1_epi32(RANS_M);
+    const __m512i m12 = _mm512_set1_epi32(RANS_M - 1), m4 = _mm512_set1_epi32(15);
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t r = P / RC_W; r-- > 0;) {
         for (unsigned g = RC_G; g-- > 0;) {
@@ -99,10 +97,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint
             __m512i prev = r ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q - RC_W))) : mv;
             __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(prev, lo), zero), kmax);
             __m512i ix = _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s);
-            __m512i xmax = _mm512_i32gather_epi32(ix, (const void *)zt[0], 4);
-            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt[1], 4);
-            __m512i bias = _mm512_i32gather_epi32(ix, (const void *)zt[2], 4);
-            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)zt[3], 4);
+            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt[0], 4);
+            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)zt[1], 4);
+            __m512i cmpl = _mm512_and_si512(pk, m12);
+            __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
             __m512i x = X[g];
             __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
             unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
@@ -115,8 +113,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint
             __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
             __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
             __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
-                                           _mm512_srli_epi32(pk, 16));
-            X[g] = _mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_mullo_epi32(qq, _mm512_and_si512(pk, low16)));
+                                           _mm512_and_si512(_mm512_srli_epi32(pk, 12), m4));
+            X[g] = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
         }
     }
     for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
