@@ -275,6 +275,21 @@ int rc_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_
     if (cpu_level() >= CPU_AVX512 && (cpu_features() & CPU_GATHER)) r = rc_dec_avx512(st, dt, m, K, &p, end, dst, P);
     else if (cpu_level() >= CPU_AVX2) r = rc_dec_avx2(st, dt, m, K, &p, end, dst, P);
 #endif
+    /* Scalar: whole rounds with a round's worst case of words left need no check per
+     * refill (branch-free, as the vector loops); the rest is checked. */
+    for (; r < rounds && end - p >= 2 * (ptrdiff_t)RC_N; r++)
+        for (unsigned g = 0; g < RC_G; g++) {
+            uint8_t *q = dst + g * P + r * RC_W;
+            for (unsigned l = 0; l < RC_W; l++) {
+                uint32_t x = st[g * RC_W + l];
+                uint32_t e = dt[off[r ? q[(ptrdiff_t)l - RC_W] : m] + (x & (RANS_M - 1))];
+                q[l] = (uint8_t)e;
+                x = (e >> 20) * (x >> RANS_BITS) + ((e >> 8) & (RANS_M - 1));
+                uint32_t nd = x < RANS_L, w = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+                st[g * RC_W + l] = (x << (nd << 4)) | (w & (0u - nd));
+                p += 2 * nd;
+            }
+        }
     for (; r < rounds; r++)
         for (unsigned g = 0; g < RC_G; g++)
             for (unsigned l = 0; l < RC_W; l++) {
