@@ -95,18 +95,18 @@ static void merge_counts(const uint32_t *c16, unsigned K, uint32_t *out)
 /* Estimated coded size with K contexts around m from the 32-bucket counts around the
  * mode (bucket b: previous byte mode - 16 + b, clamped at both ends), scaled by scale.
  * Exact merging while the window [m - K/2, m - K/2 + K - 1] lies inside the 32. */
-static double est_win(const uint32_t *w, unsigned mode, int m, unsigned K, double scale)
+static double est_win(const uint32_t *w, unsigned mode, int m, unsigned K, double scale, int lo, int hi)
 {
     uint32_t mc[RC_KMAX * 256];
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
         unsigned t = rc_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        for (int s = 0; s < 256; s++) mc[256 * t + s] += w[256 * b + s];
+        for (int s = lo; s <= hi; s++) mc[256 * t + s] += w[256 * b + s];
     }
     double est = 2 + 4.0 * RC_N;
     for (unsigned t = 0; t < K; t++) {
         uint64_t tot = 0;
-        for (int s = 0; s < 256; s++) tot += mc[256 * t + s];
+        for (int s = lo; s <= hi; s++) tot += mc[256 * t + s];
         est += tot ? ent_bits(mc + 256 * t, tot) / 8 * scale + (double)rans_table_cost(mc + 256 * t, tot) : 4;
     }
     return est;
@@ -117,8 +117,14 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     rc_state *S = rc_get(c);
     if (n < RC_N || !S) return 1e300;
     unsigned mode = 0;
-    for (unsigned s = 1; s < 256; s++)
+    int lo = 255, hi = 0; /* the plane's values: the counts are 0 outside */
+    for (unsigned s = 0; s < 256; s++) {
         if (hist[s] > hist[mode]) mode = s;
+        if (hist[s]) {
+            lo = lo < (int)s ? lo : (int)s;
+            hi = (int)s;
+        }
+    }
     /* Byte pairs 16 apart: sampled, inside the first 4 KiB of every 16 KiB; else all
      * of them (group boundaries ignored). The encoder recounts. */
     memset(S->wide, 0, sizeof S->wide);
@@ -137,7 +143,7 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
         int m = (int)mode - cand[i].down;
         if (m < 0) continue;
-        double e = est_win(S->wide, mode, m, cand[i].K, scale);
+        double e = est_win(S->wide, mode, m, cand[i].K, scale, lo, hi);
         if (e < best) {
             best = e;
             S->K = cand[i].K;
