@@ -6,7 +6,7 @@
  * writes plane 0 of the float transform of every 4 MiB chunk of a safetensors file).
  * Build (after make build): gcc -O2 -std=c11 -D_DEFAULT_SOURCE -Iinclude -Ilib bench/rans_ctx_bench.c \
  *   build/libckpz.a -lzstd -llz4 -ldeflate -lsnappy -lm -ldl -lpthread -o rans_ctx_bench
- * Usage: rans_ctx_bench PLANES [level]; CKPZ_CPU=scalar|avx2|avx512 caps the loops. */
+ * Usage: rans_ctx_bench PLANES [level [selector]] (selector: that row only); CKPZ_CPU=scalar|avx2|avx512 caps the loops. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +65,8 @@ int main(int argc, char **argv)
     uint8_t **enc = malloc(np * sizeof *enc), *codec = malloc(np);
     size_t *el = malloc(np * sizeof *el);
     uint8_t *out = malloc(4u << 20);
-    for (int k = 0; k < 3; k++) {
+    int only_sel = argc > 3 && !strcmp(argv[3], "selector");
+    for (int k = only_sel ? 2 : 0; k < 3; k++) {
         double te[RUNS], td[RUNS];
         size_t csize = 0;
         for (size_t i = 0; i < np; i++) enc[i] = malloc(ent_bound(len[i]));
