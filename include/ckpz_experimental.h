@@ -11,7 +11,7 @@
  *     package and libckpz_mpi use it; a new front end should too);
  *   - gradient compression for data-parallel training (ckpz_grad_*);
  *   - a thread reading a regular file ahead or writing one behind (ckpz_pump_*: the
- *     library's fd source and sink use it within a call, the CLI for its own buffers).
+ *     library's fd sink uses it within a call, the CLI for its own buffers).
  * These calls are exported by the same libckpz and follow the conventions of ckpz.h
  * (contexts, ckpz_error, struct_size), but their signatures, structs and behaviour may
  * change in any release, SOVERSION or not: a caller rebuilds against each new ckpz.h.
@@ -509,9 +509,9 @@ CKPZ_API int ckpz_publish_sweep(const char *name);
  * allocation: work the kernel does on the caller's core); the pump moves it to a core of
  * its own, as the in-memory benchmark (ckpz -b) never pays it. For regular files only,
  * whose reads and writes never wait for ever, so that stopping it never hangs.
- * ckpz_compress_io and ckpz_decompress_io put one under a source made by ckpz_source_fd
- * and a sink made by ckpz_sink_fd themselves (regular files, when ckpz_pump_wanted); a
- * caller with buffers of its own (the CLI) drives one with these calls. */
+ * ckpz_compress_io and ckpz_decompress_io put one under a sink made by ckpz_sink_fd
+ * themselves (a regular file, when ckpz_pump_wanted); a caller with buffers of its own
+ * (the CLI) drives one with these calls. */
 #define CKPZ_PUMP_MAX 8 /* buffers at most */
 typedef struct ckpz_pump ckpz_pump;
 /* Does coding on `threads` threads (0: all cores) leave a core free for a pump? Where

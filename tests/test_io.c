@@ -5,10 +5,10 @@
  * sink giving the bytes of the callback calls, with the hooks the ends carry winning
  * over the deprecated params fields, which still work alone; and the struct_size check
  * that catches a source or sink nobody initialised. The fd source and sink on regular
- * files, read ahead and written behind by the library's pump where the call leaves a
- * core free (-T1): the same bytes and counts, a read error in the read-ahead thread and
- * a write error in the write-behind thread (a file size limit) reported with their
- * errno, the thread joined. */
+ * files, the sink written behind by the library's pump where the call leaves a core
+ * free (-T1): the same bytes and counts, a read error and a write error in the
+ * write-behind thread (a file size limit) reported with their errno, the thread
+ * joined. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -329,7 +329,7 @@ static void test_fd_pumped(void)
     ckpz_fd r = {out, 0, 0};
     CHECK(ckpz_fd_pread(&r, back, n, 0) == 0 && !memcmp(back, src, n));
 
-    /* a read error in the read-ahead thread: a descriptor open for writing only */
+    /* a read error while a write-behind runs: a descriptor open for writing only */
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", z);
     int wo = open(proc, O_WRONLY);
