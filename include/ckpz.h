@@ -366,7 +366,11 @@ CKPZ_API void ckpz_source_mem(ckpz_source *s, ckpz_mem *m);
 CKPZ_API void ckpz_sink_mem(ckpz_sink *s, ckpz_mem *m);
 /* f->fd as a source of size bytes (read; pread too where the descriptor can seek, at
  * the file's own offsets) and as a sink (write; patch where it is a regular file written
- * from its first byte, opened without O_APPEND). f must outlive the calls that use s. */
+ * from its first byte, opened without O_APPEND). f must outlive the calls that use s.
+ * Where ckpz_compress_io or ckpz_decompress_io is given such a sink over a regular
+ * file and its params->threads leave a core free, a thread of the call writes the file
+ * behind once more than 1 MiB was written; it is joined before the call returns, f's
+ * error and bytes then set as the callbacks' own. */
 CKPZ_API void ckpz_source_fd(ckpz_source *s, ckpz_fd *f, uint64_t size);
 CKPZ_API void ckpz_sink_fd(ckpz_sink *s, ckpz_fd *f);
 

@@ -9,7 +9,9 @@
  *   - the safetensors header writer (ckpz_safetensors_header);
  *   - publishing outputs under a temporary name (ckpz_publish_*: the CLI, the Python
  *     package and libckpz_mpi use it; a new front end should too);
- *   - gradient compression for data-parallel training (ckpz_grad_*).
+ *   - gradient compression for data-parallel training (ckpz_grad_*);
+ *   - a thread reading a regular file ahead or writing one behind (ckpz_pump_*: the
+ *     library's fd sink uses it within a call, the CLI for its own buffers).
  * These calls are exported by the same libckpz and follow the conventions of ckpz.h
  * (contexts, ckpz_error, struct_size), but their signatures, structs and behaviour may
  * change in any release, SOVERSION or not: a caller rebuilds against each new ckpz.h.
@@ -499,6 +501,44 @@ CKPZ_API int ckpz_publish_is_temp(const char *path);
 /* Removes the dead writers' leftovers of the final name `name` (ckpz_publish_open does);
  * returns how many. Keeps errno. */
 CKPZ_API int ckpz_publish_sweep(const char *name);
+
+/* ---- reading ahead, writing behind --------------------------------------------------- */
+/* One thread that moves a regular file's bytes while the calling thread codes, through
+ * a ring of a few buffers. With one coding thread, reading and writing a file cost the
+ * calling thread as much as a third of the coding time (page-cache copies, tmpfs page
+ * allocation: work the kernel does on the caller's core); the pump moves it to a core of
+ * its own, as the in-memory benchmark (ckpz -b) never pays it. For regular files only,
+ * whose reads and writes never wait for ever, so that stopping it never hangs.
+ * ckpz_compress_io and ckpz_decompress_io put one under a sink made by ckpz_sink_fd
+ * themselves (a regular file, when ckpz_pump_wanted); a caller with buffers of its own
+ * (the CLI) drives one with these calls. */
+#define CKPZ_PUMP_MAX 8 /* buffers at most */
+typedef struct ckpz_pump ckpz_pump;
+/* Does coding on `threads` threads (0: all cores) leave a core free for a pump? Where
+ * coding takes every core, a pump's thread only competes with it (its hand-overs cost
+ * 5-10% more CPU than the caller's own reads and writes). */
+CKPZ_API int ckpz_pump_wanted(int threads);
+/* A pump over io (which it uses alone until ckpz_pump_stop), reading (writing 0) or
+ * writing, through nbuf (2..CKPZ_PUMP_MAX) buffers of size bytes that start `lead` bytes
+ * into their allocations (room a reader keeps for bytes that came before). NULL when
+ * out of memory or no thread. */
+CKPZ_API ckpz_pump *ckpz_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead);
+/* Reading: the next buffer read ahead (the previous one goes back to the thread), its
+ * length (less than size only at the end of the input, 0 past it) in *len. NULL on a
+ * read error (its errno from ckpz_pump_error). */
+CKPZ_API unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len);
+/* Writing: a free buffer of size bytes to fill (waits for one), NULL after a write
+ * error; ckpz_pump_push queues it with its first len bytes to write. */
+CKPZ_API unsigned char *ckpz_pump_buffer(ckpz_pump *p);
+CKPZ_API void ckpz_pump_push(ckpz_pump *p, size_t len);
+/* Writing: waits until every queued buffer is written; 0, or -1 after a write error. */
+CKPZ_API int ckpz_pump_drain(ckpz_pump *p);
+/* The first error: an errno, or -1 for a write of 0 bytes (no errno says why); else 0. */
+CKPZ_API int ckpz_pump_error(ckpz_pump *p);
+/* Stops and joins the thread (a reader after its current read; a writer drops what it
+ * has not written) and frees the pump; the descriptor's byte count and first error are
+ * added to io. Accepts NULL. */
+CKPZ_API void ckpz_pump_stop(ckpz_pump *p);
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,7 @@ typedef struct fio_in {
     uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
     unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
     unsigned char *mem; /* buf's allocation when the caller reads (no pump) */
-    struct fio_pump *pump; /* the thread reading a regular file ahead (pump.h), or NULL */
+    ckpz_pump *pump;    /* the thread reading a regular file ahead (ckpz_pump_*), or NULL */
     size_t pos, len;
     int eof;
     int err;            /* errno of a failed read */
@@ -82,7 +82,7 @@ typedef struct fio_out {
     unsigned char *buf;    /* being filled: malloc'd, or the pump's */
     size_t len;
     int can_pump;          /* a regular file: written behind once a buffer is full */
-    struct fio_pump *pump; /* the thread writing behind (pump.h), or NULL */
+    ckpz_pump *pump;    /* the thread writing behind (ckpz_pump_*), or NULL */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;

@@ -1,7 +1,7 @@
 /* infile.c — the command line's inputs: a file, a pipe or stdin read through 4 MiB
  * buffers (one system call per few MiB whatever size the library asks for; the library's
  * fd adapter makes the calls), or read at offsets for random access. A regular file of
- * more than one buffer is read ahead by a thread of its own (pump.h) while the library
+ * more than one buffer is read ahead by a thread of its own (ckpz_pump_*) while the library
  * codes the buffer before.
  *
  * .ckpz streams put end to end restore to their originals end to end, as zstd's frames
@@ -23,7 +23,6 @@
 
 #include "display.h"
 #include "fileio.h"
-#include "pump.h"
 
 /* Bytes kept before new data in the buffer: a trailer that straddles two reads is still
  * seen whole. */
@@ -135,9 +134,9 @@ static int refill_pumped(fio_in *in, size_t keep)
     unsigned char kept[FIO_HIST];
     size_t r;
     if (keep) memcpy(kept, in->buf + in->len - keep, keep);
-    unsigned char *d = fio_pump_next(in->pump, &r);
+    unsigned char *d = ckpz_pump_next(in->pump, &r);
     if (!d) {
-        in->err = fio_pump_error(in->pump);
+        in->err = ckpz_pump_error(in->pump);
         return -1;
     }
     in->buf = d - keep;
@@ -284,8 +283,8 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
      * a regular file never waits for long, so stopping the thread never hangs; a pipe
      * is read by the caller). */
     if (!need_regular && in->regular && in->size_hint > FIO_BUF_SIZE && in->size_hint != CKPZ_SIZE_UNKNOWN &&
-        fio_pump_wanted(p->threads))
-        in->pump = fio_pump_start(&in->io, 0, 2, FIO_BUF_SIZE, FIO_HIST);
+        ckpz_pump_wanted(p->threads))
+        in->pump = ckpz_pump_start(&in->io, 0, 2, FIO_BUF_SIZE, FIO_HIST);
     if (!need_regular && !in->pump) { /* no thread: the caller reads, into a buffer of its own */
         in->buf = in->mem = malloc(FIO_HIST + FIO_BUF_SIZE);
         if (!in->buf) {
@@ -302,7 +301,7 @@ fail:
 
 void fio_in_close(fio_in *in)
 {
-    fio_pump_stop(in->pump); /* before the descriptor it reads closes */
+    ckpz_pump_stop(in->pump); /* before the descriptor it reads closes */
     in->pump = NULL;
     if (!in->is_stdin && in->io.fd >= 0) close(in->io.fd);
     in->io.fd = -1;

@@ -11,7 +11,7 @@
  * (the handler knows its path) and which, left by a SIGKILL, the next run writing OUT
  * removes. Without -f the final name is taken only in one step that cannot replace, so a
  * file that appears meanwhile is never lost. Bytes go out in 4 MiB writes through the
- * library's fd adapter, made by a thread of their own (pump.h) once an output to a
+ * library's fd adapter, made by a thread of their own (ckpz_pump_*) once an output to a
  * regular file fills its first buffer, so that coding and the kernel's copies overlap; a
  * failed write is then seen at the next write or at the commit, which waits for every
  * byte. A write that makes no progress, a failed fsync or close are errors that discard
@@ -34,7 +34,6 @@
 
 #include "display.h"
 #include "fileio.h"
-#include "pump.h"
 
 /* ---- signals ---------------------------------------------------------------------- */
 /* The handler may only use async-signal-safe calls: the path lives in a static buffer
@@ -98,11 +97,11 @@ static int put(fio_out *o, const void *src, size_t n, int64_t off)
 static int out_flush(fio_out *o)
 {
     if (o->pump) {
-        if (o->len) fio_pump_push(o->pump, o->len);
+        if (o->len) ckpz_pump_push(o->pump, o->len);
         o->buf = NULL; /* the pump's */
         o->len = 0;
-        if (fio_pump_drain(o->pump) == 0) return 0;
-        o->err = fio_pump_error(o->pump);
+        if (ckpz_pump_drain(o->pump) == 0) return 0;
+        o->err = ckpz_pump_error(o->pump);
         return -1;
     }
     if (o->len == 0) return 0;
@@ -118,13 +117,13 @@ static int out_flush(fio_out *o)
 
 static int pumped_write(fio_out *o, const unsigned char *src, size_t n);
 
-/* A file of more than one buffer is written behind by a thread of its own (pump.h),
+/* A file of more than one buffer is written behind by a thread of its own (ckpz_pump_*),
  * started when the first buffer is full, which it takes first. No thread: the caller
  * writes, as before. */
 static int pump_begin(fio_out *o)
 {
     o->can_pump = 0;
-    if (!(o->pump = fio_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
+    if (!(o->pump = ckpz_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
     unsigned char *old = o->buf;
     size_t len = o->len;
     o->buf = NULL;
@@ -138,8 +137,8 @@ static int pump_begin(fio_out *o)
 static int pumped_write(fio_out *o, const unsigned char *src, size_t n)
 {
     while (n) {
-        if (!o->buf && !(o->buf = fio_pump_buffer(o->pump))) {
-            o->err = fio_pump_error(o->pump);
+        if (!o->buf && !(o->buf = ckpz_pump_buffer(o->pump))) {
+            o->err = ckpz_pump_error(o->pump);
             return -1;
         }
         size_t k = OUT_PUMP_SIZE - o->len < n ? OUT_PUMP_SIZE - o->len : n;
@@ -148,7 +147,7 @@ static int pumped_write(fio_out *o, const unsigned char *src, size_t n)
         src += k;
         n -= k;
         if (o->len == OUT_PUMP_SIZE) {
-            fio_pump_push(o->pump, o->len);
+            ckpz_pump_push(o->pump, o->len);
             o->buf = NULL;
             o->len = 0;
         }
@@ -271,7 +270,7 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
     /* a regular file, temporary or stdout's, is written behind where coding leaves a
      * core free; a device or a pipe, whose write may wait for ever, by the caller
      * (stopping a thread never hangs) */
-    o->can_pump = fio_pump_wanted(p->threads) &&
+    o->can_pump = ckpz_pump_wanted(p->threads) &&
                   (o->temp || (o->is_stdout && fstat(o->io.fd, &st) == 0 && S_ISREG(st.st_mode)));
     o->buf = malloc(FIO_BUF_SIZE);
     if (!o->buf) {
@@ -285,7 +284,7 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
 static void out_release(fio_out *o)
 {
     if (o->pump) o->buf = NULL; /* the pump's */
-    fio_pump_stop(o->pump);
+    ckpz_pump_stop(o->pump);
     o->pump = NULL;
     free(o->buf);
     o->buf = NULL;

@@ -4,12 +4,18 @@
  * from the middle); failures that keep their errno; the calls that take a source and a
  * sink giving the bytes of the callback calls, with the hooks the ends carry winning
  * over the deprecated params fields, which still work alone; and the struct_size check
- * that catches a source or sink nobody initialised. */
+ * that catches a source or sink nobody initialised. The fd source and sink on regular
+ * files, the sink written behind by the library's pump where the call leaves a core
+ * free (-T1): the same bytes and counts, a read error and a write error in the
+ * write-behind thread (a file size limit) reported with their errno, the thread
+ * joined. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
@@ -277,11 +283,94 @@ static void test_calls(void)
     free(src);
 }
 
+/* Compresses (or restores) the regular file in into out by the fd adapters on one
+ * coding thread; the call's error, *fin and *fout the adapters' counts and errnos. */
+static ckpz_error fd_call(int restore, int in, int out, const void *base, size_t bn, ckpz_fd *fin, ckpz_fd *fout)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.format = CKPZ_INPUT_RAW;
+    p.raw_dtype = CKPZ_DTYPE_BF16;
+    p.threads = 1;
+    p.base = base;
+    p.base_size = bn;
+    ckpz_source s;
+    ckpz_sink k;
+    *fin = (ckpz_fd){in, 0, 0};
+    *fout = (ckpz_fd){out, 0, 0};
+    lseek(in, 0, SEEK_SET);
+    ckpz_source_fd(&s, fin, (uint64_t)lseek(in, 0, SEEK_END));
+    lseek(in, 0, SEEK_SET);
+    ckpz_sink_fd(&k, fout);
+    ckpz_error e = restore ? ckpz_decompress_io(ctx, &p, &s, &k, NULL) : ckpz_compress_io(ctx, &p, &s, &k, NULL);
+    if (e && getenv("CKPZ_TEST_VERBOSE")) fprintf(stderr, "test_io: %s\n", ckpz_ctx_message(ctx));
+    ckpz_ctx_free(ctx);
+    return e;
+}
+
+static void test_fd_pumped(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = 13u << 20; /* more buffers than either pump has */
+    uint8_t *base = bf16(n, NULL), *src = bf16(n, base), *back = malloc(n);
+    int in = temp_fd(0), z = temp_fd(0), out = temp_fd(0);
+    ckpz_fd a, b;
+    CHECK(in >= 0 && z >= 0 && out >= 0 && back);
+    ckpz_fd w = {in, 0, 0};
+    CHECK(ckpz_fd_write(&w, src, n) == 0);
+    if (cores < 2) printf("test_io: one core: the fd adapters are not pumped here\n");
+    /* with a base: the sink's patch (of the base frame) comes after the pump drained */
+    CHECK(fd_call(0, in, z, base, n, &a, &b) == CKPZ_OK);
+    CHECK(a.bytes == n && a.error == 0 && b.error == 0);
+    CHECK(lseek(z, 0, SEEK_END) > 0 && b.bytes >= (uint64_t)lseek(z, 0, SEEK_END)); /* and the patch */
+    CHECK(fd_call(1, z, out, base, n, &a, &b) == CKPZ_OK);
+    CHECK(b.bytes == n && lseek(out, 0, SEEK_END) == (off_t)n);
+    ckpz_fd r = {out, 0, 0};
+    CHECK(ckpz_fd_pread(&r, back, n, 0) == 0 && !memcmp(back, src, n));
+
+    /* a read error while a write-behind runs: a descriptor open for writing only */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", z);
+    int wo = open(proc, O_WRONLY);
+    if (wo >= 0) {
+        int junk = temp_fd(0);
+        CHECK(fd_call(1, wo, junk, base, n, &a, &b) == CKPZ_ERR_READ && a.error == EBADF);
+        close(junk);
+        close(wo);
+    }
+
+    /* a write error in the write-behind thread: a file size limit (EFBIG) part way, and
+     * in the last bytes, which only the drain at the end of the call sees */
+    size_t limits[2] = {3u << 20, n - 1000};
+    for (int i = 0; i < 2; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            struct rlimit lim = {limits[i], limits[i]};
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &lim);
+            int o = temp_fd(0);
+            ckpz_error e = fd_call(1, z, o, base, n, &a, &b);
+            _exit(e == CKPZ_ERR_WRITE && b.error == EFBIG && b.bytes == limits[i] ? 0 : 1);
+        }
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(in);
+    close(z);
+    close(out);
+    free(back);
+    free(src);
+    free(base);
+}
+
 int main(void)
 {
     test_mem_source();
     test_mem_sinks();
     test_fd();
     test_calls();
+    test_fd_pumped();
     return test_summary("test_io");
 }

@@ -13,8 +13,8 @@
 #include "common/pipeline.h"
 #include "io/io.h"
 
-ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
-                            ckpz_stats *stats)
+static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                              ckpz_stats *stats, io_pumps *x)
 {
     ctx_clear(ctx);
     ckpz_params p; /* with the hooks in effect (io_resolve) */
@@ -23,6 +23,7 @@ ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz
     if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
+    io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
     uint64_t size_hint = in.size;
     if (!in.read || !out.write) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
     const char *missing = ent_choice_missing(p.codec);
@@ -109,4 +110,12 @@ done:
     workmem_keep(ctx, wm);
     planner_free(&pl);
     return err;
+}
+
+ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                            ckpz_stats *stats)
+{
+    io_pumps x = {0};
+    ckpz_error err = compress_io(ctx, params, src, dst, stats, &x);
+    return io_pump_end(ctx, &x, err);
 }

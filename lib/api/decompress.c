@@ -12,8 +12,8 @@
 #include "common/pipeline.h"
 #include "io/io.h"
 
-ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
-                              ckpz_stats *stats)
+static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                                ckpz_stats *stats, io_pumps *x)
 {
     ctx_clear(ctx);
     ckpz_params p; /* with the hooks in effect (io_resolve) */
@@ -22,6 +22,7 @@ ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
+    io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
     if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
     reader d;
@@ -99,4 +100,12 @@ done:
     workmem_keep(ctx, wm);
     reader_free(&d);
     return err;
+}
+
+ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
+                              ckpz_stats *stats)
+{
+    io_pumps x = {0};
+    ckpz_error err = decompress_io(ctx, params, src, dst, stats, &x);
+    return io_pump_end(ctx, &x, err);
 }

@@ -1,4 +1,4 @@
-/* io.h — what a call that takes a source and a sink makes of them (ends.c). */
+/* io.h — what a call that takes a source and a sink makes of them (ends.c; fdpump.c). */
 #ifndef CKPZ_IO_H
 #define CKPZ_IO_H
 
@@ -11,5 +11,20 @@
  * params->patch a caller of the callback calls still gives. */
 ckpz_error io_resolve(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
                       ckpz_params *p, ckpz_source *s, ckpz_sink *k);
+
+/* A call's fd sink written behind (fdpump.c): io_pump_begin puts a pump under a sink of
+ * ckpz_sink_fd on a regular file (and its patch hook in *p) where
+ * ckpz_pump_wanted(p->threads); io_pump_end joins the thread, on every path, and
+ * returns err, or a write error the drain met. */
+typedef struct io_pumps {
+    ckpz_fd *wfd;              /* the caller's */
+    struct ckpz_pump *wp;      /* ckpz_experimental.h */
+    unsigned char *wbuf;       /* the buffer being filled */
+    size_t wlen;
+    uint64_t direct; /* bytes written before a write-behind started */
+    int wtried;      /* none could start: the caller writes */
+} io_pumps;
+void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k);
+ckpz_error io_pump_end(ckpz_ctx *ctx, io_pumps *x, ckpz_error err);
 
 #endif

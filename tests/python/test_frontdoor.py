@@ -914,6 +914,39 @@ except OSError as e:
         self.assertEqual(read_bytes(p), before)
         self.assertEqual(self.leftovers("q.ckpz"), [])
 
+    def test_write_behind_error_names_the_file(self):
+        # threads=1 leaves a core free: compress_file's and decompress_file's fd sink is
+        # written behind by a thread of the library, which meets EFBIG past 3 MiB (part
+        # way) or in the last bytes (seen at the drain when the call ends): an OSError
+        # naming the output, and nothing under its name.
+        src = self.path("w.bin")
+        with open(src, "wb") as f:
+            f.write((np.random.default_rng(2).standard_normal(3 << 20) * 0.02).astype(np.float32).tobytes())
+        z = self.path("w.bin.ckpz")
+        ckpz.compress_file(src, z, threads=1)
+        code = r"""
+import os, resource, signal, sys
+sys.path.insert(0, %r)
+import ckpz
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit, call, a, b = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    getattr(ckpz, call)(a, b, threads=1)
+    print("written")
+except OSError as e:
+    print("oserror", e.errno, e.filename)
+""" % package_under_test.package_dir()
+        size, zsize = os.path.getsize(src), os.path.getsize(z)
+        for call, a, b, limit in (("decompress_file", z, self.path("back.bin"), 3 << 20),
+                                  ("decompress_file", z, self.path("back.bin"), size - 1000),
+                                  ("compress_file", src, self.path("again.ckpz"), zsize - 100)):
+            out = subprocess.run([sys.executable, "-c", code, str(limit), call, a, b], capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.split(), ["oserror", str(__import__("errno").EFBIG), b], (call, limit, out.stderr))
+            self.assertFalse(os.path.exists(b))
+            self.assertEqual(self.leftovers("w.bin", "w.bin.ckpz"), [])
+
     def test_byte_count_checked_before_rename(self):
         from ckpz import _files
 

@@ -1,19 +1,24 @@
-/* pump.c — see pump.h. One mutex and one condition guard a ring of 2 to FIO_PUMP_MAX
- * buffers. Reading, the thread fills buffers in order while fewer than all are full or
+/* pump.c — a thread that reads a regular file ahead or writes one behind while the
+ * calling thread codes (ckpz_pump_*, include/ckpz_experimental.h): the CLI's inputs and
+ * outputs and the library's own fd source and sink (fdpump.c) use it. One mutex and
+ * one condition guard a ring of 2 to CKPZ_PUMP_MAX buffers. Reading, the thread fills buffers in order while fewer than all are full or
  * held by the caller, who holds one (the last it took) at a time; writing, the caller
  * fills one buffer at a time and queues it, the thread writes queued buffers in order.
  * The thread moves bytes through a ckpz_fd of its own (the caller's descriptor, its own
  * count and error), so that the caller may use its own (pread, a patch after a drain)
- * without sharing a struct with the thread; fio_pump_stop adds both back.
+ * without sharing a struct with the thread; ckpz_pump_stop adds both back.
  */
-#include "pump.h"
+#ifndef CKPZ_EXPERIMENTAL
+#define CKPZ_EXPERIMENTAL
+#endif
+#include "ckpz.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-struct fio_pump {
+struct ckpz_pump {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* any change: a buffer filled, taken, queued or written; stop */
     pthread_t th;
@@ -21,20 +26,20 @@ struct fio_pump {
     int writing, stop, end, err; /* end: the thread read the input's last byte */
     size_t size, lead;
     int nbuf;
-    unsigned char *mem[FIO_PUMP_MAX];
-    size_t len[FIO_PUMP_MAX];
+    unsigned char *mem[CKPZ_PUMP_MAX];
+    size_t len[CKPZ_PUMP_MAX];
     /* reading: buffers filled by the thread, taken by the caller; writing: buffers
      * queued by the caller, written (or dropped after an error) by the thread */
     unsigned long made, used;
 };
 
-static void fail(fio_pump *p, int err)
+static void fail(ckpz_pump *p, int err)
 {
     if (!p->err) p->err = err;
 }
 
 /* Reading: one buffer, whole unless the input ends. */
-static void read_one(fio_pump *p, unsigned char *dst, size_t *got)
+static void read_one(ckpz_pump *p, unsigned char *dst, size_t *got)
 {
     *got = 0;
     while (*got < p->size) {
@@ -48,7 +53,7 @@ static void read_one(fio_pump *p, unsigned char *dst, size_t *got)
     }
 }
 
-static void *reader_main(fio_pump *p)
+static void *reader_main(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -72,7 +77,7 @@ static void *reader_main(fio_pump *p)
     return NULL;
 }
 
-static void *writer_main(fio_pump *p)
+static void *writer_main(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -95,25 +100,25 @@ static void *writer_main(fio_pump *p)
 
 static void *pump_main(void *v)
 {
-    fio_pump *p = v;
+    ckpz_pump *p = v;
     return p->writing ? writer_main(p) : reader_main(p);
 }
 
-int fio_pump_wanted(int threads)
+int ckpz_pump_wanted(int threads)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     return threads > 0 && cores > 0 && threads < cores;
 }
 
-static void pump_free(fio_pump *p)
+static void pump_free(ckpz_pump *p)
 {
-    for (int i = 0; i < FIO_PUMP_MAX; i++) free(p->mem[i]);
+    for (int i = 0; i < CKPZ_PUMP_MAX; i++) free(p->mem[i]);
     free(p);
 }
 
-fio_pump *fio_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead)
+ckpz_pump *ckpz_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t lead)
 {
-    fio_pump *p = nbuf >= 2 && nbuf <= FIO_PUMP_MAX ? calloc(1, sizeof *p) : NULL;
+    ckpz_pump *p = nbuf >= 2 && nbuf <= CKPZ_PUMP_MAX ? calloc(1, sizeof *p) : NULL;
     if (!p) return NULL;
     p->nbuf = nbuf;
     for (int i = 0; i < nbuf; i++)
@@ -137,7 +142,7 @@ fio_pump *fio_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size_t
     return p;
 }
 
-unsigned char *fio_pump_next(fio_pump *p, size_t *len)
+unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len)
 {
     unsigned char *b = NULL;
     pthread_mutex_lock(&p->mu);
@@ -156,7 +161,7 @@ unsigned char *fio_pump_next(fio_pump *p, size_t *len)
     return b;
 }
 
-unsigned char *fio_pump_buffer(fio_pump *p)
+unsigned char *ckpz_pump_buffer(ckpz_pump *p)
 {
     unsigned char *b = NULL;
     pthread_mutex_lock(&p->mu);
@@ -166,7 +171,7 @@ unsigned char *fio_pump_buffer(fio_pump *p)
     return b;
 }
 
-void fio_pump_push(fio_pump *p, size_t len)
+void ckpz_pump_push(ckpz_pump *p, size_t len)
 {
     pthread_mutex_lock(&p->mu);
     p->len[p->made % (unsigned long)p->nbuf] = len;
@@ -175,7 +180,7 @@ void fio_pump_push(fio_pump *p, size_t len)
     pthread_mutex_unlock(&p->mu);
 }
 
-int fio_pump_drain(fio_pump *p)
+int ckpz_pump_drain(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
     while (p->used < p->made) pthread_cond_wait(&p->cv, &p->mu);
@@ -184,7 +189,7 @@ int fio_pump_drain(fio_pump *p)
     return bad ? -1 : 0;
 }
 
-int fio_pump_error(fio_pump *p)
+int ckpz_pump_error(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
     int e = p->err;
@@ -192,7 +197,7 @@ int fio_pump_error(fio_pump *p)
     return e;
 }
 
-void fio_pump_stop(fio_pump *p)
+void ckpz_pump_stop(ckpz_pump *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
