@@ -6,8 +6,10 @@ rank r is compressed when its factors take at most half of it, 2 r (rows + cols)
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
 through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce with the state's
 codec, entropy= applying; error feedback of their own, kept as bucket REST + index). On
-tests/python/test_ddp_methods.py's MLP at rank 4 that and P at 8 bits (below) took the
-bytes from 22x to 48x fewer than the FP32 all-reduce at the same loss (doc/gradients.md).
+tests/python/test_ddp_methods.py's MLP at rank 4 that and P and Q at 8 bits (below) took
+the bytes from 22x to 85x fewer than the FP32 all-reduce at the same loss; at rank 8 (the
+default: the lowest at no hook's loss on bench/ddp-hooks' GPT too) 52x there, 32x on the
+GPT (doc/gradients.md).
 With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the same
 on every rank:
 
@@ -48,7 +50,7 @@ __all__ = []  # private module
 
 REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + its index
 QKEY = 2 << 20  # the key (seeds of the rounding) of a bucket's Qs' exchange: QKEY + its index
-DEFAULT_RANK = 4  # see doc/gradients.md: the MLP sweep
+DEFAULT_RANK = 8  # see doc/gradients.md: the MLP sweep and the GPT
 MAX_RANK = 1024
 
 
