@@ -6,8 +6,10 @@ rank r is compressed when its factors take at most half of it, 2 r (rows + cols)
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
 through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce with the state's
 codec, entropy= applying; error feedback of their own, kept as bucket REST + index). On
-tests/python/test_ddp_methods.py's MLP at rank 4 that and P at 8 bits (below) took the
-bytes from 22x to 48x fewer than the FP32 all-reduce at the same loss (doc/gradients.md).
+tests/python/test_ddp_methods.py's MLP at rank 4 that and P and Q at 8 bits (below) took
+the bytes from 22x to 85x fewer than the FP32 all-reduce at the same loss; at rank 8 (the
+default: the lowest at no hook's loss on bench/ddp-hooks' GPT too) 52x there, 32x on the
+GPT (doc/gradients.md).
 With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the same
 on every rank:
 
@@ -16,35 +18,39 @@ on every rank:
      feedback (P's error only tilts the subspace M is projected on, and the residual
      below is of the P used: the feedback stays exact); the uncompressed parts' exchange;
   2. P orthonormalised (reduced QR of the mean: every rank the same, from the same mean);
-  3. Q_mine = M^T P; all-reduce (sum, FP32) of every Q_mine of the bucket;
-  4. the mean's approximation P (sum Q_mine / W)^T = P P^T mean(M); Q for the next step
-     (warm start) is sum Q_mine / W.
+  3. Q_mine = M^T P; the mean of every Q_mine of the bucket through the 8-bit exchange,
+     each laid out transposed (a block holds one column: one component's scale), its two
+     roundings handed back (_factors_q): rank i's share S_i is Q_mine less what they
+     left out, so that mean(S_i) is exactly the mean Q received;
+  4. the mean's approximation P Q^T (= P P^T mean(M) but for the rounding); Q is the
+     next step's (warm start).
 
-Error feedback: the residual of rank i is M_i - P P^T M_i, what the projection left out
-of its own matrix (zero where the parameter went uncompressed). Its mean over the ranks
-is mean(M) - the approximation, as if the mean itself were fed back, and it never holds
-more than M_i (torch's PowerSGD keeps M_i minus the mean's approximation, whose
-deviations from the mean add up from step to step). So the sum of the results over the
-steps equals the sum of the mean gradients less the mean of the last residuals (with
-the 8-bit exchange's residuals of the parts not factored).
+Error feedback: the residual of rank i is M_i - P S_i^T, what the projection and Q's
+rounding left out of its own matrix (zero where the parameter went uncompressed). Its
+mean over the ranks is mean(M) - the approximation, as if the mean itself were fed back,
+and it holds no more than M_i but Q's rounding (torch's PowerSGD keeps M_i minus the
+mean's approximation, whose deviations from the mean add up from step to step). So the
+sum of the results over the steps equals the sum of the mean gradients less the mean of
+the last residuals (with the 8-bit exchange's residuals of the parts not factored).
 
 Q starts from a normal draw seeded by the parameter's key (its name with model=, else
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
-uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Two
-8-bit exchanges (four collectives each) and an all-reduce per bucket, each bounded by the
+uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Three
+8-bit exchanges (four collectives each) per bucket, each bounded by the
 state's timeout (_ddp_wire.collective: a rank that died or stalled is every rank's
 ckpz.Error; a damaged packet is refused as in the 8-bit exchange). Not public API.
 """
 
 import zlib
 
-from . import _ddp_wire, _dist_comm
+from . import _ddp_wire
 
 __all__ = []  # private module
 
 REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + its index
-DEFAULT_RANK = 4  # see doc/gradients.md: the MLP sweep
+QKEY = 2 << 20  # the key (seeds of the rounding) of a bucket's Qs' exchange: QKEY + its index
+DEFAULT_RANK = 8  # see doc/gradients.md: the MLP sweep and the GPT
 MAX_RANK = 1024
 
 
@@ -121,7 +127,7 @@ def allreduce(state, index, layout, shapes, buf, what):
     """The bucket's mean over the ranks as above: a new tensor like buf (contiguous)."""
     import torch
 
-    w, n, lr = state.world, buf.numel(), state._lowrank
+    n, lr = buf.numel(), state._lowrank
     host = buf if buf.device.type == "cpu" else buf.cpu()
     residual, _ = state._residuals(index, layout, n, (0, 0))
     m = host.float() + residual if residual is not None else host.float().clone()
@@ -165,15 +171,16 @@ def allreduce(state, index, layout, shapes, buf, what):
         if mat is None:
             out[at:at + k] = rest[at_rest:at_rest + k]
             at_rest += k
-    qsum = _sum(state, what, torch.cat([q.flatten() for q in mine]), buf.device) if mats else None
+    qs = _factors_q(state, index, what, mine, buf.device)
     pos = 0
     for (at, k, (rows, cols), name), p, q in zip(mats, hats, mine):
-        qmean = qsum[pos:pos + cols * lr.rank].view(cols, lr.rank) / w
+        qmean, sent = qs[0][pos:pos + cols * lr.rank], qs[1][pos:pos + cols * lr.rank]
+        qmean, sent = qmean.view(lr.rank, cols).t(), sent.view(lr.rank, cols).t()
         pos += cols * lr.rank
         out[at:at + k] = (p @ qmean.t()).flatten()
         lr.qs[name] = qmean.contiguous()
         if residual is not None:
-            m[at:at + k] -= (p @ q.t()).flatten()
+            m[at:at + k] -= (p @ sent.t()).flatten()
     if residual is not None:
         for at, k, mat in parts:
             if mat is None:
@@ -183,14 +190,25 @@ def allreduce(state, index, layout, shapes, buf, what):
     return result.to(buf.device) if buf.device.type != "cpu" else result
 
 
-def _sum(state, what, vec, device):
-    """vec's sum over the ranks (an all-reduce on the bucket's device, bounded by the
-    state's timeout), on the CPU; counts a ring all-reduce's bytes of it."""
-    dist = _dist_comm.dist_module()
-    wire = _ddp_wire._on(vec, device)
-    _ddp_wire.collective(state, what, lambda: dist.all_reduce(wire, group=state.group, async_op=True))
-    w = state.world
-    state.bytes_sent += 2 * (w - 1) * vec.numel() * vec.element_size() // w
-    got = wire.cpu() if wire.device.type != "cpu" else wire.clone()  # hold empties wire
-    _dist_comm.hold([wire])
-    return got
+def _factors_q(state, index, what, mine, device):
+    """(the mean of every rank's Qs, this rank's share of it) through the 8-bit exchange,
+    each Q laid out transposed (a block holds one column's values: one component's
+    scale). The share is Q_mine less what the two roundings left out: phase 1's of
+    Q_mine, and W times phase 2's of the shard of the mean this rank re-quantised; the
+    shares' mean is the mean received, so a residual M_i - P share^T keeps the error
+    feedback exact. A bucket sent uncompressed (a value not finite): share Q_mine."""
+    import torch
+
+    if not mine:
+        return torch.zeros(0), torch.zeros(0)
+    vec = torch.cat([q.t().flatten() for q in mine])
+    n, w = vec.numel(), state.world
+    lo, hi = _ddp_wire.shard_bounds(n, w, state.codec.block)[state.rank]
+    left, owned = torch.zeros(n), torch.zeros(hi - lo)
+    had = state.uncompressed_buckets
+    mean = _ddp_wire.quantized_allreduce(state, QKEY + index, "", _ddp_wire._on(vec, device), what,
+                                         feedback=False, scratch=(left, owned)).cpu().float()
+    if state.uncompressed_buckets != had:
+        return mean, vec
+    left[lo:hi] += w * owned
+    return mean, vec - left

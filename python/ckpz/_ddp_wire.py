@@ -158,11 +158,13 @@ def to_all(state, what, slot, limits, device):
     return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device)
 
 
-def quantized_allreduce(state, index, layout, buf, what, feedback=True):
+def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=None):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
     quantised as above (or sent as it is, see above): a new tensor like buf. layout:
     the bucket's, for its residuals (CompressionState._residuals); feedback=False: none
-    (method "lowrank"'s factors P, orthonormalised after)."""
+    (method "lowrank"'s factors P, orthonormalised after); scratch: (n zeros, zeros of my
+    shard) as the residuals instead of the state's: what the two roundings left out, for
+    the caller (method "lowrank"'s factors Q)."""
     import torch
 
     codec, w, me, n = state.codec, state.world, state.rank, buf.numel()
@@ -170,6 +172,8 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True):
     bounds = shard_bounds(n, w, codec.block)
     limits = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
     residual, owned = state._residuals(index, layout, n, bounds[me]) if feedback else (None, None)
+    if scratch is not None:
+        residual, owned = scratch
     seed = state._seed(index)
 
     # phase 1: my packet of every shard to its owner

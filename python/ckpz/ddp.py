@@ -33,9 +33,9 @@ each element's sign, the block's mean magnitude as its scale; ~30x at block 512)
 entropy-coded where that is smaller (q8, q4; signs stay raw) (entropy=True, the default; lossless: only the
 bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
-"lowrank" ("lowrank:R", rank R, 4 by default: each gradient matrix as two thin factors
-with error feedback, _ddp_lowrank: 48x on the tests' MLP at rank 4, within 1 % of no
-hook's loss; +2.9 % on bench/ddp-hooks' GPT);
+"lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors
+at 8 bits with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP and 32x on
+bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both);
 "auto": one of these but "lowrank", chosen after the warm-up steps from the measured link
 speed and compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict; no
 lossier than auto_max ("q4" by default, the lossiest method measured at no hook's loss;
@@ -61,7 +61,7 @@ class CompressionState:
 
     process_group: the group DDP reduces over (None: the default group). method: "q8",
     "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
-    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 4 by default: matrix_rank);
+    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
     default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
@@ -95,7 +95,7 @@ class CompressionState:
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
         if method == "lowrank" and bits is not None:
-            raise ValueError("ckpz.ddp: method \"lowrank\" takes no bits= (its factors travel as FP32)")
+            raise ValueError("ckpz.ddp: method \"lowrank\" takes no bits= (its factors travel at 8 bits)")
         if METHODS[method] is not None and bits not in (None, METHODS[method]):
             raise ValueError("ckpz.ddp: method %r is %d bits, not bits=%r" % (method, METHODS[method], bits))
         if density is not None and method not in ("topk", "auto"):

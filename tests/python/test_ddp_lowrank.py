@@ -72,6 +72,14 @@ def prog_roundtrip(rank, world, d):
     out["low_err"] = max(float((got[a:a + k] - want[a:a + k]).abs().max() / want[a:a + k].abs().max()) for a, k in mats)
     out["result"] = got.tolist()
     assert state.bytes_sent < state.bytes_allreduce / 4, (state.bytes_sent, state.bytes_allreduce)
+    # the Qs came through the 8-bit exchange, laid out transposed: each block of them is
+    # whole steps of its largest value / 127 (FP32 ones are not)
+    qs = torch.cat([q.t().flatten() for q in state._lowrank.qs.values()])  # the bucket's order
+    off = 0.0
+    for b in qs.split(state.block):
+        k = b / (b.abs().max() / 127)
+        off = max(off, float((k - k.round()).abs().max()))
+    out["q_off_grid"] = off
     # a full-rank gradient: the parts not factored are the mean within two 8-bit steps;
     # the residual is zero there, and no larger than the gradient plus the residual before
     state = ckpz.ddp.CompressionState(method="lowrank:%d" % RANK)
@@ -228,6 +236,8 @@ class LowRankTest(unittest.TestCase):
         self.assertEqual(got[0]["result"], got[1]["result"])
         print("lowrank:2, a mean of rank 2: largest error %.3g of the largest value" % got[0]["low_err"])
         self.assertLess(got[0]["low_err"], 0.1)  # P travels at 8 bits: its subspace is that close
+        print("lowrank:2: the Qs' largest distance from the 8-bit grid %.3g steps" % got[0]["q_off_grid"])
+        self.assertLess(got[0]["q_off_grid"], 1e-3)
 
     def test_error_feedback(self):
         base.spawn(prog_feedback, 2, self.dir, True)
@@ -274,7 +284,7 @@ class LowRankTest(unittest.TestCase):
 
 class ArgumentsTest(unittest.TestCase):
     def test_methods(self):
-        self.assertEqual(ckpz.ddp.CompressionState(method="lowrank").matrix_rank, lowrank.DEFAULT_RANK)
+        self.assertEqual(ckpz.ddp.CompressionState(method="lowrank").matrix_rank, 8)  # doc/gradients.md: both models
         s = ckpz.ddp.CompressionState(method="lowrank:3")
         self.assertEqual((s.method, s.matrix_rank, s.requested), ("lowrank", 3, "lowrank:3"))
         for bad in ("lowrank:", "lowrank:0", "lowrank:x", "lowrank:1025", "lowrank:-1", "lowrankx", "lowrank:2:3"):
