@@ -178,7 +178,8 @@ def report(res, metrics):
         f"schedule={res['config']['schedule']} seed={res['config']['seed']} "
         f"steps={res['config']['steps']} checkpoints at {res['checkpoint_steps']} "
         f"base={'no' if res['no_base'] else 'previous lossy'}")
-    log(f"policy {res['policy']}: lossy args {shlex.join(res['lossy']) or '(none: lossless)'}")
+    log(f"policy {res['policy']}: lossy args {shlex.join(res['lossy']) or '(none: lossless)'}"
+        + (f"; EXPERIMENT --moment-sign {res['moment_sign']}" if res.get("moment_sign") else ""))
     log("")
     log("  run                          final eval loss   wall")
     for k, what in (("A", "lossless reference"), ("B", "noise floor (other data order)"),

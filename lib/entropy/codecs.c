@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ent_internal.h"
+#include "rans_ctx.h"
 
 static size_t stored_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
@@ -87,6 +87,15 @@ static const ent_codec_desc rans1_codec = {
     .estimate = rans1_estimate,
 };
 
+static const ent_codec_desc ransctx_codec = {
+    .id = ENT_RANSCTX,
+    .name = "ransctx",
+    .encode = rc_encode,
+    .decode = rc_decode,
+    .estimate = rc_estimate,
+    .free = rc_free,
+};
+
 /* clang-format off */
 static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_STORED] = &stored_codec,
@@ -97,6 +106,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_LZ4] = &ent_lz4_codec,
     [ENT_SNAPPY] = &ent_snappy_codec,
     [ENT_DEFLATE] = &ent_deflate_codec,
+    [ENT_RANSCTX] = &ransctx_codec,
 };
 /* clang-format on */
 

@@ -410,8 +410,8 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"}, {ENT_RANS1, "rans1"},   {ENT_ZSTD, "zstd"},
-              {ENT_LZ4, "lz4"},     {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}};
+    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},      {ENT_LZ4, "lz4"},
+              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
@@ -444,6 +444,14 @@ static void entropy_seeds(void)
     }
     uint8_t eh[4] = {0xc0 | 5 << 2, 0, 0, 1}; /* 65536, byte-table AVX-512 loop */
     put2("rans0", "encode-tiled-65536", eh, 4, p, 1500);
+    /* codec 8's encode mode: a correlated plane (kind 3) and a random one, AVX2 and AVX-512 */
+    for (int kind = 0; kind < 4; kind += 3) {
+        plane(p, 5000, kind);
+        uint8_t h8[4] = {(uint8_t)(0x80 | (kind * 2) << 2 | (kind ? 3 : 0)), 0x88, 0x13, 0};
+        char nm[32];
+        snprintf(nm, sizeof nm, "encode-k%d", kind);
+        put2("ransctx", nm, h8, 4, p, 5000);
+    }
     /* dispatcher: stored, constant, unknown codec */
     plane(p, 500, 1);
     uint8_t h[5] = {ENT_STORED, 0, 0xf4, 1, 0};

@@ -2,7 +2,8 @@
 smallest cell (lstm, constant LR, a restore every 50 of 110 steps, seed 1234) run with
 `lossless` (C must equal A exactly, and does) and with a destructive lossy setting
 (`--abs 1`: every weight snaps back to its base, training freezes: FAIL, frozen), and a
-policy ckpz rejects (ERROR with ckpz's message, exit 2).
+policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --moment-sign
+experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
 
 Needs torch (Debian's python3-torch) and the ckpz command: CKPZ_CLI, else build/ckpz.
 """
@@ -82,6 +83,45 @@ class ResumeJudge(unittest.TestCase):
         self.assertEqual(c["status"], "ERROR")
         self.assertIn("no-such-option", c["error"])
         self.assertIn("ERROR: ", text)
+
+
+class MomentSign(unittest.TestCase):
+    """m = sign * c * sqrt(v) exactly is restored exactly, at the bytes the docstring says."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import resume_moment
+        import torch
+        self.rm, self.torch = resume_moment, torch
+        g = torch.Generator().manual_seed(5)
+        self.v = torch.rand(64, 48, generator=g, dtype=torch.float64) * 1e-4
+        self.v[3, :5] = 0.0                            # v = 0: m_hat must be 0 there
+        self.sign = torch.where(torch.rand(64, 48, generator=g) < 0.5, -1.0, 1.0).double()
+
+    def test_tensor_scale_exact(self):
+        m = (self.sign * 0.3 * self.v.sqrt()).float()
+        mh, cost = self.rm.approx(m, self.v.float(), "tensor")
+        self.assertTrue(self.torch.allclose(mh, m, rtol=1e-5, atol=0), (mh - m).abs().max())
+        self.assertEqual(int((mh[3, :5] != 0).sum()), 0)
+        self.assertEqual(cost, 64 * 48 // 8 + self.rm.HEAD)
+
+    def test_row_and_two_class_scales_exact(self):
+        rows = self.torch.linspace(0.1, 0.5, 64).double()[:, None]
+        m = (self.sign * rows * self.v.sqrt()).float()
+        mh, cost = self.rm.approx(m, self.v.float(), "row")
+        self.assertTrue(self.torch.allclose(mh, m, rtol=1e-5, atol=0))
+        self.assertEqual(cost, 64 * 48 // 8 + 4 * 64 + self.rm.HEAD)
+        mh, _ = self.rm.approx(m, self.v.float(), "tensor")      # one scale cannot fit
+        self.assertGreater(float((mh - m).norm() / m.norm()), 0.1)
+        cls = self.torch.where(self.torch.arange(48) % 3 == 0, 1.6, 0.9).double()
+        m = (self.sign * cls * self.v.sqrt()).float()
+        mh, cost = self.rm.approx(m, self.v.float(), "z2")
+        self.assertTrue(self.torch.allclose(mh, m, rtol=1e-5, atol=0))
+        self.assertLess(cost, 64 * 48 * 2 // 8 + 3 * self.rm.HEAD)
+
+    def test_unknown_mode(self):
+        with self.assertRaises(ValueError):
+            self.rm.approx(self.v.float(), self.v.float(), "nope")
 
 
 if __name__ == "__main__":

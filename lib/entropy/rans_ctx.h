@@ -1,0 +1,42 @@
+/* rans_ctx.h — rANS with a small context (codec 8, rans_ctx.c; vector decoders in
+ * rans_ctx_avx2.c and rans_ctx_avx512.c). Internal to the entropy stage: the registry
+ * (codecs.c) holds its row. Layout of the states and coded bytes: doc/entropy.md. */
+#ifndef CKPZ_RANS_CTX_H
+#define CKPZ_RANS_CTX_H
+
+#include "ent_internal.h"
+
+#define RC_KMAX 16u /* contexts: at most 16 tables */
+#define RC_WIDE 32u /* buckets the estimate counts, to place a window of RC_KMAX */
+#define RC_G 4u     /* groups: one contiguous part of the plane each */
+#define RC_W 16u    /* lanes (states) of a group; the context is the byte RC_W back */
+#define RC_N (RC_G * RC_W)
+/* Bytes of each group's part (a multiple of RC_W); group RC_G-1 also owns the rest. */
+#define RC_PART(n) ((n) / RC_N * RC_W)
+
+/* Registry row functions (ent_codec_desc). The estimate leaves its choice of m and K
+ * for an encode of the same plane just after it. */
+double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
+size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+int rc_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+void rc_free(ent_ctx *c);
+
+#ifdef ENT_HAVE_X86
+/* Decode whole rounds (RC_N symbols: 16 of each group, in group order) from round 0
+ * while a round's worst case of words (2·RC_N bytes) remains, with the context tables
+ * dt (K × 4096 entries) around m; the part of each group is P bytes at dst + g·P.
+ * Returns the rounds done; st and *pp advanced as the scalar loop would. */
+size_t rc_dec_avx2(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
+                   uint8_t *dst, size_t P);
+size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
+                     uint8_t *dst, size_t P);
+/* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the two field
+ * arrays zt from table t's frequencies, then codes all whole rounds (the tail of group
+ * RC_G-1 coded before, by the scalar loop) with tables zt, continuing st and writing
+ * words down from p; returns the new p. Needs CPU_AVX512. */
+void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t);
+uint8_t *rc_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], unsigned m, unsigned K, const uint8_t *src,
+                       size_t P, uint8_t *p);
+#endif
+
+#endif

@@ -1,0 +1,123 @@
+/* rans_ctx_avx512.c — the AVX-512 decode loop of rANS with a small context (codec 8,
+ * rans_ctx.c calls it where AVX-512 gathers are fast: CPU_GATHER).
+ *
+ * One zmm register per group holds its 16 states, another its last 16 symbols (the
+ * contexts of the next 16): per step the bucket is clamped from them, the entry of
+ * bucket·4096 + (x mod 4096) gathered from the K tables (at most 256 KiB, in L2), the
+ * 16 symbols stored as consecutive bytes of the group's part, and the lanes below
+ * 2^16 refilled in lane order by an expand, so words are taken in the scalar loop's
+ * order. The four groups are independent chains, which hides the gather's latency.
+ */
+#include "rans_ctx.h"
+
+#ifdef ENT_HAVE_X86
+#include <immintrin.h>
+
+#define T512F __attribute__((target("avx512f")))
+
+T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp,
+                           const uint8_t *end, uint8_t *dst, size_t P)
+{
+    const uint8_t *p = *pp;
+    __m512i X[RC_G], C[RC_G];
+    for (unsigned g = 0; g < RC_G; g++) {
+        X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
+        C[g] = _mm512_set1_epi32((int)m);
+    }
+    const __m512i mask12 = _mm512_set1_epi32(RANS_M - 1), low = _mm512_set1_epi32(RANS_L);
+    const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
+    const __m512i zero = _mm512_setzero_si512(), b8 = _mm512_set1_epi32(0xff);
+    size_t rounds = P / RC_W, r = 0;
+    for (; r < rounds && end - p >= 2 * (ptrdiff_t)RC_N; r++) {
+        for (unsigned g = 0; g < RC_G; g++) {
+            __m512i x = X[g];
+            __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(C[g], lo), zero), kmax);
+            __m512i ix = _mm512_or_si512(_mm512_slli_epi32(ctx, RANS_BITS), _mm512_and_si512(x, mask12));
+            __m512i e = _mm512_i32gather_epi32(ix, (const void *)dt, 4);
+            _mm_storeu_si128((__m128i *)(void *)(dst + g * P + r * RC_W), _mm512_cvtepi32_epi8(e));
+            C[g] = _mm512_and_si512(e, b8);
+            __m512i f = _mm512_srli_epi32(e, 20);
+            __m512i b = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
+            x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, RANS_BITS)), b);
+            __mmask16 nd = _mm512_cmplt_epu32_mask(x, low);
+            __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+            w = _mm512_maskz_expand_epi32(nd, w);
+            X[g] = _mm512_mask_or_epi32(x, nd, _mm512_slli_epi32(x, 16), w);
+            p += 2 * __builtin_popcount((unsigned)nd);
+        }
+    }
+    for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
+    *pp = p;
+    return r;
+}
+
+/* ---- the encoder ---------------------------------------------------------------------
+ * Sixteen lanes of a group a vector, as the decoder, in the reverse order. The quotient
+ * x / f comes from rans0_avx512.c's 32-bit magic multiply (exact like the scalar
+ * reciprocal, so the states and words are the scalar loop's). Per (context, symbol) two
+ * words are gathered from K × 256-entry arrays: the magic, and M - f | shift << 12 |
+ * bias << 16 (12, 4 and 13 bits; xmax = f << 20 follows from M - f). Flushing lanes'
+ * words are compressed in lane order and stored so that they end at p. */
+void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t)
+{
+    uint32_t cum = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        uint32_t f = freq[s], k = t * 256 + s, l = 0;
+        if (!f) {
+            zt[0][k] = zt[1][k] = 0;
+            continue;
+        }
+        while ((1u << l) < f) l++;
+        if (f == 1) {
+            zt[0][k] = UINT32_MAX;
+            zt[1][k] = (RANS_M - 1) | (cum + RANS_M - 1) << 16;
+        } else {
+            zt[0][k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1);
+            zt[1][k] = (RANS_M - f) | (l - 1) << 12 | cum << 16;
+        }
+        cum += f;
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint32_t *st,
+                                                                            const uint32_t (*zt)[RC_KMAX * 256],
+                                                                            unsigned m, unsigned K, const uint8_t *src,
+                                                                            size_t P, uint8_t *p)
+{
+    __m512i X[RC_G];
+    for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
+    const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
+    const __m512i zero = _mm512_setzero_si512(), mv = _mm512_set1_epi32((int)m), mM = _mm512_set1_epi32(RANS_M);
+    const __m512i m12 = _mm512_set1_epi32(RANS_M - 1), m4 = _mm512_set1_epi32(15);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (size_t r = P / RC_W; r-- > 0;) {
+        for (unsigned g = RC_G; g-- > 0;) {
+            const uint8_t *q = src + g * P + r * RC_W;
+            __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
+            __m512i prev = r ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q - RC_W))) : mv;
+            __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(prev, lo), zero), kmax);
+            __m512i ix = _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s);
+            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt[0], 4);
+            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)zt[1], 4);
+            __m512i cmpl = _mm512_and_si512(pk, m12);
+            __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
+            __m512i x = X[g];
+            __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
+            unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
+            __m512i w = _mm512_maskz_compress_epi32(fl, x);
+            w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
+            _mm256_storeu_si256((__m256i *)(void *)(p - 32), _mm512_cvtepi32_epi16(w));
+            p -= 2 * c;
+            x = _mm512_mask_srli_epi32(x, fl, x, 16);
+            __m512i pe = _mm512_mul_epu32(x, mag);
+            __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
+            __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+            __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
+                                           _mm512_and_si512(_mm512_srli_epi32(pk, 12), m4));
+            X[g] = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
+        }
+    }
+    for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
+    return p;
+}
+#endif

@@ -1,0 +1,231 @@
+/* test_rans_ctx.c — rANS with a small context (codec 8, lib/entropy/rans_ctx*.c).
+ *
+ * Round trips of random, skewed, locally correlated and all-256 planes at every size
+ * around the codec's group and round boundaries (0, 1, odd, 63/64/65, ...), coded at
+ * every vector level: the encoders must write the same bytes, and every decoder must
+ * decode every encoding. The selector must pick the codec for a correlated exponent
+ * plane, smaller than order 0. Hostile input: hand-made headers (K out of range,
+ * truncated tables, low states, bytes left over, wrong n), every truncation, bit flips
+ * (most caught) and garbage, where the three decoders must agree on status and bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entropy/ent_internal.h"
+#include "entropy/entropy.h"
+#include "isa.h"
+
+static int failures;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
+    } while (0)
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static const char *const isa[3] = {"scalar", "avx2", "avx512"};
+
+enum { D_RANDOM, D_SKEW, D_WALK, D_ALL256, D_TWO, D_COUNT };
+static const char *const dname[D_COUNT] = {"random", "skewed", "walk", "all256", "two"};
+
+/* D_WALK: exponents that follow the one 16 places back (the codec's context), drifting
+ * around 0x7c with a wide spread, as Adam's moments do. */
+static void fill(uint8_t *b, size_t n, int d)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rnd();
+        switch (d) {
+        case D_RANDOM: b[i] = (uint8_t)r; break;
+        case D_SKEW: b[i] = (uint8_t)(0x70 + __builtin_ctz(r | 0x10000)); break;
+        case D_WALK: {
+            int prev = i >= 16 ? b[i - 16] : 0x7c;
+            int v = prev + (int)(r % 5) - 2 + (prev < 0x70) - (prev > 0x88);
+            b[i] = r % 16 == 0 ? (uint8_t)(0x60 + r % 48) : (uint8_t)v;
+            break;
+        }
+        case D_ALL256: b[i] = (uint8_t)(i < 256 ? i : r % 3 ? 0x7e : r >> 8); break;
+        case D_TWO: b[i] = (uint8_t)(r % 7 ? 0x7f : 0x80); break;
+        }
+    }
+}
+
+static size_t code_at(ent_ctx *c, int level, const uint8_t *src, size_t n, uint8_t *dst, uint8_t *got)
+{
+    force_isa(isa[level]);
+    size_t len = ent_encode_with(c, ENT_RANSCTX, src, n, dst, ent_bound(n), 3, got);
+    top_isa();
+    return len;
+}
+
+static int decode_at(ent_ctx *c, int level, const uint8_t *src, size_t len, uint8_t *dst, size_t n)
+{
+    force_isa(isa[level]);
+    int r = ent_decode(c, ENT_RANSCTX, src, len, dst, n);
+    top_isa();
+    return r;
+}
+
+static void test_roundtrips(ent_ctx *c)
+{
+    static const size_t sizes[] = {0,    1,    2,    15,   16,    17,    63,    64,     65,     127,    128,    129,
+                                   1000, 4095, 4096, 4097, 16383, 65536, 65599, 100003, 131072, 262147, 1 << 20};
+    size_t nmax = 1 << 20;
+    uint8_t *src = malloc(nmax), *enc[3], *dec = malloc(nmax + 1);
+    for (int k = 0; k < 3; k++) enc[k] = malloc(ent_bound(nmax));
+    int coded = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        for (int d = 0; d < D_COUNT; d++) {
+            fill(src, n, d);
+            size_t len[3];
+            uint8_t got[3];
+            /* the vector encoders first: nothing the scalar one leaves behind may help them */
+            for (int k = 3; k-- > 0;) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
+            for (int k = 1; k < 3; k++)
+                CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
+                      "%s n=%zu: %s encoder writes other bytes than the scalar one", dname[d], n, isa[k]);
+            CHECK(got[0] == ENT_RANSCTX || got[0] == ENT_STORED, "%s n=%zu: got codec %u", dname[d], n, got[0]);
+            CHECK(len[0] <= n, "%s n=%zu: %zu bytes", dname[d], n, len[0]);
+            coded += got[0] == ENT_RANSCTX;
+            if (got[0] != ENT_RANSCTX) continue;
+            for (int k = 0; k < 3; k++) {
+                memset(dec, 0xa5, n + 1);
+                int r = decode_at(c, k, enc[0], len[0], dec, n);
+                CHECK(r == 0 && !memcmp(dec, src, n) && dec[n] == 0xa5, "%s n=%zu: %s decoder: r=%d or wrong bytes",
+                      dname[d], n, isa[k], r);
+                CHECK(decode_at(c, k, enc[0], len[0], dec, n - 1) == -1, "%s n=%zu: accepted n-1", dname[d], n);
+            }
+        }
+    }
+    CHECK(coded >= 40, "only %d planes coded with codec 8", coded);
+    free(src);
+    free(dec);
+    for (int k = 0; k < 3; k++) free(enc[k]);
+}
+
+/* The selector, at the default and the fastest level, codes a correlated exponent plane
+ * with codec 8, smaller than order 0 forced. */
+static void test_selector(ent_ctx *c)
+{
+    size_t n = 1 << 20;
+    uint8_t *src = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
+    fill(src, n, D_WALK);
+    uint8_t got;
+    size_t l0 = ent_encode_with(c, ENT_RANS0, src, n, enc, ent_bound(n), 3, &got);
+    for (int level = 1; level <= 9; level += 2) {
+        size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
+        CHECK(got == ENT_RANSCTX && len < l0, "level %d: selector chose %s, %zu bytes (order 0: %zu)", level,
+              ent_codec_name(got), len, l0);
+        CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, src, n), "level %d: round trip", level);
+    }
+    /* Not on mantissa planes, and not where order 0 codes as small (no context). */
+    fill(src, n, D_SKEW);
+    size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
+    CHECK(got == ENT_RANS0, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
+    CHECK(strcmp(ent_codec_name(ENT_RANSCTX), "ransctx") == 0 && ent_codec_known(ENT_RANSCTX), "registry row");
+    free(src);
+    free(enc);
+    free(dec);
+}
+
+/* Every decoder must agree with the scalar one on status and bytes. */
+static int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b, const char *what)
+{
+    memset(a, 1, n);
+    int r0 = decode_at(c, 0, src, len, a, n);
+    for (int k = 1; k < 3; k++) {
+        memset(b, 2, n);
+        int r = decode_at(c, k, src, len, b, n);
+        CHECK(r == r0 && (r || !memcmp(a, b, n)), "%s: %s decoder says %d, scalar %d (or other bytes)", what, isa[k], r,
+              r0);
+    }
+    return r0;
+}
+
+static void test_hostile(ent_ctx *c)
+{
+    size_t n = 50001;
+    uint8_t *src = malloc(n), *enc = malloc(ent_bound(n) + 64), *bad = malloc(ent_bound(n) + 64);
+    uint8_t *a = malloc(n), *b = malloc(n);
+    fill(src, n, D_WALK);
+    uint8_t got;
+    size_t len = ent_encode_with(c, ENT_RANSCTX, src, n, enc, ent_bound(n), 3, &got);
+    CHECK(got == ENT_RANSCTX, "hostile: plane not coded");
+    CHECK(decode_all(c, enc, len, n, a, b, "valid") == 0 && !memcmp(a, src, n), "valid plane rejected");
+    for (size_t cut = 0; cut < len; cut += 1 + cut / 32)
+        CHECK(decode_all(c, enc, cut, n, a, b, "truncated") == -1, "truncated to %zu of %zu accepted", cut, len);
+    memcpy(bad, enc, len);
+    bad[len] = 0;
+    CHECK(decode_all(c, bad, len + 1, n, a, b, "extra byte") == -1, "a byte left over accepted");
+    CHECK(decode_all(c, enc, len, 63, a, b, "n=63") == -1, "n below 64 accepted");
+    for (unsigned K = 0; K < 256; K += K < 20 ? 1 : 37) {
+        memcpy(bad, enc, len);
+        bad[1] = (uint8_t)K;
+        int r = decode_all(c, bad, len, n, a, b, "K");
+        CHECK(K != 0 && K <= 16 ? 1 : r == -1, "K=%u accepted", K);
+    }
+    /* A state below 2^16: the states sit after the tables, 4 bytes each. */
+    int caught = 0, tries = 0;
+    for (size_t pos = 0; pos < len; pos += 1 + pos / 50, tries++) {
+        memcpy(bad, enc, len);
+        bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
+        caught += decode_all(c, bad, len, n, a, b, "bit flip") == -1;
+    }
+    CHECK(caught * 4 >= tries * 3, "only %d of %d bit flips caught", caught, tries);
+    for (int t = 0; t < 400; t++) {
+        size_t gl = rnd() % (len + 64);
+        for (size_t i = 0; i < gl; i++) bad[i] = (uint8_t)rnd();
+        if (t & 1) memcpy(bad, enc, gl < len / 2 ? gl : len / 2); /* valid header, garbage after */
+        (void)decode_all(c, bad, gl, n, a, b, "garbage");
+    }
+    /* Hand-made: m, K = 1, table `7C 7D FF 1F` (f[0x7C] = 4095, f[0x7D] = 1), 64 states
+     * of 2^16 and no words: the first symbol of each state leaves 4095·16 < 2^16, whose
+     * refill finds no word. */
+    static uint8_t h[2 + 4 + 256];
+    h[0] = 0x7c;
+    h[1] = 1;
+    h[2] = 0x7c;
+    h[3] = 0x7d;
+    h[4] = 0xff;
+    h[5] = 0x1f;
+    for (int j = 0; j < 64; j++) h[6 + 4 * j + 2] = 1; /* 00 00 01 00 */
+    CHECK(decode_all(c, h, sizeof h, 64, a, b, "no words") == -1, "a stream without its words accepted");
+    h[8] = 0; /* state 0 = 0 < 2^16 */
+    CHECK(decode_all(c, h, sizeof h, 64, a, b, "low state") == -1, "a state below 2^16 accepted");
+    h[4] = 0x80, h[5] = 0x00; /* non-canonical varint */
+    CHECK(decode_all(c, h, sizeof h, 64, a, b, "table") == -1, "a bad table accepted");
+    free(src);
+    free(enc);
+    free(bad);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    ent_ctx *c = ent_ctx_create();
+    if (!c) return 1;
+    test_roundtrips(c);
+    test_selector(c);
+    test_hostile(c);
+    ent_ctx_free(c);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_rans_ctx: all passed (top vector level: %s)\n", cpu_level_name(top_isa()));
+    return 0;
+}
