@@ -258,6 +258,8 @@ static void test_st_basic(void)
         if (l.n == 4) {
             expect_shape(&l.seg[1], 2, (uint64_t[]){2, 3});
             expect_shape(&l.seg[2], 1, (uint64_t[]){4});
+            /* the JSON header alone is marked text (coded with LZ's fast level) */
+            CHECK(l.seg[0].text && !l.seg[1].text && !l.seg[2].text && !l.seg[3].text);
         }
         fmt_list_free(&l);
         CHECK(l.n == 0 && l.seg == NULL);

@@ -177,6 +177,17 @@ static size_t encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t en
     return split;
 }
 
+size_t chunk_encode_text(ent_ctx *ec, int level, uint32_t entry, const uint8_t *raw, size_t n, uint8_t *planes,
+                         uint8_t *out, uint32_t *raw_crc)
+{
+    if (level == CKPZ_LEVEL_STORE) return encode_stored(entry, raw, n, NULL, out, raw_crc, NULL);
+    ent_ctx_set_lz(ec, ENT_LZ_TEXT);
+    size_t len = encode_with(ec, level, CKPZ_DTYPE_NONE, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc,
+                             NULL);
+    ent_ctx_set_lz(ec, ENT_LZ_OFF);
+    return len;
+}
+
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {

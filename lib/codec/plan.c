@@ -287,6 +287,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;
         pl->entry_base = m ? (const uint8_t *)p->base + m->offset : NULL;
         pl->entry_avail = m ? (m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length) : 0;
+        pl->entry_text = s->dtype == CKPZ_DTYPE_NONE && s->text;
         memset(&pl->plan, 0, sizeof pl->plan);
         pl->values_base = NULL;
         pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim, s->shape);
@@ -366,6 +367,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->uniform = c->group == GROUP_SMALL && n >= PACK_MAX &&
                  uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
     c->raw_len = n;
+    c->text = pl->entry_text && !c->group;
     /* the base may end first (open tails) */
     c->has_base = pl->entry_base && n <= pl->entry_avail;
     c->base_off = c->has_base ? (uint64_t)(pl->entry_base - (const uint8_t *)p->base) : 0;

@@ -38,6 +38,7 @@ typedef struct plan_chunk {
     int values_base;      /* planner_values: the entry's base, at values_base_off, or none */
     uint64_t values_base_off;
     uint64_t elem0;       /* first element of the chunk in its tensor */
+    int text;             /* a text header's bytes alone (fmt_segment.text) */
 } plan_chunk;
 
 typedef struct planner {
@@ -58,6 +59,7 @@ typedef struct planner {
     uint64_t consumed;    /* input bytes handed out in chunks */
     const uint8_t *entry_base; /* the base's bytes for the current entry's next chunk */
     uint64_t entry_avail;      /* bytes of them the base has */
+    int entry_text;            /* the current entry is a text header (fmt_segment.text) */
     quant_plan plan;           /* the current entry's lossy coding (mode 0: lossless) */
     const uint8_t *values_base; /* the base planner_values takes for it */
     uint8_t *whole;            /* a lossy entry read ahead to plan it (whole[0..whole_len)) */

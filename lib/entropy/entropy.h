@@ -54,8 +54,9 @@ void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
  * creation): ENT_LZ_RUNS, a chunk with runs of zeros, and ENT_LZ_REPEATS, one with repeated
  * content, have zstd tried on each plane, random-looking ones included (repeated rows and
  * zero runs stay in every byte plane); ENT_LZ_REPEATS also at zstd level 6, not 3, at the
- * fast levels. */
-enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2 };
+ * fast levels; ENT_LZ_TEXT, a text header known as such (fmt_segment.text), at zstd
+ * level 1 at the fast levels. */
+enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2, ENT_LZ_TEXT = 3 };
 void ent_ctx_set_lz(ent_ctx *c, int mode);
 
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */

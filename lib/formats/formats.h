@@ -38,6 +38,8 @@ typedef struct fmt_segment {
     uint64_t length;    /* bytes, or FMT_LEN_OPEN (only the last segment) */
     int resume;         /* last segment only (opaque, open): describe from here on with
                            fmt_resume once the bytes are at hand */
+    int text;           /* opaque bytes the reader knows are a text header (a JSON
+                           header): LZ at its fastest level codes them about as small */
 } fmt_segment;
 
 /* What a reader call ends with. Errors are codes: callers never look at why[] to tell

@@ -82,6 +82,7 @@ static void append(fmt_segment *d, size_t *n, fmt_segment s, size_t floor)
             /* Contiguous by construction. */
             if (s.length == FMT_LEN_OPEN) p->length = FMT_LEN_OPEN;
             else p->length += s.length;
+            p->text &= s.text; /* text only while all of it is */
             return;
         }
     }

@@ -370,7 +370,9 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
         goto out;
     }
     out->format = CKPZ_INPUT_SAFETENSORS;
-    if (fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base) || emit(out, &p) || fmt_finish(out)) {
+    int pushed = !fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base);
+    if (pushed) out->seg[out->n - 1].text = 1; /* the length and the JSON header */
+    if (!pushed || emit(out, &p) || fmt_finish(out)) {
         fmt_list_free(out);
         st = FMT_NOMEM;
         goto out;
