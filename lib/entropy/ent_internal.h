@@ -83,6 +83,12 @@ int rans_table_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate */
 void rans_build_esym(const uint16_t *freq, rans_esym *e);
 void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
+/* The end of every rANS encoder: the nstates final states written below p (state 0
+ * first, little-endian), then the words from p up to wend copied to dst after its hdr
+ * header bytes. Returns hdr + their length, or 0 where that would not be smaller than
+ * the plane's n bytes or not fit in cap (the plane is then stored). */
+size_t rans_finish(const uint32_t *st, unsigned nstates, uint8_t *p, const uint8_t *wend, uint8_t *dst, size_t hdr,
+                   size_t n, size_t cap);
 /* Ideal coded bits of a histogram under its own distribution. */
 double ent_bits(const uint32_t *cnt, uint64_t total);
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);

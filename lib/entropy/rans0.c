@@ -178,17 +178,7 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
                                    : rans0_enc_avx2(c, N, fq, src, s0, vlo, p);
 #endif
     }
-    for (unsigned j = N; j-- > 0;) {
-        p -= 4;
-        p[0] = (uint8_t)st[j];
-        p[1] = (uint8_t)(st[j] >> 8);
-        p[2] = (uint8_t)(st[j] >> 16);
-        p[3] = (uint8_t)(st[j] >> 24);
-    }
-    size_t slen = (size_t)(sbuf + scap - p);
-    if (hdr + slen >= n || hdr + slen > cap) return 0;
-    memcpy(dst + hdr, p, slen);
-    return hdr + slen;
+    return rans_finish(st, N, p, sbuf + scap, dst, hdr, n, cap);
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers

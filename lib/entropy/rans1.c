@@ -171,17 +171,7 @@ size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
             ENC1(k, i, j == 0 ? 0 : src[i - 1]);
         }
 #undef ENC1
-    for (unsigned j = RANS_N; j-- > 0;) {
-        p -= 4;
-        p[0] = (uint8_t)st[j];
-        p[1] = (uint8_t)(st[j] >> 8);
-        p[2] = (uint8_t)(st[j] >> 16);
-        p[3] = (uint8_t)(st[j] >> 24);
-    }
-    size_t slen = (size_t)(sbuf + scap - p);
-    if (hdr + slen >= n || hdr + slen > cap) return 0;
-    memcpy(dst + hdr, p, slen);
-    return hdr + slen;
+    return rans_finish(st, RANS_N, p, sbuf + scap, dst, hdr, n, cap);
 }
 
 int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)

@@ -185,3 +185,19 @@ void rans_build_dtab(const uint16_t *freq, uint32_t *dtab)
         cum += f;
     }
 }
+
+size_t rans_finish(const uint32_t *st, unsigned nstates, uint8_t *p, const uint8_t *wend, uint8_t *dst, size_t hdr,
+                   size_t n, size_t cap)
+{
+    for (unsigned j = nstates; j-- > 0;) {
+        p -= 4;
+        p[0] = (uint8_t)st[j];
+        p[1] = (uint8_t)(st[j] >> 8);
+        p[2] = (uint8_t)(st[j] >> 16);
+        p[3] = (uint8_t)(st[j] >> 24);
+    }
+    size_t slen = (size_t)(wend - p);
+    if (hdr + slen >= n || hdr + slen > cap) return 0;
+    memcpy(dst + hdr, p, slen);
+    return hdr + slen;
+}

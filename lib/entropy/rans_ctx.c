@@ -251,17 +251,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
                     ENC(g * RC_W + l, i, r ? src[i - RC_W] : m);
                 }
 #undef ENC
-    for (unsigned j = RC_N; j-- > 0;) {
-        p -= 4;
-        p[0] = (uint8_t)st[j];
-        p[1] = (uint8_t)(st[j] >> 8);
-        p[2] = (uint8_t)(st[j] >> 16);
-        p[3] = (uint8_t)(st[j] >> 24);
-    }
-    size_t slen = (size_t)(sbuf + scap - p);
-    if (hdr + slen >= n || hdr + slen > cap) return 0;
-    memcpy(dst + hdr, p, slen);
-    return hdr + slen;
+    return rans_finish(st, RC_N, p, sbuf + scap, dst, hdr, n, cap);
 }
 
 /* One symbol of lane `lane` at dst[i], its context byte prev; -1 when the words end. */
