@@ -231,9 +231,16 @@ def prog_die(rank, world, d, how):
     state's (3 s)."""
     ckpz._dist_comm.GRACE = 2.0
     ddp, opt, state = make("q8", timeout=3 if how == "stall" else None)
+    rank1_dies(rank, d, ddp, opt, state, stall=how == "stall")
+
+
+def rank1_dies(rank, d, ddp, opt, state, stall=False):
+    """Two steps, then rank 1 exits (after 15 s of silence when stall); rank 0's next
+    step must fail with the ckpz.Error naming rank 1 (torch 1.13: a RuntimeError carrying
+    its text), which it writes to d/die-0.json with the seconds it took. Never returns."""
     train(ddp, opt, 2)
     if rank == 1:
-        if how == "stall":
+        if stall:
             time.sleep(15)
         os._exit(0)
     t0 = time.monotonic()
@@ -248,8 +255,8 @@ def prog_die(rank, world, d, how):
     assert isinstance(state.error, ckpz.Error), state.error
     assert str(state.error) in text, (text, str(state.error))
     assert "ckpz.ddp.hook (step 2, bucket 0)" in text and "rank 1 did not answer" in text, text
-    assert took < (12 if how == "stall" else 30), took
-    write_json("%s/die-%d.json" % (d, rank), {"text": text, "seconds": took})
+    assert took < (12 if stall else 30), took
+    write_json("%s/die-%d.json" % (d, rank), {"text": text, "error": str(state.error), "seconds": took})
     os._exit(0)  # the group is broken: leave without destroying it
 
 
