@@ -234,10 +234,11 @@ def prog_die(rank, world, d, how):
     rank1_dies(rank, d, ddp, opt, state, stall=how == "stall")
 
 
-def rank1_dies(rank, d, ddp, opt, state, stall=False):
+def rank1_dies(rank, d, ddp, opt, state, stall=False, overlap=False):
     """Two steps, then rank 1 exits (after 15 s of silence when stall); rank 0's next
-    step must fail with the ckpz.Error naming rank 1 (torch 1.13: a RuntimeError carrying
-    its text), which it writes to d/die-0.json with the seconds it took. Never returns."""
+    step must fail with the ckpz.Error naming rank 1 (torch 1.13, or an exchange on the
+    state's thread (overlap) on any torch: a RuntimeError whose text names it), which it
+    writes to d/die-0.json with the seconds it took. Never returns."""
     train(ddp, opt, 2)
     if rank == 1:
         if stall:
@@ -248,12 +249,12 @@ def rank1_dies(rank, d, ddp, opt, state, stall=False):
         train(ddp, opt, 1)
     except RuntimeError as e:
         text = str(e)
-        assert isinstance(e, ckpz.Error) or TORCH1, type(e)
+        assert isinstance(e, ckpz.Error) or TORCH1 or overlap, type(e)
     else:
         raise AssertionError("no error when rank 1 died")
     took = time.monotonic() - t0
     assert isinstance(state.error, ckpz.Error), state.error
-    assert str(state.error) in text, (text, str(state.error))
+    assert str(state.error) in text or overlap, (text, str(state.error))
     assert "ckpz.ddp.hook (step 2, bucket 0)" in text and "rank 1 did not answer" in text, text
     assert took < (12 if stall else 30), took
     write_json("%s/die-%d.json" % (d, rank), {"text": text, "error": str(state.error), "seconds": took})

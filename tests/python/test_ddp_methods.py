@@ -70,7 +70,7 @@ def prog_die_overlap(rank, world, d):
     state's timeout (3 s), the exchange running on the state's thread."""
     base.ckpz._dist_comm.GRACE = 2.0
     ddp, opt, state = wide("q8", timeout=3, overlap=True)
-    base.rank1_dies(rank, d, ddp, opt, state)
+    base.rank1_dies(rank, d, ddp, opt, state, overlap=True)
 
 
 def heavy(rank, n, dtype):
