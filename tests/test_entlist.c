@@ -29,11 +29,11 @@ static ctr_entry *make_entries(size_t n, uint64_t *original, uint64_t *chunks)
         ctr_entry *x = &e[i];
         char name[64];
         snprintf(name, sizeof name, i % 7 == 6 ? "" : "blocks.%zu.%s", i / 3, i % 3 ? "conv.weight" : "bn.bias");
-        x->name = strdup(name);
         x->name_len = (uint16_t)strlen(name);
         x->dtype = i % 7 == 6 ? CKPZ_DTYPE_NONE : CKPZ_DTYPE_F32;
         x->ndim = x->dtype ? (uint32_t)(i % 4) : 0;
-        x->shape = calloc(x->ndim + 1, 8);
+        CHECK(ctr_entry_alloc(x) == 0); /* shape and name in one block, as a reader's */
+        memcpy(x->name, name, (size_t)x->name_len + 1);
         for (uint32_t d = 0; d < x->ndim; d++) x->shape[d] = d ? 3 : (uint64_t)i * 1000003;
         x->flags = i % 5 == 1 && i + 1 < n ? CTR_ENTRY_PACKED : 0;
         int empty = i % 11 == 10 && !x->flags && !(i && (e[i - 1].flags & CTR_ENTRY_PACKED)); /* not an owner */
