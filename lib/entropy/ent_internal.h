@@ -201,4 +201,18 @@ static inline uint64_t ent_mulhi64_32(uint32_t x, uint64_t m)
 #endif
 }
 
+/* One scalar rANS encode step of state x for the symbol whose row is e: the state's low
+ * 16 bits are stored below *pp unconditionally and *pp moves down only when x must be
+ * renormalised (no mispredicted branch); returns the new state. Order 0, order 1 and
+ * codec 8 share it. */
+static inline uint32_t rans_enc_step(uint32_t x, const rans_esym *e, uint8_t **pp)
+{
+    uint32_t fl = x >= e->xmax;
+    ent_put16(*pp - 2, (uint16_t)x);
+    *pp -= 2 * fl;
+    x >>= fl << 4;
+    uint32_t q = (uint32_t)ent_mulhi64_32(x, e->rcp);
+    return x + e->bias + q * e->cmpl;
+}
+
 #endif

@@ -161,17 +161,7 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
 #ifdef ENT_HAVE_X86
         if (simd >= CPU_AVX2) vlo = s0 + (s1 - s0) / N * N; /* segments start on a round */
 #endif
-        for (size_t i = s1; i-- > vlo;) {
-            const rans_esym *e = &E[src[i]];
-            uint32_t x = st[i & NM];
-            uint32_t fl = x >= e->xmax;
-            /* Unconditional store, conditional advance: no mispredicted branch. */
-            ent_put16(p - 2, (uint16_t)x);
-            p -= 2 * fl;
-            x >>= fl << 4;
-            uint32_t q = (uint32_t)ent_mulhi64_32(x, e->rcp);
-            st[i & NM] = x + e->bias + q * e->cmpl;
-        }
+        for (size_t i = s1; i-- > vlo;) st[i & NM] = rans_enc_step(st[i & NM], &E[src[i]], &p);
 #ifdef ENT_HAVE_X86
         if (vlo > s0)
             p = simd >= CPU_AVX512 ? rans0_enc_avx512(c, N, fq, src, s0, vlo, p)

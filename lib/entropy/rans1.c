@@ -152,18 +152,7 @@ size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     for (unsigned j = 0; j < RANS_N; j++) st[j] = RANS_L;
     const rans_esym *E = c->o1etab;
     size_t seg = n / RANS_N;
-#define ENC1(lane, pos, ctxbyte)                                          \
-    do {                                                                  \
-        const rans_esym *e_ = &E[256 * (size_t)cmap[ctxbyte] + src[pos]]; \
-        uint32_t x_ = st[lane];                                           \
-        uint32_t fl_ = x_ >= e_->xmax;                                    \
-        p[-2] = (uint8_t)x_;                                              \
-        p[-1] = (uint8_t)(x_ >> 8);                                       \
-        p -= 2 * fl_;                                                     \
-        x_ >>= fl_ << 4;                                                  \
-        uint32_t q_ = (uint32_t)ent_mulhi64_32(x_, e_->rcp);              \
-        st[lane] = x_ + e_->bias + q_ * e_->cmpl;                         \
-    } while (0)
+#define ENC1(lane, pos, ctxbyte) st[lane] = rans_enc_step(st[lane], &E[256 * (size_t)cmap[ctxbyte] + src[pos]], &p)
     for (size_t i = n; i-- > RANS_N * seg;) ENC1(RANS_N - 1, i, i == 0 ? 0 : src[i - 1]);
     for (size_t j = seg; j-- > 0;)
         for (unsigned k = RANS_N; k-- > 0;) {

@@ -225,18 +225,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     uint32_t off[256];
     bucket_table(m, K, 256, off);
     size_t P = RC_PART(n);
-#define ENC(lane, pos, prevbyte)                             \
-    do {                                                     \
-        const rans_esym *e_ = &E[off[prevbyte] + src[pos]];  \
-        uint32_t x_ = st[lane];                              \
-        uint32_t fl_ = x_ >= e_->xmax;                       \
-        p[-2] = (uint8_t)x_;                                 \
-        p[-1] = (uint8_t)(x_ >> 8);                          \
-        p -= 2 * fl_;                                        \
-        x_ >>= fl_ << 4;                                     \
-        uint32_t q_ = (uint32_t)ent_mulhi64_32(x_, e_->rcp); \
-        st[lane] = x_ + e_->bias + q_ * e_->cmpl;            \
-    } while (0)
+#define ENC(lane, pos, prevbyte) st[lane] = rans_enc_step(st[lane], &E[off[prevbyte] + src[pos]], &p)
     /* The reverse of the decoding order: the tail of group 3, then the rounds. */
     const size_t b3 = (RC_G - 1) * P;
     for (size_t j = n - b3; j-- > P;) ENC((RC_G - 1) * RC_W + (j & (RC_W - 1)), b3 + j, src[b3 + j - RC_W]);
