@@ -527,11 +527,12 @@ CKPZ_API ckpz_pump *ckpz_pump_start(ckpz_fd *io, int writing, int nbuf, size_t s
  * length (less than size only at the end of the input, 0 past it) in *len. NULL on a
  * read error (its errno from ckpz_pump_error). */
 CKPZ_API unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len);
-/* Writing: a free buffer of size bytes to fill (waits for one), NULL after a write
- * error; ckpz_pump_push queues it with its first len bytes to write. */
-CKPZ_API unsigned char *ckpz_pump_buffer(ckpz_pump *p);
-CKPZ_API void ckpz_pump_push(ckpz_pump *p, size_t len);
-/* Writing: waits until every queued buffer is written; 0, or -1 after a write error. */
+/* Writing: appends n bytes to the buffer the pump is filling, queueing each buffer once
+ * full (waits for a free one); 0, or -1 after a write error (seen when a buffer is taken
+ * or at the drain: a failed write may show only there). */
+CKPZ_API int ckpz_pump_write(ckpz_pump *p, const void *src, size_t n);
+/* Writing: queues the buffer being filled, if it holds any bytes, and waits until every
+ * queued buffer is written; 0, or -1 after a write error. */
 CKPZ_API int ckpz_pump_drain(ckpz_pump *p);
 /* The first error: an errno, or -1 for a write of 0 bytes (no errno says why); else 0. */
 CKPZ_API int ckpz_pump_error(ckpz_pump *p);

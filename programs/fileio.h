@@ -79,7 +79,7 @@ typedef struct fio_out {
     int direct;         /* an existing device or fifo (-o /dev/null): no temp, no rename */
     int temp;           /* writing a temporary file (pub): anonymous, or a named one */
     ckpz_publish *pub;  /* the library's publish of it (lib/file/publish.c) */
-    unsigned char *buf;    /* being filled: malloc'd, or the pump's */
+    unsigned char *buf;    /* being filled (malloc'd; NULL once a pump writes) */
     size_t len;
     int can_pump;          /* a regular file: written behind once a buffer is full */
     ckpz_pump *pump;    /* the thread writing behind (ckpz_pump_*), or NULL */

@@ -97,9 +97,6 @@ static int put(fio_out *o, const void *src, size_t n, int64_t off)
 static int out_flush(fio_out *o)
 {
     if (o->pump) {
-        if (o->len) ckpz_pump_push(o->pump, o->len);
-        o->buf = NULL; /* the pump's */
-        o->len = 0;
         if (ckpz_pump_drain(o->pump) == 0) return 0;
         o->err = ckpz_pump_error(o->pump);
         return -1;
@@ -115,7 +112,13 @@ static int out_flush(fio_out *o)
 #define OUT_PUMP_BUFS 4
 #define OUT_PUMP_SIZE (1u << 20)
 
-static int pumped_write(fio_out *o, const unsigned char *src, size_t n);
+/* n bytes into the pump's buffers (ckpz_pump_write), or -1 with o->err. */
+static int pumped_write(fio_out *o, const void *src, size_t n)
+{
+    if (ckpz_pump_write(o->pump, src, n) == 0) return 0;
+    o->err = ckpz_pump_error(o->pump);
+    return -1;
+}
 
 /* A file of more than one buffer is written behind by a thread of its own (ckpz_pump_*),
  * started when the first buffer is full, which it takes first. No thread: the caller
@@ -124,35 +127,11 @@ static int pump_begin(fio_out *o)
 {
     o->can_pump = 0;
     if (!(o->pump = ckpz_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
-    unsigned char *old = o->buf;
-    size_t len = o->len;
+    int r = pumped_write(o, o->buf, o->len);
+    free(o->buf); /* the pump's buffers from now on */
     o->buf = NULL;
     o->len = 0;
-    int r = pumped_write(o, old, len);
-    free(old);
     return r;
-}
-
-/* Writing behind: n bytes into the pump's buffers, each queued once full. */
-static int pumped_write(fio_out *o, const unsigned char *src, size_t n)
-{
-    while (n) {
-        if (!o->buf && !(o->buf = ckpz_pump_buffer(o->pump))) {
-            o->err = ckpz_pump_error(o->pump);
-            return -1;
-        }
-        size_t k = OUT_PUMP_SIZE - o->len < n ? OUT_PUMP_SIZE - o->len : n;
-        memcpy(o->buf + o->len, src, k);
-        o->len += k;
-        src += k;
-        n -= k;
-        if (o->len == OUT_PUMP_SIZE) {
-            ckpz_pump_push(o->pump, o->len);
-            o->buf = NULL;
-            o->len = 0;
-        }
-    }
-    return 0;
 }
 
 int fio_out_write(void *opaque, const void *src, size_t n)
@@ -283,7 +262,6 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
 /* Stops the pump (what it has not written is dropped) and frees the buffer. */
 static void out_release(fio_out *o)
 {
-    if (o->pump) o->buf = NULL; /* the pump's */
     ckpz_pump_stop(o->pump);
     o->pump = NULL;
     free(o->buf);

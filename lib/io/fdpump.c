@@ -36,15 +36,8 @@ static int is_regular(int fd)
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The bytes queued so far are in the file; 0, or -1 after a write error. */
-static int flush_behind(io_pumps *x)
-{
-    if (!x->wp) return 0;
-    if (x->wbuf && x->wlen) ckpz_pump_push(x->wp, x->wlen);
-    x->wbuf = NULL;
-    x->wlen = 0;
-    return ckpz_pump_drain(x->wp);
-}
+/* The bytes written so far are in the file; 0, or -1 after a write error. */
+static int flush_behind(io_pumps *x) { return x->wp ? ckpz_pump_drain(x->wp) : 0; }
 
 static int pumped_write(void *opaque, const void *src, size_t n)
 {
@@ -56,21 +49,7 @@ static int pumped_write(void *opaque, const void *src, size_t n)
             return ckpz_fd_write(x->wfd, src, n);
         }
     }
-    const unsigned char *s = src;
-    while (n) {
-        if (!x->wbuf && !(x->wbuf = ckpz_pump_buffer(x->wp))) return -1;
-        size_t k = WR_SIZE - x->wlen < n ? WR_SIZE - x->wlen : n;
-        memcpy(x->wbuf + x->wlen, s, k);
-        x->wlen += k;
-        s += k;
-        n -= k;
-        if (x->wlen == WR_SIZE) {
-            ckpz_pump_push(x->wp, x->wlen);
-            x->wbuf = NULL;
-            x->wlen = 0;
-        }
-    }
-    return 0;
+    return ckpz_pump_write(x->wp, src, n);
 }
 
 static int pumped_patch(void *opaque, const void *src, size_t n, uint64_t off)

@@ -19,8 +19,6 @@ ckpz_error io_resolve(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_sourc
 typedef struct io_pumps {
     ckpz_fd *wfd;              /* the caller's */
     struct ckpz_pump *wp;      /* ckpz_experimental.h */
-    unsigned char *wbuf;       /* the buffer being filled */
-    size_t wlen;
     uint64_t direct; /* bytes written before a write-behind started */
     int wtried;      /* none could start: the caller writes */
 } io_pumps;

@@ -2,8 +2,9 @@
  * calling thread codes (ckpz_pump_*, include/ckpz_experimental.h): the CLI's inputs and
  * outputs and the library's own fd source and sink (fdpump.c) use it. One mutex and
  * one condition guard a ring of 2 to CKPZ_PUMP_MAX buffers. Reading, the thread fills buffers in order while fewer than all are full or
- * held by the caller, who holds one (the last it took) at a time; writing, the caller
- * fills one buffer at a time and queues it, the thread writes queued buffers in order.
+ * held by the caller, who holds one (the last it took) at a time; writing, the caller's
+ * bytes go into the buffer the pump keeps filling (ckpz_pump_write), queued once full
+ * or at a drain, and the thread writes queued buffers in order.
  * The thread moves bytes through a ckpz_fd of its own (the caller's descriptor, its own
  * count and error), so that the caller may use its own (pread, a patch after a drain)
  * without sharing a struct with the thread; ckpz_pump_stop adds both back.
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct ckpz_pump {
@@ -31,6 +33,10 @@ struct ckpz_pump {
     /* reading: buffers filled by the thread, taken by the caller; writing: buffers
      * queued by the caller, written (or dropped after an error) by the thread */
     unsigned long made, used;
+    /* writing, the caller's alone: the buffer it fills (slot made % nbuf, not yet
+     * queued; NULL: none taken) and how many bytes it holds */
+    unsigned char *fill;
+    size_t filled;
 };
 
 static void fail(ckpz_pump *p, int err)
@@ -161,27 +167,46 @@ unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len)
     return b;
 }
 
-unsigned char *ckpz_pump_buffer(ckpz_pump *p)
+/* Writing: takes a free buffer to fill (waits for one); 0, or -1 after a write error. */
+static int take(ckpz_pump *p)
 {
-    unsigned char *b = NULL;
     pthread_mutex_lock(&p->mu);
     while (!p->err && p->made - p->used >= (unsigned long)p->nbuf) pthread_cond_wait(&p->cv, &p->mu);
-    if (!p->err) b = p->mem[p->made % (unsigned long)p->nbuf];
+    if (!p->err) p->fill = p->mem[p->made % (unsigned long)p->nbuf];
     pthread_mutex_unlock(&p->mu);
-    return b;
+    return p->fill ? 0 : -1;
 }
 
-void ckpz_pump_push(ckpz_pump *p, size_t len)
+/* Writing: queues the buffer being filled with the bytes it holds. */
+static void queue(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
-    p->len[p->made % (unsigned long)p->nbuf] = len;
+    p->len[p->made % (unsigned long)p->nbuf] = p->filled;
     p->made++;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    p->fill = NULL;
+    p->filled = 0;
+}
+
+int ckpz_pump_write(ckpz_pump *p, const void *src, size_t n)
+{
+    const unsigned char *s = src;
+    while (n) {
+        if (!p->fill && take(p) != 0) return -1;
+        size_t k = p->size - p->filled < n ? p->size - p->filled : n;
+        memcpy(p->fill + p->filled, s, k);
+        p->filled += k;
+        s += k;
+        n -= k;
+        if (p->filled == p->size) queue(p);
+    }
+    return 0;
 }
 
 int ckpz_pump_drain(ckpz_pump *p)
 {
+    if (p->fill && p->filled) queue(p);
     pthread_mutex_lock(&p->mu);
     while (p->used < p->made) pthread_cond_wait(&p->cv, &p->mu);
     int bad = p->err != 0;
