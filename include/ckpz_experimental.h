@@ -511,7 +511,8 @@ CKPZ_API int ckpz_publish_sweep(const char *name);
  * whose reads and writes never wait for ever, so that stopping it never hangs.
  * ckpz_compress_io and ckpz_decompress_io put one under a sink made by ckpz_sink_fd
  * themselves (a regular file, when ckpz_pump_wanted); a caller with buffers of its own
- * (the CLI) drives one with these calls. */
+ * (the CLI) drives one with these calls. Neither reads ahead: a copy out of the ring
+ * costs the caller what the kernel's copy into its own buffer does (on tmpfs). */
 #define CKPZ_PUMP_MAX 8 /* buffers at most */
 typedef struct ckpz_pump ckpz_pump;
 /* Does coding on `threads` threads (0: all cores) leave a core free for a pump? Where

@@ -16,6 +16,9 @@
 #include "prefs.h"
 
 #define FIO_BUF_SIZE (4u << 20)
+/* A read or write of at least this many bytes moves them between the descriptor and the
+ * library's buffer in one system call, not through FIO_BUF_SIZE's (see infile.c) */
+#define FIO_DIRECT (64u << 10)
 
 /* ---- input (infile.c) ---- */
 typedef struct fio_in {
@@ -26,8 +29,6 @@ typedef struct fio_in {
     struct stat st;
     uint64_t size_hint; /* CKPZ_SIZE_UNKNOWN for pipes */
     unsigned char *buf; /* FIO_HIST bytes of what came before, then FIO_BUF_SIZE */
-    unsigned char *mem; /* buf's allocation when the caller reads (no pump) */
-    ckpz_pump *pump;    /* the thread reading a regular file ahead (ckpz_pump_*), or NULL */
     size_t pos, len;
     int eof;
     int err;            /* errno of a failed read */
@@ -81,7 +82,7 @@ typedef struct fio_out {
     ckpz_publish *pub;  /* the library's publish of it (lib/file/publish.c) */
     unsigned char *buf;    /* being filled (malloc'd; NULL once a pump writes) */
     size_t len;
-    int can_pump;          /* a regular file: written behind once a buffer is full */
+    int can_pump;          /* a regular file: written behind past its first FIO_BUF_SIZE bytes */
     ckpz_pump *pump;    /* the thread writing behind (ckpz_pump_*), or NULL */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */

@@ -8,7 +8,9 @@
  * files, the sink written behind by the library's pump where the call leaves a core
  * free (-T1): the same bytes and counts, a read error and a write error in the
  * write-behind thread (a file size limit) reported with their errno, the thread
- * joined. */
+ * joined. The pump itself (ckpz_pump_*): writes of any size land in order, a drain
+ * writes the buffer being filled, a full device's ENOSPC and a read-ahead's EBADF come
+ * back, and stopping with buffers queued or unread returns. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #define CKPZ_DISABLE_DEPRECATE_WARNINGS /* checks that the deprecated params fields still work */
+#define CKPZ_EXPERIMENTAL               /* ckpz_pump_* */
 #include "ckpz.h"
 #include "memfile.h"
 #include "testutil.h"
@@ -365,6 +368,90 @@ static void test_fd_pumped(void)
     free(base);
 }
 
+/* ckpz_pump_* called directly: buffers of 64 KiB, writes that straddle them */
+static void test_pump(void)
+{
+    size_t n = (5u << 20) + 777, sz = 64u << 10;
+    unsigned char *src = bf16(n, NULL), *back = malloc(n);
+    int f = temp_fd(0);
+    CHECK(f >= 0 && back);
+    ckpz_fd io = {f, 0, 0};
+    ckpz_pump *p = ckpz_pump_start(&io, 1, 2, sz, 0);
+    CHECK(p != NULL);
+    size_t at = 0, step = 1;
+    while (at < n) { /* 1, 3, 9, ... bytes: within a buffer, across one, across several */
+        size_t k = step < n - at ? step : n - at;
+        CHECK(ckpz_pump_write(p, src + at, k) == 0);
+        at += k;
+        step = step * 3 % (3 * sz) + 1;
+    }
+    CHECK(ckpz_pump_drain(p) == 0); /* the last, partial buffer too */
+    CHECK(lseek(f, 0, SEEK_END) == (off_t)n);
+    CHECK(ckpz_pump_write(p, src, 100) == 0 && ckpz_pump_drain(p) == 0 && lseek(f, 0, SEEK_END) == (off_t)n + 100);
+    ckpz_pump_stop(p);
+    CHECK(io.bytes == n + 100 && io.error == 0);
+    ckpz_fd r = {f, 0, 0};
+    CHECK(ckpz_fd_pread(&r, back, n, 0) == 0 && !memcmp(back, src, n));
+
+    /* read ahead: the same bytes, then 0 past the end; stopped with buffers unread */
+    CHECK(lseek(f, 0, SEEK_SET) == 0);
+    ckpz_fd rd = {f, 0, 0};
+    p = ckpz_pump_start(&rd, 0, 3, sz, 40);
+    CHECK(p != NULL);
+    size_t got = 0, len = 0;
+    unsigned char *b, *all = malloc(n + 100);
+    CHECK(all != NULL);
+    while ((b = ckpz_pump_next(p, &len)) && len && got + len <= n + 100) {
+        memcpy(all + got, b, len);
+        got += len;
+    }
+    CHECK(got == n + 100 && !memcmp(all, src, n) && !memcmp(all + n, src, 100));
+    free(all);
+    CHECK(b != NULL && len == 0 && got == n + 100 && ckpz_pump_error(p) == 0);
+    ckpz_pump_stop(p);
+    CHECK(rd.bytes == n + 100);
+    CHECK(lseek(f, 0, SEEK_SET) == 0);
+    rd = (ckpz_fd){f, 0, 0};
+    p = ckpz_pump_start(&rd, 0, 2, sz, 0);
+    CHECK(p && ckpz_pump_next(p, &len) && len == sz);
+    ckpz_pump_stop(p); /* the thread waits for a free buffer: it must still return */
+
+    /* a read error in the read-ahead thread: a descriptor open for writing only */
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", f);
+    int wo = open(proc, O_WRONLY);
+    if (wo >= 0) {
+        ckpz_fd w = {wo, 0, 0};
+        p = ckpz_pump_start(&w, 0, 2, sz, 0);
+        CHECK(p && ckpz_pump_next(p, &len) == NULL && ckpz_pump_error(p) == EBADF);
+        ckpz_pump_stop(p);
+        CHECK(w.error == EBADF);
+        close(wo);
+    }
+
+    /* a write error in the write-behind thread: a full device */
+    int full = open("/dev/full", O_WRONLY);
+    if (full >= 0) {
+        ckpz_fd w = {full, 0, 0};
+        p = ckpz_pump_start(&w, 1, 2, sz, 0);
+        CHECK(p != NULL);
+        int bad = 0;
+        for (at = 0; at < n && !bad; at += 1000) bad = ckpz_pump_write(p, src + at, 1000) != 0;
+        CHECK(bad && ckpz_pump_drain(p) == -1 && ckpz_pump_error(p) == ENOSPC);
+        ckpz_pump_stop(p);
+        CHECK(w.error == ENOSPC);
+        /* stopped with buffers queued: what is not written is dropped, the call returns */
+        w = (ckpz_fd){full, 0, 0};
+        p = ckpz_pump_start(&w, 1, 4, sz, 0);
+        CHECK(p && ckpz_pump_write(p, src, 3 * sz) == 0);
+        ckpz_pump_stop(p);
+        close(full);
+    }
+    close(f);
+    free(back);
+    free(src);
+}
+
 int main(void)
 {
     test_mem_source();
@@ -372,5 +459,6 @@ int main(void)
     test_fd();
     test_calls();
     test_fd_pumped();
+    test_pump();
     return test_summary("test_io");
 }

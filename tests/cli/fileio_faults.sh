@@ -199,8 +199,9 @@ exists in.bin.ckpz
 absent out.bin
 cp ckpz.copy in.bin.ckpz
 
-# --- files of several 4 MiB buffers, read ahead and written behind by a thread of their
-# own (programs/pump.c) where coding leaves a core free (-T1 on more than one core): a
+# --- files of several 4 MiB buffers, written behind by a thread of their own
+# (ckpz_pump_write) where coding leaves a core free (-T1 on more than one core), read
+# straight into the library's buffers: a
 # read or write failing in a later buffer or in the last bytes still ends in exit 1
 # naming the file, with nothing left behind; short transfers and EINTR give a plain
 # run's bytes.
