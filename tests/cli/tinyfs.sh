@@ -6,6 +6,8 @@
 # message naming the output and the cause, leave the tmpfs as empty as it was (no
 # output, no temporary file, no space held), keep the input intact, and leave an
 # existing output untouched with -f. A tmpfs just large enough takes the output whole.
+# Each at -T0 (the caller writes) and -T1 (past its first 4 MiB the output is written
+# behind by a thread of its own, where there is more than one core).
 source "$(dirname "$0")/common.bash" "$@"
 
 MNT=$WORK/mnt
@@ -40,47 +42,49 @@ full() {
     before=$(used)
     if [ "$mode" = c ]; then
         out=$MNT/input.ckpz
-        run 1 "$CKPZ" -q -o "$out" input
+        run 1 "$CKPZ" -q -T"$T" -o "$out" input
     else
         out=$MNT/input
-        run 1 "$CKPZ" -q -d -o "$out" input.ckpz
+        run 1 "$CKPZ" -q -T"$T" -d -o "$out" input.ckpz
     fi
     err_has "$out"
     err_has "No space left on device"
     absent "$out"
     no_temp_files "$MNT"
-    [ "$(ls -A "$MNT")" = "" ] || fail "$mode at $size: left in the tmpfs: $(ls -A "$MNT")"
-    [ "$(used)" = "$before" ] || fail "$mode at $size: the tmpfs holds $(used) bytes, $before before"
-    cmp -s input input.orig || fail "$mode at $size: the input changed"
+    [ "$(ls -A "$MNT")" = "" ] || fail "$mode -T$T at $size: left in the tmpfs: $(ls -A "$MNT")"
+    [ "$(used)" = "$before" ] || fail "$mode -T$T at $size: the tmpfs holds $(used) bytes, $before before"
+    cmp -s input input.orig || fail "$mode -T$T at $size: the input changed"
     # -f over an existing output: the old one survives the failure
-    cp old "$out" 2>/dev/null || { echo "note: no room for the old output at $size"; return; }
+    cp old "$out" 2>/dev/null || { echo "note: no room for the old output at $size (-T$T)"; return; }
     if [ "$mode" = c ]; then
-        run 1 "$CKPZ" -q -f -o "$out" input
+        run 1 "$CKPZ" -q -T"$T" -f -o "$out" input
     else
-        run 1 "$CKPZ" -q -f -d -o "$out" input.ckpz
+        run 1 "$CKPZ" -q -T"$T" -f -d -o "$out" input.ckpz
     fi
-    cmp -s "$out" old || fail "$mode at $size: -f replaced the old output after a failure"
+    cmp -s "$out" old || fail "$mode -T$T at $size: -f replaced the old output after a failure"
     no_temp_files "$MNT"
     ok
 }
 
 page=4096
-for mode in c d; do
-    if [ "$mode" = c ]; then n=$csize; else n=$osize; fi
-    # out of room in the first frame, a third, two thirds of the way, and in the last page
-    for size in $page $((n / 3)) $((2 * n / 3)) $(((n - 1) / page * page)); do
-        [ "$size" -ge "$page" ] || size=$page
-        full "$mode" "$size"
+for T in 0 1; do
+    for mode in c d; do
+        if [ "$mode" = c ]; then n=$csize; else n=$osize; fi
+        # out of room in the first frame, a third, two thirds of the way, and in the last page
+        for size in $page $((n / 3)) $((2 * n / 3)) $(((n - 1) / page * page)); do
+            [ "$size" -ge "$page" ] || size=$page
+            full "$mode" "$size"
+        done
+        # room for the whole output (and nothing else): it lands, whole
+        resize $(((n + page - 1) / page * page + 16 * page))
+        if [ "$mode" = c ]; then
+            run 0 "$CKPZ" -q -T"$T" -o "$MNT/input.ckpz" input
+            cmp -s "$MNT/input.ckpz" input.ckpz || fail "c: the output in a large enough tmpfs differs"
+        else
+            run 0 "$CKPZ" -q -T"$T" -d -o "$MNT/input" input.ckpz
+            cmp -s "$MNT/input" input.orig || fail "d: the restored file in a large enough tmpfs differs"
+        fi
+        ok
     done
-    # room for the whole output (and nothing else): it lands, whole
-    resize $(((n + page - 1) / page * page + 16 * page))
-    if [ "$mode" = c ]; then
-        run 0 "$CKPZ" -q -o "$MNT/input.ckpz" input
-        cmp -s "$MNT/input.ckpz" input.ckpz || fail "c: the output in a large enough tmpfs differs"
-    else
-        run 0 "$CKPZ" -q -d -o "$MNT/input" input.ckpz
-        cmp -s "$MNT/input" input.orig || fail "d: the restored file in a large enough tmpfs differs"
-    fi
-    ok
 done
 echo "tinyfs.sh: $CHECKS checks passed (compressed $csize bytes, original $osize)"
