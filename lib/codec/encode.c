@@ -17,13 +17,14 @@ void encode_job(void *v, int worker, void *arg)
     const plan_chunk *d = &j->d;
     chunk_result *r = &j->r;
     workers_state *ws = arg;
+    const uint8_t *raw = j->src ? j->src : j->raw;
     r->copy = 0;
     r->abs_bound = d->plan.abs_bound;
     r->prune_thr = d->plan.prune_thr;
     if (!d->raw_len) return;
-    if (j->base && !memcmp(j->raw, j->base, d->raw_len)) {
+    if (j->base && !memcmp(raw, j->base, d->raw_len)) {
         r->copy = 1;
-        r->raw_crc = r->base_crc = crc32c(0, j->raw, d->raw_len);
+        r->raw_crc = r->base_crc = crc32c(0, raw, d->raw_len);
         return;
     }
     int level = d->plan.spec.level ? d->plan.spec.level : ws->level; /* a policy's level */
@@ -33,11 +34,11 @@ void encode_job(void *v, int worker, void *arg)
         if (ws->defer_base_crc && j->base) r->base_crc = crc32c(0, j->base, d->raw_len);
         const uint8_t *restored;
         quant_stats_init(&r->st);
-        r->out_len = chunk_encode_lossy(ws->scratch, worker, level, &d->plan, d->dtype, d->entry, d->elem0, j->raw,
+        r->out_len = chunk_encode_lossy(ws->scratch, worker, level, &d->plan, d->dtype, d->entry, d->elem0, raw,
                                         d->raw_len, d->plan.spec.no_base ? NULL : j->base, j->out, &r->raw_crc,
                                         &restored, &r->st);
     } else if (d->group == GROUP_SMALL && d->dtype != CKPZ_DTYPE_NONE &&
-               (!d->uniform || group_repeats(j->raw, d->raw_len) >= REPEATS_LIKELY)) {
+               (!d->uniform || group_repeats(raw, d->raw_len) >= REPEATS_LIKELY)) {
         /* A group mixes tensors (and opaque bytes) whose elements need not line up with
          * the chunk's: coded as its largest dtype and as bytes, the smaller kept. A group
          * of 16 KiB or more of whole tensors of one dtype (d->uniform) is coded as that
@@ -50,12 +51,12 @@ void encode_job(void *v, int worker, void *arg)
          * leads a larger owner is coded as the owner. */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
+        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, j->out,
                                        &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, j->raw, d->raw_len, NULL, planes, j->out, &r->raw_crc,
+        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, NULL, planes, j->out, &r->raw_crc,
                                   NULL);
         if (as_bytes < r->out_len)
-            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL, planes, j->out,
+            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, j->out,
                                       &r->raw_crc, NULL);
     } else if (d->text && !j->base && d->raw_len >= TEXT_FAST_MIN) {
         /* A large text header (a safetensors JSON header): zstd at its fastest level, not
@@ -64,10 +65,10 @@ void encode_job(void *v, int worker, void *arg)
          * compression time less; a pickle, whose repeats level 6 codes a quarter smaller,
          * is not marked text. A header of a few hundred tensors (~5 KB) takes microseconds
          * either way and level 1 coded it ~25 bytes larger: it is coded as before. */
-        r->out_len = chunk_encode_text(ws->scratch->ec[worker], level, d->entry, j->raw, d->raw_len,
+        r->out_len = chunk_encode_text(ws->scratch->ec[worker], level, d->entry, raw, d->raw_len,
                                        ws->scratch->planes[worker], j->out, &r->raw_crc);
     } else {
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, j->raw, d->raw_len, j->base,
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len, j->base,
                                   ws->scratch->planes[worker], j->out, &r->raw_crc,
                                   ws->defer_base_crc ? &r->base_crc : NULL);
     }
@@ -75,7 +76,7 @@ void encode_job(void *v, int worker, void *arg)
      * lossy coder falls back to lossless coding, which can, when that would be larger),
      * so the chunk restores its original bytes either way. */
     if (r->out_len > chunk_frame_bound(d->raw_len))
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, j->raw, d->raw_len, NULL,
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL,
                                   ws->scratch->planes[worker], j->out, &r->raw_crc, NULL);
 }
 
@@ -101,10 +102,22 @@ void writer_free(writer *w)
     w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL, w->own_ec = 0;
 }
 
+uint8_t *writer_room(writer *w, size_t n)
+{
+    ckpz_mem *m = w->opaque;
+    if (w->wr != ckpz_mem_write || w->mute || m->grow || m->size > m->capacity || n > m->capacity - m->size)
+        return NULL;
+    return (uint8_t *)m->data + m->size;
+}
+
 static ckpz_error put(writer *w, const void *p, size_t n)
 {
-    if (n && !w->mute && w->wr(w->opaque, p, n) != 0)
-        return ctx_fail(w->ctx, CKPZ_ERR_WRITE, "write error after %llu bytes of output", (unsigned long long)w->pos);
+    if (n && !w->mute) {
+        if (p == writer_room(w, n)) ((ckpz_mem *)w->opaque)->size += n; /* coded in place */
+        else if (w->wr(w->opaque, p, n) != 0)
+            return ctx_fail(w->ctx, CKPZ_ERR_WRITE, "write error after %llu bytes of output",
+                            (unsigned long long)w->pos);
+    }
     w->pos += n;
     return CKPZ_OK;
 }
@@ -148,6 +161,43 @@ static ckpz_error flush_copy(writer *w)
     return err;
 }
 
+/* One frame names the entries that start at chunk d: a group and its owner, or one. A
+ * lossy entry's plan comes with its chunk's result r (planned without the values). */
+static ckpz_error put_entries(writer *w, const plan_chunk *d, const chunk_result *r)
+{
+    ckpz_error err;
+    ctr_entry *ents = w->pl->e;
+    if (grow_array((void **)&w->qs, &w->cap_qs, d->entry + 1, sizeof *w->qs))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if ((err = flush_copy(w))) return err;
+    for (uint32_t i = d->first_entry; i <= d->entry; i++) {
+        ctr_entry *e = &ents[i];
+        quant_stats_init(&w->qs[i]);
+        if (e->flags & CTR_ENTRY_LOSSY) {
+            e->lossy.abs_bound = r->abs_bound;
+            e->lossy.prune_thr = r->prune_thr;
+        }
+        e->first_chunk = w->nc;
+    }
+    uint8_t *fr;
+    size_t len;
+    if (!w->ec && !(w->own_ec = (w->ec = ent_ctx_create()) != NULL))
+        return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if ((err = ctr_list_frame_write(w->ctx, w->ec, ents + d->first_entry, d->entry - d->first_entry + 1, &fr, &len)))
+        return err;
+    err = put(w, fr, len);
+    free(fr);
+    return err;
+}
+
+ckpz_error writer_lead(writer *w, const plan_chunk *d)
+{
+    if (!d->new_entry || d->lossy) return CKPZ_OK;
+    ckpz_error err = put_entries(w, d, NULL);
+    w->led = !err;
+    return err;
+}
+
 /* Its entry frame if it starts an entry, then its chunk frame. Consecutive chunks of an
  * entry equal to the base's become one copy frame. */
 ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, const uint8_t *out)
@@ -156,28 +206,8 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
     ctr_entry *ents = w->pl->e;
     if (grow_array((void **)&w->qs, &w->cap_qs, d->entry + 1, sizeof *w->qs))
         return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
-    if (d->new_entry) { /* one frame names the entries that start here: a group and its owner, or one */
-        if ((err = flush_copy(w))) return err;
-        for (uint32_t i = d->first_entry; i <= d->entry; i++) {
-            ctr_entry *e = &ents[i];
-            quant_stats_init(&w->qs[i]);
-            if (e->flags & CTR_ENTRY_LOSSY) { /* planned without the values, they come with the chunk */
-                e->lossy.abs_bound = r->abs_bound;
-                e->lossy.prune_thr = r->prune_thr;
-            }
-            e->first_chunk = w->nc;
-        }
-        uint8_t *fr;
-        size_t len;
-        if (!w->ec && !(w->own_ec = (w->ec = ent_ctx_create()) != NULL))
-            return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory");
-        if ((err = ctr_list_frame_write(w->ctx, w->ec, ents + d->first_entry, d->entry - d->first_entry + 1, &fr,
-                                        &len)))
-            return err;
-        err = put(w, fr, len);
-        free(fr);
-        if (err) return err;
-    }
+    if (d->new_entry && !w->led && (err = put_entries(w, d, r))) return err;
+    w->led = 0;
     if (d->raw_len && d->lossy && !r->out_len && !r->copy)
         return ctx_fail(w->ctx, CKPZ_ERR_NOMEM, "out of memory coding tensor '%.100s'", ents[d->entry].name);
     if (d->raw_len && d->lossy) {

@@ -28,6 +28,8 @@ typedef struct cjob {
     plan_chunk d;
     chunk_result r;
     uint8_t *raw;          /* d.raw_len bytes */
+    const uint8_t *src;    /* the chunk's bytes where they are not copied into raw (an input
+                              in memory: compress.c), else NULL */
     const uint8_t *base;   /* the base's bytes for this chunk (d.has_base), or NULL */
     uint8_t *out;          /* workmem_out_bound(chunk size) bytes */
 } cjob;
@@ -72,12 +74,20 @@ typedef struct writer {
     ent_ctx *ec;  /* codes the entry lists of its frames and index: the caller's (workmem_lists), or
                    * made on first use */
     int own_ec;   /* ec was made here: writer_free frees it */
+    int led;      /* the next chunk's entry frame is written (writer_lead) */
 } writer;
 
 void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,
                  void *opaque, int defer_base_crc);
 /* The header and base frame (the base's CRC left to writer_end when deferred). */
 ckpz_error writer_start(writer *w, int lossy);
+/* Where the next n bytes of output go when the sink is memory with room for them
+ * (ckpz_mem_write into a buffer that does not grow), so that a chunk can be coded in
+ * place, else NULL. writer_emit then takes a frame found there as written. */
+uint8_t *writer_room(writer *w, size_t n);
+/* Writes the entry frame of d, a lossless chunk, before it is coded (one coded in place
+ * follows it); writer_emit then does not. */
+ckpz_error writer_lead(writer *w, const plan_chunk *d);
 /* Writes a coded chunk (its frame `out`, unused for a copy). */
 ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, const uint8_t *out);
 /* After the last chunk: the pending copy frame, the index and the trailer. */
