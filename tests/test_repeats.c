@@ -8,20 +8,76 @@
  * measured ratios (rows ~18x, blocks 19-22x; bench/repeats for real data), so that only a
  * detector that stopped finding repeats fails them; all of them fail with it off. Packed
  * groups of small tensors copied whole are coded as bytes too (encode.c: a group of one
- * dtype is otherwise coded as its planes only), where LZ finds the copies. */
+ * dtype is otherwise coded as its planes only), where LZ finds the copies. Chunks of
+ * 1-byte integers where the sample sees nothing LZ could use are coded without zstd tried
+ * (codec.c: lz_cannot_pay) and must come out as chunk_encode, which tries it, codes them:
+ * int8 values under a per-block scale (as GGUF's Q8_0 blocks: zstd never wins there), and
+ * bytes 30% zero in runs of 40 (zstd wins by ~10%: the sample's zero blocks keep it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpz.h"
+#include "codec/codec.h"
 #include "codec/repeats.h"
 #include "testutil.h"
 
 static unsigned share(const void *p, size_t n, int zeros)
 {
     unsigned rep, zero;
-    chunk_repeats(p, n, &rep, &zero);
+    chunk_repeats(p, n, &rep, &zero, NULL);
     return zeros ? zero : rep;
+}
+
+static unsigned zero_byte_share(const void *p, size_t n)
+{
+    unsigned rep, zero, zb;
+    chunk_repeats(p, n, &rep, &zero, &zb);
+    return zb;
+}
+
+/* chunk_encode_alone's frame of n bytes of dtype dt equals chunk_encode's (the codec
+ * choice auto); *len its length. */
+static int same_frame(const char *what, const uint8_t *raw, size_t n, ckpz_dtype dt, size_t *len)
+{
+    ent_ctx *ec = ent_ctx_create();
+    uint8_t *planes = malloc(chunk_planes_bound(n, 0)), *a = malloc(chunk_frame_bound(n)),
+            *b = malloc(chunk_frame_bound(n));
+    uint32_t ca, cb;
+    size_t la = chunk_encode_alone(ec, 3, dt, 0, raw, n, planes, a, &ca);
+    size_t lb = chunk_encode(ec, 3, dt, 0, raw, n, NULL, planes, b, &cb, NULL);
+    int same = la == lb && ca == cb && !memcmp(a, b, la);
+    printf("%s: %zu -> %zu bytes (every coder tried: %zu)\n", what, n, la, lb);
+    *len = la;
+    free(planes), free(a), free(b);
+    ent_ctx_free(ec);
+    return same;
+}
+
+static void int8_chunks(void)
+{
+    const size_t n = 1u << 20;
+    uint8_t *q = malloc(n), *z = malloc(n);
+    size_t len;
+    for (size_t i = 0; i < n; i += 34) { /* Q8_0-like: an FP16 scale, 32 int8 values */
+        q[i] = (uint8_t)rng(), q[i + 1] = 0x20 + (uint8_t)(rng() % 8);
+        for (size_t k = 2; k < 34 && i + k < n; k++) q[i + k] = (uint8_t)(int8_t)(40.0 * rng_normal());
+    }
+    CHECKF(zero_byte_share(q, n) < ZERO_BYTES_LZ, "int8 blocks: zero bytes %u of 256", zero_byte_share(q, n));
+    CHECK(same_frame("int8 blocks", q, n, CKPZ_DTYPE_I8, &len) && len < n);
+    memset(z, 0, n); /* runs of 40 zeros over 30% of it, the rest random nonzero bytes */
+    for (size_t i = 0; i < n;) {
+        if (rng() % 100 < 1) {
+            i += 40;
+            continue;
+        }
+        z[i++] = (uint8_t)(1 + rng() % 255);
+    }
+    unsigned zb = zero_byte_share(z, n);
+    CHECKF(zb >= 64 && zb < ZERO_BYTES_LZ && share(z, n, 1) < ZEROS_LIKELY, "zero runs: zero bytes %u, blocks %u", zb,
+           share(z, n, 1));
+    CHECK(same_frame("30% zeros in runs of 40", z, n, CKPZ_DTYPE_U8, &len));
+    free(q), free(z);
 }
 
 static float *rows_data(size_t rows, size_t cols, size_t distinct)
@@ -128,6 +184,10 @@ int main(void)
     for (size_t i = 0; i < (1u << 20) / sizeof *w; i++) w[i] = (float)(0.02 * rng_normal());
     CHECKF(share(w, 1u << 20, 0) < REPEATS_LIKELY, "distinct rows: share %u", share(w, 1u << 20, 0));
     CHECK(share(r, 4096, 0) == 0); /* too small to sample */
+    CHECKF(zero_byte_share(r, 1u << 20) <= 4, "random: zero bytes %u", zero_byte_share(r, 1u << 20));
+    memset(r, 0, 1u << 19); /* half zero: every sampled byte of the first half */
+    CHECKF(zero_byte_share(r, 1u << 20) >= 126 && zero_byte_share(r, 1u << 20) <= 130, "half zero: %u",
+           zero_byte_share(r, 1u << 20));
     CHECK(group_repeats(r, 4096) < REPEATS_LIKELY && group_repeats((const uint8_t *)w, 65536) < REPEATS_LIKELY);
     free(w);
     free(r);
@@ -145,5 +205,6 @@ int main(void)
     CHECK(group_repeats(st + sn - 65280, 65280) < REPEATS_LIKELY);
     CHECK(ratio_of("2000 tensors drawn anew", st, sn, 3, 0) >= 1.1);
     free(st);
+    int8_chunks();
     return test_summary("test_repeats");
 }

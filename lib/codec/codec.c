@@ -16,6 +16,7 @@
 
 #include "common/bytes.h"
 #include "common/crc32c.h"
+#include "common/dtype.h"
 #include "repeats.h"
 #include "transforms/predict.h"
 #include "transforms/quant.h"
@@ -99,13 +100,12 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
     return CTR_FRAME_SIZE + h->payload_len;
 }
 
-/* Codes the chunk with one predictor (and, for diff residuals with esc_low >= 0, the
- * escape transform with threshold esc_t, keeping esc_low low bytes as plain planes). */
-static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                          const uint8_t *base, uint8_t pred, int esc_low, unsigned esc_t, uint8_t *planes, uint8_t *out,
-                          uint32_t *raw_crc, uint32_t *base_crc)
+/* Runs the chunk through one predictor's transform (and, for diff residuals with
+ * esc_low >= 0, the escape transform with threshold esc_t, keeping esc_low low bytes as
+ * plain planes) into its planes *o and the frame header's transform fields *h. */
+static void transform(ckpz_dtype dtype, const uint8_t *raw, size_t n, const uint8_t *base, uint8_t pred, int esc_low,
+                      unsigned esc_t, uint8_t *planes, uint32_t *raw_crc, uint32_t *base_crc, ctr_chunk *h, xf_out *o)
 {
-    ctr_chunk h = {0};
     xf_esc_opt eo = {(unsigned)esc_low, esc_t};
     xf_enc e = {.pred = pred,
                 .dtype = dtype,
@@ -116,12 +116,22 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
                 .base_crc = base_crc,
                 .opt = &eo};
     e.xf = xf_for_chunk(pred, dtype, esc_low, &e.esize);
+    xf_get(e.xf)->encode(&e, o, raw_crc); /* lossless transforms take every chunk */
+    *h = (ctr_chunk){0};
+    h->xf = e.xf;
+    h->esize = e.esize;
+    h->pred = pred;
+    h->raw_crc = *raw_crc;
+}
+
+/* Codes the chunk with one predictor (transform's arguments). */
+static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                          const uint8_t *base, uint8_t pred, int esc_low, unsigned esc_t, uint8_t *planes, uint8_t *out,
+                          uint32_t *raw_crc, uint32_t *base_crc)
+{
+    ctr_chunk h;
     xf_out o;
-    xf_get(e.xf)->encode(&e, &o, raw_crc); /* lossless transforms take every chunk */
-    h.xf = e.xf;
-    h.esize = e.esize;
-    h.pred = pred;
-    h.raw_crc = *raw_crc;
+    transform(dtype, raw, n, base, pred, esc_low, esc_t, planes, raw_crc, base_crc, &h, &o);
     return code_planes(ec, level, &h, entry, n, &o, out);
 }
 
@@ -147,6 +157,21 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
     return code_planes(NULL, CKPZ_LEVEL_STORE, &h, entry, n, &o, out);
 }
 
+/* LZ pays on a plane of bytes through repeats, runs of zeros or zero bytes in most of
+ * it. Where a sample (repeats.h) of a chunk of 1-byte integers found not one repeat
+ * share nor one zero block share (1/256 of the samples) and few zero bytes, the entropy
+ * stage, which tries zstd on every integer plane, is left to rANS. On the Q8_0 blocks of
+ * a GGUF (int8 values under a per-block scale) zstd never won a chunk and took a third
+ * of the file's compression time. LZ content the grid cannot meet (text-like bytes,
+ * matches at short irregular distances) would lose it: not seen in checkpoints. Not at
+ * levels >= 6, which try zstd on every plane, nor under a codec the caller chose. */
+static int lz_cannot_pay(ckpz_dtype dtype, int level, size_t n, unsigned rep, unsigned zero, unsigned zbytes)
+{
+    const dtype_info *d = dtype_get(dtype);
+    return level < 6 && n >= (64u << 10) && d && d->size == 1 && (d->cls == DT_SINT || d->cls == DT_UINT) &&
+           !rep && !zero && zbytes < ZERO_BYTES_LZ;
+}
+
 /* A chunk coded alone. Where a sample shows repeated content (repeats.h: rows, blocks),
  * LZ pays where byte planes coded order-0 or stored do not: the chunk is coded as its
  * bytes unsplit (LZ on whole values: quantised blocks, values repeated one by one) and as
@@ -154,27 +179,46 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
  * whose literals then cost less than interleaved bytes), and the smaller kept. Where it
  * shows runs of zeros only (padding, rows no gradient reached), the planes alone, zstd
  * tried on every one: the second coding (unsplit, zstd 6 on random bytes) cost more than
- * the ~0.3% it saved on the zero rows of an Adam state's embedding. */
+ * the ~0.3% it saved on the zero rows of an Adam state's embedding. The chunk is split
+ * before it is sampled, so that the sample reads it from cache (an input in memory is
+ * coded where it lies: sampled first, its 2,048 scattered loads a MiB were 3-4% of the
+ * compression time of FP32 moments). auto_codec: the caller's codec choice is auto. */
 static size_t encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                           uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+                           uint8_t *planes, uint8_t *out, uint32_t *raw_crc, int auto_codec)
 {
-    unsigned rep, zero;
-    chunk_repeats(raw, n, &rep, &zero);
+    ctr_chunk h;
+    xf_out o;
+    transform(dtype, raw, n, NULL, PRED_NONE, -1, 0, planes, raw_crc, NULL, &h, &o);
+    unsigned rep, zero, zbytes;
+    chunk_repeats(raw, n, &rep, &zero, &zbytes);
     int mode = rep >= REPEATS_LIKELY ? ENT_LZ_REPEATS : zero >= ZEROS_LIKELY ? ENT_LZ_RUNS : ENT_LZ_OFF;
-    if (mode == ENT_LZ_OFF)
-        return encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
+    if (mode == ENT_LZ_OFF) {
+        int rans = auto_codec && lz_cannot_pay(dtype, level, n, rep, zero, zbytes);
+        if (rans) ent_ctx_set_codec(ec, CKPZ_CODEC_RANS);
+        size_t len = code_planes(ec, level, &h, entry, n, &o, out);
+        if (rans) ent_ctx_set_codec(ec, CKPZ_CODEC_AUTO);
+        return len;
+    }
     size_t whole = SIZE_MAX, split;
     uint8_t es;
     ent_ctx_set_lz(ec, mode);
-    if (mode == ENT_LZ_REPEATS && xf_for_chunk(PRED_NONE, dtype, -1, &es) != XF_NONE) /* unsplit: a candidate */
+    /* unsplit: a candidate; its one plane is raw itself, so the planes stay as split */
+    if (mode == ENT_LZ_REPEATS && xf_for_chunk(PRED_NONE, dtype, -1, &es) != XF_NONE)
         whole = encode_with(ec, level, CKPZ_DTYPE_NONE, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc,
                             NULL);
-    split = encode_with(ec, level, dtype, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc, NULL);
+    split = code_planes(ec, level, &h, entry, n, &o, out);
     if (split > whole)
         split = encode_with(ec, level, CKPZ_DTYPE_NONE, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc,
                             NULL);
     ent_ctx_set_lz(ec, ENT_LZ_OFF);
     return split;
+}
+
+size_t chunk_encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                          uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+{
+    if (level == CKPZ_LEVEL_STORE) return encode_stored(entry, raw, n, NULL, out, raw_crc, NULL);
+    return encode_alone(ec, level, dtype, entry, raw, n, planes, out, raw_crc, 1);
 }
 
 size_t chunk_encode_text(ent_ctx *ec, int level, uint32_t entry, const uint8_t *raw, size_t n, uint8_t *planes,
@@ -192,7 +236,7 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc)
 {
     if (level == CKPZ_LEVEL_STORE) return encode_stored(entry, raw, n, base, out, raw_crc, base_crc);
-    if (!base) return encode_alone(ec, level, dtype, entry, raw, n, planes, out, raw_crc);
+    if (!base) return encode_alone(ec, level, dtype, entry, raw, n, planes, out, raw_crc, 0);
     int low;
     unsigned esc_t;
     uint8_t pred = pred_choose(dtype, raw, base, n, &low, &esc_t);

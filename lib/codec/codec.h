@@ -37,6 +37,11 @@ size_t chunk_frame_bound(size_t n);
  * bytes, taken while the prediction has them in cache. */
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc);
+/* chunk_encode without a base, its context under the codec choice auto
+ * (ent_ctx_set_codec): where a sample shows that LZ cannot pay on a chunk of 1-byte
+ * integers, its plane is coded without trying zstd (codec.c: lz_cannot_pay). */
+size_t chunk_encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                          uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
 /* A text header's n bytes (fmt_segment.text), coded alone as bytes with LZ's fastest
  * level tried (ENT_LZ_TEXT); otherwise as chunk_encode without a base. */
 size_t chunk_encode_text(ent_ctx *ec, int level, uint32_t entry, const uint8_t *raw, size_t n, uint8_t *planes,

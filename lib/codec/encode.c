@@ -67,6 +67,9 @@ void encode_job(void *v, int worker, void *arg)
          * either way and level 1 coded it ~25 bytes larger: it is coded as before. */
         r->out_len = chunk_encode_text(ws->scratch->ec[worker], level, d->entry, raw, d->raw_len,
                                        ws->scratch->planes[worker], j->out, &r->raw_crc);
+    } else if (!j->base && ws->codec == CKPZ_CODEC_AUTO) {
+        r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
+                                        ws->scratch->planes[worker], j->out, &r->raw_crc);
     } else {
         r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len, j->base,
                                   ws->scratch->planes[worker], j->out, &r->raw_crc,

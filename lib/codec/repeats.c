@@ -17,12 +17,21 @@
 #define MIN_BYTES (64u << 10) /* smaller chunks: too few samples, and small groups stay as they were */
 #define GROUP_SAMPLES 256u    /* a group's blocks looked at: a 64 KiB group every 256 bytes */
 
-/* The shares of one 16-byte block every `grid` bytes (a multiple of 16). */
-static void sample(const uint8_t *raw, size_t n, size_t grid, unsigned *repeats, unsigned *zeros)
+/* Zero bytes of x. */
+static unsigned zero_bytes(uint64_t x)
+{
+    const uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full;
+    uint64_t nz = (((x & lo7) + lo7) | x) & ~lo7; /* the top bit of each nonzero byte */
+    return 8u - (unsigned)__builtin_popcountll(nz);
+}
+
+/* The shares of one 16-byte block every `grid` bytes (a multiple of 16); zbytes, when
+ * not NULL, the share of zero bytes in them. */
+static void sample(const uint8_t *raw, size_t n, size_t grid, unsigned *repeats, unsigned *zeros, unsigned *zbytes)
 {
     uint32_t tab[1u << TAB_BITS];
     memset(tab, 0, sizeof tab);
-    size_t seen = 0, hits = 0, zero = 0;
+    size_t seen = 0, hits = 0, zero = 0, zb = 0;
     for (size_t at = 0; at + 16 <= n; at += grid, seen++) {
         uint64_t a, b;
         memcpy(&a, raw + at, 8);
@@ -31,6 +40,7 @@ static void sample(const uint8_t *raw, size_t n, size_t grid, unsigned *repeats,
             zero++;
             continue;
         }
+        if (zbytes) zb += zero_bytes(a) + zero_bytes(b);
         uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
         h ^= h >> 31;
         uint32_t tag = (uint32_t)(h >> 32) | 1u, *slot = &tab[h & ((1u << TAB_BITS) - 1)];
@@ -39,18 +49,20 @@ static void sample(const uint8_t *raw, size_t n, size_t grid, unsigned *repeats,
     }
     *repeats = seen ? (unsigned)(hits * 256 / seen) : 0;
     *zeros = seen ? (unsigned)(zero * 256 / seen) : 0;
+    if (zbytes) *zbytes = seen ? (unsigned)((zb + 16 * zero) * 16 / seen) : 0;
 }
 
-void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros)
+void chunk_repeats(const uint8_t *raw, size_t n, unsigned *repeats, unsigned *zeros, unsigned *zbytes)
 {
     *repeats = *zeros = 0;
-    if (n >= MIN_BYTES) sample(raw, n, GRID, repeats, zeros);
+    if (zbytes) *zbytes = 0;
+    if (n >= MIN_BYTES) sample(raw, n, GRID, repeats, zeros, zbytes);
 }
 
 unsigned group_repeats(const uint8_t *raw, size_t n)
 {
     unsigned rep, zero;
     size_t grid = n / GROUP_SAMPLES & ~(size_t)15;
-    sample(raw, n, grid ? grid : 16, &rep, &zero);
+    sample(raw, n, grid ? grid : 16, &rep, &zero, NULL);
     return rep;
 }
