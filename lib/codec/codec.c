@@ -168,8 +168,8 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
 static int lz_cannot_pay(ckpz_dtype dtype, int level, size_t n, unsigned rep, unsigned zero, unsigned zbytes)
 {
     const dtype_info *d = dtype_get(dtype);
-    return level < 6 && n >= (64u << 10) && d && d->size == 1 && (d->cls == DT_SINT || d->cls == DT_UINT) &&
-           !rep && !zero && zbytes < ZERO_BYTES_LZ;
+    return level < 6 && n >= (64u << 10) && d && d->size == 1 && (d->cls == DT_SINT || d->cls == DT_UINT) && !rep &&
+           !zero && zbytes < ZERO_BYTES_LZ;
 }
 
 /* A chunk coded alone. Where a sample shows repeated content (repeats.h: rows, blocks),
