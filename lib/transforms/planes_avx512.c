@@ -23,6 +23,7 @@ T512 static size_t split2_avx512(const uint8_t *src, size_t elems, uint8_t *cons
     const __m512i ih = split_idx2(1), il = split_idx2(0);
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
+        split_prefetch(src + 2 * e, 2);
         __m512i a = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e)), rot);
         __m512i b = rotl16_512(_mm512_loadu_si512((const void *)(src + 2 * e + 64)), rot);
         split2_step(a, b, ih, il, pl[0] + e, pl[1] + e);
@@ -55,6 +56,7 @@ T512 static size_t split4_avx512(const uint8_t *src, size_t elems, uint8_t *cons
     size_t e = 0;
     for (; e + 64 <= elems; e += 64) {
         const uint8_t *s = src + 4 * e;
+        split_prefetch(s, 4);
         __m512i a = _mm512_loadu_si512((const void *)s), b = _mm512_loadu_si512((const void *)(s + 64));
         __m512i c = _mm512_loadu_si512((const void *)(s + 128)), d = _mm512_loadu_si512((const void *)(s + 192));
         if (rot) {
