@@ -305,8 +305,9 @@ CKPZ_API int ckpz_fd_patch(void *fd, const void *buf, size_t n, uint64_t off);
  *             needed; the caller frees it with ckpz_free), or a limit above capacity (the
  *             bytes past capacity are counted in size but not kept, so that a caller
  *             learns the size an output needs: size > capacity afterwards).
- * Writes append at size; ckpz_mem_patch rewrites bytes already written (those past
- * capacity are only counted); ckpz_mem_pread reads what [0, size) holds, which is what
+ * Writes append at size (a compression may code a frame in place in the room between
+ * size and capacity before it appends it there: those bytes are not kept either way);
+ * ckpz_mem_patch rewrites bytes already written (those past capacity are only counted); ckpz_mem_pread reads what [0, size) holds, which is what
  * was written once a sink is done. The layout is fixed (it never grows), as ckpz_fd's. */
 typedef struct ckpz_mem {
     void *data;       /* the bytes (only read through a source: cast a const pointer) */
@@ -441,7 +442,8 @@ CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params,
 /* Compresses src into a buffer allocated by the library (*dst, *dst_size); release it
  * with ckpz_free. The same output as ckpz_compress_into; the buffer is allocated once,
  * at ckpz_compress_bound(src_size) bytes (its pages only touched as the output reaches
- * them), and shrunk to the output's size. */
+ * them, or a chunk's frame coded in place at most past it), and shrunk to the output's
+ * size. */
 CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                          void **dst, size_t *dst_size);
 /* Decompresses a whole ckpz file in memory into dst, which must hold exactly the
