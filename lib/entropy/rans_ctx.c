@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/cpu.h"
+#include "rans_avx2.h"
 #include "rans_ctx.h"
 
 #define RC_SETS 4
@@ -32,6 +33,7 @@ typedef struct {
     uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
     uint32_t zt[2][RC_KMAX * 256];   /* AVX-512 encoder fields (rans_ctx_avx512.c) */
+    uint32_t vt[RC_KMAX * 256][4];   /* AVX2 encoder rows (rans_ctx_avx2.c) */
     const uint8_t *src;              /* the plane the estimate chose m, K and the tables for */
     size_t n;
     unsigned plane; /* c->plane of that estimate */
@@ -242,7 +244,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     unsigned m = S->m, K = S->K;
     S->src = NULL;
 #ifdef ENT_HAVE_X86
-    int vec = cpu_level() >= CPU_AVX512;
+    int vec = cpu_level();
 #endif
     if (cap < 2) return 0;
     size_t hdr = 0;
@@ -254,7 +256,8 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
         hdr += rans_table_write(f, dst + hdr);
         rans_build_esym(f, S->etab + 256 * t); /* the tail is coded by the scalar loop */
 #ifdef ENT_HAVE_X86
-        if (vec) rc_build_zt(f, S->zt, t);
+        if (vec >= CPU_AVX512) rc_build_zt(f, S->zt, t);
+        else if (vec >= CPU_AVX2) rans_build_vrows(f, S->vt + 256 * t);
 #endif
     }
     size_t scap = 2 * n + 4 * RC_N + 64;
@@ -272,7 +275,8 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     const size_t b3 = (RC_G - 1) * P;
     for (size_t j = n - b3; j-- > P;) ENC((RC_G - 1) * RC_W + (j & (RC_W - 1)), b3 + j, src[b3 + j - RC_W]);
 #ifdef ENT_HAVE_X86
-    if (vec) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    else if (vec >= CPU_AVX2) p = rc_enc_avx2(st, (const uint32_t(*)[4])S->vt, off, m, src, P, p);
     else
 #endif
         for (size_t r = P / RC_W; r-- > 0;)
