@@ -187,10 +187,10 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     if (est0 < keep * (double)n) {
         const ent_codec_desc *pick = o0;
         double size0 = rans0_size(c, src, n, level);
-        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && size0 < 1e300) {
+        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024) {
             const ent_codec_desc *oc = ent_codec_get(ENT_RANSCTX);
-            c->est_bar = size0;
-            if (oc->estimate(c, src, n, h, 1) < size0) pick = oc;
+            c->est_bar = size0 < (double)n ? size0 : (double)n; /* order 0 may not beat stored */
+            if (oc->estimate(c, src, n, h, 1) < c->est_bar) pick = oc;
             c->est_bar = 0;
         }
         size_t r = pick->encode(c, src, n, dst, lim, level);
