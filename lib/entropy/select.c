@@ -179,16 +179,16 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * (codec 8): it decodes about as fast as order 0 and takes 3-7% off the exponent
      * planes of moments and gradients (and ~0.5% off Adam's coded mantissa planes). Only
      * one of them is coded: both sizes are predicted from full counts and normalised
-     * tables (order 0's plan, codec 8's window), to a few bytes of what each writes, so
+     * tables (order 0's plan, codec 8's window), to some tens of bytes of what each writes, so
      * the choice is the smaller, which coding both to compare found at twice the cost.
      * Codec 8 stops counting where a sample of its pairs cannot beat order 0 (see
      * rc_estimate). Not below 64 KiB, where building its decoder's tables (up to 16 x
      * 4096 entries) costs more than decoding the plane. */
     if (est0 < keep * (double)n) {
         const ent_codec_desc *pick = o0;
-        double size0 = rans0_size(c, src, n, level);
         if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024) {
             const ent_codec_desc *oc = ent_codec_get(ENT_RANSCTX);
+            double size0 = rans0_size(c, src, n, level);
             c->est_bar = size0 < (double)n ? size0 : (double)n; /* order 0 may not beat stored */
             if (oc->estimate(c, src, n, h, 1) < c->est_bar) pick = oc;
             c->est_bar = 0;
