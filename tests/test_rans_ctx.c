@@ -162,7 +162,7 @@ static void test_choice(ent_ctx *c)
             uint8_t got;
             double p8 = ent_codec_get(ENT_RANSCTX)->estimate(c, src, n, h, 0);
             size_t l8 = ent_codec_get(ENT_RANSCTX)->encode(c, src, n, enc, ent_bound(n), 3);
-            double p0 = rans0_size(c, src, n, 3);
+            double p0 = rans0_plan(c, src, n, 3) < 1e300 ? rans0_size(c, src, n) : 1e300;
             size_t l0 = rans0_encode(c, src, n, enc, ent_bound(n), 3);
             CHECK(l8 && (double)l8 <= p8 + 16 && (double)l8 >= p8 - 4 * RC_N,
                   "%s n=%zu: codec 8 predicted %.0f, wrote %zu", dname[d], n, p8, l8);

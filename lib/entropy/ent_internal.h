@@ -114,10 +114,13 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
 void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt);
 
 /* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */
-/* Order 0's coded size of src[0..n) at level, predicted from its plan (segments, left in
- * c for rans0_encode of the same plane just after) and their normalised tables: it
- * codes to within some tens of bytes of this; 1e300 when it cannot beat n. */
-double rans0_size(ent_ctx *c, const uint8_t *src, size_t n, int level);
+/* Order 0's plan of src[0..n) at level (its segments, left in c for rans0_size and
+ * rans0_encode of the same plane just after): returns the plan's estimated size from
+ * entropies and table costs, 1e300 when it cannot beat n. */
+double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level);
+/* The size that plan codes to, to some tens of bytes (its normalised tables' bits, the
+ * tables and the states); 1e300 without a plan of this plane. */
+double rans0_size(ent_ctx *c, const uint8_t *src, size_t n);
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);

@@ -181,16 +181,17 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * one of them is coded: both sizes are predicted from full counts and normalised
      * tables (order 0's plan, codec 8's window), to some tens of bytes of what each writes, so
      * the choice is the smaller, which coding both to compare found at twice the cost.
-     * Codec 8 stops counting where a sample of its pairs cannot beat order 0 (see
-     * rc_estimate). Not below 64 KiB, where building its decoder's tables (up to 16 x
+     * Codec 8 stops counting where a sample of its pairs cannot beat order 0's plan
+     * (see rc_estimate), and order 0's size is predicted only where it has not. Not below 64 KiB, where building its decoder's tables (up to 16 x
      * 4096 entries) costs more than decoding the plane. */
     if (est0 < keep * (double)n) {
         const ent_codec_desc *pick = o0;
         if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024) {
             const ent_codec_desc *oc = ent_codec_get(ENT_RANSCTX);
-            double size0 = rans0_size(c, src, n, level);
-            c->est_bar = size0 < (double)n ? size0 : (double)n; /* order 0 may not beat stored */
-            if (oc->estimate(c, src, n, h, 1) < c->est_bar) pick = oc;
+            double est = rans0_plan(c, src, n, level);
+            c->est_bar = est < (double)n ? est : (double)n; /* order 0 may not beat stored */
+            double size8 = oc->estimate(c, src, n, h, 1), size0 = size8 < 1e300 ? rans0_size(c, src, n) : 0;
+            if (size8 < (size0 < (double)n ? size0 : (double)n)) pick = oc;
             c->est_bar = 0;
         }
         size_t r = pick->encode(c, src, n, dst, lim, level);
