@@ -4,7 +4,8 @@
  * around the codec's group and round boundaries (0, 1, odd, 63/64/65, ...), coded at
  * every vector level: the encoders must write the same bytes, and every decoder must
  * decode every encoding. The selector must pick the codec for a correlated exponent
- * plane, smaller than order 0. Hostile input: hand-made headers (K out of range,
+ * plane, smaller than order 0, and on every plane the smaller of codec 8 and order 0,
+ * whose sizes it predicts without coding (the predictions checked). Hostile input: hand-made headers (K out of range,
  * truncated tables, low states, bytes left over, wrong n), every truncation, bit flips
  * (most caught) and garbage, where the three decoders must agree on status and bytes.
  */
@@ -14,6 +15,7 @@
 
 #include "entropy/ent_internal.h"
 #include "entropy/entropy.h"
+#include "entropy/rans_ctx.h"
 #include "isa.h"
 
 static int failures;
@@ -141,6 +143,44 @@ static void test_selector(ent_ctx *c)
     free(dec);
 }
 
+/* Sizes predicted without coding (rans0_size; codec 8's full estimate) are what the
+ * encoders write, to the states' few bytes; the selector codes only the smaller of the
+ * two, so on every kind of plane it must land on the smaller forced size (to 32 bytes:
+ * the final states' bytes vary by some tens between the two). */
+static void test_choice(ent_ctx *c)
+{
+    static const size_t sizes[] = {65536, 100003, 262147, 1 << 20};
+    size_t nmax = 1 << 20;
+    uint8_t *src = malloc(nmax), *enc = malloc(ent_bound(nmax));
+    int picked8 = 0, picked0 = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (int d = D_SKEW; d < D_COUNT; d++) {
+            size_t n = sizes[si];
+            fill(src, n, d);
+            uint32_t h[256];
+            ent_histogram(src, n, h);
+            uint8_t got;
+            double p8 = ent_codec_get(ENT_RANSCTX)->estimate(c, src, n, h, 0);
+            size_t l8 = ent_codec_get(ENT_RANSCTX)->encode(c, src, n, enc, ent_bound(n), 3);
+            double p0 = rans0_plan(c, src, n, 3) < 1e300 ? rans0_size(c, src, n) : 1e300;
+            size_t l0 = rans0_encode(c, src, n, enc, ent_bound(n), 3);
+            CHECK(l8 && (double)l8 <= p8 + 16 && (double)l8 >= p8 - 4 * RC_N,
+                  "%s n=%zu: codec 8 predicted %.0f, wrote %zu", dname[d], n, p8, l8);
+            CHECK(l0 && (double)l0 <= p0 + 16 && (double)l0 >= p0 - 4 * RANS0_NMAX,
+                  "%s n=%zu: order 0 predicted %.0f, wrote %zu", dname[d], n, p0, l0);
+            size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
+            size_t want = l8 < l0 ? l8 : l0;
+            CHECK(len <= want + 32 && (got == ENT_RANSCTX || got == ENT_RANS0),
+                  "%s n=%zu: selector wrote %zu (%s), forced: codec 8 %zu, order 0 %zu", dname[d], n, len,
+                  ent_codec_name(got), l8, l0);
+            picked8 += got == ENT_RANSCTX;
+            picked0 += got == ENT_RANS0;
+        }
+    CHECK(picked8 >= 4 && picked0 >= 4, "selector: codec 8 on %d planes, order 0 on %d", picked8, picked0);
+    free(src);
+    free(enc);
+}
+
 /* Every decoder must agree with the scalar one on status and bytes. */
 static int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b, const char *what)
 {
@@ -220,6 +260,7 @@ int main(void)
     if (!c) return 1;
     test_roundtrips(c);
     test_selector(c);
+    test_choice(c);
     test_hostile(c);
     ent_ctx_free(c);
     if (failures) {

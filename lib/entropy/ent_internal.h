@@ -55,6 +55,17 @@ struct ent_ctx {
     uint8_t only_rans;  /* choice: no zstd (CKPZ_CODEC_RANS) */
     uint8_t force;      /* choice: this back end's id for every plane it takes, or 0 (ent_ctx_set_codec) */
     uint8_t lz;         /* ENT_LZ_*: the chunk holds zero runs or repeats (ent_ctx_set_lz) */
+    /* Counts the planes the selector and ent_encode_with take: a plan or estimate left
+     * for the encoder holds only within the call that made it (the same pointer may
+     * hold other bytes at the next). */
+    unsigned plane;
+    const uint8_t *o0_src; /* plane whose order-0 plan (rans0_size) bhist holds, if any */
+    size_t o0_n, o0_nseg;
+    unsigned o0_plane;
+    int o0_sh;
+    /* The size a sampled estimate is asked to beat (the selector's best so far): an
+     * estimate may stop counting once its sample says it cannot. 0: none. */
+    double est_bar;
     uint8_t *cand; /* second candidate's output while the first sits in dst */
     size_t cand_cap;
     uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */
@@ -79,6 +90,10 @@ int rans0_base_shift(int level, size_t n);
 /* Frequency tables: freq[256] with a sum of RANS_M, each entry < RANS_M. */
 void rans_normalize(const uint32_t *cnt, uint16_t *freq);
 size_t rans_table_write(const uint16_t *freq, uint8_t *out); /* <= 2 + 2*255 bytes */
+size_t rans_table_len(const uint16_t *freq);                  /* what rans_table_write writes */
+/* Bits of the symbols counted in cnt coded with the normalised table freq (every counted
+ * symbol must have a frequency): what a rANS stream spends on them, to a few bits. */
+double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq);
 int rans_table_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate */
 void rans_build_esym(const uint16_t *freq, rans_esym *e);
@@ -99,6 +114,13 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
 void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt);
 
 /* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */
+/* Order 0's plan of src[0..n) at level (its segments, left in c for rans0_size and
+ * rans0_encode of the same plane just after): returns the plan's estimated size from
+ * entropies and table costs, 1e300 when it cannot beat n. */
+double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level);
+/* The size that plan codes to, to some tens of bytes (its normalised tables' bits, the
+ * tables and the states); 1e300 without a plan of this plane. */
+double rans0_size(ent_ctx *c, const uint8_t *src, size_t n);
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);

@@ -67,15 +67,20 @@ static double seg_cost(const uint32_t *cnt, uint64_t total)
     return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
 }
 
-size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+/* The plan of a plane: its base blocks' counts merged greedily into segments, each
+ * segment's counts in its first block's slot; left in c for rans0_size and the encode
+ * of the same plane just after. Returns the plan's estimated size (entropy and table
+ * costs), or 1e300 where it cannot beat n. */
+double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
 {
-    if (n == 0) return 0;
+    c->o0_src = NULL;
+    if (n == 0) return 1e300;
     int sh = rans0_base_shift(level, n);
     size_t B = (size_t)1 << sh;
     size_t nb = (n + B - 1) >> sh;
     /* Layout of bhist: nb block histograms, then per segment its first block and a
      * normalised table (reusing the block's slot as uint16[256]). */
-    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 0;
+    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 1e300;
     uint32_t *bh = c->bhist;
     size_t *segstart = (size_t *)(void *)(bh + nb * 256);
     if (c->bhist_shift != sh || c->bhist_src != src || c->bhist_n != n) {
@@ -115,7 +120,50 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
     est += curcost + 2 + 4 * (n >= RANS0_BIG_PLANE ? 64 : 32);
-    if (est >= (double)n || cap < 1) return 0;
+    if (est >= (double)n) return 1e300;
+    c->o0_src = src;
+    c->o0_n = n;
+    c->o0_sh = sh;
+    c->o0_nseg = nseg;
+    c->o0_plane = c->plane;
+    return est;
+}
+
+/* The plan's coded size from its normalised tables: the symbols' exact bits under them,
+ * the tables' bytes and the states (the encoder normalises the same counts again: the
+ * selector asks for this only where codec 8 competes, on large planes, where that is
+ * cheap). */
+double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
+{
+    if (c->o0_src != src || c->o0_n != n || c->o0_plane != c->plane) return 1e300;
+    size_t nb = ((n - 1) >> c->o0_sh) + 1, nseg = c->o0_nseg, hdr = 2;
+    const uint32_t *bh = c->bhist;
+    const size_t *segstart = (const size_t *)(const void *)(bh + nb * 256);
+    double bits = 0;
+    uint8_t tb[8];
+    for (size_t k = 0; k < nseg; k++) {
+        size_t b1 = k + 1 < nseg ? segstart[k + 1] : nb;
+        const uint32_t *cnt = bh + segstart[k] * 256;
+        uint16_t f[256];
+        rans_normalize(cnt, f);
+        bits += rans_coded_bits(cnt, f);
+        hdr += leb_write(tb, b1 - segstart[k]) + rans_table_len(f);
+    }
+    return (double)hdr + bits / 8 + 4.0 * (n >= RANS0_BIG_PLANE ? 64 : 32);
+}
+
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    if (n == 0) return 0;
+    int sh = rans0_base_shift(level, n);
+    if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane) &&
+        rans0_plan(c, src, n, level) >= 1e300)
+        return 0;
+    c->o0_src = NULL;
+    size_t nb = ((n - 1) >> sh) + 1, nseg = c->o0_nseg;
+    uint32_t *bh = c->bhist;
+    const size_t *segstart = (const size_t *)(const void *)(bh + nb * 256);
+    if (cap < 1) return 0;
 
     /* Header: tables are written now; the stream goes to scratch and is copied after. */
     size_t hdr = 0;

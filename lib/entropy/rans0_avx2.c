@@ -3,14 +3,13 @@
  * scalar loops, so every combination of encoder and decoder paths decodes; rans0.c
  * calls them when cpu_level() allows AVX2 (target attributes: no -mavx2 needed).
  */
-#include "ent_internal.h"
+#include "rans_avx2.h"
 
 #ifdef ENT_HAVE_X86
-#include <immintrin.h>
 
 /* Encoder: for a mask of lanes that flush a word, nibble 8-c+k (c = lanes flushing)
  * = the k-th flushing lane, so their words land at the top of 8 in lane order. */
-static const uint32_t enc_lut[256] = {
+const uint32_t rans_enc_lut[256] = {
     0x00000000u, 0x00000000u, 0x10000000u, 0x10000000u, 0x20000000u, 0x20000000u, 0x21000000u, 0x21000000u, 0x30000000u,
     0x30000000u, 0x31000000u, 0x31000000u, 0x32000000u, 0x32000000u, 0x32100000u, 0x32100000u, 0x40000000u, 0x40000000u,
     0x41000000u, 0x41000000u, 0x42000000u, 0x42000000u, 0x42100000u, 0x42100000u, 0x43000000u, 0x43000000u, 0x43100000u,
@@ -47,7 +46,7 @@ static const uint32_t enc_lut[256] = {
  * Division is Granlund-Montgomery's round-up method with a 33-bit magic,
  * q = (t + ((x - t) >> s1)) >> s2 with t = mulhi(x, magic): exact for all 32-bit x,
  * so it yields the same quotient (and stream) as the scalar 64-bit reciprocal. */
-static void build_vsym(const uint16_t *freq, uint32_t (*vt)[4])
+void rans_build_vrows(const uint16_t *freq, uint32_t (*vt)[4])
 {
     uint32_t cum = 0;
     for (int s = 0; s < 256; s++) {
@@ -76,41 +75,13 @@ static inline __attribute__((always_inline, target("avx2"))) uint8_t *enc_avx2_n
 {
     __m256i X[RANS0_NMAX / 8];
     for (unsigned v = 0; v < N / 8; v++) X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
-    const __m256i low16 = _mm256_set1_epi32(0xffff);
-    const __m256i low8 = _mm256_set1_epi32(0xff);
-    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256i nib = _mm256_set1_epi32(15);
     for (size_t i0 = hi; i0 > lo;) {
         i0 -= N;
         for (unsigned v = N / 8; v-- > 0;) {
             const uint8_t *s = src + i0 + 8 * v;
-#define ROW(k) _mm_loadu_si128((const __m128i *)(const void *)vt[s[k]])
-            __m256i y0 = _mm256_inserti128_si256(_mm256_castsi128_si256(ROW(0)), ROW(4), 1);
-            __m256i y1 = _mm256_inserti128_si256(_mm256_castsi128_si256(ROW(1)), ROW(5), 1);
-            __m256i y2 = _mm256_inserti128_si256(_mm256_castsi128_si256(ROW(2)), ROW(6), 1);
-            __m256i y3 = _mm256_inserti128_si256(_mm256_castsi128_si256(ROW(3)), ROW(7), 1);
-#undef ROW
-            __m256i t0 = _mm256_unpacklo_epi32(y0, y1), t1 = _mm256_unpackhi_epi32(y0, y1);
-            __m256i t2 = _mm256_unpacklo_epi32(y2, y3), t3 = _mm256_unpackhi_epi32(y2, y3);
-            __m256i xmax = _mm256_unpacklo_epi64(t0, t2), mag = _mm256_unpackhi_epi64(t0, t2);
-            __m256i bias = _mm256_unpacklo_epi64(t1, t3), pk = _mm256_unpackhi_epi64(t1, t3);
-            __m256i x = X[v];
-            __m256i ge = _mm256_cmpeq_epi32(_mm256_max_epu32(x, xmax), x);
-            int m = _mm256_movemask_ps(_mm256_castsi256_ps(ge));
-            __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)enc_lut[m]), shifts), nib);
-            __m256i wv = _mm256_permutevar8x32_epi32(_mm256_and_si256(x, low16), idx);
-            __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(wv), _mm256_extracti128_si256(wv, 1));
-            _mm_storeu_si128((__m128i *)(void *)(p - 16), w16);
-            p -= 2 * __builtin_popcount((unsigned)m);
-            x = _mm256_blendv_epi8(x, _mm256_srli_epi32(x, 16), ge);
-            __m256i pe = _mm256_mul_epu32(x, mag);
-            __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(mag, 32));
-            __m256i t = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
-            __m256i s1 = _mm256_and_si256(_mm256_srli_epi32(pk, 16), low8);
-            __m256i s2 = _mm256_srli_epi32(pk, 24);
-            __m256i q = _mm256_srlv_epi32(_mm256_add_epi32(t, _mm256_srlv_epi32(_mm256_sub_epi32(x, t), s1)), s2);
-            __m256i cm = _mm256_and_si256(pk, low16);
-            X[v] = _mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_mullo_epi32(q, cm));
+            const uint32_t *const rows[8] = {vt[s[0]], vt[s[1]], vt[s[2]], vt[s[3]],
+                                             vt[s[4]], vt[s[5]], vt[s[6]], vt[s[7]]};
+            X[v] = rans_enc8_avx2(X[v], rows, &p);
         }
     }
     for (unsigned v = 0; v < N / 8; v++) _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
@@ -132,7 +103,7 @@ __attribute__((target("avx2"))) static uint8_t *enc_avx2_64(uint32_t *st, const 
 uint8_t *rans0_enc_avx2(ent_ctx *c, unsigned N, const uint16_t *freq, const uint8_t *src, size_t lo, size_t hi,
                         uint8_t *p)
 {
-    build_vsym(freq, c->vtab);
+    rans_build_vrows(freq, c->vtab);
     return N == 64 ? enc_avx2_64(c->st, (const uint32_t(*)[4])c->vtab, src, lo, hi, p)
                    : enc_avx2_32(c->st, (const uint32_t(*)[4])c->vtab, src, lo, hi, p);
 }

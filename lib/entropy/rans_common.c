@@ -103,6 +103,33 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
     }
 }
 
+/* -log2(f / M) for every frequency f of a normalised table, filled on first use (racing
+ * threads write the same values). */
+static double lgf_tab[RANS_M];
+static int lgf_ready;
+
+double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq)
+{
+    if (!__atomic_load_n(&lgf_ready, __ATOMIC_ACQUIRE)) {
+        for (uint32_t f = 1; f < RANS_M; f++) lgf_tab[f] = RANS_BITS - log2((double)f);
+        __atomic_store_n(&lgf_ready, 1, __ATOMIC_RELEASE);
+    }
+    double a[4] = {0, 0, 0, 0};
+    for (int s = 0; s < 256; s += 4)
+        for (int k = 0; k < 4; k++) a[k] += (double)cnt[s + k] * lgf_tab[freq[s + k]];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+size_t rans_table_len(const uint16_t *freq)
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !freq[lo]) lo++;
+    while (hi > lo && !freq[hi]) hi--;
+    size_t k = 2;
+    for (int s = lo; s < hi; s++) k += 1 + (freq[s] >= 128);
+    return k;
+}
+
 size_t rans_table_write(const uint16_t *freq, uint8_t *out)
 {
     int lo = 0, hi = 255;

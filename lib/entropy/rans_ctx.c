@@ -18,18 +18,25 @@
 #include <string.h>
 
 #include "common/cpu.h"
+#include "rans_avx2.h"
 #include "rans_ctx.h"
+
+#define RC_SETS 4
 
 typedef struct {
     uint32_t dtab[RC_KMAX * RANS_M]; /* decode tables, one per context */
     rans_esym etab[RC_KMAX * 256];   /* encode tables */
-    uint32_t cnt[RC_KMAX * 256];     /* counts by context of the plane being coded */
-    uint32_t tmp[RC_KMAX * 256];
-    uint32_t wide[RC_WIDE * 256]; /* the estimate's counts: 32 buckets around the mode */
-    uint32_t wide2[RC_WIDE * 256];
-    uint32_t zt[2][RC_KMAX * 256]; /* AVX-512 encoder fields (rans_ctx_avx512.c) */
-    const uint8_t *src;              /* the plane the estimate chose m and K for */
+    /* Pairs (byte 16 back, byte) by 32 buckets around the mode, in RC_SETS sets summed
+     * (padded apart so that equal counters of two sets do not share their low 12
+     * address bits). */
+    uint32_t wide[RC_SETS][RC_WIDE * 256 + 16];
+    uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
+    uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
+    uint32_t zt[2][RC_KMAX * 256];   /* AVX-512 encoder fields (rans_ctx_avx512.c) */
+    uint32_t vt[RC_KMAX * 256][4];   /* AVX2 encoder rows (rans_ctx_avx2.c) */
+    const uint8_t *src;              /* the plane the estimate chose m, K and the tables for */
     size_t n;
+    unsigned plane; /* c->plane of that estimate */
     uint8_t m, K;
 } rc_state;
 
@@ -59,51 +66,27 @@ static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
     for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket((int)v, lo, K) * stride;
 }
 
-/* Exact counts by 16-bucket context of the whole plane, in the coded layout. Two sets
- * of counters, even and odd bytes, so that runs of one value do not wait on their own
- * increments. */
-static void count_exact(uint32_t *cnt, uint32_t *tmp, const uint8_t *src, size_t n, unsigned m)
+/* Counts of the window of K contexts around m, merged from the 32-bucket counts around
+ * the mode (bucket b: previous byte mode - 16 + b, clamped at both ends): exact while
+ * the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every candidate's does.
+ * Only the plane's values [lo, hi] (the counts are 0 outside); with head, the group
+ * heads go to m's own bucket, as the encoder codes them. */
+static void merge_win(const rc_state *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
 {
-    memset(cnt, 0, RC_KMAX * 256 * sizeof *cnt);
-    memset(tmp, 0, RC_KMAX * 256 * sizeof *tmp);
-    uint32_t off[256];
-    bucket_table(m, RC_KMAX, 256, off);
-    size_t P = RC_PART(n);
-    for (unsigned g = 0; g < RC_G; g++) {
-        const uint8_t *q = src + g * P;
-        size_t len = g + 1 < RC_G ? P : n - g * P, j = RC_W;
-        for (size_t i = 0; i < RC_W; i++) cnt[off[m] + q[i]]++;
-        for (; j + 2 <= len; j += 2) {
-            cnt[off[q[j - RC_W]] + q[j]]++;
-            tmp[off[q[j + 1 - RC_W]] + q[j + 1]]++;
-        }
-        for (; j < len; j++) cnt[off[q[j - RC_W]] + q[j]]++;
-    }
-    for (unsigned k = 0; k < RC_KMAX * 256; k++) cnt[k] += tmp[k];
-}
-
-/* Counts merged from 16 buckets to K (clamping composes: bucket b of 16 is bucket
- * clamp(b - 8 + K/2) of K). */
-static void merge_counts(const uint32_t *c16, unsigned K, uint32_t *out)
-{
-    memset(out, 0, K * 256 * sizeof *out);
-    for (unsigned b = 0; b < RC_KMAX; b++) {
-        unsigned t = rc_bucket((int)b, RC_KMAX / 2 - (int)(K / 2), K);
-        for (int s = 0; s < 256; s++) out[256 * t + s] += c16[256 * b + s];
-    }
-}
-
-/* Estimated coded size with K contexts around m from the 32-bucket counts around the
- * mode (bucket b: previous byte mode - 16 + b, clamped at both ends), scaled by scale.
- * Exact merging while the window [m - K/2, m - K/2 + K - 1] lies inside the 32. */
-static double est_win(const uint32_t *w, unsigned mode, int m, unsigned K, double scale, int lo, int hi)
-{
-    uint32_t mc[RC_KMAX * 256];
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
         unsigned t = rc_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        for (int s = lo; s <= hi; s++) mc[256 * t + s] += w[256 * b + s];
+        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
+        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
+        for (int s = lo; s <= hi; s++) mc[256 * t + s] += (w0[s] + w1[s]) + (w2[s] + w3[s]);
     }
+    if (head)
+        for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
+}
+
+/* Estimated coded size of merged counts, scaled by scale (a sample's to the plane's). */
+static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int hi)
+{
     double est = 2 + 4.0 * RC_N;
     for (unsigned t = 0; t < K; t++) {
         uint64_t tot = 0;
@@ -113,27 +96,91 @@ static double est_win(const uint32_t *w, unsigned mode, int m, unsigned K, doubl
     return est;
 }
 
-/* Adds to S->wide the pairs (byte 16 back, byte) at offsets [from, to) of every piece of
- * step bytes that holds them all; returns how many. Two sets of counters: on planes of
- * few values one alone waited on its own increments. */
-static size_t count_pairs(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t from, size_t to,
-                          size_t step)
+/* Adds the pairs (byte 16 back, byte) at offsets [a, b) to S->wide; returns how many.
+ * Four sets of counters, and eight equal bytes whose bytes 16 back are equal too as one
+ * addition: gradients' exponent planes are mostly runs of one value (rows that saw no
+ * token), where each increment waited on the one before (the estimate's counting was
+ * the selector's largest cost on them; grads_bf16 -3 compression +11% CPU with both). */
+static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, size_t a, size_t b)
 {
-    memset(S->wide2, 0, sizeof S->wide2);
-    size_t k = 0;
-    for (size_t o = 0; o + to <= n; o += step, k += to - from)
-        for (size_t i = o + from; i < o + to; i += 2) {
-            S->wide[off[src[i - RC_W]] + src[i]]++;
-            if (i + 1 < o + to) S->wide2[off[src[i + 1 - RC_W]] + src[i + 1]]++;
+    uint32_t *w0 = S->wide[0], *w1 = S->wide[1], *w2 = S->wide[2], *w3 = S->wide[3];
+    size_t i = a;
+    const uint64_t ones = 0x0101010101010101ull;
+    for (; i + 8 <= b; i += 8) {
+        uint64_t c8, p8;
+        memcpy(&c8, src + i, 8);
+        memcpy(&p8, src + i - RC_W, 8);
+        if (c8 == (c8 & 0xff) * ones && p8 == (p8 & 0xff) * ones) {
+            w0[off[p8 & 0xff] + (c8 & 0xff)] += 8;
+            continue;
         }
-    for (size_t j = 0; j < RC_WIDE * 256; j++) S->wide[j] += S->wide2[j];
+        for (unsigned k = 0; k < 8; k += 4) {
+            w0[off[src[i + k - RC_W]] + src[i + k]]++;
+            w1[off[src[i + k + 1 - RC_W]] + src[i + k + 1]]++;
+            w2[off[src[i + k + 2 - RC_W]] + src[i + k + 2]]++;
+            w3[off[src[i + k + 3 - RC_W]] + src[i + k + 3]]++;
+        }
+    }
+    for (; i + 4 <= b; i += 4) {
+        w0[off[src[i - RC_W]] + src[i]]++;
+        w1[off[src[i + 1 - RC_W]] + src[i + 1]]++;
+        w2[off[src[i + 2 - RC_W]] + src[i + 2]]++;
+        w3[off[src[i + 3 - RC_W]] + src[i + 3]]++;
+    }
+    for (; i < b; i++) w0[off[src[i - RC_W]] + src[i]]++;
+    return b - a;
+}
+
+/* The pairs at offsets [o + a, o + b) of every piece of RC_STEP bytes (offsets from
+ * RC_W on: a pair needs its byte 16 back), cut at the plane's end. */
+#define RC_STEP 16384u
+static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+{
+    size_t k = 0;
+    for (size_t o = 0; o + a < n; o += RC_STEP) {
+        size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < n ? o + b : n;
+        if (lo < hi) k += count_pairs(S, src, off, lo, hi);
+    }
     return k;
 }
 
+/* The best window (m, K) for the counts so far; *best its estimate. */
+static void choose(rc_state *S, unsigned mode, double scale, int lo, int hi, double *best)
+{
+    /* Centred on the mode with K = 16, 8, 4, 2; and with 16 whose window reaches 2 or
+     * 4 further down (float exponents trail off towards small values: Adam's moments
+     * gained ~0.3% of their exponent plane). */
+    static const struct {
+        uint8_t K, down;
+    } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
+    uint32_t mc[RC_KMAX * 256];
+    *best = 1e300;
+    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+        int m = (int)mode - cand[i].down;
+        if (m < 0) continue;
+        merge_win(S, mode, m, cand[i].K, lo, hi, 0, mc);
+        double e = est_win(mc, cand[i].K, scale, lo, hi);
+        if (e < *best) {
+            *best = e;
+            S->K = cand[i].K;
+            S->m = (uint8_t)m;
+        }
+    }
+}
+
+/* Estimate, sampled: byte pairs 16 apart in the first KiB of every 16 KiB decide first:
+ * a plane where the contexts do not save 0.5% of its order-0 entropy there (weights:
+ * ~0.1%) is not counted further, which halved what the estimate cost on weights. Then
+ * up to 4 KiB of every 16: a plane whose estimate from those does not beat c->est_bar
+ * (the selector's best) by 0.3% (the sample runs that much low) is not counted further.
+ * Otherwise, and not sampled, every pair is counted, the window chosen from them and the
+ * tables normalised: the size returned is then what the encoder writes, to a few bytes,
+ * and the tables are left for it. */
 double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled)
 {
     rc_state *S = rc_get(c);
     if (n < RC_N || !S) return 1e300;
+    S->src = NULL;
     unsigned mode = 0;
     int lo = 255, hi = 0; /* the plane's values: the counts are 0 outside */
     for (unsigned s = 0; s < 256; s++) {
@@ -143,44 +190,45 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
             hi = (int)s;
         }
     }
-    /* Byte pairs 16 apart: sampled, inside the first 4 KiB of every 16 KiB; else all
-     * of them (group boundaries ignored). The encoder recounts. Sampled, the first KiB
-     * of each piece decides first: a plane where the contexts do not save 0.5% of its
-     * order-0 entropy there (weights: ~0.1%) is not counted further, which halved what
-     * the estimate cost on weights. */
     memset(S->wide, 0, sizeof S->wide);
     uint32_t off[256];
     bucket_table(mode, RC_WIDE, 256, off);
-    int samp = sampled && n >= 64 * 1024;
-    size_t k = 0, step = samp ? 16384 : n;
-    if (samp) {
-        k = count_pairs(S, src, n, off, RC_W, 1024, step);
-        double e1 = est_win(S->wide, mode, (int)mode, RC_KMAX, (double)n / (double)k, lo, hi);
-        if (e1 > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        k += count_pairs(S, src, n, off, 1024, 4096, step);
+    double best;
+    if (sampled && n >= 64 * 1024) {
+        size_t k = count_pieces(S, src, n, off, 0, 1024);
+        uint32_t mc[RC_KMAX * 256];
+        merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
+        if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
+        k += count_pieces(S, src, n, off, 1024, 4096);
+        choose(S, mode, (double)n / (double)k, lo, hi, &best);
+        if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
+        count_pieces(S, src, n, off, 4096, RC_STEP);
     } else {
-        k = count_pairs(S, src, n, off, RC_W, n, n);
+        count_pairs(S, src, off, RC_W, n);
     }
-    double scale = (double)n / (double)k, best = 1e300;
-    /* Centred on the mode with K = 16, 8, 4, 2; and with 16 whose window reaches 2 or
-     * 4 further down (float exponents trail off towards small values: Adam's moments
-     * gained ~0.3% of their exponent plane). */
-    static const struct {
-        uint8_t K, down;
-    } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
-    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
-        int m = (int)mode - cand[i].down;
-        if (m < 0) continue;
-        double e = est_win(S->wide, mode, m, cand[i].K, scale, lo, hi);
-        if (e < best) {
-            best = e;
-            S->K = cand[i].K;
-            S->m = (uint8_t)m;
+    /* The pairs that straddle a group's start are not coded so: its first RC_W bytes
+     * take m as their context. */
+    size_t P = RC_PART(n);
+    memset(S->head, 0, sizeof S->head);
+    for (unsigned g = 0; g < RC_G; g++)
+        for (size_t i = g * P; i < g * P + RC_W; i++) {
+            S->head[src[i]]++;
+            if (g) S->wide[0][off[src[i - RC_W]] + src[i]]--; /* counted above: the sum stays exact */
         }
+    choose(S, mode, 1.0, lo, hi, &best);
+    unsigned K = S->K;
+    uint32_t mc[RC_KMAX * 256];
+    merge_win(S, mode, S->m, K, lo, hi, 1, mc);
+    double size = 2 + 4.0 * RC_N, bits = 0;
+    for (unsigned t = 0; t < K; t++) {
+        rans_normalize(mc + 256 * t, S->freq[t]);
+        size += (double)rans_table_len(S->freq[t]);
+        bits += rans_coded_bits(mc + 256 * t, S->freq[t]);
     }
     S->src = src;
     S->n = n;
-    return best;
+    S->plane = c->plane;
+    return size + bits / 8;
 }
 
 size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
@@ -188,31 +236,28 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     (void)level;
     rc_state *S = rc_get(c);
     if (n < RC_N || !S) return 0;
-    if (S->src != src || S->n != n) { /* no estimate of this plane before: choose now */
+    if (S->src != src || S->n != n || S->plane != c->plane) { /* no estimate of this plane before: now */
         uint32_t h[256];
         ent_histogram(src, n, h);
-        rc_estimate(c, src, n, h, 0);
+        if (rc_estimate(c, src, n, h, 0) >= 1e300) return 0;
     }
     unsigned m = S->m, K = S->K;
     S->src = NULL;
 #ifdef ENT_HAVE_X86
-    int vec = cpu_level() >= CPU_AVX512;
+    int vec = cpu_level();
 #endif
-    count_exact(S->cnt, S->tmp, src, n, m);
-    uint32_t mc[RC_KMAX * 256];
-    merge_counts(S->cnt, K, mc);
     if (cap < 2) return 0;
     size_t hdr = 0;
     dst[hdr++] = (uint8_t)m;
     dst[hdr++] = (uint8_t)K;
-    uint16_t f[256];
     for (unsigned t = 0; t < K; t++) {
+        const uint16_t *f = S->freq[t];
         if (hdr + 512 > cap || hdr >= n) return 0;
-        rans_normalize(mc + 256 * t, f);
         hdr += rans_table_write(f, dst + hdr);
         rans_build_esym(f, S->etab + 256 * t); /* the tail is coded by the scalar loop */
 #ifdef ENT_HAVE_X86
-        if (vec) rc_build_zt(f, S->zt, t);
+        if (vec >= CPU_AVX512) rc_build_zt(f, S->zt, t);
+        else if (vec >= CPU_AVX2) rans_build_vrows(f, S->vt + 256 * t);
 #endif
     }
     size_t scap = 2 * n + 4 * RC_N + 64;
@@ -230,7 +275,8 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     const size_t b3 = (RC_G - 1) * P;
     for (size_t j = n - b3; j-- > P;) ENC((RC_G - 1) * RC_W + (j & (RC_W - 1)), b3 + j, src[b3 + j - RC_W]);
 #ifdef ENT_HAVE_X86
-    if (vec) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    else if (vec >= CPU_AVX2) p = rc_enc_avx2(st, (const uint32_t(*)[4])S->vt, off, m, src, P, p);
     else
 #endif
         for (size_t r = P / RC_W; r-- > 0;)

@@ -1,5 +1,5 @@
-/* rans_ctx.h — rANS with a small context (codec 8, rans_ctx.c; vector decoders in
- * rans_ctx_avx2.c and rans_ctx_avx512.c). Internal to the entropy stage: the registry
+/* rans_ctx.h — rANS with a small context (codec 8, rans_ctx.c; vector encoders and
+ * decoders in rans_ctx_avx2.c and rans_ctx_avx512.c). Internal to the entropy stage: the registry
  * (codecs.c) holds its row. Layout of the states and coded bytes: doc/entropy.md. */
 #ifndef CKPZ_RANS_CTX_H
 #define CKPZ_RANS_CTX_H
@@ -34,6 +34,11 @@ size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, c
  * arrays zt from table t's frequencies, then codes all whole rounds (the tail of group
  * RC_G-1 coded before, by the scalar loop) with tables zt, continuing st and writing
  * words down from p; returns the new p. Needs CPU_AVX512. */
+/* rans_ctx_avx2.c, the encoder: as rc_enc_avx512, with the rows vt of every table
+ * (table t's at vt + 256·t, rans_build_vrows) and off[v] = bucket of v times 256.
+ * Needs CPU_AVX2. */
+uint8_t *rc_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off, unsigned m, const uint8_t *src,
+                     size_t P, uint8_t *p);
 void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t);
 uint8_t *rc_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], unsigned m, unsigned K, const uint8_t *src,
                        size_t P, uint8_t *p);

@@ -1,5 +1,5 @@
-/* rans_ctx_avx2.c — the AVX2 decode loop of rANS with a small context (codec 8; for
- * machines without AVX-512 or where its gathers are slow).
+/* rans_ctx_avx2.c — the AVX2 decode and encode loops of rANS with a small context
+ * (codec 8; for machines without AVX-512 or where its gathers are slow).
  *
  * Each group's 16 lanes are two ymm halves, so eight chains are in flight. The bucket
  * of every lane is clamped in the vector registers from the previous round's symbols;
@@ -8,10 +8,12 @@
  * next words in lane order through a permute whose row is looked up by the refill
  * mask, as the scalar loop would take them.
  */
+#include <string.h>
+
+#include "rans_avx2.h"
 #include "rans_ctx.h"
 
 #ifdef ENT_HAVE_X86
-#include <immintrin.h>
 
 /* Row m: for each lane i that refills (bit i of m), how many refilling lanes come
  * before it. Constant data built by the preprocessor. */
@@ -72,5 +74,31 @@ __attribute__((target("avx2"))) size_t rc_dec_avx2(uint32_t *st, const uint32_t 
     for (unsigned v = 0; v < NV; v++) _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
     *pp = p;
     return r;
+}
+
+/* The encoder: each group's 16 lanes as two vectors of 8, the upper first, in the
+ * reverse of the decoding order, with order 0's step (rans_avx2.h). A lane's row is
+ * that of its symbol in the table of its context, the bucket of the byte 16 back
+ * (off[v]: bucket of v times 256), so the rows of all K tables sit in one array. */
+__attribute__((target("avx2"))) uint8_t *rc_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off,
+                                                     unsigned m, const uint8_t *src, size_t P, uint8_t *p)
+{
+    __m256i X[NV];
+    for (unsigned v = 0; v < NV; v++) X[v] = _mm256_loadu_si256((const __m256i *)(const void *)(st + 8 * v));
+    uint8_t first[RC_W];
+    memset(first, (int)m, sizeof first); /* the context of a group's first 16 bytes */
+    for (size_t r = P / RC_W; r-- > 0;)
+        for (unsigned g = RC_G; g-- > 0;) {
+            const uint8_t *q = src + g * P + r * RC_W, *b = r ? q - RC_W : first;
+            for (unsigned h = 2; h-- > 0;) {
+                const uint8_t *s = q + 8 * h, *c = b + 8 * h;
+                const uint32_t *const rows[8] = {vt[off[c[0]] + s[0]], vt[off[c[1]] + s[1]], vt[off[c[2]] + s[2]],
+                                                 vt[off[c[3]] + s[3]], vt[off[c[4]] + s[4]], vt[off[c[5]] + s[5]],
+                                                 vt[off[c[6]] + s[6]], vt[off[c[7]] + s[7]]};
+                X[2 * g + h] = rans_enc8_avx2(X[2 * g + h], rows, &p);
+            }
+        }
+    for (unsigned v = 0; v < NV; v++) _mm256_storeu_si256((__m256i *)(void *)(st + 8 * v), X[v]);
+    return p;
 }
 #endif

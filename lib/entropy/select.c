@@ -38,6 +38,8 @@ size_t ent_encode_with(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n, u
     const ent_codec_desc *d = ent_codec_get(want);
     size_t r = 0;
     c->bhist_src = NULL;
+    c->plane++;
+    c->est_bar = 0;
     if (n == 0 || !d) return store(src, n, dst, cap, codec);
     if (d->estimate) { /* the exact estimate first, as the selector does */
         uint32_t h[256];
@@ -108,6 +110,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
 {
     if (n == 0) return store(src, n, dst, cap, codec);
     if (level < 1) level = 1;
+    c->plane++;
     uint32_t h[256];
     if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024 && !c->lz) {
         /* Mostly random: a 1/8 sample (1 KiB of every 8) decides STORED, so these
@@ -172,31 +175,30 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     size_t best = n;
     uint8_t bestc = ENT_STORED;
     size_t lim = cap < n ? cap : n;
+    /* Order 0, or on exponent and mantissa planes at every level the small-context coder
+     * (codec 8): it decodes about as fast as order 0 and takes 3-7% off the exponent
+     * planes of moments and gradients (and ~0.5% off Adam's coded mantissa planes). Only
+     * one of them is coded: both sizes are predicted from full counts and normalised
+     * tables (order 0's plan, codec 8's window), to some tens of bytes of what each writes, so
+     * the choice is the smaller, which coding both to compare found at twice the cost.
+     * Codec 8 stops counting where a sample of its pairs cannot beat order 0's plan
+     * (see rc_estimate), and order 0's size is predicted only where it has not. Not below 64 KiB, where building its decoder's tables (up to 16 x
+     * 4096 entries) costs more than decoding the plane. */
     if (est0 < keep * (double)n) {
-        size_t r = o0->encode(c, src, n, dst, lim, level);
-        if (r && r < best) {
-            best = r;
-            bestc = ENT_RANS0;
+        const ent_codec_desc *pick = o0;
+        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024) {
+            const ent_codec_desc *oc = ent_codec_get(ENT_RANSCTX);
+            double est = rans0_plan(c, src, n, level);
+            c->est_bar = est < (double)n ? est : (double)n; /* order 0 may not beat stored */
+            double size8 = oc->estimate(c, src, n, h, 1), size0 = size8 < 1e300 ? rans0_size(c, src, n) : 0;
+            if (size8 < (size0 < (double)n ? size0 : (double)n)) pick = oc;
+            c->est_bar = 0;
         }
-    }
-    /* The small-context coder (codec 8) on exponent and mantissa planes at every level:
-     * it decodes about as fast as order 0 and takes 3-7% off the exponent planes of
-     * moments and gradients (and ~0.5% off Adam's coded mantissa planes), so it is coded whenever its estimate (from a quarter of the plane, its
-     * tables counted) beats order 0's actual size, with a margin since it runs ~0.3%
-     * low. (Skipping order 0 where codec 8's estimate beat order 0's by 4% or more
-     * saved 10-15% of the plane's coding time but lost up to 0.14% of its size on
-     * gradients: order 0's segment tables follow drift that the contexts do not.) Not
-     * below 64 KiB, where building its decoder's tables (up to 16 x 4096 entries) costs
-     * more than decoding the plane. */
-    if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && est0 < keep * (double)n) {
-        const ent_codec_desc *oc = ent_codec_get(ENT_RANSCTX);
-        double estc = oc->estimate(c, src, n, h, 1);
-        uint8_t *cb = estc * 1.003 < (double)best ? ent_cand(c, n) : NULL;
-        size_t r = cb ? oc->encode(c, src, n, cb, n, level) : 0;
+        size_t r = pick->encode(c, src, n, dst, lim, level);
+        if (!r && pick != o0) r = (pick = o0)->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
-            memcpy(dst, cb, r);
             best = r;
-            bestc = ENT_RANSCTX;
+            bestc = pick->id;
         }
     }
     /* Order-1 decodes several times slower than order-0 (scalar, serial context
@@ -229,6 +231,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         }
     }
     c->bhist_src = NULL;
+    c->o0_src = NULL;
     if (bestc == ENT_STORED) return store(src, n, dst, cap, codec);
     *codec = bestc;
     return best;
