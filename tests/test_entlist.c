@@ -3,7 +3,8 @@
  * field in both forms, in an index and in a CKEL frame; hand-made hostile lists are
  * refused with the error each rule gives (counts over the limit before allocating,
  * front-coding out of range, columns too short or too long, unknown codecs, overflowing
- * offsets); and a file of many small tensors, which its description used to make larger
+ * offsets); a frame compared with the index as it is read matches exactly the equal
+ * entries; and a file of many small tensors, which its description used to make larger
  * than itself, compresses below its size and reads back whole and one tensor at a time. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +293,58 @@ static uint8_t *small_tensors(size_t n, size_t *len)
 
 static int entry_of(void *m, const void *b, size_t n) { return ckpz_mem_write(m, b, n); }
 
+/* A CKEL frame compared with the index's entries as it is read (ctr_eframe_same, what a
+ * whole-file restore checks its frames with): equal entries match; each field that
+ * differs (offset, dtype, flags, a dimension, a name's own or shared bytes, its length)
+ * and a frame longer than the entries left do not; a damaged frame is an error. */
+static void test_frame_same(ckpz_ctx *ctx)
+{
+    uint64_t original, nch;
+    size_t n = 40, flen, k;
+    ctr_entry *e = make_entries(n, &original, &nch);
+    uint8_t *fr;
+    uint32_t blen;
+    int same;
+    const size_t first = 21, cnt = 12; /* entries with shared name prefixes, shapes, empty names */
+    CHECK(ctr_list_frame_write(ctx, NULL, e + first, cnt, &fr, &flen) == CKPZ_OK);
+    CHECK(ctr_eframe_len(ctx, fr, flen, ALL_FLAGS, LIMIT, 0, 0, &blen) == CKPZ_OK);
+#define SAME(room) (ctr_eframe_same(ctx, NULL, fr, blen, ALL_FLAGS, LIMIT, 0, 0, e + first, room, &k, &same))
+    CHECK(SAME(n - first) == CKPZ_OK && k == cnt && same == 1);
+    CHECK(SAME(cnt) == CKPZ_OK && k == cnt && same == 1);
+    CHECK(SAME(cnt - 1) == CKPZ_OK && k == cnt && same == 0);
+    ctr_entry *x = &e[first + 4], *y = &e[first + 5];
+    CHECK(x->name_len > 10 && x->ndim >= 1 && y->ndim >= 2 && !strcmp(e[first + 9].name, "blocks.10.bn.bias"));
+    x->offset++;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->offset--;
+    x->dtype = CKPZ_DTYPE_BF16;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->dtype = CKPZ_DTYPE_F32;
+    y->shape[1]++;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    y->shape[1]--;
+    ctr_entry *z = &e[first + 9]; /* "blocks.10.bn.bias": the next one shares "blocks.10." only */
+    z->name[z->name_len - 1] ^= 1; /* its own bytes */
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    z->name[z->name_len - 1] ^= 1;
+    x->name[1] ^= 1; /* the bytes it shares with the entry before */
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->name[1] ^= 1;
+    x->name_len--;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->name_len++;
+    e[first + cnt - 1].flags ^= CTR_ENTRY_PACKED;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    e[first + cnt - 1].flags ^= CTR_ENTRY_PACKED;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 1); /* all put back */
+    fr[flen / 2] ^= 1;
+    ctx_clear(ctx);
+    CHECK(SAME(cnt) == CKPZ_ERR_CHECKSUM && same == 0 && k == 0);
+#undef SAME
+    free(fr);
+    ctr_entries_free(e, n);
+}
+
 static void test_small_tensors(ckpz_ctx *ctx)
 {
     size_t n, zn;
@@ -325,6 +378,7 @@ int main(void)
     ckpz_ctx *ctx = ckpz_ctx_create();
     test_roundtrip(ctx);
     test_hostile(ctx);
+    test_frame_same(ctx);
     test_small_tensors(ctx);
     ckpz_ctx_free(ctx);
     return test_summary("test_entlist");

@@ -74,13 +74,11 @@ static ckpz_error check_eframe(ckpz_ctx *ctx, ent_ctx *ec, const ckpz_archive *a
     memcpy(*fr, hb, sizeof hb);
     if (a->pr(a->opaque, *fr + 8, (size_t)blen + 4, *pos + 8) != 0)
         return ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", *i, (unsigned long long)*pos);
-    ctr_entry *f;
     size_t n;
-    if ((err = ctr_eframe_read(ctx, ec, *fr, blen, a->flags, a->mem_limit, *i, *pos, &f, &n))) return err;
-    int same = n <= a->ne - *i;
-    for (size_t k = 0; same && k < n; k++)
-        same = ctr_entry_same(&f[k], &a->e[*i + k]) && (k + 1 == n || a->e[*i + k].nchunks == 0);
-    ctr_entries_free(f, n);
+    int same;
+    err = ctr_eframe_same(ctx, ec, *fr, blen, a->flags, a->mem_limit, *i, *pos, &a->e[*i], a->ne - *i, &n, &same);
+    if (err) return err;
+    for (size_t k = 0; same && k + 1 < n; k++) same = a->e[*i + k].nchunks == 0;
     if (!same)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", *i,
                         (unsigned long long)*pos);

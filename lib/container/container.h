@@ -220,6 +220,13 @@ ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsig
                           size_t no, uint64_t at, uint32_t *blen);
 ckpz_error ctr_eframe_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
                            size_t mem_limit, size_t no, uint64_t at, ctr_entry **e, size_t *n);
+/* ctr_eframe_read's checks, the frame's entries compared with idx[0..room) as they are
+ * read instead of allocated (a reader that has the index: 4,800 small tensors' entries
+ * allocated, compared and freed took a quarter of a restore): *n gets their count, *same
+ * whether each equals its idx entry (ctr_entry_same) and *n <= room. */
+ckpz_error ctr_eframe_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
+                           size_t mem_limit, size_t no, uint64_t at, const ctr_entry *idx, size_t room, size_t *n,
+                           int *same);
 
 /* The two halves of ctr_index_read (format.c): a plain index's records, and the checks
  * both forms share, from the seek table at p + pos on: it takes e[0..e_n) (freed on failure). */
