@@ -110,6 +110,24 @@ static void test_roundtrip(ckpz_ctx *ctx)
     CHECKF(err == CKPZ_OK && rne == n && rnc == nch, "coded index: %s", ckpz_ctx_message(ctx));
     for (size_t i = 0; !err && i < n; i++) CHECKF(same_entry(&e[i], &re[i], 1), "coded index: entry %zu", i);
     if (!err) ctr_entries_free(re, rne), free(rc);
+    /* into kept memory (a whole-file restore's): the same entries, read again into it, and
+     * an index that it holds a smaller part of; refusals leave it to its owner */
+    ctr_keep keep = {0};
+    int kept = 0;
+    for (int round = 0; round < 2; round++) {
+        ctx_clear(ctx);
+        err = ctr_index_read_kept(ctx, NULL, &keep, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &kept, &rc,
+                                  &rnc);
+        CHECKF(err == CKPZ_OK && kept && re == keep.e && rne == n && rnc == nch, "kept index %d: %s", round,
+               ckpz_ctx_message(ctx));
+        for (size_t i = 0; !err && i < n; i++) CHECKF(same_entry(&e[i], &re[i], 1), "kept index: entry %zu", i);
+        if (!err) free(rc);
+    }
+    ctx_clear(ctx);
+    CHECK(ctr_index_read_kept(ctx, NULL, &keep, ib, isz - 1, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &kept, &rc,
+                              &rnc) == CKPZ_ERR_CORRUPT &&
+          !kept);
+    ctr_keep_free(&keep);
     /* the same bytes read as a plain index, or cut short, or with a chunk that does not add up: refused */
     ctx_clear(ctx);
     CHECK(ctr_index_read(ctx, NULL, ib, isz, pos, original, LIMIT, ALL_FLAGS & ~CTR_FILE_CODED, &re, &rne, &rc, &rnc) !=
@@ -368,6 +386,21 @@ static void test_small_tensors(ckpz_ctx *ctx)
     size_t hl = ld64(src);
     CHECK(!memcmp(one, src + 8 + hl + (777 * 4 + 2) * 64, 64));
     ckpz_archive_close(a);
+    /* whole-file restores on one context, which keeps the index's entries from one to the
+     * next: a file of fewer tensors between two of this one */
+    size_t n2, zn2;
+    uint8_t *src2 = small_tensors(700, &n2), *back2 = malloc(n2);
+    void *z2 = NULL;
+    CHECK(ckpz_compress_buffer(ctx, &p, src2, n2, &z2, &zn2) == CKPZ_OK);
+    for (int round = 0; round < 2; round++) {
+        memset(back, 0, n);
+        memset(back2, 0, n2);
+        CHECK(ckpz_decompress_buffer(ctx, &p, z2, zn2, back2, n2) == CKPZ_OK && !memcmp(back2, src2, n2));
+        CHECK(ckpz_decompress_buffer(ctx, &p, z, zn, back, n) == CKPZ_OK && !memcmp(back, src, n));
+    }
+    ckpz_free(z2);
+    free(back2);
+    free(src2);
     ckpz_free(z);
     free(back);
     free(src);

@@ -131,29 +131,29 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     ckpz_mem m = {.data = (void *)src, .size = src_size};
     ckpz_source in;
     ckpz_source_mem(&in, &m);
-    ckpz_archive *a;
-    if ((err = ckpz_archive_open_io(ctx, &p, &in, &a))) return err;
+    ckpz_archive *a = NULL;
+    rjob *jobs = NULL, *j;
+    pipeline *pl = NULL;
+    /* the coders' scratch, the lists' coder and the index's entries kept by the context */
+    struct workmem *wm = workmem_take(ctx);
+    if ((err = archive_open(ctx, &p, &in, wm, &a))) goto out;
     if (a->info.original_size != dst_size) {
         err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
                        (unsigned long long)a->info.original_size);
-        ckpz_archive_close(a);
-        return err;
+        goto out;
     }
     if (a->based && !a->base_bytes) {
         err = base_verify(ctx, &a->base, &p); /* no base given: the message names the one needed */
-        ckpz_archive_close(a);
-        return err;
+        goto out;
     }
     int workers = p.threads - 1;
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
-    struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
     rstate st = {a, src, dst, a->chunk_off,
                  wm && !workmem_scratch(wm, workers + 1, a->info.chunk_size,
                                         a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
                      ? wm->scratch
                      : NULL};
-    rjob *jobs = calloc(depth, sizeof *jobs), *j;
-    pipeline *pl = NULL;
+    jobs = calloc(depth, sizeof *jobs);
     uint32_t content_crc = 0;
     uint64_t done = 0;
     if (!st.scratch || !jobs) goto nomem;
@@ -193,8 +193,8 @@ nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 out:
     pipeline_destroy(pl);
-    workmem_keep(ctx, wm);
     free(jobs);
-    ckpz_archive_close(a);
+    ckpz_archive_close(a); /* before wm goes back: its entries may be wm's */
+    workmem_keep(ctx, wm);
     return err;
 }

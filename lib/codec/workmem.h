@@ -25,6 +25,7 @@ struct workmem {
     uint8_t **raw, **out;  /* nbuf pairs of buffers (entries may be NULL) */
     size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: workmem_out_bound(buf_chunk) */
     ent_ctx *lists;         /* workmem_lists */
+    ctr_keep entries;       /* a coded index's entries, kept for a whole-file restore's next (container.h) */
 };
 
 /* Room a job's coded frame needs for a chunk of n bytes (compress.c says why it is

@@ -320,15 +320,25 @@ static ckpz_error get_lossy(ckpz_ctx *ctx, col *lc, int index_form, ctr_entry *x
     return err;
 }
 
-/* Entry i from the columns, with its name and shape (get_fields). */
+/* Bytes of a kept block an entry's shape and name take (8-aligned for the next shape). */
+static size_t kept_size(const ctr_entry *x) { return (8 * (size_t)x->ndim + x->name_len + 1 + 7) & ~(size_t)7; }
+
+/* Entry i from the columns, with its name and shape (get_fields): in one block of their
+ * own (ctr_entry_alloc), or at *room (a kept block), advanced past them. */
 static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
-                            uint64_t *at, uint64_t *chunk, ctr_entry *x)
+                            uint64_t *at, uint64_t *chunk, ctr_entry *x, uint8_t **room)
 {
     uint64_t pre, suf, dims[CTR_MAX_NDIM];
     col *names = &cols[COL_NAME];
     ckpz_error err = get_fields(ctx, cols, index_form, file_flags, prev, at, chunk, x, dims, &pre, &suf);
     if (err) return err;
-    if (ctr_entry_alloc(x)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (room) {
+        x->shape = (uint64_t *)(void *)*room;
+        x->name = (char *)(x->shape + x->ndim);
+        *room += kept_size(x);
+    } else if (ctr_entry_alloc(x)) {
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    }
     if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
     if (pre) memcpy(x->name, prev->name, (size_t)pre);
     if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
@@ -362,37 +372,102 @@ static ckpz_error list_end(ckpz_ctx *ctx, const col *cols)
     return CKPZ_OK;
 }
 
-ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
-                         size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out, size_t *used)
+void ctr_keep_free(ctr_keep *k)
+{
+    if (!k) return;
+    free(k->e);
+    free(k->blk);
+    memset(k, 0, sizeof *k);
+}
+
+/* Whether the n entries of the list whose columns are cols fit in keep: a first pass over
+ * the columns (get_fields) sizes their names and shapes, then keep grows to hold them;
+ * the columns are left as they were. 0 when they do not fit (too large, out of memory,
+ * or a column that does not parse: the reading proper reports it). */
+static int keep_fits(ctr_keep *keep, col *cols, int index_form, unsigned file_flags, uint64_t n, uint64_t at)
+{
+    uint64_t chunk = 0, pre, suf, dims[CTR_MAX_NDIM];
+    size_t blk = 0, ents = (size_t)n * sizeof(ctr_entry);
+    ctr_entry x, last;
+    struct ckpz_ctx quiet; /* the first pass's errors are the second's to report */
+    int ok = ents <= CTR_KEEP_MAX;
+    memset(&quiet, 0, sizeof quiet);
+    for (uint64_t i = 0; ok && i < n; i++) {
+        memset(&x, 0, sizeof x);
+        ok = !get_fields(&quiet, cols, index_form, file_flags, i ? &last : NULL, &at, &chunk, &x, dims, &pre, &suf);
+        if (!ok) break;
+        cols[COL_NAME].pos += (size_t)suf;
+        blk += kept_size(&x);
+        ok = !get_lossy(&quiet, &cols[COL_LOSSY], index_form, &x) && blk <= CTR_KEEP_MAX - ents;
+        last = x;
+    }
+    for (int k = 0; k < NCOL; k++) cols[k].pos = 0;
+    if (!ok) return 0;
+    if (keep->e_cap < n) {
+        ctr_entry *e = realloc(keep->e, ents);
+        if (!e) return 0;
+        keep->e = e;
+        keep->e_cap = (size_t)n;
+    }
+    if (keep->blk_cap < blk) {
+        uint8_t *b = realloc(keep->blk, blk);
+        if (!b) return 0;
+        keep->blk = b;
+        keep->blk_cap = blk;
+    }
+    return 1;
+}
+
+/* ctr_list_read, into keep where the list fits it (*kept = 1), else allocated. */
+static ckpz_error list_read(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const uint8_t *p, size_t len, int index_form,
+                            unsigned file_flags, size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out,
+                            size_t *used, int *kept)
 {
     *out = NULL;
     *n_out = 0;
+    *kept = 0;
     size_t pos = 0, i = 0;
     uint64_t n = n_index, at = 0, chunk = 0;
     col cols[NCOL] = {{0}};
     ctr_entry *e = NULL;
+    uint8_t *room = NULL;
     ckpz_error err = list_begin(ctx, ec, p, len, index_form, mem_limit, &n, &at, &pos, cols);
     if (err || n == 0) goto out;
-    if (!(e = calloc((size_t)n, sizeof *e))) {
+    if (keep && keep_fits(keep, cols, index_form, file_flags, n, at)) {
+        *kept = 1;
+        e = keep->e;
+        room = keep->blk;
+    } else if (!(e = calloc((size_t)n, sizeof *e))) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry list");
         goto out;
     }
-    for (i = 0; i < n; i++)
-        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i]))) {
+    for (i = 0; i < n; i++) {
+        if (*kept) memset(&e[i], 0, sizeof e[i]);
+        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i],
+                             *kept ? &room : NULL))) {
             i++;
             goto out;
         }
+    }
     err = list_end(ctx, cols);
 out:
     for (int k = 0; k < NCOL; k++) free(cols[k].p);
     if (err) {
-        ctr_entries_free(e, i);
+        if (!*kept) ctr_entries_free(e, i);
+        *kept = 0;
         return err;
     }
     *out = e;
     *n_out = (size_t)n;
     *used = pos;
     return CKPZ_OK;
+}
+
+ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
+                         size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out, size_t *used)
+{
+    int kept;
+    return list_read(ctx, ec, NULL, p, len, index_form, file_flags, mem_limit, n_index, out, n_out, used, &kept);
 }
 
 /* A stream-form list compared with idx[0..room) as it is read, nothing allocated but its
@@ -430,10 +505,11 @@ static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t
 }
 
 /* ---- the index ---- */
-ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
-                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+ckpz_error ctr_index_read_kept(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const uint8_t *p, size_t len,
+                               uint64_t index_offset, uint64_t original_size, size_t mem_limit, unsigned file_flags,
+                               ctr_entry **entries, size_t *ne, int *kept, ctr_chunkrec **chunks, size_t *nc)
 {
+    *kept = 0;
     if (!(file_flags & CTR_FILE_CODED))
         return ctr_index_read_plain(ctx, p, len, index_offset, original_size, mem_limit, file_flags, entries, ne,
                                     chunks, nc);
@@ -450,17 +526,31 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t l
                         len);
     size_t list_len = len - 24 - (size_t)c_n * CTR_CHUNK_REC, got, used;
     ctr_entry *e;
-    ckpz_error err = ctr_list_read(ctx, ec, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used);
+    int in_keep;
+    ckpz_error err = list_read(ctx, ec, keep, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used,
+                               &in_keep);
     if (err) {
         char why[sizeof ctx->msg];
         snprintf(why, sizeof why, "%s", ctx->msg);
         return ctx_fail(ctx, err, "index: %s", why);
     }
     if (used != list_len) {
-        ctr_entries_free(e, got);
+        if (!in_keep) ctr_entries_free(e, got);
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: its entry list and seek table do not fill it");
     }
-    return ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, e, got, c_n, entries, ne, chunks, nc);
+    err = ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, e, got, in_keep, c_n, entries, ne,
+                          chunks, nc);
+    if (!err) *kept = in_keep;
+    return err;
+}
+
+ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+{
+    int kept;
+    return ctr_index_read_kept(ctx, ec, NULL, p, len, index_offset, original_size, mem_limit, file_flags, entries, ne,
+                               &kept, chunks, nc);
 }
 
 /* ---- entry frames of either kind ---- */
