@@ -195,7 +195,8 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t l
  * entries, and one block for all their names and shapes. A whole-file restore of 4,800
  * small tensors spent a quarter of its time allocating 4,800 entries and faulting in
  * their fresh pages, every call. Entries read into it belong to it (never
- * ctr_entries_free'd); the next read reuses it. Up to CTR_KEEP_MAX bytes; a larger index
+ * ctr_entries_free'd); the next read reuses it. Their lossy fields are set only where
+ * their flags have CTR_ENTRY_LOSSY. Up to CTR_KEEP_MAX bytes; a larger index
  * is read as ctr_index_read does. */
 typedef struct ctr_keep {
     ctr_entry *e;

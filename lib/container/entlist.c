@@ -10,6 +10,7 @@
  * frame names a group and its owner). The reader checks each count and length against
  * the bytes it has and the memory limit before it allocates, and every field as
  * ctr_entry_read does; the tiling of the original is the index reader's (format.c). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,7 @@ static ckpz_error get_lossy(ckpz_ctx *ctx, col *lc, int index_form, ctr_entry *x
     if (!(x->flags & CTR_ENTRY_LOSSY)) return CKPZ_OK;
     size_t ln = CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0);
     if (lc->n - lc->pos < ln) return bad(ctx, "lossy fields truncated");
+    memset(&x->lossy, 0, sizeof x->lossy);
     ckpz_error err = ctr_lossy_read(ctx, lc->p + lc->pos, index_form, &x->lossy);
     lc->pos += ln;
     return err;
@@ -442,7 +444,8 @@ static ckpz_error list_read(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const ui
         goto out;
     }
     for (i = 0; i < n; i++) {
-        if (*kept) memset(&e[i], 0, sizeof e[i]);
+        if (*kept) /* the lossy fields only where the flags say (get_lossy): a third of the bytes */
+            memset(&e[i], 0, offsetof(ctr_entry, lossy));
         if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i],
                              *kept ? &room : NULL))) {
             i++;
