@@ -210,6 +210,26 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("/x/y.ckpz", str(e))
 
 
+class TestMemory(unittest.TestCase):
+    def test_alloc_sizes(self):
+        # the memory C restores into: exactly n writable bytes, zeroed, whether in 4 KiB
+        # pages (below 1 MiB) or in whole 2 MiB pages cut to n (from 1 MiB on)
+        from ckpz import _memory
+
+        for n in (0, 1, 4095, (1 << 20) - 1, 1 << 20, 1907032, 2 << 20, (2 << 20) + 1, (5 << 20) + 3):
+            buf = _memory.alloc(n)
+            self.assertEqual(len(buf), n)
+            mv = memoryview(buf)
+            self.assertFalse(mv.readonly)
+            if n:
+                self.assertEqual(mv.tobytes().count(0), n, n)
+                mv[n - 1] = 2
+                mv[0] = 1
+                self.assertEqual((mv[0], mv[n - 1]), (1, 2 if n > 1 else 1))
+            mv.release()
+            _memory.close_mmap(buf)
+
+
 class TestTorch(Case):
     def roundtrip(self, obj, **kw):
         p = self.path("obj.ckpz")
