@@ -31,31 +31,38 @@ typedef struct bbuf {
     int bad; /* out of memory */
 } bbuf;
 
+/* Room for n more bytes: 0, or -1 (b->bad) out of memory. */
+static int reserve(bbuf *b, size_t n)
+{
+    if (b->bad) return -1;
+    if (n <= b->cap - b->n) return 0;
+    size_t c = b->cap ? b->cap : 256;
+    while (c - b->n < n) c *= 2;
+    uint8_t *q = realloc(b->p, c);
+    if (!q) {
+        b->bad = 1;
+        return -1;
+    }
+    b->p = q;
+    b->cap = c;
+    return 0;
+}
+
 static void put_bytes(bbuf *b, const void *src, size_t n)
 {
-    if (b->bad || !n) return;
-    if (n > b->cap - b->n) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c - b->n < n) c *= 2;
-        uint8_t *q = realloc(b->p, c);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
-    }
+    if (!n || reserve(b, n)) return;
     memcpy(b->p + b->n, src, n);
     b->n += n;
 }
 
+/* A varint written in place (the columns of 4,800 entries take ~60,000 of them). */
 static void put_uv(bbuf *b, uint64_t v)
 {
-    uint8_t t[10];
-    size_t k = 0;
-    for (; v >= 0x80; v >>= 7) t[k++] = (uint8_t)(v | 0x80);
-    t[k++] = (uint8_t)v;
-    put_bytes(b, t, k);
+    if (reserve(b, 10)) return;
+    uint8_t *p = b->p + b->n;
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    b->n = (size_t)(p - b->p);
 }
 
 /* A varint from p[*pos..len): 0, or -1 when it runs past the end or over 64 bits. */
