@@ -3,7 +3,8 @@
  * field in both forms, in an index and in a CKEL frame; hand-made hostile lists are
  * refused with the error each rule gives (counts over the limit before allocating,
  * front-coding out of range, columns too short or too long, unknown codecs, overflowing
- * offsets); and a file of many small tensors, which its description used to make larger
+ * offsets); a frame compared with the index as it is read matches exactly the equal
+ * entries; and a file of many small tensors, which its description used to make larger
  * than itself, compresses below its size and reads back whole and one tensor at a time. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,24 @@ static void test_roundtrip(ckpz_ctx *ctx)
     CHECKF(err == CKPZ_OK && rne == n && rnc == nch, "coded index: %s", ckpz_ctx_message(ctx));
     for (size_t i = 0; !err && i < n; i++) CHECKF(same_entry(&e[i], &re[i], 1), "coded index: entry %zu", i);
     if (!err) ctr_entries_free(re, rne), free(rc);
+    /* into kept memory (a whole-file restore's): the same entries, read again into it, and
+     * an index that it holds a smaller part of; refusals leave it to its owner */
+    ctr_keep keep = {0};
+    int kept = 0;
+    for (int round = 0; round < 2; round++) {
+        ctx_clear(ctx);
+        err = ctr_index_read_kept(ctx, NULL, &keep, ib, isz, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &kept, &rc,
+                                  &rnc);
+        CHECKF(err == CKPZ_OK && kept && re == keep.e && rne == n && rnc == nch, "kept index %d: %s", round,
+               ckpz_ctx_message(ctx));
+        for (size_t i = 0; !err && i < n; i++) CHECKF(same_entry(&e[i], &re[i], 1), "kept index: entry %zu", i);
+        if (!err) free(rc);
+    }
+    ctx_clear(ctx);
+    CHECK(ctr_index_read_kept(ctx, NULL, &keep, ib, isz - 1, pos, original, LIMIT, ALL_FLAGS, &re, &rne, &kept, &rc,
+                              &rnc) == CKPZ_ERR_CORRUPT &&
+          !kept);
+    ctr_keep_free(&keep);
     /* the same bytes read as a plain index, or cut short, or with a chunk that does not add up: refused */
     ctx_clear(ctx);
     CHECK(ctr_index_read(ctx, NULL, ib, isz, pos, original, LIMIT, ALL_FLAGS & ~CTR_FILE_CODED, &re, &rne, &rc, &rnc) !=
@@ -190,13 +209,32 @@ static ckpz_error read_list(ckpz_ctx *ctx, const buf *b, ctr_entry **e, size_t *
     return err;
 }
 
+/* The list b in a CKEL frame, compared as it is read with entries e[0..n) (NULL: none). */
+static ckpz_error frame_same(ckpz_ctx *ctx, const buf *b, const ctr_entry *e, size_t n, int *same)
+{
+    uint8_t fr[sizeof b->b + 12];
+    size_t k;
+    st32(fr, CTR_TAG_LIST);
+    st32(fr + 4, (uint32_t)b->n);
+    memcpy(fr + 8, b->b, b->n);
+    st32(fr + 8 + b->n, crc32c(0, fr, 8 + b->n));
+    ctx_clear(ctx);
+    return ctr_eframe_same(ctx, NULL, fr, (uint32_t)b->n, ALL_FLAGS, LIMIT, 0, 0, e, n, &k, same);
+}
+
+/* b read as a list fails with want (saying says), and compared in a frame as it is read
+ * fails alike (or, read, matches its own entries). */
 static void expect(ckpz_ctx *ctx, const buf *b, ckpz_error want, const char *says, const char *what)
 {
     ctr_entry *e;
     size_t n;
+    int same;
     ckpz_error err = read_list(ctx, b, &e, &n);
     CHECKF(err == want && (!says || strstr(ckpz_ctx_message(ctx), says)), "%s: got %d (%s)", what, (int)err,
            ckpz_ctx_message(ctx));
+    ckpz_error err2 = frame_same(ctx, b, err ? NULL : e, err ? 0 : n, &same);
+    CHECKF(err2 == want && (!says || strstr(ckpz_ctx_message(ctx), says)) && (err || same),
+           "%s, compared in a frame: got %d (%s)", what, (int)err2, ckpz_ctx_message(ctx));
     if (!err) ctr_entries_free(e, n);
 }
 
@@ -292,6 +330,68 @@ static uint8_t *small_tensors(size_t n, size_t *len)
 
 static int entry_of(void *m, const void *b, size_t n) { return ckpz_mem_write(m, b, n); }
 
+/* A CKEL frame compared with the index's entries as it is read (ctr_eframe_same, what a
+ * whole-file restore checks its frames with): equal entries match; each field that
+ * differs (offset, dtype, flags, a dimension, a name's own or shared bytes, its length)
+ * and a frame longer than the entries left do not; a damaged frame is an error. */
+static void test_frame_same(ckpz_ctx *ctx)
+{
+    uint64_t original, nch;
+    size_t n = 40, flen, k;
+    ctr_entry *e = make_entries(n, &original, &nch);
+    uint8_t *fr;
+    uint32_t blen;
+    int same;
+    const size_t first = 21, cnt = 12; /* entries with shared name prefixes, shapes, empty names */
+    CHECK(ctr_list_frame_write(ctx, NULL, e + first, cnt, &fr, &flen) == CKPZ_OK);
+    CHECK(ctr_eframe_len(ctx, fr, flen, ALL_FLAGS, LIMIT, 0, 0, &blen) == CKPZ_OK);
+#define SAME(room) (ctr_eframe_same(ctx, NULL, fr, blen, ALL_FLAGS, LIMIT, 0, 0, e + first, room, &k, &same))
+    CHECK(SAME(n - first) == CKPZ_OK && k == cnt && same == 1);
+    CHECK(SAME(cnt) == CKPZ_OK && k == cnt && same == 1);
+    CHECK(SAME(cnt - 1) == CKPZ_OK && k == cnt && same == 0);
+    ctr_entry *x = &e[first + 4], *y = &e[first + 5];
+    CHECK(x->name_len > 10 && x->ndim >= 1 && y->ndim >= 2 && !strcmp(e[first + 9].name, "blocks.10.bn.bias"));
+    x->offset++;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->offset--;
+    x->dtype = CKPZ_DTYPE_BF16;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->dtype = CKPZ_DTYPE_F32;
+    y->shape[1]++;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    y->shape[1]--;
+    ctr_entry *z = &e[first + 9]; /* "blocks.10.bn.bias": the next one shares "blocks.10." only */
+    z->name[z->name_len - 1] ^= 1; /* its own bytes */
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    z->name[z->name_len - 1] ^= 1;
+    x->name[1] ^= 1; /* the bytes it shares with the entry before */
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->name[1] ^= 1;
+    x->name_len--;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    x->name_len++;
+    e[first + cnt - 1].flags ^= CTR_ENTRY_PACKED;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 0);
+    e[first + cnt - 1].flags ^= CTR_ENTRY_PACKED;
+    CHECK(SAME(cnt) == CKPZ_OK && same == 1); /* all put back */
+    fr[flen / 2] ^= 1;
+    ctx_clear(ctx);
+    CHECK(SAME(cnt) == CKPZ_ERR_CHECKSUM && same == 0 && k == 0);
+    free(fr);
+    /* a based and a lossy entry among them (their fields read, the lossy ones not compared) */
+    CHECK(e[4].flags == CTR_ENTRY_BASED && e[8].flags == CTR_ENTRY_LOSSY);
+    CHECK(ctr_list_frame_write(ctx, NULL, e + 3, 7, &fr, &flen) == CKPZ_OK);
+    CHECK(ctr_eframe_len(ctx, fr, flen, ALL_FLAGS, LIMIT, 0, 0, &blen) == CKPZ_OK);
+    CHECK(ctr_eframe_same(ctx, NULL, fr, blen, ALL_FLAGS, LIMIT, 0, 0, e + 3, 7, &k, &same) == CKPZ_OK && k == 7 &&
+          same == 1);
+    e[4].base_offset++;
+    CHECK(ctr_eframe_same(ctx, NULL, fr, blen, ALL_FLAGS, LIMIT, 0, 0, e + 3, 7, &k, &same) == CKPZ_OK && !same);
+    e[4].base_offset--;
+#undef SAME
+    free(fr);
+    ctr_entries_free(e, n);
+}
+
 static void test_small_tensors(ckpz_ctx *ctx)
 {
     size_t n, zn;
@@ -315,6 +415,21 @@ static void test_small_tensors(ckpz_ctx *ctx)
     size_t hl = ld64(src);
     CHECK(!memcmp(one, src + 8 + hl + (777 * 4 + 2) * 64, 64));
     ckpz_archive_close(a);
+    /* whole-file restores on one context, which keeps the index's entries from one to the
+     * next: a file of fewer tensors between two of this one */
+    size_t n2, zn2;
+    uint8_t *src2 = small_tensors(700, &n2), *back2 = malloc(n2);
+    void *z2 = NULL;
+    CHECK(ckpz_compress_buffer(ctx, &p, src2, n2, &z2, &zn2) == CKPZ_OK);
+    for (int round = 0; round < 2; round++) {
+        memset(back, 0, n);
+        memset(back2, 0, n2);
+        CHECK(ckpz_decompress_buffer(ctx, &p, z2, zn2, back2, n2) == CKPZ_OK && !memcmp(back2, src2, n2));
+        CHECK(ckpz_decompress_buffer(ctx, &p, z, zn, back, n) == CKPZ_OK && !memcmp(back, src, n));
+    }
+    ckpz_free(z2);
+    free(back2);
+    free(src2);
     ckpz_free(z);
     free(back);
     free(src);
@@ -325,6 +440,7 @@ int main(void)
     ckpz_ctx *ctx = ckpz_ctx_create();
     test_roundtrip(ctx);
     test_hostile(ctx);
+    test_frame_same(ctx);
     test_small_tensors(ctx);
     ckpz_ctx_free(ctx);
     return test_summary("test_entlist");

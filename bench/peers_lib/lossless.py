@@ -4,8 +4,8 @@ once per file (element type, a sibling-trained choice); compress(data, threads) 
 blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes;
 mutates_input (True: compress writes into its input, which then gets a copy).
 
-  ckpz -L          libckpz in memory (ckpz_compress_buffer / ckpz_decompress_buffer
-                   through the package's ctypes declarations), one call each way into a
+  ckpz -L          the package's in-memory calls ckpz.compress / ckpz.decompress (one
+                   library call each way on a context the package keeps), each into a
                    new output buffer, as every adapter here (`ckpz -b` reuses its buffers):
                    compression's is the library's own (not copied), decompression's comes
                    from the package's allocator (what ckpz.load restores into)
@@ -29,8 +29,6 @@ mutates_input (True: compress writes into its input, which then gets a copy).
                    chosen graph
 """
 
-import ctypes
-
 import numpy as np
 
 from . import layout
@@ -39,49 +37,21 @@ from . import layout
 class Ckpz:
     threaded = True
     mutates_input = False
+    policy = None  # CkpzLossy's
 
     def __init__(self, level):
-        from ckpz import _lib
-        self.lib, self.level = _lib, level
+        import ckpz
+        self.ckpz, self.level = ckpz, level
         self.name = "ckpz -%d" % level
-        self.ctx = _lib.ctx_create()
 
     def prepare(self, path, data, segs):
         pass
 
-    def params(self, threads):
-        """The compression parameters; CkpzLossy adds its policy."""
-        return self.lib.make_params(self.level, threads)
-
     def compress(self, data, threads):
-        p = self.params(threads)
-        out, n = ctypes.c_void_p(), ctypes.c_size_t()
-        rc = self.lib.compress_buffer(self.ctx, ctypes.byref(p), data, len(data), ctypes.byref(out), ctypes.byref(n))
-        if rc:
-            raise RuntimeError("ckpz: compression failed (%d)" % rc)
-        return _owned(self.lib.lib, out.value, n.value)
+        return self.ckpz.compress(data, level=self.level, threads=threads, policy=self.policy)
 
     def decompress(self, blob, threads):
-        from ckpz import _memory
-        p = self.lib.make_params(self.level, threads)
-        size = ctypes.c_uint64()
-        self.lib.original_size(self.ctx, blob, len(blob), ctypes.byref(size))
-        dst = _memory.alloc(size.value)
-        buf = (ctypes.c_char * len(dst)).from_buffer(dst)
-        rc = self.lib.decompress_buffer(self.ctx, ctypes.byref(p), blob, len(blob), buf, len(dst))
-        del buf
-        if rc:
-            raise RuntimeError("ckpz: decompression failed (%d)" % rc)
-        return dst
-
-
-def _owned(lib, addr, n):
-    """The library's output buffer (addr, n bytes) as a bytes-like object that frees it
-    with ckpz_free when it goes: no copy, as the C API hands it over."""
-    class Blob(ctypes.c_char * n):
-        def __del__(self):
-            lib.ckpz_free(ctypes.c_void_p(addr))
-    return Blob.from_address(addr)
+        return self.ckpz.decompress(blob, threads=threads)
 
 
 class Zstd:

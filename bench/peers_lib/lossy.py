@@ -39,15 +39,13 @@ def _arr(data, s):
 
 
 class CkpzLossy(lossless.Ckpz):
-    """ckpz with a pointwise bound on every float tensor; lossless.Ckpz's calls otherwise."""
+    """ckpz with a pointwise bound on every float tensor (policy=); lossless.Ckpz's calls otherwise."""
 
     def __init__(self, mode, bound):
         super().__init__(3)
         self.mode, self.bound = mode, bound
         self.name = "ckpz %s %g" % (mode, bound)
-
-    def params(self, threads):
-        return self.lib.make_params(3, threads, policy="* %s %r" % (self.mode, self.bound))
+        self.policy = "* %s %r" % (mode, bound)
 
 
 class PerTensor:

@@ -26,14 +26,15 @@
 void ckpz_archive_close(ckpz_archive *a)
 {
     if (!a) return;
-    ctr_entries_free(a->e, a->ne);
+    if (!a->kept) ctr_entries_free(a->e, a->ne);
     free(a->c);
     free(a->compressed);
     free(a->chunk_off);
     free(a);
 }
 
-ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, ckpz_archive **out)
+ckpz_error archive_open(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, struct workmem *given,
+                        ckpz_archive **out)
 {
     ctx_clear(ctx);
     *out = NULL;
@@ -93,10 +94,11 @@ ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const 
             a->base_bytes = p.base;
         }
     }
-    struct workmem *wm = workmem_take(ctx); /* the entry lists' coder kept by the context */
-    err = ctr_index_read(ctx, workmem_lists(wm), ib, (size_t)t.index_len, t.index_offset, t.original_size, p.mem_limit,
-                         a->flags, &a->e, &a->ne, &a->c, &a->nc);
-    workmem_keep(ctx, wm);
+    struct workmem *wm = given ? given : workmem_take(ctx); /* the entry lists' coder kept by the context */
+    err = ctr_index_read_kept(ctx, workmem_lists(wm), given ? &given->entries : NULL, ib, (size_t)t.index_len,
+                              t.index_offset, t.original_size, p.mem_limit, a->flags, &a->e, &a->ne, &a->kept, &a->c,
+                              &a->nc);
+    if (!given) workmem_keep(ctx, wm);
     if (err) goto fail;
     for (size_t i = 0; i < a->ne; i++) /* a based entry starts inside the base */
         if ((a->e[i].flags & CTR_ENTRY_BASED) && a->e[i].base_offset > a->base.size) {
@@ -151,6 +153,11 @@ fail:
     free(ib);
     ckpz_archive_close(a);
     return err;
+}
+
+ckpz_error ckpz_archive_open_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, ckpz_archive **out)
+{
+    return archive_open(ctx, params, src, NULL, out);
 }
 
 ckpz_error ckpz_archive_get_info(const ckpz_archive *a, ckpz_archive_info *info)

@@ -29,7 +29,15 @@ struct ckpz_archive {
     int threads;          /* from the params given at open, resolved */
     ckpz_progress_fn progress;
     void *progress_opaque;
+    int kept;             /* e lies in the caller's workmem (archive_open): not freed here */
 };
+
+struct workmem;
+/* ckpz_archive_open_io with the caller's working memory wm, taken from the context (NULL:
+ * its own): the index's lists decoded with its coder, and its entries in wm->entries where
+ * they fit (a->kept), so that they stay wm's: wm must outlive the archive. */
+ckpz_error archive_open(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, struct workmem *wm,
+                        ckpz_archive **out);
 
 /* The base's bytes for the chunk of len bytes that starts `rel` bytes into entry e (NULL
  * when the entry has no base or the base ends first); CKPZ_ERR_BASE when the caller gave

@@ -74,13 +74,11 @@ static ckpz_error check_eframe(ckpz_ctx *ctx, ent_ctx *ec, const ckpz_archive *a
     memcpy(*fr, hb, sizeof hb);
     if (a->pr(a->opaque, *fr + 8, (size_t)blen + 4, *pos + 8) != 0)
         return ctx_fail(ctx, CKPZ_ERR_READ, "entry frame %zu at byte %llu: read error", *i, (unsigned long long)*pos);
-    ctr_entry *f;
     size_t n;
-    if ((err = ctr_eframe_read(ctx, ec, *fr, blen, a->flags, a->mem_limit, *i, *pos, &f, &n))) return err;
-    int same = n <= a->ne - *i;
-    for (size_t k = 0; same && k < n; k++)
-        same = ctr_entry_same(&f[k], &a->e[*i + k]) && (k + 1 == n || a->e[*i + k].nchunks == 0);
-    ctr_entries_free(f, n);
+    int same;
+    err = ctr_eframe_same(ctx, ec, *fr, blen, a->flags, a->mem_limit, *i, *pos, &a->e[*i], a->ne - *i, &n, &same);
+    if (err) return err;
+    for (size_t k = 0; same && k + 1 < n; k++) same = a->e[*i + k].nchunks == 0;
     if (!same)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry frame %zu at byte %llu does not match the index", *i,
                         (unsigned long long)*pos);
@@ -133,29 +131,29 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
     ckpz_mem m = {.data = (void *)src, .size = src_size};
     ckpz_source in;
     ckpz_source_mem(&in, &m);
-    ckpz_archive *a;
-    if ((err = ckpz_archive_open_io(ctx, &p, &in, &a))) return err;
+    ckpz_archive *a = NULL;
+    rjob *jobs = NULL, *j;
+    pipeline *pl = NULL;
+    /* the coders' scratch, the lists' coder and the index's entries kept by the context */
+    struct workmem *wm = workmem_take(ctx);
+    if ((err = archive_open(ctx, &p, &in, wm, &a))) goto out;
     if (a->info.original_size != dst_size) {
         err = ctx_fail(ctx, CKPZ_ERR_PARAM, "destination buffer holds %zu bytes, the original has %llu", dst_size,
                        (unsigned long long)a->info.original_size);
-        ckpz_archive_close(a);
-        return err;
+        goto out;
     }
     if (a->based && !a->base_bytes) {
         err = base_verify(ctx, &a->base, &p); /* no base given: the message names the one needed */
-        ckpz_archive_close(a);
-        return err;
+        goto out;
     }
     int workers = p.threads - 1;
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
-    struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */
     rstate st = {a, src, dst, a->chunk_off,
                  wm && !workmem_scratch(wm, workers + 1, a->info.chunk_size,
                                         a->info.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0)
                      ? wm->scratch
                      : NULL};
-    rjob *jobs = calloc(depth, sizeof *jobs), *j;
-    pipeline *pl = NULL;
+    jobs = calloc(depth, sizeof *jobs);
     uint32_t content_crc = 0;
     uint64_t done = 0;
     if (!st.scratch || !jobs) goto nomem;
@@ -195,8 +193,8 @@ nomem:
     err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
 out:
     pipeline_destroy(pl);
-    workmem_keep(ctx, wm);
     free(jobs);
-    ckpz_archive_close(a);
+    ckpz_archive_close(a); /* before wm goes back: its entries may be wm's */
+    workmem_keep(ctx, wm);
     return err;
 }

@@ -198,6 +198,10 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     pl->ch.skip = skip_fn;
     fmt_status fs = chunker_describe(&pl->ch, &pl->rq, size_hint, why, sizeof why);
     if (fs != FMT_DONE) return fmt_fail(ctx, fs, &pl->rq, why);
+    /* Small tensors: an entry a segment, the table sized once (grown one doubling at a
+     * time, 4,800 entries were copied and faulted in about twice over) */
+    if (pl->segs.n > 1 && grow_array((void **)&pl->e, &pl->cap_e, pl->segs.n, sizeof *pl->e))
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     if (p->policy && !(pl->pol = policy_parse(p->policy, p->max_mae, why, sizeof why)))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
     pl->base_named = -1;

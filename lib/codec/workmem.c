@@ -107,6 +107,7 @@ void workmem_free(struct workmem *wm)
 {
     if (!wm) return;
     ent_ctx_free(wm->lists);
+    ctr_keep_free(&wm->entries);
     chunk_scratch_free(wm->scratch);
     for (size_t i = 0; i < wm->nbuf; i++) {
         free(wm->raw[i]);
@@ -118,13 +119,17 @@ void workmem_free(struct workmem *wm)
 }
 
 #define HUGE_PAGE ((size_t)2 << 20)
-#define HUGE_MIN ((size_t)4 << 20)
+#define HUGE_MIN ((size_t)1 << 20)
+#define HUGE_WHOLE ((size_t)4 << 20)
 void *workmem_room(size_t n)
 {
 #ifdef MADV_HUGEPAGE
     void *p = NULL;
-    if (n >= HUGE_MIN && posix_memalign(&p, HUGE_PAGE, n) == 0) {
-        madvise(p, n - n % HUGE_PAGE, MADV_HUGEPAGE);
+    /* below HUGE_WHOLE in whole 2 MiB pages (the room rounded up: one fault where a 2 MB
+     * output took ~500), above it the 2 MiB pages n holds */
+    size_t r = n < HUGE_WHOLE ? (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : n;
+    if (n >= HUGE_MIN && posix_memalign(&p, HUGE_PAGE, r) == 0) {
+        madvise(p, r - r % HUGE_PAGE, MADV_HUGEPAGE);
         return p;
     }
 #endif

@@ -25,6 +25,7 @@ struct workmem {
     uint8_t **raw, **out;  /* nbuf pairs of buffers (entries may be NULL) */
     size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: workmem_out_bound(buf_chunk) */
     ent_ctx *lists;         /* workmem_lists */
+    ctr_keep entries;       /* a coded index's entries, kept for a whole-file restore's next (container.h) */
 };
 
 /* Room a job's coded frame needs for a chunk of n bytes (compress.c says why it is
@@ -61,9 +62,10 @@ void workmem_free(struct workmem *wm); /* accepts NULL */
 /* Room for n bytes that are written once, start to end (an output, a share's coded
  * frames), released with free(). Fresh pages cost a fault each as the writing first
  * reaches them: 4 us per 4 KiB page on a 2-core VM (443 ms for 64 MB, several times the
- * compression), 62 ms in 2 MiB pages. From 4 MiB on the room is aligned to 2 MiB and
+ * compression), 62 ms in 2 MiB pages. From 1 MiB on the room is aligned to 2 MiB and
  * asks for such pages (where the kernel grants them on request, transparent_hugepage =
- * madvise; only a hint: nothing fails without it). NULL out of memory. */
+ * madvise; only a hint: nothing fails without it); below 4 MiB it is rounded up to whole
+ * ones. NULL out of memory. */
 void *workmem_room(size_t n);
 
 #endif

@@ -191,6 +191,26 @@ void ctr_index_write(uint8_t *out, const ctr_entry *e, size_t ne, const ctr_chun
 ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
                           uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
                           size_t *ne, ctr_chunkrec **chunks, size_t *nc);
+/* Memory kept from one read of a coded index to the next (a context's: workmem.h): the
+ * entries, and one block for all their names and shapes. A whole-file restore of 4,800
+ * small tensors spent a quarter of its time allocating 4,800 entries and faulting in
+ * their fresh pages, every call. Entries read into it belong to it (never
+ * ctr_entries_free'd); the next read reuses it. Their lossy fields are set only where
+ * their flags have CTR_ENTRY_LOSSY. Up to CTR_KEEP_MAX bytes; a larger index
+ * is read as ctr_index_read does. */
+typedef struct ctr_keep {
+    ctr_entry *e;
+    size_t e_cap;
+    uint8_t *blk;
+    size_t blk_cap;
+} ctr_keep;
+#define CTR_KEEP_MAX ((size_t)16 << 20)
+void ctr_keep_free(ctr_keep *k); /* accepts NULL */
+/* ctr_index_read, the entries of a coded index in keep where they fit (*kept = 1: not to
+ * be freed), else allocated (*kept = 0). keep NULL: as ctr_index_read. */
+ckpz_error ctr_index_read_kept(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const uint8_t *p, size_t len,
+                               uint64_t index_offset, uint64_t original_size, size_t mem_limit, unsigned file_flags,
+                               ctr_entry **entries, size_t *ne, int *kept, ctr_chunkrec **chunks, size_t *nc);
 
 /* ---- coded entry lists (entlist.c; doc/format.md "Coded entry lists") ---- */
 /* A list of entries coded in columns: index form (lengths and chunk counts; offsets and
@@ -220,15 +240,23 @@ ckpz_error ctr_eframe_len(ckpz_ctx *ctx, const uint8_t *in, uint64_t room, unsig
                           size_t no, uint64_t at, uint32_t *blen);
 ckpz_error ctr_eframe_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
                            size_t mem_limit, size_t no, uint64_t at, ctr_entry **e, size_t *n);
+/* ctr_eframe_read's checks, the frame's entries compared with idx[0..room) as they are
+ * read instead of allocated (a reader that has the index: 4,800 small tensors' entries
+ * allocated, compared and freed took a quarter of a restore): *n gets their count, *same
+ * whether each equals its idx entry (ctr_entry_same) and *n <= room. */
+ckpz_error ctr_eframe_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
+                           size_t mem_limit, size_t no, uint64_t at, const ctr_entry *idx, size_t room, size_t *n,
+                           int *same);
 
 /* The two halves of ctr_index_read (format.c): a plain index's records, and the checks
- * both forms share, from the seek table at p + pos on: it takes e[0..e_n) (freed on failure). */
+ * both forms share, from the seek table at p + pos on: it takes e[0..e_n) (freed on
+ * failure unless kept). */
 ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uint64_t index_offset,
                                 uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
                                 size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
-                           uint64_t original_size, ctr_entry *e, size_t e_n, uint64_t c_n, ctr_entry **entries,
-                           size_t *ne, ctr_chunkrec **chunks, size_t *nc);
+                           uint64_t original_size, ctr_entry *e, size_t e_n, int kept, uint64_t c_n,
+                           ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
 ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);

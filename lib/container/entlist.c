@@ -10,6 +10,7 @@
  * frame names a group and its owner). The reader checks each count and length against
  * the bytes it has and the memory limit before it allocates, and every field as
  * ctr_entry_read does; the tiling of the original is the index reader's (format.c). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,31 +31,38 @@ typedef struct bbuf {
     int bad; /* out of memory */
 } bbuf;
 
+/* Room for n more bytes: 0, or -1 (b->bad) out of memory. */
+static int reserve(bbuf *b, size_t n)
+{
+    if (b->bad) return -1;
+    if (n <= b->cap - b->n) return 0;
+    size_t c = b->cap ? b->cap : 256;
+    while (c - b->n < n) c *= 2;
+    uint8_t *q = realloc(b->p, c);
+    if (!q) {
+        b->bad = 1;
+        return -1;
+    }
+    b->p = q;
+    b->cap = c;
+    return 0;
+}
+
 static void put_bytes(bbuf *b, const void *src, size_t n)
 {
-    if (b->bad || !n) return;
-    if (n > b->cap - b->n) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c - b->n < n) c *= 2;
-        uint8_t *q = realloc(b->p, c);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = c;
-    }
+    if (!n || reserve(b, n)) return;
     memcpy(b->p + b->n, src, n);
     b->n += n;
 }
 
+/* A varint written in place (the columns of 4,800 entries take ~60,000 of them). */
 static void put_uv(bbuf *b, uint64_t v)
 {
-    uint8_t t[10];
-    size_t k = 0;
-    for (; v >= 0x80; v >>= 7) t[k++] = (uint8_t)(v | 0x80);
-    t[k++] = (uint8_t)v;
-    put_bytes(b, t, k);
+    if (reserve(b, 10)) return;
+    uint8_t *p = b->p + b->n;
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    b->n = (size_t)(p - b->p);
 }
 
 /* A varint from p[*pos..len): 0, or -1 when it runs past the end or over 64 bits. */
@@ -266,13 +274,15 @@ static ckpz_error get_columns(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size
 
 static int num(col *c, uint64_t *v) { return get_uv(c->p, c->n, &c->pos, v); }
 
-/* Entry i from the columns (prev: entry i - 1, or NULL); at: its offset (stream form)
- * or the running offset and first chunk (index form), advanced past it. */
-static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
-                            uint64_t *at, uint64_t *chunk, ctr_entry *x)
+/* Entry i's fields from the columns, but for its name's bytes and lossy fields (prev:
+ * entry i - 1, or NULL); at: its offset (stream form) or the running offset and first
+ * chunk (index form), advanced past it. Its dimensions go to dims, its name's lengths
+ * (checked) to *pre (shared with prev's) and *suf (its own, next in the names column). */
+static ckpz_error get_fields(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
+                             uint64_t *at, uint64_t *chunk, ctr_entry *x, uint64_t *dims, uint64_t *pre, uint64_t *suf)
 {
-    uint64_t v, pre, suf;
-    col *nc = &cols[COL_NUM], *names = &cols[COL_NAME], *lc = &cols[COL_LOSSY];
+    uint64_t v;
+    col *nc = &cols[COL_NUM], *names = &cols[COL_NAME];
     x->dtype = cols[COL_KIND].p[cols[COL_KIND].pos++];
     x->flags = cols[COL_KIND].p[cols[COL_KIND].pos++];
     ckpz_error err = ctr_entry_check_kind(ctx, x, file_flags);
@@ -296,71 +306,165 @@ static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned f
     if (v > CTR_MAX_NDIM)
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: %llu dimensions", (unsigned long long)v);
     x->ndim = (uint32_t)v;
-    uint64_t dims[CTR_MAX_NDIM];
     for (uint32_t d = 0; d < x->ndim; d++)
         if (num(nc, &dims[d])) return bad(ctx, "numbers truncated");
     if ((x->flags & CTR_ENTRY_BASED) && num(nc, &x->base_offset)) return bad(ctx, "numbers truncated");
     /* the name: pre bytes of the previous one, then suf of its own */
-    if (num(nc, &pre) || num(nc, &suf)) return bad(ctx, "numbers truncated");
-    if (pre > (prev ? prev->name_len : 0u) || suf > CTR_MAX_NAME - pre || suf > names->n - names->pos)
+    if (num(nc, pre) || num(nc, suf)) return bad(ctx, "numbers truncated");
+    if (*pre > (prev ? prev->name_len : 0u) || *suf > CTR_MAX_NAME - *pre || *suf > names->n - names->pos)
         return bad(ctx, "a name's lengths are out of range");
-    x->name_len = (uint16_t)(pre + suf);
-    if (ctr_entry_alloc(x)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    x->name_len = (uint16_t)(*pre + *suf);
+    return CKPZ_OK;
+}
+
+/* Entry x's lossy fields, when its flags say it has them. */
+static ckpz_error get_lossy(ckpz_ctx *ctx, col *lc, int index_form, ctr_entry *x)
+{
+    if (!(x->flags & CTR_ENTRY_LOSSY)) return CKPZ_OK;
+    size_t ln = CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0);
+    if (lc->n - lc->pos < ln) return bad(ctx, "lossy fields truncated");
+    memset(&x->lossy, 0, sizeof x->lossy);
+    ckpz_error err = ctr_lossy_read(ctx, lc->p + lc->pos, index_form, &x->lossy);
+    lc->pos += ln;
+    return err;
+}
+
+/* Bytes of a kept block an entry's shape and name take (8-aligned for the next shape). */
+static size_t kept_size(const ctr_entry *x) { return (8 * (size_t)x->ndim + x->name_len + 1 + 7) & ~(size_t)7; }
+
+/* Entry i from the columns, with its name and shape (get_fields): in one block of their
+ * own (ctr_entry_alloc), or at *room (a kept block), advanced past them. */
+static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
+                            uint64_t *at, uint64_t *chunk, ctr_entry *x, uint8_t **room)
+{
+    uint64_t pre, suf, dims[CTR_MAX_NDIM];
+    col *names = &cols[COL_NAME];
+    ckpz_error err = get_fields(ctx, cols, index_form, file_flags, prev, at, chunk, x, dims, &pre, &suf);
+    if (err) return err;
+    if (room) {
+        x->shape = (uint64_t *)(void *)*room;
+        x->name = (char *)(x->shape + x->ndim);
+        *room += kept_size(x);
+    } else if (ctr_entry_alloc(x)) {
+        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    }
     if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
     if (pre) memcpy(x->name, prev->name, (size_t)pre);
     if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
     x->name[x->name_len] = 0;
-    if (x->flags & CTR_ENTRY_LOSSY) {
-        size_t ln = CTR_LOSSY_STREAM + (index_form ? CTR_LOSSY_INDEX : 0);
-        if (lc->n - lc->pos < ln) return bad(ctx, "lossy fields truncated");
-        if ((err = ctr_lossy_read(ctx, lc->p + lc->pos, index_form, &x->lossy))) return err;
-        lc->pos += ln;
-    }
+    return get_lossy(ctx, &cols[COL_LOSSY], index_form, x);
+}
+
+/* The count and first offset of a stream-form list, its columns decoded: the start both
+ * readers of lists share (index form: the count is the index's, n_index). */
+static ckpz_error list_begin(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, size_t mem_limit,
+                             uint64_t *n, uint64_t *at, size_t *pos, col *cols)
+{
+    if (!index_form && (get_uv(p, len, pos, n) || get_uv(p, len, pos, at))) return bad(ctx, "truncated count");
+    if (!index_form && *n == 0) return bad(ctx, "no entries");
+    /* two kind bytes each: the count is bounded by the limit before anything is read */
+    if (*n > mem_limit / 2 || *n > mem_limit / sizeof(ctr_entry))
+        return ctx_fail(ctx, CKPZ_ERR_LIMIT, "entry list: %llu entries are over the memory limit",
+                        (unsigned long long)*n);
+    if (*n == 0) return CKPZ_OK; /* an index without entries has no list */
+    ckpz_error err = get_columns(ctx, ec, p, len, pos, mem_limit, cols);
+    if (!err && cols[COL_KIND].n != 2 * *n) err = bad(ctx, "the kinds column does not match the count");
+    return err;
+}
+
+static ckpz_error list_end(ckpz_ctx *ctx, const col *cols)
+{
+    if (cols[COL_NUM].pos != cols[COL_NUM].n || cols[COL_NAME].pos != cols[COL_NAME].n ||
+        cols[COL_LOSSY].pos != cols[COL_LOSSY].n)
+        return bad(ctx, "columns hold more than the entries");
     return CKPZ_OK;
 }
 
-ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
-                         size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out, size_t *used)
+void ctr_keep_free(ctr_keep *k)
+{
+    if (!k) return;
+    free(k->e);
+    free(k->blk);
+    memset(k, 0, sizeof *k);
+}
+
+/* Whether the n entries of the list whose columns are cols fit in keep: a first pass over
+ * the columns (get_fields) sizes their names and shapes, then keep grows to hold them;
+ * the columns are left as they were. 0 when they do not fit (too large, out of memory,
+ * or a column that does not parse: the reading proper reports it). */
+static int keep_fits(ctr_keep *keep, col *cols, int index_form, unsigned file_flags, uint64_t n, uint64_t at)
+{
+    uint64_t chunk = 0, pre, suf, dims[CTR_MAX_NDIM];
+    size_t blk = 0, ents = (size_t)n * sizeof(ctr_entry);
+    ctr_entry x, last;
+    struct ckpz_ctx quiet; /* the first pass's errors are the second's to report */
+    int ok = ents <= CTR_KEEP_MAX;
+    memset(&quiet, 0, sizeof quiet);
+    for (uint64_t i = 0; ok && i < n; i++) {
+        memset(&x, 0, sizeof x);
+        ok = !get_fields(&quiet, cols, index_form, file_flags, i ? &last : NULL, &at, &chunk, &x, dims, &pre, &suf);
+        if (!ok) break;
+        cols[COL_NAME].pos += (size_t)suf;
+        blk += kept_size(&x);
+        ok = !get_lossy(&quiet, &cols[COL_LOSSY], index_form, &x) && blk <= CTR_KEEP_MAX - ents;
+        last = x;
+    }
+    for (int k = 0; k < NCOL; k++) cols[k].pos = 0;
+    if (!ok) return 0;
+    if (keep->e_cap < n) {
+        ctr_entry *e = realloc(keep->e, ents);
+        if (!e) return 0;
+        keep->e = e;
+        keep->e_cap = (size_t)n;
+    }
+    if (keep->blk_cap < blk) {
+        uint8_t *b = realloc(keep->blk, blk);
+        if (!b) return 0;
+        keep->blk = b;
+        keep->blk_cap = blk;
+    }
+    return 1;
+}
+
+/* ctr_list_read, into keep where the list fits it (*kept = 1), else allocated. */
+static ckpz_error list_read(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const uint8_t *p, size_t len, int index_form,
+                            unsigned file_flags, size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out,
+                            size_t *used, int *kept)
 {
     *out = NULL;
     *n_out = 0;
+    *kept = 0;
     size_t pos = 0, i = 0;
     uint64_t n = n_index, at = 0, chunk = 0;
     col cols[NCOL] = {{0}};
     ctr_entry *e = NULL;
-    ckpz_error err = CKPZ_OK;
-    if (!index_form && (get_uv(p, len, &pos, &n) || get_uv(p, len, &pos, &at))) return bad(ctx, "truncated count");
-    if (!index_form && n == 0) return bad(ctx, "no entries");
-    /* two kind bytes each: the count is bounded by the limit before anything is read */
-    if (n > mem_limit / 2 || n > mem_limit / sizeof(ctr_entry))
-        return ctx_fail(ctx, CKPZ_ERR_LIMIT, "entry list: %llu entries are over the memory limit",
-                        (unsigned long long)n);
-    if (n == 0) {
-        *used = 0; /* an index without entries has no list */
-        return CKPZ_OK;
-    }
-    if ((err = get_columns(ctx, ec, p, len, &pos, mem_limit, cols))) goto out;
-    if (cols[COL_KIND].n != 2 * n) {
-        err = bad(ctx, "the kinds column does not match the count");
-        goto out;
-    }
-    if (!(e = calloc((size_t)n, sizeof *e))) {
+    uint8_t *room = NULL;
+    ckpz_error err = list_begin(ctx, ec, p, len, index_form, mem_limit, &n, &at, &pos, cols);
+    if (err || n == 0) goto out;
+    if (keep && keep_fits(keep, cols, index_form, file_flags, n, at)) {
+        *kept = 1;
+        e = keep->e;
+        room = keep->blk;
+    } else if (!(e = calloc((size_t)n, sizeof *e))) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry list");
         goto out;
     }
-    for (i = 0; i < n; i++)
-        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i]))) {
+    for (i = 0; i < n; i++) {
+        if (*kept) /* the lossy fields only where the flags say (get_lossy): a third of the bytes */
+            memset(&e[i], 0, offsetof(ctr_entry, lossy));
+        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i],
+                             *kept ? &room : NULL))) {
             i++;
             goto out;
         }
-    if (cols[COL_NUM].pos != cols[COL_NUM].n || cols[COL_NAME].pos != cols[COL_NAME].n ||
-        cols[COL_LOSSY].pos != cols[COL_LOSSY].n)
-        err = bad(ctx, "columns hold more than the entries");
+    }
+    err = list_end(ctx, cols);
 out:
     for (int k = 0; k < NCOL; k++) free(cols[k].p);
     if (err) {
-        ctr_entries_free(e, i);
+        if (!*kept) ctr_entries_free(e, i);
+        *kept = 0;
         return err;
     }
     *out = e;
@@ -369,11 +473,53 @@ out:
     return CKPZ_OK;
 }
 
-/* ---- the index ---- */
-ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
-                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
-                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+ckpz_error ctr_list_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, int index_form, unsigned file_flags,
+                         size_t mem_limit, uint64_t n_index, ctr_entry **out, size_t *n_out, size_t *used)
 {
+    int kept;
+    return list_read(ctx, ec, NULL, p, len, index_form, file_flags, mem_limit, n_index, out, n_out, used, &kept);
+}
+
+/* A stream-form list compared with idx[0..room) as it is read, nothing allocated but its
+ * columns: *n its count, *same whether its entries equal idx's first *n (ctr_entry_same).
+ * Errors as ctr_list_read's, whether or not the entries matched so far. */
+static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, unsigned file_flags,
+                            size_t mem_limit, const ctr_entry *idx, size_t room, size_t *n_out, size_t *used, int *same)
+{
+    size_t pos = 0;
+    uint64_t n = 0, at = 0, pre, suf, dims[CTR_MAX_NDIM];
+    col cols[NCOL] = {{0}}, *names = &cols[COL_NAME];
+    ctr_entry x, last;
+    ckpz_error err = list_begin(ctx, ec, p, len, 0, mem_limit, &n, &at, &pos, cols);
+    *same = !err && n <= room;
+    for (uint64_t i = 0; !err && i < n; i++) {
+        memset(&x, 0, sizeof x);
+        if ((err = get_fields(ctx, cols, 0, file_flags, i ? &last : NULL, &at, NULL, &x, dims, &pre, &suf))) break;
+        if (*same) { /* the entries before matched: the shared part of the name is idx[i - 1]'s */
+            const ctr_entry *y = &idx[i];
+            *same = x.offset == y->offset && x.dtype == y->dtype && x.ndim == y->ndim && x.flags == y->flags &&
+                    x.base_offset == y->base_offset && x.name_len == y->name_len &&
+                    (!pre || !memcmp(y->name, idx[i - 1].name, (size_t)pre)) &&
+                    (!suf || !memcmp(y->name + pre, names->p + names->pos, (size_t)suf)) &&
+                    (!x.ndim || !memcmp(y->shape, dims, 8 * (size_t)x.ndim));
+        }
+        names->pos += (size_t)suf;
+        err = get_lossy(ctx, &cols[COL_LOSSY], 0, &x); /* checked, not compared (ctr_entry_same) */
+        last = x;
+    }
+    if (!err) err = list_end(ctx, cols);
+    for (int k = 0; k < NCOL; k++) free(cols[k].p);
+    *n_out = (size_t)n;
+    *used = pos;
+    return err;
+}
+
+/* ---- the index ---- */
+ckpz_error ctr_index_read_kept(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const uint8_t *p, size_t len,
+                               uint64_t index_offset, uint64_t original_size, size_t mem_limit, unsigned file_flags,
+                               ctr_entry **entries, size_t *ne, int *kept, ctr_chunkrec **chunks, size_t *nc)
+{
+    *kept = 0;
     if (!(file_flags & CTR_FILE_CODED))
         return ctr_index_read_plain(ctx, p, len, index_offset, original_size, mem_limit, file_flags, entries, ne,
                                     chunks, nc);
@@ -390,17 +536,31 @@ ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t l
                         len);
     size_t list_len = len - 24 - (size_t)c_n * CTR_CHUNK_REC, got, used;
     ctr_entry *e;
-    ckpz_error err = ctr_list_read(ctx, ec, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used);
+    int in_keep;
+    ckpz_error err = list_read(ctx, ec, keep, p + 24, list_len, 1, file_flags, mem_limit, e_n, &e, &got, &used,
+                               &in_keep);
     if (err) {
         char why[sizeof ctx->msg];
         snprintf(why, sizeof why, "%s", ctx->msg);
         return ctx_fail(ctx, err, "index: %s", why);
     }
     if (used != list_len) {
-        ctr_entries_free(e, got);
+        if (!in_keep) ctr_entries_free(e, got);
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: its entry list and seek table do not fill it");
     }
-    return ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, e, got, c_n, entries, ne, chunks, nc);
+    err = ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, e, got, in_keep, c_n, entries, ne,
+                          chunks, nc);
+    if (!err) *kept = in_keep;
+    return err;
+}
+
+ckpz_error ctr_index_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t len, uint64_t index_offset,
+                          uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
+                          size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+{
+    int kept;
+    return ctr_index_read_kept(ctx, ec, NULL, p, len, index_offset, original_size, mem_limit, file_flags, entries, ne,
+                               &kept, chunks, nc);
 }
 
 /* ---- entry frames of either kind ---- */
@@ -442,6 +602,36 @@ ckpz_error ctr_eframe_read(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32
     if (err) { /* the list's own message, with the frame it is in */
         char why[sizeof ctx->msg];
         snprintf(why, sizeof why, "%s", ctx->msg);
+        return ctx_fail(ctx, err, "entry frame %zu at byte %llu: %s", no, (unsigned long long)at, why);
+    }
+    return CKPZ_OK;
+}
+
+ckpz_error ctr_eframe_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *in, uint32_t blen, unsigned file_flags,
+                           size_t mem_limit, size_t no, uint64_t at, const ctr_entry *idx, size_t room, size_t *n,
+                           int *same)
+{
+    *n = 0;
+    *same = 0;
+    if (!(file_flags & CTR_FILE_CODED)) {
+        ctr_entry *f;
+        ckpz_error err = ctr_eframe_read(ctx, ec, in, blen, file_flags, mem_limit, no, at, &f, n);
+        if (err) return err;
+        *same = *n <= room && ctr_entry_same(f, idx);
+        ctr_entries_free(f, *n);
+        return CKPZ_OK;
+    }
+    size_t used;
+    if (crc32c(0, in, 8 + (size_t)blen) != ld32(in + 8 + blen))
+        return ctx_fail(ctx, CKPZ_ERR_CHECKSUM, "entry frame %zu at byte %llu: checksum mismatch", no,
+                        (unsigned long long)at);
+    ckpz_error err = list_same(ctx, ec, in + 8, blen, file_flags, mem_limit, idx, room, n, &used, same);
+    if (!err && used != blen) err = bad(ctx, "its frame holds more");
+    if (err) { /* the list's own message, with the frame it is in */
+        char why[sizeof ctx->msg];
+        snprintf(why, sizeof why, "%s", ctx->msg);
+        *n = 0;
+        *same = 0;
         return ctx_fail(ctx, err, "entry frame %zu at byte %llu: %s", no, (unsigned long long)at, why);
     }
     return CKPZ_OK;

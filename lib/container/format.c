@@ -435,12 +435,13 @@ ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uin
         }
         pos += used;
     }
-    return ctr_index_check(ctx, p, len, pos, index_offset, original_size, e, (size_t)e_n, c_n, entries, ne, chunks, nc);
+    return ctr_index_check(ctx, p, len, pos, index_offset, original_size, e, (size_t)e_n, 0, c_n, entries, ne, chunks,
+                           nc);
 }
 
 ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
-                           uint64_t original_size, ctr_entry *e, size_t e_n, uint64_t c_n, ctr_entry **entries,
-                           size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+                           uint64_t original_size, ctr_entry *e, size_t e_n, int kept, uint64_t c_n,
+                           ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     ckpz_error err = CKPZ_OK;
     ctr_chunkrec *c = NULL;
@@ -512,7 +513,7 @@ ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t p
     *nc = c_n;
     return CKPZ_OK;
 fail:
-    ctr_entries_free(e, e_n);
+    if (!kept) ctr_entries_free(e, e_n);
     free(c);
     return err;
 }

@@ -66,7 +66,7 @@ stream.
 
 import pickle
 
-from . import _archive, _lib, _load, _numpy, _save, _stream, _torchzip
+from . import _archive, _bytes, _lib, _load, _numpy, _save, _stream, _torchzip
 from ._archive import BaseInfo, Entry, Info, Lossy
 from ._background import SaveHandle, wait_saves
 from ._lib import Error
@@ -77,6 +77,8 @@ __all__ = [
     "load",
     "compress_file",
     "decompress_file",
+    "compress",
+    "decompress",
     "save_arrays",
     "load_arrays",
     "list",
@@ -311,6 +313,21 @@ def decompress_file(src, dst, threads=0, base=None):
 
 
 # ---- NumPy -----------------------------------------------------------------------------
+
+
+def compress(data, level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None, lossy=None):
+    """The .ckpz file of the file held in data (bytes-like: a safetensors file,
+    torch.save's bytes, ...), in memory: what ``compress_file`` writes for it, with the same
+    options (no base=). Returns a bytes-like object (a ctypes array over the library's
+    buffer, freed with it: no copy; ``bytes(...)`` copies it). Raises ckpz.Error."""
+    return _bytes.compress(data, level, threads, _lib.lossy_policy(lossy, policy), max_mae)
+
+
+def decompress(data, threads=0):
+    """The original of the .ckpz file held in data (bytes-like), every checksum
+    verified, as a bytes-like object (an anonymous mapping, ``bytes(...)`` copies it).
+    A delta file needs its base: use decompress_file with base=. Raises ckpz.Error."""
+    return _bytes.decompress(data, threads)
 
 
 def save_arrays(path, *args, level=LEVEL_DEFAULT, threads=0, **arrays):

@@ -13,7 +13,8 @@
  * ctr_entry_write writes it back byte for byte; an accepted frame (its record fills
  * its body) is written back byte for byte by ctr_entry_frame_write. An accepted coded
  * list has the same properties entry by entry, and coded again (a writer may code it
- * otherwise) reads back the same entries.
+ * otherwise) reads back the same entries; a CKEL frame compared with its own entries as it
+ * is read (ctr_eframe_same) matches them, and fails as its read does.
  */
 #include "fuzz_container.h"
 
@@ -95,8 +96,16 @@ static void coded(const uint8_t *in, size_t n, int index_form, int frame, unsign
         st32(fr + 8 + blen, crc32c(0, fr, 8 + (size_t)blen));
         err = ctr_eframe_read(c, NULL, fr, blen, ff, (size_t)1 << 20, 0, 0, &e, &ne);
         fz_need_msg(c, err, "ctr_eframe_read");
+        size_t n2;
+        int same;
+        ckpz_error err2 = ctr_eframe_same(c, NULL, fr, blen, ff, (size_t)1 << 20, 0, 0, err ? NULL : e, err ? 0 : ne,
+                                          &n2, &same);
+        FZ_CHECK(err2 == err && (err || (n2 == ne && same)), "list frame: compared, error %d (read: %d), same %d",
+                 (int)err2, (int)err, same);
         if (!err) {
             FZ_CHECK(ne >= 1, "list frame: no entries");
+            FZ_CHECK(ctr_eframe_same(c, NULL, fr, blen, ff, (size_t)1 << 20, 0, 0, e, ne - 1, &n2, &same) == 0 && !same,
+                     "list frame: matched more entries than it was given");
             check_list(e, ne, 0, ff);
             ctr_entries_free(e, ne);
         }

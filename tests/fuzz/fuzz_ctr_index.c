@@ -9,9 +9,35 @@
  * before it too), seek-table records in file order between the header
  * and the index, only allowed entry flags; ctr_index_size is its length and
  * ctr_index_write writes it back byte for byte, or for a coded index (whose coding a
- * writer may choose) ctr_index_encode codes it to an index that reads back the same.
+ * writer may choose) ctr_index_encode codes it to an index that reads back the same;
+ * read into kept memory (ctr_index_read_kept, reused from input to input) it gives the
+ * same error or the same entries.
  */
 #include "fuzz_container.h"
+
+/* ctr_index_read_kept, into memory kept from one input to the next as a context keeps
+ * it, gives what ctr_index_read gave: the same error, or the same entries and chunks. */
+static void check_kept(const uint8_t *in, size_t len, uint64_t index_offset, uint64_t original, unsigned ff,
+                       ckpz_error want, const ctr_entry *e, size_t ne, const ctr_chunkrec *k, size_t nc)
+{
+    static ctr_keep keep;
+    ckpz_ctx *c = fz_ctx();
+    ctr_entry *e2;
+    ctr_chunkrec *k2;
+    size_t ne2, nc2;
+    int kept;
+    ckpz_error err = ctr_index_read_kept(c, NULL, &keep, in, len, index_offset, original, (size_t)1 << 20, ff, &e2,
+                                         &ne2, &kept, &k2, &nc2);
+    FZ_CHECK(err == want, "kept index: error %d, ctr_index_read's %d", (int)err, (int)want);
+    if (err || want) return;
+    FZ_CHECK(ne2 == ne && nc2 == nc && !memcmp(k, k2, nc * sizeof *k), "kept index: %zu entries, %zu chunks", ne2, nc2);
+    for (size_t i = 0; i < ne && i < ne2; i++)
+        FZ_CHECK(ctr_entry_same(&e[i], &e2[i]) && e[i].length == e2[i].length && e[i].nchunks == e2[i].nchunks &&
+                     (!(e[i].flags & CTR_ENTRY_LOSSY) || !memcmp(&e[i].lossy, &e2[i].lossy, sizeof e[i].lossy)),
+                 "kept index: entry %zu differs", i);
+    if (kept) free(k2);
+    else ctr_entries_free(e2, ne2), free(k2);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,6 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ne = 99, nc = 99;
     ckpz_error err = ctr_index_read(c, NULL, in, len, index_offset, original, (size_t)1 << 20, ff, &e, &ne, &k, &nc);
     fz_need_msg(c, err, "ctr_index_read");
+    check_kept(in, len, index_offset, original, ff, err, e, ne, k, nc);
     if (err) {
         FZ_CHECK(!e && !k && !ne && !nc, "index: failed but returned entries or chunks");
         free(in);

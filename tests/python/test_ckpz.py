@@ -210,6 +210,72 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("/x/y.ckpz", str(e))
 
 
+class TestMemory(unittest.TestCase):
+    def test_alloc_sizes(self):
+        # the memory C restores into: exactly n writable bytes, zeroed, whether in 4 KiB
+        # pages (below 1 MiB) or in whole 2 MiB pages cut to n (from 1 MiB on)
+        from ckpz import _memory
+
+        for n in (0, 1, 4095, (1 << 20) - 1, 1 << 20, 1907032, 2 << 20, (2 << 20) + 1, (5 << 20) + 3):
+            buf = _memory.alloc(n)
+            self.assertEqual(len(buf), n)
+            mv = memoryview(buf)
+            self.assertFalse(mv.readonly)
+            if n:
+                self.assertEqual(mv.tobytes().count(0), n, n)
+                mv[n - 1] = 2
+                mv[0] = 1
+                self.assertEqual((mv[0], mv[n - 1]), (1, 2 if n > 1 else 1))
+            mv.release()
+            _memory.close_mmap(buf)
+
+
+class TestInMemory(unittest.TestCase):
+    def test_compress_decompress(self):
+        # a safetensors file in memory and back; the same .ckpz as compress_file writes
+        import ckpz.safetensors
+
+        g = torch.Generator().manual_seed(7)
+        state = {"blocks.%d.%s" % (i, k): torch.randn(16, 16 if k == "w" else 1, generator=g) * 0.02
+                 for i in range(300) for k in ("w", "b")}
+        plain = bytes(ckpz.decompress(ckpz.safetensors.save(state, level=3)))
+        z = ckpz.compress(plain, level=3, threads=1)
+        self.assertLess(len(z), len(plain) * 0.95)
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "m.safetensors"), os.path.join(d, "m.ckpz")
+            with open(src, "wb") as f:
+                f.write(plain)
+            ckpz.compress_file(src, dst, level=3, threads=1)
+            with open(dst, "rb") as f:
+                self.assertEqual(f.read(), bytes(z))
+        back = ckpz.safetensors.load(bytes(z))
+        self.assertEqual(sorted(back), sorted(state))
+        self.assertTrue(all(torch.equal(back[k], state[k]) for k in state))
+        for src in (z, bytes(z), bytearray(bytes(z)), memoryview(bytes(z))):
+            self.assertEqual(bytes(ckpz.decompress(src, threads=1)), plain)
+        self.assertEqual(bytes(ckpz.compress(bytearray(plain))), bytes(z))
+        self.assertEqual(len(ckpz.decompress(ckpz.compress(b""))), 0)
+        # lossy through policy=: every value within its bound, a smaller file
+        zl = ckpz.compress(plain, policy="* abs 1e-3")
+        lossy = ckpz.safetensors.load(bytes(zl))
+        self.assertLess(len(zl), len(z))
+        self.assertTrue(all(float((lossy[k] - state[k]).abs().max()) <= 1e-3 for k in state))
+
+    def test_refusals(self):
+        z = bytearray(bytes(ckpz.compress(b"x" * 100000)))
+        for bad, says in ((b"not a ckpz file", "not a ckpz file"), (z[:-1], None), (z[:100], None)):
+            with self.assertRaises(ckpz.Error, msg=says) as cm:
+                ckpz.decompress(bad)
+            if says:
+                self.assertIn(says, str(cm.exception))
+        z[len(z) // 2] ^= 1
+        with self.assertRaises(ckpz.Error) as cm:
+            ckpz.decompress(z)
+        self.assertIn("checksum", str(cm.exception))
+        with self.assertRaises(ValueError):
+            ckpz.compress(b"abc", level=99)
+
+
 class TestTorch(Case):
     def roundtrip(self, obj, **kw):
         p = self.path("obj.ckpz")
