@@ -532,6 +532,15 @@ CKPZ_API unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len);
  * full (waits for a free one); 0, or -1 after a write error (seen when a buffer is taken
  * or at the drain: a failed write may show only there). */
 CKPZ_API int ckpz_pump_write(ckpz_pump *p, const void *src, size_t n);
+/* Writing: lends a whole free buffer for the next n bytes to write (a decoder decodes a
+ * chunk straight into it), or NULL: n is under a quarter of size or over size (a small
+ * write is cheaper copied into the buffer being filled than written alone), a write
+ * failed, or lending would leave copies no buffer (at most nbuf - 1 are lent at once).
+ * Waits while every buffer is taken and some are queued. The bytes go out when the
+ * buffer is passed back to ckpz_pump_write (src the pointer lent, n at most size):
+ * queued where that write comes, no copy. A lent buffer not written back stays the
+ * pump's (freed by ckpz_pump_stop). */
+CKPZ_API void *ckpz_pump_lend(ckpz_pump *p, size_t n);
 /* Writing: queues the buffer being filled, if it holds any bytes, and waits until every
  * queued buffer is written; 0, or -1 after a write error. */
 CKPZ_API int ckpz_pump_drain(ckpz_pump *p);
@@ -541,6 +550,34 @@ CKPZ_API int ckpz_pump_error(ckpz_pump *p);
  * has not written) and frees the pump; the descriptor's byte count and first error are
  * added to io. Accepts NULL. */
 CKPZ_API void ckpz_pump_stop(ckpz_pump *p);
+
+/* ---- sinks that lend their buffers --------------------------------------------------- */
+/* A sink that writes behind from buffers of its own (a pump) costs the decoder a copy of
+ * every chunk into them; a sink that lends them has each chunk decoded straight into one.
+ * ckpz_sink has no room for a new call (ckpz.h's layout never changes), so a lending sink
+ * is a ckpz_sink that writes through a ckpz_lender: ckpz_sink_lender sets s->write to
+ * ckpz_lender_write, s->patch to ckpz_lender_patch (NULL where l->patch is), s->opaque to
+ * l; the calls that restore a stream (ckpz_decompress_io and those over it) recognise it
+ * and ask l->lend for the room of each chunk they decode (on the calling thread, before
+ * the chunk's decoding starts). lend(opaque, n) returns room for exactly the next n bytes
+ * of a write, or NULL (the caller then writes from its own buffer, as with any sink);
+ * the caller fills it and passes it to write (src the pointer lent, the same n) once,
+ * in its place among the sink's writes (other writes, from the caller's buffers, may
+ * come between a lend and its write). A call that fails may leave lent room unwritten:
+ * the sink reclaims it. Set struct_size to sizeof(ckpz_lender) before ckpz_sink_lender;
+ * a sink whose lender is of an unknown size is written to without lending. l must
+ * outlive the calls that use s. */
+typedef void *(*ckpz_lend_fn)(void *opaque, size_t n);
+typedef struct ckpz_lender {
+    size_t struct_size;
+    ckpz_write_fn write; /* the sink's own */
+    ckpz_patch_fn patch; /* may be NULL */
+    void *opaque;        /* for write, patch and lend */
+    ckpz_lend_fn lend;
+} ckpz_lender;
+CKPZ_API void ckpz_sink_lender(ckpz_sink *s, ckpz_lender *l);
+CKPZ_API int ckpz_lender_write(void *lender, const void *buf, size_t n);              /* l->write */
+CKPZ_API int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t off); /* l->patch */
 
 #ifdef __cplusplus
 }

@@ -84,6 +84,7 @@ typedef struct fio_out {
     size_t len;
     int can_pump;          /* a regular file: written behind past its first FIO_BUF_SIZE bytes */
     ckpz_pump *pump;    /* the thread writing behind (ckpz_pump_*), or NULL */
+    ckpz_lender lender; /* the sink: our writes, the pump's buffers lent (fio_out_sink) */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */
 } fio_out;
@@ -100,8 +101,9 @@ void fio_install_signal_handlers(void);
  * beside `name`. in_st (may be NULL) guards against writing over the input. binary:
  * refuse a terminal as stdout. 0, or -1 (then call fio_out_abort). */
 int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const fio_prefs *p, int binary);
-/* o as a sink: its buffered writes, and patch for a temporary file (written from its
- * start). */
+/* o as a sink: its buffered writes, patch for a temporary file (written from its
+ * start), and, once a pump writes behind, its buffers lent (ckpz_sink_lender). o must
+ * stay where it is while the sink is used. */
 void fio_out_sink(fio_out *o, ckpz_sink *dst);
 int fio_out_write(void *o, const void *src, size_t n); /* a ckpz_write_fn */
 /* Drops a failed output: the temporary file goes, an existing final file is untouched. */

@@ -15,11 +15,13 @@
  * the library's buffer (writes of FIO_DIRECT bytes and more; smaller ones gathered in 4
  * MiB); to a regular file, past its first 4 MiB, by a thread of their own
  * (ckpz_pump_write) where coding leaves a core free, so that coding and the kernel's
- * copies overlap (on tmpfs a fresh page per 4 KiB, zeroed and copied into). That costs
- * a copy into the pump's buffers, as the library hands over a buffer it reuses once the
- * write returns, and buys wall time: step300_full.pt on tmpfs, -T1, without and with
- * the thread, -d 101 against 109 ms task-clock and 257 against 210 ms wall, compress
- * 133/139 and 341/282 (7 interleaved rounds, load 12.8 on 2 cores). A failed write is
+ * copies overlap (on tmpfs a fresh page per 4 KiB, zeroed and copied into). Compressing,
+ * that costs a copy into the pump's buffers, as the library hands over a buffer it
+ * reuses once the write returns, and buys wall time: step300_full.pt on tmpfs, -T1,
+ * without and with the thread, compress 133/139 ms task-clock and 341/282 ms wall (7
+ * interleaved rounds, load 12.8 on 2 cores). Decompressing costs no copy: the sink
+ * lends the pump's buffers (ckpz_sink_lender), and the decoder decodes each chunk
+ * straight into one. A failed write is
  * then seen at the next write or at the commit, which waits for every byte. A write that makes no progress, a
  * failed fsync or close are errors that discard the output. --rm's caller asks for a durable commit: the output and
  * its name are fsync'ed before the input may go.
@@ -338,12 +340,18 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
     return 0;
 }
 
+/* ckpz_lend_fn: a pump's buffer for the decoder to decode a chunk into (written back
+ * through fio_out_write, queued without a copy); none before the pump runs */
+static void *out_lend(void *opaque, size_t n)
+{
+    fio_out *o = opaque;
+    return o->pump && !o->err ? ckpz_pump_lend(o->pump, n) : NULL;
+}
+
 void fio_out_sink(fio_out *o, ckpz_sink *dst)
 {
-    ckpz_sink_init(dst);
-    dst->write = fio_out_write;
-    dst->patch = o->temp ? out_patch : NULL; /* a file of its own, written from its start */
-    dst->opaque = o;
+    o->lender = (ckpz_lender){sizeof o->lender, fio_out_write, o->temp ? out_patch : NULL, o, out_lend};
+    ckpz_sink_lender(dst, &o->lender); /* patch: a file of its own, written from its start */
 }
 
 void fio_report(ckpz_ctx *ctx, ckpz_error e, const fio_in *in, const fio_out *out)

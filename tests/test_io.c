@@ -10,7 +10,11 @@
  * write-behind thread (a file size limit) reported with their errno, the thread
  * joined. The pump itself (ckpz_pump_*): writes of any size land in order, a drain
  * writes the buffer being filled, a full device's ENOSPC and a read-ahead's EBADF come
- * back, and stopping with buffers queued or unread returns. */
+ * back, and stopping with buffers queued or unread returns; lent buffers
+ * (ckpz_pump_lend) land in the order of the writes among copies, never more than all
+ * but one lent. A sink that lends (ckpz_sink_lender): a restore decoding into its room
+ * gives the plain sink's bytes, asks no room for copy frames, and fails cleanly on a
+ * corrupt chunk with room lent. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -151,7 +155,7 @@ static void test_fd(void)
 /* A BF16 tensor as a raw dump and a slightly changed copy (a base and its successor). */
 static uint8_t *bf16(size_t n, const uint8_t *like)
 {
-    uint8_t *p = malloc(n);
+    uint8_t *p = malloc(n + 1); /* an odd n: the last value's second byte */
     for (size_t i = 0; i < n; i += 2) {
         float v = (float)(rng_normal() * 0.02);
         uint32_t b;
@@ -443,13 +447,180 @@ static void test_pump(void)
         /* stopped with buffers queued: what is not written is dropped, the call returns */
         w = (ckpz_fd){full, 0, 0};
         p = ckpz_pump_start(&w, 1, 4, sz, 0);
-        CHECK(p && ckpz_pump_write(p, src, 3 * sz) == 0);
+        CHECK(p != NULL);
+        int early = ckpz_pump_write(p, src, 3 * sz); /* -1 once the thread met ENOSPC: timing */
+        CHECK(early == 0 || ckpz_pump_error(p) == ENOSPC);
         ckpz_pump_stop(p);
         close(full);
     }
     close(f);
     free(back);
     free(src);
+}
+
+/* ckpz_pump_lend: lent buffers written back among copies, in the order of the writes;
+ * at most nbuf - 1 lent at once (the next lend declines, never waits); small and large
+ * requests declined; nothing lent after a write error. */
+static void test_pump_lend(void)
+{
+    size_t sz = 64u << 10, n = 60 * sz, at = 0;
+    unsigned char *src = bf16(n, NULL), *back = malloc(n);
+    int f = temp_fd(0);
+    CHECK(f >= 0 && back);
+    ckpz_fd io = {f, 0, 0};
+    ckpz_pump *p = ckpz_pump_start(&io, 1, 4, sz, 0);
+    CHECK(p && !ckpz_pump_lend(p, sz / 4 - 1) && !ckpz_pump_lend(p, sz + 1));
+    for (unsigned g = 0; at < n - 8 * sz; g++) {
+        unsigned k = g % 4 == 3 ? 3 : g % 4 + 1; /* lent ahead: 1, 2, 3, 3, 1, ... */
+        unsigned char *lent[3];
+        size_t len[3];
+        for (unsigned i = 0; i < k; i++) {
+            len[i] = sz / 4 + (g * 7919 + i * 104729) % (sz - sz / 4 + 1);
+            CHECK((lent[i] = ckpz_pump_lend(p, len[i])) != NULL);
+        }
+        if (k == 3) CHECK(ckpz_pump_lend(p, sz) == NULL); /* the last one not lent stays */
+        for (unsigned i = 0; i < k; i++) {
+            size_t c = (g * 31 + i * 977) % (2 * sz) * (g % 3 != 1); /* copies, across buffers too */
+            CHECK(ckpz_pump_write(p, src + at, c) == 0);
+            at += c;
+            memcpy(lent[i], src + at, len[i]); /* decoded there */
+            CHECK(ckpz_pump_write(p, lent[i], len[i]) == 0);
+            at += len[i];
+        }
+    }
+    CHECK(ckpz_pump_write(p, src + at, 100) == 0 && ckpz_pump_drain(p) == 0);
+    at += 100;
+    ckpz_pump_stop(p);
+    ckpz_fd r = {f, 0, 0};
+    CHECK(io.bytes == at && lseek(f, 0, SEEK_END) == (off_t)at);
+    CHECK(ckpz_fd_pread(&r, back, at, 0) == 0 && !memcmp(back, src, at));
+    close(f);
+
+    int full = open("/dev/full", O_WRONLY);
+    if (full >= 0) {
+        ckpz_fd w = {full, 0, 0};
+        p = ckpz_pump_start(&w, 1, 4, sz, 0);
+        unsigned char *b = p ? ckpz_pump_lend(p, sz) : NULL;
+        if (b) memset(b, 7, sz);
+        CHECK(b && ckpz_pump_write(p, b, sz) == 0);
+        CHECK(ckpz_pump_drain(p) == -1 && ckpz_pump_error(p) == ENOSPC);
+        CHECK(ckpz_pump_lend(p, sz) == NULL && ckpz_pump_write(p, src, 10) == -1);
+        ckpz_pump_stop(p);
+        close(full);
+    }
+    free(back);
+    free(src);
+}
+
+/* A sink that lends (ckpz_sink_lender): room from malloc, poisoned, declining every
+ * third request; its writes land in m, a lent room's freed once written back. */
+typedef struct lending {
+    ckpz_mem m;
+    unsigned char *lent[64];
+    size_t size[64], n;
+    int asked, granted, back, wrong;
+} lending;
+
+static void *lending_lend(void *o, size_t n)
+{
+    lending *l = o;
+    if (++l->asked % 3 == 0 || l->n == 64) return NULL;
+    unsigned char *b = malloc(n ? n : 1);
+    if (!b) return NULL;
+    memset(b, 0xa5, n);
+    l->lent[l->n] = b;
+    l->size[l->n++] = n;
+    l->granted++;
+    return b;
+}
+
+static int lending_write(void *o, const void *buf, size_t n)
+{
+    lending *l = o;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->lent[i] == buf) {
+            l->back++;
+            l->wrong += l->size[i] != n;
+            int r = ckpz_mem_write(&l->m, buf, n);
+            free(l->lent[i]);
+            l->lent[i] = l->lent[--l->n];
+            l->size[i] = l->size[l->n];
+            return r;
+        }
+    return ckpz_mem_write(&l->m, buf, n);
+}
+
+/* The restore of z into a lending sink: its error; the bytes in l->m. */
+static ckpz_error lent_restore(const ckpz_mem *z, const uint8_t *base, size_t bn, int threads, lending *l)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = threads;
+    p.base = base;
+    p.base_size = bn;
+    ckpz_mem in = *z;
+    in.pos = 0;
+    memset(l, 0, sizeof *l);
+    l->m.grow = 1;
+    ckpz_lender lender = {sizeof lender, lending_write, NULL, l, lending_lend};
+    ckpz_source s;
+    ckpz_sink k;
+    ckpz_source_mem(&s, &in);
+    ckpz_sink_lender(&k, &lender);
+    ckpz_error e = ckpz_decompress_io(ctx, &p, &s, &k, NULL);
+    ckpz_ctx_free(ctx);
+    for (size_t i = 0; i < l->n; i++) free(l->lent[i]); /* a failed call's: the sink's to reclaim */
+    return e;
+}
+
+/* Chunks decoded into a lending sink's room: the same bytes as into a plain sink, on one
+ * thread and three; a copy frame (the base's bytes) never asks for room; every room
+ * granted comes back by a write of its size; a corrupt chunk mid-stream fails the call
+ * with room lent and never written back. */
+static void test_lending_sink(void)
+{
+    size_t n = 6u << 20;
+    uint8_t *base = bf16(n, NULL), *src = bf16(n, base);
+    memcpy(src, base, 1u << 20); /* copy frames */
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.format = CKPZ_INPUT_RAW;
+    p.raw_dtype = CKPZ_DTYPE_BF16;
+    p.chunk_size = 256u << 10;
+    p.base = base;
+    p.base_size = n;
+    ckpz_mem m = {.data = src, .size = n}, z = {.grow = 1};
+    ckpz_source s;
+    ckpz_sink k;
+    ckpz_source_mem(&s, &m);
+    ckpz_sink_mem(&k, &z);
+    ckpz_stats st = {.struct_size = sizeof st};
+    CHECK(ckpz_compress_io(ctx, &p, &s, &k, &st) == CKPZ_OK);
+    p.format = CKPZ_INPUT_AUTO;
+    uint8_t *plain = malloc(n);
+    CHECK(plain && ckpz_decompress_buffer(ctx, &p, z.data, z.size, plain, n) == CKPZ_OK && !memcmp(plain, src, n));
+    for (int t = 1; t <= 3; t += 2) {
+        lending l;
+        CHECK(lent_restore(&z, base, n, t, &l) == CKPZ_OK);
+        CHECK(l.m.size == n && !memcmp(l.m.data, plain, n));
+        CHECK(l.granted > 8 && l.back == l.granted && l.wrong == 0 && l.n == 0);
+        CHECK(l.asked < (int)st.chunks); /* none for the copy frames */
+        free(l.m.data);
+    }
+    /* a byte of a chunk's payload in the middle of the stream flipped */
+    ((uint8_t *)z.data)[z.size / 2] ^= 0x10;
+    lending l;
+    ckpz_error e = lent_restore(&z, base, n, 3, &l);
+    CHECK(e == CKPZ_ERR_CHECKSUM || e == CKPZ_ERR_CORRUPT);
+    CHECK(l.granted > 0 && l.m.size < n);
+    free(l.m.data);
+    ckpz_ctx_free(ctx);
+    free(z.data);
+    free(plain);
+    free(src);
+    free(base);
 }
 
 int main(void)
@@ -460,5 +631,7 @@ int main(void)
     test_calls();
     test_fd_pumped();
     test_pump();
+    test_pump_lend();
+    test_lending_sink();
     return test_summary("test_io");
 }

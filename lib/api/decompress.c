@@ -3,7 +3,10 @@
  * (decode_job over codec/codec.c), and the calling thread writes the chunks' bytes in
  * order and finally checks the index and trailer (the reader again). The calling thread
  * alternates between reading the next chunk frame and writing decoded ones, so input,
- * decoding and output overlap; at most `depth` chunks are in memory. */
+ * decoding and output overlap; at most `depth` chunks are in memory. A sink that lends
+ * room (ckpz_sink_lender: the library's fd sink written behind, the CLI's output) has
+ * each chunk decoded straight into it, so writing it behind costs no copy; a copy
+ * frame, or a chunk the sink lends no room for, is written from the decoder's buffer. */
 #include <stdlib.h>
 
 #include "codec/decode.h"
@@ -11,6 +14,7 @@
 #include "common/bytes.h"
 #include "common/pipeline.h"
 #include "io/io.h"
+#include "transforms/ids.h"
 
 static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
                                 ckpz_stats *stats, io_pumps *x)
@@ -25,6 +29,8 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
     if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
+    void *lop = NULL; /* a sink that lends: chunks decoded into its room */
+    ckpz_lend_fn lend = io_sink_lend(&out, &lop);
     reader d;
     reader_init(&d, ctx, &p, in.read, in.opaque, out.write, out.opaque);
     if ((err = reader_start(&d, &p))) return err;
@@ -71,6 +77,8 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
             if ((err = reader_emit(&d, j))) goto fail;
         }
         if ((err = reader_chunk(&d, fb, j))) goto fail;
+        /* a copy frame's bytes are the base's, written from there; NULL: into raw */
+        j->lent = lend && j->h.pred != PRED_COPY ? lend(lop, j->h.raw_len) : NULL;
         pipeline_submit(pl, j);
     }
     while ((j = pipeline_retire(pl)))

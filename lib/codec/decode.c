@@ -26,8 +26,9 @@ void decode_job(void *v, int worker, void *arg)
         j->out = j->base;
         j->err = chunk_copy_check(&j->h, j->base, j->why, sizeof j->why);
     } else {
-        j->out = j->raw;
-        j->err = chunk_decode(s->ec[worker], &j->h, j->dtype, j->payload, j->base, s->planes[worker], j->raw, j->why,
+        uint8_t *to = j->lent ? j->lent : j->raw;
+        j->out = to;
+        j->err = chunk_decode(s->ec[worker], &j->h, j->dtype, j->payload, j->base, s->planes[worker], to, j->why,
                               sizeof j->why);
     }
 }

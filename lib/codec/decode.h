@@ -18,8 +18,10 @@ typedef struct djob {
     size_t group;       /* first entry of the owner's group (== entry when none is packed) */
     ckpz_dtype dtype;
     uint8_t *payload, *raw;
+    uint8_t *lent;       /* room the sink lent for this chunk's bytes (decoded there, not
+                            into raw), or NULL */
     const uint8_t *base; /* the base's bytes for this chunk, or NULL */
-    const uint8_t *out;  /* the restored bytes: raw, or the base's for a copy frame */
+    const uint8_t *out;  /* the restored bytes: lent or raw, or the base's for a copy frame */
     ckpz_error err;
     char why[160];
 } djob;

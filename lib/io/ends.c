@@ -11,6 +11,9 @@
  * callback entry points (api/callbacks.c) call the former, so keeping the two apart keeps
  * the call graph free of circles.
  */
+#ifndef CKPZ_EXPERIMENTAL
+#define CKPZ_EXPERIMENTAL /* ckpz_lender */
+#endif
 #include <stddef.h>
 #include <string.h>
 
@@ -60,4 +63,32 @@ ckpz_error io_resolve(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_sourc
         p->patch_opaque = k->opaque;
     }
     return CKPZ_OK;
+}
+
+void ckpz_sink_lender(ckpz_sink *s, ckpz_lender *l)
+{
+    ckpz_sink_init(s);
+    s->write = ckpz_lender_write;
+    s->patch = l->patch ? ckpz_lender_patch : NULL;
+    s->opaque = l;
+}
+
+int ckpz_lender_write(void *lender, const void *buf, size_t n)
+{
+    ckpz_lender *l = lender;
+    return l->write(l->opaque, buf, n);
+}
+
+int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t off)
+{
+    ckpz_lender *l = lender;
+    return l->patch(l->opaque, buf, n, off);
+}
+
+ckpz_lend_fn io_sink_lend(const ckpz_sink *k, void **opaque)
+{
+    const ckpz_lender *l = k->write == ckpz_lender_write ? k->opaque : NULL;
+    if (!l || l->struct_size != sizeof *l || !l->lend) return NULL;
+    *opaque = l->opaque;
+    return l->lend;
 }

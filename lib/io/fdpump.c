@@ -7,7 +7,9 @@
  *
  * Only a regular file is pumped (its writes never wait for ever, so joining the thread
  * never hangs), and only once more than one buffer was written (a small output starts
- * no thread). The thread is always joined before the call returns (io_pump_end), on
+ * no thread). Past that, the sink lends the pump's buffers (ckpz_sink_lender,
+ * ckpz_pump_lend): a decoder decodes each chunk straight into one, which is queued as
+ * it is, so writing behind costs no copy into the ring. The thread is always joined before the call returns (io_pump_end), on
  * every path: what it had to write is written, or the call fails with the write's
  * errno, left in the caller's ckpz_fd as ckpz_fd_write leaves it.
  *
@@ -59,6 +61,14 @@ static int pumped_patch(void *opaque, const void *src, size_t n, uint64_t off)
     return ckpz_fd_patch(x->wfd, src, n, off);
 }
 
+/* The pump's buffers, once it runs, lent to the decoder (ckpz_lender): each chunk
+ * decoded straight into one and queued as it is, no copy into the ring. */
+static void *pumped_lend(void *opaque, size_t n)
+{
+    io_pumps *x = opaque;
+    return x->wp ? ckpz_pump_lend(x->wp, n) : NULL;
+}
+
 void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k)
 {
     memset(x, 0, sizeof *x);
@@ -66,15 +76,12 @@ void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k)
     if (k->write == ckpz_fd_write && (!k->patch || k->patch == ckpz_fd_patch) &&
         is_regular(((ckpz_fd *)k->opaque)->fd)) {
         x->wfd = k->opaque;
-        k->write = pumped_write;
-        if (k->patch) {
-            k->patch = pumped_patch;
-            if (p->patch == ckpz_fd_patch && p->patch_opaque == x->wfd) {
-                p->patch = pumped_patch;
-                p->patch_opaque = x;
-            }
+        x->lender = (ckpz_lender){sizeof x->lender, pumped_write, k->patch ? pumped_patch : NULL, x, pumped_lend};
+        if (k->patch && p->patch == ckpz_fd_patch && p->patch_opaque == x->wfd) {
+            p->patch = pumped_patch;
+            p->patch_opaque = x;
         }
-        k->opaque = x;
+        ckpz_sink_lender(k, &x->lender);
     }
 }
 

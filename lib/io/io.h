@@ -2,6 +2,10 @@
 #ifndef CKPZ_IO_H
 #define CKPZ_IO_H
 
+#ifndef CKPZ_EXPERIMENTAL
+#define CKPZ_EXPERIMENTAL /* ckpz_lender */
+#endif
+#include "ckpz.h" /* after the define: brings in ckpz_experimental.h where ckpz.h came before */
 #include "common/ctx.h"
 
 /* Resolves params (params_resolve) into *p and copies src and dst (either may be NULL:
@@ -12,6 +16,10 @@
 ckpz_error io_resolve(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
                       ckpz_params *p, ckpz_source *s, ckpz_sink *k);
 
+/* The lend call of a sink made by ckpz_sink_lender (ckpz_experimental.h) and its opaque
+ * pointer (into *opaque), or NULL: the sink lends nothing. */
+ckpz_lend_fn io_sink_lend(const ckpz_sink *k, void **opaque);
+
 /* A call's fd sink written behind (fdpump.c): io_pump_begin puts a pump under a sink of
  * ckpz_sink_fd on a regular file (and its patch hook in *p) where
  * ckpz_pump_wanted(p->threads); io_pump_end joins the thread, on every path, and
@@ -21,6 +29,7 @@ typedef struct io_pumps {
     struct ckpz_pump *wp;      /* ckpz_experimental.h */
     uint64_t direct; /* bytes written before a write-behind started */
     int wtried;      /* none could start: the caller writes */
+    ckpz_lender lender; /* the sink the call writes to: lends the pump's buffers */
 } io_pumps;
 void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k);
 ckpz_error io_pump_end(ckpz_ctx *ctx, io_pumps *x, ckpz_error err);

@@ -1,10 +1,16 @@
 /* pump.c — a thread that reads a regular file ahead or writes one behind while the
  * calling thread codes (ckpz_pump_*, include/ckpz_experimental.h): the CLI's inputs and
  * outputs and the library's own fd source and sink (fdpump.c) use it. One mutex and
- * one condition guard a ring of 2 to CKPZ_PUMP_MAX buffers. Reading, the thread fills buffers in order while fewer than all are full or
- * held by the caller, who holds one (the last it took) at a time; writing, the caller's
- * bytes go into the buffer the pump keeps filling (ckpz_pump_write), queued once full
- * or at a drain, and the thread writes queued buffers in order.
+ * one condition guard a ring of 2 to CKPZ_PUMP_MAX buffers. Reading, the thread fills
+ * buffers in order while fewer than all are full or held by the caller, who holds one
+ * (the last it took) at a time. Writing, each buffer is free, filled by the caller's
+ * copies (one at a time: ckpz_pump_write copies into it, queued once full or at a
+ * drain), lent whole to the caller (ckpz_pump_lend: a decoder decodes a chunk straight
+ * into it, and writing it back queues it, no copy), or queued; the thread writes queued
+ * buffers in the order they were queued, which is the order of the caller's writes (a
+ * partly filled buffer is queued before a lent one written after it). A lend never
+ * takes the last buffer not lent, so that copies always find one to fill once the
+ * thread has written what is queued: lending never makes a write wait for ever.
  * The thread moves bytes through a ckpz_fd of its own (the caller's descriptor, its own
  * count and error), so that the caller may use its own (pread, a patch after a drain)
  * without sharing a struct with the thread; ckpz_pump_stop adds both back.
@@ -33,9 +39,13 @@ struct ckpz_pump {
     /* reading: buffers filled by the thread, taken by the caller; writing: buffers
      * queued by the caller, written (or dropped after an error) by the thread */
     unsigned long made, used;
-    /* writing, the caller's alone: the buffer it fills (slot made % nbuf, not yet
-     * queued; NULL: none taken) and how many bytes it holds */
-    unsigned char *fill;
+    /* writing: queue position i % nbuf holds buffer q[i % nbuf] (its bytes: len[],
+     * also by position); what each buffer is doing */
+    int q[CKPZ_PUMP_MAX];
+    enum { B_FREE, B_FILL, B_LENT, B_QUEUED } state[CKPZ_PUMP_MAX];
+    /* writing, the caller's alone: the buffer it fills (-1: none taken) and how many
+     * bytes it holds */
+    int fill;
     size_t filled;
 };
 
@@ -89,14 +99,16 @@ static void *writer_main(ckpz_pump *p)
     for (;;) {
         while (!p->stop && p->used == p->made) pthread_cond_wait(&p->cv, &p->mu);
         if (p->used == p->made) break; /* stopped with nothing queued */
-        size_t slot = p->used % (unsigned long)p->nbuf;
+        size_t at = p->used % (unsigned long)p->nbuf;
+        int slot = p->q[at];
         if (!p->err && !p->stop) {
             pthread_mutex_unlock(&p->mu);
-            int bad = ckpz_fd_write(&p->fd, p->mem[slot], p->len[slot]) != 0;
+            int bad = ckpz_fd_write(&p->fd, p->mem[slot] + p->lead, p->len[at]) != 0;
             int e = errno; /* 0 when the system took no bytes */
             pthread_mutex_lock(&p->mu);
             if (bad) fail(p, e ? (p->fd.error ? p->fd.error : e) : -1);
         }
+        p->state[slot] = B_FREE;
         p->used++; /* written, or dropped after an error or a stop */
         pthread_cond_broadcast(&p->cv);
     }
@@ -137,6 +149,7 @@ ckpz_pump *ckpz_pump_start(ckpz_fd *io, int writing, int nbuf, size_t size, size
     p->writing = writing;
     p->size = size;
     p->lead = lead;
+    p->fill = -1;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (pthread_create(&p->th, NULL, pump_main, p) != 0) {
@@ -167,46 +180,101 @@ unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len)
     return b;
 }
 
-/* Writing: takes a free buffer to fill (waits for one); 0, or -1 after a write error. */
+/* Writing, under the lock: a free buffer, or -1. */
+static int free_buffer(const ckpz_pump *p)
+{
+    for (int i = 0; i < p->nbuf; i++)
+        if (p->state[i] == B_FREE) return i;
+    return -1;
+}
+
+/* Writing: takes a free buffer to fill (waits for one: at least one buffer is never
+ * lent, so one is free or queued); 0, or -1 after a write error. */
 static int take(ckpz_pump *p)
 {
     pthread_mutex_lock(&p->mu);
-    while (!p->err && p->made - p->used >= (unsigned long)p->nbuf) pthread_cond_wait(&p->cv, &p->mu);
-    if (!p->err) p->fill = p->mem[p->made % (unsigned long)p->nbuf];
+    while (!p->err && free_buffer(p) < 0) pthread_cond_wait(&p->cv, &p->mu);
+    if (!p->err) p->state[p->fill = free_buffer(p)] = B_FILL;
     pthread_mutex_unlock(&p->mu);
-    return p->fill ? 0 : -1;
+    return p->fill >= 0 ? 0 : -1;
 }
 
-/* Writing: queues the buffer being filled with the bytes it holds. */
-static void queue(ckpz_pump *p)
+/* Writing: queues buffer b with n bytes for the thread. */
+static void queue(ckpz_pump *p, int b, size_t n)
 {
     pthread_mutex_lock(&p->mu);
-    p->len[p->made % (unsigned long)p->nbuf] = p->filled;
+    p->q[p->made % (unsigned long)p->nbuf] = b;
+    p->len[p->made % (unsigned long)p->nbuf] = n;
+    p->state[b] = B_QUEUED;
     p->made++;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    p->fill = NULL;
-    p->filled = 0;
+}
+
+/* Writing: queues the buffer being filled, if it holds any bytes. */
+static void queue_fill(ckpz_pump *p)
+{
+    if (p->fill >= 0 && p->filled) {
+        queue(p, p->fill, p->filled);
+        p->fill = -1;
+        p->filled = 0;
+    }
+}
+
+void *ckpz_pump_lend(ckpz_pump *p, size_t n)
+{
+    if (!p->writing || n < p->size / 4 || n > p->size) return NULL;
+    int b = -1, lent = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nbuf; i++) lent += p->state[i] == B_LENT;
+    /* a queued buffer comes back free once written: wait for it, unless the lend
+     * would leave copies no buffer */
+    while (!p->err && lent + 1 < p->nbuf && (b = free_buffer(p)) < 0 && p->made > p->used)
+        pthread_cond_wait(&p->cv, &p->mu);
+    if (p->err || lent + 1 >= p->nbuf) b = -1;
+    if (b >= 0) p->state[b] = B_LENT;
+    pthread_mutex_unlock(&p->mu);
+    return b >= 0 ? p->mem[b] + p->lead : NULL;
+}
+
+/* The lent buffer that starts at src, or -1. */
+static int lent_buffer(ckpz_pump *p, const void *src)
+{
+    for (int i = 0; i < p->nbuf; i++)
+        if (src == p->mem[i] + p->lead) {
+            pthread_mutex_lock(&p->mu);
+            int lent = p->state[i] == B_LENT;
+            pthread_mutex_unlock(&p->mu);
+            return lent ? i : -1;
+        }
+    return -1;
 }
 
 int ckpz_pump_write(ckpz_pump *p, const void *src, size_t n)
 {
     const unsigned char *s = src;
+    int b = n && n <= p->size ? lent_buffer(p, src) : -1;
+    if (b >= 0) { /* a lent buffer back, in order: after what was copied before it */
+        if (ckpz_pump_error(p)) return -1;
+        queue_fill(p);
+        queue(p, b, n);
+        return 0;
+    }
     while (n) {
-        if (!p->fill && take(p) != 0) return -1;
+        if (p->fill < 0 && take(p) != 0) return -1;
         size_t k = p->size - p->filled < n ? p->size - p->filled : n;
-        memcpy(p->fill + p->filled, s, k);
+        memcpy(p->mem[p->fill] + p->lead + p->filled, s, k);
         p->filled += k;
         s += k;
         n -= k;
-        if (p->filled == p->size) queue(p);
+        if (p->filled == p->size) queue_fill(p);
     }
     return 0;
 }
 
 int ckpz_pump_drain(ckpz_pump *p)
 {
-    if (p->fill && p->filled) queue(p);
+    queue_fill(p);
     pthread_mutex_lock(&p->mu);
     while (p->used < p->made) pthread_cond_wait(&p->cv, &p->mu);
     int bad = p->err != 0;

@@ -91,6 +91,27 @@ run 1 "$CKPZ" -t mid.ckpz
 grep -qiE 'checksum|crc|corrupt' "$WORK/.err" || fail "flipped byte not reported as corruption: $(cat "$WORK/.err")"
 ok
 
+# --- a flipped byte past the output's first 4 MiB at -T1: the output is written behind
+# from buffers the decoder decodes chunks into (lent by the write-behind thread, where
+# there is more than one core), some lent when the chunk fails: exit 1 naming the file
+# and the chunk, nothing under the final name, an existing output untouched with -f
+cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.bf16.safetensors" >big
+head -c 1500000 /dev/urandom >>big
+run 0 "$CKPZ" -q -T1 big
+bsize=$(stat -c %s big.ckpz)
+flip_byte big.ckpz $((bsize * 9 / 10))
+run 1 "$CKPZ" -q -T1 -d -o big.out big.ckpz
+err_has "big.ckpz"
+err_has "chunk"
+absent big.out
+no_temp_files .
+echo "existing big.out" >big.out
+run 1 "$CKPZ" -q -T1 -f -d -o big.out big.ckpz
+[ "$(cat big.out)" = "existing big.out" ] || fail "-f -d -T1 replaced the output after a corrupt chunk"
+no_temp_files .
+rm -f big big.ckpz big.out
+ok
+
 # --- missing input, directory input; the other files are still processed
 run 1 "$CKPZ" nosuchfile
 err_has "nosuchfile"
