@@ -113,7 +113,7 @@ static const struct auto_bound {
     [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
     [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 0},
     [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 0, 0},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0},
 };
 
 quant_spec auto_spec(auto_role r, double k)
