@@ -15,6 +15,8 @@ import shlex
 
 import torch
 
+import resume_budget
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -131,7 +133,8 @@ def verdict(res):
         why.append(f"run C diverged (non-finite training loss at step {div})")
     elif not math.isfinite(C):
         why.append("run C's final loss is not finite")
-    elif gap > limit:
+    gap_fail = math.isfinite(C) and div is None and gap > limit
+    if gap_fail:
         why.append(f"gap {gap:.4%} > limit {limit:.4%}")
     if frozen:
         why.append(f"training frozen at steps {frozen}")
@@ -142,12 +145,13 @@ def verdict(res):
     if res["lossless"] and res["runs"]["C"]["curve"] != res["runs"]["A"]["curve"]:
         why.append("lossless, yet C's eval curve differs from A's")
     ok = not why
+    sound = len(why) == int(gap_fail)     # nothing but the gap against this seed's floor
     if ok:
         why.append(f"gap {gap:.4%} <= max(0.5%, noise floor {nf:.4%}), no freeze, "
                    f"no exp_avg_sq made <= 0, finite")
     return dict(noise_floor=nf, gap=gap, limit=limit, frozen_steps=frozen,
                 frozen_tensors=sum(len(r["freeze"]["frozen_tensors"]) for r in ck),
-                v_nonpos_made=made, diverged=div, pass_=ok, why="; ".join(why))
+                v_nonpos_made=made, diverged=div, pass_=ok, sound=sound, why="; ".join(why))
 
 
 def summary(res, metrics):
@@ -161,9 +165,11 @@ def summary(res, metrics):
                 min_ratio=min(ratios, default=None), max_ratio=max(ratios, default=None),
                 all_ratio=metrics.ratio(tot_o, tot_c) if ck else None,
                 gap=v["gap"], noise_floor=v["noise_floor"], limit=v["limit"],
+                signed_gap=(res["runs"]["C"]["final"] - res["runs"]["A"]["final"]) / res["runs"]["A"]["final"],
                 passed=v["pass"], frozen_steps=len(v["frozen_steps"]),
                 frozen_tensors=v["frozen_tensors"], v_nonpos_made=v["v_nonpos_made"],
-                diverged=v["diverged"], why=v["why"], wall_s=res.get("wall_s"))
+                diverged=v["diverged"], sound=v["sound"], why=v["why"], wall_s=res.get("wall_s"),
+                budget=resume_budget.of_run(ck))
 
 
 # ------------------------------------------------------------------------- reporting
@@ -220,6 +226,7 @@ def report(res, metrics):
         log(f"  all checkpoints: {tot_o} -> {tot_c} B, {metrics.ratio(tot_o, tot_c):.2f}x; "
             f"per checkpoint mean {s['mean_ratio']:.2f}x, {s['min_ratio']:.2f}-{s['max_ratio']:.2f}x "
             f"(lossless stand-alone {metrics.ratio(tot_o, tot_l):.2f}x)")
+    resume_budget.report(ck, log)
     for r in ck:
         if (r["exp_avg_sq_neg_restored"] or r["exp_avg_sq_nonpos_made"]
                 or r["nonfinite_restored"] or r["other_changed"]):

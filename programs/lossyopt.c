@@ -114,8 +114,9 @@ static int check_flags(const lossy_flags *l, char *why, size_t whylen)
         (l->pct_set || l->prune_set || l->block_set || l->stochastic || l->delta))
         return SAY("--lossy=auto sets every tensor's options itself: it takes no --prune, --percentile, --block, "
                    "--stochastic or --col-delta");
-    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) && strncmp(l->mode, "change-rel", 10))
-        return SAY("--stochastic applies to --abs, --rel and --change-rel");
+    if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) &&
+        strncmp(l->mode, "change-rel", 10) && strncmp(l->mode, "pointwise-rel", 13))
+        return SAY("--stochastic applies to --abs, --rel, --change-rel and --pointwise-rel");
     if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) &&
         (l->pct_set || l->block_set || l->delta))
         return SAY("--percentile, --block and --col-delta apply to --int8 and --bits");

@@ -431,6 +431,8 @@ int main(void)
     run_mode(ctx, orig, n, "* pointwise-rel 0.05", B_PREL, 0.05, &zs, NULL);
     CHECKF(zs == 0, "pointwise-rel zeroed %g of the values", zs);
     run_mode(ctx, orig, n, "* pointwise-rel 0.0001", B_PREL, 0.0001, NULL, NULL);
+    run_mode(ctx, orig, n, "* pointwise-rel 0.5 stochastic", B_PREL, 0.5, &zs, NULL);
+    CHECKF(zs == 0, "pointwise-rel stochastic zeroed %g of the values", zs);
     run_mode(ctx, orig, n, "* int8", B_AFFINE, 0, NULL, NULL);
     run_mode(ctx, orig, n, "* int8 asym pct 99.9", B_CLIPPED, 0, NULL, NULL);
     run_mode(ctx, orig, n, "* bits 8 block 64", B_AFFINE, 0, NULL, NULL);
@@ -662,7 +664,7 @@ int main(void)
             {"* bits 12", "8 or 16"},
             {"* int8 block 8", "block"},
             {"* abs 1e-3 sym", "unexpected"},
-            {"* pointwise-rel 0.1 stochastic", "unexpected"},
+            {"* int8 stochastic", "unexpected"},
             {"*", "no mode"},
             {"* lossless level 0", "level"},
             {"* abs 1e-3 level 10", "level"},

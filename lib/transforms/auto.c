@@ -104,7 +104,11 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * Adam's steps lr m / sqrt(v) are of about one size across a tensor, so pruning a share of
  * m by magnitude drops nearly as large a share of the next ~10 steps' progress (measured:
  * pruning 50% drops 29% of sum |m| / sqrt(v), 90% drops 81%): the default prunes little
- * and spends the bits there, the weights' bound grows fastest with K. */
+ * and spends the bits there, the weights' bound grows fastest with K. exp_avg_sq is
+ * rounded without bias: rounded to nearest, a v that grows by less than a grid cell
+ * between restores (beta2 = 0.999: ~1% per 10 steps) came back on its old grid point
+ * every time, held low, every step too large (doc/lossy.md "Where the bytes go"); it
+ * costs ~0.7 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2). */
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
@@ -113,7 +117,7 @@ static const struct auto_bound {
     [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
     [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 0},
     [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 0, 0},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0},
 };
 
 quant_spec auto_spec(auto_role r, double k)

@@ -130,7 +130,8 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
             q->pct = v;
         } else if (q->mode != QM_NONE && !strcmp(o, "no-base")) {
             q->no_base = 1;
-        } else if ((q->mode == QM_ABS || q->mode == QM_REL || q->mode == QM_CREL) && !strcmp(o, "stochastic")) {
+        } else if ((q->mode == QM_ABS || q->mode == QM_REL || q->mode == QM_CREL || q->mode == QM_PREL) &&
+                   !strcmp(o, "stochastic")) {
             q->stochastic = 1;
         } else if (q->mode != QM_NONE && !strcmp(o, "prune")) {
             if (number(word(&s), &v) || !(v >= 0 && v <= 0.999)) {

@@ -51,7 +51,8 @@ typedef struct quant_spec {
     uint8_t bits;    /* QM_AFFINE: 8 or 16 */
     uint8_t sym;     /* QM_AFFINE: symmetric (zero is a code) instead of min-max offset */
     uint8_t per_row; /* QM_AFFINE: a group is one row (per-channel) instead of `group` elements */
-    uint8_t stochastic; /* QM_ABS, QM_REL: unbiased rounding (grid step E, not 2E): a change
+    uint8_t stochastic; /* QM_ABS, QM_REL, QM_CREL, QM_PREL: unbiased rounding (grid step E,
+                           not 2E; the log grid's ratio 1 + R, not its square): a change
                            smaller than the step survives on average instead of vanishing */
     uint8_t delta;      /* QM_AFFINE: column-wise delta, each value predicted by the restored
                            value above it (previous row, same column) */

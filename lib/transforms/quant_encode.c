@@ -215,6 +215,7 @@ typedef struct enc {
     int mode;     /* QM_ABS (also for QM_REL and QM_CREL), QM_PREL or QM_AFFINE */
     int prune;
     double thr, step, tol, inv;
+    uint64_t dither; /* QM_PREL: 0 = rounding to nearest, else the unbiased rounding's stream */
     int64_t q0;    /* code centre (grids not laid around a base) */
     int w8;        /* code width in bytes */
     uint32_t maxc; /* the exception code; maxc - 1 codes an exact zero */
@@ -315,7 +316,16 @@ static void pass1_prel(enc *e)
             continue;
         }
         double t = guess_log2(fabs(xi)) * inv, tol = e->pl->spec.bound * fabs(xi);
-        int64_t k = round_half_up(t);
+        int64_t k;
+        if (e->dither) { /* down or up with the odds that keep log2 |x| on average */
+            uint64_t xb = 0;
+            memcpy(&xb, x + i * es, es);
+            double u = t + uniform((xb << 32) ^ (xb >> 32) ^ (e->dither + i));
+            k = (int64_t)u;
+            k -= (double)k > u; /* floor */
+        } else {
+            k = round_half_up(t);
+        }
         neg[i] = xi < 0;
         st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
         double r = ld_el(dt, rp);
@@ -414,8 +424,10 @@ static int enc_setup(enc *e, uint64_t elem0, int bits)
         e->step = pl->spec.stochastic ? e->tol : 2 * e->tol;
     } else if (e->mode == QM_PREL) {
         /* |x'/x - 1| <= R needs |log2 x' - log2 x| <= log2(1 + R) (the tighter side);
-         * a hair less leaves room for the rounding to the dtype. */
-        e->step = 2 * (log2(1 + pl->spec.bound) * (1 - 1e-6));
+         * a hair less leaves room for the rounding to the dtype. Rounding to nearest
+         * moves a value by up to half a step, the unbiased rounding by up to a step. */
+        e->step = (pl->spec.stochastic ? 1 : 2) * (log2(1 + pl->spec.bound) * (1 - 1e-6));
+        e->dither = pl->spec.stochastic ? elem0 + 1 : 0;
     }
     if (e->mode != QM_AFFINE && !(e->step > 0 && isfinite(e->step))) return 0;
     if (e->step > 0) e->inv = 1.0 / e->step;

@@ -68,6 +68,12 @@ run 0 "$CKPZ" -q a.safetensors -o lossless.ckpz
 [ "$(stat -c %s rel.ckpz)" -lt "$(stat -c %s lossless.ckpz)" ] || fail "rel 1e-3 not smaller than lossless"
 ok
 
+# unbiased rounding on the log grid keeps the same bound and signs
+run 0 "$CKPZ" -q -f --pointwise-rel 0.5 --stochastic a.safetensors -o ps.ckpz
+run 0 "$CKPZ" -q -d -f ps.ckpz -o ps.out
+w=$(check a.safetensors ps.out prel 0.5)
+ok
+
 # fixed-rate modes and pruning: restore, and differ from the original
 for m in "--int8" "--int8=asym" "--bits 8" "--bits 16 --block 128" "--bits 8 --percentile 99.5" "--abs 1e-4 --prune 0.5"; do
     run 0 "$CKPZ" -q -f $m a.safetensors -o m.ckpz
@@ -179,7 +185,8 @@ done
 
 # usage errors: exit 2, nothing written
 for bad in "--abs" "--abs 0" "--abs -1" "--rel x" "--pointwise-rel 1" "--bits 12" "--int8=foo" \
-           "--prune 0.5" "--block 64" "--abs 1e-3 --rel 1e-3" "--abs 1e-3 --block 64" "--max-mae -1"; do
+           "--prune 0.5" "--block 64" "--abs 1e-3 --rel 1e-3" "--abs 1e-3 --block 64" "--max-mae -1" \
+           "--int8 --stochastic"; do
     run 2 "$CKPZ" -f $bad a.safetensors -o bad.ckpz
     absent bad.ckpz
 done

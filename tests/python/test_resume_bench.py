@@ -4,6 +4,9 @@ smallest cell (lstm, constant LR, a restore every 50 of 110 steps, seed 1234) ru
 (`--abs 1`: every weight snaps back to its base, training freezes: FAIL, frozen), and a
 policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --moment-sign
 experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
+CellFloor: a matrix cell's floor is the largest of its seeds' floors, and only the gap is
+judged against it. Budget: bench/resume_budget.py's bytes per role add up to the file and
+match `ckpz -l -v`'s entries.
 
 Needs torch (Debian's python3-torch) and the ckpz command: CKPZ_CLI, else build/ckpz.
 """
@@ -122,6 +125,88 @@ class MomentSign(unittest.TestCase):
     def test_unknown_mode(self):
         with self.assertRaises(ValueError):
             self.rm.approx(self.v.float(), self.v.float(), "nope")
+
+
+def load_matrix():
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("resume_matrix", MATRIX)
+    spec = importlib.util.spec_from_loader("resume_matrix", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+class CellFloor(unittest.TestCase):
+    def setUp(self):
+        self.m = load_matrix()
+
+    def cells(self, *seeds):
+        """seeds: (gap, floor, sound) per seed."""
+        out = []
+        for i, (gap, floor, sound) in enumerate(seeds):
+            s = dict(restores=2, mean_ratio=10.0, min_ratio=9.0, max_ratio=11.0, gap=gap,
+                     signed_gap=-gap, noise_floor=floor, sound=sound,
+                     passed=sound and gap <= max(0.005, floor), frozen_steps=0,
+                     frozen_tensors=0, v_nonpos_made=0, diverged=None, why="w%d" % i)
+            out.append(dict(policy="p", family="cnn", schedule="const", interval=10, seed=i,
+                            status="PASS" if s["passed"] else "FAIL", summary=s))
+        (row,) = self.m.rows_of(out)
+        return row
+
+    def test_largest_floor_of_the_seeds(self):
+        r = self.cells((0.008, 0.003, True), (0.002, 0.010, True))
+        self.assertEqual(r["verdict"], "PASS", r)       # seed 0 alone fails its own floor
+        self.assertIn("(1.00)", r["floor"])
+        self.assertIn("-0.80", r["gap"])
+
+    def test_gap_above_every_floor_fails(self):
+        r = self.cells((0.012, 0.003, True), (0.002, 0.010, True))
+        self.assertEqual(r["verdict"], "FAIL", r)
+
+    def test_floor_does_not_excuse_other_failures(self):
+        r = self.cells((0.002, 0.003, False), (0.002, 0.010, True))
+        self.assertEqual(r["verdict"], "FAIL", r)
+
+    def test_half_percent_minimum(self):
+        self.assertEqual(self.cells((0.004, 0.001, True), (0.001, 0.002, True))["verdict"], "PASS")
+        self.assertEqual(self.cells((0.006, 0.001, True), (0.001, 0.002, True))["verdict"], "FAIL")
+
+
+class Budget(unittest.TestCase):
+    def test_roles_add_up_to_the_file(self):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import resume_budget
+        import torch
+        g = torch.Generator().manual_seed(3)
+        w = torch.randn(96, 128, generator=g)
+        st = {0: dict(step=torch.tensor(5.0), exp_avg=torch.randn(96, 128, generator=g) * 1e-3,
+                      exp_avg_sq=torch.rand(96, 128, generator=g) * 1e-6),
+              1: dict(step=torch.tensor(5.0), exp_avg=torch.randn(16, generator=g),
+                      exp_avg_sq=torch.rand(16, generator=g))}
+        ck = {"model": {"lin.weight": w, "lin.bias": torch.zeros(16)},
+              "optimizer": {"state": st, "param_groups": [{"lr": 1e-3, "params": [0, 1]}]}}
+        with tempfile.TemporaryDirectory() as tmp:
+            pt, cz = os.path.join(tmp, "a.pt"), os.path.join(tmp, "a.pt.ckpz")
+            torch.save(ck, pt)
+            subprocess.run([CKPZ, "--lossy=auto", "-o", cz, pt], check=True)
+            b = resume_budget.budget(CKPZ, cz, n_params=96 * 128 + 16)
+            listing = subprocess.run([CKPZ, "-l", "-v", cz], stdout=subprocess.PIPE,
+                                     check=True).stdout.decode()
+            size = os.path.getsize(cz)
+        r = b["roles"]
+        self.assertEqual(b["file_bytes"], size)
+        self.assertEqual(sum(x["bytes"] for x in r.values()), size)
+        self.assertEqual(r["weight"]["elems"], 96 * 128)
+        self.assertEqual(r["exp_avg"]["elems"], 96 * 128)
+        self.assertEqual(r["exp_avg_sq"]["elems"], 96 * 128)
+        self.assertEqual(r["exact"]["elems"], 16 * 3 + 2)      # bias, two 1-D moments, steps
+        for role, name in (("weight", "model.lin.weight"), ("exp_avg", "optimizer.state.0.exp_avg")):
+            row = next(x for x in listing.splitlines() if " %s " % name in x)
+            self.assertIn(" %d " % r[role]["bytes"], row, (role, row))
+        self.assertGreater(r["overhead"]["bytes"], 0)
+        self.assertAlmostEqual(b["bits_per_param"], 8 * size / (96 * 128 + 16))
+        self.assertAlmostEqual(sum(x["bits_per_param"] for x in r.values()), b["bits_per_param"])
 
 
 if __name__ == "__main__":
