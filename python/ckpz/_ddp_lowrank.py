@@ -191,7 +191,8 @@ def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
     """Step 1's one 8-bit exchange: the parts not factored (from element 0, zeros up to a
     block boundary so that no block mixes them with P's values), every P, the flag.
     (the mean of the parts not factored, the offset of P's in wire, wire), or None when
-    some rank's flag says a value was not finite (nothing changed then).
+    some rank's flag says a value was not finite, or the exchange went uncompressed (a
+    P that overflowed) (nothing changed then).
 
     Error feedback of the parts not factored: the state's residuals under REST + index,
     of the whole packet (its layout: "rest/" + the parameter's line, "lowrank/pad", "P/"
@@ -209,15 +210,16 @@ def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
     if nrest and state.error_feedback:
         sub = [] if lines is None else (
             ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None]
-            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (m[4], m[2][0] * state._lowrank.rank) for m in mats]
+            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * state._lowrank.rank) for x in mats]
             + ["lowrank/flag:1"])
         lo, hi = _ddp_wire.shard_bounds(vec.numel(), state.world, state.block)[state.rank]
         kept = state._residuals(REST + index, "\n".join(sub), vec.numel(), (lo, hi))
         scratch = (kept[0].clone(), kept[1].clone())
         _past(scratch, nrest, lo)
+    had = state.uncompressed_buckets
     wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(vec, device), what, feedback=False,
                                          scratch=scratch).cpu()
-    if not bool(torch.isfinite(wire[-1])):
+    if state.uncompressed_buckets != had or not bool(torch.isfinite(wire[-1])):
         return None
     if kept is not None:
         _past(scratch, nrest, lo)

@@ -5,7 +5,8 @@ is of rank <= R (within what 8-bit quantisation of P and of the parts not factor
 leaves); error feedback keeps the sum of the
 results equal to the sum of the mean gradients less the mean of the last residuals, and
 each residual no larger than what it came from; the state_dict's factors and residuals
-resume the same step bit for bit; a NaN on one rank reaches every rank uncompressed; a
+resume the same step bit for bit; a NaN on one rank reaches every rank uncompressed (so
+does a P that overflows); a
 rank that dies is the other's ckpz.Error within the timeout; a bucket takes two 8-bit
 exchanges (the parts not factored in P's packet), and a state saved when they had one of
 their own loads; the loss falls in training,
@@ -241,6 +242,14 @@ def prog_nan(rank, world, d):
     assert torch.isnan(got[10]) and torch.isfinite(got[11:]).all() and state.uncompressed_buckets == 1
     assert torch.equal(state._buckets[0][1], res) and all(torch.equal(q, state._lowrank.qs[k]) for k, q in qs.items())
     assert all(torch.equal(a, b) for a, b in zip(state._buckets[lowrank.REST][1:], rest))
+    # finite values whose P overflows (a row of 1e38 times Q): the packet goes uncompressed,
+    # so does the bucket (not a P of infinities orthonormalised into NaNs)
+    g = grads(rank, 2)
+    if rank == 1:
+        g[:48] = 1e38
+    got = ckpz.ddp.hook(state, MatrixBucket(g, 0, last=True)).wait()
+    assert torch.isfinite(got).all() and state.uncompressed_buckets == 2, (got[:4], state.uncompressed_buckets)
+    assert torch.equal(state._buckets[0][1], res)
 
 
 def prog_run(rank, world, d, method, steps):
