@@ -81,6 +81,42 @@ def cells(records, warmup):
     return out
 
 
+def merge(saved):
+    """The runs of several --json files of bench/ddp-hooks ([(name, its dict)]) as one:
+    (records, hooks in the order the files gave them, steps, warmup, runs left out). A
+    run (torch, model, ranks, link, hook, seed) already read from an earlier file is
+    left out (the same run twice would count as two seeds); ValueError when the files'
+    steps or warmup differ (their cells would not compare)."""
+    records, hooks, seen, dropped, shape = [], [], set(), 0, None
+    for name, data in saved:
+        args = data.get("args") or {}
+        if not isinstance(args.get("hooks"), list) or not isinstance(data.get("records"), list):
+            raise ValueError("%s: not the --json of bench/ddp-hooks" % name)
+        if shape is None:
+            shape = (args.get("steps"), args.get("warmup"))
+        if (args.get("steps"), args.get("warmup")) != shape:
+            raise ValueError("%s: --steps %s --warmup %s, the first file's %s %s"
+                             % (name, args.get("steps"), args.get("warmup"), shape[0], shape[1]))
+        hooks += [h for h in args["hooks"] if h not in hooks]
+        for r in data["records"]:
+            key = tuple(r.get(k) for k in ("torch", "model", "world", "rate", "hook", "seed"))
+            if key in seen:
+                dropped += 1
+                continue
+            seen.add(key)
+            records.append(r)
+    return records, hooks, shape[0] if shape else None, shape[1] if shape else None, dropped
+
+
+def overloaded(loads, cores):
+    """A sentence for the header when the load average passed the number of cores (the
+    ranks waited for CPUs: step times and times to target then say little), else ""."""
+    if not loads or max(loads) <= cores:
+        return ""
+    return (" The load (up to %.1f on %d cores) exceeded the cores: step ms and time to target are not meaningful "
+            "here, only bytes and losses are." % (max(loads), cores))
+
+
 def final(rec):
     return statistics.mean(rec["losses"][-SMOOTH:])
 

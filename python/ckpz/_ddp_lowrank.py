@@ -4,8 +4,8 @@ Per bucket, each parameter's gradient is viewed as a matrix, rows the parameter'
 dimension, columns the rest (a convolution's out x in*kh*kw). A matrix of rows x cols at
 rank r is compressed when its factors take at most half of it, 2 r (rows + cols) <=
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
-through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce with the state's
-codec, entropy= applying; error feedback of their own, kept as bucket REST + index). On
+in P's packet (step 1) through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce
+with the state's codec, entropy= applying), with error feedback of their own. On
 tests/python/test_ddp_methods.py's MLP at rank 4 that and P and Q at 8 bits (below) took
 the bytes from 22x to 85x fewer than the FP32 all-reduce at the same loss; at rank 8 (the
 default: the lowest at no hook's loss on bench/ddp-hooks' GPT too) 52x there, 32x on the
@@ -16,7 +16,9 @@ on every rank:
   1. P = M Q; the mean of every P of the bucket and a flag per rank (its M held a NaN or
      an infinity: a NaN in the flag's place) through the 8-bit exchange without error
      feedback (P's error only tilts the subspace M is projected on, and the residual
-     below is of the P used: the feedback stays exact); the uncompressed parts' exchange;
+     below is of the P used: the feedback stays exact); the parts not factored ride in
+     the same packet, ahead of P (one exchange, _first: their residuals are kept as
+     bucket REST + index);
   2. P orthonormalised (reduced QR of the mean: every rank the same, from the same mean);
   3. Q_mine = M^T P; the mean of every Q_mine of the bucket through the 8-bit exchange,
      each laid out transposed (a block holds one column: one component's scale), its two
@@ -36,8 +38,9 @@ the last residuals (with the 8-bit exchange's residuals of the parts not factore
 Q starts from a normal draw seeded by the parameter's key (its name with model=, else
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
-uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Three
-8-bit exchanges (four collectives each) per bucket, each bounded by the
+uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Two
+8-bit exchanges (four collectives each: 8 per bucket; 12 when the parts not factored had
+an exchange of their own) per bucket, each bounded by the
 state's timeout (_ddp_wire.collective: a rank that died or stalled is every rank's
 ckpz.Error; a damaged packet is refused as in the 8-bit exchange). Not public API.
 """
@@ -135,7 +138,8 @@ def allreduce(state, index, layout, shapes, buf, what):
     if sum(k for _, k, _ in parts) != n:  # not laid out as its parameters: all sent as it is
         parts = [(0, n, None)]
     keys = _keys(layout)
-    if len(keys) != len(parts):
+    named = len(keys) == len(parts)
+    if not named:
         keys = ["bucket%d.%d" % (index, i) for i in range(len(parts))]
     mats, ps, rest = [], [], []
     for (at, k, mat), key in zip(parts, keys):
@@ -143,25 +147,18 @@ def allreduce(state, index, layout, shapes, buf, what):
             rest.append(m[at:at + k])
             continue
         name, q = lr.take(key, mat[1])
-        mats.append((at, k, mat, name))
+        mats.append((at, k, mat, name, key))
         ps.append((m[at:at + k].view(mat) @ q).flatten())
     flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
     had = state.uncompressed_buckets
-    wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(torch.cat(ps + [flag]), buf.device), what,
-                                         feedback=False).cpu()
-    if not bool(torch.isfinite(wire[-1])):  # a NaN or an infinity on some rank: every rank sees it
+    got = _first(state, index, what, layout.split("\n") if named else None, parts, mats, rest, ps, flag, buf.device)
+    if got is None:  # a NaN or an infinity on some rank: every rank sees it
         state.uncompressed_buckets = had + 1
         return _ddp_wire.allreduce(state, what, buf)
+    rest, pos, wire = got
     out = torch.zeros(n, dtype=torch.float32)
-    if rest:  # the state's codec (8-bit), error feedback of its own under REST + index
-        lines = layout.split("\n") if len(_keys(layout)) == len(parts) else []
-        # "rest/": keys of their own (the bucket's layout names these parameters too), so
-        # that its residuals follow them when DDP lays buckets out anew (ddp._moved)
-        sub = "\n".join("rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None)
-        rest = _ddp_wire.quantized_allreduce(state, REST + index, sub, _ddp_wire._on(torch.cat(rest), buf.device),
-                                             what).cpu()
-    pos, hats, mine = 0, [], []
-    for at, k, (rows, cols), name in mats:
+    hats, mine = [], []
+    for at, k, (rows, cols), name, key in mats:
         p = torch.linalg.qr(wire[pos:pos + rows * lr.rank].view(rows, lr.rank))[0]
         pos += rows * lr.rank
         hats.append(p)
@@ -173,7 +170,7 @@ def allreduce(state, index, layout, shapes, buf, what):
             at_rest += k
     qs = _factors_q(state, index, what, mine, buf.device)
     pos = 0
-    for (at, k, (rows, cols), name), p, q in zip(mats, hats, mine):
+    for (at, k, (rows, cols), name, key), p, q in zip(mats, hats, mine):
         qmean, sent = qs[0][pos:pos + cols * lr.rank], qs[1][pos:pos + cols * lr.rank]
         qmean, sent = qmean.view(lr.rank, cols).t(), sent.view(lr.rank, cols).t()
         pos += cols * lr.rank
@@ -188,6 +185,54 @@ def allreduce(state, index, layout, shapes, buf, what):
         residual.copy_(m)
     result = out.to(buf.dtype)
     return result.to(buf.device) if buf.device.type != "cpu" else result
+
+
+def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
+    """Step 1's one 8-bit exchange: the parts not factored (from element 0, zeros up to a
+    block boundary so that no block mixes them with P's values), every P, the flag.
+    (the mean of the parts not factored, the offset of P's in wire, wire), or None when
+    some rank's flag says a value was not finite, or the exchange went uncompressed (a
+    P that overflowed) (nothing changed then).
+
+    Error feedback of the parts not factored: the state's residuals under REST + index,
+    of the whole packet (its layout: "rest/" + the parameter's line, "lowrank/pad", "P/"
+    + the key of each factored one, "lowrank/flag"; so that they follow the parameters
+    when DDP lays its buckets out anew, and a state saved when these parts had an
+    exchange of their own finds its residuals by key); zero past the parts not factored
+    (P goes without feedback). The exchange works on copies, kept only when it went
+    compressed."""
+    import torch
+
+    nrest = sum(r.numel() for r in rest)
+    pad = -nrest % state.block if ps else 0
+    vec = torch.cat(rest + [torch.zeros(pad)] + ps + [flag])
+    scratch = kept = None
+    if nrest and state.error_feedback:
+        sub = [] if lines is None else (
+            ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None]
+            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * state._lowrank.rank) for x in mats]
+            + ["lowrank/flag:1"])
+        lo, hi = _ddp_wire.shard_bounds(vec.numel(), state.world, state.block)[state.rank]
+        kept = state._residuals(REST + index, "\n".join(sub), vec.numel(), (lo, hi))
+        scratch = (kept[0].clone(), kept[1].clone())
+        _past(scratch, nrest, lo)
+    had = state.uncompressed_buckets
+    wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(vec, device), what, feedback=False,
+                                         scratch=scratch).cpu()
+    if state.uncompressed_buckets != had or not bool(torch.isfinite(wire[-1])):
+        return None
+    if kept is not None:
+        _past(scratch, nrest, lo)
+        kept[0].copy_(scratch[0])
+        kept[1].copy_(scratch[1])
+    return wire[:nrest], nrest + pad, wire
+
+
+def _past(residuals, start, lo):
+    """Zeros the residuals (all of the packet, my shard [lo, ...) of its mean) from
+    element start on."""
+    residuals[0][start:] = 0
+    residuals[1][max(0, start - lo):] = 0
 
 
 def _factors_q(state, index, what, mine, device):

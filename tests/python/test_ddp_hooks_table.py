@@ -107,6 +107,34 @@ class CellTest(unittest.TestCase):
         self.assertEqual(f["figures"]["none"]["load"], (2.5, 5.5))
 
 
+class MergeTest(unittest.TestCase):
+    def saved(self, hooks, records, steps=STEPS, warmup=2):
+        return {"args": {"hooks": hooks, "steps": steps, "warmup": warmup}, "records": records}
+
+    def test_runs_of_several_files(self):
+        a = self.saved(["none", "q8"], [rec("none", 0, flat(2.0)), rec("q8", 0, flat(2.0))])
+        b = self.saved(["none", "fp16", "q8"], [rec("none", 0, flat(9.0)), rec("none", 1, flat(2.2)),
+                                                rec("fp16", 0, flat(2.0)), dict(rec("none", 0, flat(3.0)), world=4)])
+        records, hooks, steps, warmup, dropped = tbl.merge([("a", a), ("b", b)])
+        self.assertEqual(hooks, ["none", "q8", "fp16"])
+        self.assertEqual((steps, warmup, dropped), (STEPS, 2, 1))
+        # b's none of seed 0 (2 ranks) is a's run again: left out, not a third seed
+        self.assertEqual([(r["hook"], r["seed"], r["world"], r["losses"][0]) for r in records],
+                         [("none", 0, 2, 2.0), ("q8", 0, 2, 2.0), ("none", 1, 2, 2.2), ("fp16", 0, 2, 2.0),
+                          ("none", 0, 4, 3.0)])
+
+    def test_refused(self):
+        a = self.saved(["none"], [rec("none", 0, flat(2.0))])
+        self.assertRaises(ValueError, tbl.merge, [("a", a), ("b", self.saved(["none"], [], steps=STEPS + 1))])
+        self.assertRaises(ValueError, tbl.merge, [("a", a), ("b", self.saved(["none"], [], warmup=3))])
+        self.assertRaises(ValueError, tbl.merge, [("a", {"records": []})])
+
+    def test_overloaded(self):
+        self.assertEqual(tbl.overloaded([1.0, 2.0], 2), "")
+        self.assertEqual(tbl.overloaded([], 2), "")
+        self.assertIn("not meaningful", tbl.overloaded([1.0, 2.5], 2))
+
+
 class MarkdownTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()

@@ -48,7 +48,7 @@ def prog_run(rank, world, d, name, method, kw):
     out = {"losses": losses}
     if state is not None:
         out.update(sent=state.bytes_sent, allreduce=state.bytes_allreduce, uncompressed=state.uncompressed_buckets,
-                   method=state.method, auto=state.state_dict()["auto"])
+                   method=state.method, auto=state.state_dict()["auto"], exchanges=state.exchanges)
     base.write_json("%s/%s-%d.json" % (d, name, rank), out)
 
 
@@ -319,15 +319,16 @@ def sweep(only=()):
     for name, method, kw in cases:
         if only and name.replace(" ", "") not in only:
             continue
-        losses, ratio = [], 1.0
+        losses, ratio, calls = [], 1.0, 0
         for seed in (0, 1, 2):
             tag = "%s-%d" % (name.replace(" ", "").replace("/", "b"), seed)
             base.spawn(prog_run, 2, d, tag, method, dict(kw, seed=seed))
             r = base.read_json("%s/%s-0.json" % (d, tag))
             losses.append(sum(r["losses"][-10:]) / 10)
             ratio = r["allreduce"] / r["sent"] if r.get("sent") else 1.0
-        print("%-10s loss %s (median %.4f)  %.1fx fewer bytes" % (name, " ".join("%.4f" % x for x in losses),
-                                                                 statistics.median(losses), ratio))
+            calls = r.get("exchanges", 0) / STEPS
+        print("%-10s loss %s (median %.4f)  %.1fx fewer bytes, %.1f collectives a step" % (
+            name, " ".join("%.4f" % x for x in losses), statistics.median(losses), ratio, calls))
     base.shutil.rmtree(d, ignore_errors=True)
 
 
