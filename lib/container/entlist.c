@@ -509,23 +509,24 @@ static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t
     size_t pos = 0;
     uint64_t n = 0, at = 0, pre, suf, dims[CTR_MAX_NDIM];
     col cols[NCOL] = {{0}}, *names = &cols[COL_NAME];
-    ctr_entry x, last;
+    ctr_entry two[2]; /* this entry and the one before, in turn: no copy of 168 bytes an entry */
     ckpz_error err = list_begin(ctx, ec, p, len, 0, mem_limit, &n, &at, &pos, cols);
     *same = !err && n <= room;
     for (uint64_t i = 0; !err && i < n; i++) {
-        memset(&x, 0, sizeof x);
-        if ((err = get_fields(ctx, cols, 0, file_flags, i ? &last : NULL, &at, NULL, &x, dims, &pre, &suf))) break;
+        ctr_entry *x = &two[i & 1];
+        memset(x, 0, offsetof(ctr_entry, lossy)); /* the lossy fields: get_lossy's, where the flags say */
+        if ((err = get_fields(ctx, cols, 0, file_flags, i ? &two[(i - 1) & 1] : NULL, &at, NULL, x, dims, &pre, &suf)))
+            break;
         if (*same) { /* the entries before matched: the shared part of the name is idx[i - 1]'s */
             const ctr_entry *y = &idx[i];
-            *same = x.offset == y->offset && x.dtype == y->dtype && x.ndim == y->ndim && x.flags == y->flags &&
-                    x.base_offset == y->base_offset && x.name_len == y->name_len &&
+            *same = x->offset == y->offset && x->dtype == y->dtype && x->ndim == y->ndim && x->flags == y->flags &&
+                    x->base_offset == y->base_offset && x->name_len == y->name_len &&
                     (!pre || !memcmp(y->name, idx[i - 1].name, (size_t)pre)) &&
                     (!suf || !memcmp(y->name + pre, names->p + names->pos, (size_t)suf)) &&
-                    (!x.ndim || !memcmp(y->shape, dims, 8 * (size_t)x.ndim));
+                    (!x->ndim || !memcmp(y->shape, dims, 8 * (size_t)x->ndim));
         }
         names->pos += (size_t)suf;
-        err = get_lossy(ctx, &cols[COL_LOSSY], 0, &x); /* checked, not compared (ctr_entry_same) */
-        last = x;
+        err = get_lossy(ctx, &cols[COL_LOSSY], 0, x); /* checked, not compared (ctr_entry_same) */
     }
     if (!err) err = list_end(ctx, cols);
     for (int k = 0; k < NCOL; k++) free(cols[k].p);
