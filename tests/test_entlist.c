@@ -435,12 +435,56 @@ static void test_small_tensors(ckpz_ctx *ctx)
     free(src);
 }
 
+/* An index read into kept memory in one pass: its block of names and shapes grows as the
+ * entries come, the entries before moved with it (300 entries from an empty keep); an
+ * index whose block outgrows keep part way, or of more entries than keep takes, is read
+ * again, allocated, the same. */
+static void test_kept_growth(ckpz_ctx *ctx)
+{
+    size_t max = CTR_KEEP_MAX / sizeof(ctr_entry), sizes[] = {300, max - max / 20, max + 1};
+    for (int t = 0; t < 3; t++) {
+        uint64_t original, nch;
+        size_t n = sizes[t], isz, rne, rnc;
+        ctr_entry *e = make_entries(n, &original, &nch), *re;
+        ctr_chunkrec *c = calloc(nch + 1, sizeof *c), *rc;
+        uint64_t pos = CTR_HEADER_SIZE;
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (!e[i].nchunks) continue;
+            uint64_t group = 0;
+            for (size_t j = i; j > 0 && (e[j - 1].flags & CTR_ENTRY_PACKED); j--) group += e[j - 1].length;
+            c[k++] = (ctr_chunkrec){pos, (uint32_t)(e[i].length + group), 100};
+            pos += 100;
+        }
+        uint8_t *ib;
+        CHECK(ctr_index_encode(ctx, NULL, e, n, c, nch, &ib, &isz) == CKPZ_OK);
+        ctr_keep keep = {0};
+        int kept = -1;
+        ctx_clear(ctx);
+        ckpz_error err = ctr_index_read_kept(ctx, NULL, &keep, ib, isz, pos, original, (size_t)64 << 20, ALL_FLAGS, &re,
+                                             &rne, &kept, &rc, &rnc);
+        CHECKF(err == CKPZ_OK && rne == n && rnc == nch && kept == (t == 0), "%zu entries, kept %d: %s", n, kept,
+               ckpz_ctx_message(ctx));
+        size_t bad = 0;
+        for (size_t i = 0; !err && i < n; i++) bad += !same_entry(&e[i], &re[i], 1);
+        CHECKF(bad == 0, "%zu entries: %zu differ", n, bad);
+        if (!err) {
+            if (!kept) ctr_entries_free(re, rne);
+            free(rc);
+        }
+        ctr_keep_free(&keep);
+        ctr_entries_free(e, n);
+        free(c);
+        free(ib);
+    }
+}
+
 int main(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     test_roundtrip(ctx);
     test_hostile(ctx);
     test_frame_same(ctx);
+    test_kept_growth(ctx);
     test_small_tensors(ctx);
     ckpz_ctx_free(ctx);
     return test_summary("test_entlist");

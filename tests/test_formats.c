@@ -664,6 +664,71 @@ static void test_st_malformed(void)
     bfree(&x);
 }
 
+/* The reader takes keys, names and the dtype in place when they hold no escape, and
+ * numbers in one pass: the same strings escaped, and the numbers it leaves to the full
+ * parser (leading zeros, 20 digits, a fraction, an exponent), must read as before. */
+static void test_st_in_place(void)
+{
+    buf x = {0};
+    fmt_list l;
+    char why[256];
+    ctx = "st escaped keys, dtype and metadata key";
+    const char *js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                     "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
+                     "\"plain\":{\"dtype\":\"F32\",\"shape\":[00000000000000000001e0],\"data_offsets\":[8,12]},"
+                     "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
+                     "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
+                     "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
+                     "\"ok19\":{\"dtype\":\"U8\",\"shape\":[0000004],\"data_offsets\":[24,28]}}";
+    make_st(&x, js, 28);
+    /* leading zeros are not JSON: the whole header is refused */
+    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
+    CHECK(contains(why, "expected ','"));
+    fmt_list_free(&l);
+    js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
+         "\"exp\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[8,12]},"
+         "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
+         "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
+         "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
+         "\"n19\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000],\"data_offsets\":[24,28]},"
+         "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0000000000000000024,28]}}";
+    make_st(&x, js, 28);
+    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
+    CHECK(contains(why, "expected ','"));
+    fmt_list_free(&l);
+    js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
+         "\"exp\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[8,12]},"
+         "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
+         "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
+         "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
+         "\"n19\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000],\"data_offsets\":[24,28]},"
+         "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[28,32]}}";
+    uint64_t base = make_st(&x, js, 32);
+    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
+    /* the escaped metadata key is still the metadata (no tensor), the escaped keys and
+     * dtype still name the fields; 1e0, 4.0 and numbers past 2^64 are no dimension, a
+     * 19-digit one is (and its size then does not match) */
+    xseg e[] = {{CKPZ_DTYPE_NONE, NULL, 0, base},
+                {CKPZ_DTYPE_F32, "esc", base, 8},
+                {CKPZ_DTYPE_NONE, NULL, base + 8, 20},
+                {CKPZ_DTYPE_U8, "four", base + 28, 4},
+                {CKPZ_DTYPE_NONE, NULL, base + 32, OPEN}};
+    expect(&l, e, 5);
+    if (l.n == 5) expect_shape(&l.seg[1], 1, (uint64_t[]){2});
+    fmt_list_free(&l);
+
+    /* A control byte after a syntax error: the message names the control byte, as when
+     * the header was scanned for them before it was parsed. */
+    ctx = "st control byte after a syntax error";
+    make_st(&x, "{\"a\" 1, \"b\x01\":2}", 16);
+    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
+    CHECK(contains(why, "control byte 0x01"));
+    fmt_list_free(&l);
+    bfree(&x);
+}
+
 static void test_st_need_more(void)
 {
     ctx = "st need more";
@@ -1233,6 +1298,7 @@ int main(void)
     test_st_dtypes();
     test_st_order_names_zero();
     test_st_bad_entries();
+    test_st_in_place();
     test_st_malformed();
     test_st_need_more();
     test_npy();

@@ -332,27 +332,28 @@ static ckpz_error get_lossy(ckpz_ctx *ctx, col *lc, int index_form, ctr_entry *x
 /* Bytes of a kept block an entry's shape and name take (8-aligned for the next shape). */
 static size_t kept_size(const ctr_entry *x) { return (8 * (size_t)x->ndim + x->name_len + 1 + 7) & ~(size_t)7; }
 
-/* Entry i from the columns, with its name and shape (get_fields): in one block of their
- * own (ctr_entry_alloc), or at *room (a kept block), advanced past them. */
-static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
-                            uint64_t *at, uint64_t *chunk, ctr_entry *x, uint8_t **room)
+/* x's shape and name, their room given, from dims and the names column. */
+static void put_name_shape(col *names, const ctr_entry *prev, ctr_entry *x, const uint64_t *dims, uint64_t pre,
+                           uint64_t suf)
 {
-    uint64_t pre, suf, dims[CTR_MAX_NDIM];
-    col *names = &cols[COL_NAME];
-    ckpz_error err = get_fields(ctx, cols, index_form, file_flags, prev, at, chunk, x, dims, &pre, &suf);
-    if (err) return err;
-    if (room) {
-        x->shape = (uint64_t *)(void *)*room;
-        x->name = (char *)(x->shape + x->ndim);
-        *room += kept_size(x);
-    } else if (ctr_entry_alloc(x)) {
-        return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
-    }
     if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
     if (pre) memcpy(x->name, prev->name, (size_t)pre);
     if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
     x->name[x->name_len] = 0;
+}
+
+/* Entry i from the columns, with its name and shape (get_fields) in one block of their
+ * own (ctr_entry_alloc). */
+static ckpz_error get_entry(ckpz_ctx *ctx, col *cols, int index_form, unsigned file_flags, const ctr_entry *prev,
+                            uint64_t *at, uint64_t *chunk, ctr_entry *x)
+{
+    uint64_t pre, suf, dims[CTR_MAX_NDIM];
+    col *names = &cols[COL_NAME];
+    ckpz_error err = get_fields(ctx, cols, index_form, file_flags, prev, at, chunk, x, dims, &pre, &suf);
+    if (err) return err;
+    if (ctr_entry_alloc(x)) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+    put_name_shape(names, prev, x, dims, pre, suf);
     return get_lossy(ctx, &cols[COL_LOSSY], index_form, x);
 }
 
@@ -389,42 +390,64 @@ void ctr_keep_free(ctr_keep *k)
     memset(k, 0, sizeof *k);
 }
 
-/* Whether the n entries of the list whose columns are cols fit in keep: a first pass over
- * the columns (get_fields) sizes their names and shapes, then keep grows to hold them;
- * the columns are left as they were. 0 when they do not fit (too large, out of memory,
- * or a column that does not parse: the reading proper reports it). */
-static int keep_fits(ctr_keep *keep, col *cols, int index_form, unsigned file_flags, uint64_t n, uint64_t at)
+/* Grows keep's block to hold need bytes, the first used of them (the names and shapes
+ * of e[0..ne)) moved with it; 0, or -1 when it would pass CTR_KEEP_MAX - ents or memory
+ * runs out. */
+static int keep_grow(ctr_keep *keep, ctr_entry *e, size_t ne, size_t used, size_t need, size_t ents)
+{
+    if (need > CTR_KEEP_MAX - ents) return -1;
+    size_t cap = keep->blk_cap ? keep->blk_cap : 4096;
+    while (cap < need) cap *= 2;
+    if (cap > CTR_KEEP_MAX - ents) cap = CTR_KEEP_MAX - ents;
+    uint8_t *b = malloc(cap), *old = keep->blk;
+    if (!b) return -1;
+    if (used) memcpy(b, old, used);
+    for (size_t j = 0; j < ne; j++) {
+        e[j].shape = (uint64_t *)(void *)(b + ((uint8_t *)e[j].shape - old));
+        e[j].name = (char *)(e[j].shape + e[j].ndim);
+    }
+    free(old);
+    keep->blk = b;
+    keep->blk_cap = cap;
+    return 0;
+}
+
+/* The n entries of a list into keep, in one pass over its columns: the entries' array
+ * sized first, the block of names and shapes grown as they come (a first pass to size it
+ * took a sixth of reading the index of 4,800 entries). 1 when they do not fit (over
+ * CTR_KEEP_MAX, out of memory: the caller reads them again, allocated; the columns are
+ * rewound), else 0 with *err the reading's outcome (entries read belong to keep). */
+static int read_kept(ckpz_ctx *ctx, ctr_keep *keep, col *cols, int index_form, unsigned file_flags, uint64_t n,
+                     uint64_t at, ckpz_error *err)
 {
     uint64_t chunk = 0, pre, suf, dims[CTR_MAX_NDIM];
-    size_t blk = 0, ents = (size_t)n * sizeof(ctr_entry);
-    ctr_entry x, last;
-    struct ckpz_ctx quiet; /* the first pass's errors are the second's to report */
-    int ok = ents <= CTR_KEEP_MAX;
-    memset(&quiet, 0, sizeof quiet);
-    for (uint64_t i = 0; ok && i < n; i++) {
-        memset(&x, 0, sizeof x);
-        ok = !get_fields(&quiet, cols, index_form, file_flags, i ? &last : NULL, &at, &chunk, &x, dims, &pre, &suf);
-        if (!ok) break;
-        cols[COL_NAME].pos += (size_t)suf;
-        blk += kept_size(&x);
-        ok = !get_lossy(&quiet, &cols[COL_LOSSY], index_form, &x) && blk <= CTR_KEEP_MAX - ents;
-        last = x;
-    }
-    for (int k = 0; k < NCOL; k++) cols[k].pos = 0;
-    if (!ok) return 0;
+    size_t ents = (size_t)n * sizeof(ctr_entry), used = 0;
+    if (n > CTR_KEEP_MAX / sizeof(ctr_entry)) return 1;
     if (keep->e_cap < n) {
         ctr_entry *e = realloc(keep->e, ents);
-        if (!e) return 0;
+        if (!e) return 1;
         keep->e = e;
         keep->e_cap = (size_t)n;
     }
-    if (keep->blk_cap < blk) {
-        uint8_t *b = realloc(keep->blk, blk);
-        if (!b) return 0;
-        keep->blk = b;
-        keep->blk_cap = blk;
+    ctr_entry *e = keep->e;
+    for (size_t i = 0; i < n; i++) {
+        ctr_entry *x = &e[i];
+        memset(x, 0, offsetof(ctr_entry, lossy)); /* the lossy fields only where the flags say (get_lossy) */
+        *err = get_fields(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, x, dims, &pre, &suf);
+        if (*err) return 0;
+        size_t k = kept_size(x);
+        if (k > keep->blk_cap - used && keep_grow(keep, e, i, used, used + k, ents)) {
+            for (int c = 0; c < NCOL; c++) cols[c].pos = 0;
+            return 1;
+        }
+        x->shape = (uint64_t *)(void *)(keep->blk + used);
+        x->name = (char *)(x->shape + x->ndim);
+        used += k;
+        put_name_shape(&cols[COL_NAME], i ? &e[i - 1] : NULL, x, dims, pre, suf);
+        if ((*err = get_lossy(ctx, &cols[COL_LOSSY], index_form, x))) return 0;
     }
-    return 1;
+    *err = list_end(ctx, cols);
+    return 0;
 }
 
 /* ctr_list_read, into keep where the list fits it (*kept = 1), else allocated. */
@@ -439,22 +462,19 @@ static ckpz_error list_read(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const ui
     uint64_t n = n_index, at = 0, chunk = 0;
     col cols[NCOL] = {{0}};
     ctr_entry *e = NULL;
-    uint8_t *room = NULL;
     ckpz_error err = list_begin(ctx, ec, p, len, index_form, mem_limit, &n, &at, &pos, cols);
     if (err || n == 0) goto out;
-    if (keep && keep_fits(keep, cols, index_form, file_flags, n, at)) {
+    if (keep && !read_kept(ctx, keep, cols, index_form, file_flags, n, at, &err)) {
         *kept = 1;
         e = keep->e;
-        room = keep->blk;
-    } else if (!(e = calloc((size_t)n, sizeof *e))) {
+        goto out;
+    }
+    if (!(e = calloc((size_t)n, sizeof *e))) {
         err = ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory reading an entry list");
         goto out;
     }
     for (i = 0; i < n; i++) {
-        if (*kept) /* the lossy fields only where the flags say (get_lossy): a third of the bytes */
-            memset(&e[i], 0, offsetof(ctr_entry, lossy));
-        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i],
-                             *kept ? &room : NULL))) {
+        if ((err = get_entry(ctx, cols, index_form, file_flags, i ? &e[i - 1] : NULL, &at, &chunk, &e[i]))) {
             i++;
             goto out;
         }
@@ -489,23 +509,24 @@ static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t
     size_t pos = 0;
     uint64_t n = 0, at = 0, pre, suf, dims[CTR_MAX_NDIM];
     col cols[NCOL] = {{0}}, *names = &cols[COL_NAME];
-    ctr_entry x, last;
+    ctr_entry two[2]; /* this entry and the one before, in turn: no copy of 168 bytes an entry */
     ckpz_error err = list_begin(ctx, ec, p, len, 0, mem_limit, &n, &at, &pos, cols);
     *same = !err && n <= room;
     for (uint64_t i = 0; !err && i < n; i++) {
-        memset(&x, 0, sizeof x);
-        if ((err = get_fields(ctx, cols, 0, file_flags, i ? &last : NULL, &at, NULL, &x, dims, &pre, &suf))) break;
+        ctr_entry *x = &two[i & 1];
+        memset(x, 0, offsetof(ctr_entry, lossy)); /* the lossy fields: get_lossy's, where the flags say */
+        if ((err = get_fields(ctx, cols, 0, file_flags, i ? &two[(i - 1) & 1] : NULL, &at, NULL, x, dims, &pre, &suf)))
+            break;
         if (*same) { /* the entries before matched: the shared part of the name is idx[i - 1]'s */
             const ctr_entry *y = &idx[i];
-            *same = x.offset == y->offset && x.dtype == y->dtype && x.ndim == y->ndim && x.flags == y->flags &&
-                    x.base_offset == y->base_offset && x.name_len == y->name_len &&
+            *same = x->offset == y->offset && x->dtype == y->dtype && x->ndim == y->ndim && x->flags == y->flags &&
+                    x->base_offset == y->base_offset && x->name_len == y->name_len &&
                     (!pre || !memcmp(y->name, idx[i - 1].name, (size_t)pre)) &&
                     (!suf || !memcmp(y->name + pre, names->p + names->pos, (size_t)suf)) &&
-                    (!x.ndim || !memcmp(y->shape, dims, 8 * (size_t)x.ndim));
+                    (!x->ndim || !memcmp(y->shape, dims, 8 * (size_t)x->ndim));
         }
         names->pos += (size_t)suf;
-        err = get_lossy(ctx, &cols[COL_LOSSY], 0, &x); /* checked, not compared (ctr_entry_same) */
-        last = x;
+        err = get_lossy(ctx, &cols[COL_LOSSY], 0, x); /* checked, not compared (ctr_entry_same) */
     }
     if (!err) err = list_end(ctx, cols);
     for (int k = 0; k < NCOL; k++) free(cols[k].p);

@@ -31,9 +31,10 @@
 
 typedef struct fmt_segment {
     ckpz_dtype dtype;   /* CKPZ_DTYPE_NONE = opaque bytes */
-    char *name;         /* malloc'd, NUL-terminated; NULL for opaque bytes */
+    char *name;         /* NUL-terminated; NULL for opaque bytes */
     uint32_t ndim;
-    uint64_t *shape;    /* malloc'd, ndim values; NULL when ndim == 0 */
+    uint64_t *shape;    /* ndim values; NULL when ndim == 0. The list's: one block
+                           (fmt_push), the shape then the name */
     uint64_t offset;    /* byte offset in the input */
     uint64_t length;    /* bytes, or FMT_LEN_OPEN (only the last segment) */
     int resume;         /* last segment only (opaque, open): describe from here on with

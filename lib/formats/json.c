@@ -26,15 +26,6 @@ int json_oom(json_p *p)
     return json_fail(p, "out of memory");
 }
 
-void json_ws(json_p *p)
-{
-    while (p->i < p->n) {
-        uint8_t c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->i++;
-    }
-}
-
 int json_grow(void **buf, size_t *cap, size_t want, size_t elem)
 {
     if (want <= *cap) return 0;
@@ -93,6 +84,47 @@ static int hex4(json_p *p, unsigned *v)
     }
     p->i += 4;
     *v = x;
+    return 0;
+}
+
+/* Bytes a string may hold as they are, one test a byte: printable ASCII but the quote
+ * (0x22) and the backslash (0x5c). */
+/* clang-format off */
+#define J4(x) x, x, x, x
+#define J16(x) J4(x), J4(x), J4(x), J4(x)
+static const uint8_t plain_ascii[256] = {
+    J16(0), J16(0),                  /* 0x00-0x1f: control bytes */
+    1, 1, 0, 1, J4(1), J4(1), J4(1), /* 0x20-0x2f */
+    J16(1), J16(1),                  /* 0x30-0x4f */
+    J4(1), J4(1), J4(1), 0, 1, 1, 1, /* 0x50-0x5f */
+    J16(1), J16(1),                  /* 0x60-0x7f; 0x80-0xff: 0 */
+};
+#undef J16
+#undef J4
+/* clang-format on */
+
+static int is_plain(uint8_t c) { return plain_ascii[c]; }
+
+int json_string_raw(json_p *p, const uint8_t **raw, size_t *rlen)
+{
+    *raw = NULL;
+    *rlen = 0;
+    if (p->i >= p->n || p->s[p->i] != '"') return json_fail(p, "expected a string");
+    size_t st = p->i + 1, k = st;
+    /* the usual string (a name, a key, a dtype): plain ASCII to its closing quote, seen
+     * once; anything else (escapes, UTF-8, an error) goes through json_string */
+    while (k < p->n && is_plain(p->s[k])) k++;
+    if (k < p->n && p->s[k] == '"') {
+        p->i = k + 1;
+        *raw = p->s + st;
+        *rlen = k - st;
+        return 0;
+    }
+    if (json_string(p, 0)) return -1;
+    if (!memchr(p->s + st, '\\', p->i - 1 - st)) {
+        *raw = p->s + st;
+        *rlen = p->i - 1 - st;
+    }
     return 0;
 }
 
@@ -169,7 +201,7 @@ int json_string(json_p *p, int keep)
              * copy: byte by byte, a safetensors header of 4,800 names took a tenth of the
              * whole compression of its file */
             size_t k = p->i + 1;
-            while (k < p->n && p->s[k] >= 0x20 && p->s[k] < 0x80 && p->s[k] != '"' && p->s[k] != '\\') k++;
+            while (k < p->n && is_plain(p->s[k])) k++;
             if (keep && json_put(p, p->s + p->i, k - p->i)) return -1;
             p->i = k;
             continue;
