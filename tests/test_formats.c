@@ -664,6 +664,31 @@ static void test_st_malformed(void)
     bfree(&x);
 }
 
+/* The header parts the cases of test_st_in_place share: escaped keys and dtype, numbers a
+ * dimension must not be (past 2^64, a fraction), an exponent and a 19-digit dimension. */
+#define ST_ESCAPED                                                                      \
+    "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}," \
+    "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
+#define ST_NOT_DIMS                                                                          \
+    "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"  \
+    "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]}," \
+    "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
+#define ST_EXP_N19                                                                     \
+    "\"exp\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[8,12]}," ST_NOT_DIMS \
+    "\"n19\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000],\"data_offsets\":[24,28]},"
+
+/* A safetensors file of header JS and N data bytes, refused as a whole for a number that
+ * is not JSON. */
+static void st_refused(buf *x, const char *js, uint64_t n)
+{
+    fmt_list l;
+    char why[256];
+    make_st(x, js, n);
+    CHECK(describe_all(x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
+    CHECK(contains(why, "expected ','"));
+    fmt_list_free(&l);
+}
+
 /* The reader takes keys, names and the dtype in place when they hold no escape, and
  * numbers in one pass: the same strings escaped, and the numbers it leaves to the full
  * parser (leading zeros, 20 digits, a fraction, an exponent), must read as before. */
@@ -673,38 +698,17 @@ static void test_st_in_place(void)
     fmt_list l;
     char why[256];
     ctx = "st escaped keys, dtype and metadata key";
-    const char *js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                     "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
-                     "\"plain\":{\"dtype\":\"F32\",\"shape\":[00000000000000000001e0],\"data_offsets\":[8,12]},"
-                     "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
-                     "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
-                     "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
-                     "\"ok19\":{\"dtype\":\"U8\",\"shape\":[0000004],\"data_offsets\":[24,28]}}";
-    make_st(&x, js, 28);
     /* leading zeros are not JSON: the whole header is refused */
-    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
-    CHECK(contains(why, "expected ','"));
-    fmt_list_free(&l);
-    js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
-         "\"exp\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[8,12]},"
-         "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
-         "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
-         "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
-         "\"n19\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000],\"data_offsets\":[24,28]},"
-         "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0000000000000000024,28]}}";
-    make_st(&x, js, 28);
-    CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_ERROR);
-    CHECK(contains(why, "expected ','"));
-    fmt_list_free(&l);
-    js = "{\"\\u005f_metadata__\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-         "\"e\\u0073c\":{\"dt\\u0079pe\":\"F\\u00332\",\"sh\\u0061pe\":[2],\"data\\u005foffsets\":[0,8]},"
-         "\"exp\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[8,12]},"
-         "\"big\":{\"dtype\":\"U8\",\"shape\":[18446744073709551615],\"data_offsets\":[12,16]},"
-         "\"huge\":{\"dtype\":\"U8\",\"shape\":[18446744073709551616],\"data_offsets\":[16,20]},"
-         "\"frac\":{\"dtype\":\"U8\",\"shape\":[4.0],\"data_offsets\":[20,24]},"
-         "\"n19\":{\"dtype\":\"U8\",\"shape\":[1000000000000000000],\"data_offsets\":[24,28]},"
-         "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[28,32]}}";
+    st_refused(&x,
+               ST_ESCAPED
+               "\"plain\":{\"dtype\":\"F32\",\"shape\":[00000000000000000001e0],\"data_offsets\":[8,12]}," ST_NOT_DIMS
+               "\"ok19\":{\"dtype\":\"U8\",\"shape\":[0000004],\"data_offsets\":[24,28]}}",
+               28);
+    st_refused(&x,
+               ST_ESCAPED ST_EXP_N19
+               "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0000000000000000024,28]}}",
+               28);
+    const char *js = ST_ESCAPED ST_EXP_N19 "\"four\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[28,32]}}";
     uint64_t base = make_st(&x, js, 32);
     CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
     /* the escaped metadata key is still the metadata (no tensor), the escaped keys and
