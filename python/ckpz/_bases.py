@@ -244,35 +244,42 @@ def _decompress_buffer(buf, n, src, threads, base):
     params = _lib.make_params(threads=threads)
     if base is not None:
         base.apply(params)
-    dst = None
+    with _lib.Call(params, src) as call:
+        arr, addr = _lib.address(buf)
+        try:
+            dst, orig = restore(call, params, addr, n, buf, src)
+        finally:
+            del arr
+    return _memory.Restored(dst, orig)
+
+
+def restore(call, params, data, n, head, src=None):
+    """(memory from _memory.alloc, original size): the original of the complete n-byte
+    .ckpz file at data (an address, or an object ctypes passes as one) decoded by call,
+    head a buffer of its first 16 bytes at least; src names it in errors."""
+    orig = _lib.ctypes.c_uint64()
+    call.check(_lib.original_size(call.ctx, data, n, _lib.ctypes.byref(orig)))
+    orig = orig.value
+    # The trailer's checksum has been verified, but bound the size before allocating
+    # by it: every chunk costs at least MIN_CHUNK_COST bytes of the file and holds at
+    # most the header's chunk size.
+    chunk = int.from_bytes(bytes(memoryview(head)[12:16]), "little")
+    bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
+    if orig > bound:
+        raise Error(
+            _lib.ERR_LIMIT,
+            "the file claims an original size of %d bytes, more than a %d-byte "
+            "ckpz file can hold (limit %d)" % (orig, n, bound),
+            src,
+        )
+    dst = _memory.alloc(orig)
     try:
-        with _lib.Call(params, src) as call:
-            arr, addr = _lib.address(buf)
-            try:
-                orig = _lib.ctypes.c_uint64()
-                call.check(_lib.original_size(call.ctx, addr, n, _lib.ctypes.byref(orig)))
-                orig = orig.value
-                # The trailer's checksum has been verified, but bound the size before
-                # allocating by it: every chunk costs at least MIN_CHUNK_COST bytes of the
-                # file and holds at most the header's chunk size.
-                chunk = int.from_bytes(bytes(memoryview(buf)[12:16]), "little")
-                bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
-                if orig > bound:
-                    raise Error(
-                        _lib.ERR_LIMIT,
-                        "the file claims an original size of %d bytes, more than a %d-byte "
-                        "ckpz file can hold (limit %d)" % (orig, n, bound),
-                        src,
-                    )
-                dst = _memory.alloc(orig)
-                darr, daddr = _lib.address(dst)
-                try:
-                    call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), addr, n, daddr, orig))
-                finally:
-                    del darr
-            finally:
-                del arr
+        darr, daddr = _lib.address(dst)  # (None, None) for an empty original
+        try:
+            call.check(_lib.decompress_buffer(call.ctx, _lib.ctypes.byref(params), data, n, daddr, orig))
+        finally:
+            del darr  # the mapping can be closed once no export of it is left
     except BaseException:
         _memory.close_mmap(dst)
         raise
-    return _memory.Restored(dst, orig)
+    return dst, orig

@@ -6,11 +6,9 @@ freed with the object; the original in memory from _memory.alloc (faulted in at 
 import ctypes
 import weakref
 
-from . import _lib, _memory
+from . import _bases, _lib
 
 __all__ = []  # private module
-
-_MAX_ORIGINAL = 1 << 40  # as whole-file restores from files (_bases)
 
 
 def _source(data):
@@ -47,23 +45,4 @@ def decompress(data, threads):
     params = _lib.make_params(threads=threads)
     src, n = _source(data)
     with _lib.Call(params) as call:
-        orig = ctypes.c_uint64()
-        call.check(_lib.original_size(call.ctx, src, n, ctypes.byref(orig)))
-        # bounded before allocating by it, as ckpz.load does (_bases): every chunk costs at
-        # least MIN_CHUNK_COST bytes of the file and holds at most the header's chunk size
-        chunk = int.from_bytes(bytes(memoryview(src)[12:16]), "little")
-        if orig.value > min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk):
-            raise _lib.Error(_lib.ERR_LIMIT, "the data claims an original size of %d bytes, more than a %d-byte "
-                             "ckpz file can hold" % (orig.value, n))
-        dst = _memory.alloc(orig.value)
-        darr, daddr = _lib.address(dst)  # (None, None) for an empty original
-        try:
-            err = _lib.decompress_buffer(call.ctx, ctypes.byref(params), src, n, daddr, orig.value)
-        finally:
-            del darr  # the mapping can be closed once no export of it is left
-        try:
-            call.check(err)
-        except BaseException:
-            _memory.close_mmap(dst)
-            raise
-    return dst
+        return _bases.restore(call, params, src, n, src)[0]
