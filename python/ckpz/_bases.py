@@ -253,17 +253,11 @@ def _decompress_buffer(buf, n, src, threads, base):
     return _memory.Restored(dst, orig)
 
 
-def restore(call, params, data, n, head, src=None):
-    """(memory from _memory.alloc, original size): the original of the complete n-byte
-    .ckpz file at data (an address, or an object ctypes passes as one) decoded by call,
-    head a buffer of its first 16 bytes at least; src names it in errors."""
-    orig = _lib.ctypes.c_uint64()
-    call.check(_lib.original_size(call.ctx, data, n, _lib.ctypes.byref(orig)))
-    orig = orig.value
-    # The trailer's checksum has been verified, but bound the size before allocating
-    # by it: every chunk costs at least MIN_CHUNK_COST bytes of the file and holds at
-    # most the header's chunk size.
-    chunk = int.from_bytes(bytes(memoryview(head)[12:16]), "little")
+def check_original(orig, n, chunk, src=None):
+    """Refuse (ckpz.Error, ERR_LIMIT) an original of orig bytes claimed by an n-byte .ckpz
+    file whose chunks hold at most chunk bytes, before anything is allocated by it (the
+    trailer's checksum holds, but a file is hostile): every chunk costs at least
+    MIN_CHUNK_COST bytes of the file; and never over 1 TiB."""
     bound = min(_MAX_ORIGINAL, (n // _lib.MIN_CHUNK_COST + 1) * chunk)
     if orig > bound:
         raise Error(
@@ -272,6 +266,16 @@ def restore(call, params, data, n, head, src=None):
             "ckpz file can hold (limit %d)" % (orig, n, bound),
             src,
         )
+
+
+def restore(call, params, data, n, head, src=None):
+    """(memory from _memory.alloc, original size): the original of the complete n-byte
+    .ckpz file at data (an address, or an object ctypes passes as one) decoded by call,
+    head a buffer of its first 16 bytes at least; src names it in errors."""
+    orig = _lib.ctypes.c_uint64()
+    call.check(_lib.original_size(call.ctx, data, n, _lib.ctypes.byref(orig)))
+    orig = orig.value
+    check_original(orig, n, int.from_bytes(bytes(memoryview(head)[12:16]), "little"), src)
     dst = _memory.alloc(orig)
     try:
         darr, daddr = _lib.address(dst)  # (None, None) for an empty original

@@ -325,9 +325,7 @@ def _from_ckpz(torch, call, pread, opaque, size, base, threads):
             if info.format != _lib.INPUT_SAFETENSORS and kind != "raw":
                 raise _refuse(path, "holds a %s file, not a safetensors file (ckpz.load or ckpz.decompress_file "
                               "read it)" % kind)
-            if info.original_size > min(1 << 40, (size // _lib.MIN_CHUNK_COST + 1) * info.chunk_size):
-                raise _refuse(path, "the file claims an original of %d bytes, more than %d bytes of ckpz hold"
-                              % (info.original_size, size), _lib.ERR_LIMIT)
+            _bases.check_original(info.original_size, size, info.chunk_size, path)
             image = _archive.ArchiveImage(call, handle, path)
             return _build(torch, image.read, info.original_size, path,
                           lambda spans: _archive.read_into(call, handle, [(o, n, t.data_ptr()) for o, n, t in spans]))
