@@ -37,7 +37,8 @@
 #define Q8_PLANES 7
 
 static const uint64_t M03 = 0x0303030303030303ull, M0C = 0x0c0c0c0c0c0c0c0cull, M30 = 0x3030303030303030ull,
-                      MC0 = 0xc0c0c0c0c0c0c0c0ull, M0F = 0x0f0f0f0f0f0f0f0full, MF0 = 0xf0f0f0f0f0f0f0f0ull;
+                      MC0 = 0xc0c0c0c0c0c0c0c0ull, M0F = 0x0f0f0f0f0f0f0f0full, MF0 = 0xf0f0f0f0f0f0f0f0ull,
+                      M01 = 0x0101010101010101ull, M7F = 0x7f7f7f7f7f7f7f7full, MFE = 0xfefefefefefefefeull;
 
 static uint64_t ld64(const uint8_t *p)
 {
@@ -48,32 +49,46 @@ static uint64_t ld64(const uint8_t *p)
 
 static void st64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
-/* 1 when the block's quants have a largest magnitude of exactly 127 (Q8_0's scale is
- * the largest magnitude / 127): of random bytes about one block in five. */
-static int absmax_127(const uint8_t *q)
+/* Zigzag of eight int8s at once: z = 2|q| - (q < 0), magnitude above, sign in bit 0
+ * (s * 0xff: 0 or 0xff per byte, no carries between bytes). */
+static uint64_t zz(uint64_t q)
+{
+    uint64_t s = (q >> 7) & M01;
+    return ((q << 1) & MFE) ^ (s * 0xff);
+}
+
+static uint64_t unzz(uint64_t z) { return ((z >> 1) & M7F) ^ ((z & M01) * 0xff); }
+
+/* 1 when the block looks like Q8_0's: a positive scale (FP16 sign bit clear) and quants
+ * whose largest magnitude is exactly 127 (the scale is the largest magnitude / 127). Of
+ * random bytes about one block in ten; a block read one byte early or late keeps the
+ * 127 but its "scale" is a quant or a scale's low byte, negative half of the time. */
+static int looks_q8(const uint8_t *blk)
 {
     int most = 0;
-    for (int i = 0; i < 32; i++) {
-        int v = (int8_t)q[i];
+    for (int i = 2; i < Q8_BLOCK; i++) {
+        int v = (int8_t)blk[i];
         v = v < 0 ? -v : v;
         most = v > most ? v : most;
     }
-    return most == 127;
+    return most == 127 && blk[1] < 0x80;
 }
 
-/* The phase (0..33) at which at least 7/8 of the sampled whole blocks look like Q8_0
- * blocks, or -1. */
+/* The phase (0..33) at which the most sampled whole blocks look like Q8_0 blocks, if at
+ * least 7/8 of them do; else -1. */
 static int find_phase(const uint8_t *raw, size_t n)
 {
+    int best = -1;
+    unsigned best_hits = 0;
     for (size_t p = 0; p < Q8_BLOCK && p < n; p++) {
         size_t nb = (n - p) / Q8_BLOCK;
-        if (nb < Q8_MIN_BLOCKS) return -1;
-        unsigned s = nb < Q8_SAMPLES ? (unsigned)nb : Q8_SAMPLES, hits = 0;
-        for (unsigned k = 0; k < s && hits + (s - k) >= s - s / 8; k++)
-            hits += absmax_127(raw + p + (size_t)k * (nb / s) * Q8_BLOCK + 2);
-        if (hits >= s - s / 8) return (int)p;
+        if (nb < Q8_MIN_BLOCKS) break;
+        unsigned s = nb < Q8_SAMPLES ? (unsigned)nb : Q8_SAMPLES, need = s - s / 8, hits = 0;
+        for (unsigned k = 0; k < s && hits + (s - k) >= need; k++)
+            hits += looks_q8(raw + p + (size_t)k * (nb / s) * Q8_BLOCK);
+        if (hits >= need && hits > best_hits) best = (int)p, best_hits = hits;
     }
-    return -1;
+    return best;
 }
 
 size_t xf_q8_scratch(size_t n) { return n ? n : 1; }
@@ -87,7 +102,7 @@ int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
             *rest = lo + 16 * nb;
     const uint8_t *blk = e->raw + p;
     for (size_t b = 0; b < nb; b++, blk += Q8_BLOCK) {
-        uint64_t q0 = ld64(blk + 2), q1 = ld64(blk + 10), q2 = ld64(blk + 18), q3 = ld64(blk + 26);
+        uint64_t q0 = zz(ld64(blk + 2)), q1 = zz(ld64(blk + 10)), q2 = zz(ld64(blk + 18)), q3 = zz(ld64(blk + 26));
         slo[b] = blk[0];
         shi[b] = blk[1];
         st64(top + 8 * b, ((q0 >> 6) & M03) | ((q1 >> 4) & M0C) | ((q2 >> 2) & M30) | (q3 & MC0));
@@ -123,18 +138,18 @@ static void merge_blocks(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_
         uint64_t a = ld64(top + 8 * b), m = ld64(mid + 8 * b), l0 = ld64(lo + 16 * b), l1 = ld64(lo + 16 * b + 8);
         out[0] = slo[b];
         out[1] = shi[b];
-        st64(out + 2, ((a << 6) & MC0) | ((m << 4) & M30) | (l0 & M0F));
-        st64(out + 10, ((a << 4) & MC0) | ((m << 2) & M30) | (l1 & M0F));
-        st64(out + 18, ((a << 2) & MC0) | (m & M30) | ((l0 >> 4) & M0F));
-        st64(out + 26, (a & MC0) | ((m >> 2) & M30) | ((l1 >> 4) & M0F));
+        st64(out + 2, unzz(((a << 6) & MC0) | ((m << 4) & M30) | (l0 & M0F)));
+        st64(out + 10, unzz(((a << 4) & MC0) | ((m << 2) & M30) | (l1 & M0F)));
+        st64(out + 18, unzz(((a << 2) & MC0) | (m & M30) | ((l0 >> 4) & M0F)));
+        st64(out + 26, unzz((a & MC0) | ((m >> 2) & M30) | ((l1 >> 4) & M0F)));
     }
 }
 
 ckpz_error xf_q8_decode(const xf_chunk *c, xf_in *in)
 {
     if (c->pred != PRED_NONE || c->esize != 1 || c->nplanes != Q8_PLANES) {
-        snprintf(in->why, in->whylen, "invalid q8 chunk (predictor %u, element size %u, %u planes)", c->pred,
-                 c->esize, c->nplanes);
+        snprintf(in->why, in->whylen, "invalid q8 chunk (predictor %u, element size %u, %u planes)", c->pred, c->esize,
+                 c->nplanes);
         return CKPZ_ERR_CORRUPT;
     }
     const uint8_t *pl[Q8_PLANES];
