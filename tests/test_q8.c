@@ -2,7 +2,8 @@
  * chunks to it: blocks quantised as GGML does (scale = largest magnitude / 127, quants
  * rounded) restore bit for bit at every phase and tail (the bytes before the first whole
  * block and after the last, as a chunk cut from a tensor at any byte has them), with
- * transform q8 in the frame and a frame smaller than the same bytes coded as one plane;
+ * transform q8 and the true phase in the frame and a frame smaller than the same bytes
+ * coded as one plane;
  * bytes that are not Q8_0 (random, int8 values not scaled to 127, too few blocks) are
  * declined and coded as before. Hostile frames are refused with a message: a payload cut
  * short (a plane, and so its last block, truncated), a phase of 34, a plane count of 6,
@@ -77,6 +78,9 @@ static void round_trips(kit *k, uint8_t *raw)
                 ctr_chunk h;
                 size_t len = code(k, CKPZ_DTYPE_U8, raw, n, &h);
                 CHECKF(len && h.xf == XF_Q8 && h.nplanes == 7, "n %zu phase %zu: transform %u", n, phases[pi], h.xf);
+                /* the header plane (stored, after 7 descriptors): the phase found */
+                CHECKF(k->frame[CTR_FRAME_SIZE + 7 * 8] == phases[pi], "n %zu: phase %u found, %zu written", n,
+                       k->frame[CTR_FRAME_SIZE + 7 * 8], phases[pi]);
                 ckpz_error e = decode(k, &h, why, sizeof why);
                 CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu: %s %s", n, phases[pi],
                        ckpz_error_name(e), why);
