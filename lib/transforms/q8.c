@@ -10,7 +10,7 @@
  * its top 2 bits, which hold most of what the quants can be compressed by (~1.78 of 2
  * bits; four quants in one byte), its next 2 bits (four in a byte) and its low 4 bits
  * (two in a byte), which are near uniform and so stored as they are. Order-0 coding then
- * reads one byte per four quants, and the planes came ~0.8% smaller than the bytes coded
+ * reads one byte per four quants, and the planes came ~0.6% smaller than the bytes coded
  * whole. The entropy stage still chooses for every plane: where quants crowd near zero
  * (a block's outlier sets its scale) the middle and low fields are coded too.
  *
