@@ -172,6 +172,26 @@ static int lz_cannot_pay(ckpz_dtype dtype, int level, size_t n, unsigned rep, un
            !zero && zbytes < ZERO_BYTES_LZ;
 }
 
+/* GGML Q8_0 blocks: a chunk of 1-byte integers that the q8 transform takes (its sample
+ * of blocks shows a largest quant magnitude of 127 in nearly all: transforms/q8.c) is
+ * coded as its planes, scales apart from the quants' bit fields; 0 where it declines.
+ * Not where a sample finds repeats or zero runs, which LZ on the bytes codes better. */
+static size_t encode_q8(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                        uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+{
+    const dtype_info *d = dtype_get(dtype);
+    if (!d || d->size != 1 || (d->cls != DT_SINT && d->cls != DT_UINT)) return 0;
+    xf_enc e = {.xf = XF_Q8, .esize = 1, .pred = PRED_NONE, .dtype = dtype, .raw = raw, .n = n, .scratch = planes};
+    xf_out o;
+    if (xf_get(XF_Q8)->encode(&e, &o, raw_crc) <= 0) return 0;
+    ctr_chunk h = {0};
+    h.xf = XF_Q8;
+    h.esize = 1;
+    h.pred = PRED_NONE;
+    h.raw_crc = *raw_crc;
+    return code_planes(ec, level, &h, entry, n, &o, out);
+}
+
 /* A chunk coded alone. Where a sample shows repeated content (repeats.h: rows, blocks),
  * LZ pays where byte planes coded order-0 or stored do not: the chunk is coded as its
  * bytes unsplit (LZ on whole values: quantised blocks, values repeated one by one) and as
@@ -192,6 +212,8 @@ static size_t encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t en
     unsigned rep, zero, zbytes;
     chunk_repeats(raw, n, &rep, &zero, &zbytes);
     int mode = rep >= REPEATS_LIKELY ? ENT_LZ_REPEATS : zero >= ZEROS_LIKELY ? ENT_LZ_RUNS : ENT_LZ_OFF;
+    size_t q8 = mode == ENT_LZ_OFF ? encode_q8(ec, level, dtype, entry, raw, n, planes, out, raw_crc) : 0;
+    if (q8) return q8;
     if (mode == ENT_LZ_OFF) {
         int rans = auto_codec && lz_cannot_pay(dtype, level, n, rep, zero, zbytes);
         if (rans) ent_ctx_set_codec(ec, CKPZ_CODEC_RANS);

@@ -106,7 +106,7 @@ size_t xf_scratch_bound(size_t n, int lossy);
  * past it are coded again as opaque bytes: workmem.c). */
 size_t xf_coded_bound(size_t n, size_t desc);
 
-/* xf_lossless.c, xf_quant.c: the rows' functions. */
+/* xf_lossless.c, xf_quant.c, q8.c: the rows' functions. */
 size_t xf_lossless_scratch(size_t n);
 size_t xf_bytes_coded(size_t n);
 int xf_lossless_encode(const xf_enc *e, xf_out *out, uint32_t *raw_crc);
@@ -115,5 +115,9 @@ ckpz_error xf_esc_decode(const xf_chunk *c, xf_in *in);
 size_t xf_quant_scratch(size_t n);
 int xf_quant_encode(const xf_enc *e, xf_out *out, uint32_t *raw_crc);
 ckpz_error xf_quant_decode(const xf_chunk *c, xf_in *in);
+/* q8.c: GGML Q8_0 blocks; the encoder declines chunks that do not look like them. */
+size_t xf_q8_scratch(size_t n);
+int xf_q8_encode(const xf_enc *e, xf_out *out, uint32_t *raw_crc);
+ckpz_error xf_q8_decode(const xf_chunk *c, xf_in *in);
 
 #endif

@@ -29,6 +29,7 @@
 #include "fuzz_base.h"
 #include "predict/features.h"
 #include "predict/mlp.h"
+#include "transforms/ids.h"
 #include "transforms/planes.h"
 #include "transforms/policy.h"
 #include "transforms/predict.h"
@@ -594,6 +595,37 @@ static void chunk_seeds(void)
     chunk_scratch_free(cs);
 }
 
+/* Q8_0 blocks (transform q8): GGML's quantisation of Gaussian weights, at phase 0 and
+ * with 5 bytes before the first block and 7 after the last; a generator of its own, so
+ * that the other seeds stay as they were. */
+static void q8_seeds(void)
+{
+    static uint8_t raw[34 * 40 + 12], planes[sizeof raw * 4], out[sizeof raw * 3];
+    uint64_t st = 0x51f15e;
+    for (int k = 0; k < 2; k++) {
+        size_t p = k ? 5 : 0, n = p + 34 * 40 + (k ? 7 : 0);
+        for (size_t b = 0; b < 41; b++) {
+            int q[32], most = 1;
+            for (int i = 0; i < 32; i++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                q[i] = (int)((st >> 33) % 201) - 100;
+                most = abs(q[i]) > most ? abs(q[i]) : most;
+            }
+            uint8_t blk[34] = {0x12, 0x0c};
+            for (int i = 0; i < 32; i++)
+                blk[2 + i] = (uint8_t)(int8_t)((q[i] * 127 + (q[i] < 0 ? -most : most) / 2) / most);
+            for (int i = 0; i < 34; i++)
+                if (b * 34 + i + p >= 34 && b * 34 + i + p - 34 < n) raw[b * 34 + i + p - 34] = blk[i];
+        }
+        uint32_t crc;
+        chunk_encode(ec, 3, CKPZ_DTYPE_I8, 0, raw, n, NULL, planes, out, &crc, NULL);
+        if (out[16] != XF_Q8) die("q8 seed not coded as q8");
+        char nm[64];
+        snprintf(nm, sizeof nm, "q8-phase%zu-%zu", p, n);
+        chunk_seed(nm, CKPZ_DTYPE_I8, 0, out, 0);
+    }
+}
+
 /* ---- container records, from .ckpz files of every version ---- */
 
 static void records(const char *tag, const uint8_t *z, size_t zl)
@@ -809,6 +841,7 @@ int main(int argc, char **argv)
     text_seeds();
     entropy_seeds();
     chunk_seeds();
+    q8_seeds();
     container_seeds();
     grad_seeds();
     ent_ctx_free(ec);
