@@ -221,6 +221,35 @@ static void test_choice(ent_ctx *c)
     free(dec);
 }
 
+/* ENT_HINT_LIST predicts zstd for an entry list's column: the bytes are the full
+ * choice's (ENT_HINT_OPAQUE) wherever zstd codes the column at least 4:1 or the table
+ * coders are tried after all, on every kind of data at the sizes lists take. */
+static void test_list_hint(void)
+{
+    static const size_t sizes[] = {40, 300, 5000, 40000};
+    size_t cap = ent_bound(40000);
+    uint8_t *b = malloc(40000), *ref = malloc(cap), *enc = malloc(cap), *dec = malloc(40000), gr, gl;
+    ent_ctx *full = ent_ctx_create(), *list = ent_ctx_create();
+    for (int d = 0; d <= D_COUNT; d++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            size_t n = sizes[k];
+            if (d == D_COUNT) /* names front-coded, as a list's names column holds them */
+                for (size_t i = 0; i < n; i++) b[i] = "blocks.17.fc.weight.bias"[(i * 7 + i / 24) % 24];
+            else fill(b, n, d);
+            const char *what = d == D_COUNT ? "names" : dname[d];
+            size_t rl = ent_encode(full, b, n, ref, cap, 6, ENT_HINT_OPAQUE, &gr);
+            size_t l = ent_encode(list, b, n, enc, cap, 6, ENT_HINT_LIST, &gl);
+            CHECK(l <= n && ent_decode(list, gl, enc, l, dec, n) == 0 && !memcmp(dec, b, n), "list %s %zu: round trip",
+                  what, n);
+            if (n >= 256)
+                CHECK(gl == gr && l == rl && !memcmp(enc, ref, l), "list %s %zu: %s %zu bytes, the full choice %s %zu",
+                      what, n, ent_codec_name(gl), l, ent_codec_name(gr), rl);
+        }
+    ent_ctx_free(full);
+    ent_ctx_free(list);
+    free(b), free(ref), free(enc), free(dec);
+}
+
 /* Planes shaped for the vector encoders' table modes: two symbols; 60 adjacent
  * values across a multiple of 64 (register slots by the low 6 bits, byte tables of 64);
  * 40, 64 and 65 values spread over the whole byte range (byte tables of 256 with few
@@ -587,6 +616,7 @@ int main(void)
     test_histogram_sampled();
     if (top_isa() >= CPU_AVX512) test_histogram_sparse();
     test_residual_zstd(c);
+    test_list_hint();
     test_crc();
     test_planes();
     test_hostile(c);

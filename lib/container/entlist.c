@@ -124,7 +124,7 @@ static void put_column(ent_ctx *ec, bbuf *out, const bbuf *c)
         out->bad = 1;
         return;
     }
-    size_t m = ent_encode(ec, c->p, c->n, tmp, cap, LIST_LEVEL, ENT_HINT_OPAQUE, &codec);
+    size_t m = ent_encode(ec, c->p, c->n, tmp, cap, LIST_LEVEL, ENT_HINT_LIST, &codec);
     put_bytes(out, &codec, 1);
     put_uv(out, m);
     put_bytes(out, tmp, m);

@@ -39,8 +39,9 @@ enum ent_hint {
     ENT_HINT_MANTISSA = 2, /* float mantissa bytes: mostly near-random */
     ENT_HINT_INT = 3,      /* integer bytes: runs, small values */
     ENT_HINT_RESIDUAL = 4, /* a delta residual's byte: skewed, sparse; zstd only for near-empty planes */
-    ENT_HINT_SMALL = 5     /* a few dozen small values in large planes (escape.h's A): counted from a
+    ENT_HINT_SMALL = 5,    /* a few dozen small values in large planes (escape.h's A): counted from a
                             * sample, every value between the block's least and largest kept codable */
+    ENT_HINT_LIST = 6      /* a coded entry list's column: repeats from entry to entry, zstd first */
 };
 
 typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */

@@ -201,14 +201,26 @@ void rans_build_esym(const uint16_t *freq, rans_esym *e)
     }
 }
 
+/* Eight entries a store: the slots of a symbol differ by (k << 8) only. */
+typedef uint32_t dtab_v8 __attribute__((vector_size(32), aligned(4)));
+
 void rans_build_dtab(const uint16_t *freq, uint32_t *dtab)
 {
     /* Entry: symbol | (slot - cum) << 8 | freq << 20, so one load and one
-     * multiply-add advance the state. */
+     * multiply-add advance the state. A symbol's last store may run up to seven
+     * entries past its slots: the symbols after it write over them, and a symbol
+     * whose stores would pass the table's end is written one entry at a time. */
+    const dtab_v8 step = {0, 1u << 8, 2u << 8, 3u << 8, 4u << 8, 5u << 8, 6u << 8, 7u << 8};
     uint32_t cum = 0;
     for (uint32_t s = 0; s < 256; s++) {
-        uint32_t f = freq[s];
-        for (uint32_t k = 0; k < f; k++) dtab[cum + k] = s | (k << 8) | (f << 20);
+        uint32_t f = freq[s], e = s | (f << 20); /* (k << 8) < (1 << 20): + is | */
+        if (!f) continue;
+        if (cum + ((f + 7) & ~7u) <= RANS_M) {
+            dtab_v8 v = step + e;
+            for (uint32_t k = 0; k < f; k += 8, v += 8u << 8) *(dtab_v8 *)(void *)(dtab + cum + k) = v;
+        } else {
+            for (uint32_t k = 0; k < f; k++) dtab[cum + k] = e | (k << 8);
+        }
         cum += f;
     }
 }

@@ -105,6 +105,29 @@ static int nonzero_clustered(const uint8_t *src, size_t n)
     return 2 * nz >= 3 * runs;
 }
 
+/* An entry list's column (ENT_HINT_LIST) predicted rather than tried: one value as such,
+ * else zstd, which coded every column of the corpus's lists 4 to 100 times smaller than
+ * the table coders did (names, shapes, kinds repeat from entry to entry), and stored
+ * where it does not code a column under 256 bytes. 0 when zstd codes a larger column
+ * less than 4:1: then every codec is tried. The bytes are what the full choice writes
+ * whenever a table coder would not have won. */
+static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, uint8_t *codec)
+{
+    size_t i = 1;
+    while (i < n && src[i] == src[0]) i++;
+    if (i == n && cap >= 1) {
+        dst[0] = src[0];
+        *codec = ENT_CONST;
+        return 1;
+    }
+    size_t r = ent_codec_get(ENT_ZSTD)->encode(c, src, n, dst, cap < n ? cap : n, level);
+    if (r && (n < 256 || r <= n / 4)) {
+        *codec = ENT_ZSTD;
+        return r;
+    }
+    return n < 256 ? store(src, n, dst, cap, codec) : 0;
+}
+
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
                   uint8_t *codec)
 {
@@ -132,6 +155,11 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
             return r;
         }
         return store(src, n, dst, cap, codec);
+    }
+    if (hint == ENT_HINT_LIST && !c->only_rans) {
+        size_t r = list_column(c, src, n, dst, cap, level, codec);
+        if (r) return r;
+        hint = ENT_HINT_OPAQUE; /* coded poorly: every codec tried */
     }
     /* Block histograms once: the plane histogram is their sum, rans0 reuses them. */
     int sh = rans0_base_shift(level, n);
