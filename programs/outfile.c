@@ -115,10 +115,11 @@ static int out_flush(fio_out *o)
     return 0;
 }
 
-/* Writing behind: 4 buffers of 1 MiB (writes of 1 MiB cost the kernel what 4 MiB do;
- * fewer bytes of fresh buffers to fault in). */
+/* Writing behind: 4 buffers of 2 MiB, each room for the frame of a chunk of the
+ * default 1 MiB (its bound: 1.5 MiB), lent to the encoder; writes of 1 MiB cost the
+ * kernel what 4 MiB do. */
 #define OUT_PUMP_BUFS 4
-#define OUT_PUMP_SIZE (1u << 20)
+#define OUT_PUMP_SIZE (2u << 20)
 
 /* n bytes into the pump's buffers (ckpz_pump_write), or -1 with o->err. */
 static int pumped_write(fio_out *o, const void *src, size_t n)
@@ -340,8 +341,9 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
     return 0;
 }
 
-/* ckpz_lend_fn: a pump's buffer for the decoder to decode a chunk into (written back
- * through fio_out_write, queued without a copy); none before the pump runs */
+/* ckpz_lend_fn: a pump's buffer for the decoder to decode a chunk into, or the encoder
+ * to code a frame into (written back through fio_out_write, queued without a copy);
+ * none before the pump runs */
 static void *out_lend(void *opaque, size_t n)
 {
     fio_out *o = opaque;
@@ -350,7 +352,7 @@ static void *out_lend(void *opaque, size_t n)
 
 void fio_out_sink(fio_out *o, ckpz_sink *dst)
 {
-    o->lender = (ckpz_lender){sizeof o->lender, fio_out_write, o->temp ? out_patch : NULL, o, out_lend};
+    o->lender = (ckpz_lender){sizeof o->lender, fio_out_write, o->temp ? out_patch : NULL, o, out_lend, 0};
     ckpz_sink_lender(dst, &o->lender); /* patch: a file of its own, written from its start */
 }
 
