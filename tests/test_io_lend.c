@@ -3,9 +3,11 @@
  * byte. A sink that refuses every lend; one that lends poisoned room, declining some,
  * on one thread and three (each room written back once, with at most the bytes asked
  * for); one that lends only its next bytes (CKPZ_LEND_NEXT: asked on one thread, never
- * on three); a memory sink of each kind of room (a caller's buffer, grown, counting past
+ * on three; a lender of the size before flags came lends, one of an unknown size never
+ * is asked); a memory sink of each kind of room (a caller's buffer, grown, counting past
  * its buffer), whose lent room is its own bytes; the fd sink written behind by the
  * library's pump on a regular file; and a restore into a memory sink, now lent too. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,7 @@
 #include "testutil.h"
 
 /* A sink whose writes land in m; lend: NULL for "refuses", else poisoned malloc'd room
- * declined every third time. flags: the lender's. */
+ * declined every third time. */
 typedef struct lender_sink {
     ckpz_mem m;
     unsigned char *lent[64];
@@ -105,6 +107,9 @@ static void via_lender(const uint8_t *src, size_t n, int threads, unsigned flags
     l->m.grow = 1;
     l->refuse = refuse;
     ckpz_lender lender = {sizeof lender, ls_write, NULL, l, ls_lend, flags};
+    if (refuse == 2) lender.struct_size = offsetof(ckpz_lender, flags); /* before flags came: 0 */
+    if (refuse == 3) lender.struct_size = sizeof lender + 8;           /* unknown: no lending */
+    l->refuse = refuse == 1;
     ckpz_sink k;
     ckpz_sink_lender(&k, &lender);
     CHECK(squeeze(src, n, threads, &k) == CKPZ_OK);
@@ -131,6 +136,10 @@ static void test_lent_compression(void)
         CHECK(l.granted >= 6 && l.asked > l.granted);
         via_lender(src, n, t, CKPZ_LEND_NEXT, 0, &ref, &l); /* its next bytes: in turn only */
         CHECK(t == 1 ? l.granted >= 6 : l.asked == 0);
+        via_lender(src, n, t, CKPZ_LEND_NEXT, 2, &ref, &l); /* the older size: flags 0 */
+        CHECK(l.granted >= 6);
+        via_lender(src, n, t, 0, 3, &ref, &l);
+        CHECK(l.asked == 0);
         /* a memory sink of each kind: a buffer of the caller's, grown, counting past it */
         ckpz_mem grown = {.grow = 1};
         ckpz_sink_mem(&k, &grown);
@@ -141,9 +150,13 @@ static void test_lent_compression(void)
         CHECK(squeeze(src, n, t, &k) == CKPZ_OK && fixed.size == ref.size && !memcmp(buf, ref.data, ref.size));
         /* kept up to half the output, counted past it: the lends stop where room ends */
         ckpz_mem counted = {.data = buf, .capacity = ref.size / 2, .limit = 2 * ref.size};
+        memset(buf + ref.size / 2, 0x5a, ref.size + 100 - ref.size / 2);
         ckpz_sink_mem(&k, &counted);
         CHECK(squeeze(src, n, t, &k) == CKPZ_OK && counted.size == ref.size && !counted.full);
         CHECK(!memcmp(buf, ref.data, ref.size / 2));
+        size_t past = ref.size / 2;
+        while (past < ref.size + 100 && buf[past] == 0x5a) past++;
+        CHECK(past == ref.size + 100); /* nothing written past the buffer's capacity */
         free(buf);
         free(grown.data);
         free(ref.data);
@@ -197,6 +210,8 @@ static void test_fd_and_restore(void)
     CHECK(ckpz_mem_write(&m, "ab", 2) == 0);
     uint8_t *r = ckpz_mem_lend(&m, 10);
     CHECK(r == small + 2 && ckpz_mem_lend(&m, 63) == NULL && !m.full);
+    ckpz_mem c = {.data = small, .capacity = 8, .limit = 1000}; /* counts past 8 bytes */
+    CHECK(ckpz_mem_lend(&c, 8) == small && ckpz_mem_lend(&c, 9) == NULL && !c.full);
     if (r) memcpy(r, "cdef", 4);
     CHECK(ckpz_mem_write(&m, r, 4) == 0 && m.size == 6 && !memcmp(small, "abcdef", 6));
     free(ref.data);

@@ -26,7 +26,7 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
-    io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
+    io_pump_begin(x, &p, &out, workmem_out_bound(p.chunk_size)); /* joined by the caller, always */
     uint64_t size_hint = in.size;
     if (!in.read || !out.write) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
     const char *missing = ent_choice_missing(p.codec);

@@ -30,10 +30,11 @@
 
 #include "io/io.h"
 
-/* write-behind: 4 buffers of 2 MiB, each room for the frame of a chunk of the default
- * 1 MiB (workmem_out_bound: 1.5 MiB), lent to the encoder; a write of 1 MiB costs the
- * kernel what one of 4 MiB does */
-#define WR_SIZE (2u << 20)
+/* write-behind: 4 buffers of 1 MiB (a write of 1 MiB costs the kernel what one of 4 MiB
+ * does; less memory to fault in), or of the room a call lends most, up to 4 MiB (a
+ * compression's frame bound: 1.5 MiB for a chunk of the default 1 MiB) */
+#define WR_SIZE (1u << 20)
+#define WR_MAX (4u << 20)
 #define WR_BUFS 4
 
 static int is_regular(int fd)
@@ -49,7 +50,7 @@ static int pumped_write(void *opaque, const void *src, size_t n)
 {
     io_pumps *x = opaque;
     if (!x->wp) {
-        if (x->wtried || x->direct + n <= WR_SIZE || !(x->wp = ckpz_pump_start(x->wfd, 1, WR_BUFS, WR_SIZE, 0))) {
+        if (x->wtried || x->direct + n <= WR_SIZE || !(x->wp = ckpz_pump_start(x->wfd, 1, WR_BUFS, x->size, 0))) {
             x->wtried = x->direct + n > WR_SIZE;
             x->direct += n;
             return ckpz_fd_write(x->wfd, src, n);
@@ -74,9 +75,10 @@ static void *pumped_lend(void *opaque, size_t n)
     return x->wp ? ckpz_pump_lend(x->wp, n) : NULL;
 }
 
-void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k)
+void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k, size_t room)
 {
     memset(x, 0, sizeof *x);
+    x->size = room > WR_SIZE && room <= WR_MAX ? room : WR_SIZE;
     if (!ckpz_pump_wanted(p->threads)) return;
     if (k->write == ckpz_fd_write && (!k->patch || k->patch == ckpz_fd_patch) &&
         is_regular(((ckpz_fd *)k->opaque)->fd)) {

@@ -31,16 +31,18 @@ const uint8_t *io_source_view(const ckpz_source *s, ptrdiff_t (**skip)(void *opa
 
 /* A call's fd sink written behind (fdpump.c): io_pump_begin puts a pump under a sink of
  * ckpz_sink_fd on a regular file (and its patch hook in *p) where
- * ckpz_pump_wanted(p->threads); io_pump_end joins the thread, on every path, and
- * returns err, or a write error the drain met. */
+ * ckpz_pump_wanted(p->threads), its buffers of room bytes where the call lends that
+ * much (a compression's frame bound; 0: the default); io_pump_end joins the thread, on
+ * every path, and returns err, or a write error the drain met. */
 typedef struct io_pumps {
     ckpz_fd *wfd;              /* the caller's */
     struct ckpz_pump *wp;      /* ckpz_experimental.h */
     uint64_t direct; /* bytes written before a write-behind started */
     int wtried;      /* none could start: the caller writes */
+    size_t size;     /* the pump's buffers */
     ckpz_lender lender; /* the sink the call writes to: lends the pump's buffers */
 } io_pumps;
-void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k);
+void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k, size_t room);
 ckpz_error io_pump_end(ckpz_ctx *ctx, io_pumps *x, ckpz_error err);
 
 #endif
