@@ -71,9 +71,10 @@ int ckpz_mem_write(void *opaque, const void *buf, size_t n)
 {
     ckpz_mem *m = opaque;
     if (room(m, n) != 0) return -1;
-    uint8_t *at = (uint8_t *)m->data + m->size;
-    /* else only counted; or lent (ckpz_mem_lend): the bytes are there already */
-    if (n && m->size <= m->capacity && n <= m->capacity - m->size && buf != at) memcpy(at, buf, n);
+    if (n && m->size <= m->capacity && n <= m->capacity - m->size) { /* else only counted */
+        uint8_t *at = (uint8_t *)m->data + m->size;
+        if (buf != at) memcpy(at, buf, n); /* else lent (ckpz_mem_lend): the bytes are there */
+    }
     m->size += n;
     return 0;
 }
