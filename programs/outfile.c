@@ -114,12 +114,12 @@ static int out_flush(fio_out *o)
 }
 
 /* Writing behind: 4 buffers of 1 MiB (writes of 1 MiB cost the kernel what 4 MiB do;
- * fewer bytes of fresh buffers to fault in), of 2 MiB for a compressed output: each room
- * for the frame of a chunk of the default 1 MiB (its bound: 1.5 MiB), lent to the
- * encoder (a larger frame is copied). */
+ * fewer bytes of fresh buffers to fault in), of 1.5625 MiB for a compressed output: each
+ * room for the frame of a chunk of the default 1 MiB (its bound: 1.5 MiB and 383 bytes),
+ * lent to the encoder (a larger frame is copied). */
 #define OUT_PUMP_BUFS 4
 #define OUT_PUMP_SIZE (1u << 20)
-#define OUT_PUMP_FRAME (2u << 20)
+#define OUT_PUMP_FRAME ((3u << 19) + (64u << 10))
 
 /* n bytes into the pump's buffers (ckpz_pump_write), or -1 with o->err. */
 static int pumped_write(fio_out *o, const void *src, size_t n)
