@@ -532,14 +532,14 @@ CKPZ_API unsigned char *ckpz_pump_next(ckpz_pump *p, size_t *len);
  * full (waits for a free one); 0, or -1 after a write error (seen when a buffer is taken
  * or at the drain: a failed write may show only there). */
 CKPZ_API int ckpz_pump_write(ckpz_pump *p, const void *src, size_t n);
-/* Writing: lends a whole free buffer for the next n bytes to write (a decoder decodes a
- * chunk straight into it), or NULL: n is under a quarter of size or over size (a small
- * write is cheaper copied into the buffer being filled than written alone), a write
- * failed, or lending would leave copies no buffer (at most nbuf - 1 are lent at once).
- * Waits while every buffer is taken and some are queued. The bytes go out when the
- * buffer is passed back to ckpz_pump_write (src the pointer lent, n at most size):
- * queued where that write comes, no copy. A lent buffer not written back stays the
- * pump's (freed by ckpz_pump_stop). */
+/* Writing: lends a whole free buffer for up to n bytes of a write (a decoder decodes a
+ * chunk straight into it, an encoder codes a frame of at most n bytes), or NULL: n is
+ * under a quarter of size or over size (a small write is cheaper copied into the buffer
+ * being filled than written alone), a write failed, or lending would leave copies no
+ * buffer (at most nbuf - 1 are lent at once). Waits while every buffer is taken and some
+ * are queued. The bytes go out when the buffer is passed back to ckpz_pump_write (src
+ * the pointer lent, the m <= n bytes filled): queued where that write comes, no copy. A
+ * lent buffer not written back stays the pump's (freed by ckpz_pump_stop). */
 CKPZ_API void *ckpz_pump_lend(ckpz_pump *p, size_t n);
 /* Writing: queues the buffer being filled, if it holds any bytes, and waits until every
  * queued buffer is written; 0, or -1 after a write error. */
@@ -552,32 +552,45 @@ CKPZ_API int ckpz_pump_error(ckpz_pump *p);
 CKPZ_API void ckpz_pump_stop(ckpz_pump *p);
 
 /* ---- sinks that lend their buffers --------------------------------------------------- */
-/* A sink that writes behind from buffers of its own (a pump) costs the decoder a copy of
- * every chunk into them; a sink that lends them has each chunk decoded straight into one.
- * ckpz_sink has no room for a new call (ckpz.h's layout never changes), so a lending sink
- * is a ckpz_sink that writes through a ckpz_lender: ckpz_sink_lender sets s->write to
- * ckpz_lender_write, s->patch to ckpz_lender_patch (NULL where l->patch is), s->opaque to
- * l; the calls that restore a stream (ckpz_decompress_io and those over it) recognise it
- * and ask l->lend for the room of each chunk they decode (on the calling thread, before
- * the chunk's decoding starts). lend(opaque, n) returns room for exactly the next n bytes
- * of a write, or NULL (the caller then writes from its own buffer, as with any sink);
- * the caller fills it and passes it to write (src the pointer lent, the same n) once,
- * in its place among the sink's writes (other writes, from the caller's buffers, may
- * come between a lend and its write). A call that fails may leave lent room unwritten:
- * the sink reclaims it. Set struct_size to sizeof(ckpz_lender) before ckpz_sink_lender;
- * a sink whose lender is of an unknown size is written to without lending. l must
- * outlive the calls that use s. */
+/* A sink that keeps bytes in buffers of its own (a pump's ring, a sink in memory) costs
+ * the coder a copy of every chunk into them; a sink that lends room has each chunk coded
+ * or decoded straight into it. ckpz_sink has no room for a new call (ckpz.h's layout never
+ * changes), so a lending sink is a ckpz_sink that writes through a ckpz_lender:
+ * ckpz_sink_lender sets s->write to ckpz_lender_write, s->patch to ckpz_lender_patch
+ * (NULL where l->patch is), s->opaque to l. A sink of ckpz_sink_mem (or ckpz_mem_write
+ * as a callback) lends too, through ckpz_mem_lend, without a ckpz_lender.
+ * The calls that compress or restore a stream (ckpz_compress_io, ckpz_decompress_io and
+ * those over them) recognise such a sink and ask lend for the room of each chunk they
+ * code (on the calling thread, before the chunk's coding starts). lend(opaque, n) returns
+ * room for up to n bytes of a write, or NULL (the caller then writes from its own buffer,
+ * as with any sink); the caller fills m <= n bytes of it (compression: the frame, at most
+ * its bound n; restoring: the chunk, m = n) and passes it to write (src the pointer lent,
+ * those m bytes) once, in its place among the sink's writes. Other writes, from the
+ * caller's buffers, and other lends may come between a lend and its write, unless
+ * flags has CKPZ_LEND_NEXT: the room is where the sink's next bytes go (a sink in
+ * memory), so the caller lends it only when it lends one room at a time and writes it
+ * back as its next write. A call that fails may leave lent room unwritten: the sink
+ * reclaims it. Set struct_size to sizeof(ckpz_lender) before ckpz_sink_lender (a lender
+ * of the size before flags came is read with flags 0); a sink whose lender is of an
+ * unknown size is written to without lending. l must outlive the calls that use s. */
 typedef void *(*ckpz_lend_fn)(void *opaque, size_t n);
+#define CKPZ_LEND_NEXT 1u
 typedef struct ckpz_lender {
     size_t struct_size;
     ckpz_write_fn write; /* the sink's own */
     ckpz_patch_fn patch; /* may be NULL */
     void *opaque;        /* for write, patch and lend */
     ckpz_lend_fn lend;
+    unsigned flags; /* CKPZ_LEND_NEXT, or 0 */
 } ckpz_lender;
 CKPZ_API void ckpz_sink_lender(ckpz_sink *s, ckpz_lender *l);
 CKPZ_API int ckpz_lender_write(void *lender, const void *buf, size_t n);              /* l->write */
 CKPZ_API int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t off); /* l->patch */
+/* A ckpz_lend_fn over a ckpz_mem sink (flags CKPZ_LEND_NEXT): the room past its size, a
+ * growing sink grown to hold n more bytes first; NULL where n more bytes would not be
+ * kept (a full or counting sink). ckpz_mem_write of that room's pointer takes its bytes
+ * where they lie, without a copy. */
+CKPZ_API void *ckpz_mem_lend(void *mem, size_t n);
 
 #ifdef __cplusplus
 }

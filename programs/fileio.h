@@ -84,6 +84,7 @@ typedef struct fio_out {
     size_t len;
     int can_pump;          /* a regular file: written behind past its first FIO_BUF_SIZE bytes */
     ckpz_pump *pump;    /* the thread writing behind (ckpz_pump_*), or NULL */
+    size_t pump_size;   /* its buffers' size: room for a frame where the output is compressed */
     ckpz_lender lender; /* the sink: our writes, the pump's buffers lent (fio_out_sink) */
     uint64_t bytes;
     int err;            /* errno of a failed write, or FIO_ENOPROGRESS */

@@ -15,16 +15,14 @@
  * the library's buffer (writes of FIO_DIRECT bytes and more; smaller ones gathered in 4
  * MiB); to a regular file, past its first 4 MiB, by a thread of their own
  * (ckpz_pump_write) where coding leaves a core free, so that coding and the kernel's
- * copies overlap (on tmpfs a fresh page per 4 KiB, zeroed and copied into). Compressing,
- * that costs a copy into the pump's buffers, as the library hands over a buffer it
- * reuses once the write returns, and buys wall time: step300_full.pt on tmpfs, -T1,
- * without and with the thread, compress 133/139 ms task-clock and 341/282 ms wall (7
- * interleaved rounds, load 12.8 on 2 cores). Decompressing costs no copy: the sink
- * lends the pump's buffers (ckpz_sink_lender), and the decoder decodes each chunk
- * straight into one. A failed write is
- * then seen at the next write or at the commit, which waits for every byte. A write that makes no progress, a
- * failed fsync or close are errors that discard the output. --rm's caller asks for a durable commit: the output and
- * its name are fsync'ed before the input may go.
+ * copies overlap (on tmpfs a fresh page per 4 KiB, zeroed and copied into). That costs
+ * no copy into the pump's buffers: the sink lends them (ckpz_sink_lender), and the
+ * encoder codes each frame, the decoder decodes each chunk, straight into one; what is
+ * not lent (entry frames, small chunks, a frame larger than a buffer) is copied. A failed
+ * write is then seen at the next write or at the commit, which waits for every byte. A
+ * write that makes no progress, a failed fsync or close are errors that discard the
+ * output. --rm's caller asks for a durable commit: the output and its name are fsync'ed
+ * before the input may go.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -116,9 +114,12 @@ static int out_flush(fio_out *o)
 }
 
 /* Writing behind: 4 buffers of 1 MiB (writes of 1 MiB cost the kernel what 4 MiB do;
- * fewer bytes of fresh buffers to fault in). */
+ * fewer bytes of fresh buffers to fault in), of 1.5625 MiB for a compressed output: each
+ * room for the frame of a chunk of the default 1 MiB (its bound: 1.5 MiB and 383 bytes),
+ * lent to the encoder (a larger frame is copied). */
 #define OUT_PUMP_BUFS 4
 #define OUT_PUMP_SIZE (1u << 20)
+#define OUT_PUMP_FRAME ((3u << 19) + (64u << 10))
 
 /* n bytes into the pump's buffers (ckpz_pump_write), or -1 with o->err. */
 static int pumped_write(fio_out *o, const void *src, size_t n)
@@ -134,7 +135,7 @@ static int pumped_write(fio_out *o, const void *src, size_t n)
 static int pump_begin(fio_out *o)
 {
     o->can_pump = 0;
-    if (!(o->pump = ckpz_pump_start(&o->io, 1, OUT_PUMP_BUFS, OUT_PUMP_SIZE, 0))) return 0;
+    if (!(o->pump = ckpz_pump_start(&o->io, 1, OUT_PUMP_BUFS, o->pump_size, 0))) return 0;
     int r = pumped_write(o, o->buf, o->len);
     free(o->buf); /* the pump's buffers from now on */
     o->buf = NULL;
@@ -259,6 +260,7 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
     /* a regular file, temporary or stdout's, is written behind where coding leaves a
      * core free; a device or a pipe, whose write may wait for ever, by the caller
      * (stopping a thread never hangs) */
+    o->pump_size = binary ? OUT_PUMP_FRAME : OUT_PUMP_SIZE;
     o->can_pump = ckpz_pump_wanted(p->threads) &&
                   (o->temp || (o->is_stdout && fstat(o->io.fd, &st) == 0 && S_ISREG(st.st_mode)));
     o->buf = malloc(FIO_BUF_SIZE);
@@ -340,8 +342,9 @@ int fio_out_commit(fio_out *o, const struct stat *in_st, const fio_prefs *p, int
     return 0;
 }
 
-/* ckpz_lend_fn: a pump's buffer for the decoder to decode a chunk into (written back
- * through fio_out_write, queued without a copy); none before the pump runs */
+/* ckpz_lend_fn: a pump's buffer for the decoder to decode a chunk into, or the encoder
+ * to code a frame into (written back through fio_out_write, queued without a copy);
+ * none before the pump runs */
 static void *out_lend(void *opaque, size_t n)
 {
     fio_out *o = opaque;
@@ -350,7 +353,7 @@ static void *out_lend(void *opaque, size_t n)
 
 void fio_out_sink(fio_out *o, ckpz_sink *dst)
 {
-    o->lender = (ckpz_lender){sizeof o->lender, fio_out_write, o->temp ? out_patch : NULL, o, out_lend};
+    o->lender = (ckpz_lender){sizeof o->lender, fio_out_write, o->temp ? out_patch : NULL, o, out_lend, 0};
     ckpz_sink_lender(dst, &o->lender); /* patch: a file of its own, written from its start */
 }
 

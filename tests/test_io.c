@@ -14,7 +14,7 @@
  * (ckpz_pump_lend) land in the order of the writes among copies, never more than all
  * but one lent. A sink that lends (ckpz_sink_lender): a restore decoding into its room
  * gives the plain sink's bytes, asks no room for copy frames, and fails cleanly on a
- * corrupt chunk with room lent. */
+ * corrupt chunk with room lent. Compression into lent room: test_io_lend.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -563,7 +563,7 @@ static ckpz_error lent_restore(const ckpz_mem *z, const uint8_t *base, size_t bn
     in.pos = 0;
     memset(l, 0, sizeof *l);
     l->m.grow = 1;
-    ckpz_lender lender = {sizeof lender, lending_write, NULL, l, lending_lend};
+    ckpz_lender lender = {sizeof lender, lending_write, NULL, l, lending_lend, 0};
     ckpz_source s;
     ckpz_sink k;
     ckpz_source_mem(&s, &in);

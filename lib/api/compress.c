@@ -13,27 +13,8 @@
 #include "common/pipeline.h"
 #include "io/io.h"
 
-/* A source over memory (ckpz_source_mem, or ckpz_mem_read as a callback) is not copied
- * into the jobs' buffers: the chunker passes over its bytes (mem_skip) and each job
- * reads its chunk where it lies, at the input's in_off. The copy cost ~11% of the
- * compression CPU of ckpz_compress_buffer on FP32 weights. A lossy policy reads the
- * tensors ahead through the planner and a source that cuts reads short (step) is there
- * to test resume points: both keep the copy. */
-static ptrdiff_t mem_skip(void *opaque, size_t n)
-{
-    ckpz_mem *m = opaque;
-    size_t left = m->pos < m->size ? m->size - m->pos : 0;
-    if (n > left) n = left;
-    m->pos += n;
-    return (ptrdiff_t)n;
-}
-
-static const uint8_t *mem_view(const ckpz_source *in)
-{
-    const ckpz_mem *m = in->opaque;
-    if (in->read != ckpz_mem_read || !m || m->step || m->limit || !m->data || m->pos > m->size) return NULL;
-    return (const uint8_t *)m->data + m->pos;
-}
+/* Where job j's frame was coded: room the sink lent, else its own buffer. */
+#define JOB_FRAME(j) ((j)->lent ? (j)->lent : (j)->out)
 
 static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, const ckpz_sink *dst,
                               ckpz_stats *stats, io_pumps *x)
@@ -45,13 +26,19 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
-    io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
+    io_pump_begin(x, &p, &out, workmem_out_bound(p.chunk_size)); /* joined by the caller, always */
     uint64_t size_hint = in.size;
     if (!in.read || !out.write) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read or write callback");
     const char *missing = ent_choice_missing(p.codec);
     if (missing) return ctx_fail(ctx, CKPZ_ERR_PARAM, "codec %s: %s", ckpz_codec_name(p.codec), missing);
 
-    const uint8_t *view = mem_view(&in); /* taken before planning reads any of it */
+    /* A source over memory (ckpz_source_mem, or ckpz_mem_read as a callback) is not copied
+     * into the jobs' buffers: the chunker passes over its bytes (io_source_view's skip)
+     * and each job reads its chunk where it lies, at the input's in_off. The copy cost
+     * ~11% of the compression CPU of ckpz_compress_buffer on FP32 weights. A lossy
+     * policy reads the tensors ahead through the planner: it keeps the copy. */
+    ptrdiff_t (*skip)(void *opaque, size_t n) = NULL;
+    const uint8_t *view = io_source_view(&in, &skip); /* taken before planning reads any of it */
     planner pl;
     if ((err = planner_init(&pl, ctx, &p, in.read, in.opaque, size_hint, NULL))) {
         planner_free(&pl);
@@ -70,22 +57,24 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
     int lossy = policy_lossy(pl.pol); /* a policy of levels alone writes a lossless file */
     if (lossy) view = NULL;
-    else if (view) pl.ch.skip = mem_skip;
+    else if (view) pl.ch.skip = skip;
     int defer = p.base && p.patch;    /* the base's CRC from the chunks, patched in at the end */
     struct workmem *wm = workmem_take(ctx);
     workers_state ws = {p.level, NULL, defer, p.codec};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     size_t bchunk = p.chunk_size, fbound = 0;
     pipeline *pline = NULL;
-    /* Serial, lossless, without a base: each chunk coded in place in a sink of memory
-     * (writer_room), its entry frame written first; the copy of the frames into the
-     * output cost ~11% of ckpz_compress_buffer's CPU on FP32 weights. Threads code ahead
-     * of the writer, a base's copy frames and a lossy plan's values are known only after
-     * coding: those keep the job's buffer. */
-    int in_place = !workers && !lossy && !p.base;
-    uint8_t *own_out = NULL; /* the job's buffer, when it codes in place */
+    /* Lossless, without a base: each chunk coded straight into room the sink lends
+     * (writer_room: a sink in memory, the pump of an fd sink or of the CLI's output), so
+     * its frame is written without a copy; the copy cost ~11% of ckpz_compress_buffer's
+     * CPU on FP32 weights. A base's copy frames and a lossy plan's values are known only
+     * after coding: those keep the job's buffer, as does a chunk the sink lends no room
+     * for. Serial, the room may be the sink's next bytes (CKPZ_LEND_NEXT): the chunk's
+     * entry frame is written first (writer_lead); with threads, only a sink that lends
+     * rooms written back in any order lends (io_sink_lend). */
     writer w;
     writer_init(&w, ctx, &p, &pl, size_hint, out.write, out.opaque, defer);
+    if (!lossy && !p.base) w.lend = io_sink_lend(&out, &w.lend_opaque, !workers);
 
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
@@ -94,7 +83,6 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     bchunk = workmem_buffers(wm, p.chunk_size);
     fbound = workmem_out_bound(bchunk);
     for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].out);
-    if (in_place && !(own_out = jobs[0].out) && !(own_out = jobs[0].out = malloc(fbound))) goto nomem;
     if (!(pline = pipeline_create(workers, depth, encode_job, &ws))) goto nomem;
     if ((err = writer_start(&w, lossy))) goto fail;
 
@@ -104,22 +92,22 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
             if ((!view && !j->raw && !(j->raw = malloc(bchunk))) || (!j->out && !(j->out = malloc(fbound)))) goto nomem;
         } else {
             j = pipeline_retire(pline);
-            if ((err = writer_emit(&w, &j->d, &j->r, j->out))) goto fail;
+            if ((err = writer_emit(&w, &j->d, &j->r, JOB_FRAME(j)))) goto fail;
         }
         int end;
         if ((err = planner_next(&pl, &j->d, view ? NULL : j->raw, &end))) goto fail;
         if (end) break;
         j->src = view ? view + j->d.in_off : NULL;
         j->base = j->d.has_base ? (const uint8_t *)p.base + j->d.base_off : NULL;
-        if (in_place) { /* one job, coded where the writer puts it next when the sink has room */
-            if ((err = writer_lead(&w, &j->d))) goto fail;
-            uint8_t *room = writer_room(&w, fbound);
-            j->out = room ? room : own_out;
+        j->lent = NULL;
+        if (w.lend && j->d.raw_len) { /* an empty chunk writes no frame: nothing lent */
+            if (!workers && (err = writer_lead(&w, &j->d))) goto fail;
+            j->lent = writer_room(&w, workmem_out_bound(j->d.raw_len));
         }
         pipeline_submit(pline, j);
     }
     while ((j = pipeline_retire(pline)))
-        if ((err = writer_emit(&w, &j->d, &j->r, j->out))) goto fail;
+        if ((err = writer_emit(&w, &j->d, &j->r, JOB_FRAME(j)))) goto fail;
     if ((err = planner_end(&pl)) || (err = writer_end(&w))) goto fail;
     if (defer) {
         const uint8_t *bf;
@@ -140,7 +128,6 @@ nomem:
 fail:
 done:
     pipeline_destroy(pline);
-    if (in_place && jobs) jobs[0].out = own_out;
     for (size_t i = 0; jobs && i < depth; i++) {
         if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].out);
         else free(jobs[i].raw), free(jobs[i].out);

@@ -26,11 +26,11 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     if (stats && OUT_CHECK(ctx, stats, "ckpz_stats")) return CKPZ_ERR_PARAM;
     ckpz_error err = io_resolve(ctx, params, src, dst, &p, &in, &out);
     if (err) return err;
-    io_pump_begin(x, &p, &out); /* joined by the caller, whatever this returns */
+    io_pump_begin(x, &p, &out, 0); /* joined by the caller, whatever this returns */
     if (!in.read) return ctx_fail(ctx, CKPZ_ERR_PARAM, "missing read callback");
 
     void *lop = NULL; /* a sink that lends: chunks decoded into its room */
-    ckpz_lend_fn lend = io_sink_lend(&out, &lop);
+    ckpz_lend_fn lend = io_sink_lend(&out, &lop, p.threads <= 1); /* serial: one at a time */
     reader d;
     reader_init(&d, ctx, &p, in.read, in.opaque, out.write, out.opaque);
     if ((err = reader_start(&d, &p))) return err;

@@ -18,6 +18,7 @@ void encode_job(void *v, int worker, void *arg)
     chunk_result *r = &j->r;
     workers_state *ws = arg;
     const uint8_t *raw = j->src ? j->src : j->raw;
+    uint8_t *out = j->lent ? j->lent : j->out;
     r->copy = 0;
     r->abs_bound = d->plan.abs_bound;
     r->prune_thr = d->plan.prune_thr;
@@ -35,8 +36,8 @@ void encode_job(void *v, int worker, void *arg)
         const uint8_t *restored;
         quant_stats_init(&r->st);
         r->out_len = chunk_encode_lossy(ws->scratch, worker, level, &d->plan, d->dtype, d->entry, d->elem0, raw,
-                                        d->raw_len, d->plan.spec.no_base ? NULL : j->base, j->out, &r->raw_crc,
-                                        &restored, &r->st);
+                                        d->raw_len, d->plan.spec.no_base ? NULL : j->base, out, &r->raw_crc, &restored,
+                                        &r->st);
     } else if (d->group == GROUP_SMALL && d->dtype != CKPZ_DTYPE_NONE &&
                (!d->uniform || group_repeats(raw, d->raw_len) >= REPEATS_LIKELY)) {
         /* A group mixes tensors (and opaque bytes) whose elements need not line up with
@@ -51,12 +52,11 @@ void encode_job(void *v, int worker, void *arg)
          * leads a larger owner is coded as the owner. */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, j->out,
+        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
                                        &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, NULL, planes, j->out, &r->raw_crc,
-                                  NULL);
+        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, NULL, planes, out, &r->raw_crc, NULL);
         if (as_bytes < r->out_len)
-            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, j->out,
+            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
                                       &r->raw_crc, NULL);
     } else if (d->text && !j->base && d->raw_len >= TEXT_FAST_MIN) {
         /* A large text header (a safetensors JSON header): zstd at its fastest level, not
@@ -66,13 +66,13 @@ void encode_job(void *v, int worker, void *arg)
          * is not marked text. A header of a few hundred tensors (~5 KB) takes microseconds
          * either way and level 1 coded it ~25 bytes larger: it is coded as before. */
         r->out_len = chunk_encode_text(ws->scratch->ec[worker], level, d->entry, raw, d->raw_len,
-                                       ws->scratch->planes[worker], j->out, &r->raw_crc);
+                                       ws->scratch->planes[worker], out, &r->raw_crc);
     } else if (!j->base && ws->codec == CKPZ_CODEC_AUTO) {
         r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
-                                        ws->scratch->planes[worker], j->out, &r->raw_crc);
+                                        ws->scratch->planes[worker], out, &r->raw_crc);
     } else {
         r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len, j->base,
-                                  ws->scratch->planes[worker], j->out, &r->raw_crc,
+                                  ws->scratch->planes[worker], out, &r->raw_crc,
                                   ws->defer_base_crc ? &r->base_crc : NULL);
     }
     /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
@@ -80,7 +80,7 @@ void encode_job(void *v, int worker, void *arg)
      * so the chunk restores its original bytes either way. */
     if (r->out_len > chunk_frame_bound(d->raw_len))
         r->out_len = chunk_encode(ws->scratch->ec[worker], level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL,
-                                  ws->scratch->planes[worker], j->out, &r->raw_crc, NULL);
+                                  ws->scratch->planes[worker], out, &r->raw_crc, NULL);
 }
 
 void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, uint64_t size_hint, ckpz_write_fn wr,
@@ -105,19 +105,12 @@ void writer_free(writer *w)
     w->qs = NULL, w->c = NULL, w->spans = NULL, w->ec = NULL, w->own_ec = 0;
 }
 
-uint8_t *writer_room(writer *w, size_t n)
-{
-    ckpz_mem *m = w->opaque;
-    if (w->wr != ckpz_mem_write || w->mute || m->grow || m->size > m->capacity || n > m->capacity - m->size)
-        return NULL;
-    return (uint8_t *)m->data + m->size;
-}
+uint8_t *writer_room(writer *w, size_t n) { return w->lend && !w->mute ? w->lend(w->lend_opaque, n) : NULL; }
 
 static ckpz_error put(writer *w, const void *p, size_t n)
 {
     if (n && !w->mute) {
-        if (p == writer_room(w, n)) ((ckpz_mem *)w->opaque)->size += n; /* coded in place */
-        else if (w->wr(w->opaque, p, n) != 0)
+        if (w->wr(w->opaque, p, n) != 0) /* from room lent (writer_room): the sink takes it */
             return ctx_fail(w->ctx, CKPZ_ERR_WRITE, "write error after %llu bytes of output",
                             (unsigned long long)w->pos);
     }

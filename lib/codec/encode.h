@@ -32,6 +32,8 @@ typedef struct cjob {
                               in memory: compress.c), else NULL */
     const uint8_t *base;   /* the base's bytes for this chunk (d.has_base), or NULL */
     uint8_t *out;          /* workmem_out_bound(chunk size) bytes */
+    uint8_t *lent;         /* room the sink lent for the frame (writer_room), coded there; or
+                              NULL: coded into out */
 } cjob;
 
 typedef struct workers_state {
@@ -57,6 +59,8 @@ typedef struct writer {
     uint64_t size_hint;
     ckpz_write_fn wr;
     void *opaque;
+    void *(*lend)(void *opaque, size_t n); /* the sink's (io_sink_lend), or NULL: nothing lent */
+    void *lend_opaque;
     int mute;          /* positions advance, nothing is written (another process's bytes) */
     uint64_t pos, original;
     uint32_t content_crc;
@@ -81,12 +85,13 @@ void writer_init(writer *w, ckpz_ctx *ctx, const ckpz_params *p, planner *pl, ui
                  void *opaque, int defer_base_crc);
 /* The header and base frame (the base's CRC left to writer_end when deferred). */
 ckpz_error writer_start(writer *w, int lossy);
-/* Where the next n bytes of output go when the sink is memory with room for them
- * (ckpz_mem_write into a buffer that does not grow), so that a chunk can be coded in
- * place, else NULL. writer_emit then takes a frame found there as written. */
+/* Room the sink lends (w->lend) for a frame of up to n bytes, so that a chunk is coded
+ * straight into the output, else NULL (muted, a sink that lends nothing, or declines).
+ * writer_emit writes the frame from there: the sink takes it without a copy. */
 uint8_t *writer_room(writer *w, size_t n);
-/* Writes the entry frame of d, a lossless chunk, before it is coded (one coded in place
- * follows it); writer_emit then does not. */
+/* Writes the entry frame of d, a lossless chunk, before it is coded (for a sink that
+ * lends its next bytes, CKPZ_LEND_NEXT: the frame coded there follows it); writer_emit
+ * then does not. */
 ckpz_error writer_lead(writer *w, const plan_chunk *d);
 /* Writes a coded chunk (its frame `out`, unused for a copy). */
 ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, const uint8_t *out);

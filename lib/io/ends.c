@@ -84,11 +84,3 @@ int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t off)
     ckpz_lender *l = lender;
     return l->patch(l->opaque, buf, n, off);
 }
-
-ckpz_lend_fn io_sink_lend(const ckpz_sink *k, void **opaque)
-{
-    const ckpz_lender *l = k->write == ckpz_lender_write ? k->opaque : NULL;
-    if (!l || l->struct_size != sizeof *l || !l->lend) return NULL;
-    *opaque = l->opaque;
-    return l->lend;
-}

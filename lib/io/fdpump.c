@@ -8,8 +8,9 @@
  * Only a regular file is pumped (its writes never wait for ever, so joining the thread
  * never hangs), and only once more than one buffer was written (a small output starts
  * no thread). Past that, the sink lends the pump's buffers (ckpz_sink_lender,
- * ckpz_pump_lend): a decoder decodes each chunk straight into one, which is queued as
- * it is, so writing behind costs no copy into the ring. The thread is always joined before the call returns (io_pump_end), on
+ * ckpz_pump_lend): a decoder decodes each chunk, an encoder codes each frame, straight
+ * into one, which is queued as it is, so writing behind costs no copy into the ring.
+ * The thread is always joined before the call returns (io_pump_end), on
  * every path: what it had to write is written, or the call fails with the write's
  * errno, left in the caller's ckpz_fd as ckpz_fd_write leaves it.
  *
@@ -29,8 +30,12 @@
 
 #include "io/io.h"
 
-#define WR_SIZE (1u << 20) /* write-behind: 4 of 1 MiB (a write of 1 MiB costs the */
-#define WR_BUFS 4          /* kernel what one of 4 MiB does; less memory to fault in) */
+/* write-behind: 4 buffers of 1 MiB (a write of 1 MiB costs the kernel what one of 4 MiB
+ * does; less memory to fault in), or of the room a call lends most, up to 4 MiB (a
+ * compression's frame bound: 1.5 MiB for a chunk of the default 1 MiB) */
+#define WR_SIZE (1u << 20)
+#define WR_MAX (4u << 20)
+#define WR_BUFS 4
 
 static int is_regular(int fd)
 {
@@ -45,7 +50,7 @@ static int pumped_write(void *opaque, const void *src, size_t n)
 {
     io_pumps *x = opaque;
     if (!x->wp) {
-        if (x->wtried || x->direct + n <= WR_SIZE || !(x->wp = ckpz_pump_start(x->wfd, 1, WR_BUFS, WR_SIZE, 0))) {
+        if (x->wtried || x->direct + n <= WR_SIZE || !(x->wp = ckpz_pump_start(x->wfd, 1, WR_BUFS, x->size, 0))) {
             x->wtried = x->direct + n > WR_SIZE;
             x->direct += n;
             return ckpz_fd_write(x->wfd, src, n);
@@ -61,22 +66,24 @@ static int pumped_patch(void *opaque, const void *src, size_t n, uint64_t off)
     return ckpz_fd_patch(x->wfd, src, n, off);
 }
 
-/* The pump's buffers, once it runs, lent to the decoder (ckpz_lender): each chunk
- * decoded straight into one and queued as it is, no copy into the ring. */
+/* The pump's buffers, once it runs, lent to the coders (ckpz_lender): each chunk
+ * decoded, or each frame coded, straight into one and queued as it is, no copy into
+ * the ring. */
 static void *pumped_lend(void *opaque, size_t n)
 {
     io_pumps *x = opaque;
     return x->wp ? ckpz_pump_lend(x->wp, n) : NULL;
 }
 
-void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k)
+void io_pump_begin(io_pumps *x, ckpz_params *p, ckpz_sink *k, size_t room)
 {
     memset(x, 0, sizeof *x);
+    x->size = room > WR_SIZE && room <= WR_MAX ? room : WR_SIZE;
     if (!ckpz_pump_wanted(p->threads)) return;
     if (k->write == ckpz_fd_write && (!k->patch || k->patch == ckpz_fd_patch) &&
         is_regular(((ckpz_fd *)k->opaque)->fd)) {
         x->wfd = k->opaque;
-        x->lender = (ckpz_lender){sizeof x->lender, pumped_write, k->patch ? pumped_patch : NULL, x, pumped_lend};
+        x->lender = (ckpz_lender){sizeof x->lender, pumped_write, k->patch ? pumped_patch : NULL, x, pumped_lend, 0};
         if (k->patch && p->patch == ckpz_fd_patch && p->patch_opaque == x->wfd) {
             p->patch = pumped_patch;
             p->patch_opaque = x;

@@ -6,9 +6,14 @@
  * tests. The sink has the three kinds of room callers need: a buffer of the caller's
  * (a write past it fails), one grown with realloc, and a limit past the buffer up to
  * which bytes are counted but not kept, which is how ckpz_compress_into learns the size
- * an output needs without writing past the caller's memory. A source's step cuts reads
+ * an output needs without writing past the caller's memory. The sink lends the room past
+ * its bytes (ckpz_mem_lend, a ckpz_lend_fn): a chunk is coded or restored straight into
+ * the output and its write is counted, not copied. A source's step cuts reads
  * short, so that tests reach every resume point of the readers behind it.
  */
+#ifndef CKPZ_EXPERIMENTAL
+#define CKPZ_EXPERIMENTAL /* ckpz_mem_lend */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,10 +71,26 @@ int ckpz_mem_write(void *opaque, const void *buf, size_t n)
 {
     ckpz_mem *m = opaque;
     if (room(m, n) != 0) return -1;
-    if (n && m->size <= m->capacity && n <= m->capacity - m->size) /* else only counted */
-        memcpy((uint8_t *)m->data + m->size, buf, n);
+    if (n && m->size <= m->capacity && n <= m->capacity - m->size) { /* else only counted */
+        uint8_t *at = (uint8_t *)m->data + m->size;
+        if (buf != at) memcpy(at, buf, n); /* else lent (ckpz_mem_lend): the bytes are there */
+    }
     m->size += n;
     return 0;
+}
+
+/* The room past the bytes kept: a lend of the sink's next bytes (CKPZ_LEND_NEXT). A
+ * failed lend leaves full unset: the write, of fewer bytes than n, may still fit. */
+void *ckpz_mem_lend(void *opaque, size_t n)
+{
+    ckpz_mem *m = opaque;
+    int full = m->full;
+    if (!m->grow && (m->size > m->capacity || n > m->capacity - m->size)) return NULL; /* not kept */
+    if (room(m, n) != 0) {
+        m->full = full;
+        return NULL;
+    }
+    return (uint8_t *)m->data + m->size;
 }
 
 int ckpz_mem_patch(void *opaque, const void *buf, size_t n, uint64_t off)

@@ -5,8 +5,9 @@
  * buffers in order while fewer than all are full or held by the caller, who holds one
  * (the last it took) at a time. Writing, each buffer is free, filled by the caller's
  * copies (one at a time: ckpz_pump_write copies into it, queued once full or at a
- * drain), lent whole to the caller (ckpz_pump_lend: a decoder decodes a chunk straight
- * into it, and writing it back queues it, no copy), or queued; the thread writes queued
+ * drain), lent whole to the caller (ckpz_pump_lend: a decoder decodes a chunk, an
+ * encoder codes a frame, straight into it, and writing it back queues it, no copy), or
+ * queued; the thread writes queued
  * buffers in the order they were queued, which is the order of the caller's writes (a
  * partly filled buffer is queued before a lent one written after it). A lend never
  * takes the last buffer not lent, so that copies always find one to fill once the
