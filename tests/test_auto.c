@@ -359,6 +359,49 @@ static void test_v_growth(void)
     ckpz_ctx_free(ctx);
 }
 
+/* change-rel no-base (a grid relative to the tensor's own RMS, for exp_avg): every value
+ * within R x the RMS of the values, the small ones rounded to zero, coded alone (the same
+ * restored values with a base as without one), and lossy in a chain's first file too. */
+static void test_rms_no_base(void)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    float *t0[NT];
+    for (int i = 0; i < NT; i++) t0[i] = calloc(NEL, 4);
+    double sq = 0;
+    for (size_t j = 0; j < NEL; j++) {
+        double g = rng_normal();
+        t0[M][j] = (float)(1e-5 * g * g * g); /* heavy tails, like Adam's m */
+        sq += (double)t0[M][j] * t0[M][j];
+        t0[W][j] = (float)(0.02 * rng_normal());
+    }
+    double lim = 0.5 * sqrt(sq / NEL);
+    const char *pol = "*.exp_avg change-rel 0.5 no-base";
+    size_t off[NT], n, zl0, zl1;
+    uint8_t *f0 = make_file(t0, &n, off);
+    uint8_t *z0 = pack(ctx, pol, f0, n, NULL, 0, &zl0), *r0 = z0 ? unpack(ctx, z0, zl0, n, NULL, 0) : NULL;
+    uint8_t *fb = malloc(n); /* a base whose m differs (an unchanged tensor is a reference) */
+    memcpy(fb, f0, n);
+    for (size_t j = 0; j < NEL; j++) ((float *)(fb + off[M]))[j] *= 0.5f;
+    uint8_t *z1 = z0 ? pack(ctx, pol, f0, n, fb, n, &zl1) : NULL;
+    uint8_t *r1 = z1 ? unpack(ctx, z1, zl1, n, fb, n) : NULL;
+    if (r0 && r1) {
+        const float *a = (const float *)(f0 + off[M]), *b = (const float *)(r0 + off[M]);
+        size_t bad = 0, zeroed = 0, moved = 0;
+        for (size_t j = 0; j < NEL; j++) {
+            bad += !(fabs((double)b[j] - a[j]) <= lim);
+            zeroed += b[j] == 0 && a[j] != 0;
+            moved += b[j] != a[j];
+        }
+        CHECKF(bad == 0 && zeroed > NEL / 2 && moved > NEL * 9 / 10, "rms grid: %zu beyond %g, %zu zeroed, %zu moved",
+               bad, lim, zeroed, moved);
+        CHECKF(!memcmp(r0 + off[M], r1 + off[M], 4 * NEL), "rms grid: a base changed a no-base tensor");
+        CHECKF(!memcmp(r1 + off[W], f0 + off[W], 4 * NEL), "rms grid: a tensor no rule names is not exact");
+    }
+    for (int i = 0; i < NT; i++) free(t0[i]);
+    ckpz_free(z0), ckpz_free(z1), free(r0), free(r1), free(f0), free(fb);
+    ckpz_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_roles();
@@ -367,5 +410,6 @@ int main(void)
     test_policy_syntax();
     test_chain();
     test_v_growth();
+    test_rms_no_base();
     return test_summary("test_auto");
 }
