@@ -91,7 +91,7 @@ static void test_bounds(void)
     for (auto_role r = AUTO_EXACT; r < AUTO_ROLE_COUNT_; r++) {
         quant_spec prev = {0};
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
-            quant_spec q = auto_spec(r, ks[i]);
+            quant_spec q = auto_spec(r, ks[i], 0);
             const char *role = auto_role_name(r);
             if (r == AUTO_EXACT) {
                 CHECKF(q.mode == QM_NONE, "exact role got mode %u", q.mode);
@@ -121,25 +121,34 @@ static void test_policy_syntax(void)
 {
     static const uint64_t shape[] = {64, 128};
     char why[256];
-    static const char *const good[] = {"* auto",         "* auto aggressive", "* auto 0.5 level 5",
-                                       "* auto level 5", "* auto max-mae 1",  "*.bias lossless\n* auto tight"};
+    static const char *const good[] = {"* auto",
+                                       "* auto aggressive",
+                                       "* auto 0.5 level 5",
+                                       "* auto level 5",
+                                       "* auto max-mae 1",
+                                       "*.bias lossless\n* auto tight",
+                                       "* auto beta2 0.95",
+                                       "* auto 0.5 beta2 0.999 level 5"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         policy *p = policy_parse(good[i], 0, why, sizeof why);
         CHECKF(p && policy_lossy(p), "'%s': %s", good[i], p ? "not lossy" : why);
         if (!p) continue;
         quant_spec q = policy_match(p, "optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, shape);
         CHECKF(q.mode == QM_PREL && q.prune == 0, "'%s': exp_avg_sq got mode %u", good[i], q.mode);
+        /* v rounded to nearest only where beta2 says it is renewed fast */
+        CHECKF(q.stochastic == !strstr(good[i], "0.95"), "'%s': exp_avg_sq stochastic %u", good[i], q.stochastic);
         if (strstr(good[i], "level")) CHECKF(q.level == 5, "'%s': level %u", good[i], q.level);
         q = policy_match(p, "model.fc.weight", CKPZ_DTYPE_F32, 2, shape);
         double k = strstr(good[i], "aggressive") ? 4
                    : strstr(good[i], "0.5")      ? 0.5
                    : strstr(good[i], "tight")    ? 0.25
                                                  : 1;
-        CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k).bound, "'%s': weight mode %u bound %g",
+        CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k, 0).bound, "'%s': weight mode %u bound %g",
                good[i], q.mode, q.bound);
         policy_free(p);
     }
-    static const char *const bad[] = {"* auto bogus", "* auto 0", "* auto 2 prune 0.5", "* auto 2 3"};
+    static const char *const bad[] = {"* auto bogus", "* auto 0",       "* auto 2 prune 0.5", "* auto 2 3",
+                                      "* auto beta2", "* auto beta2 1", "* abs 1 beta2 0.9"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         policy *p = policy_parse(bad[i], 0, why, sizeof why);
         CHECKF(!p && strstr(why, "policy line 1"), "'%s' accepted or unclear: %s", bad[i], why);
@@ -234,7 +243,7 @@ static void check_file(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const uint8_t
         }
         CHECKF(e.role && !strcmp(e.role, auto_role_name(roles[i])) && e.role_why && *e.role_why, "%s: role %s",
                NAMES[i], e.role ? e.role : "(none)");
-        quant_spec q = auto_spec(roles[i], k);
+        quant_spec q = auto_spec(roles[i], k, 0);
         const float *x = (const float *)(orig + off[i]), *y = (const float *)(rest + off[i]);
         if (q.mode == QM_NONE) {
             CHECKF(!e.lossy && !memcmp(x, y, 4 * (i == STEP ? 1 : NEL)), "%s: not exact", NAMES[i]);

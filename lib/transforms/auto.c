@@ -112,15 +112,15 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
-    uint8_t stochastic, no_base;
+    uint8_t stochastic, stochastic_fast, no_base; /* stochastic_fast: where beta2 <= AUTO_BETA2_FAST */
 } AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
-    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
-    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 0},
-    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0},
+    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 1, 0},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 0, 1},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0, 0},
 };
 
-quant_spec auto_spec(auto_role r, double k)
+quant_spec auto_spec(auto_role r, double k, double beta2)
 {
     quant_spec q = {0};
     if ((unsigned)r >= AUTO_ROLE_COUNT_ || AUTO_BOUNDS[r].mode == QM_NONE) return q;
@@ -129,7 +129,7 @@ quant_spec auto_spec(auto_role r, double k)
     q.bound = fmin(b->bound * k, b->bound_max);
     q.keyframe = fmin(b->keyframe * k, b->keyframe_max);
     q.prune = fmin(b->prune * k, b->prune_max);
-    q.stochastic = b->stochastic;
+    q.stochastic = beta2 > 0 && beta2 <= AUTO_BETA2_FAST ? b->stochastic_fast : b->stochastic;
     q.no_base = b->no_base;
     q.group = 64;
     return q;
