@@ -180,7 +180,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     save killed outright (.NAME.ckpz-PID-HOST-RANDOM.tmp beside f) is removed by the next
     save to f, once its process is gone.
     """
-    policy = _lib.lossy_policy(lossy, policy)
+    policy = _lib.lossy_policy(lossy, policy, obj)
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
                        policy, max_mae, background, max_pending, target_bw, no_byteorder=_disable_byteorder_record)
 
