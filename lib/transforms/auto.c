@@ -108,7 +108,16 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * rounded without bias: rounded to nearest, a v that grows by less than a grid cell
  * between restores (beta2 = 0.999: ~1% per 10 steps) came back on its old grid point
  * every time, held low, every step too large (doc/lossy.md "Where the bytes go"); it
- * costs ~0.7 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2). */
+ * costs ~0.7-0.85 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2),
+ * so where the rule states beta2 <= AUTO_BETA2_FAST (ckpz.save reads it) v is rounded to
+ * nearest (stochastic_fast): on the quick GPT restored every 10 steps, cosine, that took
+ * the gaps from -0.43 / -0.64% to -0.22 / -0.34% at 9.64x instead of 8.66x; on the LSTM
+ * (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid (not its pruning) is what
+ * moves the quick GPT and LSTM below run A (exp_avg exact: +0.11 / -0.14%; unpruned
+ * `pointwise-rel 0.6` -0.41 / -0.76%); a uniform grid relative to the tensor's RMS
+ * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
+ * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%: it is not the default
+ * (doc/lossy.md "exp_avg's grid"). */
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
