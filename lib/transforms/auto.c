@@ -110,9 +110,9 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * every time, held low, every step too large (doc/lossy.md "Where the bytes go"); it
  * costs ~0.7-0.85 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2),
  * so where the rule states beta2 <= AUTO_BETA2_FAST (ckpz.save reads it) v is rounded to
- * nearest (stochastic_fast): on the quick GPT restored every 10 steps, cosine, that took
- * the gaps from -0.43 / -0.64% to -0.22 / -0.34% at 9.64x instead of 8.66x; on the LSTM
- * (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid (not its pruning) is what
+ * nearest (stochastic_fast): the quick GPT's six cells then pass 6 of 6 at 5.53-9.38x
+ * per checkpoint (without: 5 of 6 at 5.24-8.66x; cosine every 10 -0.10 / -0.44%, not
+ * -0.43 / -0.64%); on the LSTM (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid (not its pruning) is what
  * moves the quick GPT and LSTM below run A (exp_avg exact: +0.11 / -0.14%; unpruned
  * `pointwise-rel 0.6` -0.41 / -0.76%); a uniform grid relative to the tensor's RMS
  * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
