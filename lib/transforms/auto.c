@@ -116,8 +116,10 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * moves the quick GPT and LSTM below run A (exp_avg exact: +0.11 / -0.14%; unpruned
  * `pointwise-rel 0.6` -0.41 / -0.76%); a uniform grid relative to the tensor's RMS
  * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
- * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%: it is not the default
- * (doc/lossy.md "exp_avg's grid"). */
+ * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%; at R = 0.15 it passes
+ * the default-size LSTM cell auto fails (+0.32 / +0.31% at 15.5x / 15.3x, auto -0.63% at
+ * 14.4x / 14.5x) but fails the quick GPT cosine one (+0.67%): not the default
+ * (doc/lossy.md "exp_avg's grid and Adam's beta2"). */
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
