@@ -91,7 +91,7 @@ static void test_bounds(void)
     for (auto_role r = AUTO_EXACT; r < AUTO_ROLE_COUNT_; r++) {
         quant_spec prev = {0};
         for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
-            quant_spec q = auto_spec(r, ks[i]);
+            quant_spec q = auto_spec(r, ks[i], 0);
             const char *role = auto_role_name(r);
             if (r == AUTO_EXACT) {
                 CHECKF(q.mode == QM_NONE, "exact role got mode %u", q.mode);
@@ -121,25 +121,34 @@ static void test_policy_syntax(void)
 {
     static const uint64_t shape[] = {64, 128};
     char why[256];
-    static const char *const good[] = {"* auto",         "* auto aggressive", "* auto 0.5 level 5",
-                                       "* auto level 5", "* auto max-mae 1",  "*.bias lossless\n* auto tight"};
+    static const char *const good[] = {"* auto",
+                                       "* auto aggressive",
+                                       "* auto 0.5 level 5",
+                                       "* auto level 5",
+                                       "* auto max-mae 1",
+                                       "*.bias lossless\n* auto tight",
+                                       "* auto beta2 0.95",
+                                       "* auto 0.5 beta2 0.999 level 5"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         policy *p = policy_parse(good[i], 0, why, sizeof why);
         CHECKF(p && policy_lossy(p), "'%s': %s", good[i], p ? "not lossy" : why);
         if (!p) continue;
         quant_spec q = policy_match(p, "optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, shape);
         CHECKF(q.mode == QM_PREL && q.prune == 0, "'%s': exp_avg_sq got mode %u", good[i], q.mode);
+        /* v rounded to nearest only where beta2 says it is renewed fast */
+        CHECKF(q.stochastic == !strstr(good[i], "0.95"), "'%s': exp_avg_sq stochastic %u", good[i], q.stochastic);
         if (strstr(good[i], "level")) CHECKF(q.level == 5, "'%s': level %u", good[i], q.level);
         q = policy_match(p, "model.fc.weight", CKPZ_DTYPE_F32, 2, shape);
         double k = strstr(good[i], "aggressive") ? 4
                    : strstr(good[i], "0.5")      ? 0.5
                    : strstr(good[i], "tight")    ? 0.25
                                                  : 1;
-        CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k).bound, "'%s': weight mode %u bound %g",
+        CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k, 0).bound, "'%s': weight mode %u bound %g",
                good[i], q.mode, q.bound);
         policy_free(p);
     }
-    static const char *const bad[] = {"* auto bogus", "* auto 0", "* auto 2 prune 0.5", "* auto 2 3"};
+    static const char *const bad[] = {"* auto bogus", "* auto 0",       "* auto 2 prune 0.5", "* auto 2 3",
+                                      "* auto beta2", "* auto beta2 1", "* abs 1 beta2 0.9"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         policy *p = policy_parse(bad[i], 0, why, sizeof why);
         CHECKF(!p && strstr(why, "policy line 1"), "'%s' accepted or unclear: %s", bad[i], why);
@@ -234,7 +243,7 @@ static void check_file(ckpz_ctx *ctx, const uint8_t *z, size_t zl, const uint8_t
         }
         CHECKF(e.role && !strcmp(e.role, auto_role_name(roles[i])) && e.role_why && *e.role_why, "%s: role %s",
                NAMES[i], e.role ? e.role : "(none)");
-        quant_spec q = auto_spec(roles[i], k);
+        quant_spec q = auto_spec(roles[i], k, 0);
         const float *x = (const float *)(orig + off[i]), *y = (const float *)(rest + off[i]);
         if (q.mode == QM_NONE) {
             CHECKF(!e.lossy && !memcmp(x, y, 4 * (i == STEP ? 1 : NEL)), "%s: not exact", NAMES[i]);
@@ -359,6 +368,49 @@ static void test_v_growth(void)
     ckpz_ctx_free(ctx);
 }
 
+/* change-rel no-base (a grid relative to the tensor's own RMS, for exp_avg): every value
+ * within R x the RMS of the values, the small ones rounded to zero, coded alone (the same
+ * restored values with a base as without one), and lossy in a chain's first file too. */
+static void test_rms_no_base(void)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    float *t0[NT];
+    for (int i = 0; i < NT; i++) t0[i] = calloc(NEL, 4);
+    double sq = 0;
+    for (size_t j = 0; j < NEL; j++) {
+        double g = rng_normal();
+        t0[M][j] = (float)(1e-5 * g * g * g); /* heavy tails, like Adam's m */
+        sq += (double)t0[M][j] * t0[M][j];
+        t0[W][j] = (float)(0.02 * rng_normal());
+    }
+    double lim = 0.5 * sqrt(sq / NEL);
+    const char *pol = "*.exp_avg change-rel 0.5 no-base";
+    size_t off[NT], n, zl0, zl1;
+    uint8_t *f0 = make_file(t0, &n, off);
+    uint8_t *z0 = pack(ctx, pol, f0, n, NULL, 0, &zl0), *r0 = z0 ? unpack(ctx, z0, zl0, n, NULL, 0) : NULL;
+    uint8_t *fb = malloc(n); /* a base whose m differs (an unchanged tensor is a reference) */
+    memcpy(fb, f0, n);
+    for (size_t j = 0; j < NEL; j++) ((float *)(fb + off[M]))[j] *= 0.5f;
+    uint8_t *z1 = z0 ? pack(ctx, pol, f0, n, fb, n, &zl1) : NULL;
+    uint8_t *r1 = z1 ? unpack(ctx, z1, zl1, n, fb, n) : NULL;
+    if (r0 && r1) {
+        const float *a = (const float *)(f0 + off[M]), *b = (const float *)(r0 + off[M]);
+        size_t bad = 0, zeroed = 0, moved = 0;
+        for (size_t j = 0; j < NEL; j++) {
+            bad += !(fabs((double)b[j] - a[j]) <= lim);
+            zeroed += b[j] == 0 && a[j] != 0;
+            moved += b[j] != a[j];
+        }
+        CHECKF(bad == 0 && zeroed > NEL / 2 && moved > NEL * 9 / 10, "rms grid: %zu beyond %g, %zu zeroed, %zu moved",
+               bad, lim, zeroed, moved);
+        CHECKF(!memcmp(r0 + off[M], r1 + off[M], 4 * NEL), "rms grid: a base changed a no-base tensor");
+        CHECKF(!memcmp(r1 + off[W], f0 + off[W], 4 * NEL), "rms grid: a tensor no rule names is not exact");
+    }
+    for (int i = 0; i < NT; i++) free(t0[i]);
+    ckpz_free(z0), ckpz_free(z1), free(r0), free(r1), free(f0), free(fb);
+    ckpz_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_roles();
@@ -367,5 +419,6 @@ int main(void)
     test_policy_syntax();
     test_chain();
     test_v_growth();
+    test_rms_no_base();
     return test_summary("test_auto");
 }

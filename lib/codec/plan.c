@@ -114,13 +114,15 @@ void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_
         quant_scan(dt, all, n, &lo, &hi);
         plan->abs_bound = hi > lo ? q->bound * (hi - lo) : 0;
     }
-    /* a bound relative to the update itself (planner_entry saw to it that there is a base) */
-    if (q->mode == QM_CREL) plan->abs_bound = b ? q->bound * quant_change_rms(dt, all, b, n) : 0;
+    /* a bound relative to the update itself (plan_entry saw to it that there is a base),
+     * or, stand-alone (no-base), to the values' own RMS (their change since zero) */
+    if (q->mode == QM_CREL) plan->abs_bound = q->bound * quant_change_rms(dt, all, b, n);
     if (q->prune > 0) plan->prune_thr = quant_prune_threshold(dt, all, b, n, q->prune);
 }
 
-/* A change-rel tensor without a base: lossless, or the pointwise-rel bound its spec gives
- * for that case (auto's weights in a keyframe). */
+/* A change-rel tensor without a base (and not no-base: that one is relative to its own
+ * RMS): lossless, or the pointwise-rel bound its spec gives for that case (auto's weights
+ * in a keyframe). */
 static void keyframe(quant_plan *plan)
 {
     quant_spec *q = &plan->spec;
@@ -140,7 +142,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
     const quant_spec *q = &plan->spec;
     pl->whole_len = 0;
     quant_plan_shape(plan, s->ndim, s->shape);
-    if (q->mode == QM_CREL && (!pl->entry_base || q->no_base)) { /* nothing to be relative to */
+    if (q->mode == QM_CREL && !q->no_base && !pl->entry_base) { /* nothing to be relative to */
         keyframe(plan);
         return CKPZ_OK;
     }
@@ -175,7 +177,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
         all = buf;
     }
     const uint8_t *b = pl->entry_base && len <= pl->entry_avail && !q->no_base ? pl->entry_base : NULL;
-    if (q->mode == QM_CREL && !b) { /* the base ends first: no update to be relative to */
+    if (q->mode == QM_CREL && !b && !q->no_base) { /* the base ends first: no update to be relative to */
         keyframe(plan); /* what was read ahead is handed out as it is */
         return CKPZ_OK;
     }

@@ -108,19 +108,30 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * rounded without bias: rounded to nearest, a v that grows by less than a grid cell
  * between restores (beta2 = 0.999: ~1% per 10 steps) came back on its old grid point
  * every time, held low, every step too large (doc/lossy.md "Where the bytes go"); it
- * costs ~0.7 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2). */
+ * costs ~0.7-0.85 bit more where v is renewed fast (beta2 = 0.95: ~1.9 bits, not ~1.2),
+ * so where the rule states beta2 <= AUTO_BETA2_FAST (ckpz.save reads it) v is rounded to
+ * nearest (stochastic_fast): the quick GPT's six cells then pass 6 of 6 at 5.53-9.38x
+ * per checkpoint (without: 5 of 6 at 5.24-8.66x; cosine every 10 -0.10 / -0.44%, not
+ * -0.43 / -0.64%); on the LSTM (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid (not its pruning) is what
+ * moves the quick GPT and LSTM below run A (exp_avg exact: +0.11 / -0.14%; unpruned
+ * `pointwise-rel 0.6` -0.41 / -0.76%); a uniform grid relative to the tensor's RMS
+ * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
+ * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%; at R = 0.15 it passes
+ * the default-size LSTM cell auto fails (+0.32 / +0.31% at 15.5x / 15.3x, auto -0.63% at
+ * 14.4x / 14.5x) but fails the quick GPT cosine one (+0.67%): not the default
+ * (doc/lossy.md "exp_avg's grid and Adam's beta2"). */
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
-    uint8_t stochastic, no_base;
+    uint8_t stochastic, stochastic_fast, no_base; /* stochastic_fast: where beta2 <= AUTO_BETA2_FAST */
 } AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
-    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
-    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 0},
-    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0},
+    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 1, 0},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 0, 1},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0, 0},
 };
 
-quant_spec auto_spec(auto_role r, double k)
+quant_spec auto_spec(auto_role r, double k, double beta2)
 {
     quant_spec q = {0};
     if ((unsigned)r >= AUTO_ROLE_COUNT_ || AUTO_BOUNDS[r].mode == QM_NONE) return q;
@@ -129,7 +140,7 @@ quant_spec auto_spec(auto_role r, double k)
     q.bound = fmin(b->bound * k, b->bound_max);
     q.keyframe = fmin(b->keyframe * k, b->keyframe_max);
     q.prune = fmin(b->prune * k, b->prune_max);
-    q.stochastic = b->stochastic;
+    q.stochastic = beta2 > 0 && beta2 <= AUTO_BETA2_FAST ? b->stochastic_fast : b->stochastic;
     q.no_base = b->no_base;
     q.group = 64;
     return q;

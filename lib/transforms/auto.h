@@ -44,7 +44,12 @@ const char *auto_role_name(auto_role r);
  * (NULL: default). Returns 0, or -1 with the reason in why. */
 int auto_knob(const char *word, double *k, char *why, size_t whylen);
 
-/* The coding of a tensor of role r at knob k (mode QM_NONE for AUTO_EXACT). */
-quant_spec auto_spec(auto_role r, double k);
+/* Adam's beta2 at or below which v is renewed fast enough (~1/(1 - beta2) <= 100 steps)
+ * that rounding it to nearest does not hold it back between restores. */
+#define AUTO_BETA2_FAST 0.99
+
+/* The coding of a tensor of role r at knob k (mode QM_NONE for AUTO_EXACT); beta2: the
+ * optimizer's, when known (a policy rule's `beta2 B`), else 0. */
+quant_spec auto_spec(auto_role r, double k, double beta2);
 
 #endif

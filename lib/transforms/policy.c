@@ -14,7 +14,8 @@
 typedef struct rule {
     char *pattern;
     quant_spec spec;
-    double auto_k; /* > 0: mode auto at this knob (auto.h) */
+    double auto_k;     /* > 0: mode auto at this knob (auto.h) */
+    double auto_beta2; /* auto: the optimizer's beta2 (`beta2 B`), 0 = not known */
 } rule;
 
 struct policy {
@@ -75,7 +76,7 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
         q->mode = QM_NONE;
     } else if (!strcmp(mode, "auto")) {
         char *at = s, *k = word(&s);
-        if (k && (!strcmp(k, "level") || !strcmp(k, "max-mae"))) { /* no knob: put the option back */
+        if (k && (!strcmp(k, "level") || !strcmp(k, "max-mae") || !strcmp(k, "beta2"))) { /* no knob: put it back */
             if (s > k + strlen(k)) k[strlen(k)] = ' ';
             s = at;
             k = NULL;
@@ -145,6 +146,12 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 return -1;
             }
             q->level = (uint8_t)v;
+        } else if (r->auto_k > 0 && !strcmp(o, "beta2")) {
+            if (number(word(&s), &v) || !(v > 0 && v < 1)) {
+                snprintf(why, whylen, "beta2 needs Adam's beta2, in (0, 1)");
+                return -1;
+            }
+            r->auto_beta2 = v;
         } else if ((q->mode != QM_NONE || r->auto_k > 0) && !strcmp(o, "max-mae")) {
             if (number(word(&s), &v) || !(v >= 0)) {
                 snprintf(why, whylen, "max-mae needs a value >= 0");
@@ -229,7 +236,7 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
     quant_spec q = p->r[i].spec;
     if (p->r[i].auto_k > 0) {
-        q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k);
+        q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k, p->r[i].auto_beta2);
         q.level = p->r[i].spec.level;
         q.max_mae = p->r[i].spec.max_mae;
     }

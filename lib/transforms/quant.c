@@ -98,8 +98,8 @@ double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base,
     unsigned es = ckpz_dtype_size(dtype);
     double sq = 0;
     size_t cnt = 0;
-    for (size_t i = 0; base && i + es <= n; i += es) {
-        double d = ld_el(dtype, x + i) - ld_el(dtype, base + i);
+    for (size_t i = 0; i + es <= n; i += es) {
+        double d = ld_el(dtype, x + i) - (base ? ld_el(dtype, base + i) : 0);
         if (d - d == 0) { /* finite */
             sq += d * d;
             cnt++;

@@ -41,7 +41,8 @@ enum quant_mode {
     QM_PREL = 3,   /* |x' - x| <= R |x|, log grid */
     QM_AFFINE = 4, /* fixed rate, per-group offset and scale */
     QM_CREL = 5,   /* |x' - x| <= R x the RMS of the tensor's change since the base (coded as
-                      QM_ABS; without a base the tensor stays lossless) */
+                      QM_ABS; without a base the tensor stays lossless, or takes its
+                      keyframe bound); no-base: R x the RMS of the tensor itself */
     QM_COUNT_
 };
 
@@ -161,7 +162,8 @@ void quant_scan(ckpz_dtype dtype, const uint8_t *x, size_t n, double *vmin, doub
  * grouped to at least 16 elements) and delta row. rel, change-rel and prune need the
  * values (quant_scan, quant_change_rms, quant_prune_threshold). */
 void quant_plan_shape(quant_plan *plan, uint32_t ndim, const uint64_t *shape);
-/* Root mean square of x - base over the elements where both are finite (0 if none). */
+/* Root mean square of x - base over the elements where both are finite (0 if none);
+ * base NULL: of x itself. */
 double quant_change_rms(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n);
 double quant_prune_threshold(ckpz_dtype dtype, const uint8_t *x, const uint8_t *base, size_t n, double rate);
 

@@ -161,7 +161,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     same directory, or take it as base=.
 
     policy, max_mae, lossy: lossy coding (see compress_file); ``load`` then returns the
-    restored approximations.
+    restored approximations. With lossy="auto", the beta2 of each Adam optimizer state
+    dict in obj (its param_groups' betas) is stated to auto: exp_avg_sq is rounded to
+    nearest where beta2 <= 0.99, without bias otherwise (doc/lossy.md "auto").
 
     target_bw: the rate in MB/s of the link f goes through (a network file system, a
     pipe to another node): the levels (one per kind of tensor: Adam's moments,
@@ -180,7 +182,7 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     save killed outright (.NAME.ckpz-PID-HOST-RANDOM.tmp beside f) is removed by the next
     save to f, once its process is gone.
     """
-    policy = _lib.lossy_policy(lossy, policy)
+    policy = _lib.lossy_policy(lossy, policy, obj)
     return _save.save(obj, f, pickle_module, pickle_protocol, _use_new_zipfile_serialization, level, threads, base,
                        policy, max_mae, background, max_pending, target_bw, no_byteorder=_disable_byteorder_record)
 

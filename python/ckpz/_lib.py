@@ -12,7 +12,7 @@ import ctypes
 import os
 import threading
 
-from . import _loader
+from . import _auto, _loader
 
 __all__ = []  # private module
 
@@ -143,10 +143,11 @@ def _unpickled_error(cls, args, state):
 _AUTO_KNOBS = ("tight", "default", "aggressive")
 
 
-def lossy_policy(lossy, policy):
+def lossy_policy(lossy, policy, obj=None):
     """The policy text for lossy= ("auto" or "auto:K", as ``ckpz --lossy=auto:K``) and
-    policy= together: the policy's rules, then the catch-all rule "* auto K" (None and
-    None: lossless). K is tight, default, aggressive or a number in 1/64..16 (the
+    policy= together: the policy's rules, then (obj: the object ckpz.save writes) a rule
+    per Adam optimizer in obj stating its beta2 (_auto.py), then the catch-all rule
+    "* auto K" (None and None: lossless). K is tight, default, aggressive or a number in 1/64..16 (the
     library's range, lib/transforms/auto.h), checked here so that a bad one fails
     before any file is touched."""
     if lossy is None:
@@ -165,7 +166,8 @@ def lossy_policy(lossy, policy):
                              "not %r" % (knob,))
     if policy is not None and not isinstance(policy, str):
         raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
-    return (policy + "\n" if policy else "") + "* auto" + (" " + knob if knob else "") + "\n"
+    rules = _auto.beta2_rules(obj, knob) if obj is not None else ""
+    return (policy + "\n" if policy else "") + rules + "* auto" + (" " + knob if knob else "") + "\n"
 
 
 def make_params(level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):

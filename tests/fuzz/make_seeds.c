@@ -354,6 +354,7 @@ static void text_seeds(void)
         "*attn* bits 16 block 128 sym delta\n*mlp* bits 8 per-channel prune 0.5 max-mae 0\n* lossless\n",
         "* pointwise-rel 1e-2 prune 0 level 1\r\n",
         "*  bogus 3\n",
+        "optimizer.state.* auto 2 beta2 0.95 level 4\n*.exp_avg change-rel 0.2 no-base\n* auto beta2 1\n",
     };
     for (size_t i = 0; i < sizeof pol / sizeof *pol; i++) {
         char nm[32];

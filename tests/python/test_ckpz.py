@@ -10,6 +10,7 @@ PyTorch and NumPy are required: without them the run fails (it does not skip), s
 `make test` installs python3-torch and python3-numpy (scripts/install-deps).
 """
 
+import copy
 import filecmp
 import io
 import math
@@ -512,6 +513,22 @@ class TestLossy(Case):
             v = back["optimizer"]["state"][i]["exp_avg_sq"]
             self.assertTrue(bool((v > 0).all()) or not bool((st["exp_avg_sq"] > 0).all()), i)
         self.assertTrue(torch.equal(back["model"]["1.weight"], state["model"]["1.weight"]))
+        # Adam's beta2 from param_groups: v renewed fast (0.95) is rounded to nearest, a
+        # coarser grid than the unbiased rounding a slow one (0.999) gets: smaller
+        self.assertIn("optimizer.state.* auto beta2 0.95\n", ckpz._lib.lossy_policy("auto", None, state))
+        slow = {"model": state["model"], "optimizer": copy.deepcopy(state["optimizer"])}
+        slow["optimizer"]["param_groups"][0]["betas"] = (0.9, 0.999)
+        ckpz.save(slow, self.path("slow.ckpz"), lossy="auto")
+
+        def v_bytes(f):
+            return sum(e.compressed for e in ckpz.list(f) if e.role == "exp_avg_sq")
+        self.assertLess(v_bytes(p), 0.9 * v_bytes(self.path("slow.ckpz")))
+        two = copy.deepcopy(slow["optimizer"])
+        two["param_groups"] = [dict(two["param_groups"][0], params=[0, 1]),
+                               dict(two["param_groups"][0], params=[2, 3], betas=(0.9, 0.95))]
+        self.assertEqual(ckpz._auto.beta2_rules({"opt": two}, "2"),
+                         "".join("opt.state.%d.* auto 2 beta2 %s\n" % (i, b)
+                                 for i, b in ((0, 0.999), (1, 0.999), (2, 0.95), (3, 0.95))))
         q = self.path("auto2.ckpz")
         ckpz.save(steps(5), q, lossy="auto", base=p)
         self.assertEqual({e.name: e.lossy.mode for e in ckpz.list(q) if e.lossy}["model.0.weight"], "change-rel")
