@@ -55,20 +55,31 @@ REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + it
 QKEY = 2 << 20  # the key (seeds of the rounding) of a bucket's Qs' exchange: QKEY + its index
 DEFAULT_RANK = 8  # see doc/gradients.md: the MLP sweep and the GPT
 MAX_RANK = 1024
+DEFAULT_TARGET = 0.5  # lowrank:auto's relative error (doc/gradients.md)
 
 
 def parse(method):
-    """(method, matrix rank) of a method string: "lowrank" -> ("lowrank", DEFAULT_RANK),
-    "lowrank:R" -> ("lowrank", R); any other method (method, None). ValueError for an R
-    that is not an int in 1..MAX_RANK."""
+    """(method, matrix rank, target error) of a method string: "lowrank" -> ("lowrank",
+    DEFAULT_RANK, None), "lowrank:R" -> ("lowrank", R, None), "lowrank:auto" -> ("lowrank",
+    DEFAULT_RANK, DEFAULT_TARGET), "lowrank:auto=T" -> (..., T): the rank adapts (Factors.decide);
+    any other method (method, None, None). ValueError for an R that is not an int in
+    1..MAX_RANK or a T not in (0, 1)."""
     if not isinstance(method, str) or not method.startswith("lowrank"):
-        return method, None
+        return method, None, None
     if method == "lowrank":
-        return method, DEFAULT_RANK
+        return method, DEFAULT_RANK, None
     head, colon, r = method.partition(":")
+    if head == "lowrank" and (r == "auto" or r.startswith("auto=")):
+        try:
+            t = float(r[5:]) if r != "auto" else DEFAULT_TARGET
+        except ValueError:
+            t = 0.0
+        if not 0 < t < 1:
+            raise ValueError("ckpz.ddp: method \"lowrank:auto=T\" takes a target error T in (0, 1), not %r" % method)
+        return head, DEFAULT_RANK, t
     if head != "lowrank" or not colon or not r.isdigit() or not 1 <= int(r) <= MAX_RANK:
         raise ValueError("ckpz.ddp: method \"lowrank:R\" takes a rank R of 1..%d, not %r" % (MAX_RANK, method))
-    return head, int(r)
+    return head, int(r), None
 
 
 def plan(shapes, rank):
@@ -87,39 +98,88 @@ def plan(shapes, rank):
 
 
 class Factors:
-    """The Qs of a state, by the parameter's key (#occurrence in the step)."""
+    """The Qs of a state, by the parameter's key (#occurrence in the step), and the rank
+    in force. With a target error (lowrank:auto) the rank adapts between steps (decide)."""
 
-    def __init__(self, rank):
-        self.rank, self.qs, self.seen = rank, {}, {}
+    def __init__(self, rank, target=None):
+        self.rank, self.target, self.qs, self.seen = rank, target, {}, {}
+        self.error = None  # the last step's measured relative error (adaptive only)
+        self._energy = []  # this step's [(|M|^2, [|M^T p_j|^2 per component]) per matrix], every rank's sum
 
     def new_step(self):
         self.seen = {}
+        if self.target is not None and self._energy:
+            self.rank, self.error = decide(self._energy, self.rank, self.target)
+        self._energy = []
 
     def take(self, key, cols):
         """The Q of the next parameter of this key (cols x rank): the one kept, else a
-        normal draw seeded by the key (the same on every rank)."""
+        normal draw seeded by the key (the same on every rank). A kept Q of another rank
+        (the rank adapted) keeps its columns of most energy, or gains seeded normal ones."""
         import torch
 
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1
         name = "%s#%d" % (key, n)
         q = self.qs.get(name)
+        if q is not None and q.shape[0] == cols and q.shape[1] != self.rank:
+            if q.shape[1] > self.rank:
+                keep = torch.sort(torch.argsort(q.norm(dim=0), descending=True)[:self.rank]).values
+                q = q[:, keep].contiguous()
+            else:
+                g = torch.Generator().manual_seed(zlib.crc32(("%s/%d" % (name, self.rank)).encode()))
+                q = torch.cat([q, torch.randn(cols, self.rank - q.shape[1], generator=g)], 1)
         if q is None or tuple(q.shape) != (cols, self.rank):
             g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
             q = torch.randn(cols, self.rank, generator=g)
         return name, q
 
-    def load(self, table):
-        """Restores state_dict's factors (copies); ValueError for one that is not a Q."""
+    def load(self, table, rank=None):
+        """Restores state_dict's factors (copies) and, adaptive, the rank in force;
+        ValueError for one that is not a Q."""
         import torch
 
+        if self.target is not None:
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_RANK:
+                raise ValueError("ckpz.ddp: the state's rank in force is %r, not an int in 1..%d" % (rank, MAX_RANK))
+        elif rank is not None and rank != self.rank:
+            raise ValueError("ckpz.ddp: the state's rank in force is %r, this one's %d" % (rank, self.rank))
         if not isinstance(table, dict):
             raise ValueError("ckpz.ddp: the state's factors are not a dict")
-        for name, q in table.items():
+        for name, q in table.items():  # adaptive: Qs of the last step's rank (take resizes them)
             if not (isinstance(name, str) and isinstance(q, torch.Tensor) and q.dim() == 2
-                    and q.dtype == torch.float32 and q.shape[1] == self.rank):
+                    and q.dtype == torch.float32 and (q.shape[1] == self.rank if self.target is None
+                                                      else 1 <= q.shape[1] <= MAX_RANK)):
                 raise ValueError("ckpz.ddp: the state's factors[%r] is not a Q of rank %d" % (name, self.rank))
+        self.rank = rank if self.target is not None else self.rank
         self.qs = {k: q.detach().to("cpu", copy=True).contiguous() for k, q in table.items()}
+
+
+def decide(energy, rank, target):
+    """(the next step's rank, this step's relative error) from every rank's summed
+    energies [(|M|^2, [|M^T p_j|^2], the largest rank that factors M)] per matrix: the error sqrt(sum |M|^2 - |P^T M|^2) / sqrt(sum |M|^2) over the factored
+    matrices (P orthonormal: |M - P P^T M|^2 = |M|^2 - |P^T M|^2). Above the target: a
+    quarter more (at least 1); below: the lowest rank whose components of most energy,
+    per matrix, would still have kept the error within the target (at most a quarter
+    less). It grows no further than the matrices factor (a rank at which none would,
+    plan, would leave nothing to measure). The same inputs on every rank give the same rank."""
+    total = sum(a for a, _, _ in energy)
+    if not total > 0:
+        return rank, None
+    step = max(1, rank // 4)
+    kept = [sorted(e, reverse=True) for _, e, _ in energy]
+    lost = total - sum(sum(e) for e in kept)
+
+    def err(r):
+        return (max(0.0, total - sum(sum(e[:r]) for e in kept)) / total) ** 0.5
+
+    now = (max(0.0, lost) / total) ** 0.5
+    if now > target:
+        return max(rank, min(rank + step, max(c for _, _, c in energy))), now
+    r = rank
+    while r > max(1, rank - step) and err(r - 1) <= target:
+        r -= 1
+    return r, now
 
 
 def _keys(layout):
@@ -163,6 +223,8 @@ def allreduce(state, index, layout, shapes, buf, what):
         pos += rows * lr.rank
         hats.append(p)
         mine.append(m[at:at + k].view(rows, cols).t() @ p)
+    if lr.target is not None and mats:
+        _measure(state, what, [m[at:at + k] for at, k, _, _, _ in mats], [x[2] for x in mats], mine, buf.device)
     at_rest = 0
     for at, k, mat in parts:
         if mat is None:
@@ -257,3 +319,27 @@ def _factors_q(state, index, what, mine, device):
         return mean, vec
     left[lo:hi] += w * owned
     return mean, vec - left
+
+
+def _measure(state, what, ms, shapes, mine, device):
+    """Adds this bucket's energies, summed over the ranks, to the rank's decision
+    (Factors.decide): per factored matrix |M|^2 and |M^T p_j|^2 per component (Q_mine's
+    columns), every rank's gathered (float64) and summed in rank order, so that every
+    rank holds the same sums."""
+    import torch
+    import torch.distributed as dist
+
+    r = state._lowrank.rank
+    mine_v = torch.cat([torch.cat([mm.double().pow(2).sum().view(1), q.double().pow(2).sum(0)])
+                        for mm, q in zip(ms, mine)])
+    mine_v = _ddp_wire._on(mine_v, device)
+    every = [torch.zeros_like(mine_v) for _ in range(state.world)]
+    _ddp_wire.collective(state, what, lambda: dist.all_gather(every, mine_v, group=state.group, async_op=True))
+    state.bytes_sent += (state.world - 1) * mine_v.numel() * 8
+    total = every[0].cpu().clone()
+    for v in every[1:]:
+        total += v.cpu()
+    for i in range(len(ms)):
+        row = total[i * (r + 1):(i + 1) * (r + 1)].tolist()
+        rows, cols = shapes[i]
+        state._lowrank._energy.append((row[0], row[1:], min(MAX_RANK, rows * cols // (2 * (rows + cols)))))
