@@ -35,6 +35,16 @@ mean's approximation, whose deviations from the mean add up from step to step). 
 sum of the results over the steps equals the sum of the mean gradients less the mean of
 the last residuals (with the 8-bit exchange's residuals of the parts not factored).
 
+Adaptive rank ("lowrank:auto[=T]", Factors.target): the rank in force changes between
+steps toward a relative error T of the mean's approximation over the factored matrices,
+|mean M - P P^T mean M| / |mean M|. What P keeps, |P^T mean M|^2, is Q's (the mean
+received; per component, its columns); what it leaves out is sketched: SKETCH more
+columns of Q, normal draws seeded by the parameter and the step, whose columns of P after
+step 1 are S = mean(M) G, and E |(I - P P^T) S g|^2 = |(I - P P^T) mean M|^2 per column
+(the sketch of the rest only: what P keeps adds nothing to its variance). Rows bytes a
+column, no collective of its own, and every rank decodes the same packets, so every rank
+decides the same (decide). The sketch's columns are left out of the QR and of Q.
+
 Q starts from a normal draw seeded by the parameter's key (its name with model=, else
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
@@ -55,7 +65,8 @@ REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + it
 QKEY = 2 << 20  # the key (seeds of the rounding) of a bucket's Qs' exchange: QKEY + its index
 DEFAULT_RANK = 8  # see doc/gradients.md: the MLP sweep and the GPT
 MAX_RANK = 1024
-DEFAULT_TARGET = 0.5  # lowrank:auto's relative error (doc/gradients.md)
+DEFAULT_TARGET = 0.8  # lowrank:auto's relative error: rank 8's on the GPT at 4 ranks (doc/gradients.md)
+SKETCH = 2  # lowrank:auto: columns of P that sketch the mean's energy
 
 
 def parse(method):
@@ -104,7 +115,7 @@ class Factors:
     def __init__(self, rank, target=None):
         self.rank, self.target, self.qs, self.seen = rank, target, {}, {}
         self.error = None  # the last step's measured relative error (adaptive only)
-        self._energy = []  # this step's [(|M|^2, [|M^T p_j|^2 per component]) per matrix], every rank's sum
+        self._energy = []  # this step's [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2], cap) per matrix]
 
     def new_step(self):
         self.seen = {}
@@ -156,19 +167,21 @@ class Factors:
 
 
 def decide(energy, rank, target):
-    """(the next step's rank, this step's relative error) from every rank's summed
-    energies [(|M|^2, [|M^T p_j|^2], the largest rank that factors M)] per matrix: the error sqrt(sum |M|^2 - |P^T M|^2) / sqrt(sum |M|^2) over the factored
-    matrices (P orthonormal: |M - P P^T M|^2 = |M|^2 - |P^T M|^2). Above the target: a
+    """(the next step's rank, this step's relative error) from the energies of the step's
+    factored matrices [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2 per component], the
+    largest rank that factors it)]: the error sqrt(sum of what P leaves out / sum |mean
+    M|^2), |mean M|^2 being what it leaves out plus its components' (P orthonormal).
+    Above the target: a
     quarter more (at least 1); below: the lowest rank whose components of most energy,
     per matrix, would still have kept the error within the target (at most a quarter
     less). It grows no further than the matrices factor (a rank at which none would,
     plan, would leave nothing to measure). The same inputs on every rank give the same rank."""
-    total = sum(a for a, _, _ in energy)
+    lost = sum(a for a, _, _ in energy)
+    kept = [sorted(e, reverse=True) for _, e, _ in energy]
+    total = lost + sum(sum(e) for e in kept)
     if not total > 0:
         return rank, None
     step = max(1, rank // 4)
-    kept = [sorted(e, reverse=True) for _, e, _ in energy]
-    lost = total - sum(sum(e) for e in kept)
 
     def err(r):
         return (max(0.0, total - sum(sum(e[:r]) for e in kept)) / total) ** 0.5
@@ -207,6 +220,8 @@ def allreduce(state, index, layout, shapes, buf, what):
             rest.append(m[at:at + k])
             continue
         name, q = lr.take(key, mat[1])
+        if lr.target is not None:  # the sketch's columns ride with P (_sketch)
+            q = torch.cat([q, _sketch(name, mat[1], state.step)], 1)
         mats.append((at, k, mat, name, key))
         ps.append((m[at:at + k].view(mat) @ q).flatten())
     flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
@@ -217,14 +232,16 @@ def allreduce(state, index, layout, shapes, buf, what):
         return _ddp_wire.allreduce(state, what, buf)
     rest, pos, wire = got
     out = torch.zeros(n, dtype=torch.float32)
-    hats, mine = [], []
+    hats, mine, sketched = [], [], []
+    width = _width(lr)
     for at, k, (rows, cols), name, key in mats:
-        p = torch.linalg.qr(wire[pos:pos + rows * lr.rank].view(rows, lr.rank))[0]
-        pos += rows * lr.rank
+        block = wire[pos:pos + rows * width].view(rows, width)
+        pos += rows * width
+        p = torch.linalg.qr(block[:, :lr.rank])[0]
+        sk = block[:, lr.rank:]  # mean(M) G: what of it P leaves out is the error's sketch
+        sketched.append(float((sk - p @ (p.t() @ sk)).double().pow(2).sum()) / SKETCH)
         hats.append(p)
         mine.append(m[at:at + k].view(rows, cols).t() @ p)
-    if lr.target is not None and mats:
-        _measure(state, what, [m[at:at + k] for at, k, _, _, _ in mats], [x[2] for x in mats], mine, buf.device)
     at_rest = 0
     for at, k, mat in parts:
         if mat is None:
@@ -232,12 +249,15 @@ def allreduce(state, index, layout, shapes, buf, what):
             at_rest += k
     qs = _factors_q(state, index, what, mine, buf.device)
     pos = 0
-    for (at, k, (rows, cols), name, key), p, q in zip(mats, hats, mine):
+    for (at, k, (rows, cols), name, key), p, energy in zip(mats, hats, sketched):
         qmean, sent = qs[0][pos:pos + cols * lr.rank], qs[1][pos:pos + cols * lr.rank]
         qmean, sent = qmean.view(lr.rank, cols).t(), sent.view(lr.rank, cols).t()
         pos += cols * lr.rank
         out[at:at + k] = (p @ qmean.t()).flatten()
         lr.qs[name] = qmean.contiguous()
+        if lr.target is not None:  # what P leaves out of the mean (sketched) and its components (Q's columns)
+            lr._energy.append((energy, qmean.double().pow(2).sum(0).tolist(),
+                               min(MAX_RANK, rows * cols // (2 * (rows + cols)))))
         if residual is not None:
             m[at:at + k] -= (p @ sent.t()).flatten()
     if residual is not None:
@@ -272,7 +292,7 @@ def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
     if nrest and state.error_feedback:
         sub = [] if lines is None else (
             ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None]
-            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * state._lowrank.rank) for x in mats]
+            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * _width(state._lowrank)) for x in mats]
             + ["lowrank/flag:1"])
         lo, hi = _ddp_wire.shard_bounds(vec.numel(), state.world, state.block)[state.rank]
         kept = state._residuals(REST + index, "\n".join(sub), vec.numel(), (lo, hi))
@@ -321,25 +341,16 @@ def _factors_q(state, index, what, mine, device):
     return mean, vec - left
 
 
-def _measure(state, what, ms, shapes, mine, device):
-    """Adds this bucket's energies, summed over the ranks, to the rank's decision
-    (Factors.decide): per factored matrix |M|^2 and |M^T p_j|^2 per component (Q_mine's
-    columns), every rank's gathered (float64) and summed in rank order, so that every
-    rank holds the same sums."""
-    import torch
-    import torch.distributed as dist
+def _width(lr):
+    """Columns of each P in the exchange: the rank, and lowrank:auto's sketch."""
+    return lr.rank + (SKETCH if lr.target is not None else 0)
 
-    r = state._lowrank.rank
-    mine_v = torch.cat([torch.cat([mm.double().pow(2).sum().view(1), q.double().pow(2).sum(0)])
-                        for mm, q in zip(ms, mine)])
-    mine_v = _ddp_wire._on(mine_v, device)
-    every = [torch.zeros_like(mine_v) for _ in range(state.world)]
-    _ddp_wire.collective(state, what, lambda: dist.all_gather(every, mine_v, group=state.group, async_op=True))
-    state.bytes_sent += (state.world - 1) * mine_v.numel() * 8
-    total = every[0].cpu().clone()
-    for v in every[1:]:
-        total += v.cpu()
-    for i in range(len(ms)):
-        row = total[i * (r + 1):(i + 1) * (r + 1)].tolist()
-        rows, cols = shapes[i]
-        state._lowrank._energy.append((row[0], row[1:], min(MAX_RANK, rows * cols // (2 * (rows + cols)))))
+
+def _sketch(name, cols, step):
+    """lowrank:auto's SKETCH columns of Q for this parameter and step: normal draws seeded
+    by both (the same on every rank). Their columns of P, mean(M) G after the exchange,
+    sketch what P leaves out of the mean (the module's docstring)."""
+    import torch
+
+    g = torch.Generator().manual_seed(zlib.crc32(("%s/sketch/%d" % (name, step)).encode()))
+    return torch.randn(cols, SKETCH, generator=g)

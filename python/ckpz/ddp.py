@@ -63,7 +63,7 @@ class CompressionState:
     "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
     "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank);
     "lowrank:auto" or "lowrank:auto=T": from rank 8, the rank adapts between steps toward
-    a relative error T of the factored matrices (0.5 by default: lowrank_target);
+    a relative error T of the factored matrices (0.8 by default: lowrank_target);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
     default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"

@@ -103,8 +103,8 @@ class AutoRankTest(unittest.TestCase):
 
 class DecideTest(unittest.TestCase):
     def test_rule(self):
-        # two matrices, |M|^2 = 100 each; components' energies out of order
-        energy = [(100.0, [10.0, 60.0, 20.0, 5.0], 64), (100.0, [50.0, 5.0, 30.0, 10.0], 64)]
+        # two matrices, |mean M|^2 = 100 each, 5 of it left out by P; components' energies out of order
+        energy = [(5.0, [10.0, 60.0, 20.0, 5.0], 64), (5.0, [50.0, 5.0, 30.0, 10.0], 64)]
         # kept 190 of 200: error sqrt(10/200) = 0.224
         r, err = lowrank.decide(energy, 4, 0.1)
         self.assertAlmostEqual(err, (10 / 200) ** 0.5)
