@@ -35,7 +35,8 @@ bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus er
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
 "lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors
 at 8 bits with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP and 32x on
-bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both);
+bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both; "lowrank:auto[=T]":
+the rank adapting toward a relative error T of the approximation, doc/gradients.md);
 "auto": one of these but "lowrank", chosen after the warm-up steps from the measured link
 speed and compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict; no
 lossier than auto_max ("q4" by default, the lossiest method measured at no hook's loss;
