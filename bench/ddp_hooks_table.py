@@ -112,17 +112,27 @@ def merge(saved):
 
 def overloaded(records, cores):
     """A sentence for the header on the load beyond the bench's own ranks: each run's load
-    averages less its ranks (each runnable at most all the time). Where that passed half
-    the cores (other jobs took the CPUs the ranks wanted: step times and times to target
-    then say little) it says so; else that the load was the bench's own."""
-    extra = [x - r["world"] for r in records for x in r["load"]]
+    averages less its ranks (each runnable at most all the time), per cell (torch, model,
+    ranks, link). Where that passed half the cores, other jobs took the CPUs the ranks
+    wanted: step times and times to target there say little (bytes and losses still do);
+    the sentence names the cells where it did not, if any did."""
+    extra = {}
+    for r in records:
+        key = (r["torch"], r["model"], r["world"], r["rate"])
+        extra[key] = max([extra.get(key, float("-inf"))] + [x - r["world"] for x in r["load"]])
     if not extra:
         return ""
-    if max(extra) <= cores / 2:
+    quiet = sorted(k for k, v in extra.items() if v <= cores / 2)
+    top = max(extra.values())
+    if len(quiet) == len(extra):
         return (" The load beyond the bench's own ranks (load average less the ranks) was at most %.1f on %d cores: "
-                "step ms compare across hooks (the ranks share the cores)." % (max(0.0, max(extra)), cores))
-    return (" The load beyond the bench's own ranks (load average less the ranks) reached %.1f on %d cores: step ms "
-            "and time to target are not meaningful here, only bytes and losses are." % (max(extra), cores))
+                "step ms compare across hooks (the ranks share the cores)." % (max(0.0, top), cores))
+    said = (" The load beyond the bench's own ranks (load average less the ranks) reached %.1f on %d cores: step ms "
+            "and time to target are not meaningful" % (top, cores))
+    if not quiet:
+        return said + " here, only bytes and losses are."
+    return said + " but in the cells where it stayed within %g (%s), only bytes and losses are." % (
+        cores / 2, "; ".join("torch %s %s %d ranks %s" % k for k in quiet))
 
 
 def final(rec):

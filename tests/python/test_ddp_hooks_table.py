@@ -137,6 +137,9 @@ class MergeTest(unittest.TestCase):
         self.assertIn("not meaningful", tbl.overloaded([rec("none", 0, flat(1), load=(1.0, 3.5))], 2))
         four = dict(rec("none", 0, flat(1), load=(4.2, 4.4)), world=4)  # 4 ranks alone on 2 cores
         self.assertNotIn("not meaningful", tbl.overloaded([four], 2))
+        loaded = dict(rec("none", 0, flat(1), load=(9.0, 9.0)), rate="100mbit")
+        said = tbl.overloaded([four, loaded], 2)  # per cell: the quiet one named
+        self.assertIn("not meaningful but in the cells where it stayed within 1 (torch 2.13 gpt 4 ranks 1gbit)", said)
 
     def test_final_heldout(self):
         r = rec("none", 0, [9, 9, 9, 9, 9, 1, 2, 3, 4, 5])
