@@ -171,11 +171,11 @@ def decide(energy, rank, target):
     factored matrices [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2 per component], the
     largest rank that factors it)]: the error sqrt(sum of what P leaves out / sum |mean
     M|^2), |mean M|^2 being what it leaves out plus its components' (P orthonormal).
-    Above the target: a
-    quarter more (at least 1); below: the lowest rank whose components of most energy,
-    per matrix, would still have kept the error within the target (at most a quarter
-    less). It grows no further than the matrices factor (a rank at which none would,
-    plan, would leave nothing to measure). The same inputs on every rank give the same rank."""
+    Above the target: a quarter more (at least 1); below: the lowest rank whose components
+    of most energy, per matrix, would still have kept the error within the target (at
+    most a quarter less). It grows no further than the matrices factor (a rank at which
+    none would, plan, would leave nothing to measure). The same inputs on every rank give
+    the same rank."""
     lost = sum(a for a, _, _ in energy)
     kept = [sorted(e, reverse=True) for _, e, _ in energy]
     total = lost + sum(sum(e) for e in kept)
