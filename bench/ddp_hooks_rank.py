@@ -29,10 +29,16 @@ Q1_BLOCK = 512  # ckpz-q1's block when the hook's name gives none (ckpz-q1:1024)
 TASK_SEED = 1234  # the data's law (patterns, Markov chain): the same for every seed
 
 
+HELD_OUT = 16  # batches of the held-out set (CNN: 512 images; GPT: 256 sequences)
+CNN_CLASSES, CNN_SIGNAL, CNN_LABEL_NOISE = 10, 0.5, 0.5  # see bench/ddp-hooks: a loss that stays above 0
+
+
 def build(name, seed):
-    """(model, batch(generator) -> (x, y), loss(model, batch)) of model name: the task is
-    the same for every seed (the seeds' spread is training noise, not easier or harder
-    tasks); seed draws the initial weights (the caller's generator draws the batches)."""
+    """(model, batch(generator) -> (x, y), loss(model, batch), held-out batches) of model
+    name: the task is the same for every seed (the seeds' spread is training noise, not
+    easier or harder tasks), and so is the held-out set (HELD_OUT batches drawn from the
+    task's law apart from any run's); seed draws the initial weights (the caller's
+    generator draws the batches)."""
     import torch
     import torch.nn as nn
 
@@ -43,16 +49,20 @@ def build(name, seed):
                                  nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                  nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                  nn.Linear(64, 10))
-        # class c: a fixed smooth pattern of its own (4x4 noise upsampled) under noise
-        patterns = nn.functional.interpolate(torch.randn(10, 3, 4, 4), size=32, mode="bilinear",
+        # class c: a fixed smooth pattern of its own (4x4 noise upsampled) times CNN_SIGNAL
+        # under unit noise; a share CNN_LABEL_NOISE of the labels drawn at random
+        patterns = nn.functional.interpolate(torch.randn(CNN_CLASSES, 3, 4, 4), size=32, mode="bilinear",
                                              align_corners=False)
 
         def batch(g):
-            y = torch.randint(10, (32,), generator=g)
-            return patterns[y] * 0.5 + torch.randn(32, 3, 32, 32, generator=g), y
+            y = torch.randint(CNN_CLASSES, (32,), generator=g)
+            x = patterns[y] * CNN_SIGNAL + torch.randn(32, 3, 32, 32, generator=g)
+            flip = torch.rand(32, generator=g) < CNN_LABEL_NOISE
+            return x, torch.where(flip, torch.randint(CNN_CLASSES, (32,), generator=g), y)
 
+        held = _held(batch)
         torch.manual_seed(seed + 1)
-        return net(), batch, lambda m, xy: nn.functional.cross_entropy(m(xy[0]), xy[1])
+        return net(), batch, lambda m, xy: nn.functional.cross_entropy(m(xy[0]), xy[1]), held
 
     vocab, ctx, d = 64, 64, 128
     chain = torch.softmax(torch.randn(vocab, vocab) * 3, 1)  # text: a fixed random Markov chain
@@ -77,8 +87,16 @@ def build(name, seed):
             x[:, t + 1] = torch.multinomial(chain[x[:, t]], 1, generator=g)[:, 0]
         return x[:, :-1], x[:, 1:]
 
+    held = _held(batch)
     torch.manual_seed(seed + 1)
-    return GPT(), batch, lambda m, xy: nn.functional.cross_entropy(m(xy[0]).reshape(-1, vocab), xy[1].reshape(-1))
+    return GPT(), batch, lambda m, xy: nn.functional.cross_entropy(m(xy[0]).reshape(-1, vocab), xy[1].reshape(-1)), held
+
+
+def _held(batch):
+    import torch
+
+    g = torch.Generator().manual_seed(TASK_SEED + 1)
+    return [batch(g) for _ in range(HELD_OUT)]
 
 
 def register(ddp, hook, warmup):
@@ -131,13 +149,14 @@ def train(spec, run, dist, tx):
     import torch
 
     rank, world, warm, steps = spec["rank"], spec["world"], spec["warmup"], spec["steps"]
-    model, batch, loss_of = build(run["model"], run["seed"])
+    model, batch, loss_of, held = build(run["model"], run["seed"])
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024)
-    register(ddp, run["hook"], warm)
+    state = register(ddp, run["hook"], warm)
+    rank_of = getattr(state, "rank_in_force", None) is not None
     opt = torch.optim.AdamW(ddp.parameters(), lr=spec["lr"][run["model"]])
     g = torch.Generator().manual_seed(1000 * run["seed"] + rank)
     load0 = os.getloadavg()[0]
-    mine = torch.zeros(steps, 2, dtype=torch.float64)  # loss, seconds
+    mine = torch.zeros(steps, 4, dtype=torch.float64)  # loss, seconds, lowrank's rank in force and error
     dist.barrier()
     b0 = tx()
     for step in range(steps):
@@ -152,6 +171,9 @@ def train(spec, run, dist, tx):
         opt.step()
         mine[step, 1] = time.perf_counter() - t0
         mine[step, 0] = float(loss.detach())
+        if rank_of:
+            mine[step, 2], mine[step, 3] = state.rank_in_force, state.rank_error or 0.0
+    heldout = _evaluate(model, loss_of, held) if rank == 0 else None  # the ranks' models are the same
     moved = torch.tensor([float(tx() - b0)], dtype=torch.float64)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
@@ -161,10 +183,21 @@ def train(spec, run, dist, tx):
     if rank != 0:
         return None
     both = torch.stack(every)
-    return dict(run, torch=torch.__version__, losses=both[:, :, 0].mean(0).tolist(),
-                seconds=both[:, :, 1].max(0).values.tolist(),
-                bytes_per_step=float(sum(s[0] for s in sent)) / world / max(1, steps - warm),
-                load=[load0, os.getloadavg()[0]])
+    rec = dict(run, torch=torch.__version__, losses=both[:, :, 0].mean(0).tolist(),
+               seconds=both[:, :, 1].max(0).values.tolist(), heldout=heldout,
+               bytes_per_step=float(sum(s[0] for s in sent)) / world / max(1, steps - warm),
+               load=[load0, os.getloadavg()[0]])
+    if rank_of:  # the rank in force after each step, and the error it was decided on
+        rec.update(ranks=[int(x) for x in mine[:, 2].tolist()], rank_errors=mine[:, 3].tolist())
+    return rec
+
+
+def _evaluate(model, loss_of, held):
+    """The mean loss of the trained model on the held-out batches."""
+    import torch
+
+    with torch.no_grad():
+        return sum(float(loss_of(model, xy)) for xy in held) / len(held)
 
 
 def worker(spec):

@@ -11,12 +11,14 @@ Per cell:
   averaged over a window of SMOOTH steps) first reaches the target, the median over the
   seeds ("-" when half the seeds or more never reach it; "k/n" says how many did). The
   target is no hook's smoothed loss at TARGET_AT of the steps, averaged over its seeds;
-- final loss: the mean of the last SMOOTH steps' losses, averaged over the seeds, and
+- final loss: the trained model's loss on the task's held-out set (the same for every
+  run; records without one: the mean of the last SMOOTH steps' losses), averaged over the seeds, and
   the spread (max - min) over the seeds; loss/none, and whether it is within
   max(1 %, noise floor) above no hook's, the noise floor being no hook's spread over the
   seeds relative to its mean;
 - load: the machine's 1-minute load average over the cell's runs (min-max of the values
-  taken before and after each run).
+  taken before and after each run). The bench's own ranks count in it (up to one each):
+  overloaded() judges the load beyond them.
 """
 
 import os
@@ -108,16 +110,35 @@ def merge(saved):
     return records, hooks, shape[0] if shape else None, shape[1] if shape else None, dropped
 
 
-def overloaded(loads, cores):
-    """A sentence for the header when the load average passed the number of cores (the
-    ranks waited for CPUs: step times and times to target then say little), else ""."""
-    if not loads or max(loads) <= cores:
+def overloaded(records, cores):
+    """A sentence for the header on the load beyond the bench's own ranks: each run's load
+    averages less its ranks (each runnable at most all the time), per cell (torch, model,
+    ranks, link). Where that passed half the cores, other jobs took the CPUs the ranks
+    wanted: step times and times to target there say little (bytes and losses still do);
+    the sentence names the cells where it did not, if any did."""
+    extra = {}
+    for r in records:
+        key = (r["torch"], r["model"], r["world"], r["rate"])
+        extra[key] = max([extra.get(key, float("-inf"))] + [x - r["world"] for x in r["load"]])
+    if not extra:
         return ""
-    return (" The load (up to %.1f on %d cores) exceeded the cores: step ms and time to target are not meaningful "
-            "here, only bytes and losses are." % (max(loads), cores))
+    quiet = sorted(k for k, v in extra.items() if v <= cores / 2)
+    top = max(extra.values())
+    if len(quiet) == len(extra):
+        return (" The load beyond the bench's own ranks (load average less the ranks) was at most %.1f on %d cores: "
+                "step ms compare across hooks (the ranks share the cores)." % (max(0.0, top), cores))
+    said = (" The load beyond the bench's own ranks (load average less the ranks) reached %.1f on %d cores: step ms "
+            "and time to target are not meaningful" % (top, cores))
+    if not quiet:
+        return said + " here, only bytes and losses are."
+    return said + " but in the cells where it stayed within %g (%s), only bytes and losses are." % (
+        cores / 2, "; ".join("torch %s %s %d ranks %s" % k for k in quiet))
 
 
 def final(rec):
+    """The held-out loss of the run, else the mean of its last SMOOTH steps' losses."""
+    if rec.get("heldout") is not None:
+        return rec["heldout"]
     return statistics.mean(rec["losses"][-SMOOTH:])
 
 

@@ -35,6 +35,16 @@ mean's approximation, whose deviations from the mean add up from step to step). 
 sum of the results over the steps equals the sum of the mean gradients less the mean of
 the last residuals (with the 8-bit exchange's residuals of the parts not factored).
 
+Adaptive rank ("lowrank:auto[=T]", Factors.target): the rank in force changes between
+steps toward a relative error T of the mean's approximation over the factored matrices,
+|mean M - P P^T mean M| / |mean M|. What P keeps, |P^T mean M|^2, is Q's (the mean
+received; per component, its columns); what it leaves out is sketched: SKETCH more
+columns of Q, normal draws seeded by the parameter and the step, whose columns of P after
+step 1 are S = mean(M) G, and E |(I - P P^T) S g|^2 = |(I - P P^T) mean M|^2 per column
+(the sketch of the rest only: what P keeps adds nothing to its variance). Rows bytes a
+column, no collective of its own, and every rank decodes the same packets, so every rank
+decides the same (decide). The sketch's columns are left out of the QR and of Q.
+
 Q starts from a normal draw seeded by the parameter's key (its name with model=, else
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
@@ -55,20 +65,32 @@ REST = 1 << 20  # the key of a bucket's uncompressed parts' residuals: REST + it
 QKEY = 2 << 20  # the key (seeds of the rounding) of a bucket's Qs' exchange: QKEY + its index
 DEFAULT_RANK = 8  # see doc/gradients.md: the MLP sweep and the GPT
 MAX_RANK = 1024
+DEFAULT_TARGET = 0.8  # lowrank:auto's relative error: rank 8's on the GPT at 4 ranks (doc/gradients.md)
+SKETCH = 2  # lowrank:auto: columns of P that sketch the mean's energy
 
 
 def parse(method):
-    """(method, matrix rank) of a method string: "lowrank" -> ("lowrank", DEFAULT_RANK),
-    "lowrank:R" -> ("lowrank", R); any other method (method, None). ValueError for an R
-    that is not an int in 1..MAX_RANK."""
+    """(method, matrix rank, target error) of a method string: "lowrank" -> ("lowrank",
+    DEFAULT_RANK, None), "lowrank:R" -> ("lowrank", R, None), "lowrank:auto" -> ("lowrank",
+    DEFAULT_RANK, DEFAULT_TARGET), "lowrank:auto=T" -> (..., T): the rank adapts (Factors.decide);
+    any other method (method, None, None). ValueError for an R that is not an int in
+    1..MAX_RANK or a T not in (0, 1)."""
     if not isinstance(method, str) or not method.startswith("lowrank"):
-        return method, None
+        return method, None, None
     if method == "lowrank":
-        return method, DEFAULT_RANK
+        return method, DEFAULT_RANK, None
     head, colon, r = method.partition(":")
+    if head == "lowrank" and (r == "auto" or r.startswith("auto=")):
+        try:
+            t = float(r[5:]) if r != "auto" else DEFAULT_TARGET
+        except ValueError:
+            t = 0.0
+        if not 0 < t < 1:
+            raise ValueError("ckpz.ddp: method \"lowrank:auto=T\" takes a target error T in (0, 1), not %r" % method)
+        return head, DEFAULT_RANK, t
     if head != "lowrank" or not colon or not r.isdigit() or not 1 <= int(r) <= MAX_RANK:
         raise ValueError("ckpz.ddp: method \"lowrank:R\" takes a rank R of 1..%d, not %r" % (MAX_RANK, method))
-    return head, int(r)
+    return head, int(r), None
 
 
 def plan(shapes, rank):
@@ -87,39 +109,90 @@ def plan(shapes, rank):
 
 
 class Factors:
-    """The Qs of a state, by the parameter's key (#occurrence in the step)."""
+    """The Qs of a state, by the parameter's key (#occurrence in the step), and the rank
+    in force. With a target error (lowrank:auto) the rank adapts between steps (decide)."""
 
-    def __init__(self, rank):
-        self.rank, self.qs, self.seen = rank, {}, {}
+    def __init__(self, rank, target=None):
+        self.rank, self.target, self.qs, self.seen = rank, target, {}, {}
+        self.error = None  # the last step's measured relative error (adaptive only)
+        self._energy = []  # this step's [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2], cap) per matrix]
 
     def new_step(self):
         self.seen = {}
+        if self.target is not None and self._energy:
+            self.rank, self.error = decide(self._energy, self.rank, self.target)
+        self._energy = []
 
     def take(self, key, cols):
         """The Q of the next parameter of this key (cols x rank): the one kept, else a
-        normal draw seeded by the key (the same on every rank)."""
+        normal draw seeded by the key (the same on every rank). A kept Q of another rank
+        (the rank adapted) keeps its columns of most energy, or gains seeded normal ones."""
         import torch
 
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1
         name = "%s#%d" % (key, n)
         q = self.qs.get(name)
+        if q is not None and q.shape[0] == cols and q.shape[1] != self.rank:
+            if q.shape[1] > self.rank:
+                keep = torch.sort(torch.argsort(q.norm(dim=0), descending=True)[:self.rank]).values
+                q = q[:, keep].contiguous()
+            else:
+                g = torch.Generator().manual_seed(zlib.crc32(("%s/%d" % (name, self.rank)).encode()))
+                q = torch.cat([q, torch.randn(cols, self.rank - q.shape[1], generator=g)], 1)
         if q is None or tuple(q.shape) != (cols, self.rank):
             g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
             q = torch.randn(cols, self.rank, generator=g)
         return name, q
 
-    def load(self, table):
-        """Restores state_dict's factors (copies); ValueError for one that is not a Q."""
+    def load(self, table, rank=None):
+        """Restores state_dict's factors (copies) and, adaptive, the rank in force;
+        ValueError for one that is not a Q."""
         import torch
 
+        if self.target is not None:
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_RANK:
+                raise ValueError("ckpz.ddp: the state's rank in force is %r, not an int in 1..%d" % (rank, MAX_RANK))
+        elif rank is not None and rank != self.rank:
+            raise ValueError("ckpz.ddp: the state's rank in force is %r, this one's %d" % (rank, self.rank))
         if not isinstance(table, dict):
             raise ValueError("ckpz.ddp: the state's factors are not a dict")
-        for name, q in table.items():
+        for name, q in table.items():  # adaptive: Qs of the last step's rank (take resizes them)
             if not (isinstance(name, str) and isinstance(q, torch.Tensor) and q.dim() == 2
-                    and q.dtype == torch.float32 and q.shape[1] == self.rank):
+                    and q.dtype == torch.float32 and (q.shape[1] == self.rank if self.target is None
+                                                      else 1 <= q.shape[1] <= MAX_RANK)):
                 raise ValueError("ckpz.ddp: the state's factors[%r] is not a Q of rank %d" % (name, self.rank))
+        self.rank = rank if self.target is not None else self.rank
         self.qs = {k: q.detach().to("cpu", copy=True).contiguous() for k, q in table.items()}
+
+
+def decide(energy, rank, target):
+    """(the next step's rank, this step's relative error) from the energies of the step's
+    factored matrices [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2 per component], the
+    largest rank that factors it)]: the error sqrt(sum of what P leaves out / sum |mean
+    M|^2), |mean M|^2 being what it leaves out plus its components' (P orthonormal).
+    Above the target: a quarter more (at least 1); below: the lowest rank whose components
+    of most energy, per matrix, would still have kept the error within the target (at
+    most a quarter less). It grows no further than the matrices factor (a rank at which
+    none would, plan, would leave nothing to measure). The same inputs on every rank give
+    the same rank."""
+    lost = sum(a for a, _, _ in energy)
+    kept = [sorted(e, reverse=True) for _, e, _ in energy]
+    total = lost + sum(sum(e) for e in kept)
+    if not total > 0:
+        return rank, None
+    step = max(1, rank // 4)
+
+    def err(r):
+        return (max(0.0, total - sum(sum(e[:r]) for e in kept)) / total) ** 0.5
+
+    now = (max(0.0, lost) / total) ** 0.5
+    if now > target:
+        return max(rank, min(rank + step, max(c for _, _, c in energy))), now
+    r = rank
+    while r > max(1, rank - step) and err(r - 1) <= target:
+        r -= 1
+    return r, now
 
 
 def _keys(layout):
@@ -147,6 +220,8 @@ def allreduce(state, index, layout, shapes, buf, what):
             rest.append(m[at:at + k])
             continue
         name, q = lr.take(key, mat[1])
+        if lr.target is not None:  # the sketch's columns ride with P (_sketch)
+            q = torch.cat([q, _sketch(name, mat[1], state.step)], 1)
         mats.append((at, k, mat, name, key))
         ps.append((m[at:at + k].view(mat) @ q).flatten())
     flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
@@ -157,10 +232,14 @@ def allreduce(state, index, layout, shapes, buf, what):
         return _ddp_wire.allreduce(state, what, buf)
     rest, pos, wire = got
     out = torch.zeros(n, dtype=torch.float32)
-    hats, mine = [], []
+    hats, mine, sketched = [], [], []
+    width = _width(lr)
     for at, k, (rows, cols), name, key in mats:
-        p = torch.linalg.qr(wire[pos:pos + rows * lr.rank].view(rows, lr.rank))[0]
-        pos += rows * lr.rank
+        block = wire[pos:pos + rows * width].view(rows, width)
+        pos += rows * width
+        p = torch.linalg.qr(block[:, :lr.rank])[0]
+        sk = block[:, lr.rank:]  # mean(M) G: what of it P leaves out is the error's sketch
+        sketched.append(float((sk - p @ (p.t() @ sk)).double().pow(2).sum()) / SKETCH)
         hats.append(p)
         mine.append(m[at:at + k].view(rows, cols).t() @ p)
     at_rest = 0
@@ -170,12 +249,15 @@ def allreduce(state, index, layout, shapes, buf, what):
             at_rest += k
     qs = _factors_q(state, index, what, mine, buf.device)
     pos = 0
-    for (at, k, (rows, cols), name, key), p, q in zip(mats, hats, mine):
+    for (at, k, (rows, cols), name, key), p, energy in zip(mats, hats, sketched):
         qmean, sent = qs[0][pos:pos + cols * lr.rank], qs[1][pos:pos + cols * lr.rank]
         qmean, sent = qmean.view(lr.rank, cols).t(), sent.view(lr.rank, cols).t()
         pos += cols * lr.rank
         out[at:at + k] = (p @ qmean.t()).flatten()
         lr.qs[name] = qmean.contiguous()
+        if lr.target is not None:  # what P leaves out of the mean (sketched) and its components (Q's columns)
+            lr._energy.append((energy, qmean.double().pow(2).sum(0).tolist(),
+                               min(MAX_RANK, rows * cols // (2 * (rows + cols)))))
         if residual is not None:
             m[at:at + k] -= (p @ sent.t()).flatten()
     if residual is not None:
@@ -210,7 +292,7 @@ def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
     if nrest and state.error_feedback:
         sub = [] if lines is None else (
             ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None]
-            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * state._lowrank.rank) for x in mats]
+            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * _width(state._lowrank)) for x in mats]
             + ["lowrank/flag:1"])
         lo, hi = _ddp_wire.shard_bounds(vec.numel(), state.world, state.block)[state.rank]
         kept = state._residuals(REST + index, "\n".join(sub), vec.numel(), (lo, hi))
@@ -257,3 +339,18 @@ def _factors_q(state, index, what, mine, device):
         return mean, vec
     left[lo:hi] += w * owned
     return mean, vec - left
+
+
+def _width(lr):
+    """Columns of each P in the exchange: the rank, and lowrank:auto's sketch."""
+    return lr.rank + (SKETCH if lr.target is not None else 0)
+
+
+def _sketch(name, cols, step):
+    """lowrank:auto's SKETCH columns of Q for this parameter and step: normal draws seeded
+    by both (the same on every rank). Their columns of P, mean(M) G after the exchange,
+    sketch what P leaves out of the mean (the module's docstring)."""
+    import torch
+
+    g = torch.Generator().manual_seed(zlib.crc32(("%s/sketch/%d" % (name, step)).encode()))
+    return torch.randn(cols, SKETCH, generator=g)

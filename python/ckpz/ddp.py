@@ -35,7 +35,8 @@ bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus er
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
 "lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors
 at 8 bits with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP and 32x on
-bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both);
+bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both; "lowrank:auto[=T]":
+the rank adapting toward a relative error T of the approximation, doc/gradients.md);
 "auto": one of these but "lowrank", chosen after the warm-up steps from the measured link
 speed and compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict; no
 lossier than auto_max ("q4" by default, the lossiest method measured at no hook's loss;
@@ -62,6 +63,8 @@ class CompressionState:
     process_group: the group DDP reduces over (None: the default group). method: "q8",
     "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
     "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank);
+    "lowrank:auto" or "lowrank:auto=T": from rank 8, the rank adapts between steps toward
+    a relative error T of the factored matrices (0.8 by default: lowrank_target);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
     default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
@@ -84,14 +87,15 @@ class CompressionState:
     buckets: packets, flags and sizes),
     bytes_allreduce (what a ring all-reduce of the same buckets would have sent),
     uncompressed_buckets (buckets sent as they are for a NaN or infinity), error (the
-    last ckpz.Error the hook raised, or None).
+    last ckpz.Error the hook raised, or None); lowrank: rank_in_force (the next step's
+    matrix rank) and rank_error (lowrank:auto: the last step's relative error, else None).
     """
 
     def __init__(self, process_group=None, method="q8", bits=None, block=256, stochastic=False, error_feedback=True,
                  warmup_steps=0, timeout=None, density=None, model=None, entropy=True, auto_inject=None,
                  overlap=False, auto_max=None):
         requested = method
-        method, self.matrix_rank = _ddp_lowrank.parse(method)
+        method, self.matrix_rank, self.lowrank_target = _ddp_lowrank.parse(method)
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
         if method == "lowrank" and bits is not None:
@@ -110,7 +114,7 @@ class CompressionState:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError("ckpz.ddp: timeout must be a number of seconds > 0, or None")
         self.requested = requested
-        self._lowrank = _ddp_lowrank.Factors(self.matrix_rank) if self.matrix_rank else None
+        self._lowrank = _ddp_lowrank.Factors(self.matrix_rank, self.lowrank_target) if self.matrix_rank else None
         self.density = (0.01 if density is None else density) if method in ("topk", "auto") else None
         self.entropy = bool(entropy)
         self.stochastic = bool(stochastic)
@@ -208,6 +212,14 @@ class CompressionState:
         adds its own small offset)."""
         return (zlib.crc32(b"%d/%d/%d" % (self.step, index, self.rank)) << 20) & ~1
 
+    @property
+    def rank_in_force(self):
+        return self._lowrank.rank if self._lowrank is not None else None
+
+    @property
+    def rank_error(self):
+        return self._lowrank.error if self._lowrank is not None else None
+
     # ---- checkpoints -----------------------------------------------------------------
 
     def state_dict(self):
@@ -219,6 +231,7 @@ class CompressionState:
                 "world": self.world, "rank": self.rank, "step": self.step, "requested": self.requested,
                 "density": self.density, "entropy": self.entropy, "auto": auto, "matrix_rank": self.matrix_rank,
                 "factors": dict(self._lowrank.qs) if self._lowrank is not None else {},
+                "lowrank_target": self.lowrank_target, "rank_in_force": self.rank_in_force,
                 "layouts": {str(i): b[0] for i, b in sorted(self._buckets.items())},
                 "residuals": {str(i): b[1] for i, b in sorted(self._buckets.items())},
                 "owned_residuals": {str(i): b[2] for i, b in sorted(self._buckets.items())}}
@@ -235,7 +248,7 @@ class CompressionState:
                 raise ValueError("ckpz.ddp: the state's auto choice is %r" % (auto.get("choice"),))
             self._choose(auto["choice"])  # what the saved run chose, without measuring again
             self._auto.choice, self._auto.record = auto["choice"], dict(auto)
-        for key in ("method", "bits", "block", "world", "rank", "matrix_rank"):
+        for key in ("method", "bits", "block", "world", "rank", "matrix_rank", "lowrank_target"):
             if sd.get(key) != getattr(self, key):
                 raise ValueError("ckpz.ddp: the state was saved with %s=%r, this one has %r"
                                  % (key, sd.get(key), getattr(self, key)))
@@ -247,7 +260,7 @@ class CompressionState:
         if not set(tables[0]) == set(tables[1]) == set(tables[2]):
             raise ValueError("ckpz.ddp: the state's layouts, residuals and owned_residuals name other buckets")
         if self._lowrank is not None:
-            self._lowrank.load(sd.get("factors", {}))
+            self._lowrank.load(sd.get("factors", {}), sd.get("rank_in_force"))
         self.step = step
         self._buckets = {i: (tables[0][i], tables[1][i].detach().to("cpu", copy=True).contiguous(),
                              tables[2][i].detach().to("cpu", copy=True).contiguous()) for i in tables[0]}

@@ -130,9 +130,21 @@ class MergeTest(unittest.TestCase):
         self.assertRaises(ValueError, tbl.merge, [("a", {"records": []})])
 
     def test_overloaded(self):
-        self.assertEqual(tbl.overloaded([1.0, 2.0], 2), "")
+        # 2 ranks on 2 cores: a load of 3.0 is 1.0 beyond the ranks (half the cores: still fine)
+        self.assertNotIn("not meaningful", tbl.overloaded([rec("none", 0, flat(1), load=(1.0, 3.0))], 2))
+        self.assertIn("at most 1.0", tbl.overloaded([rec("none", 0, flat(1), load=(1.0, 3.0))], 2))
         self.assertEqual(tbl.overloaded([], 2), "")
-        self.assertIn("not meaningful", tbl.overloaded([1.0, 2.5], 2))
+        self.assertIn("not meaningful", tbl.overloaded([rec("none", 0, flat(1), load=(1.0, 3.5))], 2))
+        four = dict(rec("none", 0, flat(1), load=(4.2, 4.4)), world=4)  # 4 ranks alone on 2 cores
+        self.assertNotIn("not meaningful", tbl.overloaded([four], 2))
+        loaded = dict(rec("none", 0, flat(1), load=(9.0, 9.0)), rate="100mbit")
+        said = tbl.overloaded([four, loaded], 2)  # per cell: the quiet one named
+        self.assertIn("not meaningful but in the cells where it stayed within 1 (torch 2.13 gpt 4 ranks 1gbit)", said)
+
+    def test_final_heldout(self):
+        r = rec("none", 0, [9, 9, 9, 9, 9, 1, 2, 3, 4, 5])
+        self.assertEqual(tbl.final(r), 3)  # the last SMOOTH steps
+        self.assertEqual(tbl.final(dict(r, heldout=2.5)), 2.5)
 
 
 class MarkdownTest(unittest.TestCase):
