@@ -102,7 +102,14 @@ static void test_bounds(void)
             if (r == AUTO_WEIGHT)
                 CHECKF(q.mode == QM_CREL && q.stochastic && q.keyframe > 0 && q.keyframe < 1 && !q.no_base,
                        "weight at %g: mode %u stochastic %u keyframe %g", ks[i], q.mode, q.stochastic, q.keyframe);
-            if (r == AUTO_EXP_AVG) CHECKF(q.mode == QM_PREL && q.no_base, "exp_avg at %g: mode %u", ks[i], q.mode);
+            if (r == AUTO_EXP_AVG) {
+                /* m rounded without bias whatever beta2: to nearest on the log grid, each
+                 * restored m came back ~4% larger on average (doc/lossy.md) */
+                quant_spec fast = auto_spec(r, ks[i], 0.95);
+                CHECKF(q.mode == QM_PREL && q.no_base && q.stochastic && fast.stochastic,
+                       "exp_avg at %g: mode %u stochastic %u (beta2 0.95: %u)", ks[i], q.mode, q.stochastic,
+                       fast.stochastic);
+            }
             if (r == AUTO_EXP_AVG_SQ)
                 CHECKF(q.mode == QM_PREL && q.prune == 0 && !q.no_base, "exp_avg_sq at %g: mode %u prune %g", ks[i],
                        q.mode, q.prune);

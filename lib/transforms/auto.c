@@ -112,13 +112,21 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * so where the rule states beta2 <= AUTO_BETA2_FAST (ckpz.save reads it) v is rounded to
  * nearest (stochastic_fast): the quick GPT's six cells then pass 6 of 6 at 5.53-9.38x
  * per checkpoint (without: 5 of 6 at 5.24-8.66x; cosine every 10 -0.10 / -0.44%, not
- * -0.43 / -0.64%); on the LSTM (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid (not its pruning) is what
- * moves the quick GPT and LSTM below run A (exp_avg exact: +0.11 / -0.14%; unpruned
- * `pointwise-rel 0.6` -0.41 / -0.76%); a uniform grid relative to the tensor's RMS
+ * -0.43 / -0.64%); on the LSTM (0.999) nearest fails (-1.16 / -1.74%). exp_avg's log grid
+ * rounded to nearest (not its pruning) is what moved the quick GPT and LSTM below run A
+ * (exp_avg exact: +0.11 / -0.14%; unpruned `pointwise-rel 0.6` -0.41 / -0.76%): it gave
+ * m back ~4% larger on average, every step too large. So exp_avg is rounded without bias
+ * whatever beta2, on the log grid of `pointwise-rel 0.9` (its cap: above K = 1 the knob
+ * moves only its pruning; at 0.6 unbiased costs ~0.3 bit more and did not do better on
+ * the LSTM): on the corpus ~3.3 bits, not ~2.85 (the chain 12.8x per delta file, not
+ * 13.6x); the quick GPT cosine every-10 cell passes (-0.47 /
+ * -0.41% at 8.36x, was -0.43 / -0.64% at 8.66x), the default-size LSTM const one too
+ * (-0.48 / -0.43% at 13.55x / 13.59x, was -0.63 / -0.63% at 14.43x / 14.48x), both by a
+ * small margin. A uniform grid relative to the tensor's RMS
  * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
  * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%; at R = 0.15 it passes
- * the default-size LSTM cell auto fails (+0.32 / +0.31% at 15.5x / 15.3x, auto -0.63% at
- * 14.4x / 14.5x) but fails the quick GPT cosine one (+0.67%): not the default
+ * the default-size LSTM cell auto failed (+0.32 / +0.31% at 15.5x / 15.3x, auto then -0.63%
+ * at 14.4x / 14.5x) but fails the quick GPT cosine one (+0.67%): not the default
  * (doc/lossy.md "exp_avg's grid and Adam's beta2"). */
 static const struct auto_bound {
     uint8_t mode;
@@ -127,7 +135,7 @@ static const struct auto_bound {
 } AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
     [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 1, 0},
-    [AUTO_EXP_AVG] = {QM_PREL, 0.6, 0.9, 0, 0, 0.25, 0.9, 0, 0, 1},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.9, 0.9, 0, 0, 0.25, 0.9, 1, 1, 1},
     [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0, 0},
 };
 
