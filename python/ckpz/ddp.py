@@ -367,6 +367,8 @@ def _reduce(state, buf, index, layout, last, shapes):
             result = _ddp_wire.allreduce(state, what, buf)
             if auto is not None and auto.choice is None and not plain:
                 auto.allreduced(2 * (w - 1) * buf.numel() * buf.element_size() / w, time.perf_counter() - t1)
+                if state.step == state.warmup_steps - 1:
+                    auto.probe(state, what)
         elif state.method == "lowrank":
             result = _ddp_lowrank.allreduce(state, index, layout, shapes, buf.contiguous(), what)
         elif state.method == "topk":

@@ -282,7 +282,10 @@ class AutoRuleTest(unittest.TestCase):
     def test_wire_bytes(self):
         self.assertEqual(auto.wire_bytes("none", 4, 4000, 0, 1), 6000)
         self.assertEqual(auto.wire_bytes("topk", 4, 4000, 100, 1), 3 * (100 + 9))
-        self.assertEqual(auto.wire_bytes("q8", 2, 4000, 1000, 1), 1000 + 2 * 9)
+        self.assertEqual(auto.wire_bytes("q8+rans", 2, 4000, 1000, 1), 1000 + 2 * 9)  # flags and sizes
+        self.assertEqual(auto.wire_bytes("q8", 2, 4000, 1000, 1), 1000 + 2 * 1)  # raw: flags only
+        self.assertEqual([auto.collectives(n) for n in ("none", "q8", "q8+rans", "q4", "q4+rans", "q1", "topk")],
+                         [1, 2, 4, 2, 4, 2, 2])
 
     def test_arguments(self):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="auto", warmup_steps=1)
