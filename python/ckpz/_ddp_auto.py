@@ -9,12 +9,13 @@ each candidate's kernels on the real buckets (packing, unpacking; no residual ch
 its CPU time and its packets' bytes.
 
 The rule is --target-bw's cost model (lib/predict/tune.c) with the hook's terms: a
-candidate's step takes  max(compute, cpu + bytes / link)  when the exchange overlaps the
-backward pass (overlap=True; the tuner overlaps compression with writing alike), and
-compute + cpu + bytes / link  when the hook runs it in-line (nothing overlaps: the terms
-add); the warm-up runs in-line either way, so that it measures each term alone. Of the
-candidates whose step is
-within 2 % of the fastest (the model is not finer than that), the least lossy wins
+candidate's step takes  max(compute, cpu + bytes / link + c * latency)  when the exchange
+overlaps the backward pass (overlap=True; the tuner overlaps compression with writing
+alike), and  compute + cpu + bytes / link + c * latency  when the hook runs it in-line
+(nothing overlaps: the terms add); c: its collectives (collectives()), latency: one
+collective's time, measured on the last warm-up step (probe); the warm-up runs in-line
+either way, so that it measures each term alone. Of the candidates whose step is within
+2 % of the fastest (the model is not finer than that), the least lossy wins
 (none, then 8-bit, 4-bit, 1-bit, top-k), then the fastest. Candidates: none (DDP's
 all-reduce), q8 and q4 with raw and entropy-coded codes, q1 (signs), top-k at the state's
 density, each only up to the state's auto_max, the lossiest tier allowed. Its default is q4: the time model
@@ -76,8 +77,8 @@ def choose(table):
 
 class Planner:
     """The measurements of the warm-up steps and the choice they lead to. inject: a
-    dict whose "link_bytes_per_s" and "compute_s" replace what is measured (tests; a
-    user who knows the link), or None."""
+    dict whose "link_bytes_per_s", "compute_s" and "latency_s" replace what is measured
+    (tests; a user who knows the link), or None."""
 
     def __init__(self, density, block, inject=None, overlap=False, max_tier=TIERS["q4"]):
         self.density, self.block, self.inject, self.overlap = density, block, dict(inject or {}), overlap

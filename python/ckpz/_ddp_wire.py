@@ -18,9 +18,10 @@ were not finite (NaN or infinity: an overflow an AMP grad scaler must see); 2 no
 the owner refused one it got (phase 2 only). After phase 2 every rank knows the same
 flags, so all take the same way on: any 2 raises ckpz.Error on every rank (the rank that
 refused names the sender and what was wrong); any 1 makes every rank all-reduce the
-bucket uncompressed, so the overflow reaches every rank's result. Packets differ in size
-(entropy-coded codes), so each phase sends the slots' sizes first and then exactly the
-slots (exchange): no padding travels.
+bucket uncompressed, so the overflow reaches every rank's result. Entropy-coded packets differ in
+size, so each phase sends the slots' sizes first and then exactly the slots (exchange):
+no padding travels, four collectives a bucket. Raw codes (and 1-bit signs) make packets
+of exactly codec.packet_size bytes: no sizes travel, two collectives a bucket (fixed).
 
 Top-k (method "topk", topk_allreduce): every rank's sparse packet (CKGS) to every rank,
 each adding all of them: the same mean on every rank.

@@ -64,8 +64,8 @@ class CompressionState:
     "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
-    default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
-    replace what is measured). entropy: rANS-code the quantised codes where that is smaller
+    default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s", "compute_s"
+    and "latency_s" replace what is measured). entropy: rANS-code the quantised codes where that is smaller
     (True). overlap: the exchange runs on a thread of the state's, the hook returning at
     once (DDP overlaps it with the rest of the backward pass; buckets in order, each
     collective still bounded by the timeout), False: in the hook. block: elements per
