@@ -9,12 +9,13 @@ each candidate's kernels on the real buckets (packing, unpacking; no residual ch
 its CPU time and its packets' bytes.
 
 The rule is --target-bw's cost model (lib/predict/tune.c) with the hook's terms: a
-candidate's step takes  max(compute, cpu + bytes / link)  when the exchange overlaps the
-backward pass (overlap=True; the tuner overlaps compression with writing alike), and
-compute + cpu + bytes / link  when the hook runs it in-line (nothing overlaps: the terms
-add); the warm-up runs in-line either way, so that it measures each term alone. Of the
-candidates whose step is
-within 2 % of the fastest (the model is not finer than that), the least lossy wins
+candidate's step takes  max(compute, cpu + bytes / link + c * latency)  when the exchange
+overlaps the backward pass (overlap=True; the tuner overlaps compression with writing
+alike), and  compute + cpu + bytes / link + c * latency  when the hook runs it in-line
+(nothing overlaps: the terms add); c: its collectives (collectives()), latency: one
+collective's time, measured on the last warm-up step (probe); the warm-up runs in-line
+either way, so that it measures each term alone. Of the candidates whose step is within
+2 % of the fastest (the model is not finer than that), the least lossy wins
 (none, then 8-bit, 4-bit, 1-bit, top-k), then the fastest. Candidates: none (DDP's
 all-reduce), q8 and q4 with raw and entropy-coded codes, q1 (signs), top-k at the state's
 density, each only up to the state's auto_max, the lossiest tier allowed. Its default is q4: the time model
@@ -45,17 +46,25 @@ CANDIDATES = {"none": (0, None, False, False), "q8": (1, 8, False, False), "q8+r
               "topk": (4, 8, False, True)}
 
 
+def collectives(name):
+    """Collectives per bucket of candidate name: DDP's all-reduce one; an exchange of
+    raw codes (sizes known: _ddp_wire.exchange's fixed) two; of entropy-coded codes and
+    top-k (sizes sent first) four and two."""
+    tier, bits, entropy, topk = CANDIDATES[name]
+    return 1 if name == "none" else 2 if topk else 4 if entropy and bits != 1 else 2
+
+
 def wire_bytes(name, world, bucket_bytes, packet_bytes, buckets):
     """Bytes one rank sends per step with candidate name: an FP32/BF16/FP16 ring
     all-reduce moves 2 (W - 1) / W of each bucket; the quantised exchange the same share
-    of its packets plus a flag byte per shard and the sizes (8 bytes per rank, twice);
-    top-k its packet to every other rank, with a flag byte and the sizes."""
+    of its packets plus a flag byte per shard and, entropy-coded, the sizes (8 bytes per
+    rank, twice); top-k its packet to every other rank, with a flag byte and the sizes."""
     w = world
     if name == "none":
         return 2 * (w - 1) * bucket_bytes / w
     if CANDIDATES[name][3]:
         return (w - 1) * (packet_bytes + buckets * (1 + 8))
-    return 2 * (w - 1) * packet_bytes / w + buckets * 2 * (w - 1) * (1 + 8)
+    return 2 * (w - 1) * packet_bytes / w + buckets * 2 * (w - 1) * (1 + (8 if collectives(name) == 4 else 0))
 
 
 def choose(table):
@@ -68,8 +77,8 @@ def choose(table):
 
 class Planner:
     """The measurements of the warm-up steps and the choice they lead to. inject: a
-    dict whose "link_bytes_per_s" and "compute_s" replace what is measured (tests; a
-    user who knows the link), or None."""
+    dict whose "link_bytes_per_s", "compute_s" and "latency_s" replace what is measured
+    (tests; a user who knows the link), or None."""
 
     def __init__(self, density, block, inject=None, overlap=False, max_tier=TIERS["q4"]):
         self.density, self.block, self.inject, self.overlap = density, block, dict(inject or {}), overlap
@@ -83,12 +92,30 @@ class Planner:
         self.errors = {n: [0.0, 0.0] for n in CANDIDATES}  # name -> [sum of squared errors, of squares]
         self.bucket_bytes = 0
         self.buckets = 0
+        self.latencies = []  # seconds of each tiny collective timed (probe)
+        self.allreduces = 0
         self.record = {}
 
     def allreduced(self, nbytes, seconds):
         """An uncompressed all-reduce of the warm-up: nbytes per rank in seconds."""
         self.link_bytes += nbytes
         self.link_time += seconds
+        self.allreduces += 1
+
+    def probe(self, state, what):
+        """Times one collective of 8 bytes per rank (an all_to_all, as the exchanges'),
+        right after an all-reduce (the ranks are in step): what each collective of a
+        candidate costs beyond its bytes (latency, the calls' own CPU)."""
+        import torch
+
+        dist = _dist_comm.dist_module()
+        dev = state._device
+        send = torch.zeros(state.world, dtype=torch.int64)
+        send = send if dev is None or dev.type == "cpu" else send.to(dev)
+        recv = torch.empty_like(send)
+        t0 = time.perf_counter()
+        _ddp_wire.collective(state, what, lambda: dist.all_to_all_single(recv, send, group=state.group, async_op=True))
+        self.latencies.append(time.perf_counter() - t0)
 
     def step_done(self, now):
         if self.last_end is not None:
@@ -131,7 +158,12 @@ class Planner:
 
     def table(self, world):
         """{name: modelled step seconds}, and the link and compute time used."""
-        link = self.inject.get("link_bytes_per_s") or (self.link_bytes / self.link_time if self.link_time else 1e12)
+        lats = sorted(self.latencies)
+        latency = self.inject.get("latency_s", lats[len(lats) // 2] if lats else 0.0)
+        # the all-reduces' time less their latency: the link's bytes per second
+        moving = self.link_time - self.allreduces * latency
+        measured = self.link_bytes / moving if moving > 0.1 * self.link_time else 1e12
+        link = self.inject.get("link_bytes_per_s") or (measured if self.link_time else 1e12)
         comps = sorted(self.computes)
         compute = self.inject.get("compute_s", comps[len(comps) // 2] if comps else 0.0)
         out = {}
@@ -140,15 +172,15 @@ class Planner:
             if tier > self.max_tier or (name != "none" and not size):
                 continue
             nbytes = wire_bytes(name, world, self.bucket_bytes, size, self.buckets)
-            exchange = cpu + nbytes / link
+            exchange = cpu + nbytes / link + self.buckets * collectives(name) * latency
             out[name] = max(compute, exchange) if self.overlap else compute + exchange
-        return out, link, compute
+        return out, link, compute, latency
 
     def decide(self, state, what):
         """Rank 0's choice, broadcast (within the state's timeout): every rank's."""
         import torch
 
-        table, link, compute = self.table(state.world)
+        table, link, compute, latency = self.table(state.world)
         names = list(CANDIDATES)
         mine = names.index(choose(table)) if table else 0
         dist = _dist_comm.dist_module()
@@ -162,7 +194,7 @@ class Planner:
             got = 0
         self.choice = names[got]
         self.record = {"choice": self.choice, "auto_max": next(n for n, t in TIERS.items() if t == self.max_tier),
-                       "link_bytes_per_s": link, "compute_s": compute,
+                       "link_bytes_per_s": link, "compute_s": compute, "latency_s": latency,
                        "model_s": {n: round(t, 6) for n, t in table.items()},
                        "rel_error": {n: round((e / sq) ** 0.5, 6) for n, (e, sq) in self.errors.items() if sq}}
         return self.choice

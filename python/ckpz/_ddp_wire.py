@@ -18,9 +18,10 @@ were not finite (NaN or infinity: an overflow an AMP grad scaler must see); 2 no
 the owner refused one it got (phase 2 only). After phase 2 every rank knows the same
 flags, so all take the same way on: any 2 raises ckpz.Error on every rank (the rank that
 refused names the sender and what was wrong); any 1 makes every rank all-reduce the
-bucket uncompressed, so the overflow reaches every rank's result. Packets differ in size
-(entropy-coded codes), so each phase sends the slots' sizes first and then exactly the
-slots (exchange): no padding travels.
+bucket uncompressed, so the overflow reaches every rank's result. Entropy-coded packets differ in
+size, so each phase sends the slots' sizes first and then exactly the slots (exchange):
+no padding travels, four collectives a bucket. Raw codes (and 1-bit signs) make packets
+of exactly codec.packet_size bytes: no sizes travel, two collectives a bucket (fixed).
 
 Top-k (method "topk", topk_allreduce): every rank's sparse packet (CKGS) to every rank,
 each adding all of them: the same mean on every rank.
@@ -122,40 +123,49 @@ def allreduce(state, what, buf):
     return mean
 
 
-def exchange(state, what, send, sizes, limits, device):
-    """Variable-size slots between the ranks (the packets' sizes differ: entropy-coded
-    codes, top-k): send (a CPU uint8 tensor) is cut into len(sizes) pieces, piece j for
-    rank j. The sizes go first (an all_to_all of one int64 per rank), then the bytes
-    (all_to_all with those splits): what travels is exactly the slots, no padding.
-    Returns the pieces got, one per rank (CPU). A size out of [1, limits[i]] from rank i
-    (no packet of that shard takes more) raises ckpz.Error here (the other ranks then
-    time out in the next collective, naming this one)."""
+def exchange(state, what, send, sizes, limits, device, fixed=False):
+    """Slots between the ranks: send (a CPU uint8 tensor) is cut into len(sizes) pieces,
+    piece j for rank j. Variable sizes (the packets' sizes differ: entropy-coded codes,
+    top-k): the sizes go first (an all_to_all of one int64 per rank), then the bytes
+    (all_to_all with those splits): what travels is exactly the slots, no padding; a
+    size out of [1, limits[i]] from rank i (no packet of that shard takes more) raises
+    ckpz.Error here (the other ranks then time out in the next collective, naming this
+    one). fixed=True: every slot from rank i is limits[i] bytes (raw codes: packet_size
+    is exact), so no sizes travel: one collective instead of two. Returns the pieces
+    got, one per rank (CPU)."""
     import torch
 
     dist = _dist_comm.dist_module()
     w = state.world
-    wire_s = _on(torch.tensor(sizes, dtype=torch.int64), device)
-    wire_r = torch.empty(w, dtype=torch.int64, device=wire_s.device)
-    collective(state, what, lambda: dist.all_to_all_single(wire_r, wire_s, group=state.group, async_op=True))
-    got = [int(v) for v in wire_r.cpu()]
-    bad = [i for i, g in enumerate(got) if not 1 <= g <= limits[i]]
-    if bad:
-        raise Error(_lib.ERR_CORRUPT, "%s: rank %d announced a slot of %d bytes (1..%d)"
-                    % (what, bad[0], got[bad[0]], limits[bad[0]]))
+    held = []
+    if fixed:
+        got = list(limits)
+    else:
+        wire_s = _on(torch.tensor(sizes, dtype=torch.int64), device)
+        wire_r = torch.empty(w, dtype=torch.int64, device=wire_s.device)
+        collective(state, what, lambda: dist.all_to_all_single(wire_r, wire_s, group=state.group, async_op=True))
+        got = wire_r.tolist()
+        bad = [i for i, g in enumerate(got) if not 1 <= g <= limits[i]]
+        if bad:
+            raise Error(_lib.ERR_CORRUPT, "%s: rank %d announced a slot of %d bytes (1..%d)"
+                        % (what, bad[0], got[bad[0]], limits[bad[0]]))
+        state.bytes_sent += 8 * (w - 1)
+        held = [wire_s, wire_r]
     wire_send = _on(send, device)
     wire_recv = torch.empty(sum(got), dtype=torch.uint8, device=wire_send.device)
     collective(state, what, lambda: dist.all_to_all_single(wire_recv, wire_send, got, list(sizes), group=state.group,
                                                            async_op=True))
     recv = wire_recv.cpu() if wire_recv.device.type != "cpu" else wire_recv.clone()  # hold empties it
-    state.bytes_sent += 8 * (w - 1) + sum(sizes) - sizes[state.rank]
-    _dist_comm.hold([wire_s, wire_r, wire_send, wire_recv])  # see _dist_comm.hold
+    state.bytes_sent += sum(sizes) - sizes[state.rank]
+    _dist_comm.hold(held + [wire_send, wire_recv])  # see _dist_comm.hold
     return list(torch.split(recv, got))
 
 
-def to_all(state, what, slot, limits, device):
-    """slot (CPU uint8) to every rank, every rank's slot back (exchange: exact sizes)."""
+def to_all(state, what, slot, limits, device, fixed=False):
+    """slot (CPU uint8) to every rank, every rank's slot back (exchange: exact sizes;
+    fixed: rank i's slot is limits[i] bytes)."""
     w = state.world
-    return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device)
+    return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device, fixed)
 
 
 def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=None):
@@ -176,22 +186,29 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
         residual, owned = scratch
     seed = state._seed(index)
 
-    # phase 1: my packet of every shard to its owner
-    send = torch.zeros(sum(limits), dtype=torch.uint8)
+    # phase 1: my packet of every shard to its owner (raw codes: each slot exactly its
+    # limit, every size known, none sent: fixed)
+    fixed = not codec.entropy or codec.bits == 1  # signs are always raw
+    send = torch.empty(sum(limits), dtype=torch.uint8)
     at, sizes, finite = 0, [], True
     for j, (lo, hi) in enumerate(bounds):
         s = send[at:at + limits[j]]
+        s[0] = OK
         size = 0  # after a NaN, no more packing: no residual changes
         if finite:
             size = codec.pack(host[lo:hi], residual[lo:hi] if residual is not None else None, s[1:], seed + 2 * j)
         finite = finite and size > 0
         sizes.append(1 + size)
         at += limits[j]
-    if not finite:  # no packet from me this step: every slot says why
-        send, sizes = torch.full((w,), NOT_FINITE, dtype=torch.uint8), [1] * w
-    else:
+    if finite and fixed and sizes != limits:
+        raise Error(_lib.ERR_INTERNAL, "%s: raw packets of %s bytes, %s expected" % (what, sizes, limits))
+    if not finite:  # no packet from me this step: every slot says why (fixed: padded to its limit)
+        sizes = limits if fixed else [1] * w
+        send = torch.zeros(sum(sizes), dtype=torch.uint8)
+        send[[sum(sizes[:j]) for j in range(w)]] = NOT_FINITE
+    elif not fixed:
         send = torch.cat([send[sum(limits[:j]):sum(limits[:j]) + sizes[j]] for j in range(w)])
-    got = exchange(state, what, send, sizes, [limits[me]] * w, buf.device)
+    got = exchange(state, what, send, sizes, [limits[me]] * w, buf.device, fixed)
 
     # my shard: the mean of what the ranks sent
     lo, hi = bounds[me]
@@ -199,7 +216,7 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
     flag, refusal = OK, None
     for i, slot in enumerate(got):
         f = int(slot[0])
-        if f == NOT_FINITE and slot.numel() == 1:
+        if f == NOT_FINITE and (slot.numel() == 1 or fixed):
             flag = max(flag, NOT_FINITE)
             continue
         try:
@@ -209,17 +226,19 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
         except Error as e:
             flag, refusal = REFUSED, e
             break
-    out = torch.zeros(limits[me], dtype=torch.uint8)
+    out = torch.empty(limits[me], dtype=torch.uint8)
     size = 0
     if flag == OK:
         mean.div_(w)
         size = codec.pack(mean, owned, out[1:], seed + 2 * me + 1)
         if not size:
             flag = NOT_FINITE
+    if flag != OK:
+        out.zero_()
     out[0] = flag
 
     # phase 2: every shard's mean to every rank
-    outs = to_all(state, what, out[:1 + size], limits, buf.device)
+    outs = to_all(state, what, out if fixed else out[:1 + size], limits, buf.device, fixed)
     flags = [int(o[0]) for o in outs]
     if refusal is not None:
         raise Error(refusal.code, "%s: %s" % (what, refusal.message))

@@ -111,16 +111,30 @@ class Codec:
         codec's) raises Error naming what."""
         _cpu_contiguous(packet, what)
         _cpu_contiguous(out, "an output")
-        info = self.info(packet, what)
-        if (info.count != out.numel() or info.bits != self.bits or info.block != self.block
-                or info.kind != self.params.kind):
+        count, bits, block, kind = self._header(packet, what, (out.numel(), self.bits, self.block,
+                                                                 self.params.kind))
+        if count != out.numel() or bits != self.bits or block != self.block or kind != self.params.kind:
             raise Error(_lib.ERR_CORRUPT, "%s holds %d elements at %d bits, block %d: %d at %d bits, block %d expected"
-                        % (what, info.count, info.bits, info.block, out.numel(), self.bits, self.block))
+                        % (what, count, bits, block, out.numel(), self.bits, self.block))
         with _lib.Call() as call:
             err = _lib.grad_unpack(call.ctx, packet.data_ptr(), packet.numel(), dtype_code(out.dtype),
                                    out.data_ptr() or None, out.numel())
             if err:
                 raise Error(err, "%s: %s" % (what, call.message()))
+
+    def _header(self, packet, what, want):
+        """(count, bits, block, kind) of the packet, read from its first 24 bytes alone,
+        when they are want's (a tuple like it, None for a field not compared): decoding
+        then checks every byte (CRC and all, as info does: not twice over). Otherwise
+        info()'s, the whole packet checked first (its error naming what)."""
+        head = bytes(packet[:24].tolist())
+        if len(head) == 24 and head[:4] in (b"CKGQ", b"CKGS"):
+            kind = _lib.GRAD_DENSE if head[:4] == b"CKGQ" else head[21]  # selection 1, 2: top-k, threshold
+            got = (int.from_bytes(head[12:20], "little"), head[5], int.from_bytes(head[8:12], "little"), kind)
+            if all(w is None or g == w for g, w in zip(got, want)):
+                return got
+        info = self.info(packet, what)
+        return info.count, info.bits, info.block, info.kind
 
     def info(self, packet, what="a packet"):
         """The packet's ckpz_grad_info (the whole packet checked), or Error naming what."""
@@ -136,10 +150,10 @@ class Codec:
         contiguous CPU FP32 tensor of its element count)."""
         _cpu_contiguous(packet, what)
         _cpu_contiguous(acc, "an accumulator")
-        info = self.info(packet, what)
-        if info.count != acc.numel() or info.bits != self.bits or info.kind != self.params.kind:
+        count, bits, _, kind = self._header(packet, what, (acc.numel(), self.bits, None, self.params.kind))
+        if count != acc.numel() or bits != self.bits or kind != self.params.kind:
             raise Error(_lib.ERR_CORRUPT, "%s holds %d elements at %d bits (kind %d): %d at %d bits (kind %d) expected"
-                        % (what, info.count, info.bits, info.kind, acc.numel(), self.bits, self.params.kind))
+                        % (what, count, bits, kind, acc.numel(), self.bits, self.params.kind))
         if acc.dtype != _float32():
             raise ValueError("ckpz: unpack_add adds into FP32")
         with _lib.Call() as call:

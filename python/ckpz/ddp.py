@@ -67,8 +67,8 @@ class CompressionState:
     a relative error T of the factored matrices (0.8 by default: lowrank_target);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
     its top-k's; auto_max: the lossiest method it may choose, "none", "q8", "q4" (the
-    default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s" and "compute_s"
-    replace what is measured). entropy: rANS-code the quantised codes where that is smaller
+    default), "q1" or "topk"; auto_inject: a dict whose "link_bytes_per_s", "compute_s"
+    and "latency_s" replace what is measured). entropy: rANS-code the quantised codes where that is smaller
     (True). overlap: the exchange runs on a thread of the state's, the hook returning at
     once (DDP overlaps it with the rest of the backward pass; buckets in order, each
     collective still bounded by the timeout), False: in the hook. block: elements per
@@ -380,6 +380,8 @@ def _reduce(state, buf, index, layout, last, shapes):
             result = _ddp_wire.allreduce(state, what, buf)
             if auto is not None and auto.choice is None and not plain:
                 auto.allreduced(2 * (w - 1) * buf.numel() * buf.element_size() / w, time.perf_counter() - t1)
+                if state.step == state.warmup_steps - 1:
+                    auto.probe(state, what)
         elif state.method == "lowrank":
             result = _ddp_lowrank.allreduce(state, index, layout, shapes, buf.contiguous(), what)
         elif state.method == "topk":

@@ -160,11 +160,12 @@ def grad_of(rank, n, dtype, step=0):
     return (torch.randn(n, generator=g) * (1 + rank)).to(dtype)
 
 
-def prog_buckets(rank, world, d, bits):
+def prog_buckets(rank, world, d, bits, entropy=True):
     """Each bucket's result on every rank is the exact mean within two quantisation steps
     (the ranks' packets, then the owner's packet of the mean) plus the dtype's rounding;
-    the same on every rank; a NaN on one rank reaches every rank's result."""
-    state = ckpz.ddp.CompressionState(method="q%d" % bits)
+    the same on every rank; a NaN on one rank reaches every rank's result. Collectives
+    per bucket: 4 (sizes, then packets, twice), 2 with raw codes (sizes known)."""
+    state = ckpz.ddp.CompressionState(method="q%d" % bits, entropy=entropy)
     qmax = 127 if bits == 8 else 7
     index, results = 0, {}
     for dtype in DTYPES:
@@ -180,6 +181,7 @@ def prog_buckets(rank, world, d, bits):
             assert err <= tol, (dtype, n, err, tol)
             results["%s/%d" % (dtype, n)] = got.float().tolist()
             index += 1
+            assert state.exchanges == index * (4 if entropy else 2), (state.exchanges, index)
     # a NaN on rank 1 only: every rank's result has it, no rank's residual changed
     buf = grad_of(rank, 1000, torch.float32)
     if rank == 1:
@@ -194,10 +196,10 @@ def prog_buckets(rank, world, d, bits):
     write_json("%s/buckets-%d.json" % (d, rank), results)
 
 
-def prog_hostile(rank, world, d):
+def prog_hostile(rank, world, d, entropy=True):
     """Rank 1 flips one bit of the packet it sends rank 0: rank 0 refuses it (checksum,
     naming rank 1), and rank 1 learns that rank 0 refused; both raise ckpz.Error."""
-    state = ckpz.ddp.CompressionState()
+    state = ckpz.ddp.CompressionState(entropy=entropy)
     if rank == 1:
         real = state.codec.pack
 
@@ -350,8 +352,13 @@ class DDPTest(unittest.TestCase):
         spawn(prog_buckets, 2, self.dir, 4)
         self.assertEqual(read_json(self.dir + "/buckets-0.json"), read_json(self.dir + "/buckets-1.json"))
 
+    def test_buckets_exact_mean_within_bounds_raw(self):
+        spawn(prog_buckets, 2, self.dir, 8, False)
+        self.assertEqual(read_json(self.dir + "/buckets-0.json"), read_json(self.dir + "/buckets-1.json"))
+
     def test_hostile_packet_refused_on_every_rank(self):
         spawn(prog_hostile, 2, self.dir)
+        spawn(prog_hostile, 2, self.dir, False)
 
     def test_rank_dies(self):
         spawn(prog_die, 2, self.dir, "die")

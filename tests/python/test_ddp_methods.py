@@ -282,7 +282,23 @@ class AutoRuleTest(unittest.TestCase):
     def test_wire_bytes(self):
         self.assertEqual(auto.wire_bytes("none", 4, 4000, 0, 1), 6000)
         self.assertEqual(auto.wire_bytes("topk", 4, 4000, 100, 1), 3 * (100 + 9))
-        self.assertEqual(auto.wire_bytes("q8", 2, 4000, 1000, 1), 1000 + 2 * 9)
+        self.assertEqual(auto.wire_bytes("q8+rans", 2, 4000, 1000, 1), 1000 + 2 * 9)  # flags and sizes
+        self.assertEqual(auto.wire_bytes("q8", 2, 4000, 1000, 1), 1000 + 2 * 1)  # raw: flags only
+        self.assertEqual([auto.collectives(n) for n in ("none", "q8", "q8+rans", "q4", "q4+rans", "q1", "topk")],
+                         [1, 2, 4, 2, 4, 2, 2])
+
+    def test_latency_counts_collectives(self):
+        # 100 Mbit/s, 50 ms of compute, one 1.76 MB bucket, 4 ranks: coded 4-bit codes save
+        # 50 kB a packet for 1 ms more CPU; with 5 ms a collective its two more cost more
+        def pick(latency):
+            p = auto.Planner(0.01, 256, {"link_bytes_per_s": 12.5e6, "compute_s": 0.05, "latency_s": latency})
+            p.costs.update({"q4": [0.001, 330000], "q4+rans": [0.002, 280000]})
+            p.bucket_bytes, p.buckets = 1760000, 1
+            table, _, _, lat = p.table(4)
+            self.assertEqual(lat, latency)
+            return auto.choose(table)
+        self.assertEqual(pick(0.0), "q4+rans")
+        self.assertEqual(pick(0.005), "q4")
 
     def test_arguments(self):
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="auto", warmup_steps=1)
