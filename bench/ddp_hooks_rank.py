@@ -121,6 +121,8 @@ def register(ddp, hook, warmup):
         kw["density"] = float(arg) if arg else DENSITY
     if method == "auto" and arg:  # ckpz-auto:topk: auto_max
         kw["auto_max"] = arg
+    if method in ("q8", "q4") and arg == "raw":  # ckpz-q8:raw: the codes as they are (2 collectives, not 4)
+        kw["entropy"] = False
     if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
         kw["block"] = int(arg) if arg else Q1_BLOCK
     if method == "lowrank" and arg:  # ckpz-lowrank:R: matrix rank R
@@ -189,6 +191,8 @@ def train(spec, run, dist, tx):
                load=[load0, os.getloadavg()[0]])
     if rank_of:  # the rank in force after each step, and the error it was decided on
         rec.update(ranks=[int(x) for x in mine[:, 2].tolist()], rank_errors=mine[:, 3].tolist())
+    if getattr(state, "_auto", None) is not None and state._auto.choice:  # what auto chose, from what
+        rec["auto"] = dict(state._auto.record)
     return rec
 
 

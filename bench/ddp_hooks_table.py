@@ -19,6 +19,9 @@ Per cell:
 - load: the machine's 1-minute load average over the cell's runs (min-max of the values
   taken before and after each run). The bench's own ranks count in it (up to one each):
   overloaded() judges the load beyond them.
+
+Notes under the table: each cell's target and noise floor, and what ckpz-auto chose in
+each of its runs (records that carry auto's record).
 """
 
 import os
@@ -71,7 +74,8 @@ def cells(records, warmup):
                 "seeds": len(recs), "bytes": statistics.mean(r["bytes_per_step"] for r in recs),
                 "step_s": statistics.median(statistics.median(r["seconds"][warmup:] or r["seconds"]) for r in recs),
                 "to_target": med_t, "reached": len(reached), "final": statistics.mean(fin),
-                "spread": max(fin) - min(fin), "load": (min(loads), max(loads))}
+                "spread": max(fin) - min(fin), "load": (min(loads), max(loads)),
+                "auto": [r["auto"]["choice"] for r in recs if r.get("auto")]}
         if base:
             b = figures["none"]
             for f in figures.values():
@@ -175,6 +179,10 @@ def markdown(table, hooks, skipped):
                          "%.2f %%, so within = loss/none <= %.4f." % (
                              torch, model, world, rate, cell["target"], cell["target_step"], cell["steps"],
                              100 * cell["floor"], 1 + max(0.01, cell["floor"])))
+        for hook in [h for h in hooks if h in figs and figs[h].get("auto")]:
+            chose = figs[hook]["auto"]
+            notes.append("- torch %s, %s, %d ranks, %s: %s chose %s." % (torch, model, world, rate, hook, ", ".join(
+                "%s (%d of %d seeds)" % (c, chose.count(c), figs[hook]["seeds"]) for c in sorted(set(chose)))))
     for (py, hook), why in sorted(skipped.items()):
         notes.append("- not run: %s on %s: %s" % (hook, py, why))
     return lines, notes

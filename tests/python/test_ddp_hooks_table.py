@@ -167,6 +167,16 @@ class MarkdownTest(unittest.TestCase):
         self.assertIn("| ckpz-q8 | 250 B | 4.0x |", lines[4])
         self.assertIn("- not run: bf16 on 2.13 (py): no CPU", notes)
 
+    def test_auto_choices_noted(self):
+        # ckpz-auto's records carry what it chose; the notes say it per cell, seeds counted
+        records = [rec("none", 0, flat(1.0))]
+        records += [dict(rec("ckpz-auto", s, flat(1.0)), auto={"choice": c}) for s, c in enumerate(["q4", "q8", "q4"])]
+        records.append(rec("ckpz-q8", 0, flat(1.0)))  # no auto record: no note
+        _, notes = tbl.markdown(tbl.cells(records, 2), ["none", "ckpz-auto", "ckpz-q8"], {})
+        chose = [n for n in notes if "chose" in n]
+        self.assertEqual(chose, ["- torch 2.13, gpt, 2 ranks, 1gbit: ckpz-auto chose q4 (2 of 3 seeds), "
+                                 "q8 (1 of 3 seeds)."])
+
     def test_write_between_markers(self):
         with open(self.path, "w") as f:
             f.write("# top\n\n%s\nold table\n%s\n\n## after\n" % (tbl.BEGIN, tbl.END))
