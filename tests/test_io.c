@@ -512,117 +512,6 @@ static void test_pump_lend(void)
     free(src);
 }
 
-/* A sink that lends (ckpz_sink_lender): room from malloc, poisoned, declining every
- * third request; its writes land in m, a lent room's freed once written back. */
-typedef struct lending {
-    ckpz_mem m;
-    unsigned char *lent[64];
-    size_t size[64], n;
-    int asked, granted, back, wrong;
-} lending;
-
-static void *lending_lend(void *o, size_t n)
-{
-    lending *l = o;
-    if (++l->asked % 3 == 0 || l->n == 64) return NULL;
-    unsigned char *b = malloc(n ? n : 1);
-    if (!b) return NULL;
-    memset(b, 0xa5, n);
-    l->lent[l->n] = b;
-    l->size[l->n++] = n;
-    l->granted++;
-    return b;
-}
-
-static int lending_write(void *o, const void *buf, size_t n)
-{
-    lending *l = o;
-    for (size_t i = 0; i < l->n; i++)
-        if (l->lent[i] == buf) {
-            l->back++;
-            l->wrong += l->size[i] != n;
-            int r = ckpz_mem_write(&l->m, buf, n);
-            free(l->lent[i]);
-            l->lent[i] = l->lent[--l->n];
-            l->size[i] = l->size[l->n];
-            return r;
-        }
-    return ckpz_mem_write(&l->m, buf, n);
-}
-
-/* The restore of z into a lending sink: its error; the bytes in l->m. */
-static ckpz_error lent_restore(const ckpz_mem *z, const uint8_t *base, size_t bn, int threads, lending *l)
-{
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    ckpz_params p;
-    ckpz_params_init(&p);
-    p.threads = threads;
-    p.base = base;
-    p.base_size = bn;
-    ckpz_mem in = *z;
-    in.pos = 0;
-    memset(l, 0, sizeof *l);
-    l->m.grow = 1;
-    ckpz_lender lender = {sizeof lender, lending_write, NULL, l, lending_lend, 0};
-    ckpz_source s;
-    ckpz_sink k;
-    ckpz_source_mem(&s, &in);
-    ckpz_sink_lender(&k, &lender);
-    ckpz_error e = ckpz_decompress_io(ctx, &p, &s, &k, NULL);
-    ckpz_ctx_free(ctx);
-    for (size_t i = 0; i < l->n; i++) free(l->lent[i]); /* a failed call's: the sink's to reclaim */
-    return e;
-}
-
-/* Chunks decoded into a lending sink's room: the same bytes as into a plain sink, on one
- * thread and three; a copy frame (the base's bytes) never asks for room; every room
- * granted comes back by a write of its size; a corrupt chunk mid-stream fails the call
- * with room lent and never written back. */
-static void test_lending_sink(void)
-{
-    size_t n = 6u << 20;
-    uint8_t *base = bf16(n, NULL), *src = bf16(n, base);
-    memcpy(src, base, 1u << 20); /* copy frames */
-    ckpz_ctx *ctx = ckpz_ctx_create();
-    ckpz_params p;
-    ckpz_params_init(&p);
-    p.format = CKPZ_INPUT_RAW;
-    p.raw_dtype = CKPZ_DTYPE_BF16;
-    p.chunk_size = 256u << 10;
-    p.base = base;
-    p.base_size = n;
-    ckpz_mem m = {.data = src, .size = n}, z = {.grow = 1};
-    ckpz_source s;
-    ckpz_sink k;
-    ckpz_source_mem(&s, &m);
-    ckpz_sink_mem(&k, &z);
-    ckpz_stats st = {.struct_size = sizeof st};
-    CHECK(ckpz_compress_io(ctx, &p, &s, &k, &st) == CKPZ_OK);
-    p.format = CKPZ_INPUT_AUTO;
-    uint8_t *plain = malloc(n);
-    CHECK(plain && ckpz_decompress_buffer(ctx, &p, z.data, z.size, plain, n) == CKPZ_OK && !memcmp(plain, src, n));
-    for (int t = 1; t <= 3; t += 2) {
-        lending l;
-        CHECK(lent_restore(&z, base, n, t, &l) == CKPZ_OK);
-        CHECK(l.m.size == n && !memcmp(l.m.data, plain, n));
-        CHECK(l.granted > 8 && l.back == l.granted && l.wrong == 0 && l.n == 0);
-        CHECK(l.asked < (int)st.chunks); /* none for the copy frames */
-        free(l.m.data);
-    }
-    /* a byte of a chunk's payload in the middle of the stream flipped */
-    ((uint8_t *)z.data)[z.size / 2] ^= 0x10;
-    lending l;
-    ckpz_error e = lent_restore(&z, base, n, 3, &l);
-    CHECK(e == CKPZ_ERR_CHECKSUM || e == CKPZ_ERR_CORRUPT);
-    CHECK(l.granted > 0 && l.m.size < n);
-    free(l.m.data);
-    ckpz_ctx_free(ctx);
-    free(z.data);
-    free(plain);
-    free(src);
-    free(base);
-}
-
 int main(void)
 {
     test_mem_source();
@@ -632,6 +521,5 @@ int main(void)
     test_fd_pumped();
     test_pump();
     test_pump_lend();
-    test_lending_sink();
     return test_summary("test_io");
 }

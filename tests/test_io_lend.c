@@ -6,7 +6,9 @@
  * on three; a lender of the size before flags came lends, one of an unknown size never
  * is asked); a memory sink of each kind of room (a caller's buffer, grown, counting past
  * its buffer), whose lent room is its own bytes; the fd sink written behind by the
- * library's pump on a regular file; and a restore into a memory sink, now lent too. */
+ * library's pump on a regular file; a restore into a memory sink, now lent too; and
+ * restores into a lending sink (each room written back with its size; copy frames ask
+ * for none; a corrupt chunk mid-stream fails with room lent and never written back). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +20,13 @@
 #include "testutil.h"
 
 /* A sink whose writes land in m; lend: NULL for "refuses", else poisoned malloc'd room
- * declined every third time. */
+ * declined every third time; over / wrong count rooms written back with more than / other
+ * than the bytes lent. */
 typedef struct lender_sink {
     ckpz_mem m;
     unsigned char *lent[64];
     size_t size[64], n;
-    int asked, granted, back, over, refuse;
+    int asked, granted, back, over, wrong, refuse;
 } lender_sink;
 
 static void *ls_lend(void *o, size_t n)
@@ -47,6 +50,7 @@ static int ls_write(void *o, const void *buf, size_t n)
         if (l->lent[i] == buf) {
             l->back++;
             l->over += n > l->size[i]; /* the caller commits m <= n */
+            l->wrong += n != l->size[i];
             int r = ckpz_mem_write(&l->m, buf, n);
             free(l->lent[i]);
             l->lent[i] = l->lent[--l->n];
@@ -61,10 +65,10 @@ static int plain_write(void *o, const void *buf, size_t n) { return ckpz_mem_wri
 
 /* BF16-like values with tensors of several sizes (a safetensors-shaped raw input is not
  * needed: raw BF16 of 5 MiB and a small tail, in 512 KiB chunks). */
-static uint8_t *values(size_t n)
+static uint8_t *values(size_t n, uint32_t seed)
 {
     uint8_t *p = malloc(n);
-    uint32_t x = 12345;
+    uint32_t x = seed;
     for (size_t i = 0; i + 1 < n; i += 2) {
         x = x * 1103515245u + 12345u;
         float v = (float)((int)(x >> 16 & 0x7fff) - 16384) / 16384.0f * 0.02f;
@@ -121,7 +125,7 @@ static void via_lender(const uint8_t *src, size_t n, int threads, unsigned flags
 static void test_lent_compression(void)
 {
     size_t n = (5u << 20) + 1234;
-    uint8_t *src = values(n);
+    uint8_t *src = values(n, 12345);
     for (int t = 1; t <= 3; t += 2) {
         ckpz_mem ref = {.grow = 1};
         ckpz_sink k;
@@ -177,7 +181,7 @@ static void test_lent_compression(void)
 static void test_fd_and_restore(void)
 {
     size_t n = (9u << 20) + 77;
-    uint8_t *src = values(n);
+    uint8_t *src = values(n, 12345);
     ckpz_mem ref = {.grow = 1};
     ckpz_sink k;
     ckpz_sink_init(&k);
@@ -225,9 +229,85 @@ static void test_fd_and_restore(void)
     free(src);
 }
 
+/* The restore of z into a lending sink: its error; the bytes in l->m. */
+static ckpz_error lent_restore(const ckpz_mem *z, const uint8_t *base, size_t bn, int threads, lender_sink *l)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.threads = threads;
+    p.base = base;
+    p.base_size = bn;
+    ckpz_mem in = *z;
+    in.pos = 0;
+    memset(l, 0, sizeof *l);
+    l->m.grow = 1;
+    ckpz_lender lender = {sizeof lender, ls_write, NULL, l, ls_lend, 0};
+    ckpz_source s;
+    ckpz_sink k;
+    ckpz_source_mem(&s, &in);
+    ckpz_sink_lender(&k, &lender);
+    ckpz_error e = ckpz_decompress_io(ctx, &p, &s, &k, NULL);
+    ckpz_ctx_free(ctx);
+    for (size_t i = 0; i < l->n; i++) free(l->lent[i]); /* a failed call's: the sink's to reclaim */
+    return e;
+}
+
+/* Chunks decoded into a lending sink's room: the same bytes as into a plain sink, on one
+ * thread and three; a copy frame (the base's bytes) never asks for room; every room
+ * granted comes back by a write of its size; a corrupt chunk mid-stream fails the call
+ * with room lent and never written back. */
+static void test_lending_sink(void)
+{
+    size_t n = 6u << 20;
+    uint8_t *base = values(n, 1), *src = values(n, 2);
+    for (size_t i = 0; i < n; i += 2) /* seven values in eight as in the base */
+        if (rng() % 8) memcpy(src + i, base + i, 2);
+    memcpy(src, base, 1u << 20); /* copy frames */
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    ckpz_params p;
+    ckpz_params_init(&p);
+    p.format = CKPZ_INPUT_RAW;
+    p.raw_dtype = CKPZ_DTYPE_BF16;
+    p.chunk_size = 256u << 10;
+    p.base = base;
+    p.base_size = n;
+    ckpz_mem m = {.data = src, .size = n}, z = {.grow = 1};
+    ckpz_source s;
+    ckpz_sink k;
+    ckpz_source_mem(&s, &m);
+    ckpz_sink_mem(&k, &z);
+    ckpz_stats st = {.struct_size = sizeof st};
+    CHECK(ckpz_compress_io(ctx, &p, &s, &k, &st) == CKPZ_OK);
+    p.format = CKPZ_INPUT_AUTO;
+    uint8_t *plain = malloc(n);
+    CHECK(plain && ckpz_decompress_buffer(ctx, &p, z.data, z.size, plain, n) == CKPZ_OK && !memcmp(plain, src, n));
+    for (int t = 1; t <= 3; t += 2) {
+        lender_sink l;
+        CHECK(lent_restore(&z, base, n, t, &l) == CKPZ_OK);
+        CHECK(l.m.size == n && !memcmp(l.m.data, plain, n));
+        CHECK(l.granted > 8 && l.back == l.granted && l.wrong == 0 && l.n == 0);
+        CHECK(l.asked < (int)st.chunks); /* none for the copy frames */
+        free(l.m.data);
+    }
+    /* a byte of a chunk's payload in the middle of the stream flipped */
+    ((uint8_t *)z.data)[z.size / 2] ^= 0x10;
+    lender_sink l;
+    ckpz_error e = lent_restore(&z, base, n, 3, &l);
+    CHECK(e == CKPZ_ERR_CHECKSUM || e == CKPZ_ERR_CORRUPT);
+    CHECK(l.granted > 0 && l.m.size < n);
+    free(l.m.data);
+    ckpz_ctx_free(ctx);
+    free(z.data);
+    free(plain);
+    free(src);
+    free(base);
+}
+
 int main(void)
 {
     test_lent_compression();
     test_fd_and_restore();
+    test_lending_sink();
     return test_summary("test_io_lend");
 }
