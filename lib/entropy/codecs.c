@@ -107,7 +107,6 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_SNAPPY] = &ent_snappy_codec,
     [ENT_DEFLATE] = &ent_deflate_codec,
     [ENT_RANSCTX] = &ransctx_codec,
-    [ENT_PAIR] = &ent_pair_codec,
 };
 /* clang-format on */
 

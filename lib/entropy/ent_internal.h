@@ -159,7 +159,6 @@ extern const ent_codec_desc ent_zstd_codec;    /* zstd_backend.c */
 extern const ent_codec_desc ent_lz4_codec;     /* lz4_backend.c */
 extern const ent_codec_desc ent_snappy_codec;  /* snappy_backend.c */
 extern const ent_codec_desc ent_deflate_codec; /* deflate_backend.c */
-extern const ent_codec_desc ent_pair_codec;    /* rans_pair.c */
 
 /* Forces one codec (tests, benches). Falls back to STORED when the codec cannot beat
  * it, like the selector; *codec says what was written. */

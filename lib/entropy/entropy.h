@@ -28,8 +28,7 @@ enum ent_codec {
     ENT_LZ4 = 5,    /* LZ4 block */
     ENT_SNAPPY = 6, /* snappy (raw format) */
     ENT_DEFLATE = 7, /* raw deflate stream (RFC 1951) */
-    ENT_RANSCTX = 8, /* rANS with a small context (bucket of the byte 16 back) */
-    ENT_PAIR = 10    /* a plane of pairs: its second half coded given its first (rans_pair.c) */
+    ENT_RANSCTX = 8  /* rANS with a small context (bucket of the byte 16 back) */
 };
 #define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 
@@ -42,8 +41,7 @@ enum ent_hint {
     ENT_HINT_RESIDUAL = 4, /* a delta residual's byte: skewed, sparse; zstd only for near-empty planes */
     ENT_HINT_SMALL = 5,    /* a few dozen small values in large planes (escape.h's A): counted from a
                             * sample, every value between the block's least and largest kept codable */
-    ENT_HINT_LIST = 6,     /* a coded entry list's column: repeats from entry to entry, zstd first */
-    ENT_HINT_PAIR = 7      /* exponents, then the top mantissa bytes of the same floats: codec 10 */
+    ENT_HINT_LIST = 6      /* a coded entry list's column: repeats from entry to entry, zstd first */
 };
 
 typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */

@@ -133,7 +133,6 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
 {
     if (n == 0) return store(src, n, dst, cap, codec);
     if (level < 1) level = 1;
-    if (hint == ENT_HINT_PAIR) return ent_encode_with(c, ENT_PAIR, src, n, dst, cap, level, codec);
     c->plane++;
     uint32_t h[256];
     if (hint == ENT_HINT_MANTISSA && n >= 64 * 1024 && !c->lz) {

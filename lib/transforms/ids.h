@@ -13,8 +13,7 @@ enum xf_id {
     XF_INT = 2,   /* split MSB first (planes.h) */
     XF_QUANT = 3, /* lossy codes and their side planes (quant.h) */
     XF_ESC = 4,   /* diff residuals: low byte planes, top bytes escape-coded (escape.h) */
-    XF_Q8 = 5,    /* GGML Q8_0 blocks: scale planes and quant bit fields (q8.c) */
-    XF_FPAIR = 6  /* FP32 as float, its first two planes one plane of pairs (xf_lossless.c) */
+    XF_Q8 = 5     /* GGML Q8_0 blocks: scale planes and quant bit fields (q8.c) */
 };
 
 /* Predictor ids are stored in chunk frames: the numbers are fixed. */

@@ -50,7 +50,6 @@ uint8_t xf_for_chunk(uint8_t pred, ckpz_dtype dtype, int esc_low, uint8_t *esize
     pred_transform(pred, dtype, &xf, esize);
     int esc = pred == PRED_DIFF && xf == XF_INT && *esize <= 4 && esc_low >= 0 && esc_low + 2 >= *esize &&
               esc_low < *esize;
-    if (xf == XF_FLOAT && *esize == 4 && pred == PRED_NONE) return XF_FPAIR;
     return esc ? XF_ESC : xf;
 }
 
@@ -74,7 +73,7 @@ int xf_lossless_encode(const xf_enc *en, xf_out *o, uint32_t *raw_crc)
 {
     const uint8_t *raw = en->raw, *base = en->base;
     size_t n = en->n, sizes[XF_MAX_PLANES];
-    uint8_t pred = en->pred, es = en->esize, xf = en->xf == XF_ESC ? XF_INT : en->xf == XF_FPAIR ? XF_FLOAT : en->xf;
+    uint8_t pred = en->pred, es = en->esize, xf = en->xf == XF_ESC ? XF_INT : en->xf;
     ckpz_dtype dtype = en->dtype;
     unsigned np = xf_plane_sizes(xf, es, n, sizes);
     int isf = pred_is_float(dtype);
@@ -144,13 +143,6 @@ int xf_lossless_encode(const xf_enc *en, xf_out *o, uint32_t *raw_crc)
         if (slice_crc) *base_crc = crc32c(*base_crc, base + elems * es, tail);
     }
     *raw_crc = crc;
-    if (en->xf == XF_FPAIR) {
-        /* The exponents and the top mantissa bytes, adjacent in the scratch, as one plane
-         * of pairs (codec 10 codes the second half given the first), then as float. */
-        add(o, plane[0], 2 * elems, ENT_HINT_PAIR);
-        for (unsigned i = 2; i < np; i++) add(o, plane[i], sizes[i], xf_plane_hint(dtype, es, i));
-        return (int)o->n;
-    }
     if (!esc) {
         /* A residual's planes: skewed, sparse top two bytes (zstd only when nearly empty;
          * the integer hint would try it on every plane) and near-random lower ones, which
@@ -275,24 +267,4 @@ ckpz_error xf_esc_decode(const xf_chunk *c, xf_in *in)
     }
     for (unsigned k = 0; k < K; k++) plane[k] = byte[k];
     return merge_check(c, XF_INT, plane, in);
-}
-
-/* Float-pair: a plane of 2 x elems bytes (the exponents, then the top mantissa bytes),
- * the two lower byte planes and the tail; merged as transform float. */
-ckpz_error xf_fpair_decode(const xf_chunk *c, xf_in *in)
-{
-    size_t elems = c->raw_len / 4, tail = c->raw_len % 4;
-    if (c->esize != 4 || c->pred != PRED_NONE || elems == 0 || c->nplanes != 3 + (tail != 0)) {
-        snprintf(in->why, in->whylen, "invalid float-pair chunk (predictor %u, element size %u, %u planes)", c->pred,
-                 c->esize, c->nplanes);
-        return CKPZ_ERR_CORRUPT;
-    }
-    const uint8_t *plane[XF_MAX_PLANES];
-    ckpz_error err;
-    if ((err = in->next(in, 2 * elems, c->scratch, XF_IN_MAY_POINT, &plane[0]))) return err;
-    plane[1] = plane[0] + elems;
-    for (unsigned i = 2; i < 4 + (tail != 0); i++)
-        if ((err = in->next(in, i < 4 ? elems : tail, c->scratch + i * elems, XF_IN_MAY_POINT, &plane[i]))) return err;
-    if ((err = in->end(in))) return err;
-    return merge_check(c, XF_FLOAT, plane, in);
 }

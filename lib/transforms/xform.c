@@ -11,7 +11,6 @@ static const xf_desc transforms[XF_ID_LIMIT] = {
     ROW(XF_QUANT, "quant", 1, xf_quant_scratch, xf_quant_encode, xf_quant_decode),
     ROW(XF_ESC, "escape", 0, xf_lossless_scratch, xf_lossless_encode, xf_esc_decode),
     ROW(XF_Q8, "q8", 0, xf_q8_scratch, xf_q8_encode, xf_q8_decode),
-    ROW(XF_FPAIR, "float-pair", 0, xf_lossless_scratch, xf_lossless_encode, xf_fpair_decode),
 };
 #undef ROW
 

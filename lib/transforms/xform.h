@@ -112,7 +112,6 @@ size_t xf_bytes_coded(size_t n);
 int xf_lossless_encode(const xf_enc *e, xf_out *out, uint32_t *raw_crc);
 ckpz_error xf_bytes_decode(const xf_chunk *c, xf_in *in);
 ckpz_error xf_esc_decode(const xf_chunk *c, xf_in *in);
-ckpz_error xf_fpair_decode(const xf_chunk *c, xf_in *in);
 size_t xf_quant_scratch(size_t n);
 int xf_quant_encode(const xf_enc *e, xf_out *out, uint32_t *raw_crc);
 ckpz_error xf_quant_decode(const xf_chunk *c, xf_in *in);
