@@ -28,7 +28,8 @@ against which `ckpz -l -v` shows what ckpz codes the tensor to.
 
 With --exp, per file (chunks as above): the exponent's entropy given the byte 16 back
 (codec 8's context) and given the rounded mean of the previous aligned 16 exponents (one
-context for 16 lanes of a round), in bytes, tables not counted.
+context for 16 lanes of a round), in bytes, tables not counted; then both as codec 8
+buckets them (16 contexts around the chunk's most common exponent), tables counted.
 """
 import json
 import struct
@@ -152,7 +153,7 @@ def rows(path):
 
 
 def exp_mean(path):
-    back = mean = 0.0
+    back = mean = kback = kmean = 0.0
     for _, _, a in tensors(path):
         if a.size < 16384:
             continue
@@ -162,8 +163,17 @@ def exp_mean(path):
             ctx = np.repeat(np.round(ex.reshape(-1, 16).mean(1)).astype(np.int64)[:-1], 16)
             back += cond(ex[16:], ex[:-16]) * (ex.size - 16) / 8
             mean += cond(ex[16:], ctx) * (ex.size - 16) / 8
-    print("exponent bytes given the byte 16 back %.0f, given the previous 16's mean %.0f (%.0f less)" %
-          (back, mean, back - mean))
+            lo = int(np.bincount(ex).argmax()) - 8
+            kback += bucketed(ex[16:], np.clip(ex[:-16] - lo, 0, 15))
+            kmean += bucketed(ex[16:], np.clip(ctx - lo, 0, 15))
+    print("exponent bytes given the byte 16 back %.0f, given the previous 16's mean %.0f (%.0f less); "
+          "in 16 buckets with tables %.0f and %.0f (%.0f less)" % (back, mean, back - mean, kback, kmean, kback - kmean))
+
+
+def bucketed(x, ctx):
+    """Bytes of x coded with one order-0 table per context, tables counted."""
+    j = np.bincount(ctx * 256 + x, minlength=16 * 256).reshape(16, 256)
+    return sum(order0(c) + table_bytes(c) for c in j if c.sum())
 
 
 if __name__ == "__main__":
