@@ -592,6 +592,17 @@ CKPZ_API int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t
  * where they lie, without a copy. */
 CKPZ_API void *ckpz_mem_lend(void *mem, size_t n);
 
+/* How many bytes at the start of a fresh, 2 MiB-aligned mapping of n bytes to advise
+ * MADV_HUGEPAGE, as the library does for its own large outputs: where the kernel's
+ * transparent_hugepage/defrag makes such a fault compact memory synchronously (madvise,
+ * always, defer+madvise: read once per process) only as many 2 MiB pages as
+ * /proc/buddyinfo shows free beyond a reserve (read on each call, some microseconds), so
+ * that a busy machine's fragmented memory never stalls a fault; all of n's 2 MiB pages
+ * otherwise. A multiple of 2 MiB (from 1 MiB on, n rounded up below 4 MiB); 0 below 1 MiB
+ * or where the platform has no such advice. The environment variable CKPZ_HUGEPAGES=off
+ * or =on (for benchmarks) makes it 0 or all of them. */
+CKPZ_API size_t ckpz_huge_span(size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,8 +2,11 @@
  * context itself: creating and freeing one is where that memory begins and ends. */
 #include "workmem.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 ckpz_ctx *ckpz_ctx_create(void) { return calloc(1, sizeof(ckpz_ctx)); }
 
@@ -121,15 +124,115 @@ void workmem_free(struct workmem *wm)
 #define HUGE_PAGE ((size_t)2 << 20)
 #define HUGE_MIN ((size_t)1 << 20)
 #define HUGE_WHOLE ((size_t)4 << 20)
+#define HUGE_ORDER 9    /* a 2 MiB page in 4 KiB ones: 2^9 */
+#define HUGE_RESERVE 32 /* 2 MiB blocks left to others and to the kernel's watermarks */
+
+/* The word in brackets of transparent_hugepage/defrag: whether a fault in a region
+ * advised MADV_HUGEPAGE compacts memory itself when no 2 MiB block is free ("always",
+ * "madvise", "defer+madvise"), or does not ("defer" leaves it to kcompactd, "never"). */
+static int defrag_stalls(const char *defrag)
+{
+    const char *w = defrag ? strchr(defrag, '[') : NULL;
+    if (!w) return 1; /* unknown: the kernel's default, madvise */
+    w++;
+    return !(strncmp(w, "defer]", 6) == 0 || strncmp(w, "never]", 6) == 0);
+}
+
+/* Free 2 MiB blocks in /proc/buddyinfo's text: per zone, the free blocks of each order
+ * from 0 up, order k >= 9 holding 2^(k-9) of them. The DMA zone (16 MiB, kept for
+ * devices) is not counted. */
+static size_t buddy_blocks(const char *buddyinfo)
+{
+    size_t blocks = 0;
+    for (const char *line = buddyinfo; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const char *z = strstr(line, "zone");
+        if (z && (!end || z < end)) {
+            z += 4;
+            while (*z == ' ') z++;
+            int dma = strncmp(z, "DMA ", 4) == 0;
+            while (*z && *z != ' ' && *z != '\n') z++;
+            char *next;
+            for (int order = 0; !dma && order < 16; order++, z = next) {
+                unsigned long long n = strtoull(z, &next, 10);
+                if (next == z || (end && next > end)) break;
+                if (order >= HUGE_ORDER) blocks += (size_t)(n << (order - HUGE_ORDER));
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return blocks;
+}
+
+size_t workmem_huge_policy(const char *defrag, const char *buddyinfo, size_t n)
+{
+    size_t want = n / HUGE_PAGE;
+    if (n < HUGE_MIN) return 0;
+    if (n < HUGE_WHOLE) want = (n + HUGE_PAGE - 1) / HUGE_PAGE;
+    if (!defrag_stalls(defrag)) return want * HUGE_PAGE;
+    size_t free = buddyinfo ? buddy_blocks(buddyinfo) : 0;
+    size_t spare = free > HUGE_RESERVE ? free - HUGE_RESERVE : 0;
+    return (want < spare ? want : spare) * HUGE_PAGE;
+}
+
+/* A small /proc or /sys file into buf (NUL-terminated); NULL where it cannot be read. */
+static const char *read_text(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    ssize_t got = 0, r;
+    while ((size_t)got < size - 1 && (r = read(fd, buf + got, size - 1 - (size_t)got)) > 0) got += r;
+    close(fd);
+    if (got <= 0) return NULL;
+    buf[got] = 0;
+    return buf;
+}
+
+/* CKPZ_HUGEPAGES (for benchmarks): "off" never asks, "on" always asks (as before the
+ * policy), anything else or unset follows it. Read once, as defrag's mode is. */
+enum { HUGE_UNREAD, HUGE_OFF, HUGE_ON, HUGE_STALLS, HUGE_FREE };
+static int huge_mode(void)
+{
+    static int mode = HUGE_UNREAD;
+    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (m != HUGE_UNREAD) return m;
+    const char *env = getenv("CKPZ_HUGEPAGES");
+    char buf[128];
+    if (env && strcmp(env, "off") == 0) m = HUGE_OFF;
+    else if (env && strcmp(env, "on") == 0) m = HUGE_ON;
+    else
+        m = defrag_stalls(read_text("/sys/kernel/mm/transparent_hugepage/defrag", buf, sizeof buf)) ? HUGE_STALLS
+                                                                                                    : HUGE_FREE;
+    __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+    return m;
+}
+
+size_t ckpz_huge_span(size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    char buf[4096];
+    switch (huge_mode()) {
+    case HUGE_OFF: return 0;
+    case HUGE_ON:
+    case HUGE_FREE: return workmem_huge_policy("[never]", NULL, n);
+    default: return workmem_huge_policy(NULL, read_text("/proc/buddyinfo", buf, sizeof buf), n);
+    }
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
 void *workmem_room(size_t n)
 {
 #ifdef MADV_HUGEPAGE
     void *p = NULL;
+    size_t span = ckpz_huge_span(n);
     /* below HUGE_WHOLE in whole 2 MiB pages (the room rounded up: one fault where a 2 MB
-     * output took ~500), above it the 2 MiB pages n holds */
-    size_t r = n < HUGE_WHOLE ? (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : n;
-    if (n >= HUGE_MIN && posix_memalign(&p, HUGE_PAGE, r) == 0) {
-        madvise(p, r - r % HUGE_PAGE, MADV_HUGEPAGE);
+     * output took ~500), above it the 2 MiB pages n holds, as many as are free */
+    size_t r = span && n < HUGE_WHOLE ? (n + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : n;
+    if (span && posix_memalign(&p, HUGE_PAGE, r) == 0) {
+        madvise(p, span, MADV_HUGEPAGE);
         return p;
     }
 #endif

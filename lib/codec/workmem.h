@@ -63,9 +63,16 @@ void workmem_free(struct workmem *wm); /* accepts NULL */
  * frames), released with free(). Fresh pages cost a fault each as the writing first
  * reaches them: 4 us per 4 KiB page on a 2-core VM (443 ms for 64 MB, several times the
  * compression), 62 ms in 2 MiB pages. From 1 MiB on the room is aligned to 2 MiB and
- * asks for such pages (where the kernel grants them on request, transparent_hugepage =
- * madvise; only a hint: nothing fails without it); below 4 MiB it is rounded up to whole
- * ones. NULL out of memory. */
+ * its first ckpz_huge_span(n) bytes ask for such pages (below 4 MiB the room is rounded
+ * up to whole ones); only a hint: nothing fails without it. NULL out of memory. */
 void *workmem_room(size_t n);
+
+/* ckpz_huge_span's rule (ckpz_experimental.h) on the given texts: defrag is
+ * /sys/kernel/mm/transparent_hugepage/defrag's (NULL: unknown, taken as compacting),
+ * buddyinfo /proc/buddyinfo's (NULL: unknown, no free block). Where a fault would
+ * compact memory itself, the 2 MiB blocks asked for are those free beyond a reserve of
+ * 32 (64 MiB), so that no fault has to make one; elsewhere all n holds. Bytes, a multiple
+ * of 2 MiB; 0 below 1 MiB. */
+size_t workmem_huge_policy(const char *defrag, const char *buddyinfo, size_t n);
 
 #endif

@@ -59,6 +59,7 @@ compress_buffer = _declare("ckpz_compress_buffer", _int, _vp, _P(Params), _vp, _
 decompress_buffer = _declare("ckpz_decompress_buffer", _int, _vp, _P(Params), _vp, _sz, _vp, _sz)
 original_size = _declare("ckpz_original_size", _int, _vp, _vp, _sz, _P(_u64))
 free = _declare("ckpz_free", None, _vp)
+huge_span = _declare("ckpz_huge_span", _sz, _sz)
 archive_open = _declare("ckpz_archive_open", _int, _vp, _P(Params), PREAD_FN, _vp, _u64, _P(_vp))
 archive_close = _declare("ckpz_archive_close", None, _vp)
 archive_get_info = _declare("ckpz_archive_get_info", _int, _vp, _P(ArchiveInfo))

@@ -1,14 +1,17 @@
 """Memory the package hands to C, and bytes held in memory read back as files.
 
-Restored originals and decoded storages live in anonymous mappings (alloc: in 2 MiB
-pages from 1 MiB on, the kernel faulting them in at once, much cheaper than one fault per
-page from the decoding threads or bytearray's zeroing pass) and are unmapped as soon as
+Restored originals and decoded storages live in anonymous mappings (alloc: from 1 MiB on
+in 2 MiB pages as far as the kernel has them free, the kernel faulting them in at once,
+much cheaper than one fault per page from the decoding threads or bytearray's zeroing
+pass) and are unmapped as soon as
 they are done with (close_mmap), so restoring a chain of delta files holds two restored
 files at a time, not the chain. MemReader reads such memory as a seekable file without copying it first.
 """
 
 import io
 import mmap
+
+from . import _lib
 
 __all__ = []  # private module
 
@@ -111,18 +114,19 @@ _HUGE = 2 << 20
 _HUGE_FROM = 1 << 20
 
 
-def _huge(n):
-    """n bytes in 2 MiB pages, faulted in at once, or None. The mapping is asked for in
-    whole 2 MiB pages (Linux aligns an anonymous mapping of such a length to them; one of
-    n bytes may not be), faulted in, then cut to n bytes (the pages past n go back)."""
+def _huge(n, span):
+    """n bytes, the first span of them in 2 MiB pages, faulted in at once, or None. The
+    mapping is asked for in whole 2 MiB pages (Linux aligns an anonymous mapping of such a
+    length to them; one of n bytes may not be), faulted in, then cut to n bytes (the
+    pages past n go back)."""
     size = -(-n // _HUGE) * _HUGE
     try:
         m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except OSError:
         return None
-    for advice in (_MADV_HUGEPAGE, _MADV_POPULATE_WRITE):
+    for advice, length in ((_MADV_HUGEPAGE, span), (_MADV_POPULATE_WRITE, size)):
         try:
-            m.madvise(advice)
+            m.madvise(advice, 0, length)
         except (OSError, ValueError):
             break
     if size != n:
@@ -135,17 +139,20 @@ def _huge(n):
 
 
 def alloc(n):
-    """n bytes of writable memory for C to fill: an anonymous mapping. From 1 MiB on in
-    2 MiB pages (transparent_hugepage = madvise grants them on request; a fault per 4 KiB
-    page costs about 4 us on a small VM, 512 times as many faults; a 1.9 MB output took
-    0.19 ms so against 0.48 ms for MAP_POPULATE's 4 KiB pages), faulted in at once;
-    smaller ones are faulted in at once by MAP_POPULATE. Both are much cheaper than one
-    fault per page from the decoding threads, or bytearray(n)'s zeroing pass. Every
-    request is only a hint: nothing fails without it."""
+    """n bytes of writable memory for C to fill: an anonymous mapping, faulted in at once.
+    From 1 MiB on, the part the library's rule allows (_lib.huge_span: all of it where
+    the kernel would not compact memory to make a 2 MiB page, else as many as are free)
+    in 2 MiB pages (a fault per 4 KiB page costs about 4 us on a small VM, 512 times as
+    many faults; a 1.9 MB output took 0.19 ms so against 0.48 ms for MAP_POPULATE's
+    4 KiB pages), the rest by MADV_POPULATE_WRITE; with none allowed, or below 1 MiB, by
+    MAP_POPULATE in 4 KiB pages. All much cheaper than one fault per page from the
+    decoding threads, or bytearray(n)'s zeroing pass. Every request is only a hint:
+    nothing fails without it."""
     if n <= 0:
         return bytearray(0)
     if n >= _HUGE_FROM and _MADV_HUGEPAGE is not None:
-        m = _huge(n)
+        span = _lib.huge_span(n)
+        m = _huge(n, span) if span else None
         if m is not None:
             return m
     if _POPULATE:

@@ -230,6 +230,26 @@ class TestMemory(unittest.TestCase):
             mv.release()
             _memory.close_mmap(buf)
 
+    def test_huge_span_part(self):
+        # where the library's rule allows fewer 2 MiB pages than n holds (few free in a
+        # fragmented memory), the first span bytes ask for them, the rest is 4 KiB pages:
+        # still exactly n writable, zeroed bytes
+        from ckpz import _lib, _memory
+
+        n = (9 << 20) + 3
+        span = _lib.huge_span(n)
+        self.assertEqual(span % (2 << 20), 0)
+        self.assertLessEqual(span, n)
+        for part in (2 << 20, 4 << 20):
+            buf = _memory._huge(n, part)
+            self.assertEqual(len(buf), n)
+            mv = memoryview(buf)
+            self.assertEqual(mv.tobytes().count(0), n)
+            mv[n - 1] = 7
+            self.assertEqual(mv[n - 1], 7)
+            mv.release()
+            _memory.close_mmap(buf)
+
 
 class TestInMemory(unittest.TestCase):
     def test_compress_decompress(self):
