@@ -101,10 +101,18 @@ static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int 
  * addition: gradients' exponent planes are mostly runs of one value (rows that saw no
  * token), where each increment waited on the one before (the estimate's counting was
  * the selector's largest cost on them; grads_bf16 -3 compression +11% CPU with both). */
-static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, size_t a, size_t b)
+static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, int lo, size_t a, size_t b)
 {
     uint32_t *w0 = S->wide[0], *w1 = S->wide[1], *w2 = S->wide[2], *w3 = S->wide[3];
     size_t i = a;
+#ifdef ENT_HAVE_X86
+    if (cpu_level() >= CPU_AVX512) {
+        uint32_t *const w[4] = {w0, w1, w2, w3};
+        i = rc_pairs_avx512(w, src, lo, a, b);
+    }
+#else
+    (void)lo;
+#endif
     const uint64_t ones = 0x0101010101010101ull;
     for (; i + 8 <= b; i += 8) {
         uint64_t c8, p8;
@@ -134,12 +142,13 @@ static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, 
 /* The pairs at offsets [o + a, o + b) of every piece of RC_STEP bytes (offsets from
  * RC_W on: a pair needs its byte 16 back), cut at the plane's end. */
 #define RC_STEP 16384u
-static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, int wlo, size_t a,
+                           size_t b)
 {
     size_t k = 0;
     for (size_t o = 0; o + a < n; o += RC_STEP) {
         size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < n ? o + b : n;
-        if (lo < hi) k += count_pairs(S, src, off, lo, hi);
+        if (lo < hi) k += count_pairs(S, src, off, wlo, lo, hi);
     }
     return k;
 }
@@ -193,18 +202,19 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     memset(S->wide, 0, sizeof S->wide);
     uint32_t off[256];
     bucket_table(mode, RC_WIDE, 256, off);
+    int wlo = (int)mode - (int)RC_WIDE / 2; /* the vector count's clamp of off */
     double best;
     if (sampled && n >= 64 * 1024) {
-        size_t k = count_pieces(S, src, n, off, 0, 1024);
+        size_t k = count_pieces(S, src, n, off, wlo, 0, 1024);
         uint32_t mc[RC_KMAX * 256];
         merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
         if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        k += count_pieces(S, src, n, off, 1024, 4096);
+        k += count_pieces(S, src, n, off, wlo, 1024, 4096);
         choose(S, mode, (double)n / (double)k, lo, hi, &best);
         if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
-        count_pieces(S, src, n, off, 4096, RC_STEP);
+        count_pieces(S, src, n, off, wlo, 4096, RC_STEP);
     } else {
-        count_pairs(S, src, off, RC_W, n);
+        count_pairs(S, src, off, wlo, RC_W, n);
     }
     /* The pairs that straddle a group's start are not coded so: its first RC_W bytes
      * take m as their context. */

@@ -42,6 +42,12 @@ uint8_t *rc_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off,
 void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t);
 uint8_t *rc_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], unsigned m, unsigned K, const uint8_t *src,
                        size_t P, uint8_t *p);
+/* rans_ctx_avx512.c, the estimate's count: adds the pairs (byte RC_W back, byte) at
+ * offsets [a, b) (a >= RC_W), each to counter bucket · 256 + byte of one of the four
+ * sets w[0..3], the bucket the byte RC_W back less lo clamped to [0, RC_WIDE - 1], 64
+ * at a time; returns the offset where it stopped (the rest is the caller's). Needs
+ * CPU_AVX512. */
+size_t rc_pairs_avx512(uint32_t *const *w, const uint8_t *src, int lo, size_t a, size_t b);
 #endif
 
 #endif

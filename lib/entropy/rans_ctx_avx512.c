@@ -1,5 +1,6 @@
 /* rans_ctx_avx512.c — the AVX-512 decode loop of rANS with a small context (codec 8,
- * rans_ctx.c calls it where AVX-512 gathers are fast: CPU_GATHER).
+ * rans_ctx.c calls it where AVX-512 gathers are fast: CPU_GATHER), its encode loop and
+ * the estimate's pair count.
  *
  * One zmm register per group holds its 16 states, another its last 16 symbols (the
  * contexts of the next 16): per step the bucket is clamped from them, the entry of
@@ -119,5 +120,45 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint
     }
     for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
     return p;
+}
+/* ---- the estimate's pair count --------------------------------------------------------
+ * The counter of a pair is bucket(byte 16 back) · 256 + byte, the bucket the byte 16
+ * back less lo clamped to [0, 31]: in bytes a saturating subtract (or add, lo < 0) and
+ * a minimum, then widened to 16-bit counters' indices, 64 at a time, so the scalar
+ * loop is left only its increments (two byte loads, a table load and an add fewer per
+ * pair). Eight equal indices are one addition of 8, as in the scalar loop. Same counts
+ * as rans_ctx.c's loop, in the same four sets or others (only their sum is used). */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t rc_pairs_avx512(uint32_t *const *w, const uint8_t *src,
+                                                                             int lo, size_t a, size_t b)
+{
+    const __m512i d = _mm512_set1_epi8((char)(lo < 0 ? -lo : lo)), top = _mm512_set1_epi8((char)(RC_WIDE - 1));
+    /* word 0 of each 128-bit lane to all its eight words */
+    const __m512i first = _mm512_set4_epi32(0x01000100, 0x01000100, 0x01000100, 0x01000100);
+    uint32_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    uint16_t ix[64];
+    size_t i = a;
+    for (; i + 64 <= b; i += 64) {
+        __m512i c = _mm512_loadu_si512((const void *)(src + i));
+        __m512i p = _mm512_loadu_si512((const void *)(src + i - RC_W));
+        __m512i k = _mm512_min_epu8(lo < 0 ? _mm512_adds_epu8(p, d) : _mm512_subs_epu8(p, d), top);
+        __m512i x0 = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(c)),
+                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(k)), 8));
+        __m512i x1 = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(c, 1)),
+                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k, 1)), 8));
+        uint64_t same = (uint64_t)_mm512_cmpeq_epi16_mask(x0, _mm512_shuffle_epi8(x0, first)) |
+                        (uint64_t)_mm512_cmpeq_epi16_mask(x1, _mm512_shuffle_epi8(x1, first)) << 32;
+        _mm512_storeu_si512((void *)ix, x0);
+        _mm512_storeu_si512((void *)(ix + 32), x1);
+        for (unsigned g = 0; g < 64; g += 8, same >>= 8) {
+            const uint16_t *q = ix + g;
+            if ((same & 0xff) == 0xff) {
+                w0[q[0]] += 8;
+                continue;
+            }
+            w0[q[0]]++, w1[q[1]]++, w2[q[2]]++, w3[q[3]]++;
+            w0[q[4]]++, w1[q[5]]++, w2[q[6]]++, w3[q[7]]++;
+        }
+    }
+    return i;
 }
 #endif
