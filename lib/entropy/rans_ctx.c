@@ -32,7 +32,7 @@ typedef struct {
     uint32_t wide[RC_SETS][RC_WIDE * 256 + 16];
     uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
-    uint32_t zt[2][RC_KMAX * 256];   /* AVX-512 encoder fields (rans_ctx_avx512.c) */
+    uint64_t zt[RC_KMAX * 256];      /* AVX-512 encoder fields (rans_ctx_avx512.c) */
     uint32_t vt[RC_KMAX * 256][4];   /* AVX2 encoder rows (rans_ctx_avx2.c) */
     const uint8_t *src;              /* the plane the estimate chose m, K and the tables for */
     size_t n;
@@ -285,7 +285,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     const size_t b3 = (RC_G - 1) * P;
     for (size_t j = n - b3; j-- > P;) ENC((RC_G - 1) * RC_W + (j & (RC_W - 1)), b3 + j, src[b3 + j - RC_W]);
 #ifdef ENT_HAVE_X86
-    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, S->zt, m, K, src, P, p);
     else if (vec >= CPU_AVX2) p = rc_enc_avx2(st, (const uint32_t(*)[4])S->vt, off, m, src, P, p);
     else
 #endif
