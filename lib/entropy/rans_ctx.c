@@ -30,6 +30,7 @@ typedef struct {
      * (padded apart so that equal counters of two sets do not share their low 12
      * address bits). */
     uint32_t wide[RC_SETS][RC_WIDE * 256 + 16];
+    uint32_t sum[RC_WIDE * 256];     /* the sets summed (sum_sets) */
     uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
     uint64_t zt[RC_KMAX * 256];      /* AVX-512 encoder fields (rans_ctx_avx512.c) */
@@ -66,19 +67,31 @@ static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
     for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket((int)v, lo, K) * stride;
 }
 
+/* The four sets of S->wide summed into S->sum, values [lo, hi] only: once per choice
+ * of a window, not once per candidate (the merges read one counter instead of four). */
+static void sum_sets(rc_state *S, int lo, int hi)
+{
+    for (unsigned b = 0; b < RC_WIDE; b++) {
+        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
+        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
+        uint32_t *d = S->sum + 256 * b;
+        for (int s = lo; s <= hi; s++) d[s] = (w0[s] + w1[s]) + (w2[s] + w3[s]);
+    }
+}
+
 /* Counts of the window of K contexts around m, merged from the 32-bucket counts around
- * the mode (bucket b: previous byte mode - 16 + b, clamped at both ends): exact while
- * the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every candidate's does.
- * Only the plane's values [lo, hi] (the counts are 0 outside); with head, the group
- * heads go to m's own bucket, as the encoder codes them. */
+ * the mode (S->sum, sum_sets; bucket b: previous byte mode - 16 + b, clamped at both
+ * ends): exact while the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every
+ * candidate's does. Only the plane's values [lo, hi] (the counts are 0 outside); with
+ * head, the group heads go to m's own bucket, as the encoder codes them. */
 static void merge_win(const rc_state *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
 {
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
         unsigned t = rc_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
-        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
-        for (int s = lo; s <= hi; s++) mc[256 * t + s] += (w0[s] + w1[s]) + (w2[s] + w3[s]);
+        const uint32_t *w = S->sum + 256 * b;
+        uint32_t *d = mc + 256 * t;
+        for (int s = lo; s <= hi; s++) d[s] += w[s];
     }
     if (head)
         for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
@@ -164,6 +177,7 @@ static void choose(rc_state *S, unsigned mode, double scale, int lo, int hi, dou
     } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
     uint32_t mc[RC_KMAX * 256];
     *best = 1e300;
+    sum_sets(S, lo, hi);
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
         int m = (int)mode - cand[i].down;
         if (m < 0) continue;
@@ -207,6 +221,7 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     if (sampled && n >= 64 * 1024) {
         size_t k = count_pieces(S, src, n, off, wlo, 0, 1024);
         uint32_t mc[RC_KMAX * 256];
+        sum_sets(S, lo, hi);
         merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
         if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
         k += count_pieces(S, src, n, off, wlo, 1024, 4096);
