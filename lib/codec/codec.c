@@ -99,7 +99,8 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
     h->raw_len = (uint32_t)n;
     h->payload_len = (uint32_t)(dst - payload);
     h->nplanes = (uint8_t)o->n;
-    h->payload_crc = crc32c_combine(crc32c(0, payload, (size_t)o->n * CTR_PLANE_DESC), crc, dst - payload - (size_t)o->n * CTR_PLANE_DESC);
+    h->payload_crc = crc32c_combine(crc32c(0, payload, (size_t)o->n * CTR_PLANE_DESC), crc,
+                                    dst - payload - (size_t)o->n * CTR_PLANE_DESC);
     ctr_chunk_write(out, h);
     return CTR_FRAME_SIZE + h->payload_len;
 }

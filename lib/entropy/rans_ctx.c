@@ -155,8 +155,7 @@ static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, 
 /* The pairs at offsets [o + a, o + b) of every piece of RC_STEP bytes (offsets from
  * RC_W on: a pair needs its byte 16 back), cut at the plane's end. */
 #define RC_STEP 16384u
-static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, int wlo, size_t a,
-                           size_t b)
+static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, int wlo, size_t a, size_t b)
 {
     size_t k = 0;
     for (size_t o = 0; o + a < n; o += RC_STEP) {

@@ -69,8 +69,7 @@ void rc_build_zt(const uint16_t *freq, uint64_t *zt, unsigned t)
             continue;
         }
         while ((1u << l) < f) l++;
-        if (f == 1)
-            zt[k] = UINT32_MAX | (uint64_t)((RANS_M - 1) | (cum + RANS_M - 1) << 16) << 32;
+        if (f == 1) zt[k] = UINT32_MAX | (uint64_t)((RANS_M - 1) | (cum + RANS_M - 1) << 16) << 32;
         else
             zt[k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1) |
                     (uint64_t)((RANS_M - f) | (l - 1) << 12 | cum << 16) << 32;
@@ -128,7 +127,8 @@ T512E uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsig
                              uint8_t *p)
 {
     __m512i X0 = _mm512_loadu_si512((const void *)st), X1 = _mm512_loadu_si512((const void *)(st + RC_W));
-    __m512i X2 = _mm512_loadu_si512((const void *)(st + 2 * RC_W)), X3 = _mm512_loadu_si512((const void *)(st + 3 * RC_W));
+    __m512i X2 = _mm512_loadu_si512((const void *)(st + 2 * RC_W)),
+            X3 = _mm512_loadu_si512((const void *)(st + 3 * RC_W));
     const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
     const __m512i mv = _mm512_set1_epi32((int)m);
     for (size_t r = P / RC_W; r-- > 0;) {
@@ -158,7 +158,7 @@ T512E uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsig
  * pair). Eight equal indices are one addition of 8, as in the scalar loop. Same counts
  * as rans_ctx.c's loop, in the same four sets or others (only their sum is used). */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t rc_pairs_avx512(uint32_t *const *w, const uint8_t *src,
-                                                                             int lo, size_t a, size_t b)
+                                                                            int lo, size_t a, size_t b)
 {
     const __m512i d = _mm512_set1_epi8((char)(lo < 0 ? -lo : lo)), top = _mm512_set1_epi8((char)(RC_WIDE - 1));
     /* word 0 of each 128-bit lane to all its eight words */

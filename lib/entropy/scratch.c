@@ -1,6 +1,7 @@
 /* scratch.c — the coders' working memory in an ent_ctx: buffers that grow to the
- * largest plane seen and stay, so that no coder allocates in its hot path. Every coder
- * calls down into these; nothing here calls a coder. */
+ * largest plane seen and stay, so that no coder allocates in its hot path; and the copy
+ * of a stored plane into the output (ent_copy_far). Every coder calls down into these;
+ * nothing here calls a coder. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,8 @@ __attribute__((target("avx512f"))) static void copy_stream(uint8_t *dst, const u
     memcpy(dst, src, head);
     for (; i + 256 <= n; i += 256) {
         __m512i a = _mm512_loadu_si512((const void *)(src + i)), b = _mm512_loadu_si512((const void *)(src + i + 64));
-        __m512i c = _mm512_loadu_si512((const void *)(src + i + 128)), d = _mm512_loadu_si512((const void *)(src + i + 192));
+        __m512i c = _mm512_loadu_si512((const void *)(src + i + 128)),
+                d = _mm512_loadu_si512((const void *)(src + i + 192));
         _mm512_stream_si512((void *)(dst + i), a);
         _mm512_stream_si512((void *)(dst + i + 64), b);
         _mm512_stream_si512((void *)(dst + i + 128), c);
