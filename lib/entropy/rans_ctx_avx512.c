@@ -121,6 +121,8 @@ INL T512E __m512i rc_put(__m512i x, __m512i mag, __m512i pk, uint8_t **pp)
     return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
 }
 
+_Static_assert(RC_G == 4, "rc_enc_avx512 writes out four groups");
+
 /* The four groups written out (a loop over them kept the states in memory, a store and
  * a load on every chain), their lookups first so that the gathers overlap the steps. */
 T512E uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsigned K, const uint8_t *src, size_t P,
