@@ -5,7 +5,8 @@
  * every vector level: the encoders must write the same bytes, and every decoder must
  * decode every encoding. The selector must pick the codec for a correlated exponent
  * plane, smaller than order 0, and on every plane the smaller of codec 8 and order 0,
- * whose sizes it predicts without coding (the predictions checked). Hostile input: hand-made headers (K out of range,
+ * whose sizes it predicts without coding (the predictions checked); the estimate's pair
+ * count gives every level the same bytes wherever the plane's mode lies. Hostile input: hand-made headers (K out of range,
  * truncated tables, low states, bytes left over, wrong n), every truncation, bit flips
  * (most caught) and garbage, where the three decoders must agree on status and bytes.
  */
@@ -254,6 +255,48 @@ static void test_hostile(ent_ctx *c)
     free(b);
 }
 
+/* The estimate's pair count (rans_ctx_avx512.c's vector count beside the scalar loop):
+ * on planes whose mode sits low (the bucket window starts below 0), in the middle and
+ * high (it reaches past 255), at sizes that leave tails, both the whole count (forced
+ * codec 8) and the sampled one (the selector's pieces) must give every level the scalar
+ * level's bytes: a pair counted in the wrong bucket changes the tables written. */
+static void test_pair_count(ent_ctx *c)
+{
+    static const size_t sizes[] = {4097, 65599, 262147};
+    static const int shift[] = {-0x7a, -0x6c, 0, 0x68, 0x80};
+    size_t nmax = 262147;
+    uint8_t *src = malloc(nmax), *enc[3];
+    for (int k = 0; k < 3; k++) enc[k] = malloc(ent_bound(nmax));
+    int coded = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t h = 0; h < sizeof shift / sizeof *shift; h++) {
+            size_t n = sizes[si];
+            fill(src, n, D_WALK);
+            for (size_t i = 0; i < n; i++) {
+                int v = src[i] + shift[h];
+                src[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+            for (int sel = 0; sel < 2; sel++) {
+                size_t len[3];
+                uint8_t got[3];
+                for (int k = 3; k-- > 0;) {
+                    force_isa(isa[k]);
+                    len[k] = sel ? ent_encode(c, src, n, enc[k], ent_bound(n), 3, ENT_HINT_EXPONENT, &got[k])
+                                 : ent_encode_with(c, ENT_RANSCTX, src, n, enc[k], ent_bound(n), 3, &got[k]);
+                    top_isa();
+                }
+                for (int k = 1; k < 3; k++)
+                    CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
+                          "walk%+d n=%zu %s: %s level writes other bytes (%zu, codec %u) than scalar (%zu, codec %u)",
+                          shift[h], n, sel ? "selector" : "codec 8", isa[k], len[k], got[k], len[0], got[0]);
+                coded += got[0] == ENT_RANSCTX;
+            }
+        }
+    CHECK(coded >= 20, "only %d of 30 planes coded with codec 8", coded);
+    free(src);
+    for (int k = 0; k < 3; k++) free(enc[k]);
+}
+
 int main(void)
 {
     ent_ctx *c = ent_ctx_create();
@@ -261,6 +304,7 @@ int main(void)
     test_roundtrips(c);
     test_selector(c);
     test_choice(c);
+    test_pair_count(c);
     test_hostile(c);
     ent_ctx_free(c);
     if (failures) {

@@ -80,11 +80,15 @@ size_t chunk_frame_bound(size_t n) { return CTR_FRAME_SIZE + xf_coded_bound(n, C
 static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, size_t n, const xf_out *o, uint8_t *out)
 {
     uint8_t *payload = out + CTR_FRAME_SIZE, *dst = payload + (size_t)o->n * CTR_PLANE_DESC;
+    uint32_t crc = 0; /* of the planes' bytes, each taken while it is in cache */
     for (unsigned i = 0; i < o->n; i++) {
         uint8_t codec = ENT_STORED;
         size_t len = o->size[i];
         if (o->hint[i] == XF_KEEP) memcpy(dst, o->src[i], len);
         else len = ent_encode(ec, o->src[i], o->size[i], dst, ent_bound(o->size[i]), level, o->hint[i], &codec);
+        /* a stored plane's bytes are the plane's, which was just read (the copy may
+         * have gone around the cache: ent_copy_far) */
+        crc = crc32c(crc, codec == ENT_STORED && len == o->size[i] ? o->src[i] : dst, len);
         uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
         d[0] = codec;
         d[1] = d[2] = d[3] = 0;
@@ -95,7 +99,8 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
     h->raw_len = (uint32_t)n;
     h->payload_len = (uint32_t)(dst - payload);
     h->nplanes = (uint8_t)o->n;
-    h->payload_crc = crc32c(0, payload, h->payload_len);
+    h->payload_crc = crc32c_combine(crc32c(0, payload, (size_t)o->n * CTR_PLANE_DESC), crc,
+                                    dst - payload - (size_t)o->n * CTR_PLANE_DESC);
     ctr_chunk_write(out, h);
     return CTR_FRAME_SIZE + h->payload_len;
 }

@@ -30,9 +30,10 @@ typedef struct {
      * (padded apart so that equal counters of two sets do not share their low 12
      * address bits). */
     uint32_t wide[RC_SETS][RC_WIDE * 256 + 16];
+    uint32_t sum[RC_WIDE * 256];     /* the sets summed (sum_sets) */
     uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
-    uint32_t zt[2][RC_KMAX * 256];   /* AVX-512 encoder fields (rans_ctx_avx512.c) */
+    uint64_t zt[RC_KMAX * 256];      /* AVX-512 encoder fields (rans_ctx_avx512.c) */
     uint32_t vt[RC_KMAX * 256][4];   /* AVX2 encoder rows (rans_ctx_avx2.c) */
     const uint8_t *src;              /* the plane the estimate chose m, K and the tables for */
     size_t n;
@@ -66,19 +67,31 @@ static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
     for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket((int)v, lo, K) * stride;
 }
 
+/* The four sets of S->wide summed into S->sum, values [lo, hi] only: once per choice
+ * of a window, not once per candidate (the merges read one counter instead of four). */
+static void sum_sets(rc_state *S, int lo, int hi)
+{
+    for (unsigned b = 0; b < RC_WIDE; b++) {
+        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
+        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
+        uint32_t *d = S->sum + 256 * b;
+        for (int s = lo; s <= hi; s++) d[s] = (w0[s] + w1[s]) + (w2[s] + w3[s]);
+    }
+}
+
 /* Counts of the window of K contexts around m, merged from the 32-bucket counts around
- * the mode (bucket b: previous byte mode - 16 + b, clamped at both ends): exact while
- * the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every candidate's does.
- * Only the plane's values [lo, hi] (the counts are 0 outside); with head, the group
- * heads go to m's own bucket, as the encoder codes them. */
+ * the mode (S->sum, sum_sets; bucket b: previous byte mode - 16 + b, clamped at both
+ * ends): exact while the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every
+ * candidate's does. Only the plane's values [lo, hi] (the counts are 0 outside); with
+ * head, the group heads go to m's own bucket, as the encoder codes them. */
 static void merge_win(const rc_state *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
 {
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
         unsigned t = rc_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
-        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
-        for (int s = lo; s <= hi; s++) mc[256 * t + s] += (w0[s] + w1[s]) + (w2[s] + w3[s]);
+        const uint32_t *w = S->sum + 256 * b;
+        uint32_t *d = mc + 256 * t;
+        for (int s = lo; s <= hi; s++) d[s] += w[s];
     }
     if (head)
         for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
@@ -101,10 +114,18 @@ static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int 
  * addition: gradients' exponent planes are mostly runs of one value (rows that saw no
  * token), where each increment waited on the one before (the estimate's counting was
  * the selector's largest cost on them; grads_bf16 -3 compression +11% CPU with both). */
-static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, size_t a, size_t b)
+static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, int lo, size_t a, size_t b)
 {
     uint32_t *w0 = S->wide[0], *w1 = S->wide[1], *w2 = S->wide[2], *w3 = S->wide[3];
     size_t i = a;
+#ifdef ENT_HAVE_X86
+    if (cpu_level() >= CPU_AVX512) {
+        uint32_t *const w[4] = {w0, w1, w2, w3};
+        i = rc_pairs_avx512(w, src, lo, a, b);
+    }
+#else
+    (void)lo;
+#endif
     const uint64_t ones = 0x0101010101010101ull;
     for (; i + 8 <= b; i += 8) {
         uint64_t c8, p8;
@@ -134,12 +155,12 @@ static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, 
 /* The pairs at offsets [o + a, o + b) of every piece of RC_STEP bytes (offsets from
  * RC_W on: a pair needs its byte 16 back), cut at the plane's end. */
 #define RC_STEP 16384u
-static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, int wlo, size_t a, size_t b)
 {
     size_t k = 0;
     for (size_t o = 0; o + a < n; o += RC_STEP) {
         size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < n ? o + b : n;
-        if (lo < hi) k += count_pairs(S, src, off, lo, hi);
+        if (lo < hi) k += count_pairs(S, src, off, wlo, lo, hi);
     }
     return k;
 }
@@ -155,6 +176,7 @@ static void choose(rc_state *S, unsigned mode, double scale, int lo, int hi, dou
     } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
     uint32_t mc[RC_KMAX * 256];
     *best = 1e300;
+    sum_sets(S, lo, hi);
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
         int m = (int)mode - cand[i].down;
         if (m < 0) continue;
@@ -193,18 +215,20 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     memset(S->wide, 0, sizeof S->wide);
     uint32_t off[256];
     bucket_table(mode, RC_WIDE, 256, off);
+    int wlo = (int)mode - (int)RC_WIDE / 2; /* the vector count's clamp of off */
     double best;
     if (sampled && n >= 64 * 1024) {
-        size_t k = count_pieces(S, src, n, off, 0, 1024);
+        size_t k = count_pieces(S, src, n, off, wlo, 0, 1024);
         uint32_t mc[RC_KMAX * 256];
+        sum_sets(S, lo, hi);
         merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
         if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        k += count_pieces(S, src, n, off, 1024, 4096);
+        k += count_pieces(S, src, n, off, wlo, 1024, 4096);
         choose(S, mode, (double)n / (double)k, lo, hi, &best);
         if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
-        count_pieces(S, src, n, off, 4096, RC_STEP);
+        count_pieces(S, src, n, off, wlo, 4096, RC_STEP);
     } else {
-        count_pairs(S, src, off, RC_W, n);
+        count_pairs(S, src, off, wlo, RC_W, n);
     }
     /* The pairs that straddle a group's start are not coded so: its first RC_W bytes
      * take m as their context. */
@@ -275,7 +299,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     const size_t b3 = (RC_G - 1) * P;
     for (size_t j = n - b3; j-- > P;) ENC((RC_G - 1) * RC_W + (j & (RC_W - 1)), b3 + j, src[b3 + j - RC_W]);
 #ifdef ENT_HAVE_X86
-    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, m, K, src, P, p);
+    if (vec >= CPU_AVX512) p = rc_enc_avx512(st, S->zt, m, K, src, P, p);
     else if (vec >= CPU_AVX2) p = rc_enc_avx2(st, (const uint32_t(*)[4])S->vt, off, m, src, P, p);
     else
 #endif

@@ -30,8 +30,8 @@ size_t rc_dec_avx2(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, con
                    uint8_t *dst, size_t P);
 size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
                      uint8_t *dst, size_t P);
-/* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the two field
- * arrays zt from table t's frequencies, then codes all whole rounds (the tail of group
+/* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the field array
+ * zt (two 32-bit fields a slot) from table t's frequencies, then codes all whole rounds (the tail of group
  * RC_G-1 coded before, by the scalar loop) with tables zt, continuing st and writing
  * words down from p; returns the new p. Needs CPU_AVX512. */
 /* rans_ctx_avx2.c, the encoder: as rc_enc_avx512, with the rows vt of every table
@@ -39,9 +39,15 @@ size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, c
  * Needs CPU_AVX2. */
 uint8_t *rc_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off, unsigned m, const uint8_t *src,
                      size_t P, uint8_t *p);
-void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t);
-uint8_t *rc_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], unsigned m, unsigned K, const uint8_t *src,
-                       size_t P, uint8_t *p);
+void rc_build_zt(const uint16_t *freq, uint64_t *zt, unsigned t);
+uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsigned K, const uint8_t *src, size_t P,
+                       uint8_t *p);
+/* rans_ctx_avx512.c, the estimate's count: adds the pairs (byte RC_W back, byte) at
+ * offsets [a, b) (a >= RC_W), each to counter bucket · 256 + byte of one of the four
+ * sets w[0..3], the bucket the byte RC_W back less lo clamped to [0, RC_WIDE - 1], 64
+ * at a time; returns the offset where it stopped (the rest is the caller's). Needs
+ * CPU_AVX512. */
+size_t rc_pairs_avx512(uint32_t *const *w, const uint8_t *src, int lo, size_t a, size_t b);
 #endif
 
 #endif

@@ -1,5 +1,6 @@
 /* rans_ctx_avx512.c — the AVX-512 decode loop of rANS with a small context (codec 8,
- * rans_ctx.c calls it where AVX-512 gathers are fast: CPU_GATHER).
+ * rans_ctx.c calls it where AVX-512 gathers are fast: CPU_GATHER), its encode loop and
+ * the estimate's pair count.
  *
  * One zmm register per group holds its 16 states, another its last 16 symbols (the
  * contexts of the next 16): per step the bucket is clamped from them, the entry of
@@ -55,69 +56,140 @@ T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigne
  * Sixteen lanes of a group a vector, as the decoder, in the reverse order. The quotient
  * x / f comes from rans0_avx512.c's 32-bit magic multiply (exact like the scalar
  * reciprocal, so the states and words are the scalar loop's). Per (context, symbol) two
- * words are gathered from K × 256-entry arrays: the magic, and M - f | shift << 12 |
- * bias << 16 (12, 4 and 13 bits; xmax = f << 20 follows from M - f). Flushing lanes'
+ * words are gathered from a K × 256-entry array: the magic, and M - f | shift << 12 |
+ * bias << 16 (12, 4 and 13 bits; xmax = f << 20 follows from M - f) above it. Flushing lanes'
  * words are compressed in lane order and stored so that they end at p. */
-void rc_build_zt(const uint16_t *freq, uint32_t (*zt)[RC_KMAX * 256], unsigned t)
+void rc_build_zt(const uint16_t *freq, uint64_t *zt, unsigned t)
 {
     uint32_t cum = 0;
     for (unsigned s = 0; s < 256; s++) {
         uint32_t f = freq[s], k = t * 256 + s, l = 0;
         if (!f) {
-            zt[0][k] = zt[1][k] = 0;
+            zt[k] = 0;
             continue;
         }
         while ((1u << l) < f) l++;
-        if (f == 1) {
-            zt[0][k] = UINT32_MAX;
-            zt[1][k] = (RANS_M - 1) | (cum + RANS_M - 1) << 16;
-        } else {
-            zt[0][k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1);
-            zt[1][k] = (RANS_M - f) | (l - 1) << 12 | cum << 16;
-        }
+        if (f == 1) zt[k] = UINT32_MAX | (uint64_t)((RANS_M - 1) | (cum + RANS_M - 1) << 16) << 32;
+        else
+            zt[k] = (uint32_t)((((uint64_t)1 << 32) * ((1u << l) - f)) / f + 1) |
+                    (uint64_t)((RANS_M - f) | (l - 1) << 12 | cum << 16) << 32;
         cum += f;
     }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) uint8_t *rc_enc_avx512(uint32_t *st,
-                                                                            const uint32_t (*zt)[RC_KMAX * 256],
-                                                                            unsigned m, unsigned K, const uint8_t *src,
-                                                                            size_t P, uint8_t *p)
+#define T512E __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define INL static inline __attribute__((always_inline))
+
+/* The magic and the packed word of 16 lanes: symbols at q, contexts at q - RC_W (or m
+ * for a group's first round). Both words of a slot in one qword: two gathers of eight
+ * loads where two of sixteen took twice the loads, the fields then parted by two
+ * permutes. */
+INL T512E void rc_look(const uint64_t *zt, const uint8_t *q, int first, __m512i mv, __m512i lo, __m512i kmax,
+                       __m512i *mag, __m512i *pk)
 {
-    __m512i X[RC_G];
-    for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
-    const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
-    const __m512i zero = _mm512_setzero_si512(), mv = _mm512_set1_epi32((int)m), mM = _mm512_set1_epi32(RANS_M);
-    const __m512i m12 = _mm512_set1_epi32(RANS_M - 1), m4 = _mm512_set1_epi32(15);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
+    __m512i prev = first ? mv : _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q - RC_W)));
+    __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(prev, lo), _mm512_setzero_si512()), kmax);
+    __m512i ix = _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s);
+    __m512i a = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)zt, 8);
+    __m512i b = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)zt, 8);
+    *mag = _mm512_permutex2var_epi32(a, ev, b);
+    *pk = _mm512_permutex2var_epi32(a, od, b);
+}
+
+/* One step of 16 states x with their symbols' fields; the flushed words end at *pp. */
+INL T512E __m512i rc_put(__m512i x, __m512i mag, __m512i pk, uint8_t **pp)
+{
+    const __m512i mM = _mm512_set1_epi32(RANS_M), m12 = _mm512_set1_epi32(RANS_M - 1);
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i cmpl = _mm512_and_si512(pk, m12);
+    __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
+    __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
+    unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
+    __m512i w = _mm512_maskz_compress_epi32(fl, x);
+    w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
+    _mm256_storeu_si256((__m256i *)(void *)(*pp - 32), _mm512_cvtepi32_epi16(w));
+    *pp -= 2 * c;
+    x = _mm512_mask_srli_epi32(x, fl, x, 16);
+    __m512i pe = _mm512_mul_epu32(x, mag);
+    __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
+    __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+    __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
+                                   _mm512_and_si512(_mm512_srli_epi32(pk, 12), _mm512_set1_epi32(15)));
+    return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
+}
+
+_Static_assert(RC_G == 4, "rc_enc_avx512 writes out four groups");
+
+/* The four groups written out (a loop over them kept the states in memory, a store and
+ * a load on every chain), their lookups first so that the gathers overlap the steps. */
+T512E uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsigned K, const uint8_t *src, size_t P,
+                             uint8_t *p)
+{
+    __m512i X0 = _mm512_loadu_si512((const void *)st), X1 = _mm512_loadu_si512((const void *)(st + RC_W));
+    __m512i X2 = _mm512_loadu_si512((const void *)(st + 2 * RC_W)),
+            X3 = _mm512_loadu_si512((const void *)(st + 3 * RC_W));
+    const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
+    const __m512i mv = _mm512_set1_epi32((int)m);
     for (size_t r = P / RC_W; r-- > 0;) {
-        for (unsigned g = RC_G; g-- > 0;) {
-            const uint8_t *q = src + g * P + r * RC_W;
-            __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
-            __m512i prev = r ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q - RC_W))) : mv;
-            __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(prev, lo), zero), kmax);
-            __m512i ix = _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s);
-            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt[0], 4);
-            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)zt[1], 4);
-            __m512i cmpl = _mm512_and_si512(pk, m12);
-            __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
-            __m512i x = X[g];
-            __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
-            __m512i w = _mm512_maskz_compress_epi32(fl, x);
-            w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
-            _mm256_storeu_si256((__m256i *)(void *)(p - 32), _mm512_cvtepi32_epi16(w));
-            p -= 2 * c;
-            x = _mm512_mask_srli_epi32(x, fl, x, 16);
-            __m512i pe = _mm512_mul_epu32(x, mag);
-            __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
-            __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-            __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
-                                           _mm512_and_si512(_mm512_srli_epi32(pk, 12), m4));
-            X[g] = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
+        const uint8_t *q = src + r * RC_W;
+        int first = r == 0;
+        __m512i g0, g1, g2, g3, k0, k1, k2, k3;
+        rc_look(zt, q + 3 * P, first, mv, lo, kmax, &g3, &k3);
+        rc_look(zt, q + 2 * P, first, mv, lo, kmax, &g2, &k2);
+        rc_look(zt, q + P, first, mv, lo, kmax, &g1, &k1);
+        rc_look(zt, q, first, mv, lo, kmax, &g0, &k0);
+        X3 = rc_put(X3, g3, k3, &p);
+        X2 = rc_put(X2, g2, k2, &p);
+        X1 = rc_put(X1, g1, k1, &p);
+        X0 = rc_put(X0, g0, k0, &p);
+    }
+    _mm512_storeu_si512((void *)st, X0);
+    _mm512_storeu_si512((void *)(st + RC_W), X1);
+    _mm512_storeu_si512((void *)(st + 2 * RC_W), X2);
+    _mm512_storeu_si512((void *)(st + 3 * RC_W), X3);
+    return p;
+}
+/* ---- the estimate's pair count --------------------------------------------------------
+ * The counter of a pair is bucket(byte 16 back) · 256 + byte, the bucket the byte 16
+ * back less lo clamped to [0, 31]: in bytes a saturating subtract (or add, lo < 0) and
+ * a minimum, then widened to 16-bit counters' indices, 64 at a time, so the scalar
+ * loop is left only its increments (two byte loads, a table load and an add fewer per
+ * pair). Eight equal indices are one addition of 8, as in the scalar loop. Same counts
+ * as rans_ctx.c's loop, in the same four sets or others (only their sum is used). */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) size_t rc_pairs_avx512(uint32_t *const *w, const uint8_t *src,
+                                                                            int lo, size_t a, size_t b)
+{
+    const __m512i d = _mm512_set1_epi8((char)(lo < 0 ? -lo : lo)), top = _mm512_set1_epi8((char)(RC_WIDE - 1));
+    /* word 0 of each 128-bit lane to all its eight words */
+    const __m512i first = _mm512_set4_epi32(0x01000100, 0x01000100, 0x01000100, 0x01000100);
+    uint32_t *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+    uint16_t ix[64];
+    size_t i = a;
+    for (; i + 64 <= b; i += 64) {
+        __m512i c = _mm512_loadu_si512((const void *)(src + i));
+        __m512i p = _mm512_loadu_si512((const void *)(src + i - RC_W));
+        __m512i k = _mm512_min_epu8(lo < 0 ? _mm512_adds_epu8(p, d) : _mm512_subs_epu8(p, d), top);
+        __m512i x0 = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(c)),
+                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_castsi512_si256(k)), 8));
+        __m512i x1 = _mm512_or_si512(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(c, 1)),
+                                     _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(k, 1)), 8));
+        uint64_t same = (uint64_t)_mm512_cmpeq_epi16_mask(x0, _mm512_shuffle_epi8(x0, first)) |
+                        (uint64_t)_mm512_cmpeq_epi16_mask(x1, _mm512_shuffle_epi8(x1, first)) << 32;
+        _mm512_storeu_si512((void *)ix, x0);
+        _mm512_storeu_si512((void *)(ix + 32), x1);
+        for (unsigned g = 0; g < 64; g += 8, same >>= 8) {
+            const uint16_t *q = ix + g;
+            if ((same & 0xff) == 0xff) {
+                w0[q[0]] += 8;
+                continue;
+            }
+            w0[q[0]]++, w1[q[1]]++, w2[q[2]]++, w3[q[3]]++;
+            w0[q[4]]++, w1[q[5]]++, w2[q[6]]++, w3[q[7]]++;
         }
     }
-    for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
-    return p;
+    return i;
 }
 #endif

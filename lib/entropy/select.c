@@ -26,7 +26,7 @@ static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint
     *codec = ENT_STORED;
     if (cap < n) /* broken contract (cap < ent_bound): never write past dst */
         return 0;
-    if (n) memcpy(dst, src, n);
+    ent_copy_far(dst, src, n);
     return n;
 }
 
