@@ -592,6 +592,15 @@ CKPZ_API int ckpz_lender_patch(void *lender, const void *buf, size_t n, uint64_t
  * where they lie, without a copy. */
 CKPZ_API void *ckpz_mem_lend(void *mem, size_t n);
 
+/* Reads the param groups of the optimizer state a torch.save file's pickle holds
+ * (restoring the bytes before its first tensor, at most 64 MiB): afterwards
+ * ckpz_archive_entry gives each optimizer state tensor's beta2 and where it was read.
+ * CKPZ_OK also when there is nothing to read (another format, a pickle not understood);
+ * a delta file needs its base (params->base at open) when its pickle was coded against
+ * the base's, else the restore's error (CKPZ_ERR_BASE). Not thread-safe against other
+ * calls on `a`. */
+CKPZ_API ckpz_error ckpz_archive_read_optim(ckpz_ctx *ctx, ckpz_archive *a);
+
 #ifdef __cplusplus
 }
 #endif

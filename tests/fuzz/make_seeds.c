@@ -559,7 +559,7 @@ static void chunk_seeds(void)
         unsigned es = ckpz_dtype_size(dt);
         quant_plan plan = {0};
         uint64_t shape[2] = {40, 64};
-        plan.spec = policy_match(pol, "w", dt, 2, shape);
+        plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
         policy_free(pol);
         quant_plan_shape(&plan, 2, shape);
         plan.abs_bound = plan.spec.bound;
