@@ -910,8 +910,13 @@ static void items_of(const items *it, uint32_t c, size_t *first, size_t *end)
         else hi = mid;
     }
     *first = lo;
-    while (hi < it->n && it->by[hi].cont == c) hi++;
-    *end = hi;
+    for (hi = it->n; lo < hi;) { /* the first past them: found in log time, as a list of
+                                    a million items is looked into once an item */
+        size_t mid = lo + (hi - lo) / 2;
+        if (it->by[mid].cont <= c) lo = mid + 1;
+        else hi = mid;
+    }
+    *end = lo;
 }
 
 /* d[key] for a dict d and a string key (the last item set, as unpickling leaves it), or
