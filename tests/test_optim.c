@@ -355,8 +355,37 @@ static void test_policy(void)
     policy_free(p);
 }
 
+/* tests/data/torch/optim_groups.pt, written by torch (tests/data/make_torch.py): two
+ * optimizers, one with groups at 0.95 and 0.999 (state 2 listed by both: the first
+ * wins), one with hostile groups only. */
+static void test_torch_file(void)
+{
+    FILE *f = fopen("tests/data/torch/optim_groups.pt", "rb");
+    CHECKF(f != NULL, "tests/data/torch/optim_groups.pt not found (run from the repository root)");
+    if (!f) return;
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    pkl_storages st;
+    CHECK(pkl_torch_archive(buf, n, &st) == PKL_OK);
+    what = "optim_groups.pt";
+    expect(&st, "optimizer.state.0.exp_avg_sq", 0.95, "optimizer.param_groups[0]");
+    expect(&st, "optimizer.state.1.exp_avg", 0.95, "optimizer.param_groups[0]");
+    expect(&st, "optimizer.state.2.exp_avg_sq", 0.999, "optimizer.param_groups[1]");
+    expect(&st, "optimizer.state.3.exp_avg_sq", 0.95, "optimizer.param_groups[2]");
+    char name[64];
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "opt.bad.state.%d.exp_avg_sq", i);
+        expect(&st, name, 0, NULL);
+    }
+    pkl_storages_free(&st);
+    CHECK(pkl_torch_archive(buf, 200, &st) == PKL_NEED); /* cut inside data.pkl */
+    CHECK(pkl_torch_archive(buf + 1, n - 1, &st) == PKL_BAD);
+}
+
 int main(void)
 {
+    test_torch_file();
     test_two_optimizers();
     test_text_opcodes();
     test_hostile();
