@@ -1045,7 +1045,7 @@ static int read_optim(const items *it, uint32_t pg, const char *path, pkl_storag
         }
         out->ngroups++;
     }
-    qsort(o->pg, o->npg, sizeof *o->pg, pgrp_cmp);
+    if (o->npg) qsort(o->pg, o->npg, sizeof *o->pg, pgrp_cmp);
     return R_OK;
 }
 
