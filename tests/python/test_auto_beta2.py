@@ -74,10 +74,10 @@ def state_of_two_optimizers():
             "optimizer2": opt2.state_dict()}
 
 
-def listing(path):
+def listing(path, *more):
     """{name: (lossy column, role, beta2 note)} of `ckpz -l`'s tensors."""
     out = {}
-    for line in run("-l", path).splitlines():
+    for line in run("-l", path, *more).splitlines():
         role = re.search(r"\s(exact|weight|exp_avg_sq|exp_avg)  ([^;]*)(; beta2 .*)?$", line)
         mode = re.search(r"\s(lossless|prel \S+|change-rel \S+|abs \S+|rel \S+|affine)\s", line)
         if role and mode:
@@ -154,6 +154,12 @@ class Beta2Test(unittest.TestCase):
         for name, note in want.items():
             self.assertEqual(a[name][1:], ("exp_avg_sq", note), name)
         self.assertEqual(a["optimizer.state.0.exp_avg"][2], "")  # shown where it acts only
+        # a delta file's pickle is coded against its base: -l says so, -l --base reads it
+        delta = self.path("delta.ckpz")
+        run("-q", "-f", "--lossy=auto", "--base", by_cli, pt, "-o", delta)
+        self.assertIn("beta2 not shown: the pickle is coded against the base", run("-l", delta))
+        self.assertEqual({n: v[1:] for n, v in listing(delta, "--base", by_cli).items()},
+                         {n: v[1:] for n, v in a.items()})
 
     def test_hostile_param_groups(self):
         state = state_of_two_optimizers()
