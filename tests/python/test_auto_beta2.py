@@ -11,6 +11,7 @@ optimizers, the first with two param groups (betas (0.9, 0.95) and (0.9, 0.999))
     comparison fails when the library does not read them);
   - `ckpz -l` of the CLI's file and of ckpz.save's shows, per tensor, the same lossy
     mode, bound and role, and beta2 0.95 / 0.999 from the group that lists it;
+  - ckpz.distributed.save states the same beta2 for its shards' names;
   - hostile param_groups (betas of the wrong type or length or out of range, params not
     ints, a group that is not a dict, a params list of a million ints) compress and
     restore without error, no beta2 taken from them.
@@ -160,6 +161,20 @@ class Beta2Test(unittest.TestCase):
         self.assertIn("beta2 not shown: the pickle is coded against the base", run("-l", delta))
         self.assertEqual({n: v[1:] for n, v in listing(delta, "--base", by_cli).items()},
                          {n: v[1:] for n, v in a.items()})
+
+    def test_distributed_save(self):
+        """ckpz.distributed.save (a world of one) codes the exp_avg_sq of a beta2-0.95
+        group unlike a save told 0.999 everywhere, and of a 0.999 group alike."""
+        import ckpz.distributed
+        state = state_of_two_optimizers()
+        ckpz.distributed.save(state, self.path("d1"), lossy="auto")
+        ckpz.distributed.save(state, self.path("d2"), lossy="auto", policy="* auto beta2 0.999")
+        a, b = ckpz.distributed.load(self.path("d1")), ckpz.distributed.load(self.path("d2"))
+        fast, slow = a["optimizer"]["state"], b["optimizer"]["state"]
+        self.assertFalse(torch.equal(fast[0]["exp_avg_sq"], slow[0]["exp_avg_sq"]))
+        self.assertFalse(torch.equal(a["optimizer2"]["state"][0]["exp_avg_sq"],
+                                     b["optimizer2"]["state"][0]["exp_avg_sq"]))
+        self.assertTrue(torch.equal(fast[2]["exp_avg_sq"], slow[2]["exp_avg_sq"]))
 
     def test_hostile_param_groups(self):
         state = state_of_two_optimizers()
