@@ -556,6 +556,12 @@ typedef struct ckpz_entry {
      * opaque bytes. */
     const char *role;
     const char *role_why;
+    /* Adam's beta2 the file's optimizer state gives this tensor (a torch.save file's
+     * param group listing it: the beta2 auto's rounding of exp_avg_sq follows), and
+     * where it was read ("optimizer.param_groups[0]"); 0 and NULL when none, or until
+     * ckpz_archive_read_optim (ckpz_experimental.h) has read it. */
+    double beta2;
+    const char *beta2_from;
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {

@@ -603,6 +603,15 @@ CKPZ_API void *ckpz_mem_lend(void *mem, size_t n);
  * or =on (for benchmarks) makes it 0 or all of them. */
 CKPZ_API size_t ckpz_huge_span(size_t n);
 
+/* Reads the param groups of the optimizer state a torch.save file's pickle holds
+ * (restoring the bytes before its first tensor, at most 64 MiB): afterwards
+ * ckpz_archive_entry gives each optimizer state tensor's beta2 and where it was read.
+ * CKPZ_OK also when there is nothing to read (another format, a pickle not understood);
+ * a delta file needs its base (params->base at open) when its pickle was coded against
+ * the base's, else the restore's error (CKPZ_ERR_BASE). Not thread-safe against other
+ * calls on `a`. */
+CKPZ_API ckpz_error ckpz_archive_read_optim(ckpz_ctx *ctx, ckpz_archive *a);
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,10 +150,19 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     int wname = 4, wdtype = 5, wshape = 5, widx = 1, verbose = p->verbosity >= 3;
     char shape[256], h1[32], h2[32], r[32], *nbuf = NULL;
     size_t ncap = 0;
-    int raw_input;
+    int raw_input, optim_err = 0;
+    fio_base cache;
+    const fio_base *base = NULL;
 
-    if (archive_open(ctx, p, &in, name, NULL, &a) != 0) return 1;
+    memset(&cache, 0, sizeof(cache));
+    if ((p->base_path && fio_base_for(p, name, &cache, &base) != 0) || archive_open(ctx, p, &in, name, base, &a) != 0) {
+        fio_base_free(&cache);
+        return 1;
+    }
     ckpz_archive_get_info(a, &info);
+    /* beta2 of the optimizer state, read from the file's pickle: a delta file's may be
+     * coded against its base (-l --base PREV) */
+    if (info.lossy) optim_err = (int)ckpz_archive_read_optim(ctx, a);
     raw_input = info.format == CKPZ_INPUT_RAW;
     /* first pass: column widths */
     for (i = 0; i < info.entries; i++) {
@@ -163,6 +172,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             free(nbuf);
             ckpz_archive_close(a);
             fio_in_close(&in);
+            fio_base_free(&cache);
             return 1;
         }
         if (!display_name(&e, raw_input, &nbuf, &ncap)) {
@@ -170,6 +180,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             free(nbuf);
             ckpz_archive_close(a);
             fio_in_close(&in);
+            fio_base_free(&cache);
             return 1;
         }
         if ((w = display_width(nbuf)) > wname) wname = w;
@@ -213,6 +224,8 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
             printf("  %14llu  %14llu  %14llu  %8llu", (unsigned long long)e.offset, (unsigned long long)e.length,
                    (unsigned long long)e.compressed, (unsigned long long)e.chunks);
         if (info.lossy && e.role) printf("  %-10s  %s", e.role, e.role_why ? e.role_why : "");
+        if (info.lossy && e.role && !strcmp(e.role, "exp_avg_sq") && e.beta2 > 0 && e.beta2_from)
+            printf("; beta2 %g from %s", e.beta2, e.beta2_from); /* the reader wrote no control bytes */
         printf("\n");
     }
     if (opaque_runs) {
@@ -241,6 +254,9 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
                    (unsigned long long)tensors);
             if (exact) printf(", %llu more were coded lossy and restore exactly", (unsigned long long)exact);
             printf(" (the checksums are of the restored content)\n");
+            if (optim_err == CKPZ_ERR_BASE)
+                printf("beta2 not shown: the pickle is coded against the base (-l --base PREV reads it)\n");
+            else if (optim_err) printf("beta2 not shown: %s\n", ckpz_ctx_message(ctx));
         }
         if (verbose)
             printf("format version %u, chunk size %s, %llu bytes => %llu bytes\n", info.format_version,
@@ -275,6 +291,7 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
     free(nbuf);
     ckpz_archive_close(a);
     fio_in_close(&in);
+    fio_base_free(&cache);
     return 0;
 }
 

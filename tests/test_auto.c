@@ -140,12 +140,12 @@ static void test_policy_syntax(void)
         policy *p = policy_parse(good[i], 0, why, sizeof why);
         CHECKF(p && policy_lossy(p), "'%s': %s", good[i], p ? "not lossy" : why);
         if (!p) continue;
-        quant_spec q = policy_match(p, "optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, shape);
+        quant_spec q = policy_match(p, "optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, shape, 0);
         CHECKF(q.mode == QM_PREL && q.prune == 0, "'%s': exp_avg_sq got mode %u", good[i], q.mode);
         /* v rounded to nearest only where beta2 says it is renewed fast */
         CHECKF(q.stochastic == !strstr(good[i], "0.95"), "'%s': exp_avg_sq stochastic %u", good[i], q.stochastic);
         if (strstr(good[i], "level")) CHECKF(q.level == 5, "'%s': level %u", good[i], q.level);
-        q = policy_match(p, "model.fc.weight", CKPZ_DTYPE_F32, 2, shape);
+        q = policy_match(p, "model.fc.weight", CKPZ_DTYPE_F32, 2, shape, 0);
         double k = strstr(good[i], "aggressive") ? 4
                    : strstr(good[i], "0.5")      ? 0.5
                    : strstr(good[i], "tight")    ? 0.25

@@ -208,6 +208,7 @@ static const struct {
     {"nested.pt", CKPZ_INPUT_TORCH},
     {"shared.pt", CKPZ_INPUT_TORCH},
     {"adamw.pt", CKPZ_INPUT_TORCH},
+    {"optim_groups.pt", CKPZ_INPUT_TORCH},
     {"scalar.pt", CKPZ_INPUT_TORCH},
     {"empty.pt", CKPZ_INPUT_TORCH},
     {"arrays.npz", CKPZ_INPUT_NPZ},

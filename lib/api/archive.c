@@ -18,6 +18,7 @@
 #include "common/crc32c.h"
 #include "common/pipeline.h"
 #include "container/base.h"
+#include "formats/pickle.h"
 #include "io/io.h"
 #include "transforms/auto.h"
 #include "transforms/planes.h"
@@ -27,6 +28,9 @@ void ckpz_archive_close(ckpz_archive *a)
 {
     if (!a) return;
     if (!a->kept) ctr_entries_free(a->e, a->ne);
+    if (a->optim_st) pkl_storages_free(a->optim_st); /* ckpz_archive_read_optim's (archive_optim.c) */
+    free(a->optim_st);
+    free(a->optim);
     free(a->c);
     free(a->compressed);
     free(a->chunk_off);
@@ -193,6 +197,10 @@ static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
     out->base_offset = e->base_offset;
     if (e->dtype != CKPZ_DTYPE_NONE)
         out->role = auto_role_name(auto_role_of(e->name, (ckpz_dtype)e->dtype, e->ndim, e->shape, &out->role_why));
+    if (a->optim && a->optim[i]) {
+        out->beta2 = a->optim[i]->beta2;
+        out->beta2_from = a->optim[i]->from;
+    }
     if (e->flags & CTR_ENTRY_LOSSY) {
         const ctr_lossy *l = &e->lossy;
         out->lossy = 1;

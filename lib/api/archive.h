@@ -30,6 +30,8 @@ struct ckpz_archive {
     ckpz_progress_fn progress;
     void *progress_opaque;
     int kept;             /* e lies in the caller's workmem (archive_open): not freed here */
+    struct pkl_storages *optim_st;    /* ckpz_archive_read_optim: the pickle's storages */
+    const struct fmt_optim **optim;   /* and per entry its param group's, or NULL */
 };
 
 struct workmem;

@@ -296,7 +296,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         pl->entry_text = s->dtype == CKPZ_DTYPE_NONE && s->text;
         memset(&pl->plan, 0, sizeof pl->plan);
         pl->values_base = NULL;
-        pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim, s->shape);
+        pl->plan.spec = policy_match(pl->pol, s->name, s->dtype, s->ndim, s->shape, s->optim ? s->optim->beta2 : 0);
         if (pl->plan.spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {
             if ((err = plan_entry(pl, s, buf, n))) return err;
             pl->whole_pos = n;
@@ -335,7 +335,8 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 size_t got;
                 ev = chunker_peek(ch, &t);
                 if (ev != CH_DATA || !t || t->length == FMT_LEN_OPEN || t->length == 0) break;
-                quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim, t->shape);
+                quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim, t->shape,
+                                            t->optim ? t->optim->beta2 : 0);
                 if (q.mode != QM_NONE || q.level != plan->spec.level ||
                     (p->base && base_index_match(&pl->bidx, t, ch->consumed)))
                     break;

@@ -29,6 +29,13 @@
 #define FMT_LEN_OPEN UINT64_MAX   /* segment runs to the end of the input */
 #define FMT_PROBE_MAX (256u << 20) /* largest prefix a reader may ask for */
 
+/* What a file says of the optimizer whose state a tensor is: the param group's settings
+ * (torch.save'd optimizer state dicts: pickle.c), for the lossy mode auto (auto.h). */
+typedef struct fmt_optim {
+    double beta2;     /* Adam's beta2, in (0, 1) */
+    const char *from; /* where it was read: "optimizer.param_groups[0]" */
+} fmt_optim;
+
 typedef struct fmt_segment {
     ckpz_dtype dtype;   /* CKPZ_DTYPE_NONE = opaque bytes */
     char *name;         /* NUL-terminated; NULL for opaque bytes */
@@ -41,6 +48,8 @@ typedef struct fmt_segment {
                            fmt_resume once the bytes are at hand */
     int text;           /* opaque bytes the reader knows are a text header (a JSON
                            header): LZ at its fastest level codes them about as small */
+    const fmt_optim *optim; /* a tensor of optimizer state: its param group's settings
+                               (owned by the reader's state), or NULL */
 } fmt_segment;
 
 /* What a reader call ends with. Errors are codes: callers never look at why[] to tell

@@ -6,7 +6,15 @@
  * do not keep their items; instead an object remembers where it was first put
  * (parent container and key), which is all naming needs: a storage is named after the
  * path from the root object down to the first tensor (in pickle order) that uses it.
+ * Only the items put in dicts and lists are kept aside as (container, key, value) ids,
+ * which is what reading an optimizer's param groups needs (optim_groups): a group's
+ * betas tuple is shared by every group made from the optimizer's defaults, so where an
+ * object was first put does not say which groups hold it. They are kept only for a
+ * pickle whose bytes hold "param_groups": measured (CPU time, loaded machine) 0.10 ->
+ * 0.12 ms for the corpus GPT's pickle, 9.6 -> 10.9 ms for 4,000 parameters' AdamW state,
+ * and no change (5.9 ms) for 12,000 tensors without an optimizer.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +26,8 @@
 #define PKL_MAX_DEPTH 64     /* key path length when naming */
 #define PKL_MAX_NAME 1024
 #define PKL_MAX_NDIM 64
+#define PKL_MAX_OPTIMS 64    /* optimizer state dicts read in one pickle */
+#define PKL_MAX_GROUPS 4096  /* param groups read in all */
 
 enum {
     O_NONE,
@@ -41,7 +51,8 @@ typedef struct {
     uint32_t a, b, c, d; /* STR/BYTES: offset, length; TUPLE: first item, count; LIST: count;
                             GLOBAL: module offset, length, name offset, length;
                             STORAGE: record; TENSOR: record, size tuple, stride tuple */
-    int64_t i;           /* INT value, BOOL; TENSOR: storage offset (-1: not an int) */
+    int64_t i;           /* INT value, BOOL; FLOAT: the double's bits; TENSOR: storage offset
+                            (-1: not an int) */
     uint32_t parent;     /* first container it was put in, or NIL */
     uint32_t key;        /* K_OBJ: the key object; K_INDEX: the index */
 } pobj;
@@ -52,6 +63,10 @@ typedef struct {
     uint64_t numel;
     uint32_t tensor; /* first tensor made from it (ids grow in pickle order) */
 } prec;
+
+typedef struct {
+    uint32_t cont, key, val; /* a dict's item (key: the key object) or a list's (key: index) */
+} pkv;
 
 typedef struct {
     const uint8_t *p;
@@ -73,6 +88,9 @@ typedef struct {
     uint32_t list_id; /* that list, or NIL */
     uint32_t *list;   /* its items, in order */
     size_t nlist, clist;
+    pkv *kv; /* every item put in a dict or a list, in pickle order, where keep_items */
+    size_t nkv, ckv;
+    int keep_items; /* the pickle's bytes hold "param_groups" (else no dict can have that key) */
 } pk;
 
 static int grow(void **a, size_t *cap, size_t want, size_t esz)
@@ -292,10 +310,22 @@ static int reduce(pk *k)
     return r ? r : push(k, res);
 }
 
+static int keep_item(pk *k, uint32_t cont, uint32_t key, uint32_t val)
+{
+    if (!k->keep_items || k->nkv >= k->limit) return R_OK; /* never changes what the pickle reads as */
+    if (grow((void **)&k->kv, &k->ckv, k->nkv + 1, sizeof(pkv))) return R_NOMEM;
+    k->kv[k->nkv++] = (pkv){cont, key, val};
+    return R_OK;
+}
+
 static int set_items(pk *k, uint32_t target, size_t from, size_t to)
 {
     if ((to - from) % 2) return R_BAD;
-    for (size_t i = from; i < to; i += 2) place(k, k->stack[i + 1], target, K_OBJ, k->stack[i]);
+    for (size_t i = from; i < to; i += 2) {
+        place(k, k->stack[i + 1], target, K_OBJ, k->stack[i]);
+        int r = k->o[target].kind == O_DICT ? keep_item(k, target, k->stack[i], k->stack[i + 1]) : R_OK;
+        if (r) return r;
+    }
     return R_OK;
 }
 
@@ -311,6 +341,8 @@ static int append_items(pk *k, uint32_t target, size_t from, size_t to)
     }
     for (size_t i = from; i < to; i++) {
         place(k, k->stack[i], target, counts ? K_INDEX : K_SKIP, counts ? t->a : 0);
+        int r = t->kind == O_LIST ? keep_item(k, target, t->a, k->stack[i]) : R_OK;
+        if (r) return r;
         if (counts) t->a++;
     }
     return R_OK;
@@ -384,6 +416,31 @@ static int push_int(pk *k, int kind, int64_t v)
     int r = push_new(k, kind, &id);
     if (!r) k->o[id].i = v;
     return r;
+}
+
+static int push_float(pk *k, double v)
+{
+    int64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return push_int(k, O_FLOAT, bits);
+}
+
+static double float_of(const pobj *o)
+{
+    double v;
+    memcpy(&v, &o->i, sizeof v);
+    return v;
+}
+
+/* FLOAT's text argument (repr of a double); NaN when it is not one. */
+static double text_float(const pk *k, size_t off, size_t n)
+{
+    char buf[64], *end;
+    if (!n || n >= sizeof buf) return NAN;
+    memcpy(buf, k->p + off, n);
+    buf[n] = '\0';
+    double v = strtod(buf, &end);
+    return *end ? NAN : v;
 }
 
 /* Runs the pickle to STOP; *root = the object left on the stack. */
@@ -506,11 +563,17 @@ static int run(pk *k, uint32_t *root)
                 r = push_new(k, O_OTHER, &id);
             }
             break;
-        case 'G': /* BINFLOAT */
+        case 'G': /* BINFLOAT: big-endian */
             if ((r = need(k, 8))) return r;
-            k->pos += 8;
-            r = push_new(k, O_FLOAT, &id);
-            break;
+            {
+                double d;
+                x = 0;
+                for (int b = 0; b < 8; b++) x = x << 8 | k->p[k->pos + b];
+                k->pos += 8;
+                memcpy(&d, &x, sizeof d);
+                r = push_float(k, d);
+                break;
+            }
         case 'I': /* INT (text) */
         case 'L': /* LONG (text) */
         case 'F': /* FLOAT (text) */
@@ -521,7 +584,8 @@ static int run(pk *k, uint32_t *root)
                 r = push_int(k, O_BOOL, k->p[off + 1] == '1');
             else if ((op == 'I' || op == 'L') && !dec(k, off, n - (op == 'L' && n && k->p[off + n - 1] == 'L'), &x))
                 r = push_int(k, O_INT, (int64_t)x);
-            else r = push_new(k, op == 'F' ? O_FLOAT : O_OTHER, &id);
+            else if (op == 'F') r = push_float(k, text_float(k, off, n));
+            else r = push_new(k, O_OTHER, &id);
             break;
         case 't': /* TUPLE */
             if ((r = pop_mark(k, &from))) return r;
@@ -742,6 +806,10 @@ void pkl_storages_free(pkl_storages *t)
     free(t->s);
     t->s = NULL;
     t->n = 0;
+    for (size_t i = 0; i < t->ngroups; i++) free((char *)t->groups[i].from);
+    free(t->groups);
+    t->groups = NULL;
+    t->ngroups = 0;
 }
 
 /* The storage table: records sorted by key; for a key used several times (shared
@@ -815,6 +883,232 @@ oom:
     return PKL_NOMEM;
 }
 
+/* ---- optimizer state dicts: each param group's beta2 ---------------------------------- */
+
+#define PKL_MAX_GROUP_KEYS 256 /* a param group has ~15; larger dicts are not read */
+
+typedef struct {
+    uint32_t cont, at; /* at: the item's place in kv */
+} kref;
+
+typedef struct {
+    const pk *k;
+    kref *by; /* kv's items sorted by container, then pickle order */
+    size_t n;
+} items;
+
+static int kref_cmp(const void *a, const void *b)
+{
+    const kref *x = a, *y = b;
+    if (x->cont != y->cont) return x->cont < y->cont ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* [*first, *end) of it->by: the items of container c, in pickle order. */
+static void items_of(const items *it, uint32_t c, size_t *first, size_t *end)
+{
+    size_t lo = 0, hi = it->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (it->by[mid].cont < c) lo = mid + 1;
+        else hi = mid;
+    }
+    *first = lo;
+    for (hi = it->n; lo < hi;) { /* the first past them: found in log time, as a list of
+                                    a million items is looked into once an item */
+        size_t mid = lo + (hi - lo) / 2;
+        if (it->by[mid].cont <= c) lo = mid + 1;
+        else hi = mid;
+    }
+    *end = lo;
+}
+
+/* d[key] for a dict d and a string key (the last item set, as unpickling leaves it), or
+ * NIL, also for a dict of more than PKL_MAX_GROUP_KEYS items (bounding the work a hostile
+ * pickle can ask for). */
+static uint32_t dict_get(const items *it, uint32_t d, const char *key)
+{
+    size_t i, end;
+    uint32_t v = NIL;
+    items_of(it, d, &i, &end);
+    if (end - i > PKL_MAX_GROUP_KEYS) return NIL;
+    for (; i < end; i++) {
+        const pkv *e = &it->k->kv[it->by[i].at];
+        const pobj *ko = &it->k->o[e->key];
+        if (ko->kind == O_STR && eq(it->k, ko->a, ko->b, key)) v = e->val;
+    }
+    return v;
+}
+
+/* Item i of a tuple or list (NIL if none); *n its length. */
+static uint32_t seq_item(const items *it, uint32_t s, uint32_t i, uint32_t *n)
+{
+    const pobj *o = &it->k->o[s];
+    size_t f, e;
+    if (o->kind == O_TUPLE) {
+        *n = o->b;
+        return tuple_item(it->k, s, i);
+    }
+    if (o->kind != O_LIST) {
+        *n = 0;
+        return NIL;
+    }
+    items_of(it, s, &f, &e);
+    *n = (uint32_t)(e - f);
+    return i < e - f ? it->k->kv[it->by[f + i].at].val : NIL;
+}
+
+/* betas[1] of a param group when it is a float in (0, 1), else 0. */
+static double group_beta2(const items *it, uint32_t g)
+{
+    uint32_t n, b = dict_get(it, g, "betas");
+    if (b == NIL) return 0;
+    uint32_t v = seq_item(it, b, 1, &n);
+    if (n != 2 || v == NIL || it->k->o[v].kind != O_FLOAT) return 0;
+    double x = float_of(&it->k->o[v]);
+    return x > 0 && x < 1 ? x : 0;
+}
+
+typedef struct {
+    int64_t param;
+    uint32_t group; /* into the groups made, in pickle order: the first listing param wins */
+} pgrp;
+
+static int pgrp_cmp(const void *a, const void *b)
+{
+    const pgrp *x = a, *y = b;
+    if (x->param != y->param) return x->param < y->param ? -1 : 1;
+    return x->group < y->group ? -1 : x->group > y->group;
+}
+
+typedef struct {
+    char *prefix; /* "optimizer.state." ("state." at the root) */
+    pgrp *pg;
+    size_t npg;
+} optim;
+
+/* N of a name PREFIX + N + '.' + ..., N decimal without a sign or leading zero. */
+static int state_index(const char *name, const char *prefix, int64_t *n)
+{
+    size_t pl = strlen(prefix), i = pl;
+    if (strncmp(name, prefix, pl) != 0) return -1;
+    int64_t v = 0;
+    for (; name[i] >= '0' && name[i] <= '9'; i++) {
+        if (i - pl >= 18 || (i > pl && name[pl] == '0')) return -1;
+        v = v * 10 + (name[i] - '0');
+    }
+    if (i == pl || name[i] != '.') return -1;
+    *n = v;
+    return 0;
+}
+
+static const pgrp *pgrp_find(const optim *o, int64_t param)
+{
+    size_t lo = 0, hi = o->npg;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->pg[mid].param < param) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < o->npg && o->pg[lo].param == param ? &o->pg[lo] : NULL;
+}
+
+/* One optimizer state dict's param_groups (the list pg): its groups with a beta2 join
+ * out->groups, the (param, group) pairs o; *pairs counts them over all optimizers, at most
+ * the pickle's items (each listed once in a real state dict: a params list shared by many
+ * groups stops there). R_OK, R_NOMEM. */
+static int read_optim(const items *it, uint32_t pg, const char *path, pkl_storages *out, optim *o, size_t *pairs)
+{
+    uint32_t ng;
+    seq_item(it, pg, 0, &ng);
+    for (uint32_t gi = 0; gi < ng && out->ngroups < PKL_MAX_GROUPS; gi++) {
+        uint32_t g = seq_item(it, pg, gi, &ng), np, params;
+        double b2;
+        if (g == NIL || it->k->o[g].kind != O_DICT || !(b2 = group_beta2(it, g))) continue;
+        if ((params = dict_get(it, g, "params")) == NIL) continue;
+        seq_item(it, params, 0, &np);
+        if (np > it->n - *pairs) break;
+        *pairs += np;
+        char from[PKL_MAX_NAME + 32];
+        snprintf(from, sizeof from, "%s%sparam_groups[%u]", path, *path ? "." : "", (unsigned)gi);
+        fmt_optim *ng_ = realloc(out->groups, (out->ngroups + 1) * sizeof *ng_);
+        if (!ng_) return R_NOMEM;
+        out->groups = ng_;
+        if (!(ng_[out->ngroups].from = strdup(from))) return R_NOMEM;
+        ng_[out->ngroups].beta2 = b2;
+        pgrp *more = realloc(o->pg, (o->npg + np + 1) * sizeof *more);
+        if (!more) {
+            free((char *)ng_[out->ngroups].from);
+            return R_NOMEM;
+        }
+        o->pg = more;
+        for (uint32_t i = 0, n; i < np; i++) {
+            uint32_t v = seq_item(it, params, i, &n);
+            const pobj *p = v != NIL ? &it->k->o[v] : NULL;
+            if (p && p->kind == O_INT && p->i >= 0) o->pg[o->npg++] = (pgrp){p->i, (uint32_t)out->ngroups};
+        }
+        out->ngroups++;
+    }
+    if (o->npg) qsort(o->pg, o->npg, sizeof *o->pg, pgrp_cmp);
+    return R_OK;
+}
+
+/* Every dict with "state" and a list "param_groups" (torch's Optimizer.state_dict()), at
+ * most PKL_MAX_OPTIMS of them: out->groups, and each storage named PREFIX.state.N.* with
+ * N in a group's params points to that group. Values of other types are passed over. */
+static pkl_status optim_groups(const pk *k, uint32_t root, pkl_storages *out)
+{
+    size_t cand = 0;
+    for (size_t i = 0; i < k->nkv && !cand; i++) {
+        const pobj *ko = &k->o[k->kv[i].key];
+        cand = k->o[k->kv[i].cont].kind == O_DICT && ko->kind == O_STR && eq(k, ko->a, ko->b, "param_groups");
+    }
+    if (!cand) return PKL_OK;
+    items it = {k, malloc(k->nkv * sizeof(kref)), k->nkv};
+    optim os[PKL_MAX_OPTIMS];
+    uint32_t seen[PKL_MAX_OPTIMS];
+    size_t no = 0, pairs = 0;
+    int r = R_OK;
+    if (!it.by) return PKL_NOMEM;
+    for (size_t i = 0; i < k->nkv; i++) it.by[i] = (kref){k->kv[i].cont, (uint32_t)i};
+    qsort(it.by, it.n, sizeof *it.by, kref_cmp);
+    for (size_t i = 0; i < k->nkv && no < PKL_MAX_OPTIMS && r == R_OK; i++) {
+        uint32_t d = k->kv[i].cont, pg = k->kv[i].val;
+        const pobj *ko = &k->o[k->kv[i].key];
+        if (k->o[d].kind != O_DICT || ko->kind != O_STR || !eq(k, ko->a, ko->b, "param_groups") ||
+            k->o[pg].kind != O_LIST || dict_get(&it, d, "param_groups") != pg || dict_get(&it, d, "state") == NIL)
+            continue;
+        size_t j = 0;
+        while (j < no && seen[j] != d) j++;
+        if (j < no) continue;
+        char *path = d == root ? strdup("") : path_name(k, d, root);
+        if (!path) {
+            if (d == root) r = R_NOMEM;
+            continue; /* not a name the tensors can have */
+        }
+        optim *o = &os[no];
+        memset(o, 0, sizeof *o);
+        seen[no++] = d;
+        size_t pl = strlen(path);
+        if (!(o->prefix = malloc(pl + 8))) r = R_NOMEM;
+        else snprintf(o->prefix, pl + 8, "%s%sstate.", path, pl ? "." : "");
+        if (r == R_OK) r = read_optim(&it, pg, path, out, o, &pairs);
+        free(path);
+    }
+    for (size_t i = 0; i < out->n && r == R_OK; i++)
+        for (size_t j = 0; j < no && !out->s[i].optim; j++) {
+            int64_t n;
+            const pgrp *g = state_index(out->s[i].name, os[j].prefix, &n) ? NULL : pgrp_find(&os[j], n);
+            if (g) out->s[i].optim = &out->groups[g->group];
+        }
+    for (size_t j = 0; j < no; j++) {
+        free(os[j].prefix);
+        free(os[j].pg);
+    }
+    free(it.by);
+    return r == R_OK ? PKL_OK : PKL_NOMEM;
+}
+
 static void vm_init(pk *k, const uint8_t *p, size_t len)
 {
     memset(k, 0, sizeof(*k));
@@ -833,9 +1127,19 @@ static void vm_free(pk *k)
     free(k->memo);
     free(k->rec);
     free(k->list);
+    free(k->kv);
 }
 
 static pkl_status vm_status(int r) { return r == R_NEED ? PKL_NEED : r == R_BAD ? PKL_BAD : PKL_NOMEM; }
+
+/* Whether p[0..len) holds the bytes of w. */
+static int holds(const uint8_t *p, size_t len, const char *w)
+{
+    size_t n = strlen(w);
+    for (const uint8_t *q = p; len >= n && (q = memchr(q, w[0], len - n + 1 - (size_t)(q - p))) != NULL; q++)
+        if (!memcmp(q, w, n)) return 1;
+    return 0;
+}
 
 pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, size_t *end)
 {
@@ -843,12 +1147,14 @@ pkl_status pkl_torch_storages(const uint8_t *p, size_t len, pkl_storages *out, s
     if (len > (size_t)UINT32_MAX - 64) return PKL_BAD;
     pk k;
     vm_init(&k, p, len);
+    k.keep_items = holds(p, len, "param_groups");
     uint32_t root = NIL;
     int r = run(&k, &root);
     pkl_status s;
     if (r == R_OK) {
         *end = k.pos;
         s = build(&k, root, out);
+        if (s == PKL_OK && (s = optim_groups(&k, root, out)) != PKL_OK) pkl_storages_free(out);
     } else {
         s = vm_status(r);
     }

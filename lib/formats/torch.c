@@ -49,6 +49,7 @@ static int torch_member(void *ctx, fmt_list *l, zip_member *m, size_t *need)
     if (m->size == ZIP_SIZE_UNKNOWN) m->size = bytes; /* checked against the data descriptor by the walker */
     else if (m->size != bytes) return ZIP_CB_OK;
     if (fmt_push(l, s->dtype, s->name, strlen(s->name), s->ndim, s->shape, m->data_off, bytes)) return ZIP_CB_NOMEM;
+    l->seg[l->n - 1].optim = s->optim; /* the reader's state owns it */
     return ZIP_CB_OK;
 }
 
@@ -165,6 +166,20 @@ static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, c
         return FMT_NOMEM;
     }
     return FMT_DONE;
+}
+
+pkl_status pkl_torch_archive(const uint8_t *p, size_t len, pkl_storages *out)
+{
+    zip_member m;
+    size_t need, end;
+    char why[64];
+    memset(out, 0, sizeof *out);
+    if (zip_first_member(p, len, CKPZ_SIZE_UNKNOWN, &m, &need, why, sizeof why) != FMT_DONE ||
+        !zip_name_ends(&m, "data.pkl") || m.method != 0 || m.data_off > len)
+        return PKL_BAD;
+    size_t avail = len - (size_t)m.data_off;
+    if (m.size != ZIP_SIZE_UNKNOWN && m.size < avail) avail = (size_t)m.size;
+    return pkl_torch_storages(p + m.data_off, avail, out, &end);
 }
 
 /* Detection: a zip archive, or the magic number's pickle that opens a legacy file (or

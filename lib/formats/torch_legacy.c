@@ -129,6 +129,7 @@ static fmt_status walk(legacy_state *lg, fmt_list *l, uint64_t at, const uint8_t
         uint64_t data = at + pos + 8, bytes = storage_bytes(lg, p + pos, data, end, &s);
         if (bytes == UINT64_MAX) return FMT_DONE;
         if (fmt_push(l, s->dtype, s->name, strlen(s->name), s->ndim, s->shape, data, bytes)) return FMT_NOMEM;
+        l->seg[l->n - 1].optim = s->optim; /* the reader's state owns it */
         lg->used[s - lg->st.s] = 1;
         lg->next++;
         if (bytes > len - pos - 8) /* the next count lies beyond the bytes at hand */

@@ -301,7 +301,7 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
             }
             t.sampled = got;
             /* the setting for this tensor, as the compressor derives it */
-            quant_spec spec = policy_match(pol, s->name, s->dtype, s->ndim, s->shape);
+            quant_spec spec = policy_match(pol, s->name, s->dtype, s->ndim, s->shape, s->optim ? s->optim->beta2 : 0);
             feat_lossy fl;
             int lossy = 0;
             if (spec.mode != QM_NONE && s->length != FMT_LEN_OPEN) {

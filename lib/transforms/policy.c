@@ -223,7 +223,8 @@ int policy_lossy(const policy *p)
     return 0;
 }
 
-quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape)
+quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape,
+                        double beta2)
 {
     quant_spec none = {0};
     if (!p) return none;
@@ -236,7 +237,8 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
     quant_spec q = p->r[i].spec;
     if (p->r[i].auto_k > 0) {
-        q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k, p->r[i].auto_beta2);
+        double b2 = p->r[i].auto_beta2 > 0 ? p->r[i].auto_beta2 : beta2 > 0 && beta2 < 1 ? beta2 : 0;
+        q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k, b2);
         q.level = p->r[i].spec.level;
         q.max_mae = p->r[i].spec.max_mae;
     }

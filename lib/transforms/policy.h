@@ -35,8 +35,11 @@ policy *policy_parse(const char *text, double default_max_mae, char *why, size_t
 void policy_free(policy *p);
 
 /* The spec for one tensor; mode QM_NONE = lossless. The matching rule's level holds
- * for the tensors that stay lossless below too. */
-quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape);
+ * for the tensors that stay lossless below too. beta2: Adam's beta2 the input file gives
+ * for this tensor (its optimizer's param group, formats.h fmt_optim), or 0: an auto rule
+ * without its own `beta2 B` takes it, one with it keeps its own. */
+quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uint32_t ndim, const uint64_t *shape,
+                        double beta2);
 
 /* 1 when some rule has a lossy mode (a file coded with the policy may be lossy). */
 int policy_lossy(const policy *p);

@@ -163,7 +163,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     policy, max_mae, lossy: lossy coding (see compress_file); ``load`` then returns the
     restored approximations. With lossy="auto", the beta2 of each Adam optimizer state
     dict in obj (its param_groups' betas) is stated to auto: exp_avg_sq is rounded to
-    nearest where beta2 <= 0.99, without bias otherwise (doc/lossy.md "auto").
+    nearest where beta2 <= 0.99, without bias otherwise (doc/lossy.md "auto"); the
+    library reads the same from the pickle, so ``ckpz --lossy=auto`` on torch.save's file
+    of obj codes it alike.
 
     target_bw: the rate in MB/s of the link f goes through (a network file system, a
     pipe to another node): the levels (one per kind of tensor: Adam's moments,
@@ -285,7 +287,9 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     default; as ``ckpz --lossy=auto:K``): each tensor's bound from its role, found from
     its name, dtype and shape: weights, Adam's exp_avg and exp_avg_sq lossy, the rest
     exact (doc/lossy.md "auto"); K moves every bound together. With policy= too, the
-    policy's rules come first and auto takes the tensors they leave.
+    policy's rules come first and auto takes the tensors they leave. On a torch.save
+    file, Adam's beta2 of each optimizer state tensor is read from its param group in
+    the file's pickle, as ckpz.save reads it from the object (a rule's beta2 wins).
     """
     policy = _lib.lossy_policy(lossy, policy)
     return _stream.compress_file(src, dst, level, threads, base, policy, max_mae)

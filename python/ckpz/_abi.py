@@ -173,6 +173,8 @@ class EntryStruct(Sized, ctypes.Structure):
         ("frozen", ctypes.c_uint64),
         ("role", ctypes.c_char_p),
         ("role_why", ctypes.c_char_p),
+        ("beta2", ctypes.c_double),
+        ("beta2_from", ctypes.c_char_p),
     ]
 
 

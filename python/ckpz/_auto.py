@@ -1,10 +1,14 @@
 """Adam's beta2 for lossy="auto", read from the optimizer state dicts of the object saved.
 
 auto rounds exp_avg_sq to nearest where v is renewed fast (beta2 <= 0.99) and without
-bias otherwise; the library sees only tensors, so ckpz.save, which holds the object, tells
-it each optimizer's beta2 through a policy rule "PREFIX.state.N.* auto K beta2 B"
-(doc/lossy.md "auto"). Optimizers are found as torch's state_dict() writes them: a dict
-with "state" and "param_groups", each group with "betas" and "params" (the state keys).
+bias otherwise. The library reads each group's beta2 from a torch.save file's pickle
+(lib/formats/pickle.c) when its betas are floats; ckpz.save, which holds the object,
+states them as policy rules "PREFIX.state.N.* auto K beta2 B" (doc/lossy.md "auto"),
+which also covers betas held as tensors (their values are not in the pickle): both read
+the groups alike (tests/python/test_auto_beta2.py). Optimizers are found as torch's
+state_dict() writes them: a dict with "state" and "param_groups", each group with
+"betas" and "params" (the state keys: ints >= 0; others are passed over, as the library
+does).
 """
 _MAX_DEPTH = 4
 
@@ -52,7 +56,8 @@ def beta2_rules(obj, knob):
             b = _beta2(g)
             params = g.get("params") if isinstance(g, dict) else None
             if b is not None and isinstance(params, (list, tuple)):
-                by_beta.setdefault(repr(b), []).extend(p for p in params if isinstance(p, int))
+                by_beta.setdefault(repr(b), []).extend(
+                    p for p in params if isinstance(p, int) and not isinstance(p, bool) and p >= 0)
         if len(by_beta) == 1:
             rules.append("%s.* %s beta2 %s" % (prefix, auto, next(iter(by_beta))))
         else:

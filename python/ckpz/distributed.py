@@ -76,7 +76,8 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     shape, Shards that do not cover their rows)."""
     if target_bw is not None:
         _tune.check(target_bw)
-    policy = _lib.lossy_policy(lossy, policy)
+    # with its optimizers' beta2 (_auto.py), for the names a shard gives: "tensors.NAME"
+    policy = _lib.lossy_policy(lossy, policy, {"tensors": state_dict})
     opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae,
             "target_bw": target_bw}
     return _dist_save.save(state_dict, path, group, replicated, opts, background, timeout)

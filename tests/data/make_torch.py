@@ -181,6 +181,27 @@ def write_expect(path, lines):
             f.write("%d %d %s %s%s\n" % (off, ln, dt, name, "".join(" %d" % d for d in shape)))
 
 
+def optim_groups():
+    """Two optimizer state dicts as torch's Optimizer.state_dict() writes them: one with
+    groups at beta2 0.95 and 0.999 (the betas tuple shared as pickle shares it), one whose
+    groups are hostile (betas of the wrong type, length or range, params not ints, a
+    group that is not a dict); no random numbers, so the other files do not change."""
+    def st(i):
+        return {"step": torch.tensor(3.0), "exp_avg": torch.full((4, 4), 0.1 * i),
+                "exp_avg_sq": torch.full((4, 4), 0.01 * (i + 1))}
+    fast = (0.9, 0.95)
+    good = {"state": {i: st(i) for i in range(4)},
+            "param_groups": [{"lr": 1e-3, "betas": fast, "weight_decay": 0.1, "params": [0, 1]},
+                             {"lr": 1e-3, "betas": (0.9, 0.999), "weight_decay": 0, "params": [2]},
+                             {"lr": 1e-3, "betas": fast, "weight_decay": 0.1, "params": [3, 2]}]}
+    bad = {"state": {i: st(i) for i in range(6)},
+           "param_groups": [{"betas": "0.9, 0.95", "params": [0]}, {"betas": (0.9, 0.95, 0.97), "params": [1]},
+                            {"betas": (0.9, 1.5), "params": [2]}, {"betas": (0, 1), "params": [3]},
+                            {"betas": fast, "params": ["4", 4.0, True, -1]}, 5, None,
+                            {"betas": fast, "params": {5: 5}}]}
+    return {"optimizer": good, "opt.bad": bad}
+
+
 def main():
     args = sys.argv[1:]
     legacy_only = "--legacy" in args
@@ -230,6 +251,7 @@ def main():
         loss.backward()
         opt.step()
     files["adamw.pt"] = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 5}
+    files["optim_groups.pt"] = optim_groups()
     files["scalar.pt"] = torch.tensor(3.25)
     files["empty.pt"] = {"e": torch.empty(0), "e2": torch.zeros(3, 0, dtype=torch.bfloat16),
                          "x": torch.ones(2)}

@@ -79,12 +79,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         for (size_t j = 0; j < sizeof dtypes / sizeof *dtypes; j++)
             for (uint32_t nd = 0; nd <= 2; nd++) {
-                quant_spec q = policy_match(p, names[i], dtypes[j], nd, shape),
-                           q2 = policy_match(p2, names[i], dtypes[j], nd, shape);
+                quant_spec q = policy_match(p, names[i], dtypes[j], nd, shape, 0),
+                           q2 = policy_match(p2, names[i], dtypes[j], nd, shape, 0);
                 FZ_CHECK(same_spec(&q, &q2), "policy: two parses match '%s' differently", names[i]);
                 check_spec(&q, names[i], dtypes[j], nd, lossy);
             }
-    quant_spec q = policy_match(p, NULL, CKPZ_DTYPE_NONE, 0, NULL);
+    quant_spec q = policy_match(p, NULL, CKPZ_DTYPE_NONE, 0, NULL, 0);
     FZ_CHECK(q.mode == QM_NONE && q.level <= 9, "policy: opaque bytes get mode %u level %u", q.mode, q.level);
     policy_free(p);
     policy_free(p2);

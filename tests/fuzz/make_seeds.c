@@ -273,6 +273,23 @@ static void format_seeds(void)
         }
         free(f);
     }
+    /* optimizer state dicts: param groups read for auto's beta2, hostile ones too */
+    const char *optim[] = {"adamw.pt", "optim_groups.pt"};
+    for (size_t i = 0; i < sizeof optim / sizeof *optim; i++) {
+        char path[256], nm[64];
+        snprintf(path, sizeof path, "tests/data/torch/%s", optim[i]);
+        size_t fl, end = 0, need;
+        uint8_t *f = slurp(path, &fl);
+        zip_member m;
+        pkl_storages t;
+        if (zip_local_header(f, fl, 0, &m, &need) != 1 ||
+            pkl_torch_storages(f + m.data_off, fl - (size_t)m.data_off, &t, &end) != PKL_OK)
+            die("pickle of an optimizer .pt file not understood");
+        pkl_storages_free(&t);
+        snprintf(nm, sizeof nm, "%.*s.pkl", (int)(strlen(optim[i]) - 3), optim[i]);
+        put("pickle", nm, f + m.data_off, end);
+        free(f);
+    }
     /* raw inputs for detection */
     for (size_t i = 0; i < 600; i++) b[i] = (uint8_t)(gauss() * 10);
     uint8_t c3[3] = {CKPZ_INPUT_RAW, CKPZ_DTYPE_BF16, 0x30};
@@ -559,7 +576,7 @@ static void chunk_seeds(void)
         unsigned es = ckpz_dtype_size(dt);
         quant_plan plan = {0};
         uint64_t shape[2] = {40, 64};
-        plan.spec = policy_match(pol, "w", dt, 2, shape);
+        plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
         policy_free(pol);
         quant_plan_shape(&plan, 2, shape);
         plan.abs_bound = plan.spec.bound;

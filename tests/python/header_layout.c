@@ -98,6 +98,8 @@ int main(void)
     FIELD(ckpz_entry, frozen);
     FIELD(ckpz_entry, role);
     FIELD(ckpz_entry, role_why);
+    FIELD(ckpz_entry, beta2);
+    FIELD(ckpz_entry, beta2_from);
 
     STRUCT(ckpz_archive_info);
     FIELD(ckpz_archive_info, struct_size);
