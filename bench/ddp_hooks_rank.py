@@ -125,8 +125,10 @@ def register(ddp, hook, warmup):
         kw["entropy"] = False
     if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
         kw["block"] = int(arg) if arg else Q1_BLOCK
-    if method == "lowrank" and arg:  # ckpz-lowrank:R: matrix rank R
-        method += ":" + arg
+    if method == "lowrank" and arg:  # ckpz-lowrank:R[:4][:raw]: matrix rank R, 4-bit exchanges, raw codes
+        rank, *opts = arg.split(":")
+        method += ":" + rank
+        kw.update({"bits": 4} if "4" in opts else {}, **({"entropy": False} if "raw" in opts else {}))
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
     return st
