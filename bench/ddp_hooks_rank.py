@@ -154,7 +154,9 @@ def train(spec, run, dist, tx):
 
     rank, world, warm, steps = spec["rank"], spec["world"], spec["warmup"], spec["steps"]
     model, batch, loss_of, held = build(run["model"], run["seed"])
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024)
+    # broadcast_buffers=False: DDP would send the GPT's constant mask (16 kB) from rank 0 before
+    # every forward; the bytes counted are the gradient exchange's
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024, broadcast_buffers=False)
     state = register(ddp, run["hook"], warm)
     rank_of = getattr(state, "rank_in_force", None) is not None
     opt = torch.optim.AdamW(ddp.parameters(), lr=spec["lr"][run["model"]])
