@@ -125,8 +125,10 @@ def register(ddp, hook, warmup):
         kw["entropy"] = False
     if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
         kw["block"] = int(arg) if arg else Q1_BLOCK
-    if method == "lowrank" and arg:  # ckpz-lowrank:R: matrix rank R
-        method += ":" + arg
+    if method == "lowrank" and arg:  # ckpz-lowrank:R[:4][:raw]: matrix rank R, 4-bit exchanges, raw codes
+        rank, *opts = arg.split(":")
+        method += ":" + rank
+        kw.update({"bits": 4} if "4" in opts else {}, **({"entropy": False} if "raw" in opts else {}))
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
     return st
@@ -152,7 +154,9 @@ def train(spec, run, dist, tx):
 
     rank, world, warm, steps = spec["rank"], spec["world"], spec["warmup"], spec["steps"]
     model, batch, loss_of, held = build(run["model"], run["seed"])
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024)
+    # broadcast_buffers=False: DDP would send the GPT's constant mask (16 kB) from rank 0 before
+    # every forward; the bytes counted are the gradient exchange's
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1024, broadcast_buffers=False)
     state = register(ddp, run["hook"], warm)
     rank_of = getattr(state, "rank_in_force", None) is not None
     opt = torch.optim.AdamW(ddp.parameters(), lr=spec["lr"][run["model"]])

@@ -34,7 +34,7 @@ entropy-coded where that is smaller (q8, q4; signs stay raw) (entropy=True, the 
 bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
 "lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors
-at 8 bits with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP and 32x on
+at 8 bits (bits=4: 4) with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP, 32x on
 bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both; "lowrank:auto[=T]":
 the rank adapting toward a relative error T of the approximation, doc/gradients.md);
 "auto": one of these but "lowrank", chosen after the warm-up steps from the measured link
@@ -62,7 +62,7 @@ class CompressionState:
 
     process_group: the group DDP reduces over (None: the default group). method: "q8",
     "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
-    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank);
+    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank; bits= 8 or 4);
     "lowrank:auto" or "lowrank:auto=T": from rank 8, the rank adapts between steps toward
     a relative error T of the factored matrices (0.8 by default: lowrank_target);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
@@ -98,8 +98,8 @@ class CompressionState:
         method, self.matrix_rank, self.lowrank_target = _ddp_lowrank.parse(method)
         if method not in METHODS:
             raise ValueError("ckpz.ddp: method must be one of %s, not %r" % (", ".join(map(repr, METHODS)), method))
-        if method == "lowrank" and bits is not None:
-            raise ValueError("ckpz.ddp: method \"lowrank\" takes no bits= (its factors travel at 8 bits)")
+        if method == "lowrank" and bits not in (None, 8, 4):
+            raise ValueError("ckpz.ddp: method \"lowrank\" takes bits= 8 (the default) or 4, not %r" % (bits,))
         if METHODS[method] is not None and bits not in (None, METHODS[method]):
             raise ValueError("ckpz.ddp: method %r is %d bits, not bits=%r" % (method, METHODS[method], bits))
         if density is not None and method not in ("topk", "auto"):

@@ -30,6 +30,19 @@ def flat(v):
     return [v] * STEPS
 
 
+class HookNamesTest(unittest.TestCase):
+    def test_lowrank_names(self):
+        import importlib.machinery
+
+        path = os.path.join(_HERE, "..", "..", "bench", "ddp-hooks")
+        bench = importlib.machinery.SourceFileLoader("ddp_hooks_bench", path).load_module()
+        for name in ("ckpz-lowrank:8", "ckpz-lowrank:20:4", "ckpz-lowrank:20:4:raw", "ckpz-lowrank:8:raw"):
+            self.assertTrue(bench.hook_ok(name), name)
+        for name in ("ckpz-lowrank:8:5", "ckpz-lowrank:8:raw:4", "ckpz-lowrank:0:4", "ckpz-lowrank:8:4:4",
+                     "ckpz-lowrank:x:4"):
+            self.assertFalse(bench.hook_ok(name), name)
+
+
 class SmoothTest(unittest.TestCase):
     def test_window(self):
         self.assertEqual(tbl.smoothed([5, 3, 1]), [5, 4, 3])

@@ -151,12 +151,12 @@ def prog_old_state(rank, world, d):
     assert torch.isfinite(got).all() and loaded.uncompressed_buckets == 0
 
 
-def prog_feedback(rank, world, d, ef):
+def prog_feedback(rank, world, d, ef, kw=None):
     """Ten steps of full-rank gradients: sum of results + mean of the last residuals ==
     sum of the exact means (error feedback: the factored parts' residuals, and the 8-bit
     exchange's of the others: each rank's, and the owners' of their shards), and the
     results of the two ranks equal."""
-    state = ckpz.ddp.CompressionState(method="lowrank:1", error_feedback=ef)
+    state = ckpz.ddp.CompressionState(method="lowrank:1", error_feedback=ef, **(kw or {}))
     total, want = torch.zeros(N), torch.zeros(N)
     for step in range(10):
         total += ckpz.ddp.hook(state, MatrixBucket(grads(rank, step), 0, last=True)).wait()
@@ -181,19 +181,20 @@ def prog_feedback(rank, world, d, ef):
     base.write_json("%s/ef-%d.json" % (d, rank), {"err": err, "gap": gap, "total": total.tolist()})
 
 
-def prog_resume(rank, world, d):
+def prog_resume(rank, world, d, kw=None):
     """Three steps, the state saved; the fourth step of the state itself, of a fresh state
     loaded from the save (through ckpz.save / ckpz.load) and of one not loaded: the first
     two bit for bit the same, the third not."""
-    state = ckpz.ddp.CompressionState(method="lowrank:2", model=None)
+    kw = kw or {}
+    state = ckpz.ddp.CompressionState(method="lowrank:2", model=None, **kw)
     for step in range(3):
         ckpz.ddp.hook(state, MatrixBucket(grads(rank, step), 0, last=True)).wait()
     path = "%s/hook-%d.ckpz" % (d, rank)
     ckpz.save(state.state_dict(), path)
-    loaded = ckpz.ddp.CompressionState(method="lowrank:2")
+    loaded = ckpz.ddp.CompressionState(method="lowrank:2", **kw)
     loaded.load_state_dict(ckpz.load(path))
     assert loaded.step == 3 and set(loaded._lowrank.qs) == set(state._lowrank.qs) and loaded._lowrank.qs
-    fresh = ckpz.ddp.CompressionState(method="lowrank:2")
+    fresh = ckpz.ddp.CompressionState(method="lowrank:2", **kw)
     a, b, c = (ckpz.ddp.hook(s, MatrixBucket(grads(rank, 3), 0, last=True)).wait() for s in (state, loaded, fresh))
     assert torch.equal(a, b), float((a - b).abs().max())
     assert not torch.equal(a, c)
@@ -261,11 +262,11 @@ def prog_run(rank, world, d, method, steps):
     base.write_json("%s/run-%s-%d.json" % (d, method, rank), out)
 
 
-def prog_die(rank, world, d):
+def prog_die(rank, world, d, kw=None):
     """Rank 1 dies after two steps; rank 0's next backward fails naming it within the
     state's timeout."""
     base.ckpz._dist_comm.GRACE = 2.0
-    ddp, opt, state = base.make("lowrank:2", timeout=3)
+    ddp, opt, state = base.make("lowrank:2", timeout=3, **(kw or {}))
     base.rank1_dies(rank, d, ddp, opt, state)
 
 
@@ -345,7 +346,7 @@ class ArgumentsTest(unittest.TestCase):
         self.assertEqual((s.method, s.matrix_rank, s.requested), ("lowrank", 3, "lowrank:3"))
         for bad in ("lowrank:", "lowrank:0", "lowrank:x", "lowrank:1025", "lowrank:-1", "lowrankx", "lowrank:2:3"):
             self.assertRaises(ValueError, ckpz.ddp.CompressionState, method=bad)
-        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="lowrank", bits=8)
+        self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="lowrank", bits=1)  # 8 or 4
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="lowrank", density=0.1)
 
     def test_plan(self):
