@@ -47,11 +47,18 @@ def time_to(rec, target):
     return None
 
 
+def model_of(rec):
+    """The model as the table names it: a run without a held-out loss (records from before
+    the bench had one) is a cell of its own, "MODEL (train loss)", as its final loss is the
+    last steps' mean and would not compare with a held-out one."""
+    return rec["model"] if rec.get("heldout") is not None else rec["model"] + " (train loss)"
+
+
 def cells(records, warmup):
-    """[(key, cell)] in table order, key = (torch, model, world, rate), cell = {hook: figures}."""
+    """[(key, cell)] in table order, key = (torch, model_of, world, rate), cell = {hook: figures}."""
     groups = {}
     for r in records:
-        groups.setdefault((r["torch"], r["model"], r["world"], r["rate"]), {}).setdefault(r["hook"], []).append(r)
+        groups.setdefault((r["torch"], model_of(r), r["world"], r["rate"]), {}).setdefault(r["hook"], []).append(r)
     out = []
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], rate_bits(k[3]))):
         by_hook = groups[key]
@@ -90,7 +97,7 @@ def cells(records, warmup):
 def merge(saved):
     """The runs of several --json files of bench/ddp-hooks ([(name, its dict)]) as one:
     (records, hooks in the order the files gave them, steps, warmup, runs left out). A
-    run (torch, model, ranks, link, hook, seed) already read from an earlier file is
+    run (torch, model_of, ranks, link, hook, seed) already read from an earlier file is
     left out (the same run twice would count as two seeds); ValueError when the files'
     steps or warmup differ (their cells would not compare)."""
     records, hooks, seen, dropped, shape = [], [], set(), 0, None
@@ -105,7 +112,7 @@ def merge(saved):
                              % (name, args.get("steps"), args.get("warmup"), shape[0], shape[1]))
         hooks += [h for h in args["hooks"] if h not in hooks]
         for r in data["records"]:
-            key = tuple(r.get(k) for k in ("torch", "model", "world", "rate", "hook", "seed"))
+            key = (r.get("torch"), model_of(r), r.get("world"), r.get("rate"), r.get("hook"), r.get("seed"))
             if key in seen:
                 dropped += 1
                 continue
@@ -122,7 +129,7 @@ def overloaded(records, cores):
     the sentence names the cells where it did not, if any did."""
     extra = {}
     for r in records:
-        key = (r["torch"], r["model"], r["world"], r["rate"])
+        key = (r["torch"], model_of(r), r["world"], r["rate"])
         extra[key] = max([extra.get(key, float("-inf"))] + [x - r["world"] for x in r["load"]])
     if not extra:
         return ""

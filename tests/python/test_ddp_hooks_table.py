@@ -20,10 +20,15 @@ import ddp_hooks_table as tbl  # noqa: E402
 STEPS = 10
 
 
-def rec(hook, seed, losses, seconds=0.1, bytes_per_step=1000.0, load=(1.0, 2.0)):
+def rec(hook, seed, losses, seconds=0.1, bytes_per_step=1000.0, load=(1.0, 2.0), heldout="last"):
+    """A run's record; its held-out loss the last SMOOTH steps' mean unless given (None: a
+    record from before the bench had one)."""
     seconds = seconds if isinstance(seconds, list) else [seconds] * STEPS
+    if heldout == "last":
+        heldout = sum(losses[-tbl.SMOOTH:]) / len(losses[-tbl.SMOOTH:])
     return {"torch": "2.13", "model": "gpt", "world": 2, "rate": "1gbit", "hook": hook, "seed": seed,
-            "losses": list(losses), "seconds": seconds, "bytes_per_step": bytes_per_step, "load": list(load)}
+            "losses": list(losses), "seconds": seconds, "bytes_per_step": bytes_per_step, "load": list(load),
+            "heldout": heldout}
 
 
 def flat(v):
@@ -155,9 +160,24 @@ class MergeTest(unittest.TestCase):
         self.assertIn("not meaningful but in the cells where it stayed within 1 (torch 2.13 gpt 4 ranks 1gbit)", said)
 
     def test_final_heldout(self):
-        r = rec("none", 0, [9, 9, 9, 9, 9, 1, 2, 3, 4, 5])
+        r = rec("none", 0, [9, 9, 9, 9, 9, 1, 2, 3, 4, 5], heldout=None)
         self.assertEqual(tbl.final(r), 3)  # the last SMOOTH steps
         self.assertEqual(tbl.final(dict(r, heldout=2.5)), 2.5)
+
+    def test_train_loss_cells_apart(self):
+        """Runs without a held-out loss (older records) are cells of their own: a held-out
+        loss is never compared with a last steps' mean, and a newer run of the same seed
+        and hook is not left out as a repeat of an older one without it."""
+        old = [rec("none", 0, flat(2.0), heldout=None), rec("ckpz-q8", 0, flat(2.0), heldout=None)]
+        new = [rec("none", 0, flat(2.0), heldout=1.0), rec("ckpz-q4", 0, flat(2.0), heldout=1.05)]
+        records, _, _, _, dropped = tbl.merge([("old.json", {"args": {"hooks": ["none", "ckpz-q8"]}, "records": old}),
+                                               ("new.json", {"args": {"hooks": ["none", "ckpz-q4"]}, "records": new})])
+        self.assertEqual(dropped, 0)
+        table = dict(tbl.cells(records, 0))
+        self.assertEqual(sorted(table), [("2.13", "gpt", 2, "1gbit"), ("2.13", "gpt (train loss)", 2, "1gbit")])
+        q4 = table[("2.13", "gpt", 2, "1gbit")]["figures"]["ckpz-q4"]
+        self.assertAlmostEqual(q4["vs_loss"], 1.05)  # against the held-out none, not the 2.0 mean
+        self.assertEqual(sorted(table[("2.13", "gpt (train loss)", 2, "1gbit")]["figures"]), ["ckpz-q8", "none"])
 
 
 class MarkdownTest(unittest.TestCase):
