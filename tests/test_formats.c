@@ -410,6 +410,54 @@ static void test_st_order_names_zero(void)
     bfree(&x);
 }
 
+/* Many entries in offset order (pushed as parsed) with a gap before entry 200 (the
+ * list's tiling leaves its in-place pass there), and the same with entry 0 listed last:
+ * 299 entries already pushed, one of them with an escaped name, become records to be
+ * sorted. Both describe the same list. */
+static void test_st_many_in_order(void)
+{
+    ctx = "st many entries, in order and one late";
+    enum { N = 300, GAP = 200 };
+    buf x = {0};
+    fmt_list l;
+    char why[256], *js = malloc(N * 96 + 8);
+    CHECK(js != NULL);
+    for (int late = 0; js && late < 2; late++) {
+        size_t at = 0;
+        js[at++] = '{';
+        for (int k = 0; k < N; k++) {
+            int i = late ? (k + 1) % N : k;
+            uint64_t off = 8 * (uint64_t)i + (i >= GAP ? 8 : 0);
+            at += (size_t)sprintf(js + at,
+                                  "%s\"t%s%03d\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%llu,%llu]}",
+                                  k ? "," : "", i == 7 ? "\\u00e9" : "", i, (unsigned long long)off,
+                                  (unsigned long long)off + 8);
+        }
+        js[at++] = '}';
+        js[at] = '\0';
+        uint64_t base = make_st(&x, js, 8 * N + 8);
+        CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
+        CHECK(l.n == N + 3);
+        if (l.n == N + 3) {
+            CHECK(l.seg[0].dtype == CKPZ_DTYPE_NONE && l.seg[0].length == base && l.seg[0].text);
+            for (int i = 0; i < N; i++) {
+                const fmt_segment *g = &l.seg[1 + i + (i >= GAP)];
+                char nm[16];
+                snprintf(nm, sizeof nm, "t%s%03d", i == 7 ? "\xc3\xa9" : "", i);
+                CHECK(g->dtype == CKPZ_DTYPE_F32 && g->name && !strcmp(g->name, nm));
+                CHECK(g->offset == base + 8 * (uint64_t)i + (i >= GAP ? 8 : 0) && g->length == 8);
+                expect_shape(g, 1, (uint64_t[]){2});
+            }
+            const fmt_segment *gap = &l.seg[1 + GAP];
+            CHECK(gap->dtype == CKPZ_DTYPE_NONE && gap->offset == base + 8 * GAP && gap->length == 8);
+            CHECK(l.seg[N + 2].dtype == CKPZ_DTYPE_NONE && l.seg[N + 2].length == OPEN);
+        }
+        fmt_list_free(&l);
+    }
+    free(js);
+    bfree(&x);
+}
+
 /* The bad entry's bytes are opaque and the good ones stay tensors. */
 static void test_st_bad_entries(void)
 {
@@ -1301,6 +1349,7 @@ int main(void)
     test_st_basic();
     test_st_dtypes();
     test_st_order_names_zero();
+    test_st_many_in_order();
     test_st_bad_entries();
     test_st_in_place();
     test_st_malformed();

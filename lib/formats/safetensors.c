@@ -48,8 +48,9 @@ static ckpz_dtype st_dtype(const char *s, size_t len, unsigned *size)
 
 typedef struct {
     uint64_t begin, end;  /* relative to the data start */
-    const uint8_t *name;  /* the name in the header's text, or NULL: at name_off in j.str */
+    const uint8_t *name;  /* the name in the header's text or the list's blocks, or NULL: at name_off in j.str */
     size_t name_off, name_len;
+    const uint64_t *shape; /* in the list's blocks, or NULL: at shape_off in dims */
     size_t shape_off;
     uint32_t ndim;
     ckpz_dtype dtype;
@@ -63,6 +64,14 @@ typedef struct {
     st_ent *ent;
     size_t elen, ecap;
     uint64_t base, total; /* data start in the file; file size or CKPZ_SIZE_UNKNOWN */
+    fmt_list *out;        /* entries in offset order go straight here (direct) */
+    size_t first;         /* out's first entry */
+    int direct;           /* every entry so far after the one before: pushed as parsed */
+    uint64_t last_end;    /* where the last entry pushed ends */
+    const uint8_t *dt_name; /* the last dtype name looked up (in the text), its length, */
+    size_t dt_len;          /* dtype and size: the next entry's is most often the same */
+    ckpz_dtype dt;
+    unsigned dt_size;
 } jp;
 
 /* json_number, with the usual number (a few digits, no sign, fraction or exponent)
@@ -83,9 +92,8 @@ static int read_uint(json_p *j, uint64_t *v, int *u)
     return json_number(j, v, u); /* anything else, from its first byte */
 }
 
-/* Parses an array of unsigned integers. Up to `max` values go to out (or, when out is
- * NULL, to p->dims); *count is the number of elements; *ok is cleared when an element
- * is not an unsigned 64-bit integer. */
+/* Parses an array of unsigned integers. Up to `max` values go to out; *count is the
+ * number of elements; *ok is cleared when an element is not an unsigned 64-bit integer. */
 static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count, int *ok)
 {
     if (depth > JSON_MAX_DEPTH) return json_fail(&p->j, "JSON nested too deeply");
@@ -104,13 +112,7 @@ static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t 
             int u;
             if (read_uint(&p->j, &v, &u)) return -1;
             if (!u) *ok = 0;
-            else if (*count < max) {
-                if (out) out[*count] = v;
-                else {
-                    if (json_grow((void **)&p->dims, &p->dcap, p->dlen + 1, sizeof(uint64_t))) return json_oom(&p->j);
-                    p->dims[p->dlen++] = v;
-                }
-            }
+            else if (*count < max) out[*count] = v;
         } else {
             if (json_skip(&p->j, depth + 1)) return -1;
             *ok = 0;
@@ -142,6 +144,19 @@ static int eq(const uint8_t *v, size_t len, const char *w, size_t wlen)
 static int read_string(jp *p, const uint8_t **v, size_t *len)
 {
     size_t st = p->j.i, mark = p->j.slen;
+    /* the usual key, name or dtype: printable ASCII without a backslash to the closing
+     * quote, read here without a call; anything else from its start by json.c */
+    if (st < p->j.n && p->j.s[st] == '"') {
+        const uint8_t *s = p->j.s;
+        size_t k = st + 1;
+        while (k < p->j.n && s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\') k++;
+        if (k < p->j.n && s[k] == '"') {
+            *v = s + st + 1;
+            *len = k - st - 1;
+            p->j.i = k + 1;
+            return 0;
+        }
+    }
     if (json_string_raw(&p->j, v, len)) return -1;
     if (*v) return 0;
     p->j.i = st;
@@ -151,19 +166,136 @@ static int read_string(jp *p, const uint8_t **v, size_t *len)
     return 0;
 }
 
-enum { F_DTYPE = 1, F_SHAPE = 2, F_OFFSETS = 4 };
+enum { F_DTYPE = 1, F_SHAPE = 2, F_OFFSETS = 4, F_OTHER = 8 };
+
+/* The three keys of an entry as they are written (no escape), matched where they lie
+ * and skipped; F_OTHER for any other text, read by the caller as a string. */
+static unsigned known_key(json_p *j)
+{
+    const uint8_t *s = j->s + j->i;
+    size_t left = j->n - j->i;
+    if (left >= 7 && !memcmp(s, "\"dtype\"", 7)) return j->i += 7, F_DTYPE;
+    if (left >= 7 && !memcmp(s, "\"shape\"", 7)) return j->i += 7, F_SHAPE;
+    if (left >= 14 && !memcmp(s, "\"data_offsets\"", 14)) return j->i += 14, F_OFFSETS;
+    return F_OTHER;
+}
+
+/* The dtype string at p->j.i: the last one looked up when it is the same text (most
+ * entries share a dtype), else the table's. */
+static int read_dtype(jp *p, size_t mark, ckpz_dtype *dt, unsigned *esz)
+{
+    const uint8_t *s = p->j.s + p->j.i;
+    size_t k = p->dt_len, left = p->j.n - p->j.i;
+    if (p->dt_name && left >= k + 2 && s[0] == '"' && s[k + 1] == '"' && !memcmp(s + 1, p->dt_name, k)) {
+        p->j.i += k + 2;
+        *dt = p->dt;
+        *esz = p->dt_size;
+        return 0;
+    }
+    const uint8_t *v;
+    size_t vlen;
+    if (read_string(p, &v, &vlen)) return -1;
+    *dt = st_dtype((const char *)v, vlen, esz);
+    if (p->j.slen == mark) { /* in the text (not decoded): stays valid */
+        p->dt_name = v;
+        p->dt_len = vlen;
+        p->dt = *dt;
+        p->dt_size = *esz;
+    }
+    p->j.slen = mark;
+    return 0;
+}
+
+/* The entries pushed so far become records (their names and shapes stay in the list's
+ * blocks), to be sorted with the rest: an entry came before the end of the one before. */
+static int to_records(jp *p)
+{
+    size_t n = p->out->n - p->first, cap = (size_t)p->j.n / 40 + 1;
+    if (json_grow((void **)&p->ent, &p->ecap, cap > n ? cap : n, sizeof(st_ent))) return json_oom(&p->j);
+    for (size_t k = 0; k < n; k++) {
+        const fmt_segment *g = &p->out->seg[p->first + k];
+        st_ent *e = &p->ent[k];
+        memset(e, 0, sizeof *e);
+        e->begin = g->offset - p->base;
+        e->end = e->begin + g->length;
+        e->name = (const uint8_t *)g->name;
+        e->name_len = strlen(g->name);
+        e->shape = g->shape;
+        e->ndim = g->ndim;
+        e->dtype = g->dtype;
+        e->idx = k;
+    }
+    p->elen = n;
+    fmt_list_drop(p->out, p->first);
+    p->direct = 0;
+    return 0;
+}
+
+/* Keeps a complete, consistent entry: pushed while entries come in offset order, else
+ * recorded (names decoded stay in the pool, shapes go to dims) for emit. */
+static int keep_entry(jp *p, const uint8_t *name, size_t name_off, size_t name_len, const uint64_t *shape, size_t ndim,
+                      ckpz_dtype dt, const uint64_t *off)
+{
+    if (p->direct && off[0] >= p->last_end) {
+        const char *nm = name ? (const char *)name : p->j.str + name_off;
+        if (fmt_push(p->out, dt, nm, name_len, (uint32_t)ndim, ndim ? shape : NULL, p->base + off[0], off[1] - off[0]))
+            return json_oom(&p->j);
+        p->last_end = off[1];
+        p->j.slen = name_off; /* copied: the pool's room is free again */
+        return 0;
+    }
+    if (p->direct && to_records(p)) return -1;
+    if (p->dlen + ndim > p->dcap && json_grow((void **)&p->dims, &p->dcap, p->dlen + ndim, sizeof(uint64_t)))
+        return json_oom(&p->j);
+    if (p->elen == p->ecap && json_grow((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent)))
+        return json_oom(&p->j);
+    st_ent *e = &p->ent[p->elen];
+    memset(e, 0, sizeof *e);
+    e->begin = off[0];
+    e->end = off[1];
+    e->name = name;
+    e->name_off = name_off;
+    e->name_len = name_len;
+    e->shape_off = p->dlen;
+    if (ndim) memcpy(p->dims + p->dlen, shape, ndim * sizeof(uint64_t));
+    p->dlen += ndim;
+    e->ndim = (uint32_t)ndim;
+    e->dtype = dt;
+    e->idx = p->elen;
+    p->elen++;
+    return 0;
+}
+
+/* 1 when an entry of esz-byte elements, shape[0..ndim) and data offsets off is one this
+ * reader takes: offsets in order and in the file, their span the shape's bytes. */
+static int consistent(const jp *p, unsigned esz, const uint64_t *shape, size_t ndim, const uint64_t *off)
+{
+    if (off[0] > off[1] || off[1] > UINT64_MAX - p->base) return 0;
+    if (p->total != CKPZ_SIZE_UNKNOWN && p->base + off[1] > p->total) return 0; /* beyond the file's end */
+    /* product(shape) * element size, overflow-checked; any 0 dimension wins. */
+    uint64_t prod = esz;
+    int zero = 0, ovf = 0;
+    for (size_t j = 0; j < ndim; j++) {
+        uint64_t d = shape[j];
+        if (d == 0) zero = 1;
+        else if (prod > UINT64_MAX / d) ovf = 1;
+        else prod *= d;
+    }
+    if (zero) prod = 0;
+    else if (ovf) return 0;
+    return prod == off[1] - off[0];
+}
 
 /* Parses one tensor entry (p->j.i at '{'); the tensor's decoded name is
- * p->j.str[name_off, p->j.slen). Records it in p->ent when it is complete and
- * consistent; otherwise rolls the pools back (its bytes will be opaque). */
+ * p->j.str[name_off, p->j.slen). Keeps it when it is complete and consistent
+ * (keep_entry); otherwise rolls the pool back (its bytes will be opaque). */
 static int parse_entry(jp *p, int depth, const uint8_t *name, size_t name_off, size_t name_len)
 {
-    size_t shape_off = p->dlen;
     unsigned seen = 0, esz = 0;
     int ok = 1;
     ckpz_dtype dt = CKPZ_DTYPE_NONE;
     size_t ndim = 0, noff = 0;
-    uint64_t off[2] = {0, 0};
+    uint64_t off[2] = {0, 0}, shape[ST_MAX_NDIM];
 
     if (depth > JSON_MAX_DEPTH) return json_fail(&p->j, "JSON nested too deeply");
     p->j.i++; /* '{' */
@@ -174,14 +306,18 @@ static int parse_entry(jp *p, int depth, const uint8_t *name, size_t name_off, s
     }
     for (;;) {
         json_ws(&p->j);
-        size_t mark = p->j.slen, klen;
-        const uint8_t *key;
-        if (read_string(p, &key, &klen)) return -1;
-        unsigned f = EQ(key, klen, "dtype")          ? F_DTYPE
-                     : EQ(key, klen, "shape")        ? F_SHAPE
-                     : EQ(key, klen, "data_offsets") ? F_OFFSETS
-                                                     : 0;
-        p->j.slen = mark;
+        size_t mark = p->j.slen;
+        unsigned f = known_key(&p->j);
+        if (f == F_OTHER) {
+            size_t klen;
+            const uint8_t *key;
+            if (read_string(p, &key, &klen)) return -1;
+            f = EQ(key, klen, "dtype")          ? F_DTYPE
+                : EQ(key, klen, "shape")        ? F_SHAPE
+                : EQ(key, klen, "data_offsets") ? F_OFFSETS
+                                                : 0;
+            p->j.slen = mark;
+        }
         json_ws(&p->j);
         if (p->j.i >= p->j.n || p->j.s[p->j.i] != ':') return json_fail(&p->j, "expected ':'");
         p->j.i++;
@@ -190,15 +326,10 @@ static int parse_entry(jp *p, int depth, const uint8_t *name, size_t name_off, s
         if (f & seen) ok = 0; /* duplicate field */
         seen |= f;
         if (f == F_DTYPE && p->j.s[p->j.i] == '"') {
-            const uint8_t *v;
-            size_t vlen;
-            if (read_string(p, &v, &vlen)) return -1;
-            dt = st_dtype((const char *)v, vlen, &esz);
+            if (read_dtype(p, mark, &dt, &esz)) return -1;
             if (dt == CKPZ_DTYPE_NONE) ok = 0; /* unknown dtype: opaque bytes, not an error */
-            p->j.slen = mark;
         } else if (f == F_SHAPE && p->j.s[p->j.i] == '[') {
-            p->dlen = shape_off;
-            if (parse_uint_array(p, depth + 1, NULL, ST_MAX_NDIM, &ndim, &ok)) return -1;
+            if (parse_uint_array(p, depth + 1, shape, ST_MAX_NDIM, &ndim, &ok)) return -1;
             if (ndim > ST_MAX_NDIM) ok = 0;
         } else if (f == F_OFFSETS && p->j.s[p->j.i] == '[') {
             if (parse_uint_array(p, depth + 1, off, 2, &noff, &ok)) return -1;
@@ -222,42 +353,12 @@ done:
     if (seen != (F_DTYPE | F_SHAPE | F_OFFSETS)) ok = 0;
     if (ok && !name && name_len && memchr(p->j.str + name_off, 0, name_len))
         ok = 0; /* "\u0000" in a name: cannot be a C string */
-    if (ok && off[0] > off[1]) ok = 0;
-    if (ok && off[1] > UINT64_MAX - p->base) ok = 0;
-    if (ok && p->total != CKPZ_SIZE_UNKNOWN && p->base + off[1] > p->total)
-        ok = 0; /* data beyond the end of the file */
-    if (ok) {
-        /* product(shape) * element size, overflow-checked; any 0 dimension wins. */
-        uint64_t prod = esz;
-        int zero = 0, ovf = 0;
-        for (size_t j = 0; j < ndim; j++) {
-            uint64_t d = p->dims[shape_off + j];
-            if (d == 0) zero = 1;
-            else if (prod > UINT64_MAX / d) ovf = 1;
-            else prod *= d;
-        }
-        if (zero) prod = 0;
-        else if (ovf) ok = 0;
-        if (ok && prod != off[1] - off[0]) ok = 0;
-    }
+    if (ok) ok = consistent(p, esz, shape, ndim, off);
     if (!ok) {
-        p->dlen = shape_off;
         p->j.slen = name_off;
         return 0;
     }
-    if (json_grow((void **)&p->ent, &p->ecap, p->elen + 1, sizeof(st_ent))) return json_oom(&p->j);
-    st_ent *e = &p->ent[p->elen];
-    e->begin = off[0];
-    e->end = off[1];
-    e->name = name;
-    e->name_off = name_off;
-    e->name_len = name_len;
-    e->shape_off = shape_off;
-    e->ndim = (uint32_t)ndim;
-    e->dtype = dt;
-    e->idx = p->elen;
-    p->elen++;
-    return 0;
+    return keep_entry(p, name, name_off, name_len, shape, ndim, dt, off);
 }
 
 static int parse_header(jp *p)
@@ -314,8 +415,9 @@ static int ent_cmp(const void *a, const void *b)
 static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
 {
     const char *name = e->name ? (const char *)e->name : p->j.str + e->name_off;
-    return fmt_push(out, e->dtype, name, e->name_len, e->ndim, e->ndim ? p->dims + e->shape_off : NULL,
-                    p->base + e->begin, e->end - e->begin);
+    const uint64_t *shape = e->shape ? e->shape : p->dims + e->shape_off;
+    return fmt_push(out, e->dtype, name, e->name_len, e->ndim, e->ndim ? shape : NULL, p->base + e->begin,
+                    e->end - e->begin);
 }
 
 /* Emits the entries sorted by offset. A run of entries that overlap one another is
@@ -323,6 +425,7 @@ static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
  * tensor's range is dropped (it holds no bytes). */
 static int emit(fmt_list *out, jp *p)
 {
+    if (fmt_reserve(out, p->elen + 1)) return -1; /* and the open tail */
     /* writers put the entries in offset order: sorted already, the sort is skipped */
     size_t k0 = 1;
     while (k0 < p->elen && ent_cmp(&p->ent[k0 - 1], &p->ent[k0]) < 0) k0++;
@@ -419,27 +522,30 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
     p.j.n = (size_t)n;
     p.base = 8 + n;
     p.total = total;
-    fmt_status st = FMT_ERROR;
-    if (json_grow((void **)&p.j.str, &p.j.scap, 1, 1)) return FMT_NOMEM;
+    p.out = out;
+    p.direct = 1;
+    fmt_status st = FMT_NOMEM;
+    /* The header's segment first, then the entries as they are parsed: sized once (an
+     * entry takes more than 40 bytes of JSON), the open tail included. */
+    int pushed = !fmt_reserve(out, (size_t)n / 40 + 3) && !fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base);
+    if (!pushed || json_grow((void **)&p.j.str, &p.j.scap, 1, 1)) goto out;
+    out->seg[0].text = 1; /* the length and the JSON header */
+    p.first = out->n;
     if (parse_header(&p)) {
-        if (p.j.oom) st = FMT_NOMEM;
-        else if (control_byte(b, hend, why, whylen)) st = FMT_ERROR;
-        else if (p.j.err_at >= p.j.n)
+        if (p.j.oom) goto out;
+        st = FMT_ERROR;
+        if (control_byte(b, hend, why, whylen)) goto out;
+        if (p.j.err_at >= p.j.n)
             fmt_why(why, whylen, "safetensors header: truncated JSON (%s) at offset %zu", p.j.err,
                     (size_t)(8 + p.j.err_at));
         else fmt_why(why, whylen, "safetensors header: %s at offset %zu", p.j.err, (size_t)(8 + p.j.err_at));
         goto out;
     }
     out->format = CKPZ_INPUT_SAFETENSORS;
-    int pushed = !fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base);
-    if (pushed) out->seg[out->n - 1].text = 1; /* the length and the JSON header */
-    if (!pushed || emit(out, &p) || fmt_finish(out)) {
-        fmt_list_free(out);
-        st = FMT_NOMEM;
-        goto out;
-    }
+    if (emit(out, &p) || fmt_finish(out)) goto out;
     st = FMT_DONE;
 out:
+    if (st != FMT_DONE) fmt_list_free(out);
     free(p.j.str);
     free(p.dims);
     free(p.ent);
