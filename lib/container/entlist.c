@@ -35,7 +35,7 @@ typedef struct bbuf {
 } bbuf;
 
 /* Room for n more bytes: 0, or -1 (b->bad) out of memory. */
-static int reserve(bbuf *b, size_t n)
+static int reserve_more(bbuf *b, size_t n)
 {
     if (b->bad) return -1;
     if (n <= b->cap - b->n) return 0;
@@ -51,7 +51,10 @@ static int reserve(bbuf *b, size_t n)
     return 0;
 }
 
-static void put_bytes(bbuf *b, const void *src, size_t n)
+/* reserve_more's test inline: the columns of 5,174 entries make ~80,000 calls. */
+static inline int reserve(bbuf *b, size_t n) { return !b->bad && n <= b->cap - b->n ? 0 : reserve_more(b, n); }
+
+static inline void put_bytes(bbuf *b, const void *src, size_t n)
 {
     if (!n || reserve(b, n)) return;
     memcpy(b->p + b->n, src, n);
@@ -59,7 +62,7 @@ static void put_bytes(bbuf *b, const void *src, size_t n)
 }
 
 /* A varint written in place (the columns of 4,800 entries take ~60,000 of them). */
-static void put_uv(bbuf *b, uint64_t v)
+static inline void put_uv(bbuf *b, uint64_t v)
 {
     if (reserve(b, 10)) return;
     uint8_t *p = b->p + b->n;
@@ -84,9 +87,15 @@ static int get_uv(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
     return -1;
 }
 
+/* Eight bytes a step, then byte by byte (names of many tensors share tens of bytes). */
 static size_t shared_prefix(const ctr_entry *a, const ctr_entry *b)
 {
     size_t k = 0, n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    for (uint64_t x, y; k + 8 <= n; k += 8) {
+        memcpy(&x, a->name + k, 8);
+        memcpy(&y, b->name + k, 8);
+        if (x != y) break;
+    }
     while (k < n && a->name[k] == b->name[k]) k++;
     return k;
 }
@@ -145,6 +154,9 @@ static void put_list(ent_ctx *ec, bbuf *out, const ctr_entry *e, size_t n, int i
         put_uv(out, n);
         put_uv(out, n ? e[0].offset : 0);
     }
+    /* sized once for the usual entry: two kind bytes, a few varints, a name's suffix */
+    if (reserve(&col[COL_KIND], 2 * n) || reserve(&col[COL_NUM], 8 * n) || reserve(&col[COL_NAME], 16 * n))
+        out->bad = 1;
     fill_columns(e, n, index_form, col);
     for (int k = 0; k < NCOL; k++) {
         if (col[k].bad) out->bad = 1;

@@ -97,6 +97,23 @@ static int read_uint(json_p *j, uint64_t *v, int *u)
 static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count, int *ok)
 {
     if (depth > JSON_MAX_DEPTH) return json_fail(&p->j, "JSON nested too deeply");
+    /* The usual array, as writers put it: numbers of 1 to 19 digits without a leading
+     * zero (or 0 itself), commas, no spaces, at most max of them; anything else is read
+     * again from the '[' below. */
+    const uint8_t *s = p->j.s;
+    size_t k = p->j.i + 1, n = p->j.n, c = 0;
+    while (c < max && k < n && json_digit(s[k])) {
+        size_t st = k;
+        uint64_t x = 0;
+        while (k < n && json_digit(s[k]) && k - st < 19) x = x * 10 + (unsigned)(s[k++] - '0');
+        if ((s[st] == '0' && k - st > 1) || k >= n || (s[k] != ',' && s[k] != ']')) break;
+        out[c++] = x;
+        if (s[k++] == ']') {
+            p->j.i = k;
+            *count = c;
+            return 0;
+        }
+    }
     *count = 0;
     p->j.i++; /* '[' */
     json_ws(&p->j);
@@ -149,6 +166,13 @@ static int read_string(jp *p, const uint8_t **v, size_t *len)
     if (st < p->j.n && p->j.s[st] == '"') {
         const uint8_t *s = p->j.s;
         size_t k = st + 1;
+        const uint64_t ones = 0x0101010101010101ull;
+        for (uint64_t w, q, b; k + 8 <= p->j.n; k += 8) { /* eight bytes a step */
+            memcpy(&w, s + k, 8);
+            q = w ^ ('"' * ones);
+            b = w ^ ('\\' * ones);
+            if (((w - 0x20 * ones) | w | (q - ones) | (b - ones)) & 0x80 * ones) break; /* a byte to look at */
+        }
         while (k < p->j.n && s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\') k++;
         if (k < p->j.n && s[k] == '"') {
             *v = s + st + 1;
@@ -174,10 +198,18 @@ static unsigned known_key(json_p *j)
 {
     const uint8_t *s = j->s + j->i;
     size_t left = j->n - j->i;
-    if (left >= 7 && !memcmp(s, "\"dtype\"", 7)) return j->i += 7, F_DTYPE;
-    if (left >= 7 && !memcmp(s, "\"shape\"", 7)) return j->i += 7, F_SHAPE;
-    if (left >= 14 && !memcmp(s, "\"data_offsets\"", 14)) return j->i += 14, F_OFFSETS;
-    return F_OTHER;
+    uint64_t w, a, b;
+    if (left < 16) return F_OTHER;
+    memcpy(&w, s, 8); /* compared as words: a call to memcmp each key cost more */
+    memcpy(&a, "\"dtype\":", 8);
+    memcpy(&b, "\"shape\":", 8);
+    if (w == a) return j->i += 7, F_DTYPE;
+    if (w == b) return j->i += 7, F_SHAPE;
+    memcpy(&a, "\"data_of", 8);
+    memcpy(&b, "ffsets\":", 8);
+    if (w != a) return F_OTHER;
+    memcpy(&w, s + 7, 8);
+    return w == b ? (j->i += 14, F_OFFSETS) : F_OTHER;
 }
 
 /* The dtype string at p->j.i: the last one looked up when it is the same text (most
@@ -460,7 +492,12 @@ static int emit(fmt_list *out, jp *p)
  * 1 when there is one. */
 static int control_byte(const uint8_t *b, size_t end, char *why, size_t whylen)
 {
+    const uint64_t ones = 0x0101010101010101ull;
     for (size_t j = 8; j < end; j++) {
+        uint64_t w;
+        /* eight bytes a step where none is below 0x20 (whitespace included) */
+        while (j + 8 <= end && (memcpy(&w, b + j, 8), !((w - 0x20 * ones) & ~w & 0x80 * ones))) j += 8;
+        if (j >= end) break;
         uint8_t c = b[j];
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
             fmt_why(why, whylen, "safetensors header: control byte 0x%02x at offset %zu", c, j);
