@@ -6,15 +6,20 @@
  *
  * The JSON is read by the strict tokenizer of json.c (RFC 8259 syntax, UTF-8 validated,
  * no lone surrogates, nesting bounded: only 3 levels are meaningful), and only what is
- * needed. What it allocates is bounded by the
- * header size: decoded names (<= N bytes), shape dimensions (<= N/2) and one record
- * per complete tensor entry (each needs more than 40 bytes of JSON).
+ * needed. What it allocates is bounded by the header size: one segment a tensor entry
+ * (each needs more than 40 bytes of JSON) with its name and shape in the list's blocks,
+ * decoded names (<= N bytes), and, for entries out of offset order, one record each and
+ * their dimensions (<= N/2).
  *
- * It reads in one pass and copies little: keys, names and dtypes without an escape are
- * compared and kept where they lie in the header, numbers are read as they are scanned,
- * entries already in offset order are not sorted, and the control-byte scan of a whole
- * header runs only when the parse fails (to name that byte, as before). On a header of
- * 4,800 tensors (448 KB) that took 1.74 ms down to 1.09 (CPU time, loaded machine).
+ * It reads in one pass and copies little. The usual text (keys as writers put them, a
+ * dtype the entry before had, plain arrays of numbers, names of printable ASCII) is
+ * matched where it lies without a call, eight bytes a step; anything else goes through
+ * json.c from where it starts, so both read the same language. Entries in offset order
+ * go straight to the list as they are parsed (shapes on the stack, names copied once);
+ * the first one that starts before the end of the one before turns those into records,
+ * which are sorted with the rest as before. The control-byte scan of a whole header runs
+ * only when the parse fails (to name that byte). On the header of 5,174 small tensors
+ * (448 KB) describing took 12.4M instructions, now 5.9M (callgrind).
  *
  * Structure errors (length, JSON syntax) mean "not safetensors" (FMT_ERROR). Problems
  * of one entry (unknown dtype, inconsistent size, offsets out of the file, overlap with
