@@ -247,7 +247,8 @@ static int read_dtype(jp *p, size_t mark, ckpz_dtype *dt, unsigned *esz)
  * blocks), to be sorted with the rest: an entry came before the end of the one before. */
 static int to_records(jp *p)
 {
-    size_t n = p->out->n - p->first, cap = (size_t)p->j.n / 40 + 1;
+    size_t n = p->out->n - p->first, cap = (size_t)p->j.n / 40 + 1; /* as many as the header can hold, */
+    if (cap > 65536) cap = 65536;                                    /* or doubling from 65,536 */
     if (json_grow((void **)&p->ent, &p->ecap, cap > n ? cap : n, sizeof(st_ent))) return json_oom(&p->j);
     for (size_t k = 0; k < n; k++) {
         const fmt_segment *g = &p->out->seg[p->first + k];
@@ -568,8 +569,11 @@ static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, cons
     p.direct = 1;
     fmt_status st = FMT_NOMEM;
     /* The header's segment first, then the entries as they are parsed: sized once (an
-     * entry takes more than 40 bytes of JSON), the open tail included. */
-    int pushed = !fmt_reserve(out, (size_t)n / 40 + 3) && !fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base);
+     * entry takes more than 40 bytes of JSON), the open tail included, up to 65,536
+     * segments (3.5 MiB; a larger header's list doubles as it grows). */
+    size_t segs = (size_t)n / 40 + 3;
+    int pushed = !fmt_reserve(out, segs < 65536 ? segs : 65536) &&
+                 !fmt_push(out, CKPZ_DTYPE_NONE, NULL, 0, 0, NULL, 0, p.base);
     if (!pushed || json_grow((void **)&p.j.str, &p.j.scap, 1, 1)) goto out;
     out->seg[0].text = 1; /* the length and the JSON header */
     p.first = out->n;
