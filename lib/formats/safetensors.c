@@ -453,9 +453,8 @@ static int ent_cmp(const void *a, const void *b)
 static int push_ent(fmt_list *out, const jp *p, const st_ent *e)
 {
     const char *name = e->name ? (const char *)e->name : p->j.str + e->name_off;
-    const uint64_t *shape = e->shape ? e->shape : p->dims + e->shape_off;
-    return fmt_push(out, e->dtype, name, e->name_len, e->ndim, e->ndim ? shape : NULL, p->base + e->begin,
-                    e->end - e->begin);
+    const uint64_t *shape = e->shape ? e->shape : e->ndim ? p->dims + e->shape_off : NULL; /* dims: NULL while none */
+    return fmt_push(out, e->dtype, name, e->name_len, e->ndim, shape, p->base + e->begin, e->end - e->begin);
 }
 
 /* Emits the entries sorted by offset. A run of entries that overlap one another is
