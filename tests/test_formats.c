@@ -410,6 +410,119 @@ static void test_st_order_names_zero(void)
     bfree(&x);
 }
 
+/* Many entries in offset order (pushed as parsed) with a gap before entry 200 (the
+ * list's tiling leaves its in-place pass there), and the same with entry 0 listed last:
+ * 299 entries already pushed, one of them with an escaped name, become records to be
+ * sorted. Both describe the same list. */
+static void test_st_many_in_order(void)
+{
+    ctx = "st many entries, in order and one late";
+    enum { N = 300, GAP = 200 };
+    buf x = {0};
+    fmt_list l;
+    char why[256], *js = malloc(N * 96 + 8);
+    CHECK(js != NULL);
+    for (int late = 0; js && late < 2; late++) {
+        size_t at = 0;
+        js[at++] = '{';
+        for (int k = 0; k < N; k++) {
+            int i = late ? (k + 1) % N : k;
+            uint64_t off = 8 * (uint64_t)i + (i >= GAP ? 8 : 0);
+            at += (size_t)sprintf(js + at,
+                                  "%s\"t%s%03d\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%llu,%llu]}",
+                                  k ? "," : "", i == 7 ? "\\u00e9" : "", i, (unsigned long long)off,
+                                  (unsigned long long)off + 8);
+        }
+        js[at++] = '}';
+        js[at] = '\0';
+        uint64_t base = make_st(&x, js, 8 * N + 8);
+        CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &l, why) == FMT_DONE);
+        CHECK(l.n == N + 3);
+        if (l.n == N + 3) {
+            CHECK(l.seg[0].dtype == CKPZ_DTYPE_NONE && l.seg[0].length == base && l.seg[0].text);
+            for (int i = 0; i < N; i++) {
+                const fmt_segment *g = &l.seg[1 + i + (i >= GAP)];
+                char nm[16];
+                snprintf(nm, sizeof nm, "t%s%03d", i == 7 ? "\xc3\xa9" : "", i);
+                CHECK(g->dtype == CKPZ_DTYPE_F32 && g->name && !strcmp(g->name, nm));
+                CHECK(g->offset == base + 8 * (uint64_t)i + (i >= GAP ? 8 : 0) && g->length == 8);
+                expect_shape(g, 1, (uint64_t[]){2});
+            }
+            const fmt_segment *gap = &l.seg[1 + GAP];
+            CHECK(gap->dtype == CKPZ_DTYPE_NONE && gap->offset == base + 8 * GAP && gap->length == 8);
+            CHECK(l.seg[N + 2].dtype == CKPZ_DTYPE_NONE && l.seg[N + 2].length == OPEN);
+        }
+        fmt_list_free(&l);
+    }
+    free(js);
+    bfree(&x);
+}
+
+/* The reader's fast paths (keys, dtypes and number arrays as writers put them, plain
+ * names) and json.c's general ones read the same: a compact header and the same JSON
+ * with a space before every ':', ',' and ']' (which only the general paths take)
+ * describe the same list: numbers of 1 to 19 digits (in the shapes of empty tensors),
+ * escaped and long names, six dtypes, in offset order and not. */
+static void test_st_fast_general_same(void)
+{
+    ctx = "st fast and general paths";
+    enum { N = 64 };
+    buf x = {0}, y = {0};
+    fmt_list a, b;
+    char why[256], *js = malloc(N * 200 + 8), *sp = malloc(2 * (N * 200 + 8));
+    static const char *const dts[] = {"U8", "F16", "F32", "F64", "BF16", "I64"};
+    static const unsigned esz[] = {1, 2, 4, 8, 2, 8};
+    uint64_t start[N + 1] = {0}, big = 1;
+    for (int i = 0; i < N; i++) start[i + 1] = start[i] + (i % 4 ? esz[i % 6] * (1 + (uint64_t)i) * 3 : 0);
+    CHECK(js && sp);
+    for (int shuffled = 0; js && sp && shuffled < 2; shuffled++) {
+        size_t at = 0;
+        js[at++] = '{';
+        for (int k = 0; k < N; k++) {
+            int i = shuffled ? (k * 37) % N : k;
+            big = 1;
+            for (int d = 0; d < i % 19; d++) big *= 10;
+            uint64_t d0 = i % 4 ? 1 + (uint64_t)i : 0, d1 = i % 4 ? 3 : big + (uint64_t)i;
+            at += (size_t)sprintf(js + at,
+                                  "%s\"%s%d%s\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
+                                  k ? "," : "", i % 4 == 1 ? "n\\u00e9\\\"" : "layers.", i,
+                                  i % 7 == 3 ? ".a_rather_long_name_of_more_than_thirty_two_bytes" : "", dts[i % 6],
+                                  (unsigned long long)d0, (unsigned long long)d1, (unsigned long long)start[i],
+                                  (unsigned long long)start[i + 1]);
+        }
+        js[at++] = '}';
+        js[at] = '\0';
+        size_t m = 0;
+        for (size_t j = 0; j < at; j++) { /* names hold none of ':', ',' and ']' */
+            if (js[j] == ':' || js[j] == ',' || js[j] == ']') sp[m++] = ' ';
+            sp[m++] = js[j];
+        }
+        sp[m] = '\0';
+        uint64_t xb = make_st(&x, js, (size_t)start[N]), yb = make_st(&y, sp, (size_t)start[N]);
+        CHECK(describe_all(&x, CKPZ_INPUT_SAFETENSORS, &a, why) == FMT_DONE);
+        CHECK(describe_all(&y, CKPZ_INPUT_SAFETENSORS, &b, why) == FMT_DONE);
+        CHECK(a.n == b.n && a.n == N + 2);
+        for (size_t j = 1; j < a.n && j < b.n; j++) {
+            const fmt_segment *g = &a.seg[j], *h = &b.seg[j];
+            CHECK(g->dtype == h->dtype && g->ndim == h->ndim && g->length == h->length);
+            CHECK(g->offset - xb == h->offset - yb);
+            CHECK((!g->name && !h->name) || (g->name && h->name && !strcmp(g->name, h->name)));
+            for (uint32_t d = 0; d < g->ndim && d < h->ndim; d++) CHECK(g->shape[d] == h->shape[d]);
+        }
+        /* the 19-digit dimension read as such: entry 56's shape is [0, 10^18 + 56] */
+        for (size_t j = 1; j < a.n; j++)
+            if (a.seg[j].name && !strcmp(a.seg[j].name, "layers.56")) {
+                CHECK(a.seg[j].ndim == 2 && a.seg[j].shape[1] == 1000000000000000056ull);
+            }
+        fmt_list_free(&a);
+        fmt_list_free(&b);
+    }
+    free(js);
+    free(sp);
+    bfree(&x);
+    bfree(&y);
+}
+
 /* The bad entry's bytes are opaque and the good ones stay tensors. */
 static void test_st_bad_entries(void)
 {
@@ -1301,6 +1414,8 @@ int main(void)
     test_st_basic();
     test_st_dtypes();
     test_st_order_names_zero();
+    test_st_many_in_order();
+    test_st_fast_general_same();
     test_st_bad_entries();
     test_st_in_place();
     test_st_malformed();

@@ -248,13 +248,19 @@ size_t chunk_encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     return encode_alone(ec, level, dtype, entry, raw, n, planes, out, raw_crc, 1);
 }
 
+/* Under the codec choice auto, zstd alone: on JSON it won against the table coders by
+ * far (a 448 KB header of 5,174 tensors: 44 KB against ~290 KB for order 0), and the
+ * histogram, estimate and order-0 coding the selector spends first were half of the
+ * header's coding time, a tenth of its file's compression. */
 size_t chunk_encode_text(ent_ctx *ec, int level, uint32_t entry, const uint8_t *raw, size_t n, uint8_t *planes,
-                         uint8_t *out, uint32_t *raw_crc)
+                         uint8_t *out, uint32_t *raw_crc, int auto_codec)
 {
     if (level == CKPZ_LEVEL_STORE) return encode_stored(entry, raw, n, NULL, out, raw_crc, NULL);
     ent_ctx_set_lz(ec, ENT_LZ_TEXT);
+    if (auto_codec) ent_ctx_set_codec(ec, CKPZ_CODEC_ZSTD);
     size_t len = encode_with(ec, level, CKPZ_DTYPE_NONE, entry, raw, n, NULL, PRED_NONE, -1, 0, planes, out, raw_crc,
                              NULL);
+    if (auto_codec) ent_ctx_set_codec(ec, CKPZ_CODEC_AUTO);
     ent_ctx_set_lz(ec, ENT_LZ_OFF);
     return len;
 }

@@ -43,9 +43,10 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
 size_t chunk_encode_alone(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                           uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
 /* A text header's n bytes (fmt_segment.text), coded alone as bytes with LZ's fastest
- * level tried (ENT_LZ_TEXT); otherwise as chunk_encode without a base. */
+ * level (ENT_LZ_TEXT): under the codec choice auto (auto_codec) by zstd alone, else as
+ * the choice allows. */
 size_t chunk_encode_text(ent_ctx *ec, int level, uint32_t entry, const uint8_t *raw, size_t n, uint8_t *planes,
-                         uint8_t *out, uint32_t *raw_crc);
+                         uint8_t *out, uint32_t *raw_crc, int auto_codec);
 
 /* Lossy: codes the chunk's n bytes (elements elem0.. of their tensor) with the plan,
  * writing what the decoder will restore to `restored` (n bytes), its CRC to raw_crc,

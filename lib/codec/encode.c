@@ -66,7 +66,7 @@ void encode_job(void *v, int worker, void *arg)
          * is not marked text. A header of a few hundred tensors (~5 KB) takes microseconds
          * either way and level 1 coded it ~25 bytes larger: it is coded as before. */
         r->out_len = chunk_encode_text(ws->scratch->ec[worker], level, d->entry, raw, d->raw_len,
-                                       ws->scratch->planes[worker], out, &r->raw_crc);
+                                       ws->scratch->planes[worker], out, &r->raw_crc, ws->codec == CKPZ_CODEC_AUTO);
     } else if (!j->base && ws->codec == CKPZ_CODEC_AUTO) {
         r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
                                         ws->scratch->planes[worker], out, &r->raw_crc);

@@ -40,8 +40,8 @@ typedef struct fmt_segment {
     ckpz_dtype dtype;   /* CKPZ_DTYPE_NONE = opaque bytes */
     char *name;         /* NUL-terminated; NULL for opaque bytes */
     uint32_t ndim;
-    uint64_t *shape;    /* ndim values; NULL when ndim == 0. The list's: one block
-                           (fmt_push), the shape then the name */
+    uint64_t *shape;    /* ndim values; NULL when ndim == 0. The name and shape live in
+                           the list's blocks (fmt_push) until fmt_list_free */
     uint64_t offset;    /* byte offset in the input */
     uint64_t length;    /* bytes, or FMT_LEN_OPEN (only the last segment) */
     int resume;         /* last segment only (opaque, open): describe from here on with
@@ -113,6 +113,7 @@ typedef struct fmt_list {
     size_t n, cap;
     const fmt_reader *reader; /* the reader that described it (resumes it, frees state) */
     void *state;              /* kept by piecewise readers between calls; freed by fmt_list_free */
+    struct fmt_block *blocks; /* the tensors' names and shapes (fmt_push), freed with the list */
 } fmt_list;
 
 /* The table: every format, AUTO and RAW included, in detection order. */
@@ -192,6 +193,8 @@ void fmt_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((form
 /* List building helpers shared by the readers. Return 0, or -1 on allocation failure. */
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len, uint32_t ndim, const uint64_t *shape,
              uint64_t offset, uint64_t length);
+/* Room for `more` segments pushed next, in one allocation (a reader that knows its count). */
+int fmt_reserve(fmt_list *l, size_t more);
 /* Appends the resume segment: the reader wants to look again at `offset`. */
 int fmt_push_resume(fmt_list *l, uint64_t offset);
 /* Appends opaque segments so that the list tiles [0, end) and then an open tail. */
