@@ -128,6 +128,22 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
     return n < 256 ? store(src, n, dst, cap, codec) : 0;
 }
 
+/* Codec 10 (the mean of a round as context) on an exponent plane where order 0 or codec
+ * 8 was picked, size its predicted size (0: order 0's not predicted yet, est its plan's
+ * estimate): its sampled estimate stops where it cannot beat that, and its exact one is
+ * compared with the exact size of the pick. Returns the codec to code with. */
+static const ent_codec_desc *mean_context(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *h,
+                                          const ent_codec_desc *pick, double size, double est)
+{
+    const ent_codec_desc *om = ent_codec_get(ENT_RANSCTXM);
+    c->est_bar = size > 0 ? size : est;
+    if (c->est_bar > (double)n) c->est_bar = (double)n;
+    double size10 = om->estimate(c, src, n, h, 1);
+    if (size10 >= 1e300) return pick;
+    if (size <= 0) size = rans0_size(c, src, n);
+    return size10 < (size < (double)n ? size : (double)n) ? om : pick;
+}
+
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
                   uint8_t *codec)
 {
@@ -220,6 +236,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
             c->est_bar = est < (double)n ? est : (double)n; /* order 0 may not beat stored */
             double size8 = oc->estimate(c, src, n, h, 1), size0 = size8 < 1e300 ? rans0_size(c, src, n) : 0;
             if (size8 < (size0 < (double)n ? size0 : (double)n)) pick = oc;
+            if (hint == ENT_HINT_EXPONENT) pick = mean_context(c, src, n, h, pick, pick == oc ? size8 : size0, est);
             c->est_bar = 0;
         }
         size_t r = pick->encode(c, src, n, dst, lim, level);
