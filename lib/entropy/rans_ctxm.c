@@ -20,12 +20,15 @@
 #include "rans_ctxm.h"
 
 #define RM_SETS 4
+#define RM_ROW (RC_WIDE * 256 + 16)
 
 typedef struct {
     uint32_t dtab[RC_KMAX * RANS_M];
     rans_esym etab[RC_KMAX * 256];
-    /* (context mean, byte) by 32 buckets around the mode, RM_SETS sets summed. */
-    uint32_t wide[RM_SETS][RC_WIDE * 256 + 16];
+    /* (context mean, byte) by 32 buckets around the mode, RM_SETS sets summed (padded
+     * apart so that equal counters of two sets do not share their low address bits). */
+    uint32_t wide[RM_SETS * RM_ROW];
+    uint32_t back[RC_WIDE * 256];   /* the sample's (byte 16 back, byte): codec 8's contexts */
     uint32_t head[256]; /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];
     uint32_t zt[2][RC_KMAX * 256];
@@ -79,8 +82,7 @@ static size_t count_rounds(rm_state *S, const uint8_t *src, size_t n, const uint
             size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
             for (size_t j = lo; j < hi; j += RC_W) {
                 const uint8_t *q = q0 + j;
-                uint32_t t = off[rm_mean16(q - RC_W)];
-                uint32_t *w0 = S->wide[0] + t, *w1 = S->wide[1] + t, *w2 = S->wide[2] + t, *w3 = S->wide[3] + t;
+                uint32_t *w = S->wide + off[rm_mean16(q - RC_W)];
                 size_t cnt = len - j < RC_W ? len - j : RC_W;
                 k += cnt;
                 uint64_t x, y;
@@ -88,22 +90,91 @@ static size_t count_rounds(rm_state *S, const uint8_t *src, size_t n, const uint
                     memcpy(&x, q, 8);
                     memcpy(&y, q + 8, 8);
                     if (x == y && x == (x & 0xff) * ones) {
-                        w0[x & 0xff] += RC_W;
+                        w[x & 0xff] += RC_W;
                         continue;
                     }
                 }
                 size_t i = 0;
                 for (; i + 4 <= cnt; i += 4) {
-                    w0[q[i]]++;
-                    w1[q[i + 1]]++;
-                    w2[q[i + 2]]++;
-                    w3[q[i + 3]]++;
+                    w[q[i]]++;
+                    w[RM_ROW + q[i + 1]]++;
+                    w[2 * RM_ROW + q[i + 2]]++;
+                    w[3 * RM_ROW + q[i + 3]]++;
                 }
-                for (; i < cnt; i++) w0[q[i]]++;
+                for (; i < cnt; i++) w[q[i]]++;
             }
         }
     }
     return k;
+}
+
+/* As count_rounds, for the large stages: the whole rounds are first copied together by
+ * the bucket of their context into buf (n + n/16 bytes: the copies, then each round's
+ * bucket), then each bucket's bytes are counted by one histogram (ent_histogram, whose
+ * vector loop takes an exponent plane's few values at several GB/s) into its row of
+ * set 0; partial rounds (group 3's tail) are counted one by one. bk[v]: the bucket of a
+ * mean v. Counting a round's bytes one by one into shared rows took 1.75x the time of
+ * codec 8's pairs. */
+static size_t count_sorted(rm_state *S, const uint8_t *src, size_t n, const uint8_t *bk, uint8_t *buf, size_t a,
+                           size_t b)
+{
+    size_t P = RC_PART(n), k = 0, nr = 0, at[RC_WIDE], sz[RC_WIDE] = {0};
+    uint8_t *rb = buf + n;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[t], t++) at[t] = o;
+            nr = 0;
+        }
+        for (unsigned g = 0; g < RC_G; g++) {
+            const uint8_t *q0 = src + g * P;
+            size_t len = part_len(n, P, g);
+            for (size_t o = 0; o < len; o += RM_STEP) {
+                size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
+                for (size_t j = lo; j < hi; j += RC_W) {
+                    const uint8_t *q = q0 + j;
+                    if (len - j < RC_W) { /* the tail's last, partial round */
+                        if (pass) continue;
+                        uint32_t *w = S->wide + 256 * bk[rm_mean16(q - RC_W)];
+                        for (size_t i = 0; i < len - j; i++) w[q[i]]++;
+                        k += len - j;
+                        continue;
+                    }
+                    if (!pass) {
+                        unsigned t = bk[rm_mean16(q - RC_W)];
+                        rb[nr++] = (uint8_t)t;
+                        sz[t] += RC_W;
+                        k += RC_W;
+                    } else {
+                        unsigned t = rb[nr++];
+                        memcpy(buf + at[t], q, RC_W);
+                        at[t] += RC_W;
+                    }
+                }
+            }
+        }
+    }
+    for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[t], t++) {
+        if (!sz[t]) continue;
+        uint32_t h[256];
+        ent_histogram(buf + o, sz[t], h);
+        for (unsigned v = 0; v < 256; v++) S->wide[256 * t + v] += h[v];
+    }
+    return k;
+}
+
+/* The sample's pairs (byte 16 back, byte) of the same rounds, into S->back: codec 8's
+ * contexts, to leave planes whose lanes follow their own byte 16 back to codec 8. */
+static void count_back(rm_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+{
+    size_t P = RC_PART(n);
+    for (unsigned g = 0; g < RC_G; g++) {
+        const uint8_t *q0 = src + g * P;
+        size_t len = part_len(n, P, g);
+        for (size_t o = 0; o < len; o += RM_STEP) {
+            size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
+            for (size_t j = lo; j < hi; j++) S->back[off[q0[j - RC_W]] + q0[j]]++;
+        }
+    }
 }
 
 /* Counts of the window of K contexts around m, merged from the 32 buckets around the
@@ -113,9 +184,10 @@ static void merge_win(const rm_state *S, unsigned mode, int m, unsigned K, int l
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
         unsigned t = rm_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
-        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
-        for (int s = lo; s <= hi; s++) mc[256 * t + s] += (w0[s] + w1[s]) + (w2[s] + w3[s]);
+        for (unsigned k = 0; k < RM_SETS; k++) {
+            const uint32_t *w = S->wide + k * RM_ROW + 256 * b;
+            for (int s = lo; s <= hi; s++) mc[256 * t + s] += w[s];
+        }
     }
     if (head)
         for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
@@ -153,6 +225,18 @@ static void choose(rm_state *S, unsigned mode, double scale, int lo, int hi, dou
     }
 }
 
+/* The rounds at offsets [a, b) of every RM_STEP: sorted by bucket where c lends a
+ * buffer, else one by one. Returns the bytes counted. */
+static size_t count_stage(ent_ctx *c, rm_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a,
+                          size_t b)
+{
+    uint8_t *buf = ent_cand(c, n + n / RC_W + 64);
+    if (!buf) return count_rounds(S, src, n, off, a, b);
+    uint8_t bk[256];
+    for (unsigned v = 0; v < 256; v++) bk[v] = (uint8_t)(off[v] / 256);
+    return count_sorted(S, src, n, bk, buf, a, b);
+}
+
 /* As codec 8's estimate (rc_estimate): sampled, the first KiB of every 16 of each part
  * must save 0.5% of the order-0 entropy, then up to 4 KiB of every 16 must beat
  * c->est_bar by 0.3%; otherwise all of it is counted, the window chosen and the tables
@@ -171,21 +255,33 @@ double rm_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
             hi = (int)s;
         }
     }
-    memset(S->wide, 0, sizeof S->wide);
+    for (unsigned k = 0; k < RM_SETS; k++) /* only the values of the plane are counted */
+        for (unsigned b = 0; b < RC_WIDE; b++)
+            memset(S->wide + k * RM_ROW + 256 * b + lo, 0, (size_t)(hi - lo + 1) * 4);
     uint32_t off[256];
     bucket_table(mode, RC_WIDE, 256, off);
     double best;
     if (sampled && n >= 64 * 1024) {
-        size_t k = count_rounds(S, src, n, off, 0, 1024);
-        uint32_t mc[RC_KMAX * 256];
+        size_t k = count_stage(c, S, src, n, off, 0, 1024);
+        uint32_t mc[RC_KMAX * 256], mb[RC_KMAX * 256];
         merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
-        if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        k += count_rounds(S, src, n, off, 1024, 4096);
+        double e = est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi);
+        if (e > 0.995 * ent_bits(hist, n) / 8) return 1e300;
+        /* Codec 8's contexts on the same sample (its window, K = 16 around the mode). */
+        memset(S->back, 0, sizeof S->back);
+        count_back(S, src, n, off, 0, 1024);
+        memset(mb, 0, sizeof mb);
+        for (unsigned b = 0; b < RC_WIDE; b++) {
+            unsigned t = rm_bucket((int)b - (int)RC_WIDE / 2, -(int)(RC_KMAX / 2), RC_KMAX);
+            for (int s = lo; s <= hi; s++) mb[256 * t + s] += S->back[256 * b + s];
+        }
+        if (est_win(mb, RC_KMAX, (double)n / (double)k, lo, hi) < e) return 1e300;
+        k += count_stage(c, S, src, n, off, 1024, 4096);
         choose(S, mode, (double)n / (double)k, lo, hi, &best);
         if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
-        count_rounds(S, src, n, off, 4096, RM_STEP);
+        count_stage(c, S, src, n, off, 4096, RM_STEP);
     } else {
-        count_rounds(S, src, n, off, 0, RM_STEP);
+        count_stage(c, S, src, n, off, 0, RM_STEP);
     }
     size_t P = RC_PART(n);
     memset(S->head, 0, sizeof S->head);
