@@ -1,4 +1,4 @@
-/* rans_ctx_bench.c — codec 8 (rANS with a small context) against order-0 rANS on
+/* rans_ctx_bench.c — codecs 8 and 10 (rANS with a small context) against order-0 rANS on
  * exponent planes: coded size, encode and decode MB/s (thread CPU time, medians of 5),
  * every round trip checked; then the selector's choice (ent_encode, exponent hint), which
  * compiled against another build's library compares the two builds' choices.
@@ -60,13 +60,13 @@ int main(int argc, char **argv)
         o += 4 + l;
     }
     ent_ctx *c = ent_ctx_create();
-    /* order 0 forced, codec 8 forced, then the selector (ent_encode, exponent hint) */
-    static const uint8_t ids[3] = {ENT_RANS0, ENT_RANSCTX, 255};
+    /* order 0 forced, codec 8 forced, codec 10 forced, then the selector (ent_encode, exponent hint) */
+    static const uint8_t ids[4] = {ENT_RANS0, ENT_RANSCTX, ENT_RANSCTXM, 255};
     uint8_t **enc = malloc(np * sizeof *enc), *codec = malloc(np);
     size_t *el = malloc(np * sizeof *el);
     uint8_t *out = malloc(4u << 20);
     int only_sel = argc > 3 && !strcmp(argv[3], "selector");
-    for (int k = only_sel ? 2 : 0; k < 3; k++) {
+    for (int k = only_sel ? 3 : 0; k < 4; k++) {
         double te[RUNS], td[RUNS];
         size_t csize = 0;
         for (size_t i = 0; i < np; i++) enc[i] = malloc(ent_bound(len[i]));
@@ -92,7 +92,7 @@ int main(int argc, char **argv)
         size_t fallback = 0, tabs = 0;
         for (size_t i = 0; i < np; i++) {
             fallback += codec[i] != ids[k] && ids[k] != 255;
-            if (codec[i] != ENT_RANSCTX) continue;
+            if (codec[i] != ENT_RANSCTX && codec[i] != ENT_RANSCTXM) continue;
             const uint8_t *q = enc[i] + 2; /* m, K, then K tables */
             uint16_t fr[256];
             for (unsigned t = 0; t < enc[i][1]; t++) rans_table_read(&q, enc[i] + el[i], fr);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rans_ctx.h"
+#include "rans_ctxm.h"
 
 static size_t stored_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
@@ -96,6 +97,15 @@ static const ent_codec_desc ransctx_codec = {
     .free = rc_free,
 };
 
+static const ent_codec_desc ransctxm_codec = {
+    .id = ENT_RANSCTXM,
+    .name = "ransmean",
+    .encode = rm_encode,
+    .decode = rm_decode,
+    .estimate = rm_estimate,
+    .free = rm_free,
+};
+
 /* clang-format off */
 static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_STORED] = &stored_codec,
@@ -107,6 +117,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_SNAPPY] = &ent_snappy_codec,
     [ENT_DEFLATE] = &ent_deflate_codec,
     [ENT_RANSCTX] = &ransctx_codec,
+    [ENT_RANSCTXM] = &ransctxm_codec,
 };
 /* clang-format on */
 

@@ -429,8 +429,8 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},      {ENT_LZ4, "lz4"},
-              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}};
+    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},       {ENT_LZ4, "lz4"},
+              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
@@ -470,6 +470,7 @@ static void entropy_seeds(void)
         char nm[32];
         snprintf(nm, sizeof nm, "encode-k%d", kind);
         put2("ransctx", nm, h8, 4, p, 5000);
+        put2("ransmean", nm, h8, 4, p, 5000); /* codec 10's, the same planes */
     }
     /* dispatcher: stored, constant, unknown codec */
     plane(p, 500, 1);

@@ -1,0 +1,228 @@
+/* test_rans_ctxm.c — rANS with a round's mean as context (codec 10, lib/entropy/rans_ctxm*.c).
+ *
+ * Round trips of random, skewed, mean-following and all-256 planes at every size around
+ * the codec's group and round boundaries, coded at every vector level: the encoders
+ * must write the same bytes, and every decoder must decode every encoding (and refuse a
+ * size one short). The selector must pick codec 10 for an exponent plane whose rounds
+ * follow the previous round's mean from level 4 on (codec 8 below), smaller than codec
+ * 8 and order 0 forced, and the size its estimate predicts is what the encoder writes.
+ * Hostile input: every truncation, a byte left over, K out of range, bit flips (most
+ * caught) and garbage, where the three decoders must agree on status and bytes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entropy/ent_internal.h"
+#include "entropy/entropy.h"
+#include "entropy/rans_ctxm.h"
+#include "isa.h"
+
+static int failures;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fprintf(stderr, "\n");                               \
+        }                                                        \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static const char *const isa[3] = {"scalar", "avx2", "avx512"};
+
+enum { D_RANDOM, D_SKEW, D_MEAN, D_ALL256, D_COUNT };
+static const char *const dname[D_COUNT] = {"random", "skewed", "mean", "all256"};
+
+/* D_MEAN: each aligned 16 bytes scatter (-3..+3) around a level that drifts from the
+ * previous 16's mean, as a row of float exponents scatters around its scale. */
+static void fill(uint8_t *b, size_t n, int d)
+{
+    int level = 0x7c;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rnd();
+        switch (d) {
+        case D_RANDOM: b[i] = (uint8_t)r; break;
+        case D_SKEW: b[i] = (uint8_t)(0x70 + __builtin_ctz(r | 0x10000)); break;
+        case D_MEAN:
+            if (i % 16 == 0 && i >= 16) {
+                level = (int)rm_mean16(b + i - 16) + (int)(r % 3) - 1;
+                level += (level < 0x70) - (level > 0x88);
+            }
+            b[i] = (uint8_t)(level + (int)((r >> 4) % 7) - 3);
+            break;
+        case D_ALL256: b[i] = (uint8_t)(i < 256 ? i : r % 3 ? 0x7e : r >> 8); break;
+        }
+    }
+}
+
+static size_t code_at(ent_ctx *c, int level, uint8_t want, const uint8_t *src, size_t n, uint8_t *dst, uint8_t *got)
+{
+    force_isa(isa[level]);
+    size_t len = ent_encode_with(c, want, src, n, dst, ent_bound(n), 3, got);
+    top_isa();
+    return len;
+}
+
+static int decode_at(ent_ctx *c, int level, const uint8_t *src, size_t len, uint8_t *dst, size_t n)
+{
+    force_isa(isa[level]);
+    int r = ent_decode(c, ENT_RANSCTXM, src, len, dst, n);
+    top_isa();
+    return r;
+}
+
+static void test_roundtrips(ent_ctx *c)
+{
+    static const size_t sizes[] = {0,   1,    15,   16,   63,    64,    65,    79,     80,     127,    128,
+                                   129, 1000, 4095, 4097, 16383, 65536, 65599, 100003, 131072, 262147, 1 << 20};
+    size_t nmax = 1 << 20;
+    uint8_t *src = malloc(nmax), *enc[3], *dec = malloc(nmax + 1);
+    for (int k = 0; k < 3; k++) enc[k] = malloc(ent_bound(nmax));
+    int coded = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        for (int d = 0; d < D_COUNT; d++) {
+            fill(src, n, d);
+            size_t len[3];
+            uint8_t got[3];
+            for (int k = 3; k-- > 0;) len[k] = code_at(c, k, ENT_RANSCTXM, src, n, enc[k], &got[k]);
+            for (int k = 1; k < 3; k++)
+                CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
+                      "%s n=%zu: %s encoder writes other bytes than the scalar one", dname[d], n, isa[k]);
+            CHECK(got[0] == ENT_RANSCTXM || got[0] == ENT_STORED, "%s n=%zu: got codec %u", dname[d], n, got[0]);
+            coded += got[0] == ENT_RANSCTXM;
+            if (got[0] != ENT_RANSCTXM) continue;
+            for (int k = 0; k < 3; k++) {
+                memset(dec, 0xa5, n + 1);
+                int r = decode_at(c, k, enc[0], len[0], dec, n);
+                CHECK(r == 0 && !memcmp(dec, src, n) && dec[n] == 0xa5, "%s n=%zu: %s decoder: r=%d or wrong bytes",
+                      dname[d], n, isa[k], r);
+                CHECK(decode_at(c, k, enc[0], len[0], dec, n - 1) == -1, "%s n=%zu: accepted n-1", dname[d], n);
+            }
+        }
+    }
+    CHECK(coded >= 24, "only %d planes coded with codec 10", coded);
+    free(src);
+    free(dec);
+    for (int k = 0; k < 3; k++) free(enc[k]);
+}
+
+/* The selector codes a mean-following exponent plane with codec 10 from level 4 on,
+ * smaller than codec 8 and order 0 forced (below, with codec 8); its estimate is what
+ * the encoder writes. */
+static void test_selector(ent_ctx *c)
+{
+    size_t n = 1 << 20;
+    uint8_t *src = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
+    fill(src, n, D_MEAN);
+    uint8_t got;
+    size_t l0 = ent_encode_with(c, ENT_RANS0, src, n, enc, ent_bound(n), 3, &got);
+    size_t l8 = ent_encode_with(c, ENT_RANSCTX, src, n, enc, ent_bound(n), 3, &got);
+    uint32_t h[256];
+    ent_histogram(src, n, h);
+    double p10 = ent_codec_get(ENT_RANSCTXM)->estimate(c, src, n, h, 0);
+    size_t l10 = ent_codec_get(ENT_RANSCTXM)->encode(c, src, n, enc, ent_bound(n), 3);
+    CHECK(l10 && (double)l10 <= p10 + 16 && (double)l10 >= p10 - 4 * RC_N, "codec 10 predicted %.0f, wrote %zu", p10,
+          l10);
+    for (int level = 1; level <= 9; level++) {
+        size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
+        if (level < 4) /* codec 10 from level 4 on (select.c, ENT_MEAN_MIN_LEVEL) */
+            CHECK(got == ENT_RANSCTX && len == l8, "level %d: selector chose %s, %zu bytes (codec 8 %zu)", level,
+                  ent_codec_name(got), len, l8);
+        else
+            CHECK(got == ENT_RANSCTXM && len < l8 && len < l0,
+                  "level %d: selector chose %s, %zu bytes (codec 8 %zu, 0 %zu)", level, ent_codec_name(got), len, l8,
+                  l0);
+        CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, src, n), "level %d: round trip", level);
+    }
+    /* Not where the rounds do not follow their means (i.i.d. bytes: order 0). */
+    fill(src, n, D_SKEW);
+    size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
+    CHECK(got == ENT_RANS0, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
+    CHECK(strcmp(ent_codec_name(ENT_RANSCTXM), "ransmean") == 0 && ent_codec_known(ENT_RANSCTXM), "registry row");
+    free(src);
+    free(enc);
+    free(dec);
+}
+
+/* Every decoder must agree with the scalar one on status and bytes. */
+static int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b, const char *what)
+{
+    memset(a, 1, n);
+    int r0 = decode_at(c, 0, src, len, a, n);
+    for (int k = 1; k < 3; k++) {
+        memset(b, 2, n);
+        int r = decode_at(c, k, src, len, b, n);
+        CHECK(r == r0 && (r || !memcmp(a, b, n)), "%s: %s decoder says %d, scalar %d (or other bytes)", what, isa[k], r,
+              r0);
+    }
+    return r0;
+}
+
+static void test_hostile(ent_ctx *c)
+{
+    size_t n = 50001;
+    uint8_t *src = malloc(n), *enc = malloc(ent_bound(n) + 64), *bad = malloc(ent_bound(n) + 64);
+    uint8_t *a = malloc(n), *b = malloc(n);
+    fill(src, n, D_MEAN);
+    uint8_t got;
+    size_t len = ent_encode_with(c, ENT_RANSCTXM, src, n, enc, ent_bound(n), 3, &got);
+    CHECK(got == ENT_RANSCTXM, "hostile: plane not coded");
+    CHECK(decode_all(c, enc, len, n, a, b, "valid") == 0 && !memcmp(a, src, n), "valid plane rejected");
+    for (size_t cut = 0; cut < len; cut += 1 + cut / 32)
+        CHECK(decode_all(c, enc, cut, n, a, b, "truncated") == -1, "truncated to %zu of %zu accepted", cut, len);
+    memcpy(bad, enc, len);
+    bad[len] = 0;
+    CHECK(decode_all(c, bad, len + 1, n, a, b, "extra byte") == -1, "a byte left over accepted");
+    CHECK(decode_all(c, enc, len, 63, a, b, "n=63") == -1, "n below 64 accepted");
+    for (unsigned K = 0; K < 256; K += K < 20 ? 1 : 37) {
+        memcpy(bad, enc, len);
+        bad[1] = (uint8_t)K;
+        int r = decode_all(c, bad, len, n, a, b, "K");
+        CHECK(K != 0 && K <= 16 ? 1 : r == -1, "K=%u accepted", K);
+    }
+    int caught = 0, tries = 0;
+    for (size_t pos = 0; pos < len; pos += 1 + pos / 50, tries++) {
+        memcpy(bad, enc, len);
+        bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
+        caught += decode_all(c, bad, len, n, a, b, "bit flip") == -1;
+    }
+    CHECK(caught * 4 >= tries * 3, "only %d of %d bit flips caught", caught, tries);
+    for (int t = 0; t < 400; t++) {
+        size_t gl = rnd() % (len + 64);
+        for (size_t i = 0; i < gl; i++) bad[i] = (uint8_t)rnd();
+        if (t & 1) memcpy(bad, enc, gl < len / 2 ? gl : len / 2); /* valid header, garbage after */
+        (void)decode_all(c, bad, gl, n, a, b, "garbage");
+    }
+    free(src);
+    free(enc);
+    free(bad);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    ent_ctx *c = ent_ctx_create();
+    if (!c) return 1;
+    test_roundtrips(c);
+    test_selector(c);
+    test_hostile(c);
+    ent_ctx_free(c);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_rans_ctxm: all passed (top vector level: %s)\n", cpu_level_name(top_isa()));
+    return 0;
+}
