@@ -31,7 +31,7 @@ typedef struct {
     uint32_t back[RC_WIDE * 256];   /* the sample's (byte 16 back, byte): codec 8's contexts */
     uint32_t head[256]; /* the first RC_W bytes of every group (their context: m) */
     uint16_t freq[RC_KMAX][256];
-    uint32_t zt[2][RC_KMAX * 256];
+    uint64_t zt[RC_KMAX * 256];
     uint32_t vt[RC_KMAX * 256][4];
     const uint8_t *src; /* the plane the estimate chose m, K and the tables for */
     size_t n;
@@ -349,7 +349,7 @@ size_t rm_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
         st[lane] = rans_enc_step(st[lane], &E[src[b3 + j]], &p);
     }
 #ifdef ENT_HAVE_X86
-    if (vec >= CPU_AVX512) p = rm_enc_avx512(st, (const uint32_t(*)[RC_KMAX * 256]) S->zt, off, m, src, P, p);
+    if (vec >= CPU_AVX512) p = rm_enc_avx512(st, S->zt, off, m, src, P, p);
     else if (vec >= CPU_AVX2) p = rm_enc_avx2(st, (const uint32_t(*)[4])S->vt, off, m, src, P, p);
     else
 #endif

@@ -34,8 +34,8 @@ size_t rm_dec_avx512(uint32_t *st, const uint32_t *dt, const uint32_t *bkt, unsi
 /* As rc_enc_avx2 / rc_enc_avx512: the whole rounds, off[v] = bucket of a mean v times 256. */
 uint8_t *rm_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off, unsigned m, const uint8_t *src,
                      size_t P, uint8_t *p);
-uint8_t *rm_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], const uint32_t *off, unsigned m,
-                       const uint8_t *src, size_t P, uint8_t *p);
+uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *off, unsigned m, const uint8_t *src, size_t P,
+                       uint8_t *p);
 #endif
 
 #endif

@@ -57,8 +57,8 @@ T512F size_t rm_dec_avx512(uint32_t *st, const uint32_t *dt, const uint32_t *bkt
 
 /* The encoder: codec 8's step (rans_ctx_avx512.c says how the quotient is exact), the
  * fields of (context, symbol) gathered from zt (rc_build_zt) at the round's bucket. */
-T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], const uint32_t *off, unsigned m,
-                             const uint8_t *src, size_t P, uint8_t *p)
+T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *off, unsigned m, const uint8_t *src,
+                             size_t P, uint8_t *p)
 {
     __m512i X[RC_G];
     for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
@@ -69,8 +69,9 @@ T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint32_t (*zt)[RC_KMAX * 256], 
             const uint8_t *q = src + g * P + r * RC_W;
             __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
             __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)off[r ? rm_mean16(q - RC_W) : m]), s);
-            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt[0], 4);
-            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)zt[1], 4);
+            /* a slot's two fields lie in one qword: the magic below, the packed ones above */
+            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt, 8);
+            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)((const uint32_t *)(const void *)zt + 1), 8);
             __m512i cmpl = _mm512_and_si512(pk, m12);
             __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
             __m512i x = X[g];
