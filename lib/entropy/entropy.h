@@ -28,7 +28,8 @@ enum ent_codec {
     ENT_LZ4 = 5,    /* LZ4 block */
     ENT_SNAPPY = 6, /* snappy (raw format) */
     ENT_DEFLATE = 7, /* raw deflate stream (RFC 1951) */
-    ENT_RANSCTX = 8  /* rANS with a small context (bucket of the byte 16 back) */
+    ENT_RANSCTX = 8, /* rANS with a small context (bucket of the byte 16 back) */
+    ENT_RANS0S = 9   /* order-0 rANS with 4 states, for small planes */
 };
 #define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 

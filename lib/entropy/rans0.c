@@ -62,20 +62,29 @@ int rans0_base_shift(int level, size_t n)
     return sh;
 }
 
-static double seg_cost(const uint32_t *cnt, uint64_t total)
+static double seg_cost(const uint32_t *cnt, uint64_t total, unsigned lg)
 {
-    return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
+    double bits = ent_bits(cnt, total);
+    if (lg == RANS0S_LG) return rans_ctab_cost(cnt, total, bits) + 1.0;
+    return bits / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
+}
+
+/* log2 of the base block: codec 9's blocks are small enough to tell a small tensor's
+ * part of a plane from its neighbours' (128 bytes: 384 elements are three). */
+static int base_shift(int level, size_t n, unsigned lg)
+{
+    return lg == RANS0S_LG ? RANS0S_SHIFT : rans0_base_shift(level, n);
 }
 
 /* The plan of a plane: its base blocks' counts merged greedily into segments, each
  * segment's counts in its first block's slot; left in c for rans0_size and the encode
  * of the same plane just after. Returns the plan's estimated size (entropy and table
  * costs), or 1e300 where it cannot beat n. */
-double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
+static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, unsigned lg)
 {
     c->o0_src = NULL;
     if (n == 0) return 1e300;
-    int sh = rans0_base_shift(level, n);
+    int sh = base_shift(level, n, lg);
     size_t B = (size_t)1 << sh;
     size_t nb = (n + B - 1) >> sh;
     /* Layout of bhist: nb block histograms, then per segment its first block and a
@@ -94,7 +103,7 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
     uint32_t cur[256];
     memcpy(cur, bh, sizeof cur);
     uint64_t curtot = nb == 1 ? n : B;
-    double curcost = seg_cost(cur, curtot), est = 0;
+    double curcost = seg_cost(cur, curtot, lg), est = 0;
     size_t nseg = 0;
     segstart[nseg++] = 0;
     for (size_t b = 1; b < nb; b++) {
@@ -102,8 +111,8 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
         uint64_t tot = (b + 1 == nb) ? n - (b << sh) : B;
         uint32_t m[256];
         for (int s = 0; s < 256; s++) m[s] = cur[s] + h[s];
-        double cm = seg_cost(m, curtot + tot);
-        double ch = seg_cost(h, tot);
+        double cm = seg_cost(m, curtot + tot, lg);
+        double ch = seg_cost(h, tot, lg);
         if (cm <= curcost + ch) {
             memcpy(cur, m, sizeof cur);
             curtot += tot;
@@ -119,14 +128,20 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
         }
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
-    est += curcost + 2 + 4 * (n >= RANS0_BIG_PLANE ? 64 : 32);
-    if (est >= (double)n) return 1e300;
+    est += curcost + 2 + 4 * (1u << lg);
+    if (est >= (double)n && lg != RANS0S_LG) return 1e300; /* codec 9: its tables cost less */
     c->o0_src = src;
     c->o0_n = n;
     c->o0_sh = sh;
     c->o0_nseg = nseg;
     c->o0_plane = c->plane;
+    c->o0_lg = lg;
     return est;
+}
+
+double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
+{
+    return plan_lanes(c, src, n, level, n >= RANS0_BIG_PLANE ? 6 : 5);
 }
 
 /* The plan's coded size from its normalised tables: the symbols' exact bits under them,
@@ -152,12 +167,13 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
     return (double)hdr + bits / 8 + 4.0 * (n >= RANS0_BIG_PLANE ? 64 : 32);
 }
 
-size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+/* Codes the plane with 2^lg states (5 or 6 for codec 2, 2 for codec 9). */
+static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, unsigned lg)
 {
     if (n == 0) return 0;
-    int sh = rans0_base_shift(level, n);
-    if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane) &&
-        rans0_plan(c, src, n, level) >= 1e300)
+    int sh = base_shift(level, n, lg);
+    if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane || c->o0_lg != lg) &&
+        plan_lanes(c, src, n, level, lg) >= 1e300)
         return 0;
     c->o0_src = NULL;
     size_t nb = ((n - 1) >> sh) + 1, nseg = c->o0_nseg;
@@ -175,18 +191,22 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         uint16_t *f = (uint16_t *)(void *)(bh + b0 * 256);
         uint16_t tmp[256];
-        uint8_t tb[8 + 2 * 256];
-        rans_normalize(bh + b0 * 256, tmp);
-        memcpy(f, tmp, sizeof tmp);
+        uint8_t tb[8 + RANS_CTAB_MAX];
         size_t tl = leb_write(tb, b1 - b0);
-        tl += rans_table_write(f, tb + tl);
+        if (lg == RANS0S_LG) {
+            tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);
+        } else {
+            rans_normalize(bh + b0 * 256, tmp);
+            tl += rans_table_write(tmp, tb + tl);
+        }
+        memcpy(f, tmp, sizeof tmp);
         if (hdr + tl >= lim) return 0;
         memcpy(dst + hdr, tb, tl);
         hdr += tl;
     }
     if (hdr >= n) return 0;
-    unsigned N = n >= RANS0_BIG_PLANE ? 64 : 32, NM = N - 1;
-    dst[1] = N == 64 ? 6 : 5;
+    unsigned N = 1u << lg, NM = N - 1;
+    dst[1] = (uint8_t)lg;
 
     /* Worst case 12 bits per symbol plus the states; 2n is loose and simple. */
     size_t scap = 2 * n + 4 * RANS0_NMAX + 64;
@@ -197,7 +217,7 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
     rans_esym *E = c->etab;
 #ifdef ENT_HAVE_X86
-    int simd = cpu_level();
+    int simd = N >= 32 ? cpu_level() : CPU_SCALAR; /* the vector loops take 32 or 64 states */
 #endif
     for (size_t k = nseg; k-- > 0;) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
@@ -217,6 +237,16 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
 #endif
     }
     return rans_finish(st, N, p, sbuf + scap, dst, hdr, n, cap);
+}
+
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    return encode_lanes(c, src, n, dst, cap, level, n >= RANS0_BIG_PLANE ? 6 : 5);
+}
+
+size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    return encode_lanes(c, src, n, dst, cap, level, RANS0S_LG);
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers
@@ -248,14 +278,15 @@ static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uin
     return i;
 }
 
-int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+/* small: codec 9's stream (2^RANS0S_LG states), else codec 2's (32 or 64). */
+static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n, int small)
 {
     if (n == 0 || srclen < 2) return -1;
     const uint8_t *p = src, *end = src + srclen;
     int sh = *p++;
-    if (sh < 10 || sh > 24) return -1;
+    if (sh < (small ? RANS0S_SHIFT : 10) || sh > 24) return -1;
     int lg = *p++;
-    if (lg != 5 && lg != 6) return -1;
+    if (small ? lg != RANS0S_LG : lg != 5 && lg != 6) return -1;
     unsigned N = 1u << lg;
     size_t nb = ((n - 1) >> sh) + 1;
     /* Pass 1: validate the segment list and find where the stream starts. */
@@ -265,7 +296,7 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
     while (covered < nb) {
         size_t k;
         if (leb_read(&p, end, &k) || k == 0 || k > nb - covered) return -1;
-        if (rans_table_read(&p, end, f)) return -1;
+        if (small ? rans_ctab_read(&p, end, f) : rans_table_read(&p, end, f)) return -1;
         covered += k;
     }
     if ((size_t)(end - p) < 4 * (size_t)N) return -1;
@@ -276,15 +307,15 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
         p += 4;
     }
 #ifdef ENT_HAVE_X86
-    int simd = cpu_level(), gather = (cpu_features() & CPU_GATHER) != 0;
+    int simd = small ? CPU_SCALAR : cpu_level(), gather = (cpu_features() & CPU_GATHER) != 0;
 #endif
     const uint8_t *tp = tabs;
     size_t b = 0;
     uint32_t *dt = c->dtab;
     while (b < nb) {
         size_t k = 0;
-        if (leb_read(&tp, end, &k) || rans_table_read(&tp, end, f)) /* checked in pass 1 */
-            return -1;
+        if (leb_read(&tp, end, &k) || (small ? rans_ctab_read(&tp, end, f) : rans_table_read(&tp, end, f)))
+            return -1; /* checked in pass 1 */
         rans_build_dtab(f, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
@@ -316,4 +347,14 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
     for (unsigned j = 0; j < N; j++)
         if (st[j] != RANS_L) return -1;
     return 0;
+}
+
+int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+{
+    return decode_lanes(c, src, srclen, dst, n, 0);
+}
+
+int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+{
+    return decode_lanes(c, src, srclen, dst, n, 1);
 }
