@@ -1,6 +1,6 @@
 /* test_rans_small.c — codec 9 (order-0 rANS for small planes, lib/entropy/rans0.c with
  * the compact tables of rans_ctab.c): the selector writes it for order-0 planes below
- * 16 KiB and codec 2 above; it codes a small tensor's part of a mixed plane that codec 2
+ * RANS0S_MAX (4 KiB) and codec 2 above; it codes a small tensor's part of a mixed plane that codec 2
  * must store; its tables read back to the frequencies the encoder used and every
  * malformed one is refused; codec 2 and codec 9 refuse each other's streams. Round
  * trips, truncations and bit flips of codec 9 at every size: test_entropy.c.
@@ -47,7 +47,7 @@ static size_t code(ent_ctx *c, uint8_t want, const uint8_t *src, size_t n, uint8
 static void test_selector(ent_ctx *c)
 {
     static uint8_t b[40000], enc[40016], dec[40000];
-    static const size_t sizes[] = {300, 1152, 16383, 16384, 40000};
+    static const size_t sizes[] = {300, 1152, RANS0S_MAX - 1, RANS0S_MAX, 40000};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         size_t n = sizes[k];
         mixed(b, n, n); /* all skewed: an order-0 plane */

@@ -30,11 +30,12 @@
 #define RANS_N 32u
 #define RANS0_NMAX 64u
 #define RANS0_BIG_PLANE (64u * 1024u)
-/* Codec 9: codec 2's stream with 4 states, for planes below RANS0S_MAX bytes, where the
- * 32 states' 128 bytes weigh (small tensors' planes: ~10% of a 1.5 KiB plane); decoded by
- * the scalar loop, which at these sizes costs less than building the tables. */
+/* Codec 9: codec 2's stream with 4 states and compact tables (rans_ctab.c), for planes
+ * below RANS0S_MAX bytes, where the 32 states' 128 bytes and codec 2's tables weigh (small
+ * tensors' planes: ~10% of a 1.5 KiB plane; from 4 KiB on it gained too little for its
+ * coding time); coded and decoded by the scalar loops. */
 #define RANS0S_LG 2u
-#define RANS0S_MAX (16u * 1024u)
+#define RANS0S_MAX (4u * 1024u)
 #define RANS0S_SHIFT 7 /* its base blocks: 128 bytes (codec 2's: 1 KiB and more) */
 
 /* Encoder view of one symbol: division replaced by a 64-bit reciprocal, exact because
@@ -106,12 +107,12 @@ size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate 
 /* rans_ctab.c, codec 9's compact tables: writes the table of the counts cnt (at least one
  * counted) to out (at most RANS_CTAB_MAX bytes) and sets freq to the frequencies it says
  * at 4096; returns its length. Read: 0, or -1 for a malformed table. */
-#define RANS_CTAB_MAX 256u /* the best k of any s: at most 3 + 1536 bits */
+#define RANS_CTAB_MAX 256u /* k within 1 of log2(mean frequency): at most 3 + 224 bytes */
 size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out);
 int rans_ctab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
-/* Estimated bytes of total counted symbols of ideal cost bits coded with such a table,
- * the table included (for merging blocks into segments). */
-double rans_ctab_cost(const uint32_t *cnt, uint64_t total, double bits);
+/* rans_common.c: estimated bytes of the total symbols counted in cnt coded with such a
+ * table, the table included (for merging blocks into segments). */
+double rans_ctab_cost(const uint32_t *cnt, uint64_t total);
 void rans_build_esym(const uint16_t *freq, rans_esym *e);
 void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
 /* The end of every rANS encoder: the nstates final states written below p (state 0

@@ -64,16 +64,19 @@ int rans0_base_shift(int level, size_t n)
 
 static double seg_cost(const uint32_t *cnt, uint64_t total, unsigned lg)
 {
-    double bits = ent_bits(cnt, total);
-    if (lg == RANS0S_LG) return rans_ctab_cost(cnt, total, bits) + 1.0;
-    return bits / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
+    if (lg == RANS0S_LG) return rans_ctab_cost(cnt, total) + 1.0;
+    return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
 }
 
 /* log2 of the base block: codec 9's blocks are small enough to tell a small tensor's
- * part of a plane from its neighbours' (128 bytes: 384 elements are three). */
+ * part of a plane from its neighbours' (128 bytes: 384 elements are three), but no more
+ * than 16 a plane: counting and merging blocks is most of its coding time. */
 static int base_shift(int level, size_t n, unsigned lg)
 {
-    return lg == RANS0S_LG ? RANS0S_SHIFT : rans0_base_shift(level, n);
+    if (lg != RANS0S_LG) return rans0_base_shift(level, n);
+    int sh = RANS0S_SHIFT;
+    while (sh < 24 && ((n - 1) >> sh) >= 16) sh++;
+    return sh;
 }
 
 /* The plan of a plane: its base blocks' counts merged greedily into segments, each
@@ -92,7 +95,10 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
     if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 1e300;
     uint32_t *bh = c->bhist;
     size_t *segstart = (size_t *)(void *)(bh + nb * 256);
-    if (c->bhist_shift != sh || c->bhist_src != src || c->bhist_n != n) {
+    if (lg == RANS0S_LG) { /* small blocks of a small plane: one pass, no sub-tables to clear */
+        memset(bh, 0, nb * 256 * sizeof *bh);
+        for (size_t i = 0; i < n; i++) bh[(i >> sh) * 256 + src[i]]++;
+    } else if (c->bhist_shift != sh || c->bhist_src != src || c->bhist_n != n) {
         for (size_t b = 0; b < nb; b++) {
             size_t s0 = b << sh, len = (b + 1 == nb) ? n - s0 : B;
             ent_histogram(src + s0, len, bh + b * 256);
@@ -129,7 +135,7 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
     est += curcost + 2 + 4 * (1u << lg);
-    if (est >= (double)n && lg != RANS0S_LG) return 1e300; /* codec 9: its tables cost less */
+    if (est >= (double)n) return 1e300;
     c->o0_src = src;
     c->o0_n = n;
     c->o0_sh = sh;
@@ -191,7 +197,7 @@ static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         uint16_t *f = (uint16_t *)(void *)(bh + b0 * 256);
         uint16_t tmp[256];
-        uint8_t tb[8 + RANS_CTAB_MAX];
+        uint8_t tb[8 + 2 * 256]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
         size_t tl = leb_write(tb, b1 - b0);
         if (lg == RANS0S_LG) {
             tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);

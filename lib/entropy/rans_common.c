@@ -47,6 +47,29 @@ double ent_bits(const uint32_t *cnt, uint64_t total)
     return b < 0 ? 0 : b;
 }
 
+double rans_ctab_cost(const uint32_t *cnt, uint64_t total)
+{
+    if (total == 0) return 3;
+    if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE)) clog_init();
+    int lo = 0, hi = 255;
+    while (lo < 255 && !cnt[lo]) lo++;
+    while (hi > lo && !cnt[hi]) hi--;
+    /* One pass over the range: the entropy, and the table (rans_ctab.c) as about one bit
+     * and the count's magnitude a value, the best precision's frequencies. */
+    double acc = 0;
+    unsigned tb = 24;
+    for (int v = lo; v <= hi; v++) {
+        uint32_t c = cnt[v];
+        acc += c <= CLOG_MAX ? clog_tab[c] : (double)c * log2((double)c);
+        tb += 1 + (c ? 32 - (unsigned)__builtin_clz(c) : 0);
+    }
+    double tl = total <= CLOG_MAX ? clog_tab[total] : (double)total * log2((double)total), bits = tl - acc;
+    /* or the uniform table of the range: 3 bytes */
+    unsigned r = (unsigned)(hi - lo + 1);
+    double flat = (double)total * (clog_tab[r] / r) + 24;
+    return (bits + tb < flat ? bits + tb : flat) / 8;
+}
+
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total)
 {
     if (total == 0) return 2;

@@ -32,15 +32,12 @@ static void put_bits(bitw *w, uint32_t v, unsigned nb)
 
 /* Frequencies of the counts at precision 2^s, each counted value at least 1 and at most
  * 2^s - 1: rans_normalize's rule at another precision. -1 where 2^s is too coarse. */
-static int normalize_to(const uint32_t *cnt, unsigned s, uint16_t *freq)
+static int normalize_to(const uint32_t *cnt, int lo, int hi, uint64_t total, int present, unsigned s, uint16_t *freq)
 {
     int32_t M = (int32_t)1 << s, sum = 0;
-    uint64_t total = 0;
-    int present = 0;
-    for (int v = 0; v < 256; v++) total += cnt[v], present += cnt[v] != 0;
     if (present >= M || present < 2) return -1;
     memset(freq, 0, 256 * sizeof *freq);
-    for (int v = 0; v < 256; v++) {
+    for (int v = lo; v <= hi; v++) {
         if (!cnt[v]) continue;
         uint64_t f = (cnt[v] * (uint64_t)M + total / 2) / total;
         freq[v] = (uint16_t)(f<1 ? 1 : f>(uint64_t) M - 1 ? (uint64_t)M - 1 : f);
@@ -48,7 +45,7 @@ static int normalize_to(const uint32_t *cnt, unsigned s, uint16_t *freq)
     }
     while (sum != M) { /* the rounding error to the largest, where it costs the least */
         int m = -1;
-        for (int v = 0; v < 256; v++)
+        for (int v = lo; v <= hi; v++)
             if (freq[v] && (m < 0 || freq[v] > freq[m]) && (sum > M ? freq[v] > 1 : freq[v] < M - 1)) m = v;
         if (m < 0) return -1; /* unreachable: fewer than M values leave room */
         int32_t d = M - sum;
@@ -89,18 +86,32 @@ size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out)
         uniform(lo, hi, f);
         best = rans_coded_bits(cnt, f) + 24;
     }
-    for (unsigned s = 1; s <= RANS_BITS; s++) {
-        if (normalize_to(cnt, s, f)) continue;
+    /* Precisions around the counts' own (log2 of their total): coarser ones cost more
+     * coded bits than their tables save, finer ones only table bits; from the least that
+     * gives every present value a frequency. */
+    uint64_t total = 0;
+    unsigned present = 0, sc = 0, s0 = 1;
+    for (int v = lo; v <= hi; v++) total += cnt[v], present += cnt[v] != 0;
+    while (sc < RANS_BITS && (total >> sc) > 1) sc++;
+    while ((1u << s0) <= present) s0++;
+    unsigned s1 = sc + 1 < RANS_BITS ? sc + 1 : RANS_BITS;
+    if (s0 + 2 < sc) s0 = sc - 2;
+    if (s1 < s0 + 1) s1 = s0 + 1 < RANS_BITS ? s0 + 1 : RANS_BITS;
+    for (unsigned s = s0; s <= s1; s++) {
+        if (normalize_to(cnt, lo, hi, total, (int)present, s, f)) continue;
         for (int v = 0; v < 256; v++) f[v] = (uint16_t)(f[v] << (RANS_BITS - s));
         double coded = rans_coded_bits(cnt, f);
         for (int v = 0; v < 256; v++) f[v] = (uint16_t)(f[v] >> (RANS_BITS - s));
-        for (unsigned k = 0; k <= s; k++) {
+        /* k near log2 of the mean frequency: the Rice parameter's optimum */
+        unsigned mean = (1u << s) / (unsigned)(hi - lo + 1), k0 = 0;
+        while (k0 < s && (2u << k0) <= mean) k0++;
+        for (unsigned k = k0 ? k0 - 1 : 0; k <= k0 + 1 && k <= s; k++) {
             double t = coded + (double)table_bits(f, lo, hi, k);
             if (t < best) best = t, bs = s, bk = k;
         }
     }
     if (bs) {
-        normalize_to(cnt, bs, f);
+        normalize_to(cnt, lo, hi, total, (int)present, bs, f);
     } else if (lo < hi) {
         out[0] = (uint8_t)lo, out[1] = (uint8_t)hi, out[2] = 0;
         uniform(lo, hi, freq);
@@ -163,16 +174,4 @@ int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
     if ((bit & 7) && (p[bit >> 3] >> (bit & 7))) return -1;
     *pp = p + used;
     return 0;
-}
-
-double rans_ctab_cost(const uint32_t *cnt, uint64_t total, double bits)
-{
-    int lo = 0, hi = 255;
-    while (lo < 255 && !cnt[lo]) lo++;
-    while (hi > lo && !cnt[hi]) hi--;
-    /* about one bit and the count's magnitude a value: the best s's frequencies */
-    unsigned tb = 24;
-    for (int v = lo; v < hi; v++) tb += 1 + (cnt[v] ? 32 - (unsigned)__builtin_clz(cnt[v]) : 0);
-    double flat = (double)total * log2((double)(hi - lo + 1)) + 24;
-    return (bits + tb < flat ? bits + tb : flat) / 8;
 }

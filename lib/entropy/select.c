@@ -4,7 +4,7 @@
  * Choosing must cost far less than coding, so the decision runs on one histogram of
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
- * adaptive sub-block tables (below 16 KiB as codec 9: 4 states, compact tables); on exponent and mantissa planes, at every level, rANS with
+ * adaptive sub-block tables (below 4 KiB as codec 9: 4 states, compact tables); on exponent and mantissa planes, at every level, rANS with
  * a small context (codec 8) when its estimate beats order 0's size. Order-1 is estimated only
  * for exponent planes at level >= 4 (any non-mantissa plane at >= 6), and only coded
  * when its estimate (its larger tables counted) beats the order-0 result; zstd is tried
@@ -222,7 +222,9 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
             if (size8 < (size0 < (double)n ? size0 : (double)n)) pick = oc;
             c->est_bar = 0;
         }
-        if (n < RANS0S_MAX) pick = ent_codec_get(ENT_RANS0S); /* order 0 with 4 states, compact tables */
+        /* Small planes: order 0 with 4 states and compact tables; not residual planes, which
+         * gradient packets (lib/grad) take only as codec 2. */
+        if (n < RANS0S_MAX && hint != ENT_HINT_RESIDUAL) pick = ent_codec_get(ENT_RANS0S);
         size_t r = pick->encode(c, src, n, dst, lim, level);
         if (!r && pick->id == ENT_RANSCTX) r = (pick = o0)->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
