@@ -62,18 +62,26 @@ int rans0_base_shift(int level, size_t n)
     return sh;
 }
 
-static double seg_cost(const uint32_t *cnt, uint64_t total, unsigned lg)
+/* Codec 2 and codec 9 share the plan and the coder below; small (codec 9) is a constant
+ * at every call of these always-inlined helpers, so each codec's copy folds it and
+ * codec 2's loops keep no trace of codec 9's branches. */
+#define LANES_INLINE static inline __attribute__((always_inline))
+
+/* log2 of the states: codec 9's 4, codec 2's 32 or 64 (large planes). */
+LANES_INLINE unsigned lanes_lg(size_t n, int small) { return small ? RANS0S_LG : n >= RANS0_BIG_PLANE ? 6 : 5; }
+
+LANES_INLINE double seg_cost(const uint32_t *cnt, uint64_t total, int small)
 {
-    if (lg == RANS0S_LG) return rans_ctab_cost(cnt, total) + 1.0;
+    if (small) return rans_ctab_cost(cnt, total) + 1.0;
     return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
 }
 
 /* log2 of the base block: codec 9's blocks are small enough to tell a small tensor's
  * part of a plane from its neighbours' (128 bytes: 384 elements are three), but no more
  * than 16 a plane: counting and merging blocks is most of its coding time. */
-static int base_shift(int level, size_t n, unsigned lg)
+LANES_INLINE int base_shift(int level, size_t n, int small)
 {
-    if (lg != RANS0S_LG) return rans0_base_shift(level, n);
+    if (!small) return rans0_base_shift(level, n);
     int sh = RANS0S_SHIFT;
     while (sh < 24 && ((n - 1) >> sh) >= 16) sh++;
     return sh;
@@ -83,11 +91,11 @@ static int base_shift(int level, size_t n, unsigned lg)
  * segment's counts in its first block's slot; left in c for rans0_size and the encode
  * of the same plane just after. Returns the plan's estimated size (entropy and table
  * costs), or 1e300 where it cannot beat n. */
-static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, unsigned lg)
+LANES_INLINE double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, int small)
 {
     c->o0_src = NULL;
     if (n == 0) return 1e300;
-    int sh = base_shift(level, n, lg);
+    int sh = base_shift(level, n, small);
     size_t B = (size_t)1 << sh;
     size_t nb = (n + B - 1) >> sh;
     /* Layout of bhist: nb block histograms, then per segment its first block and a
@@ -95,7 +103,7 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
     if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 1e300;
     uint32_t *bh = c->bhist;
     size_t *segstart = (size_t *)(void *)(bh + nb * 256);
-    if (lg == RANS0S_LG) { /* small blocks of a small plane: one pass, no sub-tables to clear */
+    if (small) { /* small blocks of a small plane: one pass, no sub-tables to clear */
         memset(bh, 0, nb * 256 * sizeof *bh);
         for (size_t i = 0; i < n; i++) bh[(i >> sh) * 256 + src[i]]++;
     } else if (c->bhist_shift != sh || c->bhist_src != src || c->bhist_n != n) {
@@ -109,7 +117,7 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
     uint32_t cur[256];
     memcpy(cur, bh, sizeof cur);
     uint64_t curtot = nb == 1 ? n : B;
-    double curcost = seg_cost(cur, curtot, lg), est = 0;
+    double curcost = seg_cost(cur, curtot, small), est = 0;
     size_t nseg = 0;
     segstart[nseg++] = 0;
     for (size_t b = 1; b < nb; b++) {
@@ -117,8 +125,8 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
         uint64_t tot = (b + 1 == nb) ? n - (b << sh) : B;
         uint32_t m[256];
         for (int s = 0; s < 256; s++) m[s] = cur[s] + h[s];
-        double cm = seg_cost(m, curtot + tot, lg);
-        double ch = seg_cost(h, tot, lg);
+        double cm = seg_cost(m, curtot + tot, small);
+        double ch = seg_cost(h, tot, small);
         if (cm <= curcost + ch) {
             memcpy(cur, m, sizeof cur);
             curtot += tot;
@@ -134,6 +142,7 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
         }
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
+    unsigned lg = lanes_lg(n, small);
     est += curcost + 2 + 4 * (1u << lg);
     if (est >= (double)n) return 1e300;
     c->o0_src = src;
@@ -145,9 +154,11 @@ static double plan_lanes(ent_ctx *c, const uint8_t *src, size_t n, int level, un
     return est;
 }
 
-double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
+double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level) { return plan_lanes(c, src, n, level, 0); }
+
+static double rans0s_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
 {
-    return plan_lanes(c, src, n, level, n >= RANS0_BIG_PLANE ? 6 : 5);
+    return plan_lanes(c, src, n, level, 1);
 }
 
 /* The plan's coded size from its normalised tables: the symbols' exact bits under them,
@@ -170,16 +181,18 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
         bits += rans_coded_bits(cnt, f);
         hdr += leb_write(tb, b1 - segstart[k]) + rans_table_len(f);
     }
-    return (double)hdr + bits / 8 + 4.0 * (n >= RANS0_BIG_PLANE ? 64 : 32);
+    return (double)hdr + bits / 8 + 4.0 * (1u << lanes_lg(n, 0));
 }
 
-/* Codes the plane with 2^lg states (5 or 6 for codec 2, 2 for codec 9). */
-static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, unsigned lg)
+/* Codes the plane with codec 2 (32 or 64 states) or, small, codec 9 (4 states). */
+LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
+                                 int small)
 {
     if (n == 0) return 0;
-    int sh = base_shift(level, n, lg);
+    int sh = base_shift(level, n, small);
+    unsigned lg = lanes_lg(n, small);
     if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane || c->o0_lg != lg) &&
-        plan_lanes(c, src, n, level, lg) >= 1e300)
+        (small ? rans0s_plan(c, src, n, level) : rans0_plan(c, src, n, level)) >= 1e300)
         return 0;
     c->o0_src = NULL;
     size_t nb = ((n - 1) >> sh) + 1, nseg = c->o0_nseg;
@@ -199,7 +212,7 @@ static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
         uint16_t tmp[256];
         uint8_t tb[8 + 2 * 256]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
         size_t tl = leb_write(tb, b1 - b0);
-        if (lg == RANS0S_LG) {
+        if (small) {
             tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);
         } else {
             rans_normalize(bh + b0 * 256, tmp);
@@ -223,7 +236,7 @@ static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
     for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
     rans_esym *E = c->etab;
 #ifdef ENT_HAVE_X86
-    int simd = N >= 32 ? cpu_level() : CPU_SCALAR; /* the vector loops take 32 or 64 states */
+    int simd = small ? CPU_SCALAR : cpu_level(); /* the vector loops take 32 or 64 states */
 #endif
     for (size_t k = nseg; k-- > 0;) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
@@ -247,12 +260,12 @@ static size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *ds
 
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    return encode_lanes(c, src, n, dst, cap, level, n >= RANS0_BIG_PLANE ? 6 : 5);
+    return encode_lanes(c, src, n, dst, cap, level, 0);
 }
 
 size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    return encode_lanes(c, src, n, dst, cap, level, RANS0S_LG);
+    return encode_lanes(c, src, n, dst, cap, level, 1);
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers
@@ -285,7 +298,7 @@ static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uin
 }
 
 /* small: codec 9's stream (2^RANS0S_LG states), else codec 2's (32 or 64). */
-static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n, int small)
+LANES_INLINE int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n, int small)
 {
     if (n == 0 || srclen < 2) return -1;
     const uint8_t *p = src, *end = src + srclen;
