@@ -79,6 +79,30 @@ static void test_selector(ent_ctx *c)
     CHECK(strcmp(ent_codec_name(ENT_RANS0S), "rans0s") == 0 && ent_codec_known(ENT_RANS0S), "registry row");
 }
 
+/* The decoder builds each segment's table at its own precision 2^s (4096 entries for a
+ * uniform table, s = 0) and adds the slot's low bits in its step: planes of several sizes
+ * and spreads, coded as codec 9, decode at every precision the encoder chose, and those
+ * precisions are several (the first segment's s read from its table's third byte). */
+static void test_precisions(ent_ctx *c)
+{
+    static uint8_t b[4000], enc[4016], dec[4000];
+    static const size_t sizes[] = {40, 130, 300, 1000, 3000, 3999};
+    unsigned seen = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (unsigned spread = 1; spread <= 256; spread *= 4) {
+            size_t n = sizes[k];
+            for (size_t i = 0; i < n; i++)
+                b[i] = (uint8_t)(0x40 + rnd() % spread + (rnd() % 3 == 0 ? rnd() % spread : 0));
+            uint8_t got;
+            size_t len = code(c, ENT_RANS0S, b, n, enc, &got);
+            if (got != ENT_RANS0S) continue;
+            CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, b, n), "n=%zu spread %u: round trip", n,
+                  spread);
+            if (enc[2] < 0x80) seen |= 1u << (enc[5] & 15); /* one-byte block count */
+        }
+    CHECK(__builtin_popcount(seen) >= 5 && (seen & 1), "precisions written: mask %#x", seen);
+}
+
 /* Counts of a few shapes: a bell, one value, two, uniform over a range, all 256, sparse. */
 static void counts(uint32_t *cnt, int shape)
 {
@@ -162,6 +186,7 @@ int main(void)
     ent_ctx *c = ent_ctx_create();
     if (!c) return 1;
     test_selector(c);
+    test_precisions(c);
     test_tables();
     ent_ctx_free(c);
     if (failures) {

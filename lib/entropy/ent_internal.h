@@ -110,9 +110,14 @@ size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate 
 #define RANS_CTAB_MAX 256u /* k within 1 of log2(mean frequency): at most 3 + 224 bytes */
 size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out);
 int rans_ctab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
-/* rans_common.c: estimated bytes of the total symbols counted in cnt coded with such a
- * table, the table included (for merging blocks into segments). */
-double rans_ctab_cost(const uint32_t *cnt, uint64_t total);
+/* The same, with the table's frequencies' common power of two (12 - its precision; 0 for a
+ * uniform table) in *shift: the decoder's table has 4096 >> shift entries. */
+int rans_ctab_read_sh(const uint8_t **p, const uint8_t *end, uint16_t *freq, unsigned *shift);
+/* rans_common.c: c * log2(c) for c <= RANS_CLOG_MAX, and -log2(f / 4096) for 0 < f < 4096 (the
+ * tables ent_bits and rans_coded_bits read; filled on first call). */
+#define RANS_CLOG_MAX 16384u
+const double *rans_clog(void);
+const double *rans_lgf(void);
 void rans_build_esym(const uint16_t *freq, rans_esym *e);
 void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
 /* The end of every rANS encoder: the nstates final states written below p (state 0

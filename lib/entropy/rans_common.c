@@ -18,7 +18,7 @@
 /* c * log2(c) (0 for c = 0) for the counts of a sub-block (16 KiB at the default
  * levels): the greedy segment merge evaluates hundreds of histograms per plane and
  * log2 dominated it. Filled on first use; racing threads write the same values. */
-#define CLOG_MAX 16384u
+#define CLOG_MAX RANS_CLOG_MAX
 static double clog_tab[CLOG_MAX + 1];
 static int clog_ready;
 
@@ -47,27 +47,10 @@ double ent_bits(const uint32_t *cnt, uint64_t total)
     return b < 0 ? 0 : b;
 }
 
-double rans_ctab_cost(const uint32_t *cnt, uint64_t total)
+const double *rans_clog(void)
 {
-    if (total == 0) return 3;
     if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE)) clog_init();
-    int lo = 0, hi = 255;
-    while (lo < 255 && !cnt[lo]) lo++;
-    while (hi > lo && !cnt[hi]) hi--;
-    /* One pass over the range: the entropy, and the table (rans_ctab.c) as about one bit
-     * and the count's magnitude a value, the best precision's frequencies. */
-    double acc = 0;
-    unsigned tb = 24;
-    for (int v = lo; v <= hi; v++) {
-        uint32_t c = cnt[v];
-        acc += c <= CLOG_MAX ? clog_tab[c] : (double)c * log2((double)c);
-        tb += 1 + (c ? 32 - (unsigned)__builtin_clz(c) : 0);
-    }
-    double tl = total <= CLOG_MAX ? clog_tab[total] : (double)total * log2((double)total), bits = tl - acc;
-    /* or the uniform table of the range: 3 bytes */
-    unsigned r = (unsigned)(hi - lo + 1);
-    double flat = (double)total * (clog_tab[r] / r) + 24;
-    return (bits + tb < flat ? bits + tb : flat) / 8;
+    return clog_tab;
 }
 
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total)
@@ -131,12 +114,18 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
 static double lgf_tab[RANS_M];
 static int lgf_ready;
 
-double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq)
+const double *rans_lgf(void)
 {
     if (!__atomic_load_n(&lgf_ready, __ATOMIC_ACQUIRE)) {
         for (uint32_t f = 1; f < RANS_M; f++) lgf_tab[f] = RANS_BITS - log2((double)f);
         __atomic_store_n(&lgf_ready, 1, __ATOMIC_RELEASE);
     }
+    return lgf_tab;
+}
+
+double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq)
+{
+    rans_lgf();
     double a[4] = {0, 0, 0, 0};
     for (int s = 0; s < 256; s += 4)
         for (int k = 0; k < 4; k++) a[k] += (double)cnt[s + k] * lgf_tab[freq[s + k]];

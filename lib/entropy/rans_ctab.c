@@ -19,14 +19,18 @@
 
 typedef struct {
     uint8_t *p;
-    size_t bits;
+    uint64_t acc; /* bits not yet written, least significant first */
+    unsigned n;   /* how many */
 } bitw;
 
-static void put_bits(bitw *w, uint32_t v, unsigned nb)
+static void put_bits(bitw *w, uint32_t v, unsigned nb) /* nb <= 32 */
 {
-    for (unsigned i = 0; i < nb; i++, w->bits++) {
-        if ((w->bits & 7) == 0) w->p[w->bits >> 3] = 0;
-        w->p[w->bits >> 3] |= (uint8_t)(((v >> i) & 1u) << (w->bits & 7));
+    w->acc |= (uint64_t)(v & (uint32_t)((1ull << nb) - 1)) << w->n;
+    w->n += nb;
+    while (w->n >= 8) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->n -= 8;
     }
 }
 
@@ -66,12 +70,56 @@ static void uniform(int lo, int hi, uint16_t *freq)
     for (int v = lo; v <= hi; v++) freq[v] = (uint16_t)(RANS_M / r + ((unsigned)(v - lo) < RANS_M % r));
 }
 
-/* Bits of a table (its three bytes included) with parameter k. */
-static size_t table_bits(const uint16_t *freq, int lo, int hi, unsigned k)
+/* The table's precision s and Rice parameter k, chosen from an estimate per precision in
+ * one pass over the present values: the frequencies rounded without rans_normalize's
+ * correction of their sum, their coded bits from the log table, the table's bits for k
+ * within one of log2 of the mean frequency. Precisions from three below the counts' own
+ * (log2 of their total; coarser ones lost more coded bits than their tables saved) to it
+ * (finer ones only added table bits), and never so coarse that a present value gets no
+ * frequency. Returns the estimated bits of the best, *bs 0 where none beats limit. */
+static double choose(const uint32_t *cnt, const uint8_t *pv, unsigned np, int lo, int hi, uint64_t total, double limit,
+                     unsigned *bs, unsigned *bk)
 {
-    size_t b = 24;
-    for (int v = lo; v < hi; v++) b += (freq[v] >> k) + 1 + k;
-    return b;
+    const double *lg = rans_lgf();
+    unsigned sc = 0, s0 = 1, r = (unsigned)(hi - lo + 1);
+    while (sc < RANS_BITS && (total >> sc) > 1) sc++;
+    while ((1u << s0) <= np) s0++;
+    unsigned s1 = sc > s0 ? sc : s0;
+    if (s1 > RANS_BITS) s1 = RANS_BITS;
+    if (s0 + 3 < sc) s0 = sc - 3;
+    double best = limit;
+    *bs = 0;
+    for (unsigned s = s0; s <= s1; s++) {
+        unsigned mean = (1u << s) / r, k0 = 0;
+        while (k0 < s && (2u << k0) <= mean) k0++;
+        unsigned ka = k0 ? k0 - 1 : 0, kb = k0 + 1 <= s ? k0 + 1 : s, sh = RANS_BITS - s;
+        double scale = (double)(1u << s) / (double)total, coded = 0;
+        uint32_t top = (1u << s) - 1, t[3] = {0, 0, 0}, sum = 0, fm = 0, cm = 0, vm = 0;
+        for (unsigned j = 0; j < np; j++) {
+            uint32_t c = cnt[pv[j]], f = (uint32_t)((double)c * scale + 0.5);
+            f = f < 1 ? 1 : f > top ? top : f;
+            coded += (double)c * lg[f << sh];
+            sum += f;
+            if (f > fm) fm = f, cm = c, vm = pv[j];
+            if (pv[j] == hi) continue; /* implied by the sum */
+            t[0] += f >> ka, t[1] += f >> (ka + 1), t[2] += f >> kb;
+        }
+        /* the sum's error on the largest, as normalize_to puts it */
+        int64_t fc = (int64_t)fm + (int64_t)(top + 1) - (int64_t)sum;
+        if (fc < 1 || fc > (int64_t)top) continue; /* more than one value absorbs it: rare */
+        coded += (double)cm * (lg[(uint32_t)fc << sh] - lg[fm << sh]);
+        if (vm != (uint32_t)hi)
+            for (unsigned i = 0; i < 3; i++) {
+                unsigned k = ka + i > kb ? kb : ka + i;
+                t[i] += ((uint32_t)fc >> k) - (fm >> k);
+            }
+        for (unsigned i = 0; i < 3; i++) {
+            unsigned k = ka + i > kb ? kb : ka + i;
+            double bits = coded + 24 + t[i] + (double)(r - 1) * (1 + k);
+            if (bits < best) best = bits, *bs = s, *bk = k;
+        }
+    }
+    return best;
 }
 
 size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out)
@@ -80,38 +128,24 @@ size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out)
     while (lo < 255 && !cnt[lo]) lo++;
     while (hi > lo && !cnt[hi]) hi--;
     uint16_t f[256];
-    double best = 1e300;
-    unsigned bs = 0, bk = 0;
-    if (lo < hi) { /* near-random parts: log2(hi - lo + 1) bits a byte for three bytes */
-        uniform(lo, hi, f);
-        best = rans_coded_bits(cnt, f) + 24;
-    }
-    /* Precisions around the counts' own (log2 of their total): coarser ones cost more
-     * coded bits than their tables save, finer ones only table bits; from the least that
-     * gives every present value a frequency. */
+    uint8_t pv[256];
+    unsigned np = 0, bs = 0, bk = 0;
     uint64_t total = 0;
-    unsigned present = 0, sc = 0, s0 = 1;
-    for (int v = lo; v <= hi; v++) total += cnt[v], present += cnt[v] != 0;
-    while (sc < RANS_BITS && (total >> sc) > 1) sc++;
-    while ((1u << s0) <= present) s0++;
-    unsigned s1 = sc + 1 < RANS_BITS ? sc + 1 : RANS_BITS;
-    if (s0 + 2 < sc) s0 = sc - 2;
-    if (s1 < s0 + 1) s1 = s0 + 1 < RANS_BITS ? s0 + 1 : RANS_BITS;
-    for (unsigned s = s0; s <= s1; s++) {
-        if (normalize_to(cnt, lo, hi, total, (int)present, s, f)) continue;
-        for (int v = 0; v < 256; v++) f[v] = (uint16_t)(f[v] << (RANS_BITS - s));
-        double coded = rans_coded_bits(cnt, f);
-        for (int v = 0; v < 256; v++) f[v] = (uint16_t)(f[v] >> (RANS_BITS - s));
-        /* k near log2 of the mean frequency: the Rice parameter's optimum */
-        unsigned mean = (1u << s) / (unsigned)(hi - lo + 1), k0 = 0;
-        while (k0 < s && (2u << k0) <= mean) k0++;
-        for (unsigned k = k0 ? k0 - 1 : 0; k <= k0 + 1 && k <= s; k++) {
-            double t = coded + (double)table_bits(f, lo, hi, k);
-            if (t < best) best = t, bs = s, bk = k;
-        }
+    /* the uniform table of the range, near-random parts: log2(hi - lo + 1) bits a byte
+     * for three bytes */
+    const double *lg = rans_lgf();
+    unsigned r = (unsigned)(hi - lo + 1), q = RANS_M / r - (r == 1), m = RANS_M % r; /* r = 1: unused */
+    double flat = 24;
+    for (int v = lo; v <= hi; v++) {
+        uint32_t c = cnt[v];
+        flat += (double)c * lg[q + ((unsigned)(v - lo) < m)];
+        total += c;
+        pv[np] = (uint8_t)v;
+        np += c != 0;
     }
+    if (np > 1) choose(cnt, pv, np, lo, hi, total, flat, &bs, &bk);
     if (bs) {
-        normalize_to(cnt, lo, hi, total, (int)present, bs, f);
+        normalize_to(cnt, lo, hi, total, (int)np, bs, f);
     } else if (lo < hi) {
         out[0] = (uint8_t)lo, out[1] = (uint8_t)hi, out[2] = 0;
         uniform(lo, hi, freq);
@@ -122,17 +156,44 @@ size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out)
         lo &= ~1, hi = lo + 1; /* the two values: v and v ^ 1 */
     }
     out[0] = (uint8_t)lo, out[1] = (uint8_t)hi, out[2] = (uint8_t)(bs | bk << 4);
-    bitw w = {out + 3, 0};
+    bitw w = {out + 3, 0, 0};
     for (int v = lo; v < hi; v++) {
-        for (uint32_t i = 0; i < (uint32_t)f[v] >> bk; i++) put_bits(&w, 1, 1);
-        put_bits(&w, 0, 1);
+        uint32_t u = (uint32_t)f[v] >> bk;
+        for (; u >= 31; u -= 31) put_bits(&w, 0x7fffffffu, 31);
+        put_bits(&w, (1u << u) - 1, u + 1); /* u ones and a zero */
         put_bits(&w, f[v], bk);
     }
+    if (w.n) *w.p++ = (uint8_t)w.acc;
     for (int v = 0; v < 256; v++) freq[v] = (uint16_t)(f[v] << (RANS_BITS - bs));
-    return 3 + (w.bits + 7) / 8;
+    return (size_t)(w.p - out);
 }
 
-int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
+/* The bits of a table, read through a window of up to 64 bits that takes a byte only
+ * when a bit of it is needed (so the bytes taken are the table's, and what is left of the
+ * last one is its padding). */
+typedef struct {
+    const uint8_t *p, *end;
+    uint64_t acc;
+    unsigned n;
+} bitr;
+
+static int need(bitr *r, unsigned k) /* k <= 56 */
+{
+    while (r->n < k) {
+        if (r->p >= r->end) return -1;
+        r->acc |= (uint64_t)*r->p++ << r->n;
+        r->n += 8;
+    }
+    return 0;
+}
+
+static void drop(bitr *r, unsigned k)
+{
+    r->acc = k < 64 ? r->acc >> k : 0;
+    r->n -= k;
+}
+
+int rans_ctab_read_sh(const uint8_t **pp, const uint8_t *end, uint16_t *freq, unsigned *shift)
 {
     const uint8_t *p = *pp;
     if (end - p < 3) return -1;
@@ -143,25 +204,29 @@ int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
     if (s == 0) {
         uniform(lo, hi, freq);
         *pp = p;
+        *shift = 0;
         return 0;
     }
-    size_t avail = (size_t)(end - p) * 8, bit = 0;
+    bitr r = {p, end, 0, 0};
     uint32_t M = 1u << s, sum = 0;
     memset(freq, 0, 256 * sizeof *freq);
     for (int v = lo; v < hi; v++) {
         uint32_t q = 0;
         for (;;) { /* unary part, bounded by M */
-            if (bit >= avail) return -1;
-            unsigned b = (p[bit >> 3] >> (bit & 7)) & 1u;
-            bit++;
-            if (!b) break;
-            if (++q > M) return -1;
+            if (need(&r, 1)) return -1;
+            unsigned t = (unsigned)__builtin_ctzll(~r.acc); /* ones in the window */
+            if (t < r.n) {
+                q += t;
+                drop(&r, t + 1);
+                break;
+            }
+            q += r.n;
+            drop(&r, r.n);
+            if (q > M) return -1;
         }
-        uint32_t f = q << k;
-        for (unsigned i = 0; i < k; i++, bit++) {
-            if (bit >= avail) return -1;
-            f |= (uint32_t)((p[bit >> 3] >> (bit & 7)) & 1u) << i;
-        }
+        if (q > M || need(&r, k)) return -1;
+        uint32_t f = q << k | (uint32_t)(r.acc & ((1u << k) - 1));
+        drop(&r, k);
         sum += f;
         if (sum >= M) return -1;
         freq[v] = (uint16_t)(f << (RANS_BITS - s));
@@ -169,9 +234,14 @@ int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
     if (freq[lo] == 0) return -1;
     freq[hi] = (uint16_t)((M - sum) << (RANS_BITS - s));
     if (freq[hi] > RANS_M - 1) return -1;
-    /* padding bits are zero: one byte string per table */
-    size_t used = (bit + 7) / 8;
-    if ((bit & 7) && (p[bit >> 3] >> (bit & 7))) return -1;
-    *pp = p + used;
+    if (r.acc) return -1; /* padding bits are zero: one byte string per table */
+    *pp = r.p;
+    *shift = RANS_BITS - s;
     return 0;
+}
+
+int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
+{
+    unsigned sh;
+    return rans_ctab_read_sh(pp, end, freq, &sh);
 }
