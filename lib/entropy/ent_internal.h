@@ -110,8 +110,9 @@ size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate 
 #define RANS_CTAB_MAX 256u /* k within 1 of log2(mean frequency): at most 3 + 224 bytes */
 size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out);
 int rans_ctab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
-/* The same, with the table's frequencies' common power of two (12 - its precision; 0 for a
- * uniform table) in *shift: the decoder's table has 4096 >> shift entries. */
+/* The same, with a power of two all the table's frequencies are multiples of in *shift
+ * (12 - its precision; for a uniform table, 12 - log2 of its range where that is a power
+ * of two, else 0): the decoder's table has 4096 >> shift entries. */
 int rans_ctab_read_sh(const uint8_t **p, const uint8_t *end, uint16_t *freq, unsigned *shift);
 /* rans_common.c: c * log2(c) for c <= RANS_CLOG_MAX, and -log2(f / 4096) for 0 < f < 4096 (the
  * tables ent_bits and rans_coded_bits read; filled on first call). */

@@ -488,14 +488,21 @@ int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, s
     enum { N = 1u << RANS0S_LG };
     size_t nb = ((n - 1) >> sh0) + 1;
     /* Pass 1: validate the segment list and find where the stream starts. */
-    const uint8_t *tabs = p;
-    size_t covered = 0;
-    uint16_t f[256];
-    unsigned sh;
+    /* The first 4 segments' tables are kept (planes of a few small tensors), the rest read
+     * again after the states. */
+    enum { KEEP = 4 };
+    uint16_t ft[KEEP][256], f[256];
+    unsigned fsh[KEEP], sh, nseg = 0;
+    size_t fk[KEEP], covered = 0;
+    const uint8_t *tp = NULL; /* where the segments not kept start */
     while (covered < nb) {
         size_t k;
-        if (leb_read(&p, end, &k) || k == 0 || k > nb - covered || rans_ctab_read_sh(&p, end, f, &sh)) return -1;
+        uint16_t *fq = nseg < KEEP ? ft[nseg] : f;
+        if (nseg == KEEP) tp = p;
+        if (leb_read(&p, end, &k) || k == 0 || k > nb - covered || rans_ctab_read_sh(&p, end, fq, &sh)) return -1;
+        if (nseg < KEEP) fk[nseg] = k, fsh[nseg] = sh;
         covered += k;
+        nseg++;
     }
     if ((size_t)(end - p) < 4 * (size_t)N) return -1;
     uint32_t st[N];
@@ -504,12 +511,16 @@ int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, s
         if (st[j] < RANS_L) return -1;
         p += 4;
     }
-    const uint8_t *tp = tabs;
     uint32_t *dt = c->dtab;
-    for (size_t b = 0; b < nb;) {
+    for (size_t b = 0, g = 0; b < nb; g++) {
         size_t k = 0;
-        if (leb_read(&tp, end, &k) || rans_ctab_read_sh(&tp, end, f, &sh)) return -1; /* checked in pass 1 */
-        build_dtab_small(f, sh, dt);
+        if (g < KEEP) {
+            k = fk[g], sh = fsh[g];
+            build_dtab_small(ft[g], sh, dt);
+        } else {
+            if (leb_read(&tp, end, &k) || rans_ctab_read_sh(&tp, end, f, &sh)) return -1; /* checked in pass 1 */
+            build_dtab_small(f, sh, dt);
+        }
         uint32_t mask = (1u << sh) - 1;
         size_t i = b << sh0, s1 = (b + k) << sh0;
         if (s1 > n || b + k == nb) s1 = n;

@@ -201,10 +201,11 @@ int rans_ctab_read_sh(const uint8_t **pp, const uint8_t *end, uint16_t *freq, un
     unsigned s = p[2] & 15, k = p[2] >> 4;
     if (lo >= hi || s > RANS_BITS || k > s) return -1;
     p += 3;
-    if (s == 0) {
+    if (s == 0) { /* a range of 2^j values: every frequency 4096 >> j */
+        unsigned r = (unsigned)(hi - lo + 1);
         uniform(lo, hi, freq);
         *pp = p;
-        *shift = 0;
+        *shift = r & (r - 1) ? 0 : RANS_BITS - (unsigned)__builtin_ctz(r);
         return 0;
     }
     bitr r = {p, end, 0, 0};
