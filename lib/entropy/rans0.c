@@ -63,9 +63,10 @@ int rans0_base_shift(int level, size_t n)
     return sh;
 }
 
-/* Codec 2 and codec 9 share the plan and the coder below; small (codec 9) is a constant
- * at every call of these always-inlined helpers, so each codec's copy folds it and
- * codec 2's loops keep no trace of codec 9's branches. */
+/* Codec 2 and codec 9 share the coder below (codec 9 has its own plan, rans0s_plan, and
+ * decoder, rans0s_decode); small (codec 9) is a constant at every call of these
+ * always-inlined helpers, so each codec's copy folds it and codec 2's loops keep no trace
+ * of codec 9's branches. */
 #define LANES_INLINE static inline __attribute__((always_inline))
 
 /* log2 of the states: codec 9's 4, codec 2's 32 or 64 (large planes). */
