@@ -80,6 +80,13 @@ static const ent_codec_desc rans0_codec = {
     .decode = rans0_decode,
     .estimate = rans0_estimate,
 };
+static const ent_codec_desc rans0s_codec = {
+    .id = ENT_RANS0S,
+    .name = "rans0s",
+    .encode = rans0s_encode,
+    .decode = rans0s_decode,
+    .estimate = rans0_estimate,
+};
 static const ent_codec_desc rans1_codec = {
     .id = ENT_RANS1,
     .name = "rans1",
@@ -117,6 +124,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_SNAPPY] = &ent_snappy_codec,
     [ENT_DEFLATE] = &ent_deflate_codec,
     [ENT_RANSCTX] = &ransctx_codec,
+    [ENT_RANS0S] = &rans0s_codec,
     [ENT_RANSCTXM] = &ransctxm_codec,
 };
 /* clang-format on */

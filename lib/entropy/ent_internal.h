@@ -30,6 +30,13 @@
 #define RANS_N 32u
 #define RANS0_NMAX 64u
 #define RANS0_BIG_PLANE (64u * 1024u)
+/* Codec 9: codec 2's stream with 4 states and compact tables (rans_ctab.c), for planes
+ * below RANS0S_MAX bytes, where the 32 states' 128 bytes and codec 2's tables weigh (small
+ * tensors' planes: ~10% of a 1.5 KiB plane; from 4 KiB on it gained too little for its
+ * coding time); coded and decoded by the scalar loops. */
+#define RANS0S_LG 2u
+#define RANS0S_MAX (4u * 1024u)
+#define RANS0S_SHIFT 7 /* its base blocks: 128 bytes (codec 2's: 1 KiB and more) */
 
 /* Encoder view of one symbol: division replaced by a 64-bit reciprocal, exact because
  * the state is < 2^32 and frequencies are < 2^12 (see rans_common.c). */
@@ -63,6 +70,7 @@ struct ent_ctx {
     size_t o0_n, o0_nseg;
     unsigned o0_plane;
     int o0_sh;
+    unsigned o0_lg; /* its states: 2^o0_lg */
     /* The size a sampled estimate is asked to beat (the selector's best so far): an
      * estimate may stop counting once its sample says it cannot. 0: none. */
     double est_bar;
@@ -101,6 +109,21 @@ size_t rans_table_len(const uint16_t *freq);                  /* what rans_table
 double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq);
 int rans_table_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total); /* bytes, estimate */
+/* rans_ctab.c, codec 9's compact tables: writes the table of the counts cnt (at least one
+ * counted) to out (at most RANS_CTAB_MAX bytes) and sets freq to the frequencies it says
+ * at 4096; returns its length. Read: 0, or -1 for a malformed table. */
+#define RANS_CTAB_MAX 256u /* k within 1 of log2(mean frequency): at most 3 + 224 bytes */
+size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out);
+int rans_ctab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
+/* The same, with a power of two all the table's frequencies are multiples of in *shift
+ * (12 - its precision; for a uniform table, 12 - log2 of its range where that is a power
+ * of two, else 0): the decoder's table has 4096 >> shift entries. */
+int rans_ctab_read_sh(const uint8_t **p, const uint8_t *end, uint16_t *freq, unsigned *shift);
+/* rans_common.c: c * log2(c) for c <= RANS_CLOG_MAX, and -log2(f / 4096) for 0 < f < 4096 (the
+ * tables ent_bits and rans_coded_bits read; filled on first call). */
+#define RANS_CLOG_MAX 16384u
+const double *rans_clog(void);
+const double *rans_lgf(void);
 void rans_build_esym(const uint16_t *freq, rans_esym *e);
 void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
 /* The end of every rANS encoder: the nstates final states written below p (state 0
@@ -128,6 +151,8 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level);
 double rans0_size(ent_ctx *c, const uint8_t *src, size_t n);
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
 int rans1_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 /* Estimated order-1 size in bytes (counts its tables); fills c->o1cnt and the plan

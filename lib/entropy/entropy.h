@@ -29,7 +29,8 @@ enum ent_codec {
     ENT_SNAPPY = 6, /* snappy (raw format) */
     ENT_DEFLATE = 7, /* raw deflate stream (RFC 1951) */
     ENT_RANSCTX = 8,  /* rANS with a small context (bucket of the byte 16 back) */
-    ENT_RANSCTXM = 10 /* the same with a round's context: the mean of the group's previous 16 bytes */
+    ENT_RANS0S = 9,   /* order-0 rANS with 4 states, for small planes */
+    ENT_RANSCTXM = 10 /* the same as 8 with a round's context: the mean of the group's previous 16 bytes */
 };
 #define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 

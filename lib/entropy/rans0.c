@@ -18,6 +18,7 @@
  * symbols, every exponent plane measured, at twice the AVX2 loop's speed, and one for
  * any alphabet (delta residual planes) at about 3.5 times.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,9 +63,29 @@ int rans0_base_shift(int level, size_t n)
     return sh;
 }
 
+/* Codec 2 and codec 9 share the coder below (codec 9 has its own plan, rans0s_plan, and
+ * decoder, rans0s_decode); small (codec 9) is a constant at every call of these
+ * always-inlined helpers, so each codec's copy folds it and codec 2's loops keep no trace
+ * of codec 9's branches. */
+#define LANES_INLINE static inline __attribute__((always_inline))
+
+/* log2 of the states: codec 9's 4, codec 2's 32 or 64 (large planes). */
+LANES_INLINE unsigned lanes_lg(size_t n, int small) { return small ? RANS0S_LG : n >= RANS0_BIG_PLANE ? 6 : 5; }
+
 static double seg_cost(const uint32_t *cnt, uint64_t total)
 {
     return ent_bits(cnt, total) / 8.0 + (double)rans_table_cost(cnt, total) + 1.0;
+}
+
+/* log2 of the base block: codec 9's blocks are small enough to tell a small tensor's
+ * part of a plane from its neighbours' (128 bytes: 384 elements are three), but no more
+ * than 16 a plane: counting and merging blocks is most of its coding time. */
+LANES_INLINE int base_shift(int level, size_t n, int small)
+{
+    if (!small) return rans0_base_shift(level, n);
+    int sh = RANS0S_SHIFT;
+    while (sh < 24 && ((n - 1) >> sh) >= 16) sh++;
+    return sh;
 }
 
 /* The plan of a plane: its base blocks' counts merged greedily into segments, each
@@ -119,13 +140,108 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
         }
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
-    est += curcost + 2 + 4 * (n >= RANS0_BIG_PLANE ? 64 : 32);
+    unsigned lg = lanes_lg(n, 0);
+    est += curcost + 2 + 4 * (1u << lg);
     if (est >= (double)n) return 1e300;
     c->o0_src = src;
     c->o0_n = n;
     c->o0_sh = sh;
     c->o0_nseg = nseg;
     c->o0_plane = c->plane;
+    c->o0_lg = lg;
+    return est;
+}
+
+/* Codec 9's segment cost in bytes from its counts' sums: A = sum of c log2 c, T = sum of
+ * the counts' bit lengths, [lo, hi] their range, tot their total; the entropy plus the
+ * compact table as about one bit a value of the range and the count's magnitude (the
+ * best precision's frequencies), or the uniform table of the range (3 bytes), and the
+ * segment's block count. */
+static inline double clg(const double *cl, uint32_t c)
+{
+    return c <= RANS_CLOG_MAX ? cl[c] : (double)c * log2((double)c); /* planes forced to codec 9 */
+}
+
+static double small_cost(double A, unsigned T, unsigned lo, unsigned hi, uint32_t tot, const double *cl)
+{
+    unsigned r = hi - lo + 1;
+    double bits = clg(cl, tot) - A + 24 + r + T, flat = (double)tot * (cl[r] / r) + 24;
+    return (bits < flat ? bits : flat) / 8 + 1;
+}
+
+static inline unsigned bitlen(uint32_t c) { return 31u - (unsigned)__builtin_clz(2 * c | 1); }
+
+/* Codec 9's plan: the same greedy merge as codec 2's, over blocks of at most 256 bytes,
+ * each counted once with the list of its distinct values, so a block's cost alone and
+ * merged into the running segment come from one pass over those values (a few dozen on
+ * exponent planes), not from two passes over the 256-value range. The segments' counts
+ * land in their first blocks' slots, as codec 2's. */
+static double rans0s_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
+{
+    c->o0_src = NULL;
+    c->bhist_src = NULL;
+    if (n == 0) return 1e300;
+    int sh = base_shift(level, n, 1);
+    size_t B = (size_t)1 << sh, nb = ((n - 1) >> sh) + 1;
+    if (ent_grow((void **)&c->bhist, &c->bhist_cap, nb * (256 * sizeof(uint32_t) + sizeof(size_t)))) return 1e300;
+    uint32_t *bh = c->bhist;
+    size_t *segstart = (size_t *)(void *)(bh + nb * 256);
+    const double *cl = rans_clog();
+    uint32_t cur[256], blk[256], curtot = 0;
+    uint8_t dl[257];
+    memset(cur, 0, sizeof cur);
+    memset(blk, 0, sizeof blk);
+    double curA = 0, curcost = 0, est = 0;
+    unsigned curT = 0, lo = 255, hi = 0;
+    size_t nseg = 0;
+    for (size_t b = 0; b < nb; b++) {
+        const uint8_t *p = src + (b << sh);
+        uint32_t len = (uint32_t)(b + 1 == nb ? n - (b << sh) : B);
+        unsigned k = 0;
+        for (uint32_t i = 0; i < len; i++) {
+            uint8_t x = p[i];
+            dl[k] = x;
+            k += blk[x]++ == 0;
+        }
+        double hA = 0, mA = 0;
+        unsigned hT = 0, mT = 0, hlo = 255, hhi = 0;
+        for (unsigned j = 0; j < k; j++) {
+            unsigned v = dl[j];
+            uint32_t hv = blk[v], cv = cur[v];
+            hA += clg(cl, hv);
+            mA += clg(cl, cv + hv) - clg(cl, cv);
+            hT += bitlen(hv);
+            mT += bitlen(cv + hv) - bitlen(cv);
+            hlo = v < hlo ? v : hlo;
+            hhi = v > hhi ? v : hhi;
+        }
+        double ch = small_cost(hA, hT, hlo, hhi, len, cl);
+        unsigned mlo = hlo < lo ? hlo : lo, mhi = hhi > hi ? hhi : hi;
+        double cm = b ? small_cost(curA + mA, curT + mT, mlo, mhi, curtot + len, cl) : 0;
+        if (b && cm <= curcost + ch) {
+            for (unsigned j = 0; j < k; j++) cur[dl[j]] += blk[dl[j]];
+            curA += mA, curT += mT, lo = mlo, hi = mhi, curtot += len, curcost = cm;
+        } else {
+            if (b) { /* segment closed: its counts to its first block's slot */
+                memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
+                memset(cur, 0, sizeof cur);
+                est += curcost;
+            }
+            segstart[nseg++] = b;
+            for (unsigned j = 0; j < k; j++) cur[dl[j]] = blk[dl[j]];
+            curA = hA, curT = hT, lo = hlo, hi = hhi, curtot = len, curcost = ch;
+        }
+        for (unsigned j = 0; j < k; j++) blk[dl[j]] = 0;
+    }
+    memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
+    est += curcost + 2 + 4 * (1u << RANS0S_LG);
+    if (est >= (double)n) return 1e300;
+    c->o0_src = src;
+    c->o0_n = n;
+    c->o0_sh = sh;
+    c->o0_nseg = nseg;
+    c->o0_plane = c->plane;
+    c->o0_lg = RANS0S_LG;
     return est;
 }
 
@@ -149,15 +265,18 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
         bits += rans_coded_bits(cnt, f);
         hdr += leb_write(tb, b1 - segstart[k]) + rans_table_len(f);
     }
-    return (double)hdr + bits / 8 + 4.0 * (n >= RANS0_BIG_PLANE ? 64 : 32);
+    return (double)hdr + bits / 8 + 4.0 * (1u << lanes_lg(n, 0));
 }
 
-size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+/* Codes the plane with codec 2 (32 or 64 states) or, small, codec 9 (4 states). */
+LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
+                                 int small)
 {
     if (n == 0) return 0;
-    int sh = rans0_base_shift(level, n);
-    if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane) &&
-        rans0_plan(c, src, n, level) >= 1e300)
+    int sh = base_shift(level, n, small);
+    unsigned lg = lanes_lg(n, small);
+    if ((c->o0_src != src || c->o0_n != n || c->o0_sh != sh || c->o0_plane != c->plane || c->o0_lg != lg) &&
+        (small ? rans0s_plan(c, src, n, level) : rans0_plan(c, src, n, level)) >= 1e300)
         return 0;
     c->o0_src = NULL;
     size_t nb = ((n - 1) >> sh) + 1, nseg = c->o0_nseg;
@@ -175,18 +294,22 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         uint16_t *f = (uint16_t *)(void *)(bh + b0 * 256);
         uint16_t tmp[256];
-        uint8_t tb[8 + 2 * 256];
-        rans_normalize(bh + b0 * 256, tmp);
-        memcpy(f, tmp, sizeof tmp);
+        uint8_t tb[8 + 2 * 256]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
         size_t tl = leb_write(tb, b1 - b0);
-        tl += rans_table_write(f, tb + tl);
+        if (small) {
+            tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);
+        } else {
+            rans_normalize(bh + b0 * 256, tmp);
+            tl += rans_table_write(tmp, tb + tl);
+        }
+        memcpy(f, tmp, sizeof tmp);
         if (hdr + tl >= lim) return 0;
         memcpy(dst + hdr, tb, tl);
         hdr += tl;
     }
     if (hdr >= n) return 0;
-    unsigned N = n >= RANS0_BIG_PLANE ? 64 : 32, NM = N - 1;
-    dst[1] = N == 64 ? 6 : 5;
+    unsigned N = 1u << lg, NM = N - 1;
+    dst[1] = (uint8_t)lg;
 
     /* Worst case 12 bits per symbol plus the states; 2n is loose and simple. */
     size_t scap = 2 * n + 4 * RANS0_NMAX + 64;
@@ -197,7 +320,7 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
     for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
     rans_esym *E = c->etab;
 #ifdef ENT_HAVE_X86
-    int simd = cpu_level();
+    int simd = small ? CPU_SCALAR : cpu_level(); /* the vector loops take 32 or 64 states */
 #endif
     for (size_t k = nseg; k-- > 0;) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
@@ -217,6 +340,16 @@ size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size
 #endif
     }
     return rans_finish(st, N, p, sbuf + scap, dst, hdr, n, cap);
+}
+
+size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    return encode_lanes(c, src, n, dst, cap, level, 0);
+}
+
+size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    return encode_lanes(c, src, n, dst, cap, level, 1);
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers
@@ -283,8 +416,7 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
     uint32_t *dt = c->dtab;
     while (b < nb) {
         size_t k = 0;
-        if (leb_read(&tp, end, &k) || rans_table_read(&tp, end, f)) /* checked in pass 1 */
-            return -1;
+        if (leb_read(&tp, end, &k) || rans_table_read(&tp, end, f)) return -1; /* checked in pass 1 */
         rans_build_dtab(f, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
@@ -310,6 +442,111 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
                 p += 2;
             }
             st[j] = x;
+        }
+    }
+    if (p != end) return -1;
+    for (unsigned j = 0; j < N; j++)
+        if (st[j] != RANS_L) return -1;
+    return 0;
+}
+
+/* Codec 9's decode table at its own precision: 4096 >> sh entries (a table's frequencies
+ * are multiples of 2^sh), each holding the (slot - cum) of the first slot it stands for;
+ * the step adds the slot's low sh bits. Building 4096 entries for each segment of a few
+ * hundred symbols cost more than decoding them. */
+static void build_dtab_small(const uint16_t *freq, unsigned sh, uint32_t *dt)
+{
+    if (!sh) {
+        rans_build_dtab(freq, dt);
+        return;
+    }
+    uint32_t cum = 0;
+    for (uint32_t v = 0; v < 256; v++) {
+        uint32_t f = freq[v], e = v | f << 20, fc = f >> sh;
+        for (uint32_t k = 0; k < fc; k++) dt[cum + k] = e | (k << sh << 8);
+        cum += fc;
+    }
+}
+
+/* One step of a codec 9 state held in a local: its symbol to o, refilled from p without
+ * a bounds check (callers leave 2 bytes per state of the round). */
+#define DEC_SMALL(x, o)                                                               \
+    do {                                                                              \
+        uint32_t s_ = x & (RANS_M - 1), e_ = dt[s_ >> sh];                            \
+        o = (uint8_t)e_;                                                              \
+        x = (e_ >> 20) * (x >> RANS_BITS) + ((e_ >> 8) & (RANS_M - 1)) + (s_ & mask); \
+        uint32_t w_ = (uint32_t)q[0] | ((uint32_t)q[1] << 8), nd_ = x < RANS_L;       \
+        x = nd_ ? x << 16 | w_ : x;                                                   \
+        q += 2 * nd_;                                                                 \
+    } while (0)
+
+int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+{
+    if (n == 0 || srclen < 2) return -1;
+    const uint8_t *p = src, *end = src + srclen;
+    int sh0 = *p++;
+    if (sh0 < RANS0S_SHIFT || sh0 > 24 || *p++ != RANS0S_LG) return -1;
+    enum { N = 1u << RANS0S_LG };
+    size_t nb = ((n - 1) >> sh0) + 1;
+    /* Pass 1: validate the segment list and find where the stream starts. */
+    /* The first 4 segments' tables are kept (planes of a few small tensors), the rest read
+     * again after the states. */
+    enum { KEEP = 4 };
+    uint16_t ft[KEEP][256], f[256];
+    unsigned fsh[KEEP], sh, nseg = 0;
+    size_t fk[KEEP], covered = 0;
+    const uint8_t *tp = NULL; /* where the segments not kept start */
+    while (covered < nb) {
+        size_t k;
+        uint16_t *fq = nseg < KEEP ? ft[nseg] : f;
+        if (nseg == KEEP) tp = p;
+        if (leb_read(&p, end, &k) || k == 0 || k > nb - covered || rans_ctab_read_sh(&p, end, fq, &sh)) return -1;
+        if (nseg < KEEP) fk[nseg] = k, fsh[nseg] = sh;
+        covered += k;
+        nseg++;
+    }
+    if ((size_t)(end - p) < 4 * (size_t)N) return -1;
+    uint32_t st[N];
+    for (unsigned j = 0; j < N; j++) {
+        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (st[j] < RANS_L) return -1;
+        p += 4;
+    }
+    uint32_t *dt = c->dtab;
+    for (size_t b = 0, g = 0; b < nb; g++) {
+        size_t k = 0;
+        if (g < KEEP) {
+            k = fk[g], sh = fsh[g];
+            build_dtab_small(ft[g], sh, dt);
+        } else {
+            if (leb_read(&tp, end, &k) || rans_ctab_read_sh(&tp, end, f, &sh)) return -1; /* checked in pass 1 */
+            build_dtab_small(f, sh, dt);
+        }
+        uint32_t mask = (1u << sh) - 1;
+        size_t i = b << sh0, s1 = (b + k) << sh0;
+        if (s1 > n || b + k == nb) s1 = n;
+        b += k;
+        /* whole rounds (a segment starts on one: blocks are 128 bytes or more) while a
+         * round's worst case of input remains */
+        uint32_t x0 = st[0], x1 = st[1], x2 = st[2], x3 = st[3];
+        const uint8_t *q = p;
+        for (; i + N <= s1 && end - q >= 2 * N; i += N) {
+            DEC_SMALL(x0, dst[i]);
+            DEC_SMALL(x1, dst[i + 1]);
+            DEC_SMALL(x2, dst[i + 2]);
+            DEC_SMALL(x3, dst[i + 3]);
+        }
+        st[0] = x0, st[1] = x1, st[2] = x2, st[3] = x3;
+        p = q;
+        for (; i < s1; i++) { /* tail: the input bound checked per refill */
+            uint32_t *x = &st[i & (N - 1)], s_ = *x & (RANS_M - 1), e = dt[s_ >> sh];
+            dst[i] = (uint8_t)e;
+            *x = (e >> 20) * (*x >> RANS_BITS) + ((e >> 8) & (RANS_M - 1)) + (s_ & mask);
+            if (*x < RANS_L) {
+                if (end - p < 2) return -1;
+                *x = (*x << 16) | (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+                p += 2;
+            }
         }
     }
     if (p != end) return -1;

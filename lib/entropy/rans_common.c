@@ -18,7 +18,7 @@
 /* c * log2(c) (0 for c = 0) for the counts of a sub-block (16 KiB at the default
  * levels): the greedy segment merge evaluates hundreds of histograms per plane and
  * log2 dominated it. Filled on first use; racing threads write the same values. */
-#define CLOG_MAX 16384u
+#define CLOG_MAX RANS_CLOG_MAX
 static double clog_tab[CLOG_MAX + 1];
 static int clog_ready;
 
@@ -45,6 +45,12 @@ double ent_bits(const uint32_t *cnt, uint64_t total)
     double acc = (a[0] + a[1]) + (a[2] + a[3]);
     double b = (double)total * log2((double)total) - acc;
     return b < 0 ? 0 : b;
+}
+
+const double *rans_clog(void)
+{
+    if (!__atomic_load_n(&clog_ready, __ATOMIC_ACQUIRE)) clog_init();
+    return clog_tab;
 }
 
 size_t rans_table_cost(const uint32_t *cnt, uint64_t total)
@@ -108,12 +114,18 @@ void rans_normalize(const uint32_t *cnt, uint16_t *freq)
 static double lgf_tab[RANS_M];
 static int lgf_ready;
 
-double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq)
+const double *rans_lgf(void)
 {
     if (!__atomic_load_n(&lgf_ready, __ATOMIC_ACQUIRE)) {
         for (uint32_t f = 1; f < RANS_M; f++) lgf_tab[f] = RANS_BITS - log2((double)f);
         __atomic_store_n(&lgf_ready, 1, __ATOMIC_RELEASE);
     }
+    return lgf_tab;
+}
+
+double rans_coded_bits(const uint32_t *cnt, const uint16_t *freq)
+{
+    rans_lgf();
     double a[4] = {0, 0, 0, 0};
     for (int s = 0; s < 256; s += 4)
         for (int k = 0; k < 4; k++) a[k] += (double)cnt[s + k] * lgf_tab[freq[s + k]];

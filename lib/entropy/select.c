@@ -4,10 +4,10 @@
  * Choosing must cost far less than coding, so the decision runs on one histogram of
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
- * adaptive sub-block tables; on exponent and mantissa planes, at every level, rANS with
- * a small context (codec 8) when its estimate beats order 0's size, and on exponent planes
- * the same coder with a round's mean as context (codec 10) where its estimate beats
- * both. Order-1 is estimated only
+ * adaptive sub-block tables (below 4 KiB as codec 9: 4 states, compact tables); on exponent
+ * and mantissa planes, at every level, rANS with a small context (codec 8) when its
+ * estimate beats order 0's size, and on exponent planes the same coder with a round's mean
+ * as context (codec 10) where its estimate beats both. Order-1 is estimated only
  * for exponent planes at level >= 4 (any non-mantissa plane at >= 6), and only coded
  * when its estimate (its larger tables counted) beats the order-0 result; zstd is tried
  * for opaque and integer planes, for planes that are mostly zero bytes, for every plane
@@ -250,8 +250,14 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         const ent_codec_desc *pick = o0;
         if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024)
             pick = context_pick(c, src, n, h, hint, level);
-        size_t r = pick->encode(c, src, n, dst, lim, level);
-        if (!r && pick != o0) r = (pick = o0)->encode(c, src, n, dst, lim, level);
+        /* Small planes: order 0 with 4 states and compact tables; not residual planes, which
+         * gradient packets (lib/grad) take only as codec 2. Not where the plane's order-0
+         * entropy is 95% of n or more: on the corpus's ~400 such planes it never beat
+         * stored, and planning them cost more than coding the rest. */
+        int small = n < RANS0S_MAX && hint != ENT_HINT_RESIDUAL;
+        if (small) pick = est0 < 0.95 * (double)n ? ent_codec_get(ENT_RANS0S) : NULL;
+        size_t r = pick ? pick->encode(c, src, n, dst, lim, level) : 0;
+        if (!r && pick && pick != o0 && !small) r = (pick = o0)->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
             best = r;
             bestc = pick->id;

@@ -429,8 +429,9 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},       {ENT_LZ4, "lz4"},
-              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"}};
+    } co[] = {{ENT_RANS0, "rans0"},     {ENT_RANS1, "rans1"},       {ENT_ZSTD, "zstd"},
+              {ENT_LZ4, "lz4"},         {ENT_SNAPPY, "snappy"},     {ENT_DEFLATE, "deflate"},
+              {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"}, {ENT_RANS0S, "rans0s"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
@@ -478,8 +479,12 @@ static void entropy_seeds(void)
     put2("entropy", "stored-500", h, 5, p, 500);
     h[0] = ENT_CONST, h[2] = 0x10, h[3] = 0x27;
     put2("entropy", "const-10000", h, 5, "\x7f", 1);
-    h[0] = 9;
+    h[0] = 10;
     put2("entropy", "unknown-codec", h, 5, p, 100);
+    /* codec 9's encode mode: a bell beside random bytes (a small tensor's plane) */
+    for (size_t i = 0; i < 1152; i++) p[i] = (uint8_t)(i < 384 ? 0x70 + (int)(gauss() * 3) : (int)(rnd() & 255));
+    uint8_t h9[4] = {0x80 | 2 << 2, 0x80, 0x04, 0};
+    put2("rans0s", "encode-mixed", h9, 4, p, 1152);
 }
 
 /* ---- chunk frames ---- */

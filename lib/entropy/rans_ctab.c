@@ -1,0 +1,248 @@
+/* rans_ctab.c — the compact frequency tables of codec 9 (order 0 for small planes).
+ *
+ * Codec 2's table spends a byte or two on every value between the least and the largest
+ * present, which on a plane of a few hundred bytes costs more than the table saves: a
+ * 384-byte mantissa plane of 150 values and ~170 bytes of entropy pays ~260 bytes of table
+ * and is stored. These tables give the frequencies at a precision of 2^s (s <= 12) that
+ * the encoder chooses per table, each one a Rice code of parameter k, and scale them by
+ * 2^(12-s) to the coders' 4096: coarser probabilities cost a little in coded bits and
+ * save much more in table bits on small planes.
+ *
+ * Layout: u8 lo | u8 hi | u8 s | (k << 4) | then for every value v in [lo, hi): its
+ * frequency f at precision 2^s, as f >> k ones, a zero, and the k low bits of f (bits
+ * least significant first, bytes filled from bit 0, the last byte padded with zeros);
+ * hi's frequency is 2^s less their sum and must be at least 1, lo's at least 1.
+ */
+#include <math.h>
+
+#include "ent_internal.h"
+
+typedef struct {
+    uint8_t *p;
+    uint64_t acc; /* bits not yet written, least significant first */
+    unsigned n;   /* how many */
+} bitw;
+
+static void put_bits(bitw *w, uint32_t v, unsigned nb) /* nb <= 32 */
+{
+    w->acc |= (uint64_t)(v & (uint32_t)((1ull << nb) - 1)) << w->n;
+    w->n += nb;
+    while (w->n >= 8) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->n -= 8;
+    }
+}
+
+/* Frequencies of the counts at precision 2^s, each counted value at least 1 and at most
+ * 2^s - 1: rans_normalize's rule at another precision. -1 where 2^s is too coarse. */
+static int normalize_to(const uint32_t *cnt, int lo, int hi, uint64_t total, int present, unsigned s, uint16_t *freq)
+{
+    int32_t M = (int32_t)1 << s, sum = 0;
+    if (present >= M || present < 2) return -1;
+    memset(freq, 0, 256 * sizeof *freq);
+    for (int v = lo; v <= hi; v++) {
+        if (!cnt[v]) continue;
+        uint64_t f = (cnt[v] * (uint64_t)M + total / 2) / total;
+        freq[v] = (uint16_t)(f<1 ? 1 : f>(uint64_t) M - 1 ? (uint64_t)M - 1 : f);
+        sum += freq[v];
+    }
+    while (sum != M) { /* the rounding error to the largest, where it costs the least */
+        int m = -1;
+        for (int v = lo; v <= hi; v++)
+            if (freq[v] && (m < 0 || freq[v] > freq[m]) && (sum > M ? freq[v] > 1 : freq[v] < M - 1)) m = v;
+        if (m < 0) return -1; /* unreachable: fewer than M values leave room */
+        int32_t d = M - sum;
+        if (d < 0 && -d > (int32_t)freq[m] - 1) d = 1 - (int32_t)freq[m];
+        if (d > 0 && d > M - 1 - (int32_t)freq[m]) d = M - 1 - (int32_t)freq[m];
+        freq[m] = (uint16_t)((int32_t)freq[m] + d);
+        sum += d;
+    }
+    return 0;
+}
+
+/* The uniform table of [lo, hi] (s = 0): 4096 shared out, the first values taking the
+ * remainder. */
+static void uniform(int lo, int hi, uint16_t *freq)
+{
+    unsigned r = (unsigned)(hi - lo + 1);
+    memset(freq, 0, 256 * sizeof *freq);
+    for (int v = lo; v <= hi; v++) freq[v] = (uint16_t)(RANS_M / r + ((unsigned)(v - lo) < RANS_M % r));
+}
+
+/* The table's precision s and Rice parameter k, chosen from an estimate per precision in
+ * one pass over the present values: the frequencies rounded without rans_normalize's
+ * correction of their sum, their coded bits from the log table, the table's bits for k
+ * within one of log2 of the mean frequency. Precisions from three below the counts' own
+ * (log2 of their total; coarser ones lost more coded bits than their tables saved) to it
+ * (finer ones only added table bits), and never so coarse that a present value gets no
+ * frequency. Returns the estimated bits of the best, *bs 0 where none beats limit. */
+static double choose(const uint32_t *cnt, const uint8_t *pv, unsigned np, int lo, int hi, uint64_t total, double limit,
+                     unsigned *bs, unsigned *bk)
+{
+    const double *lg = rans_lgf();
+    unsigned sc = 0, s0 = 1, r = (unsigned)(hi - lo + 1);
+    while (sc < RANS_BITS && (total >> sc) > 1) sc++;
+    while ((1u << s0) <= np) s0++;
+    unsigned s1 = sc > s0 ? sc : s0;
+    if (s1 > RANS_BITS) s1 = RANS_BITS;
+    if (s0 + 3 < sc) s0 = sc - 3;
+    double best = limit;
+    *bs = 0;
+    for (unsigned s = s0; s <= s1; s++) {
+        unsigned mean = (1u << s) / r, k0 = 0;
+        while (k0 < s && (2u << k0) <= mean) k0++;
+        unsigned ka = k0 ? k0 - 1 : 0, kb = k0 + 1 <= s ? k0 + 1 : s, sh = RANS_BITS - s;
+        double scale = (double)(1u << s) / (double)total, coded = 0;
+        uint32_t top = (1u << s) - 1, t[3] = {0, 0, 0}, sum = 0, fm = 0, cm = 0, vm = 0;
+        for (unsigned j = 0; j < np; j++) {
+            uint32_t c = cnt[pv[j]], f = (uint32_t)((double)c * scale + 0.5);
+            f = f < 1 ? 1 : f > top ? top : f;
+            coded += (double)c * lg[f << sh];
+            sum += f;
+            if (f > fm) fm = f, cm = c, vm = pv[j];
+            if (pv[j] == hi) continue; /* implied by the sum */
+            t[0] += f >> ka, t[1] += f >> (ka + 1), t[2] += f >> kb;
+        }
+        /* the sum's error on the largest, as normalize_to puts it */
+        int64_t fc = (int64_t)fm + (int64_t)(top + 1) - (int64_t)sum;
+        if (fc < 1 || fc > (int64_t)top) continue; /* more than one value absorbs it: rare */
+        coded += (double)cm * (lg[(uint32_t)fc << sh] - lg[fm << sh]);
+        if (vm != (uint32_t)hi)
+            for (unsigned i = 0; i < 3; i++) {
+                unsigned k = ka + i > kb ? kb : ka + i;
+                t[i] += ((uint32_t)fc >> k) - (fm >> k);
+            }
+        for (unsigned i = 0; i < 3; i++) {
+            unsigned k = ka + i > kb ? kb : ka + i;
+            double bits = coded + 24 + t[i] + (double)(r - 1) * (1 + k);
+            if (bits < best) best = bits, *bs = s, *bk = k;
+        }
+    }
+    return best;
+}
+
+size_t rans_ctab_write(const uint32_t *cnt, uint16_t *freq, uint8_t *out)
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !cnt[lo]) lo++;
+    while (hi > lo && !cnt[hi]) hi--;
+    uint16_t f[256];
+    uint8_t pv[256];
+    unsigned np = 0, bs = 0, bk = 0;
+    uint64_t total = 0;
+    /* the uniform table of the range, near-random parts: log2(hi - lo + 1) bits a byte
+     * for three bytes */
+    const double *lg = rans_lgf();
+    unsigned r = (unsigned)(hi - lo + 1), q = RANS_M / r - (r == 1), m = RANS_M % r; /* r = 1: unused */
+    double flat = 24;
+    for (int v = lo; v <= hi; v++) {
+        uint32_t c = cnt[v];
+        flat += (double)c * lg[q + ((unsigned)(v - lo) < m)];
+        total += c;
+        pv[np] = (uint8_t)v;
+        np += c != 0;
+    }
+    if (np > 1) choose(cnt, pv, np, lo, hi, total, flat, &bs, &bk);
+    if (bs) {
+        normalize_to(cnt, lo, hi, total, (int)np, bs, f);
+    } else if (lo < hi) {
+        out[0] = (uint8_t)lo, out[1] = (uint8_t)hi, out[2] = 0;
+        uniform(lo, hi, freq);
+        return 3;
+    } else { /* one value: 4095 and a neighbour's 1, as rans_normalize gives them */
+        rans_normalize(cnt, f);
+        bs = RANS_BITS, bk = 8;
+        lo &= ~1, hi = lo + 1; /* the two values: v and v ^ 1 */
+    }
+    out[0] = (uint8_t)lo, out[1] = (uint8_t)hi, out[2] = (uint8_t)(bs | bk << 4);
+    bitw w = {out + 3, 0, 0};
+    for (int v = lo; v < hi; v++) {
+        uint32_t u = (uint32_t)f[v] >> bk;
+        for (; u >= 31; u -= 31) put_bits(&w, 0x7fffffffu, 31);
+        put_bits(&w, (1u << u) - 1, u + 1); /* u ones and a zero */
+        put_bits(&w, f[v], bk);
+    }
+    if (w.n) *w.p++ = (uint8_t)w.acc;
+    for (int v = 0; v < 256; v++) freq[v] = (uint16_t)(f[v] << (RANS_BITS - bs));
+    return (size_t)(w.p - out);
+}
+
+/* The bits of a table, read through a window of up to 64 bits that takes a byte only
+ * when a bit of it is needed (so the bytes taken are the table's, and what is left of the
+ * last one is its padding). */
+typedef struct {
+    const uint8_t *p, *end;
+    uint64_t acc;
+    unsigned n;
+} bitr;
+
+static int need(bitr *r, unsigned k) /* k <= 56 */
+{
+    while (r->n < k) {
+        if (r->p >= r->end) return -1;
+        r->acc |= (uint64_t)*r->p++ << r->n;
+        r->n += 8;
+    }
+    return 0;
+}
+
+static void drop(bitr *r, unsigned k)
+{
+    r->acc = k < 64 ? r->acc >> k : 0;
+    r->n -= k;
+}
+
+int rans_ctab_read_sh(const uint8_t **pp, const uint8_t *end, uint16_t *freq, unsigned *shift)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 3) return -1;
+    int lo = p[0], hi = p[1];
+    unsigned s = p[2] & 15, k = p[2] >> 4;
+    if (lo >= hi || s > RANS_BITS || k > s) return -1;
+    p += 3;
+    if (s == 0) { /* a range of 2^j values: every frequency 4096 >> j */
+        unsigned r = (unsigned)(hi - lo + 1);
+        uniform(lo, hi, freq);
+        *pp = p;
+        *shift = r & (r - 1) ? 0 : RANS_BITS - (unsigned)__builtin_ctz(r);
+        return 0;
+    }
+    bitr r = {p, end, 0, 0};
+    uint32_t M = 1u << s, sum = 0;
+    memset(freq, 0, 256 * sizeof *freq);
+    for (int v = lo; v < hi; v++) {
+        uint32_t q = 0;
+        for (;;) { /* unary part, bounded by M */
+            if (need(&r, 1)) return -1;
+            unsigned t = (unsigned)__builtin_ctzll(~r.acc); /* ones in the window */
+            if (t < r.n) {
+                q += t;
+                drop(&r, t + 1);
+                break;
+            }
+            q += r.n;
+            drop(&r, r.n);
+            if (q > M) return -1;
+        }
+        if (q > M || need(&r, k)) return -1;
+        uint32_t f = q << k | (uint32_t)(r.acc & ((1u << k) - 1));
+        drop(&r, k);
+        sum += f;
+        if (sum >= M) return -1;
+        freq[v] = (uint16_t)(f << (RANS_BITS - s));
+    }
+    if (freq[lo] == 0) return -1;
+    freq[hi] = (uint16_t)((M - sum) << (RANS_BITS - s));
+    if (freq[hi] > RANS_M - 1) return -1;
+    if (r.acc) return -1; /* padding bits are zero: one byte string per table */
+    *pp = r.p;
+    *shift = RANS_BITS - s;
+    return 0;
+}
+
+int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
+{
+    unsigned sh;
+    return rans_ctab_read_sh(pp, end, freq, &sh);
+}
