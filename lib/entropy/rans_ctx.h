@@ -90,6 +90,9 @@ size_t rc_dec_avx2(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, con
                    uint8_t *dst, size_t P);
 size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
                      uint8_t *dst, size_t P);
+/* The AVX2 decoders' refill permute (rans_ctx_avx2.c), shared by codec 10: row k, for
+ * each lane i that refills (bit i of k), how many refilling lanes come before it. */
+extern const uint32_t rc_perm[256][8];
 /* rans_ctx_avx512.c, the encoder: fills entry t (its K × 256 slots) of the field array
  * zt (two 32-bit fields a slot) from table t's frequencies, then codes all whole rounds (the tail of group
  * RC_G-1 coded before, by the scalar loop) with tables zt, continuing st and writing
