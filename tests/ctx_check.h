@@ -31,6 +31,33 @@ static inline int decode_at(ent_ctx *c, int level, const uint8_t *src, size_t le
     return r;
 }
 
+/* The plane src (n bytes) coded at every level, the vector encoders first (nothing the
+ * scalar one leaves behind may help them): the same bytes from all, CTX_CODEC or stored,
+ * no longer than n; coded, every decoder must give src back (and not write past n) and
+ * refuse n - 1. enc: three buffers of ent_bound(n), dec: n + 1 bytes; what names the
+ * plane. Returns whether the codec took it. */
+static inline int ctx_roundtrip(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *const *enc, uint8_t *dec,
+                                const char *what)
+{
+    size_t len[3];
+    uint8_t got[3];
+    for (int k = 3; k-- > 0;) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
+    for (int k = 1; k < 3; k++)
+        CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
+              "%s n=%zu: %s encoder writes other bytes than the scalar one", what, n, isa[k]);
+    CHECK(got[0] == CTX_CODEC || got[0] == ENT_STORED, "%s n=%zu: got codec %u", what, n, got[0]);
+    CHECK(len[0] <= n, "%s n=%zu: %zu bytes", what, n, len[0]);
+    if (got[0] != CTX_CODEC) return 0;
+    for (int k = 0; k < 3; k++) {
+        memset(dec, 0xa5, n + 1);
+        int r = decode_at(c, k, enc[0], len[0], dec, n);
+        CHECK(r == 0 && !memcmp(dec, src, n) && dec[n] == 0xa5, "%s n=%zu: %s decoder: r=%d or wrong bytes", what, n,
+              isa[k], r);
+        CHECK(decode_at(c, k, enc[0], len[0], dec, n - 1) == -1, "%s n=%zu: accepted n-1", what, n);
+    }
+    return 1;
+}
+
 /* Every decoder must agree with the scalar one on status and bytes. */
 static inline int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b,
                              const char *what)

@@ -54,22 +54,7 @@ static void test_roundtrips(ent_ctx *c)
         size_t n = sizes[si];
         for (int d = 0; d < D_COUNT; d++) {
             fill(src, n, d);
-            size_t len[3];
-            uint8_t got[3];
-            for (int k = 3; k-- > 0;) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
-            for (int k = 1; k < 3; k++)
-                CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
-                      "%s n=%zu: %s encoder writes other bytes than the scalar one", dname[d], n, isa[k]);
-            CHECK(got[0] == ENT_RANSCTXM || got[0] == ENT_STORED, "%s n=%zu: got codec %u", dname[d], n, got[0]);
-            coded += got[0] == ENT_RANSCTXM;
-            if (got[0] != ENT_RANSCTXM) continue;
-            for (int k = 0; k < 3; k++) {
-                memset(dec, 0xa5, n + 1);
-                int r = decode_at(c, k, enc[0], len[0], dec, n);
-                CHECK(r == 0 && !memcmp(dec, src, n) && dec[n] == 0xa5, "%s n=%zu: %s decoder: r=%d or wrong bytes",
-                      dname[d], n, isa[k], r);
-                CHECK(decode_at(c, k, enc[0], len[0], dec, n - 1) == -1, "%s n=%zu: accepted n-1", dname[d], n);
-            }
+            coded += ctx_roundtrip(c, src, n, enc, dec, dname[d]);
         }
     }
     CHECK(coded >= 24, "only %d planes coded with codec 10", coded);
