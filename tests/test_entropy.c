@@ -17,25 +17,7 @@
 #include "entropy/entropy.h"
 #include "transforms/planes.h"
 
-static int failures;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+#include "ent_check.h"
 
 enum { D_CONST, D_RANDOM, D_SKEW, D_EXPO, D_ALL256, D_RARE, D_RUNS, D_SUCC, D_COUNT };
 static const char *dname[D_COUNT] = {"const", "random", "skewed", "exponent", "all256", "rare", "runs", "successor"};

@@ -14,32 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entropy/ent_internal.h"
-#include "entropy/entropy.h"
 #include "entropy/rans_ctx.h"
-#include "isa.h"
-
-static int failures;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
-
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-
-static const char *const isa[3] = {"scalar", "avx2", "avx512"};
+#define CTX_CODEC ENT_RANSCTX
+#define RND_SEED 0x2545F4914F6CDD1Dull
+#include "ctx_check.h"
 
 enum { D_RANDOM, D_SKEW, D_WALK, D_ALL256, D_TWO, D_COUNT };
 static const char *const dname[D_COUNT] = {"random", "skewed", "walk", "all256", "two"};
@@ -65,22 +43,6 @@ static void fill(uint8_t *b, size_t n, int d)
     }
 }
 
-static size_t code_at(ent_ctx *c, int level, const uint8_t *src, size_t n, uint8_t *dst, uint8_t *got)
-{
-    force_isa(isa[level]);
-    size_t len = ent_encode_with(c, ENT_RANSCTX, src, n, dst, ent_bound(n), 3, got);
-    top_isa();
-    return len;
-}
-
-static int decode_at(ent_ctx *c, int level, const uint8_t *src, size_t len, uint8_t *dst, size_t n)
-{
-    force_isa(isa[level]);
-    int r = ent_decode(c, ENT_RANSCTX, src, len, dst, n);
-    top_isa();
-    return r;
-}
-
 static void test_roundtrips(ent_ctx *c)
 {
     static const size_t sizes[] = {0,    1,    2,    15,   16,    17,    63,    64,     65,     127,    128,    129,
@@ -93,24 +55,7 @@ static void test_roundtrips(ent_ctx *c)
         size_t n = sizes[si];
         for (int d = 0; d < D_COUNT; d++) {
             fill(src, n, d);
-            size_t len[3];
-            uint8_t got[3];
-            /* the vector encoders first: nothing the scalar one leaves behind may help them */
-            for (int k = 3; k-- > 0;) len[k] = code_at(c, k, src, n, enc[k], &got[k]);
-            for (int k = 1; k < 3; k++)
-                CHECK(len[k] == len[0] && got[k] == got[0] && !memcmp(enc[k], enc[0], len[0]),
-                      "%s n=%zu: %s encoder writes other bytes than the scalar one", dname[d], n, isa[k]);
-            CHECK(got[0] == ENT_RANSCTX || got[0] == ENT_STORED, "%s n=%zu: got codec %u", dname[d], n, got[0]);
-            CHECK(len[0] <= n, "%s n=%zu: %zu bytes", dname[d], n, len[0]);
-            coded += got[0] == ENT_RANSCTX;
-            if (got[0] != ENT_RANSCTX) continue;
-            for (int k = 0; k < 3; k++) {
-                memset(dec, 0xa5, n + 1);
-                int r = decode_at(c, k, enc[0], len[0], dec, n);
-                CHECK(r == 0 && !memcmp(dec, src, n) && dec[n] == 0xa5, "%s n=%zu: %s decoder: r=%d or wrong bytes",
-                      dname[d], n, isa[k], r);
-                CHECK(decode_at(c, k, enc[0], len[0], dec, n - 1) == -1, "%s n=%zu: accepted n-1", dname[d], n);
-            }
+            coded += ctx_roundtrip(c, src, n, enc, dec, dname[d]);
         }
     }
     CHECK(coded >= 40, "only %d planes coded with codec 8", coded);
@@ -182,56 +127,13 @@ static void test_choice(ent_ctx *c)
     free(enc);
 }
 
-/* Every decoder must agree with the scalar one on status and bytes. */
-static int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b, const char *what)
-{
-    memset(a, 1, n);
-    int r0 = decode_at(c, 0, src, len, a, n);
-    for (int k = 1; k < 3; k++) {
-        memset(b, 2, n);
-        int r = decode_at(c, k, src, len, b, n);
-        CHECK(r == r0 && (r || !memcmp(a, b, n)), "%s: %s decoder says %d, scalar %d (or other bytes)", what, isa[k], r,
-              r0);
-    }
-    return r0;
-}
-
 static void test_hostile(ent_ctx *c)
 {
     size_t n = 50001;
     uint8_t *src = malloc(n), *enc = malloc(ent_bound(n) + 64), *bad = malloc(ent_bound(n) + 64);
     uint8_t *a = malloc(n), *b = malloc(n);
     fill(src, n, D_WALK);
-    uint8_t got;
-    size_t len = ent_encode_with(c, ENT_RANSCTX, src, n, enc, ent_bound(n), 3, &got);
-    CHECK(got == ENT_RANSCTX, "hostile: plane not coded");
-    CHECK(decode_all(c, enc, len, n, a, b, "valid") == 0 && !memcmp(a, src, n), "valid plane rejected");
-    for (size_t cut = 0; cut < len; cut += 1 + cut / 32)
-        CHECK(decode_all(c, enc, cut, n, a, b, "truncated") == -1, "truncated to %zu of %zu accepted", cut, len);
-    memcpy(bad, enc, len);
-    bad[len] = 0;
-    CHECK(decode_all(c, bad, len + 1, n, a, b, "extra byte") == -1, "a byte left over accepted");
-    CHECK(decode_all(c, enc, len, 63, a, b, "n=63") == -1, "n below 64 accepted");
-    for (unsigned K = 0; K < 256; K += K < 20 ? 1 : 37) {
-        memcpy(bad, enc, len);
-        bad[1] = (uint8_t)K;
-        int r = decode_all(c, bad, len, n, a, b, "K");
-        CHECK(K != 0 && K <= 16 ? 1 : r == -1, "K=%u accepted", K);
-    }
-    /* A state below 2^16: the states sit after the tables, 4 bytes each. */
-    int caught = 0, tries = 0;
-    for (size_t pos = 0; pos < len; pos += 1 + pos / 50, tries++) {
-        memcpy(bad, enc, len);
-        bad[pos] ^= (uint8_t)(1u << (rnd() & 7));
-        caught += decode_all(c, bad, len, n, a, b, "bit flip") == -1;
-    }
-    CHECK(caught * 4 >= tries * 3, "only %d of %d bit flips caught", caught, tries);
-    for (int t = 0; t < 400; t++) {
-        size_t gl = rnd() % (len + 64);
-        for (size_t i = 0; i < gl; i++) bad[i] = (uint8_t)rnd();
-        if (t & 1) memcpy(bad, enc, gl < len / 2 ? gl : len / 2); /* valid header, garbage after */
-        (void)decode_all(c, bad, gl, n, a, b, "garbage");
-    }
+    (void)ctx_hostile(c, src, n, enc, bad, a, b);
     /* Hand-made: m, K = 1, table `7C 7D FF 1F` (f[0x7C] = 4095, f[0x7D] = 1), 64 states
      * of 2^16 and no words: the first symbol of each state leaves 4095·16 < 2^16, whose
      * refill finds no word. */

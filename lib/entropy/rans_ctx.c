@@ -21,25 +21,7 @@
 #include "rans_avx2.h"
 #include "rans_ctx.h"
 
-#define RC_SETS 4
-
-typedef struct {
-    uint32_t dtab[RC_KMAX * RANS_M]; /* decode tables, one per context */
-    rans_esym etab[RC_KMAX * 256];   /* encode tables */
-    /* Pairs (byte 16 back, byte) by 32 buckets around the mode, in RC_SETS sets summed
-     * (padded apart so that equal counters of two sets do not share their low 12
-     * address bits). */
-    uint32_t wide[RC_SETS][RC_WIDE * 256 + 16];
-    uint32_t sum[RC_WIDE * 256];     /* the sets summed (sum_sets) */
-    uint32_t head[256];              /* the first RC_W bytes of every group (their context: m) */
-    uint16_t freq[RC_KMAX][256];     /* the chosen window's tables */
-    uint64_t zt[RC_KMAX * 256];      /* AVX-512 encoder fields (rans_ctx_avx512.c) */
-    uint32_t vt[RC_KMAX * 256][4];   /* AVX2 encoder rows (rans_ctx_avx2.c) */
-    const uint8_t *src;              /* the plane the estimate chose m, K and the tables for */
-    size_t n;
-    unsigned plane; /* c->plane of that estimate */
-    uint8_t m, K;
-} rc_state;
+typedef rc_tabs rc_state;
 
 static rc_state *rc_get(ent_ctx *c)
 {
@@ -53,38 +35,38 @@ void rc_free(ent_ctx *c)
     c->state[ENT_RANSCTX] = NULL;
 }
 
-static inline unsigned rc_bucket(int prev, int lo, unsigned K)
+void rc_range(const uint32_t *hist, unsigned *mode, int *lo, int *hi)
 {
-    int d = prev - lo;
-    return d < 0 ? 0 : (unsigned)d >= K ? K - 1 : (unsigned)d;
+    unsigned md = 0;
+    int l = 255, h = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        if (hist[s] > hist[md]) md = s;
+        if (hist[s]) {
+            l = l < (int)s ? l : (int)s;
+            h = (int)s;
+        }
+    }
+    *mode = md;
+    *lo = l;
+    *hi = h;
 }
 
-/* off[v] = bucket of a previous byte v, times stride: one load instead of a clamp
- * whose branches the data mispredicts. */
-static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
-{
-    int lo = (int)m - (int)(K / 2);
-    for (unsigned v = 0; v < 256; v++) off[v] = rc_bucket((int)v, lo, K) * stride;
-}
-
-/* The four sets of S->wide summed into S->sum, values [lo, hi] only: once per choice
- * of a window, not once per candidate (the merges read one counter instead of four). */
-static void sum_sets(rc_state *S, int lo, int hi)
+/* Once per choice of a window, not once per candidate (the merges read one counter
+ * instead of four). */
+void rc_sum_sets(rc_tabs *S, int lo, int hi)
 {
     for (unsigned b = 0; b < RC_WIDE; b++) {
-        const uint32_t *w0 = S->wide[0] + 256 * b, *w1 = S->wide[1] + 256 * b;
-        const uint32_t *w2 = S->wide[2] + 256 * b, *w3 = S->wide[3] + 256 * b;
+        const uint32_t *w0 = S->wide + 256 * b, *w1 = S->wide + RC_ROW + 256 * b;
+        const uint32_t *w2 = S->wide + 2 * RC_ROW + 256 * b, *w3 = S->wide + 3 * RC_ROW + 256 * b;
         uint32_t *d = S->sum + 256 * b;
         for (int s = lo; s <= hi; s++) d[s] = (w0[s] + w1[s]) + (w2[s] + w3[s]);
     }
 }
 
-/* Counts of the window of K contexts around m, merged from the 32-bucket counts around
- * the mode (S->sum, sum_sets; bucket b: previous byte mode - 16 + b, clamped at both
- * ends): exact while the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every
- * candidate's does. Only the plane's values [lo, hi] (the counts are 0 outside); with
- * head, the group heads go to m's own bucket, as the encoder codes them. */
-static void merge_win(const rc_state *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
+/* Bucket b of S->sum: context mode - 16 + b, clamped at both ends: the merge is exact
+ * while the window [m - K/2, m - K/2 + K - 1] lies inside the 32, as every candidate's
+ * does. */
+void rc_merge_win(const rc_tabs *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
 {
     memset(mc, 0, K * 256 * sizeof *mc);
     for (unsigned b = 0; b < RC_WIDE; b++) {
@@ -97,8 +79,7 @@ static void merge_win(const rc_state *S, unsigned mode, int m, unsigned K, int l
         for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
 }
 
-/* Estimated coded size of merged counts, scaled by scale (a sample's to the plane's). */
-static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int hi)
+double rc_est_win(const uint32_t *mc, unsigned K, double scale, int lo, int hi)
 {
     double est = 2 + 4.0 * RC_N;
     for (unsigned t = 0; t < K; t++) {
@@ -116,7 +97,7 @@ static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int 
  * the selector's largest cost on them; grads_bf16 -3 compression +11% CPU with both). */
 static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, int lo, size_t a, size_t b)
 {
-    uint32_t *w0 = S->wide[0], *w1 = S->wide[1], *w2 = S->wide[2], *w3 = S->wide[3];
+    uint32_t *w0 = S->wide, *w1 = S->wide + RC_ROW, *w2 = S->wide + 2 * RC_ROW, *w3 = S->wide + 3 * RC_ROW;
     size_t i = a;
 #ifdef ENT_HAVE_X86
     if (cpu_level() >= CPU_AVX512) {
@@ -165,8 +146,7 @@ static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint
     return k;
 }
 
-/* The best window (m, K) for the counts so far; *best its estimate. */
-static void choose(rc_state *S, unsigned mode, double scale, int lo, int hi, double *best)
+void rc_choose(rc_tabs *S, unsigned mode, double scale, int lo, int hi, double *best)
 {
     /* Centred on the mode with K = 16, 8, 4, 2; and with 16 whose window reaches 2 or
      * 4 further down (float exponents trail off towards small values: Adam's moments
@@ -176,12 +156,12 @@ static void choose(rc_state *S, unsigned mode, double scale, int lo, int hi, dou
     } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
     uint32_t mc[RC_KMAX * 256];
     *best = 1e300;
-    sum_sets(S, lo, hi);
+    rc_sum_sets(S, lo, hi);
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
         int m = (int)mode - cand[i].down;
         if (m < 0) continue;
-        merge_win(S, mode, m, cand[i].K, lo, hi, 0, mc);
-        double e = est_win(mc, cand[i].K, scale, lo, hi);
+        rc_merge_win(S, mode, m, cand[i].K, lo, hi, 0, mc);
+        double e = rc_est_win(mc, cand[i].K, scale, lo, hi);
         if (e < *best) {
             *best = e;
             S->K = cand[i].K;
@@ -203,28 +183,22 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     rc_state *S = rc_get(c);
     if (n < RC_N || !S) return 1e300;
     S->src = NULL;
-    unsigned mode = 0;
-    int lo = 255, hi = 0; /* the plane's values: the counts are 0 outside */
-    for (unsigned s = 0; s < 256; s++) {
-        if (hist[s] > hist[mode]) mode = s;
-        if (hist[s]) {
-            lo = lo < (int)s ? lo : (int)s;
-            hi = (int)s;
-        }
-    }
+    unsigned mode;
+    int lo, hi;
+    rc_range(hist, &mode, &lo, &hi);
     memset(S->wide, 0, sizeof S->wide);
     uint32_t off[256];
-    bucket_table(mode, RC_WIDE, 256, off);
+    rc_bucket_table(mode, RC_WIDE, 256, off);
     int wlo = (int)mode - (int)RC_WIDE / 2; /* the vector count's clamp of off */
     double best;
     if (sampled && n >= 64 * 1024) {
         size_t k = count_pieces(S, src, n, off, wlo, 0, 1024);
         uint32_t mc[RC_KMAX * 256];
-        sum_sets(S, lo, hi);
-        merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
-        if (est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
+        rc_sum_sets(S, lo, hi);
+        rc_merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
+        if (rc_est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
         k += count_pieces(S, src, n, off, wlo, 1024, 4096);
-        choose(S, mode, (double)n / (double)k, lo, hi, &best);
+        rc_choose(S, mode, (double)n / (double)k, lo, hi, &best);
         if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
         count_pieces(S, src, n, off, wlo, 4096, RC_STEP);
     } else {
@@ -237,12 +211,18 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     for (unsigned g = 0; g < RC_G; g++)
         for (size_t i = g * P; i < g * P + RC_W; i++) {
             S->head[src[i]]++;
-            if (g) S->wide[0][off[src[i - RC_W]] + src[i]]--; /* counted above: the sum stays exact */
+            if (g) S->wide[off[src[i - RC_W]] + src[i]]--; /* counted above: the sum stays exact */
         }
-    choose(S, mode, 1.0, lo, hi, &best);
+    return rc_tables(c, S, src, n, mode, lo, hi);
+}
+
+double rc_tables(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, unsigned mode, int lo, int hi)
+{
+    double best;
+    rc_choose(S, mode, 1.0, lo, hi, &best);
     unsigned K = S->K;
     uint32_t mc[RC_KMAX * 256];
-    merge_win(S, mode, S->m, K, lo, hi, 1, mc);
+    rc_merge_win(S, mode, S->m, K, lo, hi, 1, mc);
     double size = 2 + 4.0 * RC_N, bits = 0;
     for (unsigned t = 0; t < K; t++) {
         rans_normalize(mc + 256 * t, S->freq[t]);
@@ -255,21 +235,16 @@ double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     return size + bits / 8;
 }
 
-size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+size_t rc_enc_head(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int vec,
+                   double (*est)(ent_ctx *, const uint8_t *, size_t, const uint32_t *, int))
 {
-    (void)level;
-    rc_state *S = rc_get(c);
-    if (n < RC_N || !S) return 0;
     if (S->src != src || S->n != n || S->plane != c->plane) { /* no estimate of this plane before: now */
         uint32_t h[256];
         ent_histogram(src, n, h);
-        if (rc_estimate(c, src, n, h, 0) >= 1e300) return 0;
+        if (est(c, src, n, h, 0) >= 1e300) return 0;
     }
     unsigned m = S->m, K = S->K;
     S->src = NULL;
-#ifdef ENT_HAVE_X86
-    int vec = cpu_level();
-#endif
     if (cap < 2) return 0;
     size_t hdr = 0;
     dst[hdr++] = (uint8_t)m;
@@ -282,8 +257,25 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
 #ifdef ENT_HAVE_X86
         if (vec >= CPU_AVX512) rc_build_zt(f, S->zt, t);
         else if (vec >= CPU_AVX2) rans_build_vrows(f, S->vt + 256 * t);
+#else
+        (void)vec;
 #endif
     }
+    return hdr;
+}
+
+size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    (void)level;
+    rc_state *S = rc_get(c);
+    if (n < RC_N || !S) return 0;
+    int vec = cpu_level();
+    size_t hdr = rc_enc_head(c, S, src, n, dst, cap, vec, rc_estimate);
+    if (!hdr) return 0;
+    unsigned m = S->m;
+#ifdef ENT_HAVE_X86
+    unsigned K = S->K;
+#endif
     size_t scap = 2 * n + 4 * RC_N + 64;
     uint8_t *sbuf = ent_scratch(c, scap);
     if (!sbuf) return 0;
@@ -292,7 +284,7 @@ size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     for (unsigned j = 0; j < RC_N; j++) st[j] = RANS_L;
     const rans_esym *E = S->etab;
     uint32_t off[256];
-    bucket_table(m, K, 256, off);
+    rc_bucket_table(m, K, 256, off);
     size_t P = RC_PART(n);
 #define ENC(lane, pos, prevbyte) st[lane] = rans_enc_step(st[lane], &E[off[prevbyte] + src[pos]], &p)
     /* The reverse of the decoding order: the tail of group 3, then the rounds. */
@@ -331,28 +323,39 @@ static inline int dec1(uint32_t *st, unsigned lane, const uint32_t *dt, const ui
     return 0;
 }
 
+unsigned rc_dec_head(rc_tabs *S, const uint8_t **pp, const uint8_t *end, uint32_t *st, unsigned *m)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 2) return 0;
+    *m = *p++;
+    unsigned K = *p++;
+    if (K < 1 || K > RC_KMAX) return 0;
+    uint16_t f[256];
+    for (unsigned t = 0; t < K; t++) {
+        if (rans_table_read(&p, end, f)) return 0;
+        rans_build_dtab(f, S->dtab + (size_t)t * RANS_M);
+    }
+    if ((size_t)(end - p) < 4 * RC_N) return 0;
+    for (unsigned j = 0; j < RC_N; j++) {
+        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        if (st[j] < RANS_L) return 0;
+        p += 4;
+    }
+    *pp = p;
+    return K;
+}
+
 int rc_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
     rc_state *S;
     if (n < RC_N || srclen < 2 || !(S = rc_get(c))) return -1;
     const uint8_t *p = src, *end = src + srclen;
-    unsigned m = *p++, K = *p++;
-    if (K < 1 || K > RC_KMAX) return -1;
-    uint16_t f[256];
-    for (unsigned t = 0; t < K; t++) {
-        if (rans_table_read(&p, end, f)) return -1;
-        rans_build_dtab(f, S->dtab + (size_t)t * RANS_M);
-    }
-    if ((size_t)(end - p) < 4 * RC_N) return -1;
     uint32_t st[RC_N];
-    for (unsigned j = 0; j < RC_N; j++) {
-        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        if (st[j] < RANS_L) return -1;
-        p += 4;
-    }
+    unsigned m, K = rc_dec_head(S, &p, end, st, &m);
+    if (!K) return -1;
     const uint32_t *dt = S->dtab;
     uint32_t off[256];
-    bucket_table(m, K, RANS_M, off);
+    rc_bucket_table(m, K, RANS_M, off);
     size_t P = RC_PART(n), rounds = P / RC_W, r = 0;
 #ifdef ENT_HAVE_X86
     if (cpu_level() >= CPU_AVX512 && (cpu_features() & CPU_GATHER)) r = rc_dec_avx512(st, dt, m, K, &p, end, dst, P);

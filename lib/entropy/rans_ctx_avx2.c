@@ -11,12 +11,11 @@
 #include <string.h>
 
 #include "rans_avx2.h"
-#include "rans_ctx.h"
+#include "rans_ctx_simd.h"
 
 #ifdef ENT_HAVE_X86
 
-/* Row m: for each lane i that refills (bit i of m), how many refilling lanes come
- * before it. Constant data built by the preprocessor. */
+/* rc_perm (rans_ctx.h): constant data built by the preprocessor. */
 #define RB_(m, i) (((m) >> (i)) & 1)
 #define RC_(m, i)                                                                                            \
     ((i > 0 ? RB_(m, 0) : 0) + (i > 1 ? RB_(m, 1) : 0) + (i > 2 ? RB_(m, 2) : 0) + (i > 3 ? RB_(m, 3) : 0) + \
@@ -25,7 +24,7 @@
 #define RR4_(m) RR_(m), RR_(m + 1), RR_(m + 2), RR_(m + 3)
 #define RR16_(m) RR4_(m), RR4_(m + 4), RR4_(m + 8), RR4_(m + 12)
 #define RR64_(m) RR16_(m), RR16_(m + 16), RR16_(m + 32), RR16_(m + 48)
-static const uint32_t rc_perm[256][8] = {RR64_(0), RR64_(64), RR64_(128), RR64_(192)};
+const uint32_t rc_perm[256][8] = {RR64_(0), RR64_(64), RR64_(128), RR64_(192)};
 
 #define NV (2 * RC_G) /* ymm vectors of states */
 
@@ -53,15 +52,7 @@ __attribute__((target("avx2"))) size_t rc_dec_avx2(uint32_t *st, const uint32_t 
             __m256i e = _mm256_setr_epi32((int)dt[ix[0]], (int)dt[ix[1]], (int)dt[ix[2]], (int)dt[ix[3]],
                                           (int)dt[ix[4]], (int)dt[ix[5]], (int)dt[ix[6]], (int)dt[ix[7]]);
             C[v] = _mm256_and_si256(e, b8);
-            __m256i f = _mm256_srli_epi32(e, 20);
-            __m256i b = _mm256_and_si256(_mm256_srli_epi32(e, 8), mask12);
-            x = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(x, RANS_BITS)), b);
-            __m256i nd = _mm256_cmpeq_epi32(_mm256_srli_epi32(x, 16), zero);
-            int msk = _mm256_movemask_ps(_mm256_castsi256_ps(nd));
-            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-            w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)(const void *)rc_perm[msk]));
-            X[v] = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), nd);
-            p += 2 * __builtin_popcount((unsigned)msk);
+            X[v] = rc_take8(x, e, &p);
         }
         for (unsigned g = 0; g < RC_G; g++) {
             /* 16 symbols of the group: two vectors of 8 packed to bytes. */

@@ -9,7 +9,7 @@
  * 2^16 refilled in lane order by an expand, so words are taken in the scalar loop's
  * order. The four groups are independent chains, which hides the gather's latency.
  */
-#include "rans_ctx.h"
+#include "rans_ctx_simd.h"
 
 #ifdef ENT_HAVE_X86
 #include <immintrin.h>
@@ -99,28 +99,6 @@ INL T512E void rc_look(const uint64_t *zt, const uint8_t *q, int first, __m512i 
     *pk = _mm512_permutex2var_epi32(a, od, b);
 }
 
-/* One step of 16 states x with their symbols' fields; the flushed words end at *pp. */
-INL T512E __m512i rc_put(__m512i x, __m512i mag, __m512i pk, uint8_t **pp)
-{
-    const __m512i mM = _mm512_set1_epi32(RANS_M), m12 = _mm512_set1_epi32(RANS_M - 1);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i cmpl = _mm512_and_si512(pk, m12);
-    __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
-    __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
-    unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
-    __m512i w = _mm512_maskz_compress_epi32(fl, x);
-    w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
-    _mm256_storeu_si256((__m256i *)(void *)(*pp - 32), _mm512_cvtepi32_epi16(w));
-    *pp -= 2 * c;
-    x = _mm512_mask_srli_epi32(x, fl, x, 16);
-    __m512i pe = _mm512_mul_epu32(x, mag);
-    __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
-    __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-    __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
-                                   _mm512_and_si512(_mm512_srli_epi32(pk, 12), _mm512_set1_epi32(15)));
-    return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
-}
-
 _Static_assert(RC_G == 4, "rc_enc_avx512 writes out four groups");
 
 /* The four groups written out (a loop over them kept the states in memory, a store and
@@ -141,10 +119,10 @@ T512E uint8_t *rc_enc_avx512(uint32_t *st, const uint64_t *zt, unsigned m, unsig
         rc_look(zt, q + 2 * P, first, mv, lo, kmax, &g2, &k2);
         rc_look(zt, q + P, first, mv, lo, kmax, &g1, &k1);
         rc_look(zt, q, first, mv, lo, kmax, &g0, &k0);
-        X3 = rc_put(X3, g3, k3, &p);
-        X2 = rc_put(X2, g2, k2, &p);
-        X1 = rc_put(X1, g1, k1, &p);
-        X0 = rc_put(X0, g0, k0, &p);
+        X3 = rc_put16(X3, g3, k3, &p);
+        X2 = rc_put16(X2, g2, k2, &p);
+        X1 = rc_put16(X1, g1, k1, &p);
+        X0 = rc_put16(X0, g0, k0, &p);
     }
     _mm512_storeu_si512((void *)st, X0);
     _mm512_storeu_si512((void *)(st + RC_W), X1);

@@ -19,24 +19,11 @@
 #include "rans_avx2.h"
 #include "rans_ctxm.h"
 
-#define RM_SETS 4
-#define RM_ROW (RC_WIDE * 256 + 16)
-
+/* Codec 8's state (rc_tabs), with the sample's pairs (byte 16 back, byte): codec 8's
+ * contexts, to leave planes whose lanes follow their own byte 16 back to codec 8. */
 typedef struct {
-    uint32_t dtab[RC_KMAX * RANS_M];
-    rans_esym etab[RC_KMAX * 256];
-    /* (context mean, byte) by 32 buckets around the mode, RM_SETS sets summed (padded
-     * apart so that equal counters of two sets do not share their low address bits). */
-    uint32_t wide[RM_SETS * RM_ROW];
-    uint32_t back[RC_WIDE * 256];   /* the sample's (byte 16 back, byte): codec 8's contexts */
-    uint32_t head[256]; /* the first RC_W bytes of every group (their context: m) */
-    uint16_t freq[RC_KMAX][256];
-    uint64_t zt[RC_KMAX * 256];
-    uint32_t vt[RC_KMAX * 256][4];
-    const uint8_t *src; /* the plane the estimate chose m, K and the tables for */
-    size_t n;
-    unsigned plane;
-    uint8_t m, K;
+    rc_tabs t;
+    uint32_t back[RC_WIDE * 256];
 } rm_state;
 
 static rm_state *rm_get(ent_ctx *c)
@@ -51,18 +38,6 @@ void rm_free(ent_ctx *c)
     c->state[ENT_RANSCTXM] = NULL;
 }
 
-static inline unsigned rm_bucket(int v, int lo, unsigned K)
-{
-    int d = v - lo;
-    return d < 0 ? 0 : (unsigned)d >= K ? K - 1 : (unsigned)d;
-}
-
-static void bucket_table(unsigned m, unsigned K, uint32_t stride, uint32_t *off)
-{
-    int lo = (int)m - (int)(K / 2);
-    for (unsigned v = 0; v < 256; v++) off[v] = rm_bucket((int)v, lo, K) * stride;
-}
-
 /* Part g of the plane: its start and length (group RC_G-1 owns the rest). */
 static size_t part_len(size_t n, size_t P, unsigned g) { return g + 1 < RC_G ? P : n - g * P; }
 
@@ -71,7 +46,7 @@ static size_t part_len(size_t n, size_t P, unsigned g) { return g + 1 < RC_G ? P
  * with the bucket of the mean of the 16 before. Returns the bytes counted. A round of
  * one value (a gradient's rows that saw no token) is one addition. */
 #define RM_STEP 16384u
-static size_t count_rounds(rm_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+static size_t count_rounds(rc_tabs *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
 {
     size_t P = RC_PART(n), k = 0;
     const uint64_t ones = 0x0101010101010101ull;
@@ -97,9 +72,9 @@ static size_t count_rounds(rm_state *S, const uint8_t *src, size_t n, const uint
                 size_t i = 0;
                 for (; i + 4 <= cnt; i += 4) {
                     w[q[i]]++;
-                    w[RM_ROW + q[i + 1]]++;
-                    w[2 * RM_ROW + q[i + 2]]++;
-                    w[3 * RM_ROW + q[i + 3]]++;
+                    w[RC_ROW + q[i + 1]]++;
+                    w[2 * RC_ROW + q[i + 2]]++;
+                    w[3 * RC_ROW + q[i + 3]]++;
                 }
                 for (; i < cnt; i++) w[q[i]]++;
             }
@@ -115,7 +90,7 @@ static size_t count_rounds(rm_state *S, const uint8_t *src, size_t n, const uint
  * set 0; partial rounds (group 3's tail) are counted one by one. bk[v]: the bucket of a
  * mean v. Counting a round's bytes one by one into shared rows took 1.75x the time of
  * codec 8's pairs. */
-static size_t count_sorted(rm_state *S, const uint8_t *src, size_t n, const uint8_t *bk, uint8_t *buf, size_t a,
+static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, const uint8_t *bk, uint8_t *buf, size_t a,
                            size_t b)
 {
     size_t P = RC_PART(n), k = 0, nr = 0, at[RC_WIDE], sz[RC_WIDE] = {0};
@@ -177,58 +152,9 @@ static void count_back(rm_state *S, const uint8_t *src, size_t n, const uint32_t
     }
 }
 
-/* Counts of the window of K contexts around m, merged from the 32 buckets around the
- * mode; with head, the group heads in m's own bucket, as the encoder codes them. */
-static void merge_win(const rm_state *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc)
-{
-    memset(mc, 0, K * 256 * sizeof *mc);
-    for (unsigned b = 0; b < RC_WIDE; b++) {
-        unsigned t = rm_bucket((int)mode - (int)RC_WIDE / 2 + (int)b, m - (int)(K / 2), K);
-        for (unsigned k = 0; k < RM_SETS; k++) {
-            const uint32_t *w = S->wide + k * RM_ROW + 256 * b;
-            for (int s = lo; s <= hi; s++) mc[256 * t + s] += w[s];
-        }
-    }
-    if (head)
-        for (int s = lo; s <= hi; s++) mc[256 * (K / 2) + s] += S->head[s];
-}
-
-static double est_win(const uint32_t *mc, unsigned K, double scale, int lo, int hi)
-{
-    double est = 2 + 4.0 * RC_N;
-    for (unsigned t = 0; t < K; t++) {
-        uint64_t tot = 0;
-        for (int s = lo; s <= hi; s++) tot += mc[256 * t + s];
-        est += tot ? ent_bits(mc + 256 * t, tot) / 8 * scale + (double)rans_table_cost(mc + 256 * t, tot) : 4;
-    }
-    return est;
-}
-
-/* The best window (m, K) among codec 8's candidates; *best its estimate. */
-static void choose(rm_state *S, unsigned mode, double scale, int lo, int hi, double *best)
-{
-    static const struct {
-        uint8_t K, down;
-    } cand[] = {{16, 0}, {8, 0}, {4, 0}, {2, 0}, {16, 2}, {16, 4}};
-    uint32_t mc[RC_KMAX * 256];
-    *best = 1e300;
-    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
-        int m = (int)mode - cand[i].down;
-        if (m < 0) continue;
-        merge_win(S, mode, m, cand[i].K, lo, hi, 0, mc);
-        double e = est_win(mc, cand[i].K, scale, lo, hi);
-        if (e < *best) {
-            *best = e;
-            S->K = cand[i].K;
-            S->m = (uint8_t)m;
-        }
-    }
-}
-
 /* The rounds at offsets [a, b) of every RM_STEP: sorted by bucket where c lends a
  * buffer, else one by one. Returns the bytes counted. */
-static size_t count_stage(ent_ctx *c, rm_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a,
-                          size_t b)
+static size_t count_stage(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
 {
     uint8_t *buf = ent_cand(c, n + n / RC_W + 64);
     if (!buf) return count_rounds(S, src, n, off, a, b);
@@ -243,41 +169,37 @@ static size_t count_stage(ent_ctx *c, rm_state *S, const uint8_t *src, size_t n,
  * normalised, and the size returned is what the encoder writes, to a few bytes. */
 double rm_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled)
 {
-    rm_state *S = rm_get(c);
-    if (n < RC_N || !S) return 1e300;
+    rm_state *R = rm_get(c);
+    if (n < RC_N || !R) return 1e300;
+    rc_tabs *S = &R->t;
     S->src = NULL;
-    unsigned mode = 0;
-    int lo = 255, hi = 0;
-    for (unsigned s = 0; s < 256; s++) {
-        if (hist[s] > hist[mode]) mode = s;
-        if (hist[s]) {
-            lo = lo < (int)s ? lo : (int)s;
-            hi = (int)s;
-        }
-    }
-    for (unsigned k = 0; k < RM_SETS; k++) /* only the values of the plane are counted */
+    unsigned mode;
+    int lo, hi;
+    rc_range(hist, &mode, &lo, &hi);
+    for (unsigned k = 0; k < RC_SETS; k++) /* only the values of the plane are counted */
         for (unsigned b = 0; b < RC_WIDE; b++)
-            memset(S->wide + k * RM_ROW + 256 * b + lo, 0, (size_t)(hi - lo + 1) * 4);
+            memset(S->wide + k * RC_ROW + 256 * b + lo, 0, (size_t)(hi - lo + 1) * 4);
     uint32_t off[256];
-    bucket_table(mode, RC_WIDE, 256, off);
+    rc_bucket_table(mode, RC_WIDE, 256, off);
     double best;
     if (sampled && n >= 64 * 1024) {
         size_t k = count_stage(c, S, src, n, off, 0, 1024);
         uint32_t mc[RC_KMAX * 256], mb[RC_KMAX * 256];
-        merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
-        double e = est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi);
+        rc_sum_sets(S, lo, hi);
+        rc_merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
+        double e = rc_est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi);
         if (e > 0.995 * ent_bits(hist, n) / 8) return 1e300;
         /* Codec 8's contexts on the same sample (its window, K = 16 around the mode). */
-        memset(S->back, 0, sizeof S->back);
-        count_back(S, src, n, off, 0, 1024);
+        memset(R->back, 0, sizeof R->back);
+        count_back(R, src, n, off, 0, 1024);
         memset(mb, 0, sizeof mb);
         for (unsigned b = 0; b < RC_WIDE; b++) {
-            unsigned t = rm_bucket((int)b - (int)RC_WIDE / 2, -(int)(RC_KMAX / 2), RC_KMAX);
-            for (int s = lo; s <= hi; s++) mb[256 * t + s] += S->back[256 * b + s];
+            unsigned t = rc_bucket((int)b - (int)RC_WIDE / 2, -(int)(RC_KMAX / 2), RC_KMAX);
+            for (int s = lo; s <= hi; s++) mb[256 * t + s] += R->back[256 * b + s];
         }
-        if (est_win(mb, RC_KMAX, (double)n / (double)k, lo, hi) < e) return 1e300;
+        if (rc_est_win(mb, RC_KMAX, (double)n / (double)k, lo, hi) < e) return 1e300;
         k += count_stage(c, S, src, n, off, 1024, 4096);
-        choose(S, mode, (double)n / (double)k, lo, hi, &best);
+        rc_choose(S, mode, (double)n / (double)k, lo, hi, &best);
         if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
         count_stage(c, S, src, n, off, 4096, RM_STEP);
     } else {
@@ -287,51 +209,19 @@ double rm_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *his
     memset(S->head, 0, sizeof S->head);
     for (unsigned g = 0; g < RC_G; g++)
         for (size_t i = g * P; i < g * P + RC_W; i++) S->head[src[i]]++;
-    choose(S, mode, 1.0, lo, hi, &best);
-    unsigned K = S->K;
-    uint32_t mc[RC_KMAX * 256];
-    merge_win(S, mode, S->m, K, lo, hi, 1, mc);
-    double size = 2 + 4.0 * RC_N, bits = 0;
-    for (unsigned t = 0; t < K; t++) {
-        rans_normalize(mc + 256 * t, S->freq[t]);
-        size += (double)rans_table_len(S->freq[t]);
-        bits += rans_coded_bits(mc + 256 * t, S->freq[t]);
-    }
-    S->src = src;
-    S->n = n;
-    S->plane = c->plane;
-    return size + bits / 8;
+    return rc_tables(c, S, src, n, mode, lo, hi);
 }
 
 size_t rm_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
     (void)level;
-    rm_state *S = rm_get(c);
-    if (n < RC_N || !S) return 0;
-    if (S->src != src || S->n != n || S->plane != c->plane) {
-        uint32_t h[256];
-        ent_histogram(src, n, h);
-        if (rm_estimate(c, src, n, h, 0) >= 1e300) return 0;
-    }
-    unsigned m = S->m, K = S->K;
-    S->src = NULL;
-#ifdef ENT_HAVE_X86
+    rm_state *R = rm_get(c);
+    if (n < RC_N || !R) return 0;
+    rc_tabs *S = &R->t;
     int vec = cpu_level();
-#endif
-    if (cap < 2) return 0;
-    size_t hdr = 0;
-    dst[hdr++] = (uint8_t)m;
-    dst[hdr++] = (uint8_t)K;
-    for (unsigned t = 0; t < K; t++) {
-        const uint16_t *f = S->freq[t];
-        if (hdr + 512 > cap || hdr >= n) return 0;
-        hdr += rans_table_write(f, dst + hdr);
-        rans_build_esym(f, S->etab + 256 * t);
-#ifdef ENT_HAVE_X86
-        if (vec >= CPU_AVX512) rc_build_zt(f, S->zt, t);
-        else if (vec >= CPU_AVX2) rans_build_vrows(f, S->vt + 256 * t);
-#endif
-    }
+    size_t hdr = rc_enc_head(c, S, src, n, dst, cap, vec, rm_estimate);
+    if (!hdr) return 0;
+    unsigned m = S->m, K = S->K;
     size_t scap = 2 * n + 4 * RC_N + 64;
     uint8_t *sbuf = ent_scratch(c, scap);
     if (!sbuf) return 0;
@@ -339,7 +229,7 @@ size_t rm_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t 
     uint32_t st[RC_N];
     for (unsigned j = 0; j < RC_N; j++) st[j] = RANS_L;
     uint32_t off[256];
-    bucket_table(m, K, 256, off);
+    rc_bucket_table(m, K, 256, off);
     size_t P = RC_PART(n);
     /* The reverse of the decoding order: the tail of group 3, then the rounds. */
     const size_t b3 = (RC_G - 1) * P;
@@ -383,26 +273,16 @@ static int dec_checked(uint32_t *st, const uint32_t *dt, size_t cnt, const uint8
 
 int rm_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
 {
-    rm_state *S;
-    if (n < RC_N || srclen < 2 || !(S = rm_get(c))) return -1;
+    rm_state *R;
+    if (n < RC_N || srclen < 2 || !(R = rm_get(c))) return -1;
+    rc_tabs *S = &R->t;
     const uint8_t *p = src, *end = src + srclen;
-    unsigned m = *p++, K = *p++;
-    if (K < 1 || K > RC_KMAX) return -1;
-    uint16_t f[256];
-    for (unsigned t = 0; t < K; t++) {
-        if (rans_table_read(&p, end, f)) return -1;
-        rans_build_dtab(f, S->dtab + (size_t)t * RANS_M);
-    }
-    if ((size_t)(end - p) < 4 * RC_N) return -1;
     uint32_t st[RC_N];
-    for (unsigned j = 0; j < RC_N; j++) {
-        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        if (st[j] < RANS_L) return -1;
-        p += 4;
-    }
+    unsigned m, K = rc_dec_head(S, &p, end, st, &m);
+    if (!K) return -1;
     const uint32_t *dt = S->dtab;
     uint32_t bkt[256];
-    bucket_table(m, K, RANS_M, bkt);
+    rc_bucket_table(m, K, RANS_M, bkt);
     size_t P = RC_PART(n), rounds = P / RC_W, r = 0;
 #ifdef ENT_HAVE_X86
     if (cpu_level() >= CPU_AVX512 && (cpu_features() & CPU_GATHER)) r = rm_dec_avx512(st, dt, bkt, m, &p, end, dst, P);

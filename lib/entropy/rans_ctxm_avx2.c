@@ -10,42 +10,23 @@
 #include <string.h>
 
 #include "rans_avx2.h"
+#include "rans_ctx_simd.h"
 #include "rans_ctxm.h"
 
 #ifdef ENT_HAVE_X86
-
-/* Row k: for each lane i that refills (bit i of k), how many refilling lanes come
- * before it (rans_ctx_avx2.c's table, built the same way). */
-#define RB_(m, i) (((m) >> (i)) & 1)
-#define RC_(m, i)                                                                                            \
-    ((i > 0 ? RB_(m, 0) : 0) + (i > 1 ? RB_(m, 1) : 0) + (i > 2 ? RB_(m, 2) : 0) + (i > 3 ? RB_(m, 3) : 0) + \
-     (i > 4 ? RB_(m, 4) : 0) + (i > 5 ? RB_(m, 5) : 0) + (i > 6 ? RB_(m, 6) : 0))
-#define RR_(m) {RC_(m, 0), RC_(m, 1), RC_(m, 2), RC_(m, 3), RC_(m, 4), RC_(m, 5), RC_(m, 6), RC_(m, 7)}
-#define RR4_(m) RR_(m), RR_(m + 1), RR_(m + 2), RR_(m + 3)
-#define RR16_(m) RR4_(m), RR4_(m + 4), RR4_(m + 8), RR4_(m + 12)
-#define RR64_(m) RR16_(m), RR16_(m + 16), RR16_(m + 32), RR16_(m + 48)
-static const uint32_t rm_perm[256][8] = {RR64_(0), RR64_(64), RR64_(128), RR64_(192)};
 
 #define TAVX2 __attribute__((target("avx2")))
 
 /* Eight lanes: entries of the table d, the new states refilled in lane order. */
 static inline TAVX2 __m256i dec8(__m256i x, const uint32_t *d, const uint8_t **pp, __m256i *sym)
 {
-    const __m256i mask12 = _mm256_set1_epi32(RANS_M - 1), zero = _mm256_setzero_si256();
+    const __m256i mask12 = _mm256_set1_epi32(RANS_M - 1);
     uint32_t ix[8];
     _mm256_storeu_si256((__m256i *)(void *)ix, _mm256_and_si256(x, mask12));
     __m256i e = _mm256_setr_epi32((int)d[ix[0]], (int)d[ix[1]], (int)d[ix[2]], (int)d[ix[3]], (int)d[ix[4]],
                                   (int)d[ix[5]], (int)d[ix[6]], (int)d[ix[7]]);
     *sym = _mm256_and_si256(e, _mm256_set1_epi32(0xff));
-    __m256i f = _mm256_srli_epi32(e, 20);
-    __m256i b = _mm256_and_si256(_mm256_srli_epi32(e, 8), mask12);
-    x = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(x, RANS_BITS)), b);
-    __m256i nd = _mm256_cmpeq_epi32(_mm256_srli_epi32(x, 16), zero);
-    int msk = _mm256_movemask_ps(_mm256_castsi256_ps(nd));
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)*pp));
-    w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)(const void *)rm_perm[msk]));
-    *pp += 2 * __builtin_popcount((unsigned)msk);
-    return _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), nd);
+    return rc_take8(x, e, pp);
 }
 
 TAVX2 size_t rm_dec_avx2(uint32_t *st, const uint32_t *dt, const uint32_t *bkt, unsigned m, const uint8_t **pp,

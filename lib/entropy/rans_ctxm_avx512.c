@@ -7,6 +7,7 @@
  * instead of a clamp per lane); the encoder reads the mean of the 16 bytes before the
  * round. The four groups stay independent chains, which hides the gather's latency.
  */
+#include "rans_ctx_simd.h"
 #include "rans_ctxm.h"
 
 #ifdef ENT_HAVE_X86
@@ -62,8 +63,6 @@ T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *o
 {
     __m512i X[RC_G];
     for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
-    const __m512i mM = _mm512_set1_epi32(RANS_M), m12 = _mm512_set1_epi32(RANS_M - 1), m4 = _mm512_set1_epi32(15);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t r = P / RC_W; r-- > 0;) {
         for (unsigned g = RC_G; g-- > 0;) {
             const uint8_t *q = src + g * P + r * RC_W;
@@ -72,22 +71,7 @@ T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *o
             /* a slot's two fields lie in one qword: the magic below, the packed ones above */
             __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt, 8);
             __m512i pk = _mm512_i32gather_epi32(ix, (const void *)((const uint32_t *)(const void *)zt + 1), 8);
-            __m512i cmpl = _mm512_and_si512(pk, m12);
-            __m512i xmax = _mm512_slli_epi32(_mm512_sub_epi32(mM, cmpl), 20);
-            __m512i x = X[g];
-            __mmask16 fl = _mm512_cmpge_epu32_mask(x, xmax);
-            unsigned c = (unsigned)__builtin_popcount((unsigned)fl);
-            __m512i w = _mm512_maskz_compress_epi32(fl, x);
-            w = _mm512_permutexvar_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32((int)c)), w);
-            _mm256_storeu_si256((__m256i *)(void *)(p - 32), _mm512_cvtepi32_epi16(w));
-            p -= 2 * c;
-            x = _mm512_mask_srli_epi32(x, fl, x, 16);
-            __m512i pe = _mm512_mul_epu32(x, mag);
-            __m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mag, 32));
-            __m512i t = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
-            __m512i qq = _mm512_srlv_epi32(_mm512_add_epi32(t, _mm512_srli_epi32(_mm512_sub_epi32(x, t), 1)),
-                                           _mm512_and_si512(_mm512_srli_epi32(pk, 12), m4));
-            X[g] = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_srli_epi32(pk, 16)), _mm512_mullo_epi32(qq, cmpl));
+            X[g] = rc_put16(X[g], mag, pk, &p);
         }
     }
     for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
