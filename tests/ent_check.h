@@ -1,5 +1,5 @@
 /* ent_check.h — what the entropy tests (test_entropy.c, test_rans_ctx.c,
- * test_rans_ctxm.c) share: a check with a message that keeps going, and a seeded
+ * test_rans_ctxm.c, test_rans_small.c) share: a check with a message that keeps going, and a seeded
  * xorshift generator (RND_SEED, defined before the include, picks another sequence). */
 #ifndef CKPZ_TEST_ENT_CHECK_H
 #define CKPZ_TEST_ENT_CHECK_H

@@ -11,25 +11,8 @@
 
 #include "entropy/ent_internal.h"
 
-static int failures;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
-
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+#define RND_SEED 0x2545F4914F6CDD1Dull
+#include "ent_check.h"
 
 /* A small tensor's bytes (a bell of ~20 values) then random ones: the planes of a chunk
  * of small tensors (a norm's weights beside biases). */
