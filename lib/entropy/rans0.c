@@ -92,6 +92,23 @@ LANES_INLINE int base_shift(int level, size_t n, int small)
  * segment's counts in its first block's slot; left in c for rans0_size and the encode
  * of the same plane just after. Returns the plan's estimated size (entropy and table
  * costs), or 1e300 where it cannot beat n. */
+/* A plan's end, codec 2's and codec 9's alike: est (the closed segments' tables and words)
+ * plus the last segment's, the header and 2^lg states; where it beats storing, the plan is recorded for the encoder
+ * that follows on the same plane (c->o0_*), else 1e300. */
+static double plan_done(ent_ctx *c, const uint8_t *src, size_t n, int sh, size_t nseg, unsigned lg, double est,
+                        double last)
+{
+    est += last + 2 + 4 * (1u << lg);
+    if (est >= (double)n) return 1e300;
+    c->o0_src = src;
+    c->o0_n = n;
+    c->o0_sh = sh;
+    c->o0_nseg = nseg;
+    c->o0_plane = c->plane;
+    c->o0_lg = lg;
+    return est;
+}
+
 double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
 {
     c->o0_src = NULL;
@@ -140,16 +157,7 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
         }
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
-    unsigned lg = lanes_lg(n, 0);
-    est += curcost + 2 + 4 * (1u << lg);
-    if (est >= (double)n) return 1e300;
-    c->o0_src = src;
-    c->o0_n = n;
-    c->o0_sh = sh;
-    c->o0_nseg = nseg;
-    c->o0_plane = c->plane;
-    c->o0_lg = lg;
-    return est;
+    return plan_done(c, src, n, sh, nseg, lanes_lg(n, 0), est, curcost);
 }
 
 /* Codec 9's segment cost in bytes from its counts' sums: A = sum of c log2 c, T = sum of
@@ -234,15 +242,7 @@ static double rans0s_plan(ent_ctx *c, const uint8_t *src, size_t n, int level)
         for (unsigned j = 0; j < k; j++) blk[dl[j]] = 0;
     }
     memcpy(bh + segstart[nseg - 1] * 256, cur, sizeof cur);
-    est += curcost + 2 + 4 * (1u << RANS0S_LG);
-    if (est >= (double)n) return 1e300;
-    c->o0_src = src;
-    c->o0_n = n;
-    c->o0_sh = sh;
-    c->o0_nseg = nseg;
-    c->o0_plane = c->plane;
-    c->o0_lg = RANS0S_LG;
-    return est;
+    return plan_done(c, src, n, sh, nseg, RANS0S_LG, est, curcost);
 }
 
 /* The plan's coded size from its normalised tables: the symbols' exact bits under them,
