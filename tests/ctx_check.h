@@ -58,6 +58,27 @@ static inline int ctx_roundtrip(ent_ctx *c, const uint8_t *src, size_t n, uint8_
     return 1;
 }
 
+/* ctx_roundtrip of every plane fill(., n, d) gives, d < nd (names[d] naming it), at each of
+ * the sizes (the largest last): how many of them the codec took. */
+static inline int ctx_roundtrips(ent_ctx *c, const size_t *sizes, size_t nsizes, void (*fill)(uint8_t *, size_t, int),
+                                 const char *const *names, int nd)
+{
+    size_t nmax = sizes[nsizes - 1];
+    uint8_t *src = malloc(nmax), *enc[3], *dec = malloc(nmax + 1);
+    for (int k = 0; k < 3; k++) enc[k] = malloc(ent_bound(nmax));
+    int coded = 0;
+    for (size_t si = 0; si < nsizes; si++) {
+        for (int d = 0; d < nd; d++) {
+            fill(src, sizes[si], d);
+            coded += ctx_roundtrip(c, src, sizes[si], enc, dec, names[d]);
+        }
+    }
+    free(src);
+    free(dec);
+    for (int k = 0; k < 3; k++) free(enc[k]);
+    return coded;
+}
+
 /* Every decoder must agree with the scalar one on status and bytes. */
 static inline int decode_all(ent_ctx *c, const uint8_t *src, size_t len, size_t n, uint8_t *a, uint8_t *b,
                              const char *what)

@@ -46,21 +46,8 @@ static void test_roundtrips(ent_ctx *c)
 {
     static const size_t sizes[] = {0,   1,    15,   16,   63,    64,    65,    79,     80,     127,    128,
                                    129, 1000, 4095, 4097, 16383, 65536, 65599, 100003, 131072, 262147, 1 << 20};
-    size_t nmax = 1 << 20;
-    uint8_t *src = malloc(nmax), *enc[3], *dec = malloc(nmax + 1);
-    for (int k = 0; k < 3; k++) enc[k] = malloc(ent_bound(nmax));
-    int coded = 0;
-    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
-        size_t n = sizes[si];
-        for (int d = 0; d < D_COUNT; d++) {
-            fill(src, n, d);
-            coded += ctx_roundtrip(c, src, n, enc, dec, dname[d]);
-        }
-    }
+    int coded = ctx_roundtrips(c, sizes, sizeof sizes / sizeof *sizes, fill, dname, D_COUNT);
     CHECK(coded >= 24, "only %d planes coded with codec 10", coded);
-    free(src);
-    free(dec);
-    for (int k = 0; k < 3; k++) free(enc[k]);
 }
 
 /* The selector codes a mean-following exponent plane with codec 10 from level 4 on,
