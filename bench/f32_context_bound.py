@@ -59,8 +59,9 @@ def tensors(path):
             yield name, v["shape"], np.frombuffer(d, np.uint32, (e - s) // 4, 8 + n + s)
 
 
-def mantissa(path):
-    elems = h0 = hj = 0.0
+def pieces(path):
+    """(exponent, top mantissa byte) of each 256 Ki values of every FP32 tensor of at
+    least 16 Ki values, as int64 arrays."""
     for _, _, a in tensors(path):
         if a.size < 16384:
             continue
@@ -68,9 +69,15 @@ def mantissa(path):
         m1 = ((a >> 15) & 0xFF).astype(np.int64)
         for o in range(0, a.size, 262144):
             e, m = ex[o:o + 262144], m1[o:o + 262144]
-            elems += e.size
-            h0 += entropy(m, 256) * e.size / 8
-            hj += cond(m, e) * e.size / 8
+            yield e, m
+
+
+def mantissa(path):
+    elems = h0 = hj = 0.0
+    for e, m in pieces(path):
+        elems += e.size
+        h0 += entropy(m, 256) * e.size / 8
+        hj += cond(m, e) * e.size / 8
     print("top mantissa byte: %d bytes raw, order 0 %.0f, given the exponent %.0f" % (elems, h0, hj))
 
 
@@ -117,20 +124,14 @@ def binned_gain(j, c0):
 
 def tables(path):
     tot = {"mostly zero": [0, 0.0, 0.0], "other": [0, 0.0, 0.0]}
-    for _, _, a in tensors(path):
-        if a.size < 16384:
-            continue
-        ex = ((a >> 23) & 0xFF).astype(np.int64)
-        m1 = ((a >> 15) & 0xFF).astype(np.int64)
-        for o in range(0, a.size, 262144):
-            e, m = ex[o:o + 262144], m1[o:o + 262144]
-            c0 = np.bincount(m, minlength=256)
-            j = np.bincount(e * 256 + m, minlength=65536)
-            t = tot["mostly zero" if 2 * c0[0] > m.size else "other"]
-            alone = order0(c0) + table_bytes(c0)
-            t[0] += m.size
-            t[1] += alone
-            t[2] += alone - binned_gain(j, c0)
+    for e, m in pieces(path):
+        c0 = np.bincount(m, minlength=256)
+        j = np.bincount(e * 256 + m, minlength=65536)
+        t = tot["mostly zero" if 2 * c0[0] > m.size else "other"]
+        alone = order0(c0) + table_bytes(c0)
+        t[0] += m.size
+        t[1] += alone
+        t[2] += alone - binned_gain(j, c0)
     for k, t in tot.items():
         print("top mantissa byte, chunks %s: %d bytes raw, order 0 with its table %.0f, given the exponent "
               "with tables %.0f (%.0f less)" % (k, t[0], t[1], t[2], t[1] - t[2]))
