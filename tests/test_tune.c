@@ -346,6 +346,12 @@ static void quick(void)
     /* 1.01x: -1 within 2% of storing, which codes least: storing */
     CHECK(tune_quick(1e9, 100, 1.01, 8, 1 << 20, &ch) && ch.level == CKPZ_LEVEL_STORE);
     CHECK(!tune_quick(1e9, 100, 1.2, 8, 1 << 20, &ch)); /* 10 s, 1.2x: worth measuring */
+    /* 8 s through 1250 MB/s at 1.5x: worth measuring but for the link, which nominal -1
+     * (1.5 GB/s a thread) does not code at twice the speed of: stored, not measured;
+     * 700 MB/s is under half of it */
+    CHECK(tune_outruns(1250) && !tune_outruns(700));
+    CHECK(tune_quick(1e10, 1250, 1.5, 8, 1 << 20, &ch) && ch.level == CKPZ_LEVEL_STORE);
+    CHECK(!tune_quick(1e10, 700, 1.5, 8, 1 << 20, &ch));
     CHECK(!tune_quick(1e9, 100, 0, 8, 1 << 20, &ch));   /* no prediction: 1.1x, 0.9 s */
     CHECK(tune_role_of("state.3.exp_avg_sq") == TUNE_V && tune_role_of("state.3.exp_avg") == TUNE_M &&
           tune_role_of("layer.weight.grad") == TUNE_G && tune_role_of("layer.weight") == TUNE_W);

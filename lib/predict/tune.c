@@ -73,11 +73,14 @@ double tune_measure_cost(double link_mbs)
     return link_mbs > TUNE_SLOW_LEVEL_MAX_MBS ? 0.05 : 0.15;
 }
 
+int tune_outruns(double link_mbs) { return NOMINAL_L1_C_BPS < TUNE_SPEED_MARGIN * link_mbs * 1e6; }
+
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch)
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
-    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs))) return 0;
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) && !tune_outruns(link_mbs))
+        return 0;
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
     tune_input in;
