@@ -61,8 +61,8 @@ typedef struct tune_input {
                           its first byte (threads' tables and buffers; 0: not costed) */
     double margin;     /* coding is chosen only where it saves at least this share of
                           storing's time (0: wherever it saves any) */
-    double speed_margin; /* and only at levels whose one-thread speeds, coding and
-                            restoring, are this many times the link's (0: any) */
+    double speed_margin; /* and only at levels whose one-thread speeds over the file,
+                            coding and restoring, are this many times the link's (0: any) */
 } tune_input;
 
 typedef struct tune_choice {
