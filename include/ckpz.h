@@ -412,7 +412,10 @@ CKPZ_API ckpz_error ckpz_compress_io(ckpz_ctx *ctx, const ckpz_params *params, c
 CKPZ_API ckpz_error ckpz_decompress_stream(ckpz_ctx *ctx, const ckpz_params *params, ckpz_read_fn rd, void *rd_opaque,
                                            ckpz_write_fn wr, void *wr_opaque, ckpz_stats *stats);
 /* The same over a source (read and progress used) and a sink (write; dst NULL, or its
- * write NULL: verify only). */
+ * write NULL: verify only). It reads the stream in order and no further than its end,
+ * except the index, which it reads to the end of the input, in reads of under 64 KiB:
+ * a read of 64 KiB or more asks for bytes inside the stream, so a source of streams
+ * put end to end may serve it without looking for a stream's end in it. */
 CKPZ_API ckpz_error ckpz_decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src,
                                        const ckpz_sink *dst, ckpz_stats *stats);
 

@@ -294,9 +294,11 @@ typedef struct ckpz_tune_result {
  * on samples of each kind, cut and coded as the compression will (0.05-0.2 s; not at
  * all where the link moves the input in under half a second or the predicted ratio
  * cannot win back twice that), then minimises the cost model (lib/predict/tune.c: the
- * first chunk's coding + max(compress, transfer, restore) + the last chunk's restoring;
- * of choices within 2%, the least compress + transfer + restore); result.level may be
- * CKPZ_LEVEL_STORE (for the whole input only). params gives the format, chunking, a base
+ * first chunk's coding + max(compress, transfer, restore) + the last chunk's restoring +
+ * a coder's start; of choices within 2%, the least compress + transfer + restore), coding
+ * only with levels that code and restore at twice the link's speed on one thread and only
+ * where that saves 5% of storing's time; result.level may be CKPZ_LEVEL_STORE (for the
+ * whole input only). params gives the format, chunking, a base
  * (tensors found in it are measured as deltas) and a user policy (kept: one level then);
  * params->threads > 0 and cpu_budget > 0 cap the threads (otherwise every core).
  * explain, when not NULL, gets the measurements and the model's table as text (the

@@ -30,8 +30,8 @@
 #include "fileio.h"
 
 /* Bytes kept before new data in the buffer: a trailer that straddles two reads is still
- * seen whole (split mode reads through the buffer, 4 MiB at a time, where a stream's
- * trailer must be looked for). */
+ * seen whole (split mode looks for a stream's trailer in what it reads through the
+ * buffer, FIO_DIRECT bytes at a time). */
 #define FIO_HIST 40u
 #define FIO_TRAILER 40u   /* doc/format.md, "Trailer" */
 
@@ -168,10 +168,12 @@ ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
             continue;
         }
         if (in->stream_end || in->eof) break;
-        /* a big request of the library lands in its own buffer: no copy of ours (split
-         * mode only where no trailer needs finding) */
-        int direct = !in->split || in->one_stream;
-        if (direct && n - got >= FIO_DIRECT) {
+        /* a big request of the library lands in its own buffer: no copy of ours. In split
+         * mode too: the library reads past a stream's end only in its index, in reads
+         * under 64 KiB (ckpz.h: ckpz_decompress_io), so a big one is a frame's, inside the
+         * stream, and holds no trailer to look for (a pipe of stored chunks had every
+         * byte copied out of our buffer and scanned for one) */
+        if (n - got >= FIO_DIRECT) {
             size_t r;
             if (read_full(&in->io, (char *)dst + got, n - got, &r) != 0) {
                 in->err = in->io.error;
@@ -181,12 +183,12 @@ ptrdiff_t fio_in_read(void *opaque, void *dst, size_t n)
             got += r;
             in->stream_pos += r;
             in->consumed += r;
+            in->pos = in->len = in->scanned = 0; /* the bytes kept for a trailer's start came before these */
             break;
         }
-        /* where big requests go straight to the library's buffer, a small one reads
-         * only FIO_DIRECT ahead, so that the big one after it (a chunk after its
-         * header) finds few bytes here to copy */
-        if (refill(in, direct ? FIO_DIRECT : FIO_BUF_SIZE) != 0) return -1;
+        /* a small request reads only FIO_DIRECT ahead, so that the big one after it (a
+         * chunk after its header) finds few bytes here to copy */
+        if (refill(in, FIO_DIRECT) != 0) return -1;
     }
     return (ptrdiff_t)got;
 }

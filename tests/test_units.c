@@ -119,37 +119,46 @@ static void test_crc(void)
     free(buf);
 }
 
-/* crc32_zip_copy: the bytes copied (nothing written around them) and the CRC of
- * crc32_zip, at every length 0..1100 and several misalignments of both ends, on every
- * path, and on a long buffer. */
+/* crc32_zip_copy and crc32c_copy: the bytes copied (nothing written around them) and
+ * the CRC of crc32_zip / crc32c, at every length 0..1100 and several misalignments of
+ * both ends, on every path, and on a long buffer. */
 static void test_crc_copy(void)
 {
     static const char *const isa[] = {"avx512", "avx2", "scalar"};
     static const size_t offs[][2] = {{0, 0}, {1, 0}, {0, 5}, {3, 13}, {63, 1}};
+    static const struct {
+        const char *name;
+        uint32_t poly;
+        uint32_t (*copy)(uint32_t, void *, const void *, size_t);
+        uint32_t (*crc)(uint32_t, const void *, size_t);
+    } kinds[] = {{"crc32_zip_copy", 0xedb88320u, crc32_zip_copy, crc32_zip},
+                 {"crc32c_copy", 0x82f63b78u, crc32c_copy, crc32c}};
     const size_t big = (4u << 20) + 64;
     uint8_t *src = malloc(big), *dst = malloc(big + 128);
     for (size_t i = 0; i < big; i++) src[i] = (uint8_t)rng();
-    for (int m = 0; m < 3; m++) {
-        force_isa(isa[m]);
-        size_t bad = 0, first_n = 0;
-        for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
-            for (size_t n = 0; n <= 1100; n++) {
-                const uint8_t *s = src + offs[o][0];
-                uint8_t *d = dst + 64 + offs[o][1];
-                memset(dst, 0xA5, n + 192);
-                uint32_t init = o ? (uint32_t)(n * 0x9e3779b9u + o) : 0;
-                int ok = crc32_zip_copy(init, d, s, n) == crc_ref(0xedb88320u, init, s, n) && !memcmp(d, s, n);
-                for (uint8_t *g = dst; ok && g < dst + n + 192; g++)
-                    if ((g < d || g >= d + n) && *g != 0xA5) ok = 0;
-                if (!ok && !bad++) first_n = n;
-            }
-        CHECKF(!bad, "crc32_zip_copy with CKPZ_CPU=%s: %zu cases wrong, first of %zu bytes", isa[m], bad, first_n);
-        size_t n = big - 7;
-        memset(dst, 0, big + 128);
-        CHECKF(crc32_zip_copy(0x89abcdefu, dst + 1, src + 7, n) == crc32_zip(0x89abcdefu, src + 7, n) &&
-                   !memcmp(dst + 1, src + 7, n) && dst[0] == 0 && dst[n + 1] == 0,
-               "crc32_zip_copy with CKPZ_CPU=%s: %zu bytes", isa[m], n);
-    }
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (int m = 0; m < 3; m++) {
+            force_isa(isa[m]);
+            size_t bad = 0, first_n = 0;
+            for (size_t o = 0; o < sizeof offs / sizeof *offs; o++)
+                for (size_t n = 0; n <= 1100; n++) {
+                    const uint8_t *s = src + offs[o][0];
+                    uint8_t *d = dst + 64 + offs[o][1];
+                    memset(dst, 0xA5, n + 192);
+                    uint32_t init = o ? (uint32_t)(n * 0x9e3779b9u + o) : 0;
+                    int ok = kinds[k].copy(init, d, s, n) == crc_ref(kinds[k].poly, init, s, n) && !memcmp(d, s, n);
+                    for (uint8_t *g = dst; ok && g < dst + n + 192; g++)
+                        if ((g < d || g >= d + n) && *g != 0xA5) ok = 0;
+                    if (!ok && !bad++) first_n = n;
+                }
+            CHECKF(!bad, "%s with CKPZ_CPU=%s: %zu cases wrong, first of %zu bytes", kinds[k].name, isa[m], bad,
+                   first_n);
+            size_t n = big - 7;
+            memset(dst, 0, big + 128);
+            CHECKF(kinds[k].copy(0x89abcdefu, dst + 1, src + 7, n) == kinds[k].crc(0x89abcdefu, src + 7, n) &&
+                       !memcmp(dst + 1, src + 7, n) && dst[0] == 0 && dst[n + 1] == 0,
+                   "%s with CKPZ_CPU=%s: %zu bytes", kinds[k].name, isa[m], n);
+        }
     top_isa();
     free(src);
     free(dst);

@@ -75,6 +75,12 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     writer w;
     writer_init(&w, ctx, &p, &pl, size_hint, out.write, out.opaque, defer);
     if (!lossy && !p.base) w.lend = io_sink_lend(&out, &w.lend_opaque, !workers);
+    /* Every chunk stored (CKPZ_LEVEL_STORE, no policy to give one a level, no base to
+     * copy from): each is read where its frame in the job's buffer holds its bytes
+     * (CHUNK_STORED_AT), so that a frame the sink lends no room for (a pipe's) is
+     * written with no copy of ours, as a plain copy of the file would be; into lent
+     * room it is copied as its CRC is taken. */
+    int in_frame = p.level == CKPZ_LEVEL_STORE && !p.policy && !p.base && !view;
 
     if (!wm || !jobs || workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
@@ -89,15 +95,18 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     for (;;) {
         if (used_jobs < depth) {
             j = &jobs[used_jobs++];
-            if ((!view && !j->raw && !(j->raw = malloc(bchunk))) || (!j->out && !(j->out = malloc(fbound)))) goto nomem;
+            if ((!view && !in_frame && !j->raw && !(j->raw = malloc(bchunk))) ||
+                (!j->out && !(j->out = malloc(fbound))))
+                goto nomem;
         } else {
             j = pipeline_retire(pline);
             if ((err = writer_emit(&w, &j->d, &j->r, JOB_FRAME(j)))) goto fail;
         }
         int end;
-        if ((err = planner_next(&pl, &j->d, view ? NULL : j->raw, &end))) goto fail;
+        if ((err = planner_next(&pl, &j->d, view ? NULL : in_frame ? j->out + CHUNK_STORED_AT : j->raw, &end)))
+            goto fail;
         if (end) break;
-        j->src = view ? view + j->d.in_off : NULL;
+        j->src = view ? view + j->d.in_off : in_frame ? j->out + CHUNK_STORED_AT : NULL;
         j->base = j->d.has_base ? (const uint8_t *)p.base + j->d.base_off : NULL;
         j->lent = NULL;
         if (w.lend && j->d.raw_len) { /* an empty chunk writes no frame: nothing lent */

@@ -28,6 +28,10 @@ void chunk_scratch_free(chunk_scratch *s); /* accepts NULL */
 
 /* Largest frame (header + payload) for a chunk of n original bytes. */
 size_t chunk_frame_bound(size_t n);
+/* Where a stored chunk's bytes lie in its frame (CKPZ_LEVEL_STORE: after the header and
+ * the one plane's descriptor): a caller that reads the chunk there before coding it
+ * stored saves the copy. */
+#define CHUNK_STORED_AT (CTR_FRAME_SIZE + CTR_PLANE_DESC)
 
 /* Codes n bytes of dtype into out (chunk_frame_bound(n) bytes): frame header then
  * payload. base: the base's matching n bytes (delta coding: the predictor is chosen
@@ -71,6 +75,13 @@ void chunk_copy_frame(uint32_t entry, uint64_t n, uint32_t raw_crc, uint8_t *out
  * the reason to why. */
 ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload, const uint8_t *base,
                         uint8_t *planes, uint8_t *out, char *why, size_t whylen);
+
+/* Whether the frame is a stored chunk as CKPZ_LEVEL_STORE writes it (no transform, no
+ * predictor, one plane stored whole: its bytes are payload + CTR_PLANE_DESC), and
+ * chunk_decode's checks of such a frame without copying its bytes anywhere (one CRC
+ * pass: a caller may write them from the payload). */
+int chunk_is_stored(const ctr_chunk *h, const uint8_t *payload);
+ckpz_error chunk_check_stored(const ctr_chunk *h, const uint8_t *payload, char *why, size_t whylen);
 
 /* Checks a copy frame against the base's bytes it stands for (h->raw_len bytes). */
 ckpz_error chunk_copy_check(const ctr_chunk *h, const uint8_t *base, char *why, size_t whylen);

@@ -21,7 +21,8 @@ typedef struct djob {
     uint8_t *lent;       /* room the sink lent for this chunk's bytes (decoded there, not
                             into raw), or NULL */
     const uint8_t *base; /* the base's bytes for this chunk, or NULL */
-    const uint8_t *out;  /* the restored bytes: lent or raw, or the base's for a copy frame */
+    const uint8_t *out;  /* the restored bytes: lent or raw, the payload's of a stored chunk
+                            decoded without lent room, or the base's for a copy frame */
     ckpz_error err;
     char why[160];
 } djob;

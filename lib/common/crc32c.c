@@ -134,25 +134,23 @@ static uint32_t reduce_soft(crc_poly *P, __m128i r)
     return crc_soft(P, 0, b, 16);
 }
 
-/* With dst, the bytes are also copied there, in the same pass as the folding. */
-static uint32_t crc_zip_raw(uint32_t crc, uint8_t *dst, const uint8_t *p, size_t n)
+/* The raw state of P's CRC over p[0..n) continuing from crc, by folding where the CPU
+ * can; with dst, the bytes are also copied there, in the same pass as the folding. */
+static uint32_t crc_fold_raw(crc_poly *P, uint32_t crc, uint8_t *dst, const uint8_t *p, size_t n)
 {
     size_t done = 0;
-    if (n >= 256 && (cpu_features() & CPU_VPCLMUL) && fold_ready(&ieee)) {
+    if (n >= 256 && (cpu_features() & CPU_VPCLMUL) && fold_ready(P)) {
         done = n - n % 64;
-        crc = reduce_soft(&ieee, dst ? crc_fold512_copy(ieee.fold_tab, crc, dst, p, n)
-                                     : crc_fold512(ieee.fold_tab, crc, p, n));
-    } else if (n >= 128 && (cpu_features() & CPU_VPCLMUL256) && fold_ready(&ieee)) {
+        crc = reduce_soft(P, dst ? crc_fold512_copy(P->fold_tab, crc, dst, p, n) : crc_fold512(P->fold_tab, crc, p, n));
+    } else if (n >= 128 && (cpu_features() & CPU_VPCLMUL256) && fold_ready(P)) {
         done = n - n % 16;
-        crc = reduce_soft(&ieee, dst ? crc_fold256_copy(ieee.fold_tab, crc, dst, p, n)
-                                     : crc_fold256(ieee.fold_tab, crc, p, n));
-    } else if (n >= 64 && (cpu_features() & CPU_PCLMUL) && fold_ready(&ieee)) {
+        crc = reduce_soft(P, dst ? crc_fold256_copy(P->fold_tab, crc, dst, p, n) : crc_fold256(P->fold_tab, crc, p, n));
+    } else if (n >= 64 && (cpu_features() & CPU_PCLMUL) && fold_ready(P)) {
         done = n - n % 16;
-        crc = reduce_soft(&ieee, dst ? crc_fold128_copy(ieee.fold_tab, crc, dst, p, n)
-                                     : crc_fold128(ieee.fold_tab, crc, p, n));
+        crc = reduce_soft(P, dst ? crc_fold128_copy(P->fold_tab, crc, dst, p, n) : crc_fold128(P->fold_tab, crc, p, n));
     }
     if (dst) memcpy(dst + done, p + done, n - done);
-    return crc_soft(&ieee, crc, p + done, n - done);
+    return crc_soft(P, crc, p + done, n - done);
 }
 #endif
 
@@ -177,32 +175,51 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t n)
 uint32_t crc32_zip(uint32_t crc, const void *buf, size_t n)
 {
 #ifdef CRC_HAVE_X86
-    return ~crc_zip_raw(~crc, NULL, buf, n);
+    return ~crc_fold_raw(&ieee, ~crc, NULL, buf, n);
 #else
     return ~crc_soft(&ieee, ~crc, buf, n);
 #endif
 }
 
-uint32_t crc32_zip_copy(uint32_t crc, void *dst, const void *src, size_t n)
+#ifndef CRC_HAVE_X86
+/* In steps small enough that the CRC reads what the copy just wrote from cache. */
+static uint32_t copy_soft(crc_poly *P, uint32_t crc, uint8_t *d, const uint8_t *s, size_t n)
 {
-    if (!n) return crc;
-#ifdef CRC_HAVE_X86
-    return ~crc_zip_raw(~crc, dst, src, n);
-#else
-    /* In steps small enough that the CRC reads what the copy just wrote from cache. */
     enum { STEP = 64u << 10 };
-    uint8_t *d = dst;
-    const uint8_t *s = src;
-    crc = ~crc;
     while (n) {
         size_t k = n < STEP ? n : STEP;
         memcpy(d, s, k);
-        crc = crc_soft(&ieee, crc, d, k);
+        crc = crc_soft(P, crc, d, k);
         d += k;
         s += k;
         n -= k;
     }
-    return ~crc;
+    return crc;
+}
+#endif
+
+uint32_t crc32_zip_copy(uint32_t crc, void *dst, const void *src, size_t n)
+{
+    if (!n) return crc;
+#ifdef CRC_HAVE_X86
+    return ~crc_fold_raw(&ieee, ~crc, dst, src, n);
+#else
+    return ~copy_soft(&ieee, ~crc, dst, src, n);
+#endif
+}
+
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n)
+{
+    if (!n) return crc;
+#ifdef CRC_HAVE_X86
+    /* folding stores each block it loads; beside the crc32 instruction the copy is a
+     * pass of its own */
+    if (cpu_features() & (CPU_VPCLMUL | CPU_VPCLMUL256 | CPU_PCLMUL))
+        return ~crc_fold_raw(&castagnoli, ~crc, dst, src, n);
+    memcpy(dst, src, n);
+    return crc32c(crc, dst, n);
+#else
+    return ~copy_soft(&castagnoli, ~crc, dst, src, n);
 #endif
 }
 

@@ -13,6 +13,10 @@
 
 /* CRC-32C of buf continuing from crc (0 to start). */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t n);
+/* Copies n bytes from src to dst (not overlapping) and returns crc32c(crc, src, n), in
+ * one pass over the data where the CPU folds with carry-less multiplies (a stored
+ * chunk's bytes, checked as they are copied). */
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
 /* CRC-32C of A||B from crc(A), crc(B) and len(B). */
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 

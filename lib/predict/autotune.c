@@ -320,7 +320,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
      * the predicted ratio tells whether measuring can pay for itself. */
     tune_choice qc;
     double ratio = 0; /* not predicted: tune_quick takes a nominal ratio */
-    int quick = out->uncompressed_seconds < TUNE_QUICK_SAVE_S && tune_quick(S, link_mbs, 0, budget, (double)chunk, &qc);
+    int quick = (out->uncompressed_seconds < TUNE_QUICK_SAVE_S || tune_outruns(link_mbs)) &&
+                tune_quick(S, link_mbs, 0, budget, (double)chunk, &qc);
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
     pp.format = params->format;
@@ -345,8 +346,12 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         say(ex, "--target-bw %.0f MB/s: %.3f s uncompressed, ", link_mbs, out->uncompressed_seconds);
         if (ratio > 0) say(ex, "predicted %.3fx", ratio);
         else say(ex, "ratio not predicted");
-        say(ex, ": measuring (about %.2f s) cannot pay: -%d -T%d (save %.3f s on nominal speeds)\n",
-            tune_measure_cost(link_mbs), out->level, out->threads, out->save_seconds);
+        say(ex, ": measuring (about %.2f s) cannot pay%s: -%d -T%d (save %.3f s on nominal speeds",
+            tune_measure_cost(link_mbs),
+            tune_outruns(link_mbs) ? " (the link outruns -1 on a thread by over half)" : "", out->level, out->threads,
+            out->save_seconds);
+        if (qc.by_margin) say(ex, "; coding's %.3f s saves under %.0f%% of it", qc.coded_save, 100 * TUNE_CODE_MARGIN);
+        say(ex, ")\n");
         out->measure_seconds = now() - t_start;
         err = CKPZ_OK;
         goto out;
@@ -452,6 +457,9 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
     in.user_policy = params->policy != NULL;
     in.chunk = (double)chunk;
     in.io_bps = TUNE_IO_BPS;
+    in.code_start = TUNE_CODE_START_S;
+    in.margin = TUNE_CODE_MARGIN;
+    in.speed_margin = TUNE_SPEED_MARGIN;
     tune_choice ch;
     tune_choose(&in, &ch);
     out->level = ch.level;

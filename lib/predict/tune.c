@@ -14,13 +14,22 @@
  * (TUNE_IO_BPS). The three overlap chunk by chunk (the CLI streams), but the link
  * starts only once the first chunk is coded and the file is whole only once the last
  * one is restored:
- *     save = C / speed_c + max(c, x, d) + C / speed_d   (C: one chunk, on one thread)
- * Before, save was max(c, x), with neither the fixed costs nor the receiver, and
- * storing was not a candidate: a 53 MB torch.save file moved through a 1 Gbit/s link at
- * 0.81x of raw bytes' speed. The choice minimises save over every combination (at most
- * 4^4 per thread count; storing only for the whole file), the fewest threads within 2%
- * of the best (the model is not finer than that), then the least c + x + d (of saves
- * that tie, the one that codes least and restores soonest), then the smallest output.
+ *     save = C / speed_c + max(c, x, d) + C / speed_d + start
+ * (C: one chunk, on one thread; start: what a coding level costs both ends before its
+ * first byte, TUNE_CODE_START_S, 0 for storing). Before, save was max(c, x), with
+ * neither the fixed costs nor the receiver, and storing was not a candidate: a 53 MB
+ * torch.save file moved through a 1 Gbit/s link at 0.81x of raw bytes' speed. The
+ * choice minimises save over every combination (at most 4^4 per thread count; storing
+ * only for the whole file), the fewest threads within 2% of the best (the model is not
+ * finer than that), then the least c + x + d (of saves that tie, the one that codes
+ * least and restores soonest), then the smallest output. Where storing is a candidate,
+ * coding must be clearly worth it: a level is one only where it codes and restores on
+ * one thread at TUNE_SPEED_MARGIN (2x) the link's speed, and coding is chosen only where
+ * its best save is TUNE_CODE_MARGIN (5%) under storing's. Where the coder is not clearly
+ * faster than the link, the overlap max() counts on is what the ends' own reading and
+ * writing and other work on their cores take first (told 1250 MB/s, a 2-core VM whose
+ * link carried 320 MB/s ran -1 -T2 at 0.45-0.55x of raw bytes' speed where the model
+ * had it ahead), and what coding gains is within the model's error.
  * What measuring costs is decided before it (tune_quick): a short transfer (under
  * TUNE_QUICK_SAVE_S; not even predicted, at a nominal 1.1x), or one the predicted ratio
  * cannot shorten by twice what measuring costs, is not measured; the same model then
@@ -64,11 +73,14 @@ double tune_measure_cost(double link_mbs)
     return link_mbs > TUNE_SLOW_LEVEL_MAX_MBS ? 0.05 : 0.15;
 }
 
+int tune_outruns(double link_mbs) { return NOMINAL_L1_C_BPS < TUNE_SPEED_MARGIN * link_mbs * 1e6; }
+
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch)
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
-    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs))) return 0;
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) && !tune_outruns(link_mbs))
+        return 0;
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
     tune_input in;
@@ -79,6 +91,9 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
     in.biggest = TUNE_W;
     in.chunk = chunk;
     in.io_bps = TUNE_IO_BPS;
+    in.code_start = TUNE_CODE_START_S;
+    in.margin = TUNE_CODE_MARGIN;
+    in.speed_margin = TUNE_SPEED_MARGIN;
     tune_role *w = &in.role[TUNE_W];
     w->bytes = file_bytes;
     w->measured[TUNE_STORE] = w->measured[1] = 1;
@@ -94,6 +109,26 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
 static double scale(int t) { return 1 + 0.73 * (t - 1); }
 
 #define TIE 1.02 /* saves within 2% of each other tie */
+
+/* Storing is for the whole file or not at all: a policy rule has no store level. */
+static int mixed_store(const tune_role *rc, const int *lv)
+{
+    int store = 0, other = 0;
+    for (int r = 0; r < TUNE_NROLES; r++)
+        if (rc[r].bytes > 0) {
+            store |= lv[r] == TUNE_STORE;
+            other |= lv[r] != TUNE_STORE;
+        }
+    return store && other;
+}
+
+/* Every role that has bytes stored. */
+static int all_store(const tune_role *rc, const int *lv)
+{
+    for (int r = 0; r < TUNE_NROLES; r++)
+        if (rc[r].bytes > 0 && lv[r] != TUNE_STORE) return 0;
+    return 1;
+}
 
 /* The model's times (seconds) for levels lv[r] (indexes into tune_levels) on t threads. */
 typedef struct {
@@ -121,19 +156,35 @@ static cost model(const tune_input *in, const int *lv, int t)
     int le = lv[rc[TUNE_W].bytes > 0 ? TUNE_W : in->biggest];
     double C = in->chunk < in->file_bytes ? in->chunk : in->file_bytes;
     if (C > 0) k.save += C / e->sc[le] + C / e->sd[le];
+    if (!all_store(rc, lv)) k.save += in->code_start; /* a coder's tables and buffers, at both ends */
     return k;
 }
 
-/* Storing is for the whole file or not at all: a policy rule has no store level. */
-static int mixed_store(const tune_role *rc, const int *lv)
+/* Coding (not storing) at levels lv whose one-thread speed over the file's roles, coding
+ * or restoring, is under speed_margin times the link's (tune_input), where storing is a
+ * candidate. Over the file, not per role: one role's sample that lost its core while
+ * it was timed (a loaded machine: 443 MB/s where its other runs gave 1.4 GB/s) moves the
+ * mean, not the verdict. */
+static int too_slow(const tune_input *in, const int *lv, int can_store)
 {
-    int store = 0, other = 0;
+    if (!can_store || !(in->speed_margin > 0)) return 0;
+    double bytes = 0, tc = 0, td = 0;
     for (int r = 0; r < TUNE_NROLES; r++)
-        if (rc[r].bytes > 0) {
-            store |= lv[r] == TUNE_STORE;
-            other |= lv[r] != TUNE_STORE;
+        if (in->role[r].bytes > 0 && lv[r] != TUNE_STORE) {
+            bytes += in->role[r].bytes;
+            tc += in->role[r].bytes / in->role[r].sc[lv[r]];
+            td += in->role[r].bytes / in->role[r].sd[lv[r]];
         }
-    return store && other;
+    double need = in->speed_margin * in->link;
+    return bytes > 0 && (bytes < need * tc || bytes < need * td);
+}
+
+/* Storing was measured for every role that has bytes (it is a candidate). */
+static int stored_everywhere(const tune_role *rc)
+{
+    for (int r = 0; r < TUNE_NROLES; r++)
+        if (rc[r].bytes > 0 && !rc[r].measured[TUNE_STORE]) return 0;
+    return 1;
 }
 
 /* The first combination: each role at its first measured level. */
@@ -167,8 +218,9 @@ static double best_on(const tune_input *in, int t, int *best)
     double s = 1e300;
     first_combo(in->role, lv);
     memcpy(best, lv, sizeof lv);
+    int can_store = stored_everywhere(in->role);
     do {
-        if (mixed_store(in->role, lv)) continue;
+        if (mixed_store(in->role, lv) || too_slow(in, lv, can_store)) continue;
         cost k = model(in, lv, t);
         if (k.save < s) {
             s = k.save;
@@ -188,6 +240,25 @@ void tune_choose(const tune_input *in, tune_choice *ch)
         double s = best_on(in, t, u);
         if (s < best) best = s;
     }
+    /* Coding must save the margin of storing's time: where it is not clearly faster than
+     * the link (per thread, and the receiver's restoring) the overlap the model counts
+     * on is the first thing lost (to the sender's own reading and writing, to other work
+     * on its cores), and what it gains is within the model's error. */
+    int store_only = 0, can_store = stored_everywhere(rc);
+    double store_best = 1e300;
+    if (can_store) {
+        int st[TUNE_NROLES] = {0};
+        for (int t = 1; t <= in->budget; t++) {
+            double s = model(in, st, t).save;
+            if (s < store_best) store_best = s;
+        }
+        store_only = in->margin > 0 && best > store_best * (1 - in->margin);
+    }
+    if (store_only) {
+        ch->by_margin = best < store_best;
+        ch->coded_save = best;
+        best = store_best;
+    }
     /* within 2% of the best, the fewest threads, then the least c + x + d: among saves
      * that tie, the one that spends the least coding and restores soonest at the other
      * end (a slow level that makes the output 1-2% smaller while the link is the limit
@@ -200,7 +271,7 @@ void tune_choose(const tune_input *in, tune_choice *ch)
     for (int t = 1; t <= in->budget; t++) {
         first_combo(rc, lv);
         do {
-            if (mixed_store(rc, lv)) continue;
+            if (mixed_store(rc, lv) || too_slow(in, lv, can_store) || (store_only && !all_store(rc, lv))) continue;
             cost k = model(in, lv, t);
             double total = k.c + k.x + k.d;
             if (k.save <= best * TIE &&
@@ -268,8 +339,8 @@ void tune_explain(FILE *f, const tune_input *in, const tune_choice *ch, double s
             }
             cost c = model(in, u, t);
             snprintf(cfg, sizeof cfg, "%s%s -T%d", k < 0 ? "best: " : "", name, t);
-            fprintf(f, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f\n", cfg, S / (c.x * B), c.c, c.x, c.d, c.save,
-                    c.c + c.x + c.d);
+            fprintf(f, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f%s\n", cfg, S / (c.x * B), c.c, c.x, c.d, c.save,
+                    c.c + c.x + c.d, too_slow(in, u, stored_everywhere(rc)) ? "  (too slow a thread)" : "");
         }
     }
     if (ch->uniform) snprintf(name, sizeof name, "-%d", tune_levels[ch->lv[in->biggest]]);
@@ -278,4 +349,7 @@ void tune_explain(FILE *f, const tune_input *in, const tune_choice *ch, double s
     fprintf(f, "  chosen: %s -T%d (save %.3f s against %.3f s uncompressed; measuring took %.3f s)%s\n", name,
             ch->threads, ch->save, S / B, seconds,
             !ch->uniform && in->user_policy ? "; with --policy one level for the file" : "");
+    if (ch->by_margin)
+        fprintf(f, "  stored: coding's best, %.3f s, saves under %.0f%% of storing's %.3f s\n", ch->coded_save,
+                100 * in->margin, ch->save);
 }

@@ -57,10 +57,19 @@ typedef struct tune_input {
                           the last restored after it ends (0: not costed) */
     double io_bps;     /* the sender's reading and handing on, bytes/s on one thread
                           (0: not costed) */
+    double code_start; /* seconds a configuration that codes adds at both ends before
+                          its first byte (threads' tables and buffers; 0: not costed) */
+    double margin;     /* coding is chosen only where it saves at least this share of
+                          storing's time (0: wherever it saves any) */
+    double speed_margin; /* and only at levels whose one-thread speeds over the file,
+                            coding and restoring, are this many times the link's (0: any) */
 } tune_input;
 
 typedef struct tune_choice {
     int level, threads;
+    int by_margin;                    /* stored: coding's best (coded_save) saved less than
+                                         the margin of storing's time */
+    double coded_save;                /* the best save that codes (when by_margin) */
     int lv[TUNE_NROLES];              /* per role, an index into tune_levels */
     int uniform;                      /* one level for every role that has bytes */
     double save;                      /* modelled seconds to save the file */
@@ -75,14 +84,37 @@ typedef struct tune_choice {
  * measuring is worth it. */
 /* Transfers shorter than this (file size / link speed, seconds) are never measured for. */
 #define TUNE_QUICK_SAVE_S 0.5
+/* What tune_quick and autotune.c give tune_input's code_start, margin and speed_margin:
+ * a coding level's start at both ends (the CLI on 64 KiB of BF16: 0.2 ms more CPU at -1
+ * than at -0, task-clock, loaded machine; a few tenths of that to restore); the share of storing's time coding must save to be chosen, about
+ * the model's error where the coder is clearly faster than the link (the 50 MB
+ * torch.save file at 1 Gbit/s: the model has -1 8.5% ahead of storing; -1 ran 1% behind
+ * raw bytes in one run of 3 rounds and 14% ahead in another, on a loaded machine); and
+ * how much faster than the link a level must code
+ * and restore on one thread to be a candidate where storing is one: below that its
+ * pipeline keeps the link busy only with every thread at work on both ends, and the
+ * overlap max() counts on is what the ends' own reading and writing and any other work
+ * on their cores take first (told 1250 MB/s, a 2-core VM whose link carried 320 MB/s
+ * ran -1 -T2, 1.5-2 GB/s a thread, at half raw bytes' speed where the model had it
+ * ahead). */
+#define TUNE_CODE_START_S 0.0005
+#define TUNE_CODE_MARGIN 0.05
+#define TUNE_SPEED_MARGIN 2.0
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch);
+/* Whether the link outruns -1 at its nominal speed (1.5 GB/s) on one thread by more
+ * than half (TUNE_SPEED_MARGIN): then no level is likely to be a candidate, and
+ * measuring (0.13-0.25 s on a loaded 2-core machine, against 0.53 s for 662 MB at 1250
+ * MB/s) is not done: tune_quick stores. */
+int tune_outruns(double link_mbs);
 /* What measuring costs, seconds (autotune.c, 0.1-0.15 s on 123 MB here, most of it the
  * slow level's; a third of that without it). */
 double tune_measure_cost(double link_mbs);
 /* The choice that minimises the modelled save over every combination of measured levels
  * and every thread count up to the budget: the first chunk's coding, then the slowest of
  * coding (with the sender's reading), the link and the receiver's restoring, which
- * overlap chunk by chunk, then the last chunk's restoring. */
+ * overlap chunk by chunk, then the last chunk's restoring, and a coding level's start
+ * (code_start); storing, where coding's best does not save the margin of storing's
+ * time. */
 void tune_choose(const tune_input *in, tune_choice *out);
 /* -v: each thread count's best and uniform configurations with their modelled seconds,
  * writing the file uncompressed, and the choice (measuring took `seconds`). */
