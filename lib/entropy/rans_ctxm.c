@@ -124,6 +124,11 @@ static void buckets(const uint8_t *q, size_t nr, int base, uint8_t *out)
     for (; i < nr; i++) out[i] = (uint8_t)rc_bucket((int)rm_mean16(q + RC_W * i - RC_W), base, RC_WIDE);
 }
 
+/* Buckets of fewer bytes are counted one by one; planes of wider values (Adam's
+ * exp_avg where a row saw no token: exponents 0 and 90-120) are not sorted. */
+#define RM_HIST_MIN 1024u
+#define RM_SORT_RANGE 64
+
 /* As count_rounds, for the large stages: the whole rounds are first copied together by
  * the bucket of their context into buf (n + n/16 bytes: the copies, then each round's
  * bucket), then each bucket's bytes are counted by one histogram (ent_histogram, whose
@@ -169,19 +174,32 @@ static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, uint8_t *bu
         }
     });
     for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[0][t], t++) {
-        if (!sz[0][t]) continue;
-        uint32_t h[256];
-        ent_histogram(buf + o, sz[0][t], h);
-        for (unsigned v = 0; v < 256; v++) S->wide[256 * t + v] += h[v];
+        const uint8_t *q = buf + o;
+        uint32_t *w = S->wide + 256 * t, h[256];
+        size_t len = sz[0][t], i = 0;
+        if (len >= RM_HIST_MIN) { /* below, the histogram's set-up costs more than its count */
+            ent_histogram(q, len, h);
+            for (int v = S->lo; v <= S->hi; v++) w[v] += h[v];
+            continue;
+        }
+        for (; i + 4 <= len; i += 4) {
+            w[q[i]]++;
+            w[RC_ROW + q[i + 1]]++;
+            w[2 * RC_ROW + q[i + 2]]++;
+            w[3 * RC_ROW + q[i + 3]]++;
+        }
+        for (; i < len; i++) w[q[i]]++;
     }
     return k + RC_W * nr_all;
 }
 
-/* The rounds of the stage [a, b): sorted by bucket where c lends a buffer, else one by
- * one. Returns the bytes counted. */
+/* The rounds of the stage [a, b): sorted by bucket where the plane's values span less
+ * than RM_SORT_RANGE (the vector histogram's reach: ent_hist_avx512) and c lends a
+ * buffer, but not the first stage's few; else one by one. Returns the bytes counted. */
 static size_t count_stage(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, size_t a, size_t b)
 {
-    uint8_t *buf = b - a <= RC_SAMPLE ? NULL : ent_cand(c, n + n / RC_W + 64);
+    int sort = b - a > RC_SAMPLE && S->hi - S->lo < RM_SORT_RANGE;
+    uint8_t *buf = sort ? ent_cand(c, n + n / RC_W + 64) : NULL;
     return buf ? count_sorted(S, src, n, buf, a, b) : count_rounds(S, src, n, a, b);
 }
 
