@@ -135,7 +135,6 @@ static size_t count_pairs(rc_state *S, const uint8_t *src, const uint32_t *off, 
 
 /* The pairs at offsets [o + a, o + b) of every piece of RC_STEP bytes (offsets from
  * RC_W on: a pair needs its byte 16 back), cut at the plane's end. */
-#define RC_STEP 16384u
 static size_t count_pieces(rc_state *S, const uint8_t *src, size_t n, const uint32_t *off, int wlo, size_t a, size_t b)
 {
     size_t k = 0;
@@ -170,50 +169,79 @@ void rc_choose(rc_tabs *S, unsigned mode, double scale, int lo, int hi, double *
     }
 }
 
-/* Estimate, sampled: byte pairs 16 apart in the first KiB of every 16 KiB decide first:
- * a plane where the contexts do not save 0.5% of its order-0 entropy there (weights:
- * ~0.1%) is not counted further, which halved what the estimate cost on weights. Then
- * up to 4 KiB of every 16: a plane whose estimate from those does not beat c->est_bar
- * (the selector's best) by 0.3% (the sample runs that much low) is not counted further.
- * Otherwise, and not sampled, every pair is counted, the window chosen from them and the
- * tables normalised: the size returned is then what the encoder writes, to a few bytes,
- * and the tables are left for it. */
-double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled)
+/* The plane's mode, range and bucket table (S->off) for an estimate, its counts cleared. */
+static void rc_start(rc_state *S, const uint32_t *hist)
 {
-    rc_state *S = rc_get(c);
-    if (n < RC_N || !S) return 1e300;
     S->src = NULL;
-    unsigned mode;
-    int lo, hi;
-    rc_range(hist, &mode, &lo, &hi);
+    rc_range(hist, &S->mode, &S->lo, &S->hi);
     memset(S->wide, 0, sizeof S->wide);
-    uint32_t off[256];
-    rc_bucket_table(mode, RC_WIDE, 256, off);
-    int wlo = (int)mode - (int)RC_WIDE / 2; /* the vector count's clamp of off */
-    double best;
-    if (sampled && n >= 64 * 1024) {
-        size_t k = count_pieces(S, src, n, off, wlo, 0, 1024);
-        uint32_t mc[RC_KMAX * 256];
-        rc_sum_sets(S, lo, hi);
-        rc_merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
-        if (rc_est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi) > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        k += count_pieces(S, src, n, off, wlo, 1024, 4096);
-        rc_choose(S, mode, (double)n / (double)k, lo, hi, &best);
-        if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
-        count_pieces(S, src, n, off, wlo, 4096, RC_STEP);
-    } else {
-        count_pairs(S, src, off, wlo, RC_W, n);
-    }
-    /* The pairs that straddle a group's start are not coded so: its first RC_W bytes
-     * take m as their context. */
+    rc_bucket_table(S->mode, RC_WIDE, 256, S->off);
+    S->k = 0;
+}
+
+/* The pairs that straddle a group's start are not coded so: its first RC_W bytes take
+ * m as their context (S->head); those counted with their byte RC_W back are taken off,
+ * so the sum stays exact. Then the window and the tables. */
+static double rc_finish(ent_ctx *c, rc_state *S, const uint8_t *src, size_t n)
+{
     size_t P = RC_PART(n);
     memset(S->head, 0, sizeof S->head);
     for (unsigned g = 0; g < RC_G; g++)
         for (size_t i = g * P; i < g * P + RC_W; i++) {
             S->head[src[i]]++;
-            if (g) S->wide[off[src[i - RC_W]] + src[i]]--; /* counted above: the sum stays exact */
+            if (g) S->wide[S->off[src[i - RC_W]] + src[i]]--;
         }
-    return rc_tables(c, S, src, n, mode, lo, hi);
+    return rc_tables(c, S, src, n, S->mode, S->lo, S->hi);
+}
+
+/* The sampled estimate in stages (rc_estimate, sampled, calls both; the selector's
+ * choice among the context coders calls them apart). rc_sample: byte pairs 16 apart in
+ * the first KiB of every 16 KiB (RC_SAMPLE), the estimate for K = 16 around the mode
+ * scaled to the plane. rc_rest: up to 4 KiB of every 16; a plane whose estimate from
+ * those does not beat c->est_bar (the selector's best) by 0.3% (the sample runs that
+ * much low) is not counted further (1e300); otherwise every pair is counted, the window
+ * chosen from them and the tables normalised: the size returned is then what the
+ * encoder writes, to a few bytes, and the tables are left for it. */
+double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
+{
+    rc_state *S = rc_get(c);
+    if (n < 64 * 1024 || !S) return 1e300;
+    rc_start(S, hist);
+    S->k = count_pieces(S, src, n, S->off, (int)S->mode - (int)RC_WIDE / 2, 0, RC_SAMPLE);
+    uint32_t mc[RC_KMAX * 256];
+    rc_sum_sets(S, S->lo, S->hi);
+    rc_merge_win(S, S->mode, (int)S->mode, RC_KMAX, S->lo, S->hi, 0, mc);
+    return rc_est_win(mc, RC_KMAX, (double)n / (double)S->k, S->lo, S->hi);
+}
+
+double rc_rest(ent_ctx *c, const uint8_t *src, size_t n)
+{
+    rc_state *S = rc_get(c);
+    if (!S || !S->k) return 1e300;
+    int wlo = (int)S->mode - (int)RC_WIDE / 2; /* the vector count's clamp of off */
+    double best;
+    S->k += count_pieces(S, src, n, S->off, wlo, RC_SAMPLE, 4096);
+    rc_choose(S, S->mode, (double)n / (double)S->k, S->lo, S->hi, &best);
+    S->k = 0;
+    if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
+    count_pieces(S, src, n, S->off, wlo, 4096, RC_STEP);
+    return rc_finish(c, S, src, n);
+}
+
+/* Estimate, sampled: rc_sample decides first: a plane where the contexts do not save
+ * 0.5% of its order-0 entropy there (weights: ~0.1%) is not counted further, which
+ * halved what the estimate cost on weights; then rc_rest. Not sampled: every pair. */
+double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled)
+{
+    rc_state *S = rc_get(c);
+    if (n < RC_N || !S) return 1e300;
+    if (sampled && n >= 64 * 1024) {
+        if (rc_sample(c, src, n, hist) > RC_GAIN_MIN * ent_bits(hist, n) / 8) return 1e300;
+        return rc_rest(c, src, n);
+    }
+    rc_start(S, hist);
+    count_pairs(S, src, S->off, (int)S->mode - (int)RC_WIDE / 2, RC_W, n);
+    return rc_finish(c, S, src, n);
 }
 
 double rc_tables(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, unsigned mode, int lo, int hi)

@@ -19,6 +19,15 @@
 #define RC_SETS 4
 #define RC_ROW (RC_WIDE * 256 + 16)
 
+/* The sampled estimates count in stages inside every RC_STEP bytes of the plane: the
+ * first RC_SAMPLE bytes (rc_sample, rm_sample: the same bytes for both codecs, so their
+ * contexts are compared on one sample), then up to 4 KiB, then the rest. A context coder
+ * is counted past the first stage only where its sample's estimate is at most
+ * RC_GAIN_MIN times the plane's order-0 entropy. */
+#define RC_STEP 16384u
+#define RC_SAMPLE 1024u
+#define RC_GAIN_MIN 0.995
+
 /* The state of codecs 8 and 10 (rans_ctxm.h): tables, the estimate's counts and its
  * choice, kept for an encode of the same plane. */
 typedef struct {
@@ -34,6 +43,10 @@ typedef struct {
     size_t n;
     unsigned plane; /* c->plane of that estimate */
     uint8_t m, K;
+    unsigned mode;     /* the plane's most common value, as the estimate's buckets are placed */
+    int lo, hi;        /* its values' range */
+    size_t k;          /* bytes a sampled estimate counted so far (0: none under way) */
+    uint32_t off[256]; /* bucket of a context value times 256, RC_WIDE buckets around mode */
 } rc_tabs;
 
 /* The bucket of a context v in the window of K from lo, clamped at both ends. */
@@ -76,6 +89,13 @@ unsigned rc_dec_head(rc_tabs *S, const uint8_t **pp, const uint8_t *end, uint32_
 
 /* Registry row functions (ent_codec_desc). The estimate leaves its choice of m and K
  * for an encode of the same plane just after it. */
+/* The sampled estimate's stages, apart (rc_estimate sampled is rc_sample, its gain
+ * test against RC_GAIN_MIN, then rc_rest): rc_sample counts the pairs of the first
+ * stage of a plane of 64 KiB or more and returns their estimate (K = 16 around the mode)
+ * scaled to the plane, 1e300 where it does not apply; rc_rest goes on from there as the
+ * estimate does (1e300 where its second stage cannot beat c->est_bar). */
+double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist);
+double rc_rest(ent_ctx *c, const uint8_t *src, size_t n);
 double rc_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
 size_t rc_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rc_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);

@@ -81,22 +81,14 @@ void rc_build_zt(const uint16_t *freq, uint64_t *zt, unsigned t)
 #define INL static inline __attribute__((always_inline))
 
 /* The magic and the packed word of 16 lanes: symbols at q, contexts at q - RC_W (or m
- * for a group's first round). Both words of a slot in one qword: two gathers of eight
- * loads where two of sixteen took twice the loads, the fields then parted by two
- * permutes. */
+ * for a group's first round). */
 INL T512E void rc_look(const uint64_t *zt, const uint8_t *q, int first, __m512i mv, __m512i lo, __m512i kmax,
                        __m512i *mag, __m512i *pk)
 {
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
     __m512i prev = first ? mv : _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q - RC_W)));
     __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(prev, lo), _mm512_setzero_si512()), kmax);
-    __m512i ix = _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s);
-    __m512i a = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)zt, 8);
-    __m512i b = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)zt, 8);
-    *mag = _mm512_permutex2var_epi32(a, ev, b);
-    *pk = _mm512_permutex2var_epi32(a, od, b);
+    rc_fields(zt, _mm512_add_epi32(_mm512_slli_epi32(ctx, 8), s), mag, pk);
 }
 
 _Static_assert(RC_G == 4, "rc_enc_avx512 writes out four groups");

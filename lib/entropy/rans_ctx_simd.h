@@ -32,6 +32,19 @@ RC_INL RC_TAVX2 __m256i rc_take8(__m256i x, __m256i e, const uint8_t **pp)
     return _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), nd);
 }
 
+/* Encoding, the fields of 16 slots ix of zt (rc_build_zt): both of a slot lie in one
+ * qword, so two gathers of eight qwords (where two of sixteen dwords took twice the
+ * loads), then parted by two permutes into the magic mag and the packed word pk. */
+RC_INL __attribute__((target("avx512f"))) void rc_fields(const uint64_t *zt, __m512i ix, __m512i *mag, __m512i *pk)
+{
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i a = _mm512_i32gather_epi64(_mm512_castsi512_si256(ix), (const void *)zt, 8);
+    __m512i b = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(ix, 1), (const void *)zt, 8);
+    *mag = _mm512_permutex2var_epi32(a, ev, b);
+    *pk = _mm512_permutex2var_epi32(a, od, b);
+}
+
 /* Encoding, one step of 16 states x with their symbols' fields from zt (rc_build_zt:
  * the magic mag, the packed word pk); the flushed words end at *pp. */
 RC_INL RC_T512 __m512i rc_put16(__m512i x, __m512i mag, __m512i pk, uint8_t **pp)

@@ -19,11 +19,9 @@
 #include "rans_avx2.h"
 #include "rans_ctxm.h"
 
-/* Codec 8's state (rc_tabs), with the sample's pairs (byte 16 back, byte): codec 8's
- * contexts, to leave planes whose lanes follow their own byte 16 back to codec 8. */
+/* Codec 10's state: codec 8's (tables, the estimate's counts and its choice). */
 typedef struct {
     rc_tabs t;
-    uint32_t back[RC_WIDE * 256];
 } rm_state;
 
 static rm_state *rm_get(ent_ctx *c)
@@ -38,178 +36,242 @@ void rm_free(ent_ctx *c)
     c->state[ENT_RANSCTXM] = NULL;
 }
 
-/* Part g of the plane: its start and length (group RC_G-1 owns the rest). */
-static size_t part_len(size_t n, size_t P, unsigned g) { return g + 1 < RC_G ? P : n - g * P; }
+/* The rounds the stage [a, b) counts: those that start at plane offsets [o + a, o + b)
+ * of every RC_STEP (a and b multiples of RC_W, and so every round's start, P being one),
+ * but a group's first round, whose context is m (S->head): the statements ... for the
+ * round at j of cnt bytes (16 but for the plane's last). Rounds lie inside their group's part,
+ * so their context, the 16 bytes before, is the group's own. Plane offsets rather than
+ * offsets in each part, so that the first stage reads the bytes codec 8's does
+ * (rc_sample) and the two are compared on one sample. */
+#define FOR_ROUNDS(n, a, b, ...)                                                                   \
+    do {                                                                                           \
+        size_t P_ = RC_PART(n);                                                                    \
+        for (size_t o_ = 0; o_ + (a) < (n); o_ += RC_STEP) {                                       \
+            size_t lo_ = o_ + (a) < RC_W ? RC_W : o_ + (a), hi_ = o_ + (b) < (n) ? o_ + (b) : (n); \
+            for (size_t j = lo_; j < hi_; j += RC_W) {                                             \
+                if (j == P_ || j == 2 * P_ || j == 3 * P_) continue;                               \
+                size_t cnt = (n) - j < RC_W ? (n) - j : RC_W;                                      \
+                __VA_ARGS__                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+_Static_assert(RC_G == 4, "FOR_ROUNDS skips the starts of four groups");
 
-/* Adds the rounds of every group whose offset in the part, modulo RC_STEP, lies in
- * [a, b) and is at least RC_W (the first round's context is m: S->head): their bytes
- * with the bucket of the mean of the 16 before. Returns the bytes counted. A round of
- * one value (a gradient's rows that saw no token) is one addition. */
-#define RM_STEP 16384u
-static size_t count_rounds(rc_tabs *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+/* The stage [a, b)'s rounds one by one, each byte with the bucket of the mean of the 16
+ * before. Returns the bytes counted. A round of one value (a gradient's rows that saw
+ * no token) is one addition. */
+static size_t count_rounds(rc_tabs *S, const uint8_t *src, size_t n, size_t a, size_t b)
 {
-    size_t P = RC_PART(n), k = 0;
+    size_t k = 0;
     const uint64_t ones = 0x0101010101010101ull;
-    for (unsigned g = 0; g < RC_G; g++) {
-        const uint8_t *q0 = src + g * P;
-        size_t len = part_len(n, P, g);
-        for (size_t o = 0; o < len; o += RM_STEP) {
-            size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
-            for (size_t j = lo; j < hi; j += RC_W) {
-                const uint8_t *q = q0 + j;
-                uint32_t *w = S->wide + off[rm_mean16(q - RC_W)];
-                size_t cnt = len - j < RC_W ? len - j : RC_W;
-                k += cnt;
-                uint64_t x, y;
-                if (cnt == RC_W) {
-                    memcpy(&x, q, 8);
-                    memcpy(&y, q + 8, 8);
-                    if (x == y && x == (x & 0xff) * ones) {
-                        w[x & 0xff] += RC_W;
-                        continue;
-                    }
-                }
-                size_t i = 0;
-                for (; i + 4 <= cnt; i += 4) {
-                    w[q[i]]++;
-                    w[RC_ROW + q[i + 1]]++;
-                    w[2 * RC_ROW + q[i + 2]]++;
-                    w[3 * RC_ROW + q[i + 3]]++;
-                }
-                for (; i < cnt; i++) w[q[i]]++;
+    FOR_ROUNDS(n, a, b, {
+        const uint8_t *q = src + j;
+        uint32_t *w = S->wide + S->off[rm_mean16(q - RC_W)];
+        k += cnt;
+        uint64_t x, y;
+        if (cnt == RC_W) {
+            memcpy(&x, q, 8);
+            memcpy(&y, q + 8, 8);
+            if (x == y && x == (x & 0xff) * ones) {
+                w[x & 0xff] += RC_W;
+                continue;
             }
         }
-    }
+        size_t i = 0;
+        for (; i + 4 <= cnt; i += 4) {
+            w[q[i]]++;
+            w[RC_ROW + q[i + 1]]++;
+            w[2 * RC_ROW + q[i + 2]]++;
+            w[3 * RC_ROW + q[i + 3]]++;
+        }
+        for (; i < cnt; i++) w[q[i]]++;
+    });
     return k;
 }
+
+/* The runs of consecutive whole rounds the stage [a, b) counts (FOR_ROUNDS's whole
+ * rounds, as runs): the statements ... for the nr rounds from offset j. A piece of
+ * RC_STEP holds at most one group start (P >= RC_STEP on the planes that are sampled;
+ * the whole count's one piece is the plane), which splits it. */
+#define FOR_RUNS(n, a, b, ...)                                                                       \
+    do {                                                                                             \
+        size_t P_ = RC_PART(n), end_ = (n) / RC_W * RC_W;                                            \
+        for (size_t o_ = 0; o_ + (a) < end_; o_ += RC_STEP) {                                        \
+            size_t lo_ = o_ + (a) < RC_W ? RC_W : o_ + (a), hi_ = o_ + (b) < end_ ? o_ + (b) : end_; \
+            if (lo_ >= hi_) continue;                                                                \
+            for (unsigned g_ = 1; g_ <= RC_G; g_++) {                                                \
+                size_t s_ = g_ < RC_G ? g_ * P_ : hi_; /* the run ends at a group start or at hi_ */ \
+                if (s_ < lo_) continue;                                                              \
+                if (s_ > hi_) s_ = hi_;                                                              \
+                size_t j = lo_, nr = (s_ - lo_) / RC_W;                                              \
+                if (nr) {                                                                            \
+                    __VA_ARGS__                                                                      \
+                }                                                                                    \
+                lo_ = s_ + RC_W; /* past the group's first round */                                  \
+                if (lo_ >= hi_) break;                                                               \
+            }                                                                                        \
+        }                                                                                            \
+    } while (0)
+
+/* The buckets of nr consecutive whole rounds from q into out: the bucket of each one's
+ * context, clamped to [0, RC_WIDE) from base (the plane's mode less RC_WIDE / 2). */
+static void buckets(const uint8_t *q, size_t nr, int base, uint8_t *out)
+{
+    size_t i = 0;
+#ifdef ENT_HAVE_X86
+    if (cpu_level() >= CPU_AVX512) i = rm_buckets_avx512(q, nr, base, out);
+#endif
+    for (; i < nr; i++) out[i] = (uint8_t)rc_bucket((int)rm_mean16(q + RC_W * i - RC_W), base, RC_WIDE);
+}
+
+/* Buckets of fewer bytes are counted one by one; planes of wider values (Adam's
+ * exp_avg where a row saw no token: exponents 0 and 90-120) are not sorted. */
+#define RM_HIST_MIN 1024u
+#define RM_SORT_RANGE 64
 
 /* As count_rounds, for the large stages: the whole rounds are first copied together by
  * the bucket of their context into buf (n + n/16 bytes: the copies, then each round's
  * bucket), then each bucket's bytes are counted by one histogram (ent_histogram, whose
  * vector loop takes an exponent plane's few values at several GB/s) into its row of
- * set 0; partial rounds (group 3's tail) are counted one by one. bk[v]: the bucket of a
- * mean v. Counting a round's bytes one by one into shared rows took 1.75x the time of
- * codec 8's pairs. */
-static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, const uint8_t *bk, uint8_t *buf, size_t a,
-                           size_t b)
+ * set 0; the plane's last round, when partial, is counted by itself. Counting a round's
+ * bytes one by one into shared rows took 1.75x the time of codec 8's pairs. */
+static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, uint8_t *buf, size_t a, size_t b)
 {
-    size_t P = RC_PART(n), k = 0, nr = 0, at[RC_WIDE], sz[RC_WIDE] = {0};
+    size_t k = 0, nr_all = 0, at[RC_WIDE], sz[4][RC_WIDE];
     uint8_t *rb = buf + n;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) {
-            for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[t], t++) at[t] = o;
-            nr = 0;
-        }
-        for (unsigned g = 0; g < RC_G; g++) {
-            const uint8_t *q0 = src + g * P;
-            size_t len = part_len(n, P, g);
-            for (size_t o = 0; o < len; o += RM_STEP) {
-                size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
-                for (size_t j = lo; j < hi; j += RC_W) {
-                    const uint8_t *q = q0 + j;
-                    if (len - j < RC_W) { /* the tail's last, partial round */
-                        if (pass) continue;
-                        uint32_t *w = S->wide + 256 * bk[rm_mean16(q - RC_W)];
-                        for (size_t i = 0; i < len - j; i++) w[q[i]]++;
-                        k += len - j;
-                        continue;
-                    }
-                    if (!pass) {
-                        unsigned t = bk[rm_mean16(q - RC_W)];
-                        rb[nr++] = (uint8_t)t;
-                        sz[t] += RC_W;
-                        k += RC_W;
-                    } else {
-                        unsigned t = rb[nr++];
-                        memcpy(buf + at[t], q, RC_W);
-                        at[t] += RC_W;
-                    }
-                }
-            }
-        }
+    int base = (int)S->mode - (int)RC_WIDE / 2;
+    FOR_RUNS(n, a, b, {
+        buckets(src + j, nr, base, rb + nr_all);
+        nr_all += nr;
+    });
+    size_t last = n / RC_W * RC_W; /* the plane's last round, when partial */
+    if (last < n && (last % RC_STEP) >= a && (last % RC_STEP) < b) {
+        uint32_t *w = S->wide + S->off[rm_mean16(src + last - RC_W)];
+        for (size_t i = last; i < n; i++) w[src[i]]++;
+        k += n - last;
     }
-    for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[t], t++) {
-        if (!sz[t]) continue;
-        uint32_t h[256];
-        ent_histogram(buf + o, sz[t], h);
-        for (unsigned v = 0; v < 256; v++) S->wide[256 * t + v] += h[v];
+    /* Four sets of counters: runs of one bucket would wait on each increment. */
+    memset(sz, 0, sizeof sz);
+    size_t i = 0;
+    for (; i + 4 <= nr_all; i += 4) {
+        sz[0][rb[i]]++;
+        sz[1][rb[i + 1]]++;
+        sz[2][rb[i + 2]]++;
+        sz[3][rb[i + 3]]++;
     }
-    return k;
+    for (; i < nr_all; i++) sz[0][rb[i]]++;
+    for (unsigned t = 0, o = 0; t < RC_WIDE; t++) {
+        sz[0][t] = RC_W * (sz[0][t] + sz[1][t] + sz[2][t] + sz[3][t]);
+        at[t] = o;
+        o += (unsigned)sz[0][t];
+    }
+    const uint8_t *r = rb;
+    FOR_RUNS(n, a, b, {
+        for (size_t e = j + RC_W * nr; j < e; j += RC_W) {
+            unsigned t = *r++;
+            memcpy(buf + at[t], src + j, RC_W);
+            at[t] += RC_W;
+        }
+    });
+    for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[0][t], t++) {
+        const uint8_t *q = buf + o;
+        uint32_t *w = S->wide + 256 * t, h[256];
+        size_t len = sz[0][t], i = 0;
+        if (len >= RM_HIST_MIN) { /* below, the histogram's set-up costs more than its count */
+            ent_histogram(q, len, h);
+            for (int v = S->lo; v <= S->hi; v++) w[v] += h[v];
+            continue;
+        }
+        for (; i + 4 <= len; i += 4) {
+            w[q[i]]++;
+            w[RC_ROW + q[i + 1]]++;
+            w[2 * RC_ROW + q[i + 2]]++;
+            w[3 * RC_ROW + q[i + 3]]++;
+        }
+        for (; i < len; i++) w[q[i]]++;
+    }
+    return k + RC_W * nr_all;
 }
 
-/* The sample's pairs (byte 16 back, byte) of the same rounds, into S->back: codec 8's
- * contexts, to leave planes whose lanes follow their own byte 16 back to codec 8. */
-static void count_back(rm_state *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+/* The rounds of the stage [a, b): sorted by bucket where the plane's values span less
+ * than RM_SORT_RANGE (the vector histogram's reach: ent_hist_avx512) and c lends a
+ * buffer, but not the first stage's few; else one by one. Returns the bytes counted. */
+static size_t count_stage(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, size_t a, size_t b)
+{
+    int sort = b - a > RC_SAMPLE && S->hi - S->lo < RM_SORT_RANGE;
+    uint8_t *buf = sort ? ent_cand(c, n + n / RC_W + 64) : NULL;
+    return buf ? count_sorted(S, src, n, buf, a, b) : count_rounds(S, src, n, a, b);
+}
+
+/* The plane's mode, range and buckets for an estimate; only the values of the plane
+ * are counted, so only theirs are cleared. */
+static void rm_start(rc_tabs *S, const uint32_t *hist)
+{
+    S->src = NULL;
+    rc_range(hist, &S->mode, &S->lo, &S->hi);
+    for (unsigned k = 0; k < RC_SETS; k++)
+        for (unsigned b = 0; b < RC_WIDE; b++)
+            memset(S->wide + k * RC_ROW + 256 * b + S->lo, 0, (size_t)(S->hi - S->lo + 1) * 4);
+    rc_bucket_table(S->mode, RC_WIDE, 256, S->off);
+    S->k = 0;
+}
+
+/* Every round counted: the group heads (context m), the window and the tables. */
+static double rm_finish(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n)
 {
     size_t P = RC_PART(n);
-    for (unsigned g = 0; g < RC_G; g++) {
-        const uint8_t *q0 = src + g * P;
-        size_t len = part_len(n, P, g);
-        for (size_t o = 0; o < len; o += RM_STEP) {
-            size_t lo = o + a < RC_W ? RC_W : o + a, hi = o + b < len ? o + b : len;
-            for (size_t j = lo; j < hi; j++) S->back[off[q0[j - RC_W]] + q0[j]]++;
-        }
-    }
+    memset(S->head, 0, sizeof S->head);
+    for (unsigned g = 0; g < RC_G; g++)
+        for (size_t i = g * P; i < g * P + RC_W; i++) S->head[src[i]]++;
+    return rc_tables(c, S, src, n, S->mode, S->lo, S->hi);
 }
 
-/* The rounds at offsets [a, b) of every RM_STEP: sorted by bucket where c lends a
- * buffer, else one by one. Returns the bytes counted. */
-static size_t count_stage(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, const uint32_t *off, size_t a, size_t b)
+/* As codec 8's (rc_sample, rc_rest): the first stage's rounds and their estimate (K = 16
+ * around the mode) scaled to the plane; then up to 4 KiB of every 16 must beat
+ * c->est_bar by 0.3%, and all of it is counted, the window chosen and the tables
+ * normalised: the size returned is what the encoder writes, to a few bytes. */
+double rm_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
 {
-    uint8_t *buf = ent_cand(c, n + n / RC_W + 64);
-    if (!buf) return count_rounds(S, src, n, off, a, b);
-    uint8_t bk[256];
-    for (unsigned v = 0; v < 256; v++) bk[v] = (uint8_t)(off[v] / 256);
-    return count_sorted(S, src, n, bk, buf, a, b);
+    rm_state *R = rm_get(c);
+    if (n < 64 * 1024 || !R) return 1e300;
+    rc_tabs *S = &R->t;
+    rm_start(S, hist);
+    S->k = count_stage(c, S, src, n, 0, RC_SAMPLE);
+    uint32_t mc[RC_KMAX * 256];
+    rc_sum_sets(S, S->lo, S->hi);
+    rc_merge_win(S, S->mode, (int)S->mode, RC_KMAX, S->lo, S->hi, 0, mc);
+    return rc_est_win(mc, RC_KMAX, (double)n / (double)S->k, S->lo, S->hi);
 }
 
-/* As codec 8's estimate (rc_estimate): sampled, the first KiB of every 16 of each part
- * must save 0.5% of the order-0 entropy, then up to 4 KiB of every 16 must beat
- * c->est_bar by 0.3%; otherwise all of it is counted, the window chosen and the tables
- * normalised, and the size returned is what the encoder writes, to a few bytes. */
+double rm_rest(ent_ctx *c, const uint8_t *src, size_t n)
+{
+    rm_state *R = rm_get(c);
+    if (!R || !R->t.k) return 1e300;
+    rc_tabs *S = &R->t;
+    double best;
+    S->k += count_stage(c, S, src, n, RC_SAMPLE, 4096);
+    rc_choose(S, S->mode, (double)n / (double)S->k, S->lo, S->hi, &best);
+    S->k = 0;
+    if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
+    count_stage(c, S, src, n, 4096, RC_STEP);
+    return rm_finish(c, S, src, n);
+}
+
+/* Sampled: rm_sample must save RC_GAIN_MIN of the order-0 entropy, then rm_rest; not
+ * sampled, every round. (The selector weighs codec 8's sample against this one's
+ * itself: select.c.) */
 double rm_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled)
 {
     rm_state *R = rm_get(c);
     if (n < RC_N || !R) return 1e300;
     rc_tabs *S = &R->t;
-    S->src = NULL;
-    unsigned mode;
-    int lo, hi;
-    rc_range(hist, &mode, &lo, &hi);
-    for (unsigned k = 0; k < RC_SETS; k++) /* only the values of the plane are counted */
-        for (unsigned b = 0; b < RC_WIDE; b++)
-            memset(S->wide + k * RC_ROW + 256 * b + lo, 0, (size_t)(hi - lo + 1) * 4);
-    uint32_t off[256];
-    rc_bucket_table(mode, RC_WIDE, 256, off);
-    double best;
     if (sampled && n >= 64 * 1024) {
-        size_t k = count_stage(c, S, src, n, off, 0, 1024);
-        uint32_t mc[RC_KMAX * 256], mb[RC_KMAX * 256];
-        rc_sum_sets(S, lo, hi);
-        rc_merge_win(S, mode, (int)mode, RC_KMAX, lo, hi, 0, mc);
-        double e = rc_est_win(mc, RC_KMAX, (double)n / (double)k, lo, hi);
-        if (e > 0.995 * ent_bits(hist, n) / 8) return 1e300;
-        /* Codec 8's contexts on the same sample (its window, K = 16 around the mode). */
-        memset(R->back, 0, sizeof R->back);
-        count_back(R, src, n, off, 0, 1024);
-        memset(mb, 0, sizeof mb);
-        for (unsigned b = 0; b < RC_WIDE; b++) {
-            unsigned t = rc_bucket((int)b - (int)RC_WIDE / 2, -(int)(RC_KMAX / 2), RC_KMAX);
-            for (int s = lo; s <= hi; s++) mb[256 * t + s] += R->back[256 * b + s];
-        }
-        if (rc_est_win(mb, RC_KMAX, (double)n / (double)k, lo, hi) < e) return 1e300;
-        k += count_stage(c, S, src, n, off, 1024, 4096);
-        rc_choose(S, mode, (double)n / (double)k, lo, hi, &best);
-        if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
-        count_stage(c, S, src, n, off, 4096, RM_STEP);
-    } else {
-        count_stage(c, S, src, n, off, 0, RM_STEP);
+        if (rm_sample(c, src, n, hist) > RC_GAIN_MIN * ent_bits(hist, n) / 8) return 1e300;
+        return rm_rest(c, src, n);
     }
-    size_t P = RC_PART(n);
-    memset(S->head, 0, sizeof S->head);
-    for (unsigned g = 0; g < RC_G; g++)
-        for (size_t i = g * P; i < g * P + RC_W; i++) S->head[src[i]]++;
-    return rc_tables(c, S, src, n, mode, lo, hi);
+    rm_start(S, hist);
+    count_stage(c, S, src, n, 0, RC_STEP);
+    return rm_finish(c, S, src, n);
 }
 
 size_t rm_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)

@@ -8,6 +8,9 @@
 #include "rans_ctx.h"
 
 /* Registry row functions (ent_codec_desc), as codec 8's. */
+/* The sampled estimate's stages, as codec 8's (rc_sample, rc_rest in rans_ctx.h). */
+double rm_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist);
+double rm_rest(ent_ctx *c, const uint8_t *src, size_t n);
 double rm_estimate(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist, int sampled);
 size_t rm_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rm_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
@@ -34,6 +37,10 @@ size_t rm_dec_avx512(uint32_t *st, const uint32_t *dt, const uint32_t *bkt, unsi
 /* As rc_enc_avx2 / rc_enc_avx512: the whole rounds, off[v] = bucket of a mean v times 256. */
 uint8_t *rm_enc_avx2(uint32_t *st, const uint32_t (*vt)[4], const uint32_t *off, unsigned m, const uint8_t *src,
                      size_t P, uint8_t *p);
+/* The estimate's count: the buckets of nr consecutive whole rounds from q (the rounded
+ * mean of the 16 bytes before each, less base, clamped to [0, RC_WIDE)) into out, 16
+ * rounds at a time; returns the rounds done (the rest is the caller's). */
+size_t rm_buckets_avx512(const uint8_t *q, size_t nr, int base, uint8_t *out);
 uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *off, unsigned m, const uint8_t *src, size_t P,
                        uint8_t *p);
 #endif

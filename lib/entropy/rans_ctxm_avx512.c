@@ -57,24 +57,67 @@ T512F size_t rm_dec_avx512(uint32_t *st, const uint32_t *dt, const uint32_t *bkt
 }
 
 /* The encoder: codec 8's step (rans_ctx_avx512.c says how the quotient is exact), the
- * fields of (context, symbol) gathered from zt (rc_build_zt) at the round's bucket. */
+ * fields of (context, symbol) gathered from zt (rc_build_zt) at the round's bucket. The
+ * four groups written out, their lookups first so that the gathers overlap the steps,
+ * as in codec 8's loop (a loop over the groups, sixteen dwords gathered twice a step:
+ * 1,630 MB/s where this runs at 1,880 on the exponent planes of step-300 BF16
+ * gradients, one thread, CPU time). */
+_Static_assert(RC_G == 4, "rm_enc_avx512 writes out four groups");
+
+static inline T512F void rm_look(const uint64_t *zt, const uint8_t *q, uint32_t base, __m512i *mag, __m512i *pk)
+{
+    __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
+    rc_fields(zt, _mm512_add_epi32(_mm512_set1_epi32((int)base), s), mag, pk);
+}
+
 T512F uint8_t *rm_enc_avx512(uint32_t *st, const uint64_t *zt, const uint32_t *off, unsigned m, const uint8_t *src,
                              size_t P, uint8_t *p)
 {
-    __m512i X[RC_G];
-    for (unsigned g = 0; g < RC_G; g++) X[g] = _mm512_loadu_si512((const void *)(st + RC_W * g));
+    __m512i X0 = _mm512_loadu_si512((const void *)st), X1 = _mm512_loadu_si512((const void *)(st + RC_W));
+    __m512i X2 = _mm512_loadu_si512((const void *)(st + 2 * RC_W)),
+            X3 = _mm512_loadu_si512((const void *)(st + 3 * RC_W));
     for (size_t r = P / RC_W; r-- > 0;) {
-        for (unsigned g = RC_G; g-- > 0;) {
-            const uint8_t *q = src + g * P + r * RC_W;
-            __m512i s = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)q));
-            __m512i ix = _mm512_add_epi32(_mm512_set1_epi32((int)off[r ? rm_mean16(q - RC_W) : m]), s);
-            /* a slot's two fields lie in one qword: the magic below, the packed ones above */
-            __m512i mag = _mm512_i32gather_epi32(ix, (const void *)zt, 8);
-            __m512i pk = _mm512_i32gather_epi32(ix, (const void *)((const uint32_t *)(const void *)zt + 1), 8);
-            X[g] = rc_put16(X[g], mag, pk, &p);
-        }
+        const uint8_t *q = src + r * RC_W;
+        __m512i g0, g1, g2, g3, k0, k1, k2, k3;
+        rm_look(zt, q + 3 * P, off[r ? rm_mean16(q + 3 * P - RC_W) : m], &g3, &k3);
+        rm_look(zt, q + 2 * P, off[r ? rm_mean16(q + 2 * P - RC_W) : m], &g2, &k2);
+        rm_look(zt, q + P, off[r ? rm_mean16(q + P - RC_W) : m], &g1, &k1);
+        rm_look(zt, q, off[r ? rm_mean16(q - RC_W) : m], &g0, &k0);
+        X3 = rc_put16(X3, g3, k3, &p);
+        X2 = rc_put16(X2, g2, k2, &p);
+        X1 = rc_put16(X1, g1, k1, &p);
+        X0 = rc_put16(X0, g0, k0, &p);
     }
-    for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
+    _mm512_storeu_si512((void *)st, X0);
+    _mm512_storeu_si512((void *)(st + RC_W), X1);
+    _mm512_storeu_si512((void *)(st + 2 * RC_W), X2);
+    _mm512_storeu_si512((void *)(st + 3 * RC_W), X3);
     return p;
+}
+
+/* Sixteen rounds a step: four SADs give the sums of the 8-byte halves of the 16 bytes
+ * before each round, added in pairs (even and odd qwords of two SADs), rounded to the
+ * mean, less base, clamped and narrowed to bytes. */
+T512F size_t rm_buckets_avx512(const uint8_t *q, size_t nr, int base, uint8_t *out)
+{
+    const __m512i ev = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), od = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi64(RC_WIDE - 1);
+    const __m512i b8 = _mm512_set1_epi64(16 * (int64_t)base - 8);
+    size_t i = 0;
+    for (; i + 16 <= nr; i += 16) {
+        const uint8_t *p = q + RC_W * i - RC_W;
+        __m512i s0 = _mm512_sad_epu8(_mm512_loadu_si512((const void *)p), zero);
+        __m512i s1 = _mm512_sad_epu8(_mm512_loadu_si512((const void *)(p + 64)), zero);
+        __m512i s2 = _mm512_sad_epu8(_mm512_loadu_si512((const void *)(p + 128)), zero);
+        __m512i s3 = _mm512_sad_epu8(_mm512_loadu_si512((const void *)(p + 192)), zero);
+        __m512i a = _mm512_add_epi64(_mm512_permutex2var_epi64(s0, ev, s1), _mm512_permutex2var_epi64(s0, od, s1));
+        __m512i c = _mm512_add_epi64(_mm512_permutex2var_epi64(s2, ev, s3), _mm512_permutex2var_epi64(s2, od, s3));
+        /* (sum + 8) / 16 - base = (sum + 8 - 16 base) >> 4, arithmetic, then clamped */
+        a = _mm512_min_epi64(_mm512_max_epi64(_mm512_srai_epi64(_mm512_sub_epi64(a, b8), 4), zero), top);
+        c = _mm512_min_epi64(_mm512_max_epi64(_mm512_srai_epi64(_mm512_sub_epi64(c, b8), 4), zero), top);
+        __m128i lo = _mm512_cvtepi64_epi8(a), hi = _mm512_cvtepi64_epi8(c);
+        _mm_storeu_si128((__m128i *)(void *)(out + i), _mm_unpacklo_epi64(lo, hi));
+    }
+    return i;
 }
 #endif

@@ -6,8 +6,8 @@
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
  * adaptive sub-block tables (below 4 KiB as codec 9: 4 states, compact tables); on exponent
  * and mantissa planes, at every level, rANS with a small context (codec 8) when its
- * estimate beats order 0's size, and on exponent planes the same coder with a round's mean
- * as context (codec 10) where its estimate beats both. Order-1 is estimated only
+ * estimate beats order 0's size, and on exponent planes from level 3 the same coder with
+ * a round's mean as context (codec 10) where a sample finds it better. Order-1 is estimated only
  * for exponent planes at level >= 4 (any non-mantissa plane at >= 6), and only coded
  * when its estimate (its larger tables counted) beats the order-0 result; zstd is tried
  * for opaque and integer planes, for planes that are mostly zero bytes, for every plane
@@ -20,6 +20,7 @@
 
 #include "common/cpu.h"
 #include "ent_internal.h"
+#include "rans_ctxm.h"
 
 size_t ent_bound(size_t n) { return n + 16; }
 
@@ -130,21 +131,25 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
     return n < 256 ? store(src, n, dst, cap, codec) : 0;
 }
 
-/* Order 0 or a small-context coder, on exponent and mantissa planes of 64 KiB or more:
- * on exponent planes (from level ENT_MEAN_MIN_LEVEL) codec 10 (a round's mean as context) first, which on the corpus's
- * gradients and moments codes 4-6% below codec 8 and within 0.1% of the best of both,
- * and codec 8 only where codec 10's sampled estimate cannot beat order 0's plan (one
- * full count of pairs per plane, as before codec 10: counting both took 12-18% more
- * compression time); on mantissa planes codec 8. The sampled estimates stop where they
- * cannot beat order 0's plan (c->est_bar); the exact one is compared with order 0's
- * predicted size. */
-/* The lowest level at which codec 10 is tried. At -3 (one thread, CPU time, loaded
- * machine) it took 0.4-1.1% off moments and gradients but cost 2-15% more compression
- * CPU (the planes it takes from order 0 cost a context coder's count and encode), over
- * the 3% the default level may spend; decoding stayed within 2%. At -4 it displaces
- * order 1 (5x slower to decode) on those exponent planes: compression 6-16% and
- * decompression 19-42% less CPU than without it. */
-#define ENT_MEAN_MIN_LEVEL 4
+/* Order 0 or a small-context coder, on exponent and mantissa planes of 64 KiB or more.
+ * The context coders' first stages (rc_sample, rm_sample: the pairs 16 apart and the
+ * rounds' means in the first KiB of every 16 KiB, the same bytes) choose which of them
+ * is counted further: codec 10 (a round's mean as context, exponent planes from level
+ * ENT_MEAN_MIN_LEVEL) where its sampled estimate is below codec 8's, else codec 8, the
+ * one chosen only where its sample saves RC_GAIN_MIN of the order-0 entropy (weights
+ * save ~0.1%). On the corpus's gradients and moments codec 10 codes the exponent
+ * planes 4-6% below codec 8 (step-300 grads_bf16's: 3.04 MB against 3.15 MB), and
+ * its count (sorted by bucket) costs less than codec 8's pairs. At level 3 codec 10 is
+ * sampled only where codec 8's sample passed: sampled on every exponent plane, and
+ * counted through on the planes codec 8 leaves to order 0, it took 0.36% off
+ * grads_bf16's exponent bytes (none off weights_f32's) for 7% more selector CPU on
+ * those planes (9% on weights_f32's). The chosen coder stops where its second stage cannot beat
+ * order 0's plan (c->est_bar; then codec 8 goes on where codec 10 stopped and codec 8
+ * passed), else every byte is counted once, for its exact estimate and the encoder's
+ * tables, and its size is compared with order 0's predicted size. Counting both
+ * through cost 12-18% more compression time. */
+/* The lowest level at which codec 10 is a candidate: -1 and -2 keep codec 8 alone. */
+#define ENT_MEAN_MIN_LEVEL 3
 
 static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *h, int hint,
                                           int level)
@@ -152,14 +157,17 @@ static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t
     const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0);
     double est = rans0_plan(c, src, n, level);
     c->est_bar = est < (double)n ? est : (double)n; /* order 0 may not beat stored */
-    int mean = hint == ENT_HINT_EXPONENT && level >= ENT_MEAN_MIN_LEVEL;
-    const ent_codec_desc *oc = ent_codec_get(mean ? ENT_RANSCTXM : ENT_RANSCTX);
-    double size = oc->estimate(c, src, n, h, 1);
-    if (size >= 1e300 && oc->id == ENT_RANSCTXM) size = (oc = ent_codec_get(ENT_RANSCTX))->estimate(c, src, n, h, 1);
+    double gain = RC_GAIN_MIN * ent_bits(h, n) / 8, size = 1e300;
+    double e8 = rc_sample(c, src, n, h);
+    int mean = hint == ENT_HINT_EXPONENT && level >= ENT_MEAN_MIN_LEVEL && (e8 <= gain || level > 3);
+    double e10 = mean ? rm_sample(c, src, n, h) : 1e300;
+    uint8_t id = ENT_RANSCTX;
+    if (e10 < e8 && e10 <= gain && (size = rm_rest(c, src, n)) < 1e300) id = ENT_RANSCTXM;
+    else if (e8 <= gain) size = rc_rest(c, src, n);
     c->est_bar = 0;
     if (size >= 1e300) return o0;
     double size0 = rans0_size(c, src, n);
-    return size < (size0 < (double)n ? size0 : (double)n) ? oc : o0;
+    return size < (size0 < (double)n ? size0 : (double)n) ? ent_codec_get(id) : o0;
 }
 
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
@@ -238,14 +246,15 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     uint8_t bestc = ENT_STORED;
     size_t lim = cap < n ? cap : n;
     /* Order 0, or on exponent and mantissa planes at every level a small-context coder
-     * (codec 8, or 10 on exponent planes: context_pick): it decodes about as fast as order 0 and takes 3-7% off the exponent
-     * planes of moments and gradients (and ~0.5% off Adam's coded mantissa planes). Only
-     * one of them is coded: both sizes are predicted from full counts and normalised
-     * tables (order 0's plan, codec 8's window), to some tens of bytes of what each writes, so
-     * the choice is the smaller, which coding both to compare found at twice the cost.
-     * Codec 8 stops counting where a sample of its pairs cannot beat order 0's plan
-     * (see rc_estimate), and order 0's size is predicted only where it has not. Not below 64 KiB, where building its decoder's tables (up to 16 x
-     * 4096 entries) costs more than decoding the plane. */
+     * (codec 8, or from level 3 codec 10 on exponent planes: context_pick): it decodes
+     * about as fast as order 0 and takes 3-10% off the exponent planes of moments and
+     * gradients (and ~0.5% off Adam's coded mantissa planes). Only one of them is coded:
+     * both sizes are predicted from full counts and normalised tables (order 0's plan,
+     * the context coder's window), to some tens of bytes of what each writes, so the
+     * choice is the smaller, which coding both to compare found at twice the cost. The
+     * context coder stops counting where a sample cannot beat order 0's plan, and order
+     * 0's size is predicted only where it has not. Not below 64 KiB, where building its
+     * decoder's tables (up to 16 x 4096 entries) costs more than decoding the plane. */
     if (est0 < keep * (double)n) {
         const ent_codec_desc *pick = o0;
         if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024)
