@@ -320,7 +320,7 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
      * the predicted ratio tells whether measuring can pay for itself. */
     tune_choice qc;
     double ratio = 0; /* not predicted: tune_quick takes a nominal ratio */
-    int quick = (out->uncompressed_seconds < TUNE_QUICK_SAVE_S || tune_outruns(link_mbs)) &&
+    int quick = (out->uncompressed_seconds < TUNE_QUICK_SAVE_S || tune_outruns(link_mbs, budget)) &&
                 tune_quick(S, link_mbs, 0, budget, (double)chunk, &qc);
     ckpz_predict_params pp;
     ckpz_predict_params_init(&pp);
@@ -348,7 +348,7 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         else say(ex, "ratio not predicted");
         say(ex, ": measuring (about %.2f s) cannot pay%s: -%d -T%d (save %.3f s on nominal speeds",
             tune_measure_cost(link_mbs),
-            tune_outruns(link_mbs) ? " (the link outruns -1 on a thread by over half)" : "", out->level, out->threads,
+            tune_outruns(link_mbs, budget) ? " (the link outruns -1 on its coding threads by over half)" : "", out->level, out->threads,
             out->save_seconds);
         if (qc.by_margin) say(ex, "; coding's %.3f s saves under %.0f%% of it", qc.coded_save, 100 * TUNE_CODE_MARGIN);
         say(ex, ")\n");

@@ -24,7 +24,8 @@
  * finer than that), then the least c + x + d (of saves that tie, the one that codes
  * least and restores soonest), then the smallest output. Where storing is a candidate,
  * coding must be clearly worth it: a level is one only where it codes and restores on
- * one thread at TUNE_SPEED_MARGIN (2x) the link's speed, and coding is chosen only where
+ * half the threads it may use (tune_coding_threads; one on 2 or 3) at TUNE_SPEED_MARGIN
+ * (2x) the link's speed, and coding is chosen only where
  * its best save is TUNE_CODE_MARGIN (5%) under storing's. Where the coder is not clearly
  * faster than the link, the overlap max() counts on is what the ends' own reading and
  * writing and other work on their cores take first (told 1250 MB/s, a 2-core VM whose
@@ -73,13 +74,18 @@ double tune_measure_cost(double link_mbs)
     return link_mbs > TUNE_SLOW_LEVEL_MAX_MBS ? 0.05 : 0.15;
 }
 
-int tune_outruns(double link_mbs) { return NOMINAL_L1_C_BPS < TUNE_SPEED_MARGIN * link_mbs * 1e6; }
+int tune_coding_threads(int budget) { return budget >= 4 ? budget / 2 : 1; }
+
+int tune_outruns(double link_mbs, int budget)
+{
+    return NOMINAL_L1_C_BPS * tune_coding_threads(budget) < TUNE_SPEED_MARGIN * link_mbs * 1e6;
+}
 
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch)
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
-    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) && !tune_outruns(link_mbs))
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) && !tune_outruns(link_mbs, budget))
         return 0;
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
@@ -160,9 +166,10 @@ static cost model(const tune_input *in, const int *lv, int t)
     return k;
 }
 
-/* Coding (not storing) at levels lv whose one-thread speed over the file's roles, coding
- * or restoring, is under speed_margin times the link's (tune_input), where storing is a
- * candidate. Over the file, not per role: one role's sample that lost its core while
+/* Coding (not storing) at levels lv whose speed over the file's roles, coding or
+ * restoring, on the coding threads of the budget (tune_coding_threads: one thread's
+ * measured speed times their count), is under speed_margin times the link's
+ * (tune_input), where storing is a candidate. Over the file, not per role: one role's sample that lost its core while
  * it was timed (a loaded machine: 443 MB/s where its other runs gave 1.4 GB/s) moves the
  * mean, not the verdict. */
 static int too_slow(const tune_input *in, const int *lv, int can_store)
@@ -175,7 +182,7 @@ static int too_slow(const tune_input *in, const int *lv, int can_store)
             tc += in->role[r].bytes / in->role[r].sc[lv[r]];
             td += in->role[r].bytes / in->role[r].sd[lv[r]];
         }
-    double need = in->speed_margin * in->link;
+    double need = in->speed_margin * in->link / tune_coding_threads(in->budget);
     return bytes > 0 && (bytes < need * tc || bytes < need * td);
 }
 
@@ -340,7 +347,7 @@ void tune_explain(FILE *f, const tune_input *in, const tune_choice *ch, double s
             cost c = model(in, u, t);
             snprintf(cfg, sizeof cfg, "%s%s -T%d", k < 0 ? "best: " : "", name, t);
             fprintf(f, "  %-24s %6.3fx %9.3f %9.3f %9.3f %9.3f %9.3f%s\n", cfg, S / (c.x * B), c.c, c.x, c.d, c.save,
-                    c.c + c.x + c.d, too_slow(in, u, stored_everywhere(rc)) ? "  (too slow a thread)" : "");
+                    c.c + c.x + c.d, too_slow(in, u, stored_everywhere(rc)) ? "  (too slow for the link)" : "");
         }
     }
     if (ch->uniform) snprintf(name, sizeof name, "-%d", tune_levels[ch->lv[in->biggest]]);

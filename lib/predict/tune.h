@@ -101,11 +101,17 @@ typedef struct tune_choice {
 #define TUNE_CODE_MARGIN 0.05
 #define TUNE_SPEED_MARGIN 2.0
 int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int budget, double chunk, tune_choice *ch);
-/* Whether the link outruns -1 at its nominal speed (1.5 GB/s) on one thread by more
- * than half (TUNE_SPEED_MARGIN): then no level is likely to be a candidate, and
- * measuring (0.13-0.25 s on a loaded 2-core machine, against 0.53 s for 662 MB at 1250
- * MB/s) is not done: tune_quick stores. */
-int tune_outruns(double link_mbs);
+/* Whether the link outruns -1 at its nominal speed (1.5 GB/s a thread) on the coding
+ * threads (tune_coding_threads) by more than half (TUNE_SPEED_MARGIN): then no level is
+ * likely to be a candidate, and measuring (0.13-0.25 s on a loaded 2-core machine,
+ * against 0.53 s for 662 MB at 1250 MB/s) is not done: tune_quick stores. */
+int tune_outruns(double link_mbs, int budget);
+/* The threads the speed margin counts a level's speed on, of a budget of threads: half of
+ * them (at least one), the other half left to what the ends do beside coding (reading,
+ * writing, the network's copies, other work on their cores). On 2 cores one thread: told
+ * 1250 MB/s, -1 -T2 on a 2-core VM ran at half raw bytes' speed where the model had it
+ * ahead; on 16, eight: -1 then codes at several times a 10 Gbit/s link. */
+int tune_coding_threads(int budget);
 /* What measuring costs, seconds (autotune.c, 0.1-0.15 s on 123 MB here, most of it the
  * slow level's; a third of that without it). */
 double tune_measure_cost(double link_mbs);

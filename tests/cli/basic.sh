@@ -347,7 +347,7 @@ err_has "cannot pay: -0 "
 run 0 "$CKPZ" -q -d -f tb.ckpz -o tb.out
 same_file tb.out st.safetensors
 run 0 "$CKPZ" -v -f --target-bw 1000 st.safetensors -o tb.ckpz
-err_has "cannot pay (the link outruns -1 on a thread by over half): -0 "
+err_has "cannot pay (the link outruns -1 on its coding threads by over half): -0 "
 run 0 "$CKPZ" -q -d -f tb.ckpz -o tb.out
 same_file tb.out st.safetensors
 # -0 stores: the output is the input's size and a little more, and restores exactly
