@@ -348,8 +348,8 @@ ckpz_error ckpz_tune(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source
         else say(ex, "ratio not predicted");
         say(ex, ": measuring (about %.2f s) cannot pay%s: -%d -T%d (save %.3f s on nominal speeds",
             tune_measure_cost(link_mbs),
-            tune_outruns(link_mbs, budget) ? " (the link outruns -1 on its coding threads by over half)" : "", out->level, out->threads,
-            out->save_seconds);
+            tune_outruns(link_mbs, budget) ? " (the link outruns -1 on its coding threads by over half)" : "",
+            out->level, out->threads, out->save_seconds);
         if (qc.by_margin) say(ex, "; coding's %.3f s saves under %.0f%% of it", qc.coded_save, 100 * TUNE_CODE_MARGIN);
         say(ex, ")\n");
         out->measure_seconds = now() - t_start;

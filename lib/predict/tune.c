@@ -85,7 +85,8 @@ int tune_quick(double file_bytes, double link_mbs, double predicted_ratio, int b
 {
     double B = link_mbs * 1e6, R = predicted_ratio > 0 ? predicted_ratio : NOMINAL_RATIO;
     double gain = file_bytes / B * (1 - 1 / R); /* the most compressing can take off the link */
-    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) && !tune_outruns(link_mbs, budget))
+    if (!(file_bytes / B < TUNE_QUICK_SAVE_S) && !(gain < 2 * tune_measure_cost(link_mbs)) &&
+        !tune_outruns(link_mbs, budget))
         return 0;
     /* Measuring would cost about what a close choice can win: the same model on nominal
      * speeds, storing against -1 at the predicted ratio. */
