@@ -1,7 +1,8 @@
 /* test_q8.c — transform q8 (lib/transforms/q8.c) on GGML Q8_0 blocks, as codec.c routes
  * chunks to it: blocks quantised as GGML does (scale = largest magnitude / 127, quants
  * rounded) restore bit for bit at every phase and tail (the bytes before the first whole
- * block and after the last, as a chunk cut from a tensor at any byte has them), with
+ * block and after the last, as a chunk cut from a tensor at any byte has them), by the
+ * portable merge and the AVX-512 one (where the CPU has it) alike, with
  * transform q8 and the true phase in the frame and a frame smaller than the same bytes
  * coded as one plane;
  * bytes that are not Q8_0 (random, int8 values not scaled to 127, too few blocks) are
@@ -17,6 +18,7 @@
 #include "codec/codec.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
+#include "isa.h"
 #include "testutil.h"
 #include "transforms/ids.h"
 
@@ -81,9 +83,13 @@ static void round_trips(kit *k, uint8_t *raw)
                 /* the header plane (stored, after 7 descriptors): the phase found */
                 CHECKF(k->frame[CTR_FRAME_SIZE + 7 * 8] == phases[pi], "n %zu: phase %u found, %zu written", n,
                        k->frame[CTR_FRAME_SIZE + 7 * 8], phases[pi]);
-                ckpz_error e = decode(k, &h, why, sizeof why);
-                CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu: %s %s", n, phases[pi],
-                       ckpz_error_name(e), why);
+                /* every vector path of the merge, and the portable loop, restore the same bytes */
+                for (int isa = 0; isa < 2; isa++) {
+                    int level = force_isa(isa ? "avx512" : "scalar");
+                    ckpz_error e = decode(k, &h, why, sizeof why);
+                    CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu at %s: %s %s", n, phases[pi],
+                           cpu_level_name(level), ckpz_error_name(e), why);
+                }
                 if (blocks[bi] == 30840 && ti == 0) {
                     ctr_chunk hb;
                     size_t bytes = 0;

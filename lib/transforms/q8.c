@@ -28,8 +28,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cpu.h"
 #include "common/crc32c.h"
 #include "entropy/entropy.h"
+#include "simd.h"
 #include "xform.h"
 
 #define Q8_BLOCK 34      /* bytes per block */
@@ -131,9 +133,16 @@ int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
     return Q8_PLANES;
 }
 
-/* Rebuilds blocks [b0, b0 + cnt) at out from the planes. */
+/* Rebuilds blocks [b0, b0 + cnt) at out from the planes (AVX-512: q8_avx512.c, eight
+ * blocks a step, the rest here). */
 static void merge_blocks(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out)
 {
+#ifdef XF_HAVE_X86
+    if (cpu_level() >= CPU_AVX512) {
+        size_t done = q8_merge_avx512(pl, b0, cnt, out);
+        b0 += done, cnt -= done, out += Q8_BLOCK * done;
+    }
+#endif
     const uint8_t *slo = pl[1] + b0, *shi = pl[2] + b0, *top = pl[3] + 8 * b0, *mid = pl[4] + 8 * b0,
                   *lo = pl[5] + 16 * b0;
     for (size_t b = 0; b < cnt; b++, out += Q8_BLOCK) {
