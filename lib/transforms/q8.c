@@ -31,6 +31,7 @@
 #include "common/cpu.h"
 #include "common/crc32c.h"
 #include "entropy/entropy.h"
+#include "planes.h"
 #include "simd.h"
 #include "xform.h"
 
@@ -95,7 +96,8 @@ static int find_phase(const uint8_t *raw, size_t n)
     return best;
 }
 
-size_t xf_q8_scratch(size_t n) { return n ? n : 1; }
+/* The planes (n bytes at most), then the bounce slice of a streamed restore (planes.h). */
+size_t xf_q8_scratch(size_t n) { return (n ? n : 1) + XF_BOUNCE(Q8_SLICE * Q8_BLOCK); }
 
 int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
 {
@@ -181,11 +183,13 @@ ckpz_error xf_q8_decode(const xf_chunk *c, xf_in *in)
     if ((err = in->end(in))) return err;
     memcpy(c->out, pl[6], p);
     uint32_t crc = crc32c(0, c->out, p);
+    uint8_t *bounce = c->stream ? xf_bounce(c->scratch + (n ? n : 1)) : NULL;
     for (size_t b0 = 0; b0 < nb; b0 += Q8_SLICE) {
         size_t cnt = nb - b0 < Q8_SLICE ? nb - b0 : Q8_SLICE;
-        uint8_t *at = c->out + p + b0 * Q8_BLOCK;
-        merge_blocks(pl, b0, cnt, at);
-        crc = crc32c(crc, at, cnt * Q8_BLOCK);
+        uint8_t *at = c->out + p + b0 * Q8_BLOCK, *to = bounce ? bounce : at;
+        merge_blocks(pl, b0, cnt, to);
+        crc = crc32c(crc, to, cnt * Q8_BLOCK);
+        if (bounce) xf_stream(at, bounce, cnt * Q8_BLOCK);
     }
     memcpy(c->out + p + nb * Q8_BLOCK, pl[6] + p, tail);
     crc = crc32c(crc, c->out + p + nb * Q8_BLOCK, tail);
