@@ -452,7 +452,10 @@ CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params,
 CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                          void **dst, size_t *dst_size);
 /* Decompresses a whole ckpz file in memory into dst, which must hold exactly the
- * original size (ckpz_original_size tells it). */
+ * original size (ckpz_original_size tells it). From 4 MiB on, dst's tensor bytes are
+ * written with streaming stores (whole cache lines, not read in first: memory just
+ * allocated costs a read of every line otherwise), so they are in memory, not in the
+ * cache, when the call returns. */
 CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                            void *dst, size_t dst_size);
 /* Original size recorded in a complete ckpz file held in memory. Only the header and

@@ -1,7 +1,8 @@
 /* test_q8.c — transform q8 (lib/transforms/q8.c) on GGML Q8_0 blocks, as codec.c routes
  * chunks to it: blocks quantised as GGML does (scale = largest magnitude / 127, quants
  * rounded) restore bit for bit at every phase and tail (the bytes before the first whole
- * block and after the last, as a chunk cut from a tensor at any byte has them), with
+ * block and after the last, as a chunk cut from a tensor at any byte has them), by the
+ * portable merge and the AVX-512 one (where the CPU has it) alike, with
  * transform q8 and the true phase in the frame and a frame smaller than the same bytes
  * coded as one plane;
  * bytes that are not Q8_0 (random, int8 values not scaled to 127, too few blocks) are
@@ -17,6 +18,7 @@
 #include "codec/codec.h"
 #include "common/crc32c.h"
 #include "common/ctx.h"
+#include "isa.h"
 #include "testutil.h"
 #include "transforms/ids.h"
 
@@ -57,11 +59,19 @@ static size_t code(kit *k, ckpz_dtype dt, const uint8_t *raw, size_t n, ctr_chun
     return len;
 }
 
-static ckpz_error decode(kit *k, const ctr_chunk *h, char *why, size_t whylen)
+/* stream: the blocks merged in the scratch's bounce slice and streamed out, as a whole
+ * restore in memory writes them (chunk_decode_to). */
+static ckpz_error decode_to(kit *k, const ctr_chunk *h, int stream, char *why, size_t whylen)
 {
     memset(k->out, 0xa5, h->raw_len);
     why[0] = 0;
-    return chunk_decode(k->ec, h, CKPZ_DTYPE_U8, k->frame + CTR_FRAME_SIZE, NULL, k->planes, k->out, why, whylen);
+    return chunk_decode_to(k->ec, h, CKPZ_DTYPE_U8, k->frame + CTR_FRAME_SIZE, NULL, k->planes, k->out, stream, why,
+                           whylen);
+}
+
+static ckpz_error decode(kit *k, const ctr_chunk *h, char *why, size_t whylen)
+{
+    return decode_to(k, h, 0, why, whylen);
 }
 
 /* Every phase and tail restores exactly through transform q8, smaller than as bytes. */
@@ -81,9 +91,14 @@ static void round_trips(kit *k, uint8_t *raw)
                 /* the header plane (stored, after 7 descriptors): the phase found */
                 CHECKF(k->frame[CTR_FRAME_SIZE + 7 * 8] == phases[pi], "n %zu: phase %u found, %zu written", n,
                        k->frame[CTR_FRAME_SIZE + 7 * 8], phases[pi]);
-                ckpz_error e = decode(k, &h, why, sizeof why);
-                CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu: %s %s", n, phases[pi],
-                       ckpz_error_name(e), why);
+                /* every vector path of the merge, and the portable loop, restore the same bytes,
+                 * into the output or streamed to it */
+                for (int isa = 0; isa < 4; isa++) {
+                    int level = force_isa(isa & 1 ? "avx512" : "scalar");
+                    ckpz_error e = decode_to(k, &h, isa >> 1, why, sizeof why);
+                    CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu at %s%s: %s %s", n, phases[pi],
+                           cpu_level_name(level), isa >> 1 ? ", streamed" : "", ckpz_error_name(e), why);
+                }
                 if (blocks[bi] == 30840 && ti == 0) {
                     ctr_chunk hb;
                     size_t bytes = 0;

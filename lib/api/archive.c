@@ -272,8 +272,8 @@ static void chunk_where(char *buf, size_t size, const ckpz_archive *a, uint64_t 
 
 /* archive.h */
 ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no, const uint8_t *frame,
-                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, const uint8_t **result,
-                          uint32_t *raw_crc)
+                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, int stream,
+                          const uint8_t **result, uint32_t *raw_crc)
 {
     const ctr_chunkrec *r = &a->c[k];
     const ctr_entry *e = &a->e[entry_no];
@@ -291,7 +291,8 @@ ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint
         err = chunk_copy_check(&h, base, why, sizeof why);
         *result = base;
     } else {
-        err = chunk_decode(ec, &h, (ckpz_dtype)e->dtype, frame + CTR_FRAME_SIZE, base, planes, out, why, sizeof why);
+        err = chunk_decode_to(ec, &h, (ckpz_dtype)e->dtype, frame + CTR_FRAME_SIZE, base, planes, out, stream, why,
+                              sizeof why);
         *result = out;
     }
     if (err) return ctx_fail(msg, err, "%s: %s", where, why);
@@ -369,7 +370,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
             goto out;
         }
         if ((err = chunk_base(ctx, a, e, rel, r->raw_len, &base)) ||
-            (err = decode_indexed(ctx, a, k, owner, frame, base, s->ec[0], s->planes[0], raw, &result, &crc)))
+            (err = decode_indexed(ctx, a, k, owner, frame, base, s->ec[0], s->planes[0], raw, 0, &result, &crc)))
             goto out;
         uint64_t skip = e->offset > a->chunk_off[k] ? e->offset - a->chunk_off[k] : 0;
         uint64_t n = r->raw_len - skip;
@@ -433,7 +434,7 @@ static void span_job(void *v, int worker, void *arg)
     const uint8_t *result;
     uint32_t crc;
     j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, j->frame, j->base, st->scratch->ec[worker],
-                            st->scratch->planes[worker], out, &result, &crc);
+                            st->scratch->planes[worker], out, 0, &result, &crc);
     if (!j->err && result + (lo - off) != dst) memcpy(dst, result + (lo - off), hi - lo);
 }
 

@@ -48,11 +48,11 @@ ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, 
                       const uint8_t **base);
 
 /* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
- * out; *result is out, or the base's bytes for a copy frame. Messages go to msg, naming
- * the chunk and its tensor. */
+ * out (stream: with streaming stores, chunk_decode_to); *result is out, or the base's
+ * bytes for a copy frame. Messages go to msg, naming the chunk and its tensor. */
 ckpz_error decode_indexed(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t entry_no, const uint8_t *frame,
-                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, const uint8_t **result,
-                          uint32_t *raw_crc);
+                          const uint8_t *base, ent_ctx *ec, uint8_t *planes, uint8_t *out, int stream,
+                          const uint8_t **result, uint32_t *raw_crc);
 
 /* Checks every frame against the index (entry frames included), then decodes each chunk
  * straight from src into its place in dst (exactly the original size) on

@@ -519,6 +519,12 @@ static ckpz_error decode_stored(const ctr_chunk *h, const uint8_t *payload, uint
 ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload, const uint8_t *base,
                         uint8_t *planes, uint8_t *out, char *why, size_t whylen)
 {
+    return chunk_decode_to(ec, h, dtype, payload, base, planes, out, 0, why, whylen);
+}
+
+ckpz_error chunk_decode_to(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
+                           const uint8_t *base, uint8_t *planes, uint8_t *out, int stream, char *why, size_t whylen)
+{
     if (h->pred != PRED_NONE && (h->pred == PRED_COPY || !base)) {
         snprintf(why, whylen, "%s predictor without base bytes to predict from", pred_name(h->pred));
         return CKPZ_ERR_CORRUPT;
@@ -540,6 +546,6 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
                       h->payload_len,
                       0,
                       h->nplanes};
-    xf_chunk c = {h->xf, h->esize, h->nplanes, h->pred, h->raw_len, h->raw_crc, dtype, base, planes, out};
+    xf_chunk c = {h->xf, h->esize, h->nplanes, h->pred, h->raw_len, h->raw_crc, dtype, base, planes, out, stream};
     return t->decode(&c, &r.in);
 }

@@ -14,10 +14,23 @@
 #ifdef ENT_HAVE_X86
 #include <immintrin.h>
 
-#define T512F __attribute__((target("avx512f")))
+/* The bucket of each lane's context (the symbol in the low byte of its entry e, the other
+ * bytes ignored) times RANS_M: the distance from the window's low end d (or, where that
+ * end lies below 0, the symbol plus -d) saturated in the low byte, the other bytes
+ * cleared, then at most K - 1: two byte operations where a 32-bit clamp took four. */
+#define RC_BUCKET(e, below, d, kmax)                                                               \
+    _mm512_slli_epi32(_mm512_min_epu8(below ? _mm512_maskz_adds_epu8(0x1111111111111111ull, e, d)  \
+                                            : _mm512_maskz_subs_epu8(0x1111111111111111ull, e, d), \
+                                      kmax),                                                       \
+                      RANS_BITS)
 
-T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp,
-                           const uint8_t *end, uint8_t *dst, size_t P)
+#define T512BW __attribute__((target("avx512f,avx512bw")))
+
+/* The loop, for a window whose low end lies below 0 (below) or not: a constant in each
+ * of the two copies rc_dec_avx512 chooses between. */
+static inline __attribute__((always_inline)) T512BW size_t dec_loop(const int below, uint32_t *st, const uint32_t *dt,
+                                                                    unsigned m, unsigned K, const uint8_t **pp,
+                                                                    const uint8_t *end, uint8_t *dst, size_t P)
 {
     const uint8_t *p = *pp;
     __m512i X[RC_G], C[RC_G];
@@ -26,17 +39,17 @@ T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigne
         C[g] = _mm512_set1_epi32((int)m);
     }
     const __m512i mask12 = _mm512_set1_epi32(RANS_M - 1), low = _mm512_set1_epi32(RANS_L);
-    const __m512i lo = _mm512_set1_epi32((int)m - (int)(K / 2)), kmax = _mm512_set1_epi32((int)K - 1);
-    const __m512i zero = _mm512_setzero_si512(), b8 = _mm512_set1_epi32(0xff);
+    const int lo = (int)m - (int)(K / 2);
+    const __m512i d = _mm512_set1_epi8((char)(below ? -lo : lo)), kmax = _mm512_set1_epi8((char)(K - 1));
     size_t rounds = P / RC_W, r = 0;
     for (; r < rounds && end - p >= 2 * (ptrdiff_t)RC_N; r++) {
         for (unsigned g = 0; g < RC_G; g++) {
             __m512i x = X[g];
-            __m512i ctx = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(C[g], lo), zero), kmax);
-            __m512i ix = _mm512_or_si512(_mm512_slli_epi32(ctx, RANS_BITS), _mm512_and_si512(x, mask12));
+            /* bucket << 12 | x mod 4096 (imm 0xf8: a | (b & c)) */
+            __m512i ix = _mm512_ternarylogic_epi32(RC_BUCKET(C[g], below, d, kmax), x, mask12, 0xf8);
             __m512i e = _mm512_i32gather_epi32(ix, (const void *)dt, 4);
             _mm_storeu_si128((__m128i *)(void *)(dst + g * P + r * RC_W), _mm512_cvtepi32_epi8(e));
-            C[g] = _mm512_and_si512(e, b8);
+            C[g] = e;
             __m512i f = _mm512_srli_epi32(e, 20);
             __m512i b = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
             x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, RANS_BITS)), b);
@@ -50,6 +63,24 @@ T512F size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigne
     for (unsigned g = 0; g < RC_G; g++) _mm512_storeu_si512((void *)(st + RC_W * g), X[g]);
     *pp = p;
     return r;
+}
+
+T512BW static size_t dec_below(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp,
+                               const uint8_t *end, uint8_t *dst, size_t P)
+{
+    return dec_loop(1, st, dt, m, K, pp, end, dst, P);
+}
+
+T512BW static size_t dec_above(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp,
+                               const uint8_t *end, uint8_t *dst, size_t P)
+{
+    return dec_loop(0, st, dt, m, K, pp, end, dst, P);
+}
+
+size_t rc_dec_avx512(uint32_t *st, const uint32_t *dt, unsigned m, unsigned K, const uint8_t **pp, const uint8_t *end,
+                     uint8_t *dst, size_t P)
+{
+    return (int)m < (int)(K / 2) ? dec_below(st, dt, m, K, pp, end, dst, P) : dec_above(st, dt, m, K, pp, end, dst, P);
 }
 
 /* ---- the encoder ---------------------------------------------------------------------

@@ -28,8 +28,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cpu.h"
 #include "common/crc32c.h"
 #include "entropy/entropy.h"
+#include "planes.h"
+#include "simd.h"
 #include "xform.h"
 
 #define Q8_BLOCK 34      /* bytes per block */
@@ -93,7 +96,8 @@ static int find_phase(const uint8_t *raw, size_t n)
     return best;
 }
 
-size_t xf_q8_scratch(size_t n) { return n ? n : 1; }
+/* The planes (n bytes at most), then the bounce slice of a streamed restore (planes.h). */
+size_t xf_q8_scratch(size_t n) { return (n ? n : 1) + XF_BOUNCE(Q8_SLICE * Q8_BLOCK); }
 
 int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
 {
@@ -131,9 +135,16 @@ int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
     return Q8_PLANES;
 }
 
-/* Rebuilds blocks [b0, b0 + cnt) at out from the planes. */
+/* Rebuilds blocks [b0, b0 + cnt) at out from the planes (AVX-512: q8_avx512.c, eight
+ * blocks a step, the rest here). */
 static void merge_blocks(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out)
 {
+#ifdef XF_HAVE_X86
+    if (cpu_level() >= CPU_AVX512) {
+        size_t done = q8_merge_avx512(pl, b0, cnt, out);
+        b0 += done, cnt -= done, out += Q8_BLOCK * done;
+    }
+#endif
     const uint8_t *slo = pl[1] + b0, *shi = pl[2] + b0, *top = pl[3] + 8 * b0, *mid = pl[4] + 8 * b0,
                   *lo = pl[5] + 16 * b0;
     for (size_t b = 0; b < cnt; b++, out += Q8_BLOCK) {
@@ -172,11 +183,13 @@ ckpz_error xf_q8_decode(const xf_chunk *c, xf_in *in)
     if ((err = in->end(in))) return err;
     memcpy(c->out, pl[6], p);
     uint32_t crc = crc32c(0, c->out, p);
+    uint8_t *bounce = c->stream ? xf_bounce(c->scratch + (n ? n : 1)) : NULL;
     for (size_t b0 = 0; b0 < nb; b0 += Q8_SLICE) {
         size_t cnt = nb - b0 < Q8_SLICE ? nb - b0 : Q8_SLICE;
-        uint8_t *at = c->out + p + b0 * Q8_BLOCK;
-        merge_blocks(pl, b0, cnt, at);
-        crc = crc32c(crc, at, cnt * Q8_BLOCK);
+        uint8_t *at = c->out + p + b0 * Q8_BLOCK, *to = bounce ? bounce : at;
+        merge_blocks(pl, b0, cnt, to);
+        crc = crc32c(crc, to, cnt * Q8_BLOCK);
+        if (bounce) xf_stream(at, bounce, cnt * Q8_BLOCK);
     }
     memcpy(c->out + p + nb * Q8_BLOCK, pl[6] + p, tail);
     crc = crc32c(crc, c->out + p + nb * Q8_BLOCK, tail);

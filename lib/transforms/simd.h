@@ -30,6 +30,9 @@ size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t 
                       size_t *nesc);
 size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, size_t *nesc,
                       uint8_t *const *top, int *bad);
+
+/* q8_avx512.c: q8.c's merge_blocks of whole steps of eight blocks; returns the blocks done. */
+size_t q8_merge_avx512(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out);
 #endif
 
 #endif

@@ -31,7 +31,7 @@
  * one-thread speed instead of 1.73x (bench: ckpz -b -T1/-T2, 371 MB), most likely
  * cache-set aliasing between them. */
 #define ESC_EXTRA (ESC_SLACK * (XF_MAX_PLANES + 2))
-size_t xf_lossless_scratch(size_t n) { return n + n / 2 + n + ESC_EXTRA; }
+size_t xf_lossless_scratch(size_t n) { return n + n / 2 + n + ESC_EXTRA + XF_BOUNCE(SLICE); }
 
 /* Every byte-plane split of n bytes coded within ent_bound of each plane's size. */
 size_t xf_bytes_coded(size_t n)
@@ -169,20 +169,24 @@ int xf_lossless_encode(const xf_enc *en, xf_out *o, uint32_t *raw_crc)
 
 /* Merges byte planes (plane[0 .. esize) and the tail plane) of transform xf into out,
  * undoes the chunk's predictor, and checks the original bytes' checksum: in slices small
- * enough to stay in cache between the passes. */
+ * enough to stay in cache between the passes (c->stream: in the scratch's bounce slice,
+ * then streamed out, planes.h). */
 static ckpz_error merge_check(const xf_chunk *c, uint8_t xf, const uint8_t *const *plane, xf_in *in)
 {
     uint32_t crc = 0;
     int isf = pred_is_float(c->dtype);
     size_t elems = c->raw_len / c->esize, step = SLICE / c->esize;
+    uint8_t *bounce = c->stream ? xf_bounce(c->scratch + xf_lossless_scratch(c->raw_len) - XF_BOUNCE(SLICE)) : NULL;
     for (size_t e0 = 0; e0 < elems; e0 += step) {
         size_t cnt = elems - e0 < step ? elems - e0 : step;
         const uint8_t *part[XF_MAX_PLANES];
         for (unsigned b = 0; b < c->esize; b++) part[b] = plane[b] + e0;
         size_t off = e0 * c->esize, len = cnt * c->esize;
-        xf_merge(xf, c->esize, part, len, c->out + off);
-        if (c->pred != PRED_NONE) pred_inverse(c->pred, c->esize, isf, c->out + off, c->base + off, len, c->out + off);
-        crc = crc32c(crc, c->out + off, len);
+        uint8_t *to = bounce ? bounce : c->out + off;
+        xf_merge(xf, c->esize, part, len, to);
+        if (c->pred != PRED_NONE) pred_inverse(c->pred, c->esize, isf, to, c->base + off, len, to);
+        crc = crc32c(crc, to, len);
+        if (bounce) xf_stream(c->out + off, bounce, len);
     }
     size_t tail = c->raw_len - elems * c->esize;
     if (tail) {

@@ -56,6 +56,8 @@ typedef struct xf_chunk {
     const uint8_t *base;       /* the base's raw_len bytes, or NULL */
     uint8_t *scratch;          /* xf_scratch_bound(raw_len, lossy) bytes */
     uint8_t *out;              /* raw_len bytes */
+    int stream;                /* out is written with streaming stores (xf_stream: a large cold
+                                  destination, restored whole) */
 } xf_chunk;
 
 /* The decoder's reader of a chunk's coded planes, in order (lib/codec/codec.c implements it). */
