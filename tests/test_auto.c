@@ -21,7 +21,8 @@
 
 static void test_roles(void)
 {
-    static const uint64_t big[] = {64, 128}, small[] = {8, 8}, vec[] = {8192};
+    static const uint64_t big[] = {64, 128}, small[] = {8, 8}, vec[] = {8192}, mid[] = {32, 64}, vec64[] = {64},
+                          vec63[] = {63};
     static const struct {
         const char *name;
         ckpz_dtype dt;
@@ -51,6 +52,20 @@ static void test_roles(void)
         {"model.fc.weight", CKPZ_DTYPE_F32, 2, small, AUTO_EXACT},
         {"model.embed.ids", CKPZ_DTYPE_I64, 2, big, AUTO_EXACT},
         {"model.fc.weight.grad", CKPZ_DTYPE_F32, 2, big, AUTO_EXACT},
+        /* >= 2 dimensions: from 4096 elements, weights and moments alike */
+        {"model.transformer.wpe.weight", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
+        {"optimizer.state.1.exp_avg", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
+        {"optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
+        /* Adam's moments of a 1-D parameter (torch.save does not say bias or gain) */
+        {"optimizer.state.5.exp_avg", CKPZ_DTYPE_F32, 1, vec, AUTO_EXP_AVG},
+        {"optimizer.state.5.exp_avg_sq", CKPZ_DTYPE_F32, 1, vec64, AUTO_EXP_AVG_SQ},
+        {"optimizer.state.5.exp_avg_sq", CKPZ_DTYPE_F32, 1, vec63, AUTO_EXACT},
+        {"optimizer.state.5.exp_avg", CKPZ_DTYPE_F32, 0, NULL, AUTO_EXACT},
+        {"optimizer.state.5.step", CKPZ_DTYPE_F32, 1, vec, AUTO_EXACT},
+        {"optimizer.state.5.momentum_buffer", CKPZ_DTYPE_F32, 1, vec, AUTO_EXACT},
+        {"optim.exp_avg.transformer.ln_f.weight", CKPZ_DTYPE_F32, 1, vec, AUTO_EXACT}, /* named a norm */
+        {"optim.exp_avg_sq.fc.bias", CKPZ_DTYPE_F32, 1, vec, AUTO_EXACT},
+        {"model.fc.bias", CKPZ_DTYPE_F32, 1, vec, AUTO_EXACT},
         {"", CKPZ_DTYPE_NONE, 0, NULL, AUTO_EXACT},
     };
     for (size_t i = 0; i < sizeof R / sizeof *R; i++) {
@@ -121,6 +136,41 @@ static void test_bounds(void)
             }
             prev = q;
         }
+    }
+}
+
+/* auto takes a 1-D moment lossy where its role says so, any other rule leaves 1-D
+ * tensors exact (doc/lossy.md "Which tensors"). */
+static void test_policy_1d(void)
+{
+    static const uint64_t vec[] = {4096}, tiny[] = {63};
+    static const struct {
+        const char *policy, *name;
+        const uint64_t *shape;
+        unsigned mode;
+    } C[] = {
+        {"* auto", "optimizer.state.3.exp_avg_sq", vec, QM_PREL},
+        {"* auto", "optimizer.state.3.exp_avg", vec, QM_PREL},
+        {"* auto", "optimizer.state.3.exp_avg", tiny, QM_NONE},
+        {"* auto", "model.h.0.attn.c_attn.weight", vec, QM_NONE},
+        {"* auto", "optim.exp_avg_sq.h.0.ln_1.weight", vec, QM_NONE},
+        {"* pointwise-rel 0.5", "optimizer.state.3.exp_avg_sq", vec, QM_NONE},
+        {"* abs 1e-3", "optimizer.state.3.exp_avg", vec, QM_NONE},
+    };
+    char why[160];
+    for (size_t i = 0; i < sizeof C / sizeof *C; i++) {
+        policy *p = policy_parse(C[i].policy, 0, why, sizeof why);
+        CHECKF(p != NULL, "'%s': %s", C[i].policy, why);
+        if (!p) continue;
+        quant_spec q = policy_match(p, C[i].name, CKPZ_DTYPE_F32, 1, C[i].shape, 0);
+        CHECKF(q.mode == C[i].mode, "'%s' on 1-D %s [%llu]: mode %u, not %u", C[i].policy, C[i].name,
+               (unsigned long long)C[i].shape[0], q.mode, C[i].mode);
+        if (q.mode == QM_PREL && strstr(C[i].name, "exp_avg_sq"))
+            CHECKF(q.prune == 0 && q.stochastic && !q.no_base, "1-D exp_avg_sq: prune %g stochastic %u", q.prune,
+                   q.stochastic);
+        else if (q.mode == QM_PREL)
+            CHECKF(q.no_base && q.stochastic && q.prune > 0, "1-D exp_avg: no_base %u prune %g", q.no_base, q.prune);
+        policy_free(p);
     }
 }
 
@@ -424,6 +474,7 @@ int main(void)
     test_knobs();
     test_bounds();
     test_policy_syntax();
+    test_policy_1d();
     test_chain();
     test_v_growth();
     test_rms_no_base();

@@ -56,13 +56,15 @@ auto_role auto_role_of(const char *name, ckpz_dtype dtype, uint32_t ndim, const 
     for (uint32_t i = 0; shape && i < ndim; i++) n *= shape[i];
     if (!name) name = "";
     const char *l = leaf(name);
+    int sq = has_component(name, "exp_avg_sq"), moment = sq || has_component(name, "exp_avg");
     if (dtype == CKPZ_DTYPE_NONE) w = "not a tensor";
     else if (!quant_dtype_ok(dtype)) w = "integer or bool";
-    else if (ndim < 2) w = "fewer than 2 dimensions (bias, norm gain, scalar)";
-    else if (!shape || n < AUTO_MIN_ELEMS) w = "fewer than 4096 elements";
+    else if (ndim < 2 && !(moment && ndim == 1)) w = "fewer than 2 dimensions (bias, norm gain, scalar)";
+    else if (!shape || n < (ndim == 1 ? AUTO_MIN_MOMENT_1D : AUTO_MIN_ELEMS))
+        w = ndim == 1 ? "fewer than 64 elements (a 1-D moment)" : "fewer than 4096 elements";
     else if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) w = "norm or bias";
-    else if (has_component(name, "exp_avg_sq")) r = AUTO_EXP_AVG_SQ, w = "Adam second moment (name)";
-    else if (has_component(name, "exp_avg")) r = AUTO_EXP_AVG, w = "Adam first moment (name)";
+    else if (sq) r = AUTO_EXP_AVG_SQ, w = ndim < 2 ? "Adam second moment (name), 1-D" : "Adam second moment (name)";
+    else if (moment) r = AUTO_EXP_AVG, w = ndim < 2 ? "Adam first moment (name), 1-D" : "Adam first moment (name)";
     else if (!strcmp(l, "grad")) w = "gradient";
     else if (optimizer_state(name)) w = "other optimizer state";
     else r = AUTO_WEIGHT, w = "float parameter of >= 2 dimensions";

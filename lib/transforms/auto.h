@@ -13,8 +13,16 @@
  *     (v moves slowly in log terms), never pruned, so none becomes zero or negative;
  *     an error in it fades in ~1/(1 - beta2) steps.
  * Everything else stays exact: integer and bool tensors, tensors of fewer than two
- * dimensions (biases, norm gains, step counts), small tensors (< AUTO_MIN_ELEMS
- * elements), names of norms and biases, and optimizer state other than Adam's moments.
+ * dimensions (biases, norm gains, step counts) but Adam's moments of them, small
+ * tensors (< AUTO_MIN_ELEMS elements; 1-D moments < AUTO_MIN_MOMENT_1D), names of norms and biases, and optimizer state
+ * other than Adam's moments. The moments of a 1-D parameter are coded as any moment
+ * (torch.save's `optimizer.state.N.exp_avg` does not say whether N is a bias or a
+ * norm's gain, and their errors fade as every moment's do) from AUTO_MIN_MOMENT_1D
+ * elements; the parameter itself stays exact. Kept exact, they cost ~31 bits per element
+ * in a delta file (more below ~256: a chunk each), where a moment costs ~2-3. Tensors of
+ * >= 2 dimensions stay exact below AUTO_MIN_ELEMS: with the quick CNN's first conv and
+ * head lossy (432 and 320 elements, weights and moments, or moments only), one cell of
+ * bench/resume-matrix --quick missed parity each time (doc/lossy.md "Small tensors").
  *
  * Roles come from names only as they appear in torch.save files
  * (`optimizer.state.16.exp_avg`), safetensors (`*.exp_avg_sq`) and distributed
@@ -32,7 +40,9 @@
 
 typedef enum auto_role { AUTO_EXACT = 0, AUTO_WEIGHT, AUTO_EXP_AVG, AUTO_EXP_AVG_SQ, AUTO_ROLE_COUNT_ } auto_role;
 
+/* The fewest elements of a lossy tensor, and of a lossy moment of a 1-D parameter. */
 #define AUTO_MIN_ELEMS 4096
+#define AUTO_MIN_MOMENT_1D 64
 #define AUTO_K_MIN (1.0 / 64)
 #define AUTO_K_MAX 16.0
 

@@ -233,7 +233,7 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     while (i < p->n && fnmatch(p->r[i].pattern, name, 0) != 0) i++;
     if (i == p->n) return none;
     none.level = p->r[i].spec.level; /* a level applies to any tensor its rule matches */
-    if (!quant_dtype_ok(dtype) || ndim < 2) return none;
+    if (!quant_dtype_ok(dtype) || (ndim < 2 && p->r[i].auto_k <= 0)) return none; /* auto: its roles decide */
     if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) return none;
     quant_spec q = p->r[i].spec;
     if (p->r[i].auto_k > 0) {

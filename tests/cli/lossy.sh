@@ -215,7 +215,9 @@ v = [math.exp(r0.gauss(-14, 3) + 0.3 * r.gauss(0, 1)) for _ in range(n)]
 m = [1e-1 * r.gauss(0, 1) * math.sqrt(x) for x in v]
 specs = [("model.fc.weight", w, [64, 128]), ("model.norm.weight", w, [64, 128]),
          ("optimizer.state.0.exp_avg", m, [64, 128]), ("optimizer.state.0.exp_avg_sq", v, [64, 128]),
-         ("optimizer.state.0.step", [100.0 + seed], [1])]
+         ("optimizer.state.0.step", [100.0 + seed], [1]),
+         # Adam's moments of a 1-D parameter (a bias or a gain): auto codes them too
+         ("optimizer.state.1.exp_avg", m[:1024], [1024]), ("optimizer.state.1.exp_avg_sq", v[:1024], [1024])]
 header, blobs, off = {}, [], 0
 for name, vals, shape in specs:
     b = struct.pack("<%df" % len(vals), *vals)
@@ -232,9 +234,10 @@ v_positive() { # RESTORED: every exp_avg_sq value > 0
 import json, struct, sys, array
 a = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", a[:8])[0]
-s, e = json.loads(a[8:8 + n])["optimizer.state.0.exp_avg_sq"]["data_offsets"]
-v = array.array("f", a[8 + n + s:8 + n + e])
-assert min(v) > 0, min(v)
+for k in ("optimizer.state.0.exp_avg_sq", "optimizer.state.1.exp_avg_sq"):
+    s, e = json.loads(a[8:8 + n])[k]["data_offsets"]
+    v = array.array("f", a[8 + n + s:8 + n + e])
+    assert min(v) > 0, (k, min(v))
 PYEOF
     ok
 }
@@ -254,6 +257,10 @@ grep -E "model\.fc\.weight .* prel .* weight " "$WORK/.out" >/dev/null || fail "
 grep -E "exp_avg_sq .* prel .* exp_avg_sq +Adam second moment" "$WORK/.out" >/dev/null || fail "-l: exp_avg_sq role"
 grep -E "model\.norm\.weight .* lossless .* exact +norm or bias" "$WORK/.out" >/dev/null || fail "-l: norm role"
 grep -E "step .* lossless .* exact +fewer than 2 dimensions" "$WORK/.out" >/dev/null || fail "-l: step role"
+grep -E "state\.1\.exp_avg_sq .* prel .* exp_avg_sq +Adam second moment \(name\), 1-D" "$WORK/.out" >/dev/null ||
+    fail "-l: 1-D exp_avg_sq not on the log grid"
+grep -E "state\.1\.exp_avg .* prel .* exp_avg +Adam first moment \(name\), 1-D" "$WORK/.out" >/dev/null ||
+    fail "-l: 1-D exp_avg not on the log grid"
 out_has "role        why"
 run 0 "$CKPZ" -l adam1.ckpz
 grep -E "model\.fc\.weight .* change-rel .* weight " "$WORK/.out" >/dev/null || fail "delta weight not change-rel"
