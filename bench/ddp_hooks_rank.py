@@ -4,7 +4,8 @@ A rank gets its whole list of runs (model, hook, seed) at once and trains them o
 the other on one process group, so runs of different hooks and seeds alternate in time
 (the machine's load falls on all of them alike) and no run pays for starting torch. Per
 run, rank 0 writes each step's loss (the mean over the ranks) and time (the slowest
-rank's), the bytes this rank's veth sent after the warm-up (mean over the ranks), the
+rank's), the bytes and packets this rank's veth sent after the warm-up (mean over the
+ranks; beside them ckpz.ddp's own count of bytes and collectives), the
 1-minute load average before and after, and the torch release.
 
 probe() tells, for one interpreter, which hooks its torch and the installed ckpz.ddp can
@@ -125,9 +126,9 @@ def register(ddp, hook, warmup):
         kw["entropy"] = False
     if method == "q1":  # ckpz-q1:B: signs in blocks of B (512: ~30x)
         kw["block"] = int(arg) if arg else Q1_BLOCK
-    if method == "lowrank" and arg:  # ckpz-lowrank:R[:4][:raw]: matrix rank R, 4-bit exchanges, raw codes
+    if method == "lowrank" and arg:  # ckpz-lowrank:R[:4][:p8][:raw]: matrix rank R, 4-bit exchanges (P's at 8), raw
         rank, *opts = arg.split(":")
-        method += ":" + rank
+        method += ":" + rank + (":p8" if "p8" in opts else "")
         kw.update({"bits": 4} if "4" in opts else {}, **({"entropy": False} if "raw" in opts else {}))
     st = ckpz.ddp.CompressionState(method=method, warmup_steps=warmup, model=ddp, **kw)
     ddp.register_comm_hook(st, ckpz.ddp.hook)
@@ -164,12 +165,12 @@ def train(spec, run, dist, tx):
     load0 = os.getloadavg()[0]
     mine = torch.zeros(steps, 4, dtype=torch.float64)  # loss, seconds, lowrank's rank in force and error
     dist.barrier()
-    b0 = tx()
+    b0, own0 = tx(), _own(state)
     for step in range(steps):
         xy = batch(g)
         if step == warm:
             dist.barrier()
-            b0 = tx()
+            b0, own0 = tx(), _own(state)
         t0 = time.perf_counter()
         loss = loss_of(ddp, xy)
         opt.zero_grad()
@@ -180,10 +181,10 @@ def train(spec, run, dist, tx):
         if rank_of:
             mine[step, 2], mine[step, 3] = state.rank_in_force, state.rank_error or 0.0
     heldout = _evaluate(model, loss_of, held) if rank == 0 else None  # the ranks' models are the same
-    moved = torch.tensor([float(tx() - b0)], dtype=torch.float64)
+    moved = torch.tensor([float(a - b) for a, b in zip(tx() + _own(state), b0 + own0)], dtype=torch.float64)
     every = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
-    sent = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+    sent = [torch.zeros(4, dtype=torch.float64) for _ in range(world)]
     dist.all_gather(sent, moved)
     dist.barrier()
     if rank != 0:
@@ -192,12 +193,21 @@ def train(spec, run, dist, tx):
     rec = dict(run, torch=torch.__version__, losses=both[:, :, 0].mean(0).tolist(),
                seconds=both[:, :, 1].max(0).values.tolist(), heldout=heldout,
                bytes_per_step=float(sum(s[0] for s in sent)) / world / max(1, steps - warm),
+               # the veth's packets, and ckpz's own count of its collectives' bytes and the collectives
+               packets_per_step=float(sum(s[1] for s in sent)) / world / max(1, steps - warm),
+               hook_bytes_per_step=float(sum(s[2] for s in sent)) / world / max(1, steps - warm),
+               collectives_per_step=float(sent[0][3]) / max(1, steps - warm),
                load=[load0, os.getloadavg()[0]])
     if rank_of:  # the rank in force after each step, and the error it was decided on
         rec.update(ranks=[int(x) for x in mine[:, 2].tolist()], rank_errors=mine[:, 3].tolist())
     if getattr(state, "_auto", None) is not None and state._auto.choice:  # what auto chose, from what
         rec["auto"] = dict(state._auto.record)
     return rec
+
+
+def _own(state):
+    """(bytes, collectives) ckpz.ddp's state counted so far; (0, 0) for other hooks."""
+    return (getattr(state, "bytes_sent", 0), getattr(state, "exchanges", 0)) if state is not None else (0, 0)
 
 
 def _evaluate(model, loss_of, held):
@@ -219,9 +229,12 @@ def worker(spec):
     dist.init_process_group("gloo", init_method="tcp://%s:%d?use_libuv=0" % (spec["master"], spec["port"]),
                             rank=spec["rank"], world_size=spec["world"], timeout=datetime.timedelta(seconds=600))
 
-    def tx():
-        with open("/sys/class/net/%s/statistics/tx_bytes" % dev) as f:
-            return int(f.read())
+    def tx():  # (bytes, packets) the rank's veth sent
+        out = []
+        for what in ("bytes", "packets"):
+            with open("/sys/class/net/%s/statistics/tx_%s" % (dev, what)) as f:
+                out.append(int(f.read()))
+        return tuple(out)
 
     # one bucket per model, for every hook: PowerSGD's chained all-reduces of several
     # buckets in flight reach gloo in different orders on different ranks (gloo aborts:

@@ -1,31 +1,32 @@
 """method "lowrank" of ckpz.ddp: each gradient matrix of a bucket sent as two thin factors.
 
 Per bucket, each parameter's gradient is viewed as a matrix, rows the parameter's first
-dimension, columns the rest (a convolution's out x in*kh*kw). A matrix of rows x cols at
+dimension, columns the rest (a convolution's out x in*kh*kw; (out*kh) x (in*kw) where
+rows + cols, its cost a rank, is less: plan). A matrix of rows x cols at
 rank r is compressed when its factors take at most half of it, 2 r (rows + cols) <=
 rows * cols; the others (biases, norms' weights, matrices too small or too thin) travel
-in P's packet (step 1) through the 8-bit quantised exchange (_ddp_wire.quantized_allreduce
+in Q's packet (step 3) through the quantised exchange (_ddp_wire.quantized_allreduce
 with the state's codec, entropy= applying), with error feedback of their own. On
 tests/python/test_ddp_methods.py's MLP at rank 4 that and P and Q at 8 bits (below) took
 the bytes from 22x to 85x fewer than the FP32 all-reduce at the same loss; at rank 8 (the
-default: the lowest at no hook's loss on bench/ddp-hooks' GPT too) 52x there, 32x on the
-GPT (doc/gradients.md). With the state's bits=4 both exchanges below go at 4 bits (the
-state's codec), error feedback the same: rank 20 at 4 bits is 31x on the GPT at 4 ranks
-within 1 % of no hook's loss, where rank 8 at 8 bits ends 1.6 % above (doc/gradients.md).
-With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the same
-on every rank:
+default) 52x there, 32x on the GPT (doc/gradients.md). With the state's bits=4 both
+exchanges go at 4 bits (the state's codec), error feedback the same; "lowrank:R:p8"
+sends P's at 8 bits (P has no error feedback: its error tilts the subspace), the rest
+at 4. With raw codes (entropy=False) each exchange goes through rank 0 (gather, then
+broadcast: _ddp_wire.star_allreduce): the same bytes in 2 (W - 1) messages, not 2 W (W -
+1). With M the rank's gradient plus its residual (error feedback) and Q (cols x r) the
+same on every rank:
 
   1. P = M Q; the mean of every P of the bucket and a flag per rank (its M held a NaN or
-     an infinity: a NaN in the flag's place) through the 8-bit exchange without error
-     feedback (P's error only tilts the subspace M is projected on, and the residual
-     below is of the P used: the feedback stays exact); the parts not factored ride in
-     the same packet, ahead of P (one exchange, _first: their residuals are kept as
-     bucket REST + index);
+     an infinity: a NaN in the flag's place) through one exchange without error feedback
+     (P's error only tilts the subspace M is projected on, and the residual below is of
+     the P used: the feedback stays exact);
   2. P orthonormalised (reduced QR of the mean: every rank the same, from the same mean);
-  3. Q_mine = M^T P; the mean of every Q_mine of the bucket through the 8-bit exchange,
-     each laid out transposed (a block holds one column: one component's scale), its two
-     roundings handed back (_factors_q): rank i's share S_i is Q_mine less what they
-     left out, so that mean(S_i) is exactly the mean Q received;
+  3. Q_mine = M^T P; the mean of every Q_mine of the bucket through one exchange, each
+     laid out transposed (a block holds one column: one component's scale), after the
+     parts not factored (_exchange: their residuals are kept as bucket REST + index), its
+     two roundings handed back: rank i's share S_i is Q_mine less what they left out,
+     so that mean(S_i) is exactly the mean Q received;
   4. the mean's approximation P Q^T (= P P^T mean(M) but for the rounding); Q is the
      next step's (warm start).
 
@@ -51,15 +52,15 @@ Q starts from a normal draw seeded by the parameter's key (its name with model=,
 dtype and shape, and its occurrence in the step), so every rank starts from the same;
 the Qs are the state's (state_dict()["factors"]). A flag on any rank sends the bucket
 uncompressed on every rank (every rank sees the flag), residuals and Qs unchanged. Two
-8-bit exchanges (four collectives each: 8 per bucket; 12 when the parts not factored had
-an exchange of their own) per bucket, each bounded by the
-state's timeout (_ddp_wire.collective: a rank that died or stalled is every rank's
-ckpz.Error; a damaged packet is refused as in the 8-bit exchange). Not public API.
+exchanges a bucket (four collectives each with coded codes, two with raw ones; a bucket
+with nothing to factor, one: the rest and the flag), each bounded by the state's timeout
+(_ddp_wire.collective: a rank that died or stalled is every rank's ckpz.Error; a damaged
+packet is refused as in the 8-bit exchange). Not public API.
 """
 
 import zlib
 
-from . import _ddp_wire
+from . import _ddp_wire, _grad
 
 __all__ = []  # private module
 
@@ -72,13 +73,15 @@ SKETCH = 2  # lowrank:auto: columns of P that sketch the mean's energy
 
 
 def parse(method):
-    """(method, matrix rank, target error) of a method string: "lowrank" -> ("lowrank",
+    """(method, matrix rank, target error) of a method string (":p8" at the end: p_bits):
+    "lowrank" -> ("lowrank",
     DEFAULT_RANK, None), "lowrank:R" -> ("lowrank", R, None), "lowrank:auto" -> ("lowrank",
     DEFAULT_RANK, DEFAULT_TARGET), "lowrank:auto=T" -> (..., T): the rank adapts (Factors.decide);
     any other method (method, None, None). ValueError for an R that is not an int in
     1..MAX_RANK or a T not in (0, 1)."""
     if not isinstance(method, str) or not method.startswith("lowrank"):
         return method, None, None
+    method = method[:-3] if method.endswith(":p8") else method  # p_bits
     if method == "lowrank":
         return method, DEFAULT_RANK, None
     head, colon, r = method.partition(":")
@@ -95,8 +98,16 @@ def parse(method):
     return head, int(r), None
 
 
+def p_bits(method):
+    """8 where method ends in ":p8" (P's exchange at 8 bits, the rest at the state's 4),
+    else None."""
+    return 8 if isinstance(method, str) and method.startswith("lowrank") and method.endswith(":p8") else None
+
+
 def plan(shapes, rank):
-    """[(offset, elements, (rows, cols) or None: sent as it is)] of a bucket's parameters."""
+    """[(offset, elements, matrix or None: sent as it is)] of a bucket's parameters: matrix
+    (rows, cols), or (rows, cols, (out, in, kh, kw)) for a convolution viewed as (out kh) x
+    (in kw) (_matrix) where that costs less a rank than out x (in kh kw)."""
     out, at = [], 0
     for shape in shapes:
         k = 1
@@ -105,19 +116,50 @@ def plan(shapes, rank):
         rows = shape[0] if len(shape) >= 2 else 0
         cols = k // rows if rows else 0
         mat = (rows, cols) if rows and 2 * rank * (rows + cols) <= rows * cols else None
+        if mat and len(shape) == 4 and shape[0] * shape[2] + shape[1] * shape[3] < rows + cols:
+            mat = (shape[0] * shape[2], shape[1] * shape[3], tuple(shape))  # factors too: fewer bytes a rank
         out.append((at, k, mat))
         at += k
     return out
+
+
+def _matrix(flat, mat):
+    """A parameter's elements (flat, its own layout) as plan's matrix mat (a copy for a
+    convolution's (out kh) x (in kw): its rows an output channel's kernel row)."""
+    if len(mat) == 2:
+        return flat.view(mat)
+    o, i, kh, kw = mat[2]
+    return flat.view(o, i, kh, kw).permute(0, 2, 1, 3).reshape(o * kh, i * kw)
+
+
+def _flat(matrix, mat):
+    """_matrix's inverse: the matrix's elements in the parameter's layout (flat)."""
+    if len(mat) == 2:
+        return matrix.flatten()
+    o, i, kh, kw = mat[2]
+    return matrix.reshape(o, kh, i, kw).permute(0, 2, 1, 3).flatten()
 
 
 class Factors:
     """The Qs of a state, by the parameter's key (#occurrence in the step), and the rank
     in force. With a target error (lowrank:auto) the rank adapts between steps (decide)."""
 
-    def __init__(self, rank, target=None):
+    def __init__(self, rank, target=None, p_bits=None, bits=8):
+        if p_bits is not None and bits != 4:
+            raise ValueError("ckpz.ddp: method \"lowrank:R:p8\" (P at 8 bits) is for bits=4")
         self.rank, self.target, self.qs, self.seen = rank, target, {}, {}
+        self.p_bits, self._codec = p_bits, None
         self.error = None  # the last step's measured relative error (adaptive only)
         self._energy = []  # this step's [(|mean M - P P^T mean M|^2, [|mean(M)^T p_j|^2], cap) per matrix]
+
+    def codec(self, state):
+        """P's exchange's codec: the state's, or at p_bits (block, rounding and entropy the
+        state's)."""
+        if self.p_bits is None:
+            return state.codec
+        if self._codec is None:
+            self._codec = _grad.Codec(self.p_bits, state.block, state.stochastic, entropy=state.entropy)
+        return self._codec
 
     def new_step(self):
         self.seen = {}
@@ -225,43 +267,57 @@ def allreduce(state, index, layout, shapes, buf, what):
         if lr.target is not None:  # the sketch's columns ride with P (_sketch)
             q = torch.cat([q, _sketch(name, mat[1], state.step)], 1)
         mats.append((at, k, mat, name, key))
-        ps.append((m[at:at + k].view(mat) @ q).flatten())
+        ps.append((_matrix(m[at:at + k], mat) @ q).flatten())
     flag = torch.zeros(1) if bool(torch.isfinite(m).all()) else torch.full((1,), float("nan"))
+    state._seen.add(REST + index)  # the rest's residuals stay through a step sent uncompressed
     had = state.uncompressed_buckets
-    got = _first(state, index, what, layout.split("\n") if named else None, parts, mats, rest, ps, flag, buf.device)
-    if got is None:  # a NaN or an infinity on some rank: every rank sees it
-        state.uncompressed_buckets = had + 1
+    lines = layout.split("\n") if named else None
+    width = _width(lr)
+    if mats:  # step 1: every P and the flag (P's codec, no feedback)
+        got = _exchange(state, index, index, what, None, [], [], torch.cat(ps + [flag]), [], lr.codec(state),
+                        buf.device)
+    else:  # nothing to factor: the parts not factored and the flag, one exchange
+        got = _exchange(state, index, index, what, lines, parts, rest, flag, ["lowrank/flag:1"], state.codec,
+                        buf.device)
+    if not got[2] or not bool(torch.isfinite(got[0][-1])):  # a NaN or an infinity on some rank (or a P that
+        state.uncompressed_buckets = had + 1  # overflowed): every rank sees it, every rank sends it as it is
         return _ddp_wire.allreduce(state, what, buf)
-    rest, pos, wire = got
+    wire = got[0]
     out = torch.zeros(n, dtype=torch.float32)
     hats, mine, sketched = [], [], []
-    width = _width(lr)
-    for at, k, (rows, cols), name, key in mats:
+    pos = got[1]
+    for at, k, mat, name, key in mats:
+        rows = mat[0]
         block = wire[pos:pos + rows * width].view(rows, width)
         pos += rows * width
         p = torch.linalg.qr(block[:, :lr.rank])[0]
         sk = block[:, lr.rank:]  # mean(M) G: what of it P leaves out is the error's sketch
         sketched.append(float((sk - p @ (p.t() @ sk)).double().pow(2).sum()) / SKETCH)
         hats.append(p)
-        mine.append(m[at:at + k].view(rows, cols).t() @ p)
+        mine.append(_matrix(m[at:at + k], mat).t() @ p)
+    if mats:  # step 3: the parts not factored (their feedback) and every Q_mine, transposed
+        tail = torch.cat([q.t().flatten() for q in mine])
+        sub = ["Q/%s:%d" % (x[4], x[2][1] * lr.rank) for x in mats]
+        got = _exchange(state, index, QKEY + index, what, lines, parts, rest, tail, sub, state.codec, buf.device)
+        wire = got[0]  # uncompressed (a Q that overflowed): the exact mean, each share its Q_mine
     at_rest = 0
     for at, k, mat in parts:
         if mat is None:
-            out[at:at + k] = rest[at_rest:at_rest + k]
+            out[at:at + k] = wire[at_rest:at_rest + k]
             at_rest += k
-    qs = _factors_q(state, index, what, mine, buf.device)
-    pos = 0
-    for (at, k, (rows, cols), name, key), p, energy in zip(mats, hats, sketched):
-        qmean, sent = qs[0][pos:pos + cols * lr.rank], qs[1][pos:pos + cols * lr.rank]
+    pos = got[1]
+    for (at, k, mat, name, key), p, energy in zip(mats, hats, sketched):
+        rows, cols = mat[:2]
+        qmean, sent = wire[pos:pos + cols * lr.rank], got[3][pos - got[1]:pos - got[1] + cols * lr.rank]
         qmean, sent = qmean.view(lr.rank, cols).t(), sent.view(lr.rank, cols).t()
         pos += cols * lr.rank
-        out[at:at + k] = (p @ qmean.t()).flatten()
+        out[at:at + k] = _flat(p @ qmean.t(), mat)
         lr.qs[name] = qmean.contiguous()
         if lr.target is not None:  # what P leaves out of the mean (sketched) and its components (Q's columns)
             lr._energy.append((energy, qmean.double().pow(2).sum(0).tolist(),
                                min(MAX_RANK, rows * cols // (2 * (rows + cols)))))
         if residual is not None:
-            m[at:at + k] -= (p @ sent.t()).flatten()
+            m[at:at + k] -= _flat(p @ sent.t(), mat)
     if residual is not None:
         for at, k, mat in parts:
             if mat is None:
@@ -271,76 +327,53 @@ def allreduce(state, index, layout, shapes, buf, what):
     return result.to(buf.device) if buf.device.type != "cpu" else result
 
 
-def _first(state, index, what, lines, parts, mats, rest, ps, flag, device):
-    """Step 1's one 8-bit exchange: the parts not factored (from element 0, zeros up to a
-    block boundary so that no block mixes them with P's values), every P, the flag.
-    (the mean of the parts not factored, the offset of P's in wire, wire), or None when
-    some rank's flag says a value was not finite, or the exchange went uncompressed (a
-    P that overflowed) (nothing changed then).
+def _exchange(state, index, key, what, lines, parts, rest, tail, sub, codec, device):
+    """One quantised exchange of the parts not factored (rest: from element 0, with error
+    feedback) and tail (every P and the flag; every Q_mine, from a block boundary so that
+    no block mixes them with the rest; or the flag alone), seeds by key, through rank 0
+    where the codes are raw (star_mode). Returns (the mean received; tail's offset in it;
+    whether it went compressed (not: nothing kept); the tail less what the two roundings
+    left of it: phase 1's of this rank's values, W times phase 2's of the part of the
+    mean this rank re-quantised, whose mean over the ranks is exactly what came back).
 
-    Error feedback of the parts not factored: the state's residuals under REST + index,
-    of the whole packet (its layout: "rest/" + the parameter's line, "lowrank/pad", "P/"
-    + the key of each factored one, "lowrank/flag"; so that they follow the parameters
-    when DDP lays its buckets out anew, and a state saved when these parts had an
-    exchange of their own finds its residuals by key); zero past the parts not factored
-    (P goes without feedback). The exchange works on copies, kept only when it went
-    compressed."""
+    The parts not factored keep their residuals under REST + index, of the whole packet
+    (its layout: "rest/" + the parameter's line, "lowrank/pad", then sub, the tail's
+    lines; so that they follow the parameters when DDP lays its buckets out anew, and a
+    state saved when these parts rode in P's packet finds them by key); zero past them.
+    The exchange works on copies, kept only when it went compressed."""
     import torch
 
-    nrest = sum(r.numel() for r in rest)
-    pad = -nrest % state.block if ps else 0
-    vec = torch.cat(rest + [torch.zeros(pad)] + ps + [flag])
-    scratch = kept = None
+    nrest, w, star = sum(r.numel() for r in rest), state.world, star_mode(state)
+    pad = -nrest % codec.block if nrest and sub != ["lowrank/flag:1"] else 0
+    vec = torch.cat(rest + [torch.zeros(pad), tail])
+    n, t0 = vec.numel(), nrest + pad
+    lo, hi = _ddp_wire.owners(n, w, codec.block, star)[state.rank]
+    left, owned, kept = torch.zeros(n), torch.zeros(hi - lo), None
+    mine = max(0, min(hi, nrest) - lo)  # my part of the mean's elements of the rest
     if nrest and state.error_feedback:
-        sub = [] if lines is None else (
-            ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None]
-            + ["lowrank/pad:%d" % pad] * bool(pad) + ["P/%s:%d" % (x[4], x[2][0] * _width(state._lowrank)) for x in mats]
-            + ["lowrank/flag:1"])
-        lo, hi = _ddp_wire.shard_bounds(vec.numel(), state.world, state.block)[state.rank]
-        kept = state._residuals(REST + index, "\n".join(sub), vec.numel(), (lo, hi))
-        scratch = (kept[0].clone(), kept[1].clone())
-        _past(scratch, nrest, lo)
+        lines = ["rest/" + line for line, (_, _, mat) in zip(lines, parts) if mat is None] if lines else []
+        layout = "\n".join(lines + ["lowrank/pad:%d" % pad] * bool(pad) + sub) if lines else ""
+        kept = state._residuals(REST + index, layout, n, (lo, hi))
+        left[:nrest], owned[:mine] = kept[0][:nrest], kept[1][:mine]
     had = state.uncompressed_buckets
-    wire = _ddp_wire.quantized_allreduce(state, index, "", _ddp_wire._on(vec, device), what, feedback=False,
-                                         scratch=scratch).cpu()
-    if state.uncompressed_buckets != had or not bool(torch.isfinite(wire[-1])):
-        return None
-    if kept is not None:
-        _past(scratch, nrest, lo)
-        kept[0].copy_(scratch[0])
-        kept[1].copy_(scratch[1])
-    return wire[:nrest], nrest + pad, wire
-
-
-def _past(residuals, start, lo):
-    """Zeros the residuals (all of the packet, my shard [lo, ...) of its mean) from
-    element start on."""
-    residuals[0][start:] = 0
-    residuals[1][max(0, start - lo):] = 0
-
-
-def _factors_q(state, index, what, mine, device):
-    """(the mean of every rank's Qs, this rank's share of it) through the 8-bit exchange,
-    each Q laid out transposed (a block holds one column's values: one component's
-    scale). The share is Q_mine less what the two roundings left out: phase 1's of
-    Q_mine, and W times phase 2's of the shard of the mean this rank re-quantised; the
-    shares' mean is the mean received, so a residual M_i - P share^T keeps the error
-    feedback exact. A bucket sent uncompressed (a value not finite): share Q_mine."""
-    import torch
-
-    if not mine:
-        return torch.zeros(0), torch.zeros(0)
-    vec = torch.cat([q.t().flatten() for q in mine])
-    n, w = vec.numel(), state.world
-    lo, hi = _ddp_wire.shard_bounds(n, w, state.codec.block)[state.rank]
-    left, owned = torch.zeros(n), torch.zeros(hi - lo)
-    had = state.uncompressed_buckets
-    mean = _ddp_wire.quantized_allreduce(state, QKEY + index, "", _ddp_wire._on(vec, device), what,
-                                         feedback=False, scratch=(left, owned)).cpu().float()
+    wire = _ddp_wire.quantized_allreduce(state, key, "", _ddp_wire._on(vec, device), what, feedback=False,
+                                         scratch=(left, owned), codec=codec, star=star).cpu().float()
     if state.uncompressed_buckets != had:
-        return mean, vec
-    left[lo:hi] += w * owned
-    return mean, vec - left
+        return wire, t0, False, tail
+    if kept is not None:
+        kept[0].zero_()
+        kept[1].zero_()
+        kept[0][:nrest], kept[1][:mine] = left[:nrest], owned[:mine]
+    a = max(lo, t0)
+    if hi > a:
+        left[a:hi] += w * owned[a - lo:]
+    return wire, t0, True, tail - left[t0:]
+
+
+def star_mode(state):
+    """Method "lowrank"'s exchanges go through rank 0 where every packet is raw (fixed
+    sizes): _ddp_wire.star_allreduce."""
+    return not state.codec.entropy
 
 
 def _width(lr):

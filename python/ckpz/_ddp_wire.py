@@ -22,6 +22,9 @@ bucket uncompressed, so the overflow reaches every rank's result. Entropy-coded 
 size, so each phase sends the slots' sizes first and then exactly the slots (exchange):
 no padding travels, four collectives a bucket. Raw codes (and 1-bit signs) make packets
 of exactly codec.packet_size bytes: no sizes travel, two collectives a bucket (fixed).
+Through rank 0 (star_allreduce, method "lowrank"'s raw exchanges of a few kB): a gather
+of every rank's packet of the whole bucket, then a broadcast of the mean's: the same
+bytes in 2 (W - 1) messages instead of 2 W (W - 1), where each message's framing weighs.
 
 Top-k (method "topk", topk_allreduce): every rank's sparse packet (CKGS) to every rank,
 each adding all of them: the same mean on every rank.
@@ -168,27 +171,75 @@ def to_all(state, what, slot, limits, device, fixed=False):
     return exchange(state, what, slot.repeat(w), [slot.numel()] * w, limits, device, fixed)
 
 
-def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=None):
+STAR_MAX = 1 << 17  # elements: the most an exchange through rank 0 takes (star_allreduce)
+
+
+def owners(n, world, block, star=False):
+    """[(lo, hi)] of the part of n elements each rank averages: shard_bounds, or with star
+    and n <= STAR_MAX (gather to rank 0, broadcast back) all of them rank 0's, the others'
+    empty."""
+    return [(0, n)] + [(n, n)] * (world - 1) if star and n <= STAR_MAX else shard_bounds(n, world, block)
+
+
+def gather(state, what, slot, device):
+    """Every rank's slot (CPU uint8, the same size on every rank) to rank 0 of the group:
+    there the list of them (CPU), elsewhere None."""
+    import torch
+
+    dist = _dist_comm.dist_module()
+    wire = _on(slot, device)
+    outs = [torch.empty_like(wire) for _ in range(state.world)] if state.rank == 0 else None
+    root = _dist_comm.global_rank(state.group, 0)
+    collective(state, what, lambda: dist.gather(wire, outs, dst=root, group=state.group, async_op=True))
+    got = [o.cpu() if o.device.type != "cpu" else o.clone() for o in outs] if outs is not None else None
+    state.bytes_sent += slot.numel() if state.rank else 0
+    _dist_comm.hold([wire] + (outs or []))
+    return got
+
+
+def broadcast(state, what, slot, device):
+    """Rank 0's slot (CPU uint8; elsewhere a buffer of its size) to every rank, CPU. gloo
+    sends it down a binomial tree (rank r < 2^i sends to r + 2^i in round i): the bytes
+    counted are this rank's copies in it."""
+    dist = _dist_comm.dist_module()
+    wire = _on(slot.clone(), device)
+    root = _dist_comm.global_rank(state.group, 0)
+    collective(state, what, lambda: dist.broadcast(wire, src=root, group=state.group, async_op=True))
+    got = wire.cpu() if wire.device.type != "cpu" else wire.clone()
+    w, r = state.world, state.rank
+    state.bytes_sent += slot.numel() * sum(1 for i in range(w.bit_length()) if r < (1 << i) and r + (1 << i) < w)
+    _dist_comm.hold([wire])
+    return got
+
+
+def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=None, codec=None, star=False):
     """The mean over the ranks of buf (a contiguous FP32/BF16/FP16 tensor on its device),
     quantised as above (or sent as it is, see above): a new tensor like buf. layout:
     the bucket's, for its residuals (CompressionState._residuals); feedback=False: none
     (method "lowrank"'s factors P, orthonormalised after); scratch: (n zeros, zeros of my
-    shard) as the residuals instead of the state's: what the two roundings left out, for
-    the caller (method "lowrank"'s factors Q)."""
+    part of the mean, owners()) as the residuals instead of the state's: what the two
+    roundings left out, for the caller (method "lowrank"'s factors Q); codec: another than
+    the state's (same block); star: through rank 0 up to STAR_MAX elements
+    (star_allreduce; raw codes only)."""
     import torch
 
-    codec, w, me, n = state.codec, state.world, state.rank, buf.numel()
+    codec = codec or state.codec
+    w, me, n = state.world, state.rank, buf.numel()
     host = buf if buf.device.type == "cpu" else buf.cpu()
-    bounds = shard_bounds(n, w, codec.block)
+    bounds = owners(n, w, codec.block, star)
     limits = [1 + codec.packet_size(hi - lo) for lo, hi in bounds]
     residual, owned = state._residuals(index, layout, n, bounds[me]) if feedback else (None, None)
     if scratch is not None:
         residual, owned = scratch
     seed = state._seed(index)
+    fixed = not codec.entropy or codec.bits == 1  # signs are always raw
+    if star and n <= STAR_MAX:
+        if not fixed:
+            raise Error(_lib.ERR_INTERNAL, "%s: an exchange through rank 0 takes raw codes" % what)
+        return star_allreduce(state, what, codec, buf, host, residual, owned, limits[0], seed)
 
     # phase 1: my packet of every shard to its owner (raw codes: each slot exactly its
     # limit, every size known, none sent: fixed)
-    fixed = not codec.entropy or codec.bits == 1  # signs are always raw
     send = torch.empty(sum(limits), dtype=torch.uint8)
     at, sizes, finite = 0, [], True
     for j, (lo, hi) in enumerate(bounds):
@@ -210,9 +261,50 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
         send = torch.cat([send[sum(limits[:j]):sum(limits[:j]) + sizes[j]] for j in range(w)])
     got = exchange(state, what, send, sizes, [limits[me]] * w, buf.device, fixed)
 
-    # my shard: the mean of what the ranks sent
+    # my shard: the mean of what the ranks sent; phase 2: every shard's mean to every rank
     lo, hi = bounds[me]
-    mean = torch.zeros(hi - lo, dtype=torch.float32)
+    out, size, refusal = _mean_slot(codec, got, hi - lo, owned, w, seed + 2 * me + 1, limits[me], fixed)
+    outs = to_all(state, what, out if fixed else out[:1 + size], limits, buf.device, fixed)
+    return _settle(state, what, codec, buf, outs, bounds, refusal)
+
+
+def star_allreduce(state, what, codec, buf, host, residual, owned, limit, seed):
+    """quantized_allreduce through rank 0, for small buffers of raw codes (method
+    "lowrank"'s factors): every rank's slot of the whole buffer (limit bytes) gathered on
+    rank 0, which checks and averages them and packs the mean (error feedback through
+    owned: its residual of the whole mean; the others' is empty), then broadcasts that
+    slot. The same bytes in all as the reduce-scatter and all-gather (2 (W - 1) packets of
+    the buffer, 2 (W - 1) / W a rank on average, more on rank 0) in 2 (W - 1) messages
+    instead of 2 W (W - 1), and one packet header a rank instead of W: where packets are
+    a few kB, what the messages cost (gloo's framing, TCP segments and their ACKs) is
+    much of the bytes. Flags as above: rank 0's slot tells every rank the same. Rank 0's
+    link carries W - 1 packets each way where a ring's carries 2 (W - 1) / W of one: up to
+    exchanges of STAR_MAX elements at most (64 KiB of 4-bit codes) go this way."""
+    import torch
+
+    slot = torch.zeros(limit, dtype=torch.uint8)
+    size = codec.pack(host, residual, slot[1:], seed)
+    if not size:  # no packet from me this step: my slot says why
+        slot.zero_()
+        slot[0] = NOT_FINITE
+    elif 1 + size != limit:
+        raise Error(_lib.ERR_INTERNAL, "%s: a raw packet of %d bytes, %d expected" % (what, 1 + size, limit))
+    got = gather(state, what, slot, buf.device)
+    out, refusal = torch.zeros(limit, dtype=torch.uint8), None
+    if got is not None:
+        out, _, refusal = _mean_slot(codec, got, host.numel(), owned, state.world, seed + 1, limit, True)
+    out = broadcast(state, what, out, buf.device)
+    return _settle(state, what, codec, buf, [out], [(0, host.numel())], refusal)
+
+
+def _mean_slot(codec, got, count, owned, w, seed, limit, fixed):
+    """(slot, packet size, refusal): the mean of the packets in got (one a rank: flag, then
+    count elements) packed into a slot of limit bytes (error feedback through owned), its
+    flag first: OK; NOT_FINITE (some rank sent none, or the mean overflowed); REFUSED (a
+    packet failed its checks: refusal, the ckpz.Error naming its sender)."""
+    import torch
+
+    mean = torch.zeros(count, dtype=torch.float32)
     flag, refusal = OK, None
     for i, slot in enumerate(got):
         f = int(slot[0])
@@ -226,19 +318,26 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
         except Error as e:
             flag, refusal = REFUSED, e
             break
-    out = torch.empty(limits[me], dtype=torch.uint8)
+    out = torch.empty(limit, dtype=torch.uint8)
     size = 0
     if flag == OK:
         mean.div_(w)
-        size = codec.pack(mean, owned, out[1:], seed + 2 * me + 1)
+        size = codec.pack(mean, owned, out[1:], seed)
         if not size:
             flag = NOT_FINITE
     if flag != OK:
         out.zero_()
     out[0] = flag
+    return out, size, refusal
 
-    # phase 2: every shard's mean to every rank
-    outs = to_all(state, what, out if fixed else out[:1 + size], limits, buf.device, fixed)
+
+def _settle(state, what, codec, buf, outs, bounds, refusal):
+    """The result from every owner's slot (outs, the owners' parts bounds), the same way
+    on every rank: a refusal raised (on the refusing rank with what it found, elsewhere
+    naming that rank); a NOT_FINITE: the bucket all-reduced uncompressed; else the means
+    decoded into a new tensor like buf."""
+    import torch
+
     flags = [int(o[0]) for o in outs]
     if refusal is not None:
         raise Error(refusal.code, "%s: %s" % (what, refusal.message))
@@ -249,7 +348,7 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
     if NOT_FINITE in flags:  # every rank sees it: the bucket goes uncompressed, overflow and all
         state.uncompressed_buckets += 1
         return allreduce(state, what, buf)
-    result = torch.empty(n, dtype=buf.dtype)
+    result = torch.empty(buf.numel(), dtype=buf.dtype)
     for j, (lo, hi) in enumerate(bounds):
         codec.unpack(outs[j][1:], result[lo:hi], "%s: the mean of rank %d" % (what, j))
     return result.to(buf.device) if buf.device.type != "cpu" else result

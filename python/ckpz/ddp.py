@@ -18,8 +18,7 @@ the residuals and the step counter are the state's state_dict, saved with the
 checkpoint (ckpz.save, ckpz.distributed.save: each rank's own). Residuals follow the
 parameters when DDP lays its buckets out anew (after its first step, and in a resumed
 run): found by name with model= given, else by dtype and shape where those are unique.
-The first warmup_steps
-steps go uncompressed. A bucket holding a NaN or an infinity on any rank goes
+The first warmup_steps steps go uncompressed. A bucket holding a NaN or an infinity on any rank goes
 uncompressed on every rank (an AMP grad scaler sees the overflow and skips the step).
 
 Every collective is bounded by timeout (seconds; None: the process group's): a rank that
@@ -33,10 +32,9 @@ each element's sign, the block's mean magnitude as its scale; ~30x at block 512)
 entropy-coded where that is smaller (q8, q4; signs stay raw) (entropy=True, the default; lossless: only the
 bytes change); "topk" (density=, 0.01 by default: the largest magnitudes plus error
 feedback, 8-bit values, every rank's packet to every rank); "none" (DDP's all-reduce);
-"lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors
-at 8 bits (bits=4: 4) with error feedback, _ddp_lowrank: at rank 8 52x on the tests' MLP, 32x on
-bench/ddp-hooks' GPT, within max(1 %, noise) of no hook's loss on both; "lowrank:auto[=T]":
-the rank adapting toward a relative error T of the approximation, doc/gradients.md);
+"lowrank" ("lowrank:R", rank R, 8 by default: each gradient matrix as two thin factors at
+8 bits (bits=4: 4; "lowrank:R:p8": P at 8, the rest at 4) with error feedback, _ddp_lowrank;
+"lowrank:auto[=T]": the rank adapting toward a relative error T, doc/gradients.md);
 "auto": one of these but "lowrank", chosen after the warm-up steps from the measured link
 speed and compute time (_ddp_auto: the rule), the same on every rank and kept in state_dict; no
 lossier than auto_max ("q4" by default, the lossiest method measured at no hook's loss;
@@ -62,7 +60,8 @@ class CompressionState:
 
     process_group: the group DDP reduces over (None: the default group). method: "q8",
     "q4", "q1", or "quantize" with bits= 8 (default), 4 or 1; "topk" with density= (0.01); "none";
-    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank; bits= 8 or 4);
+    "lowrank" or "lowrank:R" (matrix rank R, 1..1024; 8 by default: matrix_rank; bits= 8 or 4;
+    "lowrank:R:p8" with bits=4: P's exchange at 8 bits); raw codes (entropy=False) go through rank 0;
     "lowrank:auto" or "lowrank:auto=T": from rank 8, the rank adapts between steps toward
     a relative error T of the factored matrices (0.8 by default: lowrank_target);
     "auto" (chooses among them after warm-up, which must be 2 steps or more; density= is
@@ -114,7 +113,8 @@ class CompressionState:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
             raise ValueError("ckpz.ddp: timeout must be a number of seconds > 0, or None")
         self.requested = requested
-        self._lowrank = _ddp_lowrank.Factors(self.matrix_rank, self.lowrank_target) if self.matrix_rank else None
+        self._lowrank = _ddp_lowrank.Factors(self.matrix_rank, self.lowrank_target, _ddp_lowrank.p_bits(requested),
+                                             bits or 8) if self.matrix_rank else None
         self.density = (0.01 if density is None else density) if method in ("topk", "auto") else None
         self.entropy = bool(entropy)
         self.stochastic = bool(stochastic)
@@ -193,7 +193,8 @@ class CompressionState:
             return have[1], have[2]
         if have is not None:
             self._old.append(have)
-        new = _moved(layout, n, shard, self._old + list(self._buckets.values()), self.world, self.rank, self.block)
+        new = _moved(layout, n, shard, self._old + list(self._buckets.values()), self.world, self.rank, self.block,
+                     self.method == "lowrank" and _ddp_lowrank.star_mode(self))
         self._buckets[index] = new
         return new[1], new[2]
 
@@ -305,11 +306,12 @@ def _parts(layout):
     return where, keys
 
 
-def _moved(layout, n, shard, sources, world, rank, block):
+def _moved(layout, n, shard, sources, world, rank, block, star=False):
     """(layout, residual, owned residual) of a bucket of n elements laid out as layout,
     my shard of it [lo, hi): each parameter's parts copied from the one source (layout,
-    residual, owned residual: of a bucket of this world, rank and block) that holds its
-    key, zeros where none or several do."""
+    residual, owned residual: of a bucket of this world, rank and block; owned as
+    _ddp_wire.owners(star) cuts it, else left out) that holds its key, zeros where none
+    or several do."""
     import torch
 
     res, full = torch.zeros(n, dtype=torch.float32), torch.zeros(n, dtype=torch.float32)
@@ -319,11 +321,9 @@ def _moved(layout, n, shard, sources, world, rank, block):
         total = sum(k for _, _, k in keys)
         if total != src[1].numel():
             continue
-        src_lo, src_hi = _ddp_wire.shard_bounds(total, world, block)[rank]
-        if src[2].numel() and src[2].numel() != src_hi - src_lo:  # none: top-k keeps no shard
-            continue
+        src_lo, src_hi = _ddp_wire.owners(total, world, block, star)[rank]
         src_full = torch.zeros(total, dtype=torch.float32)
-        if src[2].numel():
+        if src[2].numel() and src[2].numel() == src_hi - src_lo:  # none: top-k keeps no shard
             src_full[src_lo:src_hi] = src[2]
         parts.append((where, src[1], src_full))
         for key in where:

@@ -8,7 +8,7 @@ each residual no larger than what it came from; the state_dict's factors and res
 resume the same step bit for bit; a NaN on one rank reaches every rank uncompressed (so
 does a P that overflows); a
 rank that dies is the other's ckpz.Error within the timeout; a bucket takes two 8-bit
-exchanges (the parts not factored in P's packet), and a state saved when they had one of
+exchanges (the parts not factored in Q's packet), and a state saved when they had one of
 their own loads; the loss falls in training,
 with its bytes ratio printed; bad arguments and states refused."""
 
@@ -27,7 +27,7 @@ import ckpz._ddp_lowrank as lowrank  # noqa: E402
 import ckpz.ddp  # noqa: E402
 
 # a bucket: a 64 x 48 matrix, a bias, a 3 x 40 matrix (too thin at rank 2: sent as it
-# is), a 4-D convolution weight (8 x 3*3*3)
+# is), a 4-D convolution weight (viewed as (8*3) x (3*3): plan)
 SHAPES = [(64, 48), (48,), (3, 40), (8, 3, 3, 3)]
 RANK = 2
 
@@ -49,11 +49,11 @@ def grads(rank, step, low=False):
     the ranks of rank RANK (a column space shared by the ranks)."""
     g = torch.Generator().manual_seed(1000 * step + rank)
     parts = []
-    for i, s in enumerate(SHAPES):
+    for i, (s, (_, _, mat)) in enumerate(zip(SHAPES, lowrank.plan(SHAPES, RANK))):
         if low and len(s) >= 2:
-            rows, cols = s[0], numel(s) // s[0]
-            u = torch.randn(rows, RANK, generator=torch.Generator().manual_seed(77 + i))
-            parts.append((u @ torch.randn(RANK, cols, generator=g)).flatten())
+            mat = mat or (s[0], numel(s) // s[0])  # as the hook views it (plan)
+            u = torch.randn(mat[0], RANK, generator=torch.Generator().manual_seed(77 + i))
+            parts.append(lowrank._flat(u @ torch.randn(RANK, mat[1], generator=g), mat))
         else:
             parts.append(torch.randn(numel(s), generator=g) * (1 + rank))
     return torch.cat(parts)
@@ -107,7 +107,7 @@ def prog_roundtrip(rank, world, d):
 
 
 def prog_collectives(rank, world, d):
-    """Collectives of one bucket: the parts not factored ride in P's packet, so a bucket
+    """Collectives of one bucket: the parts not factored ride in Q's packet, so a bucket
     of matrices and vectors runs two 8-bit exchanges (four collectives each: sizes and
     packets, twice), one of vectors alone one; the bytes sent."""
     out = {}
@@ -130,7 +130,7 @@ def prog_old_state(rank, world, d):
     sd = state.state_dict()
     layout = sd["layouts"][str(lowrank.REST)]
     lines = [line for line in layout.split("\n") if line.startswith("rest/")]
-    assert len(lines) == 2 and layout.split("\n")[-1] == "lowrank/flag:1", layout
+    assert len(lines) == 2 and layout.split("\n")[-1].startswith("Q/"), layout  # the rest rides with the Qs
     nrest, n = sum(int(line.rpartition(":")[2]) for line in lines), sd["residuals"][str(lowrank.REST)].numel()
     lo, hi = ckpz._ddp_wire.shard_bounds(nrest, world, state.block)[rank]
     g = torch.Generator().manual_seed(5 + rank)
@@ -151,12 +151,12 @@ def prog_old_state(rank, world, d):
     assert torch.isfinite(got).all() and loaded.uncompressed_buckets == 0
 
 
-def prog_feedback(rank, world, d, ef, kw=None):
+def prog_feedback(rank, world, d, ef, kw=None, method="lowrank:1"):
     """Ten steps of full-rank gradients: sum of results + mean of the last residuals ==
-    sum of the exact means (error feedback: the factored parts' residuals, and the 8-bit
-    exchange's of the others: each rank's, and the owners' of their shards), and the
-    results of the two ranks equal."""
-    state = ckpz.ddp.CompressionState(method="lowrank:1", error_feedback=ef, **(kw or {}))
+    sum of the exact means (error feedback: the factored parts' residuals, and the
+    quantised exchange's of the others: each rank's, and the owners' of their parts of
+    the mean), and the results of the ranks equal."""
+    state = ckpz.ddp.CompressionState(method=method, error_feedback=ef, **(kw or {}))
     total, want = torch.zeros(N), torch.zeros(N)
     for step in range(10):
         total += ckpz.ddp.hook(state, MatrixBucket(grads(rank, step), 0, last=True)).wait()
@@ -165,9 +165,10 @@ def prog_feedback(rank, world, d, ef, kw=None):
     if ef:
         res += state._buckets[0][1] / world
         _, rest, owned = state._buckets[lowrank.REST]
-        lo, hi = ckpz._ddp_wire.shard_bounds(rest.numel(), world, state.block)[rank]
-        nrest = sum(k for _, k, mat in lowrank.plan(SHAPES, 1) if mat is None)  # ahead of P in the packet
-        assert not rest[nrest:].any() and not owned[max(0, nrest - lo):].any()  # P goes without feedback
+        lo, hi = ckpz._ddp_wire.owners(rest.numel(), world, state.block, lowrank.star_mode(state))[rank]
+        nrest = sum(k for _, k, mat in lowrank.plan(SHAPES, 1) if mat is None)  # ahead of the Qs in the packet
+        assert not rest[nrest:].any() and not owned[max(0, nrest - lo):].any()  # the Qs' roundings: the shares'
+        assert owned.numel() == hi - lo
         rest = rest / world
         rest[lo:hi] += owned
         at = 0
@@ -181,20 +182,20 @@ def prog_feedback(rank, world, d, ef, kw=None):
     base.write_json("%s/ef-%d.json" % (d, rank), {"err": err, "gap": gap, "total": total.tolist()})
 
 
-def prog_resume(rank, world, d, kw=None):
+def prog_resume(rank, world, d, kw=None, method="lowrank:2"):
     """Three steps, the state saved; the fourth step of the state itself, of a fresh state
     loaded from the save (through ckpz.save / ckpz.load) and of one not loaded: the first
     two bit for bit the same, the third not."""
     kw = kw or {}
-    state = ckpz.ddp.CompressionState(method="lowrank:2", model=None, **kw)
+    state = ckpz.ddp.CompressionState(method=method, model=None, **kw)
     for step in range(3):
         ckpz.ddp.hook(state, MatrixBucket(grads(rank, step), 0, last=True)).wait()
     path = "%s/hook-%d.ckpz" % (d, rank)
     ckpz.save(state.state_dict(), path)
-    loaded = ckpz.ddp.CompressionState(method="lowrank:2", **kw)
+    loaded = ckpz.ddp.CompressionState(method=method, **kw)
     loaded.load_state_dict(ckpz.load(path))
     assert loaded.step == 3 and set(loaded._lowrank.qs) == set(state._lowrank.qs) and loaded._lowrank.qs
-    fresh = ckpz.ddp.CompressionState(method="lowrank:2", **kw)
+    fresh = ckpz.ddp.CompressionState(method=method, **kw)
     a, b, c = (ckpz.ddp.hook(s, MatrixBucket(grads(rank, 3), 0, last=True)).wait() for s in (state, loaded, fresh))
     assert torch.equal(a, b), float((a - b).abs().max())
     assert not torch.equal(a, c)
@@ -231,11 +232,11 @@ def prog_train_resume(rank, world, d):
     assert gaps[0] == 0 or not base.TORCH1, gaps
 
 
-def prog_nan(rank, world, d):
-    state = ckpz.ddp.CompressionState(method="lowrank:2")
+def prog_nan(rank, world, d, kw=None, method="lowrank:2"):
+    state = ckpz.ddp.CompressionState(method=method, **(kw or {}))
     ckpz.ddp.hook(state, MatrixBucket(grads(rank, 0), 0, last=True)).wait()
     res, qs = state._buckets[0][1].clone(), {k: q.clone() for k, q in state._lowrank.qs.items()}
-    rest = [t.clone() for t in state._buckets[lowrank.REST][1:]]  # the parts not factored: P's packet's
+    rest = [t.clone() for t in state._buckets[lowrank.REST][1:]]  # the parts not factored: Q's packet's
     g = grads(rank, 1)
     if rank == 1:
         g[10] = float("nan")
@@ -346,6 +347,10 @@ class ArgumentsTest(unittest.TestCase):
         self.assertEqual((s.method, s.matrix_rank, s.requested), ("lowrank", 3, "lowrank:3"))
         for bad in ("lowrank:", "lowrank:0", "lowrank:x", "lowrank:1025", "lowrank:-1", "lowrankx", "lowrank:2:3"):
             self.assertRaises(ValueError, ckpz.ddp.CompressionState, method=bad)
+        for bad in ("lowrank:2:p8", "lowrank:p8:2", "lowrank:2:p8:p8", "lowrank:2:p4"):  # p8: with bits=4
+            self.assertRaises(ValueError, ckpz.ddp.CompressionState, method=bad)
+        s = ckpz.ddp.CompressionState(method="lowrank:3:p8", bits=4)
+        self.assertEqual((s.matrix_rank, s.bits, s._lowrank.codec(s).bits, s.requested), (3, 4, 8, "lowrank:3:p8"))
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="lowrank", bits=1)  # 8 or 4
         self.assertRaises(ValueError, ckpz.ddp.CompressionState, method="lowrank", density=0.1)
 
@@ -354,6 +359,14 @@ class ArgumentsTest(unittest.TestCase):
         self.assertEqual(lowrank.plan([(10, 10), (3,), (4, 100), (16, 4, 4), (16, 2, 2)], 2),
                          [(0, 100, (10, 10)), (100, 3, None), (103, 400, None), (503, 256, (16, 16)), (759, 64, None)])
         self.assertEqual(lowrank.plan([(4, 100)], 1), [(0, 400, (4, 100))])
+        # a convolution as (out kh) x (in kw) where rows + cols is less (192 + 96 < 64 + 288),
+        # not where it is more (96 + 9 > 32 + 27)
+        self.assertEqual(lowrank.plan([(64, 32, 3, 3), (32, 3, 3, 3), (2, 2, 2, 2)], 2),
+                         [(0, 18432, (192, 96, (64, 32, 3, 3))), (18432, 864, (32, 27)), (19296, 16, None)])
+        w = torch.randn(64, 32, 3, 3)
+        m = lowrank._matrix(w.flatten(), (192, 96, (64, 32, 3, 3)))
+        self.assertTrue(torch.equal(m[5], w[1, :, 2, :].flatten()))  # output channel 1's kernel row 2
+        self.assertTrue(torch.equal(lowrank._flat(m, (192, 96, (64, 32, 3, 3))), w.flatten()))
 
     def test_state_refused(self):
         s = ckpz.ddp.CompressionState(method="lowrank:2")

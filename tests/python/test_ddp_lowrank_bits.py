@@ -43,17 +43,21 @@ def prog_grid(rank, world, d, kw):
 
 
 def prog_damaged(rank, world, d, kw):
-    """Rank 1 flips a bit of the mean of its shard of the Qs (its sixth packing: P's
-    exchange packs two shards and a mean, the Qs' two shards, the first empty at 2 ranks,
-    then that mean), which goes to every rank: every rank raises ckpz.Error naming it."""
+    """Coded codes: rank 1 flips a bit of the mean of its shard of the Qs (its sixth
+    packing: P's exchange packs two shards and a mean, the Qs' two shards, then that
+    mean), which goes to every rank; raw codes (through rank 0): rank 0 flips a bit of
+    the Qs' mean (its fourth: P's exchange packs its values and the mean, the Qs' the
+    same), which it broadcasts: every rank raises ckpz.Error naming the rank."""
     state = ckpz.ddp.CompressionState(method="lowrank:%d" % lrt.RANK, **kw)
-    if rank == 1:
+    star = not state.codec.entropy
+    who, call = (0, 4) if star else (1, 6)
+    if rank == who:
         real = state.codec.pack
 
         def damaging(grad, residual, dst, seed=0):
             size = real(grad, residual, dst, seed)
             damaging.calls += 1
-            if damaging.calls == 6:
+            if damaging.calls == call:
                 assert size > 60, size  # codes, not only a header
                 dst[size // 2] ^= 4
             return size
@@ -64,7 +68,7 @@ def prog_damaged(rank, world, d, kw):
         ckpz.ddp.hook(state, lrt.MatrixBucket(lrt.grads(rank, 0), 0, last=True)).wait()
     except ckpz.Error as e:
         text = str(e)
-        assert "the mean of rank 1" in text and "checksum" in text, text
+        assert "the mean of rank %d" % who in text and "checksum" in text, text
         base.write_json("%s/damaged-%d.json" % (d, rank), {"text": text})
         return
     raise AssertionError("a damaged packet went through")
@@ -87,7 +91,7 @@ class LowRankBitsTest(unittest.TestCase):
         base.shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_grid_and_bytes(self):
-        for kw, calls in ((RAW, 4), (CODED, 8)):
+        for kw, calls in ((RAW, 4), (CODED, 8)):  # raw: a gather and a broadcast an exchange
             base.spawn(prog_grid, 2, self.dir, kw)
             got = base.read_json(self.dir + "/grid-0.json")
             print("lowrank:%d %s: %s" % (lrt.RANK, kw, got))
