@@ -172,13 +172,21 @@ def to_all(state, what, slot, limits, device, fixed=False):
 
 
 STAR_MAX = 1 << 17  # elements: the most an exchange through rank 0 takes (star_allreduce)
+STAR_ROOT_MAX = 1 << 19  # elements rank 0 gets in one such exchange, (W - 1) packets
+
+
+def through_root(n, world, star):
+    """Whether n elements go through rank 0 (star_allreduce): star asked, n <= STAR_MAX and
+    rank 0's W - 1 packets at most STAR_ROOT_MAX elements (256 KiB of 4-bit codes), so its
+    link's share stays near a ring's with many ranks (at 64, up to 8,322 elements)."""
+    return star and n <= STAR_MAX and n * (world - 1) <= STAR_ROOT_MAX
 
 
 def owners(n, world, block, star=False):
-    """[(lo, hi)] of the part of n elements each rank averages: shard_bounds, or with star
-    and n <= STAR_MAX (gather to rank 0, broadcast back) all of them rank 0's, the others'
-    empty."""
-    return [(0, n)] + [(n, n)] * (world - 1) if star and n <= STAR_MAX else shard_bounds(n, world, block)
+    """[(lo, hi)] of the part of n elements each rank averages: shard_bounds, or through
+    rank 0 (through_root: gather to rank 0, broadcast back) all of them rank 0's, the
+    others' empty."""
+    return [(0, n)] + [(n, n)] * (world - 1) if through_root(n, world, star) else shard_bounds(n, world, block)
 
 
 def gather(state, what, slot, device):
@@ -219,7 +227,7 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
     (method "lowrank"'s factors P, orthonormalised after); scratch: (n zeros, zeros of my
     part of the mean, owners()) as the residuals instead of the state's: what the two
     roundings left out, for the caller (method "lowrank"'s factors Q); codec: another than
-    the state's (same block); star: through rank 0 up to STAR_MAX elements
+    the state's (same block); star: through rank 0 where through_root allows
     (star_allreduce; raw codes only)."""
     import torch
 
@@ -233,7 +241,7 @@ def quantized_allreduce(state, index, layout, buf, what, feedback=True, scratch=
         residual, owned = scratch
     seed = state._seed(index)
     fixed = not codec.entropy or codec.bits == 1  # signs are always raw
-    if star and n <= STAR_MAX:
+    if through_root(n, w, star):
         if not fixed:
             raise Error(_lib.ERR_INTERNAL, "%s: an exchange through rank 0 takes raw codes" % what)
         return star_allreduce(state, what, codec, buf, host, residual, owned, limits[0], seed)
@@ -278,8 +286,8 @@ def star_allreduce(state, what, codec, buf, host, residual, owned, limit, seed):
     instead of 2 W (W - 1), and one packet header a rank instead of W: where packets are
     a few kB, what the messages cost (gloo's framing, TCP segments and their ACKs) is
     much of the bytes. Flags as above: rank 0's slot tells every rank the same. Rank 0's
-    link carries W - 1 packets each way where a ring's carries 2 (W - 1) / W of one: up to
-    exchanges of STAR_MAX elements at most (64 KiB of 4-bit codes) go this way."""
+    link carries W - 1 packets each way where a ring's carries 2 (W - 1) / W of one: only
+    exchanges through_root allows go this way."""
     import torch
 
     slot = torch.zeros(limit, dtype=torch.uint8)

@@ -122,6 +122,19 @@ class StarTest(unittest.TestCase):
     def tearDown(self):
         base.shutil.rmtree(self.dir, ignore_errors=True)
 
+    def test_through_root_bounded(self):
+        """Through rank 0 only where asked, up to STAR_MAX elements, and while rank 0's
+        W - 1 packets stay within STAR_ROOT_MAX elements; else the ring's shards."""
+        from ckpz import _ddp_wire as wire
+
+        self.assertTrue(wire.through_root(wire.STAR_MAX, 4, True))
+        self.assertFalse(wire.through_root(wire.STAR_MAX + 1, 4, True))
+        self.assertFalse(wire.through_root(1000, 4, False))
+        self.assertTrue(wire.through_root(8322, 64, True))
+        self.assertFalse(wire.through_root(8323, 64, True))
+        self.assertEqual(wire.owners(9000, 64, 256, True), wire.shard_bounds(9000, 64, 256))
+        self.assertEqual(wire.owners(9000, 4, 256, True)[1:], [(9000, 9000)] * 3)
+
     def test_bytes_and_layout(self):
         base.spawn(prog_layout, WORLD, self.dir)
         got = [base.read_json("%s/layout-%d.json" % (self.dir, r)) for r in range(WORLD)]
