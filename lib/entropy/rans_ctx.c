@@ -208,6 +208,11 @@ double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
     if (n < 64 * 1024 || !S) return 1e300;
     rc_start(S, hist);
     S->k = count_pieces(S, src, n, S->off, (int)S->mode - (int)RC_WIDE / 2, 0, RC_SAMPLE);
+    return rc_est_sampled(S, n);
+}
+
+double rc_est_sampled(rc_tabs *S, size_t n)
+{
     uint32_t mc[RC_KMAX * 256];
     rc_sum_sets(S, S->lo, S->hi);
     rc_merge_win(S, S->mode, (int)S->mode, RC_KMAX, S->lo, S->hi, 0, mc);

@@ -75,6 +75,9 @@ void rc_range(const uint32_t *hist, unsigned *mode, int *lo, int *hi);
 void rc_sum_sets(rc_tabs *S, int lo, int hi);
 void rc_merge_win(const rc_tabs *S, unsigned mode, int m, unsigned K, int lo, int hi, int head, uint32_t *mc);
 double rc_est_win(const uint32_t *mc, unsigned K, double scale, int lo, int hi);
+/* The estimate of the counts so far (their sets summed) with the window of RC_KMAX
+ * contexts around the mode, scaled to a plane of n bytes: the sampled stage's figure. */
+double rc_est_sampled(rc_tabs *S, size_t n);
 void rc_choose(rc_tabs *S, unsigned mode, double scale, int lo, int hi, double *best);
 double rc_tables(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, unsigned mode, int lo, int hi);
 /* The encoder's start: estimates the plane by est unless the last estimate was of it,

@@ -237,10 +237,7 @@ double rm_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
     rc_tabs *S = &R->t;
     rm_start(S, hist);
     S->k = count_stage(c, S, src, n, 0, RC_SAMPLE);
-    uint32_t mc[RC_KMAX * 256];
-    rc_sum_sets(S, S->lo, S->hi);
-    rc_merge_win(S, S->mode, (int)S->mode, RC_KMAX, S->lo, S->hi, 0, mc);
-    return rc_est_win(mc, RC_KMAX, (double)n / (double)S->k, S->lo, S->hi);
+    return rc_est_sampled(S, n);
 }
 
 double rm_rest(ent_ctx *c, const uint8_t *src, size_t n)
