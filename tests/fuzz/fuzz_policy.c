@@ -26,10 +26,14 @@ static const ckpz_dtype dtypes[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_
                                     CKPZ_DTYPE_F64, CKPZ_DTYPE_I32,  CKPZ_DTYPE_NONE};
 static const uint64_t shape[] = {128, 64}; /* large enough for auto's lossy roles */
 
+/* Kept lossless whatever the policy: integers, scalars, names of norms and biases, and
+ * 1-D tensors but Adam's moments of a 1-D parameter (auto codes those from 64
+ * elements: the shape's first dimension, 128, when a 1-D tensor is matched). */
 static int must_stay(const char *name, ckpz_dtype dt, uint32_t ndim)
 {
-    if (!(dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16 || dt == CKPZ_DTYPE_F16 || dt == CKPZ_DTYPE_F64) || ndim < 2)
+    if (!(dt == CKPZ_DTYPE_F32 || dt == CKPZ_DTYPE_BF16 || dt == CKPZ_DTYPE_F16 || dt == CKPZ_DTYPE_F64) || ndim < 1)
         return 1;
+    if (ndim < 2 && !strstr(name, "exp_avg")) return 1;
     return strstr(name, "norm") || strstr(name, "bias") || strstr(name, "ln_");
 }
 
