@@ -296,7 +296,7 @@ typedef struct ckpz_tune_result {
  * cannot win back twice that), then minimises the cost model (lib/predict/tune.c: the
  * first chunk's coding + max(compress, transfer, restore) + the last chunk's restoring +
  * a coder's start; of choices within 2%, the least compress + transfer + restore), coding
- * only with levels that code and restore at twice the link's speed on one thread and only
+ * only with levels that code and restore at twice the link's speed on half the threads it may use (one on 2 or 3 cores) and only
  * where that saves 5% of storing's time; result.level may be CKPZ_LEVEL_STORE (for the
  * whole input only). params gives the format, chunking, a base
  * (tensors found in it are measured as deltas) and a user policy (kept: one level then);
