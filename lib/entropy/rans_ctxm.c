@@ -57,6 +57,20 @@ void rm_free(ent_ctx *c)
     } while (0)
 _Static_assert(RC_G == 4, "FOR_ROUNDS skips the starts of four groups");
 
+/* n bytes of one bucket counted into w's four copies in turn (their sum is the count;
+ * four rows, so that consecutive equal bytes do not wait on one counter). */
+static void count_bytes(uint32_t *w, const uint8_t *q, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        w[q[i]]++;
+        w[RC_ROW + q[i + 1]]++;
+        w[2 * RC_ROW + q[i + 2]]++;
+        w[3 * RC_ROW + q[i + 3]]++;
+    }
+    for (; i < n; i++) w[q[i]]++;
+}
+
 /* The stage [a, b)'s rounds one by one, each byte with the bucket of the mean of the 16
  * before. Returns the bytes counted. A round of one value (a gradient's rows that saw
  * no token) is one addition. */
@@ -77,14 +91,7 @@ static size_t count_rounds(rc_tabs *S, const uint8_t *src, size_t n, size_t a, s
                 continue;
             }
         }
-        size_t i = 0;
-        for (; i + 4 <= cnt; i += 4) {
-            w[q[i]]++;
-            w[RC_ROW + q[i + 1]]++;
-            w[2 * RC_ROW + q[i + 2]]++;
-            w[3 * RC_ROW + q[i + 3]]++;
-        }
-        for (; i < cnt; i++) w[q[i]]++;
+        count_bytes(w, q, cnt);
     });
     return k;
 }
@@ -176,19 +183,13 @@ static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, uint8_t *bu
     for (unsigned t = 0, o = 0; t < RC_WIDE; o += (unsigned)sz[0][t], t++) {
         const uint8_t *q = buf + o;
         uint32_t *w = S->wide + 256 * t, h[256];
-        size_t len = sz[0][t], i = 0;
+        size_t len = sz[0][t];
         if (len >= RM_HIST_MIN) { /* below, the histogram's set-up costs more than its count */
             ent_histogram(q, len, h);
             for (int v = S->lo; v <= S->hi; v++) w[v] += h[v];
             continue;
         }
-        for (; i + 4 <= len; i += 4) {
-            w[q[i]]++;
-            w[RC_ROW + q[i + 1]]++;
-            w[2 * RC_ROW + q[i + 2]]++;
-            w[3 * RC_ROW + q[i + 3]]++;
-        }
-        for (; i < len; i++) w[q[i]]++;
+        count_bytes(w, q, len);
     }
     return k + RC_W * nr_all;
 }
