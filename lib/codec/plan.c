@@ -75,24 +75,43 @@ static ckpz_error read_failed(planner *pl)
     return ctx_fail(pl->ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)pl->ch.consumed);
 }
 
-/* Packed or coded against the base (doc/delta.md "Small entries"): a small lossless
- * entry that matches one of the base's costs, coded against it, a chunk of its own and
- * its changed bytes, and it splits the group its neighbours would share; packed, about
- * its bytes (coded stand-alone, beside the others). The estimate, in bytes: against the
- * base DELTA_COPY when its bytes are the base's (a copy frame), else DELTA_FRAME and a
- * byte per changed byte; packed, 14/16 of a byte per byte. Measured over the quick
- * resume-test families' step files (lossless and --lossy=auto, against the previous
- * step and against themselves), a 4,800-tensor file of small layers against a copy of
- * itself and against its next training step, and the corpus' step 280 -> 300 files:
- * copies at 130-200 and changed entries at 400 were never larger than other values
- * (68-100 left a 64 B copy cheaper than packing it; changed entries at 200-300 kept
- * 1 KiB weights coded against the base, each splitting a group: 5% larger). */
-#define DELTA_COPY 200u
+/* Packed or coded against the base (doc/format.md "Small entries in a delta file"): a
+ * small lossless entry that matches one of the base's costs, coded against it, a chunk
+ * of its own (a copy frame when its bytes are the base's) and its delta, and it splits
+ * the group its neighbours would share; packed, about its bytes (coded stand-alone,
+ * beside the others). The estimate, in bytes: against the base DELTA_COPY for the same
+ * bytes, else DELTA_FRAME and the delta's bits (delta_bits); packed, PACK_SIXTEENTHS/16
+ * per byte. Measured on the quick resume-test families' step files (--lossy=auto against
+ * the previous restored step, -3 against the previous step and against themselves), a
+ * file of 4,800 small tensors against a copy of itself and its next AdamW step, the
+ * bf16 delta pair of tests/data/compat and the corpus' step 280 -> 300 pairs: copies at
+ * 130-160 and frames at 400-500 were never larger than other values; copies at 68-100
+ * left 64-124 B zip records coded against the base (a CNN's identical file 7.7 KB
+ * instead of 5.7), 200 packed identical 192 B bf16 norm weights (~155 B each where a
+ * copy costs 32 B), and frames at 100-300 kept 1 KiB weights coded against the base, each splitting a group
+ * (4,800 tensors: 5-22% larger). */
+#define DELTA_COPY 130u
 #define DELTA_FRAME 400u
 #define PACK_SIXTEENTHS 14u
 
-/* Whether segment t, about to be read at offset off, is packed (*pack 1) rather than
- * coded against the base's segment m: small, whole, lossless (spec q) and cheaper so by
+/* The bits a delta of the n bytes cur against b is estimated to take: per element of es
+ * bytes (little-endian integers) that differs, the bits of the difference and two. */
+static uint64_t delta_bits(const uint8_t *cur, const uint8_t *b, size_t n, unsigned es)
+{
+    uint64_t bits = 0;
+    for (size_t i = 0; i + es <= n; i += es) {
+        uint64_t x = 0, y = 0;
+        for (unsigned k = 0; k < es; k++) {
+            x |= (uint64_t)cur[i + k] << 8 * k;
+            y |= (uint64_t)b[i + k] << 8 * k;
+        }
+        if (x != y) bits += 2 + 64 - (uint64_t)__builtin_clzll(x > y ? x - y : y - x);
+    }
+    return bits;
+}
+
+/* Whether segment t, the next to be read, is packed (*pack 1) rather than coded
+ * against the base's segment m: small, whole, lossless (spec q) and cheaper so by
  * the estimate above. Its bytes are looked at without being handed out. */
 static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_segment *m, const quant_spec *q,
                                  int *pack)
@@ -107,10 +126,12 @@ static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_se
     if (len < t->length) return CKPZ_OK; /* the input ends inside it */
     const ckpz_params *p = pl->p;
     uint64_t blen = m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length;
-    const uint8_t *b = (const uint8_t *)p->base + m->offset;
-    size_t same = blen < len ? (size_t)blen : len, changed = len - same;
-    for (size_t i = 0; i < same; i++) changed += cur[i] != b[i];
-    uint64_t delta = changed ? 16 * ((uint64_t)DELTA_FRAME + changed) : 16 * (uint64_t)DELTA_COPY;
+    unsigned es = t->dtype == CKPZ_DTYPE_NONE ? 1 : ckpz_dtype_size(t->dtype);
+    if (es > 8) es = 1;
+    uint64_t delta; /* sixteenths of a byte */
+    if (blen != len || len % es) delta = 16 * ((uint64_t)DELTA_FRAME + len);
+    else if (!memcmp(cur, (const uint8_t *)p->base + m->offset, len)) delta = 16 * (uint64_t)DELTA_COPY;
+    else delta = 16 * (uint64_t)DELTA_FRAME + 2 * delta_bits(cur, (const uint8_t *)p->base + m->offset, len, es);
     *pack = (uint64_t)len * PACK_SIXTEENTHS < delta;
     return CKPZ_OK;
 }
