@@ -88,8 +88,8 @@ static ckpz_error read_failed(planner *pl)
  * 130-160 and frames at 400-500 were never larger than other values; copies at 68-100
  * left 64-124 B zip records coded against the base (a CNN's identical file 7.7 KB
  * instead of 5.7), 200 packed identical 192 B bf16 norm weights (~155 B each where a
- * copy costs 32 B), and frames at 100-300 kept 1 KiB weights coded against the base, each splitting a group
- * (4,800 tensors: 5-22% larger). */
+ * copy costs 32 B), and frames at 100-300 kept 1 KiB weights coded against the base,
+ * each splitting a group (4,800 tensors: 5-22% larger). */
 #define DELTA_COPY 130u
 #define DELTA_FRAME 400u
 #define PACK_SIXTEENTHS 14u
@@ -127,7 +127,7 @@ static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_se
     const ckpz_params *p = pl->p;
     uint64_t blen = m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length;
     unsigned es = t->dtype == CKPZ_DTYPE_NONE ? 1 : ckpz_dtype_size(t->dtype);
-    if (es > 8) es = 1;
+    if (es == 0 || es > 8) es = 1;
     uint64_t delta; /* sixteenths of a byte */
     if (blen != len || len % es) delta = 16 * ((uint64_t)DELTA_FRAME + len);
     else if (!memcmp(cur, (const uint8_t *)p->base + m->offset, len)) delta = 16 * (uint64_t)DELTA_COPY;
@@ -342,7 +342,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
             head_seg = ch->seg;
         }
         if (ev == CH_DATA) ev = chunker_next(ch, buf, &n, &s);
-        if (s && (!head_packs || s != &pl->segs.seg[head_seg])) head_packs = 0;
+        if (!s || s != &pl->segs.seg[head_seg]) head_packs = 0;
     }
     if (ev == CH_ERROR) return read_failed(pl);
     if (ev == CH_NOMEM) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
