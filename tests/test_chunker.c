@@ -2,7 +2,8 @@
  * (8-byte length header, then that many bytes of f32 data) one at a time through resume
  * segments, sometimes asking for more read-ahead than the default. The chunker must
  * hand out every input byte once, in order, cut at entry boundaries and at the chunk
- * size, and announce each entry exactly once. */
+ * size, and announce each entry exactly once, whether or not bytes were looked at ahead
+ * (chunker_look) first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,10 +87,19 @@ static void run(size_t step, size_t chunk)
     chunker_init(&ch, &l, chunk, ckpz_mem_read, &r);
     size_t got = 0, tensors = 0, empty = 0;
     uint64_t entry_end = 0;
-    int ok = 1;
+    int ok = 1, looks = 0;
     for (;;) {
         size_t n;
-        const fmt_segment *s;
+        const fmt_segment *s, *nx;
+        /* at every other entry, its first bytes and maybe the next ones are looked at
+         * first: they are the input's there, and are handed out all the same */
+        if (chunker_peek(&ch, &nx) == CH_DATA && nx && (tensors + got) % 2) {
+            const uint8_t *p;
+            size_t want = 1 + (got * 7) % 300, len;
+            CHECK(chunker_look(&ch, want, &p, &len) == CH_DATA);
+            ok &= len == (want < total - got ? want : total - got) && !memcmp(p, in + got, len);
+            looks++;
+        }
         ch_event ev = chunker_next(&ch, buf, &n, &s);
         if (ev != CH_DATA) {
             CHECK(ev == CH_END);
@@ -110,6 +120,7 @@ static void run(size_t step, size_t chunk)
     CHECKF(got == total && !memcmp(in, out, total), "bytes handed out (step %zu, chunk %zu): %zu of %zu", step, chunk,
            got, total);
     CHECKF(tensors == nrec && empty == 1, "entries: %zu tensors, %zu empty", tensors, empty);
+    CHECK(looks >= 3);
     CHECK(t->calls >= 3 && t->need_more_calls >= 1);
     /* the final list tiles the input */
     uint64_t cur = 0;

@@ -182,3 +182,19 @@ ch_event chunker_take(chunker *ch, uint8_t *buf, size_t max, size_t *len)
     }
     return CH_DATA;
 }
+
+ch_event chunker_look(chunker *ch, size_t n, const uint8_t **p, size_t *len)
+{
+    size_t have = ch->ahead_len - ch->ahead_pos;
+    if (have < n && !ch->eof) { /* fetch moves only the unread bytes (fewer than n) */
+        const uint8_t *q;
+        size_t l;
+        int eof;
+        fmt_status s = fetch(ch, ch->consumed, n, &q, &l, &eof);
+        if (s != FMT_DONE) return s == FMT_READ ? CH_ERROR : CH_NOMEM;
+        have = ch->ahead_len - ch->ahead_pos;
+    }
+    *p = ch->ahead ? ch->ahead + ch->ahead_pos : NULL;
+    *len = have < n ? have : n;
+    return CH_DATA;
+}

@@ -54,5 +54,10 @@ ch_event chunker_peek(chunker *ch, const fmt_segment **seg);
  * (0: it ended before; the segment is then dropped, as chunker_next drops segments past
  * the end) or when max cut it, and then chunker_next goes on with the rest of it. */
 ch_event chunker_take(chunker *ch, uint8_t *buf, size_t max, size_t *len);
+/* The next n bytes of the input without handing them out: *p points at *len of them,
+ * fewer than n only at the end of the input, valid until the next call. They are read
+ * even when the chunks are passed over (ch->skip), so that a decision taken on them is
+ * the same either way. CH_DATA, or an error as above. */
+ch_event chunker_look(chunker *ch, size_t n, const uint8_t **p, size_t *len);
 
 #endif
