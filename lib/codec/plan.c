@@ -46,24 +46,28 @@ static ckpz_error add_entry(planner *pl, const fmt_segment *s, uint64_t off, con
 }
 
 /* Packed entries (doc/format.md): entries of at most PACK_MAX bytes share a chunk, at most
- * PACK_GROUP bytes of them (or the chunk size, if smaller: a group must fit its chunk); a
- * group of at most PACK_LEAD bytes of tensors of one dtype also leads a larger tensor of
- * that dtype after it. A chunk costs its frame, a descriptor a plane and each coded
- * plane's own overhead (rANS states, tables: a few hundred bytes), which a tensor of a few
- * KiB does not pay back; but statistics shared with another tensor cost in proportion to
- * the bytes shared, so only a little leads a large tensor, and no opaque bytes: measured
- * on the samples/ files, small torch.save files and the corpus' full checkpoints (leading
- * limits 0.25-4 KiB, packing limits 1-16 KiB), these values were never larger than any
- * other; leading 12 KiB groups made files 0.1-0.3% larger, and zip headers leading
- * storages made a torch.save file 0.01% larger than not leading at all. Groups of up to
- * 512 KiB rather than 64 KiB give planes of 64 KiB and more, which the entropy stage
- * stores unseen when random (mantissas, from a sample) or codes with a context where that
- * pays (exponents): on 4,800 small FP32 tensors (the corpus' extra_small_tensors) the file
- * came out 0.9% smaller (1.519x -> 1.532x) and compressed ~12% faster (groups of 256 KiB:
- * 1.524x, 1 MiB: 1.529x, at the same speed). */
+ * PACK_GROUP bytes of them (PACK_GROUP_ONE of tensors of one dtype); a group of at most
+ * PACK_LEAD bytes of tensors of one dtype also leads a larger tensor of that dtype after
+ * it. A chunk costs its frame, a descriptor a plane and each coded plane's own overhead
+ * (rANS states, tables: a few hundred bytes), which a tensor of a few KiB does not pay
+ * back; but statistics shared with another tensor cost in proportion to the bytes shared,
+ * so only a little leads a large tensor, and no opaque bytes: measured on the samples/
+ * files, small torch.save files and the corpus' full checkpoints (leading limits 0.25-4
+ * KiB, packing limits 1-16 KiB), these values were never larger than any other; leading 12
+ * KiB groups made files 0.1-0.3% larger, and zip headers leading storages made a
+ * torch.save file 0.01% larger than not leading at all. Groups of tensors of one dtype may
+ * grow to PACK_GROUP_ONE bytes: planes of 64 KiB and more, which the entropy stage stores
+ * unseen when random (mantissas, from a sample) or codes with a context where that pays
+ * (exponents); on 4,800 small FP32 tensors (the corpus' extra_small_tensors) the file came
+ * out 0.9% smaller than in 64 KiB groups (1.519x -> 1.532x; 256 KiB: 1.524x, 1 MiB:
+ * 1.529x) and compressed ~12% faster. Mixed groups (torch.save's zip headers between small
+ * storages) stay within PACK_GROUP: larger, they made the step-300 full.pt ~400 bytes
+ * larger. Either way at most the chunk size. */
 #define PACK_MAX (16u << 10)
-#define PACK_GROUP ((size_t)512 << 10)
+#define PACK_GROUP (64u << 10)
+#define PACK_GROUP_ONE ((size_t)512 << 10)
 #define PACK_LEAD (2u << 10)
+_Static_assert(PACK_GROUP <= CKPZ_CHUNK_MIN, "a mixed group must fit any chunk");
 
 /* Whether segment s, whose first n bytes were read (its entry e), may start a group:
  * known, small and whole, lossless, not coded against the base. The entries of a group
@@ -332,8 +336,9 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
          * whole, until one would not fit; that one, whatever its size, owns the group
          * and goes on in the chunk when it can (doc/format.md "Packed entries"). */
         if (packable(s, n, e, &plan->spec)) {
-            size_t used = n, group_max = PACK_GROUP < p->chunk_size ? PACK_GROUP : p->chunk_size;
+            size_t used = n, one_max = PACK_GROUP_ONE < p->chunk_size ? PACK_GROUP_ONE : p->chunk_size;
             int head_tensor = s->dtype != CKPZ_DTYPE_NONE; /* s moves when the list grows */
+            ckpz_dtype one = s->dtype; /* the group's dtype while it has one, else NONE */
             for (;;) {
                 const fmt_segment *t;
                 size_t got;
@@ -344,7 +349,8 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 if (q.mode != QM_NONE || q.level != plan->spec.level ||
                     (p->base && base_index_match(&pl->bidx, t, ch->consumed)))
                     break;
-                int small = t->length <= PACK_MAX && t->length <= group_max - used;
+                if (t->dtype != one) one = CKPZ_DTYPE_NONE;
+                int small = t->length <= PACK_MAX && t->length <= (one ? one_max : PACK_GROUP) - used;
                 if (!small && (used > PACK_LEAD || used % ckpz_dtype_size(t->dtype) ||
                                !all_of_dtype(pl->e + c->first_entry, pl->ne - c->first_entry, t->dtype)))
                     break;
