@@ -289,7 +289,16 @@ static ckpz_error get_columns(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size
     return err;
 }
 
-static int num(col *c, uint64_t *v) { return get_uv(c->p, c->n, &c->pos, v); }
+/* A number of the numbers column: one byte (below 128) for most fields of most entries
+ * (ranks, small dimensions, name lengths) read without get_uv's loop. */
+static inline int num(col *c, uint64_t *v)
+{
+    if (c->pos < c->n && c->p[c->pos] < 0x80) {
+        *v = c->p[c->pos++];
+        return 0;
+    }
+    return get_uv(c->p, c->n, &c->pos, v);
+}
 
 /* Entry i's fields from the columns, but for its name's bytes and lossy fields (prev:
  * entry i - 1, or NULL); at: its offset (stream form) or the running offset and first
