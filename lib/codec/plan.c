@@ -196,7 +196,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
 
 /* The chunker's input is the planner's: its skip callback, where given, is used. */
 ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *rd_opaque,
-                        uint64_t size_hint, ptrdiff_t (*skip_fn)(void *, size_t))
+                        uint64_t size_hint, ptrdiff_t (*skip_fn)(void *, size_t), plan_keep *keep)
 {
     memset(pl, 0, sizeof *pl);
     pl->ctx = ctx;
@@ -206,6 +206,11 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     char why[256] = "";
     chunker_init(&pl->ch, &pl->segs, p->chunk_size, rd, rd_opaque);
     pl->ch.skip = skip_fn;
+    if (keep) {
+        pl->e = keep->e, pl->cap_e = keep->cap_e;
+        pl->ch.ahead = keep->ahead, pl->ch.ahead_cap = keep->ahead_cap;
+        *keep = (plan_keep){0};
+    }
     fmt_status fs = chunker_describe(&pl->ch, &pl->rq, size_hint, why, sizeof why);
     if (fs != FMT_DONE) return fmt_fail(ctx, fs, &pl->rq, why);
     /* Small tensors: an entry a segment, the table sized once (grown one doubling at a
@@ -220,11 +225,18 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     return CKPZ_OK;
 }
 
-void planner_free(planner *pl)
+void planner_free(planner *pl, plan_keep *keep)
 {
     base_index_free(&pl->bidx);
     policy_free(pl->pol);
     free(pl->whole);
+    if (keep) { /* the buffers as they are; keep's own (none after planner_init) freed */
+        free(keep->e);
+        free(keep->ahead);
+        *keep = (plan_keep){pl->e, pl->cap_e, pl->ch.ahead, pl->ch.ahead_cap};
+        pl->e = NULL;
+        pl->ch.ahead = NULL;
+    }
     free(pl->e); /* names and shapes belong to segs */
     chunker_free(&pl->ch);
     fmt_list_free(&pl->segs);
