@@ -202,14 +202,16 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     pl->ctx = ctx;
     pl->p = p;
     pl->skip = skip_fn != NULL;
-    pl->rq = (fmt_request){p->format, p->raw_dtype, p->raw_ndim, p->raw_shape};
+    pl->rq = (fmt_request){
+        .format = p->format, .raw_dtype = p->raw_dtype, .raw_ndim = p->raw_ndim, .raw_shape = p->raw_shape};
     char why[256] = "";
     chunker_init(&pl->ch, &pl->segs, p->chunk_size, rd, rd_opaque);
     pl->ch.skip = skip_fn;
     if (keep) {
         pl->e = keep->e, pl->cap_e = keep->cap_e;
         pl->ch.ahead = keep->ahead, pl->ch.ahead_cap = keep->ahead_cap;
-        *keep = (plan_keep){0};
+        keep->e = NULL, keep->ahead = NULL;
+        pl->rq.spare = &keep->segs; /* the list described takes it (fmt_begin) */
     }
     fmt_status fs = chunker_describe(&pl->ch, &pl->rq, size_hint, why, sizeof why);
     if (fs != FMT_DONE) return fmt_fail(ctx, fs, &pl->rq, why);
@@ -233,13 +235,14 @@ void planner_free(planner *pl, plan_keep *keep)
     if (keep) { /* the buffers as they are; keep's own (none after planner_init) freed */
         free(keep->e);
         free(keep->ahead);
-        *keep = (plan_keep){pl->e, pl->cap_e, pl->ch.ahead, pl->ch.ahead_cap};
+        keep->e = pl->e, keep->cap_e = pl->cap_e;
+        keep->ahead = pl->ch.ahead, keep->ahead_cap = pl->ch.ahead_cap;
         pl->e = NULL;
         pl->ch.ahead = NULL;
     }
     free(pl->e); /* names and shapes belong to segs */
     chunker_free(&pl->ch);
-    fmt_list_free(&pl->segs);
+    fmt_list_recycle(&pl->segs); /* into keep's spare, where planner_init gave one */
     memset(pl, 0, sizeof *pl);
 }
 

@@ -41,16 +41,17 @@ typedef struct plan_chunk {
     int text;             /* a text header's bytes alone (fmt_segment.text) */
 } plan_chunk;
 
-/* What one planner leaves to the next (a context keeps it: workmem.h): its entry table
- * and read-ahead buffer, as allocated. Memory a call allocates afresh costs a page fault
+/* What one planner leaves to the next (a context keeps it: workmem.h): its entry table,
+ * read-ahead buffer and segment list's memory, as allocated. Memory a call allocates afresh costs a page fault
  * each 4 KiB first written (handed back between calls by malloc_trim, as bench/peers
- * does): compressing 4,800 small tensors (an 800 KB table, a 448 KB header read ahead)
+ * does): compressing 4,800 small tensors (an 800 KB table, a 448 KB header read ahead, ~500 KB of segments and names)
  * took ~490 faults a call. planner_init takes them (keep may be NULL: none). */
 typedef struct plan_keep {
     ctr_entry *e;
     size_t cap_e;
     uint8_t *ahead;
     size_t ahead_cap;
+    fmt_spare segs; /* the segment list's (formats.h) */
 } plan_keep;
 
 typedef struct planner {

@@ -113,6 +113,7 @@ void workmem_free(struct workmem *wm)
     ctr_keep_free(&wm->entries);
     free(wm->plan.e);
     free(wm->plan.ahead);
+    fmt_spare_free(&wm->plan.segs);
     chunk_scratch_free(wm->scratch);
     for (size_t i = 0; i < wm->nbuf; i++) {
         free(wm->raw[i]);

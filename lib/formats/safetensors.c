@@ -540,8 +540,7 @@ static int control_byte(const uint8_t *b, size_t end, char *why, size_t whylen)
 static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                               size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
 
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {
