@@ -232,13 +232,18 @@ void planner_free(planner *pl, plan_keep *keep)
     base_index_free(&pl->bidx);
     policy_free(pl->pol);
     free(pl->whole);
-    if (keep) { /* the buffers as they are; keep's own (none after planner_init) freed */
+    if (keep) { /* the buffers as they are, up to CTR_KEEP_MAX bytes each; keep's own freed */
         free(keep->e);
         free(keep->ahead);
-        keep->e = pl->e, keep->cap_e = pl->cap_e;
-        keep->ahead = pl->ch.ahead, keep->ahead_cap = pl->ch.ahead_cap;
-        pl->e = NULL;
-        pl->ch.ahead = NULL;
+        *keep = (plan_keep){.segs = keep->segs};
+        if (pl->cap_e <= CTR_KEEP_MAX / sizeof *pl->e) {
+            keep->e = pl->e, keep->cap_e = pl->cap_e;
+            pl->e = NULL;
+        }
+        if (pl->ch.ahead_cap <= CTR_KEEP_MAX) {
+            keep->ahead = pl->ch.ahead, keep->ahead_cap = pl->ch.ahead_cap;
+            pl->ch.ahead = NULL;
+        }
     }
     free(pl->e); /* names and shapes belong to segs */
     chunker_free(&pl->ch);

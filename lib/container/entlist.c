@@ -54,55 +54,6 @@ static int reserve_more(bbuf *b, size_t n)
 /* reserve_more's test inline: the columns of 5,174 entries make ~80,000 calls. */
 static inline int reserve(bbuf *b, size_t n) { return !b->bad && n <= b->cap - b->n ? 0 : reserve_more(b, n); }
 
-/* Copies and compares of a name's part or a shape (a few to some tens of bytes) in
- * 8-byte words, inline: a call to memcpy or memcmp for each was ~10% of decompressing
- * 4,800 small tensors (their index read and its entry frames compared with it). The
- * regions must not overlap. */
-static inline void copy_short(void *dst, const void *src, size_t n)
-{
-    uint8_t *d = dst;
-    const uint8_t *s = src;
-    uint64_t w;
-    uint32_t h;
-    uint16_t t;
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 < n; i += 8) memcpy(&w, s + i, 8), memcpy(d + i, &w, 8);
-        memcpy(&w, s + n - 8, 8), memcpy(d + n - 8, &w, 8); /* the last word, overlapping */
-    } else if (n >= 4) {
-        memcpy(&h, s, 4), memcpy(d, &h, 4);
-        memcpy(&h, s + n - 4, 4), memcpy(d + n - 4, &h, 4);
-    } else if (n >= 2) {
-        memcpy(&t, s, 2), memcpy(d, &t, 2);
-        memcpy(&t, s + n - 2, 2), memcpy(d + n - 2, &t, 2);
-    } else if (n) {
-        d[0] = s[0];
-    }
-}
-
-static inline int same_short(const void *a, const void *b, size_t n)
-{
-    const uint8_t *x = a, *y = b;
-    uint64_t u, v;
-    uint32_t h, k;
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 < n; i += 8) {
-            memcpy(&u, x + i, 8), memcpy(&v, y + i, 8);
-            if (u != v) return 0;
-        }
-        memcpy(&u, x + n - 8, 8), memcpy(&v, y + n - 8, 8);
-        return u == v;
-    }
-    if (n >= 4) {
-        memcpy(&h, x, 4), memcpy(&k, y, 4);
-        if (h != k) return 0;
-        memcpy(&h, x + n - 4, 4), memcpy(&k, y + n - 4, 4);
-        return h == k;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != y[i]) return 0;
-    return 1;
-}
-
 static inline void put_bytes(bbuf *b, const void *src, size_t n)
 {
     if (!n || reserve(b, n)) return;

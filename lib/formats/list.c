@@ -282,19 +282,26 @@ void fmt_list_free(fmt_list *l)
     memset(l, 0, sizeof(*l));
 }
 
+/* What a spare keeps: up to SPARE_MAX bytes of segments and as much of blocks (a list of
+ * 100,000 tensors' would keep ~10 MB; the rest is freed). */
+#define SPARE_MAX ((size_t)16 << 20)
+
 void fmt_list_recycle(fmt_list *l)
 {
     if (!l) return;
     fmt_spare *k = l->spare;
     if (k) {
-        if (l->seg && l->cap > k->cap) { /* the larger array stays */
+        if (l->seg && l->cap > k->cap && l->cap <= SPARE_MAX / sizeof(fmt_segment)) { /* the larger array stays */
             free(k->seg);
             k->seg = l->seg, k->cap = l->cap;
             l->seg = NULL;
         }
-        while (l->blocks) { /* the blocks, the spare's after them */
+        size_t kept = 0;
+        for (fmt_block *b = k->blocks; b; b = b->next) kept += b->cap;
+        while (l->blocks && kept + l->blocks->cap <= SPARE_MAX) { /* the blocks, the spare's after them */
             fmt_block *b = l->blocks;
             l->blocks = b->next;
+            kept += b->cap;
             b->next = k->blocks;
             k->blocks = b;
         }
