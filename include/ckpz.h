@@ -249,15 +249,18 @@ CKPZ_API void ckpz_params_init(ckpz_params *p);
 typedef struct ckpz_ctx ckpz_ctx;
 
 /* A context keeps working memory between calls; ckpz_ctx_free releases it. What the
- * compressions on a context have used (their most threads, deepest pipeline, largest
- * chunk size) is kept for the next one: the coders' state and buffers, about 2.5 chunk
- * sizes per thread, and 2.5 chunk sizes for each chunk in flight (one with one thread,
- * three per thread with more): ~6 MB for one thread at the default chunk size, ~10 MB
- * a thread with more. So a call on a small input costs its coding, not the set-up of a
- * few MB. Create one context per thread and reuse it; free it to give the memory back.
- * Decompression keeps the coders' state too, and ckpz_decompress_buffer the entries of the
- * last file's index (up to 16 MiB: ~1 MB for 4,800 tensors), which the next restore of a
- * file of as many tensors reuses. Not guaranteed: what is kept, and how much. */
+ * compressions on a context have used (their most threads, deepest pipeline, largest chunk
+ * size) is kept for the next one: the coders' state and buffers, about 2.5 chunk sizes per
+ * thread, and 2.5 chunk sizes for each chunk in flight (one with one thread, three per
+ * thread with more): ~6 MB for one thread at the default chunk size, ~10 MB a thread with
+ * more. So a call on a small input costs its coding, not the set-up of a few MB.
+ * Compression also keeps its last input's description (entry table, segment list, the
+ * header read ahead: ~2 MB for 4,800 tensors; up to 16 MiB each), which the next one
+ * reuses instead of faulting in fresh pages. Create one context per thread and reuse it;
+ * free it to give the memory back. Decompression keeps the coders' state too, and
+ * ckpz_decompress_buffer the entries of the last file's index (up to 16 MiB: ~1 MB for
+ * 4,800 tensors), which the next restore of a file of as many tensors reuses. Not
+ * guaranteed: what is kept, and how much. */
 CKPZ_API ckpz_ctx *ckpz_ctx_create(void);
 CKPZ_API void ckpz_ctx_free(ckpz_ctx *ctx);
 /* The message of the last failed call on ctx ("" if none). Valid until the next call. */

@@ -458,6 +458,50 @@ static void test_st_many_in_order(void)
     bfree(&x);
 }
 
+/* A list given a spare (fmt_request.spare) takes its segment array and name blocks before
+ * allocating, and fmt_list_recycle hands them back: the second description of the same
+ * header is the first one's, in the first one's memory. */
+static void test_list_spare(void)
+{
+    ctx = "list spare";
+    enum { N = 500 };
+    buf x = {0};
+    fmt_spare k = {0};
+    fmt_request rq = {.format = CKPZ_INPUT_SAFETENSORS, .spare = &k};
+    fmt_list l;
+    char why[256], *js = malloc(N * 96 + 8), first[32] = "";
+    CHECK(js != NULL);
+    size_t at = 0;
+    if (js) {
+        js[at++] = '{';
+        for (int i = 0; i < N; i++)
+            at += (size_t)sprintf(js + at,
+                                  "%s\"layer.%03d.w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%d,%d]}",
+                                  i ? "," : "", i, 8 * i, 8 * i + 8);
+        js[at++] = '}';
+        js[at] = '\0';
+        make_st(&x, js, 8 * N);
+    }
+    fmt_segment *seg = NULL;
+    for (int round = 0; js && round < 2; round++) {
+        size_t need = 0;
+        CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_DONE);
+        CHECK(l.n == N + 2 && l.spare == &k);
+        if (l.n == N + 2) {
+            CHECK(l.seg[1].name && !strcmp(l.seg[1].name, "layer.000.w") && l.seg[N].ndim == 1);
+            if (round) CHECK(l.seg == seg && !strcmp(first, l.seg[N].name) && k.seg == NULL); /* taken back */
+            else snprintf(first, sizeof first, "%s", l.seg[N].name);
+        }
+        seg = l.seg;
+        fmt_list_recycle(&l);
+        CHECK(k.seg == seg && k.blocks != NULL && l.seg == NULL && l.blocks == NULL);
+    }
+    fmt_spare_free(&k);
+    CHECK(k.seg == NULL && k.blocks == NULL);
+    free(js);
+    bfree(&x);
+}
+
 /* The reader's fast paths (keys, dtypes and number arrays as writers put them, plain
  * names) and json.c's general ones read the same: a compact header and the same JSON
  * with a space before every ':', ',' and ']' (which only the general paths take)
@@ -1132,7 +1176,7 @@ static void test_raw(void)
         x.n = 0;
         for (int i = 0; i < 24; i++) bbyte(&x, (uint8_t)i);
         uint64_t sh[2] = {2, 3}, bad[2] = {2, 4}, zero[2] = {2, 0};
-        fmt_request rq = {CKPZ_INPUT_RAW, CKPZ_DTYPE_F32, 2, sh};
+        fmt_request rq = {.format = CKPZ_INPUT_RAW, .raw_dtype = CKPZ_DTYPE_F32, .raw_ndim = 2, .raw_shape = sh};
         CHECK(fmt_raw_bytes(&rq) == 24);
         for (int f = 0; f < 2; f++) { /* forced, and the fallback of detection */
             rq.format = f ? CKPZ_INPUT_AUTO : CKPZ_INPUT_RAW;
@@ -1162,7 +1206,7 @@ static void test_raw(void)
         rq.raw_shape = huge;
         CHECK(fmt_raw_bytes(&rq) == UINT64_MAX);
         CHECK(fmt_describe(x.b, x.n, U, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
-        rq = (fmt_request){CKPZ_INPUT_RAW, CKPZ_DTYPE_NONE, 2, sh};
+        rq = (fmt_request){.format = CKPZ_INPUT_RAW, .raw_dtype = CKPZ_DTYPE_NONE, .raw_ndim = 2, .raw_shape = sh};
         CHECK(fmt_describe(x.b, x.n, x.n, &rq, &l, &need, why, sizeof why) == FMT_ERROR);
         CHECK(contains(why, "element type"));
     }
@@ -1415,6 +1459,7 @@ int main(void)
     test_st_dtypes();
     test_st_order_names_zero();
     test_st_many_in_order();
+    test_list_spare();
     test_st_fast_general_same();
     test_st_bad_entries();
     test_st_in_place();

@@ -39,9 +39,13 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
      * policy reads the tensors ahead through the planner: it keeps the copy. */
     ptrdiff_t (*skip)(void *opaque, size_t n) = NULL;
     const uint8_t *view = io_source_view(&in, &skip); /* taken before planning reads any of it */
+    /* the context's working memory from the start: the planner's buffers are in it */
+    struct workmem *wm = workmem_take(ctx);
+    plan_keep *keep = wm ? &wm->plan : NULL;
     planner pl;
-    if ((err = planner_init(&pl, ctx, &p, in.read, in.opaque, size_hint, NULL))) {
-        planner_free(&pl);
+    if ((err = planner_init(&pl, ctx, &p, in.read, in.opaque, size_hint, NULL, keep))) {
+        planner_free(&pl, keep);
+        workmem_keep(ctx, wm);
         return err;
     }
     /* A thread for every two chunks of the input and every 2 MiB at most: starting one
@@ -59,7 +63,6 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     if (lossy) view = NULL;
     else if (view) pl.ch.skip = skip;
     int defer = p.base && p.patch;    /* the base's CRC from the chunks, patched in at the end */
-    struct workmem *wm = workmem_take(ctx);
     workers_state ws = {p.level, NULL, defer, p.codec};
     cjob *jobs = calloc(depth, sizeof *jobs), *j;
     size_t bchunk = p.chunk_size, fbound = 0;
@@ -143,8 +146,8 @@ done:
     }
     free(jobs);
     writer_free(&w); /* before its entry lists' coder goes back */
+    planner_free(&pl, keep);
     workmem_keep(ctx, wm);
-    planner_free(&pl);
     return err;
 }
 

@@ -69,7 +69,7 @@ void ckpz_split_free(ckpz_split *s)
     for (size_t i = 0; i < s->njobs; i++) free(s->jobs[i].raw), free(s->jobs[i].out);
     free(s->jobs);
     writer_free(&s->w);
-    planner_free(&s->pl);
+    planner_free(&s->pl, NULL);
     free(s->c);
     free(s);
 }
@@ -95,7 +95,7 @@ ckpz_error ckpz_split_plan(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_
     s->p.patch = NULL; /* the base's CRC is taken whole */
     s->progress = s->p.progress, s->progress_opaque = s->p.progress_opaque;
     s->p.progress = NULL; /* neither planning nor laying out reports */
-    if ((err = planner_init(&s->pl, ctx, &s->p, plan_read, s, s->src.size, plan_skip))) goto fail;
+    if ((err = planner_init(&s->pl, ctx, &s->p, plan_read, s, s->src.size, plan_skip, NULL))) goto fail;
     s->lossy = policy_lossy(s->pl.pol);
     for (;;) {
         int end;

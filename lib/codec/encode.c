@@ -168,8 +168,10 @@ static ckpz_error put_entries(writer *w, const plan_chunk *d, const chunk_result
     if ((err = flush_copy(w))) return err;
     for (uint32_t i = d->first_entry; i <= d->entry; i++) {
         ctr_entry *e = &ents[i];
-        quant_stats_init(&w->qs[i]);
         if (e->flags & CTR_ENTRY_LOSSY) {
+            /* only lossy entries' stats are kept and read: the others' stay untouched (a
+             * fresh page fault each 4 KiB, 240 KB for 4,800 lossless tensors) */
+            quant_stats_init(&w->qs[i]);
             e->lossy.abs_bound = r->abs_bound;
             e->lossy.prune_thr = r->prune_thr;
         }

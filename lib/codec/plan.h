@@ -41,6 +41,19 @@ typedef struct plan_chunk {
     int text;             /* a text header's bytes alone (fmt_segment.text) */
 } plan_chunk;
 
+/* What one planner leaves to the next (a context keeps it: workmem.h): its entry table,
+ * read-ahead buffer and segment list's memory, as allocated. Memory a call allocates afresh costs a page fault
+ * each 4 KiB first written (handed back between calls by malloc_trim, as bench/peers
+ * does): compressing 4,800 small tensors (an 800 KB table, a 448 KB header read ahead, ~500 KB of segments and names)
+ * took ~490 faults a call. planner_init takes them (keep may be NULL: none). */
+typedef struct plan_keep {
+    ctr_entry *e;
+    size_t cap_e;
+    uint8_t *ahead;
+    size_t ahead_cap;
+    fmt_spare segs; /* the segment list's (formats.h) */
+} plan_keep;
+
 typedef struct planner {
     ckpz_ctx *ctx;
     const ckpz_params *p;
@@ -73,13 +86,14 @@ typedef struct planner {
  * the formats' own reads still go through rd. On failure the planner is left to
  * planner_free. */
 ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_read_fn rd, void *rd_opaque,
-                        uint64_t size_hint, ptrdiff_t (*skip_fn)(void *, size_t));
+                        uint64_t size_hint, ptrdiff_t (*skip_fn)(void *, size_t), plan_keep *keep);
 /* The next chunk into *c (its bytes into buf, chunk_size bytes, unless planning with
  * skip: then buf may be NULL). *end is set at the end of the input. */
 ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end);
 /* After the last chunk: checks what could only be checked at the end. */
 ckpz_error planner_end(planner *pl);
-void planner_free(planner *pl);
+/* keep: where the entry table and read-ahead buffer go for the next planner (NULL: freed) */
+void planner_free(planner *pl, plan_keep *keep);
 
 /* Whether a lossy plan needs the whole entry's values (planner_values). */
 int planner_needs_values(const quant_plan *plan);

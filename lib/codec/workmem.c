@@ -111,6 +111,9 @@ void workmem_free(struct workmem *wm)
     if (!wm) return;
     ent_ctx_free(wm->lists);
     ctr_keep_free(&wm->entries);
+    free(wm->plan.e);
+    free(wm->plan.ahead);
+    fmt_spare_free(&wm->plan.segs);
     chunk_scratch_free(wm->scratch);
     for (size_t i = 0; i < wm->nbuf; i++) {
         free(wm->raw[i]);

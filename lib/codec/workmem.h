@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "plan.h"
 #include "common/ctx.h"
 
 struct workmem {
@@ -26,6 +27,7 @@ struct workmem {
     size_t nbuf, buf_chunk; /* raw: buf_chunk bytes each, out: workmem_out_bound(buf_chunk) */
     ent_ctx *lists;         /* workmem_lists */
     ctr_keep entries;       /* a coded index's entries, kept for a whole-file restore's next (container.h) */
+    plan_keep plan;         /* a compression's entry table and read-ahead, for the next (plan.h) */
 };
 
 /* Room a job's coded frame needs for a chunk of n bytes (compress.c says why it is

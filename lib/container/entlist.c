@@ -57,7 +57,8 @@ static inline int reserve(bbuf *b, size_t n) { return !b->bad && n <= b->cap - b
 static inline void put_bytes(bbuf *b, const void *src, size_t n)
 {
     if (!n || reserve(b, n)) return;
-    memcpy(b->p + b->n, src, n);
+    if (n <= 64) copy_short(b->p + b->n, src, n); /* kinds and names' suffixes */
+    else memcpy(b->p + b->n, src, n);
     b->n += n;
 }
 
@@ -289,7 +290,16 @@ static ckpz_error get_columns(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size
     return err;
 }
 
-static int num(col *c, uint64_t *v) { return get_uv(c->p, c->n, &c->pos, v); }
+/* A number of the numbers column: one byte (below 128) for most fields of most entries
+ * (ranks, small dimensions, name lengths) read without get_uv's loop. */
+static inline int num(col *c, uint64_t *v)
+{
+    if (c->pos < c->n && c->p[c->pos] < 0x80) {
+        *v = c->p[c->pos++];
+        return 0;
+    }
+    return get_uv(c->p, c->n, &c->pos, v);
+}
 
 /* Entry i's fields from the columns, but for its name's bytes and lossy fields (prev:
  * entry i - 1, or NULL); at: its offset (stream form) or the running offset and first
@@ -353,9 +363,9 @@ static size_t kept_size(const ctr_entry *x) { return (8 * (size_t)x->ndim + x->n
 static void put_name_shape(col *names, const ctr_entry *prev, ctr_entry *x, const uint64_t *dims, uint64_t pre,
                            uint64_t suf)
 {
-    if (x->ndim) memcpy(x->shape, dims, 8 * (size_t)x->ndim);
-    if (pre) memcpy(x->name, prev->name, (size_t)pre);
-    if (suf) memcpy(x->name + pre, names->p + names->pos, (size_t)suf);
+    copy_short(x->shape, dims, 8 * (size_t)x->ndim);
+    copy_short(x->name, prev ? prev->name : "", (size_t)pre); /* pre is 0 without prev */
+    copy_short(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
     x->name[x->name_len] = 0;
 }
@@ -538,9 +548,9 @@ static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t
             const ctr_entry *y = &idx[i];
             *same = x->offset == y->offset && x->dtype == y->dtype && x->ndim == y->ndim && x->flags == y->flags &&
                     x->base_offset == y->base_offset && x->name_len == y->name_len &&
-                    (!pre || !memcmp(y->name, idx[i - 1].name, (size_t)pre)) &&
-                    (!suf || !memcmp(y->name + pre, names->p + names->pos, (size_t)suf)) &&
-                    (!x->ndim || !memcmp(y->shape, dims, 8 * (size_t)x->ndim));
+                    (!pre || same_short(y->name, idx[i - 1].name, (size_t)pre)) &&
+                    same_short(y->name + pre, names->p + names->pos, (size_t)suf) &&
+                    same_short(y->shape, dims, 8 * (size_t)x->ndim);
         }
         names->pos += (size_t)suf;
         err = get_lossy(ctx, &cols[COL_LOSSY], 0, x); /* checked, not compared (ctr_entry_same) */

@@ -70,6 +70,7 @@ typedef struct fmt_request {
     ckpz_dtype raw_dtype;      /* RAW, and AUTO when not NONE: a raw dump of that type */
     uint32_t raw_ndim;         /* 0: one dimension, as many elements as the input holds */
     const uint64_t *raw_shape; /* raw_ndim dimensions: the input must hold exactly them */
+    struct fmt_spare *spare;   /* memory the list described into takes first (fmt_spare), or NULL */
 } fmt_request;
 
 /* The bytes of a raw tensor of rq's shape, or UINT64_MAX when it has none or they
@@ -107,6 +108,15 @@ typedef struct fmt_reader {
     void (*free_state)(void *state);
 } fmt_reader;
 
+/* A list's memory kept for the next list (fmt_list_recycle): its segment array and name
+ * blocks, as allocated, which a list given it takes as it grows instead of new memory
+ * (a fresh page faults on its first write: describing 4,800 small tensors wrote ~500 KB). */
+typedef struct fmt_spare { /* see fmt_list_recycle */
+    fmt_segment *seg;
+    size_t cap;
+    struct fmt_block *blocks;
+} fmt_spare;
+
 typedef struct fmt_list {
     ckpz_input_format format; /* what was recognised */
     fmt_segment *seg;
@@ -114,6 +124,7 @@ typedef struct fmt_list {
     const fmt_reader *reader; /* the reader that described it (resumes it, frees state) */
     void *state;              /* kept by piecewise readers between calls; freed by fmt_list_free */
     struct fmt_block *blocks; /* the tensors' names and shapes (fmt_push), freed with the list */
+    struct fmt_spare *spare;  /* memory to take first (fmt_begin sets the request's), or NULL */
 } fmt_list;
 
 /* The table: every format, AUTO and RAW included, in detection order. */
@@ -133,6 +144,10 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const
                         size_t *need, char *why, size_t whylen);
 
 void fmt_list_free(fmt_list *l);
+/* fmt_list_free, but the segment array and blocks go to l->spare (when set) for the next
+ * list; fmt_spare_free frees what a spare holds. */
+void fmt_list_recycle(fmt_list *l);
+void fmt_spare_free(fmt_spare *k);
 /* Drops the segments after the first n (those a reader pushed before finding them wrong). */
 void fmt_list_drop(fmt_list *l, size_t n);
 
@@ -185,7 +200,8 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
 
 /* The common start of every reader: clears *need, why and *out, and clamps *len to
  * total. Returns -1 (the reader then returns FMT_ERROR) when out is NULL. */
-int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen);
+int fmt_begin(fmt_list *out, const fmt_request *rq, size_t *len, uint64_t total, size_t *need, char *why,
+              size_t whylen);
 
 /* Writes a reason to why[0..whylen) (printf format); accepts NULL or 0. */
 void fmt_why(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

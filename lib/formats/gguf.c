@@ -219,8 +219,7 @@ static int push_info(fmt_list *out, const g_info *g)
 static fmt_status gguf_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                                 size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
     static const uint8_t magic[4] = {'G', 'G', 'U', 'F'};
     if (memcmp(p, magic, len < 4 ? len : 4) != 0) {

@@ -24,12 +24,13 @@ void fmt_why(char *why, size_t whylen, const char *fmt, ...)
     va_end(ap);
 }
 
-int fmt_begin(fmt_list *out, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen)
+int fmt_begin(fmt_list *out, const fmt_request *rq, size_t *len, uint64_t total, size_t *need, char *why, size_t whylen)
 {
     if (need) *need = 0;
     if (why && whylen) why[0] = '\0';
     if (!out) return -1;
     memset(out, 0, sizeof(*out));
+    out->spare = rq ? rq->spare : NULL;
     if (total != CKPZ_SIZE_UNKNOWN && *len > total) *len = (size_t)total;
     return 0;
 }
@@ -55,6 +56,13 @@ static void *block_take(fmt_list *l, size_t n)
 {
     n = (n + 7) & ~(size_t)7;
     fmt_block *b = l->blocks;
+    if ((!b || b->cap - b->used < n) && l->spare && l->spare->blocks && l->spare->blocks->cap >= n) {
+        fmt_block *sb = l->spare->blocks; /* a kept block, as large as needed */
+        l->spare->blocks = sb->next;
+        sb->next = b;
+        sb->used = 0;
+        l->blocks = b = sb;
+    }
     if (!b || b->cap - b->used < n) {
         size_t cap = b ? (b->cap < ((size_t)1 << 20) ? 2 * b->cap : b->cap) : (size_t)16 << 10;
         if (cap < n) cap = n;
@@ -71,15 +79,27 @@ static void *block_take(fmt_list *l, size_t n)
     return r;
 }
 
+/* A list without a segment array takes its spare's. */
+static void take_spare(fmt_list *l)
+{
+    if (l->seg || !l->spare || !l->spare->seg) return;
+    l->seg = l->spare->seg;
+    l->cap = l->spare->cap;
+    l->spare->seg = NULL;
+    l->spare->cap = 0;
+}
+
 int fmt_reserve(fmt_list *l, size_t more)
 {
     if (!l || more > SIZE_MAX - l->n) return -1;
+    take_spare(l);
     return grow_array((void **)&l->seg, &l->cap, l->n + more, sizeof(fmt_segment));
 }
 
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len, uint32_t ndim, const uint64_t *shape,
              uint64_t offset, uint64_t length)
 {
+    if (l) take_spare(l);
     if (!l || grow_array((void **)&l->seg, &l->cap, l->n + 1, sizeof(fmt_segment))) return -1;
     fmt_segment s;
     memset(&s, 0, sizeof(s));
@@ -245,14 +265,54 @@ void fmt_list_drop(fmt_list *l, size_t n)
     while (l->n > n) seg_clear(&l->seg[--l->n]);
 }
 
+static void blocks_free(fmt_block *b)
+{
+    for (fmt_block *nx; b; b = nx) {
+        nx = b->next;
+        free(b);
+    }
+}
+
 void fmt_list_free(fmt_list *l)
 {
     if (!l) return;
     free(l->seg);
-    for (fmt_block *b = l->blocks, *nx; b; b = nx) {
-        nx = b->next;
-        free(b);
-    }
+    blocks_free(l->blocks);
     if (l->state && l->reader && l->reader->free_state) l->reader->free_state(l->state);
     memset(l, 0, sizeof(*l));
+}
+
+/* What a spare keeps: up to SPARE_MAX bytes of segments and as much of blocks (a list of
+ * 100,000 tensors' would keep ~10 MB; the rest is freed). */
+#define SPARE_MAX ((size_t)16 << 20)
+
+void fmt_list_recycle(fmt_list *l)
+{
+    if (!l) return;
+    fmt_spare *k = l->spare;
+    if (k) {
+        if (l->seg && l->cap > k->cap && l->cap <= SPARE_MAX / sizeof(fmt_segment)) { /* the larger array stays */
+            free(k->seg);
+            k->seg = l->seg, k->cap = l->cap;
+            l->seg = NULL;
+        }
+        size_t kept = 0;
+        for (fmt_block *b = k->blocks; b; b = b->next) kept += b->cap;
+        while (l->blocks && kept + l->blocks->cap <= SPARE_MAX) { /* the blocks, the spare's after them */
+            fmt_block *b = l->blocks;
+            l->blocks = b->next;
+            kept += b->cap;
+            b->next = k->blocks;
+            k->blocks = b;
+        }
+    }
+    fmt_list_free(l);
+}
+
+void fmt_spare_free(fmt_spare *k)
+{
+    if (!k) return;
+    free(k->seg);
+    blocks_free(k->blocks);
+    memset(k, 0, sizeof *k);
 }

@@ -377,8 +377,7 @@ fmt_status npy_parse_header(const uint8_t *b, size_t len, uint64_t total, npy_in
 static fmt_status npy_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                                size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     npy_info info;
     fmt_status st = npy_parse_header(b, len, total, &info, need, why, whylen);
     if (st != FMT_DONE) return st;

@@ -54,8 +54,7 @@ static void npz_free(void *state) { free(state); }
 static fmt_status npz_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                                size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
 
     zip_member m;

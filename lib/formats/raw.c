@@ -41,7 +41,7 @@ static fmt_status raw_describe(const uint8_t *p, size_t len, uint64_t total, con
                                size_t *need, char *why, size_t whylen)
 {
     (void)p;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     ckpz_dtype dt = rq ? rq->raw_dtype : CKPZ_DTYPE_NONE;
     int rc = 0;
     if (rq && rq->raw_ndim) {

@@ -69,7 +69,7 @@ fmt_status fmt_describe(const uint8_t *prefix, size_t len, uint64_t total, const
                         size_t *need, char *why, size_t whylen)
 {
     if (!prefix) len = 0;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     static const uint8_t none = 0;
     if (!prefix) prefix = &none; /* readers compare 0 bytes of it */
     if (!rq || (unsigned)rq->raw_dtype >= CKPZ_DTYPE_COUNT_) {

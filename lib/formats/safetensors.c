@@ -97,6 +97,28 @@ static int read_uint(json_p *j, uint64_t *v, int *u)
     return json_number(j, v, u); /* anything else, from its first byte */
 }
 
+/* The number of digits (1 to 7) that start the eight bytes at s and their value in *v;
+ * 8 where there are eight digits (then the caller reads them one by one). Eight bytes a
+ * step: describing 4,800 small tensors read ~40,000 numbers of up to 7 digits, at ~25
+ * instructions each byte by byte. A byte is a digit where its high nibble is 3 and adding
+ * 6 keeps it so; a carry out of a byte only changes bytes after the first non-digit. */
+static unsigned digits8(const uint8_t *s, uint64_t *v)
+{
+    const uint64_t ones = 0x0101010101010101ull;
+    uint64_t w, nd, hi;
+    memcpy(&w, s, 8);
+    nd = ((w & 0xf0 * ones) ^ 0x30 * ones) | (((w + 0x06 * ones) & 0xf0 * ones) ^ 0x30 * ones);
+    hi = (((nd & 0x7f * ones) + 0x7f * ones) | nd) & 0x80 * ones; /* a non-digit's high bit */
+    if (!hi) return 8;
+    unsigned len = (unsigned)__builtin_ctzll(hi) / 8;
+    /* the digits at the top, zero bytes (digit 0) below, then pairs, fours, eight */
+    uint64_t d = len ? (w & 0x0f * ones) << (8 * (8 - len)) : 0;
+    d = (d * 2561) >> 8;
+    d = ((d & 0x00ff00ff00ff00ffull) * 6553601) >> 16;
+    *v = ((d & 0x0000ffff0000ffffull) * 42949672960001ull) >> 32;
+    return len;
+}
+
 /* Parses an array of unsigned integers. Up to `max` values go to out; *count is the
  * number of elements; *ok is cleared when an element is not an unsigned 64-bit integer. */
 static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t *count, int *ok)
@@ -110,7 +132,10 @@ static int parse_uint_array(jp *p, int depth, uint64_t *out, size_t max, size_t 
     while (c < max && k < n && json_digit(s[k])) {
         size_t st = k;
         uint64_t x = 0;
-        while (k < n && json_digit(s[k]) && k - st < 19) x = x * 10 + (unsigned)(s[k++] - '0');
+        unsigned len = k + 8 <= n ? digits8(s + k, &x) : 8;
+        if (len < 8) k += len;
+        else
+            while (k < n && json_digit(s[k]) && k - st < 19) x = x * 10 + (unsigned)(s[k++] - '0');
         if ((s[st] == '0' && k - st > 1) || k >= n || (s[k] != ',' && s[k] != ']')) break;
         out[c++] = x;
         if (s[k++] == ']') {
@@ -515,8 +540,7 @@ static int control_byte(const uint8_t *b, size_t end, char *why, size_t whylen)
 static fmt_status st_describe(const uint8_t *b, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                               size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
 
     if (len < 8) {
         if (total != CKPZ_SIZE_UNKNOWN && total < 8) {

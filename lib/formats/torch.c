@@ -88,8 +88,7 @@ static fmt_status describe_legacy(const uint8_t *p, size_t len, uint64_t total, 
 static fmt_status torch_describe(const uint8_t *p, size_t len, uint64_t total, const fmt_request *rq, fmt_list *out,
                                  size_t *need, char *why, size_t whylen)
 {
-    (void)rq;
-    if (fmt_begin(out, &len, total, need, why, whylen)) return FMT_ERROR;
+    if (fmt_begin(out, rq, &len, total, need, why, whylen)) return FMT_ERROR;
     int eof = total != CKPZ_SIZE_UNKNOWN && len >= total;
     int legacy = torch_legacy_sniff(p, len);
     if (legacy == -1 && !eof) {

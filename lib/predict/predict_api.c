@@ -216,7 +216,7 @@ static ckpz_error predict_file(ckpz_ctx *ctx, const ckpz_predict_params *params,
     }
     pread_src ps = {pr, pr_opaque, file_size, &buf, &cap};
     fmt_source src = {pread_fetch, &ps, file_size};
-    fmt_request rq = {p.format, p.raw_dtype, p.raw_ndim, p.raw_shape};
+    fmt_request rq = {.format = p.format, .raw_dtype = p.raw_dtype, .raw_ndim = p.raw_ndim, .raw_shape = p.raw_shape};
     char why[256] = "";
     fmt_status fs = fmt_drive_describe(&src, PRED_DESCRIBE_FIRST, &rq, &segs, why, sizeof why);
     if (fs != FMT_DONE) {
