@@ -148,8 +148,10 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
  * passed), else every byte is counted once, for its exact estimate and the encoder's
  * tables, and its size is compared with order 0's predicted size. Counting both
  * through cost 12-18% more compression time. */
-/* The lowest level at which codec 10 is a candidate: -1 and -2 keep codec 8 alone. */
+/* The lowest level at which codec 10 is a candidate: -2 keeps codec 8 alone. */
 #define ENT_MEAN_MIN_LEVEL 3
+/* The lowest level at which the context coders are candidates: -1 codes order 0 alone. */
+#define ENT_CTX_MIN_LEVEL 2
 
 static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *h, int hint,
                                           int level)
@@ -257,7 +259,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * decoder's tables (up to 16 x 4096 entries) costs more than decoding the plane. */
     if (est0 < keep * (double)n) {
         const ent_codec_desc *pick = o0;
-        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024)
+        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && level >= ENT_CTX_MIN_LEVEL)
             pick = context_pick(c, src, n, h, hint, level);
         /* Small planes: order 0 with 4 states and compact tables; not residual planes, which
          * gradient packets (lib/grad) take only as codec 2. Not where the plane's order-0
