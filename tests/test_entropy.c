@@ -451,6 +451,35 @@ static void test_residual_zstd(ent_ctx *c)
     free(dec);
 }
 
+/* The fast level (select.c, ENT_FAST_LEVEL) codes zstd first on a chunk with zero runs and
+ * order 0 only where its plan beats zstd: on planes where either wins (zero runs with
+ * skewed or exponent-like bytes, or none), its size must be the smaller of the two forced
+ * at level 1, to the plan's few tens of bytes, and it must decode. */
+static void test_fast_level(ent_ctx *c)
+{
+    size_t n = 1 << 19;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n), got;
+    ent_ctx_set_lz(c, ENT_LZ_RUNS);
+    for (int zeros = 0; zeros < 3; zeros++)
+        for (int d = D_SKEW; d <= D_EXPO; d++) {
+            fill(b, n, d);
+            for (size_t i = 0; zeros && i + 4096 <= n; i += 8192) /* every other 4 KiB (or 3 of 4) zero */
+                memset(b + i, 0, zeros == 1 ? 4096 : 6144 < n - i ? 6144 : n - i);
+            size_t l0 = ent_encode_with(c, ENT_RANS0, b, n, enc, ent_bound(n), 1, &got);
+            size_t lz = ent_encode_with(c, ENT_ZSTD, b, n, enc, ent_bound(n), 1, &got);
+            size_t len = ent_encode(c, b, n, enc, ent_bound(n), 1, ENT_HINT_EXPONENT, &got);
+            size_t want = l0 < lz ? l0 : lz;
+            CHECK(len <= want + 32 && (got == ENT_RANS0 || got == ENT_ZSTD),
+                  "fast level, %s, zeros %d: %s %zu bytes, forced order 0 %zu, zstd %zu", dname[d], zeros,
+                  ent_codec_name(got), len, l0, lz);
+            CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && memcmp(dec, b, n) == 0, "fast level round trip");
+        }
+    ent_ctx_set_lz(c, ENT_LZ_OFF);
+    free(b);
+    free(enc);
+    free(dec);
+}
+
 /* CRC-32C: the check value, and the folding path (long buffers on CPUs with
  * VPCLMULQDQ) against the crc32-instruction path (CKPZ_CPU=avx2) on every length up to
  * a few KiB, odd alignments and continuing states. */
@@ -598,6 +627,7 @@ int main(void)
     test_histogram_sampled();
     if (top_isa() >= CPU_AVX512) test_histogram_sparse();
     test_residual_zstd(c);
+    test_fast_level(c);
     test_list_hint();
     test_crc();
     test_planes();

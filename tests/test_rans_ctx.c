@@ -51,8 +51,9 @@ static void test_roundtrips(ent_ctx *c)
     CHECK(coded >= 40, "only %d planes coded with codec 8", coded);
 }
 
-/* The selector, at the default and the fastest level, codes a correlated exponent plane
- * with codec 8, smaller than order 0 forced. */
+/* The selector, from level 2 on, codes a correlated exponent plane with codec 8, smaller
+ * than order 0 forced; level 1 (the fast level: no context coder counted) with order 0,
+ * the same bytes as order 0 forced at its own level. */
 static void test_selector(ent_ctx *c)
 {
     size_t n = 1 << 20;
@@ -62,8 +63,14 @@ static void test_selector(ent_ctx *c)
     size_t l0 = ent_encode_with(c, ENT_RANS0, src, n, enc, ent_bound(n), 3, &got);
     for (int level = 1; level <= 9; level += 2) {
         size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
-        CHECK(got == ENT_RANSCTX && len < l0, "level %d: selector chose %s, %zu bytes (order 0: %zu)", level,
-              ent_codec_name(got), len, l0);
+        if (level == 1) {
+            uint8_t forced;
+            size_t f0 = ent_encode_with(c, ENT_RANS0, src, n, dec, ent_bound(n), 1, &forced);
+            CHECK(got == ENT_RANS0 && len == f0 && !memcmp(enc, dec, len), "level 1: selector chose %s, %zu bytes",
+                  ent_codec_name(got), len);
+        } else
+            CHECK(got == ENT_RANSCTX && len < l0, "level %d: selector chose %s, %zu bytes (order 0: %zu)", level,
+                  ent_codec_name(got), len, l0);
         CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, src, n), "level %d: round trip", level);
     }
     /* Not on mantissa planes, and not where order 0 codes as small (no context). */

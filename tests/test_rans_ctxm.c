@@ -76,7 +76,10 @@ static void test_selector(ent_ctx *c)
           l10);
     for (int level = 1; level <= 9; level++) {
         size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
-        if (level < 3) /* codec 10 from level 3 on (select.c, ENT_MEAN_MIN_LEVEL) */
+        if (level == 1) /* the fast level: order 0 alone (select.c, ENT_CTX_MIN_LEVEL) */
+            CHECK(got == ENT_RANS0 && len > l8, "level 1: selector chose %s, %zu bytes (codec 8 %zu)",
+                  ent_codec_name(got), len, l8);
+        else if (level < 3) /* codec 10 from level 3 on (select.c, ENT_MEAN_MIN_LEVEL) */
             CHECK(got == ENT_RANSCTX && len == l8, "level %d: selector chose %s, %zu bytes (codec 8 %zu)", level,
                   ent_codec_name(got), len, l8);
         else

@@ -38,6 +38,10 @@
 #define RANS0S_MAX (4u * 1024u)
 #define RANS0S_SHIFT 7 /* its base blocks: 128 bytes (codec 2's: 1 KiB and more) */
 
+/* The fast level (ckpz -1): order 0 alone where the other levels count the context coders
+ * (select.c), zstd at its level 1 (zstd_backend.c). */
+#define ENT_FAST_LEVEL 1
+
 /* Encoder view of one symbol: division replaced by a 64-bit reciprocal, exact because
  * the state is < 2^32 and frequencies are < 2^12 (see rans_common.c). */
 typedef struct {

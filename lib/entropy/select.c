@@ -5,7 +5,7 @@
  * the plane: one value -> CONST; an order-0 estimate at or above ~7.9 bits/byte (the
  * mantissa planes) -> STORED without running any coder; otherwise order-0 rANS with
  * adaptive sub-block tables (below 4 KiB as codec 9: 4 states, compact tables); on exponent
- * and mantissa planes, at every level, rANS with a small context (codec 8) when its
+ * and mantissa planes, from level 2, rANS with a small context (codec 8) when its
  * estimate beats order 0's size, and on exponent planes from level 3 the same coder with
  * a round's mean as context (codec 10) where a sample finds it better. Order-1 is estimated only
  * for exponent planes at level >= 4 (any non-mantissa plane at >= 6), and only coded
@@ -14,7 +14,10 @@
  * of a chunk with repeats (ent_ctx_set_lz) and for every plane at level >= 6. Every
  * candidate must beat STORED, so output never exceeds n bytes. A choice other than auto
  * (ent_ctx_set_codec) leaves zstd out (rans) or codes every plane with one back end that
- * is not stored unseen or constant (zstd, lz4, snappy, deflate).
+ * is not stored unseen or constant (zstd, lz4, snappy, deflate). Level 1, the fast level,
+ * counts no context coder (their pair counts, estimates and encoders were a third of -3's
+ * time on gradients) and codes zstd first where it is tried, order 0 after it only where
+ * order 0's plan beats zstd's size.
  */
 #include <string.h>
 
@@ -148,7 +151,7 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
  * passed), else every byte is counted once, for its exact estimate and the encoder's
  * tables, and its size is compared with order 0's predicted size. Counting both
  * through cost 12-18% more compression time. */
-/* The lowest level at which codec 10 is a candidate: -1 and -2 keep codec 8 alone. */
+/* The lowest level at which codec 10 is a candidate: -2 keeps codec 8 alone. */
 #define ENT_MEAN_MIN_LEVEL 3
 
 static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *h, int hint,
@@ -245,7 +248,16 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
     size_t best = n;
     uint8_t bestc = ENT_STORED;
     size_t lim = cap < n ? cap : n;
-    /* Order 0, or on exponent and mantissa planes at every level a small-context coder
+    /* The fast level codes zstd first where it is tried, and order 0 only where its plan
+     * (to some tens of bytes of what it writes) is below zstd's size: on the zero-run
+     * planes of gradients zstd codes half of order 0's size, and coding both cost a
+     * tenth of grads_bf16's compression. Not on small planes, whose codec 9 the plan of
+     * codec 2 does not predict. */
+    int lz_first = try_zstd && level <= ENT_FAST_LEVEL;
+    uint8_t *zb = lz_first ? ent_cand(c, n) : NULL;
+    size_t zr = zb ? lz->encode(c, src, n, zb, n, level) : 0;
+    int o0_loses = zr && n >= RANS0S_MAX && rans0_plan(c, src, n, level) >= (double)zr;
+    /* Order 0, or on exponent and mantissa planes from level 2 a small-context coder
      * (codec 8, or from level 3 codec 10 on exponent planes: context_pick): it decodes
      * about as fast as order 0 and takes 3-10% off the exponent planes of moments and
      * gradients (and ~0.5% off Adam's coded mantissa planes). Only one of them is coded:
@@ -255,9 +267,9 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * context coder stops counting where a sample cannot beat order 0's plan, and order
      * 0's size is predicted only where it has not. Not below 64 KiB, where building its
      * decoder's tables (up to 16 x 4096 entries) costs more than decoding the plane. */
-    if (est0 < keep * (double)n) {
+    if (est0 < keep * (double)n && !o0_loses) {
         const ent_codec_desc *pick = o0;
-        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024)
+        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && level > ENT_FAST_LEVEL)
             pick = context_pick(c, src, n, h, hint, level);
         /* Small planes: order 0 with 4 states and compact tables; not residual planes, which
          * gradient packets (lib/grad) take only as codec 2. Not where the plane's order-0
@@ -293,11 +305,13 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         }
     }
     if (try_zstd) {
-        uint8_t *cb = ent_cand(c, n);
-        size_t r = cb ? lz->encode(c, src, n, cb, n, level) : 0;
-        if (r && r < best) {
-            memcpy(dst, cb, r);
-            best = r;
+        if (!lz_first) { /* order 1 (not at the fast level) may have used the candidate buffer */
+            zb = ent_cand(c, n);
+            zr = zb ? lz->encode(c, src, n, zb, n, level) : 0;
+        }
+        if (zr && zr < best) {
+            memcpy(dst, zb, zr);
+            best = zr;
             bestc = ENT_ZSTD;
         }
     }
