@@ -363,9 +363,10 @@ static size_t kept_size(const ctr_entry *x) { return (8 * (size_t)x->ndim + x->n
 static void put_name_shape(col *names, const ctr_entry *prev, ctr_entry *x, const uint64_t *dims, uint64_t pre,
                            uint64_t suf)
 {
-    copy_short(x->shape, dims, 8 * (size_t)x->ndim);
-    copy_short(x->name, prev ? prev->name : "", (size_t)pre); /* pre is 0 without prev */
-    copy_short(x->name + pre, names->p + names->pos, (size_t)suf);
+    /* each guarded: an empty column's bytes may be a null pointer (no offset may be added) */
+    if (x->ndim) copy_short(x->shape, dims, 8 * (size_t)x->ndim);
+    if (pre) copy_short(x->name, prev->name, (size_t)pre); /* pre is 0 without prev */
+    if (suf) copy_short(x->name + pre, names->p + names->pos, (size_t)suf);
     names->pos += (size_t)suf;
     x->name[x->name_len] = 0;
 }
@@ -549,8 +550,8 @@ static ckpz_error list_same(ckpz_ctx *ctx, ent_ctx *ec, const uint8_t *p, size_t
             *same = x->offset == y->offset && x->dtype == y->dtype && x->ndim == y->ndim && x->flags == y->flags &&
                     x->base_offset == y->base_offset && x->name_len == y->name_len &&
                     (!pre || same_short(y->name, idx[i - 1].name, (size_t)pre)) &&
-                    same_short(y->name + pre, names->p + names->pos, (size_t)suf) &&
-                    same_short(y->shape, dims, 8 * (size_t)x->ndim);
+                    (!suf || same_short(y->name + pre, names->p + names->pos, (size_t)suf)) &&
+                    (!x->ndim || same_short(y->shape, dims, 8 * (size_t)x->ndim));
         }
         names->pos += (size_t)suf;
         err = get_lossy(ctx, &cols[COL_LOSSY], 0, x); /* checked, not compared (ctr_entry_same) */
