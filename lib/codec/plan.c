@@ -83,6 +83,19 @@ static ckpz_error read_failed(planner *pl)
     return ctx_fail(pl->ctx, CKPZ_ERR_READ, "read error after %llu bytes", (unsigned long long)pl->ch.consumed);
 }
 
+/* The bytes of the base's segment m (an open one runs to the base's end). */
+static uint64_t base_len(const ckpz_params *p, const fmt_segment *m)
+{
+    return m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length;
+}
+
+/* The current entry's counterpart in the base, m (NULL: none), for the chunks' predictors. */
+static void entry_base_set(planner *pl, const fmt_segment *m)
+{
+    pl->entry_base = m ? (const uint8_t *)pl->p->base + m->offset : NULL;
+    pl->entry_avail = m ? base_len(pl->p, m) : 0;
+}
+
 /* Packed or coded against the base (doc/format.md "Small entries in a delta file"): a
  * small lossless entry that matches one of the base's costs, coded against it, a chunk
  * of its own (a copy frame when its bytes are the base's) and its delta, and it splits
@@ -133,7 +146,7 @@ static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_se
     if (ev == CH_NOMEM) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
     if (len < t->length) return CKPZ_OK; /* the input ends inside it */
     const ckpz_params *p = pl->p;
-    uint64_t blen = m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length;
+    uint64_t blen = base_len(p, m);
     unsigned es = t->dtype == CKPZ_DTYPE_NONE ? 1 : ckpz_dtype_size(t->dtype);
     if (es == 0 || es > 8) es = 1;
     uint64_t delta; /* sixteenths of a byte */
@@ -393,8 +406,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         if ((err = add_entry(pl, s, off, m))) return err;
         ctr_entry *e = &pl->e[pl->ne - 1];
         if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;
-        pl->entry_base = m ? (const uint8_t *)p->base + m->offset : NULL;
-        pl->entry_avail = m ? (m->length == FMT_LEN_OPEN ? p->base_size - m->offset : m->length) : 0;
+        entry_base_set(pl, m);
         pl->entry_text = s->dtype == CKPZ_DTYPE_NONE && s->text;
         memset(&pl->plan, 0, sizeof pl->plan);
         pl->values_base = NULL;
@@ -477,8 +489,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         if (m_base && !m && !c->group) { /* alone in its chunk: coded against the base after all */
             e->flags |= CTR_ENTRY_BASED;
             e->base_offset = m_base->offset;
-            pl->entry_base = (const uint8_t *)p->base + m_base->offset;
-            pl->entry_avail = m_base->length == FMT_LEN_OPEN ? p->base_size - m_base->offset : m_base->length;
+            entry_base_set(pl, m_base);
         }
     }
     ctr_entry *e = &pl->e[pl->ne - 1];

@@ -99,8 +99,7 @@ int fmt_reserve(fmt_list *l, size_t more)
 int fmt_push(fmt_list *l, ckpz_dtype dtype, const char *name, size_t name_len, uint32_t ndim, const uint64_t *shape,
              uint64_t offset, uint64_t length)
 {
-    if (l) take_spare(l);
-    if (!l || grow_array((void **)&l->seg, &l->cap, l->n + 1, sizeof(fmt_segment))) return -1;
+    if (fmt_reserve(l, 1)) return -1;
     fmt_segment s;
     memset(&s, 0, sizeof(s));
     s.dtype = dtype;
