@@ -122,8 +122,13 @@ ckpz_error writer_start(writer *w, int lossy)
 {
     const ckpz_params *p = w->p;
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p->chunk_size, (uint8_t)w->pl->segs.format, p->base != NULL,
-                                        lossy != 0, 1, 0, 1});
+    ctr_header_write(hdr, &(ctr_header){.chunk_size = (uint32_t)p->chunk_size,
+                                        .format = (uint8_t)w->pl->segs.format,
+                                        .based = p->base != NULL,
+                                        .lossy = lossy != 0,
+                                        .packed = 1,
+                                        .coded = 1,
+                                        .gbase = w->pl->gbase});
     ckpz_error err = put(w, hdr, sizeof hdr);
     if (err || !p->base) return err;
     ctr_base *b = &w->bhead;
@@ -223,7 +228,7 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
     }
     w->content_crc = crc32c_combine(w->content_crc, r->raw_crc, d->raw_len);
     w->original += d->raw_len;
-    if (w->spans_on && d->has_base) {
+    if (w->spans_on && d->has_base && !d->gathered) { /* a group's image is no one span */
         if (w->nspans == w->cap_spans) {
             size_t nc = w->cap_spans ? 2 * w->cap_spans : 256;
             base_span *ns = realloc(w->spans, nc * sizeof *ns);
