@@ -5,11 +5,20 @@
 #include <string.h>
 
 #include "common/crc32c.h"
+#include "common/dtype.h"
 #include "common/grow.h"
 #include "repeats.h"
 
 /* Text headers of at least this many bytes are coded with LZ's fastest level. */
 #define TEXT_FAST_MIN (64u * 1024)
+
+/* The base chunk j is coded against when coded as `as`: a group's base image only when
+ * `as` is of the owner's float class, which the decoder's diff predictor takes (the
+ * owner's dtype, as for any chunk of it). */
+static const uint8_t *base_as(const cjob *j, ckpz_dtype as)
+{
+    return !j->d.gathered || dtype_is_float(as) == dtype_is_float(j->d.entry_dtype) ? j->base : NULL;
+}
 
 void encode_job(void *v, int worker, void *arg)
 {
@@ -49,14 +58,17 @@ void encode_job(void *v, int worker, void *arg)
          * 11% larger), while the second coding took a third of that file's compression
          * time. Smaller groups pay more for the planes' tables: as bytes, 2.3 KiB groups
          * of BF16 weights coded 7% smaller (4.6 KiB of FP32: 6% larger). A group that
-         * leads a larger owner is coded as the owner. */
+         * leads a larger owner is coded as the owner. Either way against the group's
+         * base image where it has one (d->gathered). */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
+        const uint8_t *bytes_base = base_as(j, CKPZ_DTYPE_NONE);
+        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, bytes_base, planes, out,
                                        &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, NULL, planes, out, &r->raw_crc, NULL);
+        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, base_as(j, d->dtype), planes, out,
+                                  &r->raw_crc, NULL);
         if (as_bytes < r->out_len)
-            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
+            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, bytes_base, planes, out,
                                       &r->raw_crc, NULL);
     } else if (d->text && !j->base && d->raw_len >= TEXT_FAST_MIN) {
         /* A large text header (a safetensors JSON header): zstd at its fastest level, not
@@ -71,8 +83,8 @@ void encode_job(void *v, int worker, void *arg)
         r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
                                         ws->scratch->planes[worker], out, &r->raw_crc);
     } else {
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len, j->base,
-                                  ws->scratch->planes[worker], out, &r->raw_crc,
+        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
+                                  base_as(j, d->dtype), ws->scratch->planes[worker], out, &r->raw_crc,
                                   ws->defer_base_crc ? &r->base_crc : NULL);
     }
     /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the

@@ -134,9 +134,10 @@ static uint64_t delta_bits(const uint8_t *cur, const uint8_t *b, size_t n, unsig
     return bits;
 }
 
-/* Whether segment t, the next to be read, is packed (*pack 1) rather than coded
- * against the base's segment m: small, whole, lossless (spec q) and cheaper so by
- * the estimate above. Its bytes are looked at without being handed out. */
+/* Whether segment t, the next to be read, is packed (*pack 1, or 2 with its counterpart
+ * in its group's base image: feature 4) rather than coded against the base's segment m
+ * (*pack 0): small, whole, lossless (spec q) and cheaper so by the estimate above. Its
+ * bytes are looked at without being handed out. */
 static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_segment *m, const quant_spec *q,
                                  int *pack)
 {
@@ -156,17 +157,18 @@ static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_se
      * against its base image, feature 4, the entry's delta where that is smaller: nothing
      * for the base's bytes) */
     uint64_t alone, packed = (uint64_t)len * PACK_SIXTEENTHS;
+    int keep = 0; /* the group's image takes its counterpart */
     if (blen != len || len % es) {
         alone = 16 * ((uint64_t)DELTA_FRAME + len);
     } else if (!memcmp(cur, (const uint8_t *)p->base + m->offset, len)) {
         alone = 16 * (uint64_t)DELTA_COPY;
-        if (pl->gbase) packed = 0;
+        if (pl->gbase) packed = 0, keep = 1;
     } else {
         uint64_t d = 2 * delta_bits(cur, (const uint8_t *)p->base + m->offset, len, es);
         alone = 16 * (uint64_t)DELTA_FRAME + d;
-        if (pl->gbase && d < packed) packed = d;
+        if (pl->gbase && d < packed) packed = d, keep = 1;
     }
-    *pack = packed < alone;
+    *pack = packed < alone ? 1 + keep : 0;
     return CKPZ_OK;
 }
 
@@ -425,7 +427,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         uint64_t off = ch->consumed - n;
         const fmt_segment *m = base_match(pl, s, off);
         const fmt_segment *m_base = m; /* m when the entry ends up in no group after all */
-        if (head_packs && !pl->gbase) m = NULL; /* with feature 4 a packed entry keeps its counterpart */
+        if (head_packs == 1) m = NULL; /* packed without its counterpart */
         if ((err = add_entry(pl, s, off, m))) return err;
         ctr_entry *e = &pl->e[pl->ne - 1];
         if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;
@@ -464,7 +466,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         /* A small whole entry: the small entries after it join its chunk, each taken
          * whole, until one would not fit; that one, whatever its size, owns the group
          * and goes on in the chunk when it can (doc/format.md "Packed entries"). */
-        if (packable(s, n, e, &plan->spec, head_packs)) {
+        if (packable(s, n, e, &plan->spec, head_packs == 2)) {
             size_t used = n, one_max = PACK_GROUP_ONE < p->chunk_size ? PACK_GROUP_ONE : p->chunk_size;
             int head_tensor = s->dtype != CKPZ_DTYPE_NONE; /* s moves when the list grows */
             ckpz_dtype one = s->dtype; /* the group's dtype while it has one, else NONE */
@@ -493,7 +495,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 pl->e[pl->ne - 1].flags |= CTR_ENTRY_PACKED; /* the entry before owns the group no more */
                 pl->e[pl->ne - 1].length = used - group_len;
                 group_len = used;
-                if ((err = add_entry(pl, t, toff, pl->gbase ? tm : NULL))) return err;
+                if ((err = add_entry(pl, t, toff, packs == 2 ? tm : NULL))) return err;
                 if (t->dtype != CKPZ_DTYPE_NONE) pl->tensors++, pl->tensor_bytes += got;
                 used += got;
                 c->group = small ? GROUP_SMALL : GROUP_LEADS;
@@ -527,6 +529,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->uniform = c->group == GROUP_SMALL && n >= PACK_MAX &&
                  uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
     c->raw_len = n;
+    c->entry_dtype = (ckpz_dtype)e->dtype;
     c->text = pl->entry_text && !c->group;
     /* the base may end first (open tails) */
     c->has_base = pl->entry_base && n <= pl->entry_avail;

@@ -34,6 +34,7 @@ typedef struct plan_chunk {
     int has_base;         /* coded against the base's bytes at base_off, or (gathered) its group's */
     uint64_t base_off;
     int gathered;         /* a group coded against its base image (base_group_image; feature 4) */
+    ckpz_dtype entry_dtype; /* the owner's: its float class is the diff predictor's (doc/format.md) */
     int lossy;            /* coded with `plan` */
     quant_plan plan;      /* without the values planner_values adds when planned with skip */
     int values_base;      /* planner_values: the entry's base, at values_base_off, or none */
