@@ -12,12 +12,20 @@
 /* Text headers of at least this many bytes are coded with LZ's fastest level. */
 #define TEXT_FAST_MIN (64u * 1024)
 
-/* The base chunk j is coded against when coded as `as`: a group's base image only when
- * `as` is of the owner's float class, which the decoder's diff predictor takes (the
- * owner's dtype, as for any chunk of it). */
-static const uint8_t *base_as(const cjob *j, ckpz_dtype as)
+/* Codes chunk j as dtype `as` (chunk_encode) into out. A group's chunk coded against
+ * its base image as a dtype of another float class than its owner's, whose class the
+ * decoder's diff predictor takes (doc/format.md), is coded stand-alone and with xor, the
+ * smaller kept. */
+static size_t code_as(const cjob *j, ent_ctx *ec, uint8_t *planes, int level, ckpz_dtype as, uint8_t *out,
+                      uint32_t *raw_crc, uint32_t *base_crc)
 {
-    return !j->d.gathered || dtype_is_float(as) == dtype_is_float(j->d.entry_dtype) ? j->base : NULL;
+    const plan_chunk *d = &j->d;
+    const uint8_t *raw = j->src ? j->src : j->raw;
+    if (!d->gathered || dtype_is_float(as) == dtype_is_float(d->entry_dtype))
+        return chunk_encode(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc, base_crc);
+    size_t alone = chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
+    size_t x = chunk_encode_xor(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc);
+    return x <= alone ? x : chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
 }
 
 void encode_job(void *v, int worker, void *arg)
@@ -62,14 +70,9 @@ void encode_job(void *v, int worker, void *arg)
          * base image where it has one (d->gathered). */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        const uint8_t *bytes_base = base_as(j, CKPZ_DTYPE_NONE);
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, bytes_base, planes, out,
-                                       &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, base_as(j, d->dtype), planes, out,
-                                  &r->raw_crc, NULL);
-        if (as_bytes < r->out_len)
-            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, bytes_base, planes, out,
-                                      &r->raw_crc, NULL);
+        size_t as_bytes = code_as(j, ec, planes, level, CKPZ_DTYPE_NONE, out, &r->raw_crc, NULL);
+        r->out_len = code_as(j, ec, planes, level, d->dtype, out, &r->raw_crc, NULL);
+        if (as_bytes < r->out_len) r->out_len = code_as(j, ec, planes, level, CKPZ_DTYPE_NONE, out, &r->raw_crc, NULL);
     } else if (d->text && !j->base && d->raw_len >= TEXT_FAST_MIN) {
         /* A large text header (a safetensors JSON header): zstd at its fastest level, not
          * the level 6 that a sample's repeats ask for. On the corpus' header of 4,800
@@ -83,9 +86,8 @@ void encode_job(void *v, int worker, void *arg)
         r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
                                         ws->scratch->planes[worker], out, &r->raw_crc);
     } else {
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
-                                  base_as(j, d->dtype), ws->scratch->planes[worker], out, &r->raw_crc,
-                                  ws->defer_base_crc ? &r->base_crc : NULL);
+        r->out_len = code_as(j, ws->scratch->ec[worker], ws->scratch->planes[worker], level, d->dtype, out, &r->raw_crc,
+                             ws->defer_base_crc ? &r->base_crc : NULL);
     }
     /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
      * lossy coder falls back to lossless coding, which can, when that would be larger),
