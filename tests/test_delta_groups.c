@@ -3,8 +3,8 @@
  * previous step, in which tensors equal to the base's, tensors moved in their low bits and
  * a tensor the base does not have share one group: the header names the feature, the equal
  * and moved tensors are packed with their counterparts and the new one without, and the
- * file restores byte for byte through the stream reader, the random-access reader and
- * each tensor extracted alone, at one and two threads. A file coded against itself is
+ * file restores byte for byte through the stream reader, the random-access reader, each
+ * tensor extracted alone and byte ranges read, at one and two threads. A file coded against itself is
  * made of copy frames. A base frame rewritten to name a base cut inside the group's
  * last counterpart (checksum and size its own) must be refused by every reader. */
 #include <stdlib.h>
@@ -140,6 +140,12 @@ int main(void)
         CHECK(new_alone);
         CHECKF(first < last && !owners, "g.a0 (%llu) to g.a8 (%llu) not in one group", (unsigned long long)first,
                (unsigned long long)last);
+        /* byte ranges: one inside a moved tensor, one across the new one into the owner */
+        uint8_t r1[100], r2[640];
+        ckpz_span sp[2] = {{nat + 3 * ELEMS * 4 + 10, sizeof r1, r1}, {nat + 6 * ELEMS * 4 + 50, sizeof r2, r2}};
+        CHECKF(a && ckpz_archive_read(ctx, a, sp, 2) == CKPZ_OK && !memcmp(r1, next + sp[0].offset, sizeof r1) &&
+                   !memcmp(r2, next + sp[1].offset, sizeof r2),
+               "byte ranges: %s", ckpz_ctx_message(ctx));
         ckpz_archive_close(a);
         ckpz_free(z);
     }
