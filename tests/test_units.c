@@ -354,7 +354,7 @@ static void test_container(void)
 {
     ckpz_ctx *ctx = ckpz_ctx_create();
     uint8_t hb[CTR_HEADER_SIZE];
-    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0, 1, 0, 1}, h2;
+    ctr_header h = {262144, CKPZ_INPUT_SAFETENSORS, 0, 0, 1, 0, 1, 0}, h2;
     ctr_header_write(hb, &h); /* what ckpz writes: version 5, feature bits */
     CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == (CTR_FEAT_PACKED | CTR_FEAT_CODED));
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.chunk_size == h.chunk_size && h2.format == h.format &&
@@ -369,7 +369,7 @@ static void test_container(void)
     hb[0] = 'x';
     CHECK(ctr_header_read(ctx, hb, &h2) == CKPZ_ERR_NOT_CKPZ);
     /* a delta file: version 5 with the base bit (and the lossy one), then the base frame */
-    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0, 1, 0, 0};
+    ctr_header hd = {262144, CKPZ_INPUT_SAFETENSORS, 1, 0, 1, 0, 0, 0};
     ctr_header_write(hb, &hd);
     CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 5 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based == 1);
     hd.lossy = 1;
@@ -377,8 +377,12 @@ static void test_container(void)
     CHECK(ld16(hb + 8) == 5 && ld16(hb + 10) == 7 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.based && h2.lossy &&
           h2.packed);
     CHECK(ctr_file_flags(&h2) == (CTR_FILE_BASED | CTR_FILE_LOSSY | CTR_FILE_PACKED));
+    hd.gbase = 1; /* feature 4: groups coded against the base */
+    ctr_header_write(hb, &hd);
+    CHECK(ld16(hb + 10) == 23 && ctr_header_read(ctx, hb, &h2) == CKPZ_OK && h2.gbase &&
+          ctr_file_flags(&h2) == (CTR_FILE_BASED | CTR_FILE_LOSSY | CTR_FILE_PACKED | CTR_FILE_GBASE));
     /* a feature this reader does not know is named, and is "newer", not "corrupt" */
-    for (unsigned bit = 4; bit < 16; bit++) {
+    for (unsigned bit = 5; bit < 16; bit++) {
         st16(hb + 10, (uint16_t)(1u << bit | 1u));
         st32(hb + 28, crc32c(0, hb, 28));
         char want[64];

@@ -241,16 +241,31 @@ ckpz_error ckpz_archive_find(ckpz_ctx *ctx, const ckpz_archive *a, const char *n
 }
 
 /* archive.h */
-ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
-                      const uint8_t **base)
+ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t owner, const uint8_t **base,
+                      uint8_t **image)
 {
+    const ctr_entry *e = &a->e[owner], *g = e;
+    uint64_t len = a->c[k].raw_len, group;
     *base = NULL;
-    if (!(e->flags & CTR_ENTRY_BASED)) return CKPZ_OK;
-    if (!a->base_bytes) {
+    *image = NULL;
+    int gathered = (a->flags & CTR_FILE_GBASE) && a->chunk_off[k] < e->offset; /* its group's chunk */
+    while (gathered && g > a->e && (g[-1].flags & CTR_ENTRY_PACKED)) g--;
+    int based = 0;
+    for (const ctr_entry *x = g; x <= e; x++) based |= x->flags & CTR_ENTRY_BASED;
+    if (!based && !gathered) return CKPZ_OK;
+    if (based && !a->base_bytes) {
         ckpz_params p;
         ckpz_params_init(&p);
         return base_verify(msg, &a->base, &p); /* the message names the base */
     }
+    if (gathered) {
+        if (len > a->info.chunk_size) return CKPZ_OK;
+        if (!(*image = malloc((size_t)len))) return ctx_fail(msg, CKPZ_ERR_NOMEM, "out of memory");
+        if (!base_group_image(g, (size_t)(e - g) + 1, a->base_bytes, a->base.size, len, *image, &group)) *base = *image;
+        return CKPZ_OK;
+    }
+    if (a->chunk_off[k] < e->offset) return CKPZ_OK; /* a group's chunk without feature 4 */
+    uint64_t rel = a->chunk_off[k] - e->offset;
     uint64_t avail = a->base.size - e->base_offset; /* base_offset <= size: checked at open */
     if (rel <= avail && len <= avail - rel) *base = a->base_bytes + e->base_offset + rel;
     return CKPZ_OK;
@@ -339,7 +354,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
     const ctr_entry *e = &a->e[i];
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     struct workmem *wm = workmem_take(ctx); /* scratch and buffers kept by the context */
-    uint8_t *frame = NULL, *raw = NULL;
+    uint8_t *frame = NULL, *raw = NULL, *image = NULL;
     chunk_scratch *s = NULL;
     ckpz_error err = CKPZ_OK;
     uint64_t rel = 0;
@@ -362,6 +377,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
         const uint32_t owner = entry_of(a, k);
         const uint8_t *base, *result;
         uint32_t crc;
+        free(image);
         if (r->frame_len > fbound || a->pr(a->opaque, frame, r->frame_len, r->frame_offset) != 0) {
             char where[160];
             chunk_where(where, sizeof where, a, k, &a->e[owner]);
@@ -369,7 +385,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
                            r->frame_len > fbound ? "frame too large" : "read error");
             goto out;
         }
-        if ((err = chunk_base(ctx, a, e, rel, r->raw_len, &base)) ||
+        if ((err = chunk_base(ctx, a, k, owner, &base, &image)) ||
             (err = decode_indexed(ctx, a, k, owner, frame, base, s->ec[0], s->planes[0], raw, 0, &result, &crc)))
             goto out;
         uint64_t skip = e->offset > a->chunk_off[k] ? e->offset - a->chunk_off[k] : 0;
@@ -382,6 +398,7 @@ ckpz_error ckpz_archive_extract(ckpz_ctx *ctx, ckpz_archive *a, uint64_t i, ckpz
         rel += n;
     }
 out:
+    free(image);
     if (wm) workmem_return(wm, 0, raw, frame);
     else free(raw), free(frame);
     workmem_keep(ctx, wm);
@@ -396,6 +413,7 @@ typedef struct sjob {
     uint64_t chunk;
     uint32_t entry_no;
     const uint8_t *base;
+    uint8_t *image;      /* the base image chunk_base gathered for it, or NULL */
     uint8_t *frame;      /* chunk_frame_bound(chunk_size) bytes, read on the calling thread */
     ckpz_error err;      /* set before submission when the frame or the base is missing */
     struct ckpz_ctx msg; /* workers must not write the caller's context */
@@ -530,8 +548,9 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
         }
         const ctr_chunkrec *r = &a->c[k];
         const ctr_entry *e = &a->e[ei];
+        free(j->image);
         *j = (sjob){.span = sp[si], .chunk = k, .entry_no = ei, .frame = j->frame};
-        if (!(j->err = chunk_base(&j->msg, a, e, a->chunk_off[k] - e->offset, r->raw_len, &j->base)) &&
+        if (!(j->err = chunk_base(&j->msg, a, k, ei, &j->base, &j->image)) &&
             (r->frame_len > fbound || a->pr(a->opaque, j->frame, r->frame_len, r->frame_offset) != 0)) {
             char where[160];
             chunk_where(where, sizeof where, a, k, e);
@@ -560,6 +579,7 @@ out:
     for (size_t i = 0; jobs && i < depth; i++) {
         if (wm) workmem_return(wm, i, lent ? lent[i] : NULL, jobs[i].frame);
         else free(jobs[i].frame), free(lent ? lent[i] : NULL);
+        free(jobs[i].image);
     }
     free(lent);
     free(st.raw);

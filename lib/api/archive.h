@@ -41,11 +41,13 @@ struct workmem;
 ckpz_error archive_open(ckpz_ctx *ctx, const ckpz_params *params, const ckpz_source *src, struct workmem *wm,
                         ckpz_archive **out);
 
-/* The base's bytes for the chunk of len bytes that starts `rel` bytes into entry e (NULL
- * when the entry has no base or the base ends first); CKPZ_ERR_BASE when the caller gave
- * no base. */
-ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, const ctr_entry *e, uint64_t rel, uint64_t len,
-                      const uint8_t **base);
+/* The base's bytes for chunk k of entry `owner` (NULL when the entry has no base or the
+ * base ends first); for the first chunk of a group's owner in a file with feature 4, its
+ * group's base image, gathered into *image (malloc'd: the caller frees it once done with
+ * the chunk; NULL when none), or NULL when a range runs past the base's end, so that a
+ * chunk with a predictor is refused. CKPZ_ERR_BASE when the caller gave no base. */
+ckpz_error chunk_base(ckpz_ctx *msg, const ckpz_archive *a, uint64_t k, uint32_t owner, const uint8_t **base,
+                      uint8_t **image);
 
 /* Checks chunk k's frame (read into `frame`) against the seek table and decodes it into
  * out (stream: with streaming stores, chunk_decode_to); *result is out, or the base's

@@ -45,15 +45,16 @@ static void restore_job(void *v, int worker, void *arg)
     const rstate *st = arg;
     j->msg.msg[0] = 0;
     const ckpz_archive *a = st->a;
-    const ctr_entry *e = &a->e[j->entry_no];
     uint8_t *out = st->dst + st->raw_off[j->chunk];
     const uint8_t *base, *result;
-    j->err = chunk_base(&j->msg, a, e, st->raw_off[j->chunk] - e->offset, a->c[j->chunk].raw_len, &base);
+    uint8_t *image;
+    j->err = chunk_base(&j->msg, a, j->chunk, j->entry_no, &base, &image);
     if (!j->err)
         j->err = decode_indexed(&j->msg, a, j->chunk, j->entry_no, st->src + a->c[j->chunk].frame_offset, base,
                                 st->scratch->ec[worker], st->scratch->planes[worker], out, st->stream, &result,
                                 &j->raw_crc);
     if (!j->err && result != out) memcpy(out, result, a->c[j->chunk].raw_len);
+    free(image);
 }
 
 /* The frames must lie in file order exactly as the index says: each entry frame (its

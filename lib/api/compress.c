@@ -110,7 +110,7 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
             goto fail;
         if (end) break;
         j->src = view ? view + j->d.in_off : in_frame ? j->out + CHUNK_STORED_AT : NULL;
-        j->base = j->d.has_base ? (const uint8_t *)p.base + j->d.base_off : NULL;
+        if ((err = planner_base(&pl, &j->d, &j->image, &j->base))) goto fail;
         j->lent = NULL;
         if (w.lend && j->d.raw_len) { /* an empty chunk writes no frame: nothing lent */
             if (!workers && (err = writer_lead(&w, &j->d))) goto fail;
@@ -143,6 +143,7 @@ done:
     for (size_t i = 0; jobs && i < depth; i++) {
         if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].out);
         else free(jobs[i].raw), free(jobs[i].out);
+        free(jobs[i].image);
     }
     free(jobs);
     writer_free(&w); /* before its entry lists' coder goes back */

@@ -103,6 +103,7 @@ done:
     for (size_t i = 0; jobs && i < depth; i++) {
         if (wm) workmem_return(wm, i, jobs[i].raw, jobs[i].payload);
         else free(jobs[i].raw), free(jobs[i].payload);
+        free(jobs[i].image);
     }
     free(jobs);
     workmem_keep(ctx, wm);

@@ -66,7 +66,7 @@ static ptrdiff_t plan_skip(void *opaque, size_t n)
 void ckpz_split_free(ckpz_split *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->njobs; i++) free(s->jobs[i].raw), free(s->jobs[i].out);
+    for (size_t i = 0; i < s->njobs; i++) free(s->jobs[i].raw), free(s->jobs[i].out), free(s->jobs[i].image);
     free(s->jobs);
     writer_free(&s->w);
     planner_free(&s->pl, NULL);
@@ -233,7 +233,7 @@ ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, ui
                            s->pl.e[j->d.entry].name);
             goto fail;
         }
-        j->base = j->d.has_base ? (const uint8_t *)p->base + j->d.base_off : NULL;
+        if ((err = planner_base(&s->pl, &j->d, &j->image, &j->base))) goto fail;
         pipeline_submit(pline, j);
     }
     *coded_len = outm.size;

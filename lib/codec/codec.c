@@ -320,6 +320,12 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     return best;
 }
 
+size_t chunk_encode_xor(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                        const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+{
+    return encode_with(ec, level, dtype, entry, raw, n, base, PRED_XOR, -1, 0, planes, out, raw_crc, NULL);
+}
+
 /* A lossy-planned chunk coded lossless after all: it restores as raw, with no error,
  * and its elements still count in the entry's statistics. */
 static void restores_exactly(ckpz_dtype dtype, const uint8_t *raw, size_t n, const uint8_t **restored, quant_stats *st)

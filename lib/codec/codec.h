@@ -41,6 +41,12 @@ size_t chunk_frame_bound(size_t n);
  * bytes, taken while the prediction has them in cache. */
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc);
+
+/* As chunk_encode against base with the xor predictor only (which, unlike diff, does not
+ * depend on the dtype's float class: a group's chunk coded as another class than its
+ * owner's, encode.c). */
+size_t chunk_encode_xor(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
+                        const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
 /* chunk_encode without a base, its context under the codec choice auto
  * (ent_ctx_set_codec): where a sample shows that LZ cannot pay on a chunk of 1-byte
  * integers, its plane is coded without trying zstd (codec.c: lz_cannot_pay). */

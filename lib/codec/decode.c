@@ -293,13 +293,27 @@ ckpz_error reader_chunk(reader *d, uint8_t *fb, djob *j)
     if (c->xf == XF_QUANT && !(cur->flags & CTR_ENTRY_LOSSY))
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: lossy chunk in a lossless entry", what);
     /* the base's bytes for the chunk, when the base has them all (a chunk with a
-     * predictor needs them: chunk_decode refuses one without) */
-    j->base = (cur->flags & CTR_ENTRY_BASED) && cur->base_offset <= p->base_size &&
-                      d->cur_pos <= p->base_size - cur->base_offset &&
-                      c->raw_len <= p->base_size - cur->base_offset - d->cur_pos
-                  ? p->base + cur->base_offset + d->cur_pos
-                  : NULL;
-    d->cur_pos += c->raw_len;
+     * predictor needs them: chunk_decode refuses one without); for the first chunk of a
+     * group's owner in a file with feature 4, the group's base image */
+    uint64_t group = 0; /* the packed entries' bytes at the chunk's start */
+    size_t packed = d->ne - 1 - d->group;
+    if (packed && d->cur_pos == 0 && (d->flags & CTR_FILE_GBASE) && c->pred != PRED_NONE) {
+        if (c->raw_len > d->h.chunk_size)
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: a group's chunk longer than the chunk size", what);
+        if (!j->image && !(j->image = malloc(d->h.chunk_size))) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
+        if (base_group_image(d->e + d->group, packed + 1, p->base, p->base_size, c->raw_len, j->image, &group))
+            return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "%s: its group's base ranges run past the base's end", what);
+        j->base = j->image;
+    } else {
+        if (packed && d->cur_pos == 0 && cur->offset >= d->e[d->group].offset)
+            group = cur->offset - d->e[d->group].offset; /* stream records have offsets, no lengths */
+        j->base = (cur->flags & CTR_ENTRY_BASED) && !group && cur->base_offset <= p->base_size &&
+                          d->cur_pos <= p->base_size - cur->base_offset &&
+                          c->raw_len <= p->base_size - cur->base_offset - d->cur_pos
+                      ? p->base + cur->base_offset + d->cur_pos
+                      : NULL;
+    }
+    d->cur_pos += c->raw_len - (group < c->raw_len ? group : c->raw_len);
     j->dtype = (ckpz_dtype)cur->dtype;
     if ((err = reader_exact(d, j->payload, c->payload_len, what))) return err;
     if (grow_array((void **)&d->c, &d->cap_c, d->nc + 1, sizeof *d->c))

@@ -21,6 +21,7 @@ typedef struct djob {
     uint8_t *lent;       /* room the sink lent for this chunk's bytes (decoded there, not
                             into raw), or NULL */
     const uint8_t *base; /* the base's bytes for this chunk, or NULL */
+    uint8_t *image;      /* chunk_size bytes, malloc'd when first needed: a group's base image */
     const uint8_t *out;  /* the restored bytes: lent or raw, the payload's of a stored chunk
                             decoded without lent room, or the base's for a copy frame */
     ckpz_error err;

@@ -5,11 +5,28 @@
 #include <string.h>
 
 #include "common/crc32c.h"
+#include "common/dtype.h"
 #include "common/grow.h"
 #include "repeats.h"
 
 /* Text headers of at least this many bytes are coded with LZ's fastest level. */
 #define TEXT_FAST_MIN (64u * 1024)
+
+/* Codes chunk j as dtype `as` (chunk_encode) into out. A group's chunk coded against
+ * its base image as a dtype of another float class than its owner's, whose class the
+ * decoder's diff predictor takes (doc/format.md), is coded stand-alone and with xor, the
+ * smaller kept. */
+static size_t code_as(const cjob *j, ent_ctx *ec, uint8_t *planes, int level, ckpz_dtype as, uint8_t *out,
+                      uint32_t *raw_crc, uint32_t *base_crc)
+{
+    const plan_chunk *d = &j->d;
+    const uint8_t *raw = j->src ? j->src : j->raw;
+    if (!d->gathered || dtype_is_float(as) == dtype_is_float(d->entry_dtype))
+        return chunk_encode(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc, base_crc);
+    size_t alone = chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
+    size_t x = chunk_encode_xor(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc);
+    return x <= alone ? x : chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
+}
 
 void encode_job(void *v, int worker, void *arg)
 {
@@ -49,15 +66,13 @@ void encode_job(void *v, int worker, void *arg)
          * 11% larger), while the second coding took a third of that file's compression
          * time. Smaller groups pay more for the planes' tables: as bytes, 2.3 KiB groups
          * of BF16 weights coded 7% smaller (4.6 KiB of FP32: 6% larger). A group that
-         * leads a larger owner is coded as the owner. */
+         * leads a larger owner is coded as the owner. Either way against the group's
+         * base image where it has one (d->gathered). */
         ent_ctx *ec = ws->scratch->ec[worker];
         uint8_t *planes = ws->scratch->planes[worker];
-        size_t as_bytes = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
-                                       &r->raw_crc, NULL);
-        r->out_len = chunk_encode(ec, level, d->dtype, d->entry, raw, d->raw_len, NULL, planes, out, &r->raw_crc, NULL);
-        if (as_bytes < r->out_len)
-            r->out_len = chunk_encode(ec, level, CKPZ_DTYPE_NONE, d->entry, raw, d->raw_len, NULL, planes, out,
-                                      &r->raw_crc, NULL);
+        size_t as_bytes = code_as(j, ec, planes, level, CKPZ_DTYPE_NONE, out, &r->raw_crc, NULL);
+        r->out_len = code_as(j, ec, planes, level, d->dtype, out, &r->raw_crc, NULL);
+        if (as_bytes < r->out_len) r->out_len = code_as(j, ec, planes, level, CKPZ_DTYPE_NONE, out, &r->raw_crc, NULL);
     } else if (d->text && !j->base && d->raw_len >= TEXT_FAST_MIN) {
         /* A large text header (a safetensors JSON header): zstd at its fastest level, not
          * the level 6 that a sample's repeats ask for. On the corpus' header of 4,800
@@ -71,9 +86,8 @@ void encode_job(void *v, int worker, void *arg)
         r->out_len = chunk_encode_alone(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len,
                                         ws->scratch->planes[worker], out, &r->raw_crc);
     } else {
-        r->out_len = chunk_encode(ws->scratch->ec[worker], level, d->dtype, d->entry, raw, d->raw_len, j->base,
-                                  ws->scratch->planes[worker], out, &r->raw_crc,
-                                  ws->defer_base_crc ? &r->base_crc : NULL);
+        r->out_len = code_as(j, ws->scratch->ec[worker], ws->scratch->planes[worker], level, d->dtype, out, &r->raw_crc,
+                             ws->defer_base_crc ? &r->base_crc : NULL);
     }
     /* See workmem_out_bound (workmem.c). Lossy frames never get here (at most CTR_FRAME_SIZE + n: the
      * lossy coder falls back to lossless coding, which can, when that would be larger),
@@ -122,8 +136,13 @@ ckpz_error writer_start(writer *w, int lossy)
 {
     const ckpz_params *p = w->p;
     uint8_t hdr[CTR_HEADER_SIZE];
-    ctr_header_write(hdr, &(ctr_header){(uint32_t)p->chunk_size, (uint8_t)w->pl->segs.format, p->base != NULL,
-                                        lossy != 0, 1, 0, 1});
+    ctr_header_write(hdr, &(ctr_header){.chunk_size = (uint32_t)p->chunk_size,
+                                        .format = (uint8_t)w->pl->segs.format,
+                                        .based = p->base != NULL,
+                                        .lossy = lossy != 0,
+                                        .packed = 1,
+                                        .coded = 1,
+                                        .gbase = w->pl->gbase});
     ckpz_error err = put(w, hdr, sizeof hdr);
     if (err || !p->base) return err;
     ctr_base *b = &w->bhead;
@@ -223,7 +242,7 @@ ckpz_error writer_emit(writer *w, const plan_chunk *d, const chunk_result *r, co
     }
     w->content_crc = crc32c_combine(w->content_crc, r->raw_crc, d->raw_len);
     w->original += d->raw_len;
-    if (w->spans_on && d->has_base) {
+    if (w->spans_on && d->has_base && !d->gathered) { /* a group's image is no one span */
         if (w->nspans == w->cap_spans) {
             size_t nc = w->cap_spans ? 2 * w->cap_spans : 256;
             base_span *ns = realloc(w->spans, nc * sizeof *ns);

@@ -31,6 +31,7 @@ typedef struct cjob {
     const uint8_t *src;    /* the chunk's bytes where they are not copied into raw (an input
                               in memory: compress.c), else NULL */
     const uint8_t *base;   /* the base's bytes for this chunk (d.has_base), or NULL */
+    uint8_t *image;        /* a group's base image (planner_base), malloc'd when first needed */
     uint8_t *out;          /* workmem_out_bound(chunk size) bytes */
     uint8_t *lent;         /* room the sink lent for the frame (writer_room), coded there; or
                               NULL: coded into out */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "container/base.h"
 
 /* Appends the entry of segment s, at `off` in the input and coded against the base's
  * segment m (NULL: none). What describing the entries and chunks takes (the input's
@@ -70,12 +71,14 @@ static ckpz_error add_entry(planner *pl, const fmt_segment *s, uint64_t off, con
 _Static_assert(PACK_GROUP <= CKPZ_CHUNK_MIN, "a mixed group must fit any chunk");
 
 /* Whether segment s, whose first n bytes were read (its entry e), may start a group:
- * known, small and whole, lossless, not coded against the base. The entries of a group
- * must also share a level (a policy's rules may give levels). */
-static int packable(const fmt_segment *s, size_t n, const ctr_entry *e, const quant_spec *q)
+ * known, small and whole, lossless, and not coded against the base unless based_ok (it
+ * was chosen to be packed with its counterpart: feature 4). The entries of a group must
+ * also share a level (a policy's rules may give levels). */
+static int packable(const fmt_segment *s, size_t n, const ctr_entry *e, const quant_spec *q, int based_ok)
 {
+    unsigned never = CTR_ENTRY_LOSSY | (based_ok ? 0u : CTR_ENTRY_BASED);
     return s->length != FMT_LEN_OPEN && s->length >= 1 && s->length <= PACK_MAX && n == s->length &&
-           q->mode == QM_NONE && (!e || !(e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)));
+           q->mode == QM_NONE && (!e || !(e->flags & never));
 }
 
 static ckpz_error read_failed(planner *pl)
@@ -131,9 +134,10 @@ static uint64_t delta_bits(const uint8_t *cur, const uint8_t *b, size_t n, unsig
     return bits;
 }
 
-/* Whether segment t, the next to be read, is packed (*pack 1) rather than coded
- * against the base's segment m: small, whole, lossless (spec q) and cheaper so by
- * the estimate above. Its bytes are looked at without being handed out. */
+/* Whether segment t, the next to be read, is packed (*pack 1, or 2 with its counterpart
+ * in its group's base image: feature 4) rather than coded against the base's segment m
+ * (*pack 0): small, whole, lossless (spec q) and cheaper so by the estimate above. Its
+ * bytes are looked at without being handed out. */
 static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_segment *m, const quant_spec *q,
                                  int *pack)
 {
@@ -149,11 +153,22 @@ static ckpz_error pack_over_base(planner *pl, const fmt_segment *t, const fmt_se
     uint64_t blen = base_len(p, m);
     unsigned es = t->dtype == CKPZ_DTYPE_NONE ? 1 : ckpz_dtype_size(t->dtype);
     if (es == 0 || es > 8) es = 1;
-    uint64_t delta; /* sixteenths of a byte */
-    if (blen != len || len % es) delta = 16 * ((uint64_t)DELTA_FRAME + len);
-    else if (!memcmp(cur, (const uint8_t *)p->base + m->offset, len)) delta = 16 * (uint64_t)DELTA_COPY;
-    else delta = 16 * (uint64_t)DELTA_FRAME + 2 * delta_bits(cur, (const uint8_t *)p->base + m->offset, len, es);
-    *pack = (uint64_t)len * PACK_SIXTEENTHS < delta;
+    /* sixteenths of a byte: coded alone against the base, and packed (in a group coded
+     * against its base image, feature 4, the entry's delta where that is smaller: nothing
+     * for the base's bytes) */
+    uint64_t alone, packed = (uint64_t)len * PACK_SIXTEENTHS;
+    int keep = 0; /* the group's image takes its counterpart */
+    if (blen != len || len % es) {
+        alone = 16 * ((uint64_t)DELTA_FRAME + len);
+    } else if (!memcmp(cur, (const uint8_t *)p->base + m->offset, len)) {
+        alone = 16 * (uint64_t)DELTA_COPY;
+        if (pl->gbase) packed = 0, keep = 1;
+    } else {
+        uint64_t d = 2 * delta_bits(cur, (const uint8_t *)p->base + m->offset, len, es);
+        alone = 16 * (uint64_t)DELTA_FRAME + d;
+        if (pl->gbase && d < packed) packed = d, keep = 1;
+    }
+    *pack = packed < alone ? 1 + keep : 0;
     return CKPZ_OK;
 }
 
@@ -301,6 +316,7 @@ ckpz_error planner_init(planner *pl, ckpz_ctx *ctx, const ckpz_params *p, ckpz_r
     if (p->policy && !(pl->pol = policy_parse(p->policy, p->max_mae, why, sizeof why)))
         return ctx_fail(ctx, CKPZ_ERR_PARAM, "%s", why);
     pl->base_named = -1;
+    pl->gbase = p->base != NULL;
     if (p->base && base_index_build(p->base, p->base_size, &pl->rq, &pl->bidx))
         return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     return CKPZ_OK;
@@ -356,6 +372,15 @@ static int base_named(planner *pl)
     return pl->base_named != 0;
 }
 
+/* The base's segment that s, at `off` in the input, is coded against (NULL: none):
+ * opaque bytes and open tails only when some tensor is in the base (base_named). */
+static const fmt_segment *base_match(planner *pl, const fmt_segment *s, uint64_t off)
+{
+    const fmt_segment *m = pl->p->base ? base_index_match(&pl->bidx, s, off) : NULL;
+    if (m && (s->dtype == CKPZ_DTYPE_NONE || s->length == FMT_LEN_OPEN) && !base_named(pl)) m = NULL;
+    return m;
+}
+
 ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
 {
     const ckpz_params *p = pl->p;
@@ -395,14 +420,14 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->new_entry = s != NULL;
     c->first_entry = (uint32_t)pl->ne;
     c->group = 0;
+    c->gathered = 0;
     c->in_off = at;
     size_t group_len = 0; /* while a group is gathered: bytes of its entries before the last */
     if (s) {
         uint64_t off = ch->consumed - n;
-        const fmt_segment *m = p->base ? base_index_match(&pl->bidx, s, off) : NULL;
-        if (m && (s->dtype == CKPZ_DTYPE_NONE || s->length == FMT_LEN_OPEN) && !base_named(pl)) m = NULL;
+        const fmt_segment *m = base_match(pl, s, off);
         const fmt_segment *m_base = m; /* m when the entry ends up in no group after all */
-        if (head_packs) m = NULL;
+        if (head_packs == 1) m = NULL; /* packed without its counterpart */
         if ((err = add_entry(pl, s, off, m))) return err;
         ctr_entry *e = &pl->e[pl->ne - 1];
         if (s->dtype != CKPZ_DTYPE_NONE) pl->tensors++;
@@ -441,7 +466,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         /* A small whole entry: the small entries after it join its chunk, each taken
          * whole, until one would not fit; that one, whatever its size, owns the group
          * and goes on in the chunk when it can (doc/format.md "Packed entries"). */
-        if (packable(s, n, e, &plan->spec)) {
+        if (packable(s, n, e, &plan->spec, head_packs == 2)) {
             size_t used = n, one_max = PACK_GROUP_ONE < p->chunk_size ? PACK_GROUP_ONE : p->chunk_size;
             int head_tensor = s->dtype != CKPZ_DTYPE_NONE; /* s moves when the list grows */
             ckpz_dtype one = s->dtype; /* the group's dtype while it has one, else NONE */
@@ -453,7 +478,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 quant_spec q = policy_match(pl->pol, t->name, t->dtype, t->ndim, t->shape,
                                             t->optim ? t->optim->beta2 : 0);
                 if (q.mode != QM_NONE || q.level != plan->spec.level) break;
-                const fmt_segment *tm = p->base ? base_index_match(&pl->bidx, t, ch->consumed) : NULL;
+                const fmt_segment *tm = base_match(pl, t, ch->consumed);
                 int packs = 0;
                 if (tm && ((err = pack_over_base(pl, t, tm, &q, &packs)) || !packs)) {
                     if (err) return err;
@@ -470,7 +495,7 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 pl->e[pl->ne - 1].flags |= CTR_ENTRY_PACKED; /* the entry before owns the group no more */
                 pl->e[pl->ne - 1].length = used - group_len;
                 group_len = used;
-                if ((err = add_entry(pl, t, toff, NULL))) return err;
+                if ((err = add_entry(pl, t, toff, packs == 2 ? tm : NULL))) return err;
                 if (t->dtype != CKPZ_DTYPE_NONE) pl->tensors++, pl->tensor_bytes += got;
                 used += got;
                 c->group = small ? GROUP_SMALL : GROUP_LEADS;
@@ -484,6 +509,11 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
                 if (head_tensor) pl->tensor_bytes += n;
                 pl->e[pl->ne - 1].length = used - group_len;
                 n = used;
+                /* coded against the group's base image when an entry has a counterpart;
+                 * an owner's later chunks (a group leads it) are coded alone */
+                for (size_t i = c->first_entry; pl->gbase && i < pl->ne; i++)
+                    c->gathered |= (pl->e[i].flags & CTR_ENTRY_BASED) != 0;
+                entry_base_set(pl, NULL);
             }
         }
         if (m_base && !m && !c->group) { /* alone in its chunk: coded against the base after all */
@@ -499,10 +529,12 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
     c->uniform = c->group == GROUP_SMALL && n >= PACK_MAX &&
                  uniform_group(pl->e + c->first_entry, pl->ne - c->first_entry, c->dtype);
     c->raw_len = n;
+    c->entry_dtype = (ckpz_dtype)e->dtype;
     c->text = pl->entry_text && !c->group;
     /* the base may end first (open tails) */
     c->has_base = pl->entry_base && n <= pl->entry_avail;
     c->base_off = c->has_base ? (uint64_t)(pl->entry_base - (const uint8_t *)p->base) : 0;
+    if (c->gathered) c->has_base = 1;
     c->lossy = pl->plan.spec.mode != QM_NONE;
     c->plan = pl->plan;
     c->values_base = pl->values_base != NULL;
@@ -517,5 +549,23 @@ ckpz_error planner_next(planner *pl, plan_chunk *c, uint8_t *buf, int *end)
         if (e->dtype != CKPZ_DTYPE_NONE) pl->tensor_bytes += n;
     }
     pl->consumed += n;
+    return CKPZ_OK;
+}
+
+/* plan.h */
+ckpz_error planner_base(const planner *pl, const plan_chunk *c, uint8_t **image, const uint8_t **base)
+{
+    uint64_t group;
+    *base = NULL;
+    if (!c->has_base) return CKPZ_OK;
+    if (!c->gathered) {
+        *base = (const uint8_t *)pl->p->base + c->base_off;
+        return CKPZ_OK;
+    }
+    if (!*image && !(*image = malloc(pl->p->chunk_size))) return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
+    if (base_group_image(pl->e + c->first_entry, c->entry - c->first_entry + 1, pl->p->base, pl->p->base_size,
+                         c->raw_len, *image, &group))
+        return ctx_fail(pl->ctx, CKPZ_ERR_INTERNAL, "a group's base image does not fit its chunk");
+    *base = *image;
     return CKPZ_OK;
 }

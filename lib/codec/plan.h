@@ -31,8 +31,10 @@ typedef struct plan_chunk {
     int uniform;          /* a GROUP_SMALL of PACK_MAX bytes or more, of whole tensors of `dtype` only */
     uint64_t in_off;      /* its bytes are the input's [in_off, in_off + raw_len) */
     size_t raw_len;       /* 0: an empty tensor's entry, no chunk */
-    int has_base;         /* coded against the base's bytes at base_off */
+    int has_base;         /* coded against the base's bytes at base_off, or (gathered) its group's */
     uint64_t base_off;
+    int gathered;         /* a group coded against its base image (base_group_image; feature 4) */
+    ckpz_dtype entry_dtype; /* the owner's: its float class is the diff predictor's (doc/format.md) */
     int lossy;            /* coded with `plan` */
     quant_plan plan;      /* without the values planner_values adds when planned with skip */
     int values_base;      /* planner_values: the entry's base, at values_base_off, or none */
@@ -63,6 +65,7 @@ typedef struct planner {
     policy *pol;
     base_index bidx;
     int base_named;       /* some tensor matches the base by name: 1, none: 0, not known yet: -1 */
+    int gbase;            /* groups may be coded against the base (a file with a base: feature 4) */
     size_t named_scan;    /* segments looked at for it */
     int skip;             /* planning without the bytes */
     ctr_entry *e;         /* the entries so far (names and shapes belong to segs) */
@@ -100,5 +103,10 @@ int planner_needs_values(const quant_plan *plan);
 /* Completes the plan of an entry of dtype dt from its len bytes `all`, base b (NULL:
  * none) holding len bytes as well. */
 void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_t len, const uint8_t *b);
+
+/* The base's bytes chunk c (as planned by pl) is coded against, or NULL: for a group's
+ * chunk, its base image, gathered into *image (chunk_size bytes, malloc'd by the first
+ * call that needs it; the caller frees it). */
+ckpz_error planner_base(const planner *pl, const plan_chunk *c, uint8_t **image, const uint8_t **base);
 
 #endif

@@ -62,3 +62,26 @@ ckpz_error ckpz_base_info_read(ckpz_ctx *ctx, const void *head, size_t n, ckpz_b
     OUT_GIVE(info, &mine); /* zeroed on failure */
     return err;
 }
+
+/* base.h */
+int base_group_image(const ctr_entry *e, size_t n, const uint8_t *base, uint64_t base_size, uint64_t raw_len,
+                     uint8_t *out, uint64_t *group)
+{
+    /* a packed entry's length is the distance to the next entry's offset: the stream
+     * form of an entry record has no length */
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (at >= raw_len) return -1; /* the owner (and every packed entry) has a byte at least */
+        uint64_t len = i + 1 < n ? e[i + 1].offset - e[i].offset : raw_len - at;
+        if (len > raw_len - at || (i + 1 < n && e[i + 1].offset < e[i].offset)) return -1;
+        if (i + 1 == n) *group = at;
+        if (e[i].flags & CTR_ENTRY_BASED) {
+            if (!base || e[i].base_offset > base_size || len > base_size - e[i].base_offset) return -1;
+            memcpy(out + at, base + e[i].base_offset, (size_t)len);
+        } else {
+            memset(out + at, 0, (size_t)len);
+        }
+        at += len;
+    }
+    return n ? 0 : -1;
+}

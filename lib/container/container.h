@@ -24,7 +24,8 @@
 #define CTR_FEAT_LOSSY 2u  /* lossy entries, quant chunks, checksums of restored content */
 #define CTR_FEAT_PACKED 4u /* packed entries: small entries sharing their owner's one chunk */
 #define CTR_FEAT_CODED 8u  /* coded entry lists: the index's records and the entry frames (entlist.c) */
-#define CTR_FEAT_KNOWN (CTR_FEAT_BASE | CTR_FEAT_LOSSY | CTR_FEAT_PACKED | CTR_FEAT_CODED)
+#define CTR_FEAT_GBASE 16u /* groups coded against the base: packed entries and owners with base offsets */
+#define CTR_FEAT_KNOWN (CTR_FEAT_BASE | CTR_FEAT_LOSSY | CTR_FEAT_PACKED | CTR_FEAT_CODED | CTR_FEAT_GBASE)
 #define CTR_HEADER_SIZE 32
 #define CTR_FRAME_SIZE 32   /* chunk frame header */
 #define CTR_PLANE_DESC 8    /* per-plane descriptor at the start of a chunk payload */
@@ -54,6 +55,7 @@ typedef struct ctr_header {
     uint8_t packed; /* entries may be packed (version 5) */
     uint16_t version; /* set by ctr_header_read; the writer writes version 5 */
     uint8_t coded;    /* entry lists are coded (version 5, CTR_FEAT_CODED) */
+    uint8_t gbase;    /* groups may be coded against the base (version 5, CTR_FEAT_GBASE) */
 } ctr_header;
 
 /* Base frame: what a delta file needs to be restored. */
@@ -85,6 +87,7 @@ typedef struct ctr_chunk {
 #define CTR_FILE_LOSSY 2
 #define CTR_FILE_PACKED 4
 #define CTR_FILE_CODED 8 /* entry frames are lists (CKEL), the index's records a coded list */
+#define CTR_FILE_GBASE 16 /* packed entries and owners may be coded against the base (a group image) */
 /* The file properties a header allows. */
 
 /* What a lossy entry was coded with, and the errors it got (doc/format.md). */
@@ -255,8 +258,8 @@ ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uin
                                 uint64_t original_size, size_t mem_limit, unsigned file_flags, ctr_entry **entries,
                                 size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
-                           uint64_t original_size, ctr_entry *e, size_t e_n, int kept, uint64_t c_n,
-                           ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc);
+                           uint64_t original_size, unsigned file_flags, ctr_entry *e, size_t e_n, int kept,
+                           uint64_t c_n, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc);
 
 void ctr_trailer_write(uint8_t *out, const ctr_trailer *t);
 ckpz_error ctr_trailer_read(ckpz_ctx *ctx, const uint8_t *in, uint64_t file_size, ctr_trailer *t);

@@ -597,8 +597,8 @@ ckpz_error ctr_index_read_kept(ckpz_ctx *ctx, ent_ctx *ec, ctr_keep *keep, const
         if (!in_keep) ctr_entries_free(e, got);
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "index: its entry list and seek table do not fill it");
     }
-    err = ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, e, got, in_keep, c_n, entries, ne,
-                          chunks, nc);
+    err = ctr_index_check(ctx, p, len, 24 + used, index_offset, original_size, file_flags, e, got, in_keep, c_n,
+                          entries, ne, chunks, nc);
     if (!err) *kept = in_keep;
     return err;
 }

@@ -25,7 +25,8 @@ void ctr_header_write(uint8_t *out, const ctr_header *h)
     memcpy(out, ctr_magic, 8);
     st16(out + 8, CTR_VERSION_FEAT);
     st16(out + 10, (h->based ? CTR_FEAT_BASE : 0) | (h->lossy ? CTR_FEAT_LOSSY : 0) |
-                       (h->packed ? CTR_FEAT_PACKED : 0) | (h->coded ? CTR_FEAT_CODED : 0));
+                       (h->packed ? CTR_FEAT_PACKED : 0) | (h->coded ? CTR_FEAT_CODED : 0) |
+                       (h->gbase ? CTR_FEAT_GBASE : 0));
     st32(out + 12, h->chunk_size);
     out[16] = h->format;
     st32(out + 28, crc32c(0, out, 28));
@@ -64,6 +65,7 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
     h->lossy = (flags & CTR_FEAT_LOSSY) != 0;
     h->packed = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_PACKED);
     h->coded = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_CODED);
+    h->gbase = v == CTR_VERSION_FEAT && (flags & CTR_FEAT_GBASE);
     h->version = (uint16_t)v;
     h->chunk_size = ld32(in + 12);
     h->format = in[16];
@@ -77,7 +79,7 @@ ckpz_error ctr_header_read(ckpz_ctx *ctx, const uint8_t *in, ctr_header *h)
 unsigned ctr_file_flags(const ctr_header *h)
 {
     return (h->based ? CTR_FILE_BASED : 0u) | (h->lossy ? CTR_FILE_LOSSY : 0u) | (h->packed ? CTR_FILE_PACKED : 0u) |
-           (h->coded ? CTR_FILE_CODED : 0u);
+           (h->coded ? CTR_FILE_CODED : 0u) | (h->gbase ? CTR_FILE_GBASE : 0u);
 }
 
 /* ---- base frame ---- */
@@ -231,7 +233,8 @@ ckpz_error ctr_entry_check_kind(ckpz_ctx *ctx, const ctr_entry *e, unsigned file
                      ((file_flags & CTR_FILE_LOSSY) ? CTR_ENTRY_LOSSY : 0u) |
                      ((file_flags & CTR_FILE_PACKED) ? CTR_ENTRY_PACKED : 0u)))
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: reserved flags set");
-    if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY)))
+    unsigned never = CTR_ENTRY_LOSSY | ((file_flags & CTR_FILE_GBASE) ? 0u : CTR_ENTRY_BASED);
+    if ((e->flags & CTR_ENTRY_PACKED) && (e->flags & never))
         return ctx_fail(ctx, CKPZ_ERR_CORRUPT, "entry record: a packed entry coded against the base or lossy");
     if (e->dtype >= CKPZ_DTYPE_COUNT_)
         return ctx_fail(ctx, CKPZ_ERR_VERSION, "entry record: unknown dtype %u", e->dtype);
@@ -435,13 +438,13 @@ ckpz_error ctr_index_read_plain(ckpz_ctx *ctx, const uint8_t *p, size_t len, uin
         }
         pos += used;
     }
-    return ctr_index_check(ctx, p, len, pos, index_offset, original_size, e, (size_t)e_n, 0, c_n, entries, ne, chunks,
-                           nc);
+    return ctr_index_check(ctx, p, len, pos, index_offset, original_size, file_flags, e, (size_t)e_n, 0, c_n, entries,
+                           ne, chunks, nc);
 }
 
 ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t pos, uint64_t index_offset,
-                           uint64_t original_size, ctr_entry *e, size_t e_n, int kept, uint64_t c_n,
-                           ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc)
+                           uint64_t original_size, unsigned file_flags, ctr_entry *e, size_t e_n, int kept,
+                           uint64_t c_n, ctr_entry **entries, size_t *ne, ctr_chunkrec **chunks, size_t *nc)
 {
     ckpz_error err = CKPZ_OK;
     ctr_chunkrec *c = NULL;
@@ -451,6 +454,7 @@ ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t p
     }
     uint64_t at = 0, next_chunk = 0;
     int in_group = 0; /* the previous entry was packed: this one is packed too or owns the group */
+    unsigned owner_never = CTR_ENTRY_LOSSY | ((file_flags & CTR_FILE_GBASE) ? 0u : CTR_ENTRY_BASED);
     for (size_t k = 0; k < e_n; k++) {
         /* Entries tile the original in order, and own consecutive chunk ranges: a
          * non-empty entry owns chunks, but for a packed one, whose bytes lead its group
@@ -458,7 +462,7 @@ ckpz_error ctr_index_check(ckpz_ctx *ctx, const uint8_t *p, size_t len, size_t p
         const ctr_entry *x = &e[k];
         int packed = (x->flags & CTR_ENTRY_PACKED) != 0;
         int owns_ok = packed     ? x->length > 0 && x->nchunks == 0
-                      : in_group ? x->length > 0 && x->nchunks >= 1 && !(x->flags & (CTR_ENTRY_BASED | CTR_ENTRY_LOSSY))
+                      : in_group ? x->length > 0 && x->nchunks >= 1 && !(x->flags & owner_never)
                                  : (x->length == 0) == (x->nchunks == 0);
         if (x->offset != at || x->length > original_size - at || x->first_chunk != next_chunk ||
             x->nchunks > c_n - next_chunk || !owns_ok) {

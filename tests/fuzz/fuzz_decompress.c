@@ -110,8 +110,11 @@ static void run_all(const uint8_t *data, size_t size)
     p.threads = 1;
     p.mem_limit = (size_t)64 << 20;
     if (size >= 12 && (data[10] & 1)) { /* a delta file: the corpus's base (fuzz_base.h) */
-        p.base = fuzz_base();
-        p.base_size = FUZZ_BASE_BYTES;
+        size_t gn;
+        const uint8_t *g = fuzz_gbase(&gn);
+        int groups = size >= 48 && fz_ld32(data + 40) == gn && fz_ld32(data + 44) == 0; /* its base frame's size */
+        p.base = groups ? g : fuzz_base();
+        p.base_size = groups ? gn : FUZZ_BASE_BYTES;
     }
 
     /* streaming, test mode, in odd pieces */
