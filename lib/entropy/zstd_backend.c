@@ -21,6 +21,21 @@ static zstd_state *state(ent_ctx *c)
     return c->state[ENT_ZSTD];
 }
 
+/* A text header at zstd 1 with a 4 Ki-entry hash table (TEXT_HASH_LOG) where zstd takes
+ * 16 Ki above 256 KB: a JSON header repeats its keys every few tens of bytes, and the
+ * small table, which keeps only their latest places, fits the first-level cache. On the
+ * 448 KB header of 5,174 small tensors: 40.4 KB against 44.5 KB, in 0.33 ms against
+ * 0.47; the corpus's other headers (5 to 18 KB) as small or up to 4 bytes smaller. */
+#define TEXT_HASH_LOG 12
+
+static size_t text_encode(ZSTD_CCtx *z, const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
+{
+    size_t e = ZSTD_CCtx_reset(z, ZSTD_reset_session_and_parameters);
+    if (!ZSTD_isError(e)) e = ZSTD_CCtx_setParameter(z, ZSTD_c_compressionLevel, 1);
+    if (!ZSTD_isError(e)) e = ZSTD_CCtx_setParameter(z, ZSTD_c_hashLog, TEXT_HASH_LOG);
+    return ZSTD_isError(e) ? e : ZSTD_compress2(z, dst, cap, src, n);
+}
+
 static size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
     zstd_state *z = state(c);
@@ -36,7 +51,8 @@ static size_t zstd_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
                                                                                : 3)
              : level <= 6 ? 9
                           : 19;
-    size_t r = ZSTD_compressCCtx(z->c, dst, cap, src, n, zl);
+    size_t r = zl == 1 && c->lz == ENT_LZ_TEXT ? text_encode(z->c, src, n, dst, cap)
+                                               : ZSTD_compressCCtx(z->c, dst, cap, src, n, zl);
     if (ZSTD_isError(r) || r >= n) return 0;
     return r;
 }
