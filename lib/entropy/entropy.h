@@ -50,6 +50,12 @@ typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */
 
 ent_ctx *ent_ctx_create(void);
 void ent_ctx_free(ent_ctx *c);
+/* Buffer k (< ENT_KEEP) kept in c for its caller between calls (the entry lists'
+ * columns, coded by the context kept for them), grown to at least n bytes with its
+ * contents kept; NULL when out of memory (the buffer as it was). Kept, its pages stay
+ * faulted in from one compression to the next. */
+#define ENT_KEEP 5
+uint8_t *ent_keep(ent_ctx *c, unsigned k, size_t n);
 /* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
