@@ -64,8 +64,9 @@ void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
  * content, have zstd tried on each plane, random-looking ones included (repeated rows and
  * zero runs stay in every byte plane); ENT_LZ_REPEATS also at zstd level 6, not 3, at the
  * fast levels; ENT_LZ_TEXT, a text header known as such (fmt_segment.text), at zstd
- * level 1 at the fast levels. */
-enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2, ENT_LZ_TEXT = 3 };
+ * level 1 at the fast levels; ENT_LZ_LIST, an entry list's column, as ENT_LZ_REPEATS
+ * with zstd's tables sized for small inputs (zstd_backend.c). */
+enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2, ENT_LZ_TEXT = 3, ENT_LZ_LIST = 4 };
 void ent_ctx_set_lz(ent_ctx *c, int mode);
 
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */
