@@ -64,14 +64,19 @@ static inline void put_bytes(bbuf *b, const void *src, size_t n)
     b->n += n;
 }
 
-/* A varint written in place (the columns of 4,800 entries take ~60,000 of them). */
+/* A varint at p, in room reserved for it (at most 10 bytes); returns its end. */
+static inline uint8_t *uv_at(uint8_t *p, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* A varint written in place. */
 static inline void put_uv(bbuf *b, uint64_t v)
 {
     if (reserve(b, 10)) return;
-    uint8_t *p = b->p + b->n;
-    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
-    *p++ = (uint8_t)v;
-    b->n = (size_t)(p - b->p);
+    b->n = (size_t)(uv_at(b->p + b->n, v) - b->p);
 }
 
 /* A varint from p[*pos..len): 0, or -1 when it runs past the end or over 64 bits. */
@@ -112,18 +117,23 @@ static void fill_columns(const ctr_entry *e, size_t n, int index_form, bbuf *col
         uint8_t kind[2] = {x->dtype, x->flags}, lossy[CTR_LOSSY_STREAM + CTR_LOSSY_INDEX];
         bbuf *num = &col[COL_NUM];
         put_bytes(&col[COL_KIND], kind, 2);
+        /* the entry's numbers in room reserved once: at most 6 + ndim varints (the
+         * columns of 4,800 entries take ~60,000) */
+        if (reserve(num, 10 * (6 + (size_t)x->ndim))) return;
+        uint8_t *p = num->p + num->n;
         if (index_form) {
-            put_uv(num, x->length);
-            put_uv(num, x->nchunks);
+            p = uv_at(p, x->length);
+            p = uv_at(p, x->nchunks);
         } else if (i) {
-            put_uv(num, x->offset - e[i - 1].offset);
+            p = uv_at(p, x->offset - e[i - 1].offset);
         }
-        put_uv(num, x->ndim);
-        for (uint32_t d = 0; d < x->ndim; d++) put_uv(num, x->shape[d]);
-        if (x->flags & CTR_ENTRY_BASED) put_uv(num, x->base_offset);
+        p = uv_at(p, x->ndim);
+        for (uint32_t d = 0; d < x->ndim; d++) p = uv_at(p, x->shape[d]);
+        if (x->flags & CTR_ENTRY_BASED) p = uv_at(p, x->base_offset);
         size_t pre = i ? shared_prefix(x, &e[i - 1]) : 0;
-        put_uv(num, pre);
-        put_uv(num, x->name_len - pre);
+        p = uv_at(p, pre);
+        p = uv_at(p, x->name_len - pre);
+        num->n = (size_t)(p - num->p);
         put_bytes(&col[COL_NAME], x->name + pre, x->name_len - pre);
         if (x->flags & CTR_ENTRY_LOSSY)
             put_bytes(&col[COL_LOSSY], lossy, ctr_lossy_write(lossy, &x->lossy, index_form));
