@@ -22,10 +22,11 @@
 
 enum { COL_KIND, COL_NUM, COL_NAME, COL_LOSSY, NCOL };
 /* The entropy level of the columns: zstd -6, as a chunk with repeats is coded at the
- * fast levels (ENT_LZ_LIST at level 3: ENT_LZ_REPEATS's level, smaller tables). Level 9 (zstd -19) saved 56 bytes of 1.26 MB on
- * 4,800 small tensors and doubled their compression time; level 6 (zstd -9) took 351 us
- * to code the 100 columns of 5,174 small tensors' lists, zstd -6 199 us for 11 bytes
- * more, zstd -3 84 us for 426 more (the names' column wants lazy matching). */
+ * fast levels (ENT_LZ_LIST at level 3: ENT_LZ_REPEATS's zstd level, smaller tables).
+ * Level 9 (zstd -19) saved 56 bytes of 1.26 MB on 4,800 small tensors and doubled their
+ * compression time; level 6 (zstd -9) took 351 us to code the 100 columns of 5,174 small
+ * tensors' lists, zstd -6 199 us for 11 bytes more, zstd -3 84 us for 426 more (the
+ * names' column wants lazy matching). */
 #define LIST_LEVEL 3
 
 typedef struct bbuf {
@@ -95,9 +96,8 @@ static int get_uv(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
     return -1;
 }
 
-/* Eight bytes a step (names of many tensors share tens of bytes), the first difference
- * in a step found from the lowest set bit of their XOR (little-endian loads), then the
- * last bytes one by one. */
+/* Eight bytes a step (names of many tensors share tens of bytes; a difference found from
+ * the lowest set bit of the XOR of little-endian loads), then the last bytes one by one. */
 static size_t shared_prefix(const ctr_entry *a, const ctr_entry *b)
 {
     size_t k = 0, n = a->name_len < b->name_len ? a->name_len : b->name_len;
@@ -117,8 +117,7 @@ static void fill_columns(const ctr_entry *e, size_t n, int index_form, bbuf *col
         uint8_t kind[2] = {x->dtype, x->flags}, lossy[CTR_LOSSY_STREAM + CTR_LOSSY_INDEX];
         bbuf *num = &col[COL_NUM];
         put_bytes(&col[COL_KIND], kind, 2);
-        /* the entry's numbers in room reserved once: at most 6 + ndim varints (the
-         * columns of 4,800 entries take ~60,000) */
+        /* the entry's numbers (at most 6 + ndim varints) in room reserved once */
         if (reserve(num, 10 * (6 + (size_t)x->ndim))) return;
         uint8_t *p = num->p + num->n;
         if (index_form) {
@@ -162,8 +161,7 @@ static void put_column(ent_ctx *ec, bbuf *out, const bbuf *c)
 /* Appends the list's coding to out (stream form: count and first offset first). */
 static void put_list(ent_ctx *ec, bbuf *out, const ctr_entry *e, size_t n, int index_form)
 {
-    /* the columns and their coding in buffers ec keeps (slots 0 .. NCOL): fresh ones
-     * took ~50 page faults a compression of 4,800 small tensors */
+    /* in buffers ec keeps (slots 0 .. NCOL): fresh ones faulted ~50 pages a compression */
     bbuf col[NCOL];
     for (unsigned k = 0; k < NCOL; k++) col[k] = (bbuf){NULL, 0, 0, 0, ec, k};
     if (index_form && !n) return; /* an index without entries has no list */
