@@ -6,6 +6,7 @@
 #include "plan.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,10 @@ static ckpz_error add_entry(planner *pl, const fmt_segment *s, uint64_t off, con
         return ctx_fail(pl->ctx, CKPZ_ERR_NOMEM, "out of memory");
     if (pl->ne >= UINT32_MAX) return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT, "more than 2^32 entries");
     ctr_entry *e = &pl->e[pl->ne++];
-    memset(e, 0, sizeof *e);
+    /* all but the lossy fields, which are set whole where the entry is lossy (below, or
+     * in planner_next) and read only there: clearing the whole entry (176 bytes) took
+     * a string store's start-up per entry, ~2% of compressing 4,800 small tensors */
+    memset(e, 0, offsetof(ctr_entry, lossy));
     e->dtype = (uint8_t)s->dtype;
     e->name = s->name ? s->name : "";
     size_t nl = strlen(e->name);

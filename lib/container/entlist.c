@@ -22,16 +22,19 @@
 
 enum { COL_KIND, COL_NUM, COL_NAME, COL_LOSSY, NCOL };
 /* The entropy level of the columns: zstd -6, as a chunk with repeats is coded at the
- * fast levels (ENT_LZ_REPEATS at level 3). Level 9 (zstd -19) saved 56 bytes of 1.26 MB on
- * 4,800 small tensors and doubled their compression time; level 6 (zstd -9) took 351 us
- * to code the 100 columns of 5,174 small tensors' lists, zstd -6 199 us for 11 bytes
- * more, zstd -3 84 us for 426 more (the names' column wants lazy matching). */
+ * fast levels (ENT_LZ_LIST at level 3: ENT_LZ_REPEATS's zstd level, smaller tables).
+ * Level 9 (zstd -19) saved 56 bytes of 1.26 MB on 4,800 small tensors and doubled their
+ * compression time; level 6 (zstd -9) took 351 us to code the 100 columns of 5,174 small
+ * tensors' lists, zstd -6 199 us for 11 bytes more, zstd -3 84 us for 426 more (the
+ * names' column wants lazy matching). */
 #define LIST_LEVEL 3
 
 typedef struct bbuf {
     uint8_t *p;
     size_t n, cap;
-    int bad; /* out of memory */
+    int bad;      /* out of memory */
+    ent_ctx *ec;  /* a column: its bytes are ec's kept buffer `slot` (ent_keep), else its own */
+    unsigned slot;
 } bbuf;
 
 /* Room for n more bytes: 0, or -1 (b->bad) out of memory. */
@@ -41,7 +44,7 @@ static int reserve_more(bbuf *b, size_t n)
     if (n <= b->cap - b->n) return 0;
     size_t c = b->cap ? b->cap : 256;
     while (c - b->n < n) c *= 2;
-    uint8_t *q = realloc(b->p, c);
+    uint8_t *q = b->ec ? ent_keep(b->ec, b->slot, c) : realloc(b->p, c);
     if (!q) {
         b->bad = 1;
         return -1;
@@ -62,14 +65,19 @@ static inline void put_bytes(bbuf *b, const void *src, size_t n)
     b->n += n;
 }
 
-/* A varint written in place (the columns of 4,800 entries take ~60,000 of them). */
+/* A varint at p, in room reserved for it (at most 10 bytes); returns its end. */
+static inline uint8_t *uv_at(uint8_t *p, uint64_t v)
+{
+    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* A varint written in place. */
 static inline void put_uv(bbuf *b, uint64_t v)
 {
     if (reserve(b, 10)) return;
-    uint8_t *p = b->p + b->n;
-    for (; v >= 0x80; v >>= 7) *p++ = (uint8_t)(v | 0x80);
-    *p++ = (uint8_t)v;
-    b->n = (size_t)(p - b->p);
+    b->n = (size_t)(uv_at(b->p + b->n, v) - b->p);
 }
 
 /* A varint from p[*pos..len): 0, or -1 when it runs past the end or over 64 bits. */
@@ -88,16 +96,17 @@ static int get_uv(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
     return -1;
 }
 
-/* Eight bytes a step, then byte by byte (names of many tensors share tens of bytes). */
+/* Eight bytes a step (names of many tensors share tens of bytes; a difference found from
+ * the lowest set bit of the XOR of little-endian loads), then the last bytes one by one. */
 static size_t shared_prefix(const ctr_entry *a, const ctr_entry *b)
 {
     size_t k = 0, n = a->name_len < b->name_len ? a->name_len : b->name_len;
-    for (uint64_t x, y; k + 8 <= n; k += 8) {
-        memcpy(&x, a->name + k, 8);
-        memcpy(&y, b->name + k, 8);
-        if (x != y) break;
+    const uint8_t *x = (const uint8_t *)a->name, *y = (const uint8_t *)b->name;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t d = ld64(x + k) ^ ld64(y + k);
+        if (d) return k + (size_t)__builtin_ctzll(d) / 8;
     }
-    while (k < n && a->name[k] == b->name[k]) k++;
+    while (k < n && x[k] == y[k]) k++;
     return k;
 }
 
@@ -108,18 +117,22 @@ static void fill_columns(const ctr_entry *e, size_t n, int index_form, bbuf *col
         uint8_t kind[2] = {x->dtype, x->flags}, lossy[CTR_LOSSY_STREAM + CTR_LOSSY_INDEX];
         bbuf *num = &col[COL_NUM];
         put_bytes(&col[COL_KIND], kind, 2);
+        /* the entry's numbers (at most 6 + ndim varints) in room reserved once */
+        if (reserve(num, 10 * (6 + (size_t)x->ndim))) return;
+        uint8_t *p = num->p + num->n;
         if (index_form) {
-            put_uv(num, x->length);
-            put_uv(num, x->nchunks);
+            p = uv_at(p, x->length);
+            p = uv_at(p, x->nchunks);
         } else if (i) {
-            put_uv(num, x->offset - e[i - 1].offset);
+            p = uv_at(p, x->offset - e[i - 1].offset);
         }
-        put_uv(num, x->ndim);
-        for (uint32_t d = 0; d < x->ndim; d++) put_uv(num, x->shape[d]);
-        if (x->flags & CTR_ENTRY_BASED) put_uv(num, x->base_offset);
+        p = uv_at(p, x->ndim);
+        for (uint32_t d = 0; d < x->ndim; d++) p = uv_at(p, x->shape[d]);
+        if (x->flags & CTR_ENTRY_BASED) p = uv_at(p, x->base_offset);
         size_t pre = i ? shared_prefix(x, &e[i - 1]) : 0;
-        put_uv(num, pre);
-        put_uv(num, x->name_len - pre);
+        p = uv_at(p, pre);
+        p = uv_at(p, x->name_len - pre);
+        num->n = (size_t)(p - num->p);
         put_bytes(&col[COL_NAME], x->name + pre, x->name_len - pre);
         if (x->flags & CTR_ENTRY_LOSSY)
             put_bytes(&col[COL_LOSSY], lossy, ctr_lossy_write(lossy, &x->lossy, index_form));
@@ -132,24 +145,25 @@ static void put_column(ent_ctx *ec, bbuf *out, const bbuf *c)
     put_uv(out, c->n);
     if (!c->n || out->bad) return;
     size_t cap = ent_bound(c->n);
-    uint8_t *tmp = malloc(cap), codec;
+    uint8_t *tmp = ent_keep(ec, NCOL, cap), codec;
     if (!tmp) {
         out->bad = 1;
         return;
     }
-    ent_ctx_set_lz(ec, ENT_LZ_REPEATS);
+    ent_ctx_set_lz(ec, ENT_LZ_LIST);
     size_t m = ent_encode(ec, c->p, c->n, tmp, cap, LIST_LEVEL, ENT_HINT_LIST, &codec);
     ent_ctx_set_lz(ec, ENT_LZ_OFF);
     put_bytes(out, &codec, 1);
     put_uv(out, m);
     put_bytes(out, tmp, m);
-    free(tmp);
 }
 
 /* Appends the list's coding to out (stream form: count and first offset first). */
 static void put_list(ent_ctx *ec, bbuf *out, const ctr_entry *e, size_t n, int index_form)
 {
-    bbuf col[NCOL] = {{0}};
+    /* in buffers ec keeps (slots 0 .. NCOL): fresh ones faulted ~50 pages a compression */
+    bbuf col[NCOL];
+    for (unsigned k = 0; k < NCOL; k++) col[k] = (bbuf){NULL, 0, 0, 0, ec, k};
     if (index_form && !n) return; /* an index without entries has no list */
     if (!index_form) {
         put_uv(out, n);
@@ -162,7 +176,6 @@ static void put_list(ent_ctx *ec, bbuf *out, const ctr_entry *e, size_t n, int i
     for (int k = 0; k < NCOL; k++) {
         if (col[k].bad) out->bad = 1;
         put_column(ec, out, &col[k]);
-        free(col[k].p);
     }
 }
 

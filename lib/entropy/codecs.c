@@ -193,5 +193,6 @@ void ent_ctx_free(ent_ctx *c)
     free(c->o1dtab);
     free(c->o1etab);
     free(c->cand);
+    for (unsigned k = 0; k < ENT_KEEP; k++) free(c->keep[k]);
     free(c);
 }

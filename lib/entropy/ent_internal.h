@@ -80,6 +80,8 @@ struct ent_ctx {
     double est_bar;
     uint8_t *cand; /* second candidate's output while the first sits in dst */
     size_t cand_cap;
+    uint8_t *keep[ENT_KEEP]; /* the caller's (ent_keep) */
+    size_t keep_cap[ENT_KEEP];
     uint8_t o1own[256]; /* order-1 plan: 1 = context gets its own table */
     uint32_t dtab[RANS_M];
     rans_esym etab[256];

@@ -50,6 +50,12 @@ typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */
 
 ent_ctx *ent_ctx_create(void);
 void ent_ctx_free(ent_ctx *c);
+/* Buffer k (< ENT_KEEP) kept in c for its caller between calls (the entry lists'
+ * columns, coded by the context kept for them), grown to at least n bytes with its
+ * contents kept; NULL when out of memory (the buffer as it was). Kept, its pages stay
+ * faulted in from one compression to the next. */
+#define ENT_KEEP 5
+uint8_t *ent_keep(ent_ctx *c, unsigned k, size_t n);
 /* The coder choice for what c encodes from now on (ckpz_params.codec; AUTO on creation). */
 void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
 
@@ -58,8 +64,9 @@ void ent_ctx_set_codec(ent_ctx *c, ckpz_codec choice);
  * content, have zstd tried on each plane, random-looking ones included (repeated rows and
  * zero runs stay in every byte plane); ENT_LZ_REPEATS also at zstd level 6, not 3, at the
  * fast levels; ENT_LZ_TEXT, a text header known as such (fmt_segment.text), at zstd
- * level 1 at the fast levels. */
-enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2, ENT_LZ_TEXT = 3 };
+ * level 1 at the fast levels; ENT_LZ_LIST, an entry list's column, as ENT_LZ_REPEATS
+ * with zstd's tables sized for small inputs (zstd_backend.c). */
+enum { ENT_LZ_OFF = 0, ENT_LZ_RUNS = 1, ENT_LZ_REPEATS = 2, ENT_LZ_TEXT = 3, ENT_LZ_LIST = 4 };
 void ent_ctx_set_lz(ent_ctx *c, int mode);
 
 /* Worst-case encoded size of an n-byte plane (for any codec the selector may pick). */

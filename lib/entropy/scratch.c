@@ -29,6 +29,11 @@ uint8_t *ent_scratch(ent_ctx *c, size_t n)
 
 uint8_t *ent_cand(ent_ctx *c, size_t n) { return ent_grow((void **)&c->cand, &c->cand_cap, n) ? NULL : c->cand; }
 
+uint8_t *ent_keep(ent_ctx *c, unsigned k, size_t n)
+{
+    return k >= ENT_KEEP || ent_grow((void **)&c->keep[k], &c->keep_cap[k], n) ? NULL : c->keep[k];
+}
+
 #ifdef ENT_HAVE_X86
 __attribute__((target("avx512f"))) static void copy_stream(uint8_t *dst, const uint8_t *src, size_t n)
 {
