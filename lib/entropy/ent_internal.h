@@ -136,6 +136,12 @@ void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
  * the plane's n bytes or not fit in cap (the plane is then stored). */
 size_t rans_finish(const uint32_t *st, unsigned nstates, uint8_t *p, const uint8_t *wend, uint8_t *dst, size_t hdr,
                    size_t n, size_t cap);
+/* rans_pack.c: codec 11's final states in 4 + 16..31 bits each (doc/entropy.md):
+ * their length, writing them to out (rans_states_len bytes), and reading them
+ * (0, or -1 for bytes that end early or padding that is not zero). */
+size_t rans_states_len(const uint32_t *st, unsigned nstates);
+void rans_states_put(const uint32_t *st, unsigned nstates, uint8_t *out);
+int rans_states_get(const uint8_t **p, const uint8_t *end, uint32_t *st, unsigned nstates);
 /* Ideal coded bits of a histogram under its own distribution. */
 double ent_bits(const uint32_t *cnt, uint64_t total);
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
@@ -155,6 +161,10 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level);
 double rans0_size(ent_ctx *c, const uint8_t *src, size_t n);
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+/* Codec 11: codec 2 with its last rounds coded into the states the encoder starts from
+ * (the 16 bits of L + y each state carries for nothing in codec 2). */
+size_t rans0t_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+int rans0t_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
