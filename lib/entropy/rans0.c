@@ -279,7 +279,7 @@ static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, cons
 {
     uint64_t y[RANS0_NMAX] = {0}, ny[RANS0_NMAX];
     uint32_t cum[256];
-    size_t k = nseg, t = 0, tmax = n / N < 255 ? n / N : 255;
+    size_t k = nseg, t = 0, tmax = n / N < RANS0T_TMAX ? n / N : RANS0T_TMAX;
     const uint16_t *fq = NULL;
     for (; t < tmax; t++) {
         size_t i0 = n - (t + 1) * N;
@@ -325,18 +325,17 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
     if (lim < 3) return 0;
     dst[hdr++] = (uint8_t)sh;
     hdr++; /* lane count, set below */
-    hdr += fold != 0; /* codec 11: tail rounds, set below */
     for (size_t k = 0; k < nseg; k++) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         uint16_t *f = (uint16_t *)(void *)(bh + b0 * 256);
         uint16_t tmp[256];
-        uint8_t tb[8 + 2 * 256]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
+        uint8_t tb[8 + RANS_DTAB_MAX]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
         size_t tl = leb_write(tb, b1 - b0);
         if (small) {
             tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);
         } else {
             rans_normalize(bh + b0 * 256, tmp);
-            tl += rans_table_write(tmp, tb + tl);
+            tl += fold ? rans_dtab_write(tmp, tb + tl) : rans_table_write(tmp, tb + tl);
         }
         memcpy(f, tmp, sizeof tmp);
         if (hdr + tl >= lim) return 0;
@@ -356,7 +355,7 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
     size_t nm = n; /* the symbols coded into words: codec 11's tail comes off */
     if (fold) {
         unsigned t = fold_tail(src, n, N, sh, bh, segstart, nseg, st);
-        dst[2] = (uint8_t)t;
+        dst[1] = (uint8_t)(lg | t << 3); /* the tail rounds in the lane count's byte */
         nm = n - (size_t)t * N;
     } else {
         for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
@@ -439,14 +438,16 @@ static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uin
  * the words leave, fold_tail's inverse). */
 static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n, int fold)
 {
-    if (n == 0 || srclen < 2u + (unsigned)fold) return -1;
+    if (n == 0 || srclen < 2) return -1;
     const uint8_t *p = src, *end = src + srclen;
     int sh = *p++;
     if (sh < 10 || sh > 24) return -1;
-    int lg = *p++;
-    if (lg != 5 && lg != 6) return -1;
+    int lg = *p & 7;
+    size_t t = fold ? *p >> 3 : 0; /* codec 11: its tail rounds in bits 3-7; codec 2: 0 */
+    if ((lg != 5 && lg != 6) || (!fold && *p > 7)) return -1;
+    p++;
     unsigned N = 1u << lg;
-    size_t nb = ((n - 1) >> sh) + 1, t = fold ? *p++ : 0;
+    size_t nb = ((n - 1) >> sh) + 1;
     if (t > n / N) return -1;
     size_t nm = n - t * N, folded = 0; /* symbols from words; the states now hold y_j */
     /* Pass 1: validate the segment list and find where the stream starts. */
@@ -456,7 +457,7 @@ static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *
     while (covered < nb) {
         size_t k;
         if (leb_read(&p, end, &k) || k == 0 || k > nb - covered) return -1;
-        if (rans_table_read(&p, end, f)) return -1;
+        if (fold ? rans_dtab_read(&p, end, f) : rans_table_read(&p, end, f)) return -1;
         covered += k;
     }
     uint32_t *st = c->st;
@@ -478,7 +479,8 @@ static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *
     uint32_t *dt = c->dtab;
     while (b < nb) {
         size_t k = 0;
-        if (leb_read(&tp, end, &k) || rans_table_read(&tp, end, f)) return -1; /* checked in pass 1 */
+        if (leb_read(&tp, end, &k) || (fold ? rans_dtab_read(&tp, end, f) : rans_table_read(&tp, end, f)))
+            return -1; /* checked in pass 1 */
         rans_build_dtab(f, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
