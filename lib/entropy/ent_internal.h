@@ -140,8 +140,8 @@ size_t rans_finish(const uint32_t *st, unsigned nstates, uint8_t *p, const uint8
  * -1 for a malformed one) and final states in 4 + 16..31 bits each (rans_states_*:
  * their length, writing them, reading them: 0, or -1 for bytes that end early or
  * padding that is not zero); doc/entropy.md, codec 11. */
-#define RANS_DTAB_RUN 25u /* the longest run of ones: b - b' - 1 = -13 */
-#define RANS_DTAB_MAX (2u + (255u * (RANS_DTAB_RUN + 1 + RANS_BITS - 1) + 7) / 8)
+#define RANS_DTAB_RUN 25u /* the longest run of ones: b - b' - 1 + m = -13 */
+#define RANS_DTAB_MAX (2u + (1u + 255u * (RANS_DTAB_RUN + 1 + RANS_BITS - 1) + 7) / 8)
 size_t rans_dtab_write(const uint16_t *freq, uint8_t *out);
 int rans_dtab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
 size_t rans_states_len(const uint32_t *st, unsigned nstates);
