@@ -2,10 +2,11 @@
 """chunk_cost.py FILE.ckpz... -- where a ckpz file's bytes go besides its coded symbols.
 
 Walks the stream (header, entry frames, chunk frames, index, trailer) and, for every
-rANS plane (codecs 2, 8, 9, 10), splits the plane into its header fields, frequency
+rANS plane (codecs 2, 8, 9, 10, 11), splits the plane into its header fields, frequency
 tables, final states and word stream, so that the container's cost per chunk can be read
 off: frame, seek record, descriptors, tables and states per plane. Prints totals and the
-average per chunk. doc/format.md and doc/entropy.md say what the bytes are.
+average per chunk. doc/format.md and doc/entropy.md say what the bytes are. Lossless
+stand-alone files only (no base frame's predictors or lossy planes are split).
 """
 import struct
 import sys
@@ -45,34 +46,66 @@ def table_len_ctab(b, p):  # codec 9's Rice table: walk the bits
     return 3 + (bit + 7) // 8
 
 
-def table_dispatch(b, p):
-    """Length of a table at p: the compact table, or one of feature 5's tables if the
-    writer codes them otherwise (hook for newer formats)."""
-    return table_len(b, p)
+class Bits:  # a bit string read least significant bit first, from byte p
+    def __init__(self, b, p):
+        self.b, self.bit = b, 8 * p
+
+    def get(self, k):
+        v = 0
+        for i in range(k):
+            v |= ((self.b[self.bit // 8] >> (self.bit % 8)) & 1) << i
+            self.bit += 1
+        return v
+
+    def unary(self):
+        u = 0
+        while self.get(1):
+            u += 1
+        return u
+
+    def end(self):
+        return (self.bit + 7) // 8
+
+
+def table_len_d(b, p):  # codec 11's table: lo, hi, mode bit, bit lengths against 1 or 2 back
+    lo, hi = b[p], b[p + 1]
+    r = Bits(b, p + 2)
+    m = r.get(1)
+    bl = []
+    for i in range(hi - lo):
+        u = r.unary()
+        d = -(u + 1) // 2 if u & 1 else u // 2
+        bb = (bl[i - 1 - m] if i > m else 0) + 1 - m + d
+        r.get(max(bb - 1, 0))
+        bl.append(bb)
+    return r.end() - p
+
+
+def states_len_packed(b, p, N):  # codec 11's states: N nibbles, then 16 + e bits each
+    bits = sum(16 + ((b[p + j // 2] >> (4 * (j & 1))) & 15) for j in range(N))
+    return (N + 1) // 2 + (bits + 7) // 8
 
 
 def plane_parts(codec, b, n):
     """(header, tables, states) bytes of a coded plane b of n symbols; words = rest."""
-    if codec in (8, 10, 11, 12):
+    if codec in (8, 10):
         K = b[1]
         p = 2
-        if codec in (11, 12):
-            return None
         for _ in range(K):
             p += table_len(b, p)
         return 2, p - 2, 256
-    if codec in (2, 9):
-        sh, lg = b[0], b[1]
+    if codec in (2, 9, 11):
+        sh, lg = b[0], b[1] & 7
         nb = (n + (1 << sh) - 1) >> sh
         p, got, tabs, hdr = 2, 0, 0, 2
         while got < nb:
             c, q = leb(b, p)
             hdr += q - p
             got += c
-            t = (table_len_ctab if codec == 9 else table_len)(b, q)
+            t = {9: table_len_ctab, 11: table_len_d}.get(codec, table_len)(b, q)
             tabs += t
             p = q + t
-        return hdr, tabs, 4 << lg
+        return hdr, tabs, states_len_packed(b, p, 1 << lg) if codec == 11 else 4 << lg
     return None
 
 
@@ -113,7 +146,6 @@ def walk(path, acc):
                 acc[key + " states"] += s
             q += ln
         p += 32 + P
-    acc["index"] -= 0
 
 
 def main():

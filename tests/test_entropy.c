@@ -53,8 +53,8 @@ static void fill(uint8_t *b, size_t n, int d)
     }
 }
 
-static const uint8_t codecs[] = {ENT_STORED, ENT_CONST,  ENT_RANS0,   ENT_RANS1,   ENT_ZSTD,
-                                 ENT_LZ4,    ENT_SNAPPY, ENT_DEFLATE, ENT_RANSCTX, ENT_RANS0S, ENT_RANS0T};
+static const uint8_t codecs[] = {ENT_STORED, ENT_CONST,   ENT_RANS0,   ENT_RANS1,  ENT_ZSTD,  ENT_LZ4,
+                                 ENT_SNAPPY, ENT_DEFLATE, ENT_RANSCTX, ENT_RANS0S, ENT_RANS0T};
 
 /* The LZ back ends: bit flips in their literals decode to other bytes (the chunk's CRC
  * catches those), and their top levels are slow. */

@@ -274,8 +274,8 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
  * y_j codes its lane's tail symbols as rANS steps without renormalisation, from 0, each
  * with its segment's table (fq: segment k's frequencies at bh + segstart[k] * 256).
  * Sets st[] to the states to start from and returns t. */
-static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, const uint32_t *bh,
-                          const size_t *segstart, size_t nseg, uint32_t *st)
+static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, const uint32_t *bh, const size_t *segstart,
+                          size_t nseg, uint32_t *st)
 {
     uint64_t y[RANS0_NMAX] = {0}, ny[RANS0_NMAX];
     uint32_t cum[256];
@@ -291,9 +291,8 @@ static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, cons
                 fq = (const uint16_t *)(const void *)(bh + segstart[--k] * 256);
                 for (uint32_t s = 0, a = 0; s < 256; s++) cum[s] = a, a += fq[s];
             }
-            uint32_t f = fq[src[i]];
-            uint64_t v = y[i & (N - 1)];
-            v = v / f * RANS_M + v % f + cum[src[i]];
+            uint32_t f = fq[src[i]], v32 = (uint32_t)y[i & (N - 1)]; /* y < 2^32: a 32-bit division */
+            uint64_t v = (uint64_t)(v32 / f) * RANS_M + v32 % f + cum[src[i]];
             ok = v < (1ull << 32) - RANS_L;
             ny[i & (N - 1)] = v;
         }

@@ -264,21 +264,24 @@ int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
  * of a positive tensor's lowest byte) alternates with zeros (m = 1). The writer takes the
  * shorter; on the corpus's tables about half of codec 2's bytes (its FP32 weights' 1,903:
  * 1,092; the -1 files of Adam's second moment: 21,472 -> 11,689). */
-static size_t dtab_put(const uint16_t *freq, int lo, int hi, unsigned m, uint8_t *out)
+/* The bit length of every frequency of [lo, hi) and the code of it in mode m; returns the
+ * bits of the string (the mode bit included), writing it when w is not NULL. */
+static size_t dtab_code(const uint16_t *freq, int lo, int hi, unsigned m, bitw *w)
 {
-    out[0] = (uint8_t)lo, out[1] = (uint8_t)hi;
-    bitw w = {out + 2, 0, 0};
-    put_bits(&w, m, 1);
     int bl[256];
+    size_t bits = 1;
+    if (w) put_bits(w, m, 1);
     for (int v = lo; v < hi; v++) {
         int b = freq[v] ? 32 - __builtin_clz(freq[v]) : 0, d = b - (v - lo > (int)m ? bl[v - 1 - m] : 0) - 1 + (int)m;
         unsigned u = d >= 0 ? 2u * (unsigned)d : 2u * (unsigned)-d - 1; /* <= RANS_DTAB_RUN */
-        put_bits(&w, (1u << u) - 1, u + 1);
-        if (b > 1) put_bits(&w, freq[v], (unsigned)b - 1);
+        bits += u + 1 + (b > 1 ? (unsigned)b - 1 : 0);
+        if (w) {
+            put_bits(w, (1u << u) - 1, u + 1);
+            if (b > 1) put_bits(w, freq[v], (unsigned)b - 1);
+        }
         bl[v] = b;
     }
-    if (w.n) *w.p++ = (uint8_t)w.acc;
-    return (size_t)(w.p - out);
+    return bits;
 }
 
 size_t rans_dtab_write(const uint16_t *freq, uint8_t *out)
@@ -286,41 +289,80 @@ size_t rans_dtab_write(const uint16_t *freq, uint8_t *out)
     int lo = 0, hi = 255;
     while (lo < 255 && !freq[lo]) lo++;
     while (hi > lo && !freq[hi]) hi--;
-    uint8_t alt[RANS_DTAB_MAX];
-    size_t k0 = dtab_put(freq, lo, hi, 0, out), k1 = dtab_put(freq, lo, hi, 1, alt);
-    if (k1 >= k0) return k0;
-    memcpy(out, alt, k1);
-    return k1;
+    unsigned m = dtab_code(freq, lo, hi, 1, NULL) < dtab_code(freq, lo, hi, 0, NULL);
+    out[0] = (uint8_t)lo, out[1] = (uint8_t)hi;
+    bitw w = {out + 2, 0, 0};
+    dtab_code(freq, lo, hi, m, &w);
+    if (w.n) *w.p++ = (uint8_t)w.acc;
+    return (size_t)(w.p - out);
+}
+
+/* Codec 11's bit strings are read from a copy padded with 16 zero bytes, through 64-bit
+ * loads at any bit: at least 57 bits from bit `at` (a run of ones is at most 25, a field
+ * at most 31 bits). The caller checks after each value that the bits it took were there,
+ * so `at` passes the copy by at most 37 bits and a load by at most 13 bytes. */
+typedef struct {
+    uint8_t b[RANS_DTAB_MAX + 16];
+    size_t at, have; /* bits taken; bits copied */
+} peek;
+
+static void peek_fill(peek *k, const uint8_t *p, const uint8_t *end, size_t most)
+{
+    size_t n = (size_t)(end - p) < most ? (size_t)(end - p) : most;
+    memcpy(k->b, p, n);
+    memset(k->b + n, 0, 16);
+    k->at = 0, k->have = 8 * n;
+}
+
+static inline uint64_t peek_at(const peek *k)
+{
+    uint64_t v;
+    memcpy(&v, k->b + (k->at >> 3), 8);
+    return v >> (k->at & 7);
+}
+
+static inline uint32_t peek_take(peek *k, unsigned nb) /* nb <= 31 */
+{
+    uint32_t v = (uint32_t)peek_at(k) & ((1u << nb) - 1);
+    k->at += nb;
+    return v;
+}
+
+/* The bytes the string took, or 0 where it ran past the copy or its padding is not zero. */
+static size_t peek_done(const peek *k)
+{
+    if (k->at > k->have) return 0;
+    if ((k->at & 7) && k->b[k->at >> 3] >> (k->at & 7)) return 0;
+    return (k->at + 7) >> 3;
 }
 
 int rans_dtab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
 {
     const uint8_t *p = *pp;
-    if (end - p < 2 || p[0] >= p[1]) return -1;
+    if (end - p < 3 || p[0] >= p[1]) return -1;
     int lo = p[0], hi = p[1], bl[256];
-    bitr r = {p + 2, end, 0, 0};
+    peek k;
+    peek_fill(&k, p + 2, end, (1u + (unsigned)(hi - lo) * (RANS_DTAB_RUN + RANS_BITS) + 7) / 8); /* the longest */
+    int m = (int)peek_take(&k, 1);
     uint32_t sum = 0;
     memset(freq, 0, 256 * sizeof *freq);
-    if (need(&r, 1)) return -1;
-    int m = (int)(r.acc & 1);
-    drop(&r, 1);
     for (int v = lo; v < hi; v++) {
-        uint32_t u;
-        if (unary(&r, RANS_DTAB_RUN, &u)) return -1;
+        unsigned u = (unsigned)__builtin_ctzll(~peek_at(&k));
+        if (u > RANS_DTAB_RUN) return -1;
+        k.at += u + 1;
         int b = (v - lo > m ? bl[v - 1 - m] : 0) + 1 - m + (u & 1 ? -(int)(u + 1) / 2 : (int)u / 2);
-        if (b < 0 || b > (int)RANS_BITS || (b > 1 && need(&r, (unsigned)b - 1))) return -1;
+        if (b < 0 || b > (int)RANS_BITS) return -1;
         uint32_t f = b ? 1u << (b - 1) : 0;
-        if (b > 1) {
-            f |= (uint32_t)r.acc & ((1u << (b - 1)) - 1);
-            drop(&r, (unsigned)b - 1);
-        }
+        if (b > 1) f |= peek_take(&k, (unsigned)b - 1);
+        if (k.at > k.have) return -1; /* past the bytes there are */
         freq[v] = (uint16_t)f;
         sum += f;
         bl[v] = b;
     }
-    if (freq[lo] == 0 || sum >= RANS_M || r.acc) return -1; /* padding bits are zero */
+    size_t used = peek_done(&k);
+    if (!used || freq[lo] == 0 || sum >= RANS_M) return -1;
     freq[hi] = (uint16_t)(RANS_M - sum);
-    *pp = r.p;
+    *pp = p + 2 + used;
     return 0;
 }
 
@@ -352,16 +394,19 @@ void rans_states_put(const uint32_t *st, unsigned nstates, uint8_t *out)
 int rans_states_get(const uint8_t **pp, const uint8_t *end, uint32_t *st, unsigned nstates)
 {
     const uint8_t *p = *pp;
-    if (end - p < (ptrdiff_t)((nstates + 1) / 2)) return -1;
+    size_t h = (nstates + 1) / 2, bits = 0;
+    if ((size_t)(end - p) < h || 4 * nstates > RANS_DTAB_MAX) return -1;
     if ((nstates & 1) && p[nstates / 2] >> 4) return -1; /* the unused nibble */
-    bitr r = {p + (nstates + 1) / 2, end, 0, 0};
+    for (unsigned j = 0; j < nstates; j++) bits += 16u + ((p[j / 2] >> (4 * (j & 1))) & 15u);
+    if ((size_t)(end - p) - h < (bits + 7) / 8) return -1;
+    peek k;
+    peek_fill(&k, p + h, end, (bits + 7) / 8);
     for (unsigned j = 0; j < nstates; j++) {
         unsigned b = 16u + ((p[j / 2] >> (4 * (j & 1))) & 15u);
-        if (need(&r, b)) return -1;
-        st[j] = (1u << b) | (uint32_t)(r.acc & ((1u << b) - 1));
-        drop(&r, b);
+        st[j] = (1u << b) | peek_take(&k, b);
     }
-    if (r.acc) return -1; /* padding bits are zero: one byte string */
-    *pp = r.p;
+    size_t used = peek_done(&k); /* padding bits are zero: one byte string */
+    if (!used) return -1;
+    *pp = p + h + used;
     return 0;
 }

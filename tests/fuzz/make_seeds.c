@@ -429,10 +429,9 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"},     {ENT_RANS1, "rans1"},       {ENT_ZSTD, "zstd"},
-              {ENT_LZ4, "lz4"},         {ENT_SNAPPY, "snappy"},     {ENT_DEFLATE, "deflate"},
-              {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"}, {ENT_RANS0S, "rans0s"},
-              {ENT_RANS0T, "rans0t"}};
+    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},       {ENT_LZ4, "lz4"},
+              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"},
+              {ENT_RANS0S, "rans0s"}, {ENT_RANS0T, "rans0t"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
