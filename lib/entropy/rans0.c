@@ -17,6 +17,12 @@
  * The encoder also has AVX-512 loops (rans0_avx512.c): one for segments of up to 64
  * symbols, every exponent plane measured, at twice the AVX2 loop's speed, and one for
  * any alphabet (delta residual planes) at about 3.5 times.
+ *
+ * Codec 11 is codec 2's stream with the 16 bits each state carries for nothing (the L it
+ * starts and must end on) put to use: each lane's last symbols are coded into the state
+ * its encoder starts from (fold_tail) and decoded from what the words leave, by the scalar
+ * loop after the vector ones; its final states are packed and its tables coded by bit
+ * length (rans_ctab.c). On a 256 KiB exponent plane of FP32 weights: ~120 bytes less.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -268,7 +274,6 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
     return (double)hdr + bits / 8 + 4.0 * (1u << lanes_lg(n, 0));
 }
 
-/* Codes the plane with codec 2 (32 or 64 states) or, small, codec 9 (4 states). */
 /* Codec 11's tail: the last t rounds of symbols coded into the states the encoder starts
  * from (L + y_j), rather than into words, t as large as keeps every y_j below 2^32 - L.
  * y_j codes its lane's tail symbols as rANS steps without renormalisation, from 0, each
@@ -303,6 +308,7 @@ static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, cons
     return (unsigned)t;
 }
 
+/* Codes the plane with codec 2 or 11 (fold; 32 or 64 states) or, small, codec 9 (4 states). */
 LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
                                  int small, int fold)
 {
