@@ -455,14 +455,16 @@ static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *
     size_t nb = ((n - 1) >> sh) + 1;
     if (t > n / N) return -1;
     size_t nm = n - t * N, folded = 0; /* symbols from words; the states now hold y_j */
-    /* Pass 1: validate the segment list and find where the stream starts. */
-    const uint8_t *tabs = p;
-    size_t covered = 0;
-    uint16_t f[256];
+    /* Pass 1: validate the segment list and find where the stream starts; the first
+     * segment's table is kept (most planes have one), the others read again below. */
+    const uint8_t *tabs = NULL;
+    size_t covered = 0, k0 = 0;
+    uint16_t f[256], f0[256];
     while (covered < nb) {
         size_t k;
         if (leb_read(&p, end, &k) || k == 0 || k > nb - covered) return -1;
-        if (fold ? rans_dtab_read(&p, end, f) : rans_table_read(&p, end, f)) return -1;
+        if (fold ? rans_dtab_read(&p, end, covered ? f : f0) : rans_table_read(&p, end, covered ? f : f0)) return -1;
+        if (!covered) tabs = p, k0 = k;
         covered += k;
     }
     uint32_t *st = c->st;
@@ -483,10 +485,10 @@ static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *
     size_t b = 0;
     uint32_t *dt = c->dtab;
     while (b < nb) {
-        size_t k = 0;
-        if (leb_read(&tp, end, &k) || (fold ? rans_dtab_read(&tp, end, f) : rans_table_read(&tp, end, f)))
+        size_t k = k0;
+        if (b && (leb_read(&tp, end, &k) || (fold ? rans_dtab_read(&tp, end, f) : rans_table_read(&tp, end, f))))
             return -1; /* checked in pass 1 */
-        rans_build_dtab(f, dt);
+        rans_build_dtab(b ? f : f0, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
         b += k;

@@ -340,24 +340,25 @@ int rans_dtab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
 {
     const uint8_t *p = *pp;
     if (end - p < 3 || p[0] >= p[1]) return -1;
-    int lo = p[0], hi = p[1], bl[256];
+    int lo = p[0], hi = p[1], bl[2 + 256] = {0, 0}; /* bl[2 + i]: value lo + i's; two 0s before */
     peek k;
     peek_fill(&k, p + 2, end, (1u + (unsigned)(hi - lo) * (RANS_DTAB_RUN + RANS_BITS) + 7) / 8); /* the longest */
     int m = (int)peek_take(&k, 1);
     uint32_t sum = 0;
     memset(freq, 0, 256 * sizeof *freq);
-    for (int v = lo; v < hi; v++) {
-        unsigned u = (unsigned)__builtin_ctzll(~peek_at(&k));
+    for (int i = 0; i < hi - lo; i++) {
+        uint64_t w = peek_at(&k); /* the run, its zero and the low bits: at most 37 of its 57 */
+        unsigned u = (unsigned)__builtin_ctzll(~w);
         if (u > RANS_DTAB_RUN) return -1;
-        k.at += u + 1;
-        int b = (v - lo > m ? bl[v - 1 - m] : 0) + 1 - m + (u & 1 ? -(int)(u + 1) / 2 : (int)u / 2);
-        if (b < 0 || b > (int)RANS_BITS) return -1;
-        uint32_t f = b ? 1u << (b - 1) : 0;
-        if (b > 1) f |= peek_take(&k, (unsigned)b - 1);
+        int b = bl[i + 1 - m] + 1 - m + ((int)(u >> 1) ^ -(int)(u & 1)); /* zigzag: 0, -1, 1, -2, ... */
+        if ((unsigned)b > RANS_BITS) return -1;
+        unsigned nb = b > 1 ? (unsigned)b - 1 : 0;
+        uint32_t f = (b ? 1u << nb : 0) | ((uint32_t)(w >> (u + 1)) & ((1u << nb) - 1));
+        k.at += u + 1 + nb;
         if (k.at > k.have) return -1; /* past the bytes there are */
-        freq[v] = (uint16_t)f;
+        freq[lo + i] = (uint16_t)f;
         sum += f;
-        bl[v] = b;
+        bl[i + 2] = b;
     }
     size_t used = peek_done(&k);
     if (!used || freq[lo] == 0 || sum >= RANS_M) return -1;
