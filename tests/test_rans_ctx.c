@@ -60,13 +60,13 @@ static void test_selector(ent_ctx *c)
     uint8_t *src = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
     fill(src, n, D_WALK);
     uint8_t got;
-    size_t l0 = ent_encode_with(c, ENT_RANS0, src, n, enc, ent_bound(n), 3, &got);
+    size_t l0 = ent_encode_with(c, ENT_RANS0T, src, n, enc, ent_bound(n), 3, &got);
     for (int level = 1; level <= 9; level += 2) {
         size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
         if (level == 1) {
             uint8_t forced;
-            size_t f0 = ent_encode_with(c, ENT_RANS0, src, n, dec, ent_bound(n), 1, &forced);
-            CHECK(got == ENT_RANS0 && len == f0 && !memcmp(enc, dec, len), "level 1: selector chose %s, %zu bytes",
+            size_t f0 = ent_encode_with(c, ENT_RANS0T, src, n, dec, ent_bound(n), 1, &forced);
+            CHECK(got == ENT_RANS0T && len == f0 && !memcmp(enc, dec, len), "level 1: selector chose %s, %zu bytes",
                   ent_codec_name(got), len);
         } else
             CHECK(got == ENT_RANSCTX && len < l0, "level %d: selector chose %s, %zu bytes (order 0: %zu)", level,
@@ -76,7 +76,7 @@ static void test_selector(ent_ctx *c)
     /* Not on mantissa planes, and not where order 0 codes as small (no context). */
     fill(src, n, D_SKEW);
     size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
-    CHECK(got == ENT_RANS0, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
+    CHECK(got == ENT_RANS0T, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
     CHECK(strcmp(ent_codec_name(ENT_RANSCTX), "ransctx") == 0 && ent_codec_known(ENT_RANSCTX), "registry row");
     free(src);
     free(enc);
@@ -110,11 +110,11 @@ static void test_choice(ent_ctx *c)
                   "%s n=%zu: order 0 predicted %.0f, wrote %zu", dname[d], n, p0, l0);
             size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
             size_t want = l8 < l0 ? l8 : l0;
-            CHECK(len <= want + 32 && (got == ENT_RANSCTX || got == ENT_RANS0),
+            CHECK(len <= want + 32 && (got == ENT_RANSCTX || got == ENT_RANS0T),
                   "%s n=%zu: selector wrote %zu (%s), forced: codec 8 %zu, order 0 %zu", dname[d], n, len,
                   ent_codec_name(got), l8, l0);
             picked8 += got == ENT_RANSCTX;
-            picked0 += got == ENT_RANS0;
+            picked0 += got == ENT_RANS0T;
         }
     CHECK(picked8 >= 4 && picked0 >= 4, "selector: codec 8 on %d planes, order 0 on %d", picked8, picked0);
     free(src);

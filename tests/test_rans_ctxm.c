@@ -66,7 +66,7 @@ static void test_selector(ent_ctx *c)
     uint8_t *src = malloc(n), *enc = malloc(ent_bound(n)), *dec = malloc(n);
     fill(src, n, D_MEAN);
     uint8_t got;
-    size_t l0 = ent_encode_with(c, ENT_RANS0, src, n, enc, ent_bound(n), 3, &got);
+    size_t l0 = ent_encode_with(c, ENT_RANS0T, src, n, enc, ent_bound(n), 3, &got);
     size_t l8 = ent_encode_with(c, ENT_RANSCTX, src, n, enc, ent_bound(n), 3, &got);
     uint32_t h[256];
     ent_histogram(src, n, h);
@@ -77,7 +77,7 @@ static void test_selector(ent_ctx *c)
     for (int level = 1; level <= 9; level++) {
         size_t len = ent_encode(c, src, n, enc, ent_bound(n), level, ENT_HINT_EXPONENT, &got);
         if (level == 1) /* the fast level: order 0 alone (select.c, ENT_CTX_MIN_LEVEL) */
-            CHECK(got == ENT_RANS0 && len > l8, "level 1: selector chose %s, %zu bytes (codec 8 %zu)",
+            CHECK(got == ENT_RANS0T && len > l8, "level 1: selector chose %s, %zu bytes (codec 8 %zu)",
                   ent_codec_name(got), len, l8);
         else if (level < 3) /* codec 10 from level 3 on (select.c, ENT_MEAN_MIN_LEVEL) */
             CHECK(got == ENT_RANSCTX && len == l8, "level %d: selector chose %s, %zu bytes (codec 8 %zu)", level,
@@ -91,7 +91,7 @@ static void test_selector(ent_ctx *c)
     /* Not where the rounds do not follow their means (i.i.d. bytes: order 0). */
     fill(src, n, D_SKEW);
     size_t len = ent_encode(c, src, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
-    CHECK(got == ENT_RANS0, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
+    CHECK(got == ENT_RANS0T, "i.i.d. plane: selector chose %s (%zu bytes)", ent_codec_name(got), len);
     CHECK(strcmp(ent_codec_name(ENT_RANSCTXM), "ransmean") == 0 && ent_codec_known(ENT_RANSCTXM), "registry row");
     free(src);
     free(enc);
@@ -107,7 +107,7 @@ static void test_selector(ent_ctx *c)
 static void test_pick(ent_ctx *c)
 {
     static const size_t sizes[] = {65536, 65599, 100003, 262147, 1 << 20};
-    static const uint8_t ids[3] = {ENT_RANS0, ENT_RANSCTX, ENT_RANSCTXM};
+    static const uint8_t ids[3] = {ENT_RANS0T, ENT_RANSCTX, ENT_RANSCTXM};
     static const int kinds[] = {D_SKEW, D_MEAN, D_ALL256, D_WALK};
     size_t nmax = 1 << 20;
     uint8_t *src = malloc(nmax), *enc[4], *sel = malloc(ent_bound(nmax));

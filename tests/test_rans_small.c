@@ -36,7 +36,7 @@ static void test_selector(ent_ctx *c)
         mixed(b, n, n); /* all skewed: an order-0 plane */
         uint8_t got;
         size_t len = ent_encode(c, b, n, enc, ent_bound(n), 3, ENT_HINT_EXPONENT, &got);
-        uint8_t want = n < RANS0S_MAX ? ENT_RANS0S : ENT_RANS0;
+        uint8_t want = n < RANS0S_MAX ? ENT_RANS0S : ENT_RANS0T;
         CHECK(got == want, "n=%zu: selector wrote %s, not %s", n, ent_codec_name(got), ent_codec_name(want));
         CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && !memcmp(dec, b, n), "n=%zu: round trip", n);
         if (got == ENT_RANS0S) { /* against codec 2: 112 bytes of states, less some precision */

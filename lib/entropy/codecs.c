@@ -80,6 +80,13 @@ static const ent_codec_desc rans0_codec = {
     .decode = rans0_decode,
     .estimate = rans0_estimate,
 };
+static const ent_codec_desc rans0t_codec = {
+    .id = ENT_RANS0T,
+    .name = "rans0t",
+    .encode = rans0t_encode,
+    .decode = rans0t_decode,
+    .estimate = rans0_estimate,
+};
 static const ent_codec_desc rans0s_codec = {
     .id = ENT_RANS0S,
     .name = "rans0s",
@@ -126,6 +133,7 @@ static const ent_codec_desc *const codecs[ENT_CODEC_LIMIT] = {
     [ENT_RANSCTX] = &ransctx_codec,
     [ENT_RANS0S] = &rans0s_codec,
     [ENT_RANSCTXM] = &ransctxm_codec,
+    [ENT_RANS0T] = &rans0t_codec,
 };
 /* clang-format on */
 

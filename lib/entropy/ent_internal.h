@@ -138,6 +138,18 @@ void rans_build_dtab(const uint16_t *freq, uint32_t *dtab);
  * the plane's n bytes or not fit in cap (the plane is then stored). */
 size_t rans_finish(const uint32_t *st, unsigned nstates, uint8_t *p, const uint8_t *wend, uint8_t *dst, size_t hdr,
                    size_t n, size_t cap);
+/* rans_ctab.c, codec 11's tables (rans_dtab_*: at most RANS_DTAB_MAX bytes; read: 0, or
+ * -1 for a malformed one) and final states in 4 + 16..31 bits each (rans_states_*:
+ * their length, writing them, reading them: 0, or -1 for bytes that end early or
+ * padding that is not zero); doc/entropy.md, codec 11. */
+#define RANS_DTAB_RUN 25u /* the longest run of ones: b - b' - 1 + m = -13 */
+#define RANS_DTAB_MAX (2u + (1u + 255u * (RANS_DTAB_RUN + 1 + RANS_BITS - 1) + 7) / 8)
+size_t rans_dtab_write(const uint16_t *freq, uint8_t *out);
+int rans_dtab_read(const uint8_t **p, const uint8_t *end, uint16_t *freq);
+size_t rans_states_len(const uint32_t *st, unsigned nstates);
+void rans_states_put(const uint32_t *st, unsigned nstates, uint8_t *out);
+int rans_states_get(const uint8_t **p, const uint8_t *end, uint32_t *st, unsigned nstates);
+#define RANS0T_TMAX 31u /* codec 11: the most tail rounds, in bits 3-7 of its lane count's byte */
 /* Ideal coded bits of a histogram under its own distribution. */
 double ent_bits(const uint32_t *cnt, uint64_t total);
 void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
@@ -157,6 +169,10 @@ double rans0_plan(ent_ctx *c, const uint8_t *src, size_t n, int level);
 double rans0_size(ent_ctx *c, const uint8_t *src, size_t n);
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
+/* Codec 11: codec 2 with its last rounds coded into the states the encoder starts from
+ * (the 16 bits of L + y each state carries for nothing in codec 2). */
+size_t rans0t_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
+int rans0t_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level);
 int rans0s_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n);
 size_t rans1_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap);

@@ -30,7 +30,8 @@ enum ent_codec {
     ENT_DEFLATE = 7, /* raw deflate stream (RFC 1951) */
     ENT_RANSCTX = 8,  /* rANS with a small context (bucket of the byte 16 back) */
     ENT_RANS0S = 9,   /* order-0 rANS with 4 states, for small planes */
-    ENT_RANSCTXM = 10 /* the same as 8 with a round's context: the mean of the group's previous 16 bytes */
+    ENT_RANSCTXM = 10, /* the same as 8 with a round's context: the mean of the group's previous 16 bytes */
+    ENT_RANS0T = 11    /* order-0 rANS, its last rounds coded into the states it starts from */
 };
 #define ENT_CODEC_LIMIT 64 /* ids of this format: below this */
 

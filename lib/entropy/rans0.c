@@ -17,6 +17,12 @@
  * The encoder also has AVX-512 loops (rans0_avx512.c): one for segments of up to 64
  * symbols, every exponent plane measured, at twice the AVX2 loop's speed, and one for
  * any alphabet (delta residual planes) at about 3.5 times.
+ *
+ * Codec 11 is codec 2's stream with the 16 bits each state carries for nothing (the L it
+ * starts and must end on) put to use: each lane's last symbols are coded into the state
+ * its encoder starts from (fold_tail) and decoded from what the words leave, by the scalar
+ * loop after the vector ones; its final states are packed and its tables coded by bit
+ * length (rans_ctab.c). On a 256 KiB exponent plane of FP32 weights: ~120 bytes less.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -268,9 +274,43 @@ double rans0_size(ent_ctx *c, const uint8_t *src, size_t n)
     return (double)hdr + bits / 8 + 4.0 * (1u << lanes_lg(n, 0));
 }
 
-/* Codes the plane with codec 2 (32 or 64 states) or, small, codec 9 (4 states). */
+/* Codec 11's tail: the last t rounds of symbols coded into the states the encoder starts
+ * from (L + y_j), rather than into words, t as large as keeps every y_j below 2^32 - L.
+ * y_j codes its lane's tail symbols as rANS steps without renormalisation, from 0, each
+ * with its segment's table (fq: segment k's frequencies at bh + segstart[k] * 256).
+ * Sets st[] to the states to start from and returns t. */
+static unsigned fold_tail(const uint8_t *src, size_t n, unsigned N, int sh, const uint32_t *bh, const size_t *segstart,
+                          size_t nseg, uint32_t *st)
+{
+    uint64_t y[RANS0_NMAX] = {0}, ny[RANS0_NMAX];
+    uint32_t cum[256];
+    size_t k = nseg, t = 0, tmax = n / N < RANS0T_TMAX ? n / N : RANS0T_TMAX;
+    const uint16_t *fq = NULL;
+    for (; t < tmax; t++) {
+        size_t i0 = n - (t + 1) * N;
+        int ok = 1;
+        for (size_t i = i0 + N; i-- > i0 && ok;) {
+            size_t b = i >> sh;
+            if (!fq || b < segstart[k]) {
+                while (b < segstart[k - 1]) k--;
+                fq = (const uint16_t *)(const void *)(bh + segstart[--k] * 256);
+                for (uint32_t s = 0, a = 0; s < 256; s++) cum[s] = a, a += fq[s];
+            }
+            uint32_t f = fq[src[i]], v32 = (uint32_t)y[i & (N - 1)]; /* y < 2^32: a 32-bit division */
+            uint64_t v = (uint64_t)(v32 / f) * RANS_M + v32 % f + cum[src[i]];
+            ok = v < (1ull << 32) - RANS_L;
+            ny[i & (N - 1)] = v;
+        }
+        if (!ok) break;
+        memcpy(y, ny, N * sizeof *y);
+    }
+    for (unsigned j = 0; j < N; j++) st[j] = RANS_L + (uint32_t)y[j];
+    return (unsigned)t;
+}
+
+/* Codes the plane with codec 2 or 11 (fold; 32 or 64 states) or, small, codec 9 (4 states). */
 LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level,
-                                 int small)
+                                 int small, int fold)
 {
     if (n == 0) return 0;
     int sh = base_shift(level, n, small);
@@ -287,20 +327,20 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
     /* Header: tables are written now; the stream goes to scratch and is copied after. */
     size_t hdr = 0;
     size_t lim = cap < n ? cap : n; /* anything not below n loses to STORED anyway */
-    if (lim < 2) return 0;
+    if (lim < 3) return 0;
     dst[hdr++] = (uint8_t)sh;
     hdr++; /* lane count, set below */
     for (size_t k = 0; k < nseg; k++) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         uint16_t *f = (uint16_t *)(void *)(bh + b0 * 256);
         uint16_t tmp[256];
-        uint8_t tb[8 + 2 * 256]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
+        uint8_t tb[8 + RANS_DTAB_MAX]; /* codec 2's tables: up to 512 bytes; codec 9's: RANS_CTAB_MAX */
         size_t tl = leb_write(tb, b1 - b0);
         if (small) {
             tl += rans_ctab_write(bh + b0 * 256, tmp, tb + tl);
         } else {
             rans_normalize(bh + b0 * 256, tmp);
-            tl += rans_table_write(tmp, tb + tl);
+            tl += fold ? rans_dtab_write(tmp, tb + tl) : rans_table_write(tmp, tb + tl);
         }
         memcpy(f, tmp, sizeof tmp);
         if (hdr + tl >= lim) return 0;
@@ -317,7 +357,14 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
     if (!sbuf) return 0;
     uint8_t *p = sbuf + scap;
     uint32_t *st = c->st;
-    for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
+    size_t nm = n; /* the symbols coded into words: codec 11's tail comes off */
+    if (fold) {
+        unsigned t = fold_tail(src, n, N, sh, bh, segstart, nseg, st);
+        dst[1] = (uint8_t)(lg | t << 3); /* the tail rounds in the lane count's byte */
+        nm = n - (size_t)t * N;
+    } else {
+        for (unsigned j = 0; j < N; j++) st[j] = RANS_L;
+    }
     rans_esym *E = c->etab;
 #ifdef ENT_HAVE_X86
     int simd = small ? CPU_SCALAR : cpu_level(); /* the vector loops take 32 or 64 states */
@@ -325,7 +372,8 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
     for (size_t k = nseg; k-- > 0;) {
         size_t b0 = segstart[k], b1 = k + 1 < nseg ? segstart[k + 1] : nb;
         size_t s0 = b0 << sh, s1 = b1 << sh;
-        if (s1 > n) s1 = n;
+        if (s1 > nm) s1 = nm;
+        if (s0 >= s1) continue;
         const uint16_t *fq = (const uint16_t *)(const void *)(bh + b0 * 256);
         rans_build_esym(fq, E);
         size_t vlo = s0;
@@ -339,17 +387,27 @@ LANES_INLINE size_t encode_lanes(ent_ctx *c, const uint8_t *src, size_t n, uint8
                                    : rans0_enc_avx2(c, N, fq, src, s0, vlo, p);
 #endif
     }
-    return rans_finish(st, N, p, sbuf + scap, dst, hdr, n, cap);
+    if (!fold) return rans_finish(st, N, p, sbuf + scap, dst, hdr, n, cap);
+    size_t sl = rans_states_len(st, N), wl = (size_t)(sbuf + scap - p);
+    if (hdr + sl + wl >= n || hdr + sl + wl > cap) return 0;
+    rans_states_put(st, N, dst + hdr);
+    memcpy(dst + hdr + sl, p, wl);
+    return hdr + sl + wl;
 }
 
 size_t rans0_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    return encode_lanes(c, src, n, dst, cap, level, 0);
+    return encode_lanes(c, src, n, dst, cap, level, 0, 0);
+}
+
+size_t rans0t_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
+{
+    return encode_lanes(c, src, n, dst, cap, level, 0, 1);
 }
 
 size_t rans0s_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level)
 {
-    return encode_lanes(c, src, n, dst, cap, level, 1);
+    return encode_lanes(c, src, n, dst, cap, level, 1, 0);
 }
 
 /* One decode step of state j; refills from p without a bounds check (callers
@@ -381,32 +439,44 @@ static size_t dec_scalar(unsigned N, uint32_t *st, const uint32_t *dt, const uin
     return i;
 }
 
-int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+/* Codecs 2 and 11 (fold: the tail rounds' byte, and the tail decoded from the states
+ * the words leave, fold_tail's inverse). */
+static int decode_lanes(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n, int fold)
 {
     if (n == 0 || srclen < 2) return -1;
     const uint8_t *p = src, *end = src + srclen;
     int sh = *p++;
     if (sh < 10 || sh > 24) return -1;
-    int lg = *p++;
-    if (lg != 5 && lg != 6) return -1;
+    int lg = *p & 7;
+    size_t t = fold ? *p >> 3 : 0; /* codec 11: its tail rounds in bits 3-7; codec 2: 0 */
+    if ((lg != 5 && lg != 6) || (!fold && *p > 7)) return -1;
+    p++;
     unsigned N = 1u << lg;
     size_t nb = ((n - 1) >> sh) + 1;
-    /* Pass 1: validate the segment list and find where the stream starts. */
-    const uint8_t *tabs = p;
-    size_t covered = 0;
-    uint16_t f[256];
+    if (t > n / N) return -1;
+    size_t nm = n - t * N, folded = 0; /* symbols from words; the states now hold y_j */
+    /* Pass 1: validate the segment list and find where the stream starts; the first
+     * segment's table is kept (most planes have one), the others read again below. */
+    const uint8_t *tabs = NULL;
+    size_t covered = 0, k0 = 0;
+    uint16_t f[256], f0[256];
     while (covered < nb) {
         size_t k;
         if (leb_read(&p, end, &k) || k == 0 || k > nb - covered) return -1;
-        if (rans_table_read(&p, end, f)) return -1;
+        if (fold ? rans_dtab_read(&p, end, covered ? f : f0) : rans_table_read(&p, end, covered ? f : f0)) return -1;
+        if (!covered) tabs = p, k0 = k;
         covered += k;
     }
-    if ((size_t)(end - p) < 4 * (size_t)N) return -1;
     uint32_t *st = c->st;
-    for (unsigned j = 0; j < N; j++) {
-        st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        if (st[j] < RANS_L) return -1;
-        p += 4;
+    if (fold) {
+        if (rans_states_get(&p, end, st, N)) return -1;
+    } else {
+        if ((size_t)(end - p) < 4 * (size_t)N) return -1;
+        for (unsigned j = 0; j < N; j++) {
+            st[j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+            if (st[j] < RANS_L) return -1;
+            p += 4;
+        }
     }
 #ifdef ENT_HAVE_X86
     int simd = cpu_level(), gather = (cpu_features() & CPU_GATHER) != 0;
@@ -415,13 +485,16 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
     size_t b = 0;
     uint32_t *dt = c->dtab;
     while (b < nb) {
-        size_t k = 0;
-        if (leb_read(&tp, end, &k) || rans_table_read(&tp, end, f)) return -1; /* checked in pass 1 */
-        rans_build_dtab(f, dt);
+        size_t k = k0;
+        if (b && (leb_read(&tp, end, &k) || (fold ? rans_dtab_read(&tp, end, f) : rans_table_read(&tp, end, f))))
+            return -1; /* checked in pass 1 */
+        rans_build_dtab(b ? f : f0, dt);
         size_t s0 = b << sh, s1 = (b + k) << sh;
         if (s1 > n || b + k == nb) s1 = n;
         b += k;
-        size_t i = s0, done;
+        size_t i = s0, done, s1t = s1;
+        if (s1 > nm) s1 = nm;
+        if (i >= s1) goto tail;
 #ifdef ENT_HAVE_X86
         if (simd >= CPU_AVX512 && gather) done = rans0_dec_avx512(N, st, dt, &p, end, dst + i, s1 - i);
         else if (simd >= CPU_AVX2) done = rans0_dec_avx2(N, st, dt, &p, end, dst + i, s1 - i);
@@ -443,11 +516,31 @@ int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, si
             }
             st[j] = x;
         }
+    tail:
+        if (s1t <= nm) continue;
+        if (!folded) /* every word read: y_j = x_j - L, which codec 2 requires to be 0 */
+            for (unsigned j = 0; j < N; j++) st[j] -= RANS_L;
+        folded = 1;
+        for (i = s1 > s0 ? s1 : s0; i < s1t; i++) { /* the step without a refill */
+            uint32_t *y = &st[i & (N - 1)], e = dt[*y & (RANS_M - 1)];
+            dst[i] = (uint8_t)e;
+            *y = (e >> 20) * (*y >> RANS_BITS) + ((e >> 8) & (RANS_M - 1));
+        }
     }
     if (p != end) return -1;
     for (unsigned j = 0; j < N; j++)
-        if (st[j] != RANS_L) return -1;
+        if (st[j] != (folded ? 0 : RANS_L)) return -1;
     return 0;
+}
+
+int rans0_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+{
+    return decode_lanes(c, src, srclen, dst, n, 0);
+}
+
+int rans0t_decode(ent_ctx *c, const uint8_t *src, size_t srclen, uint8_t *dst, size_t n)
+{
+    return decode_lanes(c, src, srclen, dst, n, 1);
 }
 
 /* Codec 9's decode table at its own precision: 4096 >> sh entries (a table's frequencies

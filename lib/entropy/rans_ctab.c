@@ -193,6 +193,27 @@ static void drop(bitr *r, unsigned k)
     r->n -= k;
 }
 
+/* A run of ones and its zero: the ones in *q, at most max. */
+static int unary(bitr *r, uint32_t max, uint32_t *q)
+{
+    uint32_t u = 0;
+    for (;;) {
+        if (need(r, 1)) return -1;
+        unsigned t = (unsigned)__builtin_ctzll(~r->acc); /* ones in the window */
+        if (t < r->n) {
+            u += t;
+            drop(r, t + 1);
+            break;
+        }
+        u += r->n;
+        drop(r, r->n);
+        if (u > max) return -1;
+    }
+    if (u > max) return -1;
+    *q = u;
+    return 0;
+}
+
 int rans_ctab_read_sh(const uint8_t **pp, const uint8_t *end, uint16_t *freq, unsigned *shift)
 {
     const uint8_t *p = *pp;
@@ -212,20 +233,8 @@ int rans_ctab_read_sh(const uint8_t **pp, const uint8_t *end, uint16_t *freq, un
     uint32_t M = 1u << s, sum = 0;
     memset(freq, 0, 256 * sizeof *freq);
     for (int v = lo; v < hi; v++) {
-        uint32_t q = 0;
-        for (;;) { /* unary part, bounded by M */
-            if (need(&r, 1)) return -1;
-            unsigned t = (unsigned)__builtin_ctzll(~r.acc); /* ones in the window */
-            if (t < r.n) {
-                q += t;
-                drop(&r, t + 1);
-                break;
-            }
-            q += r.n;
-            drop(&r, r.n);
-            if (q > M) return -1;
-        }
-        if (q > M || need(&r, k)) return -1;
+        uint32_t q;
+        if (unary(&r, M, &q) || need(&r, k)) return -1;
         uint32_t f = q << k | (uint32_t)(r.acc & ((1u << k) - 1));
         drop(&r, k);
         sum += f;
@@ -245,4 +254,160 @@ int rans_ctab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
 {
     unsigned sh;
     return rans_ctab_read_sh(pp, end, freq, &sh);
+}
+
+/* Codec 11's tables: lo, hi, then a bit string: a mode bit m, then for each f of [lo, hi)
+ * its bit length b (0 for f = 0) as u = zigzag(b - b' - 1 + m) ones and a zero, b' the bit
+ * length 1 + m values back (0 before lo), then f's b - 1 bits below its leading one. An
+ * exponent plane's counts double from value to value up to its mode and halve after it
+ * (m = 0: b' + 1 costs one bit, b' - 1 three); a plane of even bytes only (the sign bit
+ * of a positive tensor's lowest byte) alternates with zeros (m = 1). The writer takes the
+ * shorter; on the corpus's tables about half of codec 2's bytes (its FP32 weights' 1,903:
+ * 1,092; the -1 files of Adam's second moment: 21,472 -> 11,689). */
+/* The bit length of every frequency of [lo, hi) and the code of it in mode m; returns the
+ * bits of the string (the mode bit included), writing it when w is not NULL. */
+static size_t dtab_code(const uint16_t *freq, int lo, int hi, unsigned m, bitw *w)
+{
+    int bl[256];
+    size_t bits = 1;
+    if (w) put_bits(w, m, 1);
+    for (int v = lo; v < hi; v++) {
+        int b = freq[v] ? 32 - __builtin_clz(freq[v]) : 0, d = b - (v - lo > (int)m ? bl[v - 1 - m] : 0) - 1 + (int)m;
+        unsigned u = d >= 0 ? 2u * (unsigned)d : 2u * (unsigned)-d - 1; /* <= RANS_DTAB_RUN */
+        bits += u + 1 + (b > 1 ? (unsigned)b - 1 : 0);
+        if (w) {
+            put_bits(w, (1u << u) - 1, u + 1);
+            if (b > 1) put_bits(w, freq[v], (unsigned)b - 1);
+        }
+        bl[v] = b;
+    }
+    return bits;
+}
+
+size_t rans_dtab_write(const uint16_t *freq, uint8_t *out)
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !freq[lo]) lo++;
+    while (hi > lo && !freq[hi]) hi--;
+    unsigned m = dtab_code(freq, lo, hi, 1, NULL) < dtab_code(freq, lo, hi, 0, NULL);
+    out[0] = (uint8_t)lo, out[1] = (uint8_t)hi;
+    bitw w = {out + 2, 0, 0};
+    dtab_code(freq, lo, hi, m, &w);
+    if (w.n) *w.p++ = (uint8_t)w.acc;
+    return (size_t)(w.p - out);
+}
+
+/* Codec 11's bit strings are read from a copy padded with 16 zero bytes, through 64-bit
+ * loads at any bit: at least 57 bits from bit `at` (a run of ones is at most 25, a field
+ * at most 31 bits). The caller checks after each value that the bits it took were there,
+ * so `at` passes the copy by at most 37 bits and a load by at most 13 bytes. */
+typedef struct {
+    uint8_t b[RANS_DTAB_MAX + 16];
+    size_t at, have; /* bits taken; bits copied */
+} peek;
+
+static void peek_fill(peek *k, const uint8_t *p, const uint8_t *end, size_t most)
+{
+    size_t n = (size_t)(end - p) < most ? (size_t)(end - p) : most;
+    memcpy(k->b, p, n);
+    memset(k->b + n, 0, 16);
+    k->at = 0, k->have = 8 * n;
+}
+
+static inline uint64_t peek_at(const peek *k)
+{
+    uint64_t v;
+    memcpy(&v, k->b + (k->at >> 3), 8);
+    return v >> (k->at & 7);
+}
+
+static inline uint32_t peek_take(peek *k, unsigned nb) /* nb <= 31 */
+{
+    uint32_t v = (uint32_t)peek_at(k) & ((1u << nb) - 1);
+    k->at += nb;
+    return v;
+}
+
+/* The bytes the string took, or 0 where it ran past the copy or its padding is not zero. */
+static size_t peek_done(const peek *k)
+{
+    if (k->at > k->have) return 0;
+    if ((k->at & 7) && k->b[k->at >> 3] >> (k->at & 7)) return 0;
+    return (k->at + 7) >> 3;
+}
+
+int rans_dtab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 3 || p[0] >= p[1]) return -1;
+    int lo = p[0], hi = p[1], bl[2 + 256] = {0, 0}; /* bl[2 + i]: value lo + i's; two 0s before */
+    peek k;
+    peek_fill(&k, p + 2, end, (1u + (unsigned)(hi - lo) * (RANS_DTAB_RUN + RANS_BITS) + 7) / 8); /* the longest */
+    int m = (int)peek_take(&k, 1);
+    uint32_t sum = 0;
+    memset(freq, 0, 256 * sizeof *freq);
+    for (int i = 0; i < hi - lo; i++) {
+        uint64_t w = peek_at(&k); /* the run, its zero and the low bits: at most 37 of its 57 */
+        unsigned u = (unsigned)__builtin_ctzll(~w);
+        if (u > RANS_DTAB_RUN) return -1;
+        int b = bl[i + 1 - m] + 1 - m + ((int)(u >> 1) ^ -(int)(u & 1)); /* zigzag: 0, -1, 1, -2, ... */
+        if ((unsigned)b > RANS_BITS) return -1;
+        unsigned nb = b > 1 ? (unsigned)b - 1 : 0;
+        uint32_t f = (b ? 1u << nb : 0) | ((uint32_t)(w >> (u + 1)) & ((1u << nb) - 1));
+        k.at += u + 1 + nb;
+        if (k.at > k.have) return -1; /* past the bytes there are */
+        freq[lo + i] = (uint16_t)f;
+        sum += f;
+        bl[i + 2] = b;
+    }
+    size_t used = peek_done(&k);
+    if (!used || freq[lo] == 0 || sum >= RANS_M) return -1;
+    freq[hi] = (uint16_t)(RANS_M - sum);
+    *pp = p + 2 + used;
+    return 0;
+}
+
+/* Codec 11's final states: per state e = floor(log2 x) - 16 in four bits (two a byte,
+ * state 0 in the low nibble), then the 16 + e bits of each x below its leading one, least
+ * significant first, as one bit string padded with zero bits. A final state's log2 is
+ * spread evenly over [16, 32) (the 3,040 order-0 states of the corpus's FP32 weights: 16
+ * values of 170-223 each), so this is ~27.4 bits a state, not 32. */
+size_t rans_states_len(const uint32_t *st, unsigned nstates)
+{
+    size_t bits = 0;
+    for (unsigned j = 0; j < nstates; j++) bits += 31u - (unsigned)__builtin_clz(st[j]);
+    return (nstates + 1) / 2 + (bits + 7) / 8;
+}
+
+void rans_states_put(const uint32_t *st, unsigned nstates, uint8_t *out)
+{
+    size_t k = (nstates + 1) / 2;
+    memset(out, 0, k);
+    bitw w = {out + k, 0, 0};
+    for (unsigned j = 0; j < nstates; j++) {
+        unsigned b = 31u - (unsigned)__builtin_clz(st[j]); /* bits below the leading one: 16..31 */
+        out[j / 2] |= (uint8_t)((b - 16) << (4 * (j & 1)));
+        put_bits(&w, st[j], b);
+    }
+    if (w.n) *w.p++ = (uint8_t)w.acc;
+}
+
+int rans_states_get(const uint8_t **pp, const uint8_t *end, uint32_t *st, unsigned nstates)
+{
+    const uint8_t *p = *pp;
+    size_t h = (nstates + 1) / 2, bits = 0;
+    if ((size_t)(end - p) < h || 4 * nstates > RANS_DTAB_MAX) return -1;
+    if ((nstates & 1) && p[nstates / 2] >> 4) return -1; /* the unused nibble */
+    for (unsigned j = 0; j < nstates; j++) bits += 16u + ((p[j / 2] >> (4 * (j & 1))) & 15u);
+    if ((size_t)(end - p) - h < (bits + 7) / 8) return -1;
+    peek k;
+    peek_fill(&k, p + h, end, (bits + 7) / 8);
+    for (unsigned j = 0; j < nstates; j++) {
+        unsigned b = 16u + ((p[j / 2] >> (4 * (j & 1))) & 15u);
+        st[j] = (1u << b) | peek_take(&k, b);
+    }
+    size_t used = peek_done(&k); /* padding bits are zero: one byte string */
+    if (!used) return -1;
+    *pp = p + h + used;
+    return 0;
 }

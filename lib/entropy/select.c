@@ -277,8 +277,13 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
          * stored, and planning them cost more than coding the rest. */
         int small = n < RANS0S_MAX && hint != ENT_HINT_RESIDUAL;
         if (small) pick = est0 < 0.95 * (double)n ? ent_codec_get(ENT_RANS0S) : NULL;
+        /* Order 0 is written as codec 11 (its last rounds in the states it starts from:
+         * ~100 bytes less a plane of 64 states), but for residual planes, which gradient
+         * packets take only as codec 2. */
+        const ent_codec_desc *o0w = hint == ENT_HINT_RESIDUAL ? o0 : ent_codec_get(ENT_RANS0T);
+        if (pick == o0) pick = o0w;
         size_t r = pick ? pick->encode(c, src, n, dst, lim, level) : 0;
-        if (!r && pick && pick != o0 && !small) r = (pick = o0)->encode(c, src, n, dst, lim, level);
+        if (!r && pick && pick != o0w && !small) r = (pick = o0w)->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
             best = r;
             bestc = pick->id;

@@ -30,7 +30,9 @@ typedef struct walk {
 } walk;
 
 /* 1 when the device path decodes the chunk: no predictor, a byte-plane layout, and
- * every plane stored whole or order-0 rANS coded (descriptors already bounds-checked). */
+ * every plane stored whole or order-0 rANS coded as codec 2 (descriptors already
+ * bounds-checked). Codec 11, codec 2 with its tails in the states (what ckpz writes for
+ * order 0 since), has no device kernel yet: its chunks are decoded on the host. */
 static int on_device(const ctr_chunk *c, const uint8_t *desc, unsigned np)
 {
     if (c->pred != PRED_NONE || c->xf == XF_QUANT || c->xf == XF_ESC || np != c->nplanes) return 0;

@@ -1,12 +1,12 @@
 /* fuzz_entropy.h — the body of the entropy harnesses (fuzz_rans0.c, fuzz_rans1.c,
- * fuzz_ransctx.c, fuzz_ransmean.c, fuzz_zstd.c: one decoder each; fuzz_entropy.c: ent_decode, the dispatcher of
+ * fuzz_ransctx.c, fuzz_ransmean.c, fuzz_rans0t.c, fuzz_zstd.c: one decoder each; fuzz_entropy.c: ent_decode, the dispatcher of
  * lib/entropy/select.c, stored and constant planes and unknown codec ids included).
  *
  * Input: [codec, fuzz_entropy only] flags, 3 bytes n (little-endian), then the plane
  * payload.
  *   flags bits 0-1: vector loops allowed for the first decode (CKPZ_CPU: 0 scalar,
  *                   1 avx2, 2-3 avx512); the second decode uses another level;
- *   flags bit 7:    encode mode (fuzz_rans0, fuzz_ransctx, fuzz_ransmean: the coders with vector
+ *   flags bit 7:    encode mode (fuzz_rans0, fuzz_rans0t, fuzz_ransctx, fuzz_ransmean: the coders with vector
  *                   encoders; the others' encoders cost milliseconds per call in fixed work, which
  *                   would starve their decoders): the payload, repeated to n & 0xffff
  *                   bytes if that is longer, or to 64 KiB (the smallest plane coded
@@ -65,9 +65,9 @@ static inline void fz_entropy_decode(fz_dec_fn dec, uint8_t codec, unsigned flag
     fz_fill(a, n, 1);
     fz_fill(b, n, 2);
     int r1 = fz_decode(dec, codec, s1, in, srclen, a, n);
-    /* a second decode where the first succeeded, or (rANS order 0, codecs 8 and 10:
+    /* a second decode where the first succeeded, or (rANS order 0, codecs 8, 10 and 11:
      * vector loops) always */
-    int r2 = r1 == 0 || codec == ENT_RANS0 || codec == ENT_RANSCTX || codec == ENT_RANSCTXM
+    int r2 = r1 == 0 || codec == ENT_RANS0 || codec == ENT_RANSCTX || codec == ENT_RANSCTXM || codec == ENT_RANS0T
                  ? fz_decode(dec, codec, s2, in, srclen, b, n)
                  : r1;
     FZ_CHECK(r1 == r2, "%s: %zu bytes into %zu: vector level %d says %d, level %d says %d", name, srclen, n, s1, r1, s2,

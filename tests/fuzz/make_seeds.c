@@ -429,9 +429,9 @@ static void entropy_seeds(void)
     static const struct {
         uint8_t codec;
         const char *sub;
-    } co[] = {{ENT_RANS0, "rans0"},     {ENT_RANS1, "rans1"},       {ENT_ZSTD, "zstd"},
-              {ENT_LZ4, "lz4"},         {ENT_SNAPPY, "snappy"},     {ENT_DEFLATE, "deflate"},
-              {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"}, {ENT_RANS0S, "rans0s"}};
+    } co[] = {{ENT_RANS0, "rans0"},   {ENT_RANS1, "rans1"},     {ENT_ZSTD, "zstd"},       {ENT_LZ4, "lz4"},
+              {ENT_SNAPPY, "snappy"}, {ENT_DEFLATE, "deflate"}, {ENT_RANSCTX, "ransctx"}, {ENT_RANSCTXM, "ransmean"},
+              {ENT_RANS0S, "rans0s"}, {ENT_RANS0T, "rans0t"}};
     static const size_t sizes[] = {1, 31, 32, 100, 1000, 5000, 65536};
     for (size_t c = 0; c < sizeof co / sizeof *co; c++) {
         for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
@@ -464,6 +464,15 @@ static void entropy_seeds(void)
     }
     uint8_t eh[4] = {0xc0 | 5 << 2, 0, 0, 1}; /* 65536, byte-table AVX-512 loop */
     put2("rans0", "encode-tiled-65536", eh, 4, p, 1500);
+    /* codec 11's encode mode: the same planes (tails over one segment or two) */
+    for (int kind = 0; kind < 3; kind++) {
+        plane(p, 3000, kind);
+        uint8_t h[4] = {(uint8_t)(0x80 | (kind * 3) << 2 | (kind & 1)), (uint8_t)(kind ? 0 : 0x88), 0, 0};
+        char nm[32];
+        snprintf(nm, sizeof nm, "encode-k%d", kind);
+        put2("rans0t", nm, h, 4, p, 3000);
+    }
+    put2("rans0t", "encode-tiled-65536", eh, 4, p, 1500);
     /* codec 8's encode mode: a correlated plane (kind 3) and a random one, AVX2 and AVX-512 */
     for (int kind = 0; kind < 4; kind += 3) {
         plane(p, 5000, kind);
