@@ -172,6 +172,31 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
     return CTR_FRAME_SIZE + h.payload_len;
 }
 
+/* A chunk of one byte value n times (a lossy chunk restored as zeros): one constant
+ * plane of transform none, 41 bytes, without the coders' passes; 0 when its bytes differ. */
+static size_t encode_constant(uint32_t entry, const uint8_t *raw, size_t n, uint8_t *out, uint32_t *raw_crc)
+{
+    if (!n || memcmp(raw, raw + 1, n - 1)) return 0;
+    ctr_chunk h = {0};
+    uint8_t *payload = out + CTR_FRAME_SIZE;
+    payload[0] = ENT_CONST;
+    payload[1] = payload[2] = payload[3] = 0;
+    st32(payload + 4, 1);
+    payload[CTR_PLANE_DESC] = raw[0];
+    *raw_crc = crc32c(0, raw, n);
+    h.xf = XF_NONE;
+    h.esize = 1;
+    h.pred = PRED_NONE;
+    h.raw_crc = *raw_crc;
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.nplanes = 1;
+    h.payload_len = CTR_PLANE_DESC + 1;
+    h.payload_crc = crc32c(0, payload, h.payload_len);
+    ctr_chunk_write(out, &h);
+    return CTR_FRAME_SIZE + h.payload_len;
+}
+
 /* LZ pays on a plane of bytes through repeats, runs of zeros or zero bytes in most of
  * it. Where a sample (repeats.h) of a chunk of 1-byte integers found not one repeat
  * share nor one zero block share (1/256 of the samples) and few zero bytes, the entropy
@@ -392,19 +417,17 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
      *   planes coded 0.5% larger than the lossless ones);
      * - a frame of at most LOSSY_FRAMING bytes: its codes cost next to nothing and the
      *   rest is the framing of five planes (105 bytes); the restored bytes, with the
-     *   same errors, may code in fewer, as floats or unsplit (a chunk that restores as
-     *   zeros, at a bound above its values: one constant plane of transform none, 41
-     *   bytes).
+     *   same errors, may code in fewer: one value repeated (a chunk that restores as
+     *   zeros, at a bound above its values) as one constant plane of transform none, 41
+     *   bytes, others, mostly one value, unsplit (LZ's runs, or a predictor from a base).
      * The smaller of the two, plain on a tie. */
     const uint8_t *src = len >= n / 2 ? raw : len <= LOSSY_FRAMING ? rest : NULL;
     if (src) {
         uint32_t plain_crc = 0;
-        size_t plain = plain_if_smaller(ec, level, dtype, entry, src, n, base, planes, out, len, &plain_crc);
-        if (src == rest && plain != SIZE_MAX) { /* unsplit too: one value codes as one constant plane */
-            size_t whole = plain_if_smaller(ec, level, CKPZ_DTYPE_NONE, entry, src, n, base, planes, out,
-                                            plain ? plain : len, &plain_crc);
-            if (whole) plain = whole;
-        }
+        size_t plain = src == rest ? encode_constant(entry, rest, n, out, &plain_crc) : 0;
+        if (!plain)
+            plain = plain_if_smaller(ec, level, src == raw ? dtype : CKPZ_DTYPE_NONE, entry, src, n, base, planes, out,
+                                     len, &plain_crc);
         if (plain == SIZE_MAX) return 0;
         if (plain) {
             if (src == raw) {
