@@ -172,6 +172,31 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
     return CTR_FRAME_SIZE + h.payload_len;
 }
 
+/* A chunk of one byte value n times (a lossy chunk restored as zeros): one constant
+ * plane of transform none, 41 bytes, without the coders' passes; 0 when its bytes differ. */
+static size_t encode_constant(uint32_t entry, const uint8_t *raw, size_t n, uint8_t *out, uint32_t *raw_crc)
+{
+    if (!n || memcmp(raw, raw + 1, n - 1)) return 0;
+    ctr_chunk h = {0};
+    uint8_t *payload = out + CTR_FRAME_SIZE;
+    payload[0] = ENT_CONST;
+    payload[1] = payload[2] = payload[3] = 0;
+    st32(payload + 4, 1);
+    payload[CTR_PLANE_DESC] = raw[0];
+    *raw_crc = crc32c(0, raw, n);
+    h.xf = XF_NONE;
+    h.esize = 1;
+    h.pred = PRED_NONE;
+    h.raw_crc = *raw_crc;
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.nplanes = 1;
+    h.payload_len = CTR_PLANE_DESC + 1;
+    h.payload_crc = crc32c(0, payload, h.payload_len);
+    ctr_chunk_write(out, &h);
+    return CTR_FRAME_SIZE + h.payload_len;
+}
+
 /* LZ pays on a plane of bytes through repeats, runs of zeros or zero bytes in most of
  * it. Where a sample (repeats.h) of a chunk of 1-byte integers found not one repeat
  * share nor one zero block share (1/256 of the samples) and few zero bytes, the entropy
@@ -326,6 +351,9 @@ size_t chunk_encode_xor(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry
     return encode_with(ec, level, dtype, entry, raw, n, base, PRED_XOR, -1, 0, planes, out, raw_crc, NULL);
 }
 
+/* A lossy frame this small is mostly framing (chunk_encode_lossy). */
+#define LOSSY_FRAMING 256
+
 /* A lossy-planned chunk coded lossless after all: it restores as raw, with no error,
  * and its elements still count in the entry's statistics. */
 static void restores_exactly(ckpz_dtype dtype, const uint8_t *raw, size_t n, const uint8_t **restored, quant_stats *st)
@@ -335,6 +363,25 @@ static void restores_exactly(ckpz_dtype dtype, const uint8_t *raw, size_t n, con
     cs.n = n / ckpz_dtype_size(dtype);
     quant_stats_add(st, &cs);
     *restored = raw;
+}
+
+/* The lossy frame of len bytes in out against src coded plain: the plain frame's length
+ * (and *crc) when it is no longer, left in out; 0 when the lossy one stays (put back in
+ * out); SIZE_MAX when out of memory. */
+static size_t plain_if_smaller(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *src, size_t n,
+                               const uint8_t *base, uint8_t *planes, uint8_t *out, size_t len, uint32_t *crc)
+{
+    uint8_t *lossy = malloc(len);
+    if (!lossy) return SIZE_MAX;
+    memcpy(lossy, out, len);
+    size_t plain = chunk_encode(ec, level, dtype, entry, src, n, base, planes, out, crc, NULL);
+    if (plain && plain <= len) {
+        free(lossy);
+        return plain;
+    }
+    memcpy(out, lossy, len);
+    free(lossy);
+    return 0;
 }
 
 size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_plan *plan, ckpz_dtype dtype,
@@ -370,24 +417,34 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
     h.esize = e.esize;
     h.raw_crc = crc;
     size_t len = code_planes(ec, level, &h, entry, n, &o, out);
-    if (len >= n / 2) {
-        /* A lossy frame of half the chunk or more may lose to plain coding, which is
-         * exact (BF16 at --rel 1e-3: the grid is finer than BF16's own steps, every
-         * error is 0, and the quantised planes coded 0.5% larger than the lossless
-         * ones): the smaller of the two, plain on a tie. */
-        uint8_t *lossy = malloc(len);
-        if (!lossy) return 0;
-        memcpy(lossy, out, len);
+    /* Two cases where coding bytes as they are may take less than the lossy frame:
+     * - a frame of half the chunk or more: the raw bytes, exact (BF16 at --rel 1e-3:
+     *   the grid is finer than BF16's own steps, every error is 0, and the quantised
+     *   planes coded 0.5% larger than the lossless ones);
+     * - a frame of at most LOSSY_FRAMING bytes: its codes cost next to nothing and the
+     *   rest is the framing of five planes (105 bytes); the restored bytes, with the
+     *   same errors, may code in fewer: one value repeated (a chunk that restores as
+     *   zeros, at a bound above its values) as one constant plane of transform none, 41
+     *   bytes, others, mostly one value, unsplit (LZ's runs, or a predictor from a base).
+     * The smaller of the two, plain on a tie. */
+    const uint8_t *src = len >= n / 2 ? raw : len <= LOSSY_FRAMING ? rest : NULL;
+    if (src) {
         uint32_t plain_crc = 0;
-        size_t plain = chunk_encode(ec, level, dtype, entry, raw, n, base, planes, out, &plain_crc, NULL);
-        if (plain && plain <= len) {
-            free(lossy);
-            restores_exactly(dtype, raw, n, restored, st);
+        size_t plain = src == rest ? encode_constant(entry, rest, n, out, &plain_crc) : 0;
+        if (!plain)
+            plain = plain_if_smaller(ec, level, src == raw ? dtype : CKPZ_DTYPE_NONE, entry, src, n, base, planes, out,
+                                     len, &plain_crc);
+        if (plain == SIZE_MAX) return 0;
+        if (plain) {
+            if (src == raw) {
+                restores_exactly(dtype, raw, n, restored, st);
+            } else {
+                *restored = rest;
+                quant_stats_add(st, &cs);
+            }
             *raw_crc = plain_crc;
             return plain;
         }
-        memcpy(out, lossy, len);
-        free(lossy);
     }
     *raw_crc = h.raw_crc;
     *restored = rest;
