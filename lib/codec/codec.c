@@ -140,6 +140,30 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
     return code_planes(ec, level, &h, entry, n, &o, out);
 }
 
+/* The frame of a chunk of one plane, transform none, coded by codec: the descriptor,
+ * then the header with the checksums (plane_crc: of the plane_len bytes the caller puts
+ * after the descriptor). */
+static size_t frame_one_plane(uint32_t entry, size_t n, uint32_t raw_crc, uint8_t codec, uint32_t plane_len,
+                              uint32_t plane_crc, uint8_t *out)
+{
+    ctr_chunk h = {0};
+    uint8_t *payload = out + CTR_FRAME_SIZE;
+    payload[0] = codec;
+    payload[1] = payload[2] = payload[3] = 0;
+    st32(payload + 4, plane_len);
+    h.xf = XF_NONE;
+    h.esize = 1;
+    h.pred = PRED_NONE;
+    h.raw_crc = raw_crc;
+    h.entry = entry;
+    h.raw_len = (uint32_t)n;
+    h.nplanes = 1;
+    h.payload_len = CTR_PLANE_DESC + plane_len;
+    h.payload_crc = crc32c_combine(crc32c(0, payload, CTR_PLANE_DESC), plane_crc, plane_len);
+    ctr_chunk_write(out, &h);
+    return CTR_FRAME_SIZE + h.payload_len;
+}
+
 /* CKPZ_LEVEL_STORE: the chunk as it is, one stored plane (XF_NONE, no predictor), so
  * that a link faster than every coding level costs no more than copying and one CRC
  * pass; a base's bytes are not predicted from, only their CRC is taken, as the
@@ -152,24 +176,10 @@ static size_t encode_with(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t ent
 static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const uint8_t *base, uint8_t *out,
                             uint32_t *raw_crc, uint32_t *base_crc)
 {
-    ctr_chunk h = {0};
-    uint8_t *payload = out + CTR_FRAME_SIZE, *data = out + CHUNK_STORED_AT;
+    uint8_t *data = out + CHUNK_STORED_AT;
     if (base && base_crc) *base_crc = crc32c(0, base, n);
     *raw_crc = raw == data ? crc32c(0, raw, n) : crc32c_copy(0, data, raw, n);
-    payload[0] = ENT_STORED;
-    payload[1] = payload[2] = payload[3] = 0;
-    st32(payload + 4, (uint32_t)n);
-    h.xf = XF_NONE;
-    h.esize = 1;
-    h.pred = PRED_NONE;
-    h.raw_crc = *raw_crc;
-    h.entry = entry;
-    h.raw_len = (uint32_t)n;
-    h.nplanes = 1;
-    h.payload_len = (uint32_t)(CTR_PLANE_DESC + n);
-    h.payload_crc = crc32c_combine(crc32c(0, payload, CTR_PLANE_DESC), *raw_crc, n);
-    ctr_chunk_write(out, &h);
-    return CTR_FRAME_SIZE + h.payload_len;
+    return frame_one_plane(entry, n, *raw_crc, ENT_STORED, (uint32_t)n, *raw_crc, out);
 }
 
 /* A chunk of one byte value n times (a lossy chunk restored as zeros): one constant
@@ -177,24 +187,9 @@ static size_t encode_stored(uint32_t entry, const uint8_t *raw, size_t n, const 
 static size_t encode_constant(uint32_t entry, const uint8_t *raw, size_t n, uint8_t *out, uint32_t *raw_crc)
 {
     if (!n || memcmp(raw, raw + 1, n - 1)) return 0;
-    ctr_chunk h = {0};
-    uint8_t *payload = out + CTR_FRAME_SIZE;
-    payload[0] = ENT_CONST;
-    payload[1] = payload[2] = payload[3] = 0;
-    st32(payload + 4, 1);
-    payload[CTR_PLANE_DESC] = raw[0];
+    out[CTR_FRAME_SIZE + CTR_PLANE_DESC] = raw[0];
     *raw_crc = crc32c(0, raw, n);
-    h.xf = XF_NONE;
-    h.esize = 1;
-    h.pred = PRED_NONE;
-    h.raw_crc = *raw_crc;
-    h.entry = entry;
-    h.raw_len = (uint32_t)n;
-    h.nplanes = 1;
-    h.payload_len = CTR_PLANE_DESC + 1;
-    h.payload_crc = crc32c(0, payload, h.payload_len);
-    ctr_chunk_write(out, &h);
-    return CTR_FRAME_SIZE + h.payload_len;
+    return frame_one_plane(entry, n, *raw_crc, ENT_CONST, 1, crc32c(0, raw, 1), out);
 }
 
 /* LZ pays on a plane of bytes through repeats, runs of zeros or zero bytes in most of
