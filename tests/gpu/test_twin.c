@@ -5,9 +5,10 @@
  * the CRC kernel (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged
  * chunk its frame's CRC-32C, and its CRC of runs of bytes at every alignment must be
  * crc32c's. Then hostile bytes:
- * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
- * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
- * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
+ * 400 copies of planned rANS planes (codec 2 or 11) with one change (mutate_plane.h: a word
+ * cut off, a bit of the head or tables, a byte anywhere, a table cut short, a bit of the
+ * states) must be refused or decoded by the twin exactly as the CPU's decoder of their
+ * codec (rans0_decode, rans0t_decode) refuses or decodes them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
  * I32, U8 and opaque bytes; element counts from 1 up, odd byte counts with a tail plane,
  * scales that drift along the tensor so that rANS tables change; 64 KiB and 1 MiB chunks;
  * levels 1, 3 and 9) compressed with ckpz_compress_buffer, and 300 copies of one of
@@ -28,6 +29,7 @@
 #include "gpu/plan.h"
 #include "transforms/ids.h"
 #include "transforms/planes.h"
+#include "mutate_plane.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
@@ -60,7 +62,7 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
     if (!scratch) return -1;
     for (size_t i = 0; i < pl->nrp; i++) {
         const gpu_rplane *r = &pl->rp[i];
-        if (gpu_rans0_twin(file + r->src, r->len, scratch + r->dst, r->size)) {
+        if (gpu_rans0_twin(r->codec, file + r->src, r->len, scratch + r->dst, r->size)) {
             fprintf(stderr, "chunk %u plane %u: the twin refuses it\n", r->chunk, r->plane);
             free(scratch);
             return -1;
@@ -97,23 +99,25 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
 }
 
 /* One plane, one change: the twin and the CPU decoder must agree. */
-static int mutate(ent_ctx *ec, const gpu_plan *pl, const uint8_t *file, int *refused)
+/* tried[how], refused[how]: per kind of change (mutate_plane.h) */
+static int mutate(ent_ctx *ec, const gpu_plan *pl, const uint8_t *file, int *tried, int *refused)
 {
     const gpu_rplane *r = &pl->rp[rnd() % pl->nrp];
     size_t len = r->len;
     uint8_t *src = malloc(len), *a = malloc(r->size), *b = malloc(r->size);
     memcpy(src, file + r->src, len);
-    int how = (int)(rnd() % 4);
-    if (how == 0 && len > 2) len -= 2; /* one word short */
-    else if (how == 1) src[rnd() % (len < 64 ? len : 64)] ^= (uint8_t)(1u << (rnd() % 8)); /* head and tables */
-    else src[rnd() % len] = (uint8_t)rnd();
+    int how;
+    len = mutate_plane(src, len, r->size, r->codec, rnd, &how);
     memset(a, 0xa5, r->size);
     memset(b, 0x5a, r->size);
-    int rt = gpu_rans0_twin(src, len, a, r->size);
-    int rc = ent_decode(ec, ENT_RANS0, src, len, b, r->size);
+    int rt = gpu_rans0_twin(r->codec, src, len, a, r->size);
+    int rc = ent_decode(ec, r->codec, src, len, b, r->size);
     int bad = (rt != 0) != (rc != 0) || (rt == 0 && memcmp(a, b, r->size) != 0) || rt == -2;
-    if (bad) fprintf(stderr, "chunk %u plane %u, change %d: twin %d, CPU %d\n", r->chunk, r->plane, how, rt, rc);
-    *refused += rt != 0;
+    if (bad)
+        fprintf(stderr, "chunk %u plane %u (codec %u), change %d: twin %d, CPU %d\n", r->chunk, r->plane, r->codec, how,
+                rt, rc);
+    tried[how]++;
+    refused[how] += rt != 0;
     free(src);
     free(a);
     free(b);
@@ -136,13 +140,18 @@ static int check(ckpz_ctx *ctx, ent_ctx *ec, const char *name, const uint8_t *fi
     }
     memset(out, 0xee, orig);
     int bad = restore(&pl, file, out) || memcmp(out, ref, orig) != 0;
-    int mbad = 0, refused = 0;
-    for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
-    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
-           "(%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
+    int mbad = 0, tried[5] = {0}, refused[5] = {0}, nref = 0;
+    size_t n11 = 0;
+    for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, tried, refused);
+    for (int h = 0; h < 5; h++) nref += refused[h];
+    for (size_t i = 0; i < pl.nrp; i++) n11 += pl.rp[i].codec == GPU_RANS0T;
+    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %zu of them codec 11, %llu stored), %zu on the "
+           "host (%llu bytes): %s; changed planes: %d/%d refused (word cut %d/%d, head %d/%d, byte %d/%d, table cut "
+           "%d/%d, state bit %d/%d), %d disagreements\n",
            name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc, (unsigned long long)pl.rans0_planes,
-           (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
-           bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
+           n11, (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
+           bad ? "DIFFERENT" : "same bytes", nref, pl.nrp ? 400 : 0, refused[0], tried[0], refused[1], tried[1],
+           refused[2], tried[2], refused[3], tried[3], refused[4], tried[4], mbad);
     gpu_plan_free(&pl);
     free(ref);
     free(out);
