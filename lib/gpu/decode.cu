@@ -51,21 +51,21 @@ __global__ void __launch_bounds__(32)
     const uint8_t *src = file + P.src, *end = src + P.len;
     uint8_t *dst = scratch + P.dst;
     const uint32_t n = P.size;
-    int sh;
+    int sh, fold = P.codec == GPU_RANS0T;
     unsigned N;
-    size_t nb;
-    /* Every lane parses the head and the segment list (the same bytes: broadcast loads),
-     * so every decision below is the warp's. */
-    if (gr_head(src, P.len, n, &sh, &N, &nb)) goto fail;
+    size_t nb, nm;
+    /* Every lane parses the head, the segment list and the states (the same bytes:
+     * broadcast loads), so every decision below is the warp's. */
+    if ((P.codec != GPU_RANS0 && !fold) || gr_head(src, P.len, n, fold, &sh, &N, &nb, &nm)) goto fail;
     {
-        const uint8_t *tp = src + 2, *s = gr_segments(tp, end, nb);
-        if (!s || (size_t)(end - s) < 4 * (size_t)N) goto fail;
-        uint32_t x0 = gr_ld32(s + 4 * lane), x1 = N == 64 ? gr_ld32(s + 4 * (lane + 32)) : GR_L;
-        if (__any_sync(FULL, x0 < GR_L || x1 < GR_L)) goto fail;
-        const uint8_t *w = s + 4 * N;
+        const uint8_t *tp = src + 2, *s = gr_segments(tp, end, nb, fold);
+        if (!s) goto fail;
+        uint32_t x0 = GR_L, x1 = GR_L;
+        const uint8_t *w = gr_states(s, end, N, fold, lane, lane + 32, &x0, &x1);
+        if (__any_sync(FULL, w == NULL)) goto fail;
         size_t rem = (size_t)(end - w);
         if (rem & 1) goto fail;
-        const uint32_t nw = (uint32_t)(rem / 2);
+        const uint32_t nw = (uint32_t)(rem / 2), wm = (uint32_t)nm;
         uint32_t w0 = win_word(w, nw, lane), w1 = win_word(w, nw, 32 + lane), w2 = win_word(w, nw, 64 + lane);
         uint32_t w3 = win_word(w, nw, 96 + lane), w4 = win_word(w, nw, 128 + lane), w5 = win_word(w, nw, 160 + lane);
         uint32_t wpos = 0, wb = 0, err = 0;
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(32)
         while (b < nb) {
             size_t k = 0;
             gr_leb(&tp, end, &k); /* checked by gr_segments */
-            gr_table(&tp, end, lane == 0 ? freq : NULL);
+            gr_tab(&tp, end, lane == 0 ? freq : NULL, fold);
             __syncwarp();
             uint32_t part = 0;
             for (int q = 0; q < 8; q++) part += freq[8 * lane + q];
@@ -94,10 +94,11 @@ __global__ void __launch_bounds__(32)
             __syncwarp();
             uint32_t s0 = (uint32_t)(b << sh), s1 = (uint32_t)((b + k) << sh);
             if ((b + k) << sh > n || b + k == nb) s1 = n;
+            const uint32_t s1w = s1 < wm ? s1 : wm; /* the symbols from words end at nm */
             b += k;
-            for (uint32_t i = s0; i < s1; i += N) {
+            for (uint32_t i = s0; i < s1w; i += N) {
                 uint32_t i0 = i + lane, i1 = i + 32 + lane;
-                bool a0 = i0 < s1, a1 = N == 64 && i1 < s1, n0 = false, n1 = false;
+                bool a0 = i0 < s1w, a1 = N == 64 && i1 < s1w, n0 = false, n1 = false;
                 uint32_t y0 = x0, y1 = x1;
                 if (a0) {
                     uint32_t c = sym[x0 & (GR_M - 1)];
@@ -135,9 +136,27 @@ __global__ void __launch_bounds__(32)
                     w5 = win_word(w, nw, wb + 160 + lane);
                 }
             }
+            if (s1 > wm) { /* codec 11's tail, as rans0_twin.c: no words, each lane in order */
+                if (s0 <= wm) x0 -= GR_L, x1 -= GR_L;
+                const uint32_t t0 = s0 > wm ? s0 : wm;
+                for (uint32_t i = t0 & ~(N - 1); i < s1; i += N) {
+                    uint32_t i0 = i + lane, i1 = i + 32 + lane;
+                    if (i0 >= t0 && i0 < s1) {
+                        uint32_t c = sym[x0 & (GR_M - 1)];
+                        dst[i0] = (uint8_t)c;
+                        x0 = gr_step(x0, freq[c], cum[c]);
+                    }
+                    if (N == 64 && i1 >= t0 && i1 < s1) {
+                        uint32_t c = sym[x1 & (GR_M - 1)];
+                        dst[i1] = (uint8_t)c;
+                        x1 = gr_step(x1, freq[c], cum[c]);
+                    }
+                }
+            }
             __syncwarp(); /* the table is rebuilt for the next segment */
         }
-        if (__any_sync(FULL, err || x0 != GR_L || x1 != GR_L) || wpos != nw) goto fail;
+        const uint32_t last = wm < n ? 0 : GR_L; /* codec 11 with a tail: every y back to 0 */
+        if (__any_sync(FULL, err || x0 != last || x1 != last) || wpos != nw) goto fail;
         return;
     }
 fail:

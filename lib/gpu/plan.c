@@ -29,16 +29,17 @@ typedef struct walk {
     uint8_t *planes; /* chunk_decode's scratch */
 } walk;
 
+_Static_assert(GPU_RANS0 == ENT_RANS0 && GPU_RANS0T == ENT_RANS0T, "plan.h's codec ids");
+
 /* 1 when the device path decodes the chunk: no predictor, a byte-plane layout, and
- * every plane stored whole or order-0 rANS coded as codec 2 (descriptors already
- * bounds-checked). Codec 11, codec 2 with its tails in the states (what ckpz writes for
- * order 0 since), has no device kernel yet: its chunks are decoded on the host. */
+ * every plane stored whole or order-0 rANS coded as codec 2 or codec 11 (codec 2 with
+ * its tails in the states; descriptors already bounds-checked). */
 static int on_device(const ctr_chunk *c, const uint8_t *desc, unsigned np)
 {
     if (c->pred != PRED_NONE || c->xf == XF_QUANT || c->xf == XF_ESC || np != c->nplanes) return 0;
     for (unsigned i = 0; i < np; i++) {
         const uint8_t *d = desc + (size_t)i * CTR_PLANE_DESC;
-        if (d[1] | d[2] | d[3] || (d[0] != ENT_STORED && d[0] != ENT_RANS0)) return 0;
+        if (d[1] | d[2] | d[3] || (d[0] != ENT_STORED && d[0] != ENT_RANS0 && d[0] != ENT_RANS0T)) return 0;
     }
     return 1;
 }
@@ -74,7 +75,7 @@ static ckpz_error device_chunk(walk *w, const ctr_chunk *c, uint64_t payload, ui
             pl->stored_planes++;
         } else {
             gpu_rplane *r = &pl->rp[pl->nrp++];
-            *r = (gpu_rplane){at, pl->scratch_size, len, (uint32_t)sizes[i], no, i};
+            *r = (gpu_rplane){at, pl->scratch_size, len, (uint32_t)sizes[i], no, (uint16_t)i, d[0]};
             m->plane[i] = pl->scratch_size;
             pl->scratch_size += (sizes[i] + 15) & ~(uint64_t)15;
             pl->rans0_planes++;

@@ -5,7 +5,7 @@
  * The host reads the file header, the entry frames and every chunk frame header and
  * plane descriptor, with the container's own checks (container.h), and verifies each
  * payload's CRC-32C. A chunk the device handles (no predictor; transform none, float or
- * int with a byte-plane layout; every plane stored or order-0 rANS) becomes a merge job
+ * int with a byte-plane layout; every plane stored or order-0 rANS, codec 2 or 11) becomes a merge job
  * whose planes are either read where they lie in the file (stored) or decoded by the
  * device into a plane scratch (rANS, one job per plane), and whose restored bytes the
  * device checks against the frame's CRC-32C. Any other chunk (order-1 rANS,
@@ -28,12 +28,16 @@ extern "C" {
 #define GPU_PLANES_MAX 9 /* XF_MAX_PLANES */
 #define GPU_FROM_FILE (1ull << 63) /* plane offset flag: in the file buffer, else the scratch */
 
+#define GPU_RANS0 2   /* ENT_RANS0: order-0 rANS */
+#define GPU_RANS0T 11 /* ENT_RANS0T: order-0 rANS with its tails in the states */
+
 /* A plane the device decodes: coded bytes file[src, src + len) to scratch[dst, dst + size). */
 typedef struct gpu_rplane {
     uint64_t src, dst;
     uint32_t len, size;
-    uint32_t chunk; /* index in the file's chunk frames, for messages */
-    uint32_t plane;
+    uint32_t chunk;  /* index in the file's chunk frames, for messages */
+    uint16_t plane;  /* its number in the chunk, for messages */
+    uint16_t codec;  /* GPU_RANS0 or GPU_RANS0T */
 } gpu_rplane;
 
 /* A chunk the device merges: n original bytes at out, from planes plane[b] (an offset in
@@ -74,9 +78,10 @@ typedef struct gpu_plan {
 ckpz_error gpu_plan_build(ckpz_ctx *ctx, const uint8_t *file, size_t size, gpu_plan *pl);
 void gpu_plan_free(gpu_plan *pl);
 
-/* Decodes the planned rANS plane i on the CPU, as the device's warp does (rans0_twin.c):
- * reads file, writes scratch. 0, or -1 for corrupt coded data. */
-int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n);
+/* Decodes a planned rANS plane (codec GPU_RANS0 or GPU_RANS0T) on the CPU, as the
+ * device's warp does (rans0_twin.c): reads file, writes scratch. 0, or -1 for corrupt
+ * coded data (or a codec other than those two). */
+int gpu_rans0_twin(unsigned codec, const uint8_t *src, size_t len, uint8_t *dst, size_t n);
 
 #ifdef __cplusplus
 }

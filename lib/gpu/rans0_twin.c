@@ -6,7 +6,9 @@
  * registers whose first three cover every word a round can take (a round of 64 states
  * takes at most 64, and starts less than 32 words into the window); the window moves in
  * steps of 32 words. The decode table (a symbol per slot) is filled slot by slot from the
- * cumulative counts (rans0_dev.h); a step reads the symbol's frequency and start. Same result as rans0_decode on every input: the bytes, or -1.
+ * cumulative counts (rans0_dev.h); a step reads the symbol's frequency and start. Codec
+ * 11's tail (the last rounds, coded into the states) follows the words, steps without a
+ * refill. Same result as rans0_decode or rans0t_decode on every input: the bytes, or -1.
  */
 #include "plan.h"
 #include "rans0_dev.h"
@@ -56,20 +58,23 @@ static void cum_build(const uint16_t *freq, uint16_t *cum)
     cum[256] = (uint16_t)GR_M;
 }
 
-int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
+int gpu_rans0_twin(unsigned codec, const uint8_t *src, size_t len, uint8_t *dst, size_t n)
 {
     const uint8_t *end = src + len;
-    int sh;
+    int sh, fold = codec == GPU_RANS0T;
     unsigned N;
-    size_t nb;
-    if (gr_head(src, len, n, &sh, &N, &nb)) return -1;
-    const uint8_t *tp = src + 2, *s = gr_segments(tp, end, nb);
-    if (!s || (size_t)(end - s) < 4 * (size_t)N) return -1;
+    size_t nb, nm;
+    if ((codec != GPU_RANS0 && !fold) || gr_head(src, len, n, fold, &sh, &N, &nb, &nm)) return -1;
+    const uint8_t *tp = src + 2, *s = gr_segments(tp, end, nb, fold), *ws = NULL;
+    if (!s) return -1;
     uint32_t st[64];
-    for (unsigned j = 0; j < N; j++)
-        if ((st[j] = gr_ld32(s + 4 * j)) < GR_L) return -1;
+    for (unsigned l = 0; l < LANES; l++) { /* each lane its states: 32 + l unused when N = 32 */
+        st[l + LANES] = GR_L;
+        ws = gr_states(s, end, N, fold, l, l + LANES, &st[l], &st[l + LANES]);
+        if (!ws) return -1;
+    }
     window v;
-    v.words = s + 4 * N;
+    v.words = ws;
     size_t rem = (size_t)(end - v.words);
     if (rem & 1) return -1;
     v.nw = (uint32_t)(rem / 2);
@@ -82,18 +87,19 @@ int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
     while (b < nb) {
         size_t k = 0;
         gr_leb(&tp, end, &k); /* checked by gr_segments */
-        gr_table(&tp, end, freq);
+        gr_tab(&tp, end, freq, fold);
         cum_build(freq, cum);
         for (uint32_t slot = 0; slot < GR_M; slot++) sym[slot] = gr_sym(cum, slot);
-        size_t s0 = b << sh, s1 = (b + k) << sh;
+        size_t s0 = b << sh, s1 = (b + k) << sh, s1w;
         if (s1 > n || b + k == nb) s1 = n;
+        s1w = s1 < nm ? s1 : nm; /* the symbols from words end at nm */
         b += k;
-        for (size_t i = s0; i < s1; i += N) {
+        for (size_t i = s0; i < s1w; i += N) {
             uint32_t y[64], need[64], taken = 0;
             for (unsigned j = 0; j < N; j++) {
                 need[j] = 0;
                 y[j] = st[j];
-                if (i + j >= s1) continue; /* an idle lane in the plane's last round */
+                if (i + j >= s1w) continue; /* an idle lane in the last round */
                 uint8_t c = sym[st[j] & (GR_M - 1)];
                 dst[i + j] = c;
                 y[j] = gr_step(st[j], freq[c], cum[c]);
@@ -110,9 +116,23 @@ int gpu_rans0_twin(const uint8_t *src, size_t len, uint8_t *dst, size_t n)
             wpos += taken;
             while (wpos - v.wb >= LANES) win_shift(&v);
         }
+        if (s1 <= nm) continue;
+        /* codec 11's tail: every word read, the states become y = x - L (the first segment
+         * that reaches past nm), and its symbols are steps without a refill, by rounds
+         * from the one that holds the first, each lane in order */
+        if (s0 <= nm)
+            for (unsigned j = 0; j < 2 * LANES; j++) st[j] -= GR_L;
+        size_t t0 = s0 > nm ? s0 : nm;
+        for (size_t i = t0 & ~(size_t)(N - 1); i < s1; i += N)
+            for (unsigned j = 0; j < N; j++)
+                if (i + j >= t0 && i + j < s1) {
+                    uint8_t c = sym[st[j] & (GR_M - 1)];
+                    dst[i + j] = c;
+                    st[j] = gr_step(st[j], freq[c], cum[c]);
+                }
     }
     if (bad || wpos != v.nw) return -1;
-    for (unsigned j = 0; j < N; j++)
-        if (st[j] != GR_L) return -1;
+    for (unsigned j = 0; j < 2 * LANES; j++) /* lanes 32..63 of N = 32 stay L until the fold */
+        if (st[j] != (nm < n ? 0 : GR_L)) return -1;
     return 0;
 }

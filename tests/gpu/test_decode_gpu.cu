@@ -8,9 +8,9 @@
  * rANS plane and merges every planned chunk, the host-decoded chunks are copied up, and
  * the device's bytes must equal ckpz_decompress_buffer's byte for byte; the same through
  * the one call ckpz_gpu_decompress. Then hostile
- * bytes: up to 256 of the file's rANS planes, each with one byte changed or one word cut,
- * decoded by the device in one launch, must be refused or decoded exactly as the CPU's
- * rans0 decoder refuses or decodes them.
+ * bytes: up to 256 of the file's rANS planes (codec 2 or 11), each with one change
+ * (mutate_plane.h), decoded by the device in one launch, must be refused or decoded
+ * exactly as the CPU's decoder of their codec refuses or decodes them.
  * Benchmark, for each file after --bench: the file tiled to at least 1 GiB of output
  * (k copies of its compressed bytes in device memory, each restored to its own place; the
  * tiles are checked against the CPU's bytes too), decode (rANS planes + merge) timed with
@@ -32,6 +32,7 @@
 extern "C" {
 #include "entropy/entropy.h"
 }
+#include "mutate_plane.h"
 
 #define CHECK(x)                                                                                  \
     do {                                                                                          \
@@ -167,10 +168,8 @@ static int check_hostile(loaded *L, ent_ctx *ec)
         const gpu_rplane &r = pl->rp[rnd() % pl->nrp];
         std::vector<uint8_t> c(L->file + r.src, L->file + r.src + r.len);
         size_t len = r.len;
-        int how = (int)(rnd() % 4);
-        if (how == 0 && len > 2) len -= 2;
-        else if (how == 1) c[rnd() % (len < 64 ? len : 64)] ^= (uint8_t)(1u << (rnd() % 8));
-        else c[rnd() % len] = (uint8_t)rnd();
+        int how;
+        len = mutate_plane(c.data(), len, r.size, r.codec, rnd, &how);
         rp[i] = r;
         rp[i].src = src.size();
         rp[i].len = (uint32_t)len;
@@ -178,7 +177,7 @@ static int check_hostile(loaded *L, ent_ctx *ec)
         dsz += (r.size + 15) & ~15u;
         src.insert(src.end(), c.begin(), c.begin() + len);
         std::vector<uint8_t> o(r.size, 0);
-        rc[i] = ent_decode(ec, ENT_RANS0, c.data(), len, o.data(), r.size);
+        rc[i] = ent_decode(ec, r.codec, c.data(), len, o.data(), r.size);
         want.resize(rp[i].dst + r.size);
         memcpy(want.data() + rp[i].dst, o.data(), r.size);
     }

@@ -5,14 +5,16 @@
  * the CRC kernel (lib/gpu/crc_dev.h, XORed in reverse order) must give every merged
  * chunk its frame's CRC-32C, and its CRC of runs of bytes at every alignment must be
  * crc32c's. Then hostile bytes:
- * 400 copies of planned rANS planes with one byte changed (or cut short by one word) must
- * be refused or decoded by the twin exactly as the CPU's rans0 decoder refuses or decodes
- * them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
+ * 400 copies of planned rANS planes (codec 2 or 11) with one change (mutate_plane.h: a word
+ * cut off, a bit of the head or tables, a byte anywhere, a table cut short, a bit of the
+ * states) must be refused or decoded by the twin exactly as the CPU's decoder of their
+ * codec (rans0_decode, rans0t_decode) refuses or decodes them. With no file named, it makes its own: synthetic tensors (BF16, FP16, FP32, FP64,
  * I32, U8 and opaque bytes; element counts from 1 up, odd byte counts with a tail plane,
  * scales that drift along the tensor so that rANS tables change; 64 KiB and 1 MiB chunks;
  * levels 1, 3 and 9) compressed with ckpz_compress_buffer, and 300 copies of one of
  * them with one byte changed, which the plan must refuse unless the twins still restore
- * the original from them. No GPU needed (tests/gpu/run.sh
+ * the original from them; and before those, planes coded straight by the codec 2 and 11
+ * encoders (direct_planes), the writer's files having no codec 2 planes. No GPU needed (tests/gpu/run.sh
  * builds it). Exit 1 on any difference.
  */
 #include <math.h>
@@ -22,12 +24,14 @@
 
 #include "ckpz.h"
 #include "common/crc32c.h"
+#include "entropy/ent_internal.h"
 #include "entropy/entropy.h"
 #include "gpu/crc_dev.h"
 #include "gpu/merge_dev.h"
 #include "gpu/plan.h"
 #include "transforms/ids.h"
 #include "transforms/planes.h"
+#include "mutate_plane.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
@@ -60,7 +64,7 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
     if (!scratch) return -1;
     for (size_t i = 0; i < pl->nrp; i++) {
         const gpu_rplane *r = &pl->rp[i];
-        if (gpu_rans0_twin(file + r->src, r->len, scratch + r->dst, r->size)) {
+        if (gpu_rans0_twin(r->codec, file + r->src, r->len, scratch + r->dst, r->size)) {
             fprintf(stderr, "chunk %u plane %u: the twin refuses it\n", r->chunk, r->plane);
             free(scratch);
             return -1;
@@ -96,27 +100,36 @@ static int restore(const gpu_plan *pl, const uint8_t *file, uint8_t *out)
     return 0;
 }
 
-/* One plane, one change: the twin and the CPU decoder must agree. */
-static int mutate(ent_ctx *ec, const gpu_plan *pl, const uint8_t *file, int *refused)
+/* The coded plane c[0..len) (codec, n bytes) with one change (mutate_plane.h): the twin
+ * and the CPU decoder must agree. tried[how], refused[how]: per kind of change. */
+static int agree(ent_ctx *ec, unsigned codec, const uint8_t *c, size_t len, size_t n, int *tried, int *refused)
 {
-    const gpu_rplane *r = &pl->rp[rnd() % pl->nrp];
-    size_t len = r->len;
-    uint8_t *src = malloc(len), *a = malloc(r->size), *b = malloc(r->size);
-    memcpy(src, file + r->src, len);
-    int how = (int)(rnd() % 4);
-    if (how == 0 && len > 2) len -= 2; /* one word short */
-    else if (how == 1) src[rnd() % (len < 64 ? len : 64)] ^= (uint8_t)(1u << (rnd() % 8)); /* head and tables */
-    else src[rnd() % len] = (uint8_t)rnd();
-    memset(a, 0xa5, r->size);
-    memset(b, 0x5a, r->size);
-    int rt = gpu_rans0_twin(src, len, a, r->size);
-    int rc = ent_decode(ec, ENT_RANS0, src, len, b, r->size);
-    int bad = (rt != 0) != (rc != 0) || (rt == 0 && memcmp(a, b, r->size) != 0) || rt == -2;
-    if (bad) fprintf(stderr, "chunk %u plane %u, change %d: twin %d, CPU %d\n", r->chunk, r->plane, how, rt, rc);
-    *refused += rt != 0;
+    uint8_t *src = malloc(len), *a = malloc(n), *b = malloc(n);
+    memcpy(src, c, len);
+    int how;
+    len = mutate_plane(src, len, n, codec, rnd, &how);
+    uint8_t *cut = malloc(len ? len : 1); /* exactly the bytes left, so that a sanitizer sees a read past them */
+    memcpy(cut, src, len);
+    memset(a, 0xa5, n);
+    memset(b, 0x5a, n);
+    int rt = gpu_rans0_twin(codec, cut, len, a, n);
+    int rc = ent_decode(ec, (uint8_t)codec, cut, len, b, n);
+    int bad = (rt != 0) != (rc != 0) || (rt == 0 && memcmp(a, b, n) != 0) || rt == -2;
+    if (bad) fprintf(stderr, "codec %u, %zu bytes, change %d: twin %d, CPU %d\n", codec, n, how, rt, rc);
+    tried[how]++;
+    refused[how] += rt != 0;
+    free(cut);
     free(src);
     free(a);
     free(b);
+    return bad;
+}
+
+static int mutate(ent_ctx *ec, const gpu_plan *pl, const uint8_t *file, int *tried, int *refused)
+{
+    const gpu_rplane *r = &pl->rp[rnd() % pl->nrp];
+    int bad = agree(ec, r->codec, file + r->src, r->len, r->size, tried, refused);
+    if (bad) fprintf(stderr, "  (chunk %u plane %u)\n", r->chunk, r->plane);
     return bad;
 }
 
@@ -136,13 +149,18 @@ static int check(ckpz_ctx *ctx, ent_ctx *ec, const char *name, const uint8_t *fi
     }
     memset(out, 0xee, orig);
     int bad = restore(&pl, file, out) || memcmp(out, ref, orig) != 0;
-    int mbad = 0, refused = 0;
-    for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, &refused);
-    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %llu stored), %zu on the host "
-           "(%llu bytes): %s; changed planes: %d/%d refused, %d disagreements\n",
+    int mbad = 0, tried[5] = {0}, refused[5] = {0}, nref = 0;
+    size_t n11 = 0;
+    for (int k = 0; k < 400 && pl.nrp; k++) mbad += mutate(ec, &pl, file, tried, refused);
+    for (int h = 0; h < 5; h++) nref += refused[h];
+    for (size_t i = 0; i < pl.nrp; i++) n11 += pl.rp[i].codec == GPU_RANS0T;
+    printf("%s: %llu bytes, %llu chunks: %zu merged (%llu rANS planes, %zu of them codec 11, %llu stored), %zu on the "
+           "host (%llu bytes): %s; changed planes: %d/%d refused (word cut %d/%d, head %d/%d, byte %d/%d, table cut "
+           "%d/%d, state bit %d/%d), %d disagreements\n",
            name, (unsigned long long)orig, (unsigned long long)pl.chunks, pl.nmc, (unsigned long long)pl.rans0_planes,
-           (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
-           bad ? "DIFFERENT" : "same bytes", refused, pl.nrp ? 400 : 0, mbad);
+           n11, (unsigned long long)pl.stored_planes, pl.nhc, (unsigned long long)pl.host_size,
+           bad ? "DIFFERENT" : "same bytes", nref, pl.nrp ? 400 : 0, refused[0], tried[0], refused[1], tried[1],
+           refused[2], tried[2], refused[3], tried[3], refused[4], tried[4], mbad);
     gpu_plan_free(&pl);
     free(ref);
     free(out);
@@ -249,6 +267,81 @@ static int synthetic(ckpz_ctx *ctx, ent_ctx *ec)
     return fails;
 }
 
+/* 1 when codec 11's tail (the last t rounds) holds a segment start: the twin then decodes
+ * the tail with more than one table. */
+static int tail_crosses(const uint8_t *c, size_t len, size_t n)
+{
+    int sh;
+    unsigned N;
+    size_t nb, nm, b = 0, k;
+    const uint8_t *p = c + 2, *end = c + len;
+    if (gr_head(c, len, n, 1, &sh, &N, &nb, &nm)) return 0;
+    for (; b < nb; b += k)
+        if (gr_leb(&p, end, &k) || gr_dtab(&p, end, NULL)) return 0;
+        else if ((b << sh) > nm && (b << sh) < n) return 1;
+    return 0;
+}
+
+/* Planes coded straight by rans0_encode and rans0t_encode (codecs 2 and 11; the writer
+ * no longer writes codec 2 but for delta residuals, which the plan leaves to the host):
+ * sizes from 1 byte to 1 MiB, skewed, drifting (segments with tables of their own),
+ * even-only (codec 11's mode 1 tables) and nearly constant (the longest tails) bytes,
+ * and nearly constant ones whose last 1500 change (a last segment inside the tail),
+ * levels 1, 3, 9. The twin must restore each as the CPU decoder
+ * does, and agree with it on 8 changed copies of each. */
+static int direct_planes(ent_ctx *ec)
+{
+    static const size_t sizes[] = {
+        1,    2,    31,   33,    64,         100,          992,    1000,           1984,
+        2047, 4096, 4099, 20000, 65536 + 17, 65536 + 1500, 300001, (1u << 20) + 5, (1u << 18) + 1500};
+    int fails = 0, tried[5] = {0}, refused[5] = {0}, nref = 0, coded[2] = {0, 0}, tails = 0, cross = 0, all = 0;
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+        for (int kind = 0; kind < 5; kind++) {
+            size_t n = sizes[z], cap = n + 4096;
+            uint8_t *raw = malloc(n), *c = malloc(cap), *a = malloc(n), *b = malloc(n);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t r = rnd();
+                int g = __builtin_ctzll(r | 1ull << 40); /* geometric */
+                raw[i] = kind == 0                   ? (uint8_t)(120 + g)
+                         : kind == 1                 ? (uint8_t)(40 + 80 * i / n + g)
+                         : kind == 2                 ? (uint8_t)(2 * (g & 15))
+                         : kind == 3 || i + 1500 < n ? (uint8_t)((r >> 48) == 0)
+                                                     : (uint8_t)(7 + ((r >> 52) == 0));
+            }
+            int level = z % 3 == 0 ? 1 : z % 3 == 1 ? 3 : 9;
+            for (int f = 0; f < 2; f++) {
+                unsigned codec = f ? GPU_RANS0T : GPU_RANS0;
+                size_t len = f ? rans0t_encode(ec, raw, n, c, cap, level) : rans0_encode(ec, raw, n, c, cap, level);
+                if (!len) continue; /* not smaller than the plane: it would be stored */
+                coded[f]++;
+                if (f && c[1] >> 3) {
+                    tails++;
+                    cross += tail_crosses(c, len, n);
+                    all += (size_t)(c[1] >> 3) << (c[1] & 7) == n;
+                }
+                memset(a, 0xa5, n);
+                memset(b, 0x5a, n);
+                int rt = gpu_rans0_twin(codec, c, len, a, n), rc = ent_decode(ec, (uint8_t)codec, c, len, b, n);
+                if (rt || rc || memcmp(a, raw, n) || memcmp(b, raw, n)) {
+                    fprintf(stderr, "codec %u, %zu bytes, kind %d, level %d: twin %d, CPU %d\n", codec, n, kind, level,
+                            rt, rc);
+                    fails++;
+                }
+                for (int k = 0; k < 8; k++) fails += agree(ec, codec, c, len, n, tried, refused);
+            }
+            free(raw);
+            free(c);
+            free(a);
+            free(b);
+        }
+    for (int h = 0; h < 5; h++) nref += refused[h];
+    printf("planes coded directly: %d codec 2, %d codec 11 (%d with a tail, %d of them all tail, %d with a segment "
+           "start in the tail): %s; changed copies: %d/%d refused, %d failures\n",
+           coded[0], coded[1], tails, all, cross, fails ? "DIFFERENT" : "same bytes", nref, 8 * (coded[0] + coded[1]),
+           fails);
+    return fails;
+}
+
 /* crc_dev.h's CRC of a run of bytes against the CPU's, at every start modulo 32 (the
  * bytes before the first 16-byte boundary, the 16-byte steps, the tail): 0 or 1. */
 static int crc_runs(void)
@@ -278,7 +371,7 @@ int main(int argc, char **argv)
     ckpz_ctx *ctx = ckpz_ctx_create();
     ent_ctx *ec = ent_ctx_create();
     fails += crc_runs();
-    if (argc < 2) fails += synthetic(ctx, ec);
+    if (argc < 2) fails += direct_planes(ec) + synthetic(ctx, ec);
     for (int f = 1; f < argc; f++) {
         size_t size;
         uint8_t *file = slurp(argv[f], &size);
