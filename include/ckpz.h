@@ -448,10 +448,13 @@ CKPZ_API ckpz_error ckpz_compress_into(ckpz_ctx *ctx, const ckpz_params *params,
                                        void *dst, size_t dst_capacity, size_t *written);
 
 /* Compresses src into a buffer allocated by the library (*dst, *dst_size); release it
- * with ckpz_free. The same output as ckpz_compress_into; the buffer is allocated once,
- * at ckpz_compress_bound(src_size) bytes (its pages only touched as the output reaches
- * them, or a chunk's frame coded in place at most past it), and shrunk to the output's
- * size. */
+ * with ckpz_free (or free). The same output as ckpz_compress_into; the buffer is
+ * allocated once, at ckpz_compress_bound(src_size) bytes (its pages only touched as the
+ * output reaches them, or a chunk's frame coded in place at most past it), and shrunk to
+ * the output's size, except a buffer of whole 2 MiB pages (a bound of 1 to 4 MiB) that
+ * the output fills half of: that one is kept whole, and ckpz_free keeps one such buffer
+ * for the next call, whose output then needs no fresh pages (at most 6 MiB of addresses
+ * held). */
 CKPZ_API ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size,
                                          void **dst, size_t *dst_size);
 /* Decompresses a whole ckpz file in memory into dst, which must hold exactly the
@@ -464,6 +467,8 @@ CKPZ_API ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *par
 /* Original size recorded in a complete ckpz file held in memory. Only the header and
  * trailer checksums are verified: bound the value before allocating by it. */
 CKPZ_API ckpz_error ckpz_original_size(ckpz_ctx *ctx, const void *src, size_t src_size, uint64_t *size);
+/* Releases memory the library allocated for the caller (accepts NULL); see
+ * ckpz_compress_buffer for the one output buffer it may keep for the next call. */
 CKPZ_API void ckpz_free(void *p);
 
 /* ---- delta files: what a file needs -------------------------------------------------- */

@@ -3,8 +3,10 @@
  * /proc/buddyinfo texts: where a fault would compact memory itself, only the free 2 MiB
  * blocks beyond the reserve are asked for, the DMA zone not counted; where it would not,
  * all of them. Then workmem_room and ckpz_huge_span on this machine: room that is
- * written end to end, and a span that never exceeds what the rule allows. */
+ * written end to end, and a span that never exceeds what the rule allows; a whole-page
+ * room given back (workmem_room_free) is the next room of its size, not another. */
 #define CKPZ_EXPERIMENTAL /* ckpz_huge_span */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,13 @@
 #include "testutil.h"
 
 #define MB ((size_t)1 << 20)
+#if defined(__GLIBC__) /* where rooms are kept (workmem.c) */
+#include <malloc.h>
+#define KEEPS 1
+#else
+#define KEEPS 0
+#define malloc_trim(pad) ((void)(pad))
+#endif
 
 /* A buddyinfo text: DMA with many big blocks (never counted), DMA32 and Normal with the
  * given counts of order 9 and 10 (order 10 = two 2 MiB blocks). */
@@ -86,11 +95,44 @@ static void test_room(void)
     }
 }
 
+/* Room of 1.5 MiB holding 1 MiB kept whole, given back and taken again with its bytes
+ * (fresh pages would be zeros); one that holds
+ * 1 KiB given back down to it; a room too small for a request is not taken. */
+static void test_kept(void)
+{
+    size_t n = 3 * MB / 2;
+    unsigned char *p = workmem_room(n);
+    CHECK(p != NULL);
+    if (!p) return;
+    memset(p, 1, MB);
+    int whole = KEEPS && ckpz_huge_span(n) > 0 && (uintptr_t)p % (2 * MB) == 0;
+    unsigned char *q = workmem_room_fit(p, n, MB);
+    CHECK(q != NULL && q[0] == 1 && q[MB - 1] == 1);
+    CHECK(!whole || q == p);
+    workmem_room_free(q);
+    malloc_trim(0); /* free heap pages handed back: only a kept room keeps its bytes */
+    unsigned char *r = workmem_room(n), *big = workmem_room(7 * MB);
+    CHECK(r != NULL && big != NULL);
+    CHECKF(!whole || (r == q && r[0] == 1 && r[MB - 1] == 1), "kept room %p, next room %p", (void *)q, (void *)r);
+    CHECK(big != q);
+    if (r) memset(r, 2, n);
+    free(big);
+    unsigned char *s = r ? workmem_room_fit(r, n, 1024) : NULL; /* a small output: cut down */
+    CHECK(!r || (s != NULL && s[0] == 2 && s[1023] == 2));
+    workmem_room_free(s);
+    unsigned char *t = workmem_room(n); /* s is not kept: a room of 1 KiB is no output's */
+    CHECK(t != NULL && (!whole || (uintptr_t)t % (2 * MB) == 0));
+    if (t) memset(t, 3, n);
+    free(t);
+    printf("test_hugepage: kept rooms %s\n", whole ? "checked" : "not checked (no 2 MiB pages asked for)");
+}
+
 int main(void)
 {
     test_modes();
     test_blocks();
     test_room();
+    test_kept();
     if (test_failures) fprintf(stderr, "test_hugepage: %d failures\n", test_failures);
     return test_failures != 0;
 }

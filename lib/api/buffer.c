@@ -124,20 +124,22 @@ ckpz_error ckpz_compress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const 
     size_t bound = ckpz_compress_bound(src_size), n = 0;
     ctx_clear(ctx);
     if (!bound) return ctx_fail(ctx, CKPZ_ERR_LIMIT, "input of %zu bytes too large", src_size);
-    /* The bound once (pages are only touched as the output reaches them), then given
-     * back down to the size written: no growth, no copy. */
-    uint8_t *p = workmem_room(bound); /* released with ckpz_free, i.e. free */
+    /* The bound once (pages are only touched as the output reaches them; a room that
+     * ckpz_free kept, already faulted in), then given back down to the size written or
+     * kept whole (workmem_room_fit): no growth, no copy. */
+    uint8_t *p = workmem_room(bound); /* released with ckpz_free (workmem_room_free) or free */
     if (!p) return ctx_fail(ctx, CKPZ_ERR_NOMEM, "out of memory");
     ckpz_error err = compress_memory(ctx, params, src, src_size, p, bound, &n);
     if (err) {
-        free(p);
+        workmem_room_free(p);
         return err;
     }
-    uint8_t *q = realloc(p, n);
-    *dst = q ? q : p;
+    *dst = workmem_room_fit(p, bound, n);
     *dst_size = n;
     return CKPZ_OK;
 }
+
+void ckpz_free(void *p) { workmem_room_free(p); }
 
 ckpz_error ckpz_decompress_buffer(ckpz_ctx *ctx, const ckpz_params *params, const void *src, size_t src_size, void *dst,
                                   size_t dst_size)

@@ -69,6 +69,16 @@ void workmem_free(struct workmem *wm); /* accepts NULL */
  * up to whole ones); only a hint: nothing fails without it. NULL out of memory. */
 void *workmem_room(size_t n);
 
+/* A room of size bytes (workmem_room) holding an output of n: given back down to n
+ * bytes (realloc), or kept whole where it is one that workmem_room_free keeps and n fills
+ * half of size. The room, possibly moved. */
+void *workmem_room_fit(void *p, size_t size, size_t n);
+
+/* Releases what workmem_room (or malloc) gave: a whole-page room is kept for the next
+ * workmem_room (one at a time; its pages need no fault or clearing then), anything
+ * else freed. Accepts NULL. */
+void workmem_room_free(void *p);
+
 /* ckpz_huge_span's rule (ckpz_experimental.h) on the given texts: defrag is
  * /sys/kernel/mm/transparent_hugepage/defrag's (NULL: unknown, taken as compacting),
  * buddyinfo /proc/buddyinfo's (NULL: unknown, no free block). Where a fault would

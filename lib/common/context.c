@@ -30,7 +30,6 @@ ckpz_error ckpz_ctx_report(ckpz_ctx *ctx, ckpz_error code, const char *msg)
     if (ctx) snprintf(ctx->msg, sizeof ctx->msg, "%s", msg ? msg : "");
     return code;
 }
-void ckpz_free(void *p) { free(p); }
 
 void ctx_clear(ckpz_ctx *ctx)
 {
