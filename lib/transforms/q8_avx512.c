@@ -71,4 +71,5 @@ T512 size_t q8_merge_avx512(const uint8_t *const *pl, size_t b0, size_t cnt, uin
     }
     return b;
 }
+#undef PAIR
 #endif
