@@ -348,6 +348,7 @@ int rans_dtab_read(const uint8_t **pp, const uint8_t *end, uint16_t *freq)
     memset(freq, 0, 256 * sizeof *freq);
     for (int i = 0; i < hi - lo; i++) {
         uint64_t w = peek_at(&k); /* the run, its zero and the low bits: at most 37 of its 57 */
+        if (!~w) return -1;       /* a run of 57 ones or more */
         unsigned u = (unsigned)__builtin_ctzll(~w);
         if (u > RANS_DTAB_RUN) return -1;
         int b = bl[i + 1 - m] + 1 - m + ((int)(u >> 1) ^ -(int)(u & 1)); /* zigzag: 0, -1, 1, -2, ... */
