@@ -11,6 +11,7 @@ used as a dict key crashes CPython; tuple_depth refuses tuples and slices (which
 their members) beyond MAX_TUPLE_DEPTH as they are made. check_nesting refuses a result
 whose containers nest beyond MAX_NESTING: what recursive code (ckpz's own walkers of a
 state dict included) can take.
+FAST_TUPLES: the machine's tuple opcodes, which measure each tuple as they make it.
 """
 
 import itertools
@@ -45,12 +46,6 @@ class UnsafeGlobalError(PickleRefused):
             "ckpz.load(..., trusted=True); to allow this name alone: ckpz.load(..., safe_globals=[%r])"
             % (what, name), path)
         self.name = name  # the global (ckpz.Error's name, the code's text, is not needed here)
-
-
-def _qualname(obj):
-    if isinstance(obj, type) or callable(obj):
-        return "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", type(obj).__name__))
-    return "a %s object" % type(obj).__name__
 
 
 def qualname(obj):
@@ -185,3 +180,50 @@ def _too_deep(limit, path):
 
 def _children(c):
     return itertools.chain(c.keys(), c.values()) if isinstance(c, dict) else iter(c)
+
+
+# Tuples as the machine makes them, measured as _tuple_depth would: a flat tuple (a
+# tensor's sizes) nests 1 deep and is not kept; one whose nested items are all flat
+# tuples (a tensor's arguments) nests 2 deep and is kept; anything else is measured by
+# _tuple_depth itself.
+_NESTS = (tuple, slice)
+
+
+def _measure(self, t):
+    for x in t:
+        if isinstance(x, tuple):
+            for y in x:
+                if isinstance(y, _NESTS):
+                    return self._tuple_depth(t)
+        elif isinstance(x, slice):
+            return self._tuple_depth(t)
+    self._depth[id(t)] = (t, 2)
+    return 2
+
+
+def _tuple(self):
+    t = tuple(self.pop_mark())
+    for x in t:
+        if isinstance(x, _NESTS):
+            _measure(self, t)
+            break
+    self.append(t)
+
+
+def _tuple_n(n):  # TUPLE1, TUPLE2, TUPLE3
+    def op(self):
+        stack = self.stack
+        if len(stack) < n:
+            raise IndexError("TUPLE%d on a stack of %d items" % (n, len(stack)))
+        t = tuple(stack[-n:])
+        for x in t:
+            if isinstance(x, _NESTS):
+                _measure(self, t)
+                break
+        stack[-n:] = [t]
+
+    return op
+
+
+FAST_TUPLES = {"TUPLE": _tuple, "TUPLE1": _tuple_n(1), "TUPLE2": _tuple_n(2), "TUPLE3": _tuple_n(3),
+                "EMPTY_TUPLE": pickle._Unpickler.load_empty_tuple}  # (): nothing to measure

@@ -261,6 +261,19 @@ class SafeUnpickler(pickle._Unpickler):
             self.refuse("a frame of %d bytes where %d are left" % (n, self._end - self._tell()))
         return None
 
+    def load_bytearray8(self):
+        """BYTEARRAY8 without pickle's bytearray of the length the file states, zeroed
+        before a byte is read: the length is charged and checked against the bytes left."""
+        n = int.from_bytes(self.read(8), "little")
+        left = self._end - self._tell() if self._unframer is None else self.size
+        if n > left:
+            self.refuse("a bytearray of %d bytes where %d are left" % (n, left))
+        self.charge(n + 64)
+        data = self.read(n)
+        if len(data) != n:
+            raise EOFError("the pickle ends inside a BYTEARRAY8")
+        self.append(bytearray(data))
+
     def load(self):
         self._reader()
         self.metastack = []
@@ -324,53 +337,6 @@ def _depth_checked(op):
     return handler
 
 
-# Tuples as the machine makes them, measured as _tuple_depth would: a flat tuple (a
-# tensor's sizes) nests 1 deep and is not kept; one whose nested items are all flat
-# tuples (a tensor's arguments) nests 2 deep and is kept; anything else is measured by
-# _tuple_depth itself.
-_NESTS = (tuple, slice)
-
-
-def _measure(self, t):
-    for x in t:
-        if isinstance(x, tuple):
-            for y in x:
-                if isinstance(y, _NESTS):
-                    return self._tuple_depth(t)
-        elif isinstance(x, slice):
-            return self._tuple_depth(t)
-    self._depth[id(t)] = (t, 2)
-    return 2
-
-
-def _tuple(self):
-    t = tuple(self.pop_mark())
-    for x in t:
-        if isinstance(x, _NESTS):
-            _measure(self, t)
-            break
-    self.append(t)
-
-
-def _tuple_n(n):  # TUPLE1, TUPLE2, TUPLE3
-    def op(self):
-        stack = self.stack
-        if len(stack) < n:
-            raise IndexError("TUPLE%d on a stack of %d items" % (n, len(stack)))
-        t = tuple(stack[-n:])
-        for x in t:
-            if isinstance(x, _NESTS):
-                _measure(self, t)
-                break
-        stack[-n:] = [t]
-
-    return op
-
-
-_FAST_TUPLES = {"TUPLE": _tuple, "TUPLE1": _tuple_n(1), "TUPLE2": _tuple_n(2), "TUPLE3": _tuple_n(3),
-                "EMPTY_TUPLE": pickle._Unpickler.load_empty_tuple}  # (): nothing to measure
-
-
 def _dispatch():
     d = dict(pickle._Unpickler.dispatch)
     by_name = {}
@@ -380,7 +346,7 @@ def _dispatch():
             by_name[name] = code[0]
     for name in _pickle_limits.TUPLES:  # measured as they are made
         if name in by_name:
-            d[by_name[name]] = _FAST_TUPLES.get(name) or _depth_checked(d[by_name[name]])
+            d[by_name[name]] = _pickle_limits.FAST_TUPLES.get(name) or _depth_checked(d[by_name[name]])
     for name in _pickle_limits.PAYLOAD:
         if name in by_name:
             d[by_name[name]] = _charged_payload(d[by_name[name]])
@@ -389,7 +355,7 @@ def _dispatch():
             d[by_name[name]] = _charged_per_item(d[by_name[name]], per)
     for name, fn in (("REDUCE", SafeUnpickler.load_reduce), ("NEWOBJ", SafeUnpickler.load_newobj),
                      ("NEWOBJ_EX", SafeUnpickler.load_newobj_ex), ("BUILD", SafeUnpickler.load_build),
-                     ("FRAME", SafeUnpickler.load_frame)):
+                     ("FRAME", SafeUnpickler.load_frame), ("BYTEARRAY8", SafeUnpickler.load_bytearray8)):
         code = getattr(pickle, name, None)
         if code is not None:
             d[code[0]] = fn

@@ -582,6 +582,8 @@ def size_cases(su):
         note="a FRAME announcing 2^62 bytes: refusing the lie or ignoring the hint are both fine, allocating is not")
     add("binunicode_truncated", b"X" + struct.pack("<I", 0x7FFFFFFF) + b"abc")
     add("binbytes8_huge", b"\x8e" + struct.pack("<Q", 1 << 62) + b"abc")
+    add("bytearray8_1g", b"\x96" + struct.pack("<Q", 3 << 29) + b"abc", mem=True,
+        note="BYTEARRAY8 stating 1.5 GB in a pickle of a few bytes: pickle zeroes a bytearray of that size first")
     add("dup_flood", NONE + DUP * 200000 + b"t",
         note="a 200,000-element tuple from as many bytes: linear, loads or is refused")
 
