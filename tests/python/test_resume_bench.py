@@ -6,7 +6,9 @@ policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --momen
 experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
 CellFloor: a matrix cell's floor is the largest of its seeds' floors, and only the gap is
 judged against it. Budget: bench/resume_budget.py's bytes per role add up to the file and
-match `ckpz -l -v`'s entries.
+match `ckpz -l -v`'s entries. Joint: bench/resume_joint.py finds each optimizer state's
+parameter past a buffer, and a weights' change that is Adam's step exactly is predicted
+(near 1 correlation, bits saved) where a change unrelated to the moments is not.
 
 Needs torch (Debian's python3-torch) and the ckpz command: CKPZ_CLI, else build/ckpz.
 """
@@ -207,6 +209,47 @@ class Budget(unittest.TestCase):
         self.assertGreater(r["overhead"]["bytes"], 0)
         self.assertAlmostEqual(b["bits_per_param"], 8 * size / (96 * 128 + 16))
         self.assertAlmostEqual(sum(x["bits_per_param"] for x in r.values()), b["bits_per_param"])
+
+
+class Joint(unittest.TestCase):
+    def pair(self, exact_step):
+        import torch
+        g = torch.Generator().manual_seed(7)
+        lr, wd, k, b1, b2, eps = 1e-3, 0.1, 10, 0.9, 0.95, 1e-8
+
+        def state(step, m, v):
+            return {"step": torch.tensor(float(step)), "exp_avg": m, "exp_avg_sq": v}
+        w_b = torch.randn(64, 96, generator=g, dtype=torch.float64) * 0.02
+        m_b, m_n = (torch.randn(64, 96, generator=g, dtype=torch.float64) * 1e-3 for _ in "ab")
+        v_n = torch.rand(64, 96, generator=g, dtype=torch.float64) * 1e-6 + 1e-8
+        u = (m_n / (1 - b1 ** 30)) / ((v_n / (1 - b2 ** 30)).sqrt() + eps)
+        d = -lr * k * (u + wd * w_b) if exact_step else torch.randn(64, 96, generator=g) * 1e-3
+        grp = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, params=[0, 1])
+        bn = torch.ones(96)
+        mk = lambda w, t, m, v: ({"conv.weight": w, "bn.running_mean": bn, "bn.weight": bn},  # noqa
+                                 {"state": {0: state(t, m, v), 1: state(t, bn * 0, bn)},
+                                  "param_groups": [grp]})
+        return mk(w_b, 20, m_b, v_n), mk(w_b + d, 30, m_n, v_n)
+
+    def rows(self, exact_step):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import resume_joint
+        base, nxt = self.pair(exact_step)
+        self.assertEqual([n for _, n, _ in resume_joint.param_map(*nxt)], ["conv.weight", "bn.weight"])
+        rows, n_params = resume_joint.analyse_pair(base, nxt)
+        self.assertEqual(n_params, 64 * 96 + 96)
+        return {(r["kind"], r["pred"]): r for r in rows}
+
+    def test_adam_step_predicted(self):
+        r = self.rows(True)[("d", "p1")]
+        self.assertGreater(r["c_ex"], 0.999)
+        self.assertAlmostEqual(r["a"], 1.0, places=3)
+        self.assertGreater(r["b_ex"], 4.0)
+
+    def test_unrelated_change_not_predicted(self):
+        r = self.rows(False)
+        self.assertLess(abs(r[("d", "p1")]["c_ex"]), 0.1)
+        self.assertLess(abs(r[("d", "ls3")]["b_ex"]), 0.1)
 
 
 if __name__ == "__main__":
