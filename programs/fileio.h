@@ -43,12 +43,23 @@ typedef struct fio_in {
     int tail_known;      /* the file's last 40 bytes were looked at (regular files) */
     int one_stream;      /* ... and they are the trailer of a stream as long as the file */
     uint64_t start;      /* offset of the first byte read (stdin may start further on) */
+    /* A regular file compressed through a mapping (fio_in_map): the source is memory
+     * over it, which the library codes where it lies, with no copy into its buffers. */
+    void *map;
+    size_t map_len;
+    ckpz_mem mem;
 } fio_in;
 
 /* Opens name ("-" = stdin). need_regular: random access (list, extract). 0 or -1. */
 int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular);
 void fio_in_close(fio_in *in);
-/* in as a source: its buffered reads (split at stream ends in split mode), its size. */
+/* Maps a regular file of at least FIO_MAP_MIN bytes not yet read from (compression), so
+ * that fio_in_source is memory over it; 1 when mapped, 0 when read as before. A file
+ * that shrinks while mapped ends the process with an error naming it (SIGBUS: see
+ * fio_install_signal_handlers), its temporary output removed. */
+int fio_in_map(fio_in *in);
+/* in as a source: memory over its mapping, or its buffered reads (split at stream ends
+ * in split mode); its size. */
 void fio_in_source(fio_in *in, ckpz_source *src);
 /* ckpz_read_fn: fills as much of n as the input has; 0 only at the end (of the current
  * stream, in split mode). */
@@ -98,6 +109,13 @@ const char *fio_io_strerror(int e);
 /* Removes the current temporary output on SIGINT/SIGTERM/SIGHUP, then dies of the
  * signal as usual. Call once, early. */
 void fio_install_signal_handlers(void);
+/* From a signal handler (async-signal-safe): removes the temporary output, if one is
+ * open, and ends a progress line. */
+void fio_signal_discard(void);
+/* SIGBUS at addr (infile.c): on an input's mapping, prints why (gone: its bytes are past
+ * the file's end, else a read error), naming the file, discards the output and exits 1;
+ * 0 when the address is not in a mapping of ours. */
+int fio_in_sigbus(const void *addr, int gone);
 /* Opens the output: stdout (name NULL), an existing device or fifo, or a temporary file
  * beside `name`. in_st (may be NULL) guards against writing over the input. binary:
  * refuse a terminal as stdout. 0, or -1 (then call fio_out_abort). */

@@ -160,6 +160,7 @@ static int run_one(ckpz_ctx *ctx, const fio_prefs *p, const autotune_choice *tun
         params.base_name = fio_base_record_name(base);
         params.base_depth = base->depth;
     }
+    if (op == OP_COMPRESS) fio_in_map(&in);
     fio_in_source(&in, &from);
     fio_out_sink(&out, &to); /* a file can be patched: the base's CRC needs no pass of its own */
     stats = (ckpz_stats){.struct_size = sizeof stats};

@@ -47,27 +47,45 @@
 static char g_tmp_path[PATH_MAX + 32];
 static volatile sig_atomic_t g_tmp_active;
 
-static void on_signal(int sig)
+void fio_signal_discard(void)
 {
     if (g_tmp_active) unlink(g_tmp_path);
     if (fio_progress_shown) {
         ssize_t r = write(STDERR_FILENO, "\n", 1);
         (void)r;
     }
+}
+
+static void on_signal(int sig)
+{
+    fio_signal_discard();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
+/* A fault on an input's mapping (the file shrank under it) is an error naming the file;
+ * any other SIGBUS is what it would have been (the default action, on return). */
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (!fio_in_sigbus(si->si_addr, si->si_code == BUS_ADRERR)) signal(sig, SIG_DFL);
+}
+
 void fio_install_signal_handlers(void)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
     size_t i;
     for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
         struct sigaction sa, old;
         /* nohup'ed runs keep ignoring SIGHUP */
         if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal;
+        if (sigs[i] == SIGBUS) {
+            sa.sa_sigaction = on_sigbus;
+            sa.sa_flags = SA_SIGINFO;
+        } else {
+            sa.sa_handler = on_signal;
+        }
         sigemptyset(&sa.sa_mask);
         sigaction(sigs[i], &sa, NULL);
     }

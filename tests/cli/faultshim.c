@@ -22,6 +22,8 @@
  *                that the messages of the process under test still get out)
  *   FAULT_LOG    file to which one line is appended when the first fault is injected,
  *                so that a test can tell a fault that happened from one that did not
+ * With FAULT_OP=read a file is never mapped (mmap of a descriptor fails with ENODEV, as
+ * on a file system that cannot map): the process reads it, and the reads are faulted.
  * Read faults hit only descriptors open for reading, write, fsync and close faults only
  * those open for writing (the output, not the input). The counters are atomic: the
  * process may do I/O from several threads.
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -230,6 +233,21 @@ ssize_t pread(int fd, void *buf, size_t n, off_t off)
 }
 
 ssize_t pread64(int fd, void *buf, size_t n, off64_t off) { return pread(fd, buf, n, (off_t)off); }
+
+typedef void *(*mmap_fn)(void *, size_t, int, int, int, off_t);
+void *mmap(void *addr, size_t n, int prot, int flags, int fd, off_t off)
+{
+    REAL(mmap, mmap_fn);
+    if (!(flags & MAP_ANONYMOUS) && fd >= 0 && target(fd, OP_READ)) {
+        errno = ENODEV;
+        return MAP_FAILED;
+    }
+    return real_mmap(addr, n, prot, flags, fd, off);
+}
+void *mmap64(void *addr, size_t n, int prot, int flags, int fd, off64_t off)
+{
+    return mmap(addr, n, prot, flags, fd, (off_t)off);
+}
 
 ssize_t write(int fd, const void *buf, size_t n)
 {

@@ -235,26 +235,48 @@ faulty FAULT_OP=write FAULT_KIND=short FAULT_SHORT=4093 -- "$CKPZ" -q -T1 -d pin
 works "decompress 14 MB, short writes" pout.bin pin.copy
 rm -f pout.bin pin.ckpz pref.ckpz pckpz.copy
 
-# another process really truncating the input: a slow (-9, one thread) compression of
-# 15 MB and `truncate` 0.3 s into it
+# another process really changing the input: a slow (-9, one thread) compression of
+# 15 MB, which reads it through a mapping; once the mapping shows in /proc/PID/maps, the
+# file is cut to 1 MiB (the bytes gone under the mapping are a SIGBUS, which the CLI
+# turns into an error naming the file: "shrank") or one byte is rewritten in place
+# (its mtime: "changed"); either way exit 1, no output, no temporary file, and --rm
+# keeps the input.
 cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" \
-    "$ROOT/samples/gpt-small.f32.safetensors" >big
-"$CKPZ" -q -9 -T1 --rm big 2>big.err &
-pid=$!
-sleep 0.3
-if kill -0 "$pid" 2>/dev/null; then
-    truncate -s 1M big
-    wait "$pid"
-    rc=$?
-    [ "$rc" -eq 1 ] || fail "input truncated by another process: exit $rc: $(cat big.err)"
-    grep -q "big: .*changed" big.err || fail "no message about the change: $(cat big.err)"
-    exists big
-    absent big.ckpz
-    no_temp_files .
-else
-    wait "$pid"
-    echo "SKIP: the -9 compression of 15 MB ended within 0.3 s; the truncation came too late"
-fi
+    "$ROOT/samples/gpt-small.f32.safetensors" >big.orig
+for change in truncate rewrite; do
+    cp big.orig big
+    touch -d '2020-01-02 03:04:05' big
+    "$CKPZ" -q -9 -T1 --rm big 2>big.err &
+    pid=$!
+    mapped=0
+    for i in $(seq 1 200); do
+        grep -q "$WORK/big\$" "/proc/$pid/maps" 2>/dev/null && { mapped=1; break; }
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.01
+    done
+    [ $mapped = 1 ] || sleep 0.3 # a file system that cannot map: the CLI reads it
+    if kill -0 "$pid" 2>/dev/null; then
+        if [ $change = truncate ]; then
+            truncate -s 1M big
+            expect=shrank
+        else
+            printf '#' | dd of=big bs=1 seek=4000000 conv=notrunc status=none
+            expect=changed
+        fi
+        [ $mapped = 1 ] || expect="changed|shrank"
+        wait "$pid"
+        rc=$?
+        [ "$rc" -eq 1 ] || fail "input changed ($change) by another process: exit $rc: $(cat big.err)"
+        grep -qE "big: .*($expect)" big.err || fail "$change: no message saying $expect: $(cat big.err)"
+        exists big
+        absent big.ckpz
+        no_temp_files .
+    else
+        wait "$pid"
+        echo "SKIP: the -9 compression of 15 MB ended before the $change; it came too late"
+    fi
+done
+rm -f big big.orig big.err
 
 # --- an output that appears under the final name while ckpz writes is left alone
 # (linkat or renameat2 RENAME_NOREPLACE: no window between the look and the rename);
