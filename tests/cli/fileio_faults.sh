@@ -239,14 +239,18 @@ rm -f pout.bin pin.ckpz pref.ckpz pckpz.copy
 # 15 MB, which reads it through a mapping; once the mapping shows in /proc/PID/maps, the
 # file is cut to 1 MiB (the bytes gone under the mapping are a SIGBUS, which the CLI
 # turns into an error naming the file: "shrank") or one byte is rewritten in place
-# (its mtime: "changed"); either way exit 1, no output, no temporary file, and --rm
-# keeps the input.
+# (its mtime: "changed"), or bytes all over it are rewritten again and again while the
+# coders read them where they lie (two threads: a coder must stay within its buffers
+# whatever the bytes it reads twice; the sanitizer builds run this too); either way
+# exit 1, no output, no temporary file, and --rm keeps the input.
 cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" \
     "$ROOT/samples/gpt-small.f32.safetensors" >big.orig
-for change in truncate rewrite; do
+for change in truncate rewrite scribble; do
     cp big.orig big
     touch -d '2020-01-02 03:04:05' big
-    "$CKPZ" -q -9 -T1 --rm big 2>big.err &
+    threads=1
+    [ $change = scribble ] && threads=2
+    "$CKPZ" -q -9 -T$threads --rm big 2>big.err &
     pid=$!
     mapped=0
     for i in $(seq 1 200); do
@@ -259,8 +263,15 @@ for change in truncate rewrite; do
         if [ $change = truncate ]; then
             truncate -s 1M big
             expect=shrank
-        else
+        elif [ $change = rewrite ]; then
             printf '#' | dd of=big bs=1 seek=4000000 conv=notrunc status=none
+            expect=changed
+        else
+            for i in $(seq 1 400); do
+                kill -0 "$pid" 2>/dev/null || break
+                head -c $((1 + RANDOM % 9000)) /dev/urandom |
+                    dd of=big bs=1M seek=$(((RANDOM * 32768 + RANDOM) % 15000000)) oflag=seek_bytes conv=notrunc status=none
+            done
             expect=changed
         fi
         [ $mapped = 1 ] || expect="changed|shrank"
