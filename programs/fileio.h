@@ -50,6 +50,11 @@ typedef struct fio_in {
     ckpz_mem mem;
 } fio_in;
 
+/* A pipe or FIFO at fd holds FIO_PIPE_SIZE bytes where the system lets it (Linux
+ * F_SETPIPE_SZ; 64 KiB by default): each end then wakes the other for every 1 MiB, not
+ * every 64 KiB. Anything else, or a refusal, is left as it is. */
+#define FIO_PIPE_SIZE (1 << 20)
+void fio_pipe_widen(int fd);
 /* Opens name ("-" = stdin). need_regular: random access (list, extract). 0 or -1. */
 int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular);
 void fio_in_close(fio_in *in);

@@ -19,6 +19,7 @@
  * read a second time, so whatever inspects the head (the base a delta file needs) reads
  * it from the same buffer the decoder then reads.
  */
+#define _GNU_SOURCE /* F_SETPIPE_SZ (Linux) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -222,6 +223,16 @@ int fio_in_pread(void *opaque, void *dst, size_t n, uint64_t off)
     return -1;
 }
 
+void fio_pipe_widen(int fd)
+{
+    struct stat st;
+#ifdef F_SETPIPE_SZ
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) (void)fcntl(fd, F_SETPIPE_SZ, FIO_PIPE_SIZE);
+#else
+    (void)fd, (void)st;
+#endif
+}
+
 int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular)
 {
     memset(in, 0, sizeof(*in));
@@ -267,6 +278,7 @@ int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regul
         fio_error("%s: needs a regular file (random access), not a pipe", in->name);
         goto fail;
     }
+    if (!in->regular) fio_pipe_widen(in->io.fd);
     if (in->regular) {
         off_t cur = in->is_stdin ? lseek(in->io.fd, 0, SEEK_CUR) : 0;
         if (cur < 0) cur = 0;

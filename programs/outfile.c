@@ -243,6 +243,7 @@ int fio_out_open(fio_out *o, const char *name, const struct stat *in_st, const f
             return -1;
         }
         o->io.fd = STDOUT_FILENO;
+        fio_pipe_widen(o->io.fd);
     } else {
         o->name = name;
         if (lstat(name, &st) == 0) {
