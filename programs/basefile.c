@@ -25,8 +25,10 @@
 void fio_base_free(fio_base *b)
 {
     if (b->data) {
-        if (b->mapped) munmap(b->data, b->size);
-        else free(b->data);
+        if (b->mapped) {
+            fio_map_forget(b->data);
+            munmap(b->data, b->size);
+        } else free(b->data);
     }
     free(b->path);
     memset(b, 0, sizeof(*b));
@@ -66,6 +68,7 @@ static int map_file(const char *path, fio_base *b)
             return -1;
         }
         madvise(m, b->size, MADV_SEQUENTIAL);
+        (void)fio_map_note(m, b->size, path, "read as a base"); /* unnoted: SIGBUS is fatal, as before */
         b->data = m;
         b->mapped = 1;
     }

@@ -117,7 +117,11 @@ void fio_install_signal_handlers(void);
 /* From a signal handler (async-signal-safe): removes the temporary output, if one is
  * open, and ends a progress line. */
 void fio_signal_discard(void);
-/* SIGBUS at addr (infile.c): on an input's mapping, prints why (gone: its bytes are past
+/* A file's mapping the SIGBUS handler names (infile.c): noted before it is used and
+ * forgotten before it is unmapped; -1 when every slot is taken (then do not map). */
+int fio_map_note(const void *at, size_t len, const char *name, const char *doing);
+void fio_map_forget(const void *at);
+/* SIGBUS at addr (infile.c): on a noted mapping, prints why (gone: its bytes are past
  * the file's end, else a read error), naming the file, discards the output and exits 1;
  * 0 when the address is not in a mapping of ours. */
 int fio_in_sigbus(const void *addr, int gone);

@@ -305,26 +305,60 @@ fail:
  * _copy_to_iter and page-cache lookups were 20% of `ckpz -T1 F -o OUT`'s samples on
  * tmpfs). A mapped file that another process truncates raises SIGBUS where its bytes
  * are gone: the handler (outfile.c) asks fio_in_sigbus, which names the file, removes
- * the temporary output and exits 1; what it reads lives in statics set before the
- * mapping is handed over and cleared before it is unmapped. */
+ * the temporary output and exits 1; what it reads lives in slots noted before the
+ * mapping is used and forgotten before it is unmapped (the input's, and the bases'
+ * of basefile.c). */
 #define FIO_MAP_MIN (4u << 20) /* smaller inputs: reading costs less than mapping */
-static const unsigned char *volatile g_map;
-static volatile size_t g_map_len;
-static char g_map_name[512];
+#define FIO_MAPS 4                /* the input and the bases mapped at once */
+static struct {
+    const unsigned char *volatile at; /* NULL: a free slot */
+    volatile size_t len;
+    const char *doing; /* "compressed", "read as a base" */
+    char name[512];
+} g_maps[FIO_MAPS];
+
+int fio_map_note(const void *at, size_t len, const char *name, const char *doing)
+{
+    for (int i = 0; i < FIO_MAPS; i++)
+        if (!g_maps[i].at) {
+            size_t n = strlen(name) < sizeof g_maps[i].name ? strlen(name) : sizeof g_maps[i].name - 1;
+            memcpy(g_maps[i].name, name, n);
+            g_maps[i].name[n] = 0;
+            g_maps[i].doing = doing;
+            g_maps[i].len = len;
+            g_maps[i].at = at; /* last: the handler reads the rest once it sees this */
+            return 0;
+        }
+    return -1;
+}
+
+void fio_map_forget(const void *at)
+{
+    for (int i = 0; i < FIO_MAPS; i++)
+        if (g_maps[i].at == at) g_maps[i].at = NULL;
+}
+
+static void say(const char *s)
+{
+    ssize_t r = write(STDERR_FILENO, s, strlen(s));
+    (void)r;
+}
 
 int fio_in_sigbus(const void *addr, int gone)
 {
-    const unsigned char *a = addr, *m = g_map;
-    if (!m || a < m || a >= m + g_map_len) return 0;
-    fio_signal_discard();
-    static const char pre[] = "ckpz: ", shrank[] = ": shrank while it was compressed; output discarded\n",
-                      eio[] = ": read error while it was compressed (a fault reading its mapped bytes); output "
-                              "discarded\n";
-    ssize_t r = write(STDERR_FILENO, pre, sizeof pre - 1);
-    r = write(STDERR_FILENO, g_map_name, strlen(g_map_name));
-    r = gone ? write(STDERR_FILENO, shrank, sizeof shrank - 1) : write(STDERR_FILENO, eio, sizeof eio - 1);
-    (void)r;
-    _exit(1);
+    const unsigned char *a = addr;
+    for (int i = 0; i < FIO_MAPS; i++) {
+        const unsigned char *m = g_maps[i].at;
+        if (!m || a < m || a >= m + g_maps[i].len) continue;
+        fio_signal_discard();
+        say("ckpz: ");
+        say(g_maps[i].name);
+        say(gone ? ": shrank while it was " : ": read error (a fault on its mapped bytes) while it was ");
+        say(g_maps[i].doing);
+        say("; output discarded\n");
+        _exit(1);
+    }
+    return 0;
 }
 
 int fio_in_map(fio_in *in)
@@ -335,11 +369,10 @@ int fio_in_map(fio_in *in)
     void *m = mmap(NULL, (size_t)in->size_hint, PROT_READ, MAP_PRIVATE, in->io.fd, 0);
     if (m == MAP_FAILED) return 0; /* read as before */
     madvise(m, (size_t)in->size_hint, MADV_SEQUENTIAL);
-    size_t n = strlen(in->name) < sizeof g_map_name ? strlen(in->name) : sizeof g_map_name - 1;
-    memcpy(g_map_name, in->name, n);
-    g_map_name[n] = 0;
-    g_map_len = (size_t)in->size_hint;
-    g_map = m;
+    if (fio_map_note(m, (size_t)in->size_hint, in->name, "compressed") != 0) {
+        munmap(m, (size_t)in->size_hint); /* no SIGBUS could name it: read it */
+        return 0;
+    }
     in->map = m;
     in->map_len = (size_t)in->size_hint;
     return 1;
@@ -348,7 +381,7 @@ int fio_in_map(fio_in *in)
 static void unmap(fio_in *in)
 {
     if (!in->map) return;
-    g_map = NULL;
+    fio_map_forget(in->map);
     munmap(in->map, in->map_len);
     in->map = NULL;
 }

@@ -239,22 +239,30 @@ rm -f pout.bin pin.ckpz pref.ckpz pckpz.copy
 # 15 MB, which reads it through a mapping; once the mapping shows in /proc/PID/maps, the
 # file is cut to 1 MiB (the bytes gone under the mapping are a SIGBUS, which the CLI
 # turns into an error naming the file: "shrank") or one byte is rewritten in place
-# (its mtime: "changed"), or bytes all over it are rewritten again and again while the
+# (its mtime: "changed"), or its base is cut while mapped ("shrank while it was read
+# as a base"), or bytes all over it are rewritten again and again while the
 # coders read them where they lie (two threads: a coder must stay within its buffers
 # whatever the bytes it reads twice; the sanitizer builds run this too); either way
 # exit 1, no output, no temporary file, and --rm keeps the input.
 cat "$ROOT/samples/gpt-small.f32.safetensors" "$ROOT/samples/gpt-small.f32.safetensors" \
     "$ROOT/samples/gpt-small.f32.safetensors" >big.orig
-for change in truncate rewrite scribble; do
+for change in truncate rewrite scribble base; do
     cp big.orig big
     touch -d '2020-01-02 03:04:05' big
     threads=1
     [ $change = scribble ] && threads=2
-    "$CKPZ" -q -9 -T$threads --rm big 2>big.err &
+    watched=big
+    if [ $change = base ]; then
+        cp big.orig big.base && printf 'x' | dd of=big.base bs=1 seek=100 conv=notrunc status=none
+        watched=big.base
+        "$CKPZ" -q -9 -T1 --rm --base big.base big 2>big.err &
+    else
+        "$CKPZ" -q -9 -T$threads --rm big 2>big.err &
+    fi
     pid=$!
     mapped=0
     for i in $(seq 1 200); do
-        grep -q "$WORK/big\$" "/proc/$pid/maps" 2>/dev/null && { mapped=1; break; }
+        grep -q "$WORK/$watched\$" "/proc/$pid/maps" 2>/dev/null && { mapped=1; break; }
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.01
     done
@@ -262,7 +270,10 @@ for change in truncate rewrite scribble; do
     if kill -0 "$pid" 2>/dev/null; then
         if [ $change = truncate ]; then
             truncate -s 1M big
-            expect=shrank
+            expect="shrank while it was compressed"
+        elif [ $change = base ]; then
+            truncate -s 1M big.base
+            expect="shrank while it was read as a base"
         elif [ $change = rewrite ]; then
             printf '#' | dd of=big bs=1 seek=4000000 conv=notrunc status=none
             expect=changed
@@ -278,7 +289,7 @@ for change in truncate rewrite scribble; do
         wait "$pid"
         rc=$?
         [ "$rc" -eq 1 ] || fail "input changed ($change) by another process: exit $rc: $(cat big.err)"
-        grep -qE "big: .*($expect)" big.err || fail "$change: no message saying $expect: $(cat big.err)"
+        grep -qE "$watched: .*($expect)" big.err || fail "$change: no message saying $expect: $(cat big.err)"
         exists big
         absent big.ckpz
         no_temp_files .
@@ -287,7 +298,7 @@ for change in truncate rewrite scribble; do
         echo "SKIP: the -9 compression of 15 MB ended before the $change; it came too late"
     fi
 done
-rm -f big big.orig big.err
+rm -f big big.orig big.err big.base
 
 # --- an output that appears under the final name while ckpz writes is left alone
 # (linkat or renameat2 RENAME_NOREPLACE: no window between the look and the rename);
