@@ -50,7 +50,7 @@ typedef struct fio_in {
     ckpz_mem mem;
 } fio_in;
 
-/* A pipe or FIFO at fd holds FIO_PIPE_SIZE bytes where the system lets it (Linux
+/* (outfile.c) A pipe or FIFO at fd holds FIO_PIPE_SIZE bytes where the system lets it (Linux
  * F_SETPIPE_SZ; 64 KiB by default): each end then wakes the other for every 1 MiB, not
  * every 64 KiB. Anything else, or a refusal, is left as it is. */
 #define FIO_PIPE_SIZE (1 << 20)
@@ -114,17 +114,11 @@ const char *fio_io_strerror(int e);
 /* Removes the current temporary output on SIGINT/SIGTERM/SIGHUP, then dies of the
  * signal as usual. Call once, early. */
 void fio_install_signal_handlers(void);
-/* From a signal handler (async-signal-safe): removes the temporary output, if one is
- * open, and ends a progress line. */
-void fio_signal_discard(void);
-/* A file's mapping the SIGBUS handler names (infile.c): noted before it is used and
+/* A file's mapping the SIGBUS handler names (outfile.c): noted before it is used and
  * forgotten before it is unmapped; -1 when every slot is taken (then do not map). */
 int fio_map_note(const void *at, size_t len, const char *name, const char *doing);
 void fio_map_forget(const void *at);
-/* SIGBUS at addr (infile.c): on a noted mapping, prints why (gone: its bytes are past
- * the file's end, else a read error), naming the file, discards the output and exits 1;
- * 0 when the address is not in a mapping of ours. */
-int fio_in_sigbus(const void *addr, int gone);
+
 /* Opens the output: stdout (name NULL), an existing device or fifo, or a temporary file
  * beside `name`. in_st (may be NULL) guards against writing over the input. binary:
  * refuse a terminal as stdout. 0, or -1 (then call fio_out_abort). */

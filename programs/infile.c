@@ -19,7 +19,6 @@
  * read a second time, so whatever inspects the head (the base a delta file needs) reads
  * it from the same buffer the decoder then reads.
  */
-#define _GNU_SOURCE /* F_SETPIPE_SZ (Linux) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -223,16 +222,6 @@ int fio_in_pread(void *opaque, void *dst, size_t n, uint64_t off)
     return -1;
 }
 
-void fio_pipe_widen(int fd)
-{
-    struct stat st;
-#ifdef F_SETPIPE_SZ
-    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) (void)fcntl(fd, F_SETPIPE_SZ, FIO_PIPE_SIZE);
-#else
-    (void)fd, (void)st;
-#endif
-}
-
 int fio_in_open(fio_in *in, const char *name, const fio_prefs *p, int need_regular)
 {
     memset(in, 0, sizeof(*in));
@@ -304,63 +293,9 @@ fail:
  * regular input mapped costs no read's copy into its buffers (the kernel's
  * _copy_to_iter and page-cache lookups were 20% of `ckpz -T1 F -o OUT`'s samples on
  * tmpfs). A mapped file that another process truncates raises SIGBUS where its bytes
- * are gone: the handler (outfile.c) asks fio_in_sigbus, which names the file, removes
- * the temporary output and exits 1; what it reads lives in slots noted before the
- * mapping is used and forgotten before it is unmapped (the input's, and the bases'
- * of basefile.c). */
+ * are gone: the handler (outfile.c) finds the mapping among those noted
+ * (fio_map_note), names the file, removes the temporary output and exits 1. */
 #define FIO_MAP_MIN (4u << 20) /* smaller inputs: reading costs less than mapping */
-#define FIO_MAPS 4                /* the input and the bases mapped at once */
-static struct {
-    const unsigned char *volatile at; /* NULL: a free slot */
-    volatile size_t len;
-    const char *doing; /* "compressed", "read as a base" */
-    char name[512];
-} g_maps[FIO_MAPS];
-
-int fio_map_note(const void *at, size_t len, const char *name, const char *doing)
-{
-    for (int i = 0; i < FIO_MAPS; i++)
-        if (!g_maps[i].at) {
-            size_t n = strlen(name) < sizeof g_maps[i].name ? strlen(name) : sizeof g_maps[i].name - 1;
-            memcpy(g_maps[i].name, name, n);
-            g_maps[i].name[n] = 0;
-            g_maps[i].doing = doing;
-            g_maps[i].len = len;
-            g_maps[i].at = at; /* last: the handler reads the rest once it sees this */
-            return 0;
-        }
-    return -1;
-}
-
-void fio_map_forget(const void *at)
-{
-    for (int i = 0; i < FIO_MAPS; i++)
-        if (g_maps[i].at == at) g_maps[i].at = NULL;
-}
-
-static void say(const char *s)
-{
-    ssize_t r = write(STDERR_FILENO, s, strlen(s));
-    (void)r;
-}
-
-int fio_in_sigbus(const void *addr, int gone)
-{
-    const unsigned char *a = addr;
-    for (int i = 0; i < FIO_MAPS; i++) {
-        const unsigned char *m = g_maps[i].at;
-        if (!m || a < m || a >= m + g_maps[i].len) continue;
-        fio_signal_discard();
-        say("ckpz: ");
-        say(g_maps[i].name);
-        say(gone ? ": shrank while it was " : ": read error (a fault on its mapped bytes) while it was ");
-        say(g_maps[i].doing);
-        say("; output discarded\n");
-        _exit(1);
-    }
-    return 0;
-}
-
 int fio_in_map(fio_in *in)
 {
     if (!in->regular || in->is_stdin || in->start || in->size_hint < FIO_MAP_MIN || in->size_hint > SIZE_MAX ||

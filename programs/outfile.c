@@ -24,6 +24,7 @@
  * output. --rm's caller asks for a durable commit: the output and its name are fsync'ed
  * before the input may go.
  */
+#define _GNU_SOURCE /* F_SETPIPE_SZ (Linux) */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -47,7 +48,7 @@
 static char g_tmp_path[PATH_MAX + 32];
 static volatile sig_atomic_t g_tmp_active;
 
-void fio_signal_discard(void)
+static void discard_output(void)
 {
     if (g_tmp_active) unlink(g_tmp_path);
     if (fio_progress_shown) {
@@ -58,9 +59,66 @@ void fio_signal_discard(void)
 
 static void on_signal(int sig)
 {
-    fio_signal_discard();
+    discard_output();
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+/* Mappings of files (the input compressed, --base files) the SIGBUS handler names: slots
+ * noted before a mapping is used and forgotten before it is unmapped. */
+#define FIO_MAPS 4                /* the input and the bases mapped at once */
+static struct {
+    const unsigned char *volatile at; /* NULL: a free slot */
+    volatile size_t len;
+    const char *doing; /* "compressed", "read as a base" */
+    char name[512];
+} g_maps[FIO_MAPS];
+
+int fio_map_note(const void *at, size_t len, const char *name, const char *doing)
+{
+    for (int i = 0; i < FIO_MAPS; i++)
+        if (!g_maps[i].at) {
+            size_t n = strlen(name) < sizeof g_maps[i].name ? strlen(name) : sizeof g_maps[i].name - 1;
+            memcpy(g_maps[i].name, name, n);
+            g_maps[i].name[n] = 0;
+            g_maps[i].doing = doing;
+            g_maps[i].len = len;
+            g_maps[i].at = at; /* last: the handler reads the rest once it sees this */
+            return 0;
+        }
+    return -1;
+}
+
+void fio_map_forget(const void *at)
+{
+    for (int i = 0; i < FIO_MAPS; i++)
+        if (g_maps[i].at == at) g_maps[i].at = NULL;
+}
+
+static void say(const char *s)
+{
+    ssize_t r = write(STDERR_FILENO, s, strlen(s));
+    (void)r;
+}
+
+/* SIGBUS at addr: on a noted mapping, says why (gone: its bytes are past the file's end,
+ * else a read error), naming the file, discards the output and exits 1; 0 when the
+ * address is not in a mapping of ours. */
+static int mapped_sigbus(const void *addr, int gone)
+{
+    const unsigned char *a = addr;
+    for (int i = 0; i < FIO_MAPS; i++) {
+        const unsigned char *m = g_maps[i].at;
+        if (!m || a < m || a >= m + g_maps[i].len) continue;
+        discard_output();
+        say("ckpz: ");
+        say(g_maps[i].name);
+        say(gone ? ": shrank while it was " : ": read error (a fault on its mapped bytes) while it was ");
+        say(g_maps[i].doing);
+        say("; output discarded\n");
+        _exit(1);
+    }
+    return 0;
 }
 
 /* A fault on an input's mapping (the file shrank under it) is an error naming the file;
@@ -68,7 +126,7 @@ static void on_signal(int sig)
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
-    if (!fio_in_sigbus(si->si_addr, si->si_code == BUS_ADRERR)) signal(sig, SIG_DFL);
+    if (!mapped_sigbus(si->si_addr, si->si_code == BUS_ADRERR)) signal(sig, SIG_DFL);
 }
 
 void fio_install_signal_handlers(void)
@@ -104,6 +162,16 @@ static void block_signals(sigset_t *old)
 static void restore_signals(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
 /* ---- output ----------------------------------------------------------------------- */
+void fio_pipe_widen(int fd)
+{
+    struct stat st;
+#ifdef F_SETPIPE_SZ
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) (void)fcntl(fd, F_SETPIPE_SZ, FIO_PIPE_SIZE);
+#else
+    (void)fd, (void)st;
+#endif
+}
+
 const char *fio_io_strerror(int e)
 {
     return e == FIO_ENOPROGRESS ? "the system took no bytes (write returned 0)" : strerror(e);
