@@ -293,10 +293,10 @@ void tune_choose(const tune_input *in, tune_choice *ch)
         } while (next_combo(rc, lv));
     }
     /* Storing's work (a copy and a CRC) is below what the model resolves between thread
-     * counts, but on one thread reading, checking and writing take turns: at 10 Gbit/s a
-     * 662 MB file moved at 0.75x of raw bytes' speed with -0 -T1 and 1.06x with -0 -T2
-     * (bench/migrate). Two threads let the checking overlap the reading and writing;
-     * more add chunks in flight and nothing else. */
+     * counts, but on one thread reading, checking and writing take turns: through the
+     * emulated 10 Gbit/s link a 662 MB file took 1.07-1.21 s with -0 -T1 and 0.78-0.96 s
+     * with -0 -T2 (bench/migrate, three interleaved runs). Two threads let the checking
+     * overlap the reading and writing; more add chunks in flight and nothing else. */
     if (all_store(rc, ch->lv) && in->budget >= 2) ch->threads = 2;
     ch->save = model(in, ch->lv, ch->threads).save;
     /* One level for all roles: no policy. Otherwise a rule per role that has bytes, the
