@@ -265,7 +265,7 @@ class SafeUnpickler(pickle._Unpickler):
         """BYTEARRAY8 without pickle's bytearray of the length the file states, zeroed
         before a byte is read: the length is charged and checked against the bytes left."""
         n = int.from_bytes(self.read(8), "little")
-        left = self._end - self._tell() if self._unframer is None else self.size
+        left = self._end - self._tell() if self._unframer is None else self.size or n  # size 0: unknown
         if n > left:
             self.refuse("a bytearray of %d bytes where %d are left" % (n, left))
         self.charge(n + 64)
