@@ -43,10 +43,10 @@ typedef struct fio_in {
     int tail_known;      /* the file's last 40 bytes were looked at (regular files) */
     int one_stream;      /* ... and they are the trailer of a stream as long as the file */
     uint64_t start;      /* offset of the first byte read (stdin may start further on) */
-    /* A regular file compressed through a mapping (fio_in_map): the source is memory
-     * over it, which the library codes where it lies, with no copy into its buffers. */
+    /* A regular file compressed through a mapping (fio_in_map) of its size_hint bytes:
+     * the source is memory over it, which the library codes where it lies, with no copy
+     * into its buffers. */
     void *map;
-    size_t map_len;
     ckpz_mem mem;
 } fio_in;
 

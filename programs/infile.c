@@ -309,7 +309,6 @@ int fio_in_map(fio_in *in)
         return 0;
     }
     in->map = m;
-    in->map_len = (size_t)in->size_hint;
     return 1;
 }
 
@@ -317,7 +316,7 @@ static void unmap(fio_in *in)
 {
     if (!in->map) return;
     fio_map_forget(in->map);
-    munmap(in->map, in->map_len);
+    munmap(in->map, (size_t)in->size_hint);
     in->map = NULL;
 }
 
@@ -333,7 +332,7 @@ void fio_in_close(fio_in *in)
 void fio_in_source(fio_in *in, ckpz_source *src)
 {
     if (in->map) {
-        in->mem = (ckpz_mem){.data = in->map, .size = in->map_len};
+        in->mem = (ckpz_mem){.data = in->map, .size = (size_t)in->size_hint};
         ckpz_source_mem(src, &in->mem);
         return;
     }
