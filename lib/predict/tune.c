@@ -21,11 +21,11 @@
  * torch.save file moved through a 1 Gbit/s link at 0.81x of raw bytes' speed. The
  * choice minimises save over every combination (at most 4^4 per thread count; storing
  * only for the whole file), the fewest threads within 2% of the best (the model is not
- * finer than that; storing takes two where it may), then the least c + x + d (of saves that tie, the one that codes
- * least and restores soonest), then the smallest output. Where storing is a candidate,
- * coding must be clearly worth it: a level is one only where it codes and restores on
- * half the threads it may use (tune_coding_threads; one on 2 or 3) at TUNE_SPEED_MARGIN
- * (2x) the link's speed, and coding is chosen only where
+ * finer than that; storing takes two where it may), then the least c + x + d (of saves
+ * that tie, the one that codes least and restores soonest), then the smallest output.
+ * Where storing is a candidate, coding must be clearly worth it: a level is one only
+ * where it codes and restores on half the threads it may use (tune_coding_threads; one
+ * on 2 or 3) at TUNE_SPEED_MARGIN (2x) the link's speed, and coding is chosen only where
  * its best save is TUNE_CODE_MARGIN (5%) under storing's. Where the coder is not clearly
  * faster than the link, the overlap max() counts on is what the ends' own reading and
  * writing and other work on their cores take first (told 1250 MB/s, a 2-core VM whose
