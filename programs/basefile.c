@@ -25,10 +25,8 @@
 void fio_base_free(fio_base *b)
 {
     if (b->data) {
-        if (b->mapped) {
-            fio_map_forget(b->data);
-            munmap(b->data, b->size);
-        } else free(b->data);
+        if (b->mapped) fio_unmap(b->data, b->size);
+        else free(b->data);
     }
     free(b->path);
     memset(b, 0, sizeof(*b));

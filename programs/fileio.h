@@ -114,10 +114,11 @@ const char *fio_io_strerror(int e);
 /* Removes the current temporary output on SIGINT/SIGTERM/SIGHUP, then dies of the
  * signal as usual. Call once, early. */
 void fio_install_signal_handlers(void);
-/* A file's mapping the SIGBUS handler names (outfile.c): noted before it is used and
- * forgotten before it is unmapped; -1 when every slot is taken (then do not map). */
+/* A file's mapping the SIGBUS handler names (outfile.c): noted before it is used; -1
+ * when every slot is taken (the input is then read instead; a base stays mapped, a
+ * SIGBUS on it fatal). fio_unmap unmaps a mapping, noted or not, its slot freed first. */
 int fio_map_note(const void *at, size_t len, const char *name, const char *doing);
-void fio_map_forget(const void *at);
+void fio_unmap(void *at, size_t len);
 
 /* Opens the output: stdout (name NULL), an existing device or fifo, or a temporary file
  * beside `name`. in_st (may be NULL) guards against writing over the input. binary:

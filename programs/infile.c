@@ -315,8 +315,7 @@ int fio_in_map(fio_in *in)
 static void unmap(fio_in *in)
 {
     if (!in->map) return;
-    fio_map_forget(in->map);
-    munmap(in->map, (size_t)in->size_hint);
+    fio_unmap(in->map, (size_t)in->size_hint);
     in->map = NULL;
 }
 

@@ -30,6 +30,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,10 +90,11 @@ int fio_map_note(const void *at, size_t len, const char *name, const char *doing
     return -1;
 }
 
-void fio_map_forget(const void *at)
+void fio_unmap(void *at, size_t len)
 {
     for (int i = 0; i < FIO_MAPS; i++)
-        if (g_maps[i].at == at) g_maps[i].at = NULL;
+        if (g_maps[i].at == at) g_maps[i].at = NULL; /* before its bytes go */
+    munmap(at, len);
 }
 
 static void say(const char *s)
