@@ -491,7 +491,7 @@ ckpz_error ckpz_archive_read(ckpz_ctx *ctx, ckpz_archive *a, const ckpz_span *sp
     const ckpz_span **sp = malloc(ns * sizeof *sp);
     int workers = a->threads - 1;
     if ((uint64_t)workers >= njobs) workers = (int)(njobs - 1); /* no idle threads for a small read */
-    size_t depth = workers ? (size_t)(workers + 1) * 3 : 1, used = 0;
+    size_t depth = pipeline_depth(workers + 1), used = 0;
     if (depth > njobs) depth = (size_t)njobs;
     size_t cs = a->info.chunk_size, fbound = chunk_frame_bound(cs);
     struct workmem *wm = workmem_take(ctx); /* the coders' scratch kept by the context */

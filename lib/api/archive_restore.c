@@ -156,7 +156,7 @@ ckpz_error archive_restore_memory(ckpz_ctx *ctx, const ckpz_params *params, cons
         goto out;
     }
     int workers = p.threads - 1;
-    size_t depth = workers ? (size_t)p.threads * 3 : 1, used = 0;
+    size_t depth = pipeline_depth(p.threads), used = 0;
     rstate st = {a,
                  src,
                  dst,

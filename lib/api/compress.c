@@ -58,7 +58,7 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
         if ((uint64_t)p.threads > most) p.threads = (int)most;
     }
     int workers = p.threads - 1; /* the calling thread codes too */
-    size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
+    size_t depth = pipeline_depth(p.threads), used_jobs = 0;
     int lossy = policy_lossy(pl.pol); /* a policy of levels alone writes a lossless file */
     if (lossy) view = NULL;
     else if (view) pl.ch.skip = skip;

@@ -37,7 +37,7 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
     const ctr_header h = d.h;
 
     int workers = p.threads - 1; /* the calling thread codes too */
-    size_t depth = workers ? (size_t)p.threads * 3 : 1, used_jobs = 0;
+    size_t depth = pipeline_depth(p.threads), used_jobs = 0;
     d.max_payload = chunk_frame_bound(h.chunk_size) - CTR_FRAME_SIZE;
     if (d.max_payload + CTR_FRAME_SIZE > p.mem_limit)
         return ctx_fail(ctx, CKPZ_ERR_LIMIT, "chunk size %u needs buffers larger than the memory limit (%zu bytes)",

@@ -178,7 +178,7 @@ ckpz_error ckpz_split_code_into(ckpz_ctx *ctx, ckpz_split *s, uint64_t first, ui
     const ckpz_params *p = &s->p;
     int workers = p->threads - 1;
     if ((uint64_t)workers >= n) workers = n ? (int)(n - 1) : 0;
-    size_t depth = workers ? (size_t)(workers + 1) * 3 : 1, used = 0;
+    size_t depth = pipeline_depth(workers + 1), used = 0;
     struct workmem *wm = workmem_take(ctx);
     workers_state ws = {p->level, NULL, 0, p->codec};
     cjob *j;

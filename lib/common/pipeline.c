@@ -139,6 +139,8 @@ void *pipeline_retire(pipeline *p)
     return job;
 }
 
+size_t pipeline_depth(int threads) { return threads > 1 ? (size_t)threads * 3 + 2 : 1; }
+
 size_t pipeline_pending(const pipeline *p) { return p->count; }
 
 void pipeline_destroy(pipeline *p)
