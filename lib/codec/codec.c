@@ -17,6 +17,7 @@
 #include "common/bytes.h"
 #include "common/crc32c.h"
 #include "common/dtype.h"
+#include "common/prefault.h"
 #include "repeats.h"
 #include "transforms/predict.h"
 #include "transforms/quant.h"
@@ -592,6 +593,7 @@ ckpz_error chunk_decode_to(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, co
         snprintf(why, whylen, "needs transform id %u (written by a newer ckpz?)", h->xf);
         return CKPZ_ERR_VERSION;
     }
+    mem_prefault(out, h->raw_len); /* a fresh destination: its pages in one call, not a fault each */
     if (chunk_is_stored(h, payload)) return decode_stored(h, payload, out, why, whylen);
     if (crc32c(0, payload, h->payload_len) != h->payload_crc) {
         snprintf(why, whylen, "compressed data checksum mismatch");

@@ -1,0 +1,20 @@
+/* prefault.h — a destination's pages made writable before a decoder fills it.
+ *
+ * A destination just allocated (the tensors of a restore, ckpz_decompress_buffer's
+ * output in a new buffer) has no pages yet, and the decoder's first store to each 4 KiB
+ * page takes a fault. On Linux x86-64 the faults cost more than the stores themselves:
+ * writing 14 MiB of fresh anonymous memory took 4.4 ms page by page and 1.8 ms with each
+ * MiB populated in one call first (MADV_POPULATE_WRITE, Linux 5.14). mem_prefault asks
+ * for the whole pages inside [p, p + n) that way; pages already there cost a walk of
+ * their page table entries, and the contents are not touched. On another system, or a
+ * kernel without the advice (asked once), it does nothing; a range the kernel cannot
+ * populate is left to fault in as before; errno is kept.
+ */
+#ifndef CKPZ_PREFAULT_H
+#define CKPZ_PREFAULT_H
+
+#include <stddef.h>
+
+void mem_prefault(void *p, size_t n);
+
+#endif
