@@ -7,7 +7,7 @@
  * MiB populated in one call first (MADV_POPULATE_WRITE, Linux 5.14). mem_prefault asks
  * for the whole pages inside [p, p + n) of 64 KiB or more that way, when the first of
  * them is not there yet (mincore): memory in use, such as a buffer reused chunk after
- * chunk, is left alone, since walking pages already there cost a decoder ~8 % (a restore
+ * chunk, is left alone, since asking for pages already there cost a decoder 13-20 % (a restore
  * of 14 MB into a reused buffer). The contents are never touched. On another system, or a
  * kernel without the advice (asked once), it does nothing; a range the kernel cannot
  * populate is left to fault in as before; errno is kept.
