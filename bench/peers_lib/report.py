@@ -46,6 +46,29 @@ def write_csv(path, rows, meta):
             w.writerow(out)
 
 
+def read_csv(path):
+    """(rows, meta) of a CSV write_csv wrote: numbers and flags as they were measured."""
+    meta, lines = [], []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# ") and not lines:
+                k, _, v = line[2:].rstrip("\n").partition(": ")
+                meta.append((k, v))
+            else:
+                lines.append(line)
+    rows = []
+    for r in csv.DictReader(lines):
+        for k in ("ratio", "comp_mbs_core", "decomp_mbs_core", "comp_mbs_wall", "decomp_mbs_wall", "peak_rss_mb",
+                  "added_rss_mb", "comp_spread", "worst_err_over_bound"):
+            r[k] = float(r[k]) if r.get(k) not in (None, "") else float("nan")
+        for k in ("threads", "bytes", "compressed", "runs", "lossy_values"):
+            r[k] = int(r[k]) if r.get(k) not in (None, "") else 0
+        for k in ("sampled", "checked"):
+            r[k] = r.get(k) == "True"
+        rows.append(r)
+    return rows, [(k, v) for k, v in meta if k != "partial"]
+
+
 def totals(rows):
     """Per setting over every file, one thread: (ratio, decompression MB/s per core)."""
     acc = {}
@@ -110,8 +133,42 @@ def write_svg(path, rows, title):
 BEGIN, END = "<!-- bench/peers begin -->", "<!-- bench/peers end -->"
 
 
-def _one(rows, f, tool):
-    return next((r for r in rows if r["file"] == f and r["tool"] == tool and r["threads"] == 1), None)
+def _one(rows, f, tool, threads=1):
+    return next((r for r in rows if r["file"] == f and r["tool"] == tool and r["threads"] == threads), None)
+
+
+def _against(rows, files):
+    """The acceptance's lines against ZipNN and OpenZL, per file and thread count: ckpz
+    -3's decompression per core over ZipNN's and over OpenZL's fastest decoder; its
+    compression over ZipNN's and over OpenZL's fastest setting (that setting's ratio
+    beside it); ckpz -1, the fast level, its ratio and compression over the same two."""
+    out = ["", "Against ZipNN and OpenZL, per core (CPU seconds), each thread count of the run: ckpz -3's "
+           "decompression and compression over theirs (OpenZL: its fastest setting, whose ratio is given); "
+           "ckpz -1, the fast level, beside it. Below 1.30x (decompression) or 2.00x (compression) in bold.", "",
+           "| file | T | dec ckpz -3 / zipnn | / openzl fastest | comp ckpz -3 / zipnn | openzl fastest "
+           "comp (ratio) | ckpz -3 / it | ckpz -1 ratio | ckpz -1 comp / openzl fastest | / zipnn |",
+           "|---" * 10 + "|"]
+
+    def x(a, b, k, need):
+        if not a or not b:
+            return "–"
+        v = a[k] / b[k]
+        return ("**%.2fx**" if v < need else "%.2fx") % v
+    for t in sorted({r["threads"] for r in rows}):
+        for f in files:
+            me, fast, zn = (_one(rows, f, tool, t) for tool in ("ckpz -3", "ckpz -1", "zipnn"))
+            oz = [r for r in rows if r["file"] == f and r["threads"] == t and r["tool"].startswith("openzl")]
+            if not me:
+                continue
+            ozd = max(oz, key=lambda r: r["decomp_mbs_core"]) if oz else None
+            ozc = max(oz, key=lambda r: r["comp_mbs_core"]) if oz else None
+            out.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                kind_of(f), t, x(me, zn, "decomp_mbs_core", 1.3), x(me, ozd, "decomp_mbs_core", 1.3),
+                x(me, zn, "comp_mbs_core", 2.0),
+                "%.0f (%.4fx)" % (ozc["comp_mbs_core"], ozc["ratio"]) if ozc else "–",
+                x(me, ozc, "comp_mbs_core", 2.0), "%.4fx" % fast["ratio"] if fast else "–",
+                x(fast, ozc, "comp_mbs_core", 2.0), x(fast, zn, "comp_mbs_core", 2.0)))
+    return out
 
 
 def markdown(rows, lrows, meta):
@@ -143,6 +200,7 @@ def markdown(rows, lrows, meta):
             kind_of(f), me["ratio"], best["tool"], best["ratio"], (me["ratio"] / best["ratio"] - 1) * 100,
             sp(me, "decomp_mbs_core"), sp(zn, "decomp_mbs_core"), sp(ozd, "decomp_mbs_core"),
             sp(me, "comp_mbs_core"), sp(zn, "comp_mbs_core"), sp(ozc, "comp_mbs_core")))
+    out += _against(rows, files)
     if lrows:
         out += ["", "Lossy, one thread, at ckpz's `--rel`/`--abs` bounds (err/bound: the worst restored value "
                 "over the file, measured here; above 1.000 fails, marked \"over\"):", "",

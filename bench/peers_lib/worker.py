@@ -9,7 +9,8 @@ standard output; the libraries' own printing goes to standard error):
   {"op": "quit"}
 The first reply lists the family's settings. A run's reply: compressed size, wall and
 CPU seconds of compression and decompression (each starting with the heap's free pages
-handed back, so that neither writes into pages an earlier step faulted in), VmRSS before
+handed back, so that neither writes into pages an earlier step faulted in, and with as
+much memory as the file touched and freed just before: see _recycle), VmRSS before
 and the larger VmHWM after each (the peak, reset through /proc/self/clear_refs), and the check (lossless: every
 byte; lossy: the worst error over its bound and whether the other bytes are exact).
 """
@@ -32,14 +33,41 @@ def _status_kb(key):
     return 0
 
 
-def _reset_peak():
+def _recycle(n):
+    """Touches n bytes of new memory in 2 MiB pages and n in 4 KiB pages, and frees them:
+    the kernel then hands the next allocations of either kind pages just freed. On a
+    virtual machine that reports free memory to its host (virtio-balloon free page
+    reporting, as here: ~2 s after it is freed), a page the host took back costs a fault
+    on the host at its next first touch: 128 MiB of fresh 2 MiB pages took 17 ms right
+    after a free and 118-172 ms after 3 s idle (4 KiB pages: 53 against 68-139 ms), so
+    without this a round trip was timed up to 5x slower whenever the settings before it
+    had run long enough, at random and by the page size each tool's allocator asks for."""
+    import mmap
+    for advice in (getattr(mmap, "MADV_HUGEPAGE", None), getattr(mmap, "MADV_NOHUGEPAGE", None)):
+        m = mmap.mmap(-1, n + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            if advice is not None:
+                m.madvise(advice)
+            try:
+                m.madvise(23)  # MADV_POPULATE_WRITE
+            except OSError:
+                for off in range(0, len(m), 4096):
+                    m[off] = 1
+        finally:
+            m.close()
+
+
+def _reset_peak(n=0):
     """Frees what earlier runs left (the collector, then malloc_trim hands free heap pages
-    back), then resets VmHWM to the RSS now: the peak read after the run is this run's."""
+    back), recycles n bytes (_recycle), then resets VmHWM to the RSS now: the peak read
+    after the run is this run's."""
     gc.collect()
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
+    if n:
+        _recycle(n)
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -82,7 +110,7 @@ class Worker:
             t.prepare(self.path, data, self.segs if not sample else [layout.Segment(0, len(data))])
             self.prepared[name] = sample
         src = bytes(bytearray(data)) if t.mutates_input else data
-        peak_ok = _reset_peak()
+        peak_ok = _reset_peak(len(data))
         rss0 = _status_kb("VmRSS")
         w0, c0 = time.perf_counter(), time.process_time()
         blob = t.compress(src, threads)
@@ -91,7 +119,7 @@ class Worker:
         # Decompression starts as compression did, with the heap's free pages handed
         # back: its output is fresh memory whatever compression left behind (a loader in
         # a new process has no pages faulted in for it either).
-        peak_ok = _reset_peak() and peak_ok
+        peak_ok = _reset_peak(len(data)) and peak_ok
         w1d, c1d = time.perf_counter(), time.process_time()
         out = t.decompress(blob, threads)
         w2, c2 = time.perf_counter(), time.process_time()
