@@ -39,6 +39,37 @@ class PeersReportTest(unittest.TestCase):
         self.assertIn("| 7.00x | 6.00x | 3.50x | 1.17x |", line)
         self.assertIn("1.000 (over)", line)
 
+    def test_against_table(self):
+        f = "step300_weights_bf16.safetensors"
+        rows = [row(f, "ckpz -3", 1.50, dec=1300, comp=1000), row(f, "ckpz -1", 1.49, dec=1400, comp=1300),
+                row(f, "zipnn", 1.48, dec=1000, comp=400), row(f, "openzl", 1.40, dec=300, comp=600),
+                row(f, "openzl trained", 1.52, dec=450, comp=450),
+                row(f, "ckpz -3", 1.50, dec=1200, comp=900, threads=2), row(f, "zipnn", 1.48, dec=1000, comp=500,
+                                                                             threads=2)]
+        md = report.markdown(rows, [], META)
+        lines = [ln for ln in md.splitlines() if ln.startswith("| weights_bf16.safetensors | ")]
+        one = [c.strip() for c in lines[1].strip("|").split("|")]  # lines[0]: the table above
+        # decompression over ZipNN's and OpenZL's fastest decoder; compression over ZipNN's;
+        # OpenZL's fastest compressor with its ratio; ckpz -1 over it and over ZipNN
+        self.assertEqual(one[1:], ["1", "1.30x", "2.89x", "2.50x", "600 (1.4000x)", "**1.67x**", "1.4900x",
+                                   "2.17x", "3.25x"])
+        two = [c.strip() for c in lines[2].strip("|").split("|")]
+        self.assertEqual(two[1:6], ["2", "**1.20x**", "–", "**1.80x**", "–"])
+
+    def test_csv_round_trip(self):
+        f = "step300_weights_bf16.safetensors"
+        rows = [dict(row(f, "ckpz -3", 1.5, dec=1300.5, comp=1000.25), comp_mbs_wall=1.0, decomp_mbs_wall=2.0,
+                     peak_rss_mb=3.0, added_rss_mb=4.0, bytes=100, compressed=66, runs=5, comp_spread=0.1,
+                     sampled=False, lossy_values=0, kind="lossless")]
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "peers.csv")
+            report.write_csv(p, rows, META + [("partial", "the files so far")])
+            back, meta = report.read_csv(p)
+        self.assertEqual(meta, META)  # a finished run's meta: "partial" dropped
+        self.assertEqual((back[0]["ratio"], back[0]["decomp_mbs_core"], back[0]["threads"], back[0]["checked"],
+                          back[0]["sampled"], back[0]["bytes"]), (1.5, 1300.5, 1, True, False, 100))
+        self.assertEqual(report.markdown(back, [], meta), report.markdown(rows, [], META))
+
     def test_splice(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "B.md")
