@@ -279,6 +279,67 @@ static void test_pipeline(void)
     pipeline_destroy(NULL);
 }
 
+struct here_job {
+    long v;
+    int runs, worker; /* how often it ran, and on which worker (the last time) */
+};
+
+static void count_run(void *job, int worker, void *arg)
+{
+    (void)arg;
+    struct here_job *h = job;
+    for (volatile int i = 0; i < (int)(rng_state & 1023); i++) {
+    }
+    __atomic_add_fetch(&h->runs, 1, __ATOMIC_RELAXED);
+    h->worker = worker;
+}
+
+/* Jobs submitted here (run at once by the caller, queued done) among queued ones: each
+ * runs once, those on the caller, and every job retires in submission order, whether by
+ * pipeline_retire or, when the oldest is done, by pipeline_retire_done. */
+static void test_pipeline_here(void)
+{
+    for (int workers = 0; workers <= 3; workers++) {
+        size_t depth = workers ? (size_t)workers * 3 + 2 : 1;
+        pipeline *p = pipeline_create(workers, depth, count_run, NULL);
+        CHECK(p != NULL);
+        struct here_job jobs[64];
+        struct here_job *free_jobs[64];
+        size_t nfree = 0, used = 0;
+        long next = 0, expect = 0;
+        int ok = 1, here_on_caller = 1;
+        for (int round = 0; round < 400; round++) {
+            struct here_job *j;
+            if (nfree) {
+                j = free_jobs[--nfree];
+            } else if (used < depth) {
+                j = &jobs[used++];
+            } else {
+                j = pipeline_retire(p);
+                ok &= j->v == expect++ && j->runs == 1;
+            }
+            *j = (struct here_job){next++, 0, -1};
+            rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+            if ((rng_state >> 33) % 3 == 0) {
+                pipeline_submit_here(p, j);
+                here_on_caller &= j->runs == 1 && j->worker == workers;
+                while ((j = pipeline_retire_done(p))) {
+                    ok &= j->v == expect++ && j->runs == 1;
+                    free_jobs[nfree++] = j;
+                }
+            } else {
+                pipeline_submit(p, j);
+            }
+        }
+        struct here_job *j;
+        while ((j = pipeline_retire(p))) ok &= j->v == expect++ && j->runs == 1;
+        CHECKF(ok && expect == next, "pipeline order and single runs with jobs submitted here, %d workers", workers);
+        CHECKF(here_on_caller, "jobs submitted here run at once on the caller, %d workers", workers);
+        CHECK(pipeline_retire_done(p) == NULL);
+        pipeline_destroy(p);
+    }
+}
+
 /* Reads back an index of the entries and chunks given; file_flags as a header allows. */
 static ckpz_error index_roundtrip(ckpz_ctx *ctx, const ctr_entry *e, size_t ne, const ctr_chunkrec *c, size_t nc,
                                   uint64_t original, unsigned file_flags)
@@ -652,6 +713,7 @@ int main(void)
     test_crc_copy();
     test_planes();
     test_pipeline();
+    test_pipeline_here();
     test_container();
     test_dtypes();
     return test_summary("test_units");

@@ -64,7 +64,8 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     else if (view) pl.ch.skip = skip;
     int defer = p.base && p.patch;    /* the base's CRC from the chunks, patched in at the end */
     workers_state ws = {p.level, NULL, defer, p.codec};
-    cjob *jobs = calloc(depth, sizeof *jobs), *j;
+    cjob *jobs = calloc(depth, sizeof *jobs), *j, **freed = calloc(depth, sizeof *freed);
+    size_t nfree = 0; /* jobs retired early (freed[]), free for the next chunks */
     size_t bchunk = p.chunk_size, fbound = 0;
     pipeline *pline = NULL;
     /* Lossless, without a base: each chunk coded straight into room the sink lends
@@ -82,10 +83,13 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
      * copy from): each is read where its frame in the job's buffer holds its bytes
      * (CHUNK_STORED_AT), so that a frame the sink lends no room for (a pipe's) is
      * written with no copy of ours, as a plain copy of the file would be; into lent
-     * room it is copied as its CRC is taken. */
-    int in_frame = p.level == CKPZ_LEVEL_STORE && !p.policy && !p.base && !view;
+     * room it is copied as its CRC is taken. A stored chunk's coding is that CRC (and at
+     * most that copy): the calling thread does it at once (pipeline_submit_here), where
+     * the bytes are in cache, rather than hand it to another core. */
+    int stored = p.level == CKPZ_LEVEL_STORE && !p.policy && !p.base, in_frame = stored && !view;
 
-    if (!wm || !jobs || workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
+    if (!wm || !jobs || !freed ||
+        workmem_scratch(wm, workers + 1, p.chunk_size, lossy ? CHUNK_SCRATCH_ENCODE_LOSSY : 0))
         goto nomem;
     ws.scratch = wm->scratch;
     w.ec = workmem_lists(wm); /* NULL: the writer makes its own */
@@ -96,7 +100,9 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
     if ((err = writer_start(&w, lossy))) goto fail;
 
     for (;;) {
-        if (used_jobs < depth) {
+        if (nfree) {
+            j = freed[--nfree];
+        } else if (used_jobs < depth) {
             j = &jobs[used_jobs++];
             if ((!view && !in_frame && !j->raw && !(j->raw = malloc(bchunk))) ||
                 (!j->out && !(j->out = malloc(fbound))))
@@ -116,7 +122,15 @@ static ckpz_error compress_io(ckpz_ctx *ctx, const ckpz_params *params, const ck
             if (!workers && (err = writer_lead(&w, &j->d))) goto fail;
             j->lent = writer_room(&w, workmem_out_bound(j->d.raw_len));
         }
-        pipeline_submit(pline, j);
+        if (!stored) {
+            pipeline_submit(pline, j);
+            continue;
+        }
+        pipeline_submit_here(pline, j);
+        while ((j = pipeline_retire_done(pline))) { /* written while in cache */
+            if ((err = writer_emit(&w, &j->d, &j->r, JOB_FRAME(j)))) goto fail;
+            freed[nfree++] = j;
+        }
     }
     while ((j = pipeline_retire(pline)))
         if ((err = writer_emit(&w, &j->d, &j->r, JOB_FRAME(j)))) goto fail;
@@ -146,6 +160,7 @@ done:
         free(jobs[i].image);
     }
     free(jobs);
+    free(freed);
     writer_free(&w); /* before its entry lists' coder goes back */
     planner_free(&pl, keep);
     workmem_keep(ctx, wm);

@@ -44,10 +44,12 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
                         h.chunk_size, p.mem_limit);
     struct workmem *wm = workmem_take(ctx); /* scratch and job buffers kept by the context */
     d.lists = workmem_lists(wm);
-    djob *jobs = calloc(depth, sizeof *jobs), *j;
+    djob *jobs = calloc(depth, sizeof *jobs), *j, **freed = calloc(depth, sizeof *freed);
+    size_t nfree = 0; /* jobs retired early (freed[]), free for the next chunks */
     pipeline *pl = NULL;
     size_t bchunk = 0;
-    if (!wm || !jobs || workmem_scratch(wm, workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0))
+    if (!wm || !jobs || !freed ||
+        workmem_scratch(wm, workers + 1, h.chunk_size, h.lossy ? CHUNK_SCRATCH_DECODE_LOSSY : 0))
         goto nomem;
     bchunk = workmem_buffers(wm, h.chunk_size);
     for (size_t i = 0; i < depth; i++) workmem_lend(wm, i, &jobs[i].raw, &jobs[i].payload);
@@ -67,7 +69,9 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
                            (unsigned long long)(d.in_pos - 4), (unsigned long long)d.chunk_no);
             goto fail;
         }
-        if (used_jobs < depth) {
+        if (nfree) {
+            j = freed[--nfree];
+        } else if (used_jobs < depth) {
             j = &jobs[used_jobs++];
             if ((!j->payload && !(j->payload = malloc(workmem_out_bound(bchunk)))) ||
                 (!j->raw && !(j->raw = malloc(bchunk))))
@@ -79,7 +83,18 @@ static ckpz_error decompress_io(ckpz_ctx *ctx, const ckpz_params *params, const 
         if ((err = reader_chunk(&d, fb, j))) goto fail;
         /* a copy frame's bytes are the base's, written from there; NULL: into raw */
         j->lent = lend && j->h.pred != PRED_COPY ? lend(lop, j->h.raw_len) : NULL;
-        pipeline_submit(pl, j);
+        /* a copy frame or a stored chunk is a checksum (and at most a copy): cheaper here,
+         * where its bytes are in cache, than on another core */
+        if (j->h.pred == PRED_COPY || chunk_is_stored(&j->h, j->payload)) {
+            pipeline_submit_here(pl, j);
+            /* written while its bytes are in cache, not after depth - 1 more chunks */
+            while ((j = pipeline_retire_done(pl))) {
+                if ((err = reader_emit(&d, j))) goto fail;
+                freed[nfree++] = j;
+            }
+        } else {
+            pipeline_submit(pl, j);
+        }
     }
     while ((j = pipeline_retire(pl)))
         if ((err = reader_emit(&d, j))) goto fail;
@@ -106,6 +121,7 @@ done:
         free(jobs[i].image);
     }
     free(jobs);
+    free(freed);
     workmem_keep(ctx, wm);
     reader_free(&d);
     return err;

@@ -29,6 +29,17 @@ struct worker_arg {
     int id;
 };
 
+/* The next queued slot (workers and a waiting caller take them in order), passing over
+ * jobs submitted done (pipeline_submit_here); 0 with none. Under the mutex. */
+static int take_queued(pipeline *p, size_t *slot)
+{
+    while (p->next_queued < p->head + p->count && p->state[p->next_queued % p->depth] == SLOT_DONE) p->next_queued++;
+    if (p->next_queued == p->head + p->count) return 0;
+    *slot = p->next_queued++ % p->depth;
+    p->state[*slot] = SLOT_RUNNING;
+    return 1;
+}
+
 static void *worker_main(void *v)
 {
     struct worker_arg *wa = v;
@@ -37,10 +48,11 @@ static void *worker_main(void *v)
     free(wa);
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->next_queued == p->head + p->count) pthread_cond_wait(&p->work, &p->mu);
-        if (p->next_queued == p->head + p->count) break; /* stop, nothing queued */
-        size_t slot = p->next_queued++ % p->depth;
-        p->state[slot] = SLOT_RUNNING;
+        size_t slot;
+        while (!take_queued(p, &slot)) {
+            if (p->stop) goto out; /* stop, nothing queued */
+            pthread_cond_wait(&p->work, &p->mu);
+        }
         void *job = p->job[slot];
         pthread_mutex_unlock(&p->mu);
         p->fn(job, id, p->arg);
@@ -48,6 +60,7 @@ static void *worker_main(void *v)
         p->state[slot] = SLOT_DONE;
         pthread_cond_broadcast(&p->done);
     }
+out:
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
@@ -106,6 +119,38 @@ void pipeline_submit(pipeline *p, void *job)
     pthread_mutex_unlock(&p->mu);
 }
 
+void pipeline_submit_here(pipeline *p, void *job)
+{
+    if (p->workers == 0) {
+        pipeline_submit(p, job);
+        return;
+    }
+    p->fn(job, p->workers, p->arg); /* the caller's own scratch: it runs nothing else now */
+    pthread_mutex_lock(&p->mu);
+    size_t slot = (p->head + p->count) % p->depth;
+    p->job[slot] = job;
+    p->state[slot] = SLOT_DONE;
+    p->count++;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void *pipeline_retire_done(pipeline *p)
+{
+    if (p->count == 0) return NULL;
+    if (p->workers > 0) pthread_mutex_lock(&p->mu);
+    void *job = NULL;
+    if (p->state[p->head % p->depth] == SLOT_DONE) {
+        job = p->job[p->head % p->depth];
+        p->head++;
+        p->count--;
+        /* a job submitted here is done without being taken: the cursor never points at
+         * a retired position, whose slot a later job reuses */
+        if (p->next_queued < p->head) p->next_queued = p->head;
+    }
+    if (p->workers > 0) pthread_mutex_unlock(&p->mu);
+    return job;
+}
+
 void *pipeline_retire(pipeline *p)
 {
     if (p->count == 0) return NULL;
@@ -120,9 +165,8 @@ void *pipeline_retire(pipeline *p)
     while (p->state[slot] != SLOT_DONE) {
         /* Rather than sleep, the caller runs a queued job itself, as worker number
          * `workers`: with N workers, N + 1 threads share the coding work. */
-        if (p->next_queued < p->head + p->count) {
-            size_t s = p->next_queued++ % p->depth;
-            p->state[s] = SLOT_RUNNING;
+        size_t s;
+        if (take_queued(p, &s)) {
             void *job = p->job[s];
             pthread_mutex_unlock(&p->mu);
             p->fn(job, p->workers, p->arg);
@@ -135,6 +179,7 @@ void *pipeline_retire(pipeline *p)
     void *job = p->job[slot];
     p->head++;
     p->count--;
+    if (p->next_queued < p->head) p->next_queued = p->head; /* as in pipeline_retire_done */
     pthread_mutex_unlock(&p->mu);
     return job;
 }

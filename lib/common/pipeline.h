@@ -30,6 +30,15 @@ pipeline *pipeline_create(int workers, size_t depth, pipeline_fn fn, void *arg);
 size_t pipeline_depth(int threads);
 /* Queues a job; the caller must first retire one if pipeline_pending() == depth. */
 void pipeline_submit(pipeline *p, void *job);
+/* The same for a job that costs less than handing it to another core (a stored chunk:
+ * a checksum, at most a copy): runs it at once on the calling thread, as worker
+ * `workers`, and queues it done, retired in its place. Starts no thread. With
+ * pipeline_retire_done the caller then writes it out while its bytes are in cache, not
+ * after depth - 1 more chunks (a stored .ckpz of 50 MB restored through pipes with two
+ * threads on 2 cores: 35-36 ms against 42-45 handed to a worker and written late). */
+void pipeline_submit_here(pipeline *p, void *job);
+/* The oldest unretired job if it is done, else NULL (no wait). */
+void *pipeline_retire_done(pipeline *p);
 /* Waits for the oldest unretired job and returns it; NULL if none are pending. */
 void *pipeline_retire(pipeline *p);
 size_t pipeline_pending(const pipeline *p);
