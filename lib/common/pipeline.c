@@ -90,14 +90,20 @@ fail:
     return NULL;
 }
 
+/* Appends job to the ring in the given state (under the mutex where threads run). */
+static void put(pipeline *p, void *job, int state)
+{
+    size_t slot = (p->head + p->count) % p->depth;
+    p->job[slot] = job;
+    p->state[slot] = state;
+    p->count++;
+}
+
 void pipeline_submit(pipeline *p, void *job)
 {
     if (p->workers == 0) {
         p->fn(job, 0, p->arg);
-        size_t slot = (p->head + p->count) % p->depth;
-        p->job[slot] = job;
-        p->state[slot] = SLOT_DONE;
-        p->count++;
+        put(p, job, SLOT_DONE);
         p->next_queued++;
         return;
     }
@@ -111,10 +117,7 @@ void pipeline_submit(pipeline *p, void *job)
             p->started++;
         }
     pthread_mutex_lock(&p->mu);
-    size_t slot = (p->head + p->count) % p->depth;
-    p->job[slot] = job;
-    p->state[slot] = SLOT_QUEUED;
-    p->count++;
+    put(p, job, SLOT_QUEUED);
     pthread_cond_signal(&p->work);
     pthread_mutex_unlock(&p->mu);
 }
@@ -127,10 +130,7 @@ void pipeline_submit_here(pipeline *p, void *job)
     }
     p->fn(job, p->workers, p->arg); /* the caller's own scratch: it runs nothing else now */
     pthread_mutex_lock(&p->mu);
-    size_t slot = (p->head + p->count) % p->depth;
-    p->job[slot] = job;
-    p->state[slot] = SLOT_DONE;
-    p->count++;
+    put(p, job, SLOT_DONE);
     pthread_mutex_unlock(&p->mu);
 }
 
