@@ -18,6 +18,7 @@ byte; lossy: the worst error over its bound and whether the other bytes are exac
 import ctypes
 import gc
 import json
+import mmap
 import os
 import sys
 import time
@@ -42,19 +43,26 @@ def _recycle(n):
     after a free and 118-172 ms after 3 s idle (4 KiB pages: 53 against 68-139 ms), so
     without this a round trip was timed up to 5x slower whenever the settings before it
     had run long enough, at random and by the page size each tool's allocator asks for."""
-    import mmap
     for advice in (getattr(mmap, "MADV_HUGEPAGE", None), getattr(mmap, "MADV_NOHUGEPAGE", None)):
-        m = mmap.mmap(-1, n + (2 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        fresh_pages(n + (2 << 20), advice).close()
+
+
+def fresh_pages(n, advice):
+    """An anonymous mapping of n bytes, given the advice (MADV_HUGEPAGE or NOHUGEPAGE;
+    None: none), with every page faulted in (MADV_POPULATE_WRITE; on an older kernel, a
+    write to each 4 KiB page). The caller closes it."""
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if advice is not None:
         try:
-            if advice is not None:
-                m.madvise(advice)
-            try:
-                m.madvise(23)  # MADV_POPULATE_WRITE
-            except OSError:
-                for off in range(0, len(m), 4096):
-                    m[off] = 1
-        finally:
-            m.close()
+            m.madvise(advice)
+        except OSError:
+            pass
+    try:
+        m.madvise(23)  # MADV_POPULATE_WRITE
+    except OSError:
+        for off in range(0, n, 4096):
+            m[off] = 1
+    return m
 
 
 def _reset_peak(n=0):
