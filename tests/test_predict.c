@@ -590,6 +590,18 @@ static void test_escape(void)
                     for (unsigned k = 0; same && k < K; k++) same = n == 0 || memcmp(back[k], top[k], n) == 0;
                     CHECKF(same, "escape round trip K %u T %u n %zu simd %d", K, T, n, simd);
                 }
+    /* Every byte an escape, over several windows of the vector count's byte counters (255
+     * steps of 16 bytes): a counter that wrapped would lose 256 a window. */
+    {
+        size_t m = 3 * 4096 + 5;
+        uint8_t *all = malloc(m);
+        memset(all, 31, m);
+        CHECKF(esc_count(31, all, m) == (ptrdiff_t)m, "escape count of %zu escapes: %td", m, esc_count(31, all, m));
+        all[m - 1] = 7;
+        all[4080] = 0;
+        CHECK(esc_count(31, all, m) == (ptrdiff_t)m - 2);
+        free(all);
+    }
     /* Corruption: an A above T, and an escape that overflows its K bytes once T is added,
      * in the vector part (element 3) and the portable tail (element 99). */
     for (int simd = 0; simd <= 1; simd++) {

@@ -45,6 +45,25 @@ static inline double ldf64(const uint8_t *p)
     return v;
 }
 
+/* The set bits of n bytes at p (a bitmap's ones), eight bytes a step with the word's
+ * bit count added up by halves, quarters and nibbles: __builtin_popcount without a popcnt
+ * target is a call into libgcc for each byte or word. */
+static inline size_t bits_set(const uint8_t *p, size_t n)
+{
+    size_t c = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        x -= (x >> 1) & 0x5555555555555555ull;
+        x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+        x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+        c += (size_t)((x * 0x0101010101010101ull) >> 56);
+    }
+    for (; i < n; i++)
+        for (unsigned v = p[i]; v; v &= v - 1) c++;
+    return c;
+}
+
 /* Copies and compares of a few to some tens of bytes (an entry's name part or shape) in
  * 8-byte words, inline: a call to memcpy or memcmp for each was ~10% of decompressing
  * 4,800 small tensors (container/entlist.c: their index read and its entry frames

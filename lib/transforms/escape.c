@@ -74,13 +74,22 @@ ptrdiff_t esc_count(unsigned T, const uint8_t *a, size_t elems)
     size_t n = 0, i = 0;
     unsigned over = 0;
 #if defined(__SSE2__)
-    /* 16 bytes a step: the decoder counts every chunk's A plane before its escapes. */
-    const __m128i t = _mm_set1_epi8((char)T);
-    __m128i top = _mm_setzero_si128();
-    for (; i + 16 <= elems; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
-        n += (size_t)__builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, t)));
-        top = _mm_max_epu8(top, v);
+    /* 16 bytes a step: the decoder counts every chunk's A plane before its escapes. The
+     * matches are added up in byte counters (a compare's -1 subtracted), summed every
+     * 255 steps: a popcount of each step's mask was, without a popcnt target, a call
+     * into libgcc per 16 bytes, 5% of restoring a BF16 delta file. */
+    const __m128i t = _mm_set1_epi8((char)T), zero = _mm_setzero_si128();
+    __m128i top = zero;
+    while (i + 16 <= elems) {
+        size_t steps = (elems - i) / 16 < 255 ? (elems - i) / 16 : 255;
+        __m128i hits = zero;
+        for (size_t k = 0; k < steps; k++, i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
+            hits = _mm_sub_epi8(hits, _mm_cmpeq_epi8(v, t));
+            top = _mm_max_epu8(top, v);
+        }
+        __m128i s = _mm_sad_epu8(hits, zero);
+        n += (size_t)_mm_cvtsi128_si32(s) + (size_t)_mm_cvtsi128_si32(_mm_unpackhi_epi64(s, s));
     }
     over = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(top, t), t)) != 0xffff;
 #endif

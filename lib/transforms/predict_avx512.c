@@ -1,5 +1,6 @@
 /* predict_avx512.c — the delta predictor's residual fused with the plane split, and with
- * the escape transform (predict.c calls them when cpu_level() allows AVX-512).
+ * the escape transform, and its inverse (predict.c calls them when cpu_level() allows
+ * AVX-512).
  *
  * The residual never leaves registers: 64 elements are predicted and their bytes
  * gathered into planes with vpermt2b, which saves the delta path a store and a reload
@@ -164,6 +165,52 @@ static inline __attribute__((always_inline)) T512E size_t fe(int W, int flt, uns
 FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
 /* clang-format on */
 #undef FE
+
+/* The inverse of res_vec's DIFF without rotation (the decoder merges diff residuals as
+ * integers, then undoes the predictor): z unzigzagged, F(b) added, F undone (F is its
+ * own inverse). */
+static inline __attribute__((always_inline)) T512 __m512i inv_vec(int W, int flt, __m512i z, __m512i v)
+{
+    __m512i x;
+    if (W == 2) {
+        if (flt) v = _mm512_xor_si512(v, _mm512_srli_epi16(_mm512_srai_epi16(v, 15), 1));
+        __m512i lsb = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_and_si512(z, _mm512_set1_epi16(1)));
+        x = _mm512_add_epi16(_mm512_xor_si512(_mm512_srli_epi16(z, 1), lsb), v);
+        if (flt) x = _mm512_xor_si512(x, _mm512_srli_epi16(_mm512_srai_epi16(x, 15), 1));
+    } else {
+        if (flt) v = _mm512_xor_si512(v, _mm512_srli_epi32(_mm512_srai_epi32(v, 31), 1));
+        __m512i lsb = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_and_si512(z, _mm512_set1_epi32(1)));
+        x = _mm512_add_epi32(_mm512_xor_si512(_mm512_srli_epi32(z, 1), lsb), v);
+        if (flt) x = _mm512_xor_si512(x, _mm512_srli_epi32(_mm512_srai_epi32(x, 31), 1));
+    }
+    return x;
+}
+
+/* 128 bytes per step (two independent vectors); returns elements done. */
+#define DI(W, F)                                                                                                  \
+    T512 static size_t di##W##_##F(const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x)                  \
+    {                                                                                                             \
+        size_t i = 0, n = elems * W;                                                                              \
+        for (; i + 128 <= n; i += 128) {                                                                          \
+            __m512i x0 = inv_vec(W, F, LD(r + i), LD(b + i)), x1 = inv_vec(W, F, LD(r + i + 64), LD(b + i + 64)); \
+            ST(x + i, x0);                                                                                        \
+            ST(x + i + 64, x1);                                                                                   \
+        }                                                                                                         \
+        return i / W;                                                                                             \
+    }
+#define LD(p) _mm512_loadu_si512((const void *)(p))
+#define ST(p, v) _mm512_storeu_si512((void *)(p), v)
+/* clang-format off */
+DI(2, 0) DI(2, 1) DI(4, 0) DI(4, 1)
+/* clang-format on */
+#undef DI
+#undef LD
+#undef ST
+
+    size_t pred_inverse_avx512(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x)
+{
+    return esize == 2 ? (flt ? di2_1 : di2_0)(r, b, elems, x) : (flt ? di4_1 : di4_0)(r, b, elems, x);
+}
 
 size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8_t *x, const uint8_t *b, size_t elems,
                          uint8_t *const *plane)

@@ -23,6 +23,8 @@ size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8
                          uint8_t *const *plane);
 size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                        size_t elems, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
+/* predict_avx512.c: pred_inverse of DIFF for esize 2 or 4 (x may be r). */
+size_t pred_inverse_avx512(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x);
 
 /* escape_avx512.c: esc_forward and esc_inverse for K = 1 or 2 (needs CPU_VBMI2); the
  * inverse sets *bad when an escape overflows its K bytes. */
