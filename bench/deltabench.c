@@ -1,6 +1,6 @@
 /* deltabench.c — in-memory timing of delta checkpoints for bench/delta.
  *
- *     deltabench [-r RUNS] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-P] FILE BASE
+ *     deltabench [-r RUNS] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-P] [-L POLICY] FILE BASE
  *
  * Public ckpz API only. Reads FILE and BASE whole, then times, each on its own, RUNS
  * (>= 3) times:
@@ -17,7 +17,11 @@
  * The base's CRC, its description (tensor index) and the matching all happen inside
  * the timed calls. Every decompression is compared with FILE (memcmp) and the output
  * buffer is cleared between runs; a mismatch or an error exits 1. One untimed warm-up
- * of each mode first.
+ * of each mode first. -L POLICY codes lossily (params.policy: the text of a --policy
+ * file, `* auto` for --lossy=auto; BASE then the previous file's restored content, as a
+ * closed-loop chain codes against): every decompression is then compared with the
+ * warm-up's of the same mode (the library checks each against the checksum of what the
+ * writer reconstructed).
  *
  * Prints one JSON object: {"bytes", "base_bytes", "standalone", "delta", "runs": {MODE:
  * {"cpu": [...], "wall": [...]}}} (seconds per run; cpu = process CPU time, user + sys).
@@ -66,6 +70,8 @@ static ckpz_params ps, pd; /* stand-alone, delta */
 static unsigned char *cbuf[2], *back;
 static size_t ccap, csize[2];
 static int patch = 1; /* dc: a seekable output (the sink's patch); -P: one pass over the base first */
+static const char *policy;           /* -L: lossy; decompressions compared with the first of their mode */
+static unsigned char *first[2];      /* -L: that first decompression, stand-alone and delta */
 
 static void fail(const char *what)
 {
@@ -106,7 +112,20 @@ static void run1(int mode)
 
 static void check_back(int mode)
 {
-    if (mode >= 4) {
+    if (mode >= 4 && policy) {
+        unsigned char **f = &first[mode - 4];
+        if (!*f) {
+            if (!(*f = malloc(size ? size : 1))) {
+                fprintf(stderr, "deltabench: out of memory\n");
+                exit(1);
+            }
+            memcpy(*f, back, size);
+        } else if (memcmp(back, *f, size) != 0) {
+            fprintf(stderr, "deltabench: %s lossy decompressions differ\n", mode == 5 ? "delta" : "stand-alone");
+            exit(1);
+        }
+        memset(back, 0, size);
+    } else if (mode >= 4) {
         if (memcmp(back, src, size) != 0) {
             fprintf(stderr, "deltabench: %s round trip is NOT identical to the input\n",
                     mode == 5 ? "delta" : "stand-alone");
@@ -120,7 +139,7 @@ int main(int argc, char **argv)
 {
     int runs = 3, level = 3, threads = 1, opt;
     const char *base_name = NULL, *only = NULL;
-    while ((opt = getopt(argc, argv, "r:l:T:n:m:P")) != -1) {
+    while ((opt = getopt(argc, argv, "r:l:T:n:m:PL:")) != -1) {
         switch (opt) {
         case 'r': runs = atoi(optarg); break;
         case 'l': level = atoi(optarg); break;
@@ -128,13 +147,15 @@ int main(int argc, char **argv)
         case 'n': base_name = optarg; break;
         case 'm': only = optarg; break;
         case 'P': patch = 0; break;
+        case 'L': policy = optarg; break;
         default: goto usage;
         }
     }
     if (argc - optind != 2 || runs < 3 || runs > MAX_RUNS) {
     usage:
         fprintf(stderr,
-                "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] [-P] FILE BASE\n");
+                "usage: deltabench [-r RUNS>=3] [-l LEVEL] [-T THREADS] [-n BASE_NAME] [-m MODE,...] [-P] [-L POLICY] "
+                "FILE BASE\n");
         return 2;
     }
     src = slurp(argv[optind], &size);
@@ -147,6 +168,7 @@ int main(int argc, char **argv)
     ckpz_params_init(&ps);
     ps.level = level;
     ps.threads = threads;
+    ps.policy = policy;
     pd = ps;
     pd.base = base;
     pd.base_size = base_size;
@@ -208,6 +230,8 @@ int main(int argc, char **argv)
     free(cbuf[0]);
     free(cbuf[1]);
     free(back);
+    free(first[0]);
+    free(first[1]);
     free((void *)src);
     free((void *)base);
     return 0;

@@ -19,6 +19,7 @@
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"
+#include "transforms/quant_grid.h"
 
 enum { T_F32, T_BF16, T_F16, T_F64, T_V, T_BIAS, T_NORM, T_VEC, T_I64, NT };
 
@@ -417,8 +418,51 @@ static void test_raw_shape(ckpz_ctx *ctx)
     free(w);
 }
 
+/* The log grid's arithmetic as the format fixes it: det_log2 takes frexp's mantissa and
+ * exponent from the bits (subnormals through frexp), and prel_pred_cached remembers
+ * indices by the base value's bits; each must give exactly what the plain computation
+ * gives, or files written before them restore to other values. Values repeat (a base on
+ * the grid) and collide in the cache, over normal and subnormal, signed, zero and
+ * non-finite bases. */
+static double log2_frexp(double x)
+{
+    int e;
+    double m = frexp(x, &e);
+    if (m < 0.70710678118654752440) {
+        m *= 2;
+        e--;
+    }
+    double s = (m - 1) / (m + 1), s2 = s * s, r = 1.0 / 25;
+    for (int k = 23; k >= 1; k -= 2) r = r * s2 + 1.0 / k;
+    return (double)e + 2.0 * s * r / 0.69314718055994530942;
+}
+
+static void test_grid(void)
+{
+    pred_cache pc;
+    pred_cache_init(&pc);
+    double inv = 1 / 0.0225, pool[512];
+    size_t bad_log = 0, bad_pred = 0;
+    for (int i = 0; i < 512; i++)
+        pool[i] = (rng() & 1 ? -1 : 1) * ldexp(1 + (double)(rng() % 1000) / 1000, -(int)(rng() % 60));
+    pool[0] = 0, pool[1] = -0.0, pool[2] = INFINITY, pool[3] = NAN, pool[4] = 4.9e-324, pool[5] = -2.2e-310;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t u = (uint64_t)rng() << 32 | rng();
+        double x;
+        memcpy(&x, &u, 8);
+        if (i % 3) x = pool[rng() % 512]; /* repeats: hits */
+        if (i % 7 == 0) x = ldexp((double)(rng() % 100000 + 1), -1074); /* subnormal */
+        double a = fabs(x);
+        if (isfinite(a) && a > 0 && det_log2(a) != log2_frexp(a)) bad_log++;
+        if (prel_pred_cached(&pc, x, inv) != prel_pred(x, inv)) bad_pred++;
+    }
+    CHECKF(bad_log == 0, "det_log2 differs from frexp's for %zu values", bad_log);
+    CHECKF(bad_pred == 0, "cached grid index differs for %zu values", bad_pred);
+}
+
 int main(void)
 {
+    test_grid();
     size_t n;
     uint8_t *orig = make_file(&n);
     ckpz_ctx *ctx = ckpz_ctx_create();

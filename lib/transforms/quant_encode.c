@@ -293,7 +293,9 @@ static void pass1_prel(enc *e)
     uint8_t *neg = e->neg;
     double step = e->step, inv = e->inv;
     exp_cache ec;
+    pred_cache pc;
     exp_cache_init(&ec);
+    if (base) pred_cache_init(&pc);
     for (size_t i = 0; i < e->nel; i++) {
         double xi = ld_el(dt, x + i * es);
         uint8_t *rp = e->restored + i * es;
@@ -334,7 +336,7 @@ static void pass1_prel(enc *e)
             st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
             r = ld_el(dt, rp);
         }
-        int64_t d = k - (base ? prel_pred(ld_el(dt, base + i * es), inv) : 0);
+        int64_t d = k - (base ? prel_pred_cached(&pc, ld_el(dt, base + i * es), inv) : 0);
         q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT ? (int32_t)d : Q_EXC;
     }
 }

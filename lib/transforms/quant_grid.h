@@ -49,8 +49,20 @@ static inline double det_exp2(double t)
 
 static inline double det_log2(double x) /* x > 0, finite */
 {
+    /* frexp's m in [0.5, 1) and e from the bits (exact, and no call: the decoder takes
+     * this for every element predicted from a base); subnormals through frexp itself */
     int e;
-    double m = frexp(x, &e); /* [0.5, 1) */
+    double m;
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    unsigned be = (unsigned)(u >> 52) & 0x7ff;
+    if (be) {
+        e = (int)be - 1022;
+        u = (u & 0x800fffffffffffffull) | ((uint64_t)1022 << 52);
+        memcpy(&m, &u, 8);
+    } else {
+        m = frexp(x, &e);
+    }
     if (m < 0.70710678118654752440) {
         m *= 2;
         e--;
@@ -141,6 +153,31 @@ static inline int64_t prel_pred(double b, double inv_step)
 {
     if (!isfinite(b) || b == 0) return 0;
     return round_half_up(det_log2(fabs(b)) * inv_step);
+}
+
+/* prel_pred remembered by the base element's bits: a base that was itself restored on
+ * a log grid (a chain's exp_avg_sq) holds a few hundred distinct values a chunk, and
+ * det_log2 costs tens of dependent operations; the same index either way. Direct-mapped
+ * on a hash of the bits; all-ones bits (a NaN, never looked up: prel_pred gives 0) mark
+ * an empty slot. */
+#define PRED_CACHE 1024
+typedef struct {
+    uint64_t key[PRED_CACHE];
+    int64_t val[PRED_CACHE];
+} pred_cache;
+
+static inline void pred_cache_init(pred_cache *c) { memset(c->key, 0xff, sizeof c->key); }
+
+static inline int64_t prel_pred_cached(pred_cache *c, double b, double inv_step)
+{
+    uint64_t u;
+    memcpy(&u, &b, 8);
+    unsigned h = (unsigned)((u * 0x9E3779B97F4A7C15ull) >> 54) & (PRED_CACHE - 1);
+    if (c->key[h] != u) {
+        c->key[h] = u;
+        c->val[h] = prel_pred(b, inv_step);
+    }
+    return c->val[h];
 }
 
 static inline double recon_affine(double p, float o, float s, uint32_t code, int sym, uint32_t half)

@@ -388,6 +388,18 @@ run 0 "$CKPZ" -q -T1 -f --base "$B16" compat.v5g.out -o compat.v5g.ckpz
 same_file compat.v5g.ckpz "$C/next.bf16.v5g.ckpz"
 run 0 "$CKPZ" -q -T1 -f --rel 1e-2 --base "$B16" compat.v5g.out -o compat.v5gl.ckpz
 same_file compat.v5gl.ckpz "$C/next.bf16.lossy.v5g.ckpz"
+# log-grid files written before the decoder kept the base's grid indices and the values
+# of one-byte codes (ckpz at 29c182b): every value predicted from the base (`pointwise-rel`
+# against it), and every value of a one-byte code without one (`no-base`, a fifth
+# pruned), as the writer reconstructed them (the recorded checksums), and written again
+# byte for byte
+run 0 "$CKPZ" -t --base "$B16" "$C/next.bf16.prel.v5g.ckpz"
+run 0 "$CKPZ" -q -T1 -f --pointwise-rel 1e-2 --base "$B16" compat.v5g.out -o compat.prel.ckpz
+same_file compat.prel.ckpz "$C/next.bf16.prel.v5g.ckpz"
+echo '* pointwise-rel 0.1 prune 0.2 no-base' > prelnb.policy
+run 0 "$CKPZ" -t --base "$B16" "$C/next.bf16.prelnb.v5g.ckpz"
+run 0 "$CKPZ" -q -T1 -f --policy prelnb.policy --base "$B16" compat.v5g.out -o compat.prelnb.ckpz
+same_file compat.prelnb.ckpz "$C/next.bf16.prelnb.v5g.ckpz"
 # written to a file, the base frame's checksum is patched in at the end (no pass over the
 # base first); to a pipe it comes first: the same bytes
 run 0 "$CKPZ" -q -f --base "$B16" compat.v2.out -o compat.file.ckpz
