@@ -283,41 +283,43 @@ static int pass1_affine(enc *e, uint8_t *params)
     return 0;
 }
 
-/* Pass 1, log grid: the index relative to the base's, when there is one. */
-static void pass1_prel(enc *e)
+/* Pass 1, log grid: the index relative to the base's, when there is one. Called with a
+ * constant b32 for f32 and bf16, as abs_pass is (the loop through the dtype table took
+ * half of coding a --lossy=auto file). */
+static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e)
 {
     ckpz_dtype dt = e->dt;
     unsigned es = e->es;
     const uint8_t *x = e->x, *base = e->base;
     int32_t *q = e->q;
     uint8_t *neg = e->neg;
-    double step = e->step, inv = e->inv;
+    double step = e->step, inv = e->inv, bound = e->pl->spec.bound;
     exp_cache ec;
     pred_cache pc;
     exp_cache_init(&ec);
     if (base) pred_cache_init(&pc);
     for (size_t i = 0; i < e->nel; i++) {
-        double xi = ld_el(dt, x + i * es);
+        double xi = ld_abs(b32, dt, x + i * es);
         uint8_t *rp = e->restored + i * es;
         if (!isfinite(xi)) {
             q[i] = Q_EXC;
             continue;
         }
         if (e->prune) {
-            double p = base ? ld_el(dt, base + i * es) : 0;
+            double p = base ? ld_abs(b32, dt, base + i * es) : 0;
             if (!isfinite(p)) p = 0;
             if (fabs(xi - p) < e->thr) {
                 q[i] = Q_PRUNED;
-                st_el(dt, rp, p);
+                st_abs(b32, dt, rp, p);
                 continue;
             }
         }
         if (xi == 0) { /* +0 has a code; -0 is rare enough to be an exception */
             q[i] = signbit(xi) ? Q_EXC : Q_ZERO;
-            st_el(dt, rp, 0.0);
+            st_abs(b32, dt, rp, 0.0);
             continue;
         }
-        double t = guess_log2(fabs(xi)) * inv, tol = e->pl->spec.bound * fabs(xi);
+        double t = guess_log2(fabs(xi)) * inv, tol = bound * fabs(xi);
         int64_t k;
         if (e->dither) { /* down or up with the odds that keep log2 |x| on average */
             uint64_t xb = 0;
@@ -329,16 +331,22 @@ static void pass1_prel(enc *e)
             k = round_half_up(t);
         }
         neg[i] = xi < 0;
-        st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
-        double r = ld_el(dt, rp);
+        double r = st_abs(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
         if (!within(r, xi, tol)) { /* the guess sat on a cell edge: the neighbour */
             k += fabs(r) < fabs(xi) ? 1 : -1;
-            st_el(dt, rp, recon_prel(&ec, k, step, neg[i]));
-            r = ld_el(dt, rp);
+            r = st_abs(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
         }
-        int64_t d = k - (base ? prel_pred_cached(&pc, ld_el(dt, base + i * es), inv) : 0);
+        int64_t d = k - (base ? prel_pred_cached(&pc, ld_abs(b32, dt, base + i * es), inv) : 0);
         q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT ? (int32_t)d : Q_EXC;
     }
+}
+
+static void pass1_prel(enc *e)
+{
+    unsigned b32 = dtype_b32(dtype_get(e->dt));
+    if (b32 == 4) prel_pass(4, e);
+    else if (b32 == 2) prel_pass(2, e);
+    else prel_pass(0, e);
 }
 
 /* Code centre (grids not laid around a base): the mean of a sample of indices. Code
