@@ -142,7 +142,8 @@ static inline __attribute__((always_inline)) int inverse_loop(int mode, unsigned
     return kc == kept && ne == L->nexc ? 0 : -1;
 }
 
-/* Below this many elements a chunk's table costs more than it saves. */
+/* Below this many elements a chunk's table (inverse_table, inverse_prel16) costs more
+ * than it saves. */
 #define TABLE_MIN 4096
 
 /* A grid with no base and one-byte codes (the log grid of exp_avg, coded stand-alone in
@@ -189,6 +190,57 @@ static inline __attribute__((always_inline)) int inverse_table(int mode, unsigne
     return kc == kept && ne == L->nexc ? 0 : -1;
 }
 
+/* The log grid of f32 values with no base and two-byte codes (weights in a chain's first
+ * file, at pointwise-rel 1/128 some hundreds of magnitudes a chunk): each magnitude code
+ * z = code >> 1 stands for one value, rounded to f32 once, when first met, into a table
+ * of their bits (all ones: not yet; no value rounds to that NaN), and the sign bit set
+ * for negative codes (the bits of -v are those of v with the top bit set). Codes are
+ * laid around the chunk's centre, so z is small: the table holds z < PREL16_TAB, larger
+ * ones are rounded each time. bf16's grids, as coarse as its 8 bits of precision, take
+ * two-byte codes rarely (none on the corpus' or the tests' tensors): inverse_loop does
+ * them. The same bytes inverse_loop stores; returns 0, -1 as it does. */
+#define PREL16_TAB 4096
+static int inverse_prel16(const quant_layout *L, const uint8_t *const *plane, uint8_t *out)
+{
+    uint32_t tab[PREL16_TAB];
+    memset(tab, 0xff, sizeof tab);
+    exp_cache ec;
+    exp_cache_init(&ec);
+    const uint8_t *bitmap = (L->flags & QUANT_F_BITMAP) ? plane[2] : NULL, *hi = plane[3], *lo = plane[4],
+                  *exc = plane[5];
+    size_t kc = 0, ne = 0, kept = L->size[3];
+    for (size_t i = 0; i < L->nel; i++) {
+        uint8_t *op = out + 4 * i;
+        uint32_t u = 0;
+        if (bitmap && !(bitmap[i >> 3] >> (i & 7) & 1)) { /* pruned: the prediction, 0 */
+            st32(op, 0);
+            continue;
+        }
+        if (kc >= kept) return -1;
+        uint32_t code = ((uint32_t)hi[kc] << 8) | lo[kc];
+        kc++;
+        if (code == 65535) {
+            if (ne >= L->nexc) return -1;
+            memcpy(op, exc + 4 * ne++, 4);
+            continue;
+        }
+        if (code != 65534) { /* 65534: zero */
+            uint32_t z = code >> 1;
+            if (z >= PREL16_TAB || tab[z] == 0xffffffffu) {
+                uint8_t b[4];
+                dt_st_b32(4, b, recon_prel(&ec, ((int64_t)(z >> 1) ^ -(int64_t)(z & 1)) + L->q0, L->step, 0));
+                u = ld32(b);
+                if (z < PREL16_TAB) tab[z] = u;
+            } else {
+                u = tab[z];
+            }
+            u |= (code & 1) << 31;
+        }
+        st32(op, u);
+    }
+    return kc == kept && ne == L->nexc ? 0 : -1;
+}
+
 #define INVERSE_ALL_TYPES(mode)                                  \
     (b32 == 4   ? inverse_loop(mode, 4, L, dt, plane, base, out) \
      : b32 == 2 ? inverse_loop(mode, 2, L, dt, plane, base, out) \
@@ -199,8 +251,9 @@ int quant_inverse(const quant_layout *L, ckpz_dtype dt, const uint8_t *const *pl
 {
     if (!(L->flags & QUANT_F_BASE)) base = NULL; /* coded stand-alone in a based entry */
     unsigned b32 = dtype_b32(dtype_get(dt)), es = ckpz_dtype_size(dt);
-    int err;
-    if ((L->mode == QM_ABS || L->mode == QM_PREL) && !base && L->w == 1 && b32 && L->nel >= TABLE_MIN)
+    int err, tables = !base && b32 && L->nel >= TABLE_MIN;
+    if (tables && L->mode == QM_PREL && L->w == 2 && b32 == 4) err = inverse_prel16(L, plane, out);
+    else if (tables && (L->mode == QM_ABS || L->mode == QM_PREL) && L->w == 1)
         err = L->mode == QM_ABS
                   ? (b32 == 4 ? inverse_table(QM_ABS, 4, L, plane, out) : inverse_table(QM_ABS, 2, L, plane, out))
                   : (b32 == 4 ? inverse_table(QM_PREL, 4, L, plane, out) : inverse_table(QM_PREL, 2, L, plane, out));
