@@ -446,6 +446,9 @@ static void test_grid(void)
     for (int i = 0; i < 512; i++)
         pool[i] = (rng() & 1 ? -1 : 1) * ldexp(1 + (double)(rng() % 1000) / 1000, -(int)(rng() % 60));
     pool[0] = 0, pool[1] = -0.0, pool[2] = INFINITY, pool[3] = NAN, pool[4] = 4.9e-324, pool[5] = -2.2e-310;
+    uint64_t ones = ~(uint64_t)0; /* the NaN an empty slot holds: looked up first, into an empty cache */
+    memcpy(&pool[6], &ones, 8);
+    CHECK(prel_pred_cached(&pc, pool[6], inv) == prel_pred(pool[6], inv));
     for (int i = 0; i < 200000; i++) {
         uint64_t u = (uint64_t)rng() << 32 | rng();
         double x;

@@ -158,15 +158,19 @@ static inline int64_t prel_pred(double b, double inv_step)
 /* prel_pred remembered by the base element's bits: a base that was itself restored on
  * a log grid (a chain's exp_avg_sq) holds a few hundred distinct values a chunk, and
  * det_log2 costs tens of dependent operations; the same index either way. Direct-mapped
- * on a hash of the bits; all-ones bits (a NaN, never looked up: prel_pred gives 0) mark
- * an empty slot. */
+ * on a hash of the bits. An empty slot holds all-ones bits, a NaN (an f64 base may hold
+ * it), with index 0, which is prel_pred's for any NaN: a lookup of it is right too. */
 #define PRED_CACHE 1024
 typedef struct {
     uint64_t key[PRED_CACHE];
     int64_t val[PRED_CACHE];
 } pred_cache;
 
-static inline void pred_cache_init(pred_cache *c) { memset(c->key, 0xff, sizeof c->key); }
+static inline void pred_cache_init(pred_cache *c)
+{
+    memset(c->key, 0xff, sizeof c->key);
+    memset(c->val, 0, sizeof c->val);
+}
 
 static inline int64_t prel_pred_cached(pred_cache *c, double b, double inv_step)
 {
