@@ -861,6 +861,65 @@ static void grad_seeds(void)
     ckpz_ctx_free(ctx);
 }
 
+/* Lossy chunks of 8,192 values, past the decoder's table threshold (quant_decode.c's
+ * TABLE_MIN), which the seeds above (2,560 values) stay below: one-byte codes with a
+ * pruning bitmap (f32, bf16: inverse_table), two-byte codes on the log grid (f32:
+ * inverse_prel16), the log grid against the base (the base's grid indices remembered),
+ * and the absolute grid's one-byte codes. Written after every other seed, so that the
+ * random numbers of theirs stay as they were. */
+static void lossy_table_seeds(void)
+{
+    static uint8_t raw[1 << 17], basebuf[1 << 17], out[(1 << 17) * 3];
+    const uint8_t *fb = fuzz_base();
+    for (size_t i = 0; i < sizeof basebuf; i += FUZZ_BASE_BYTES)
+        memcpy(basebuf + i, fb, sizeof basebuf - i < FUZZ_BASE_BYTES ? sizeof basebuf - i : FUZZ_BASE_BYTES);
+    chunk_scratch *cs = chunk_scratch_create(1, 1 << 17, CHUNK_SCRATCH_ENCODE_LOSSY);
+    if (!cs) die("out of memory");
+    static const struct {
+        const char *spec, *name;
+        ckpz_dtype dt;
+        int based;
+    } L[] = {{"* pointwise-rel 0.1 prune 0.2", "lossy-table-f32", CKPZ_DTYPE_F32, 0},
+             {"* pointwise-rel 0.1 prune 0.2", "lossy-table-bf16", CKPZ_DTYPE_BF16, 0},
+             {"* pointwise-rel 0.0001", "lossy-prel16-f32", CKPZ_DTYPE_F32, 0},
+             {"* pointwise-rel 0.01", "lossy-prel-based-f32", CKPZ_DTYPE_F32, 1},
+             {"* abs 0.01", "lossy-abs-table-f32", CKPZ_DTYPE_F32, 0}};
+    const size_t nel = 8192;
+    for (size_t k = 0; k < sizeof L / sizeof *L; k++) {
+        char why[128];
+        policy *pol = policy_parse(L[k].spec, 0, why, sizeof why);
+        if (!pol) die(why);
+        ckpz_dtype dt = L[k].dt;
+        unsigned es = ckpz_dtype_size(dt);
+        quant_plan plan = {0};
+        uint64_t shape[2] = {64, 128};
+        plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
+        policy_free(pol);
+        quant_plan_shape(&plan, 2, shape);
+        plan.abs_bound = plan.spec.bound;
+        for (size_t i = 0; i < nel; i++) {
+            double v = gauss() * 0.05;
+            if (i % 97 == 0) v = 1e30; /* exceptions */
+            float f = (float)v;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            if (es == 4) st32(raw + 4 * i, u);
+            else st16(raw + 2 * i, (uint16_t)(u >> 16));
+        }
+        size_t n = nel * es;
+        if (plan.spec.prune > 0) plan.prune_thr = quant_prune_threshold(dt, raw, NULL, n, plan.spec.prune);
+        quant_stats st;
+        quant_stats_init(&st);
+        const uint8_t *restored;
+        uint32_t rc;
+        if (!chunk_encode_lossy(cs, 0, 3, &plan, dt, 0, 0, raw, n, L[k].based ? basebuf : NULL, out, &rc, &restored,
+                                &st))
+            die("lossy chunk not coded");
+        chunk_seed(L[k].name, dt, L[k].based, out, 2 << 1); /* the first decode at AVX-512's level */
+    }
+    chunk_scratch_free(cs);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -877,6 +936,7 @@ int main(int argc, char **argv)
     q8_seeds();
     container_seeds();
     grad_seeds();
+    lossy_table_seeds();
     ent_ctx_free(ec);
     printf("wrote %zu seeds, %zu bytes\n", total_files, total_bytes);
     return 0;
