@@ -19,6 +19,7 @@
 #include "ckpz.h"
 #include "testutil.h"
 #include "memfile.h"
+#include "codec/codec.h"
 #include "transforms/quant_grid.h"
 
 enum { T_F32, T_BF16, T_F16, T_F64, T_V, T_BIAS, T_NORM, T_VEC, T_I64, NT };
@@ -463,9 +464,46 @@ static void test_grid(void)
     CHECKF(bad_pred == 0, "cached grid index differs for %zu values", bad_pred);
 }
 
+/* A float entry's bytes coded as bytes against its base (CKPZ_DTYPE_NONE: the restored
+ * bytes of a tiny lossy frame, chunk_encode_lossy; a group's chunk, encode.c) are decoded
+ * with the entry's dtype, whose float map the decoder's diff takes (doc/format.md): a
+ * chain of --lossy=auto restored every 10 steps wrote exp_avg_sq chunks of 128 values
+ * that way with diff under the bytes' own map, and they did not restore ("decoded data
+ * checksum mismatch"). Bytes a few above the base's, many of them 128 or more, are what
+ * diff codes best; chunk_encode_as must code them so that they restore. */
+static void test_bytes_of_floats(void)
+{
+    const size_t n = 4096;
+    uint8_t *base = malloc(n), *raw = malloc(n), *frame = malloc(chunk_frame_bound(n)),
+            *planes = malloc(chunk_planes_bound(n, 0)), *back = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        base[i] = (uint8_t)rng();
+        raw[i] = (uint8_t)(base[i] + 1 + rng() % 3);
+    }
+    ent_ctx *ec = ent_ctx_create();
+    ckpz_ctx *cx = ckpz_ctx_create();
+    static const ckpz_dtype entry_dt[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_U8};
+    for (size_t k = 0; k < sizeof entry_dt / sizeof *entry_dt; k++) {
+        uint32_t crc;
+        size_t len = chunk_encode_as(ec, 3, CKPZ_DTYPE_NONE, entry_dt[k], 0, raw, n, base, planes, frame, &crc, NULL);
+        ctr_chunk h;
+        char why[128] = "";
+        ckpz_error e = len ? ctr_chunk_read(cx, frame, 1u << 20, chunk_frame_bound(n), "test", &h) : CKPZ_ERR_CORRUPT;
+        if (!e) e = chunk_decode(ec, &h, entry_dt[k], frame + CTR_FRAME_SIZE, base, planes, back, why, sizeof why);
+        CHECKF(e == CKPZ_OK && !memcmp(back, raw, n), "bytes of a %s entry against its base: %s (%s)",
+               ckpz_dtype_name(entry_dt[k]), ckpz_error_name(e), why);
+        CHECKF(len < n / 2, "bytes of a %s entry against its base: %zu bytes, not coded from the base",
+               ckpz_dtype_name(entry_dt[k]), len);
+    }
+    ckpz_ctx_free(cx);
+    ent_ctx_free(ec);
+    free(base), free(raw), free(frame), free(planes), free(back);
+}
+
 int main(void)
 {
     test_grid();
+    test_bytes_of_floats();
     size_t n;
     uint8_t *orig = make_file(&n);
     ckpz_ctx *ctx = ckpz_ctx_create();

@@ -341,10 +341,16 @@ size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, co
     return best;
 }
 
-size_t chunk_encode_xor(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                        const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc)
+size_t chunk_encode_as(ent_ctx *ec, int level, ckpz_dtype as, ckpz_dtype entry_dtype, uint32_t entry,
+                       const uint8_t *raw, size_t n, const uint8_t *base, uint8_t *planes, uint8_t *out,
+                       uint32_t *raw_crc, uint32_t *base_crc)
 {
-    return encode_with(ec, level, dtype, entry, raw, n, base, PRED_XOR, -1, 0, planes, out, raw_crc, NULL);
+    if (!base || level == CKPZ_LEVEL_STORE || dtype_is_float(as) == dtype_is_float(entry_dtype))
+        return chunk_encode(ec, level, as, entry, raw, n, base, planes, out, raw_crc, base_crc);
+    if (base_crc) *base_crc = crc32c(0, base, n);
+    size_t alone = chunk_encode(ec, level, as, entry, raw, n, NULL, planes, out, raw_crc, NULL);
+    size_t x = encode_with(ec, level, as, entry, raw, n, base, PRED_XOR, -1, 0, planes, out, raw_crc, NULL);
+    return x <= alone ? x : chunk_encode(ec, level, as, entry, raw, n, NULL, planes, out, raw_crc, NULL);
 }
 
 /* A lossy frame this small is mostly framing (chunk_encode_lossy). */
@@ -361,16 +367,17 @@ static void restores_exactly(ckpz_dtype dtype, const uint8_t *raw, size_t n, con
     *restored = raw;
 }
 
-/* The lossy frame of len bytes in out against src coded plain: the plain frame's length
- * (and *crc) when it is no longer, left in out; 0 when the lossy one stays (put back in
- * out); SIZE_MAX when out of memory. */
-static size_t plain_if_smaller(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *src, size_t n,
-                               const uint8_t *base, uint8_t *planes, uint8_t *out, size_t len, uint32_t *crc)
+/* The lossy frame of len bytes in out against src coded plain, as `as` (an entry of
+ * dtype): the plain frame's length (and *crc) when it is no longer, left in out; 0 when
+ * the lossy one stays (put back in out); SIZE_MAX when out of memory. */
+static size_t plain_if_smaller(ent_ctx *ec, int level, ckpz_dtype as, ckpz_dtype dtype, uint32_t entry,
+                               const uint8_t *src, size_t n, const uint8_t *base, uint8_t *planes, uint8_t *out,
+                               size_t len, uint32_t *crc)
 {
     uint8_t *lossy = malloc(len);
     if (!lossy) return SIZE_MAX;
     memcpy(lossy, out, len);
-    size_t plain = chunk_encode(ec, level, dtype, entry, src, n, base, planes, out, crc, NULL);
+    size_t plain = chunk_encode_as(ec, level, as, dtype, entry, src, n, base, planes, out, crc, NULL);
     if (plain && plain <= len) {
         free(lossy);
         return plain;
@@ -428,8 +435,8 @@ size_t chunk_encode_lossy(chunk_scratch *s, int worker, int level, const quant_p
         uint32_t plain_crc = 0;
         size_t plain = src == rest ? encode_constant(entry, rest, n, out, &plain_crc) : 0;
         if (!plain)
-            plain = plain_if_smaller(ec, level, src == raw ? dtype : CKPZ_DTYPE_NONE, entry, src, n, base, planes, out,
-                                     len, &plain_crc);
+            plain = plain_if_smaller(ec, level, src == raw ? dtype : CKPZ_DTYPE_NONE, dtype, entry, src, n, base,
+                                     planes, out, len, &plain_crc);
         if (plain == SIZE_MAX) return 0;
         if (plain) {
             if (src == raw) {

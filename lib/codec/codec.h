@@ -42,11 +42,15 @@ size_t chunk_frame_bound(size_t n);
 size_t chunk_encode(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
                     const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc, uint32_t *base_crc);
 
-/* As chunk_encode against base with the xor predictor only (which, unlike diff, does not
- * depend on the dtype's float class: a group's chunk coded as another class than its
- * owner's, encode.c). */
-size_t chunk_encode_xor(ent_ctx *ec, int level, ckpz_dtype dtype, uint32_t entry, const uint8_t *raw, size_t n,
-                        const uint8_t *base, uint8_t *planes, uint8_t *out, uint32_t *raw_crc);
+/* chunk_encode of a chunk of an entry of entry_dtype coded as dtype `as` (a float tensor's
+ * bytes as they are: CKPZ_DTYPE_NONE). The decoder undoes a predictor with the map of
+ * the entry's dtype (doc/format.md, "Predictors"); where `as` is of another float class,
+ * diff would be undone with the other map, so against a base only xor, which no map
+ * changes, or no predictor is tried, the smaller kept (a group's chunk, encode.c; the
+ * restored bytes of a tiny lossy frame, chunk_encode_lossy). */
+size_t chunk_encode_as(ent_ctx *ec, int level, ckpz_dtype as, ckpz_dtype entry_dtype, uint32_t entry,
+                       const uint8_t *raw, size_t n, const uint8_t *base, uint8_t *planes, uint8_t *out,
+                       uint32_t *raw_crc, uint32_t *base_crc);
 /* chunk_encode without a base, its context under the codec choice auto
  * (ent_ctx_set_codec): where a sample shows that LZ cannot pay on a chunk of 1-byte
  * integers, its plane is coded without trying zstd (codec.c: lz_cannot_pay). */

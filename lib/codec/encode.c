@@ -12,20 +12,15 @@
 /* Text headers of at least this many bytes are coded with LZ's fastest level. */
 #define TEXT_FAST_MIN (64u * 1024)
 
-/* Codes chunk j as dtype `as` (chunk_encode) into out. A group's chunk coded against
- * its base image as a dtype of another float class than its owner's, whose class the
- * decoder's diff predictor takes (doc/format.md), is coded stand-alone and with xor, the
- * smaller kept. */
+/* Codes chunk j as dtype `as` into out (chunk_encode_as: as another float class than
+ * its owner's, against a base with xor or no predictor). */
 static size_t code_as(const cjob *j, ent_ctx *ec, uint8_t *planes, int level, ckpz_dtype as, uint8_t *out,
                       uint32_t *raw_crc, uint32_t *base_crc)
 {
     const plan_chunk *d = &j->d;
     const uint8_t *raw = j->src ? j->src : j->raw;
-    if (!d->gathered || dtype_is_float(as) == dtype_is_float(d->entry_dtype))
-        return chunk_encode(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc, base_crc);
-    size_t alone = chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
-    size_t x = chunk_encode_xor(ec, level, as, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc);
-    return x <= alone ? x : chunk_encode(ec, level, as, d->entry, raw, d->raw_len, NULL, planes, out, raw_crc, NULL);
+    return chunk_encode_as(ec, level, as, d->entry_dtype, d->entry, raw, d->raw_len, j->base, planes, out, raw_crc,
+                           base_crc);
 }
 
 void encode_job(void *v, int worker, void *arg)
