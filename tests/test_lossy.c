@@ -20,6 +20,7 @@
 #include "testutil.h"
 #include "memfile.h"
 #include "codec/codec.h"
+#include "transforms/predict.h"
 #include "transforms/quant_grid.h"
 
 enum { T_F32, T_BF16, T_F16, T_F64, T_V, T_BIAS, T_NORM, T_VEC, T_I64, NT };
@@ -494,6 +495,14 @@ static void test_bytes_of_floats(void)
                ckpz_dtype_name(entry_dt[k]), ckpz_error_name(e), why);
         CHECKF(len < n / 2, "bytes of a %s entry against its base: %zu bytes, not coded from the base",
                ckpz_dtype_name(entry_dt[k]), len);
+        /* as writers before the rule coded them (diff, the bytes' map): restored too */
+        len = chunk_encode(ec, 3, CKPZ_DTYPE_NONE, 0, raw, n, base, planes, frame, &crc, NULL);
+        e = len ? ctr_chunk_read(cx, frame, 1u << 20, chunk_frame_bound(n), "test", &h) : CKPZ_ERR_CORRUPT;
+        CHECKF(!e && h.pred == PRED_DIFF, "the old coding of bytes: predictor %u, not diff", e ? 0 : h.pred);
+        memset(back, 0, n);
+        if (!e) e = chunk_decode(ec, &h, entry_dt[k], frame + CTR_FRAME_SIZE, base, planes, back, why, sizeof why);
+        CHECKF(e == CKPZ_OK && !memcmp(back, raw, n), "bytes of a %s entry coded the old way: %s (%s)",
+               ckpz_dtype_name(entry_dt[k]), ckpz_error_name(e), why);
     }
     ckpz_ctx_free(cx);
     ent_ctx_free(ec);

@@ -220,9 +220,19 @@ ckpz_error xf_bytes_decode(const xf_chunk *c, xf_in *in)
     }
     if ((err = in->end(in))) return err;
     if (c->xf == XF_NONE) {
-        if (c->pred != PRED_NONE)
-            pred_inverse(c->pred, 1, pred_is_float(c->dtype), c->out, c->base, c->raw_len, c->out);
-        if (crc32c(0, c->out, c->raw_len) != c->raw_crc) {
+        int isf = pred_is_float(c->dtype);
+        if (c->pred != PRED_NONE) pred_inverse(c->pred, 1, isf, c->out, c->base, c->raw_len, c->out);
+        uint32_t crc = crc32c(0, c->out, c->raw_len);
+        if (crc != c->raw_crc && c->pred == PRED_DIFF && isf) {
+            /* Writers before the fix of chunk_encode_as (CHANGELOG) could code a float
+             * entry's bytes with diff under the bytes' own map, against the format: its
+             * residuals back (the forward map inverts the inverse) and undone that way,
+             * kept only where they restore the recorded checksum. */
+            pred_forward(PRED_DIFF, 1, 1, c->out, c->base, c->raw_len, c->out);
+            pred_inverse(PRED_DIFF, 1, 0, c->out, c->base, c->raw_len, c->out);
+            crc = crc32c(0, c->out, c->raw_len);
+        }
+        if (crc != c->raw_crc) {
             snprintf(in->why, in->whylen, "decoded data checksum mismatch");
             return CKPZ_ERR_CHECKSUM;
         }
