@@ -516,6 +516,35 @@ static void chunk_seed(const char *name, ckpz_dtype dt, int based, const uint8_t
     put2("chunk", name, h, 13, frame + CTR_FRAME_SIZE, pl);
 }
 
+/* Codes raw (rows x cols values of dt) lossily under the policy line spec, against base
+ * when it is not NULL, into out, and writes it as the chunk seed `name` (with "-xf" and the
+ * frame's transform appended when xf_tag), its first decode at the vector level in flags. */
+static void lossy_seed(chunk_scratch *cs, const char *name, int xf_tag, const char *spec, ckpz_dtype dt, uint64_t rows,
+                       uint64_t cols, const uint8_t *raw, const uint8_t *base, uint8_t *out, uint8_t flags)
+{
+    char why[128];
+    policy *pol = policy_parse(spec, 0, why, sizeof why);
+    if (!pol) die(why);
+    quant_plan plan = {0};
+    uint64_t shape[2] = {rows, cols};
+    plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
+    policy_free(pol);
+    quant_plan_shape(&plan, 2, shape);
+    plan.abs_bound = plan.spec.bound;
+    size_t n = (size_t)(rows * cols) * ckpz_dtype_size(dt);
+    if (plan.spec.prune > 0) plan.prune_thr = quant_prune_threshold(dt, raw, NULL, n, plan.spec.prune);
+    quant_stats st;
+    quant_stats_init(&st);
+    const uint8_t *restored;
+    uint32_t rc;
+    if (!chunk_encode_lossy(cs, 0, 3, &plan, dt, 0, 0, raw, n, base, out, &rc, &restored, &st))
+        die("lossy chunk not coded");
+    char nm[64];
+    if (xf_tag) snprintf(nm, sizeof nm, "%s-xf%u", name, out[16]);
+    else snprintf(nm, sizeof nm, "%s", name);
+    chunk_seed(nm, dt, base != NULL, out, flags);
+}
+
 static void chunk_seeds(void)
 {
     static uint8_t raw[1 << 17], basebuf[1 << 17], planes[(1 << 17) * 4], out[(1 << 17) * 3];
@@ -584,18 +613,7 @@ static void chunk_seeds(void)
         "* int8",     "* abs 1e-4 stochastic", "* bits 8 delta"};
     static const ckpz_dtype ldt[] = {CKPZ_DTYPE_F32, CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F64};
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++) {
-        char why[128];
-        policy *pol = policy_parse(specs[k], 0, why, sizeof why);
-        if (!pol) die(why);
         ckpz_dtype dt = ldt[k % 4];
-        unsigned es = ckpz_dtype_size(dt);
-        quant_plan plan = {0};
-        uint64_t shape[2] = {40, 64};
-        plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
-        policy_free(pol);
-        quant_plan_shape(&plan, 2, shape);
-        plan.abs_bound = plan.spec.bound;
-        size_t n = 2560 * es;
         int based = k % 3 == 1;
         for (size_t i = 0; i < 2560; i++) {
             double v = gauss() * 0.05;
@@ -613,17 +631,9 @@ static void chunk_seeds(void)
                 st16(raw + 2 * i, hv);
             }
         }
-        if (plan.spec.prune > 0) plan.prune_thr = quant_prune_threshold(dt, raw, NULL, n, plan.spec.prune);
-        quant_stats st;
-        quant_stats_init(&st);
-        const uint8_t *restored;
-        uint32_t rc;
-        size_t fl = chunk_encode_lossy(cs, 0, 3, &plan, dt, 0, 0, raw, n, based ? basebuf : NULL, out, &rc, &restored,
-                                       &st);
-        if (!fl) die("lossy chunk not coded");
-        char nm[64];
-        snprintf(nm, sizeof nm, "lossy-%zu-xf%u", k, out[16]);
-        chunk_seed(nm, dt, based, out, (uint8_t)(k % 4) << 1);
+        char nm[32];
+        snprintf(nm, sizeof nm, "lossy-%zu", k);
+        lossy_seed(cs, nm, 1, specs[k], dt, 40, 64, raw, based ? basebuf : NULL, out, (uint8_t)(k % 4) << 1);
     }
     chunk_scratch_free(cs);
 }
@@ -884,20 +894,9 @@ static void lossy_table_seeds(void)
              {"* pointwise-rel 0.0001", "lossy-prel16-f32", CKPZ_DTYPE_F32, 0},
              {"* pointwise-rel 0.01", "lossy-prel-based-f32", CKPZ_DTYPE_F32, 1},
              {"* abs 0.01", "lossy-abs-table-f32", CKPZ_DTYPE_F32, 0}};
-    const size_t nel = 8192;
     for (size_t k = 0; k < sizeof L / sizeof *L; k++) {
-        char why[128];
-        policy *pol = policy_parse(L[k].spec, 0, why, sizeof why);
-        if (!pol) die(why);
-        ckpz_dtype dt = L[k].dt;
-        unsigned es = ckpz_dtype_size(dt);
-        quant_plan plan = {0};
-        uint64_t shape[2] = {64, 128};
-        plan.spec = policy_match(pol, "w", dt, 2, shape, 0);
-        policy_free(pol);
-        quant_plan_shape(&plan, 2, shape);
-        plan.abs_bound = plan.spec.bound;
-        for (size_t i = 0; i < nel; i++) {
+        unsigned es = ckpz_dtype_size(L[k].dt);
+        for (size_t i = 0; i < 64 * 128; i++) {
             double v = gauss() * 0.05;
             if (i % 97 == 0) v = 1e30; /* exceptions */
             float f = (float)v;
@@ -906,16 +905,8 @@ static void lossy_table_seeds(void)
             if (es == 4) st32(raw + 4 * i, u);
             else st16(raw + 2 * i, (uint16_t)(u >> 16));
         }
-        size_t n = nel * es;
-        if (plan.spec.prune > 0) plan.prune_thr = quant_prune_threshold(dt, raw, NULL, n, plan.spec.prune);
-        quant_stats st;
-        quant_stats_init(&st);
-        const uint8_t *restored;
-        uint32_t rc;
-        if (!chunk_encode_lossy(cs, 0, 3, &plan, dt, 0, 0, raw, n, L[k].based ? basebuf : NULL, out, &rc, &restored,
-                                &st))
-            die("lossy chunk not coded");
-        chunk_seed(L[k].name, dt, L[k].based, out, 2 << 1); /* the first decode at AVX-512's level */
+        /* the first decode at AVX-512's level */
+        lossy_seed(cs, L[k].name, 0, L[k].spec, L[k].dt, 64, 128, raw, L[k].based ? basebuf : NULL, out, 2 << 1);
     }
     chunk_scratch_free(cs);
 }
