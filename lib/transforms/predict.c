@@ -282,13 +282,12 @@ void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, 
         done = pred_inverse_avx512(flt, esize, r, b, whole / esize, x) * esize;
 #endif
 #if defined(__SSE2__)
-    switch (done ? 0 : esize) {
-    case 0: break;
-    case 1: done = diff_inv_sse2_8(r, b, whole, x, flt); break;
-    case 2: done = diff_inv_sse2_16(r, b, whole, x, flt); break;
-    case 4: done = diff_inv_sse2_32(r, b, whole, x, flt); break;
-    default: done = diff_inv_sse2_64(r, b, whole, x, flt); break;
-    }
+    if (!done) switch (esize) {
+        case 1: done = diff_inv_sse2_8(r, b, whole, x, flt); break;
+        case 2: done = diff_inv_sse2_16(r, b, whole, x, flt); break;
+        case 4: done = diff_inv_sse2_32(r, b, whole, x, flt); break;
+        default: done = diff_inv_sse2_64(r, b, whole, x, flt); break;
+        }
 #endif
     diff_inv_scalar(esize, flt, r + done, b + done, whole - done, x + done);
     if (whole < n) diff_inv_scalar(1, 0, r + whole, b + whole, n - whole, x + whole);

@@ -87,14 +87,12 @@ static inline __attribute__((always_inline)) int inverse_loop(int mode, unsigned
     double inv = L->step > 0 ? 1.0 / L->step : 0;
     size_t gi = 0, gleft = L->first;
     float go = 0, gs = 0;
-#define LD_EL(p) (b32 ? (double)dt_ld_b32(b32, p) : ld_el(dt, p))
-#define ST_EL(p, v) (b32 ? (void)dt_st_b32(b32, p, v) : st_el(dt, p, v))
     for (size_t i = 0; i < nel; i++) {
         uint8_t *op = out + i * es;
         const uint8_t *bp = base ? base + i * es : NULL;
         double p;
         if (mode == QM_AFFINE) {
-            p = L->row ? (i >= L->row ? LD_EL(out + (i - L->row) * es) : 0) : bp ? LD_EL(bp) : 0;
+            p = L->row ? (i >= L->row ? ld_fast(b32, dt, out + (i - L->row) * es) : 0) : bp ? ld_fast(b32, dt, bp) : 0;
             if (gleft == 0) {
                 gi++;
                 gleft = L->group;
@@ -103,11 +101,11 @@ static inline __attribute__((always_inline)) int inverse_loop(int mode, unsigned
             memcpy(&go, params + gi * 8, 4);
             memcpy(&gs, params + gi * 8 + 4, 4);
         } else {
-            p = bp ? LD_EL(bp) : 0;
+            p = bp ? ld_fast(b32, dt, bp) : 0;
         }
         if (!isfinite(p)) p = 0;
         if (bitmap && !(bitmap[i >> 3] >> (i & 7) & 1)) {
-            ST_EL(op, p);
+            put_fast(b32, dt, op, p);
             continue;
         }
         if (kc >= kept) return -1;
@@ -120,25 +118,22 @@ static inline __attribute__((always_inline)) int inverse_loop(int mode, unsigned
             continue;
         }
         if (mode == QM_AFFINE) {
-            ST_EL(op, recon_affine(p, go, gs, code, sym, half));
+            put_fast(b32, dt, op, recon_affine(p, go, gs, code, sym, half));
         } else if (mode == QM_ABS) {
             if (code > maxc - 2) return -1;
-            int64_t c = (int64_t)(code >> 1) ^ -(int64_t)(code & 1); /* zigzag back */
-            ST_EL(op, recon_abs(p, c + L->q0, L->step));
+            int64_t c = unzigzag(code);
+            put_fast(b32, dt, op, recon_abs(p, c + L->q0, L->step));
         } else { /* QM_PREL */
             if (code == maxc - 1) {
-                ST_EL(op, 0.0);
+                put_fast(b32, dt, op, 0.0);
                 continue;
             }
             int ng = code & 1;
-            uint64_t z = code >> 1;
-            int64_t c = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
-            int64_t pr = bp ? prel_pred_cached(&pc, LD_EL(bp), inv) : L->q0;
-            ST_EL(op, recon_prel(&ec, c + pr, L->step, ng));
+            int64_t c = unzigzag(code >> 1);
+            int64_t pr = bp ? prel_pred_cached(&pc, ld_fast(b32, dt, bp), inv) : L->q0;
+            put_fast(b32, dt, op, recon_prel(&ec, c + pr, L->step, ng));
         }
     }
-#undef LD_EL
-#undef ST_EL
     return kc == kept && ne == L->nexc ? 0 : -1;
 }
 
@@ -159,12 +154,11 @@ static inline __attribute__((always_inline)) int inverse_table(int mode, unsigne
     for (uint32_t code = 0; code < 255; code++) {
         double v;
         if (mode == QM_ABS) {
-            v = recon_abs(0, ((int64_t)(code >> 1) ^ -(int64_t)(code & 1)) + L->q0, L->step);
+            v = recon_abs(0, unzigzag(code) + L->q0, L->step);
         } else if (code == 254) {
             v = 0.0;
         } else {
-            uint32_t z = code >> 1;
-            v = recon_prel(&ec, ((int64_t)(z >> 1) ^ -(int64_t)(z & 1)) + L->q0, L->step, code & 1);
+            v = recon_prel(&ec, unzigzag(code >> 1) + L->q0, L->step, code & 1);
         }
         dt_st_b32(b32, tab + code * b32, v);
     }
@@ -228,7 +222,7 @@ static int inverse_prel16(const quant_layout *L, const uint8_t *const *plane, ui
             uint32_t z = code >> 1;
             if (z >= PREL16_TAB || tab[z] == 0xffffffffu) {
                 uint8_t b[4];
-                dt_st_b32(4, b, recon_prel(&ec, ((int64_t)(z >> 1) ^ -(int64_t)(z & 1)) + L->q0, L->step, 0));
+                dt_st_b32(4, b, recon_prel(&ec, unzigzag(z) + L->q0, L->step, 0));
                 u = ld32(b);
                 if (z < PREL16_TAB) tab[z] = u;
             } else {

@@ -102,21 +102,6 @@ static void errors(ckpz_dtype dt, const uint8_t *x, const uint8_t *base, const u
         }
 }
 
-/* Element access for pass 1 of the absolute grid: f32 and bf16 (b32 = their size, the
- * common checkpoint dtypes) inline when b32 is a constant, the others (b32 = 0) through
- * the table. */
-static inline __attribute__((always_inline)) double ld_abs(unsigned b32, ckpz_dtype dt, const uint8_t *p)
-{
-    return b32 ? dt_ld_b32(b32, p) : ld_el(dt, p);
-}
-
-static inline __attribute__((always_inline)) double st_abs(unsigned b32, ckpz_dtype dt, uint8_t *p, double v)
-{
-    if (b32) return dt_st_b32(b32, p, v);
-    st_el(dt, p, v);
-    return ld_el(dt, p);
-}
-
 /* Pass 1 of the absolute grid: grid index, restored value and its check per element
  * (recon_abs, rounding to the dtype). Called with a constant b32 for f32 and bf16 so that
  * those loops compile without the per-element dispatch. thr 0 = no pruning; dither 0 =
@@ -128,12 +113,12 @@ static inline __attribute__((always_inline)) void abs_pass(unsigned b32, ckpz_dt
 {
     unsigned es = ckpz_dtype_size(dt);
     for (size_t i = 0; i < nel; i++) {
-        double xi = ld_abs(b32, dt, x + es * i), p = base ? ld_abs(b32, dt, base + es * i) : 0;
+        double xi = ld_fast(b32, dt, x + es * i), p = base ? ld_fast(b32, dt, base + es * i) : 0;
         if (!(p - p == 0)) p = 0; /* not finite */
         double d = xi - p, t = d * inv;
         if (fabs(d) < thr) { /* false for NaN */
             q[i] = Q_PRUNED;
-            st_abs(b32, dt, restored + es * i, p);
+            st_fast(b32, dt, restored + es * i, p);
             continue;
         }
         if (!(fabs(t) < (double)Q_LIMIT)) { /* also NaN and Inf */
@@ -149,7 +134,7 @@ static inline __attribute__((always_inline)) void abs_pass(unsigned b32, ckpz_dt
         }
         int64_t k = (int64_t)u;
         k -= (double)k > u; /* floor */
-        double r = st_abs(b32, dt, restored + es * i, recon_abs(p, k, step));
+        double r = st_fast(b32, dt, restored + es * i, recon_abs(p, k, step));
         int ok = fabs(r - xi) <= tol; /* false for a NaN or infinite r */
         q[i] = ok ? (int32_t)k : Q_EXC;
         if (!ok) memcpy(restored + es * i, x + es * i, es);
@@ -284,7 +269,7 @@ static int pass1_affine(enc *e, uint8_t *params)
 }
 
 /* Pass 1, log grid: the index relative to the base's, when there is one. Called with a
- * constant b32 for f32 and bf16, as abs_pass is (the loop through the dtype table took
+ * constant b32 for f32 and bf16 (ld_fast, st_fast), as abs_pass is (the loop through the dtype table took
  * half of coding a --lossy=auto file). */
 static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e)
 {
@@ -299,24 +284,24 @@ static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e
     exp_cache_init(&ec);
     if (base) pred_cache_init(&pc);
     for (size_t i = 0; i < e->nel; i++) {
-        double xi = ld_abs(b32, dt, x + i * es);
+        double xi = ld_fast(b32, dt, x + i * es);
         uint8_t *rp = e->restored + i * es;
         if (!isfinite(xi)) {
             q[i] = Q_EXC;
             continue;
         }
         if (e->prune) {
-            double p = base ? ld_abs(b32, dt, base + i * es) : 0;
+            double p = base ? ld_fast(b32, dt, base + i * es) : 0;
             if (!isfinite(p)) p = 0;
             if (fabs(xi - p) < e->thr) {
                 q[i] = Q_PRUNED;
-                st_abs(b32, dt, rp, p);
+                st_fast(b32, dt, rp, p);
                 continue;
             }
         }
         if (xi == 0) { /* +0 has a code; -0 is rare enough to be an exception */
             q[i] = signbit(xi) ? Q_EXC : Q_ZERO;
-            st_abs(b32, dt, rp, 0.0);
+            st_fast(b32, dt, rp, 0.0);
             continue;
         }
         double t = guess_log2(fabs(xi)) * inv, tol = bound * fabs(xi);
@@ -331,12 +316,12 @@ static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e
             k = round_half_up(t);
         }
         neg[i] = xi < 0;
-        double r = st_abs(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
+        double r = st_fast(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
         if (!within(r, xi, tol)) { /* the guess sat on a cell edge: the neighbour */
             k += fabs(r) < fabs(xi) ? 1 : -1;
-            r = st_abs(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
+            r = st_fast(b32, dt, rp, recon_prel(&ec, k, step, neg[i]));
         }
-        int64_t d = k - (base ? prel_pred_cached(&pc, ld_abs(b32, dt, base + i * es), inv) : 0);
+        int64_t d = k - (base ? prel_pred_cached(&pc, ld_fast(b32, dt, base + i * es), inv) : 0);
         q[i] = within(r, xi, tol) && r != 0 && d > -Q_LIMIT && d < Q_LIMIT ? (int32_t)d : Q_EXC;
     }
 }

@@ -18,6 +18,28 @@
 static inline double ld_el(ckpz_dtype t, const uint8_t *p) { return dtype_get(t)->to_double(p); }
 static inline void st_el(ckpz_dtype t, uint8_t *p, double v) { dtype_get(t)->from_double(p, v); }
 
+/* The same for the element loops, which pass a constant b32 (dtype_b32: f32 4, bf16 2,
+ * inline; 0, any other type, through the table) so that each type gets its own loop.
+ * st_fast returns the value stored, as ld_el would read it back. */
+static inline __attribute__((always_inline)) double ld_fast(unsigned b32, ckpz_dtype t, const uint8_t *p)
+{
+    return b32 ? dt_ld_b32(b32, p) : ld_el(t, p);
+}
+static inline __attribute__((always_inline)) void put_fast(unsigned b32, ckpz_dtype t, uint8_t *p, double v)
+{
+    if (b32) dt_st_b32(b32, p, v);
+    else st_el(t, p, v);
+}
+static inline __attribute__((always_inline)) double st_fast(unsigned b32, ckpz_dtype t, uint8_t *p, double v)
+{
+    if (b32) return dt_st_b32(b32, p, v);
+    st_el(t, p, v);
+    return ld_el(t, p);
+}
+
+/* A zigzag code back to its signed value: 0, 1, 2, 3 -> 0, -1, 1, -2. */
+static inline int64_t unzigzag(uint64_t z) { return (int64_t)(z >> 1) ^ -(int64_t)(z & 1); }
+
 /* ---- the log grid's own exp2 and log2 -------------------------------------------------
  * Polynomials evaluated in a fixed order with IEEE double operations only: every
  * platform computes the same bits (the build disables contraction into FMA). */
