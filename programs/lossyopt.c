@@ -20,7 +20,7 @@ int lossy_takes(const char *name, size_t len)
                 {"change-rel", LOSSY_NEEDS_VAL}, {"int8", LOSSY_MAY_VAL},         {"bits", LOSSY_NEEDS_VAL},
                 {"block", LOSSY_NEEDS_VAL},      {"percentile", LOSSY_NEEDS_VAL}, {"prune", LOSSY_NEEDS_VAL},
                 {"policy", LOSSY_NEEDS_VAL},     {"stochastic", LOSSY_NO_VAL},    {"col-delta", LOSSY_NO_VAL},
-                {"lossy", LOSSY_NEEDS_VAL}};
+                {"lossy", LOSSY_NEEDS_VAL},      {"stochastic-log", LOSSY_NO_VAL}};
     for (size_t i = 0; i < sizeof OPTS / sizeof *OPTS; i++)
         if (len == strlen(OPTS[i].name) && !strncmp(name, OPTS[i].name, len)) return OPTS[i].kind;
     return LOSSY_NOT_MINE;
@@ -100,6 +100,8 @@ int lossy_option(lossy_flags *l, const char *name, size_t len, const char *val, 
         l->policy_file = val;
     } else if (!strcmp(opt, "stochastic")) {
         l->stochastic = 1;
+    } else if (!strcmp(opt, "stochastic-log")) {
+        l->stochastic = 2;
     } else if (!strcmp(opt, "col-delta")) {
         l->delta = 1;
     }
@@ -117,6 +119,8 @@ static int check_flags(const lossy_flags *l, char *why, size_t whylen)
     if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) &&
         strncmp(l->mode, "change-rel", 10) && strncmp(l->mode, "pointwise-rel", 13))
         return SAY("--stochastic applies to --abs, --rel, --change-rel and --pointwise-rel");
+    if (l->stochastic == 2 && strncmp(l->mode, "pointwise-rel", 13))
+        return SAY("--stochastic-log applies to --pointwise-rel");
     if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) &&
         (l->pct_set || l->block_set || l->delta))
         return SAY("--percentile, --block and --col-delta apply to --int8 and --bits");
@@ -153,7 +157,8 @@ int lossy_build_policy(const lossy_flags *l, char **text, char *why, size_t whyl
         if (l->block_set) at += (size_t)snprintf(t + at, cap - at, " block %d", l->block);
         if (l->pct_set) at += (size_t)snprintf(t + at, cap - at, " pct %.17g", l->pct);
         if (l->prune_set) at += (size_t)snprintf(t + at, cap - at, " prune %.17g", l->prune);
-        if (l->stochastic) at += (size_t)snprintf(t + at, cap - at, " stochastic");
+        if (l->stochastic)
+            at += (size_t)snprintf(t + at, cap - at, l->stochastic == 2 ? " stochastic-log" : " stochastic");
         if (l->delta) at += (size_t)snprintf(t + at, cap - at, " delta");
         snprintf(t + at, cap - at, "\n");
     }

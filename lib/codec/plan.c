@@ -234,7 +234,7 @@ static void keyframe(quant_plan *plan)
     quant_spec *q = &plan->spec;
     q->mode = q->keyframe > 0 && q->keyframe < 1 ? QM_PREL : QM_NONE;
     q->bound = q->keyframe;
-    q->stochastic = 0;
+    q->stochastic = QR_NEAREST;
     q->no_base = 1;
 }
 

@@ -119,12 +119,18 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * (exp_avg exact: +0.11 / -0.14%; unpruned `pointwise-rel 0.6` -0.41 / -0.76%): it gave
  * m back ~4% larger on average, every step too large. So exp_avg is rounded without bias
  * whatever beta2, on the log grid of `pointwise-rel 0.9` (its cap: above K = 1 the knob
- * moves only its pruning; at 0.6 unbiased costs ~0.3 bit more and did not do better on
- * the LSTM): on the corpus ~3.3 bits, not ~2.85 (the chain 12.8x per delta file, not
- * 13.6x); the quick GPT cosine every-10 cell passes (-0.47 /
- * -0.41% at 8.36x, was -0.43 / -0.64% at 8.66x), the default-size LSTM const one too
- * (-0.48 / -0.43% at 13.55x / 13.59x, was -0.63 / -0.63% at 14.43x / 14.48x), both by a
- * small margin. A uniform grid relative to the tensor's RMS
+ * moves only its pruning): on the corpus ~3.3 bits, not ~2.85 (the chain 12.8x per delta
+ * file, not 13.6x). Without bias in m's value (QR_VALUE): rounded so as to keep log2 |m|
+ * (QR_LOG, as v is), m still came back 3.4% larger on average (the corpus' step 290), and
+ * the default-size LSTM const every-10 cell ended 0.60% below run A (floor 0.17%: FAIL);
+ * keeping m itself, -0.06% at the same 14.5x (GPT cosine every 10: +0.26%, was +0.02%;
+ * GPT const: -0.31%, was -0.24%). v keeps QR_LOG: kept in value, its steps grew by ~1% on
+ * average (Jensen: the step divides by sqrt(v)) and the LSTM cell went to -0.45%. Pruning
+ * stays biased (the smallest m become 0): pruned without bias (0 or the grid's least value
+ * past the threshold, with the odds that keep m) the LSTM reached 19-21x at parity with
+ * 75-85% pruned, but the GPT const every-10 cell failed (+1.05% at 75%, +1.32% at 50%;
+ * floor 0.87%): the noise it puts into m costs the GPT what the bits save (doc/lossy.md
+ * "exp_avg without bias in its value"). A uniform grid relative to the tensor's RMS
  * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
  * log grid's bits (R = 0.5) it zeroes most of m and fails by 4%; at R = 0.15 it passes
  * the default-size LSTM cell auto failed (+0.32 / +0.31% at 15.5x / 15.3x, auto then -0.63%
@@ -133,12 +139,13 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
 static const struct auto_bound {
     uint8_t mode;
     double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
-    uint8_t stochastic, stochastic_fast, no_base; /* stochastic_fast: where beta2 <= AUTO_BETA2_FAST */
+    uint8_t stochastic, stochastic_fast, no_base; /* enum quant_rounding; stochastic_fast: where
+                                                     beta2 <= AUTO_BETA2_FAST */
 } AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
     [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, 1, 1, 0},
-    [AUTO_EXP_AVG] = {QM_PREL, 0.9, 0.9, 0, 0, 0.25, 0.9, 1, 1, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 1, 0, 0},
+    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, QR_VALUE, QR_VALUE, 0},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.9, 0.9, 0, 0, 0.25, 0.9, QR_VALUE, QR_VALUE, 1},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, QR_LOG, QR_NEAREST, 0},
 };
 
 quant_spec auto_spec(auto_role r, double k, double beta2)

@@ -133,7 +133,9 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
             q->no_base = 1;
         } else if ((q->mode == QM_ABS || q->mode == QM_REL || q->mode == QM_CREL || q->mode == QM_PREL) &&
                    !strcmp(o, "stochastic")) {
-            q->stochastic = 1;
+            q->stochastic = QR_VALUE;
+        } else if (q->mode == QM_PREL && !strcmp(o, "stochastic-log")) {
+            q->stochastic = QR_LOG;
         } else if (q->mode != QM_NONE && !strcmp(o, "prune")) {
             if (number(word(&s), &v) || !(v >= 0 && v <= 0.999)) {
                 snprintf(why, whylen, "prune needs a rate in 0..0.999");

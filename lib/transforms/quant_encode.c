@@ -201,6 +201,7 @@ typedef struct enc {
     int prune;
     double thr, step, tol, inv;
     uint64_t dither; /* QM_PREL: 0 = rounding to nearest, else the unbiased rounding's stream */
+    int log_odds;    /* QM_PREL, dither: unbiased in log2 |x| (QR_LOG), else in x (QR_VALUE) */
     int64_t q0;    /* code centre (grids not laid around a base) */
     int w8;        /* code width in bytes */
     uint32_t maxc; /* the exception code; maxc - 1 codes an exact zero */
@@ -306,12 +307,23 @@ static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e
         }
         double t = guess_log2(fabs(xi)) * inv, tol = bound * fabs(xi);
         int64_t k;
-        if (e->dither) { /* down or up with the odds that keep log2 |x| on average */
+        if (e->dither) {
             uint64_t xb = 0;
             memcpy(&xb, x + i * es, es);
-            double u = t + uniform((xb << 32) ^ (xb >> 32) ^ (e->dither + i));
-            k = (int64_t)u;
-            k -= (double)k > u; /* floor */
+            double u = uniform((xb << 32) ^ (xb >> 32) ^ (e->dither + i));
+            if (e->log_odds) { /* down or up with the odds that keep log2 |x| on average */
+                u += t;
+                k = (int64_t)u;
+                k -= (double)k > u; /* floor */
+            } else { /* ... that keep |x| on average: up with odds (|x| - lo) / (hi - lo) */
+                double ax = fabs(xi);
+                k = (int64_t)t;
+                k -= (double)k > t;
+                if (recon_prel(&ec, k, step, 0) > ax) k--; /* the guess sat past a cell's edge */
+                else if (recon_prel(&ec, k + 1, step, 0) < ax) k++;
+                double lo = recon_prel(&ec, k, step, 0), hi = recon_prel(&ec, k + 1, step, 0);
+                k += u * (hi - lo) < ax - lo;
+            }
         } else {
             k = round_half_up(t);
         }
@@ -423,6 +435,7 @@ static int enc_setup(enc *e, uint64_t elem0, int bits)
          * moves a value by up to half a step, the unbiased rounding by up to a step. */
         e->step = (pl->spec.stochastic ? 1 : 2) * (log2(1 + pl->spec.bound) * (1 - 1e-6));
         e->dither = pl->spec.stochastic ? elem0 + 1 : 0;
+        e->log_odds = pl->spec.stochastic == QR_LOG;
     }
     if (e->mode != QM_AFFINE && !(e->step > 0 && isfinite(e->step))) return 0;
     if (e->step > 0) e->inv = 1.0 / e->step;

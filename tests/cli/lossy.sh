@@ -73,6 +73,12 @@ run 0 "$CKPZ" -q -f --pointwise-rel 0.5 --stochastic a.safetensors -o ps.ckpz
 run 0 "$CKPZ" -q -d -f ps.ckpz -o ps.out
 w=$(check a.safetensors ps.out prel 0.5)
 ok
+# ... kept on average in log2 (another rounding: another file, the same bound)
+run 0 "$CKPZ" -q -f --pointwise-rel 0.5 --stochastic-log a.safetensors -o psl.ckpz
+run 0 "$CKPZ" -q -d -f psl.ckpz -o psl.out
+w=$(check a.safetensors psl.out prel 0.5)
+cmp -s ps.ckpz psl.ckpz && fail "--stochastic-log wrote what --stochastic did"
+ok
 
 # fixed-rate modes and pruning: restore, and differ from the original
 for m in "--int8" "--int8=asym" "--bits 8" "--bits 16 --block 128" "--bits 8 --percentile 99.5" "--abs 1e-4 --prune 0.5"; do
@@ -186,7 +192,7 @@ done
 # usage errors: exit 2, nothing written
 for bad in "--abs" "--abs 0" "--abs -1" "--rel x" "--pointwise-rel 1" "--bits 12" "--int8=foo" \
            "--prune 0.5" "--block 64" "--abs 1e-3 --rel 1e-3" "--abs 1e-3 --block 64" "--max-mae -1" \
-           "--int8 --stochastic"; do
+           "--int8 --stochastic" "--abs 1e-3 --stochastic-log" "--stochastic-log"; do
     run 2 "$CKPZ" -f $bad a.safetensors -o bad.ckpz
     absent bad.ckpz
 done
