@@ -372,6 +372,8 @@ static void text_seeds(void)
         "* pointwise-rel 1e-2 prune 0 level 1\r\n",
         "*  bogus 3\n",
         "optimizer.state.* auto 2 beta2 0.95 level 4\n*.exp_avg change-rel 0.2 no-base\n* auto beta2 1\n",
+        "*.exp_avg_sq pointwise-rel 0.5 stochastic-log\n*.exp_avg pointwise-rel 0.9 stochastic prune 0.25 no-base\n"
+        "* abs 1e-4 stochastic-log\n",
     };
     for (size_t i = 0; i < sizeof pol / sizeof *pol; i++) {
         char nm[32];
