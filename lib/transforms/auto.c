@@ -127,8 +127,9 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * GPT const: -0.31%, was -0.24%). v keeps QR_LOG: kept in value, its steps grew by ~1% on
  * average (Jensen: the step divides by sqrt(v)) and the LSTM cell went to -0.45%. Pruning
  * stays biased (the smallest m become 0): pruned without bias (0 or the grid's least value
- * past the threshold, with the odds that keep m) the LSTM reached 19-21x at parity with
- * 75-85% pruned, but the GPT const every-10 cell failed (+1.05% at 75%, +1.32% at 50%;
+ * past the threshold, with the odds that keep m), a quarter of m passed 15 of the default
+ * matrix's 18 cells over two seeds, not 17, and more of it got the LSTM 19-21x at parity
+ * (75-85% pruned) but failed the GPT const every-10 cell (+1.05% at 75%, +1.32% at 50%;
  * floor 0.87%): the noise it puts into m costs the GPT what the bits save (doc/lossy.md
  * "exp_avg without bias in its value"). A uniform grid relative to the tensor's RMS
  * (`change-rel R no-base`) passes there from R = 0.1 but costs ~0.5 bit more, and at the
