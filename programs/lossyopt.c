@@ -111,16 +111,16 @@ int lossy_option(lossy_flags *l, const char *name, size_t len, const char *val, 
 static int check_flags(const lossy_flags *l, char *why, size_t whylen)
 {
     if (!l->mode && (l->pct_set || l->prune_set || l->block_set || l->sym >= 0 || l->stochastic))
-        return SAY("--prune, --percentile, --block, --stochastic and --int8/--bits options need a lossy mode");
+        return SAY("--prune, --percentile, --block, --stochastic[-log] and --int8/--bits options need a lossy mode");
     if (l->mode && !strncmp(l->mode, "auto", 4) &&
         (l->pct_set || l->prune_set || l->block_set || l->stochastic || l->delta))
         return SAY("--lossy=auto sets every tensor's options itself: it takes no --prune, --percentile, --block, "
-                   "--stochastic or --col-delta");
+                   "--stochastic[-log] or --col-delta");
+    if (l->stochastic == 2 && strncmp(l->mode, "pointwise-rel", 13))
+        return SAY("--stochastic-log applies to --pointwise-rel");
     if (l->stochastic && strncmp(l->mode, "abs", 3) && strncmp(l->mode, "rel", 3) &&
         strncmp(l->mode, "change-rel", 10) && strncmp(l->mode, "pointwise-rel", 13))
         return SAY("--stochastic applies to --abs, --rel, --change-rel and --pointwise-rel");
-    if (l->stochastic == 2 && strncmp(l->mode, "pointwise-rel", 13))
-        return SAY("--stochastic-log applies to --pointwise-rel");
     if (l->mode && strncmp(l->mode, "bits", 4) && strncmp(l->mode, "int8", 4) &&
         (l->pct_set || l->block_set || l->delta))
         return SAY("--percentile, --block and --col-delta apply to --int8 and --bits");
