@@ -11,7 +11,8 @@ typedef struct lossy_flags {
     const char *policy_file;
     int block, sym; /* block 0 = default; sym -1 = default */
     double pct, prune;
-    int pct_set, prune_set, block_set, stochastic, delta;
+    int pct_set, prune_set, block_set, delta;
+    int stochastic; /* 0 none, 1 --stochastic, 2 --stochastic-log */
 } lossy_flags;
 
 /* What a long option NAME (len bytes) is to the lossy flags: not one of them, one that

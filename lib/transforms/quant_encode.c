@@ -319,9 +319,14 @@ static inline __attribute__((always_inline)) void prel_pass(unsigned b32, enc *e
                 double ax = fabs(xi);
                 k = (int64_t)t;
                 k -= (double)k > t;
-                if (recon_prel(&ec, k, step, 0) > ax) k--; /* the guess sat past a cell's edge */
-                else if (recon_prel(&ec, k + 1, step, 0) < ax) k++;
                 double lo = recon_prel(&ec, k, step, 0), hi = recon_prel(&ec, k + 1, step, 0);
+                if (lo > ax) { /* the guess sat past a cell's edge: the cell below */
+                    hi = lo;
+                    lo = recon_prel(&ec, --k, step, 0);
+                } else if (hi < ax) {
+                    lo = hi;
+                    hi = recon_prel(&ec, ++k + 1, step, 0);
+                }
                 k += u * (hi - lo) < ax - lo;
             }
         } else {
