@@ -106,22 +106,10 @@ def _children(pid):
     return out
 
 
-def _entry(rank, fn, world, port, *args):
-    """td._entry, then out without the interpreter's teardown once the rank is done: on
-    torch 2.13 a gloo worker still freeing a finished collective while Py_FinalizeEx runs
-    aborts the process now and then ("terminate called without an active exception";
-    doc/gradients.md, "Known issues"; seen here in 1 of 3 runs of the 3-rank reshard load).
-    A rank that failed raised before this and exits as it did."""
-    td._entry(rank, fn, world, port, *args)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def spawn(fn, world, *args, deadline=150):
     """td.spawn with a deadline of its own, that also ends the processes the ranks started
     (DCP's async_save checkpoint process) when they are left behind."""
-    ctx = mp.start_processes(_entry, args=(fn, world, td.free_port()) + args, nprocs=world, join=False,
+    ctx = mp.start_processes(td._entry_no_teardown, args=(fn, world, td.free_port()) + args, nprocs=world, join=False,
                              start_method="spawn")
     end = time.monotonic() + deadline
     seen = {}  # pid -> start time, of the ranks' children

@@ -9,7 +9,6 @@ hook is also called with buckets made by hand (sizes 0 to a few thousand, FP32, 
 FP16), so its results can be compared with the exact mean.
 """
 
-import datetime
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ import ckpz._dist_comm  # noqa: E402
 import ckpz._ddp_wire  # noqa: E402
 import ckpz.ddp  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402
+from test_distributed import _entry_no_teardown  # noqa: E402  (a rank's start and its exit)
 
 DEADLINE = 120  # seconds for one spawn
 TORCH1 = torch.__version__.startswith("1.")
@@ -45,7 +45,7 @@ def free_port():
 
 
 def spawn(fn, world, *args):
-    ctx = mp.start_processes(_entry, args=(fn, world, free_port()) + args, nprocs=world, join=False, start_method="spawn")
+    ctx = mp.start_processes(_entry_no_teardown, args=(fn, world, free_port()) + args, nprocs=world, join=False, start_method="spawn")
     end = time.monotonic() + DEADLINE
     while not ctx.join(timeout=max(0.1, end - time.monotonic())):
         if time.monotonic() > end:
@@ -53,24 +53,6 @@ def spawn(fn, world, *args):
                 if p.is_alive():
                     p.terminate()
             raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, DEADLINE))
-
-
-def _entry(rank, fn, world, port, *args):
-    torch.set_num_threads(1)
-    # use_libuv=0: torch >= 2.4's TCP store asks for libuv by default (1.13 ignores it)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d?use_libuv=0" % port, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=20))
-    try:
-        fn(rank, world, *args)
-    finally:
-        dist.destroy_process_group()
-    # A rank that finished skips the interpreter's teardown: on torch 2.13 a gloo worker
-    # still freeing a finished collective (DDP's own ones too) while Py_FinalizeEx runs
-    # aborts the process now and then, with or without ckpz (doc/gradients.md, "Known
-    # issues"). What this file checks is done by then.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def write_json(path, obj):
