@@ -198,9 +198,10 @@ static double rc_finish(ent_ctx *c, rc_state *S, const uint8_t *src, size_t n)
  * choice among the context coders calls them apart). rc_sample: byte pairs 16 apart in
  * the first KiB of every 16 KiB (RC_SAMPLE), the estimate for K = 16 around the mode
  * scaled to the plane. rc_rest: up to 4 KiB of every 16; a plane whose estimate from
- * those does not beat c->est_bar (the selector's best) by 0.3% (the sample runs that
- * much low) is not counted further (1e300); otherwise every pair is counted, the window
- * chosen from them and the tables normalised: the size returned is then what the
+ * those does not beat c->est_bar (the selector's best) by 0.5% is not counted further
+ * (1e300: with 0.3%, the full counts that stopped at 0.5% now had saved at most 0.0014%
+ * of a corpus file, for 5% of the BF16 weights' compression time); otherwise every pair
+ * is counted, the window chosen from them and the tables normalised: the size returned is then what the
  * encoder writes, to a few bytes, and the tables are left for it. */
 double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
 {
@@ -211,12 +212,24 @@ double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
     return rc_est_sampled(S, n);
 }
 
+/* The entropy of counts from a sample runs low by about (values seen - 1) / (2 ln 2)
+ * bits per table (Miller and Madow), and a sample's 16 tables are thin: uncorrected, it
+ * passed 10 of the 30 exponent planes of the corpus's FP16 weights, where the full count
+ * then found nothing to gain. Added back, scaled with the rest (and rc_rest's 0.5%), -3
+ * compressed the FP16 weights and the Q8_0 GGUF 9% faster, BF16 weights 5%, and every
+ * file of the corpus to within 0.005% of its former size. */
 double rc_est_sampled(rc_tabs *S, size_t n)
 {
     uint32_t mc[RC_KMAX * 256];
     rc_sum_sets(S, S->lo, S->hi);
     rc_merge_win(S, S->mode, (int)S->mode, RC_KMAX, S->lo, S->hi, 0, mc);
-    return rc_est_win(mc, RC_KMAX, (double)n / (double)S->k, S->lo, S->hi);
+    double scale = (double)n / (double)S->k, seen = 0;
+    for (unsigned t = 0; t < RC_KMAX; t++) {
+        unsigned v = 0;
+        for (int s = S->lo; s <= S->hi; s++) v += mc[256 * t + s] != 0;
+        seen += v ? v - 1 : 0;
+    }
+    return rc_est_win(mc, RC_KMAX, scale, S->lo, S->hi) + scale * seen / (2 * 0.6931471805599453) / 8;
 }
 
 double rc_rest(ent_ctx *c, const uint8_t *src, size_t n)
@@ -228,7 +241,7 @@ double rc_rest(ent_ctx *c, const uint8_t *src, size_t n)
     S->k += count_pieces(S, src, n, S->off, wlo, RC_SAMPLE, 4096);
     rc_choose(S, S->mode, (double)n / (double)S->k, S->lo, S->hi, &best);
     S->k = 0;
-    if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
+    if (c->est_bar > 0 && best * 1.005 >= c->est_bar) return 1e300;
     count_pieces(S, src, n, S->off, wlo, 4096, RC_STEP);
     return rc_finish(c, S, src, n);
 }

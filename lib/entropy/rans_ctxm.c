@@ -229,7 +229,7 @@ static double rm_finish(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n)
 
 /* As codec 8's (rc_sample, rc_rest): the first stage's rounds and their estimate (K = 16
  * around the mode) scaled to the plane; then up to 4 KiB of every 16 must beat
- * c->est_bar by 0.3%, and all of it is counted, the window chosen and the tables
+ * c->est_bar by 0.5%, and all of it is counted, the window chosen and the tables
  * normalised: the size returned is what the encoder writes, to a few bytes. */
 double rm_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
 {
@@ -250,7 +250,7 @@ double rm_rest(ent_ctx *c, const uint8_t *src, size_t n)
     S->k += count_stage(c, S, src, n, RC_SAMPLE, 4096);
     rc_choose(S, S->mode, (double)n / (double)S->k, S->lo, S->hi, &best);
     S->k = 0;
-    if (c->est_bar > 0 && best * 1.003 >= c->est_bar) return 1e300;
+    if (c->est_bar > 0 && best * 1.005 >= c->est_bar) return 1e300;
     count_stage(c, S, src, n, 4096, RC_STEP);
     return rm_finish(c, S, src, n);
 }
