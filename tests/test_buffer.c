@@ -613,7 +613,7 @@ static void test_empty_at_end(void)
 }
 
 /* Originals of 4 MiB and more are restored with streaming stores (archive_restore.c,
- * transforms/planes.h: xf_stream): BF16 and F32 tensors whose chunks start at any byte
+ * common/copy.h: mem_stream): BF16 and F32 tensors whose chunks start at any byte
  * of the destination (an odd header) and end in partial lines come back exactly, on one
  * thread and on three. */
 static void test_streamed_restore(void)

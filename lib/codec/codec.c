@@ -88,7 +88,7 @@ static size_t code_planes(ent_ctx *ec, int level, ctr_chunk *h, uint32_t entry, 
         if (o->hint[i] == XF_KEEP) memcpy(dst, o->src[i], len);
         else len = ent_encode(ec, o->src[i], o->size[i], dst, ent_bound(o->size[i]), level, o->hint[i], &codec);
         /* a stored plane's bytes are the plane's, which was just read (the copy may
-         * have gone around the cache: ent_copy_far) */
+         * have gone around the cache: mem_copy_far) */
         crc = crc32c(crc, codec == ENT_STORED && len == o->size[i] ? o->src[i] : dst, len);
         uint8_t *d = payload + (size_t)i * CTR_PLANE_DESC;
         d[0] = codec;

@@ -87,7 +87,7 @@ ckpz_error chunk_decode(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const
                         uint8_t *planes, uint8_t *out, char *why, size_t whylen);
 /* The same; stream: out is part of a large destination just handed out and read by no
  * one soon (a whole restore in memory), written with streaming stores where a transform
- * merges its planes (transforms/planes.h, xf_stream). */
+ * merges its planes (transforms/planes.h, mem_stream). */
 ckpz_error chunk_decode_to(ent_ctx *ec, const ctr_chunk *h, ckpz_dtype dtype, const uint8_t *payload,
                            const uint8_t *base, uint8_t *planes, uint8_t *out, int stream, char *why, size_t whylen);
 

@@ -96,11 +96,6 @@ int ent_grow(void **buf, size_t *cap, size_t need);
 /* Grows c->scratch (encoder output staging) or c->cand (a second candidate's output)
  * to at least n bytes; NULL on allocation failure. */
 uint8_t *ent_scratch(ent_ctx *c, size_t n);
-/* A stored plane's copy into the output, which is not read again here (its checksum is
- * taken from the plane): from ENT_FAR_COPY bytes on with streaming stores, which write
- * the output's lines without reading them first. */
-#define ENT_FAR_COPY (64u << 10)
-void ent_copy_far(uint8_t *dst, const uint8_t *src, size_t n);
 uint8_t *ent_cand(ent_ctx *c, size_t n);
 
 /* log2 of the order-0 sub-block size for a level and plane size. */

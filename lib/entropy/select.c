@@ -21,6 +21,7 @@
  */
 #include <string.h>
 
+#include "common/copy.h"
 #include "common/cpu.h"
 #include "ent_internal.h"
 #include "rans_ctxm.h"
@@ -32,7 +33,7 @@ static size_t store(const uint8_t *src, size_t n, uint8_t *dst, size_t cap, uint
     *codec = ENT_STORED;
     if (cap < n) /* broken contract (cap < ent_bound): never write past dst */
         return 0;
-    ent_copy_far(dst, src, n);
+    mem_copy_far(dst, src, n);
     return n;
 }
 

@@ -233,29 +233,6 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
 
 uint8_t *xf_bounce(uint8_t *room) { return room + ((64 - ((uintptr_t)room & 63)) & 63); }
 
-void xf_stream(uint8_t *dst, const uint8_t *src, size_t n)
-{
-#if defined(__SSE2__)
-    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-    if (head > n) head = n;
-    memcpy(dst, src, head);
-    size_t i = head;
-    for (; i + 64 <= n; i += 64) {
-        _mm_stream_si128((__m128i *)(void *)(dst + i), _mm_loadu_si128((const __m128i *)(const void *)(src + i)));
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 16),
-                         _mm_loadu_si128((const __m128i *)(const void *)(src + i + 16)));
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 32),
-                         _mm_loadu_si128((const __m128i *)(const void *)(src + i + 32)));
-        _mm_stream_si128((__m128i *)(void *)(dst + i + 48),
-                         _mm_loadu_si128((const __m128i *)(const void *)(src + i + 48)));
-    }
-    memcpy(dst + i, src + i, n - i);
-    _mm_sfence(); /* ordered before whatever the caller publishes next (another thread reads it) */
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
 void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, uint8_t *dst)
 {
     if (xf == XF_NONE) {

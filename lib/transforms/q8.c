@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/copy.h"
 #include "common/cpu.h"
 #include "common/crc32c.h"
 #include "entropy/entropy.h"
@@ -189,7 +190,7 @@ ckpz_error xf_q8_decode(const xf_chunk *c, xf_in *in)
         uint8_t *at = c->out + p + b0 * Q8_BLOCK, *to = bounce ? bounce : at;
         merge_blocks(pl, b0, cnt, to);
         crc = crc32c(crc, to, cnt * Q8_BLOCK);
-        if (bounce) xf_stream(at, bounce, cnt * Q8_BLOCK);
+        if (bounce) mem_stream(at, bounce, cnt * Q8_BLOCK);
     }
     memcpy(c->out + p + nb * Q8_BLOCK, pl[6] + p, tail);
     crc = crc32c(crc, c->out + p + nb * Q8_BLOCK, tail);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/copy.h"
 #include "common/crc32c.h"
 #include "entropy/entropy.h"
 #include "escape.h"
@@ -186,7 +187,7 @@ static ckpz_error merge_check(const xf_chunk *c, uint8_t xf, const uint8_t *cons
         xf_merge(xf, c->esize, part, len, to);
         if (c->pred != PRED_NONE) pred_inverse(c->pred, c->esize, isf, to, c->base + off, len, to);
         crc = crc32c(crc, to, len);
-        if (bounce) xf_stream(c->out + off, bounce, len);
+        if (bounce) mem_stream(c->out + off, bounce, len);
     }
     size_t tail = c->raw_len - elems * c->esize;
     if (tail) {

@@ -56,7 +56,7 @@ typedef struct xf_chunk {
     const uint8_t *base;       /* the base's raw_len bytes, or NULL */
     uint8_t *scratch;          /* xf_scratch_bound(raw_len, lossy) bytes */
     uint8_t *out;              /* raw_len bytes */
-    int stream;                /* out is written with streaming stores (xf_stream: a large cold
+    int stream;                /* out is written with streaming stores (mem_stream: a large cold
                                   destination, restored whole) */
 } xf_chunk;
 
