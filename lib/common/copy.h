@@ -6,9 +6,9 @@
  * the working set out of the cache. Streaming stores write whole lines without reading
  * them. mem_stream always streams (after a slice merged in a bounce buffer in cache);
  * mem_copy_far streams from MEM_FAR_COPY bytes on and copies shorter runs plainly, where
- * the lines may well be read again soon. Both end with a store fence, so that bytes
- * another thread reads next (a frame written for the writer, a chunk for the caller)
- * are in memory before whatever publishes them. Without SSE2, memcpy.
+ * the lines may well be read again soon. A streamed copy ends with a store fence, so that
+ * bytes another thread reads next (a frame written for the writer, a chunk for the
+ * caller) are in memory before whatever publishes them. Off x86-64, memcpy.
  */
 #ifndef CKPZ_COPY_H
 #define CKPZ_COPY_H

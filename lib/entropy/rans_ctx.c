@@ -199,10 +199,10 @@ static double rc_finish(ent_ctx *c, rc_state *S, const uint8_t *src, size_t n)
  * the first KiB of every 16 KiB (RC_SAMPLE), the estimate for K = 16 around the mode
  * scaled to the plane. rc_rest: up to 4 KiB of every 16; a plane whose estimate from
  * those does not beat c->est_bar (the selector's best) by 0.5% is not counted further
- * (1e300: with 0.3%, the full counts that stopped at 0.5% now had saved at most 0.0014%
- * of a corpus file, for 5% of the BF16 weights' compression time); otherwise every pair
- * is counted, the window chosen from them and the tables normalised: the size returned is then what the
- * encoder writes, to a few bytes, and the tables are left for it. */
+ * (1e300; at 0.3%, the full counts of planes between the two saved at most 0.0014% of a
+ * corpus file, for 5% of the BF16 weights' compression time); otherwise every pair is
+ * counted, the window chosen from them and the tables normalised: the size returned is
+ * then what the encoder writes, to a few bytes, and the tables are left for it. */
 double rc_sample(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *hist)
 {
     rc_state *S = rc_get(c);
