@@ -38,9 +38,9 @@ void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, 
 /* Restored bytes bound for a large destination that was just handed out (xf_chunk.stream)
  * are merged and checksummed in a bounce slice of the scratch, in cache, then copied out
  * by mem_stream (common/copy.h) with streaming stores, which write whole lines without
- * reading them first: a plain store to such memory waits for its line to be read in. XF_BOUNCE is the
- * room a transform's scratch keeps for a slice of n bytes; xf_bounce finds the slice in
- * it (64-byte aligned). */
+ * reading them first: a plain store to such memory waits for its line to be read in.
+ * XF_BOUNCE is the room a transform's scratch keeps for a slice of n bytes; xf_bounce
+ * finds the slice in it (64-byte aligned). */
 #define XF_BOUNCE(n) ((n) + 64)
 uint8_t *xf_bounce(uint8_t *room);
 
