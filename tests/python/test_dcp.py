@@ -109,28 +109,31 @@ def _children(pid):
 def spawn(fn, world, *args, deadline=150):
     """td.spawn with a deadline of its own, that also ends the processes the ranks started
     (DCP's async_save checkpoint process) when they are left behind."""
-    ctx = mp.start_processes(td._entry_no_teardown, args=(fn, world, td.free_port()) + args, nprocs=world, join=False,
-                             start_method="spawn")
-    end = time.monotonic() + deadline
-    seen = {}  # pid -> start time, of the ranks' children
+    def run(port):
+        ctx = mp.start_processes(td._entry_no_teardown, args=(fn, world, port) + args, nprocs=world, join=False,
+                                 start_method="spawn")
+        end = time.monotonic() + deadline
+        seen = {}  # pid -> start time, of the ranks' children
 
-    def note():
-        for p in ctx.processes:
-            for c in _children(p.pid):
-                seen.setdefault(c, _started(c))
+        def note():
+            for p in ctx.processes:
+                for c in _children(p.pid):
+                    seen.setdefault(c, _started(c))
 
-    try:
-        while not ctx.join(timeout=1):
-            note()
-            if time.monotonic() > end:
-                for p in ctx.processes:
-                    if p.is_alive():
-                        p.terminate()
-                raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, deadline))
-    finally:
-        for pid, started in seen.items():
-            if started is not None and _started(pid) == started:  # still that process
-                os.kill(pid, signal.SIGKILL)
+        try:
+            while not ctx.join(timeout=1):
+                note()
+                if time.monotonic() > end:
+                    for p in ctx.processes:
+                        if p.is_alive():
+                            p.terminate()
+                    raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, deadline))
+        finally:
+            for pid, started in seen.items():
+                if started is not None and _started(pid) == started:  # still that process
+                    os.kill(pid, signal.SIGKILL)
+
+    td.on_free_port(run)
 
 
 def expect_error(fn, *needles):

@@ -12,7 +12,6 @@ FP16), so its results can be compared with the exact mean.
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -20,7 +19,6 @@ import unittest
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -32,27 +30,15 @@ import ckpz._dist_comm  # noqa: E402
 import ckpz._ddp_wire  # noqa: E402
 import ckpz.ddp  # noqa: E402
 import ckpz.distributed as cd  # noqa: E402
+import test_distributed as td  # noqa: E402
 from test_distributed import _entry_no_teardown  # noqa: E402  (a rank's start and its exit)
 
 DEADLINE = 120  # seconds for one spawn
 TORCH1 = torch.__version__.startswith("1.")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def spawn(fn, world, *args):
-    ctx = mp.start_processes(_entry_no_teardown, args=(fn, world, free_port()) + args, nprocs=world, join=False, start_method="spawn")
-    end = time.monotonic() + DEADLINE
-    while not ctx.join(timeout=max(0.1, end - time.monotonic())):
-        if time.monotonic() > end:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.terminate()
-            raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, DEADLINE))
+    td.spawn(fn, world, *args, entry=_entry_no_teardown, deadline=DEADLINE)
 
 
 def write_json(path, obj):

@@ -10,6 +10,7 @@ raises with their traceback).
 
 import datetime
 import os
+import random
 import shutil
 import socket
 import sys
@@ -20,6 +21,7 @@ import unittest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.multiprocessing.spawn import ProcessRaisedException
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -34,20 +36,62 @@ DEADLINE = 100  # seconds for one spawn
 
 
 def free_port():
+    """A port free on 127.0.0.1 for a spawn's rendezvous, taken below the kernel's ephemeral
+    range. A port the kernel hands out for port 0 is closed again before rank 0 listens on
+    it, and meanwhile the kernel may give it to any connection, such as another test's gloo
+    pairs (seen in CI: rank 0's TCPStore failed with errno 98)."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    pick = random.SystemRandom()
+    for _ in range(100 if low > 11024 else 0):
+        port = pick.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def spawn(fn, world, *args):
-    ctx = mp.start_processes(_entry, args=(fn, world, free_port()) + args, nprocs=world, join=False, start_method="spawn")
-    end = time.monotonic() + DEADLINE
-    while not ctx.join(timeout=max(0.1, end - time.monotonic())):
-        if time.monotonic() > end:
-            for p in ctx.processes:
-                if p.is_alive():
-                    p.terminate()
-            raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, DEADLINE))
+PORT_TRIES = 3
+
+
+def on_free_port(run):
+    """run(port), once more on another port (at most PORT_TRIES in all) when rank 0 could
+    not listen on the one picked: another process took it after free_port looked. The ranks
+    fail in init_process_group then, before they do anything the test checks, and the
+    spawn's join ends those still waiting."""
+    for attempt in range(PORT_TRIES):
+        try:
+            return run(free_port())
+        except ProcessRaisedException as e:
+            if "Address already in use" not in str(e) or attempt == PORT_TRIES - 1:
+                raise
+            print("port taken before rank 0 listened on it; spawning again on another", file=sys.stderr)
+
+
+def spawn(fn, world, *args, entry=None, deadline=DEADLINE):
+    """fn(rank, world, *args) on world ranks, each through entry (_entry), bounded by
+    deadline seconds."""
+    def run(port):
+        ctx = mp.start_processes(entry or _entry, args=(fn, world, port) + args, nprocs=world, join=False,
+                                 start_method="spawn")
+        end = time.monotonic() + deadline
+        while not ctx.join(timeout=max(0.1, end - time.monotonic())):
+            if time.monotonic() > end:
+                for p in ctx.processes:
+                    if p.is_alive():
+                        p.terminate()
+                raise AssertionError("%s: ranks still running after %d s" % (fn.__name__, deadline))
+
+    on_free_port(run)
 
 
 def _entry(rank, fn, world, port, *args):
