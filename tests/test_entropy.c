@@ -432,6 +432,48 @@ static void test_histogram_sampled(void)
     free(b);
 }
 
+/* A 16-bit float's exponent byte (ENT_HINT_SAMPLE): up to level 3 it is counted from a
+ * sample, so its tables (and bytes) differ from the exact count's, the same on every path
+ * and restored exactly; from level 4 the flag changes nothing. Planes of a narrow range
+ * (BF16's exponent byte: the vector count) and of a wide one (FP16's: the table). */
+static void test_sample_hint(ent_ctx *c)
+{
+    size_t n = 200000;
+    uint8_t *b = malloc(n), *e0 = malloc(ent_bound(n)), *e1 = malloc(ent_bound(n)), *d = malloc(n);
+    static const char *const isa[3] = {"scalar", "avx2", "avx512"};
+    int top = top_isa();
+    for (int wide = 0; wide < 2; wide++) {
+        for (size_t i = 0; i < n; i++) { /* exponents around 2^-6, both signs (wide) or one */
+            int e = 9 + (int)(rnd() % 3) - (int)(rnd() % 4), m = (int)(rnd() % 8);
+            b[i] = (uint8_t)(((wide && rnd() % 2) ? 0x80 : 0) | (e << 3) | m);
+        }
+        for (int level = 1; level <= 4; level += 3) {
+            uint8_t k0, k1;
+            force_isa("scalar");
+            size_t l0 = ent_encode(c, b, n, e0, ent_bound(n), level, ENT_HINT_EXPONENT, &k0);
+            size_t l1 = ent_encode(c, b, n, e1, ent_bound(n), level, ENT_HINT_EXPONENT | ENT_HINT_SAMPLE, &k1);
+            int same = l0 == l1 && k0 == k1 && !memcmp(e0, e1, l0);
+            CHECK(same == (level > 3), "ENT_HINT_SAMPLE at level %d on a %s plane: %s", level, wide ? "wide" : "narrow",
+                  same ? "no effect" : "changed the bytes");
+            CHECK(l1 < n && ent_decode(c, k1, e1, l1, d, n) == 0 && !memcmp(d, b, n),
+                  "ENT_HINT_SAMPLE plane not restored (level %d, %s)", level, wide ? "wide" : "narrow");
+            for (int p = CPU_AVX2; p <= top; p++) {
+                force_isa(isa[p]);
+                size_t l2 = ent_encode(c, b, n, e0, ent_bound(n), level, ENT_HINT_EXPONENT | ENT_HINT_SAMPLE, &k0);
+                CHECK(l2 == l1 && k0 == k1 && !memcmp(e0, e1, l1),
+                      "ENT_HINT_SAMPLE: %s and scalar differ "
+                      "(level %d, %s)",
+                      isa[p], level, wide ? "wide" : "narrow");
+            }
+            top_isa();
+        }
+    }
+    free(b);
+    free(e0);
+    free(e1);
+    free(d);
+}
+
 /* Residual planes: zstd is tried on a large, nearly empty plane only when its nonzero
  * bytes come in runs, where it wins; isolated ones go to rANS without the attempt. */
 static void test_residual_zstd(ent_ctx *c)
@@ -630,6 +672,7 @@ int main(void)
     test_simd_parity(c);
     test_histogram();
     test_histogram_sampled();
+    test_sample_hint(c);
     if (top_isa() >= CPU_AVX512) test_histogram_sparse();
     test_residual_zstd(c);
     test_fast_level(c);

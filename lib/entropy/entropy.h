@@ -46,6 +46,9 @@ enum ent_hint {
                             * sample, every value between the block's least and largest kept codable */
     ENT_HINT_LIST = 6      /* a coded entry list's column: repeats from entry to entry, zstd first */
 };
+/* OR-ed into ENT_HINT_EXPONENT: up to level 3 the plane may be counted from a sample
+ * (the exponent byte of a 16-bit float, half its bytes). */
+#define ENT_HINT_SAMPLE 0x100
 
 typedef struct ent_ctx ent_ctx; /* per-thread scratch (tables, zstd contexts) */
 

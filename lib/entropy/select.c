@@ -177,6 +177,16 @@ static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t
 size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t cap, int level, int hint,
                   uint8_t *codec)
 {
+    /* The exponent byte of a 16-bit float is half its bytes, and counting it exactly took
+     * a fifth of compressing FP16 weights at level 3 (the scalar table: its values span
+     * more than the vector count takes) and a tenth of BF16 gradients. Up to level 3 its
+     * blocks are counted from a sample, as small planes are (a quarter; every value in
+     * the block's range kept codable): the corpus's FP16 and BF16 files 0.005-0.035%
+     * larger, compressed 5-9% faster at level 3 and 11-19% at level 1. Not FP32's
+     * exponent planes, a quarter of the bytes, where the estimate cost up to 0.08% (Adam's
+     * exp_avg) and moved the selector's choices for no time. */
+    int count_sample = (hint & ENT_HINT_SAMPLE) && level <= 3;
+    hint &= ~ENT_HINT_SAMPLE;
     if (n == 0) return store(src, n, dst, cap, codec);
     if (level < 1) level = 1;
     c->plane++;
@@ -216,7 +226,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
         for (size_t b = 0; b < nb; b++) {
             size_t s0 = b << sh, len = (b + 1 == nb) ? n - s0 : ((size_t)1 << sh);
             uint32_t *bh = c->bhist + b * 256;
-            if (hint == ENT_HINT_SMALL) ent_histogram_sampled(src + s0, len, bh);
+            if (hint == ENT_HINT_SMALL || count_sample) ent_histogram_sampled(src + s0, len, bh);
             else ent_histogram(src + s0, len, bh);
             for (int s = 0; s < 256; s++) h[s] += bh[s];
         }

@@ -45,7 +45,8 @@ int xf_plane_hint(ckpz_dtype dtype, uint8_t esize, unsigned i)
                                [DT_ROLE_INT] = ENT_HINT_INT};
     const dtype_info *d = dtype_get(dtype);
     if (i >= esize) return ENT_HINT_OPAQUE; /* tail bytes */
-    return i < d->exp_planes ? ENT_HINT_EXPONENT : hint[d->role];
+    if (i < d->exp_planes) return ENT_HINT_EXPONENT | (esize == 2 ? ENT_HINT_SAMPLE : 0);
+    return hint[d->role];
 }
 
 /* Portable loops over `count` elements; q[b] / p[b] point at each plane's first byte
