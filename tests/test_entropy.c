@@ -461,9 +461,7 @@ static void test_sample_hint(ent_ctx *c)
                 force_isa(isa[p]);
                 size_t l2 = ent_encode(c, b, n, e0, ent_bound(n), level, ENT_HINT_EXPONENT | ENT_HINT_SAMPLE, &k0);
                 CHECK(l2 == l1 && k0 == k1 && !memcmp(e0, e1, l1),
-                      "ENT_HINT_SAMPLE: %s and scalar differ "
-                      "(level %d, %s)",
-                      isa[p], level, wide ? "wide" : "narrow");
+                      "ENT_HINT_SAMPLE: %s and scalar differ (level %d, %s)", isa[p], level, wide ? "wide" : "narrow");
             }
             top_isa();
         }

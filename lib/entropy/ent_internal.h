@@ -151,7 +151,8 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt);
 /* Estimated counts of src[0..n) from a quarter of it (four evenly spread pieces; all of
  * it below 4 KiB), scaled to add up to n, with every value between the least and the
  * largest byte of src (scanned in full) counted at least once, so a coder may rely on
- * them like exact counts. For planes of few values, where counting is the cost. */
+ * them like exact counts. For planes of few values, where counting is the cost, and the
+ * exponent bytes of 16-bit floats up to level 3 (ENT_HINT_SAMPLE). */
 void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt);
 
 /* Each returns the encoded size, or 0 when it cannot beat n bytes within cap. */

@@ -46,15 +46,16 @@ def free_port():
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         pass
-    pick = random.SystemRandom()
-    for _ in range(100 if low > 11024 else 0):
-        port = pick.randrange(10000, low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
+    if low > 11024:  # room for a thousand ports or more below it
+        pick = random.SystemRandom()
+        for _ in range(100):
+            port = pick.randrange(10000, low)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
