@@ -525,6 +525,52 @@ static void test_fast_level(ent_ctx *c)
     free(dec);
 }
 
+/* Levels 2 and 3 code zstd 1 first too on zero-run float planes (select.c, zero_first),
+ * then order 0 or a context coder only where it beats zstd's size: on exponent and
+ * mantissa planes half or more zero, the result is no larger than the smaller of zstd 1
+ * and order 0 forced at that level, to the plan's few tens of bytes; where zstd wins its
+ * bytes are zstd 1's (levels 2-3 used to code zstd 3 there); where another coder beats
+ * it (written into the candidate buffer while zstd's stays in the output), it decodes. */
+static void test_zero_first(ent_ctx *c)
+{
+    size_t n = 1 << 19;
+    uint8_t *b = malloc(n), *enc = malloc(ent_bound(n)), *z1 = malloc(ent_bound(n)), *dec = malloc(n), got;
+    int zstd_won = 0, other_won = 0;
+    for (int lz = ENT_LZ_OFF; lz <= ENT_LZ_RUNS; lz++) {
+        ent_ctx_set_lz(c, lz);
+        for (int level = 2; level <= 3; level++)
+            for (int zeros = 1; zeros < 3; zeros++)
+                for (int d = D_SKEW; d <= D_EXPO; d++)
+                    for (int hint = ENT_HINT_EXPONENT; hint <= ENT_HINT_MANTISSA; hint++) {
+                        fill(b, n, d);
+                        for (size_t i = 0; i + 4096 <= n; i += 8192) /* every other 4 KiB (or 3 of 4) zero */
+                            memset(b + i, 0, zeros == 1 ? 4352 : 6144 < n - i ? 6144 : n - i);
+                        size_t l0 = ent_encode_with(c, ENT_RANS0T, b, n, enc, ent_bound(n), level, &got);
+                        size_t lz1 = ent_encode_with(c, ENT_ZSTD, b, n, z1, ent_bound(n), 1, &got);
+                        size_t len = ent_encode(c, b, n, enc, ent_bound(n), level, hint, &got);
+                        size_t want = l0 < lz1 ? l0 : lz1;
+                        CHECK(len <= want + 32, "zero runs, level %d, %s, zeros %d, hint %d: %s %zu bytes, order 0 %zu, "
+                              "zstd 1 %zu", level, dname[d], zeros, hint, ent_codec_name(got), len, l0, lz1);
+                        if (got == ENT_ZSTD) {
+                            zstd_won++;
+                            CHECK(len == lz1 && !memcmp(enc, z1, len),
+                                  "zero runs, level %d, %s: zstd's bytes are not zstd 1's", level, dname[d]);
+                        } else {
+                            other_won++;
+                        }
+                        CHECK(ent_decode(c, got, enc, len, dec, n) == 0 && memcmp(dec, b, n) == 0,
+                              "zero runs round trip (level %d, %s, %s)", level, dname[d], ent_codec_name(got));
+                    }
+    }
+    CHECK(zstd_won && other_won, "zero runs: zstd won %d planes, another coder %d (both expected)", zstd_won,
+          other_won);
+    ent_ctx_set_lz(c, ENT_LZ_OFF);
+    free(b);
+    free(enc);
+    free(z1);
+    free(dec);
+}
+
 /* CRC-32C: the check value, and the folding path (long buffers on CPUs with
  * VPCLMULQDQ) against the crc32-instruction path (CKPZ_CPU=avx2) on every length up to
  * a few KiB, odd alignments and continuing states. */
@@ -674,6 +720,7 @@ int main(void)
     if (top_isa() >= CPU_AVX512) test_histogram_sparse();
     test_residual_zstd(c);
     test_fast_level(c);
+    test_zero_first(c);
     test_list_hint();
     test_crc();
     test_planes();

@@ -135,7 +135,8 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
     return n < 256 ? store(src, n, dst, cap, codec) : 0;
 }
 
-/* Order 0 or a small-context coder, on exponent and mantissa planes of 64 KiB or more.
+/* Order 0 or a small-context coder, on exponent and mantissa planes of 64 KiB or more
+ * (plan: order 0's size as rans0_plan predicts it, its state left in c for rans0_size).
  * The context coders' first stages (rc_sample, rm_sample: the pairs 16 apart and the
  * rounds' means in the first KiB of every 16 KiB, the same bytes) choose which of them
  * is counted further: codec 10 (a round's mean as context, exponent planes from level
@@ -148,19 +149,24 @@ static size_t list_column(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst
  * counted through on the planes codec 8 leaves to order 0, it took 0.36% off
  * grads_bf16's exponent bytes (none off weights_f32's) for 7% more selector CPU on
  * those planes (9% on weights_f32's). The chosen coder stops where its second stage cannot beat
- * order 0's plan (c->est_bar; then codec 8 goes on where codec 10 stopped and codec 8
- * passed), else every byte is counted once, for its exact estimate and the encoder's
- * tables, and its size is compared with order 0's predicted size. Counting both
- * through cost 12-18% more compression time. */
+ * order 0's plan, or zstd's size where that is smaller (c->est_bar; then codec 8 goes on
+ * where codec 10 stopped and codec 8 passed), else every byte is counted once, for its
+ * exact estimate and the encoder's tables, and its size is compared with order 0's
+ * predicted size (or zstd's). Counting both through cost 12-18% more compression time. */
 /* The lowest level at which codec 10 is a candidate: -2 keeps codec 8 alone. */
 #define ENT_MEAN_MIN_LEVEL 3
 
 static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t n, const uint32_t *h, int hint,
-                                          int level)
+                                          int level, double plan, size_t lz)
 {
     const ent_codec_desc *o0 = ent_codec_get(ENT_RANS0);
-    double est = rans0_plan(c, src, n, level);
-    c->est_bar = est < (double)n ? est : (double)n; /* order 0 may not beat stored */
+    /* The size to beat: order 0's plan (it may not beat stored), or zstd's (lz, already
+     * written; 0: none) where that is not larger; then order 0 is out, and NULL says
+     * that zstd's stays. */
+    double bar = plan < (double)n ? plan : (double)n;
+    int o0_out = lz && (double)lz <= bar;
+    if (o0_out) bar = (double)lz;
+    c->est_bar = bar;
     double gain = RC_GAIN_MIN * ent_bits(h, n) / 8, size = 1e300;
     double e8 = rc_sample(c, src, n, h);
     int mean = hint == ENT_HINT_EXPONENT && level >= ENT_MEAN_MIN_LEVEL && (e8 <= gain || level > 3);
@@ -169,6 +175,7 @@ static const ent_codec_desc *context_pick(ent_ctx *c, const uint8_t *src, size_t
     if (e10 < e8 && e10 <= gain && (size = rm_rest(c, src, n)) < 1e300) id = ENT_RANSCTXM;
     else if (e8 <= gain) size = rc_rest(c, src, n);
     c->est_bar = 0;
+    if (o0_out) return size < bar ? ent_codec_get(id) : NULL;
     if (size >= 1e300) return o0;
     double size0 = rans0_size(c, src, n);
     return size < (size0 < (double)n ? size0 : (double)n) ? ent_codec_get(id) : o0;
@@ -264,10 +271,24 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * planes of gradients zstd codes half of order 0's size, and coding both cost a
      * tenth of grads_bf16's compression. Not on small planes, whose codec 9 the plan of
      * codec 2 does not predict. */
-    int lz_first = try_zstd && level <= ENT_FAST_LEVEL;
-    uint8_t *zb = lz_first ? ent_cand(c, n) : NULL;
-    size_t zr = zb ? lz->encode(c, src, n, zb, n, level) : 0;
-    int o0_loses = zr && n >= RANS0S_MAX && rans0_plan(c, src, n, level) >= (double)zr;
+    int ctx = (hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && level > ENT_FAST_LEVEL;
+    /* Levels 2 and 3 code zstd first too, at its level 1, on the zero-run planes of floats
+     * (the rows of a gradient that saw no token), then order 0 only where its plan is
+     * below zstd's size and a context coder only where its count is: on step-300
+     * grads_bf16 such planes (15% of its bytes) took over a quarter of the compression
+     * CPU at level 3, coded by a context coder and by zstd 3 to compare, and zstd 1 codes
+     * them smaller (doc/entropy.md). zstd writes into dst here (the context coder's count
+     * borrows the candidate buffer), and a coder that beats it into the candidate. */
+    int zero_first = try_zstd && zero_heavy && ctx && level <= 3 && (c->lz == ENT_LZ_OFF || c->lz == ENT_LZ_RUNS);
+    int lz_first = try_zstd && (level <= ENT_FAST_LEVEL || zero_first);
+    uint8_t *zb = zero_first ? dst : lz_first ? ent_cand(c, n) : NULL;
+    size_t zr = zb ? lz->encode(c, src, n, zb, zero_first ? lim : n, zero_first ? ENT_FAST_LEVEL : level) : 0;
+    if (zero_first && zr) {
+        best = zr;
+        bestc = ENT_ZSTD;
+    }
+    double plan = zr && n >= RANS0S_MAX ? rans0_plan(c, src, n, level) : -1;
+    int o0_loses = zr && plan >= (double)zr;
     /* Order 0, or on exponent and mantissa planes from level 2 a small-context coder
      * (codec 8, or from level 3 codec 10 on exponent planes: context_pick): it decodes
      * about as fast as order 0 and takes 3-10% off the exponent planes of moments and
@@ -278,10 +299,11 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * context coder stops counting where a sample cannot beat order 0's plan, and order
      * 0's size is predicted only where it has not. Not below 64 KiB, where building its
      * decoder's tables (up to 16 x 4096 entries) costs more than decoding the plane. */
-    if (est0 < keep * (double)n && !o0_loses) {
+    if (est0 < keep * (double)n && (!o0_loses || zero_first)) {
         const ent_codec_desc *pick = o0;
-        if ((hint == ENT_HINT_EXPONENT || hint == ENT_HINT_MANTISSA) && n >= 64 * 1024 && level > ENT_FAST_LEVEL)
-            pick = context_pick(c, src, n, h, hint, level);
+        if (ctx)
+            pick = context_pick(c, src, n, h, hint, level, plan >= 0 ? plan : rans0_plan(c, src, n, level),
+                                zero_first ? zr : 0);
         /* Small planes: order 0 with 4 states and compact tables; not residual planes, which
          * gradient packets (lib/grad) take only as codec 2. Not where the plane's order-0
          * entropy is 95% of n or more: on the corpus's ~400 such planes it never beat
@@ -293,9 +315,11 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
          * packets take only as codec 2. */
         const ent_codec_desc *o0w = hint == ENT_HINT_RESIDUAL ? o0 : ent_codec_get(ENT_RANS0T);
         if (pick == o0) pick = o0w;
-        size_t r = pick ? pick->encode(c, src, n, dst, lim, level) : 0;
-        if (!r && pick && pick != o0w && !small) r = (pick = o0w)->encode(c, src, n, dst, lim, level);
+        uint8_t *to = bestc == ENT_ZSTD ? ent_cand(c, lim) : dst;
+        size_t r = pick && to ? pick->encode(c, src, n, to, lim, level) : 0;
+        if (!r && pick && pick != o0w && !small && !o0_loses && to) r = (pick = o0w)->encode(c, src, n, to, lim, level);
         if (r && r < best) {
+            if (to != dst) memcpy(dst, to, r);
             best = r;
             bestc = pick->id;
         }
@@ -320,7 +344,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
             }
         }
     }
-    if (try_zstd) {
+    if (try_zstd && !zero_first) {
         if (!lz_first) { /* order 1 (not at the fast level) may have used the candidate buffer */
             zb = ent_cand(c, n);
             zr = zb ? lz->encode(c, src, n, zb, n, level) : 0;
