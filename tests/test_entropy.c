@@ -549,8 +549,10 @@ static void test_zero_first(ent_ctx *c)
                         size_t lz1 = ent_encode_with(c, ENT_ZSTD, b, n, z1, ent_bound(n), 1, &got);
                         size_t len = ent_encode(c, b, n, enc, ent_bound(n), level, hint, &got);
                         size_t want = l0 < lz1 ? l0 : lz1;
-                        CHECK(len <= want + 32, "zero runs, level %d, %s, zeros %d, hint %d: %s %zu bytes, order 0 %zu, "
-                              "zstd 1 %zu", level, dname[d], zeros, hint, ent_codec_name(got), len, l0, lz1);
+                        CHECK(len <= want + 32,
+                              "zero runs, level %d, %s, zeros %d, hint %d: %s %zu bytes, order 0 %zu, "
+                              "zstd 1 %zu",
+                              level, dname[d], zeros, hint, ent_codec_name(got), len, l0, lz1);
                         if (got == ENT_ZSTD) {
                             zstd_won++;
                             CHECK(len == lz1 && !memcmp(enc, z1, len),
