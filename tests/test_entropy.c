@@ -530,7 +530,7 @@ static void test_fast_level(ent_ctx *c)
  * mantissa planes half or more zero, the result is no larger than the smaller of zstd 1
  * and order 0 forced at that level, to the plan's few tens of bytes; where zstd wins its
  * bytes are zstd 1's (levels 2-3 used to code zstd 3 there); where another coder beats
- * it (written into the candidate buffer while zstd's stays in the output), it decodes. */
+ * it (counted while zstd's output waits in the candidate buffer), it decodes. */
 static void test_zero_first(ent_ctx *c)
 {
     size_t n = 1 << 19;

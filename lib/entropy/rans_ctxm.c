@@ -196,11 +196,14 @@ static size_t count_sorted(rc_tabs *S, const uint8_t *src, size_t n, uint8_t *bu
 
 /* The rounds of the stage [a, b): sorted by bucket where the plane's values span less
  * than RM_SORT_RANGE (the vector histogram's reach: ent_hist_avx512) and c lends a
- * buffer, but not the first stage's few; else one by one. Returns the bytes counted. */
+ * buffer, but not the first stage's few; else one by one. Returns the bytes counted.
+ * The buffer is the encoders' staging (ent_scratch), which no coder holds while a plane
+ * is being estimated (an encoder takes it after its estimate); the candidate buffer may
+ * hold another coder's output for this plane meanwhile (zstd's, select.c). */
 static size_t count_stage(ent_ctx *c, rc_tabs *S, const uint8_t *src, size_t n, size_t a, size_t b)
 {
     int sort = b - a > RC_SAMPLE && S->hi - S->lo < RM_SORT_RANGE;
-    uint8_t *buf = sort ? ent_cand(c, n + n / RC_W + 64) : NULL;
+    uint8_t *buf = sort ? ent_scratch(c, n + n / RC_W + 64) : NULL;
     return buf ? count_sorted(S, src, n, buf, a, b) : count_rounds(S, src, n, a, b);
 }
 

@@ -277,16 +277,11 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
      * below zstd's size and a context coder only where its count is: on step-300
      * grads_bf16 such planes (15% of its bytes) took over a quarter of the compression
      * CPU at level 3, coded by a context coder and by zstd 3 to compare, and zstd 1 codes
-     * them smaller (doc/entropy.md). zstd writes into dst here (the context coder's count
-     * borrows the candidate buffer), and a coder that beats it into the candidate. */
+     * them smaller (doc/entropy.md). */
     int zero_first = try_zstd && zero_heavy && ctx && level <= 3 && (c->lz == ENT_LZ_OFF || c->lz == ENT_LZ_RUNS);
     int lz_first = try_zstd && (level <= ENT_FAST_LEVEL || zero_first);
-    uint8_t *zb = zero_first ? dst : lz_first ? ent_cand(c, n) : NULL;
-    size_t zr = zb ? lz->encode(c, src, n, zb, zero_first ? lim : n, zero_first ? ENT_FAST_LEVEL : level) : 0;
-    if (zero_first && zr) {
-        best = zr;
-        bestc = ENT_ZSTD;
-    }
+    uint8_t *zb = lz_first ? ent_cand(c, n) : NULL;
+    size_t zr = zb ? lz->encode(c, src, n, zb, n, zero_first ? ENT_FAST_LEVEL : level) : 0;
     double plan = zr && n >= RANS0S_MAX ? rans0_plan(c, src, n, level) : -1;
     int o0_loses = zr && plan >= (double)zr;
     /* Order 0, or on exponent and mantissa planes from level 2 a small-context coder
@@ -315,11 +310,9 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
          * packets take only as codec 2. */
         const ent_codec_desc *o0w = hint == ENT_HINT_RESIDUAL ? o0 : ent_codec_get(ENT_RANS0T);
         if (pick == o0) pick = o0w;
-        uint8_t *to = bestc == ENT_ZSTD ? ent_cand(c, lim) : dst;
-        size_t r = pick && to ? pick->encode(c, src, n, to, lim, level) : 0;
-        if (!r && pick && pick != o0w && !small && !o0_loses && to) r = (pick = o0w)->encode(c, src, n, to, lim, level);
+        size_t r = pick ? pick->encode(c, src, n, dst, lim, level) : 0;
+        if (!r && pick && pick != o0w && !small && !o0_loses) r = (pick = o0w)->encode(c, src, n, dst, lim, level);
         if (r && r < best) {
-            if (to != dst) memcpy(dst, to, r);
             best = r;
             bestc = pick->id;
         }
@@ -344,7 +337,7 @@ size_t ent_encode(ent_ctx *c, const uint8_t *src, size_t n, uint8_t *dst, size_t
             }
         }
     }
-    if (try_zstd && !zero_first) {
+    if (try_zstd) {
         if (!lz_first) { /* order 1 (not at the fast level) may have used the candidate buffer */
             zb = ent_cand(c, n);
             zr = zb ? lz->encode(c, src, n, zb, n, level) : 0;
