@@ -5,7 +5,9 @@ smallest cell (lstm, constant LR, a restore every 50 of 110 steps, seed 1234) ru
 policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --moment-sign
 experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
 CellFloor: a matrix cell's floor is the largest of its seeds' floors, and only the gap is
-judged against it. Budget: bench/resume_budget.py's bytes per role add up to the file and
+judged against it. FromJson: --from-json judges the cells of runs made apart as one
+matrix (rows in run order, seeds together, the preset's markers), and refuses runs of
+other sizes, a cell twice, a file that is no run, and options that would choose runs. Budget: bench/resume_budget.py's bytes per role add up to the file and
 match `ckpz -l -v`'s entries. Joint: bench/resume_joint.py finds each optimizer state's
 parameter past a buffer, and a weights' change that is Adam's step exactly is predicted
 (near 1 correlation, bits saved) where a change unrelated to the moments is not.
@@ -173,6 +175,121 @@ class CellFloor(unittest.TestCase):
     def test_half_percent_minimum(self):
         self.assertEqual(self.cells((0.004, 0.001, True), (0.001, 0.002, True))["verdict"], "PASS")
         self.assertEqual(self.cells((0.006, 0.001, True), (0.001, 0.002, True))["verdict"], "FAIL")
+
+
+def summary(gap, floor, restores=2):
+    return dict(restores=restores, mean_ratio=10.0, min_ratio=9.0, max_ratio=11.0, gap=gap,
+                signed_gap=gap, noise_floor=floor, sound=True, passed=gap <= max(0.005, floor),
+                frozen_steps=0, frozen_tensors=0, v_nonpos_made=0, diverged=None, why="")
+
+
+class FromJson(unittest.TestCase):
+    """Two runs (one schedule each, both seeds) of the default preset judged together."""
+
+    def setUp(self):
+        self.m = load_matrix()
+        self.tmp = tempfile.TemporaryDirectory(prefix="test-resume-merge.")
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_file(self, name, cells, preset="default", steps=300):
+        meta = dict(command="bench/resume-matrix --json %s" % name, date="2026-12-06", torch="1.13",
+                    wall_min=3.0, load=[0.5, 1.5], preset=preset, steps=steps)
+        out = []
+        for fam, sched, every, seed, gap, floor in cells:
+            s = summary(gap, floor)
+            out.append(dict(policy="auto", family=fam, schedule=sched, interval=every, seed=seed,
+                            status="PASS" if s["passed"] else "FAIL", summary=s))
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            json.dump(dict(meta=meta, cells=out, rows=[]), f)
+        return path
+
+    def two_runs(self):
+        # The second run names its cells in another order; seed 4321 comes first in it.
+        a = self.run_file("const.json", [("gpt", "const", 10, 1234, 0.004, 0.001),
+                                         ("gpt", "const", 50, 1234, 0.001, 0.001),
+                                         ("cnn", "const", 10, 1234, 0.012, 0.010),
+                                         ("gpt", "const", 10, 4321, 0.003, 0.002),
+                                         ("gpt", "const", 50, 4321, 0.009, 0.002),
+                                         ("cnn", "const", 10, 4321, 0.001, 0.020)])
+        b = self.run_file("cosine.json", [("cnn", "cosine", 10, 4321, 0.001, 0.001),
+                                          ("gpt", "cosine", 10, 4321, 0.001, 0.001),
+                                          ("gpt", "cosine", 10, 1234, 0.002, 0.001),
+                                          ("cnn", "cosine", 10, 1234, 0.001, 0.001)])
+        return a, b
+
+    def test_rows_in_run_order_seeds_together(self):
+        cells, metas = self.m.merge_runs(list(self.two_runs()))
+        self.assertEqual(len(metas), 2)
+        rows = self.m.rows_of(cells)
+        self.assertEqual([(r["family"], r["schedule"], r["interval"]) for r in rows],
+                         [("gpt", "const", 10), ("gpt", "const", 50), ("gpt", "cosine", 10),
+                          ("cnn", "const", 10), ("cnn", "cosine", 10)])
+        self.assertTrue(all(r["seeds"] == "1234, 4321" for r in rows), rows)
+        by = {(r["family"], r["schedule"], r["interval"]): r for r in rows}
+        self.assertEqual(by[("gpt", "const", 10)]["verdict"], "PASS")
+        self.assertEqual(by[("gpt", "const", 50)]["verdict"], "FAIL")      # 0.9 % > max(0.5, 0.2)
+        self.assertEqual(by[("cnn", "const", 10)]["verdict"], "PASS")      # 1.2 % <= the other seed's 2 %
+        self.assertEqual(by[("gpt", "const", 10)]["restores"], 4)
+
+    def test_refused(self):
+        a, b = self.two_runs()
+        with self.assertRaisesRegex(self.m.MergeError, "cell auto gpt const every 10 seed 1234 is in .*const.json and in .*const.json"):
+            self.m.merge_runs([a, a])
+        quick = self.run_file("quick.json", [("lstm", "const", 10, 1234, 0.0, 0.001)], "quick", 110)
+        with self.assertRaisesRegex(self.m.MergeError, "quick.json: preset quick, 110 steps, where .*const.json has default"):
+            self.m.merge_runs([a, quick])
+        junk = os.path.join(self.tmp.name, "junk.json")
+        with open(junk, "w") as f:
+            json.dump({"cells": []}, f)
+        with self.assertRaisesRegex(self.m.MergeError, "junk.json: not a bench/resume-matrix --json file \\(no field 'meta'\\)"):
+            self.m.merge_runs([junk])
+        with self.assertRaisesRegex(self.m.MergeError, "missing.json: cannot read it"):
+            self.m.merge_runs([os.path.join(self.tmp.name, "missing.json")])
+
+    def cli(self, *args):
+        r = subprocess.run([sys.executable, MATRIX] + list(args), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+    def test_command_writes_the_presets_table(self):
+        a, b = self.two_runs()
+        doc = os.path.join(self.tmp.name, "B.md")
+        text = ("intro\n<!-- bench/resume-matrix quick begin -->\nquick table\n"
+                "<!-- bench/resume-matrix quick end -->\nmiddle\n<!-- bench/resume-matrix default begin -->\n"
+                "old table\n<!-- bench/resume-matrix default end -->\noutro\n")
+        with open(doc, "w") as f:
+            f.write(text)
+        out = os.path.join(self.tmp.name, "m.json")
+        rc, so, se = self.cli("--from-json", a, b, "--json", out, "--check", "--write-benchmarks", doc)
+        self.assertEqual(rc, 1, so + se)                                   # --check: one cell FAILs
+        with open(doc) as f:
+            new = f.read()
+        self.assertTrue(new.startswith("intro\n<!-- bench/resume-matrix quick begin -->\nquick table\n"), new)
+        self.assertTrue(new.endswith("<!-- bench/resume-matrix default end -->\noutro\n"), new)
+        self.assertNotIn("old table", new)
+        self.assertIn("the cells of 2 runs judged together: `bench/resume-matrix --json const.json`", new)
+        self.assertIn("| auto | gpt | const | 50 | 1234, 4321 | 4 |", new)
+        self.assertIn("- auto: 4 of 5 cells pass", new)
+        with open(out) as f:
+            res = json.load(f)
+        self.assertEqual(len(res["cells"]), 10)
+        self.assertEqual(len(res["meta"]["sources"]), 2)
+
+    def test_command_refusals(self):
+        a, _ = self.two_runs()
+        rc, so, se = self.cli("--from-json", a, a)
+        self.assertEqual(rc, 2, so + se)
+        self.assertIn("resume-matrix: --from-json: cell auto gpt const every 10 seed 1234", se)
+        rc, so, se = self.cli("--from-json", a, "--quick", "--seeds", "1")
+        self.assertEqual(rc, 2, so + se)
+        self.assertIn("--from-json trains nothing: --quick, --seeds would choose runs", se)
+        doc = os.path.join(self.tmp.name, "nomark.md")
+        with open(doc, "w") as f:
+            f.write("<!-- bench/resume-matrix quick begin -->\n<!-- bench/resume-matrix quick end -->\n")
+        rc, so, se = self.cli("--from-json", a, "--write-benchmarks", doc)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("has not one <!-- bench/resume-matrix default begin -->", se)
 
 
 class Budget(unittest.TestCase):
