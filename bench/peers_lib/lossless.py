@@ -1,8 +1,8 @@
 """The lossless codecs, one adapter each, used as their documentation says is best for
 tensors. An adapter: name; threaded (False: one thread only); prepare(path, data, segs)
 once per file (element type, a sibling-trained choice); compress(data, threads) ->
-blob; decompress(blob, threads) -> bytes-like; size(blob) -> bytes it takes;
-mutates_input (True: compress writes into its input, which then gets a copy).
+blob (data: a copy made for the call, bench/peers_lib/worker.py); decompress(blob,
+threads) -> bytes-like; size(blob) -> bytes it takes.
 
   ckpz -L          the package's in-memory calls ckpz.compress / ckpz.decompress (one
                    library call each way on a context the package keeps), each into a
@@ -36,7 +36,6 @@ from . import layout
 
 class Ckpz:
     threaded = True
-    mutates_input = False
     policy = None  # CkpzLossy's
 
     def __init__(self, level):
@@ -56,7 +55,6 @@ class Ckpz:
 
 class Zstd:
     threaded = True
-    mutates_input = False
 
     def __init__(self, level):
         import zstandard
@@ -74,7 +72,6 @@ class Zstd:
 
 class Blosc2:
     threaded = True
-    mutates_input = False
 
     def __init__(self, filt, codec, level):
         import blosc2
@@ -97,7 +94,6 @@ class Blosc2:
 
 class H5Bitshuffle:
     threaded = False
-    mutates_input = False
 
     def __init__(self, codec):
         import h5py
@@ -131,8 +127,7 @@ class H5Bitshuffle:
 class ZipNN:
     threaded = True
     # zipnn 0.5.4's compress reorders the bits of its input in place, even of a bytes
-    # object: the benchmark hands it a copy made outside the timed region
-    mutates_input = True
+    # object: the worker hands every compress a copy made outside the timed region
     DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
     def __init__(self):
@@ -195,7 +190,6 @@ def _graphs():
 
 class OpenZL:
     threaded = False
-    mutates_input = False
 
     def __init__(self, trained_on=None):
         self.zl = _zl()[0]
@@ -277,7 +271,6 @@ class OpenZLNumeric:
     """OpenZL's numeric profile for the file's main element width (zli's le-u16 / le-u32:
     the whole file as little-endian numbers, FieldLZ), untrained."""
     threaded = False
-    mutates_input = False
     name = "openzl le-uN"
 
     def __init__(self):

@@ -51,7 +51,6 @@ class CkpzLossy(lossless.Ckpz):
 class PerTensor:
     """Lossy tensors by the codec, the other bytes by zstd -3; blob: list of frames."""
     threaded = False
-    mutates_input = False
 
     def __init__(self, mode, bound):
         import zstandard
