@@ -275,6 +275,15 @@ class FromJson(unittest.TestCase):
             res = json.load(f)
         self.assertEqual(len(res["cells"]), 10)
         self.assertEqual(len(res["meta"]["sources"]), 2)
+        # a merged file judged again with one more run: the runs it came from are named
+        c = self.run_file("more.json", [("lstm", "const", 10, 1234, 0.001, 0.001)])
+        md = os.path.join(self.tmp.name, "m.md")
+        rc, so, se = self.cli("--from-json", out, c, "--markdown", md)
+        self.assertEqual(rc, 0, so + se)
+        with open(md) as f:
+            text = f.read()
+        self.assertIn("the cells of 3 runs judged together: `bench/resume-matrix --json const.json`", text)
+        self.assertIn("| auto | lstm | const | 10 | 1234 | 2 |", text)
 
     def test_command_refusals(self):
         a, _ = self.two_runs()
