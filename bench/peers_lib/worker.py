@@ -122,7 +122,7 @@ class Worker:
         # every tool, as a checkpoint just serialized or read is. Handing the others the
         # file's bytes as loaded gave them an input the other families' rounds had pushed
         # out of the caches, and zipnn a fresh one (ckpz -3 on 20 MB of BF16 gradients
-        # read its input from memory ~4 % slower, 1.9 MB of small tensors 4-8 %).
+        # read its input from memory 4-5 % slower, 1.9 MB of small tensors 3-6 %).
         src = bytes(bytearray(data))
         peak_ok = _reset_peak(len(data))
         rss0 = _status_kb("VmRSS")
