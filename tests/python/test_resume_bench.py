@@ -141,20 +141,23 @@ def load_matrix():
     return mod
 
 
+def judged_cell(policy, fam, sched, every, seed, gap, floor, sound=True, why=""):
+    """A matrix cell as run_cell records it: two restores, C ending gap below A."""
+    s = dict(restores=2, mean_ratio=10.0, min_ratio=9.0, max_ratio=11.0, gap=gap, signed_gap=-gap,
+             noise_floor=floor, sound=sound, passed=sound and gap <= max(0.005, floor), frozen_steps=0,
+             frozen_tensors=0, v_nonpos_made=0, diverged=None, why=why)
+    return dict(policy=policy, family=fam, schedule=sched, interval=every, seed=seed,
+                status="PASS" if s["passed"] else "FAIL", summary=s)
+
+
 class CellFloor(unittest.TestCase):
     def setUp(self):
         self.m = load_matrix()
 
     def cells(self, *seeds):
         """seeds: (gap, floor, sound) per seed."""
-        out = []
-        for i, (gap, floor, sound) in enumerate(seeds):
-            s = dict(restores=2, mean_ratio=10.0, min_ratio=9.0, max_ratio=11.0, gap=gap,
-                     signed_gap=-gap, noise_floor=floor, sound=sound,
-                     passed=sound and gap <= max(0.005, floor), frozen_steps=0,
-                     frozen_tensors=0, v_nonpos_made=0, diverged=None, why="w%d" % i)
-            out.append(dict(policy="p", family="cnn", schedule="const", interval=10, seed=i,
-                            status="PASS" if s["passed"] else "FAIL", summary=s))
+        out = [judged_cell("p", "cnn", "const", 10, i, gap, floor, sound, "w%d" % i)
+               for i, (gap, floor, sound) in enumerate(seeds)]
         (row,) = self.m.rows_of(out)
         return row
 
@@ -177,12 +180,6 @@ class CellFloor(unittest.TestCase):
         self.assertEqual(self.cells((0.006, 0.001, True), (0.001, 0.002, True))["verdict"], "FAIL")
 
 
-def summary(gap, floor, restores=2):
-    return dict(restores=restores, mean_ratio=10.0, min_ratio=9.0, max_ratio=11.0, gap=gap,
-                signed_gap=gap, noise_floor=floor, sound=True, passed=gap <= max(0.005, floor),
-                frozen_steps=0, frozen_tensors=0, v_nonpos_made=0, diverged=None, why="")
-
-
 class FromJson(unittest.TestCase):
     """Two runs (one schedule each, both seeds) of the default preset judged together."""
 
@@ -194,11 +191,8 @@ class FromJson(unittest.TestCase):
     def run_file(self, name, cells, preset="default", steps=300):
         meta = dict(command="bench/resume-matrix --json %s" % name, date="2026-12-06", torch="1.13",
                     wall_min=3.0, load=[0.5, 1.5], preset=preset, steps=steps)
-        out = []
-        for fam, sched, every, seed, gap, floor in cells:
-            s = summary(gap, floor)
-            out.append(dict(policy="auto", family=fam, schedule=sched, interval=every, seed=seed,
-                            status="PASS" if s["passed"] else "FAIL", summary=s))
+        out = [judged_cell("auto", fam, sched, every, seed, gap, floor)
+               for fam, sched, every, seed, gap, floor in cells]
         path = os.path.join(self.tmp.name, name)
         with open(path, "w") as f:
             json.dump(dict(meta=meta, cells=out, rows=[]), f)
