@@ -576,6 +576,12 @@ typedef struct ckpz_entry {
      * ckpz_archive_read_optim (ckpz_experimental.h) has read it. */
     double beta2;
     const char *beta2_from;
+    /* The learning rate the file's optimizer states for this tensor, the one every
+     * param group states for a model's tensors outside the optimizer state (auto codes
+     * a first file's weights within one step of it), and where it was read
+     * ("optimizer.param_groups"); 0 and NULL as beta2. */
+    double lr;
+    const char *lr_from;
 } ckpz_entry;
 
 typedef struct ckpz_archive_info {

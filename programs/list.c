@@ -226,6 +226,9 @@ static int list_one(ckpz_ctx *ctx, const fio_prefs *p, const char *name, int pri
         if (info.lossy && e.role) printf("  %-10s  %s", e.role, e.role_why ? e.role_why : "");
         if (info.lossy && e.role && !strcmp(e.role, "exp_avg_sq") && e.beta2 > 0 && e.beta2_from)
             printf("; beta2 %g from %s", e.beta2, e.beta2_from); /* the reader wrote no control bytes */
+        if (info.lossy && e.role && !strcmp(e.role, "weight") && e.lossy && e.lossy_mode &&
+            !strcmp(e.lossy_mode, "abs") && !e.based && e.lr > 0 && e.lr_from)
+            printf("; no base: %.3g x lr %g from %s", e.lossy_bound / e.lr, e.lr, e.lr_from);
         printf("\n");
     }
     if (opaque_runs) {

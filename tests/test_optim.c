@@ -9,8 +9,11 @@
  * opcodes of protocol 0; then hostile param groups (betas of the wrong type or length or
  * out of (0, 1), params that are not ints, a group that is not a dict, param_groups that
  * is not a list, one params list shared by thousands of groups): each is read (PKL_OK,
- * every storage named) with no beta2 where the group is wrong, never a crash. Then the
- * policy: an auto rule without beta2 takes the file's, one with it keeps its own.
+ * every storage named) with no beta2 where the group is wrong, never a crash. The lr:
+ * where every group read states one, the tensors outside the optimizers' state (a
+ * model's) get a group of that lr alone (beta2 0); groups of two lrs, or a hostile lr (a
+ * string, NaN, <= 0, huge, a tensor, None) give them none. Then the policy: an auto rule
+ * without beta2 takes the file's, one with it keeps its own.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -105,6 +108,7 @@ typedef struct {
     const char *params[4];
     double beta2[4];
     int n;
+    double lr[4]; /* 0: 1e-3 */
 } gspec;
 
 static void groups(pw *w, void *arg)
@@ -114,7 +118,7 @@ static void groups(pw *w, void *arg)
     op(w, ']'), op(w, '(');
     for (int i = 0; i < g->n; i++) {
         op(w, '}'), op(w, '(');
-        str(w, "lr"), flt(w, 1e-3);
+        str(w, "lr"), flt(w, g->lr[i] ? g->lr[i] : 1e-3);
         str(w, "betas");
         int j = 0;
         while (j < i && g->beta2[j] != g->beta2[i]) j++;
@@ -168,10 +172,25 @@ static void expect(const pkl_storages *st, const char *name, double b, const cha
            name, s->optim ? s->optim->beta2 : 0, s->optim ? s->optim->from : "-", b, from);
 }
 
+/* The storage named `name` has the lr-only group: lr, read from `from` (lr 0: no group). */
+static void expect_lr(const pkl_storages *st, const char *name, double lr, const char *from)
+{
+    const pkl_storage *s = by_name(st, name);
+    CHECKF(s != NULL, "no storage named '%s'", name);
+    if (!s) return;
+    if (!lr) {
+        CHECKF(!s->optim, "%s: '%s' has lr %g from %s", what, name, s->optim->lr, s->optim->from);
+        return;
+    }
+    CHECKF(s->optim && s->optim->beta2 == 0 && s->optim->lr == lr && !strcmp(s->optim->from, from),
+           "%s: '%s': lr %g beta2 %g from %s, not lr %g from %s", what, name, s->optim ? s->optim->lr : 0,
+           s->optim ? s->optim->beta2 : 0, s->optim ? s->optim->from : "-", lr, from);
+}
+
 static void test_two_optimizers(void)
 {
     static pw w;
-    gspec a = {{"0,1", "2"}, {0.95, 0.999}, 2}, b = {{"0", "1", "1"}, {0.999, 0.95, 0.98}, 3};
+    gspec a = {{"0,1", "2"}, {0.95, 0.999}, 2, {0}}, b = {{"0", "1", "1"}, {0.999, 0.95, 0.98}, 3, {0}};
     w.n = 0, w.memo = 0;
     op(&w, 0x80), op(&w, 2), op(&w, '}'), op(&w, '(');
     str(&w, "model"), op(&w, '}'), op(&w, '('), str(&w, "fc.weight"), tensor(&w, "w"), op(&w, 'u');
@@ -180,8 +199,9 @@ static void test_two_optimizers(void)
     op(&w, 'u'), op(&w, '.');
     pkl_storages st;
     if (read(&w, &st)) return;
-    CHECKF(st.ngroups == 5, "%zu groups", st.ngroups);
-    expect(&st, "model.fc.weight", 0, NULL);
+    CHECKF(st.ngroups == 6 && st.lr_group, "%zu groups, lr group %d", st.ngroups, st.lr_group);
+    /* every group states lr 1e-3: the model's tensor gets it alone, no beta2 */
+    expect_lr(&st, "model.fc.weight", 1e-3, "optimizer.param_groups");
     expect(&st, "optimizer.state.0.exp_avg", 0.95, "optimizer.param_groups[0]");
     expect(&st, "optimizer.state.1.exp_avg_sq", 0.95, "optimizer.param_groups[0]");
     expect(&st, "optimizer.state.2.exp_avg_sq", 0.999, "optimizer.param_groups[1]");
@@ -193,12 +213,75 @@ static void test_two_optimizers(void)
     /* torch.save(optimizer.state_dict()): the state dict at the root */
     w.n = 0, w.memo = 0;
     op(&w, 0x80), op(&w, 2);
-    optimizer(&w, "c", 5, 2, groups, &(gspec){{"5,6"}, {0.95}, 1});
+    optimizer(&w, "c", 5, 2, groups, &(gspec){{"5,6"}, {0.95}, 1, {0}});
     op(&w, '.');
     if (read(&w, &st)) return;
     expect(&st, "state.5.exp_avg", 0.95, "param_groups[0]");
     expect(&st, "state.6.exp_avg_sq", 0.95, "param_groups[0]");
     pkl_storages_free(&st);
+
+    /* two lrs: no lr group, the model's tensor none */
+    w.n = 0, w.memo = 0;
+    op(&w, 0x80), op(&w, 2), op(&w, '}'), op(&w, '(');
+    str(&w, "model"), op(&w, '}'), op(&w, '('), str(&w, "fc.weight"), tensor(&w, "w"), op(&w, 'u');
+    str(&w, "optimizer"), optimizer(&w, "a", 0, 3, groups, &(gspec){{"0,1", "2"}, {0.95, 0.95}, 2, {1e-3, 5e-4}});
+    op(&w, 'u'), op(&w, '.');
+    if (read(&w, &st)) return;
+    what = "two lrs";
+    CHECKF(st.ngroups == 2 && !st.lr_group, "%zu groups, lr group %d", st.ngroups, st.lr_group);
+    expect_lr(&st, "model.fc.weight", 0, NULL);
+    expect(&st, "optimizer.state.2.exp_avg_sq", 0.95, "optimizer.param_groups[1]");
+    pkl_storages_free(&st);
+}
+
+/* Two groups whose "lr" `bad` writes (state 0 and 1), in {"model": ..., "optimizer": ...}. */
+typedef void (*lr_fn)(pw *);
+static void l_str(pw *w) { str(w, "0.001"); }
+static void l_nan(pw *w) { flt(w, NAN); }
+static void l_zero(pw *w) { flt(w, 0.0); }
+static void l_neg(pw *w) { flt(w, -1e-3); }
+static void l_huge(pw *w) { flt(w, 1e31); }
+static void l_inf(pw *w) { flt(w, INFINITY); }
+static void l_tensor(pw *w) { tensor(w, "lr"); }
+static void l_none(pw *w) { op(w, 'N'); }
+static void l_bool(pw *w) { op(w, 0x88); }
+static void l_int(pw *w) { num(w, 2); }
+
+static void lr_groups(pw *w, void *arg)
+{
+    lr_fn lr = (lr_fn)arg;
+    op(w, ']'), op(w, '(');
+    for (int g = 0; g < 2; g++) {
+        op(w, '}'), op(w, '('), str(w, "lr"), lr(w);
+        str(w, "betas"), flt(w, 0.9), flt(w, 0.95), op(w, 0x86);
+        str(w, "params"), op(w, ']'), num(w, g), op(w, 'a'), op(w, 'u');
+    }
+    op(w, 'e');
+}
+
+static void test_lr(void)
+{
+    static pw w;
+    static const struct {
+        const char *what;
+        lr_fn fn;
+        double lr; /* what the model's tensor gets: 0 none */
+    } L[] = {{"lr a str", l_str, 0}, {"lr NaN", l_nan, 0},      {"lr 0", l_zero, 0},          {"lr -1e-3", l_neg, 0},
+             {"lr 1e31", l_huge, 0}, {"lr inf", l_inf, 0},      {"lr a tensor", l_tensor, 0}, {"lr None", l_none, 0},
+             {"lr True", l_bool, 0}, {"lr the int 2", l_int, 2}};
+    for (size_t i = 0; i < sizeof L / sizeof *L; i++) {
+        w.n = 0, w.memo = 0;
+        op(&w, 0x80), op(&w, 2), op(&w, '}'), op(&w, '(');
+        str(&w, "model"), op(&w, '}'), op(&w, '('), str(&w, "fc.weight"), tensor(&w, "w"), op(&w, 'u');
+        str(&w, "optimizer"), optimizer(&w, "o", 0, 2, lr_groups, (void *)L[i].fn);
+        op(&w, 'u'), op(&w, '.');
+        pkl_storages st;
+        what = L[i].what;
+        if (read(&w, &st)) continue;
+        expect_lr(&st, "model.fc.weight", L[i].lr, "optimizer.param_groups");
+        expect(&st, "optimizer.state.1.exp_avg_sq", 0.95, "optimizer.param_groups[1]"); /* beta2 as before */
+        pkl_storages_free(&st);
+    }
 }
 
 /* Protocol 0's text opcodes: FLOAT, INT, TUPLE. */
@@ -387,6 +470,7 @@ int main(void)
 {
     test_torch_file();
     test_two_optimizers();
+    test_lr();
     test_text_opcodes();
     test_hostile();
     test_policy();

@@ -199,7 +199,9 @@ static void entry_fill(const ckpz_archive *a, uint64_t i, ckpz_entry *out)
         out->role = auto_role_name(auto_role_of(e->name, (ckpz_dtype)e->dtype, e->ndim, e->shape, &out->role_why));
     if (a->optim && a->optim[i]) {
         out->beta2 = a->optim[i]->beta2;
-        out->beta2_from = a->optim[i]->from;
+        out->beta2_from = a->optim[i]->beta2 > 0 ? a->optim[i]->from : NULL;
+        out->lr = a->optim[i]->lr;
+        out->lr_from = a->optim[i]->lr > 0 ? a->optim[i]->from : NULL;
     }
     if (e->flags & CTR_ENTRY_LOSSY) {
         const ctr_lossy *l = &e->lossy;

@@ -208,7 +208,7 @@ static ckpz_dtype group_dtype(const ctr_entry *e, size_t n)
 
 int planner_needs_values(const quant_plan *plan)
 {
-    return plan->spec.mode == QM_REL || plan->spec.mode == QM_CREL || plan->spec.prune > 0;
+    return plan->spec.mode == QM_REL || plan->spec.mode == QM_CREL || plan->spec.prune > 0 || plan->rms_cap > 0;
 }
 
 void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_t len, const uint8_t *b)
@@ -223,17 +223,34 @@ void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_
     /* a bound relative to the update itself (plan_entry saw to it that there is a base),
      * or, stand-alone (no-base), to the values' own RMS (their change since zero) */
     if (q->mode == QM_CREL) plan->abs_bound = q->bound * quant_change_rms(dt, all, b, n);
+    if (q->mode == QM_ABS && plan->rms_cap > 0) {
+        double cap = plan->rms_cap * quant_change_rms(dt, all, NULL, n);
+        if (cap < plan->abs_bound) plan->spec.bound = plan->abs_bound = cap;
+    }
     if (q->prune > 0) plan->prune_thr = quant_prune_threshold(dt, all, b, n, q->prune);
 }
 
+/* A first file's weights coded by lr err by at most this x their pointwise-rel bound R_k
+ * x their RMS (1/16 of it at the default): a learning rate that does not bound a step
+ * (LAMB's and LARS's scale by the weights' norm) cannot erase the weights. */
+#define KEYFRAME_RMS_CAP 8.0
+
 /* A change-rel tensor without a base (and not no-base: that one is relative to its own
- * RMS): lossless, or the pointwise-rel bound its spec gives for that case (auto's weights
- * in a keyframe). */
-static void keyframe(quant_plan *plan)
+ * RMS): lossless, or what its spec gives for that case (auto's weights in a keyframe):
+ * where the file states the optimizer's learning rate lr (s->optim), abs keyframe_steps
+ * x lr, each weight within that many optimizer steps; else pointwise-rel keyframe. */
+static void keyframe(quant_plan *plan, const fmt_segment *s)
 {
     quant_spec *q = &plan->spec;
-    q->mode = q->keyframe > 0 && q->keyframe < 1 ? QM_PREL : QM_NONE;
-    q->bound = q->keyframe;
+    double lr = s->optim ? s->optim->lr : 0;
+    if (q->keyframe > 0 && q->keyframe < 1 && q->keyframe_steps > 0 && lr > 0) {
+        q->mode = QM_ABS;
+        q->bound = plan->abs_bound = q->keyframe_steps * lr;
+        plan->rms_cap = KEYFRAME_RMS_CAP * q->keyframe; /* an lr that is not a step's size */
+    } else {
+        q->mode = q->keyframe > 0 && q->keyframe < 1 ? QM_PREL : QM_NONE;
+        q->bound = q->keyframe;
+    }
     q->stochastic = QR_NEAREST;
     q->no_base = 1;
 }
@@ -248,10 +265,7 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
     const quant_spec *q = &plan->spec;
     pl->whole_len = 0;
     quant_plan_shape(plan, s->ndim, s->shape);
-    if (q->mode == QM_CREL && !q->no_base && !pl->entry_base) { /* nothing to be relative to */
-        keyframe(plan);
-        return CKPZ_OK;
-    }
+    if (q->mode == QM_CREL && !q->no_base && !pl->entry_base) keyframe(plan, s); /* nothing to be relative to */
     if (!planner_needs_values(plan)) return CKPZ_OK;
     const uint8_t *all = first;
     uint64_t len = n;
@@ -284,8 +298,8 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
     }
     const uint8_t *b = pl->entry_base && len <= pl->entry_avail && !q->no_base ? pl->entry_base : NULL;
     if (q->mode == QM_CREL && !b && !q->no_base) { /* the base ends first: no update to be relative to */
-        keyframe(plan); /* what was read ahead is handed out as it is */
-        return CKPZ_OK;
+        keyframe(plan, s); /* what was read ahead is handed out as it is */
+        if (!planner_needs_values(plan)) return CKPZ_OK;
     }
     pl->values_base = b;
     if (!pl->skip) planner_values(plan, s->dtype, all, len, b);

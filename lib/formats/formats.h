@@ -32,7 +32,8 @@
 /* What a file says of the optimizer whose state a tensor is: the param group's settings
  * (torch.save'd optimizer state dicts: pickle.c), for the lossy mode auto (auto.h). */
 typedef struct fmt_optim {
-    double beta2;     /* Adam's beta2, in (0, 1) */
+    double beta2;     /* Adam's beta2, in (0, 1); 0 in the group that only states the lr */
+    double lr;        /* the group's learning rate, > 0; 0 = not stated */
     const char *from; /* where it was read: "optimizer.param_groups[0]" */
 } fmt_optim;
 

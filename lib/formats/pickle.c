@@ -810,6 +810,7 @@ void pkl_storages_free(pkl_storages *t)
     free(t->groups);
     t->groups = NULL;
     t->ngroups = 0;
+    t->lr_group = 0;
 }
 
 /* The storage table: records sorted by key; for a key used several times (shared
@@ -883,7 +884,7 @@ oom:
     return PKL_NOMEM;
 }
 
-/* ---- optimizer state dicts: each param group's beta2 ---------------------------------- */
+/* ---- optimizer state dicts: each param group's beta2 and lr --------------------------- */
 
 #define PKL_MAX_GROUP_KEYS 256 /* a param group has ~15; larger dicts are not read */
 
@@ -969,6 +970,17 @@ static double group_beta2(const items *it, uint32_t g)
     return x > 0 && x < 1 ? x : 0;
 }
 
+/* A param group's "lr" when it is a finite number > 0 (a float, or an int as a user may
+ * write it), else 0. */
+static double group_lr(const items *it, uint32_t g)
+{
+    uint32_t v = dict_get(it, g, "lr");
+    if (v == NIL) return 0;
+    const pobj *o = &it->k->o[v];
+    double x = o->kind == O_FLOAT ? float_of(o) : o->kind == O_INT ? (double)o->i : 0;
+    return x > 0 && x < 1e30 ? x : 0;
+}
+
 typedef struct {
     int64_t param;
     uint32_t group; /* into the groups made, in pickle order: the first listing param wins */
@@ -1036,6 +1048,7 @@ static int read_optim(const items *it, uint32_t pg, const char *path, pkl_storag
         out->groups = ng_;
         if (!(ng_[out->ngroups].from = strdup(from))) return R_NOMEM;
         ng_[out->ngroups].beta2 = b2;
+        ng_[out->ngroups].lr = group_lr(it, g);
         pgrp *more = realloc(o->pg, (o->npg + np + 1) * sizeof *more);
         if (!more) {
             free((char *)ng_[out->ngroups].from);
@@ -1050,6 +1063,29 @@ static int read_optim(const items *it, uint32_t pg, const char *path, pkl_storag
         out->ngroups++;
     }
     if (o->npg) qsort(o->pg, o->npg, sizeof *o->pg, pgrp_cmp);
+    return R_OK;
+}
+
+/* Where every group read states one lr, a last group of that lr alone (beta2 0, named
+ * as the first group's list: "optimizer.param_groups"), for the tensors outside the
+ * optimizers' state (a model's weights), and out->lr_group set. R_OK, R_NOMEM. */
+static int lr_group(pkl_storages *out)
+{
+    if (!out->ngroups || !(out->groups[0].lr > 0)) return R_OK;
+    for (size_t g = 1; g < out->ngroups; g++)
+        if (out->groups[g].lr != out->groups[0].lr) return R_OK;
+    fmt_optim *more = realloc(out->groups, (out->ngroups + 1) * sizeof *more);
+    if (!more) return R_NOMEM;
+    out->groups = more;
+    const char *f = more[0].from, *br = strrchr(f, '[');
+    size_t len = br ? (size_t)(br - f) : strlen(f);
+    char *from = malloc(len + 1);
+    if (!from) return R_NOMEM;
+    memcpy(from, f, len);
+    from[len] = 0;
+    more[out->ngroups] = (fmt_optim){.beta2 = 0, .lr = more[0].lr, .from = from};
+    out->ngroups++;
+    out->lr_group = 1;
     return R_OK;
 }
 
@@ -1095,12 +1131,17 @@ static pkl_status optim_groups(const pk *k, uint32_t root, pkl_storages *out)
         if (r == R_OK) r = read_optim(&it, pg, path, out, o, &pairs);
         free(path);
     }
-    for (size_t i = 0; i < out->n && r == R_OK; i++)
+    if (r == R_OK) r = lr_group(out);
+    for (size_t i = 0; i < out->n && r == R_OK; i++) {
+        int state = 0;
         for (size_t j = 0; j < no && !out->s[i].optim; j++) {
             int64_t n;
             const pgrp *g = state_index(out->s[i].name, os[j].prefix, &n) ? NULL : pgrp_find(&os[j], n);
             if (g) out->s[i].optim = &out->groups[g->group];
+            state |= !strncmp(out->s[i].name, os[j].prefix, strlen(os[j].prefix));
         }
+        if (!out->s[i].optim && !state && out->lr_group) out->s[i].optim = &out->groups[out->ngroups - 1];
+    }
     for (size_t j = 0; j < no; j++) {
         free(os[j].prefix);
         free(os[j].pg);

@@ -34,7 +34,9 @@ typedef struct pkl_storage {
     uint64_t *shape;    /* exactly and contiguously; else ndim 1, shape {numel} */
     const fmt_optim *optim; /* named PREFIX.state.N.* where the optimizer state dict at
                                PREFIX lists N in a param group's "params": that group's
-                               settings (the first group listing N); else NULL */
+                               settings (the first group listing N); any other storage,
+                               where every such group states one lr: a group of that lr
+                               alone (beta2 0: a model's weights); else NULL */
 } pkl_storage;
 
 typedef struct pkl_storages {
@@ -42,6 +44,7 @@ typedef struct pkl_storages {
     size_t n;
     fmt_optim *groups;  /* the param groups the storages' optim point into */
     size_t ngroups;
+    int lr_group;       /* the last group is the lr alone every group states (optim above) */
 } pkl_storages;
 
 typedef enum { PKL_OK = 0, PKL_NEED = 1, PKL_BAD = 2, PKL_NOMEM = -1 } pkl_status;

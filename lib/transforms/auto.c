@@ -97,9 +97,17 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
 }
 
 /* Per role: the mode, its bound at K = 1 (scaled by K) and the most it may grow to; without
- * a base (weights: the keyframe's pointwise-rel bound at K = 1, scaled by K, at most
+ * a base (weights: abs keyframe_steps x the learning rate the file's param_groups state,
+ * one optimizer step at K = 1, scaled by K, at most keyframe_steps_max; where the file
+ * states none, the keyframe's pointwise-rel bound at K = 1, scaled by K, at most
  * keyframe_max); the share pruned at K = 1 (scaled by K, at most prune_max); and whether
- * it is coded stand-alone in a delta file. Measured on the corpus' GPT checkpoints 10 steps
+ * it is coded stand-alone in a delta file. A weight's error in a chain's first file never
+ * fades, but what the next steps absorb follows the lr, not the weight's size: a relative
+ * 1/16 instead of 1/128 (~6 bits, not ~9.2) held parity restored at step 100 or later
+ * but moved the matrix's cells whose first file is at step 10 of the warm-up (15 of 18,
+ * the GPT cosine every-10 cell +0.36% where 1/128 gave +0.23%); within one step of lr it
+ * costs ~8.5 bits late in a cosine schedule and ~5.2 at lr 1e-3 (doc/lossy.md "The
+ * chain's first file"). Measured on the corpus' GPT checkpoints 10 steps
  * apart (doc/lossy.md "auto"): a weight costs ~2.2 bits at change-rel 1 and ~1.4 at 2;
  * exp_avg ~3.1 bits unpruned whatever the log grid's bound, ~2.0 with half of it pruned,
  * ~0.6 with 90%; exp_avg_sq ~1.3 bits at pointwise-rel 0.5, ~2.0 at 0.25 and ~1.1 at 0.9.
@@ -139,14 +147,14 @@ int auto_knob(const char *word, double *k, char *why, size_t whylen)
  * (doc/lossy.md "exp_avg's grid and Adam's beta2"). */
 static const struct auto_bound {
     uint8_t mode;
-    double bound, bound_max, keyframe, keyframe_max, prune, prune_max;
+    double bound, bound_max, keyframe, keyframe_max, keyframe_steps, keyframe_steps_max, prune, prune_max;
     uint8_t stochastic, stochastic_fast, no_base; /* enum quant_rounding; stochastic_fast: where
                                                      beta2 <= AUTO_BETA2_FAST */
 } AUTO_BOUNDS[AUTO_ROLE_COUNT_] = {
-    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 0, 0, QR_VALUE, QR_VALUE, 0},
-    [AUTO_EXP_AVG] = {QM_PREL, 0.9, 0.9, 0, 0, 0.25, 0.9, QR_VALUE, QR_VALUE, 1},
-    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, QR_LOG, QR_NEAREST, 0},
+    [AUTO_EXACT] = {QM_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    [AUTO_WEIGHT] = {QM_CREL, 1, 2, 1.0 / 128, 1.0 / 32, 1, 4, 0, 0, QR_VALUE, QR_VALUE, 0},
+    [AUTO_EXP_AVG] = {QM_PREL, 0.9, 0.9, 0, 0, 0, 0, 0.25, 0.9, QR_VALUE, QR_VALUE, 1},
+    [AUTO_EXP_AVG_SQ] = {QM_PREL, 0.5, 0.5, 0, 0, 0, 0, 0, 0, QR_LOG, QR_NEAREST, 0},
 };
 
 quant_spec auto_spec(auto_role r, double k, double beta2)
@@ -157,6 +165,7 @@ quant_spec auto_spec(auto_role r, double k, double beta2)
     q.mode = b->mode;
     q.bound = fmin(b->bound * k, b->bound_max);
     q.keyframe = fmin(b->keyframe * k, b->keyframe_max);
+    q.keyframe_steps = fmin(b->keyframe_steps * k, b->keyframe_steps_max);
     q.prune = fmin(b->prune * k, b->prune_max);
     q.stochastic = beta2 > 0 && beta2 <= AUTO_BETA2_FAST ? b->stochastic_fast : b->stochastic;
     q.no_base = b->no_base;

@@ -79,12 +79,16 @@ typedef struct quant_spec {
                         (QM_AFFINE with 8 bits tries 16 bits first); 0 = no cap */
     uint8_t level;   /* entropy level of the tensor's chunks, 1..9, any mode; 0 = the file's */
     double keyframe; /* QM_CREL: without a base, pointwise-rel this R instead of lossless (0: lossless) */
+    double keyframe_steps; /* QM_CREL with keyframe: where the file states the optimizer's learning
+                              rate lr, abs this many lr instead (one optimizer step each; 0: never),
+                              at most KEYFRAME_RMS_CAP x keyframe x the tensor's RMS */
 } quant_spec;
 
 /* What the compressor derives for one tensor from its spec and its values. */
 typedef struct quant_plan {
     quant_spec spec;
     double abs_bound; /* QM_ABS, QM_REL, QM_CREL: E */
+    double rms_cap;   /* QM_ABS: E at most this x the tensor's RMS (0: no cap) */
     double prune_thr; /* values (residuals) with |v| < prune_thr are pruned; 0 = none */
     uint32_t group;   /* QM_AFFINE: elements per group, >= 16 */
     uint32_t row;     /* QM_AFFINE with delta: elements per row (>= group), else 0 */

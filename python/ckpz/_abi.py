@@ -175,6 +175,8 @@ class EntryStruct(Sized, ctypes.Structure):
         ("role_why", ctypes.c_char_p),
         ("beta2", ctypes.c_double),
         ("beta2_from", ctypes.c_char_p),
+        ("lr", ctypes.c_double),
+        ("lr_from", ctypes.c_char_p),
     ]
 
 

@@ -100,6 +100,8 @@ int main(void)
     FIELD(ckpz_entry, role_why);
     FIELD(ckpz_entry, beta2);
     FIELD(ckpz_entry, beta2_from);
+    FIELD(ckpz_entry, lr);
+    FIELD(ckpz_entry, lr_from);
 
     STRUCT(ckpz_archive_info);
     FIELD(ckpz_archive_info, struct_size);

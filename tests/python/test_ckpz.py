@@ -523,7 +523,9 @@ class TestLossy(Case):
         p = self.path("auto.ckpz")
         ckpz.save(state, p, lossy="auto")
         roles = {e.name: (e.role, e.lossy.mode if e.lossy else None) for e in ckpz.list(p) if e.role}
-        self.assertEqual(roles["model.0.weight"], ("weight", "pointwise-rel"))
+        # no base: within one optimizer step of the lr param_groups state
+        self.assertEqual(roles["model.0.weight"], ("weight", "abs"))
+        self.assertEqual([e.lossy.bound for e in ckpz.list(p) if e.name == "model.0.weight"], [1e-3])
         self.assertEqual(roles["optimizer.state.0.exp_avg"], ("exp_avg", "pointwise-rel"))
         self.assertEqual(roles["optimizer.state.0.exp_avg_sq"], ("exp_avg_sq", "pointwise-rel"))
         for name in ("model.0.bias", "model.1.weight", "optimizer.state.0.step"):
