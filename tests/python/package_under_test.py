@@ -74,3 +74,25 @@ def child_env(env=None):
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_dir(), env.get("PYTHONPATH")) if p)
     return env
+
+
+def cli():
+    """The `ckpz` command under test: CKPZ_CLI (set in installed mode), else the checkout's
+    build/ckpz; the test is skipped without one."""
+    import unittest
+
+    p = os.environ.get("CKPZ_CLI") or os.path.join(REPO, "build", "ckpz")
+    if not os.path.exists(p):
+        raise unittest.SkipTest("no ckpz command (CKPZ_CLI)")
+    return p
+
+
+def run_cli(*args):
+    """`ckpz ARGS...`: its standard output; an AssertionError with its message when it fails."""
+    import subprocess
+
+    r = subprocess.run([cli()] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if r.returncode:
+        raise AssertionError("ckpz %s: %s" % (" ".join(map(str, args)), r.stderr))
+    return r.stdout

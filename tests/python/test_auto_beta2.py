@@ -21,13 +21,11 @@ Run by ctest as python_auto_beta2 (torch 1.13) and python_auto_beta2_torch2.
 import fnmatch
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import unittest
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_REPO = os.path.normpath(os.path.join(_HERE, "..", ".."))
 sys.path.insert(0, _HERE)
 import package_under_test  # noqa: E402
 
@@ -41,19 +39,7 @@ from ckpz import _auto, _dist_state  # noqa: E402
 torch.set_num_threads(1)
 
 
-def cli():
-    p = os.environ.get("CKPZ_CLI") or os.path.join(_REPO, "build", "ckpz")
-    if not os.path.exists(p):
-        raise unittest.SkipTest("no ckpz command (CKPZ_CLI)")
-    return p
-
-
-def run(*args):
-    r = subprocess.run([cli()] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
-    if r.returncode:
-        raise AssertionError("ckpz %s: %s" % (" ".join(map(str, args)), r.stderr))
-    return r.stdout
+run = package_under_test.run_cli
 
 
 def state_of_two_optimizers():
