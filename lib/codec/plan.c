@@ -243,12 +243,13 @@ static void keyframe(quant_plan *plan, const fmt_segment *s)
 {
     quant_spec *q = &plan->spec;
     double lr = s->optim ? s->optim->lr : 0;
-    if (q->keyframe > 0 && q->keyframe < 1 && q->keyframe_steps > 0 && lr > 0) {
+    int lossy = q->keyframe > 0 && q->keyframe < 1;
+    if (lossy && q->keyframe_steps > 0 && lr > 0) {
         q->mode = QM_ABS;
         q->bound = plan->abs_bound = q->keyframe_steps * lr;
         plan->rms_cap = KEYFRAME_RMS_CAP * q->keyframe; /* an lr that is not a step's size */
     } else {
-        q->mode = q->keyframe > 0 && q->keyframe < 1 ? QM_PREL : QM_NONE;
+        q->mode = lossy ? QM_PREL : QM_NONE;
         q->bound = q->keyframe;
     }
     q->stochastic = QR_NEAREST;
@@ -274,7 +275,9 @@ static ckpz_error plan_entry(planner *pl, const fmt_segment *s, const uint8_t *f
             return ctx_fail(pl->ctx, CKPZ_ERR_LIMIT,
                             "tensor '%.100s' (%llu bytes) is larger than the memory limit, which %s needs whole",
                             s->name, (unsigned long long)s->length,
-                            q->mode == QM_ABS ? "prune" : quant_mode_name(q->mode));
+                            plan->rms_cap > 0   ? "the cap of a first file's bound by lr"
+                            : q->mode == QM_ABS ? "prune"
+                                                : quant_mode_name(q->mode));
         uint8_t *buf = NULL;
         if (!pl->skip) {
             if (!(buf = realloc(pl->whole, (size_t)s->length)))

@@ -810,7 +810,6 @@ void pkl_storages_free(pkl_storages *t)
     free(t->groups);
     t->groups = NULL;
     t->ngroups = 0;
-    t->lr_group = 0;
 }
 
 /* The storage table: records sorted by key; for a key used several times (shared
@@ -1068,9 +1067,10 @@ static int read_optim(const items *it, uint32_t pg, const char *path, pkl_storag
 
 /* Where every group read states one lr, a last group of that lr alone (beta2 0, named
  * as the first group's list: "optimizer.param_groups"), for the tensors outside the
- * optimizers' state (a model's weights), and out->lr_group set. R_OK, R_NOMEM. */
-static int lr_group(pkl_storages *out)
+ * optimizers' state (a model's weights): *lr_only, else NULL. R_OK, R_NOMEM. */
+static int lr_group(pkl_storages *out, const fmt_optim **lr_only)
 {
+    *lr_only = NULL;
     if (!out->ngroups || !(out->groups[0].lr > 0)) return R_OK;
     for (size_t g = 1; g < out->ngroups; g++)
         if (out->groups[g].lr != out->groups[0].lr) return R_OK;
@@ -1084,8 +1084,7 @@ static int lr_group(pkl_storages *out)
     memcpy(from, f, len);
     from[len] = 0;
     more[out->ngroups] = (fmt_optim){.beta2 = 0, .lr = more[0].lr, .from = from};
-    out->ngroups++;
-    out->lr_group = 1;
+    *lr_only = &more[out->ngroups++];
     return R_OK;
 }
 
@@ -1131,7 +1130,8 @@ static pkl_status optim_groups(const pk *k, uint32_t root, pkl_storages *out)
         if (r == R_OK) r = read_optim(&it, pg, path, out, o, &pairs);
         free(path);
     }
-    if (r == R_OK) r = lr_group(out);
+    const fmt_optim *lr_only = NULL;
+    if (r == R_OK) r = lr_group(out, &lr_only);
     for (size_t i = 0; i < out->n && r == R_OK; i++) {
         int state = 0;
         for (size_t j = 0; j < no && !out->s[i].optim; j++) {
@@ -1140,7 +1140,7 @@ static pkl_status optim_groups(const pk *k, uint32_t root, pkl_storages *out)
             if (g) out->s[i].optim = &out->groups[g->group];
             state |= !strncmp(out->s[i].name, os[j].prefix, strlen(os[j].prefix));
         }
-        if (!out->s[i].optim && !state && out->lr_group) out->s[i].optim = &out->groups[out->ngroups - 1];
+        if (!out->s[i].optim && !state) out->s[i].optim = lr_only;
     }
     for (size_t j = 0; j < no; j++) {
         free(os[j].prefix);

@@ -43,8 +43,7 @@ typedef struct pkl_storages {
     pkl_storage *s;     /* sorted by key (strcmp), keys unique */
     size_t n;
     fmt_optim *groups;  /* the param groups the storages' optim point into */
-    size_t ngroups;
-    int lr_group;       /* the last group is the lr alone every group states (optim above) */
+    size_t ngroups;     /* a last group of beta2 0 is the lr alone every other group states (optim above) */
 } pkl_storages;
 
 typedef enum { PKL_OK = 0, PKL_NEED = 1, PKL_BAD = 2, PKL_NOMEM = -1 } pkl_status;
