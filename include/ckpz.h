@@ -218,8 +218,8 @@ typedef struct ckpz_params {
      * or a number moving them together; abs: |x'-x| <= E; rel: <= R x the tensor's max - min; change-rel: <= R x the RMS
      * of the tensor's change since the base; pointwise-rel: <= R|x|, sign kept, never
      * zero; int8: per-channel 8-bit; bits: blockwise, block 64) and OPTIONS sym, asym,
-     * block N, per-channel, pct P, prune RATE, stochastic, no-base, max-mae X (see
-     * doc/lossy.md). Integer tensors, tensors of fewer than two dimensions and names
+     * block N, per-channel, pct P, prune RATE, stochastic, no-base, max-mae X; auto also
+     * beta2 B and lr L, the optimizer's, over what the file states (see doc/lossy.md). Integer tensors, tensors of fewer than two dimensions and names
      * containing "norm", "bias" or "ln_" always stay lossless; names containing
      * "exp_avg_sq" only take pointwise-rel (never pruned) and are otherwise exact. A lossy file restores
      * the coded values, not the original bytes; its checksums are of what it restores.

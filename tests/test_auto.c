@@ -186,7 +186,9 @@ static void test_policy_syntax(void)
                                        "* auto max-mae 1",
                                        "*.bias lossless\n* auto tight",
                                        "* auto beta2 0.95",
-                                       "* auto 0.5 beta2 0.999 level 5"};
+                                       "* auto 0.5 beta2 0.999 level 5",
+                                       "* auto lr 3e-4",
+                                       "* auto 0.5 lr 0.001 beta2 0.95"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         policy *p = policy_parse(good[i], 0, why, sizeof why);
         CHECKF(p && policy_lossy(p), "'%s': %s", good[i], p ? "not lossy" : why);
@@ -204,10 +206,14 @@ static void test_policy_syntax(void)
                                                  : 1;
         CHECKF(q.mode == QM_CREL && q.bound == auto_spec(AUTO_WEIGHT, k, 0).bound, "'%s': weight mode %u bound %g",
                good[i], q.mode, q.bound);
+        double lr = strstr(good[i], "lr 3e-4") ? 3e-4 : strstr(good[i], "lr 0.001") ? 1e-3 : 0;
+        CHECKF(q.keyframe_lr == lr, "'%s': weight keyframe lr %g", good[i], q.keyframe_lr);
         policy_free(p);
     }
-    static const char *const bad[] = {"* auto bogus", "* auto 0",       "* auto 2 prune 0.5", "* auto 2 3",
-                                      "* auto beta2", "* auto beta2 1", "* abs 1 beta2 0.9"};
+    static const char *const bad[] = {"* auto bogus",    "* auto 0",        "* auto 2 prune 0.5", "* auto 2 3",
+                                      "* auto beta2",    "* auto beta2 1",  "* abs 1 beta2 0.9",  "* auto lr",
+                                      "* auto lr 0",     "* auto lr -1e-3", "* auto lr nan",      "* auto lr 1e30",
+                                      "* abs 1 lr 0.001"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         policy *p = policy_parse(bad[i], 0, why, sizeof why);
         CHECKF(!p && strstr(why, "policy line 1"), "'%s' accepted or unclear: %s", bad[i], why);
@@ -470,6 +476,75 @@ static void test_rms_no_base(void)
     ckpz_ctx_free(ctx);
 }
 
+/* `* auto lr L`: a file that states no learning rate (safetensors: no param_groups) codes
+ * its weights without a base as abs L (one step of L), within L of the original; without
+ * the rule, pointwise-rel as before; with a base, against their change. */
+static void test_rule_lr(void)
+{
+    ckpz_ctx *ctx = ckpz_ctx_create();
+    float *t0[NT];
+    for (int i = 0; i < NT; i++) t0[i] = calloc(NEL, 4);
+    for (size_t j = 0; j < NEL; j++) {
+        t0[W][j] = (float)(0.02 * rng_normal());
+        t0[M][j] = (float)(1e-5 * rng_normal());
+        t0[V][j] = (float)exp(rng_normal() - 20);
+    }
+    size_t off[NT], n, zl[3];
+    uint8_t *f0 = make_file(t0, &n, off), *z[3], *r[3];
+    static const char *const pol[3] = {"* auto lr 0.001", "* auto", "* auto 2 lr 2.5e-4"};
+    static const char *const want[3] = {"abs", "pointwise-rel", "abs"};
+    static const double bound[3] = {1e-3, 1.0 / 128 * 1, 2 * 2.5e-4};
+    for (int f = 0; f < 3; f++) {
+        z[f] = pack(ctx, pol[f], f0, n, NULL, 0, &zl[f]);
+        r[f] = z[f] ? unpack(ctx, z[f], zl[f], n, NULL, 0) : NULL;
+        if (!r[f]) continue;
+        ckpz_mem fm = mem_in(z[f], zl[f], 0);
+        ckpz_archive *a = NULL;
+        uint64_t idx;
+        ckpz_entry e = {.struct_size = sizeof e};
+        if (ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &fm, zl[f], &a) || ckpz_archive_find(ctx, a, NAMES[W], &idx) ||
+            ckpz_archive_entry(a, idx, &e)) {
+            CHECKF(0, "rule lr '%s': no entry: %s", pol[f], ckpz_ctx_message(ctx));
+        } else {
+            double b = f == 1 ? auto_spec(AUTO_WEIGHT, 1, 0).keyframe : bound[f];
+            CHECKF(e.lossy && !strcmp(e.lossy_mode, want[f]) && fabs(e.lossy_bound - b) <= 1e-12 * b,
+                   "rule lr '%s': weight %s %g, not %s %g", pol[f], e.lossy ? e.lossy_mode : "lossless", e.lossy_bound,
+                   want[f], b);
+            const float *x = (const float *)(f0 + off[W]), *y = (const float *)(r[f] + off[W]);
+            size_t beyond = 0, same = 0;
+            for (size_t j = 0; f != 1 && j < NEL; j++) {
+                beyond += !(fabs((double)y[j] - x[j]) <= b * (1 + 1e-6));
+                same += y[j] == x[j];
+            }
+            CHECKF(!beyond && same < NEL / 10, "rule lr '%s': %zu weights beyond %g, %zu unchanged", pol[f], beyond, b,
+                   same);
+        }
+        ckpz_archive_close(a);
+    }
+    /* with a base, the weights follow their change whatever the rule's lr */
+    uint8_t *f1 = malloc(n);
+    memcpy(f1, f0, n);
+    for (size_t j = 0; j < NEL; j++) ((float *)(f1 + off[W]))[j] += (float)(1e-4 * rng_normal());
+    size_t zl1;
+    uint8_t *z1 = r[0] ? pack(ctx, pol[0], f1, n, r[0], n, &zl1) : NULL;
+    if (z1) {
+        ckpz_mem fm = mem_in(z1, zl1, 0);
+        ckpz_archive *a = NULL;
+        uint64_t idx;
+        ckpz_entry e = {.struct_size = sizeof e};
+        if (!ckpz_archive_open(ctx, NULL, ckpz_mem_pread, &fm, zl1, &a) && !ckpz_archive_find(ctx, a, NAMES[W], &idx) &&
+            !ckpz_archive_entry(a, idx, &e))
+            CHECKF(e.lossy && !strcmp(e.lossy_mode, "change-rel"), "rule lr, delta file: weight %s",
+                   e.lossy ? e.lossy_mode : "lossless");
+        else CHECKF(0, "rule lr, delta file: no entry");
+        ckpz_archive_close(a);
+    }
+    for (int f = 0; f < 3; f++) ckpz_free(z[f]), free(r[f]);
+    for (int i = 0; i < NT; i++) free(t0[i]);
+    ckpz_free(z1), free(f0), free(f1);
+    ckpz_ctx_free(ctx);
+}
+
 int main(void)
 {
     test_roles();
@@ -480,5 +555,6 @@ int main(void)
     test_chain();
     test_v_growth();
     test_rms_no_base();
+    test_rule_lr();
     return test_summary("test_auto");
 }

@@ -237,12 +237,13 @@ void planner_values(quant_plan *plan, ckpz_dtype dt, const uint8_t *all, uint64_
 
 /* A change-rel tensor without a base (and not no-base: that one is relative to its own
  * RMS): lossless, or what its spec gives for that case (auto's weights in a keyframe):
- * where the file states the optimizer's learning rate lr (s->optim), abs keyframe_steps
- * x lr, each weight within that many optimizer steps; else pointwise-rel keyframe. */
+ * where the rule (keyframe_lr) or the file (s->optim) states the optimizer's learning
+ * rate lr, abs keyframe_steps x lr, each weight within that many optimizer steps; else
+ * pointwise-rel keyframe. */
 static void keyframe(quant_plan *plan, const fmt_segment *s)
 {
     quant_spec *q = &plan->spec;
-    double lr = s->optim ? s->optim->lr : 0;
+    double lr = q->keyframe_lr > 0 ? q->keyframe_lr : s->optim ? s->optim->lr : 0;
     int lossy = q->keyframe > 0 && q->keyframe < 1;
     if (lossy && q->keyframe_steps > 0 && lr > 0) {
         q->mode = QM_ABS;

@@ -16,6 +16,7 @@ typedef struct rule {
     quant_spec spec;
     double auto_k;     /* > 0: mode auto at this knob (auto.h) */
     double auto_beta2; /* auto: the optimizer's beta2 (`beta2 B`), 0 = not known */
+    double auto_lr;    /* auto: the optimizer's learning rate (`lr L`), 0 = the file's, if it states one */
 } rule;
 
 struct policy {
@@ -76,7 +77,8 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
         q->mode = QM_NONE;
     } else if (!strcmp(mode, "auto")) {
         char *at = s, *k = word(&s);
-        if (k && (!strcmp(k, "level") || !strcmp(k, "max-mae") || !strcmp(k, "beta2"))) { /* no knob: put it back */
+        if (k && (!strcmp(k, "level") || !strcmp(k, "max-mae") || !strcmp(k, "beta2") ||
+                  !strcmp(k, "lr"))) { /* no knob: put it back */
             if (s > k + strlen(k)) k[strlen(k)] = ' ';
             s = at;
             k = NULL;
@@ -154,6 +156,12 @@ static int parse_rule(char *line, rule *r, double default_max_mae, char *why, si
                 return -1;
             }
             r->auto_beta2 = v;
+        } else if (r->auto_k > 0 && !strcmp(o, "lr")) {
+            if (number(word(&s), &v) || !(v > 0 && v < 1e30)) {
+                snprintf(why, whylen, "lr needs the optimizer's learning rate, > 0 and < 1e30");
+                return -1;
+            }
+            r->auto_lr = v;
         } else if ((q->mode != QM_NONE || r->auto_k > 0) && !strcmp(o, "max-mae")) {
             if (number(word(&s), &v) || !(v >= 0)) {
                 snprintf(why, whylen, "max-mae needs a value >= 0");
@@ -241,6 +249,7 @@ quant_spec policy_match(const policy *p, const char *name, ckpz_dtype dtype, uin
     if (p->r[i].auto_k > 0) {
         double b2 = p->r[i].auto_beta2 > 0 ? p->r[i].auto_beta2 : beta2 > 0 && beta2 < 1 ? beta2 : 0;
         q = auto_spec(auto_role_of(name, dtype, ndim, shape, NULL), p->r[i].auto_k, b2);
+        if (q.keyframe_steps > 0) q.keyframe_lr = p->r[i].auto_lr;
         q.level = p->r[i].spec.level;
         q.max_mae = p->r[i].spec.max_mae;
     }

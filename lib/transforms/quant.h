@@ -82,6 +82,7 @@ typedef struct quant_spec {
     double keyframe_steps; /* QM_CREL with keyframe: where the file states the optimizer's learning
                               rate lr, abs this many lr instead (one optimizer step each; 0: never),
                               at most KEYFRAME_RMS_CAP x keyframe x the tensor's RMS */
+    double keyframe_lr;    /* > 0: that learning rate (a rule's `lr L`), whatever the file states */
 } quant_spec;
 
 /* What the compressor derives for one tensor from its spec and its values. */

@@ -166,8 +166,9 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=_torchzip.DEFAULT_PROTOCO
     nearest where beta2 <= 0.99, without bias otherwise (doc/lossy.md "auto"); the
     library reads the same from the pickle, so ``ckpz --lossy=auto`` on torch.save's file
     of obj codes it alike. Without base=, where the optimizers' param groups state one
-    learning rate lr, each weight is coded within one optimizer step of it (abs lr; K
-    steps at "auto:K"), else within 1/128 of its value.
+    learning rate lr (a number or a one-element tensor), each weight is coded within one
+    optimizer step of it (abs lr; K steps at "auto:K"), else within 1/128 of its value:
+    the lr is stated to auto too ("* auto lr L"), as beta2 is.
 
     target_bw: the rate in MB/s of the link f goes through (a network file system, a
     pipe to another node): the levels (one per kind of tensor: Adam's moments,
@@ -292,7 +293,8 @@ def compress_file(src, dst, level=LEVEL_DEFAULT, threads=0, base=None, policy=No
     policy's rules come first and auto takes the tensors they leave. On a torch.save
     file, Adam's beta2 of each optimizer state tensor is read from its param group in
     the file's pickle, as ckpz.save reads it from the object (a rule's beta2 wins), and
-    without base= the weights are coded within one step of the lr the groups state.
+    without base= the weights are coded within one step of the lr the groups state (a
+    rule's "lr L" wins; safetensors and DCP files state none: give it so).
     """
     policy = _lib.lossy_policy(lossy, policy)
     return _stream.compress_file(src, dst, level, threads, base, policy, max_mae)

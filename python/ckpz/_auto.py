@@ -1,4 +1,5 @@
-"""Adam's beta2 for lossy="auto", read from the optimizer state dicts of the object saved.
+"""Adam's beta2 and learning rate for lossy="auto", read from the optimizer state dicts of
+the object saved.
 
 auto rounds exp_avg_sq to nearest where v is renewed fast (beta2 <= 0.99) and without
 bias otherwise. The library reads each group's beta2 from a torch.save file's pickle
@@ -9,6 +10,13 @@ the groups alike (tests/python/test_auto_beta2.py). Optimizers are found as torc
 state_dict() writes them: a dict with "state" and "param_groups", each group with
 "betas" and "params" (the state keys: ints >= 0; others are passed over, as the library
 does).
+
+The learning rate: where every such group states one lr (a float or int > 0 and < 1e30,
+or a tensor holding one), auto codes a weight without a base (a chain's first file)
+within one step of it. The library reads it from a torch.save file's pickle; the
+catch-all rule states it as "* auto K lr L" (lr_option), for the files whose names and
+pickles do not carry it: ckpz.distributed.save's shards and torch's DCP
+(tests/python/test_auto_lr.py).
 """
 _MAX_DEPTH = 4
 
@@ -64,3 +72,27 @@ def beta2_rules(obj, knob):
             for b, params in by_beta.items():
                 rules += ["%s.%d.* %s beta2 %s" % (prefix, p, auto, b) for p in params]
     return "".join(r + "\n" for r in rules)
+
+
+def _lr(group):
+    lr = group.get("lr") if isinstance(group, dict) else None
+    lr = lr.item() if hasattr(lr, "item") and getattr(lr, "numel", lambda: 0)() == 1 else lr
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and 0 < lr < 1e30:
+        return float(lr)
+    return None
+
+
+def lr_option(obj):
+    """" lr L" for the catch-all auto rule where every Adam group (betas and params) of
+    every optimizer in obj states the one learning rate L; else ""."""
+    found = []
+    _optimizers(obj, [], 0, found)
+    lrs = set()
+    for _, groups in found:
+        for g in groups:
+            if _beta2(g) is None or not isinstance(g.get("params"), (list, tuple)):
+                continue
+            lrs.add(_lr(g))
+    if len(lrs) != 1 or None in lrs:
+        return ""
+    return " lr %r" % next(iter(lrs))

@@ -148,7 +148,8 @@ def lossy_policy(lossy, policy, obj=None):
     """The policy text for lossy= ("auto" or "auto:K", as ``ckpz --lossy=auto:K``) and
     policy= together: the policy's rules, then (obj: the object ckpz.save writes) a rule
     per Adam optimizer in obj stating its beta2 (_auto.py), then the catch-all rule
-    "* auto K" (None and None: lossless). K is tight, default, aggressive or a number in 1/64..16 (the
+    "* auto K", with " lr L" where obj's Adam groups all state one learning rate L (None
+    and None: lossless). K is tight, default, aggressive or a number in 1/64..16 (the
     library's range, lib/transforms/auto.h), checked here so that a bad one fails
     before any file is touched."""
     if lossy is None:
@@ -168,7 +169,8 @@ def lossy_policy(lossy, policy, obj=None):
     if policy is not None and not isinstance(policy, str):
         raise TypeError("ckpz: policy must be a str of rules ('PATTERN MODE [OPTIONS]' per line)")
     rules = _auto.beta2_rules(obj, knob) if obj is not None else ""
-    return (policy + "\n" if policy else "") + rules + "* auto" + (" " + knob if knob else "") + "\n"
+    lr = _auto.lr_option(obj) if obj is not None else ""
+    return (policy + "\n" if policy else "") + rules + "* auto" + (" " + knob if knob else "") + lr + "\n"
 
 
 def make_params(level=LEVEL_DEFAULT, threads=0, policy=None, max_mae=None):

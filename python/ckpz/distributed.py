@@ -76,7 +76,7 @@ def save(state_dict, path, group=None, *, replicated=None, level=_lib.LEVEL_DEFA
     shape, Shards that do not cover their rows)."""
     if target_bw is not None:
         _tune.check(target_bw)
-    # with its optimizers' beta2 (_auto.py), for the names a shard gives: "tensors.NAME"
+    # with its optimizers' beta2 and lr (_auto.py), for the names a shard gives: "tensors.NAME"
     policy = _lib.lossy_policy(lossy, policy, {"tensors": state_dict})
     opts = {"level": level, "threads": threads, "base": base, "policy": policy, "max_mae": max_mae,
             "target_bw": target_bw}

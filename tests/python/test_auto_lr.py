@@ -11,7 +11,10 @@ before (`pointwise-rel`). Checked through the CLI and ckpz.save on an AdamW stat
   - two lrs, no optimizer, hostile lr values (a string, NaN, <= 0, huge, a tensor, a
     bool): `pointwise-rel`;
   - a delta file (--base) codes the weights against their change, not by lr;
-  - ckpz.save(lossy="auto") lists what the CLI's file lists.
+  - ckpz.save(lossy="auto") lists what the CLI's file lists;
+  - files whose names and pickle do not state the lr (ckpz.distributed.save's shards, an
+    lr held as a tensor) get it from ckpz's catch-all rule "* auto lr L", stated from
+    the object's optimizers where their Adam groups all state one lr.
 Run by ctest as python_auto_lr (torch 1.13) and python_auto_lr_torch2.
 """
 
@@ -144,6 +147,39 @@ class FirstFileLr(unittest.TestCase):
         ckpz.save(state, out, lossy="auto")
         self.assertEqual(modes(out), modes(self.code(state, "cli")))
         self.assertEqual(modes(out)[WEIGHTS[0]], "abs 0.002")
+
+    def test_rule_from_the_object(self):
+        """ckpz.save states the object's one lr in its catch-all rule: an lr held as a
+        tensor, which the pickle does not carry as a number, still bounds the weights."""
+        from ckpz import _lib
+        state = trained_state()
+        self.assertTrue(_lib.lossy_policy("auto", None, state).endswith("* auto lr 0.002\n"))
+        self.assertTrue(_lib.lossy_policy("auto:2", None, trained_state((2e-3, 1e-3))).endswith("* auto 2\n"))
+        pg = state["optimizer"]["param_groups"]
+        held = dict(state, optimizer=dict(state["optimizer"], param_groups=[dict(g, lr=torch.tensor(2e-3)) for g in pg]))
+        self.assertTrue(modes(self.code(held, "held"))[WEIGHTS[0]].startswith("prel"))  # the CLI reads no tensor
+        out = self.path("held.ckpz")
+        ckpz.save(held, out, lossy="auto")
+        self.assertEqual(modes(out)[WEIGHTS[0]], "abs 0.002")
+
+    def test_distributed_save(self):
+        """ckpz.distributed.save (a world of one): its shards name tensors, not param groups;
+        the rule gives the first save's weights the lr bound all the same."""
+        import ckpz.distributed
+        state = trained_state()
+        d = self.path("d")
+        ckpz.distributed.save(state, d, lossy="auto")
+        shards = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".ckpz")]
+        self.assertTrue(shards, os.listdir(d))
+        m = {}
+        for f in shards:
+            m.update(modes(f))
+        got = {n: v for n, v in m.items() if n.endswith(WEIGHTS[1][len("model."):])}
+        self.assertTrue(got and all(v == "abs 0.002" for v in got.values()), m)
+        back = ckpz.distributed.load(d)
+        a, b = state["model"]["1.weight"], back["model"]["1.weight"]
+        self.assertLessEqual((a - b).abs().max().item(), 2e-3 * (1 + 1e-6))
+        self.assertFalse(torch.equal(a, b))
 
 
 if __name__ == "__main__":
