@@ -2,7 +2,7 @@
  * chunks to it: blocks quantised as GGML does (scale = largest magnitude / 127, quants
  * rounded) restore bit for bit at every phase and tail (the bytes before the first whole
  * block and after the last, as a chunk cut from a tensor at any byte has them), by the
- * portable merge and the AVX-512 one (where the CPU has it) alike, with
+ * portable merge, the AVX2 one and the AVX-512 one (where the CPU has them) alike, with
  * transform q8 and the true phase in the frame and a frame smaller than the same bytes
  * coded as one plane;
  * bytes that are not Q8_0 (random, int8 values not scaled to 127, too few blocks) are
@@ -93,11 +93,12 @@ static void round_trips(kit *k, uint8_t *raw)
                        k->frame[CTR_FRAME_SIZE + 7 * 8], phases[pi]);
                 /* every vector path of the merge, and the portable loop, restore the same bytes,
                  * into the output or streamed to it */
-                for (int isa = 0; isa < 4; isa++) {
-                    int level = force_isa(isa & 1 ? "avx512" : "scalar");
-                    ckpz_error e = decode_to(k, &h, isa >> 1, why, sizeof why);
+                static const char *const isas[3] = {"scalar", "avx2", "avx512"};
+                for (int isa = 0; isa < 6; isa++) {
+                    int level = force_isa(isas[isa % 3]);
+                    ckpz_error e = decode_to(k, &h, isa / 3, why, sizeof why);
                     CHECKF(e == CKPZ_OK && !memcmp(k->out, raw, n), "n %zu phase %zu at %s%s: %s %s", n, phases[pi],
-                           cpu_level_name(level), isa >> 1 ? ", streamed" : "", ckpz_error_name(e), why);
+                           cpu_level_name(level), isa / 3 ? ", streamed" : "", ckpz_error_name(e), why);
                 }
                 if (blocks[bi] == 30840 && ti == 0) {
                     ctr_chunk hb;

@@ -137,12 +137,16 @@ int xf_q8_encode(const xf_enc *e, xf_out *o, uint32_t *raw_crc)
 }
 
 /* Rebuilds blocks [b0, b0 + cnt) at out from the planes (AVX-512: q8_avx512.c, eight
- * blocks a step, the rest here). */
+ * blocks a step; AVX2: q8_avx2.c, one a step; the rest here). */
 static void merge_blocks(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out)
 {
 #ifdef XF_HAVE_X86
     if (cpu_level() >= CPU_AVX512) {
         size_t done = q8_merge_avx512(pl, b0, cnt, out);
+        b0 += done, cnt -= done, out += Q8_BLOCK * done;
+    }
+    if (cpu_level() >= CPU_AVX2) {
+        size_t done = q8_merge_avx2(pl, b0, cnt, out);
         b0 += done, cnt -= done, out += Q8_BLOCK * done;
     }
 #endif

@@ -1,5 +1,5 @@
-/* simd.h — the transforms' AVX-512 kernels, one file each beside its portable twin
- * (planes_avx512.c, predict_avx512.c, escape_avx512.c). Built with target attributes
+/* simd.h — the transforms' AVX-512 kernels (and q8's AVX2 one), one file each beside its
+ * portable twin (planes_avx512.c, predict_avx512.c, escape_avx512.c, q8_avx*.c). Built with target attributes
  * for x86-64 with GCC or clang; the portable files call them only when cpu.h allows
  * (CPU_AVX512, and CPU_VBMI2 for the escape loops), and every one writes exactly what
  * the portable loops would. Each returns how many elements it did (whole steps of 64);
@@ -35,6 +35,8 @@ size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *c
 
 /* q8_avx512.c: q8.c's merge_blocks of whole steps of eight blocks; returns the blocks done. */
 size_t q8_merge_avx512(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out);
+/* q8_avx2.c: the same a block at a time, for CPUs with AVX2 but not AVX-512 (all of cnt). */
+size_t q8_merge_avx2(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out);
 #endif
 
 #endif
