@@ -38,11 +38,22 @@ def _optimizers(obj, path, depth, out):
                 _optimizers(v, path + [str(k)], depth + 1, out)
 
 
+def _number(x):
+    """x, or the one number a tensor (or numpy scalar) x holds; None where it holds other
+    than one element or its item() fails (an object of the user's, not a tensor)."""
+    if isinstance(x, (int, float)) or not hasattr(x, "item"):
+        return x
+    try:
+        numel = x.numel() if hasattr(x, "numel") else getattr(x, "size", 1)
+        return x.item() if numel == 1 else None
+    except Exception:  # noqa: BLE001 - whatever a foreign object's item() raises: no number
+        return None
+
+
 def _beta2(group):
     betas = group.get("betas") if isinstance(group, dict) else None
     if isinstance(betas, (list, tuple)) and len(betas) == 2:
-        b = betas[1]
-        b = b.item() if hasattr(b, "item") else b
+        b = _number(betas[1])
         if isinstance(b, float) and 0 < b < 1:
             return b
     return None
@@ -75,8 +86,7 @@ def beta2_rules(obj, knob):
 
 
 def _lr(group):
-    lr = group.get("lr") if isinstance(group, dict) else None
-    lr = lr.item() if hasattr(lr, "item") and getattr(lr, "numel", lambda: 0)() == 1 else lr
+    lr = _number(group.get("lr")) if isinstance(group, dict) else None
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and 0 < lr < 1e30:
         return float(lr)
     return None
