@@ -162,6 +162,21 @@ class FirstFileLr(unittest.TestCase):
         ckpz.save(held, out, lossy="auto")
         self.assertEqual(modes(out)[WEIGHTS[0]], "abs 0.002")
 
+        class Odd:  # an object of the user's with item() and numel(), which fail
+            def numel(self):
+                return 1
+
+            def item(self):
+                raise RuntimeError("not a number")
+
+        # (lr, betas, a beta2 rule expected): no lr rule in any, and no exception
+        for lr, betas, b2 in ((torch.tensor([2e-3, 2e-3]), (0.9, 0.95), True), (Odd(), (0.9, 0.95), True),
+                              (2e-3, (0.9, torch.tensor([0.95, 0.95])), False), (2e-3, (0.9, Odd()), False)):
+            odd = dict(state, optimizer=dict(state["optimizer"], param_groups=[dict(g, lr=lr, betas=betas) for g in pg]))
+            rules = _lib.lossy_policy("auto", None, odd)
+            self.assertNotIn(" lr ", rules)
+            self.assertEqual("beta2" in rules, b2, rules)
+
     def test_distributed_save(self):
         """ckpz.distributed.save (a world of one): its shards name tensors, not param groups;
         the rule gives the first save's weights the lr bound all the same."""
