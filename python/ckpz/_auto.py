@@ -13,10 +13,9 @@ does).
 
 The learning rate: where every such group states one lr (a float or int > 0 and < 1e30,
 or a tensor holding one), auto codes a weight without a base (a chain's first file)
-within one step of it. The library reads it from a torch.save file's pickle; the
-catch-all rule states it as "* auto K lr L" (lr_option), for the files whose names and
-pickles do not carry it: ckpz.distributed.save's shards and torch's DCP
-(tests/python/test_auto_lr.py).
+within one step of it. The library reads a float lr from a torch.save file's pickle (a
+ckpz.distributed.save shard's too); the catch-all rule states it as "* auto K lr L"
+(lr_option), which also covers an lr held as a tensor (tests/python/test_auto_lr.py).
 """
 _MAX_DEPTH = 4
 

@@ -12,9 +12,10 @@ before (`pointwise-rel`). Checked through the CLI and ckpz.save on an AdamW stat
     bool): `pointwise-rel`;
   - a delta file (--base) codes the weights against their change, not by lr;
   - ckpz.save(lossy="auto") lists what the CLI's file lists;
-  - files whose names and pickle do not state the lr (ckpz.distributed.save's shards, an
-    lr held as a tensor) get it from ckpz's catch-all rule "* auto lr L", stated from
-    the object's optimizers where their Adam groups all state one lr.
+  - an lr the pickle does not carry as a number (one held as a tensor; also safetensors
+    and DCP, which have no param_groups the library reads) comes from ckpz.save's and
+    ckpz.distributed.save's catch-all rule "* auto lr L", stated from the object's
+    optimizers where their Adam groups all state one lr.
 Run by ctest as python_auto_lr (torch 1.13) and python_auto_lr_torch2.
 """
 
@@ -178,23 +179,40 @@ class FirstFileLr(unittest.TestCase):
             self.assertEqual("beta2" in rules, b2, rules)
 
     def test_distributed_save(self):
-        """ckpz.distributed.save (a world of one): its shards name tensors, not param groups;
-        the rule gives the first save's weights the lr bound all the same."""
+        """ckpz.distributed.save (a world of one): a shard's pickle keeps the optimizer under
+        "skeleton.", whose float lr the library reads for the shard's weights; an lr held
+        as a tensor it cannot read, and the rule from the object gives the bound all the
+        same (without the rule: pointwise-rel)."""
         import ckpz.distributed
+        from ckpz import _auto
+
+        def weight_modes(d):
+            m = {}
+            for f in sorted(os.listdir(d)):
+                if f.endswith(".ckpz"):
+                    m.update(modes(os.path.join(d, f)))
+            return {n: v for n, v in m.items() if n.endswith(WEIGHTS[1][len("model."):])}
+
         state = trained_state()
-        d = self.path("d")
-        ckpz.distributed.save(state, d, lossy="auto")
-        shards = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".ckpz")]
-        self.assertTrue(shards, os.listdir(d))
-        m = {}
-        for f in shards:
-            m.update(modes(f))
-        got = {n: v for n, v in m.items() if n.endswith(WEIGHTS[1][len("model."):])}
-        self.assertTrue(got and all(v == "abs 0.002" for v in got.values()), m)
-        back = ckpz.distributed.load(d)
-        a, b = state["model"]["1.weight"], back["model"]["1.weight"]
-        self.assertLessEqual((a - b).abs().max().item(), 2e-3 * (1 + 1e-6))
-        self.assertFalse(torch.equal(a, b))
+        pg = state["optimizer"]["param_groups"]
+        held = dict(state, optimizer=dict(state["optimizer"], param_groups=[dict(g, lr=torch.tensor(2e-3)) for g in pg]))
+        for name, st in (("float", state), ("held", held)):
+            d = self.path(name)
+            ckpz.distributed.save(st, d, lossy="auto")
+            got = weight_modes(d)
+            self.assertTrue(got and all(v == "abs 0.002" for v in got.values()), (name, got))
+            back = ckpz.distributed.load(d)
+            a, b = state["model"]["1.weight"], back["model"]["1.weight"]
+            self.assertLessEqual((a - b).abs().max().item(), 2e-3 * (1 + 1e-6))
+            self.assertFalse(torch.equal(a, b))
+        saved = _auto.lr_option
+        try:  # the same save without the rule: the shard's pickle holds no lr as a number
+            _auto.lr_option = lambda obj: ""
+            ckpz.distributed.save(held, self.path("norule"), lossy="auto")
+        finally:
+            _auto.lr_option = saved
+        got = weight_modes(self.path("norule"))
+        self.assertTrue(got and all(v.startswith("prel") for v in got.values()), got)
 
 
 if __name__ == "__main__":
