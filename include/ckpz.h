@@ -219,9 +219,10 @@ typedef struct ckpz_params {
      * of the tensor's change since the base; pointwise-rel: <= R|x|, sign kept, never
      * zero; int8: per-channel 8-bit; bits: blockwise, block 64) and OPTIONS sym, asym,
      * block N, per-channel, pct P, prune RATE, stochastic, no-base, max-mae X; auto also
-     * beta2 B and lr L, the optimizer's, over what the file states (see doc/lossy.md). Integer tensors, tensors of fewer than two dimensions and names
-     * containing "norm", "bias" or "ln_" always stay lossless; names containing
-     * "exp_avg_sq" only take pointwise-rel (never pruned) and are otherwise exact. A lossy file restores
+     * beta2 B and lr L, the optimizer's, over what the file states (see doc/lossy.md).
+     * Integer tensors, tensors of fewer than two dimensions and names containing "norm",
+     * "bias" or "ln_" always stay lossless; names containing "exp_avg_sq" only take
+     * pointwise-rel (never pruned) and are otherwise exact. A lossy file restores
      * the coded values, not the original bytes; its checksums are of what it restores.
      * With a base, lossy tensors are coded around the base's values (closed loop:
      * give the previous lossy file's restored content as the base). */
