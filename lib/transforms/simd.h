@@ -1,9 +1,9 @@
 /* simd.h — the transforms' AVX-512 kernels (and q8's AVX2 one), one file each beside its
- * portable twin (planes_avx512.c, predict_avx512.c, escape_avx512.c, q8_avx*.c). Built with target attributes
- * for x86-64 with GCC or clang; the portable files call them only when cpu.h allows
- * (CPU_AVX512, and CPU_VBMI2 for the escape loops), and every one writes exactly what
- * the portable loops would. Each returns how many elements it did (whole steps of 64);
- * the caller does the rest. */
+ * portable twin (planes_avx512.c, predict_avx512.c, escape_avx512.c, q8_avx*.c). Built
+ * with target attributes for x86-64 with GCC or clang; the portable files call them only
+ * when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops, CPU_AVX2 for q8's), and
+ * every one writes exactly what the portable loops would. Each returns how many elements
+ * it did (whole steps of 64; q8's, whole blocks); the caller does the rest. */
 #ifndef CKPZ_TRANSFORMS_SIMD_H
 #define CKPZ_TRANSFORMS_SIMD_H
 
