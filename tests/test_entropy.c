@@ -658,9 +658,9 @@ static void test_hostile(ent_ctx *c)
 }
 
 /* Byte planes (lib/transforms/planes.c, whose vector loops feed the entropy stage):
- * the SSE2 (CKPZ_CPU=scalar) and AVX-512 loops against a plain model of the transform, on element
- * counts around their 16- and 64-element steps, with and without tail bytes, and the
- * merge back. */
+ * the SSE2 (CKPZ_CPU=scalar), AVX2 and AVX-512 loops against a plain model of the
+ * transform, on element counts around their 16-, 32- and 64-element steps, with and
+ * without tail bytes, and the merge back. */
 static void test_planes(void)
 {
     size_t nmax = 8 * 1000 + 7;
@@ -668,8 +668,9 @@ static void test_planes(void)
     for (size_t i = 0; i < nmax; i++) src[i] = (uint8_t)rnd();
     static const uint8_t xfs[] = {XF_FLOAT, XF_INT};
     static const uint8_t es[] = {2, 4, 8};
-    for (int lv = 0; lv < 2; lv++) {
-        force_isa(lv ? "avx512" : "scalar"); /* the SSE2 loops, then the AVX-512 ones where the CPU has them */
+    static const char *const isa[] = {"scalar", "avx2", "avx512"}; /* scalar: the SSE2 loops */
+    for (int lv = 0; lv < 3; lv++) {
+        force_isa(isa[lv]);
         for (size_t xi = 0; xi < sizeof xfs; xi++)
             for (size_t ei = 0; ei < sizeof es; ei++)
                 for (size_t elems = 0; elems < 1000; elems += elems < 200 ? 1 : 61) {
@@ -690,11 +691,11 @@ static void test_planes(void)
                     memcpy(rplane[w], src + elems * w, n - elems * w);
                     memset(pl, 0xaa, nmax);
                     xf_split(xfs[xi], w, src, n, plane);
-                    CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu", xfs[xi], w, elems);
+                    CHECK(memcmp(pl, ref, n) == 0, "split xf %d esize %u elems %zu at %s", xfs[xi], w, elems, isa[lv]);
                     memset(back, 0xaa, nmax);
                     xf_merge(xfs[xi], w, (const uint8_t *const *)plane, n, back);
-                    CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu", xfs[xi], w,
-                          elems);
+                    CHECK(memcmp(back, src, n) == 0 && back[n] == 0xaa, "merge xf %d esize %u elems %zu at %s", xfs[xi],
+                          w, elems, isa[lv]);
                 }
     }
     top_isa();

@@ -1,8 +1,8 @@
 /* planes.c — byte-plane split and merge (see planes.h). These passes touch every byte
  * of every chunk twice, so the common float widths (2 and 4 bytes) have SSE2 loops —
  * baseline on x86-64, no run-time dispatch — that process 16 elements per step, and
- * AVX-512 loops (planes_avx512.c, chosen at run time) about three times faster; the
- * portable loops handle other widths, other hosts and the last few elements. */
+ * AVX2 and AVX-512 loops (planes_avx2.c, planes_avx512.c, chosen at run time) of 32 and
+ * 64; the portable loops handle other widths, other hosts and the last few elements. */
 #include "planes.h"
 
 #include <string.h>
@@ -211,8 +211,9 @@ void xf_split(uint8_t xf, uint8_t esize, const uint8_t *src, size_t n, uint8_t *
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #ifdef XF_HAVE_X86
-    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX512) {
-        done = xf_split_avx512(esize, src, elems, plane, rot);
+    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX2) {
+        done = cpu_level() >= CPU_AVX512 ? xf_split_avx512(esize, src, elems, plane, rot)
+                                         : xf_split_avx2(esize, src, elems, plane, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             uint8_t *q[5];
             for (unsigned b = 0; b < esize; b++) q[b] = plane[b] + done;
@@ -243,8 +244,9 @@ void xf_merge(uint8_t xf, uint8_t esize, const uint8_t *const *plane, size_t n, 
     size_t elems = n / esize, done = 0;
     int rot = xf == XF_FLOAT;
 #ifdef XF_HAVE_X86
-    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX512) {
-        done = xf_merge_avx512(esize, plane, elems, dst, rot);
+    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX2) {
+        done = cpu_level() >= CPU_AVX512 ? xf_merge_avx512(esize, plane, elems, dst, rot)
+                                         : xf_merge_avx2(esize, plane, elems, dst, rot);
         if (done) { /* the SSE2 loop below takes what is left */
             const uint8_t *p[5];
             for (unsigned b = 0; b < esize; b++) p[b] = plane[b] + done;

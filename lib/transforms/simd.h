@@ -1,9 +1,10 @@
-/* simd.h — the transforms' AVX-512 kernels (and q8's AVX2 one), one file each beside its
- * portable twin (planes_avx512.c, predict_avx512.c, escape_avx512.c, q8_avx*.c). Built
- * with target attributes for x86-64 with GCC or clang; the portable files call them only
- * when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops, CPU_AVX2 for q8's), and
- * every one writes exactly what the portable loops would. Each returns how many elements
- * it did (whole steps of 64; q8's, whole blocks); the caller does the rest. */
+/* simd.h — the transforms' AVX-512 kernels (and the planes' and q8's AVX2 ones), one file
+ * each beside its portable twin (planes_avx*.c, predict_avx512.c, escape_avx512.c,
+ * q8_avx*.c). Built with target attributes for x86-64 with GCC or clang; the portable
+ * files call them only when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops,
+ * CPU_AVX2 for the AVX2 ones), and every one writes exactly what the portable loops
+ * would. Each returns how many elements it did (whole steps of 64, of 32 for the planes'
+ * AVX2 loops; q8's, whole blocks); the caller does the rest. */
 #ifndef CKPZ_TRANSFORMS_SIMD_H
 #define CKPZ_TRANSFORMS_SIMD_H
 
@@ -16,6 +17,9 @@
 /* planes_avx512.c: xf_split / xf_merge of elems elements of esize 2 or 4, rotated when rot. */
 size_t xf_split_avx512(unsigned esize, const uint8_t *src, size_t elems, uint8_t *const *pl, int rot);
 size_t xf_merge_avx512(unsigned esize, const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot);
+/* planes_avx2.c: the same for CPUs with AVX2 but not AVX-512. */
+size_t xf_split_avx2(unsigned esize, const uint8_t *src, size_t elems, uint8_t *const *pl, int rot);
+size_t xf_merge_avx2(unsigned esize, const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot);
 
 /* predict_avx512.c: pred_forward_split for XOR (xor_) or DIFF of floats (flt) or integers,
  * rotated when rot (XOR only); pred_forward_esc (needs CPU_VBMI2 too). */

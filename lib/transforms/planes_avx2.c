@@ -1,0 +1,123 @@
+/* planes_avx2.c — the AVX2 plane split and merge, for CPUs with AVX2 but not AVX-512
+ * (planes.c calls them when cpu_level() is CPU_AVX2): 32 elements a step, twice the SSE2
+ * loops' width, writing the same planes. AVX2's packs, unpacks and byte shuffles work
+ * within each 128-bit lane, so every loop ends with one cross-lane permute that puts the
+ * lanes' halves back in element order. 2- and 4-byte elements only; planes.c does the
+ * rest. */
+#include "simd.h"
+
+#ifdef XF_HAVE_X86
+#include <immintrin.h>
+
+#define T256 __attribute__((target("avx2")))
+
+static inline T256 __m256i rotl16_256(__m256i v, int rot)
+{
+    return rot ? _mm256_or_si256(_mm256_slli_epi16(v, 1), _mm256_srli_epi16(v, 15)) : v;
+}
+
+static inline T256 __m256i rotr16_256(__m256i v, int rot)
+{
+    return rot ? _mm256_or_si256(_mm256_srli_epi16(v, 1), _mm256_slli_epi16(v, 15)) : v;
+}
+
+static inline T256 __m256i rotl32_256(__m256i v, int rot)
+{
+    return rot ? _mm256_or_si256(_mm256_slli_epi32(v, 1), _mm256_srli_epi32(v, 31)) : v;
+}
+
+static inline T256 __m256i rotr32_256(__m256i v, int rot)
+{
+    return rot ? _mm256_or_si256(_mm256_srli_epi32(v, 1), _mm256_slli_epi32(v, 31)) : v;
+}
+
+static inline T256 __m256i load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline T256 void store(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+
+/* Elements 0-7 of a and b packed lane by lane come out as a0-7 b0-7 a8-15 b8-15 in
+ * 64-bit quarters; quarters 0, 2, 1, 3 are element order. */
+T256 static size_t split2_avx2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
+{
+    const __m256i lo = _mm256_set1_epi16(0xff);
+    size_t e = 0;
+    for (; e + 32 <= elems; e += 32) {
+        __m256i a = rotl16_256(load(src + 2 * e), rot), b = rotl16_256(load(src + 2 * e + 32), rot);
+        __m256i h = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+        __m256i l = _mm256_packus_epi16(_mm256_and_si256(a, lo), _mm256_and_si256(b, lo));
+        store(pl[0] + e, _mm256_permute4x64_epi64(h, 0xd8));
+        store(pl[1] + e, _mm256_permute4x64_epi64(l, 0xd8));
+    }
+    return e;
+}
+
+/* The lane-wise unpacks give elements 0-7 | 16-23 and 8-15 | 24-31; the two 128-bit
+ * permutes pair the lanes back up. */
+T256 static size_t merge2_avx2(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
+{
+    size_t e = 0;
+    for (; e + 32 <= elems; e += 32) {
+        __m256i hi = load(pl[0] + e), lo = load(pl[1] + e);
+        __m256i a = _mm256_unpacklo_epi8(lo, hi), b = _mm256_unpackhi_epi8(lo, hi);
+        store(dst + 2 * e, rotr16_256(_mm256_permute2x128_si256(a, b, 0x20), rot));
+        store(dst + 2 * e + 32, rotr16_256(_mm256_permute2x128_si256(a, b, 0x31), rot));
+    }
+    return e;
+}
+
+/* Each lane of four elements is shuffled into four 32-bit words, one per plane (most
+ * significant byte first); a 4 x 4 transpose of those words across four vectors gives
+ * each plane's 16 bytes per lane, in the element order 0-3 8-11 16-19 24-27 | 4-7 12-15
+ * 20-23 28-31, which one 32-bit permute puts right. */
+T256 static size_t split4_avx2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
+{
+    const __m256i by_plane = _mm256_setr_epi8(3, 7, 11, 15, 2, 6, 10, 14, 1, 5, 9, 13, 0, 4, 8, 12, /* lane 0 */
+                                              3, 7, 11, 15, 2, 6, 10, 14, 1, 5, 9, 13, 0, 4, 8, 12);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    size_t e = 0;
+    for (; e + 32 <= elems; e += 32) {
+        const uint8_t *s = src + 4 * e;
+        __m256i a = _mm256_shuffle_epi8(rotl32_256(load(s), rot), by_plane);
+        __m256i b = _mm256_shuffle_epi8(rotl32_256(load(s + 32), rot), by_plane);
+        __m256i c = _mm256_shuffle_epi8(rotl32_256(load(s + 64), rot), by_plane);
+        __m256i d = _mm256_shuffle_epi8(rotl32_256(load(s + 96), rot), by_plane);
+        __m256i ab01 = _mm256_unpacklo_epi32(a, b), ab23 = _mm256_unpackhi_epi32(a, b);
+        __m256i cd01 = _mm256_unpacklo_epi32(c, d), cd23 = _mm256_unpackhi_epi32(c, d);
+        store(pl[0] + e, _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(ab01, cd01), order));
+        store(pl[1] + e, _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(ab01, cd01), order));
+        store(pl[2] + e, _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(ab23, cd23), order));
+        store(pl[3] + e, _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(ab23, cd23), order));
+    }
+    return e;
+}
+
+/* As the SSE2 loop: planes 3|2 and 1|0 interleaved into 16-bit halves, then the halves
+ * into elements, which the lane-wise unpacks leave as 0-3 | 16-19, 4-7 | 20-23, 8-11 |
+ * 24-27 and 12-15 | 28-31; the 128-bit permutes pair the lanes back up. */
+T256 static size_t merge4_avx2(const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
+{
+    size_t e = 0;
+    for (; e + 32 <= elems; e += 32) {
+        __m256i p0 = load(pl[0] + e), p1 = load(pl[1] + e), p2 = load(pl[2] + e), p3 = load(pl[3] + e);
+        __m256i l0 = _mm256_unpacklo_epi8(p3, p2), l1 = _mm256_unpackhi_epi8(p3, p2); /* low halves */
+        __m256i h0 = _mm256_unpacklo_epi8(p1, p0), h1 = _mm256_unpackhi_epi8(p1, p0); /* high halves */
+        __m256i w0 = _mm256_unpacklo_epi16(l0, h0), w1 = _mm256_unpackhi_epi16(l0, h0);
+        __m256i w2 = _mm256_unpacklo_epi16(l1, h1), w3 = _mm256_unpackhi_epi16(l1, h1);
+        uint8_t *d = dst + 4 * e;
+        store(d, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x20), rot));
+        store(d + 32, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x20), rot));
+        store(d + 64, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x31), rot));
+        store(d + 96, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x31), rot));
+    }
+    return e;
+}
+
+size_t xf_split_avx2(unsigned esize, const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
+{
+    return esize == 2 ? split2_avx2(src, elems, pl, rot) : split4_avx2(src, elems, pl, rot);
+}
+
+size_t xf_merge_avx2(unsigned esize, const uint8_t *const *pl, size_t elems, uint8_t *dst, int rot)
+{
+    return esize == 2 ? merge2_avx2(pl, elems, dst, rot) : merge4_avx2(pl, elems, dst, rot);
+}
+#endif
