@@ -500,7 +500,7 @@ static void test_forward_esc(void)
                 uint8_t *p[4];
                 for (unsigned k = 0; k < es; k++) p[k] = pl + k * count;
                 xf_split(XF_INT, (uint8_t)es, r, n, p);
-                force_isa("avx2");
+                force_isa("scalar");
                 esc_forward(K, ESC_T_SMALL, (const uint8_t *const *)p, count, ra, re, &rne);
                 top_isa();
                 size_t done = pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne);
@@ -549,8 +549,9 @@ static uint64_t esc_value(unsigned K, unsigned T, uint32_t r)
 
 static void test_escape(void)
 {
+    static const char *const isa[] = {"scalar", "avx2", "avx512"}; /* simd = 0, 1, 2 */
     static const unsigned Ts[] = {1, 31, 200, 255};
-    static const size_t ns[] = {0, 1, 63, 64, 65, 1000, 4099};
+    static const size_t ns[] = {0, 1, 31, 32, 33, 63, 64, 65, 1000, 4099};
     size_t cap = 4099;
     uint8_t *top[4], *back[4], *e[4], *a = malloc(cap + ESC_SLACK);
     for (unsigned k = 0; k < 4; k++) {
@@ -564,10 +565,10 @@ static void test_escape(void)
     for (unsigned K = 1; K <= 4; K++)
         for (unsigned ti = 0; ti < sizeof Ts / sizeof *Ts; ti++)
             for (unsigned ni = 0; ni < sizeof ns / sizeof *ns; ni++)
-                for (int simd = 0; simd <= 1; simd++) {
+                for (int simd = 0; simd <= 2; simd++) {
                     unsigned T = Ts[ti];
                     size_t n = ns[ni], rn = 0;
-                    force_isa(simd ? "avx512" : "avx2");
+                    force_isa(isa[simd]);
                     for (size_t i = 0; i < n; i++) {
                         seed = seed * 1664525u + 1013904223u;
                         uint64_t h = esc_value(K, T, seed);
@@ -582,13 +583,13 @@ static void test_escape(void)
                     esc_forward(K, T, (const uint8_t *const *)top, n, a, e, &ne);
                     int same = ne == rn && (n == 0 || memcmp(a, ra, n) == 0);
                     for (unsigned k = 0; same && k < K; k++) same = rn == 0 || memcmp(e[k], re[k], rn) == 0;
-                    CHECKF(same, "escape forward K %u T %u n %zu simd %d", K, T, n, simd);
+                    CHECKF(same, "escape forward K %u T %u n %zu at %s", K, T, n, isa[simd]);
                     CHECKF(esc_count(T, a, n) == (ptrdiff_t)rn, "escape count K %u T %u n %zu", K, T, n);
                     CHECKF(esc_inverse(K, T, a, (const uint8_t *const *)e, n, back) == 0,
-                           "escape inverse K %u T %u n %zu simd %d", K, T, n, simd);
+                           "escape inverse K %u T %u n %zu at %s", K, T, n, isa[simd]);
                     same = 1;
                     for (unsigned k = 0; same && k < K; k++) same = n == 0 || memcmp(back[k], top[k], n) == 0;
-                    CHECKF(same, "escape round trip K %u T %u n %zu simd %d", K, T, n, simd);
+                    CHECKF(same, "escape round trip K %u T %u n %zu at %s", K, T, n, isa[simd]);
                 }
     /* Every byte an escape, over several windows of the vector count's byte counters (255
      * steps of 16 bytes): a counter that wrapped would lose 256 a window. */
@@ -604,8 +605,8 @@ static void test_escape(void)
     }
     /* Corruption: an A above T, and an escape that overflows its K bytes once T is added,
      * in the vector part (element 3) and the portable tail (element 99). */
-    for (int simd = 0; simd <= 1; simd++) {
-        force_isa(simd ? "avx512" : "avx2");
+    for (int simd = 0; simd <= 2; simd++) {
+        force_isa(isa[simd]);
         memset(a, 0, 100);
         a[3] = 32; /* in the vector part, then in the tail */
         CHECK(esc_count(31, a, 100) == -1);
@@ -620,10 +621,10 @@ static void test_escape(void)
                 a[at] = 31;
                 for (unsigned k = 0; k < K; k++) e[k][0] = 0xff;
                 CHECKF(esc_inverse(K, 31, a, (const uint8_t *const *)e, 100, back) == -1,
-                       "escape overflow K %u at %zu simd %d", K, at, simd);
+                       "escape overflow K %u at %zu at %s", K, at, isa[simd]);
                 e[K - 1][0] = 0xff - 31; /* fits: the largest value K bytes hold */
                 int ok = esc_inverse(K, 31, a, (const uint8_t *const *)e, 100, back) == 0;
-                CHECKF(ok, "escape near the top K %u at %zu simd %d", K, at, simd);
+                CHECKF(ok, "escape near the top K %u at %zu at %s", K, at, isa[simd]);
             }
     }
     top_isa();

@@ -1,7 +1,7 @@
 /* escape.c — the escape transform (see escape.h). One or two top bytes (K = 1, 2: the
- * residuals of bf16, f16 and f32 weights) have AVX-512 loops (escape_avx512.c, chosen at
- * run time); the portable loops here handle every K, other hosts and the last elements,
- * and write the same bytes. */
+ * residuals of bf16, f16 and f32 weights) have AVX-512 and AVX2 loops (escape_avx512.c,
+ * escape_avx2.c, chosen at run time); the portable loops here handle every K, other
+ * hosts and the last elements, and write the same bytes. */
 #include "escape.h"
 
 #include <string.h>
@@ -65,6 +65,7 @@ void esc_forward(unsigned K, unsigned T, const uint8_t *const *top, size_t elems
     size_t i = 0;
 #ifdef XF_HAVE_X86
     if (K <= 2 && (cpu_features() & CPU_VBMI2)) i = esc_fwd_avx512(K, T, top, elems, a, e, nesc);
+    else if (K <= 2 && cpu_level() >= CPU_AVX2) i = esc_fwd_avx2(K, T, top, elems, a, e, nesc);
 #endif
     fwd_scalar(K, T, top, i, elems, a, e, nesc);
 }
@@ -104,9 +105,10 @@ int esc_inverse(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *
 {
     size_t i = 0, ne = 0;
 #ifdef XF_HAVE_X86
-    if (K <= 2 && (cpu_features() & CPU_VBMI2)) {
+    if (K <= 2 && cpu_level() >= CPU_AVX2) {
         int bad;
-        i = esc_inv_avx512(K, T, a, e, elems, &ne, top, &bad);
+        i = cpu_features() & CPU_VBMI2 ? esc_inv_avx512(K, T, a, e, elems, &ne, top, &bad)
+                                       : esc_inv_avx2(K, T, a, e, elems, &ne, top, &bad);
         if (bad) return -1;
     }
 #endif

@@ -1,10 +1,10 @@
-/* simd.h — the transforms' AVX-512 kernels (and the planes' and q8's AVX2 ones), one file
- * each beside its portable twin (planes_avx*.c, predict_avx512.c, escape_avx512.c,
+/* simd.h — the transforms' AVX-512 kernels (and the planes', escapes' and q8's AVX2 ones),
+ * one file each beside its portable twin (planes_avx*.c, predict_avx512.c, escape_avx*.c,
  * q8_avx*.c). Built with target attributes for x86-64 with GCC or clang; the portable
  * files call them only when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops,
  * CPU_AVX2 for the AVX2 ones), and every one writes exactly what the portable loops
- * would. Each returns how many elements it did (whole steps of 64, of 32 for the planes'
- * AVX2 loops; q8's, whole blocks); the caller does the rest. */
+ * would. Each returns how many elements it did (whole steps of 64, of 32 for the AVX2
+ * loops of the planes and escapes; q8's, whole blocks); the caller does the rest. */
 #ifndef CKPZ_TRANSFORMS_SIMD_H
 #define CKPZ_TRANSFORMS_SIMD_H
 
@@ -36,6 +36,11 @@ size_t esc_fwd_avx512(unsigned K, unsigned T, const uint8_t *const *top, size_t 
                       size_t *nesc);
 size_t esc_inv_avx512(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, size_t *nesc,
                       uint8_t *const *top, int *bad);
+/* escape_avx2.c: the same for CPUs with AVX2 (no VBMI2), whole steps of 32. */
+size_t esc_fwd_avx2(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a, uint8_t *const *e,
+                    size_t *nesc);
+size_t esc_inv_avx2(unsigned K, unsigned T, const uint8_t *a, const uint8_t *const *e, size_t elems, size_t *nesc,
+                    uint8_t *const *top, int *bad);
 
 /* q8_avx512.c: q8.c's merge_blocks of whole steps of eight blocks; returns the blocks done. */
 size_t q8_merge_avx512(const uint8_t *const *pl, size_t b0, size_t cnt, uint8_t *out);
