@@ -471,13 +471,13 @@ static void test_forward_split(void)
     free(got);
 }
 
-/* pred_forward_esc against the two-step path (pred_forward, xf_split, then the portable
- * esc_forward) for every element size and split it takes; with the vector loops off it
- * must do nothing. */
+/* pred_forward_esc (its AVX2 and AVX-512 loops) against the two-step path (pred_forward,
+ * xf_split, then the portable esc_forward) for every element size and split it takes;
+ * with the vector loops off (CKPZ_CPU=scalar) it must do nothing. */
 static void test_forward_esc(void)
 {
     const ckpz_dtype types[] = {CKPZ_DTYPE_BF16, CKPZ_DTYPE_F16, CKPZ_DTYPE_F32, CKPZ_DTYPE_I16, CKPZ_DTYPE_I32};
-    const size_t elems[] = {0, 63, 64, 65, 128, 1000, 4096 + 3};
+    const size_t elems[] = {0, 31, 32, 33, 63, 64, 65, 128, 1000, 4096 + 3};
     size_t cap = 4 * 4100 + 8;
     uint8_t *x = malloc(cap), *b = malloc(cap), *r = malloc(cap), *pl = malloc(cap);
     uint8_t *ra = malloc(4100), *ga = malloc(4100), *re[2], *ge[2], *gl[3];
@@ -503,23 +503,30 @@ static void test_forward_esc(void)
                 force_isa("scalar");
                 esc_forward(K, ESC_T_SMALL, (const uint8_t *const *)p, count, ra, re, &rne);
                 top_isa();
-                size_t done = pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne);
-                /* the reference's escapes among the first `done` elements */
-                size_t want = 0;
-                for (size_t i = 0; i < done; i++) want += ra[i] == ESC_T_SMALL;
-                int ok = done % 64 == 0 && done <= count && gne == want && !memcmp(ga, ra, done);
-                for (unsigned k = 0; ok && k < K; k++) ok = !memcmp(ge[k], re[k], gne);
-                for (unsigned k = 0; ok && k < L; k++) ok = !memcmp(gl[k], p[K + k], done);
-                CHECKF(ok, "forward_esc dtype %d L %u n %zu done %zu", (int)t, L, count, done);
-                vector_used |= done > 0;
-                force_isa("avx2");
+                for (int v = 0; v < 2; v++) { /* the AVX2 loop, then the AVX-512 one */
+                    int lv = force_isa(v ? "avx512" : "avx2");
+                    gne = 0;
+                    size_t done = pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne);
+                    /* the reference's escapes among the first `done` elements */
+                    size_t want = 0;
+                    for (size_t i = 0; i < done; i++) want += ra[i] == ESC_T_SMALL;
+                    int ok = done % (lv == CPU_AVX2 ? 32 : 64) == 0 && done <= count && gne == want &&
+                             !memcmp(ga, ra, done);
+                    for (unsigned k = 0; ok && k < K; k++) ok = !memcmp(ge[k], re[k], gne);
+                    for (unsigned k = 0; ok && k < L; k++) ok = !memcmp(gl[k], p[K + k], done);
+                    CHECKF(ok, "forward_esc dtype %d L %u n %zu done %zu at %s", (int)t, L, count, done,
+                           cpu_level_name(lv));
+                    vector_used |= (done > 0) << v;
+                }
+                force_isa("scalar");
                 gne = 0;
                 CHECKF(pred_forward_esc(es, flt, L, ESC_T_SMALL, x, b, n, gl, ga, ge, &gne) == 0 && gne == 0,
                        "forward_esc with vector loops off");
                 top_isa();
             }
     }
-    printf("forward_esc: vector loops %s\n", vector_used ? "tested" : "not available on this CPU");
+    printf("forward_esc: AVX2 loop %s, AVX-512 loop %s\n", vector_used & 1 ? "tested" : "not available on this CPU",
+           vector_used & 2 ? "tested" : "not available on this CPU");
     for (int k = 0; k < 2; k++) {
         free(re[k]);
         free(ge[k]);

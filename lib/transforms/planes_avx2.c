@@ -1,51 +1,45 @@
 /* planes_avx2.c — the AVX2 plane split and merge, for CPUs with AVX2 but not AVX-512
  * (planes.c calls them when cpu_level() is CPU_AVX2): 32 elements a step, twice the SSE2
- * loops' width, writing the same planes. AVX2's packs, unpacks and byte shuffles work
- * within each 128-bit lane, so every loop ends with one cross-lane permute that puts the
- * lanes' halves back in element order. 2- and 4-byte elements only; planes.c does the
- * rest. */
+ * loops' width, writing the same planes (the split's step is split256.h's, which the
+ * prediction fused with it shares). AVX2's packs, unpacks and byte shuffles work within
+ * each 128-bit lane, so every loop ends with one cross-lane permute that puts the lanes'
+ * halves back in element order. 2- and 4-byte elements only; planes.c does the rest. */
 #include "simd.h"
 
 #ifdef XF_HAVE_X86
-#include <immintrin.h>
+#include "split256.h"
 
-#define T256 __attribute__((target("avx2")))
-
-static inline T256 __m256i rotl16_256(__m256i v, int rot)
+AI256 __m256i rotl16_256(__m256i v, int rot)
 {
     return rot ? _mm256_or_si256(_mm256_slli_epi16(v, 1), _mm256_srli_epi16(v, 15)) : v;
 }
 
-static inline T256 __m256i rotr16_256(__m256i v, int rot)
+AI256 __m256i rotr16_256(__m256i v, int rot)
 {
     return rot ? _mm256_or_si256(_mm256_srli_epi16(v, 1), _mm256_slli_epi16(v, 15)) : v;
 }
 
-static inline T256 __m256i rotl32_256(__m256i v, int rot)
+AI256 __m256i rotl32_256(__m256i v, int rot)
 {
     return rot ? _mm256_or_si256(_mm256_slli_epi32(v, 1), _mm256_srli_epi32(v, 31)) : v;
 }
 
-static inline T256 __m256i rotr32_256(__m256i v, int rot)
+AI256 __m256i rotr32_256(__m256i v, int rot)
 {
     return rot ? _mm256_or_si256(_mm256_srli_epi32(v, 1), _mm256_slli_epi32(v, 31)) : v;
 }
 
-static inline T256 __m256i load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline T256 void store(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+AI256 __m256i load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+AI256 void store(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
 
-/* Elements 0-7 of a and b packed lane by lane come out as a0-7 b0-7 a8-15 b8-15 in
- * 64-bit quarters; quarters 0, 2, 1, 3 are element order. */
 T256 static size_t split2_avx2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
-    const __m256i lo = _mm256_set1_epi16(0xff);
     size_t e = 0;
     for (; e + 32 <= elems; e += 32) {
-        __m256i a = rotl16_256(load(src + 2 * e), rot), b = rotl16_256(load(src + 2 * e + 32), rot);
-        __m256i h = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
-        __m256i l = _mm256_packus_epi16(_mm256_and_si256(a, lo), _mm256_and_si256(b, lo));
-        store(pl[0] + e, _mm256_permute4x64_epi64(h, 0xd8));
-        store(pl[1] + e, _mm256_permute4x64_epi64(l, 0xd8));
+        __m256i p[2];
+        split2_vec256(rotl16_256(load(src + 2 * e), rot), rotl16_256(load(src + 2 * e + 32), rot), p);
+        store(pl[0] + e, p[0]);
+        store(pl[1] + e, p[1]);
     }
     return e;
 }
@@ -64,28 +58,15 @@ T256 static size_t merge2_avx2(const uint8_t *const *pl, size_t elems, uint8_t *
     return e;
 }
 
-/* Each lane of four elements is shuffled into four 32-bit words, one per plane (most
- * significant byte first); a 4 x 4 transpose of those words across four vectors gives
- * each plane's 16 bytes per lane, in the element order 0-3 8-11 16-19 24-27 | 4-7 12-15
- * 20-23 28-31, which one 32-bit permute puts right. */
 T256 static size_t split4_avx2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
-    const __m256i by_plane = _mm256_setr_epi8(3, 7, 11, 15, 2, 6, 10, 14, 1, 5, 9, 13, 0, 4, 8, 12, /* lane 0 */
-                                              3, 7, 11, 15, 2, 6, 10, 14, 1, 5, 9, 13, 0, 4, 8, 12);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     size_t e = 0;
     for (; e + 32 <= elems; e += 32) {
         const uint8_t *s = src + 4 * e;
-        __m256i a = _mm256_shuffle_epi8(rotl32_256(load(s), rot), by_plane);
-        __m256i b = _mm256_shuffle_epi8(rotl32_256(load(s + 32), rot), by_plane);
-        __m256i c = _mm256_shuffle_epi8(rotl32_256(load(s + 64), rot), by_plane);
-        __m256i d = _mm256_shuffle_epi8(rotl32_256(load(s + 96), rot), by_plane);
-        __m256i ab01 = _mm256_unpacklo_epi32(a, b), ab23 = _mm256_unpackhi_epi32(a, b);
-        __m256i cd01 = _mm256_unpacklo_epi32(c, d), cd23 = _mm256_unpackhi_epi32(c, d);
-        store(pl[0] + e, _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(ab01, cd01), order));
-        store(pl[1] + e, _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(ab01, cd01), order));
-        store(pl[2] + e, _mm256_permutevar8x32_epi32(_mm256_unpacklo_epi64(ab23, cd23), order));
-        store(pl[3] + e, _mm256_permutevar8x32_epi32(_mm256_unpackhi_epi64(ab23, cd23), order));
+        __m256i p[4];
+        split4_vec256(rotl32_256(load(s), rot), rotl32_256(load(s + 32), rot), rotl32_256(load(s + 64), rot),
+                      rotl32_256(load(s + 96), rot), p);
+        for (int k = 0; k < 4; k++) store(pl[k] + e, p[k]);
     }
     return e;
 }

@@ -315,8 +315,10 @@ size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, co
                         size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc)
 {
 #ifdef XF_HAVE_X86
-    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || !(cpu_features() & CPU_VBMI2)) return 0;
-    return pred_esc_avx512(esize, is_float != 0, L, T, x, b, n / esize, low, a, e, nesc);
+    if ((esize != 2 && esize != 4) || L >= esize || esize - L > 2 || cpu_level() < CPU_AVX2) return 0;
+    if (cpu_features() & CPU_VBMI2)
+        return pred_esc_avx512(esize, is_float != 0, L, T, x, b, n / esize, low, a, e, nesc);
+    return pred_esc_avx2(esize, is_float != 0, L, T, x, b, n / esize, low, a, e, nesc);
 #else
     (void)esize, (void)is_float, (void)L, (void)T, (void)x, (void)b, (void)n, (void)low, (void)a, (void)e, (void)nesc;
     return 0;

@@ -49,8 +49,8 @@ size_t pred_forward_split(uint8_t pred, uint8_t xf, unsigned esize, int is_float
  * transform (escape.h) in one pass: the L low bytes of each element to low[0 .. L)
  * (most significant first, as planes K .. esize - 1 of xf_split), A = min(h, T) to a,
  * and the escapes appended to e[] at *nesc, as esc_forward would. K = esize - L must be
- * 1 or 2. Vector loop only (AVX-512 with VBMI2): returns the elements done, a multiple
- * of 64, or 0 where it cannot run; the caller does the rest. */
+ * 1 or 2. Vector loops only (AVX-512 with VBMI2, AVX2): returns the elements done, a
+ * multiple of 64 (32 with AVX2), or 0 where it cannot run; the caller does the rest. */
 size_t pred_forward_esc(unsigned esize, int is_float, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                         size_t n, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
 

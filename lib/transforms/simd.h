@@ -1,10 +1,10 @@
-/* simd.h — the transforms' AVX-512 kernels (and the planes', escapes' and q8's AVX2 ones),
- * one file each beside its portable twin (planes_avx*.c, predict_avx512.c, escape_avx*.c,
- * q8_avx*.c). Built with target attributes for x86-64 with GCC or clang; the portable
+/* simd.h — the transforms' AVX-512 kernels (and the planes', escapes', fused prediction's
+ * and q8's AVX2 ones), one file each beside its portable twin (planes_avx*.c,
+ * predict_avx*.c, escape_avx*.c, q8_avx*.c). Built with target attributes for x86-64 with GCC or clang; the portable
  * files call them only when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops,
  * CPU_AVX2 for the AVX2 ones), and every one writes exactly what the portable loops
  * would. Each returns how many elements it did (whole steps of 64, of 32 for the AVX2
- * loops of the planes and escapes; q8's, whole blocks); the caller does the rest. */
+ * loops but q8's; q8's, whole blocks); the caller does the rest. */
 #ifndef CKPZ_TRANSFORMS_SIMD_H
 #define CKPZ_TRANSFORMS_SIMD_H
 
@@ -27,6 +27,9 @@ size_t pred_split_avx512(int xor_, int flt, int rot, unsigned esize, const uint8
                          uint8_t *const *plane);
 size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b,
                        size_t elems, uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
+/* predict_avx2.c: pred_forward_esc for CPUs with AVX2 (no VBMI2), whole steps of 32. */
+size_t pred_esc_avx2(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b, size_t elems,
+                     uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
 /* predict_avx512.c: pred_inverse of DIFF for esize 2 or 4 (x may be r). */
 size_t pred_inverse_avx512(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x);
 
