@@ -98,13 +98,15 @@ static void fill_pair(uint8_t *x, uint8_t *b, size_t n, unsigned esize)
 
 static void test_reference(void)
 {
-    /* sizes: tiny, not a multiple of the 16/32-byte steps, and with a partial element */
-    const size_t sizes[] = {0, 1, 8, 24, 31, 32, 33, 100, 1000, 4099, 65536 + 40};
+    /* sizes: tiny, not a multiple of the 16/32/64-byte steps, and with a partial element */
+    const size_t sizes[] = {0, 1, 8, 24, 31, 32, 33, 63, 64, 65, 100, 1000, 4099, 65536 + 40};
     const unsigned widths[] = {1, 2, 4, 8};
     size_t cap = 65536 + 64;
     uint8_t *x = malloc(cap), *b = malloc(cap), *r = malloc(cap), *y = malloc(cap);
-    for (unsigned wi = 0; wi < 4; wi++) {
-        unsigned es = widths[wi];
+    static const char *const isa[] = {"scalar", "avx2", "avx512"}; /* every inverse loop */
+    for (unsigned wl = 0; wl < 4 * 3; wl++) {
+        unsigned es = widths[wl % 4];
+        force_isa(isa[wl / 4]);
         for (int flt = 0; flt <= 1; flt++) {
             for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
                 size_t n = sizes[si];
@@ -128,13 +130,14 @@ static void test_reference(void)
                     memset(y, 0xa5, n);
                     pred_forward(p, es, flt, x, b, n, r);
                     pred_inverse(p, es, flt, r, b, n, y);
-                    CHECKF(!memcmp(x, y, n), "round trip %s esize %u float %d n %zu", pred_name(p), es, flt, n);
+                    CHECKF(!memcmp(x, y, n), "round trip %s esize %u float %d n %zu at %s", pred_name(p), es, flt, n,
+                           isa[wl / 4]);
                     memcpy(y, x, n);
                     pred_forward(p, es, flt, y, b, n, y);
                     CHECKF(!memcmp(y, r, n), "in-place forward %s esize %u n %zu", pred_name(p), es, n);
                     pred_inverse(p, es, flt, y, b, n, y);
-                    CHECKF(!memcmp(x, y, n), "in-place round trip %s esize %u float %d n %zu", pred_name(p), es, flt,
-                           n);
+                    CHECKF(!memcmp(x, y, n), "in-place round trip %s esize %u float %d n %zu at %s", pred_name(p), es,
+                           flt, n, isa[wl / 4]);
                 }
                 /* against itself: DIFF and XOR are all zeros, COPY restores the base */
                 pred_forward(PRED_DIFF, es, flt, x, x, n, r);
@@ -148,6 +151,7 @@ static void test_reference(void)
             }
         }
     }
+    top_isa();
     free(x);
     free(b);
     free(r);

@@ -278,8 +278,10 @@ void pred_inverse(uint8_t pred, unsigned esize, int is_float, const uint8_t *r, 
     size_t whole = n - n % esize, done = 0;
 #ifdef XF_HAVE_X86
     /* 64 bytes wide: with the SSE2 loop it was a fifth of restoring a BF16 delta file */
-    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX512)
-        done = pred_inverse_avx512(flt, esize, r, b, whole / esize, x) * esize;
+    if ((esize == 2 || esize == 4) && cpu_level() >= CPU_AVX2)
+        done = (cpu_level() >= CPU_AVX512 ? pred_inverse_avx512(flt, esize, r, b, whole / esize, x)
+                                          : pred_inverse_avx2(flt, esize, r, b, whole / esize, x)) *
+               esize;
 #endif
 #if defined(__SSE2__)
     if (!done) switch (esize) {

@@ -1,6 +1,6 @@
 /* predict_avx2.c — the delta predictor's DIFF residual fused with the plane split and the
- * escape transform, in AVX2, for CPUs without AVX-512 (predict.c calls it when
- * cpu_level() is CPU_AVX2 and VBMI2 is missing). As the AVX-512 loop (predict_avx512.c)
+ * escape transform, and its inverse, in AVX2, for CPUs without AVX-512 (predict.c calls
+ * them when cpu_level() is CPU_AVX2 and the AVX-512 loops cannot run). As the AVX-512 loop (predict_avx512.c)
  * does it 64 elements a step, this one takes 32: the residual never leaves registers, its
  * bytes are gathered into planes (split256.h's step) and its top bytes escape-coded
  * (escape256.h's step), one pass where the path without it makes three (the SSE2
@@ -67,6 +67,47 @@ AI256 size_t fe256(int W, int flt, unsigned L, unsigned T, const uint8_t *x, con
 FE(2, 0, 0) FE(2, 0, 1) FE(2, 1, 0) FE(2, 1, 1) FE(4, 0, 2) FE(4, 0, 3) FE(4, 1, 2) FE(4, 1, 3)
 /* clang-format on */
 #undef FE
+
+/* The inverse of res256 (the decoder merges diff residuals as integers, then undoes the
+ * predictor): z unzigzagged, F(b) added, F undone (F is its own inverse). */
+AI256 __m256i inv256(int W, int flt, __m256i z, __m256i v)
+{
+    v = fmap256(W, flt, v);
+    __m256i x;
+    if (W == 2) {
+        __m256i lsb = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_and_si256(z, _mm256_set1_epi16(1)));
+        x = _mm256_add_epi16(_mm256_xor_si256(_mm256_srli_epi16(z, 1), lsb), v);
+    } else {
+        __m256i lsb = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_and_si256(z, _mm256_set1_epi32(1)));
+        x = _mm256_add_epi32(_mm256_xor_si256(_mm256_srli_epi32(z, 1), lsb), v);
+    }
+    return fmap256(W, flt, x);
+}
+
+/* 64 bytes a step (two independent vectors); returns the elements done. */
+#define DI(W, F)                                                                                       \
+    T256 static size_t di##W##_##F(const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x)       \
+    {                                                                                                  \
+        size_t i = 0, n = elems * W;                                                                   \
+        for (; i + 64 <= n; i += 64) {                                                                 \
+            __m256i x0 = inv256(W, F, _mm256_loadu_si256((const __m256i *)(const void *)(r + i)),      \
+                                _mm256_loadu_si256((const __m256i *)(const void *)(b + i)));           \
+            __m256i x1 = inv256(W, F, _mm256_loadu_si256((const __m256i *)(const void *)(r + i + 32)), \
+                                _mm256_loadu_si256((const __m256i *)(const void *)(b + i + 32)));      \
+            _mm256_storeu_si256((__m256i *)(void *)(x + i), x0);                                       \
+            _mm256_storeu_si256((__m256i *)(void *)(x + i + 32), x1);                                  \
+        }                                                                                              \
+        return i / W;                                                                                  \
+    }
+/* clang-format off */
+DI(2, 0) DI(2, 1) DI(4, 0) DI(4, 1)
+/* clang-format on */
+#undef DI
+
+    size_t pred_inverse_avx2(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x)
+{
+    return esize == 2 ? (flt ? di2_1 : di2_0)(r, b, elems, x) : (flt ? di4_1 : di4_0)(r, b, elems, x);
+}
 
 size_t pred_esc_avx2(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b, size_t elems,
                      uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc)

@@ -30,6 +30,8 @@ size_t pred_esc_avx512(unsigned esize, int flt, unsigned L, unsigned T, const ui
 /* predict_avx2.c: pred_forward_esc for CPUs with AVX2 (no VBMI2), whole steps of 32. */
 size_t pred_esc_avx2(unsigned esize, int flt, unsigned L, unsigned T, const uint8_t *x, const uint8_t *b, size_t elems,
                      uint8_t *const *low, uint8_t *a, uint8_t *const *e, size_t *nesc);
+/* predict_avx2.c: pred_inverse of DIFF for esize 2 or 4 (x may be r), whole steps of 64 bytes. */
+size_t pred_inverse_avx2(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x);
 /* predict_avx512.c: pred_inverse of DIFF for esize 2 or 4 (x may be r). */
 size_t pred_inverse_avx512(int flt, unsigned esize, const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x);
 
