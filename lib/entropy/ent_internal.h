@@ -245,6 +245,12 @@ size_t ent_hist_pieces_avx512(const uint8_t *const *at, int np, size_t len, unsi
 /* Least and largest byte of the first k bytes of src (*lo, *hi lowered/raised to them);
  * returns k, a multiple of 64. Needs CPU_AVX512. */
 size_t ent_minmax_avx512(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);
+/* hist_avx2.c: as ent_hist_avx512, ent_hist_pieces_avx512 and ent_minmax_avx512 (the
+ * last a multiple of 32) for CPUs with AVX2, for values spanning at most 32 (no path for
+ * planes mostly of one value). Need CPU_AVX2. */
+size_t ent_hist_avx2(const uint8_t *src, size_t n, uint32_t *cnt);
+size_t ent_hist_pieces_avx2(const uint8_t *const *at, int np, size_t len, unsigned lo, unsigned hi, uint32_t *cnt);
+size_t ent_minmax_avx2(const uint8_t *src, size_t n, unsigned *lo, unsigned *hi);
 /* select_avx2.c: adds the runs of nonzero bytes and the nonzero bytes of src[0..n)
  * (whole vectors); returns the bytes done. Needs CPU_AVX2. */
 size_t ent_runs_avx2(const uint8_t *src, size_t n, size_t *runs, size_t *nz);

@@ -23,8 +23,8 @@ void ent_histogram(const uint8_t *src, size_t n, uint32_t *cnt)
 {
 #ifdef ENT_HAVE_X86
     /* Below a few vectors the range pass and the per-window sums do not pay. */
-    if (n >= 1024 && cpu_level() >= CPU_AVX512) {
-        size_t done = ent_hist_avx512(src, n, cnt);
+    if (n >= 1024 && cpu_level() >= CPU_AVX2) {
+        size_t done = cpu_level() >= CPU_AVX512 ? ent_hist_avx512(src, n, cnt) : ent_hist_avx2(src, n, cnt);
         if (done == n) return;
         if (done) {
             uint32_t rest[256];
@@ -49,6 +49,7 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
     size_t i = 0;
 #ifdef ENT_HAVE_X86
     if (cpu_level() >= CPU_AVX512) i = ent_minmax_avx512(src, n, &lo, &hi);
+    else if (cpu_level() >= CPU_AVX2) i = ent_minmax_avx2(src, n, &lo, &hi);
 #endif
 #if defined(__SSE2__)
     __m128i mn = _mm_set1_epi8((char)0xff), mx = _mm_setzero_si128();
@@ -76,6 +77,7 @@ void ent_histogram_sampled(const uint8_t *src, size_t n, uint32_t *cnt)
     int done = 0;
 #ifdef ENT_HAVE_X86
     if (cpu_level() >= CPU_AVX512) done = (int)ent_hist_pieces_avx512(at, 4, piece, lo, hi, cnt);
+    else if (cpu_level() >= CPU_AVX2) done = (int)ent_hist_pieces_avx2(at, 4, piece, lo, hi, cnt);
 #endif
     if (!done) {
         uint32_t part[256];
