@@ -4,9 +4,10 @@
  * Exponent planes are long runs of a few values, so the table loop keeps eight
  * sub-histograms to break the dependency between equal bytes; CPUs with AVX-512 count
  * narrow or one-value planes with vector compares instead (hist_avx512.c), CPUs with
- * AVX2 narrow ones (hist_avx2.c); the counts are the same. Escape-coded planes of few values, and up to level 3 the exponent bytes of
- * 16-bit floats (ENT_HINT_SAMPLE), are counted from a sample that keeps every value
- * between the least and the largest byte codable.
+ * AVX2 narrow ones (hist_avx2.c); the counts are the same. Escape-coded planes of few
+ * values, and up to level 3 the exponent bytes of 16-bit floats (ENT_HINT_SAMPLE), are
+ * counted from a sample that keeps every value between the least and the largest byte
+ * codable.
  */
 #include <string.h>
 
