@@ -46,14 +46,14 @@ AI256 void esc_step256(const struct esc_tables *tb, int K, __m256i t, __m256i hi
 {
     if (K == 1) {
         uint32_t esc = (uint32_t)_mm256_movemask_epi8(esc_ge256(hi, t));
-        _mm256_storeu_si256((__m256i *)(void *)a, _mm256_min_epu8(hi, t));
+        st256(a, _mm256_min_epu8(hi, t));
         esc_pack256(tb, _mm256_sub_epi8(hi, t), esc, e[0], ne);
         return;
     }
     __m256i borrow = _mm256_andnot_si256(esc_ge256(lo, t), _mm256_set1_epi8(-1));
     __m256i small = _mm256_and_si256(borrow, _mm256_cmpeq_epi8(hi, _mm256_setzero_si256()));
     uint32_t esc = ~(uint32_t)_mm256_movemask_epi8(small);
-    _mm256_storeu_si256((__m256i *)(void *)a, _mm256_blendv_epi8(t, lo, small));
+    st256(a, _mm256_blendv_epi8(t, lo, small));
     size_t at = *ne;
     esc_pack256(tb, _mm256_add_epi8(hi, borrow), esc, e[0], &at); /* borrow is -1 where it takes one */
     esc_pack256(tb, _mm256_sub_epi8(lo, t), esc, e[1], ne);

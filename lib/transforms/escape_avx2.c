@@ -48,9 +48,6 @@ AI256 __m256i spread32(const struct esc_tables *t, const uint8_t *src, uint32_t 
                                    _mm_unpacklo_epi64(q[2], q[3]), 1);
 }
 
-AI256 __m256i load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
-AI256 void store(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
-
 T256 size_t esc_fwd_avx2(unsigned K, unsigned T, const uint8_t *const *top, size_t elems, uint8_t *a, uint8_t *const *e,
                          size_t *nesc)
 {
@@ -59,9 +56,9 @@ T256 size_t esc_fwd_avx2(unsigned K, unsigned T, const uint8_t *const *top, size
     const struct esc_tables *tb = esc_tables256();
     const __m256i t = _mm256_set1_epi8((char)T);
     if (K == 1)
-        for (; i < nv; i += 32) esc_step256(tb, 1, t, load(top[0] + i), t, a + i, e, &ne);
+        for (; i < nv; i += 32) esc_step256(tb, 1, t, ld256(top[0] + i), t, a + i, e, &ne);
     else
-        for (; i < nv; i += 32) esc_step256(tb, 2, t, load(top[0] + i), load(top[1] + i), a + i, e, &ne);
+        for (; i < nv; i += 32) esc_step256(tb, 2, t, ld256(top[0] + i), ld256(top[1] + i), a + i, e, &ne);
     *nesc = ne;
     return i;
 }
@@ -77,13 +74,13 @@ T256 size_t esc_inv_avx2(unsigned K, unsigned T, const uint8_t *a, const uint8_t
     const __m256i wrap = _mm256_set1_epi8((char)(256 - T)); /* x + T carries where x >= 256 - T */
     __m256i over = _mm256_setzero_si256();
     for (; i < nv; i += 32) {
-        __m256i v = load(a + i);
+        __m256i v = ld256(a + i);
         __m256i escv = _mm256_cmpeq_epi8(v, t);
         uint32_t esc = (uint32_t)_mm256_movemask_epi8(escv);
         if (K == 1) {
             __m256i x = spread32(tb, e[0], esc, &ne);
             over = _mm256_or_si256(over, _mm256_and_si256(escv, esc_ge256(x, wrap)));
-            store(top[0] + i, _mm256_blendv_epi8(v, _mm256_add_epi8(x, t), escv));
+            st256(top[0] + i, _mm256_blendv_epi8(v, _mm256_add_epi8(x, t), escv));
             continue;
         }
         size_t at = ne;
@@ -91,8 +88,8 @@ T256 size_t esc_inv_avx2(unsigned K, unsigned T, const uint8_t *a, const uint8_t
         __m256i lo = spread32(tb, e[1], esc, &ne);
         __m256i carry = _mm256_and_si256(escv, esc_ge256(lo, wrap));
         over = _mm256_or_si256(over, _mm256_and_si256(carry, _mm256_cmpeq_epi8(hi, ff)));
-        store(top[1] + i, _mm256_blendv_epi8(v, _mm256_add_epi8(lo, t), escv));
-        store(top[0] + i, _mm256_sub_epi8(hi, carry)); /* carry is -1 where it adds one */
+        st256(top[1] + i, _mm256_blendv_epi8(v, _mm256_add_epi8(lo, t), escv));
+        st256(top[0] + i, _mm256_sub_epi8(hi, carry)); /* carry is -1 where it adds one */
     }
     *nesc = ne;
     *bad = !_mm256_testz_si256(over, over);

@@ -29,17 +29,14 @@ AI256 __m256i rotr32_256(__m256i v, int rot)
     return rot ? _mm256_or_si256(_mm256_srli_epi32(v, 1), _mm256_slli_epi32(v, 31)) : v;
 }
 
-AI256 __m256i load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
-AI256 void store(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
-
 T256 static size_t split2_avx2(const uint8_t *src, size_t elems, uint8_t *const *pl, int rot)
 {
     size_t e = 0;
     for (; e + 32 <= elems; e += 32) {
         __m256i p[2];
-        split2_vec256(rotl16_256(load(src + 2 * e), rot), rotl16_256(load(src + 2 * e + 32), rot), p);
-        store(pl[0] + e, p[0]);
-        store(pl[1] + e, p[1]);
+        split2_vec256(rotl16_256(ld256(src + 2 * e), rot), rotl16_256(ld256(src + 2 * e + 32), rot), p);
+        st256(pl[0] + e, p[0]);
+        st256(pl[1] + e, p[1]);
     }
     return e;
 }
@@ -50,10 +47,10 @@ T256 static size_t merge2_avx2(const uint8_t *const *pl, size_t elems, uint8_t *
 {
     size_t e = 0;
     for (; e + 32 <= elems; e += 32) {
-        __m256i hi = load(pl[0] + e), lo = load(pl[1] + e);
+        __m256i hi = ld256(pl[0] + e), lo = ld256(pl[1] + e);
         __m256i a = _mm256_unpacklo_epi8(lo, hi), b = _mm256_unpackhi_epi8(lo, hi);
-        store(dst + 2 * e, rotr16_256(_mm256_permute2x128_si256(a, b, 0x20), rot));
-        store(dst + 2 * e + 32, rotr16_256(_mm256_permute2x128_si256(a, b, 0x31), rot));
+        st256(dst + 2 * e, rotr16_256(_mm256_permute2x128_si256(a, b, 0x20), rot));
+        st256(dst + 2 * e + 32, rotr16_256(_mm256_permute2x128_si256(a, b, 0x31), rot));
     }
     return e;
 }
@@ -64,9 +61,9 @@ T256 static size_t split4_avx2(const uint8_t *src, size_t elems, uint8_t *const 
     for (; e + 32 <= elems; e += 32) {
         const uint8_t *s = src + 4 * e;
         __m256i p[4];
-        split4_vec256(rotl32_256(load(s), rot), rotl32_256(load(s + 32), rot), rotl32_256(load(s + 64), rot),
-                      rotl32_256(load(s + 96), rot), p);
-        for (int k = 0; k < 4; k++) store(pl[k] + e, p[k]);
+        split4_vec256(rotl32_256(ld256(s), rot), rotl32_256(ld256(s + 32), rot), rotl32_256(ld256(s + 64), rot),
+                      rotl32_256(ld256(s + 96), rot), p);
+        for (int k = 0; k < 4; k++) st256(pl[k] + e, p[k]);
     }
     return e;
 }
@@ -78,16 +75,16 @@ T256 static size_t merge4_avx2(const uint8_t *const *pl, size_t elems, uint8_t *
 {
     size_t e = 0;
     for (; e + 32 <= elems; e += 32) {
-        __m256i p0 = load(pl[0] + e), p1 = load(pl[1] + e), p2 = load(pl[2] + e), p3 = load(pl[3] + e);
+        __m256i p0 = ld256(pl[0] + e), p1 = ld256(pl[1] + e), p2 = ld256(pl[2] + e), p3 = ld256(pl[3] + e);
         __m256i l0 = _mm256_unpacklo_epi8(p3, p2), l1 = _mm256_unpackhi_epi8(p3, p2); /* low halves */
         __m256i h0 = _mm256_unpacklo_epi8(p1, p0), h1 = _mm256_unpackhi_epi8(p1, p0); /* high halves */
         __m256i w0 = _mm256_unpacklo_epi16(l0, h0), w1 = _mm256_unpackhi_epi16(l0, h0);
         __m256i w2 = _mm256_unpacklo_epi16(l1, h1), w3 = _mm256_unpackhi_epi16(l1, h1);
         uint8_t *d = dst + 4 * e;
-        store(d, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x20), rot));
-        store(d + 32, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x20), rot));
-        store(d + 64, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x31), rot));
-        store(d + 96, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x31), rot));
+        st256(d, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x20), rot));
+        st256(d + 32, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x20), rot));
+        st256(d + 64, rotr32_256(_mm256_permute2x128_si256(w0, w1, 0x31), rot));
+        st256(d + 96, rotr32_256(_mm256_permute2x128_si256(w2, w3, 0x31), rot));
     }
     return e;
 }

@@ -1,7 +1,7 @@
 /* predict_avx2.c — the delta predictor's DIFF residual fused with the plane split and the
  * escape transform, and its inverse, in AVX2, for CPUs without AVX-512 (predict.c calls
- * them when cpu_level() is CPU_AVX2 and the AVX-512 loops cannot run). As the AVX-512 loop (predict_avx512.c)
- * does it 64 elements a step, this one takes 32: the residual never leaves registers, its
+ * them when cpu_level() is CPU_AVX2 and the AVX-512 loops cannot run). As the AVX-512
+ * loop (predict_avx512.c) does it 64 elements a step, this one takes 32: the residual never leaves registers, its
  * bytes are gathered into planes (split256.h's step) and its top bytes escape-coded
  * (escape256.h's step), one pass where the path without it makes three (the SSE2
  * residual, the split, the escapes). Writes the same bytes as those. */
@@ -21,8 +21,7 @@ AI256 __m256i fmap256(int W, int flt, __m256i v)
 /* The zigzagged difference F(u) - F(v) of one vector of W-byte elements. */
 AI256 __m256i res256(int W, int flt, const uint8_t *x, const uint8_t *b)
 {
-    __m256i u = fmap256(W, flt, _mm256_loadu_si256((const __m256i *)(const void *)x));
-    __m256i v = fmap256(W, flt, _mm256_loadu_si256((const __m256i *)(const void *)b));
+    __m256i u = fmap256(W, flt, ld256(x)), v = fmap256(W, flt, ld256(b));
     if (W == 2) {
         __m256i d = _mm256_sub_epi16(u, v);
         return _mm256_xor_si256(_mm256_add_epi16(d, d), _mm256_srai_epi16(d, 15));
@@ -49,7 +48,7 @@ AI256 size_t fe256(int W, int flt, unsigned L, unsigned T, const uint8_t *x, con
                           res256(4, flt, xs + 96, bs + 96), p);
         }
         unsigned K = (unsigned)W - L;
-        for (unsigned k = 0; k < L; k++) _mm256_storeu_si256((__m256i *)(void *)(low[k] + i), p[K + k]);
+        for (unsigned k = 0; k < L; k++) st256(low[k] + i, p[K + k]);
         if (K == 2) esc_step256(tb, 2, t, p[0], p[1], a + i, e, &n_e);
         else esc_step256(tb, 1, t, p[0], p[0], a + i, e, &n_e);
     }
@@ -85,19 +84,17 @@ AI256 __m256i inv256(int W, int flt, __m256i z, __m256i v)
 }
 
 /* 64 bytes a step (two independent vectors); returns the elements done. */
-#define DI(W, F)                                                                                       \
-    T256 static size_t di##W##_##F(const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x)       \
-    {                                                                                                  \
-        size_t i = 0, n = elems * W;                                                                   \
-        for (; i + 64 <= n; i += 64) {                                                                 \
-            __m256i x0 = inv256(W, F, _mm256_loadu_si256((const __m256i *)(const void *)(r + i)),      \
-                                _mm256_loadu_si256((const __m256i *)(const void *)(b + i)));           \
-            __m256i x1 = inv256(W, F, _mm256_loadu_si256((const __m256i *)(const void *)(r + i + 32)), \
-                                _mm256_loadu_si256((const __m256i *)(const void *)(b + i + 32)));      \
-            _mm256_storeu_si256((__m256i *)(void *)(x + i), x0);                                       \
-            _mm256_storeu_si256((__m256i *)(void *)(x + i + 32), x1);                                  \
-        }                                                                                              \
-        return i / W;                                                                                  \
+#define DI(W, F)                                                                                 \
+    T256 static size_t di##W##_##F(const uint8_t *r, const uint8_t *b, size_t elems, uint8_t *x) \
+    {                                                                                            \
+        size_t i = 0, n = elems * W;                                                             \
+        for (; i + 64 <= n; i += 64) {                                                           \
+            __m256i x0 = inv256(W, F, ld256(r + i), ld256(b + i)),                               \
+                    x1 = inv256(W, F, ld256(r + i + 32), ld256(b + i + 32));                     \
+            st256(x + i, x0);                                                                    \
+            st256(x + i + 32, x1);                                                               \
+        }                                                                                        \
+        return i / W;                                                                            \
     }
 /* clang-format off */
 DI(2, 0) DI(2, 1) DI(4, 0) DI(4, 1)

@@ -1,10 +1,11 @@
 /* simd.h — the transforms' AVX-512 kernels (and the planes', escapes', fused prediction's
  * and q8's AVX2 ones), one file each beside its portable twin (planes_avx*.c,
- * predict_avx*.c, escape_avx*.c, q8_avx*.c). Built with target attributes for x86-64 with GCC or clang; the portable
- * files call them only when cpu.h allows (CPU_AVX512, CPU_VBMI2 for the escape loops,
- * CPU_AVX2 for the AVX2 ones), and every one writes exactly what the portable loops
- * would. Each returns how many elements it did (whole steps of 64, of 32 for the AVX2
- * loops but q8's; q8's, whole blocks); the caller does the rest. */
+ * predict_avx*.c, escape_avx*.c, q8_avx*.c). Built with target attributes for x86-64
+ * with GCC or clang; the portable files call them only when cpu.h allows (CPU_AVX512,
+ * CPU_VBMI2 for the escape loops, CPU_AVX2 for the AVX2 ones), and every one writes
+ * exactly what the portable loops would. Each returns how many elements it did (whole
+ * steps of 64, of 32 for the AVX2 loops but q8's; q8's, whole blocks); the caller does
+ * the rest. */
 #ifndef CKPZ_TRANSFORMS_SIMD_H
 #define CKPZ_TRANSFORMS_SIMD_H
 

@@ -13,6 +13,10 @@
 #define T256 __attribute__((target("avx2,popcnt")))
 #define AI256 static inline __attribute__((always_inline)) T256
 
+/* Unaligned 32-byte load and store, for every AVX2 loop of the transforms. */
+AI256 __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+AI256 void st256(uint8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
+
 /* 32 2-byte elements in a, b: their high bytes to p[0], low bytes to p[1]. Packed lane by
  * lane they come out as elements 0-7, 16-23, 8-15, 24-31 in 64-bit quarters. */
 AI256 void split2_vec256(__m256i a, __m256i b, __m256i *p)
