@@ -1,10 +1,10 @@
 /* predict_avx2.c — the delta predictor's DIFF residual fused with the plane split and the
  * escape transform, and its inverse, in AVX2, for CPUs without AVX-512 (predict.c calls
  * them when cpu_level() is CPU_AVX2 and the AVX-512 loops cannot run). As the AVX-512
- * loop (predict_avx512.c) does it 64 elements a step, this one takes 32: the residual never leaves registers, its
- * bytes are gathered into planes (split256.h's step) and its top bytes escape-coded
- * (escape256.h's step), one pass where the path without it makes three (the SSE2
- * residual, the split, the escapes). Writes the same bytes as those. */
+ * loop (predict_avx512.c) does it 64 elements a step, this one takes 32: the residual
+ * never leaves registers, its bytes are gathered into planes (split256.h's step) and its
+ * top bytes escape-coded (escape256.h's step), one pass where the path without it makes
+ * three (the SSE2 residual, the split, the escapes). Writes the same bytes as those. */
 #include "simd.h"
 
 #ifdef XF_HAVE_X86
