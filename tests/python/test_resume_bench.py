@@ -5,7 +5,8 @@ smallest cell (lstm, constant LR, a restore every 50 of 110 steps, seed 1234) ru
 policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --moment-sign
 experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
 CellFloor: a matrix cell's floor is the largest of its seeds' floors, and only the gap is
-judged against it. FromJson: --from-json judges the cells of runs made apart as one
+judged against it. Floors: a seed's floor is the largest over its runs B (one per data
+order; a diverged one counts for nothing), and --ref refuses a file with fewer runs B. FromJson: --from-json judges the cells of runs made apart as one
 matrix (rows in run order, seeds together, the preset's markers), and refuses runs of
 other sizes, a cell twice, a file that is no run, and options that would choose runs. Budget: bench/resume_budget.py's bytes per role add up to the file and
 match `ckpz -l -v`'s entries. Joint: bench/resume_joint.py finds each optimizer state's
@@ -66,6 +67,14 @@ class ResumeJudge(unittest.TestCase):
         self.assertEqual(s["frozen_steps"] + s["frozen_tensors"] + s["v_nonpos_made"], 0)
         self.assertGreater(s["noise_floor"], 0.0, "run B trains on another data order")
         self.assertGreater(s["mean_ratio"], 1.0)
+
+    def test_floor_of_three_data_orders(self):
+        s = self.cell("lossless")["summary"]
+        fl = s["noise_floors"]
+        self.assertEqual(len(fl), 3, "--floor-runs defaults to 3 runs B per seed")
+        self.assertEqual(s["noise_floor"], max(fl))
+        self.assertEqual(len(set(fl)), 3, "each run B trains on a data order of its own")
+        self.assertIn("3 run(s) B per seed", self.text)
 
     def test_destructive_setting_fails_frozen(self):
         c = self.cell("freeze")
@@ -180,6 +189,51 @@ class CellFloor(unittest.TestCase):
         self.assertEqual(self.cells((0.006, 0.001, True), (0.001, 0.002, True))["verdict"], "FAIL")
 
 
+class Floors(unittest.TestCase):
+    """resume_judge.verdict over K runs B, on results built by hand."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        import resume_judge
+        self.j = resume_judge
+
+    def res(self, c, *bs):
+        runs = dict(A=dict(final=2.0, curve=[]), C=dict(final=c, curve=[]))
+        for i, b in enumerate(bs):
+            runs["B" if i == 0 else "B%d" % (i + 1)] = dict(final=b, curve=[])
+        return dict(runs=runs, checkpoints=[], lossless=False, floor_runs=len(bs))
+
+    def test_largest_run_b(self):
+        v = self.j.verdict(self.res(2.03, 2.01, 1.96, 2.02))           # floors 0.5, 2, 1 %
+        self.assertAlmostEqual(v["noise_floor"], 0.02)
+        self.assertEqual(len(v["noise_floors"]), 3)
+        self.assertTrue(v["pass_"], v)                                  # gap 1.5 % <= 2 %
+        self.assertIn("the largest of 3 runs B", v["why"])
+        v = self.j.verdict(self.res(2.03, 2.01))                        # one run B: 0.5 %
+        self.assertFalse(v["pass_"], v)
+
+    def test_diverged_run_b_counts_for_nothing(self):
+        v = self.j.verdict(self.res(2.03, 2.01, float("nan"), float("inf")))
+        self.assertAlmostEqual(v["noise_floor"], 0.005)
+        self.assertFalse(v["pass_"], v)
+        v = self.j.verdict(self.res(2.005, float("nan")))
+        self.assertEqual(v["noise_floor"], 0.0)
+        self.assertTrue(v["pass_"], v)                                  # 0.25 % <= 0.5 %
+
+    def test_ref_with_fewer_runs_b_refused(self):
+        test = os.path.join(ROOT, "bench", "resume-test")
+        with tempfile.TemporaryDirectory() as tmp:
+            one = os.path.join(tmp, "one.json")
+            base = [sys.executable, test, "--ckpz", CKPZ, "--quick", "--family", "lstm", "--seed", "1234",
+                    "--first", "100", "--every", "100", "--policy", "lossless", "--threads", "1"]
+            subprocess.run(base + ["--json", one], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=300)
+            r = subprocess.run(base + ["--floor-runs", "2", "--ref", one], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=300)
+        self.assertEqual(r.returncode, 2, r.stderr.decode())
+        self.assertIn("1 run(s) B, 2 asked (--floor-runs)", r.stderr.decode())
+
+
 class FromJson(unittest.TestCase):
     """Two runs (one schedule each, both seeds) of the default preset judged together."""
 
@@ -284,9 +338,9 @@ class FromJson(unittest.TestCase):
         rc, so, se = self.cli("--from-json", a, a)
         self.assertEqual(rc, 2, so + se)
         self.assertIn("resume-matrix: --from-json: cell auto gpt const every 10 seed 1234", se)
-        rc, so, se = self.cli("--from-json", a, "--quick", "--seeds", "1")
+        rc, so, se = self.cli("--from-json", a, "--quick", "--seeds", "1", "--floor-runs", "2")
         self.assertEqual(rc, 2, so + se)
-        self.assertIn("--from-json trains nothing: --quick, --seeds would choose runs", se)
+        self.assertIn("--from-json trains nothing: --quick, --seeds, --floor-runs would choose runs", se)
         doc = os.path.join(self.tmp.name, "nomark.md")
         with open(doc, "w") as f:
             f.write("<!-- bench/resume-matrix quick begin -->\n<!-- bench/resume-matrix quick end -->\n")
