@@ -21,8 +21,8 @@
 
 static void test_roles(void)
 {
-    static const uint64_t big[] = {64, 128}, small[] = {8, 8}, vec[] = {8192}, mid[] = {32, 64}, vec64[] = {64},
-                          vec63[] = {63};
+    static const uint64_t big[] = {64, 128}, small[] = {8, 8}, vec[] = {8192}, mid[] = {16, 16}, under[] = {15, 17},
+                          conv[] = {32, 3, 3, 3}, vec64[] = {64}, vec63[] = {63};
     static const struct {
         const char *name;
         ckpz_dtype dt;
@@ -52,10 +52,14 @@ static void test_roles(void)
         {"model.fc.weight", CKPZ_DTYPE_F32, 2, small, AUTO_EXACT},
         {"model.embed.ids", CKPZ_DTYPE_I64, 2, big, AUTO_EXACT},
         {"model.fc.weight.grad", CKPZ_DTYPE_F32, 2, big, AUTO_EXACT},
-        /* >= 2 dimensions: from 4096 elements, weights and moments alike */
-        {"model.transformer.wpe.weight", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
-        {"optimizer.state.1.exp_avg", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
-        {"optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, mid, AUTO_EXACT},
+        /* >= 2 dimensions: from AUTO_MIN_ELEMS (256) elements, weights and moments alike */
+        {"model.transformer.wpe.weight", CKPZ_DTYPE_F32, 2, mid, AUTO_WEIGHT},
+        {"optimizer.state.1.exp_avg", CKPZ_DTYPE_F32, 2, mid, AUTO_EXP_AVG},
+        {"optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, mid, AUTO_EXP_AVG_SQ},
+        {"model.features.0.weight", CKPZ_DTYPE_F32, 4, conv, AUTO_WEIGHT}, /* a first conv, 864 */
+        {"model.transformer.wpe.weight", CKPZ_DTYPE_F32, 2, under, AUTO_EXACT},
+        {"optimizer.state.1.exp_avg", CKPZ_DTYPE_F32, 2, under, AUTO_EXACT},
+        {"optimizer.state.1.exp_avg_sq", CKPZ_DTYPE_F32, 2, under, AUTO_EXACT},
         /* Adam's moments of a 1-D parameter (torch.save does not say bias or gain) */
         {"optimizer.state.5.exp_avg", CKPZ_DTYPE_F32, 1, vec, AUTO_EXP_AVG},
         {"optimizer.state.5.exp_avg_sq", CKPZ_DTYPE_F32, 1, vec64, AUTO_EXP_AVG_SQ},

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
+#define AUTO_STR_(x) #x
+#define AUTO_STR(x) AUTO_STR_(x)
+
 static const char *const ROLE_NAMES[AUTO_ROLE_COUNT_] = {"exact", "weight", "exp_avg", "exp_avg_sq"};
 
 const char *auto_role_name(auto_role r) { return (unsigned)r < AUTO_ROLE_COUNT_ ? ROLE_NAMES[r] : "?"; }
@@ -61,7 +64,8 @@ auto_role auto_role_of(const char *name, ckpz_dtype dtype, uint32_t ndim, const 
     else if (!quant_dtype_ok(dtype)) w = "integer or bool";
     else if (ndim < 2 && !(moment && ndim == 1)) w = "fewer than 2 dimensions (bias, norm gain, scalar)";
     else if (!shape || n < (ndim == 1 ? AUTO_MIN_MOMENT_1D : AUTO_MIN_ELEMS))
-        w = ndim == 1 ? "fewer than 64 elements (a 1-D moment)" : "fewer than 4096 elements";
+        w = ndim == 1 ? "fewer than " AUTO_STR(AUTO_MIN_MOMENT_1D) " elements (a 1-D moment)"
+                      : "fewer than " AUTO_STR(AUTO_MIN_ELEMS) " elements";
     else if (contains_ci(name, "norm") || contains_ci(name, "bias") || contains_ci(name, "ln_")) w = "norm or bias";
     else if (sq) r = AUTO_EXP_AVG_SQ, w = ndim < 2 ? "Adam second moment (name), 1-D" : "Adam second moment (name)";
     else if (moment) r = AUTO_EXP_AVG, w = ndim < 2 ? "Adam first moment (name), 1-D" : "Adam first moment (name)";

@@ -19,10 +19,11 @@
  * (torch.save's `optimizer.state.N.exp_avg` does not say whether N is a bias or a
  * norm's gain, and their errors fade as every moment's do) from AUTO_MIN_MOMENT_1D
  * elements; the parameter itself stays exact. Kept exact, they cost ~31 bits per element
- * in a delta file (more below ~256: a chunk each), where a moment costs ~2-3. Tensors of
- * >= 2 dimensions stay exact below AUTO_MIN_ELEMS: with the quick CNN's first conv and
- * head lossy (432 and 320 elements, weights and moments, or moments only), one cell of
- * bench/resume-matrix --quick missed parity each time (doc/lossy.md "Small tensors").
+ * in a delta file, where a moment costs ~2-3. Tensors of >= 2 dimensions are lossy from
+ * AUTO_MIN_ELEMS (256): a CNN's first conv and head (864 and 1,280 elements, with their
+ * moments) kept exact took ~1.9 of a default-size CNN's ~10 bits per parameter; lossy,
+ * bench/resume-matrix with three runs B per seed passes the cells it passed with them
+ * exact, and the CNN's files are 17-21% smaller (doc/lossy.md "Small tensors").
  *
  * Roles come from names only as they appear in torch.save files
  * (`optimizer.state.16.exp_avg`), safetensors (`*.exp_avg_sq`) and distributed
@@ -41,7 +42,7 @@
 typedef enum auto_role { AUTO_EXACT = 0, AUTO_WEIGHT, AUTO_EXP_AVG, AUTO_EXP_AVG_SQ, AUTO_ROLE_COUNT_ } auto_role;
 
 /* The fewest elements of a lossy tensor, and of a lossy moment of a 1-D parameter. */
-#define AUTO_MIN_ELEMS 4096
+#define AUTO_MIN_ELEMS 256
 #define AUTO_MIN_MOMENT_1D 64
 #define AUTO_K_MIN (1.0 / 64)
 #define AUTO_K_MAX 16.0
