@@ -3,9 +3,9 @@ family, Adam's exp_avg_sq made <= 0, weights whose progress it erased), the verd
 run, and its report. No training here; bench/resume-test calls these.
 
 Verdict (the limits of issue 32): PASS when the gap |C - A| / A <= max(0.5 %, noise floor
-|B - A| / A: the largest over the runs B, one per data order), every loss of run C is finite (no divergence), no restore froze training
-(neither the weights as a whole nor any one weight tensor lost more than half of its
-progress since the previous restore), no restore made an exp_avg_sq value <= 0 that was
+|B - A| / A: the largest over the runs B, one per data order), every loss of run C is
+finite (no divergence), no restore froze training (neither the weights as a whole nor any
+one weight tensor lost more than half of its progress since the previous restore), no restore made an exp_avg_sq value <= 0 that was
 positive before it (or negative at all), nothing non-finite came back, and, for a
 lossless run, C's eval curve equals A's exactly.
 """

@@ -6,9 +6,10 @@ policy ckpz rejects (ERROR with ckpz's message, exit 2). MomentSign: the --momen
 experiment's approximations (bench/resume_moment.py) on tensors built to fit them.
 CellFloor: a matrix cell's floor is the largest of its seeds' floors, and only the gap is
 judged against it. Floors: a seed's floor is the largest over its runs B (one per data
-order; a diverged one counts for nothing), and --ref refuses a file with fewer runs B. FromJson: --from-json judges the cells of runs made apart as one
-matrix (rows in run order, seeds together, the preset's markers), and refuses runs of
-other sizes, a cell twice, a file that is no run, and options that would choose runs. Budget: bench/resume_budget.py's bytes per role add up to the file and
+order; a diverged one counts for nothing), and --ref refuses a file with fewer runs B.
+FromJson: --from-json judges the cells of runs made apart as one matrix (rows in run
+order, seeds together, the preset's markers), and refuses runs of other sizes, a cell
+twice, a file that is no run, and options that would choose runs. Budget: bench/resume_budget.py's bytes per role add up to the file and
 match `ckpz -l -v`'s entries. Joint: bench/resume_joint.py finds each optimizer state's
 parameter past a buffer, and a weights' change that is Adam's step exactly is predicted
 (near 1 correlation, bits saved) where a change unrelated to the moments is not.
