@@ -119,9 +119,9 @@ def is_frozen(row):
     return row["freeze"]["frac"] > FREEZE_LIMIT or bool(row["freeze"]["frozen_tensors"])
 
 
-def b_names(res):
-    """The runs B of a result (B, B2, ...: one per data order), in order."""
-    return ["B"] + [f"B{j}" for j in range(2, res.get("floor_runs", 1) + 1)]
+def b_names(k):
+    """The names of K runs B, one per data order: B, B2, ... BK."""
+    return ["B"] + [f"B{j}" for j in range(2, k + 1)]
 
 
 def floors(res):
@@ -129,7 +129,7 @@ def floors(res):
     diverged says nothing of the spread: it neither raises the floor nor lowers it)."""
     A = res["runs"]["A"]["final"]
     return [abs(B - A) / A if math.isfinite(B) else math.nan
-            for B in (res["runs"][k]["final"] for k in b_names(res))]
+            for B in (res["runs"][k]["final"] for k in b_names(res["floor_runs"]))]
 
 
 def verdict(res):
@@ -180,7 +180,7 @@ def summary(res, metrics):
                 min_ratio=min(ratios, default=None), max_ratio=max(ratios, default=None),
                 all_ratio=metrics.ratio(tot_o, tot_c) if ck else None,
                 gap=v["gap"], noise_floor=v["noise_floor"], limit=v["limit"],
-                noise_floors=v.get("noise_floors", [v["noise_floor"]]),
+                noise_floors=v["noise_floors"],
                 signed_gap=(res["runs"]["C"]["final"] - res["runs"]["A"]["final"]) / res["runs"]["A"]["final"],
                 passed=v["pass"], frozen_steps=len(v["frozen_steps"]),
                 frozen_tensors=v["frozen_tensors"], v_nonpos_made=v["v_nonpos_made"],
@@ -204,14 +204,14 @@ def report(res, metrics):
         + (f"; EXPERIMENT --moment-sign {res['moment_sign']}" if res.get("moment_sign") else ""))
     log("")
     log("  run                          final eval loss   wall")
-    seeds = res.get("noise_seeds") or [res.get("noise_seed")]
     for k, what in ([("A", "lossless reference")]
-                    + [(b, f"noise floor (data seed {s})") for b, s in zip(b_names(res), seeds)]
+                    + [(b, f"noise floor (data seed {s})")
+                       for b, s in zip(b_names(res["floor_runs"]), res["noise_seeds"])]
                     + [("C", "lossy closed loop")]):
         r = res["runs"][k]
         log(f"  {k:3s} {what:30s} {r['final']:10.4f}      {r['wall_s']:5.0f}s")
     each = (" (" + " / ".join(f"{x:.4%}" for x in v["noise_floors"]) + ")"
-            if len(v.get("noise_floors", ())) > 1 else "")
+            if len(v["noise_floors"]) > 1 else "")
     log(f"  noise floor |B-A|/A = {v['noise_floor']:.4%}{each}   gap |C-A|/A = {v['gap']:.4%}   "
         f"limit {v['limit']:.4%}")
     if res["runs"]["C"]["curve"] == res["runs"]["A"]["curve"]:
@@ -278,9 +278,9 @@ def write_markdown(path, res, metrics):
             "whole checkpoint ratio (all / first / last) | final loss A / B / C | gap | noise floor | "
             "max freeze | exp_avg_sq <= 0 made | verdict |\n|---|---|---|---|---|---|---|---|---|---|\n")
     A, C = res["runs"]["A"]["final"], res["runs"]["C"]["final"]
-    nfs = [-1.0 if math.isnan(x) else x for x in floors(res)]   # B: the run that sets the floor
-    B = res["runs"][b_names(res)[nfs.index(max(nfs))]]["final"]
     v, ck = res["verdict"], res["checkpoints"]
+    nfs = [-1.0 if math.isnan(x) else x for x in v["noise_floors"]]   # B: the run that sets the floor
+    B = res["runs"][b_names(len(nfs))[nfs.index(max(nfs))]]["final"]
     tot_o = sum(r["orig_bytes"] for r in ck)
     tot_c = sum(r["lossy_bytes"] for r in ck)
     made = sum(r["exp_avg_sq_nonpos_made"] for r in ck)
